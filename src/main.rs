@@ -1,1 +1,64 @@
-fn main() {}
+//! `klab`: GPU kernel performance work turned into evidence.
+//!
+//! A thin binary: argument parsing and exit codes here, the work in `klab-core` (no GPU)
+//! and `klab-cuda` (the runtime layer). Exit codes: 0 success, 1 runtime or argument
+//! error, 2 a correctness gate failed.
+
+mod cli;
+mod cmd;
+
+use std::process::ExitCode;
+
+use clap::error::ErrorKind;
+use clap::Parser;
+
+/// Exit status when a correctness gate failed.
+pub const EXIT_GATE_FAILED: u8 = 2;
+/// Exit status for runtime and argument errors.
+pub const EXIT_ERROR: u8 = 1;
+
+fn main() -> ExitCode {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
+    match cmd::run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&format!("{e:#}")));
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+/// clap exits 2 on usage errors; klab's 2 means a failed gate, so usage errors exit 1
+/// with one line. Help and version go to stdout and exit 0.
+fn usage_error(e: clap::Error) -> ExitCode {
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+            eprintln!("error: no command given; see 'klab --help'");
+            ExitCode::from(EXIT_ERROR)
+        }
+        _ => {
+            let text = e.render().to_string();
+            let body = text.split("\n\nUsage:").next().unwrap_or(&text);
+            let line = body.split_whitespace().collect::<Vec<_>>().join(" ");
+            let line = line.strip_prefix("error: ").unwrap_or(&line);
+            eprintln!("error: {line}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+/// Keep an error on one line unless it carries a compiler log, which is shown whole.
+fn one_line(s: &str) -> String {
+    if s.contains("NVRTC could not compile") {
+        s.to_string()
+    } else {
+        s.lines().map(str::trim).collect::<Vec<_>>().join(" ")
+    }
+}

@@ -1,10 +1,22 @@
 //! klab-core: everything klab knows that needs no GPU.
 //!
 //! Operations as contracts (inputs, oracle, verification rule, useful bytes), the
-//! launch-plan rules, statistics, artifact writing, and the CPU address model.
-//! No module here calls a GPU; the runtime layer lives in `klab-cuda`.
+//! launch-plan rules, the harness logic written against a narrow backend interface,
+//! statistics, artifact writing, and the CPU address model. No module here calls a GPU;
+//! the CUDA runtime lives in `klab-cuda`.
 
+pub mod artifact;
+pub mod backend;
+pub mod builtin;
+pub mod device;
+pub mod harness;
 pub mod model;
+pub mod ops;
+pub mod plan;
+pub mod ptxas;
+pub mod rounds;
+pub mod row;
+pub mod stats;
 pub mod variant;
 
 pub use variant::{Operation, Variant};

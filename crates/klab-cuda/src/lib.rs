@@ -1,1 +1,16 @@
-//! stub
+//! klab-cuda: the CUDA runtime layer. Every GPU call in klab goes through this crate.
+//!
+//! - [`probe`]: is libcuda / libnvrtc loadable (cudarc panics when a library is missing,
+//!   so every entry point checks first and returns a clear error);
+//! - [`device`]: opening a device and reading its facts;
+//! - [`nvrtc`]: run-time compilation for the device's own architecture, with an on-disk
+//!   cache keyed by source hash, arch, options and NVRTC version;
+//! - [`gpu`]: [`gpu::CudaBackend`], the implementation of klab-core's `Backend`.
+
+pub mod device;
+pub mod error;
+pub mod gpu;
+pub mod nvrtc;
+pub mod probe;
+
+pub use error::CudaError;

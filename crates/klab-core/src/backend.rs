@@ -1,0 +1,67 @@
+//! The narrow interface between klab's gates and a device: allocate, upload, poison,
+//! launch, download, time. The CUDA runtime (`klab-cuda`) implements it on a GPU; the
+//! [`host`] backend implements it with Rust functions so that the gates' logic is tested
+//! on machines without one (and so a PTX emulator can be added later).
+
+use std::fmt;
+
+use crate::device::{DeviceLimits, KernelResources};
+use crate::plan::LaunchPlan;
+
+pub mod host;
+
+/// A device-side failure, as text for the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendError(pub String);
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BackendError {}
+
+/// One kernel parameter.
+#[derive(Debug)]
+pub enum Arg<'a, B> {
+    Buffer(&'a B),
+    I32(i32),
+}
+
+/// What the gates need from a device.
+pub trait Backend {
+    type Buffer;
+    type Kernel;
+
+    fn limits(&self) -> &DeviceLimits;
+    /// Device memory currently free, in bytes.
+    fn free_memory_bytes(&mut self) -> Result<u64, BackendError>;
+    /// Look up a compiled kernel by its entry point.
+    fn kernel(&mut self, entry: &str) -> Result<Self::Kernel, BackendError>;
+    fn resources(&self, kernel: &Self::Kernel) -> KernelResources;
+    /// A buffer of `words` 32-bit words with the exact length asked for.
+    fn alloc(&mut self, words: usize) -> Result<Self::Buffer, BackendError>;
+    fn upload(&mut self, dst: &mut Self::Buffer, src: &[u32]) -> Result<(), BackendError>;
+    /// Set every byte of `dst` (poisoning).
+    fn fill_bytes(&mut self, dst: &mut Self::Buffer, byte: u8) -> Result<(), BackendError>;
+    fn download(&mut self, src: &Self::Buffer, dst: &mut [u32]) -> Result<(), BackendError>;
+    /// Launch once; a launch the device refuses is an error.
+    fn launch(
+        &mut self,
+        kernel: &Self::Kernel,
+        plan: &LaunchPlan,
+        args: &[Arg<'_, Self::Buffer>],
+    ) -> Result<(), BackendError>;
+    /// Wait for all submitted work; a fault during it is an error.
+    fn synchronize(&mut self) -> Result<(), BackendError>;
+    /// Launch `launches` times between one timing-event pair in the kernel's stream and
+    /// return the interval in milliseconds (checking every launch and the completion).
+    fn time_launches(
+        &mut self,
+        kernel: &Self::Kernel,
+        plan: &LaunchPlan,
+        args: &[Arg<'_, Self::Buffer>],
+        launches: u32,
+    ) -> Result<f64, BackendError>;
+}

@@ -1,0 +1,8 @@
+//! The built-in kernel sources, embedded in the binary so klab runs from any folder.
+
+/// `kernels/transpose.cu`: copy, naive, tiled, padded, broken.
+pub const TRANSPOSE_SOURCE: &str = include_str!("../../../kernels/transpose.cu");
+/// NVRTC program name for it, so tool reports cite the file.
+pub const TRANSPOSE_PROGRAM: &str = "transpose.cu";
+/// Path of the source in the repository, for artifacts.
+pub const TRANSPOSE_PATH: &str = "kernels/transpose.cu";

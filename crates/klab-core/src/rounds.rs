@@ -1,0 +1,240 @@
+//! Repeated rounds in separate processes with alternating order (seed 000), and the
+//! per-variant summary `klab lab` prints from them.
+
+use serde::Serialize;
+
+use crate::row::TransposeRow;
+use crate::stats::Summary;
+
+/// Header of `repeated-benchmark.csv`: the harness row prefixed by round and position.
+pub const ROUNDS_CSV_HEADER: &str =
+    "round,position,variant,correct,mismatches,max_abs_error,average_ms,effective_gb_s";
+
+/// The order for a 1-based round: as given in odd rounds, reversed in even rounds.
+pub fn alternating_order<T: Clone>(round: u32, variants: &[T]) -> Vec<T> {
+    let mut v = variants.to_vec();
+    if round % 2 == 0 {
+        v.reverse();
+    }
+    v
+}
+
+/// One process's row in one round.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoundRow {
+    pub round: u32,
+    /// 0-based position within the round.
+    pub position: u32,
+    pub row: TransposeRow,
+}
+
+impl RoundRow {
+    pub fn to_csv(&self) -> String {
+        format!("{},{},{}", self.round, self.position, self.row.to_csv())
+    }
+}
+
+/// The whole rounds CSV.
+pub fn rounds_csv(rows: &[RoundRow]) -> String {
+    let mut s = String::from(ROUNDS_CSV_HEADER);
+    s.push('\n');
+    for r in rows {
+        s.push_str(&r.to_csv());
+        s.push('\n');
+    }
+    s
+}
+
+/// One variant's distribution over rounds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VariantSummary {
+    pub variant: String,
+    /// Rounds in which the variant passed and was timed.
+    pub timed_rounds: usize,
+    /// Rounds in which it failed its check.
+    pub failed_rounds: usize,
+    /// Distribution of per-round average milliseconds.
+    pub ms: Option<Summary>,
+    /// Median effective bandwidth (GB/s) over rounds.
+    pub median_gb_s: Option<f64>,
+    /// Median bandwidth as a percentage of the reference variant's median bandwidth.
+    pub pct_of_reference: Option<f64>,
+    /// Median bandwidth as a percentage of the theoretical peak.
+    pub pct_of_peak: Option<f64>,
+}
+
+/// Summaries per variant, in first-seen order. `reference` names the variant whose median
+/// bandwidth is 100% (copy, in the lab); `peak_gb_s` the device's theoretical peak.
+pub fn summarize(
+    rows: &[RoundRow],
+    reference: &str,
+    peak_gb_s: Option<f64>,
+) -> Vec<VariantSummary> {
+    let mut names: Vec<&str> = Vec::new();
+    for r in rows {
+        if !names.contains(&r.row.variant.as_str()) {
+            names.push(&r.row.variant);
+        }
+    }
+    let median_gbs = |name: &str| -> Option<f64> {
+        let g: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.row.variant == name)
+            .filter_map(|r| r.row.timing.map(|t| t.effective_gb_s))
+            .collect();
+        Summary::of(&g).map(|s| s.median)
+    };
+    let reference_gbs = median_gbs(reference);
+    names
+        .into_iter()
+        .map(|name| {
+            let mine: Vec<&RoundRow> = rows.iter().filter(|r| r.row.variant == name).collect();
+            let ms: Vec<f64> = mine
+                .iter()
+                .filter_map(|r| r.row.timing.map(|t| t.average_ms))
+                .collect();
+            let median_gb_s = median_gbs(name);
+            VariantSummary {
+                variant: name.to_string(),
+                timed_rounds: ms.len(),
+                failed_rounds: mine.iter().filter(|r| !r.row.correct).count(),
+                ms: Summary::of(&ms),
+                median_gb_s,
+                pct_of_reference: median_gb_s.zip(reference_gbs).map(|(g, r)| 100.0 * g / r),
+                pct_of_peak: median_gb_s.zip(peak_gb_s).map(|(g, p)| 100.0 * g / p),
+            }
+        })
+        .collect()
+}
+
+/// Header of `summary.csv`.
+pub const SUMMARY_CSV_HEADER: &str = "variant,timed_rounds,failed_rounds,median_ms,p10_ms,p90_ms,median_gb_s,pct_of_copy,pct_of_peak";
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map(|x| format!("{x:.digits$}")).unwrap_or_default()
+}
+
+pub fn summary_csv(s: &[VariantSummary]) -> String {
+    let mut out = String::from(SUMMARY_CSV_HEADER);
+    out.push('\n');
+    for v in s {
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{}\n",
+            v.variant,
+            v.timed_rounds,
+            v.failed_rounds,
+            opt(v.ms.map(|m| m.median), 6),
+            opt(v.ms.map(|m| m.p10), 6),
+            opt(v.ms.map(|m| m.p90), 6),
+            opt(v.median_gb_s, 2),
+            opt(v.pct_of_reference, 1),
+            opt(v.pct_of_peak, 1),
+        ));
+    }
+    out
+}
+
+/// The terminal table.
+pub fn render_table(s: &[VariantSummary]) -> String {
+    let mut out = format!(
+        "{:<8} {:>6} {:>11} {:>23} {:>10} {:>9} {:>9}\n",
+        "variant", "rounds", "median ms", "p10 - p90 ms", "GB/s", "% copy", "% peak"
+    );
+    for v in s {
+        let (median, range) = match v.ms {
+            Some(m) => (
+                format!("{:.4}", m.median),
+                format!("{:.4} - {:.4}", m.p10, m.p90),
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        let dash = |x: Option<f64>, d: usize| x.map(|x| format!("{x:.d$}")).unwrap_or("-".into());
+        let rounds = if v.failed_rounds > 0 {
+            format!("{}!{}", v.timed_rounds, v.failed_rounds)
+        } else {
+            v.timed_rounds.to_string()
+        };
+        out.push_str(&format!(
+            "{:<8} {:>6} {:>11} {:>23} {:>10} {:>9} {:>9}\n",
+            v.variant,
+            rounds,
+            median,
+            range,
+            dash(v.median_gb_s, 1),
+            dash(v.pct_of_reference, 1),
+            dash(v.pct_of_peak, 1),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::row::BatchTiming;
+
+    fn row(round: u32, position: u32, variant: &str, ms: Option<f64>) -> RoundRow {
+        RoundRow {
+            round,
+            position,
+            row: TransposeRow {
+                variant: variant.into(),
+                correct: ms.is_some(),
+                mismatches: if ms.is_some() { 0 } else { 3 },
+                max_abs_error: if ms.is_some() { 0.0 } else { f64::INFINITY },
+                timing: ms.map(|m| BatchTiming::from_interval(m, 1, 134_217_728)),
+            },
+        }
+    }
+
+    #[test]
+    fn order_alternates_by_round() {
+        let v = ["copy", "naive", "tiled", "padded"];
+        assert_eq!(alternating_order(1, &v), v);
+        assert_eq!(
+            alternating_order(2, &v),
+            ["padded", "tiled", "naive", "copy"]
+        );
+        assert_eq!(alternating_order(3, &v), v);
+    }
+
+    #[test]
+    fn summary_uses_medians_and_reference() {
+        let rows = vec![
+            row(1, 0, "copy", Some(0.05)),
+            row(1, 1, "naive", Some(0.30)),
+            row(2, 0, "naive", Some(0.28)),
+            row(2, 1, "copy", Some(0.04)),
+            row(3, 0, "copy", Some(0.045)),
+            row(3, 1, "naive", None),
+        ];
+        let s = summarize(&rows, "copy", Some(4814.3));
+        assert_eq!(s.len(), 2);
+        let copy = &s[0];
+        assert_eq!(copy.timed_rounds, 3);
+        assert!((copy.ms.unwrap().median - 0.045).abs() < 1e-12);
+        assert!((copy.pct_of_reference.unwrap() - 100.0).abs() < 1e-9);
+        let naive = &s[1];
+        assert_eq!((naive.timed_rounds, naive.failed_rounds), (2, 1));
+        assert!((naive.ms.unwrap().median - 0.29).abs() < 1e-12);
+        // Median of bandwidths, not bandwidth of the median time.
+        let g = |ms: f64| 134_217_728.0 / (ms * 1e-3) / 1e9;
+        let want = (g(0.30) + g(0.28)) / 2.0;
+        assert!((naive.median_gb_s.unwrap() - want).abs() < 1e-6);
+        let pct = 100.0 * want / g(0.045);
+        assert!((naive.pct_of_reference.unwrap() - pct).abs() < 1e-6);
+        assert!((naive.pct_of_peak.unwrap() - 100.0 * want / 4814.3).abs() < 1e-6);
+        let csv = summary_csv(&s);
+        assert!(csv.starts_with(SUMMARY_CSV_HEADER));
+        assert!(render_table(&s).contains("2!1"));
+    }
+
+    #[test]
+    fn rounds_csv_prefixes_round_and_position() {
+        let csv = rounds_csv(&[row(2, 1, "tiled", None)]);
+        assert_eq!(
+            csv,
+            format!("{ROUNDS_CSV_HEADER}\n2,1,tiled,false,3,inf,,\n")
+        );
+    }
+}

@@ -1,0 +1,275 @@
+//! [`CudaBackend`]: klab-core's `Backend` on a CUDA device.
+//!
+//! Buffers are plain `cuMemAlloc` allocations of exactly the length asked for; copies,
+//! fills and launches go to one non-blocking stream created for the run; every launch's
+//! status and every synchronisation is checked. Timing uses two `CU_EVENT_DEFAULT` events
+//! created once and recorded in the kernel's stream around the launches.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUdeviceptr};
+use cudarc::driver::{result, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream};
+use cudarc::nvrtc::Ptx;
+use klab_core::backend::{Arg, Backend, BackendError};
+use klab_core::device::{DeviceFacts, DeviceLimits, KernelResources};
+use klab_core::plan::LaunchPlan;
+
+use crate::device::Device;
+use crate::error::{describe, DriverContext};
+use crate::nvrtc::Compiled;
+use crate::CudaError;
+
+/// A device allocation, freed on drop.
+pub struct DeviceBuffer {
+    ptr: CUdeviceptr,
+    bytes: usize,
+    ctx: Arc<CudaContext>,
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        if self.bytes > 0 && self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: ptr came from malloc_sync and is freed once.
+            let _ = unsafe { result::free_sync(self.ptr) };
+        }
+    }
+}
+
+/// A kernel of the loaded module with its resources.
+pub struct Kernel {
+    func: CudaFunction,
+    resources: KernelResources,
+}
+
+/// The CUDA implementation of `Backend`.
+pub struct CudaBackend {
+    device: Device,
+    stream: Arc<CudaStream>,
+    module: Arc<CudaModule>,
+    start: CudaEvent,
+    stop: CudaEvent,
+}
+
+fn backend_err(e: CudaError) -> BackendError {
+    BackendError(e.to_string())
+}
+
+impl CudaBackend {
+    /// Load `compiled` into `device` and prepare a stream and a timing-event pair.
+    pub fn new(device: Device, compiled: &Compiled) -> Result<CudaBackend, CudaError> {
+        let ctx = device.ctx.clone();
+        // klab manages its own allocations; no per-buffer event tracking.
+        // SAFETY: called before any cudarc allocation in this context.
+        unsafe { ctx.disable_event_tracking() };
+        let module = ctx
+            .load_module(Ptx::from_binary(compiled.cubin.clone()))
+            .ctx(|| {
+                format!(
+                    "loading the module compiled from {} for {}",
+                    compiled.program, compiled.arch
+                )
+            })?;
+        let stream = ctx.new_stream().ctx(|| "creating a stream".into())?;
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let start = ctx
+            .new_event(flags)
+            .ctx(|| "creating a timing event".into())?;
+        let stop = ctx
+            .new_event(flags)
+            .ctx(|| "creating a timing event".into())?;
+        Ok(CudaBackend {
+            device,
+            stream,
+            module,
+            start,
+            stop,
+        })
+    }
+
+    pub fn facts(&self) -> &DeviceFacts {
+        self.device.facts()
+    }
+
+    fn check(&self, r: Result<(), sys::CUresult>, what: &str) -> Result<(), BackendError> {
+        r.map_err(|code| BackendError(format!("{what}: {}", describe(&result::DriverError(code)))))
+    }
+
+    fn raw_launch(
+        &self,
+        kernel: &Kernel,
+        plan: &LaunchPlan,
+        args: &[Arg<'_, DeviceBuffer>],
+    ) -> Result<(), BackendError> {
+        let mut storage: Vec<u64> = args
+            .iter()
+            .map(|a| match a {
+                Arg::Buffer(b) => b.ptr,
+                Arg::I32(v) => u64::from(*v as u32),
+            })
+            .collect();
+        let mut params: Vec<*mut c_void> = storage
+            .iter_mut()
+            .map(|s| (s as *mut u64).cast::<c_void>())
+            .collect();
+        // SAFETY: the function belongs to the loaded module; each parameter points to an
+        // 8-byte slot whose first bytes hold the value (little-endian), matching the
+        // kernel's pointer and int parameters; buffers outlive the synchronisation that
+        // follows every launch sequence.
+        let r = unsafe {
+            result::launch_kernel(
+                kernel.func.cu_function(),
+                (plan.grid.x, plan.grid.y, plan.grid.z),
+                (plan.block.x, plan.block.y, plan.block.z),
+                plan.dynamic_shared_bytes,
+                self.stream.cu_stream(),
+                &mut params,
+            )
+        };
+        self.check(
+            r.map_err(|e| e.0),
+            &format!(
+                "launching {} with {}",
+                kernel.resources.kernel,
+                plan.describe()
+            ),
+        )
+    }
+}
+
+impl Backend for CudaBackend {
+    type Buffer = DeviceBuffer;
+    type Kernel = Kernel;
+
+    fn limits(&self) -> &DeviceLimits {
+        &self.device.facts().limits
+    }
+
+    fn free_memory_bytes(&mut self) -> Result<u64, BackendError> {
+        self.device
+            .memory_info()
+            .map(|(free, _)| free)
+            .map_err(backend_err)
+    }
+
+    fn kernel(&mut self, entry: &str) -> Result<Kernel, BackendError> {
+        let func = self
+            .module
+            .load_function(entry)
+            .ctx(|| format!("looking up kernel {entry}"))
+            .map_err(backend_err)?;
+        let get = |r: Result<i32, result::DriverError>, what: &str| {
+            r.map(|v| v.max(0) as u32)
+                .ctx(|| format!("reading {what} of {entry}"))
+                .map_err(backend_err)
+        };
+        let resources = KernelResources {
+            kernel: entry.to_string(),
+            registers: get(func.num_regs(), "registers")?,
+            static_shared_bytes: get(func.shared_size_bytes(), "static shared memory")?,
+            local_bytes: get(func.local_size_bytes(), "local memory")?,
+            max_threads_per_block: Some(get(
+                func.max_threads_per_block(),
+                "max threads per block",
+            )?),
+            source: "driver".into(),
+        };
+        Ok(Kernel { func, resources })
+    }
+
+    fn resources(&self, kernel: &Kernel) -> KernelResources {
+        kernel.resources.clone()
+    }
+
+    fn alloc(&mut self, words: usize) -> Result<DeviceBuffer, BackendError> {
+        let bytes = words
+            .checked_mul(4)
+            .ok_or_else(|| BackendError(format!("{words} words overflow a byte count")))?;
+        let ctx = self.device.ctx.clone();
+        if bytes == 0 {
+            return Ok(DeviceBuffer { ptr: 0, bytes, ctx });
+        }
+        // SAFETY: plain allocation in the bound context.
+        let ptr = unsafe { result::malloc_sync(bytes) }
+            .ctx(|| format!("allocating {bytes} bytes of device memory"))
+            .map_err(backend_err)?;
+        Ok(DeviceBuffer { ptr, bytes, ctx })
+    }
+
+    fn upload(&mut self, dst: &mut DeviceBuffer, src: &[u32]) -> Result<(), BackendError> {
+        if src.len() * 4 != dst.bytes {
+            return Err(BackendError(
+                "upload length differs from the buffer's".into(),
+            ));
+        }
+        // SAFETY: lengths match; the stream is synchronised before `src` can go away.
+        let r = unsafe { result::memcpy_htod_async(dst.ptr, src, self.stream.cu_stream()) };
+        self.check(r.map_err(|e| e.0), "copying input to the device")?;
+        self.synchronize()
+    }
+
+    fn fill_bytes(&mut self, dst: &mut DeviceBuffer, byte: u8) -> Result<(), BackendError> {
+        // SAFETY: fills exactly the buffer's bytes, in stream order.
+        let r =
+            unsafe { result::memset_d8_async(dst.ptr, byte, dst.bytes, self.stream.cu_stream()) };
+        self.check(r.map_err(|e| e.0), "poisoning the output")
+    }
+
+    fn download(&mut self, src: &DeviceBuffer, dst: &mut [u32]) -> Result<(), BackendError> {
+        if dst.len() * 4 != src.bytes {
+            return Err(BackendError(
+                "download length differs from the buffer's".into(),
+            ));
+        }
+        // SAFETY: lengths match; synchronised before returning.
+        let r = unsafe { result::memcpy_dtoh_async(dst, src.ptr, self.stream.cu_stream()) };
+        self.check(r.map_err(|e| e.0), "copying output to the host")?;
+        self.synchronize()
+    }
+
+    fn launch(
+        &mut self,
+        kernel: &Kernel,
+        plan: &LaunchPlan,
+        args: &[Arg<'_, DeviceBuffer>],
+    ) -> Result<(), BackendError> {
+        self.raw_launch(kernel, plan, args)
+    }
+
+    fn synchronize(&mut self) -> Result<(), BackendError> {
+        self.stream
+            .synchronize()
+            .ctx(|| "waiting for the device (a kernel may have faulted)".into())
+            .map_err(backend_err)
+    }
+
+    fn time_launches(
+        &mut self,
+        kernel: &Kernel,
+        plan: &LaunchPlan,
+        args: &[Arg<'_, DeviceBuffer>],
+        launches: u32,
+    ) -> Result<f64, BackendError> {
+        let rec = |e: &CudaEvent, s: &CudaStream| {
+            e.record(s)
+                .ctx(|| "recording a timing event".into())
+                .map_err(backend_err)
+        };
+        rec(&self.start, &self.stream)?;
+        for _ in 0..launches {
+            self.raw_launch(kernel, plan, args)?;
+        }
+        rec(&self.stop, &self.stream)?;
+        self.stop
+            .synchronize()
+            .ctx(|| "waiting for the timed launches (a kernel may have faulted)".into())
+            .map_err(backend_err)?;
+        let ms = self
+            .start
+            .elapsed_ms(&self.stop)
+            .ctx(|| "reading the event interval".into())
+            .map_err(backend_err)?;
+        self.synchronize()?;
+        Ok(f64::from(ms))
+    }
+}

@@ -1,0 +1,394 @@
+//! Run-time compilation with NVRTC, for the device's own architecture, with `-lineinfo`,
+//! and an on-disk cache of compiled modules.
+//!
+//! Cache key: SHA-256 over the program name, the source, the architecture, the options and
+//! the NVRTC version. An entry stores its payload's SHA-256; an entry that fails any check
+//! (format, key, length, hash) is reported, recompiled and overwritten, never trusted.
+
+use std::ffi::{CStr, CString};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use cudarc::nvrtc::{result, sys};
+use klab_core::artifact::{sha256_hex, write_atomic};
+use klab_core::device::KernelResources;
+use klab_core::ptxas;
+use serde::{Deserialize, Serialize};
+
+use crate::{probe, CudaError};
+
+/// The architecture compiled for when no device is present (the lent H200's).
+pub const DEFAULT_ARCH: &str = "sm_90";
+
+/// Options klab always passes. `--ptxas-options=-v` puts the resource report in the log.
+pub const BASE_OPTIONS: [&str; 3] = ["-lineinfo", "--std=c++17", "--ptxas-options=-v"];
+
+const CACHE_FORMAT: &str = "klab-nvrtc-cache-1";
+
+/// What to compile.
+#[derive(Debug, Clone)]
+pub struct CompileSpec {
+    /// NVRTC program name; reports (racecheck, ncu source view) cite it as the file.
+    pub program: String,
+    pub source: String,
+    /// e.g. `sm_90`.
+    pub arch: String,
+    /// Options beyond [`BASE_OPTIONS`].
+    pub extra_options: Vec<String>,
+}
+
+impl CompileSpec {
+    pub fn options(&self) -> Vec<String> {
+        let mut o = vec![format!("--gpu-architecture={}", self.arch)];
+        o.extend(BASE_OPTIONS.iter().map(|s| s.to_string()));
+        o.extend(self.extra_options.iter().cloned());
+        o
+    }
+}
+
+/// A compiled module and how it was obtained.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Compiled {
+    pub program: String,
+    pub arch: String,
+    pub options: Vec<String>,
+    pub nvrtc_version: String,
+    pub source_sha256: String,
+    pub key: String,
+    /// The NVRTC log (with ptxas's resource lines).
+    pub log: String,
+    /// Milliseconds NVRTC took when this entry was compiled.
+    pub compile_ms: f64,
+    #[serde(skip)]
+    pub cubin: Vec<u8>,
+    /// Whether this came from the cache.
+    #[serde(skip)]
+    pub from_cache: bool,
+    /// Anything worth telling the user (a corrupt entry rebuilt, a cache that can't be written).
+    #[serde(skip)]
+    pub notes: Vec<String>,
+}
+
+impl Compiled {
+    /// Per-kernel resources according to ptxas (no device needed).
+    pub fn ptxas_resources(&self) -> Vec<KernelResources> {
+        ptxas::parse_resources(&self.log)
+    }
+}
+
+/// NVRTC's version, e.g. "13.0".
+pub fn version() -> Result<String, CudaError> {
+    probe::require_nvrtc()?;
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: writes two ints; the library is present.
+    let r = unsafe { sys::nvrtcVersion(&mut major, &mut minor) };
+    if r != sys::nvrtcResult::NVRTC_SUCCESS {
+        return Err(CudaError::Nvrtc(format!("nvrtcVersion failed: {r:?}")));
+    }
+    Ok(format!("{major}.{minor}"))
+}
+
+/// Where compiled modules are cached.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    dir: Option<PathBuf>,
+}
+
+impl Cache {
+    /// `$KLAB_CACHE_DIR`, else `$XDG_CACHE_HOME/klab/nvrtc`, else `~/.cache/klab/nvrtc`.
+    pub fn from_env() -> Cache {
+        let dir = std::env::var_os("KLAB_CACHE_DIR")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("klab/nvrtc"))
+            })
+            .or_else(|| {
+                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/klab/nvrtc"))
+            });
+        Cache { dir }
+    }
+
+    pub fn at(dir: impl Into<PathBuf>) -> Cache {
+        Cache {
+            dir: Some(dir.into()),
+        }
+    }
+
+    pub fn disabled() -> Cache {
+        Cache { dir: None }
+    }
+
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    fn entry_path(&self, key: &str) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.join(format!("{key}.cubin")))
+    }
+}
+
+/// The cache key for a spec under a given NVRTC version.
+pub fn cache_key(spec: &CompileSpec, nvrtc_version: &str) -> String {
+    let mut text = String::new();
+    for part in [
+        CACHE_FORMAT,
+        spec.program.as_str(),
+        spec.source.as_str(),
+        spec.arch.as_str(),
+        &spec.options().join("\u{1f}"),
+        nvrtc_version,
+    ] {
+        text.push_str(part);
+        text.push('\0');
+    }
+    sha256_hex(text.as_bytes())
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    format: String,
+    key: String,
+    payload_len: usize,
+    payload_sha256: String,
+    meta: Compiled,
+}
+
+/// Serialise an entry: one JSON header line, then the CUBIN bytes.
+fn encode_entry(c: &Compiled) -> Vec<u8> {
+    let header = Header {
+        format: CACHE_FORMAT.to_string(),
+        key: c.key.clone(),
+        payload_len: c.cubin.len(),
+        payload_sha256: sha256_hex(&c.cubin),
+        meta: c.clone(),
+    };
+    let mut out = serde_json::to_vec(&header).expect("header serialises");
+    out.push(b'\n');
+    out.extend_from_slice(&c.cubin);
+    out
+}
+
+/// Parse and check an entry; `Err` says why it can't be trusted.
+fn decode_entry(bytes: &[u8], key: &str) -> Result<Compiled, String> {
+    let nl = bytes
+        .iter()
+        .position(|b| *b == b'\n')
+        .ok_or("no header line")?;
+    let header: Header =
+        serde_json::from_slice(&bytes[..nl]).map_err(|e| format!("bad header: {e}"))?;
+    if header.format != CACHE_FORMAT {
+        return Err(format!("unknown format {}", header.format));
+    }
+    if header.key != key || header.meta.key != key {
+        return Err("key does not match".into());
+    }
+    let payload = &bytes[nl + 1..];
+    if payload.len() != header.payload_len {
+        return Err(format!(
+            "payload is {} bytes, header says {}",
+            payload.len(),
+            header.payload_len
+        ));
+    }
+    if sha256_hex(payload) != header.payload_sha256 {
+        return Err("payload hash does not match".into());
+    }
+    let mut c = header.meta;
+    c.cubin = payload.to_vec();
+    c.from_cache = true;
+    Ok(c)
+}
+
+/// Compile `spec`, or take it from `cache` when a trustworthy entry exists.
+pub fn compile(spec: &CompileSpec, cache: &Cache) -> Result<Compiled, CudaError> {
+    let nvrtc_version = version()?;
+    let key = cache_key(spec, &nvrtc_version);
+    let mut notes = Vec::new();
+    if let Some(path) = cache.entry_path(&key) {
+        match fs::read(&path) {
+            Ok(bytes) => match decode_entry(&bytes, &key) {
+                Ok(c) => return Ok(c),
+                Err(why) => notes.push(format!(
+                    "cache entry {} could not be trusted ({why}); recompiled",
+                    path.display()
+                )),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => notes.push(format!(
+                "cache entry {} unreadable ({e}); recompiled",
+                path.display()
+            )),
+        }
+    }
+    let mut compiled = compile_uncached(spec, &nvrtc_version, key)?;
+    if let Some(path) = cache.entry_path(&compiled.key) {
+        let stored = path
+            .parent()
+            .map(fs::create_dir_all)
+            .transpose()
+            .and_then(|_| write_atomic(&path, &encode_entry(&compiled)));
+        if let Err(e) = stored {
+            notes.push(format!(
+                "could not write cache entry {} ({e})",
+                path.display()
+            ));
+        }
+    }
+    compiled.notes = notes;
+    Ok(compiled)
+}
+
+fn nvrtc_err(what: &str, r: impl std::fmt::Debug) -> CudaError {
+    CudaError::Nvrtc(format!("{what} failed: {r:?}"))
+}
+
+fn compile_uncached(
+    spec: &CompileSpec,
+    nvrtc_version: &str,
+    key: String,
+) -> Result<Compiled, CudaError> {
+    let src = CString::new(spec.source.as_bytes())
+        .map_err(|_| CudaError::Nvrtc(format!("{} contains a NUL byte", spec.program)))?;
+    let name = CString::new(spec.program.as_bytes())
+        .map_err(|_| CudaError::Nvrtc("program name contains a NUL byte".into()))?;
+    let options = spec.options();
+    let prog = result::create_program(&src, Some(&name))
+        .map_err(|e| nvrtc_err("nvrtcCreateProgram", e))?;
+    let started = Instant::now();
+    // SAFETY: prog is a live program; options are plain strings.
+    let compiled = unsafe { result::compile_program(prog, &options) };
+    let compile_ms = started.elapsed().as_secs_f64() * 1e3;
+    // SAFETY: prog is live.
+    let log = unsafe { result::get_program_log(prog) }
+        .map(|raw| {
+            // SAFETY: NVRTC returns a NUL-terminated log.
+            unsafe { CStr::from_ptr(raw.as_ptr()) }
+                .to_string_lossy()
+                .into_owned()
+        })
+        .unwrap_or_default();
+    let cubin = compiled.map_err(|_| CudaError::Compile {
+        program: spec.program.clone(),
+        arch: spec.arch.clone(),
+        options: options.join(" "),
+        log: log.trim_end().to_string(),
+    });
+    let cubin = cubin.and_then(|()| {
+        let mut size = 0usize;
+        // SAFETY: prog compiled; writes one usize.
+        let r = unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) };
+        if r != sys::nvrtcResult::NVRTC_SUCCESS {
+            return Err(nvrtc_err("nvrtcGetCUBINSize", r));
+        }
+        let mut buf = vec![0u8; size];
+        // SAFETY: buf has the size NVRTC asked for.
+        let r = unsafe { sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast()) };
+        if r != sys::nvrtcResult::NVRTC_SUCCESS {
+            return Err(nvrtc_err("nvrtcGetCUBIN", r));
+        }
+        Ok(buf)
+    });
+    // SAFETY: prog is live and not used after this.
+    let _ = unsafe { result::destroy_program(prog) };
+    let cubin = cubin?;
+    Ok(Compiled {
+        program: spec.program.clone(),
+        arch: spec.arch.clone(),
+        options,
+        nvrtc_version: nvrtc_version.to_string(),
+        source_sha256: sha256_hex(spec.source.as_bytes()),
+        key,
+        log,
+        compile_ms,
+        cubin,
+        from_cache: false,
+        notes: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> CompileSpec {
+        CompileSpec {
+            program: "t.cu".into(),
+            source: "extern \"C\" __global__ void k(float* o) { o[0] = 1.0f; }".into(),
+            arch: "sm_90".into(),
+            extra_options: vec![],
+        }
+    }
+
+    fn compiled() -> Compiled {
+        let s = spec();
+        Compiled {
+            program: s.program.clone(),
+            arch: s.arch.clone(),
+            options: s.options(),
+            nvrtc_version: "13.0".into(),
+            source_sha256: sha256_hex(s.source.as_bytes()),
+            key: cache_key(&s, "13.0"),
+            log: "ptxas info".into(),
+            compile_ms: 1.5,
+            cubin: vec![1, 2, 3, 10, 0, 255],
+            from_cache: false,
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn key_changes_with_every_input() {
+        let base = cache_key(&spec(), "13.0");
+        let mut s = spec();
+        s.source.push(' ');
+        assert_ne!(cache_key(&s, "13.0"), base);
+        let mut s = spec();
+        s.arch = "sm_80".into();
+        assert_ne!(cache_key(&s, "13.0"), base);
+        let mut s = spec();
+        s.extra_options.push("-DX".into());
+        assert_ne!(cache_key(&s, "13.0"), base);
+        let mut s = spec();
+        s.program = "u.cu".into();
+        assert_ne!(cache_key(&s, "13.0"), base);
+        assert_ne!(cache_key(&spec(), "13.1"), base);
+        assert_eq!(cache_key(&spec(), "13.0"), base);
+    }
+
+    #[test]
+    fn options_name_the_arch_and_line_info() {
+        let o = spec().options();
+        assert_eq!(o[0], "--gpu-architecture=sm_90");
+        assert!(o.contains(&"-lineinfo".to_string()));
+    }
+
+    #[test]
+    fn entries_round_trip_and_corruption_is_detected() {
+        let c = compiled();
+        let bytes = encode_entry(&c);
+        let back = decode_entry(&bytes, &c.key).unwrap();
+        assert_eq!(back.cubin, c.cubin);
+        assert!(back.from_cache);
+        assert_eq!(back.log, c.log);
+
+        let mut flipped = bytes.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        assert_eq!(
+            decode_entry(&flipped, &c.key).unwrap_err(),
+            "payload hash does not match"
+        );
+        let truncated = &bytes[..bytes.len() - 1];
+        assert!(decode_entry(truncated, &c.key)
+            .unwrap_err()
+            .contains("header says"));
+        assert_eq!(
+            decode_entry(&bytes, "other").unwrap_err(),
+            "key does not match"
+        );
+        assert!(decode_entry(b"garbage", &c.key).is_err());
+        assert!(decode_entry(b"{}\n", &c.key)
+            .unwrap_err()
+            .starts_with("bad header"));
+    }
+}

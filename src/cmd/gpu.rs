@@ -1,0 +1,34 @@
+//! Opening the device and building the transpose module: shared by the GPU commands.
+
+use klab_core::builtin;
+use klab_cuda::device::Device;
+use klab_cuda::gpu::CudaBackend;
+use klab_cuda::nvrtc::{self, Cache, CompileSpec, Compiled};
+
+/// The compile request for the built-in transpose kernels.
+pub fn transpose_spec(arch: &str) -> CompileSpec {
+    CompileSpec {
+        program: builtin::TRANSPOSE_PROGRAM.to_string(),
+        source: builtin::TRANSPOSE_SOURCE.to_string(),
+        arch: arch.to_string(),
+        extra_options: Vec::new(),
+    }
+}
+
+/// Compile (or fetch from the cache) and report cache notes on stderr.
+pub fn compile(arch: &str) -> anyhow::Result<Compiled> {
+    let compiled = nvrtc::compile(&transpose_spec(arch), &Cache::from_env())?;
+    for note in &compiled.notes {
+        eprintln!("klab: {note}");
+    }
+    Ok(compiled)
+}
+
+/// Device open, module compiled and loaded.
+pub fn open_transpose(ordinal: u32) -> anyhow::Result<(CudaBackend, Compiled)> {
+    let device = Device::open(ordinal)?;
+    klab_cuda::probe::require_nvrtc()?;
+    let compiled = compile(&device.facts().arch())?;
+    let backend = CudaBackend::new(device, &compiled)?;
+    Ok((backend, compiled))
+}

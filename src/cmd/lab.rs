@@ -1,0 +1,568 @@
+//! `klab lab`: the main job. Seed 000's investigation end to end into a new
+//! `artifacts/run-NN/`: environment and hashes, the address model, the build and its
+//! resource report, the boundary ladder, the 4096 benchmark, alternating rounds in
+//! separate processes, and a summary. Without a GPU it runs what a CPU can and says
+//! which gates it skipped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::Context;
+use klab_core::artifact::{create_run_dir, sha256_file, sha256_hex, utc_timestamp, write_atomic};
+use klab_core::backend::Backend;
+use klab_core::device::{resources_csv, DeviceFacts, KernelResources};
+use klab_core::model::{ModelParams, ModelReport};
+use klab_core::rounds::{self, RoundRow};
+use klab_core::row::{self, TransposeRow};
+use klab_core::{builtin, Variant};
+use klab_cuda::device::Device;
+use klab_cuda::gpu::CudaBackend;
+use klab_cuda::{nvrtc, probe};
+use serde::Serialize;
+
+use crate::cli::LabArgs;
+use crate::cmd::gpu;
+use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
+
+/// Boundary ladder sizes (seed 000): tiles that are not full, and a block-exact contrast.
+pub const LADDER: [u64; 7] = [1, 7, 31, 32, 33, 65, 257];
+/// The benchmark size and launches per timed batch.
+pub const BENCH_N: u64 = 4096;
+pub const BENCH_REPS: u32 = 100;
+/// Variants in the repeated rounds, in odd-round order; even rounds reverse it. Copy
+/// rides along so that "% of copy" compares medians from the same rounds.
+pub const ROUND_VARIANTS: [Variant; 4] = [
+    Variant::Copy,
+    Variant::Naive,
+    Variant::Tiled,
+    Variant::Padded,
+];
+
+#[derive(Debug, Serialize)]
+struct Step {
+    name: &'static str,
+    /// `ran`, `failed` (a gate failed), `error` (could not run), `skipped`.
+    status: &'static str,
+    detail: String,
+    artifacts: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct ArtifactEntry {
+    path: String,
+    bytes: u64,
+    sha256: String,
+}
+
+#[derive(Debug, Serialize)]
+struct LabRecord<'a> {
+    klab_version: &'static str,
+    command: Vec<String>,
+    started_utc: String,
+    finished_utc: String,
+    device: Option<&'a DeviceFacts>,
+    steps: &'a [Step],
+    artifacts: Vec<ArtifactEntry>,
+}
+
+struct Lab {
+    dir: PathBuf,
+    steps: Vec<Step>,
+    gate_failed: bool,
+    error: bool,
+}
+
+impl Lab {
+    fn write(&self, name: &str, bytes: impl AsRef<[u8]>) -> anyhow::Result<String> {
+        let path = self.dir.join(name);
+        write_atomic(&path, bytes.as_ref())
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(name.to_string())
+    }
+
+    fn step(
+        &mut self,
+        name: &'static str,
+        status: &'static str,
+        detail: String,
+        artifacts: Vec<String>,
+    ) {
+        let mark = match status {
+            "ran" => "ok",
+            "skipped" => "SKIPPED",
+            "failed" => "GATE FAILED",
+            _ => "ERROR",
+        };
+        eprintln!("klab lab: [{mark}] {name}: {detail}");
+        self.gate_failed |= status == "failed";
+        self.error |= status == "error";
+        self.steps.push(Step {
+            name,
+            status,
+            detail,
+            artifacts,
+        });
+    }
+}
+
+/// What a child `klab transpose` produced.
+struct ChildRun {
+    argv: Vec<String>,
+    status: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl ChildRun {
+    fn log_block(&self) -> String {
+        format!(
+            "$ klab {}\n{}[exit {}]\n\n",
+            self.argv.join(" "),
+            self.stderr,
+            self.status
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "signal".into())
+        )
+    }
+
+    fn last_error_line(&self) -> String {
+        self.stderr
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("error:"))
+            .unwrap_or("no error line")
+            .to_string()
+    }
+}
+
+fn run_child(exe: &Path, argv: Vec<String>) -> anyhow::Result<ChildRun> {
+    let out = Command::new(exe)
+        .args(&argv)
+        .output()
+        .with_context(|| format!("starting {}", exe.display()))?;
+    Ok(ChildRun {
+        argv,
+        status: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+fn transpose_argv(variant: &str, n: u64, reps: u32, device: u32) -> Vec<String> {
+    vec![
+        "transpose".into(),
+        variant.into(),
+        n.to_string(),
+        reps.to_string(),
+        "--device".into(),
+        device.to_string(),
+    ]
+}
+
+/// Rows a gate must reject: a known-broken variant passing would be the failure.
+fn unexpected(rows: &[TransposeRow]) -> Vec<String> {
+    rows.iter()
+        .filter_map(|r| {
+            let broken = r
+                .variant
+                .parse::<Variant>()
+                .map(|v| v.known_broken())
+                .unwrap_or(false);
+            match (broken, r.correct) {
+                (false, false) => Some(format!(
+                    "{} failed ({} mismatches)",
+                    r.variant, r.mismatches
+                )),
+                (true, true) => Some(format!("{} was accepted", r.variant)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
+    let started = utc_timestamp();
+    let dir = create_run_dir(&args.out)
+        .with_context(|| format!("creating a run folder under {}", args.out.display()))?;
+    eprintln!("klab lab: writing {}", dir.display());
+    let mut lab = Lab {
+        dir,
+        steps: Vec::new(),
+        gate_failed: false,
+        error: false,
+    };
+    let exe = std::env::current_exe().context("locating the klab binary")?;
+
+    // 1. Environment and hashes.
+    let device = Device::open(args.device);
+    let facts: Option<DeviceFacts> = device.as_ref().ok().map(|d| d.facts().clone());
+    let env = serde_json::json!({
+        "klab_version": env!("CARGO_PKG_VERSION"),
+        "klab_binary": exe.display().to_string(),
+        "driver_loadable": probe::driver_present(),
+        "nvrtc_version": nvrtc::version().ok(),
+        "device": facts,
+        "device_error": device.as_ref().err().map(|e| e.to_string()),
+        "os": std::env::consts::OS,
+        "arch": std::env::consts::ARCH,
+    });
+    let mut artifacts = vec![lab.write(
+        "environment.json",
+        serde_json::to_string_pretty(&env)? + "\n",
+    )?];
+    let binary_sha = sha256_file(&exe).context("hashing the klab binary")?;
+    artifacts.push(lab.write(
+        "source.sha256",
+        format!(
+            "{}  {}\n{}  klab (binary, {})\n",
+            sha256_hex(builtin::TRANSPOSE_SOURCE.as_bytes()),
+            builtin::TRANSPOSE_PATH,
+            binary_sha,
+            exe.display()
+        ),
+    )?);
+    let smi = ["-L", ""].iter().map(|a| {
+        let argv: Vec<&str> = if a.is_empty() { vec![] } else { vec![*a] };
+        Command::new("nvidia-smi").args(&argv).output()
+    });
+    let mut smi_text = String::new();
+    for (a, out) in ["nvidia-smi -L", "nvidia-smi"].iter().zip(smi) {
+        match out {
+            Ok(o) => smi_text.push_str(&format!("$ {a}\n{}\n", String::from_utf8_lossy(&o.stdout))),
+            Err(e) => smi_text.push_str(&format!("$ {a}\n(not available: {e})\n")),
+        }
+    }
+    artifacts.push(lab.write("nvidia-smi.txt", smi_text)?);
+    let detail = match &device {
+        Ok(d) => d.facts().describe(),
+        Err(e) => format!("no GPU: {e}"),
+    };
+    lab.step("environment", "ran", detail, artifacts);
+
+    // 2. The CPU address model.
+    match ModelReport::build(ModelParams::default()) {
+        Ok(report) => {
+            let a = vec![
+                lab.write("model.txt", report.render_text())?,
+                lab.write("model.json", serde_json::to_string_pretty(&report)? + "\n")?,
+            ];
+            if report.coverage_ok() {
+                lab.step("model", "ran", "tiled mapping proven for the ladder and 4096; banks, sectors and per-variant predictions written".into(), a);
+            } else {
+                lab.step(
+                    "model",
+                    "failed",
+                    "the tiled mapping proof failed; see model.txt".into(),
+                    a,
+                );
+            }
+        }
+        Err(e) => lab.step("model", "error", e.to_string(), vec![]),
+    }
+
+    // 3. Build: NVRTC compile and resource report.
+    let arch = facts
+        .as_ref()
+        .map(|f| f.arch())
+        .unwrap_or_else(|| nvrtc::DEFAULT_ARCH.to_string());
+    let compiled = if probe::nvrtc_present() {
+        match gpu::compile(&arch) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                lab.step("build", "error", format!("{e:#}"), vec![]);
+                None
+            }
+        }
+    } else {
+        lab.step(
+            "build",
+            "skipped",
+            "NVRTC not found: kernels not compiled, resources unknown".into(),
+            vec![],
+        );
+        None
+    };
+    let mut device = device.ok();
+    if let Some(c) = &compiled {
+        let mut a = vec![lab.write(
+            "build.txt",
+            format!(
+                "program: {} (source sha256 {})\narch: {}\noptions: {}\nNVRTC: {}\ncache: {}\ncompile ms: {:.1}\n\n{}\n",
+                c.program,
+                c.source_sha256,
+                c.arch,
+                c.options.join(" "),
+                c.nvrtc_version,
+                if c.from_cache { "hit" } else { "compiled now" },
+                c.compile_ms,
+                c.log.trim_end()
+            ),
+        )?];
+        let (resources, source): (Vec<KernelResources>, &str) = match device.take() {
+            Some(d) => match resource_report(d, c) {
+                Ok(r) => (r, "function attributes of the loaded module"),
+                Err(e) => {
+                    lab.step("build", "error", format!("{e:#}"), a);
+                    return finish(lab, &started, facts.as_ref());
+                }
+            },
+            None => (c.ptxas_resources(), "ptxas log (no device)"),
+        };
+        a.push(lab.write("resources.csv", resources_csv(&resources))?);
+        let summary: Vec<String> = resources
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {}r/{}B smem/{}B local",
+                    r.kernel, r.registers, r.static_shared_bytes, r.local_bytes
+                )
+            })
+            .collect();
+        lab.step(
+            "build",
+            "ran",
+            format!(
+                "{} for {arch} ({source}): {}",
+                c.program,
+                summary.join(", ")
+            ),
+            a,
+        );
+    }
+
+    let Some(f) = facts.clone() else {
+        for name in ["ladder", "benchmark", "rounds", "summary"] {
+            lab.step(
+                name,
+                "skipped",
+                "no CUDA device: correctness and timing gates need a GPU".into(),
+                vec![],
+            );
+        }
+        return finish(lab, &started, None);
+    };
+    if compiled.is_none() {
+        for name in ["ladder", "benchmark", "rounds", "summary"] {
+            lab.step(name, "skipped", "kernels were not built".into(), vec![]);
+        }
+        return finish(lab, &started, Some(&f));
+    }
+
+    // 4. Boundary ladder: every variant at sizes no block divides, plus block-exact ones.
+    let mut log = String::new();
+    let mut a = Vec::new();
+    let mut problems = Vec::new();
+    let mut runtime_errors = Vec::new();
+    for n in LADDER {
+        let child = run_child(&exe, transpose_argv("all", n, 1, args.device))?;
+        log.push_str(&child.log_block());
+        a.push(lab.write(&format!("check-{n}.csv"), &child.stdout)?);
+        match (child.status, row::parse_csv(&child.stdout)) {
+            (Some(0 | 2), Ok(rows)) if rows.len() == Variant::ALL.len() => {
+                problems.extend(unexpected(&rows).into_iter().map(|p| format!("N={n}: {p}")));
+            }
+            _ => runtime_errors.push(format!("N={n}: {}", child.last_error_line())),
+        }
+    }
+    a.push(lab.write("check-launches.txt", &log)?);
+    ladder_step(
+        &mut lab,
+        "ladder",
+        &problems,
+        &runtime_errors,
+        a,
+        format!(
+            "all {} variants at N = {:?}; broken rejected every time",
+            Variant::ALL.len(),
+            LADDER
+        ),
+    );
+
+    // 5. Benchmark: all five at 4096 x 100 in one process.
+    let child = run_child(
+        &exe,
+        transpose_argv("all", BENCH_N, BENCH_REPS, args.device),
+    )?;
+    let a = vec![
+        lab.write("benchmark.csv", &child.stdout)?,
+        lab.write("benchmark-launches.txt", child.log_block())?,
+    ];
+    match (child.status, row::parse_csv(&child.stdout)) {
+        (Some(0 | 2), Ok(rows)) if rows.len() == Variant::ALL.len() => {
+            let p = unexpected(&rows);
+            let detail = rows
+                .iter()
+                .filter_map(|r| {
+                    r.timing.map(|t| {
+                        format!(
+                            "{} {:.4} ms {:.0} GB/s",
+                            r.variant, t.average_ms, t.effective_gb_s
+                        )
+                    })
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            ladder_step(
+                &mut lab,
+                "benchmark",
+                &p,
+                &[],
+                a,
+                format!("all {BENCH_N} {BENCH_REPS}: {detail}"),
+            );
+        }
+        _ => lab.step("benchmark", "error", child.last_error_line(), a),
+    }
+
+    // 6. Rounds: each variant in its own process, order alternating by round.
+    let mut rows = Vec::new();
+    let mut log = String::new();
+    let mut problems = Vec::new();
+    let mut runtime_errors = Vec::new();
+    for round in 1..=args.rounds {
+        for (position, v) in rounds::alternating_order(round, &ROUND_VARIANTS)
+            .iter()
+            .enumerate()
+        {
+            let child = run_child(
+                &exe,
+                transpose_argv(v.name(), BENCH_N, BENCH_REPS, args.device),
+            )?;
+            log.push_str(&format!("# round {round} position {position}\n"));
+            log.push_str(&child.log_block());
+            match (child.status, row::parse_csv(&child.stdout)) {
+                (Some(0 | 2), Ok(mut parsed)) if parsed.len() == 1 => {
+                    let r = parsed.remove(0);
+                    problems.extend(
+                        unexpected(std::slice::from_ref(&r))
+                            .into_iter()
+                            .map(|p| format!("round {round}: {p}")),
+                    );
+                    rows.push(RoundRow {
+                        round,
+                        position: position as u32,
+                        row: r,
+                    });
+                }
+                _ => runtime_errors.push(format!("round {round} {v}: {}", child.last_error_line())),
+            }
+        }
+    }
+    let a = vec![
+        lab.write("repeated-benchmark.csv", rounds::rounds_csv(&rows))?,
+        lab.write("repeated-launches.txt", &log)?,
+    ];
+    let order: Vec<&str> = ROUND_VARIANTS.iter().map(|v| v.name()).collect();
+    ladder_step(
+        &mut lab,
+        "rounds",
+        &problems,
+        &runtime_errors,
+        a,
+        format!(
+            "{} rounds x {} processes ({} / reversed), {BENCH_N} x {BENCH_REPS} each",
+            args.rounds,
+            ROUND_VARIANTS.len(),
+            order.join(" ")
+        ),
+    );
+
+    // 7. Summary.
+    let summaries = rounds::summarize(&rows, Variant::Copy.name(), Some(f.theoretical_peak_gb_s()));
+    let table = rounds::render_table(&summaries);
+    let header = format!(
+        "{}\nN = {BENCH_N}, {BENCH_REPS} launches per timed batch (one event pair), 5 warmups, same buffers (warm), \
+{} rounds in separate processes, order alternating; quantiles: {}; % copy = median GB/s over copy's median GB/s; \
+% peak = median GB/s over the theoretical peak {:.1} GB/s (2 x memory clock x bus width)\n\n",
+        f.describe(),
+        args.rounds,
+        klab_core::stats::QUANTILE_RULE,
+        f.theoretical_peak_gb_s()
+    );
+    let a = vec![
+        lab.write("summary.csv", rounds::summary_csv(&summaries))?,
+        lab.write("summary.txt", format!("{header}{table}"))?,
+    ];
+    lab.step(
+        "summary",
+        "ran",
+        "per-variant distributions over rounds".into(),
+        a,
+    );
+    println!("{header}{table}");
+    finish(lab, &started, Some(&f))
+}
+
+fn ladder_step(
+    lab: &mut Lab,
+    name: &'static str,
+    problems: &[String],
+    errors: &[String],
+    a: Vec<String>,
+    ok: String,
+) {
+    if !errors.is_empty() {
+        lab.step(name, "error", errors.join("; "), a);
+    } else if !problems.is_empty() {
+        lab.step(name, "failed", problems.join("; "), a);
+    } else {
+        lab.step(name, "ran", ok, a);
+    }
+}
+
+/// Resources from the driver: load the module and read each kernel's attributes.
+fn resource_report(
+    device: Device,
+    compiled: &nvrtc::Compiled,
+) -> anyhow::Result<Vec<KernelResources>> {
+    let mut backend = CudaBackend::new(device, compiled)?;
+    Variant::ALL
+        .iter()
+        .map(|v| {
+            let k = backend.kernel(v.entry())?;
+            Ok(backend.resources(&k))
+        })
+        .collect()
+}
+
+fn finish(lab: Lab, started: &str, device: Option<&DeviceFacts>) -> anyhow::Result<ExitCode> {
+    let mut artifacts = Vec::new();
+    for s in &lab.steps {
+        for name in &s.artifacts {
+            let path = lab.dir.join(name);
+            artifacts.push(ArtifactEntry {
+                path: name.clone(),
+                bytes: std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
+                sha256: sha256_file(&path)
+                    .with_context(|| format!("hashing {}", path.display()))?,
+            });
+        }
+    }
+    let record = LabRecord {
+        klab_version: env!("CARGO_PKG_VERSION"),
+        command: std::env::args().collect(),
+        started_utc: started.to_string(),
+        finished_utc: utc_timestamp(),
+        device,
+        steps: &lab.steps,
+        artifacts,
+    };
+    lab.write("lab.json", serde_json::to_string_pretty(&record)? + "\n")?;
+    let skipped: Vec<&str> = lab
+        .steps
+        .iter()
+        .filter(|s| s.status == "skipped")
+        .map(|s| s.name)
+        .collect();
+    if !skipped.is_empty() {
+        eprintln!("klab lab: skipped gates: {}", skipped.join(", "));
+    }
+    eprintln!("klab lab: artifacts in {}", lab.dir.display());
+    Ok(if lab.error {
+        ExitCode::from(EXIT_ERROR)
+    } else if lab.gate_failed {
+        ExitCode::from(EXIT_GATE_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,129 @@
+//! `klab transpose <variant|all> <N> <reps>`: seed 000's harness.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use klab_core::harness::TransposeHarness;
+use klab_core::row::CSV_HEADER;
+use klab_core::Variant;
+
+use crate::cli::TransposeArgs;
+use crate::cmd::gpu;
+use crate::EXIT_GATE_FAILED;
+
+/// Variants selected by the first argument.
+pub fn parse_selection(s: &str) -> anyhow::Result<Vec<Variant>> {
+    if s == "all" {
+        return Ok(Variant::ALL.to_vec());
+    }
+    match s.parse::<Variant>() {
+        Ok(v) => Ok(vec![v]),
+        Err(_) => {
+            bail!("unknown variant '{s}' (expected copy, naive, tiled, padded, broken or all)")
+        }
+    }
+}
+
+fn parse_positive(what: &str, s: &str) -> anyhow::Result<u64> {
+    let t = s.trim();
+    if let Some(rest) = t.strip_prefix('-') {
+        if rest.parse::<f64>().is_ok() {
+            bail!("{what} must be a positive integer, got negative '{s}'");
+        }
+    }
+    match t.parse::<u64>() {
+        Ok(0) => bail!("{what} must be at least 1, got 0"),
+        Ok(v) => Ok(v),
+        Err(_) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => {
+            bail!("{what} '{s}' is too large")
+        }
+        Err(_) => bail!("{what} must be a positive integer, got '{s}'"),
+    }
+}
+
+pub fn parse_n(s: &str) -> anyhow::Result<u64> {
+    parse_positive("N", s)
+}
+
+pub fn parse_reps(s: &str) -> anyhow::Result<u32> {
+    let v = parse_positive("reps", s)?;
+    u32::try_from(v).with_context(|| format!("reps {v} is too large (at most {})", u32::MAX))
+}
+
+pub fn run(args: TransposeArgs) -> anyhow::Result<ExitCode> {
+    // Every argument is checked before the GPU is touched.
+    let selection = parse_selection(&args.variant)?;
+    let n = parse_n(&args.n)?;
+    let reps = parse_reps(&args.reps)?;
+
+    let (mut backend, compiled) = gpu::open_transpose(args.device)?;
+    eprintln!("klab transpose: {}", backend.facts().describe());
+    eprintln!(
+        "klab transpose: module {} for {} ({}; NVRTC {}, {})",
+        compiled.program,
+        compiled.arch,
+        compiled.options.join(" "),
+        compiled.nvrtc_version,
+        if compiled.from_cache {
+            "cached"
+        } else {
+            "compiled now"
+        }
+    );
+    let mut harness = TransposeHarness::prepare(&mut backend, n)?;
+    eprintln!(
+        "klab transpose: N={n}, reps={reps}; input: {}; output poisoned with 0xff bytes before each validation",
+        harness.input_pattern().describe(n)
+    );
+
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    writeln!(out, "{CSV_HEADER}")?;
+    out.flush()?;
+    let mut failed = false;
+    for v in selection {
+        let report = harness.run(v, reps, &mut |line| eprintln!("klab transpose: {line}"))?;
+        failed |= !report.row.correct;
+        writeln!(out, "{}", report.row.to_csv())?;
+        out.flush()?;
+    }
+    Ok(if failed {
+        ExitCode::from(EXIT_GATE_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argument_messages() {
+        assert_eq!(parse_n("33").unwrap(), 33);
+        let e = |r: anyhow::Result<u64>| r.unwrap_err().to_string();
+        assert_eq!(e(parse_n("0")), "N must be at least 1, got 0");
+        assert_eq!(
+            e(parse_n("-5")),
+            "N must be a positive integer, got negative '-5'"
+        );
+        assert_eq!(e(parse_n("abc")), "N must be a positive integer, got 'abc'");
+        assert_eq!(e(parse_n("1.5")), "N must be a positive integer, got '1.5'");
+        assert_eq!(e(parse_n("")), "N must be a positive integer, got ''");
+        assert_eq!(
+            e(parse_n("99999999999999999999999")),
+            "N '99999999999999999999999' is too large"
+        );
+        assert!(parse_reps("4294967296")
+            .unwrap_err()
+            .to_string()
+            .contains("too large"));
+        assert_eq!(parse_reps("100").unwrap(), 100);
+        assert_eq!(parse_selection("all").unwrap().len(), 5);
+        assert!(parse_selection("fast")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown variant 'fast'"));
+    }
+}

@@ -1,0 +1,260 @@
+//! The command-line contract on a machine with or without a GPU: exit codes, one-line
+//! errors, help text, the model command and the lab's CPU-only path.
+
+mod common;
+
+use std::fs;
+use std::process::Output;
+
+use assert_cmd::prelude::*;
+use common::klab;
+
+fn run(args: &[&str]) -> Output {
+    klab().args(args).output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// An argument error: exit 1, nothing on stdout, exactly one line on stderr.
+fn assert_arg_error(args: &[&str], needle: &str) {
+    let o = run(args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+    assert!(o.stdout.is_empty(), "{args:?} printed to stdout");
+    assert_eq!(
+        err.lines().count(),
+        1,
+        "{args:?} gave more than one line: {err}"
+    );
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(
+        err.contains(needle),
+        "{args:?}: expected '{needle}' in: {err}"
+    );
+}
+
+#[test]
+fn transpose_argument_errors_exit_1_with_one_line() {
+    assert_arg_error(
+        &["transpose", "padded", "0", "1"],
+        "N must be at least 1, got 0",
+    );
+    assert_arg_error(&["transpose", "padded", "-5", "1"], "got negative '-5'");
+    assert_arg_error(
+        &["transpose", "padded", "abc", "1"],
+        "N must be a positive integer, got 'abc'",
+    );
+    assert_arg_error(&["transpose", "padded", "12.5", "1"], "got '12.5'");
+    assert_arg_error(
+        &["transpose", "fastest", "32", "1"],
+        "unknown variant 'fastest'",
+    );
+    assert_arg_error(
+        &["transpose", "padded", "32", "0"],
+        "reps must be at least 1, got 0",
+    );
+    assert_arg_error(
+        &["transpose", "padded", "32", "-1"],
+        "reps must be a positive integer",
+    );
+    assert_arg_error(
+        &["transpose", "padded", "32", "x"],
+        "reps must be a positive integer, got 'x'",
+    );
+    assert_arg_error(
+        &["transpose", "padded", "99999999999999999999", "1"],
+        "too large",
+    );
+    assert_arg_error(
+        &["transpose", "padded"],
+        "required arguments were not provided",
+    );
+    assert_arg_error(&["transpose"], "required arguments were not provided");
+    assert_arg_error(
+        &["transpose", "padded", "32", "1", "extra"],
+        "unexpected argument",
+    );
+    assert_arg_error(
+        &["transpose", "padded", "32", "1", "--bogus"],
+        "unexpected argument '--bogus'",
+    );
+    assert_arg_error(&["frobnicate"], "unrecognized subcommand 'frobnicate'");
+    assert_arg_error(&[], "no command given");
+}
+
+#[test]
+fn without_a_driver_gpu_commands_exit_1_with_one_line() {
+    if klab_cuda::probe::driver_present() {
+        eprintln!("SKIPPED without_a_driver_gpu_commands_exit_1_with_one_line: this machine has a CUDA driver");
+        return;
+    }
+    for args in [
+        &["transpose", "padded", "33", "1"][..],
+        &["transpose", "all", "4096", "100"][..],
+        &["env"][..],
+    ] {
+        let o = run(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        let last = err.lines().last().unwrap_or_default();
+        assert!(last.starts_with("error: no CUDA driver"), "{args:?}: {err}");
+        assert_eq!(err.lines().filter(|l| l.starts_with("error")).count(), 1);
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // Nothing was printed on stdout by transpose: no header without a device.
+    assert!(run(&["transpose", "copy", "7", "1"]).stdout.is_empty());
+}
+
+#[test]
+fn help_is_stable() {
+    let top = String::from_utf8(
+        klab()
+            .arg("--help")
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone(),
+    )
+    .unwrap();
+    insta::assert_snapshot!("help", top);
+    let t = String::from_utf8(
+        klab()
+            .args(["transpose", "--help"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone(),
+    )
+    .unwrap();
+    insta::assert_snapshot!("transpose_help", t);
+    let m = String::from_utf8(
+        klab()
+            .args(["model", "--help"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone(),
+    )
+    .unwrap();
+    insta::assert_snapshot!("model_help", m);
+    let l = String::from_utf8(
+        klab()
+            .args(["lab", "--help"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone(),
+    )
+    .unwrap();
+    insta::assert_snapshot!("lab_help", l);
+}
+
+#[test]
+fn model_prints_the_seed_numbers() {
+    let o = run(&["model"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    for needle in ["4096", "12.5%", "80.0%"] {
+        assert!(text.contains(needle), "missing {needle} in:\n{text}");
+    }
+    let o = run(&["model", "--json", "--n", "33,64"]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v.is_object());
+}
+
+#[test]
+fn model_exits_2_when_the_mapping_proof_fails() {
+    // 7 rows of threads do not divide a 32-row tile: shared indices leave the tile.
+    let o = run(&["model", "--n", "64", "--block-rows", "7"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn model_rejects_bad_parameters_with_exit_1() {
+    let o = run(&["model", "--tile", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    assert_arg_error(&["model", "--n", "x"], "invalid value 'x'");
+}
+
+#[test]
+fn lab_without_a_gpu_runs_the_cpu_gates_and_says_what_it_skipped() {
+    if klab_cuda::probe::driver_present() {
+        eprintln!("SKIPPED lab_without_a_gpu_runs_the_cpu_gates_and_says_what_it_skipped: this machine has a CUDA driver");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("artifacts");
+    let o = klab().args(["lab", "--out"]).arg(&out).output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("skipped gates: ladder, benchmark, rounds, summary"),
+        "{err}"
+    );
+    let run1 = out.join("run-01");
+    for f in [
+        "environment.json",
+        "source.sha256",
+        "model.txt",
+        "model.json",
+        "lab.json",
+    ] {
+        assert!(run1.join(f).is_file(), "missing {f}");
+    }
+    let lab: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(run1.join("lab.json")).unwrap()).unwrap();
+    let steps = lab["steps"].as_array().unwrap();
+    let status = |name: &str| {
+        steps
+            .iter()
+            .find(|s| s["name"] == name)
+            .map(|s| s["status"].as_str().unwrap().to_string())
+    };
+    assert_eq!(status("model").as_deref(), Some("ran"));
+    assert_eq!(status("ladder").as_deref(), Some("skipped"));
+    // Every artifact listed is hashed, and the hash is right.
+    for a in lab["artifacts"].as_array().unwrap() {
+        let p = run1.join(a["path"].as_str().unwrap());
+        let sha = klab_core::artifact::sha256_file(&p).unwrap();
+        assert_eq!(a["sha256"].as_str().unwrap(), sha);
+    }
+    if klab_cuda::probe::nvrtc_present() {
+        assert_eq!(status("build").as_deref(), Some("ran"));
+        let res = fs::read_to_string(run1.join("resources.csv")).unwrap();
+        assert!(
+            res.contains("transpose_padded,") && res.contains(",4224,"),
+            "{res}"
+        );
+        assert!(fs::read_to_string(run1.join("build.txt"))
+            .unwrap()
+            .contains("-lineinfo"));
+    } else {
+        assert_eq!(status("build").as_deref(), Some("skipped"));
+    }
+    // A second lab never overwrites the first.
+    let before = fs::read(run1.join("lab.json")).unwrap();
+    let o = klab().args(["lab", "--out"]).arg(&out).output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(out.join("run-02/lab.json").is_file());
+    assert_eq!(fs::read(run1.join("lab.json")).unwrap(), before);
+}
+
+#[test]
+fn lab_reports_an_unwritable_output_folder_as_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-dir");
+    fs::write(&file, b"x").unwrap();
+    let o = klab().args(["lab", "--out"]).arg(&file).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("creating a run folder"), "{err}");
+}

@@ -1,0 +1,32 @@
+//! Shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The klab binary: `KLAB_BIN` when set (the GPU machine runs a copied bundle), else the
+/// one Cargo built for this test.
+pub fn klab_bin() -> PathBuf {
+    std::env::var_os("KLAB_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_klab")))
+}
+
+pub fn klab() -> Command {
+    Command::new(klab_bin())
+}
+
+/// Whether a CUDA device can be opened. Without one, a GPU test prints that it skipped
+/// and passes, unless KLAB_REQUIRE_GPU=1 (scripts/gpu-run), where absence fails it.
+pub fn gpu_or_skip(test: &str) -> bool {
+    match klab_cuda::device::Device::open(0) {
+        Ok(_) => true,
+        Err(e) => {
+            if std::env::var("KLAB_REQUIRE_GPU").as_deref() == Ok("1") {
+                panic!("{test}: KLAB_REQUIRE_GPU=1 but no GPU: {e}");
+            }
+            eprintln!("SKIPPED {test}: {e}");
+            false
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! The transpose harness contract on a real GPU. Each test skips (saying so) where no CUDA
+//! device can be opened, and fails instead under KLAB_REQUIRE_GPU=1 (scripts/gpu-run).
+
+mod common;
+
+use std::process::Output;
+
+use common::{gpu_or_skip, klab};
+use klab_core::backend::{Arg, Backend};
+use klab_core::plan::{self, Dim3, LaunchPlan};
+use klab_core::row::{parse_csv, TransposeRow, CSV_HEADER};
+use klab_core::{builtin, Variant};
+use klab_cuda::device::Device;
+use klab_cuda::gpu::CudaBackend;
+use klab_cuda::nvrtc::{self, Cache, CompileSpec};
+
+const LADDER: [u64; 7] = [1, 7, 31, 32, 33, 65, 257];
+
+fn transpose(args: &[&str]) -> (Output, Vec<TransposeRow>) {
+    let o = klab().arg("transpose").args(args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        stdout.starts_with(CSV_HEADER),
+        "{args:?}: {stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(stdout.matches(CSV_HEADER).count(), 1, "header once");
+    let rows = parse_csv(&stdout).unwrap();
+    (o, rows)
+}
+
+/// copy, naive, tiled, padded correct and timed; broken rejected and untimed.
+fn assert_contract(rows: &[TransposeRow], what: &str) {
+    let names: Vec<&str> = rows.iter().map(|r| r.variant.as_str()).collect();
+    assert_eq!(
+        names,
+        ["copy", "naive", "tiled", "padded", "broken"],
+        "{what}"
+    );
+    for r in rows {
+        if r.variant == "broken" {
+            assert!(!r.correct && r.timing.is_none(), "{what}: {r:?}");
+        } else {
+            assert!(r.correct, "{what}: {r:?}");
+            assert_eq!((r.mismatches, r.max_abs_error), (0, 0.0), "{what}: {r:?}");
+            let t = r.timing.expect("a passing variant is timed");
+            assert!(
+                t.average_ms > 0.0 && t.effective_gb_s > 0.0,
+                "{what}: {r:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn ladder_sizes_every_variant_and_broken_exits_2() {
+    if !gpu_or_skip("ladder_sizes_every_variant_and_broken_exits_2") {
+        return;
+    }
+    for n in LADDER {
+        let ns = n.to_string();
+        let (o, rows) = transpose(&["all", &ns, "1"]);
+        assert_eq!(o.status.code(), Some(2), "all {n} 1");
+        assert_contract(&rows, &format!("N={n}"));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("block 32x8x1"),
+            "launch shape on stderr: {err}"
+        );
+        assert!(err.contains("registers"), "resources on stderr: {err}");
+    }
+}
+
+#[test]
+fn each_correct_variant_alone_exits_0_and_broken_alone_exits_2() {
+    if !gpu_or_skip("each_correct_variant_alone_exits_0_and_broken_alone_exits_2") {
+        return;
+    }
+    for v in ["copy", "naive", "tiled", "padded"] {
+        for n in ["33", "4096"] {
+            let (o, rows) = transpose(&[v, n, "20"]);
+            assert_eq!(o.status.code(), Some(0), "{v} {n}");
+            assert_eq!(rows.len(), 1);
+            assert!(
+                rows[0].correct && rows[0].timing.is_some(),
+                "{v} {n}: {:?}",
+                rows[0]
+            );
+        }
+    }
+    for n in ["1", "33", "1024", "4096"] {
+        let (o, rows) = transpose(&["broken", n, "100"]);
+        assert_eq!(o.status.code(), Some(2), "broken {n}");
+        assert!(!rows[0].correct && rows[0].timing.is_none());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("never timed"), "{err}");
+    }
+}
+
+#[test]
+fn benchmark_size_4096_all_variants() {
+    if !gpu_or_skip("benchmark_size_4096_all_variants") {
+        return;
+    }
+    let (o, rows) = transpose(&["all", "4096", "100"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_contract(&rows, "all 4096 100");
+    // Padded moves the same bytes as naive with coalesced stores: it must not be slower.
+    let ms = |v: &str| {
+        rows.iter()
+            .find(|r| r.variant == v)
+            .unwrap()
+            .timing
+            .unwrap()
+            .average_ms
+    };
+    assert!(
+        ms("padded") < ms("naive"),
+        "padded {} ms vs naive {} ms",
+        ms("padded"),
+        ms("naive")
+    );
+}
+
+#[test]
+fn n_46341_proves_64_bit_indexing() {
+    if !gpu_or_skip("n_46341_proves_64_bit_indexing") {
+        return;
+    }
+    // 46341^2 = 2,147,488,281 > 2^31: a 32-bit element index would wrap.
+    let (o, rows) = transpose(&["all", "46341", "1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_contract(&rows, "all 46341 1");
+    assert!(err.contains("distinct 32-bit patterns"), "{err}");
+}
+
+#[test]
+fn distinct_bit_patterns_survive_every_correct_variant() {
+    if !gpu_or_skip("distinct_bit_patterns_survive_every_correct_variant") {
+        return;
+    }
+    // 4097 is past the exact-integer range and one past a tile multiple.
+    let (o, rows) = transpose(&["all", "4097", "3"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_contract(&rows, "all 4097 3");
+}
+
+#[test]
+fn too_large_for_device_memory_is_a_one_line_error() {
+    if !gpu_or_skip("too_large_for_device_memory_is_a_one_line_error") {
+        return;
+    }
+    // 2 x 2,000,000^2 x 4 bytes = 32 TB; the grid (62,500 blocks a side) is still legal.
+    let o = klab()
+        .args(["transpose", "padded", "2000000", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let last = err.lines().last().unwrap();
+    assert!(last.starts_with("error: N = 2000000 needs"), "{err}");
+    assert!(last.contains("GB is free"), "{err}");
+    // Past the grid limit the plan is refused naming it.
+    let o = klab()
+        .args(["transpose", "padded", "3000000", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err.contains("MAX_GRID_DIM_Y"), "{err}");
+}
+
+fn backend() -> CudaBackend {
+    let device = Device::open(0).unwrap();
+    let spec = CompileSpec {
+        program: builtin::TRANSPOSE_PROGRAM.into(),
+        source: builtin::TRANSPOSE_SOURCE.into(),
+        arch: device.facts().arch(),
+        extra_options: vec![],
+    };
+    let compiled = nvrtc::compile(&spec, &Cache::disabled()).unwrap();
+    CudaBackend::new(device, &compiled).unwrap()
+}
+
+#[test]
+fn seed_004_block_shapes_are_refused_and_launch_status_is_checked() {
+    if !gpu_or_skip("seed_004_block_shapes_are_refused_and_launch_status_is_checked") {
+        return;
+    }
+    let mut b = backend();
+    let k = b.kernel(Variant::Copy.entry()).unwrap();
+    let res = b.resources(&k);
+    for tile in [64u32, 128] {
+        let p = LaunchPlan {
+            grid: Dim3::new(16, 16, 1),
+            block: Dim3::new(tile, tile, 1),
+            dynamic_shared_bytes: 0,
+        };
+        let e = plan::validate(&p, b.limits(), Some(&res), false).unwrap_err();
+        assert!(e.to_string().contains("threads per block"), "{e}");
+        // Launched anyway, the driver refuses it and the backend reports that: a run that
+        // launches nothing is never silent.
+        let mut out = b.alloc(64).unwrap();
+        let inp = b.alloc(64).unwrap();
+        b.fill_bytes(&mut out, 0).unwrap();
+        let err = b
+            .launch(&k, &p, &[Arg::Buffer(&out), Arg::Buffer(&inp), Arg::I32(8)])
+            .unwrap_err();
+        assert!(err.0.contains("CUDA_ERROR_INVALID_VALUE"), "{err}");
+    }
+}
+
+#[test]
+fn driver_attributes_match_the_compiler_report_and_device_facts_are_sane() {
+    if !gpu_or_skip("driver_attributes_match_the_compiler_report_and_device_facts_are_sane") {
+        return;
+    }
+    let device = Device::open(0).unwrap();
+    let f = device.facts().clone();
+    assert!(
+        f.uuid.starts_with("GPU-") && f.uuid.len() == 40,
+        "{}",
+        f.uuid
+    );
+    assert!(f.sm_count > 0 && f.l2_bytes > 0 && f.bus_width_bits > 0);
+    assert!(f.theoretical_peak_gb_s() > 100.0);
+    assert_eq!(f.limits.max_threads_per_block, 1024);
+    assert!(f.nvrtc_version.is_some());
+    let spec = CompileSpec {
+        program: builtin::TRANSPOSE_PROGRAM.into(),
+        source: builtin::TRANSPOSE_SOURCE.into(),
+        arch: f.arch(),
+        extra_options: vec![],
+    };
+    let compiled = nvrtc::compile(&spec, &Cache::disabled()).unwrap();
+    let ptxas = compiled.ptxas_resources();
+    let mut b = CudaBackend::new(device, &compiled).unwrap();
+    for v in Variant::ALL {
+        let k = b.kernel(v.entry()).unwrap();
+        let d = b.resources(&k);
+        let p = ptxas.iter().find(|r| r.kernel == v.entry()).unwrap();
+        assert_eq!(
+            (d.registers, d.static_shared_bytes, d.local_bytes),
+            (p.registers, p.static_shared_bytes, p.local_bytes),
+            "{v}"
+        );
+    }
+}
