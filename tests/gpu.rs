@@ -239,7 +239,15 @@ fn driver_attributes_match_the_compiler_report_and_device_facts_are_sane() {
     for v in Variant::ALL {
         let k = b.kernel(v.entry()).unwrap();
         let d = b.resources(&k);
-        let p = ptxas.iter().find(|r| r.kernel == v.entry()).unwrap();
+        let p = ptxas
+            .iter()
+            .find(|r| r.kernel == v.entry())
+            .unwrap_or_else(|| {
+                panic!(
+                    "{v} missing from the ptxas report; NVRTC log:\n{}",
+                    compiled.log
+                )
+            });
         assert_eq!(
             (d.registers, d.static_shared_bytes, d.local_bytes),
             (p.registers, p.static_shared_bytes, p.local_bytes),

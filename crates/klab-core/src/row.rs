@@ -44,14 +44,21 @@ fn fmt_error(e: f64) -> String {
     }
 }
 
+/// Two decimals at 1 GB/s and above; below, six significant digits, so a tiny matrix's
+/// rate never prints as a misleading 0.00.
+fn fmt_rate(v: f64) -> String {
+    if !v.is_finite() || v >= 1.0 || v <= 0.0 {
+        return format!("{v:.2}");
+    }
+    let digits = (5 - v.log10().floor() as i32).max(2) as usize;
+    format!("{v:.digits$}")
+}
+
 impl TransposeRow {
     /// The CSV line (no newline). Performance fields are empty when timing is absent.
     pub fn to_csv(&self) -> String {
         let (ms, gbs) = match self.timing {
-            Some(t) => (
-                format!("{:.6}", t.average_ms),
-                format!("{:.2}", t.effective_gb_s),
-            ),
+            Some(t) => (format!("{:.6}", t.average_ms), fmt_rate(t.effective_gb_s)),
             None => (String::new(), String::new()),
         };
         format!(
@@ -145,6 +152,16 @@ mod tests {
         assert_eq!(parse_csv(&text).unwrap().len(), 2);
         assert!(parse_csv("a,b\n").is_err());
         assert!(TransposeRow::parse("x,maybe,0,0,,").is_err());
+    }
+
+    #[test]
+    fn small_rates_keep_significant_digits() {
+        assert_eq!(fmt_rate(3419.04), "3419.04");
+        assert_eq!(fmt_rate(1.0), "1.00");
+        assert_eq!(fmt_rate(0.85), "0.850000");
+        // N = 1: 8 bytes in 0.0285 ms.
+        assert_eq!(fmt_rate(8.0 / 0.0285e-3 / 1e9), "0.000280702");
+        assert_eq!(fmt_rate(0.0), "0.00");
     }
 
     #[test]

@@ -21,8 +21,15 @@ use crate::{probe, CudaError};
 /// The architecture compiled for when no device is present (the lent H200's).
 pub const DEFAULT_ARCH: &str = "sm_90";
 
-/// Options klab always passes. `--ptxas-options=-v` puts the resource report in the log.
-pub const BASE_OPTIONS: [&str; 3] = ["-lineinfo", "--std=c++17", "--ptxas-options=-v"];
+/// Options klab always passes. `--ptxas-options=-v` puts the resource report in the log;
+/// `--no-cache` turns off NVRTC's own cache (CUDA 12.9+), whose hits skip ptxas and so
+/// leave that report out (seen on the H200 machine); klab keeps its own cache instead.
+pub const BASE_OPTIONS: [&str; 4] = [
+    "-lineinfo",
+    "--std=c++17",
+    "--ptxas-options=-v",
+    "--no-cache",
+];
 
 const CACHE_FORMAT: &str = "klab-nvrtc-cache-1";
 

@@ -113,7 +113,7 @@ impl CoverageReport {
 
 impl Serialize for CoverageReport {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut s = serializer.serialize_struct("CoverageReport", 19)?;
+        let mut s = serializer.serialize_struct("CoverageReport", 20)?;
         s.serialize_field("n", &self.n)?;
         s.serialize_field("tile", &self.tile)?;
         s.serialize_field("block_rows", &self.block_rows)?;
@@ -154,46 +154,6 @@ pub fn check_coverage_padded(
     padding: u32,
 ) -> Result<CoverageReport, ModelError> {
     check_mapping(n, tile, block_rows, padding, Mapping::Transposed)
-}
-
-/// A block's producer map for `tile[r][c]`, column-major (`c * rows + r`) so the
-/// store phase's column reads are contiguous; one array per field.
-struct ProducerMap {
-    rows: usize,
-    stamp: Vec<u64>,
-    src: Vec<u64>,
-    thread: Vec<u64>,
-}
-
-impl ProducerMap {
-    fn new(rows: u64, cols: u64) -> Result<Self, ModelError> {
-        let len = rows.saturating_mul(cols);
-        let bytes = len.saturating_mul(24);
-        let err = || ModelError::Allocation { bytes };
-        let rows = usize::try_from(rows).map_err(|_| err())?;
-        let len = usize::try_from(len).map_err(|_| err())?;
-        let zeroed = || -> Result<Vec<u64>, ModelError> {
-            let mut v = Vec::new();
-            v.try_reserve_exact(len).map_err(|_| err())?;
-            v.resize(len, 0);
-            Ok(v)
-        };
-        Ok(ProducerMap {
-            rows,
-            stamp: zeroed()?,
-            src: zeroed()?,
-            thread: zeroed()?,
-        })
-    }
-
-    fn get(&self, r: u64, c: u64) -> Entry {
-        let i = c as usize * self.rows + r as usize;
-        Entry {
-            src: self.src[i],
-            thread: self.thread[i],
-            stamp: self.stamp[i],
-        }
-    }
 }
 
 /// One entry of a block's producer map: which input element, which thread, which block.
@@ -386,7 +346,20 @@ pub(crate) fn check_mapping(
     )?;
 
     let mut out = Bitset::new(outputs)?;
-    let mut map = ProducerMap::new(map_rows, map_cols)?;
+    let map_len = (map_rows * map_cols) as usize;
+    let mut map: Vec<Entry> = Vec::new();
+    map.try_reserve_exact(map_len)
+        .map_err(|_| ModelError::Allocation {
+            bytes: (map_len as u64).saturating_mul(std::mem::size_of::<Entry>() as u64),
+        })?;
+    map.resize(
+        map_len,
+        Entry {
+            src: 0,
+            thread: 0,
+            stamp: 0,
+        },
+    );
 
     let (tile, rows, stride) = (g.tile, g.block_rows, g.row_stride);
     let mut t = Tally::default();
@@ -421,26 +394,16 @@ pub(crate) fn check_mapping(
                         continue;
                     }
                     t.shared_stores += cols;
+                    let base = (r * map_cols) as usize;
                     let src0 = in_row * n + in_col0;
                     let thread0 = ty * tile;
                     // Thread (tx, ty) stores input (in_row, in_col0 + tx) at tile[r][tx].
-                    let (step, len) = (map.rows, map.stamp.len());
-                    let first = r as usize;
-                    let (stamps, srcs, threads) = (
-                        &mut map.stamp[first..len],
-                        &mut map.src[first..len],
-                        &mut map.thread[first..len],
-                    );
-                    for (tx, ((s, src), thread)) in (0..cols).zip(
-                        stamps
-                            .iter_mut()
-                            .step_by(step)
-                            .zip(srcs.iter_mut().step_by(step))
-                            .zip(threads.iter_mut().step_by(step)),
-                    ) {
-                        *s = stamp;
-                        *src = src0 + tx;
-                        *thread = thread0 + tx;
+                    for (tx, e) in (0..cols).zip(&mut map[base..base + cols as usize]) {
+                        *e = Entry {
+                            src: src0 + tx,
+                            thread: thread0 + tx,
+                            stamp,
+                        };
                     }
                 }
             }
@@ -493,23 +456,20 @@ pub(crate) fn check_mapping(
                     // Tight, branch-light pass; messages come from a rescan on the rare path.
                     let (mut missing, mut wrong, mut other_thread, mut other_warp) =
                         (0u64, 0u64, 0u64, 0u64);
-                    // tile[0..out_cols][c]: contiguous in the column-major map.
-                    let base = c as usize * map.rows;
-                    let end = base + out_cols as usize;
-                    let (stamps, srcs, threads) = (
-                        &map.stamp[base..end],
-                        &map.src[base..end],
-                        &map.thread[base..end],
-                    );
-                    let len = stamps.len();
-                    let (srcs, threads) = (&srcs[..len], &threads[..len]);
-                    for k in 0..len {
-                        let (me, expect) = (me0 + k as u64, expect0 + k as u64 * n);
-                        let live = u64::from(stamps[k] == stamp);
-                        missing += 1 - live;
-                        wrong += live & u64::from(srcs[k] != expect);
-                        other_thread += live & u64::from(threads[k] != me);
-                        other_warp += live & u64::from(threads[k] / WARP_SIZE != me / WARP_SIZE);
+                    let mut idx = c as usize;
+                    let (mut me, mut expect) = (me0, expect0);
+                    for _ in 0..out_cols {
+                        let e = &map[idx];
+                        if e.stamp != stamp {
+                            missing += 1;
+                        } else {
+                            wrong += u64::from(e.src != expect);
+                            other_thread += u64::from(e.thread != me);
+                            other_warp += u64::from(e.thread / WARP_SIZE != me / WARP_SIZE);
+                        }
+                        idx += map_cols as usize;
+                        me += 1;
+                        expect += n;
                     }
                     t.reads_without_producer += missing;
                     t.wrong_source += wrong;
@@ -530,7 +490,7 @@ pub(crate) fn check_mapping(
                             out_col0,
                         };
                         for tx in 0..out_cols {
-                            let e = &map.get(tx, c);
+                            let e = &map[(tx * map_cols + c) as usize];
                             if describe_problem && t.first_problem.is_none() {
                                 t.first_problem = read.problem(tx, e, stamp);
                             }

@@ -214,4 +214,44 @@ mod tests {
         let g = Geometry::new(5, 4, 9, 0).unwrap();
         assert_eq!(g.offsets().collect::<Vec<_>>(), [0]);
     }
+
+    const NS: [u64; 12] = [
+        0,
+        1,
+        2,
+        3,
+        5,
+        31,
+        33,
+        64,
+        100,
+        (1 << 32) - 1,
+        1 << 32,
+        u64::MAX,
+    ];
+    const SIZES: [u32; 9] = [0, 1, 2, 3, 7, 32, 33, 1 << 16, u32::MAX];
+
+    proptest::proptest! {
+        /// Edge values either model exactly or fail with an error, quickly; never panic.
+        #[test]
+        fn edge_values_never_panic(
+            n in proptest::sample::select(&NS[..]),
+            tile in proptest::sample::select(&SIZES[..]),
+            rows in proptest::sample::select(&SIZES[..]),
+            padding in proptest::sample::select(vec![0u32, 1, u32::MAX]),
+        ) {
+            if let Ok(r) = check_coverage_padded(n, tile, rows, padding) {
+                proptest::prop_assert_eq!(r.outputs_written + r.unwritten, n * n);
+                proptest::prop_assert_eq!(r.ok(), r.first_problem.is_none());
+            }
+            for v in crate::Variant::ALL {
+                if let Ok(p) = predict(v, n, tile, rows) {
+                    for a in &p.accesses {
+                        proptest::prop_assert!(a.requests >= 1 && a.active_lanes <= 32 * a.requests);
+                    }
+                }
+            }
+            let _ = bank_map(tile, rows, padding);
+        }
+    }
 }

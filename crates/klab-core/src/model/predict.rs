@@ -308,7 +308,7 @@ pub struct VariantPrediction {
     pub padding: Option<u32>,
     /// Whether a barrier separates the shared phases.
     pub has_barrier: bool,
-    /// Requests launched per access: `ceil(n/tile)^2` blocks.
+    /// Blocks in the grid, `ceil(n/tile)^2`.
     pub blocks: u64,
     /// The accesses, in source order.
     pub accesses: Vec<AccessPrediction>,
@@ -326,14 +326,11 @@ pub fn predict(
     let padding = variant.shared_padding();
     let g = Geometry::new(n, tile, block_rows, padding.unwrap_or(0))?;
     let table = accesses(variant);
-    let warps = g.threads.div_ceil(WARP_SIZE);
     check_limit(
         "prediction lane-steps",
-        u128::from(g.blocks())
-            * u128::from(g.iterations)
-            * u128::from(warps)
-            * u128::from(WARP_SIZE)
-            * table.len() as u128,
+        Scope::new(&g)
+            .work(g.blocks())
+            .saturating_mul(table.len() as u128),
         MAX_WORK,
     )?;
     let accesses = table.iter().map(|a| predict_access(&g, a)).collect();
@@ -425,6 +422,73 @@ fn predict_access(g: &Geometry, a: &Access) -> AccessPrediction {
     }
 }
 
+/// What the enumeration can skip without changing any count.
+///
+/// An admitted lane has `tx < n`, `ty + offset < n` and `offset < n` on either side
+/// of the kernel (`x = b*tile + tx < n`, `y + offset = b*tile + ty + offset < n`).
+/// So only warps holding a lane with `ty < min(block_rows, n)` and
+/// `tx < min(tile, n)` can issue a request, and only offsets below `n`. Warps stay
+/// chunks of the full block: skipping idle warps changes no warp's composition.
+struct Scope {
+    /// Threads that may act: `min(block_rows, n) * tile`, at most `tile * block_rows`.
+    threads: u64,
+    /// Thread rows that may act: `min(block_rows, n)`.
+    rows: u64,
+    /// Lanes of a thread row that may act: `min(tile, n)`.
+    span: u64,
+    /// Offsets that may act: those below `min(tile, n)`.
+    offsets: u64,
+    /// Rows a block's loop reaches, at least `tile`: `max(tile, last offset + block_rows)`.
+    reach: u64,
+    /// Blocks enumerated lane by lane: edge blocks plus at most 32 interior templates.
+    enumerated_blocks: u64,
+}
+
+impl Scope {
+    fn new(g: &Geometry) -> Scope {
+        let last_offset = (g.iterations - 1) * g.block_rows;
+        let reach = g.tile.max(last_offset + g.block_rows);
+        let interior = if g.n >= reach {
+            ((g.n - reach) / g.tile + 1).min(g.grid)
+        } else {
+            0
+        };
+        let interior_blocks = interior * interior;
+        Scope {
+            threads: g.block_rows.min(g.n) * g.tile,
+            rows: g.block_rows.min(g.n),
+            span: g.tile.min(g.n),
+            offsets: g.tile.min(g.n).div_ceil(g.block_rows),
+            reach,
+            enumerated_blocks: g.blocks() - interior_blocks + interior_blocks.min(32),
+        }
+    }
+
+    /// Warps with a lane in `tx < span` of some thread row `ty < rows`, ascending:
+    /// for each row, the warps of linear ids `ty*tile .. ty*tile + span`.
+    fn warps(&self, tile: u64) -> impl Iterator<Item = u64> + '_ {
+        let mut next = 0;
+        (0..self.rows).flat_map(move |ty| {
+            let lo = (ty * tile / WARP_SIZE).max(next);
+            let hi = (ty * tile + self.span - 1) / WARP_SIZE + 1;
+            next = next.max(hi);
+            lo..hi
+        })
+    }
+
+    /// Upper bound on lane evaluations per access, plus a block visit (template
+    /// lookup) costed as one warp's worth of lanes.
+    fn work(&self, blocks: u64) -> u128 {
+        let warps_per_row = self.span.div_ceil(WARP_SIZE) + 1;
+        let warps = u128::from(self.threads.div_ceil(WARP_SIZE))
+            .min(u128::from(self.rows) * u128::from(warps_per_row));
+        u128::from(self.enumerated_blocks)
+            .saturating_mul(u128::from(self.offsets))
+            .saturating_mul(warps * u128::from(WARP_SIZE))
+            .saturating_add(u128::from(blocks) * u128::from(WARP_SIZE))
+    }
+}
+
 /// Walk every block, offset and warp; gather the active lanes' addresses in a fixed
 /// 32-word buffer and count sectors or wavefronts of each request.
 ///
@@ -442,9 +506,8 @@ fn enumerate<F: Fn(&LaneCtx) -> Option<u64>>(
 ) -> (Tally, Option<FullWarp>) {
     // A block index b is interior on both axes when its columns (tx < tile) and its
     // rows (ty + offset < last offset + block_rows) all stay below n.
-    let last_offset = (g.iterations - 1) * g.block_rows;
-    let reach = g.tile.max(last_offset + g.block_rows);
-    let interior = |b: u64| b * g.tile + reach <= g.n;
+    let scope = Scope::new(g);
+    let interior = |b: u64| b * g.tile + scope.reach <= g.n;
     let mut templates: [Option<Tally>; 32] = [None; 32];
     let mut total = Tally::default();
     let mut full_warp = None;
@@ -476,7 +539,7 @@ fn enumerate<F: Fn(&LaneCtx) -> Option<u64>>(
                     continue;
                 }
             }
-            let t = enumerate_block(g, space, &address, &mut c, &mut full_warp);
+            let t = enumerate_block(g, &scope, space, &address, &mut c, &mut full_warp);
             if let Some(k) = key {
                 templates[k] = Some(t);
             }
@@ -489,19 +552,19 @@ fn enumerate<F: Fn(&LaneCtx) -> Option<u64>>(
 /// Every offset and warp of the block `(c.bx, c.by)`.
 fn enumerate_block<F: Fn(&LaneCtx) -> Option<u64>>(
     g: &Geometry,
+    scope: &Scope,
     space: Space,
     address: &F,
     c: &mut LaneCtx,
     full_warp: &mut Option<FullWarp>,
 ) -> Tally {
-    let warps = g.threads.div_ceil(WARP_SIZE);
     let mut t = Tally::default();
     let mut buf = [0u64; WARP_SIZE as usize];
-    for offset in g.offsets() {
+    for offset in g.offsets().take_while(|&o| o < g.n) {
         c.offset = offset;
-        for warp in 0..warps {
+        for warp in scope.warps(g.tile) {
             let first = warp * WARP_SIZE;
-            let lanes = (g.threads - first).min(WARP_SIZE);
+            let lanes = (scope.threads - first).min(WARP_SIZE);
             c.tx = first % g.tile;
             c.ty = first / g.tile;
             let mut active = 0;
@@ -787,12 +850,32 @@ mod tests {
             Err(ModelError::Overflow { .. })
         ));
         assert!(matches!(
-            predict(Variant::Tiled, 1 << 20, 32, 8),
+            predict(Variant::Tiled, 1 << 22, 32, 8),
             Err(ModelError::TooLarge { .. })
         ));
+        // Mostly idle huge blocks: only rows ty < n and offsets < n are walked.
+        let p = predict(Variant::Tiled, 3, 1 << 16, 1 << 16).unwrap();
+        // One request per thread row (rows are 2^16 lanes apart): words 0..3, 3..6 in
+        // sector 0, words 6..9 across sectors 0 and 1: 1 + 1 + 2 sectors.
+        assert_eq!(totals(&p.accesses[0]), (3, 4, None));
+        // A 2^31-wide tile on n=100: 100 offsets x 4 warps (lanes tx < 100) per access.
+        let p = predict(Variant::Tiled, 100, 1 << 31, 1).unwrap();
+        assert!(p
+            .accesses
+            .iter()
+            .all(|a| (a.requests, a.active_lanes) == (400, 10_000)));
+        // 2^32 blocks of one thread: too many block visits.
         assert!(matches!(
-            predict(Variant::Tiled, 1, u32::MAX, u32::MAX),
+            predict(Variant::Copy, 1 << 16, 1, 1),
             Err(ModelError::TooLarge { .. })
+        ));
+        // Huge blocks around a single element: one lane acts.
+        let p = predict(Variant::Tiled, 1, u32::MAX, u32::MAX).unwrap();
+        assert!(p.accesses.iter().all(|a| totals(a) == (1, 1, None)));
+        // ...but with padding its shared word indexes no longer fit in u64.
+        assert!(matches!(
+            predict(Variant::Padded, 1, u32::MAX, u32::MAX),
+            Err(ModelError::Overflow { .. })
         ));
         // Fewer than 32 threads per block: no full warp exists.
         let p = predict(Variant::Tiled, 8, 4, 4).unwrap();
