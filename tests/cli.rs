@@ -109,50 +109,15 @@ fn without_a_driver_gpu_commands_exit_1_with_one_line() {
 
 #[test]
 fn help_is_stable() {
-    let top = String::from_utf8(
-        klab()
-            .arg("--help")
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone(),
-    )
-    .unwrap();
-    insta::assert_snapshot!("help", top);
-    let t = String::from_utf8(
-        klab()
-            .args(["transpose", "--help"])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone(),
-    )
-    .unwrap();
-    insta::assert_snapshot!("transpose_help", t);
-    let m = String::from_utf8(
-        klab()
-            .args(["model", "--help"])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone(),
-    )
-    .unwrap();
-    insta::assert_snapshot!("model_help", m);
-    let l = String::from_utf8(
-        klab()
-            .args(["lab", "--help"])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone(),
-    )
-    .unwrap();
-    insta::assert_snapshot!("lab_help", l);
+    for (name, args) in [
+        ("help", &["--help"][..]),
+        ("transpose_help", &["transpose", "--help"][..]),
+        ("model_help", &["model", "--help"][..]),
+        ("lab_help", &["lab", "--help"][..]),
+    ] {
+        let out = klab().args(args).assert().success().get_output().stdout.clone();
+        insta::assert_snapshot!(name, String::from_utf8(out).unwrap());
+    }
 }
 
 #[test]
