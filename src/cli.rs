@@ -29,6 +29,31 @@ pub enum Command {
     Lab(LabArgs),
     /// Device, driver, runtime and NVRTC facts
     Env(EnvArgs),
+    /// Time one kernel with the timing engine and write its samples and a receipt
+    Bench(BenchArgs),
+    /// Seed 003's triad program: check, buggy, profile, bench-hot, bench-rotate
+    Triad(TriadArgs),
+    /// Alternating rounds (ABBA), each block in its own process, with round-level ratios
+    Rounds(RoundsArgs),
+    /// Re-check two receipts and their artifacts, then print the speedup
+    Compare(CompareArgs),
+}
+
+/// Options shared by every command that times.
+#[derive(Debug, Args, Clone)]
+pub struct TimingArgs {
+    /// Cache regime: same-buffer, buffer-rotated or l2-flushed
+    #[arg(long, default_value = "same-buffer")]
+    pub regime: String,
+    /// Timer: per-launch (one event pair per launch), batch:K or graph:K
+    #[arg(long, default_value = "per-launch")]
+    pub timer: String,
+    /// Samples per block
+    #[arg(long, default_value_t = 200)]
+    pub samples: u32,
+    /// Warmup: a launch count (at least 2 per slot) or stable:WINDOW:PCT:MAX
+    #[arg(long, default_value = "20")]
+    pub warmup: String,
 }
 
 #[derive(Debug, Args)]
@@ -94,6 +119,109 @@ pub struct LabArgs {
     /// Rounds of the repeated benchmark
     #[arg(long, default_value_t = 5)]
     pub rounds: u32,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Kernels: copy, naive, tiled, padded, broken (kernels/transpose.cu, N x N), \
+triad_f32, triad_buggy (kernels/triad.cu, n elements). Each block: one poisoned validation \
+(a failure or a known-broken kernel stops there, untimed), warmup, samples in acquisition \
+order (slot i mod slots), GPU state through NVML before and after, every slot's output \
+checked after timing, one more poisoned validation. Writes samples-rNN-p0.csv \
+(sample,slot,elapsed_us) and receipt.json into --out (or artifacts/bench/run-NN)."
+)]
+pub struct BenchArgs {
+    /// Built-in kernel
+    pub kernel: String,
+    /// Problem size (transpose: N for N x N; triad: elements) [default: 4096 / 1000003]
+    #[arg(long)]
+    pub n: Option<u64>,
+    #[command(flatten)]
+    pub timing: TimingArgs,
+    /// Blocks of samples, run one after another in this process
+    #[arg(long, default_value_t = 1)]
+    pub rounds: u32,
+    /// Output folder (must not exist or be empty)
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The claim the receipt states
+    #[arg(long)]
+    pub claim: Option<String>,
+    /// CUDA device ordinal
+    #[arg(long, default_value_t = 0)]
+    pub device: u32,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Modes (seed 003): --check runs triad_f32 on n = 0, 1, 255, 256, 257 and \
+1,000,003 (seeds 7, 19, 101) against a CPU double-FMA reference (atol 2e-6, rtol 2e-5); \
+--buggy launches triad_buggy (i <= n) once for a sanitizer to inspect and exits 2; \
+--profile launches triad_f32 once; --bench-hot and --bench-rotate time 200 samples \
+(same-buffer, or buffer-rotated over enough slots to exceed 2 x L2) after max(20, 2 x slots) \
+warmup launches, verify every slot afterwards, and write samples.csv (sample,slot,elapsed_us) \
+with a receipt beside it."
+)]
+pub struct TriadArgs {
+    /// --check, --buggy, --profile, --bench-hot or --bench-rotate
+    #[arg(allow_hyphen_values = true)]
+    pub mode: Option<String>,
+    /// Sample CSV path (benchmark modes only)
+    #[arg(allow_hyphen_values = true)]
+    pub samples_csv: Option<PathBuf>,
+    /// Any further argument is an error
+    #[arg(hide = true, allow_hyphen_values = true)]
+    pub extra: Vec<String>,
+    /// CUDA device ordinal
+    #[arg(long, default_value_t = 0)]
+    pub device: u32,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Each round runs the variants in order and then in reverse (ABBA for two), \
+every block in its own `klab bench` process. Every block's row is kept (rounds.csv) with its \
+GPU state; per-variant receipts collect the blocks' samples; ratios are taken per round \
+(baseline median / variant median, > 1 = variant faster) with a bootstrap interval over rounds."
+)]
+pub struct RoundsArgs {
+    /// Kernels to alternate (at least two); the first is the baseline unless --baseline
+    #[arg(required = true, num_args = 2..)]
+    pub kernels: Vec<String>,
+    /// The variant ratios are taken against
+    #[arg(long)]
+    pub baseline: Option<String>,
+    /// Problem size (as for bench)
+    #[arg(long)]
+    pub n: Option<u64>,
+    #[command(flatten)]
+    pub timing: TimingArgs,
+    /// Rounds
+    #[arg(long, default_value_t = 5)]
+    pub rounds: u32,
+    /// Output folder (must not exist or be empty)
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Bootstrap seed (recorded)
+    #[arg(long, default_value_t = 0x6b6c_6162)]
+    pub seed: u64,
+    /// CUDA device ordinal
+    #[arg(long, default_value_t = 0)]
+    pub device: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Baseline receipt (JSON)
+    pub baseline: PathBuf,
+    /// Candidate receipt (JSON)
+    pub candidate: PathBuf,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Bootstrap seed (recorded)
+    #[arg(long, default_value_t = 0x6b6c_6162)]
+    pub seed: u64,
 }
 
 #[derive(Debug, Args)]

@@ -114,8 +114,18 @@ fn help_is_stable() {
         ("transpose_help", &["transpose", "--help"][..]),
         ("model_help", &["model", "--help"][..]),
         ("lab_help", &["lab", "--help"][..]),
+        ("bench_help", &["bench", "--help"][..]),
+        ("triad_help", &["triad", "--help"][..]),
+        ("rounds_help", &["rounds", "--help"][..]),
+        ("compare_help", &["compare", "--help"][..]),
     ] {
-        let out = klab().args(args).assert().success().get_output().stdout.clone();
+        let out = klab()
+            .args(args)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
         insta::assert_snapshot!(name, String::from_utf8(out).unwrap());
     }
 }
@@ -222,4 +232,71 @@ fn lab_reports_an_unwritable_output_folder_as_one_line() {
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("creating a run folder"), "{err}");
+}
+
+#[test]
+fn timing_command_argument_errors_exit_1_with_one_line() {
+    assert_arg_error(&["bench", "fastest"], "unknown kernel 'fastest'");
+    assert_arg_error(
+        &["bench", "padded", "--regime", "cold"],
+        "unknown cache regime 'cold'",
+    );
+    assert_arg_error(
+        &["bench", "padded", "--timer", "batch:0"],
+        "launch count must be a positive integer",
+    );
+    assert_arg_error(
+        &["bench", "padded", "--samples", "1"],
+        "samples must be at least 2",
+    );
+    assert_arg_error(
+        &["bench", "padded", "--warmup", "stable:1:1:1"],
+        "warmup 'stable:1:1:1'",
+    );
+    assert_arg_error(&["bench", "padded", "--n", "0"], "n must be at least 1");
+    assert_arg_error(
+        &["bench", "padded", "--rounds", "0"],
+        "rounds must be at least 1",
+    );
+    assert_arg_error(
+        &["bench", "padded", "--n", "-4"],
+        "unexpected argument '-4'",
+    );
+    assert_arg_error(&["rounds", "padded"], "required");
+    assert_arg_error(&["rounds", "padded", "padded"], "listed twice");
+    assert_arg_error(
+        &["rounds", "padded", "tiled", "--baseline", "naive"],
+        "baseline 'naive' is not one of the kernels",
+    );
+    assert_arg_error(&["triad", "--fast"], "unknown mode '--fast'");
+    assert_arg_error(
+        &["triad", "--check", "out.csv"],
+        "a sample CSV path is valid only for benchmark modes",
+    );
+    assert_arg_error(
+        &["triad", "--bench-hot", "a.csv", "b.csv"],
+        "too many arguments",
+    );
+    assert_arg_error(&["compare", "only-one.json"], "required");
+}
+
+#[test]
+fn compare_refuses_missing_or_malformed_receipts_with_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.json");
+    let o = klab()
+        .arg("compare")
+        .arg(&missing)
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("nope.json"), "{err}");
+    let bad = dir.path().join("bad.json");
+    fs::write(&bad, br#"{"schema": "klab-receipt/1", "n": true}"#).unwrap();
+    let o = klab().arg("compare").arg(&bad).arg(&bad).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
 }

@@ -255,3 +255,174 @@ fn driver_attributes_match_the_compiler_report_and_device_facts_are_sane() {
         );
     }
 }
+
+fn run_klab(args: &[&str]) -> (Option<i32>, String, String) {
+    let o = klab().args(args).output().unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn triad_modes_follow_the_seed() {
+    if !gpu_or_skip("triad_modes_follow_the_seed") {
+        return;
+    }
+    let (code, out, err) = run_klab(&["triad", "--check"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(out.matches("correctness=PASS").count(), 8, "{out}");
+    for case in ["seed=7 n=0 ", "seed=7 n=257 ", "seed=101 n=1000003 "] {
+        assert!(out.contains(case), "{case} missing: {out}");
+    }
+    let (code, out, _) = run_klab(&["triad", "--buggy"]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("buggy launch completed"));
+    let (code, out, _) = run_klab(&["triad", "--profile"]);
+    assert_eq!(code, Some(0), "{out}");
+
+    let dir = tempfile::tempdir().unwrap();
+    for (mode, file) in [("--bench-hot", "hot.csv"), ("--bench-rotate", "rot.csv")] {
+        let path = dir.path().join(file);
+        let (code, out, err) = run_klab(&["triad", mode, path.to_str().unwrap()]);
+        assert_eq!(code, Some(0), "{out}{err}");
+        assert!(out.contains("post_timing_slots_checked="), "{out}");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let samples = klab_core::samples::parse_samples_csv(
+            text.as_bytes(),
+            if mode == "--bench-hot" {
+                1
+            } else {
+                out.split("slots=")
+                    .nth(1)
+                    .unwrap()
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            },
+        )
+        .unwrap();
+        assert_eq!(samples.len(), 200);
+        let receipt = path.with_file_name(file.replace(".csv", ".receipt.json"));
+        let r = klab_core::receipt::Receipt::load(&receipt).unwrap();
+        assert_eq!(r.measurement.samples_per_round, 200);
+        assert!(r.measurement.warmup.launches >= 20);
+        if mode == "--bench-rotate" {
+            assert!(
+                r.workload.rotation_slots >= 8,
+                "{}",
+                r.workload.rotation_slots
+            );
+            assert!(r.workload.rotation_slots * 12 * 1_000_003 >= 2 * r.hardware.l2_bytes);
+        }
+    }
+}
+
+#[test]
+fn bench_every_regime_and_timer_writes_a_valid_receipt() {
+    if !gpu_or_skip("bench_every_regime_and_timer_writes_a_valid_receipt") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (k, regime, timer) in [
+        ("padded", "same-buffer", "per-launch"),
+        ("padded", "l2-flushed", "per-launch"),
+        ("triad_f32", "buffer-rotated", "batch:10"),
+        ("tiled", "same-buffer", "graph:10"),
+    ] {
+        let out = dir
+            .path()
+            .join(format!("{k}-{regime}-{}", timer.replace(':', "")));
+        let (code, stdout, err) = run_klab(&[
+            "bench",
+            k,
+            "--regime",
+            regime,
+            "--timer",
+            timer,
+            "--samples",
+            "30",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(0), "{k} {regime} {timer}: {stdout}{err}");
+        let r = klab_core::receipt::Receipt::load(&out.join("receipt.json")).unwrap();
+        r.validate().unwrap();
+        assert_eq!(
+            r.measurement.timer.label().contains("batch"),
+            timer.starts_with("batch")
+        );
+        assert_eq!(
+            r.measurement.l2_scrub_bytes.is_some(),
+            regime == "l2-flushed"
+        );
+        assert_eq!(r.measurement.gpu_state.len(), 1);
+        assert!(
+            r.measurement.gpu_state[0].before.sm_clock_mhz.is_some(),
+            "NVML state read"
+        );
+        assert!(r.result.median_us > 0.0);
+    }
+    // A known-broken kernel is rejected and never timed.
+    let out = dir.path().join("broken");
+    let (code, stdout, _) = run_klab(&["bench", "broken", "--out", out.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{stdout}");
+    assert!(!out.join("receipt.json").exists());
+}
+
+#[test]
+fn rounds_then_compare_padded_against_tiled() {
+    if !gpu_or_skip("rounds_then_compare_padded_against_tiled") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rounds");
+    let (code, stdout, err) = run_klab(&[
+        "rounds",
+        "tiled",
+        "padded",
+        "--rounds",
+        "3",
+        "--samples",
+        "30",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{stdout}{err}");
+    let csv = std::fs::read_to_string(out.join("rounds.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 3 * 4, "{csv}");
+    assert!(
+        stdout.contains("candidate faster") || stdout.contains("faster"),
+        "{stdout}"
+    );
+    let (code, cmp, err) = run_klab(&[
+        "compare",
+        out.join("tiled.receipt.json").to_str().unwrap(),
+        out.join("padded.receipt.json").to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{cmp}{err}");
+    // Tamper with one sample file: compare must refuse.
+    let victim = std::fs::read_dir(out.join("blocks"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let csv = std::fs::read_dir(&victim)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "csv"))
+        .unwrap();
+    let mut text = std::fs::read_to_string(&csv).unwrap();
+    text.push_str("999,0,1.0\n");
+    std::fs::write(&csv, text).unwrap();
+    let (code, _, err) = run_klab(&[
+        "compare",
+        out.join("tiled.receipt.json").to_str().unwrap(),
+        out.join("padded.receipt.json").to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+}

@@ -1,10 +1,15 @@
 //! One module per command.
 
+mod bench;
+mod compare;
 mod env;
 mod gpu;
 mod lab;
+mod measure;
 mod model;
+mod rounds;
 mod transpose;
+mod triad;
 
 use std::process::ExitCode;
 
@@ -16,5 +21,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Model(a) => model::run(a),
         Command::Lab(a) => lab::run(a),
         Command::Env(a) => env::run(a),
+        Command::Bench(a) => bench::run(a),
+        Command::Triad(a) => triad::run(a),
+        Command::Rounds(a) => rounds::run(a),
+        Command::Compare(a) => compare::run(a),
     }
 }

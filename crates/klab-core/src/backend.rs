@@ -27,14 +27,20 @@ impl std::error::Error for BackendError {}
 pub enum Arg<'a, B> {
     Buffer(&'a B),
     I32(i32),
+    U64(u64),
+    F32(f32),
 }
 
 /// What the gates need from a device.
 pub trait Backend {
     type Buffer;
     type Kernel;
+    /// A captured sequence of launches that can be replayed as one unit (a CUDA graph).
+    type Graph;
 
     fn limits(&self) -> &DeviceLimits;
+    /// L2 cache size in bytes (sizes rotation and scrub buffers).
+    fn l2_bytes(&self) -> u64;
     /// Device memory currently free, in bytes.
     fn free_memory_bytes(&mut self) -> Result<u64, BackendError>;
     /// Look up a compiled kernel by its entry point.
@@ -55,6 +61,22 @@ pub trait Backend {
     ) -> Result<(), BackendError>;
     /// Wait for all submitted work; a fault during it is an error.
     fn synchronize(&mut self) -> Result<(), BackendError>;
+    /// Record the start timing event in the kernel's stream.
+    fn event_start(&mut self) -> Result<(), BackendError>;
+    /// Record the stop event in the kernel's stream, wait for it, and return the
+    /// milliseconds since the start event (a fault during the interval is an error).
+    fn event_stop_ms(&mut self) -> Result<f64, BackendError>;
+    /// Capture `launches` launches of `kernel` into a replayable graph.
+    fn capture_graph(
+        &mut self,
+        kernel: &Self::Kernel,
+        plan: &LaunchPlan,
+        args: &[Arg<'_, Self::Buffer>],
+        launches: u32,
+    ) -> Result<Self::Graph, BackendError>;
+    /// Submit one replay of a captured graph to the kernel's stream.
+    fn replay(&mut self, graph: &Self::Graph) -> Result<(), BackendError>;
+
     /// Launch `launches` times between one timing-event pair in the kernel's stream and
     /// return the interval in milliseconds (checking every launch and the completion).
     fn time_launches(
@@ -63,5 +85,11 @@ pub trait Backend {
         plan: &LaunchPlan,
         args: &[Arg<'_, Self::Buffer>],
         launches: u32,
-    ) -> Result<f64, BackendError>;
+    ) -> Result<f64, BackendError> {
+        self.event_start()?;
+        for _ in 0..launches {
+            self.launch(kernel, plan, args)?;
+        }
+        self.event_stop_ms()
+    }
 }

@@ -6,3 +6,8 @@ pub const TRANSPOSE_SOURCE: &str = include_str!("../../../kernels/transpose.cu")
 pub const TRANSPOSE_PROGRAM: &str = "transpose.cu";
 /// Path of the source in the repository, for artifacts.
 pub const TRANSPOSE_PATH: &str = "kernels/transpose.cu";
+
+/// `kernels/triad.cu`: triad_f32 and triad_buggy.
+pub const TRIAD_SOURCE: &str = include_str!("../../../kernels/triad.cu");
+pub const TRIAD_PROGRAM: &str = "triad.cu";
+pub const TRIAD_PATH: &str = "kernels/triad.cu";

@@ -8,15 +8,21 @@
 pub mod artifact;
 pub mod backend;
 pub mod builtin;
+pub mod compare;
 pub mod device;
+pub mod gpustate;
 pub mod harness;
 pub mod model;
 pub mod ops;
 pub mod plan;
 pub mod ptxas;
+pub mod receipt;
 pub mod rounds;
 pub mod row;
+pub mod samples;
 pub mod stats;
+pub mod timing;
 pub mod variant;
+pub mod workload;
 
 pub use variant::{Operation, Variant};

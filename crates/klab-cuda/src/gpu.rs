@@ -36,6 +36,22 @@ impl Drop for DeviceBuffer {
     }
 }
 
+/// An instantiated CUDA graph and the graph it came from, destroyed on drop.
+pub struct CudaGraph {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+}
+
+impl Drop for CudaGraph {
+    fn drop(&mut self) {
+        // SAFETY: both handles are live and destroyed once.
+        unsafe {
+            let _ = result::graph::exec_destroy(self.exec);
+            let _ = result::graph::destroy(self.graph);
+        }
+    }
+}
+
 /// A kernel of the loaded module with its resources.
 pub struct Kernel {
     func: CudaFunction,
@@ -106,6 +122,8 @@ impl CudaBackend {
             .map(|a| match a {
                 Arg::Buffer(b) => b.ptr,
                 Arg::I32(v) => u64::from(*v as u32),
+                Arg::U64(v) => *v,
+                Arg::F32(v) => u64::from(v.to_bits()),
             })
             .collect();
         let mut params: Vec<*mut c_void> = storage
@@ -140,9 +158,14 @@ impl CudaBackend {
 impl Backend for CudaBackend {
     type Buffer = DeviceBuffer;
     type Kernel = Kernel;
+    type Graph = CudaGraph;
 
     fn limits(&self) -> &DeviceLimits {
         &self.device.facts().limits
+    }
+
+    fn l2_bytes(&self) -> u64 {
+        self.device.facts().l2_bytes
     }
 
     fn free_memory_bytes(&mut self) -> Result<u64, BackendError> {
@@ -243,33 +266,84 @@ impl Backend for CudaBackend {
             .map_err(backend_err)
     }
 
-    fn time_launches(
-        &mut self,
-        kernel: &Kernel,
-        plan: &LaunchPlan,
-        args: &[Arg<'_, DeviceBuffer>],
-        launches: u32,
-    ) -> Result<f64, BackendError> {
-        let rec = |e: &CudaEvent, s: &CudaStream| {
-            e.record(s)
-                .ctx(|| "recording a timing event".into())
-                .map_err(backend_err)
-        };
-        rec(&self.start, &self.stream)?;
-        for _ in 0..launches {
-            self.raw_launch(kernel, plan, args)?;
-        }
-        rec(&self.stop, &self.stream)?;
+    fn event_start(&mut self) -> Result<(), BackendError> {
+        self.start
+            .record(&self.stream)
+            .ctx(|| "recording the start event".into())
+            .map_err(backend_err)
+    }
+
+    fn event_stop_ms(&mut self) -> Result<f64, BackendError> {
+        self.stop
+            .record(&self.stream)
+            .ctx(|| "recording the stop event".into())
+            .map_err(backend_err)?;
         self.stop
             .synchronize()
-            .ctx(|| "waiting for the timed launches (a kernel may have faulted)".into())
+            .ctx(|| "waiting for the timed work (a kernel may have faulted)".into())
             .map_err(backend_err)?;
         let ms = self
             .start
             .elapsed_ms(&self.stop)
             .ctx(|| "reading the event interval".into())
             .map_err(backend_err)?;
-        self.synchronize()?;
         Ok(f64::from(ms))
+    }
+
+    fn capture_graph(
+        &mut self,
+        kernel: &Kernel,
+        plan: &LaunchPlan,
+        args: &[Arg<'_, DeviceBuffer>],
+        launches: u32,
+    ) -> Result<CudaGraph, BackendError> {
+        let stream = self.stream.cu_stream();
+        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+        // SAFETY: the stream is ours and idle; capture ends below on every path.
+        let r = unsafe { result::stream::begin_capture(stream, mode) };
+        self.check(r.map_err(|e| e.0), "starting graph capture")?;
+        let mut launched = Ok(());
+        for _ in 0..launches {
+            launched = self.raw_launch(kernel, plan, args);
+            if launched.is_err() {
+                break;
+            }
+        }
+        // SAFETY: ends the capture begun above.
+        let graph = unsafe { result::stream::end_capture(stream) };
+        launched?;
+        let graph =
+            graph.map_err(|e| BackendError(format!("ending graph capture: {}", describe(&e))))?;
+        // SAFETY: graph was just captured.
+        let exec = unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) };
+        let exec = match exec {
+            Ok(e) => e,
+            Err(e) => {
+                // SAFETY: graph is valid and not used again.
+                let _ = unsafe { result::graph::destroy(graph) };
+                return Err(BackendError(format!(
+                    "instantiating the graph: {}",
+                    describe(&e)
+                )));
+            }
+        };
+        let g = CudaGraph { graph, exec };
+        // SAFETY: exec and stream are valid.
+        let r = unsafe { result::graph::upload(exec, stream) };
+        self.check(r.map_err(|e| e.0), "uploading the graph")?;
+        Ok(g)
+    }
+
+    fn replay(&mut self, graph: &CudaGraph) -> Result<(), BackendError> {
+        // SAFETY: exec is a live instantiated graph; the stream is ours.
+        let r = unsafe { result::graph::launch(graph.exec, self.stream.cu_stream()) };
+        self.check(r.map_err(|e| e.0), "replaying the graph")
+    }
+}
+
+impl CudaBackend {
+    /// (free, total) device memory in bytes.
+    pub fn memory_info(&self) -> Result<(u64, u64), CudaError> {
+        self.device.memory_info()
     }
 }

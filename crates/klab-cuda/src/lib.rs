@@ -10,6 +10,7 @@
 pub mod device;
 pub mod error;
 pub mod gpu;
+pub mod nvml;
 pub mod nvrtc;
 pub mod probe;
 

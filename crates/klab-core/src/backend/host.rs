@@ -12,6 +12,24 @@ use crate::plan::LaunchPlan;
 /// A host stand-in for a kernel with the transpose signature `(out, in, n)`.
 pub type HostKernelFn = fn(out: &mut [u32], input: &[u32], n: u64, launch_index: u64);
 
+/// A host stand-in for any kernel: all buffers, the launch's arguments, its index.
+pub type GeneralKernelFn = fn(memory: &mut [Vec<u32>], args: &[HostArg], launch_index: u64);
+
+/// A kernel argument as the host backend sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum HostArg {
+    Buffer(usize),
+    I32(i32),
+    U64(u64),
+    F32(f32),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum HostImpl {
+    Transpose(HostKernelFn),
+    General(GeneralKernelFn),
+}
+
 /// What the backend was asked to do, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Call {
@@ -21,7 +39,10 @@ pub enum Call {
     Launch(String),
     Synchronize,
     Download(usize),
-    Time { kernel: String, launches: u32 },
+    EventStart,
+    EventStop,
+    Capture { kernel: String, launches: u32 },
+    Replay,
 }
 
 /// Host buffers are indices into the backend's memory.
@@ -31,16 +52,26 @@ pub struct HostBuffer(usize);
 #[derive(Debug, Clone)]
 pub struct HostKernel {
     entry: String,
-    f: HostKernelFn,
+    f: HostImpl,
+}
+
+/// A captured launch sequence: the kernel, its arguments, the count.
+#[derive(Debug, Clone)]
+pub struct HostGraph {
+    kernel: HostKernel,
+    args: Vec<HostArg>,
+    launches: u32,
 }
 
 /// The host backend.
 pub struct HostBackend {
     limits: DeviceLimits,
-    kernels: BTreeMap<String, HostKernelFn>,
+    kernels: BTreeMap<String, HostImpl>,
     memory: Vec<Vec<u32>>,
     free_bytes: u64,
+    l2_bytes: u64,
     launches: u64,
+    launches_at_start: Option<u64>,
     /// Every call, in order.
     pub calls: Vec<Call>,
     /// Synthetic milliseconds charged per timed launch.
@@ -54,15 +85,28 @@ impl HostBackend {
             kernels: BTreeMap::new(),
             memory: Vec::new(),
             free_bytes: 1 << 34,
+            l2_bytes: 1 << 20,
             launches: 0,
+            launches_at_start: None,
             calls: Vec::new(),
             ms_per_launch: 0.01,
         }
     }
 
     pub fn with_kernel(mut self, entry: &str, f: HostKernelFn) -> HostBackend {
-        self.kernels.insert(entry.to_string(), f);
+        self.kernels
+            .insert(entry.to_string(), HostImpl::Transpose(f));
         self
+    }
+
+    pub fn with_general_kernel(mut self, entry: &str, f: GeneralKernelFn) -> HostBackend {
+        self.kernels.insert(entry.to_string(), HostImpl::General(f));
+        self
+    }
+
+    /// A buffer's words, for tests.
+    pub fn memory(&self, buffer: &HostBuffer) -> &[u32] {
+        &self.memory[buffer.0]
     }
 
     pub fn with_free_bytes(mut self, bytes: u64) -> HostBackend {
@@ -70,20 +114,51 @@ impl HostBackend {
         self
     }
 
+    pub fn with_l2_bytes(mut self, bytes: u64) -> HostBackend {
+        self.l2_bytes = bytes;
+        self
+    }
+
+    fn host_args(args: &[Arg<'_, HostBuffer>]) -> Vec<HostArg> {
+        args.iter()
+            .map(|a| match a {
+                Arg::Buffer(b) => HostArg::Buffer(b.0),
+                Arg::I32(v) => HostArg::I32(*v),
+                Arg::U64(v) => HostArg::U64(*v),
+                Arg::F32(v) => HostArg::F32(*v),
+            })
+            .collect()
+    }
+
     fn run(
         &mut self,
         kernel: &HostKernel,
         args: &[Arg<'_, HostBuffer>],
     ) -> Result<(), BackendError> {
-        let (out, inp, n) = match args {
-            [Arg::Buffer(o), Arg::Buffer(i), Arg::I32(n)] => (o.0, i.0, *n),
-            _ => return Err(BackendError("host kernels take (out, in, n)".into())),
-        };
-        let input = self.memory[inp].clone();
+        let args = Self::host_args(args);
+        self.run_raw(kernel, &args)
+    }
+
+    fn run_raw(&mut self, kernel: &HostKernel, args: &[HostArg]) -> Result<(), BackendError> {
         let index = self.launches;
         self.launches += 1;
-        (kernel.f)(&mut self.memory[out], &input, n as u64, index);
+        match kernel.f {
+            HostImpl::Transpose(f) => {
+                let (out, inp, n) = match args {
+                    [HostArg::Buffer(o), HostArg::Buffer(i), HostArg::I32(n)] => (*o, *i, *n),
+                    _ => return Err(BackendError("this host kernel takes (out, in, n)".into())),
+                };
+                let input = self.memory[inp].clone();
+                f(&mut self.memory[out], &input, n as u64, index);
+            }
+            HostImpl::General(f) => f(&mut self.memory, args, index),
+        }
         Ok(())
+    }
+
+    /// Launches since construction (each graph replay counts its launches).
+    pub fn launch_count(&self) -> u64 {
+        self.launches
     }
 }
 
@@ -96,9 +171,14 @@ impl Default for HostBackend {
 impl Backend for HostBackend {
     type Buffer = HostBuffer;
     type Kernel = HostKernel;
+    type Graph = HostGraph;
 
     fn limits(&self) -> &DeviceLimits {
         &self.limits
+    }
+
+    fn l2_bytes(&self) -> u64 {
+        self.l2_bytes
     }
 
     fn free_memory_bytes(&mut self) -> Result<u64, BackendError> {
@@ -171,20 +251,44 @@ impl Backend for HostBackend {
         Ok(())
     }
 
-    fn time_launches(
+    fn event_start(&mut self) -> Result<(), BackendError> {
+        self.calls.push(Call::EventStart);
+        self.launches_at_start = Some(self.launches);
+        Ok(())
+    }
+
+    fn event_stop_ms(&mut self) -> Result<f64, BackendError> {
+        self.calls.push(Call::EventStop);
+        let start = self
+            .launches_at_start
+            .take()
+            .ok_or_else(|| BackendError("stop event without a start event".into()))?;
+        Ok(self.ms_per_launch * (self.launches - start) as f64)
+    }
+
+    fn capture_graph(
         &mut self,
         kernel: &HostKernel,
         _plan: &LaunchPlan,
         args: &[Arg<'_, HostBuffer>],
         launches: u32,
-    ) -> Result<f64, BackendError> {
-        self.calls.push(Call::Time {
+    ) -> Result<HostGraph, BackendError> {
+        self.calls.push(Call::Capture {
             kernel: kernel.entry.clone(),
             launches,
         });
-        for _ in 0..launches {
-            self.run(kernel, args)?;
+        Ok(HostGraph {
+            kernel: kernel.clone(),
+            args: Self::host_args(args),
+            launches,
+        })
+    }
+
+    fn replay(&mut self, graph: &HostGraph) -> Result<(), BackendError> {
+        self.calls.push(Call::Replay);
+        for _ in 0..graph.launches {
+            self.run_raw(&graph.kernel, &graph.args)?;
         }
-        Ok(self.ms_per_launch * f64::from(launches))
+        Ok(())
     }
 }

@@ -2,3 +2,4 @@
 //! kernel, and the rule that decides whether an output is correct.
 
 pub mod transpose;
+pub mod triad;

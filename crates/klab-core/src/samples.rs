@@ -1,0 +1,407 @@
+//! Timing samples as data: the cache regime and timer they were taken under, and the raw
+//! sample CSV `sample,slot,elapsed_us` (seed 003) written and read back with every check
+//! `klab compare` relies on.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Header of a raw sample file.
+pub const SAMPLES_CSV_HEADER: &str = "sample,slot,elapsed_us";
+
+/// Which buffers a timed launch touches, and so what the cache holds when it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Regime {
+    /// Every sample reuses one set of buffers: data may be served from L2.
+    SameBuffer,
+    /// Samples cycle through enough buffer sets that their footprint exceeds L2 twice over.
+    BufferRotated,
+    /// One buffer set; a scrub larger than L2 runs between samples, outside the interval.
+    L2Flushed,
+}
+
+impl Regime {
+    pub const ALL: [Regime; 3] = [Regime::SameBuffer, Regime::BufferRotated, Regime::L2Flushed];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Regime::SameBuffer => "same-buffer",
+            Regime::BufferRotated => "buffer-rotated",
+            Regime::L2Flushed => "l2-flushed",
+        }
+    }
+
+    /// Whether `slots` is a slot count this regime can have.
+    pub fn accepts_slots(self, slots: u64) -> bool {
+        match self {
+            Regime::SameBuffer | Regime::L2Flushed => slots == 1,
+            Regime::BufferRotated => slots >= 2,
+        }
+    }
+
+    /// What the regime does not guarantee, printed beside its results.
+    pub fn caveat(self) -> &'static str {
+        match self {
+            Regime::SameBuffer => "same buffers every sample: inputs and outputs may be served from L2; not a streaming (HBM) measurement",
+            Regime::BufferRotated => "rotation encourages L2 turnover but does not prove each launch's loads and stores reached HBM",
+            Regime::L2Flushed => "the scrub writes a buffer larger than L2 between samples; it does not guarantee every line was evicted or every dirty line written back, and it is not an architectural flush",
+        }
+    }
+}
+
+impl fmt::Display for Regime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Regime {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "same-buffer" | "hot" => Ok(Regime::SameBuffer),
+            "buffer-rotated" | "rotated" | "rotate" => Ok(Regime::BufferRotated),
+            "l2-flushed" | "flushed" | "flush" => Ok(Regime::L2Flushed),
+            _ => Err(format!(
+                "unknown cache regime '{s}' (expected same-buffer, buffer-rotated or l2-flushed)"
+            )),
+        }
+    }
+}
+
+/// How one sample was timed.
+/// In JSON a timer is its spec string (`per-launch`, `batch:K`, `graph:K`), parsed
+/// strictly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Timer {
+    /// One CUDA event pair around each launch.
+    PerLaunch,
+    /// One event pair around `launches` back-to-back launches; the sample is the mean.
+    Batch { launches: u32 },
+    /// One event pair around one replay of a CUDA graph of `launches` launches; the
+    /// sample is the mean.
+    GraphReplay { launches: u32 },
+}
+
+impl Timer {
+    /// Launches behind one sample.
+    pub fn launches_per_sample(self) -> u32 {
+        match self {
+            Timer::PerLaunch => 1,
+            Timer::Batch { launches } | Timer::GraphReplay { launches } => launches,
+        }
+    }
+
+    /// A stable label, e.g. `cuda-events-per-launch`, `cuda-events-batch-10`.
+    pub fn label(self) -> String {
+        match self {
+            Timer::PerLaunch => "cuda-events-per-launch".to_string(),
+            Timer::Batch { launches } => format!("cuda-events-batch-{launches}"),
+            Timer::GraphReplay { launches } => format!("cuda-events-graph-{launches}"),
+        }
+    }
+}
+
+impl Timer {
+    /// The spec string `FromStr` accepts.
+    pub fn spec(self) -> String {
+        match self {
+            Timer::PerLaunch => "per-launch".to_string(),
+            Timer::Batch { launches } => format!("batch:{launches}"),
+            Timer::GraphReplay { launches } => format!("graph:{launches}"),
+        }
+    }
+}
+
+impl From<Timer> for String {
+    fn from(t: Timer) -> String {
+        t.spec()
+    }
+}
+
+impl TryFrom<String> for Timer {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Timer, String> {
+        s.parse()
+    }
+}
+
+impl fmt::Display for Timer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.label())
+    }
+}
+
+impl FromStr for Timer {
+    type Err = String;
+
+    /// `per-launch`, `batch:K`, `graph:K`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let count = |k: &str| -> Result<u32, String> {
+            match k.parse::<u32>() {
+                Ok(v) if v >= 1 => Ok(v),
+                _ => Err(format!(
+                    "timer '{s}': launch count must be a positive integer"
+                )),
+            }
+        };
+        match s.split_once(':') {
+            None if s == "per-launch" => Ok(Timer::PerLaunch),
+            Some(("batch", k)) => Ok(Timer::Batch {
+                launches: count(k)?,
+            }),
+            Some(("graph", k)) => Ok(Timer::GraphReplay {
+                launches: count(k)?,
+            }),
+            _ => Err(format!(
+                "unknown timer '{s}' (expected per-launch, batch:K or graph:K)"
+            )),
+        }
+    }
+}
+
+/// One raw sample, in acquisition order.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    pub sample: u64,
+    pub slot: u64,
+    pub elapsed_us: f64,
+}
+
+/// Write samples as CSV. Microseconds with 6 decimals (nanosecond-exact for event times).
+pub fn samples_csv(samples: &[Sample]) -> String {
+    let mut s = String::with_capacity(24 * (samples.len() + 1));
+    s.push_str(SAMPLES_CSV_HEADER);
+    s.push('\n');
+    for x in samples {
+        s.push_str(&format!("{},{},{:.6}\n", x.sample, x.slot, x.elapsed_us));
+    }
+    s
+}
+
+/// Why a sample file cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SampleError {
+    #[error("sample file is not UTF-8")]
+    NotText,
+    #[error("sample file has header '{0}', expected '{SAMPLES_CSV_HEADER}'")]
+    Schema(String),
+    #[error("sample file line {line}: {why}")]
+    Row { line: usize, why: String },
+    #[error("sample file line {line}: sample {got} out of sequence (expected {want})")]
+    Sequence { line: usize, got: String, want: u64 },
+    #[error("sample file line {line}: slot {got} does not follow the rotation over {slots} slot(s) (expected {want})")]
+    Rotation {
+        line: usize,
+        got: String,
+        want: u64,
+        slots: u64,
+    },
+    #[error(
+        "sample file line {line}: duration '{got}' is not a finite positive number of microseconds"
+    )]
+    Duration { line: usize, got: String },
+    #[error("sample file holds {0} sample(s); at least two are required")]
+    TooFew(usize),
+}
+
+/// Parse a sample file, requiring the exact header, samples numbered 0, 1, 2, ..., slots
+/// that follow `sample mod slots`, and finite positive durations.
+pub fn parse_samples_csv(bytes: &[u8], slots: u64) -> Result<Vec<Sample>, SampleError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| SampleError::NotText)?;
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default();
+    if header != SAMPLES_CSV_HEADER {
+        return Err(SampleError::Schema(header.to_string()));
+    }
+    let slots = slots.max(1);
+    let mut out = Vec::new();
+    for (k, raw) in lines.enumerate() {
+        let line = k + 2;
+        let fields: Vec<&str> = raw.split(',').collect();
+        if fields.len() != 3 {
+            return Err(SampleError::Row {
+                line,
+                why: format!("expected 3 fields, found {}", fields.len()),
+            });
+        }
+        let want = out.len() as u64;
+        match fields[0].parse::<u64>() {
+            Ok(v) if v == want && fields[0] == v.to_string() => {}
+            _ => {
+                return Err(SampleError::Sequence {
+                    line,
+                    got: fields[0].to_string(),
+                    want,
+                })
+            }
+        }
+        let want_slot = want % slots;
+        match fields[1].parse::<u64>() {
+            Ok(v) if v == want_slot && fields[1] == v.to_string() => {}
+            _ => {
+                return Err(SampleError::Rotation {
+                    line,
+                    got: fields[1].to_string(),
+                    want: want_slot,
+                    slots,
+                })
+            }
+        }
+        let elapsed_us = match fields[2].parse::<f64>() {
+            Ok(v) if v.is_finite() && v > 0.0 => v,
+            _ => {
+                return Err(SampleError::Duration {
+                    line,
+                    got: fields[2].to_string(),
+                })
+            }
+        };
+        out.push(Sample {
+            sample: want,
+            slot: want_slot,
+            elapsed_us,
+        });
+    }
+    if out.len() < 2 {
+        return Err(SampleError::TooFew(out.len()));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(i: u64, slot: u64, us: f64) -> Sample {
+        Sample {
+            sample: i,
+            slot,
+            elapsed_us: us,
+        }
+    }
+
+    #[test]
+    fn csv_round_trips() {
+        let v = vec![s(0, 0, 10.5), s(1, 1, 11.25), s(2, 0, 9.0)];
+        let text = samples_csv(&v);
+        assert_eq!(
+            text,
+            "sample,slot,elapsed_us\n0,0,10.500000\n1,1,11.250000\n2,0,9.000000\n"
+        );
+        assert_eq!(parse_samples_csv(text.as_bytes(), 2).unwrap(), v);
+    }
+
+    #[test]
+    fn every_defect_is_named() {
+        let p = |t: &str, slots| parse_samples_csv(t.as_bytes(), slots).unwrap_err();
+        assert!(matches!(
+            p("a,b,c\n0,0,1\n1,0,1\n", 1),
+            SampleError::Schema(_)
+        ));
+        assert!(matches!(
+            p("sample,slot,elapsed_us\n0,0,1\n2,0,1\n", 1),
+            SampleError::Sequence {
+                line: 3,
+                want: 1,
+                ..
+            }
+        ));
+        assert!(matches!(
+            p("sample,slot,elapsed_us\n0,0,1\n01,0,1\n", 1),
+            SampleError::Sequence { .. }
+        ));
+        assert!(matches!(
+            p("sample,slot,elapsed_us\n0,0,1\n1,0,1\n", 2),
+            SampleError::Rotation {
+                line: 3,
+                want: 1,
+                ..
+            }
+        ));
+        assert!(matches!(
+            p("sample,slot,elapsed_us\n0,0,1\n1,0,nan\n", 1),
+            SampleError::Duration { .. }
+        ));
+        assert!(matches!(
+            p("sample,slot,elapsed_us\n0,0,1\n1,0,-2\n", 1),
+            SampleError::Duration { .. }
+        ));
+        assert!(matches!(
+            p("sample,slot,elapsed_us\n0,0,1\n1,0,0\n", 1),
+            SampleError::Duration { .. }
+        ));
+        assert!(matches!(
+            p("sample,slot,elapsed_us\n0,0,1\n1,0,inf\n", 1),
+            SampleError::Duration { .. }
+        ));
+        assert!(matches!(
+            p("sample,slot,elapsed_us\n0,0,1\n", 1),
+            SampleError::TooFew(1)
+        ));
+        assert!(matches!(
+            p("sample,slot,elapsed_us\n0,0,1\n1,0\n", 1),
+            SampleError::Row { .. }
+        ));
+        assert!(matches!(p("truncated", 1), SampleError::Schema(_)));
+        assert!(matches!(
+            parse_samples_csv(&[0xff, 0xfe], 1).unwrap_err(),
+            SampleError::NotText
+        ));
+    }
+
+    #[test]
+    fn regimes_and_timers_parse_and_check_slots() {
+        for r in Regime::ALL {
+            assert_eq!(r.name().parse::<Regime>().unwrap(), r);
+        }
+        assert!(Regime::SameBuffer.accepts_slots(1) && !Regime::SameBuffer.accepts_slots(2));
+        assert!(Regime::BufferRotated.accepts_slots(11) && !Regime::BufferRotated.accepts_slots(1));
+        assert!(!Regime::L2Flushed.accepts_slots(0));
+        assert_eq!(
+            "batch:10".parse::<Timer>().unwrap(),
+            Timer::Batch { launches: 10 }
+        );
+        assert_eq!(
+            "graph:20".parse::<Timer>().unwrap().launches_per_sample(),
+            20
+        );
+        assert_eq!(
+            "per-launch".parse::<Timer>().unwrap().label(),
+            "cuda-events-per-launch"
+        );
+        assert!("batch:0".parse::<Timer>().is_err());
+        assert!("batch".parse::<Timer>().is_err());
+        assert!("cold".parse::<Regime>().is_err());
+    }
+}
+
+#[cfg(test)]
+mod serde_tests {
+    use super::*;
+
+    #[test]
+    fn timers_are_strict_spec_strings_in_json() {
+        for t in [
+            Timer::PerLaunch,
+            Timer::Batch { launches: 10 },
+            Timer::GraphReplay { launches: 3 },
+        ] {
+            let j = serde_json::to_string(&t).unwrap();
+            assert_eq!(serde_json::from_str::<Timer>(&j).unwrap(), t);
+        }
+        assert_eq!(
+            serde_json::to_string(&Timer::Batch { launches: 10 }).unwrap(),
+            "\"batch:10\""
+        );
+        assert!(serde_json::from_str::<Timer>(r#""per-launch:10""#).is_err());
+        assert!(serde_json::from_str::<Timer>(r#"{"kind":"per-launch"}"#).is_err());
+        assert!(serde_json::from_str::<Timer>(r#""""#).is_err());
+        assert!(serde_json::from_str::<Timer>(r#""batch:0""#).is_err());
+    }
+}

@@ -1,0 +1,610 @@
+//! The timing engine: one implementation for every command that times a kernel.
+//!
+//! Per measurement: check the plan; allocate the regime's slots; one poisoned validation
+//! (a failure stops here, nothing is timed); warmup by a declared policy; the GPU state
+//! before; `samples` samples, each one event pair around one launch, a batch of launches
+//! or one graph replay, slot `i mod slots` for sample `i`, with an L2 scrub before each
+//! sample (outside the interval) in the flushed regime; the GPU state after; every slot's
+//! output checked as the timed launches left it; one more poisoned validation.
+
+use serde::Serialize;
+
+use crate::backend::{Backend, BackendError};
+use crate::gpustate::{BlockState, GpuState};
+use crate::plan::{self, PlanError};
+use crate::samples::{Regime, Sample, Timer};
+use crate::stats::{self, Summary};
+use crate::workload::{CheckOutcome, Workload};
+
+/// How long to warm up before sampling.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "policy")]
+pub enum WarmupPolicy {
+    /// A fixed number of launches (raised to two per rotation slot).
+    Count { launches: u64 },
+    /// Windows of `window` discarded samples until the median of a window moves less than
+    /// `tolerance_pct` percent from the previous window's, or `max_launches` is reached.
+    UntilStable {
+        window: u32,
+        tolerance_pct: f64,
+        max_launches: u64,
+    },
+}
+
+impl WarmupPolicy {
+    /// `20` or `stable:WINDOW:PCT:MAX`.
+    pub fn parse(s: &str) -> Result<WarmupPolicy, String> {
+        if let Ok(n) = s.parse::<u64>() {
+            return Ok(WarmupPolicy::Count { launches: n });
+        }
+        let parts: Vec<&str> = s.split(':').collect();
+        if let ["stable", w, p, m] = parts[..] {
+            let window = w.parse::<u32>().ok().filter(|w| *w >= 3);
+            let pct = p.parse::<f64>().ok().filter(|p| p.is_finite() && *p > 0.0);
+            let max = m.parse::<u64>().ok().filter(|m| *m >= 1);
+            if let (Some(window), Some(tolerance_pct), Some(max_launches)) = (window, pct, max) {
+                return Ok(WarmupPolicy::UntilStable {
+                    window,
+                    tolerance_pct,
+                    max_launches,
+                });
+            }
+        }
+        Err(format!(
+            "warmup '{s}': expected a launch count (e.g. 20) or stable:WINDOW:PCT:MAX (window >= 3, PCT > 0, MAX >= 1)"
+        ))
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            WarmupPolicy::Count { launches } => format!("count: {launches} launches (at least 2 per slot)"),
+            WarmupPolicy::UntilStable {
+                window,
+                tolerance_pct,
+                max_launches,
+            } => format!(
+                "until stable: windows of {window} samples until the window median moves < {tolerance_pct}% (at most {max_launches} launches)"
+            ),
+        }
+    }
+}
+
+/// What to measure and how.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimingConfig {
+    pub timer: Timer,
+    pub regime: Regime,
+    pub samples: u32,
+    pub warmup: WarmupPolicy,
+}
+
+/// Why a measurement could not be made (never a correctness verdict).
+#[derive(Debug, thiserror::Error)]
+pub enum TimingError {
+    #[error("launch plan rejected: {0}")]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error(
+        "buffer rotation needs {need} bytes but conservative allocation budget is {budget} bytes"
+    )]
+    RotationBudget { need: u64, budget: u64 },
+    #[error("invalid timing sample {index}: {value} us is not finite and positive; increase the measurement window (a batch or graph timer)")]
+    InvalidSample { index: u64, value: f64 },
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Slots for a regime: 1, or (rotated) enough that the footprint is at least
+/// max(8 slots, 2 x L2 + one slot), within a conservative budget of a quarter of free
+/// memory (seed 003's rule).
+pub fn slots_for(
+    regime: Regime,
+    slot_bytes: u64,
+    l2_bytes: u64,
+    free_bytes: u64,
+) -> Result<u64, TimingError> {
+    if regime != Regime::BufferRotated {
+        return Ok(1);
+    }
+    let slot = slot_bytes.max(1);
+    let target = (8 * slot).max(2 * l2_bytes + slot);
+    let desired = target.div_ceil(slot);
+    let affordable = (free_bytes / (4 * slot)).max(1);
+    if desired > affordable {
+        return Err(TimingError::RotationBudget {
+            need: desired * slot,
+            budget: affordable * slot,
+        });
+    }
+    Ok(desired)
+}
+
+/// Scrub size for the L2-flushed regime: twice the L2, at least 1 MiB.
+pub fn scrub_bytes(l2_bytes: u64) -> u64 {
+    (2 * l2_bytes).max(1 << 20)
+}
+
+/// A completed measurement.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measurement {
+    pub samples: Vec<Sample>,
+    pub slots: u64,
+    pub warmup_launches: u64,
+    /// Window medians (us) the until-stable policy saw.
+    pub warmup_medians_us: Vec<f64>,
+    pub scrub_bytes: Option<u64>,
+    pub before: CheckOutcome,
+    /// Each slot's output as the timed launches left it.
+    pub after_timing: Vec<CheckOutcome>,
+    /// A fresh poisoned validation after timing.
+    pub revalidation: CheckOutcome,
+    pub state: BlockState,
+}
+
+impl Measurement {
+    /// Every check passed.
+    pub fn correct(&self) -> bool {
+        self.before.passed()
+            && self.after_timing.iter().all(|c| c.passed())
+            && self.revalidation.passed()
+    }
+
+    pub fn failures(&self) -> u64 {
+        self.before.failures
+            + self.after_timing.iter().map(|c| c.failures).sum::<u64>()
+            + self.revalidation.failures
+    }
+
+    pub fn summary(&self) -> Option<Summary> {
+        let v: Vec<f64> = self.samples.iter().map(|s| s.elapsed_us).collect();
+        Summary::of(&v)
+    }
+}
+
+/// What a measurement call produced.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum Outcome {
+    /// The validation before timing failed, or the kernel is known-broken: not timed.
+    Rejected {
+        before: CheckOutcome,
+        known_broken: bool,
+    },
+    Measured(Box<Measurement>),
+}
+
+/// One fresh validation of a slot: poison its outputs, launch once, wait, check.
+pub fn validate_once<B: Backend, W: Workload>(
+    backend: &mut B,
+    workload: &W,
+    kernel: &B::Kernel,
+    bufs: &mut [B::Buffer],
+    slot: u64,
+) -> Result<CheckOutcome, BackendError> {
+    workload.poison(backend, bufs)?;
+    backend.launch(kernel, &workload.plan(), &workload.args::<B>(bufs))?;
+    backend.synchronize()?;
+    workload.check(backend, bufs, slot)
+}
+
+/// Run one measurement block of `workload` on `backend`.
+pub fn measure<B: Backend, W: Workload>(
+    backend: &mut B,
+    workload: &W,
+    kernel: &B::Kernel,
+    cfg: &TimingConfig,
+    label: &str,
+    observe: &mut dyn FnMut() -> GpuState,
+) -> Result<Outcome, TimingError> {
+    if cfg.samples < 2 {
+        return Err(TimingError::Config("at least 2 samples are needed".into()));
+    }
+    let plan = workload.plan();
+    let resources = backend.resources(kernel);
+    plan::validate(&plan, backend.limits(), Some(&resources), false)?;
+    let free = backend.free_memory_bytes()?;
+    let slots = slots_for(cfg.regime, workload.slot_bytes(), backend.l2_bytes(), free)?;
+    let needed = slots.saturating_mul(workload.slot_bytes());
+    if needed > free {
+        return Err(TimingError::Config(format!(
+            "{} slot(s) need {needed} bytes of device memory; {free} bytes are free",
+            slots
+        )));
+    }
+    let mut bufs = Vec::with_capacity(slots as usize);
+    for s in 0..slots {
+        bufs.push(workload.create_slot(backend, s)?);
+    }
+
+    // Validation before anything is timed.
+    let before = validate_once(backend, workload, kernel, &mut bufs[0], 0)?;
+    if !before.passed() || workload.known_broken() {
+        return Ok(Outcome::Rejected {
+            before,
+            known_broken: workload.known_broken(),
+        });
+    }
+
+    let per_sample = cfg.timer.launches_per_sample();
+    let graphs = match cfg.timer {
+        Timer::GraphReplay { launches } => {
+            let mut g = Vec::with_capacity(slots as usize);
+            for b in &bufs {
+                g.push(backend.capture_graph(kernel, &plan, &workload.args::<B>(b), launches)?);
+            }
+            g
+        }
+        _ => Vec::new(),
+    };
+    let scrub = match cfg.regime {
+        Regime::L2Flushed => {
+            let bytes = scrub_bytes(backend.l2_bytes());
+            Some((backend.alloc((bytes / 4) as usize)?, bytes))
+        }
+        _ => None,
+    };
+    let mut scrub = scrub;
+
+    // One sample: scrub (outside the interval), then the timed unit.
+    let mut take = |backend: &mut B, i: u64| -> Result<f64, TimingError> {
+        let slot = (i % slots) as usize;
+        if let Some((buf, _)) = scrub.as_mut() {
+            backend.fill_bytes(buf, (i % 251) as u8)?;
+        }
+        backend.event_start()?;
+        match cfg.timer {
+            Timer::GraphReplay { .. } => backend.replay(&graphs[slot])?,
+            _ => {
+                let args = workload.args::<B>(&bufs[slot]);
+                for _ in 0..per_sample {
+                    backend.launch(kernel, &plan, &args)?;
+                }
+            }
+        }
+        let ms = backend.event_stop_ms()?;
+        Ok(ms * 1000.0 / f64::from(per_sample))
+    };
+
+    // Warmup.
+    let mut warmup_launches = 0u64;
+    let mut warmup_medians_us = Vec::new();
+    match cfg.warmup {
+        WarmupPolicy::Count { launches } => {
+            let count = launches.max(2 * slots);
+            for i in 0..count {
+                let slot = (i % slots) as usize;
+                backend.launch(kernel, &plan, &workload.args::<B>(&bufs[slot]))?;
+            }
+            backend.synchronize()?;
+            warmup_launches = count;
+        }
+        WarmupPolicy::UntilStable {
+            window,
+            tolerance_pct,
+            max_launches,
+        } => {
+            let mut i = 0u64;
+            loop {
+                let mut w = Vec::with_capacity(window as usize);
+                for _ in 0..window {
+                    w.push(take(backend, i)?);
+                    i += 1;
+                }
+                warmup_launches += u64::from(window) * u64::from(per_sample);
+                w.sort_by(f64::total_cmp);
+                let m = stats::quantile_sorted(&w, 0.5).unwrap_or(f64::NAN);
+                let stable = warmup_medians_us
+                    .last()
+                    .map(|prev: &f64| ((m - prev) / prev).abs() * 100.0 < tolerance_pct)
+                    .unwrap_or(false);
+                warmup_medians_us.push(m);
+                if stable || warmup_launches >= max_launches {
+                    break;
+                }
+            }
+        }
+    }
+
+    let state_before = observe();
+    let mut samples = Vec::with_capacity(cfg.samples as usize);
+    for i in 0..u64::from(cfg.samples) {
+        let us = take(backend, i)?;
+        if !(us.is_finite() && us > 0.0) {
+            return Err(TimingError::InvalidSample {
+                index: i,
+                value: us,
+            });
+        }
+        samples.push(Sample {
+            sample: i,
+            slot: i % slots,
+            elapsed_us: us,
+        });
+    }
+    let state_after = observe();
+    backend.synchronize()?;
+
+    let mut after_timing = Vec::with_capacity(slots as usize);
+    for (s, b) in bufs.iter().enumerate() {
+        after_timing.push(workload.check(backend, b, s as u64)?);
+    }
+    let revalidation = validate_once(backend, workload, kernel, &mut bufs[0], 0)?;
+
+    Ok(Outcome::Measured(Box::new(Measurement {
+        samples,
+        slots,
+        warmup_launches,
+        warmup_medians_us,
+        scrub_bytes: scrub.as_ref().map(|(_, b)| *b),
+        before,
+        after_timing,
+        revalidation,
+        state: BlockState::new(label, state_before, state_after),
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::host::{Call, HostArg, HostBackend};
+    use crate::workload::{TransposeWorkload, TriadWorkload};
+    use crate::Variant;
+
+    fn triad_kernel(mem: &mut [Vec<u32>], args: &[HostArg], _: u64) {
+        let [HostArg::Buffer(x), HostArg::Buffer(z), HostArg::Buffer(y), HostArg::U64(n), HostArg::F32(a)] =
+            args
+        else {
+            panic!("triad args");
+        };
+        let out: Vec<u32> = (0..*n as usize)
+            .map(|i| {
+                a.mul_add(f32::from_bits(mem[*x][i]), f32::from_bits(mem[*z][i]))
+                    .to_bits()
+            })
+            .collect();
+        mem[*y][..out.len()].copy_from_slice(&out);
+    }
+    /// Correct for the first 3 launches, then stops writing element 0 and writes NaN.
+    fn triad_decays(mem: &mut [Vec<u32>], args: &[HostArg], launch: u64) {
+        triad_kernel(mem, args, launch);
+        if launch >= 3 {
+            if let HostArg::Buffer(y) = args[2] {
+                mem[y][0] = 0x7fc0_0000;
+            }
+        }
+    }
+
+    fn cfg(regime: Regime, timer: Timer) -> TimingConfig {
+        TimingConfig {
+            timer,
+            regime,
+            samples: 10,
+            warmup: WarmupPolicy::Count { launches: 20 },
+        }
+    }
+
+    fn run(
+        b: &mut HostBackend,
+        w: &TriadWorkload,
+        c: &TimingConfig,
+    ) -> Result<Outcome, TimingError> {
+        let k = b.kernel(w.entry).unwrap();
+        measure(b, w, &k, c, "block", &mut GpuState::default)
+    }
+
+    fn measured(o: Outcome) -> Measurement {
+        match o {
+            Outcome::Measured(m) => *m,
+            other => panic!("expected a measurement, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rotation_follows_the_seed_rule_and_refuses_beyond_budget() {
+        // Triad at the seed's n: 12,000,036-byte slots, H200's 60 MiB L2.
+        let slot = 12_000_036;
+        let l2 = 62_914_560;
+        assert_eq!(
+            slots_for(Regime::BufferRotated, slot, l2, 140 << 30).unwrap(),
+            12
+        );
+        assert_eq!(slots_for(Regime::SameBuffer, slot, l2, 0).unwrap(), 1);
+        assert_eq!(slots_for(Regime::L2Flushed, slot, l2, 0).unwrap(), 1);
+        // Small slots: at least 8 of them, and more than twice L2 in total.
+        assert_eq!(
+            slots_for(Regime::BufferRotated, 1 << 20, 0, 1 << 40).unwrap(),
+            8
+        );
+        let e = slots_for(Regime::BufferRotated, slot, l2, 100_000_000).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "buffer rotation needs 144000432 bytes but conservative allocation budget is 24000072 bytes"
+        );
+    }
+
+    #[test]
+    fn per_launch_samples_rotate_slots_and_every_slot_is_checked() {
+        let mut b = HostBackend::new()
+            .with_general_kernel("triad_f32", triad_kernel)
+            .with_l2_bytes(4096);
+        let w = TriadWorkload::new(false, 1000, 7);
+        let m = measured(run(&mut b, &w, &cfg(Regime::BufferRotated, Timer::PerLaunch)).unwrap());
+        // 12,000-byte slots, L2 4096: max(8 slots, 2*4096 + slot) -> 8 slots.
+        assert_eq!(m.slots, 8);
+        assert_eq!(m.warmup_launches, 20);
+        assert_eq!(m.samples.len(), 10);
+        assert_eq!(
+            m.samples.iter().map(|s| s.slot).collect::<Vec<_>>(),
+            [0, 1, 2, 3, 4, 5, 6, 7, 0, 1]
+        );
+        assert!(
+            m.samples.iter().all(|s| (s.elapsed_us - 10.0).abs() < 1e-9),
+            "0.01 ms per launch"
+        );
+        assert_eq!(m.after_timing.len(), 8);
+        assert!(m.correct());
+        // Slots hold different inputs: slot 3 was checked against seed 10's inputs.
+        assert_ne!(w.inputs(3).0, w.inputs(0).0);
+    }
+
+    #[test]
+    fn batch_and_graph_samples_are_means_per_launch() {
+        let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_kernel);
+        let w = TriadWorkload::new(false, 257, 7);
+        let m = measured(
+            run(
+                &mut b,
+                &w,
+                &cfg(Regime::SameBuffer, Timer::Batch { launches: 4 }),
+            )
+            .unwrap(),
+        );
+        assert!(m.samples.iter().all(|s| (s.elapsed_us - 10.0).abs() < 1e-9));
+        let before = b.launch_count();
+        let m = measured(
+            run(
+                &mut b,
+                &w,
+                &cfg(Regime::SameBuffer, Timer::GraphReplay { launches: 5 }),
+            )
+            .unwrap(),
+        );
+        assert!(m.samples.iter().all(|s| (s.elapsed_us - 10.0).abs() < 1e-9));
+        assert_eq!(
+            b.calls.iter().filter(|c| matches!(c, Call::Replay)).count(),
+            10
+        );
+        // validation + 20 warmup + 10 replays of 5 + revalidation
+        assert_eq!(b.launch_count() - before, 1 + 20 + 50 + 1);
+    }
+
+    #[test]
+    fn the_flushed_regime_scrubs_before_each_sample_outside_the_interval() {
+        let mut b = HostBackend::new()
+            .with_general_kernel("triad_f32", triad_kernel)
+            .with_l2_bytes(1 << 21);
+        let w = TriadWorkload::new(false, 256, 7);
+        let m = measured(run(&mut b, &w, &cfg(Regime::L2Flushed, Timer::PerLaunch)).unwrap());
+        assert_eq!(m.scrub_bytes, Some(1 << 22));
+        // Every EventStart is immediately preceded by a fill of the scrub buffer.
+        let scrub = 3; // x, z, y, then the scrub buffer
+        let mut starts = 0;
+        for pair in b.calls.windows(2) {
+            if pair[1] == Call::EventStart {
+                starts += 1;
+                assert_eq!(
+                    pair[0],
+                    Call::Fill {
+                        buffer: scrub,
+                        byte: ((starts - 1) % 251) as u8
+                    }
+                );
+            }
+        }
+        assert_eq!(starts, 10);
+    }
+
+    #[test]
+    fn a_failing_kernel_is_rejected_before_timing_and_late_failures_are_caught() {
+        fn wrong(mem: &mut [Vec<u32>], args: &[HostArg], launch: u64) {
+            triad_kernel(mem, args, launch);
+            if let HostArg::Buffer(y) = args[2] {
+                mem[y][5] = 0;
+            }
+        }
+        let mut b = HostBackend::new().with_general_kernel("triad_f32", wrong);
+        let w = TriadWorkload::new(false, 300, 7);
+        match run(&mut b, &w, &cfg(Regime::SameBuffer, Timer::PerLaunch)).unwrap() {
+            Outcome::Rejected {
+                before,
+                known_broken,
+            } => {
+                assert_eq!(before.failures, 1);
+                assert!(!known_broken);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!b.calls.contains(&Call::EventStart), "nothing timed");
+
+        let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_decays);
+        let m = measured(run(&mut b, &w, &cfg(Regime::SameBuffer, Timer::PerLaunch)).unwrap());
+        assert!(m.before.passed());
+        assert_eq!(m.after_timing[0].failures, 1);
+        assert_eq!(m.revalidation.failures, 1);
+        assert!(!m.correct());
+    }
+
+    #[test]
+    fn known_broken_kernels_are_never_timed() {
+        let mut b = HostBackend::new().with_general_kernel("triad_buggy", triad_kernel);
+        let w = TriadWorkload::new(true, 300, 7);
+        let o = run(&mut b, &w, &cfg(Regime::SameBuffer, Timer::PerLaunch)).unwrap();
+        assert!(matches!(
+            o,
+            Outcome::Rejected {
+                known_broken: true,
+                ..
+            }
+        ));
+        assert!(!b.calls.contains(&Call::EventStart));
+    }
+
+    #[test]
+    fn until_stable_warmup_stops_when_window_medians_agree() {
+        let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_kernel);
+        let w = TriadWorkload::new(false, 256, 7);
+        let mut c = cfg(Regime::SameBuffer, Timer::PerLaunch);
+        c.warmup = WarmupPolicy::UntilStable {
+            window: 5,
+            tolerance_pct: 1.0,
+            max_launches: 1000,
+        };
+        let m = measured(run(&mut b, &w, &c).unwrap());
+        // Synthetic times never move: the second window already agrees.
+        assert_eq!(m.warmup_medians_us.len(), 2);
+        assert_eq!(m.warmup_launches, 10);
+        assert_eq!(WarmupPolicy::parse("stable:5:1:1000").unwrap(), c.warmup);
+        assert_eq!(
+            WarmupPolicy::parse("20").unwrap(),
+            WarmupPolicy::Count { launches: 20 }
+        );
+        assert!(WarmupPolicy::parse("stable:1:1:10").is_err());
+        assert!(WarmupPolicy::parse("warm").is_err());
+    }
+
+    #[test]
+    fn a_transpose_variant_runs_through_the_same_engine() {
+        fn t(out: &mut [u32], input: &[u32], n: u64, _: u64) {
+            for r in 0..n {
+                for c in 0..n {
+                    out[(c * n + r) as usize] = input[(r * n + c) as usize];
+                }
+            }
+        }
+        let mut b = HostBackend::new().with_kernel("transpose_padded", t);
+        let w = TransposeWorkload::new(Variant::Padded, 33).unwrap();
+        let k = b.kernel("transpose_padded").unwrap();
+        let o = measure(
+            &mut b,
+            &w,
+            &k,
+            &cfg(Regime::SameBuffer, Timer::PerLaunch),
+            "b",
+            &mut GpuState::default,
+        )
+        .unwrap();
+        let m = measured(o);
+        assert!(m.correct());
+        assert_eq!(m.summary().unwrap().median, 10.0);
+    }
+
+    #[test]
+    fn fewer_than_two_samples_is_a_configuration_error() {
+        let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_kernel);
+        let w = TriadWorkload::new(false, 256, 7);
+        let mut c = cfg(Regime::SameBuffer, Timer::PerLaunch);
+        c.samples = 1;
+        assert!(matches!(run(&mut b, &w, &c), Err(TimingError::Config(_))));
+    }
+}

@@ -1,0 +1,108 @@
+//! `klab bench <kernel>`: one kernel through the timing engine, with a receipt.
+
+use std::process::ExitCode;
+
+use klab_core::timing::Outcome;
+
+use crate::cli::BenchArgs;
+use crate::cmd::measure::{self, BenchSpec, Kernel, ReceiptInput, Session};
+use crate::EXIT_GATE_FAILED;
+
+pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let kernel = Kernel::parse(&args.kernel)?;
+    let n = args.n.unwrap_or_else(|| kernel.default_n());
+    if n == 0 {
+        anyhow::bail!("n must be at least 1, got 0");
+    }
+    if args.rounds == 0 {
+        anyhow::bail!("rounds must be at least 1, got 0");
+    }
+    let config = measure::timing_config(
+        &args.timing.regime,
+        &args.timing.timer,
+        args.timing.samples,
+        &args.timing.warmup,
+    )?;
+    let spec = BenchSpec {
+        kernel: kernel.clone(),
+        n,
+        config,
+        rounds: args.rounds,
+        claim: args.claim.clone(),
+    };
+    let mut session = Session::open(&kernel, args.device)?;
+    let facts = session.backend.facts().clone();
+    eprintln!("klab bench: {}", facts.describe());
+    let dir = measure::output_dir(args.out.as_deref(), "bench")?;
+    let blocks = measure::run_blocks(&mut session, &spec, &mut |l| eprintln!("klab bench: {l}"))?;
+    let info = measure::workload_info(&kernel, n)?;
+    println!(
+        "kernel={} n={n} regime={} timer={} samples={} warmup=\"{}\" rounds={}",
+        kernel.name(),
+        spec.config.regime,
+        spec.config.timer,
+        spec.config.samples,
+        spec.config.warmup.describe(),
+        spec.rounds
+    );
+    println!("regime_caveat=\"{}\"", spec.config.regime.caveat());
+    let mut timed = Vec::new();
+    let mut failed = false;
+    for b in &blocks {
+        match &b.outcome {
+            Outcome::Rejected {
+                before,
+                known_broken,
+            } => {
+                failed = true;
+                println!(
+                    "round {}: REJECTED before timing: {}{}",
+                    b.round,
+                    before.describe(),
+                    if *known_broken {
+                        " (known-broken kernel: never timed)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            Outcome::Measured(m) => {
+                println!("round {}: {}", b.round, measure::check_line(m));
+                if m.correct() {
+                    println!("{}", measure::block_line(b.round, m, info.useful_bytes));
+                } else {
+                    failed = true;
+                    println!(
+                        "round {}: timing withheld: the output failed its check",
+                        b.round
+                    );
+                }
+                timed.push((b.round, 0u32, m.as_ref()));
+            }
+        }
+    }
+    if failed {
+        println!(
+            "result: correctness gate FAILED; no receipt written (raw folder: {})",
+            dir.display()
+        );
+        return Ok(ExitCode::from(EXIT_GATE_FAILED));
+    }
+    let (path, r) = measure::write_receipt(ReceiptInput {
+        dir: &dir,
+        spec: &spec,
+        facts: &facts,
+        compiled: &session.compiled,
+        blocks: timed,
+        order: "single kernel, rounds in sequence".into(),
+        extra_artifacts: Vec::new(),
+        receipt_name: "receipt.json".into(),
+        samples_name: None,
+    })?;
+    println!(
+        "result: median_us={:.3} p10_us={:.3} p90_us={:.3} useful_gb_s={:.1} pct_of_peak={:.1} flagged_blocks={}",
+        r.result.median_us, r.result.p10_us, r.result.p90_us, r.result.useful_gb_s, r.result.pct_of_peak, r.result.flagged_blocks
+    );
+    println!("receipt={}", path.display());
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,472 @@
+//! Shared by the commands that time kernels (`bench`, `triad`, `rounds`, `lab`): resolve a
+//! built-in kernel, open the device, compile, run measurement blocks through the timing
+//! engine with NVML state around each, and write raw samples plus a receipt.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context};
+use klab_core::artifact::{sha256_file, sha256_hex, utc_timestamp, write_atomic};
+use klab_core::receipt::{self, Receipt, RECEIPT_SCHEMA};
+use klab_core::samples::{samples_csv, Regime, Timer};
+use klab_core::stats::{Summary, QUANTILE_RULE};
+use klab_core::timing::{self, Measurement, Outcome, TimingConfig, WarmupPolicy};
+use klab_core::workload::{CheckOutcome, TransposeWorkload, TriadWorkload, Workload};
+use klab_core::{builtin, ops, Variant};
+use klab_cuda::device::Device;
+use klab_cuda::gpu::CudaBackend;
+use klab_cuda::nvml::StateReader;
+use klab_cuda::nvrtc::{self, Cache, CompileSpec, Compiled};
+
+/// A built-in kernel klab can time.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kernel {
+    Transpose(Variant),
+    Triad { buggy: bool },
+}
+
+impl Kernel {
+    pub fn parse(s: &str) -> anyhow::Result<Kernel> {
+        let t = s.strip_prefix("transpose_").unwrap_or(s);
+        if let Ok(v) = t.parse::<Variant>() {
+            return Ok(Kernel::Transpose(v));
+        }
+        match s {
+            "triad_f32" | "triad" => Ok(Kernel::Triad { buggy: false }),
+            "triad_buggy" => Ok(Kernel::Triad { buggy: true }),
+            _ => bail!(
+                "unknown kernel '{s}' (built-in: copy, naive, tiled, padded, broken, triad_f32, triad_buggy)"
+            ),
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            Kernel::Transpose(v) => v.name().to_string(),
+            Kernel::Triad { buggy: false } => "triad_f32".into(),
+            Kernel::Triad { buggy: true } => "triad_buggy".into(),
+        }
+    }
+
+    pub fn default_n(&self) -> u64 {
+        match self {
+            Kernel::Transpose(_) => 4096,
+            Kernel::Triad { .. } => ops::triad::N,
+        }
+    }
+
+    /// (program name, source, repository path).
+    pub fn program(&self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Kernel::Transpose(_) => (
+                builtin::TRANSPOSE_PROGRAM,
+                builtin::TRANSPOSE_SOURCE,
+                builtin::TRANSPOSE_PATH,
+            ),
+            Kernel::Triad { .. } => (
+                builtin::TRIAD_PROGRAM,
+                builtin::TRIAD_SOURCE,
+                builtin::TRIAD_PATH,
+            ),
+        }
+    }
+}
+
+/// An open device with one compiled program loaded.
+pub struct Session {
+    pub backend: CudaBackend,
+    pub compiled: Compiled,
+    pub state: StateReader,
+}
+
+impl Session {
+    pub fn open(kernel: &Kernel, ordinal: u32) -> anyhow::Result<Session> {
+        let device = Device::open(ordinal)?;
+        klab_cuda::probe::require_nvrtc()?;
+        let (program, source, _) = kernel.program();
+        let spec = CompileSpec {
+            program: program.into(),
+            source: source.into(),
+            arch: device.facts().arch(),
+            extra_options: Vec::new(),
+        };
+        let compiled = nvrtc::compile(&spec, &Cache::from_env())?;
+        for note in &compiled.notes {
+            eprintln!("klab: {note}");
+        }
+        let state = StateReader::new(&device.facts().uuid);
+        let backend = CudaBackend::new(device, &compiled)?;
+        Ok(Session {
+            backend,
+            compiled,
+            state,
+        })
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct BenchSpec {
+    pub kernel: Kernel,
+    pub n: u64,
+    pub config: TimingConfig,
+    pub rounds: u32,
+    pub claim: Option<String>,
+}
+
+/// One block's result.
+pub struct Block {
+    pub round: u32,
+    pub outcome: Outcome,
+}
+
+/// Run `rounds` blocks of one kernel in this process.
+pub fn run_blocks(
+    session: &mut Session,
+    spec: &BenchSpec,
+    log: &mut dyn FnMut(String),
+) -> anyhow::Result<Vec<Block>> {
+    let mut blocks = Vec::new();
+    match &spec.kernel {
+        Kernel::Transpose(v) => {
+            let w = TransposeWorkload::new(*v, spec.n)?;
+            run_workload(session, &w, spec, &mut blocks, log)?;
+        }
+        Kernel::Triad { buggy } => {
+            let w = TriadWorkload::new(*buggy, spec.n, 7);
+            run_workload(session, &w, spec, &mut blocks, log)?;
+        }
+    }
+    Ok(blocks)
+}
+
+fn run_workload<W: Workload>(
+    session: &mut Session,
+    w: &W,
+    spec: &BenchSpec,
+    blocks: &mut Vec<Block>,
+    log: &mut dyn FnMut(String),
+) -> anyhow::Result<()> {
+    use klab_core::backend::Backend;
+    if w.n() == 0 {
+        bail!("n must be at least 1 to time a kernel");
+    }
+    let kernel = session.backend.kernel(w.entry())?;
+    log(format!(
+        "{}: {}; {}",
+        w.entry(),
+        w.plan().describe(),
+        session.backend.resources(&kernel).describe()
+    ));
+    for round in 1..=spec.rounds {
+        let state = &session.state;
+        let outcome = timing::measure(
+            &mut session.backend,
+            w,
+            &kernel,
+            &spec.config,
+            &format!("round {round}"),
+            &mut || state.read(),
+        )?;
+        let stop = matches!(outcome, Outcome::Rejected { .. });
+        blocks.push(Block { round, outcome });
+        if stop {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// A workload's static description, for receipts (built without a device).
+pub struct WorkloadInfo {
+    pub entry: String,
+    pub operation: String,
+    pub dtype: String,
+    pub plan: klab_core::plan::LaunchPlan,
+    pub useful_bytes: u64,
+    pub flops: u64,
+    pub reference: String,
+    pub rule: String,
+    pub tolerances: (Option<f64>, Option<f64>),
+}
+
+pub fn workload_info(kernel: &Kernel, n: u64) -> anyhow::Result<WorkloadInfo> {
+    fn info<W: Workload>(w: &W) -> WorkloadInfo {
+        WorkloadInfo {
+            entry: w.entry().to_string(),
+            operation: w.operation(),
+            dtype: w.dtype().to_string(),
+            plan: w.plan(),
+            useful_bytes: w.useful_bytes(),
+            flops: w.flops(),
+            reference: w.reference().to_string(),
+            rule: w.rule().to_string(),
+            tolerances: w.tolerances(),
+        }
+    }
+    Ok(match kernel {
+        // A 1x1 workload has the same description as N x N apart from size.
+        Kernel::Transpose(v) => {
+            let mut i = info(&TransposeWorkload::new(*v, 1)?);
+            i.plan = klab_core::plan::LaunchPlan::tiled_2d(
+                n,
+                klab_core::variant::TILE,
+                klab_core::variant::BLOCK_ROWS,
+            );
+            i.useful_bytes = n * n * 8;
+            i
+        }
+        Kernel::Triad { buggy } => info(&TriadWorkload::new(*buggy, n, 7)),
+    })
+}
+
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git").args(args).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let s = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (!s.is_empty()).then_some(s)
+}
+
+/// Describe a check for stdout.
+pub fn check_line(m: &Measurement) -> String {
+    let worst = |v: &[CheckOutcome]| v.iter().find(|c| !c.passed()).cloned();
+    let after = worst(&m.after_timing);
+    format!(
+        "correctness={} before: {}; after timing ({} slot(s)): {}; revalidation: {}",
+        if m.correct() { "PASS" } else { "FAIL" },
+        m.before.describe(),
+        m.after_timing.len(),
+        after.map(|c| c.describe()).unwrap_or_else(|| "PASS".into()),
+        m.revalidation.describe()
+    )
+}
+
+/// Everything `write_receipt` needs.
+pub struct ReceiptInput<'a> {
+    pub dir: &'a Path,
+    pub spec: &'a BenchSpec,
+    pub facts: &'a klab_core::device::DeviceFacts,
+    pub compiled: &'a Compiled,
+    /// (round, position, measurement) for every timed block.
+    pub blocks: Vec<(u32, u32, &'a Measurement)>,
+    pub order: String,
+    pub extra_artifacts: Vec<(String, String)>,
+    pub receipt_name: String,
+    /// File name for the samples when there is one block (default `samples-rNN-pP.csv`).
+    pub samples_name: Option<String>,
+}
+
+/// Write each block's samples (`samples-rNN[-pP].csv`) and a receipt into `dir`.
+pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receipt)> {
+    let ReceiptInput {
+        dir,
+        spec,
+        facts,
+        compiled,
+        blocks,
+        order,
+        extra_artifacts,
+        receipt_name,
+        samples_name,
+    } = input;
+    let info = workload_info(&spec.kernel, spec.n)?;
+    let (_, source, path) = spec.kernel.program();
+    let mut raw = Vec::new();
+    let mut artifacts = Vec::new();
+    let mut all = Vec::new();
+    let mut states = Vec::new();
+    let (mut failures, mut slots, mut warmup, mut scrub) = (0, 1, 0, None);
+    for (round, position, m) in &blocks {
+        let name = match (&samples_name, blocks.len()) {
+            (Some(n), 1) => n.clone(),
+            _ => format!("samples-r{round:02}-p{position}.csv"),
+        };
+        let text = samples_csv(&m.samples);
+        write_atomic(&dir.join(&name), text.as_bytes())
+            .with_context(|| format!("writing {name}"))?;
+        let sha = sha256_hex(text.as_bytes());
+        raw.push(receipt::RawSamples {
+            round: u64::from(*round),
+            position: u64::from(*position),
+            path: name.clone(),
+            sha256: sha.clone(),
+        });
+        artifacts.push(receipt::Artifact {
+            path: name,
+            sha256: sha,
+            bytes: text.len() as u64,
+            role: "raw-samples".into(),
+        });
+        all.extend(m.samples.iter().map(|s| s.elapsed_us));
+        states.push(m.state.clone());
+        failures += m.failures();
+        slots = m.slots;
+        warmup = m.warmup_launches;
+        scrub = m.scrub_bytes;
+    }
+    for (name, role) in extra_artifacts {
+        let p = dir.join(&name);
+        artifacts.push(receipt::Artifact {
+            sha256: sha256_file(&p).with_context(|| format!("hashing {}", p.display()))?,
+            bytes: std::fs::metadata(&p)?.len(),
+            path: name,
+            role,
+        });
+    }
+    let summary = Summary::of(&all).context("no samples to summarise")?;
+    let gbs = info.useful_bytes as f64 / (summary.median * 1e-6) / 1e9;
+    let peak = facts.theoretical_peak_gb_s();
+    let flagged = states.iter().filter(|s| !s.flags.is_empty()).count() as u64;
+    let power = states.first().and_then(|s| s.before.power_limit_w);
+    let exe = std::env::current_exe()?;
+    let r = Receipt {
+        schema: RECEIPT_SCHEMA.into(),
+        claim: spec.claim.clone().unwrap_or_else(|| {
+            format!(
+                "{} at n={} takes a median {:.3} us per launch under the {} regime on {}",
+                info.entry, spec.n, summary.median, spec.config.regime, facts.name
+            )
+        }),
+        command: std::env::args().collect(),
+        created_utc: utc_timestamp(),
+        klab_version: env!("CARGO_PKG_VERSION").into(),
+        source: receipt::Source {
+            repository: git(&["config", "--get", "remote.origin.url"]),
+            commit: git(&["rev-parse", "HEAD"]),
+            file: path.into(),
+            file_sha256: sha256_hex(source.as_bytes()),
+            entry: info.entry.clone(),
+            binary_sha256: sha256_file(&exe).context("hashing the klab binary")?,
+            compiler: format!("NVRTC {}", compiled.nvrtc_version),
+            flags: compiled.options.clone(),
+        },
+        baseline_source: None,
+        hardware: receipt::Hardware {
+            gpu_uuid: facts.uuid.clone(),
+            gpu_name: facts.name.clone(),
+            compute_capability: format!(
+                "{}.{}",
+                facts.compute_capability.0, facts.compute_capability.1
+            ),
+            driver: facts.driver_version.clone(),
+            cuda_runtime: facts.runtime_version.clone(),
+            nvrtc: facts.nvrtc_version.clone(),
+            power_limit_w: power,
+            clock_policy: "observed (klab never changes clocks, power limits or modes)".into(),
+            isolation: "not controlled: other processes may share the GPU".into(),
+            l2_bytes: facts.l2_bytes,
+            theoretical_peak_gb_s: peak,
+        },
+        workload: receipt::Workload {
+            operation: info.operation,
+            dtype: info.dtype,
+            n: spec.n,
+            grid: [info.plan.grid.x, info.plan.grid.y, info.plan.grid.z],
+            block: [info.plan.block.x, info.plan.block.y, info.plan.block.z],
+            dynamic_shared_bytes: info.plan.dynamic_shared_bytes,
+            cache_regime: spec.config.regime,
+            rotation_slots: slots,
+            useful_bytes_per_launch: info.useful_bytes,
+            flops_per_launch: info.flops,
+        },
+        correctness: receipt::Correctness {
+            reference: info.reference,
+            rule: info.rule,
+            atol: info.tolerances.0,
+            rtol: info.tolerances.1,
+            failures,
+            checked_after_timing: true,
+            slots_checked: slots,
+            sanitizer: Vec::new(),
+        },
+        measurement: receipt::Measurement {
+            timer: spec.config.timer,
+            warmup: receipt::Warmup {
+                policy: spec.config.warmup.describe(),
+                launches: warmup,
+            },
+            samples_per_round: u64::from(spec.config.samples),
+            rounds: blocks.iter().map(|b| b.0).max().unwrap_or(0).into(),
+            order,
+            raw_samples: raw,
+            quantiles: QUANTILE_RULE.into(),
+            profiler_attached: false,
+            l2_scrub_bytes: scrub,
+            gpu_state: states,
+        },
+        artifacts,
+        result: receipt::ResultSummary {
+            median_us: summary.median,
+            p10_us: summary.p10,
+            p90_us: summary.p90,
+            useful_gb_s: gbs,
+            pct_of_peak: 100.0 * gbs / peak,
+            flagged_blocks: flagged,
+        },
+    };
+    r.validate()
+        .context("the receipt klab built does not validate")?;
+    let path = dir.join(receipt_name);
+    r.write(&path)?;
+    Ok((path, r))
+}
+
+/// The standard stdout line for one measured block.
+pub fn block_line(round: u32, m: &Measurement, useful_bytes: u64) -> String {
+    match m.summary() {
+        Some(s) => format!(
+            "round {round}: p10_us={:.3} median_us={:.3} p90_us={:.3} useful_gb_s={:.1} slots={} warmup={} flags={}",
+            s.p10,
+            s.median,
+            s.p90,
+            useful_bytes as f64 / (s.median * 1e-6) / 1e9,
+            m.slots,
+            m.warmup_launches,
+            if m.state.flags.is_empty() { "none".to_string() } else { m.state.flags.join("; ") }
+        ),
+        None => format!("round {round}: no samples"),
+    }
+}
+
+/// Parse the shared timing options.
+pub fn timing_config(
+    regime: &str,
+    timer: &str,
+    samples: u32,
+    warmup: &str,
+) -> anyhow::Result<TimingConfig> {
+    let regime: Regime = regime.parse().map_err(anyhow::Error::msg)?;
+    let timer: Timer = timer.parse().map_err(anyhow::Error::msg)?;
+    let warmup = WarmupPolicy::parse(warmup).map_err(anyhow::Error::msg)?;
+    if samples < 2 {
+        bail!("samples must be at least 2, got {samples}");
+    }
+    Ok(TimingConfig {
+        timer,
+        regime,
+        samples,
+        warmup,
+    })
+}
+
+/// A fresh output folder: `dir` if given (must not exist or be empty), else the next
+/// `artifacts/<what>/run-NN`.
+pub fn output_dir(dir: Option<&Path>, what: &str) -> anyhow::Result<PathBuf> {
+    match dir {
+        Some(d) => {
+            if d.exists()
+                && std::fs::read_dir(d)
+                    .map(|mut r| r.next().is_some())
+                    .unwrap_or(true)
+            {
+                bail!("output folder {} already exists and is not empty (klab never overwrites results)", d.display());
+            }
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            Ok(d.to_path_buf())
+        }
+        None => klab_core::artifact::create_run_dir(&Path::new("artifacts").join(what))
+            .with_context(|| format!("creating a run folder under artifacts/{what}")),
+    }
+}

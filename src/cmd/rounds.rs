@@ -1,0 +1,406 @@
+//! `klab rounds A B [C ...]`: seed 000/003's repeated, alternating rounds as a command.
+//! Each round runs the kernels in order and then in reverse (ABBA for two), every block a
+//! separate `klab bench` process; every block's row is kept; per-kernel receipts collect
+//! the blocks; ratios against the baseline are taken per round with a bootstrap interval.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{bail, Context};
+use klab_core::artifact::{sha256_file, utc_timestamp, write_atomic};
+use klab_core::receipt::{self, Receipt};
+use klab_core::samples::parse_samples_csv;
+use klab_core::stats::{analyze_speedup, render_analysis, BootstrapConfig, Summary};
+use serde::Serialize;
+
+use crate::cli::RoundsArgs;
+use crate::cmd::measure::{self, Kernel};
+use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
+
+/// Header of rounds.csv.
+pub const ROUNDS_CSV_HEADER: &str = "round,position,variant,correct,samples,median_us,p10_us,p90_us,useful_gb_s,sm_clock_before_mhz,sm_clock_after_mhz,temperature_before_c,temperature_after_c,power_before_w,power_after_w,flags";
+
+/// The order of one round: the kernels, then the same kernels reversed.
+pub fn round_order<T: Clone>(kernels: &[T]) -> Vec<T> {
+    let mut v = kernels.to_vec();
+    v.extend(kernels.iter().rev().cloned());
+    v
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BlockRow {
+    pub round: u32,
+    pub position: u32,
+    pub variant: String,
+    pub correct: bool,
+    pub dir: String,
+    pub receipt: Option<Receipt>,
+    pub samples: Vec<f64>,
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_default()
+}
+
+fn row_csv(r: &BlockRow) -> String {
+    let s = Summary::of(&r.samples);
+    let st = r
+        .receipt
+        .as_ref()
+        .and_then(|x| x.measurement.gpu_state.first());
+    let flags = st.map(|s| s.flags.join("; ")).unwrap_or_default();
+    format!(
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"",
+        r.round,
+        r.position,
+        r.variant,
+        r.correct,
+        r.samples.len(),
+        opt(s.map(|s| format!("{:.3}", s.median))),
+        opt(s.map(|s| format!("{:.3}", s.p10))),
+        opt(s.map(|s| format!("{:.3}", s.p90))),
+        opt(r
+            .receipt
+            .as_ref()
+            .map(|x| format!("{:.1}", x.result.useful_gb_s))),
+        opt(st.and_then(|s| s.before.sm_clock_mhz)),
+        opt(st.and_then(|s| s.after.sm_clock_mhz)),
+        opt(st.and_then(|s| s.before.temperature_c)),
+        opt(st.and_then(|s| s.after.temperature_c)),
+        opt(st
+            .and_then(|s| s.before.power_draw_w)
+            .map(|w| format!("{w:.1}"))),
+        opt(st
+            .and_then(|s| s.after.power_draw_w)
+            .map(|w| format!("{w:.1}"))),
+        flags.replace('"', "'")
+    )
+}
+
+/// Combine one kernel's block receipts into one receipt over all rounds.
+fn combine(name: &str, rows: &[&BlockRow], rounds: u32, dir: &Path) -> anyhow::Result<Receipt> {
+    let first = rows
+        .iter()
+        .find_map(|r| r.receipt.clone())
+        .with_context(|| format!("{name}: no block produced a receipt"))?;
+    let mut r = first;
+    r.command = std::env::args().collect();
+    r.created_utc = utc_timestamp();
+    r.claim = format!("{name}: per-round distributions from alternating rounds (see rounds.csv)");
+    r.measurement.rounds = u64::from(rounds);
+    r.measurement.order =
+        "ABBA: kernels in order then reversed within each round, each block its own process".into();
+    r.measurement.raw_samples.clear();
+    r.measurement.gpu_state.clear();
+    r.artifacts.clear();
+    r.measurement.warmup.launches = 0;
+    let mut all = Vec::new();
+    let mut failures = 0;
+    for row in rows {
+        let Some(b) = &row.receipt else { continue };
+        for raw in &b.measurement.raw_samples {
+            let path = format!("{}/{}", row.dir, raw.path);
+            r.measurement.raw_samples.push(receipt::RawSamples {
+                round: u64::from(row.round),
+                position: u64::from(row.position),
+                path: path.clone(),
+                sha256: raw.sha256.clone(),
+            });
+            let bytes = std::fs::metadata(dir.join(&path))?.len();
+            r.artifacts.push(receipt::Artifact {
+                path,
+                sha256: raw.sha256.clone(),
+                bytes,
+                role: "raw-samples".into(),
+            });
+        }
+        let block_receipt = format!("{}/receipt.json", row.dir);
+        r.artifacts.push(receipt::Artifact {
+            sha256: sha256_file(&dir.join(&block_receipt))?,
+            bytes: std::fs::metadata(dir.join(&block_receipt))?.len(),
+            path: block_receipt,
+            role: "block-receipt".into(),
+        });
+        r.measurement
+            .gpu_state
+            .extend(b.measurement.gpu_state.iter().cloned());
+        r.measurement.warmup.launches = r
+            .measurement
+            .warmup
+            .launches
+            .max(b.measurement.warmup.launches);
+        failures += b.correctness.failures;
+        all.extend(row.samples.iter().copied());
+    }
+    r.correctness.failures = failures;
+    let s = Summary::of(&all).context("no samples")?;
+    let gbs = r.workload.useful_bytes_per_launch as f64 / (s.median * 1e-6) / 1e9;
+    r.result = receipt::ResultSummary {
+        median_us: s.median,
+        p10_us: s.p10,
+        p90_us: s.p90,
+        useful_gb_s: gbs,
+        pct_of_peak: 100.0 * gbs / r.hardware.theoretical_peak_gb_s,
+        flagged_blocks: r
+            .measurement
+            .gpu_state
+            .iter()
+            .filter(|b| !b.flags.is_empty())
+            .count() as u64,
+    };
+    Ok(r)
+}
+
+pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
+    let kernels: Vec<Kernel> = args
+        .kernels
+        .iter()
+        .map(|k| Kernel::parse(k))
+        .collect::<Result<_, _>>()?;
+    let names: Vec<String> = kernels.iter().map(|k| k.name()).collect();
+    for (i, n) in names.iter().enumerate() {
+        if names[..i].contains(n) {
+            bail!("kernel '{n}' is listed twice");
+        }
+    }
+    let baseline = match &args.baseline {
+        Some(b) => Kernel::parse(b)?.name(),
+        None => names[0].clone(),
+    };
+    if !names.contains(&baseline) {
+        bail!("baseline '{baseline}' is not one of the kernels");
+    }
+    if args.rounds == 0 {
+        bail!("rounds must be at least 1, got 0");
+    }
+    let n = args.n.unwrap_or_else(|| kernels[0].default_n());
+    let config = measure::timing_config(
+        &args.timing.regime,
+        &args.timing.timer,
+        args.timing.samples,
+        &args.timing.warmup,
+    )?;
+    let ops: Vec<String> = kernels
+        .iter()
+        .map(|k| measure::workload_info(k, 1).map(|i| i.operation))
+        .collect::<Result<_, _>>()?;
+    let dir = measure::output_dir(args.out.as_deref(), "rounds")?;
+    let exe = std::env::current_exe().context("locating the klab binary")?;
+    eprintln!("klab rounds: writing {}", dir.display());
+
+    let mut rows: Vec<BlockRow> = Vec::new();
+    let mut log = String::new();
+    let mut errors = Vec::new();
+    for round in 1..=args.rounds {
+        for (position, name) in round_order(&names).iter().enumerate() {
+            let rel = format!("blocks/r{round:02}-p{position}-{name}");
+            let block_dir: PathBuf = dir.join(&rel);
+            let argv: Vec<String> = vec![
+                "bench".into(),
+                name.clone(),
+                "--n".into(),
+                n.to_string(),
+                "--regime".into(),
+                args.timing.regime.clone(),
+                "--timer".into(),
+                args.timing.timer.clone(),
+                "--samples".into(),
+                args.timing.samples.to_string(),
+                "--warmup".into(),
+                args.timing.warmup.clone(),
+                "--out".into(),
+                block_dir.display().to_string(),
+                "--device".into(),
+                args.device.to_string(),
+            ];
+            let out = Command::new(&exe)
+                .args(&argv)
+                .output()
+                .context("starting klab bench")?;
+            let code = out.status.code();
+            log.push_str(&format!(
+                "# round {round} position {position}\n$ klab {}\n{}{}[exit {}]\n\n",
+                argv.join(" "),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+                opt(code)
+            ));
+            let mut row = BlockRow {
+                round,
+                position: position as u32,
+                variant: name.clone(),
+                correct: false,
+                dir: rel,
+                receipt: None,
+                samples: Vec::new(),
+            };
+            match code {
+                Some(0) => {
+                    let r = Receipt::load(&block_dir.join("receipt.json"))?;
+                    for raw in &r.measurement.raw_samples {
+                        let bytes = std::fs::read(block_dir.join(&raw.path))?;
+                        let s = parse_samples_csv(&bytes, r.workload.rotation_slots)?;
+                        row.samples.extend(s.iter().map(|x| x.elapsed_us));
+                    }
+                    row.correct = true;
+                    row.receipt = Some(r);
+                }
+                Some(2) => {}
+                _ => {
+                    let err = String::from_utf8_lossy(&out.stderr);
+                    errors.push(format!(
+                        "round {round} {name}: {}",
+                        err.lines()
+                            .rev()
+                            .find(|l| l.starts_with("error:"))
+                            .unwrap_or("failed")
+                    ));
+                }
+            }
+            eprintln!(
+                "klab rounds: round {round} position {position} {name}: {}",
+                if row.correct {
+                    format!(
+                        "median {:.3} us",
+                        Summary::of(&row.samples).map(|s| s.median).unwrap_or(0.0)
+                    )
+                } else {
+                    "FAILED".into()
+                }
+            );
+            rows.push(row);
+        }
+    }
+    write_atomic(&dir.join("rounds.log"), log.as_bytes())?;
+    let mut csv = format!("{ROUNDS_CSV_HEADER}\n");
+    for r in &rows {
+        csv.push_str(&row_csv(r));
+        csv.push('\n');
+    }
+    write_atomic(&dir.join("rounds.csv"), csv.as_bytes())?;
+    if !errors.is_empty() {
+        bail!(
+            "{} block(s) could not run: {}",
+            errors.len(),
+            errors.join("; ")
+        );
+    }
+
+    // Per-kernel receipts and round-level analysis against the baseline.
+    let mut text = format!(
+        "klab rounds: {} rounds, order per round: {}, n = {n}, regime {}, timer {}, {} samples per block\nregime caveat: {}\n\n",
+        args.rounds,
+        round_order(&names).join(" "),
+        config.regime,
+        config.timer,
+        config.samples,
+        config.regime.caveat()
+    );
+    let per_round = |name: &str| -> Vec<Vec<f64>> {
+        (1..=args.rounds)
+            .map(|r| {
+                rows.iter()
+                    .filter(|b| b.round == r && b.variant == *name)
+                    .flat_map(|b| b.samples.iter().copied())
+                    .collect()
+            })
+            .collect()
+    };
+    let gate_failed = rows.iter().any(|r| !r.correct);
+    text.push_str(&format!(
+        "{:<12} {:>6} {:>11} {:>23} {:>10}\n",
+        "kernel", "blocks", "median us", "p10 - p90 us", "GB/s"
+    ));
+    let mut analyses = Vec::new();
+    for (k, name) in names.iter().enumerate() {
+        let mine: Vec<&BlockRow> = rows.iter().filter(|r| r.variant == *name).collect();
+        let all: Vec<f64> = mine
+            .iter()
+            .flat_map(|r| r.samples.iter().copied())
+            .collect();
+        let ok = mine.iter().filter(|r| r.correct).count();
+        if let Some(s) = Summary::of(&all) {
+            let info = measure::workload_info(&kernels[k], n)?;
+            text.push_str(&format!(
+                "{:<12} {:>6} {:>11.3} {:>23} {:>10.1}\n",
+                name,
+                format!("{ok}/{}", mine.len()),
+                s.median,
+                format!("{:.3} - {:.3}", s.p10, s.p90),
+                info.useful_bytes as f64 / (s.median * 1e-6) / 1e9
+            ));
+        } else {
+            text.push_str(&format!(
+                "{name:<12} {:>6} {:>11}\n",
+                format!("{ok}/{}", mine.len()),
+                "-"
+            ));
+        }
+        if ok == mine.len() {
+            let r = combine(name, &mine, args.rounds, &dir)?;
+            r.validate()
+                .with_context(|| format!("combined receipt for {name}"))?;
+            r.write(&dir.join(format!("{name}.receipt.json")))?;
+        }
+    }
+    text.push('\n');
+    if !gate_failed {
+        let cfg = BootstrapConfig {
+            seed: args.seed,
+            ..BootstrapConfig::default()
+        };
+        let b = per_round(&baseline);
+        let bop = &ops[names.iter().position(|x| *x == baseline).unwrap_or(0)];
+        for (k, name) in names.iter().enumerate() {
+            if *name == baseline {
+                continue;
+            }
+            let a = analyze_speedup(&b, &per_round(name), &cfg)?;
+            if ops[k] != *bop {
+                text.push_str(&format!(
+                    "note: {name} computes '{}', {baseline} computes '{bop}': the ratio is context, not a speedup\n",
+                    ops[k]
+                ));
+            }
+            text.push_str(&render_analysis(&a, &baseline, name));
+            text.push('\n');
+            analyses.push(
+                serde_json::json!({ "baseline": baseline, "candidate": name, "analysis": a }),
+            );
+        }
+    } else {
+        text.push_str("a correctness gate failed in at least one block: no ratios are reported\n");
+    }
+    write_atomic(&dir.join("summary.txt"), text.as_bytes())?;
+    let json = serde_json::json!({
+        "rounds": args.rounds, "order": round_order(&names), "baseline": baseline, "n": n,
+        "config": config, "analyses": analyses, "blocks": rows.len(),
+    });
+    write_atomic(
+        &dir.join("summary.json"),
+        (serde_json::to_string_pretty(&json)? + "\n").as_bytes(),
+    )?;
+    print!("{text}");
+    println!("artifacts: {}", dir.display());
+    Ok(if gate_failed {
+        ExitCode::from(EXIT_GATE_FAILED)
+    } else if !errors.is_empty() {
+        ExitCode::from(EXIT_ERROR)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_kernels_give_abba() {
+        assert_eq!(round_order(&["A", "B"]), ["A", "B", "B", "A"]);
+        assert_eq!(
+            round_order(&["A", "B", "C"]),
+            ["A", "B", "C", "C", "B", "A"]
+        );
+    }
+}
