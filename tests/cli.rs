@@ -171,7 +171,7 @@ fn lab_without_a_gpu_runs_the_cpu_gates_and_says_what_it_skipped() {
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(
-        err.contains("skipped gates: ladder, benchmark, rounds, summary"),
+        err.contains("skipped gates: ladder, benchmark, rounds, receipts, engine-rounds, summary"),
         "{err}"
     );
     let run1 = out.join("run-01");

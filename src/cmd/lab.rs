@@ -342,7 +342,14 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         return finish(lab, &started, None);
     };
     if compiled.is_none() {
-        for name in ["ladder", "benchmark", "rounds", "summary"] {
+        for name in [
+            "ladder",
+            "benchmark",
+            "rounds",
+            "receipts",
+            "engine-rounds",
+            "summary",
+        ] {
             lab.step(name, "skipped", "kernels were not built".into(), vec![]);
         }
         return finish(lab, &started, Some(&f));
@@ -467,6 +474,104 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         ),
     );
 
+    // 6b. The timing engine: a receipt per variant at the benchmark size, then alternating
+    // rounds (each block its own process) with round-level ratios against naive.
+    let mut a = Vec::new();
+    let mut problems = Vec::new();
+    let mut errors = Vec::new();
+    for v in ROUND_VARIANTS {
+        let rel = format!("benchmark/{}", v.name());
+        let argv: Vec<String> = vec![
+            "bench".into(),
+            v.name().into(),
+            "--n".into(),
+            BENCH_N.to_string(),
+            "--samples".into(),
+            "200".into(),
+            "--out".into(),
+            lab.dir.join(&rel).display().to_string(),
+            "--device".into(),
+            args.device.to_string(),
+        ];
+        let child = run_child(&exe, argv)?;
+        let log_name = format!("{rel}/bench.log");
+        match child.status {
+            Some(0) => {
+                a.push(format!("{rel}/receipt.json"));
+                for e in std::fs::read_dir(lab.dir.join(&rel))? {
+                    let name = e?.file_name().to_string_lossy().into_owned();
+                    if name.ends_with(".csv") {
+                        a.push(format!("{rel}/{name}"));
+                    }
+                }
+            }
+            Some(2) => problems.push(format!(
+                "{v}: {}",
+                child.stdout.lines().last().unwrap_or_default()
+            )),
+            _ => errors.push(format!("{v}: {}", child.last_error_line())),
+        }
+        if lab.dir.join(&rel).is_dir() {
+            a.push(lab.write(&log_name, format!("{}{}", child.stdout, child.log_block()))?);
+        }
+    }
+    ladder_step(
+        &mut lab,
+        "receipts",
+        &problems,
+        &errors,
+        a,
+        format!("klab bench for each of copy, naive, tiled, padded at N = {BENCH_N} (200 per-launch samples, same-buffer): receipts under benchmark/"),
+    );
+    let rounds_dir = lab.dir.join("rounds");
+    let mut argv: Vec<String> = vec!["rounds".into()];
+    argv.extend(ROUND_VARIANTS.iter().map(|v| v.name().to_string()));
+    argv.extend(
+        [
+            "--baseline",
+            "naive",
+            "--n",
+            &BENCH_N.to_string(),
+            "--rounds",
+            &args.rounds.to_string(),
+            "--samples",
+            "100",
+            "--out",
+            &rounds_dir.display().to_string(),
+            "--device",
+            &args.device.to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    let child = run_child(&exe, argv)?;
+    let mut a = Vec::new();
+    if rounds_dir.is_dir() {
+        for name in ["rounds.csv", "summary.txt", "summary.json", "rounds.log"] {
+            if rounds_dir.join(name).is_file() {
+                a.push(format!("rounds/{name}"));
+            }
+        }
+        for v in ROUND_VARIANTS {
+            let r = format!("rounds/{}.receipt.json", v.name());
+            if lab.dir.join(&r).is_file() {
+                a.push(r);
+            }
+        }
+    }
+    let engine_summary =
+        std::fs::read_to_string(rounds_dir.join("summary.txt")).unwrap_or_default();
+    match child.status {
+        Some(0) => lab.step(
+            "engine-rounds",
+            "ran",
+            format!("klab rounds {} --baseline naive: ABBA blocks in separate processes, per-variant receipts under rounds/", order_names()),
+            a,
+        ),
+        Some(2) => lab.step("engine-rounds", "failed", "a correctness gate failed in a block; see rounds/rounds.csv".into(), a),
+        _ => lab.step("engine-rounds", "error", child.last_error_line(), a),
+    }
+
     // 7. Summary.
     let summaries = rounds::summarize(&rows, Variant::Copy.name(), Some(f.theoretical_peak_gb_s()));
     let table = rounds::render_table(&summaries);
@@ -490,7 +595,18 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         a,
     );
     println!("{header}{table}");
+    if !engine_summary.is_empty() {
+        println!("Timing engine, per-launch samples (rounds/summary.txt):\n{engine_summary}");
+    }
     finish(lab, &started, Some(&f))
+}
+
+fn order_names() -> String {
+    ROUND_VARIANTS
+        .iter()
+        .map(|v| v.name())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn ladder_step(
