@@ -331,7 +331,14 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     }
 
     let Some(f) = facts.clone() else {
-        for name in ["ladder", "benchmark", "rounds", "receipts", "engine-rounds", "summary"] {
+        for name in [
+            "ladder",
+            "benchmark",
+            "rounds",
+            "receipts",
+            "engine-rounds",
+            "summary",
+        ] {
             lab.step(
                 name,
                 "skipped",
