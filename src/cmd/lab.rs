@@ -72,7 +72,23 @@ struct Lab {
     error: bool,
 }
 
+/// The steps that need a GPU, in the order the lab runs them.
+const GPU_STEPS: [&str; 6] = [
+    "ladder",
+    "benchmark",
+    "rounds",
+    "receipts",
+    "engine-rounds",
+    "summary",
+];
+
 impl Lab {
+    fn skip_gpu_steps(&mut self, why: &str) {
+        for name in GPU_STEPS {
+            self.step(name, "skipped", why.to_string(), vec![]);
+        }
+    }
+
     fn write(&self, name: &str, bytes: impl AsRef<[u8]>) -> anyhow::Result<String> {
         let path = self.dir.join(name);
         write_atomic(&path, bytes.as_ref())
@@ -331,34 +347,11 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     }
 
     let Some(f) = facts.clone() else {
-        for name in [
-            "ladder",
-            "benchmark",
-            "rounds",
-            "receipts",
-            "engine-rounds",
-            "summary",
-        ] {
-            lab.step(
-                name,
-                "skipped",
-                "no CUDA device: correctness and timing gates need a GPU".into(),
-                vec![],
-            );
-        }
+        lab.skip_gpu_steps("no CUDA device: correctness and timing gates need a GPU");
         return finish(lab, &started, None);
     };
     if compiled.is_none() {
-        for name in [
-            "ladder",
-            "benchmark",
-            "rounds",
-            "receipts",
-            "engine-rounds",
-            "summary",
-        ] {
-            lab.step(name, "skipped", "kernels were not built".into(), vec![]);
-        }
+        lab.skip_gpu_steps("kernels were not built");
         return finish(lab, &started, Some(&f));
     }
 

@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use klab_core::artifact::{sha256_file, sha256_hex, utc_timestamp, write_atomic};
 use klab_core::receipt::{self, Receipt, RECEIPT_SCHEMA};
 use klab_core::samples::{samples_csv, Regime, Timer};
-use klab_core::stats::{Summary, QUANTILE_RULE};
+use klab_core::stats::{gb_per_s, Summary, QUANTILE_RULE};
 use klab_core::timing::{self, Measurement, Outcome, TimingConfig, WarmupPolicy};
 use klab_core::workload::{CheckOutcome, TransposeWorkload, TriadWorkload, Workload};
 use klab_core::{builtin, ops, Variant};
@@ -316,7 +316,7 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receip
         });
     }
     let summary = Summary::of(&all).context("no samples to summarise")?;
-    let gbs = info.useful_bytes as f64 / (summary.median * 1e-6) / 1e9;
+    let gbs = gb_per_s(info.useful_bytes, summary.median);
     let peak = facts.theoretical_peak_gb_s();
     let flagged = states.iter().filter(|s| !s.flags.is_empty()).count() as u64;
     let power = states.first().and_then(|s| s.before.power_limit_w);
@@ -421,7 +421,7 @@ pub fn block_line(round: u32, m: &Measurement, useful_bytes: u64) -> String {
             s.p10,
             s.median,
             s.p90,
-            useful_bytes as f64 / (s.median * 1e-6) / 1e9,
+            gb_per_s(useful_bytes, s.median),
             m.slots,
             m.warmup_launches,
             if m.state.flags.is_empty() { "none".to_string() } else { m.state.flags.join("; ") }

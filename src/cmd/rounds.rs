@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use klab_core::artifact::{sha256_file, utc_timestamp, write_atomic};
 use klab_core::receipt::{self, Receipt};
 use klab_core::samples::parse_samples_csv;
-use klab_core::stats::{analyze_speedup, render_analysis, BootstrapConfig, Summary};
+use klab_core::stats::{analyze_speedup, gb_per_s, render_analysis, BootstrapConfig, Summary};
 use serde::Serialize;
 
 use crate::cli::RoundsArgs;
@@ -134,7 +134,7 @@ fn combine(name: &str, rows: &[&BlockRow], rounds: u32, dir: &Path) -> anyhow::R
     }
     r.correctness.failures = failures;
     let s = Summary::of(&all).context("no samples")?;
-    let gbs = r.workload.useful_bytes_per_launch as f64 / (s.median * 1e-6) / 1e9;
+    let gbs = gb_per_s(r.workload.useful_bytes_per_launch, s.median);
     r.result = receipt::ResultSummary {
         median_us: s.median,
         p10_us: s.p10,
@@ -327,7 +327,7 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
                 format!("{ok}/{}", mine.len()),
                 s.median,
                 format!("{:.3} - {:.3}", s.p10, s.p90),
-                info.useful_bytes as f64 / (s.median * 1e-6) / 1e9
+                gb_per_s(info.useful_bytes, s.median)
             ));
         } else {
             text.push_str(&format!(

@@ -19,7 +19,7 @@ impl BatchTiming {
         let average_ms = total_ms / f64::from(reps.max(1));
         BatchTiming {
             average_ms,
-            effective_gb_s: useful_bytes as f64 / (average_ms * 1e-3) / 1e9,
+            effective_gb_s: crate::stats::gb_per_s(useful_bytes, average_ms * 1e3),
         }
     }
 }
