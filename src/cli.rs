@@ -37,6 +37,55 @@ pub enum Command {
     Rounds(RoundsArgs),
     /// Re-check two receipts and their artifacts, then print the speedup
     Compare(CompareArgs),
+    /// The reference-verification gate: oracle, size ladder, two poisons, determinism, properties
+    Check(CheckArgs),
+    /// Seed 002's reduction lab: the weak and the hardened suite on both launch variants
+    ReduceLab(ReduceLabArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "KERNEL is a built-in name (copy, naive, tiled, padded, broken, triad_f32, \
+triad_buggy, reduce_guarded, reduce_drop_tail) or path/to/manifest.toml[:name]. Cases: the \
+size ladder (0 for vectors, 1, one ragged size per remainder class of the launch, block-exact \
+contrasts, a large size), exact inputs under poison 0xff, then seeded random inputs (and a \
+varied scalar) under poison 0x7f, a determinism check (bitwise), and the operation's \
+properties (transpose: involution; sum: swap-ends permutation and linearity). Each kernel \
+runs in its own process under a watchdog: a fault or a hang is that kernel's failure. \
+Exit 0 when every kernel passes, 2 when any fails (known-broken kernels always do)."
+)]
+pub struct CheckArgs {
+    /// Kernels to check
+    #[arg(required = true)]
+    pub kernels: Vec<String>,
+    /// Replay seed for random inputs
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Sizes instead of the ladder, comma-separated
+    #[arg(long)]
+    pub sizes: Option<String>,
+    /// Watchdog per kernel, seconds
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+    /// Print every case, not only failures
+    #[arg(long)]
+    pub verbose: bool,
+    /// Print the report as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Run in this process (what the isolated child does)
+    #[arg(long, hide = true)]
+    pub in_process: bool,
+    /// CUDA device ordinal
+    #[arg(long, default_value_t = 0)]
+    pub device: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct ReduceLabArgs {
+    /// CUDA device ordinal
+    #[arg(long, default_value_t = 0)]
+    pub device: u32,
 }
 
 /// Options shared by every command that times.

@@ -7,68 +7,55 @@ use std::process::Command;
 
 use anyhow::{bail, Context};
 use klab_core::artifact::{sha256_file, sha256_hex, utc_timestamp, write_atomic};
+use klab_core::manifest::{self, KernelDecl, Manifest, OpKind};
+use klab_core::ops;
 use klab_core::receipt::{self, Receipt, RECEIPT_SCHEMA};
 use klab_core::samples::{samples_csv, Regime, Timer};
 use klab_core::stats::{gb_per_s, Summary, QUANTILE_RULE};
 use klab_core::timing::{self, Measurement, Outcome, TimingConfig, WarmupPolicy};
-use klab_core::workload::{CheckOutcome, TransposeWorkload, TriadWorkload, Workload};
-use klab_core::{builtin, ops, Variant};
+use klab_core::workload::{AnyWorkload, CheckOutcome, Workload};
 use klab_cuda::device::Device;
 use klab_cuda::gpu::CudaBackend;
 use klab_cuda::nvml::StateReader;
 use klab_cuda::nvrtc::{self, Cache, CompileSpec, Compiled};
 
-/// A built-in kernel klab can time.
+/// A kernel klab can time: a built-in name or `path/to/manifest.toml[:name]`.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Kernel {
-    Transpose(Variant),
-    Triad { buggy: bool },
+pub struct Kernel {
+    pub manifest: Manifest,
+    pub decl: KernelDecl,
 }
 
 impl Kernel {
     pub fn parse(s: &str) -> anyhow::Result<Kernel> {
-        let t = s.strip_prefix("transpose_").unwrap_or(s);
-        if let Ok(v) = t.parse::<Variant>() {
-            return Ok(Kernel::Transpose(v));
-        }
-        match s {
-            "triad_f32" | "triad" => Ok(Kernel::Triad { buggy: false }),
-            "triad_buggy" => Ok(Kernel::Triad { buggy: true }),
-            _ => bail!(
-                "unknown kernel '{s}' (built-in: copy, naive, tiled, padded, broken, triad_f32, triad_buggy)"
-            ),
-        }
+        let (manifest, decl) = manifest::resolve(s)?;
+        Ok(Kernel { manifest, decl })
     }
 
     pub fn name(&self) -> String {
-        match self {
-            Kernel::Transpose(v) => v.name().to_string(),
-            Kernel::Triad { buggy: false } => "triad_f32".into(),
-            Kernel::Triad { buggy: true } => "triad_buggy".into(),
-        }
+        self.decl.name.clone()
     }
 
     pub fn default_n(&self) -> u64 {
-        match self {
-            Kernel::Transpose(_) => 4096,
-            Kernel::Triad { .. } => ops::triad::N,
+        match self.decl.operation {
+            OpKind::Copy | OpKind::Transpose => 4096,
+            OpKind::Triad => ops::triad::N,
+            OpKind::ReduceSum => ops::reduce::LARGE_N,
         }
     }
 
-    /// (program name, source, repository path).
-    pub fn program(&self) -> (&'static str, &'static str, &'static str) {
-        match self {
-            Kernel::Transpose(_) => (
-                builtin::TRANSPOSE_PROGRAM,
-                builtin::TRANSPOSE_SOURCE,
-                builtin::TRANSPOSE_PATH,
-            ),
-            Kernel::Triad { .. } => (
-                builtin::TRIAD_PROGRAM,
-                builtin::TRIAD_SOURCE,
-                builtin::TRIAD_PATH,
-            ),
-        }
+    /// (program name, source, path as reports name it).
+    pub fn program(&self) -> (&str, &str, &str) {
+        (
+            &self.manifest.program,
+            &self.manifest.source,
+            &self.manifest.source_path,
+        )
+    }
+
+    /// The workload at size `n` (seeded random input where the operation has one).
+    pub fn workload(&self, n: u64, seed: Option<u64>) -> anyhow::Result<AnyWorkload> {
+        Ok(AnyWorkload::for_decl(self.decl.clone(), n, seed)?)
     }
 }
 
@@ -88,7 +75,7 @@ impl Session {
             program: program.into(),
             source: source.into(),
             arch: device.facts().arch(),
-            extra_options: Vec::new(),
+            extra_options: kernel.decl.options.clone(),
         };
         let compiled = nvrtc::compile(&spec, &Cache::from_env())?;
         for note in &compiled.notes {
@@ -127,16 +114,8 @@ pub fn run_blocks(
     log: &mut dyn FnMut(String),
 ) -> anyhow::Result<Vec<Block>> {
     let mut blocks = Vec::new();
-    match &spec.kernel {
-        Kernel::Transpose(v) => {
-            let w = TransposeWorkload::new(*v, spec.n)?;
-            run_workload(session, &w, spec, &mut blocks, log)?;
-        }
-        Kernel::Triad { buggy } => {
-            let w = TriadWorkload::new(*buggy, spec.n, 7);
-            run_workload(session, &w, spec, &mut blocks, log)?;
-        }
-    }
+    let w = spec.kernel.workload(spec.n, None)?;
+    run_workload(session, &w, spec, &mut blocks, log)?;
     Ok(blocks)
 }
 
@@ -191,32 +170,18 @@ pub struct WorkloadInfo {
 }
 
 pub fn workload_info(kernel: &Kernel, n: u64) -> anyhow::Result<WorkloadInfo> {
-    fn info<W: Workload>(w: &W) -> WorkloadInfo {
-        WorkloadInfo {
-            entry: w.entry().to_string(),
-            operation: w.operation(),
-            dtype: w.dtype().to_string(),
-            plan: w.plan(),
-            useful_bytes: w.useful_bytes(),
-            flops: w.flops(),
-            reference: w.reference().to_string(),
-            rule: w.rule().to_string(),
-            tolerances: w.tolerances(),
-        }
-    }
-    Ok(match kernel {
-        // A 1x1 workload has the same description as N x N apart from size.
-        Kernel::Transpose(v) => {
-            let mut i = info(&TransposeWorkload::new(*v, 1)?);
-            i.plan = klab_core::plan::LaunchPlan::tiled_2d(
-                n,
-                klab_core::variant::TILE,
-                klab_core::variant::BLOCK_ROWS,
-            );
-            i.useful_bytes = n * n * 8;
-            i
-        }
-        Kernel::Triad { buggy } => info(&TriadWorkload::new(*buggy, n, 7)),
+    // Workloads build their inputs lazily, so describing one allocates nothing large.
+    let w = kernel.workload(n, None)?;
+    Ok(WorkloadInfo {
+        entry: w.entry().to_string(),
+        operation: w.operation(),
+        dtype: w.dtype().to_string(),
+        plan: w.plan(),
+        useful_bytes: w.useful_bytes(),
+        flops: w.flops(),
+        reference: w.reference().to_string(),
+        rule: w.rule().to_string(),
+        tolerances: w.tolerances(),
     })
 }
 

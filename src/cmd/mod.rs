@@ -1,12 +1,14 @@
 //! One module per command.
 
 mod bench;
+mod check;
 mod compare;
 mod env;
 mod gpu;
 mod lab;
 mod measure;
 mod model;
+mod reduce_lab;
 mod rounds;
 mod transpose;
 mod triad;
@@ -25,5 +27,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Triad(a) => triad::run(a),
         Command::Rounds(a) => rounds::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Check(a) => check::run(a),
+        Command::ReduceLab(a) => reduce_lab::run(a),
     }
 }

@@ -8,7 +8,7 @@ use klab_core::backend::Backend;
 use klab_core::ops::triad;
 use klab_core::samples::{Regime, Timer};
 use klab_core::timing::{self, Outcome, TimingConfig, WarmupPolicy};
-use klab_core::workload::{TriadWorkload, Workload};
+use klab_core::workload::{TriadWorkload, Workload, POISON_BYTES};
 
 use crate::cli::TriadArgs;
 use crate::cmd::measure::{self, BenchSpec, Kernel, ReceiptInput, Session};
@@ -31,9 +31,11 @@ pub fn run(args: TriadArgs) -> anyhow::Result<ExitCode> {
     if args.samples_csv.is_some() && regime.is_none() {
         bail!("a sample CSV path is valid only for benchmark modes");
     }
-    let kernel = Kernel::Triad {
-        buggy: mode == "--buggy",
-    };
+    let kernel = Kernel::parse(if mode == "--buggy" {
+        "triad_buggy"
+    } else {
+        "triad_f32"
+    })?;
     let mut session = Session::open(&kernel, args.device)?;
     let f = session.backend.facts().clone();
     println!(
@@ -71,7 +73,14 @@ fn check(session: &mut Session) -> anyhow::Result<ExitCode> {
             }
         } else {
             let mut bufs = w.create_slot(&mut session.backend, 0)?;
-            timing::validate_once(&mut session.backend, &w, &kernel, &mut bufs, 0)?
+            timing::validate_once(
+                &mut session.backend,
+                &w,
+                &kernel,
+                &mut bufs,
+                0,
+                POISON_BYTES[0],
+            )?
         };
         failed |= !outcome.passed();
         println!(
@@ -97,7 +106,14 @@ fn single(session: &mut Session, buggy: bool) -> anyhow::Result<ExitCode> {
     let w = TriadWorkload::new(buggy, triad::N, 7);
     let kernel = session.backend.kernel(w.entry())?;
     let mut bufs = w.create_slot(&mut session.backend, 0)?;
-    let c = timing::validate_once(&mut session.backend, &w, &kernel, &mut bufs, 0)?;
+    let c = timing::validate_once(
+        &mut session.backend,
+        &w,
+        &kernel,
+        &mut bufs,
+        0,
+        POISON_BYTES[0],
+    )?;
     if buggy {
         println!("buggy launch completed; inspect it under Compute Sanitizer");
         println!(
@@ -136,7 +152,7 @@ fn bench(session: &mut Session, regime: Regime, path: Option<&Path>) -> anyhow::
         bail!("folder {} for the sample CSV does not exist", dir.display());
     }
     let spec = BenchSpec {
-        kernel: Kernel::Triad { buggy: false },
+        kernel: Kernel::parse("triad_f32")?,
         n: triad::N,
         config: TimingConfig {
             timer: Timer::PerLaunch,

@@ -11,3 +11,8 @@ pub const TRANSPOSE_PATH: &str = "kernels/transpose.cu";
 pub const TRIAD_SOURCE: &str = include_str!("../../../kernels/triad.cu");
 pub const TRIAD_PROGRAM: &str = "triad.cu";
 pub const TRIAD_PATH: &str = "kernels/triad.cu";
+
+/// `kernels/reduce.cu`: the block-tree sum (two launch variants in reduce.toml).
+pub const REDUCE_SOURCE: &str = include_str!("../../../kernels/reduce.cu");
+pub const REDUCE_PROGRAM: &str = "reduce.cu";
+pub const REDUCE_PATH: &str = "kernels/reduce.cu";

@@ -8,10 +8,12 @@
 pub mod artifact;
 pub mod backend;
 pub mod builtin;
+pub mod check;
 pub mod compare;
 pub mod device;
 pub mod gpustate;
 pub mod harness;
+pub mod manifest;
 pub mod model;
 pub mod ops;
 pub mod plan;

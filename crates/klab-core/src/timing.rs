@@ -14,7 +14,7 @@ use crate::gpustate::{BlockState, GpuState};
 use crate::plan::{self, PlanError};
 use crate::samples::{Regime, Sample, Timer};
 use crate::stats::{self, Summary};
-use crate::workload::{CheckOutcome, Workload};
+use crate::workload::{CheckOutcome, Workload, POISON_BYTES};
 
 /// How long to warm up before sampling.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -181,8 +181,9 @@ pub fn validate_once<B: Backend, W: Workload>(
     kernel: &B::Kernel,
     bufs: &mut [B::Buffer],
     slot: u64,
+    poison: u8,
 ) -> Result<CheckOutcome, BackendError> {
-    workload.poison(backend, bufs)?;
+    workload.poison(backend, bufs, poison)?;
     backend.launch(kernel, &workload.plan(), &workload.args::<B>(bufs))?;
     backend.synchronize()?;
     workload.check(backend, bufs, slot)
@@ -218,7 +219,7 @@ pub fn measure<B: Backend, W: Workload>(
     }
 
     // Validation before anything is timed.
-    let before = validate_once(backend, workload, kernel, &mut bufs[0], 0)?;
+    let before = validate_once(backend, workload, kernel, &mut bufs[0], 0, POISON_BYTES[0])?;
     if !before.passed() || workload.known_broken() {
         return Ok(Outcome::Rejected {
             before,
@@ -329,7 +330,8 @@ pub fn measure<B: Backend, W: Workload>(
     for (s, b) in bufs.iter().enumerate() {
         after_timing.push(workload.check(backend, b, s as u64)?);
     }
-    let revalidation = validate_once(backend, workload, kernel, &mut bufs[0], 0)?;
+    // The second poison pattern: a kernel that writes the first one can't pass both.
+    let revalidation = validate_once(backend, workload, kernel, &mut bufs[0], 0, POISON_BYTES[1])?;
 
     Ok(Outcome::Measured(Box::new(Measurement {
         samples,
@@ -389,7 +391,7 @@ mod tests {
         w: &TriadWorkload,
         c: &TimingConfig,
     ) -> Result<Outcome, TimingError> {
-        let k = b.kernel(w.entry).unwrap();
+        let k = b.kernel(w.entry()).unwrap();
         measure(b, w, &k, c, "block", &mut GpuState::default)
     }
 

@@ -5,9 +5,42 @@
 use serde::Serialize;
 
 use crate::backend::{Arg, Backend, BackendError};
-use crate::ops::{transpose, triad};
+use crate::manifest::{self, KernelDecl, OpKind, Param};
+use crate::ops::{reduce, transpose, triad};
 use crate::plan::LaunchPlan;
-use crate::variant::{Variant, BLOCK_ROWS, TILE};
+use crate::variant::Variant;
+
+/// Build a kernel's arguments in its declared parameter order: buffers by role (looked up
+/// in `buffers`, the slot's buffer roles in allocation order), scalars from `scalar`.
+fn declared_args<'a, B: Backend>(
+    decl: &KernelDecl,
+    roles: &[&str],
+    bufs: &'a [B::Buffer],
+    scalar: &dyn Fn(&str) -> Arg<'a, B::Buffer>,
+) -> Vec<Arg<'a, B::Buffer>> {
+    decl.params
+        .iter()
+        .map(|p| match p {
+            Param::Buffer(role) => {
+                let i = roles
+                    .iter()
+                    .position(|r| r == role)
+                    .expect("manifest validation guarantees every buffer role");
+                Arg::Buffer(&bufs[i])
+            }
+            Param::Scalar(role, _) => scalar(role),
+        })
+        .collect()
+}
+
+fn builtin_decl(name: &str) -> KernelDecl {
+    manifest::resolve(name).expect("built-in kernels resolve").1
+}
+
+/// Poison bytes, alternated across validation runs: 0xff fills words with a NaN,
+/// 0x7f with 3.4e38. A kernel that skips a store cannot inherit a correct value, and one
+/// that happens to write one poison pattern is caught by the other.
+pub const POISON_BYTES: [u8; 2] = [transpose::POISON_BYTE, 0x7f];
 
 /// The result of checking one slot's output.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -74,7 +107,15 @@ pub trait Workload {
     /// The kernel's arguments for a slot.
     fn args<'a, B: Backend>(&self, bufs: &'a [B::Buffer]) -> Vec<Arg<'a, B::Buffer>>;
     /// Fill the slot's outputs with 0xff bytes.
-    fn poison<B: Backend>(&self, b: &mut B, bufs: &mut [B::Buffer]) -> Result<(), BackendError>;
+    /// Fill the slot's outputs with `byte` (one of [`POISON_BYTES`]).
+    fn poison<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &mut [B::Buffer],
+        byte: u8,
+    ) -> Result<(), BackendError>;
+    /// The slot's raw output words (for determinism checks).
+    fn output<B: Backend>(&self, b: &mut B, bufs: &[B::Buffer]) -> Result<Vec<u32>, BackendError>;
     /// Download the slot's outputs and check them against the oracle.
     fn check<B: Backend>(
         &self,
@@ -88,13 +129,43 @@ pub trait Workload {
 /// exact integers or distinct patterns); rotation changes addresses, not values.
 #[derive(Debug, Clone)]
 pub struct TransposeWorkload {
-    pub variant: Variant,
+    pub decl: KernelDecl,
     pub n: u64,
-    input: Vec<u32>,
+    /// Generated on first use, so describing a workload costs nothing.
+    input: std::sync::OnceLock<Vec<u32>>,
 }
 
 impl TransposeWorkload {
+    /// A built-in transpose-lab variant.
     pub fn new(variant: Variant, n: u64) -> Result<TransposeWorkload, BackendError> {
+        Self::from_decl(builtin_decl(variant.name()), n)
+    }
+
+    /// Any kernel declared with operation copy or transpose.
+    pub fn from_decl(decl: KernelDecl, n: u64) -> Result<TransposeWorkload, BackendError> {
+        if !matches!(decl.operation, OpKind::Copy | OpKind::Transpose) {
+            return Err(BackendError(format!(
+                "{} is not a copy or transpose kernel",
+                decl.name
+            )));
+        }
+        if n > i32::MAX as u64 {
+            return Err(BackendError(format!(
+                "N = {n} does not fit the kernel's int parameter"
+            )));
+        }
+        Ok(TransposeWorkload {
+            decl,
+            n,
+            input: std::sync::OnceLock::new(),
+        })
+    }
+
+    fn input(&self) -> Result<&[u32], BackendError> {
+        if let Some(v) = self.input.get() {
+            return Ok(v);
+        }
+        let n = self.n;
         let words = n
             .checked_mul(n)
             .and_then(|w| usize::try_from(w).ok())
@@ -105,16 +176,23 @@ impl TransposeWorkload {
             .map_err(|_| BackendError(format!("cannot allocate host memory for N = {n}")))?;
         input.resize(words, 0);
         transpose::fill_input(n, &mut input);
-        Ok(TransposeWorkload { variant, n, input })
+        Ok(self.input.get_or_init(|| input))
+    }
+
+    fn op(&self) -> crate::Operation {
+        match self.decl.operation {
+            OpKind::Copy => crate::Operation::Copy,
+            _ => crate::Operation::Transpose,
+        }
     }
 }
 
 impl Workload for TransposeWorkload {
     fn entry(&self) -> &str {
-        self.variant.entry()
+        &self.decl.entry
     }
     fn operation(&self) -> String {
-        match self.variant.operation() {
+        match self.op() {
             crate::Operation::Copy => "copy: out[r][c] = in[r][c]".into(),
             crate::Operation::Transpose => "transpose: out[c][r] = in[r][c]".into(),
         }
@@ -123,7 +201,7 @@ impl Workload for TransposeWorkload {
         self.n
     }
     fn plan(&self) -> LaunchPlan {
-        LaunchPlan::tiled_2d(self.n, TILE, BLOCK_ROWS)
+        self.decl.plan(self.n)
     }
     fn slot_bytes(&self) -> u64 {
         self.n * self.n * 8
@@ -141,28 +219,36 @@ impl Workload for TransposeWorkload {
         "bitwise: every 32-bit pattern equal"
     }
     fn known_broken(&self) -> bool {
-        self.variant.known_broken()
+        self.decl.known_broken.is_some()
     }
     fn create_slot<B: Backend>(
         &self,
         b: &mut B,
         _slot: u64,
     ) -> Result<Vec<B::Buffer>, BackendError> {
-        let mut input = b.alloc(self.input.len())?;
-        b.upload(&mut input, &self.input)?;
-        let mut out = b.alloc(self.input.len())?;
+        let host = self.input()?;
+        let mut input = b.alloc(host.len())?;
+        b.upload(&mut input, host)?;
+        let mut out = b.alloc(host.len())?;
         b.fill_bytes(&mut out, transpose::POISON_BYTE)?;
         Ok(vec![out, input])
     }
     fn args<'a, B: Backend>(&self, bufs: &'a [B::Buffer]) -> Vec<Arg<'a, B::Buffer>> {
-        vec![
-            Arg::Buffer(&bufs[0]),
-            Arg::Buffer(&bufs[1]),
-            Arg::I32(self.n as i32),
-        ]
+        let n = self.n as i32;
+        declared_args::<B>(&self.decl, &["out", "in"], bufs, &|_| Arg::I32(n))
     }
-    fn poison<B: Backend>(&self, b: &mut B, bufs: &mut [B::Buffer]) -> Result<(), BackendError> {
-        b.fill_bytes(&mut bufs[0], transpose::POISON_BYTE)
+    fn poison<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &mut [B::Buffer],
+        byte: u8,
+    ) -> Result<(), BackendError> {
+        b.fill_bytes(&mut bufs[0], byte)
+    }
+    fn output<B: Backend>(&self, b: &mut B, bufs: &[B::Buffer]) -> Result<Vec<u32>, BackendError> {
+        let mut out = vec![0u32; (self.n * self.n) as usize];
+        b.download(&bufs[0], &mut out)?;
+        Ok(out)
     }
     fn check<B: Backend>(
         &self,
@@ -170,9 +256,10 @@ impl Workload for TransposeWorkload {
         bufs: &[B::Buffer],
         _slot: u64,
     ) -> Result<CheckOutcome, BackendError> {
-        let mut out = vec![0u32; self.input.len()];
+        let host = self.input()?;
+        let mut out = vec![0u32; host.len()];
         b.download(&bufs[0], &mut out)?;
-        let v = transpose::verify(self.variant.operation(), self.n, &self.input, &out);
+        let v = transpose::verify(self.op(), self.n, host, &out);
         Ok(CheckOutcome {
             failures: v.mismatches,
             max_abs: v.max_abs_error,
@@ -185,16 +272,29 @@ impl Workload for TransposeWorkload {
 /// Seed 003's triad at length `n`; slot `s` holds the inputs of seed `base_seed + s`.
 #[derive(Debug, Clone)]
 pub struct TriadWorkload {
-    pub entry: &'static str,
+    pub decl: KernelDecl,
     pub n: u64,
     pub alpha: f32,
     pub base_seed: u32,
 }
 
 impl TriadWorkload {
+    /// The built-in triad_f32 or triad_buggy.
     pub fn new(buggy: bool, n: u64, seed: u32) -> TriadWorkload {
+        let decl = builtin_decl(if buggy { "triad_buggy" } else { "triad_f32" });
+        TriadWorkload::from_decl(decl, n, seed)
+    }
+
+    /// The same workload with another scalar.
+    pub fn with_alpha(mut self, alpha: f32) -> TriadWorkload {
+        self.alpha = alpha;
+        self
+    }
+
+    /// Any kernel declared with operation triad.
+    pub fn from_decl(decl: KernelDecl, n: u64, seed: u32) -> TriadWorkload {
         TriadWorkload {
-            entry: if buggy { "triad_buggy" } else { "triad_f32" },
+            decl,
             n,
             alpha: triad::ALPHA,
             base_seed: seed,
@@ -216,7 +316,7 @@ fn to_bits(v: &[f32]) -> Vec<u32> {
 
 impl Workload for TriadWorkload {
     fn entry(&self) -> &str {
-        self.entry
+        &self.decl.entry
     }
     fn operation(&self) -> String {
         format!("triad: y[i] = fmaf({}f, x[i], z[i])", self.alpha)
@@ -225,12 +325,7 @@ impl Workload for TriadWorkload {
         self.n
     }
     fn plan(&self) -> LaunchPlan {
-        let blocks = self.n.div_ceil(u64::from(triad::THREADS));
-        LaunchPlan {
-            grid: crate::plan::Dim3::new(u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1),
-            block: crate::plan::Dim3::new(triad::THREADS, 1, 1),
-            dynamic_shared_bytes: 0,
-        }
+        self.decl.plan(self.n)
     }
     fn slot_bytes(&self) -> u64 {
         self.n * 12
@@ -251,7 +346,7 @@ impl Workload for TriadWorkload {
         (Some(triad::ATOL), Some(triad::RTOL))
     }
     fn known_broken(&self) -> bool {
-        self.entry == "triad_buggy"
+        self.decl.known_broken.is_some()
     }
     fn create_slot<B: Backend>(
         &self,
@@ -271,19 +366,32 @@ impl Workload for TriadWorkload {
         Ok(vec![xb, zb, yb])
     }
     fn args<'a, B: Backend>(&self, bufs: &'a [B::Buffer]) -> Vec<Arg<'a, B::Buffer>> {
-        vec![
-            Arg::Buffer(&bufs[0]),
-            Arg::Buffer(&bufs[1]),
-            Arg::Buffer(&bufs[2]),
-            Arg::U64(self.n),
-            Arg::F32(self.alpha),
-        ]
+        let (n, alpha) = (self.n, self.alpha);
+        declared_args::<B>(&self.decl, &["x", "z", "y"], bufs, &|role| {
+            if role == "alpha" {
+                Arg::F32(alpha)
+            } else {
+                Arg::U64(n)
+            }
+        })
     }
-    fn poison<B: Backend>(&self, b: &mut B, bufs: &mut [B::Buffer]) -> Result<(), BackendError> {
+    fn poison<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &mut [B::Buffer],
+        byte: u8,
+    ) -> Result<(), BackendError> {
         if self.n == 0 {
             return Ok(());
         }
-        b.fill_bytes(&mut bufs[2], transpose::POISON_BYTE)
+        b.fill_bytes(&mut bufs[2], byte)
+    }
+    fn output<B: Backend>(&self, b: &mut B, bufs: &[B::Buffer]) -> Result<Vec<u32>, BackendError> {
+        let mut out = vec![0u32; self.n as usize];
+        if self.n > 0 {
+            b.download(&bufs[2], &mut out)?;
+        }
+        Ok(out)
     }
     fn check<B: Backend>(
         &self,
@@ -306,5 +414,265 @@ impl Workload for TriadWorkload {
                 .first_failure
                 .map(|(i, got, want)| format!("index {i}: got {got:e}, reference {want:e}")),
         })
+    }
+}
+
+/// Seed 002's reduce-sum: the kernel writes one partial per block and the host folds the
+/// partials in block order in float32 (the host fold is part of the sum under test). Slot
+/// `s` holds the exact input for `base_seed == 0`, else random inputs of seed base + s.
+#[derive(Debug, Clone)]
+pub struct ReduceWorkload {
+    pub decl: KernelDecl,
+    pub n: u64,
+    pub input_seed: Option<u64>,
+    /// An explicit input (property checks feed permuted or scaled inputs).
+    pub input_override: Option<std::sync::Arc<Vec<f32>>>,
+}
+
+impl ReduceWorkload {
+    /// Exact small-integer input ((i % 97) * 0.5), or seeded random input.
+    pub fn from_decl(decl: KernelDecl, n: u64, input_seed: Option<u64>) -> ReduceWorkload {
+        ReduceWorkload {
+            decl,
+            n,
+            input_seed,
+            input_override: None,
+        }
+    }
+
+    /// This kernel summing exactly `x`.
+    pub fn with_input(decl: KernelDecl, x: Vec<f32>) -> ReduceWorkload {
+        ReduceWorkload {
+            n: x.len() as u64,
+            decl,
+            input_seed: None,
+            input_override: Some(std::sync::Arc::new(x)),
+        }
+    }
+
+    pub fn input(&self, slot: u64) -> Vec<f32> {
+        if let Some(x) = &self.input_override {
+            return x.as_ref().clone();
+        }
+        match self.input_seed {
+            None => reduce::exact_input(self.n as usize),
+            Some(seed) => reduce::random_input(self.n as usize, seed + slot),
+        }
+    }
+
+    fn blocks(&self) -> usize {
+        self.plan().grid.x as usize
+    }
+
+    /// Fold partials in block order, in float32.
+    pub fn fold(partials: &[f32]) -> f32 {
+        partials.iter().fold(0.0f32, |a, b| a + b)
+    }
+}
+
+impl Workload for ReduceWorkload {
+    fn entry(&self) -> &str {
+        &self.decl.entry
+    }
+    fn operation(&self) -> String {
+        "reduce-sum: s = sum of x[i], float32, partials folded on the host".into()
+    }
+    fn n(&self) -> u64 {
+        self.n
+    }
+    fn plan(&self) -> LaunchPlan {
+        self.decl.plan(self.n)
+    }
+    fn slot_bytes(&self) -> u64 {
+        (self.n + self.blocks() as u64) * 4
+    }
+    fn useful_bytes(&self) -> u64 {
+        self.n * 4
+    }
+    fn flops(&self) -> u64 {
+        self.n.saturating_sub(1)
+    }
+    fn reference(&self) -> &'static str {
+        reduce::REFERENCE
+    }
+    fn rule(&self) -> &'static str {
+        reduce::RULE
+    }
+    fn known_broken(&self) -> bool {
+        self.decl.known_broken.is_some()
+    }
+    fn create_slot<B: Backend>(
+        &self,
+        b: &mut B,
+        slot: u64,
+    ) -> Result<Vec<B::Buffer>, BackendError> {
+        let x: Vec<u32> = self.input(slot).iter().map(|f| f.to_bits()).collect();
+        let mut xb = b.alloc(x.len())?;
+        if !x.is_empty() {
+            b.upload(&mut xb, &x)?;
+        }
+        let mut pb = b.alloc(self.blocks())?;
+        if self.blocks() > 0 {
+            b.fill_bytes(&mut pb, transpose::POISON_BYTE)?;
+        }
+        Ok(vec![xb, pb])
+    }
+    fn args<'a, B: Backend>(&self, bufs: &'a [B::Buffer]) -> Vec<Arg<'a, B::Buffer>> {
+        let n = self.n;
+        declared_args::<B>(&self.decl, &["in", "partials"], bufs, &|_| Arg::U64(n))
+    }
+    fn poison<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &mut [B::Buffer],
+        byte: u8,
+    ) -> Result<(), BackendError> {
+        if self.blocks() == 0 {
+            return Ok(());
+        }
+        b.fill_bytes(&mut bufs[1], byte)
+    }
+    fn output<B: Backend>(&self, b: &mut B, bufs: &[B::Buffer]) -> Result<Vec<u32>, BackendError> {
+        let mut out = vec![0u32; self.blocks()];
+        if !out.is_empty() {
+            b.download(&bufs[1], &mut out)?;
+        }
+        Ok(out)
+    }
+    fn check<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &[B::Buffer],
+        slot: u64,
+    ) -> Result<CheckOutcome, BackendError> {
+        let mut raw = vec![0u32; self.blocks()];
+        if !raw.is_empty() {
+            b.download(&bufs[1], &mut raw)?;
+        }
+        let partials: Vec<f32> = raw.iter().map(|w| f32::from_bits(*w)).collect();
+        let got = Self::fold(&partials);
+        let v = reduce::check(got, &self.input(slot));
+        Ok(CheckOutcome {
+            failures: u64::from(!v.pass),
+            max_abs: (v.got - v.want).abs(),
+            max_rel: v.rel_error,
+            first_failure: (!v.pass).then(|| {
+                format!(
+                    "sum of n={}: got {} want {} rel {:.3e} > {}",
+                    v.n, v.got, v.want, v.rel_error, v.rule
+                )
+            }),
+        })
+    }
+}
+
+/// Any declared kernel as a workload.
+#[derive(Debug, Clone)]
+pub enum AnyWorkload {
+    Transpose(TransposeWorkload),
+    Triad(TriadWorkload),
+    Reduce(ReduceWorkload),
+}
+
+impl AnyWorkload {
+    /// The workload for `decl` at size `n`; `seed` picks random inputs where the operation
+    /// has them (triad: the seed's pattern seed; reduce: None = exact input).
+    pub fn for_decl(
+        decl: KernelDecl,
+        n: u64,
+        seed: Option<u64>,
+    ) -> Result<AnyWorkload, BackendError> {
+        Ok(match decl.operation {
+            OpKind::Copy | OpKind::Transpose => {
+                AnyWorkload::Transpose(TransposeWorkload::from_decl(decl, n)?)
+            }
+            OpKind::Triad => {
+                AnyWorkload::Triad(TriadWorkload::from_decl(decl, n, seed.unwrap_or(7) as u32))
+            }
+            OpKind::ReduceSum => AnyWorkload::Reduce(ReduceWorkload::from_decl(decl, n, seed)),
+        })
+    }
+
+    pub fn decl(&self) -> &KernelDecl {
+        match self {
+            AnyWorkload::Transpose(w) => &w.decl,
+            AnyWorkload::Triad(w) => &w.decl,
+            AnyWorkload::Reduce(w) => &w.decl,
+        }
+    }
+}
+
+macro_rules! each {
+    ($self:ident, $w:ident => $e:expr) => {
+        match $self {
+            AnyWorkload::Transpose($w) => $e,
+            AnyWorkload::Triad($w) => $e,
+            AnyWorkload::Reduce($w) => $e,
+        }
+    };
+}
+
+impl Workload for AnyWorkload {
+    fn entry(&self) -> &str {
+        each!(self, w => w.entry())
+    }
+    fn operation(&self) -> String {
+        each!(self, w => w.operation())
+    }
+    fn n(&self) -> u64 {
+        each!(self, w => w.n())
+    }
+    fn plan(&self) -> LaunchPlan {
+        each!(self, w => w.plan())
+    }
+    fn slot_bytes(&self) -> u64 {
+        each!(self, w => w.slot_bytes())
+    }
+    fn useful_bytes(&self) -> u64 {
+        each!(self, w => w.useful_bytes())
+    }
+    fn flops(&self) -> u64 {
+        each!(self, w => w.flops())
+    }
+    fn reference(&self) -> &'static str {
+        each!(self, w => w.reference())
+    }
+    fn rule(&self) -> &'static str {
+        each!(self, w => w.rule())
+    }
+    fn tolerances(&self) -> (Option<f64>, Option<f64>) {
+        each!(self, w => w.tolerances())
+    }
+    fn known_broken(&self) -> bool {
+        each!(self, w => w.known_broken())
+    }
+    fn create_slot<B: Backend>(
+        &self,
+        b: &mut B,
+        slot: u64,
+    ) -> Result<Vec<B::Buffer>, BackendError> {
+        each!(self, w => w.create_slot(b, slot))
+    }
+    fn args<'a, B: Backend>(&self, bufs: &'a [B::Buffer]) -> Vec<Arg<'a, B::Buffer>> {
+        each!(self, w => w.args::<B>(bufs))
+    }
+    fn poison<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &mut [B::Buffer],
+        byte: u8,
+    ) -> Result<(), BackendError> {
+        each!(self, w => w.poison(b, bufs, byte))
+    }
+    fn output<B: Backend>(&self, b: &mut B, bufs: &[B::Buffer]) -> Result<Vec<u32>, BackendError> {
+        each!(self, w => w.output(b, bufs))
+    }
+    fn check<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &[B::Buffer],
+        slot: u64,
+    ) -> Result<CheckOutcome, BackendError> {
+        each!(self, w => w.check(b, bufs, slot))
     }
 }

@@ -20,6 +20,8 @@ pub const EXACT_INTEGER_LIMIT: u64 = 4096;
 pub const POISON_BYTE: u8 = 0xff;
 /// The word the poison byte produces.
 pub const POISON_WORD: u32 = 0xffff_ffff;
+/// Words no input may contain: the words both poison bytes (0xff, 0x7f) produce.
+pub const FORBIDDEN_WORDS: [u32; 2] = [POISON_WORD, 0x7f7f_7f7f];
 
 /// Bytes a transpose or copy of an N x N float32 matrix must move: one read and one write
 /// of every element.
@@ -127,9 +129,11 @@ fn fill_distinct(out: &mut [u32]) {
     let len = out.len();
     par_fill(out, |i| {
         let v = affine(i as u64);
-        // Beyond 2^32 words the affine map wraps; keep the poison word out regardless.
+        // Beyond 2^32 words the affine map wraps; keep the poison words out regardless.
         if v == POISON_WORD {
             0x7fbf_ffff
+        } else if v == FORBIDDEN_WORDS[1] {
+            0x7fbf_fffe
         } else {
             v
         }
@@ -165,13 +169,19 @@ fn fill_distinct(out: &mut [u32]) {
         touched.push(target);
     }
     if distinct {
-        // The one index that maps to the poison word (if in range) gets an unused pattern.
-        if let Some(p) = locate(out, &touched, POISON_WORD) {
-            let unused = (len as u64..)
-                .map(affine)
-                .find(|v| *v != POISON_WORD && !SPECIAL_PATTERNS.contains(v))
-                .expect("fewer than 2^32 words leave unused patterns");
-            out[p] = unused;
+        // The indexes that map to a poison word (if in range) get unused patterns.
+        let mut next = len as u64;
+        for forbidden in FORBIDDEN_WORDS {
+            if let Some(p) = locate(out, &touched, forbidden) {
+                let unused = loop {
+                    let v = affine(next);
+                    next += 1;
+                    if !FORBIDDEN_WORDS.contains(&v) && !SPECIAL_PATTERNS.contains(&v) {
+                        break v;
+                    }
+                };
+                out[p] = unused;
+            }
         }
     }
 }
@@ -409,7 +419,9 @@ mod tests {
         for s in SPECIAL_PATTERNS {
             assert!(set.contains(&s), "special 0x{s:08x} missing");
         }
-        assert!(!set.contains(&POISON_WORD));
+        for w in FORBIDDEN_WORDS {
+            assert!(!set.contains(&w), "0x{w:08x} present");
+        }
         assert_eq!(v[0], SPECIAL_PATTERNS[0]);
         assert_eq!(*v.last().unwrap(), *SPECIAL_PATTERNS.last().unwrap());
     }

@@ -1,0 +1,501 @@
+//! The reference-verification gate (`klab check`): a kernel against its operation's oracle
+//! on a size ladder that makes launch bugs fire, with exact inputs first, seeded random
+//! inputs next (replay seed printed), two different poison patterns, a determinism check
+//! and the operation's properties (transpose is an involution; a sum is invariant under
+//! swapping its first and last 99 elements, and linear).
+
+use serde::Serialize;
+
+use crate::backend::{Backend, BackendError};
+use crate::manifest::{KernelDecl, OpKind};
+use crate::ops::{reduce, triad};
+use crate::plan;
+use crate::stats::Rng;
+use crate::timing::validate_once;
+use crate::workload::{
+    AnyWorkload, CheckOutcome, ReduceWorkload, TransposeWorkload, TriadWorkload, Workload,
+    POISON_BYTES,
+};
+
+/// One case's verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CaseResult {
+    pub case: String,
+    pub n: u64,
+    pub pass: bool,
+    pub detail: String,
+}
+
+impl CaseResult {
+    pub fn render(&self) -> String {
+        format!(
+            "{} {} n={}: {}",
+            if self.pass { "PASS" } else { "FAIL" },
+            self.case,
+            self.n,
+            self.detail
+        )
+    }
+}
+
+/// A whole check.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckReport {
+    pub kernel: String,
+    pub operation: String,
+    pub known_broken: Option<String>,
+    pub seed: u64,
+    pub cases: Vec<CaseResult>,
+}
+
+impl CheckReport {
+    /// Every case passed (a known-broken kernel still fails the gate).
+    pub fn passed(&self) -> bool {
+        self.known_broken.is_none() && self.cases.iter().all(|c| c.pass)
+    }
+
+    pub fn failures(&self) -> usize {
+        self.cases.iter().filter(|c| !c.pass).count()
+    }
+
+    /// The first failing case, if any.
+    pub fn first_failure(&self) -> Option<&CaseResult> {
+        self.cases.iter().find(|c| !c.pass)
+    }
+
+    pub fn render(&self) -> String {
+        let mut s = format!(
+            "check {} ({}), replay seed {}: {} cases\n",
+            self.kernel,
+            self.operation,
+            self.seed,
+            self.cases.len()
+        );
+        for c in &self.cases {
+            s.push_str(&c.render());
+            s.push('\n');
+        }
+        let verdict = if let Some(why) = &self.known_broken {
+            format!(
+                "verdict: REJECTED (known-broken: {why}; {} of {} cases failed)",
+                self.failures(),
+                self.cases.len()
+            )
+        } else if self.passed() {
+            format!("verdict: PASS ({} cases)", self.cases.len())
+        } else {
+            format!(
+                "verdict: FAIL ({} of {} cases; first: {})",
+                self.failures(),
+                self.cases.len(),
+                self.first_failure().map(|c| c.render()).unwrap_or_default()
+            )
+        };
+        s.push_str(&verdict);
+        s.push('\n');
+        s
+    }
+}
+
+/// The size ladder for a declared launch: 0 (1-D only), 1, one ragged size in every
+/// remainder class the launch can produce (e + r for r in 1..e, e = elements per block),
+/// block-exact contrasts (e, 4e, 1024), and large sizes (the operation's own).
+pub fn ladder(decl: &KernelDecl) -> Vec<u64> {
+    let e = decl.elements_per_block[0].max(1);
+    let mut v: Vec<u64> = vec![1, e, 4 * e, 1024];
+    v.extend((1..e).map(|r| e + r));
+    match decl.operation {
+        OpKind::Copy | OpKind::Transpose => v.push(4097),
+        OpKind::Triad => v.extend([0, triad::N]),
+        OpKind::ReduceSum => v.extend([0, reduce::ODD_N, reduce::BIG_N, reduce::LARGE_N]),
+    }
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn outcome_case(case: &str, n: u64, c: &CheckOutcome) -> CaseResult {
+    CaseResult {
+        case: case.to_string(),
+        n,
+        pass: c.passed(),
+        detail: c.describe(),
+    }
+}
+
+/// Options for [`run`].
+#[derive(Debug, Clone)]
+pub struct CheckOptions {
+    /// Replay seed for the random inputs and scalars.
+    pub seed: u64,
+    /// Sizes to use instead of the ladder.
+    pub sizes: Option<Vec<u64>>,
+}
+
+/// Check `decl` (already loaded as `kernel` on `backend`) on every size of its ladder.
+pub fn run<B: Backend>(
+    backend: &mut B,
+    decl: &KernelDecl,
+    kernel: &B::Kernel,
+    opts: &CheckOptions,
+    progress: &mut dyn FnMut(&CaseResult),
+) -> Result<CheckReport, BackendError> {
+    let sizes = opts.sizes.clone().unwrap_or_else(|| ladder(decl));
+    let mut rng = Rng::new(opts.seed);
+    let mut cases = Vec::new();
+    let mut push = |c: CaseResult, cases: &mut Vec<CaseResult>| {
+        progress(&c);
+        cases.push(c);
+    };
+    let resources = backend.resources(kernel);
+    let determinism_at: Vec<u64> = {
+        let ragged = sizes
+            .iter()
+            .copied()
+            .find(|n| n % decl.elements_per_block[0] != 0 && *n > 1);
+        ragged.into_iter().chain(sizes.last().copied()).collect()
+    };
+    for &n in &sizes {
+        if n == 0 {
+            // Nothing to launch: the result is empty (triad) or exactly 0 (a sum).
+            let pass = decl.operation.dims() == 1;
+            push(
+                CaseResult {
+                    case: "empty".into(),
+                    n,
+                    pass,
+                    detail: if pass {
+                        "no elements, nothing to launch".into()
+                    } else {
+                        "a matrix needs N >= 1".into()
+                    },
+                },
+                &mut cases,
+            );
+            continue;
+        }
+        let w = AnyWorkload::for_decl(decl.clone(), n, None)?;
+        let p = w.plan();
+        if let Err(e) = plan::validate(&p, backend.limits(), Some(&resources), false) {
+            push(
+                CaseResult {
+                    case: "launch plan".into(),
+                    n,
+                    pass: false,
+                    detail: format!("{e}"),
+                },
+                &mut cases,
+            );
+            continue;
+        }
+        // Exact input, first poison pattern.
+        let mut bufs = w.create_slot(backend, 0)?;
+        let exact = validate_once(backend, &w, kernel, &mut bufs, 0, POISON_BYTES[0])?;
+        push(
+            outcome_case("exact input, poison 0xff", n, &exact),
+            &mut cases,
+        );
+        let first_output = if determinism_at.contains(&n) {
+            Some(w.output(backend, &bufs)?)
+        } else {
+            None
+        };
+        drop(bufs);
+
+        // Random input (or, for a fixed-input operation, the same input) under the second
+        // poison pattern; triad also varies its scalar.
+        let seed = rng.next_u64() % 1_000_000;
+        let (label, second) = match &w {
+            AnyWorkload::Triad(_) => {
+                let alpha = 0.25 + (seed % 1000) as f32 / 400.0;
+                let t = TriadWorkload::from_decl(decl.clone(), n, seed as u32).with_alpha(alpha);
+                (
+                    format!("random input seed {seed}, alpha {alpha}, poison 0x7f"),
+                    AnyWorkload::Triad(t),
+                )
+            }
+            AnyWorkload::Reduce(_) => (
+                format!("random input seed {seed}, poison 0x7f"),
+                AnyWorkload::Reduce(ReduceWorkload::from_decl(decl.clone(), n, Some(seed))),
+            ),
+            AnyWorkload::Transpose(_) => (
+                "same input, poison 0x7f".to_string(),
+                AnyWorkload::Transpose(TransposeWorkload::from_decl(decl.clone(), n)?),
+            ),
+        };
+        let mut bufs = second.create_slot(backend, 0)?;
+        let c = validate_once(backend, &second, kernel, &mut bufs, 0, POISON_BYTES[1])?;
+        push(outcome_case(&label, n, &c), &mut cases);
+        drop(bufs);
+
+        if let Some(first) = first_output {
+            // Determinism: the exact case again, under the other poison, bitwise equal.
+            let mut bufs = w.create_slot(backend, 0)?;
+            validate_once(backend, &w, kernel, &mut bufs, 0, POISON_BYTES[1])?;
+            let again = w.output(backend, &bufs)?;
+            let differ = first.iter().zip(&again).filter(|(a, b)| a != b).count();
+            push(
+                CaseResult {
+                    case: "determinism".into(),
+                    n,
+                    pass: differ == 0 && first.len() == again.len(),
+                    detail: format!(
+                        "two runs, {differ} of {} output words differ (bitwise)",
+                        first.len()
+                    ),
+                },
+                &mut cases,
+            );
+        }
+    }
+    // Properties.
+    match decl.operation {
+        OpKind::Transpose => {
+            for &n in &determinism_at {
+                cases.push(involution(backend, decl, kernel, n)?);
+                progress(cases.last().expect("just pushed"));
+            }
+        }
+        OpKind::ReduceSum => {
+            let n = reduce::BIG_N as usize;
+            let mut sum = |x: &[f32]| -> Result<f32, String> { gpu_sum(backend, decl, kernel, x) };
+            let x = reduce::exact_input(n);
+            for t in [
+                reduce::swap_ends_check(&mut sum, &x),
+                reduce::linearity_check(&mut sum, &x),
+            ] {
+                let c = CaseResult {
+                    case: t.name.clone(),
+                    n: t.n,
+                    pass: t.pass,
+                    detail: t.detail.clone(),
+                };
+                progress(&c);
+                cases.push(c);
+            }
+        }
+        OpKind::Copy | OpKind::Triad => {}
+    }
+    Ok(CheckReport {
+        kernel: decl.name.clone(),
+        operation: decl.operation.to_string(),
+        known_broken: decl.known_broken.clone(),
+        seed: opts.seed,
+        cases,
+    })
+}
+
+/// transpose(transpose(x)) == x, bitwise: the kernel applied to its own output.
+fn involution<B: Backend>(
+    backend: &mut B,
+    decl: &KernelDecl,
+    kernel: &B::Kernel,
+    n: u64,
+) -> Result<CaseResult, BackendError> {
+    let w = TransposeWorkload::from_decl(decl.clone(), n)?;
+    let mut bufs = w.create_slot(backend, 0)?;
+    validate_once(backend, &w, kernel, &mut bufs, 0, POISON_BYTES[0])?;
+    let input = {
+        let mut v = vec![0u32; (n * n) as usize];
+        backend.download(&bufs[1], &mut v)?;
+        v
+    };
+    // [out, in] -> [fresh, out]: the second launch reads the first launch's output.
+    let mut fresh = backend.alloc((n * n) as usize)?;
+    backend.fill_bytes(&mut fresh, POISON_BYTES[1])?;
+    let first_out = bufs.remove(0);
+    let twice = vec![fresh, first_out];
+    backend.launch(kernel, &w.plan(), &w.args::<B>(&twice))?;
+    backend.synchronize()?;
+    let back = w.output(backend, &twice)?;
+    let differ = back.iter().zip(&input).filter(|(a, b)| a != b).count();
+    Ok(CaseResult {
+        case: "involution".into(),
+        n,
+        pass: differ == 0,
+        detail: format!(
+            "transpose(transpose(x)) vs x: {differ} of {} words differ (bitwise)",
+            input.len()
+        ),
+    })
+}
+
+/// The kernel's sum of `x`: launch, fold the partials on the host.
+fn gpu_sum<B: Backend>(
+    backend: &mut B,
+    decl: &KernelDecl,
+    kernel: &B::Kernel,
+    x: &[f32],
+) -> Result<f32, String> {
+    let w = ReduceWorkload::with_input(decl.clone(), x.to_vec());
+    let run = |backend: &mut B| -> Result<f32, BackendError> {
+        let mut bufs = w.create_slot(backend, 0)?;
+        validate_once(backend, &w, kernel, &mut bufs, 0, POISON_BYTES[0])?;
+        let raw = w.output(backend, &bufs)?;
+        Ok(ReduceWorkload::fold(
+            &raw.iter().map(|b| f32::from_bits(*b)).collect::<Vec<_>>(),
+        ))
+    };
+    run(backend).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::host::{HostArg, HostBackend};
+    use crate::manifest::resolve;
+
+    fn transpose_ok(out: &mut [u32], input: &[u32], n: u64, _: u64) {
+        for r in 0..n {
+            for c in 0..n {
+                out[(c * n + r) as usize] = input[(r * n + c) as usize];
+            }
+        }
+    }
+    /// Skips the last column's stores: only sizes with a ragged last tile... no: always.
+    fn transpose_skips_corner(out: &mut [u32], input: &[u32], n: u64, k: u64) {
+        transpose_ok(out, input, n, k);
+        if n > 32 && n % 32 != 0 {
+            out[(n * n - 1) as usize] = 0x7f7f_7f7f;
+        }
+    }
+    /// Writes whatever poison the first run left: correct under one poison, wrong under the other.
+    fn nondeterministic(out: &mut [u32], input: &[u32], n: u64, k: u64) {
+        transpose_ok(out, input, n, k);
+        if k % 2 == 1 && n > 1 {
+            out[1] ^= 1;
+        }
+    }
+    fn reduce_model(mem: &mut [Vec<u32>], args: &[HostArg], _: u64) {
+        let [HostArg::Buffer(x), HostArg::Buffer(p), HostArg::U64(n)] = args else {
+            panic!("args")
+        };
+        let xs: Vec<f32> = mem[*x][..*n as usize]
+            .iter()
+            .map(|b| f32::from_bits(*b))
+            .collect();
+        let blocks = mem[*p].len();
+        for b in 0..blocks {
+            let part = reduce::model_block_tree(
+                &xs[(b * 256).min(xs.len())..((b + 1) * 256).min(xs.len())],
+                1,
+            );
+            mem[*p][b] = part.to_bits();
+        }
+    }
+
+    fn check(decl: &str, host: HostBackend, sizes: Option<Vec<u64>>) -> CheckReport {
+        let (_, d) = resolve(decl).unwrap();
+        let mut b = host;
+        let k = b.kernel(&d.entry).unwrap();
+        run(
+            &mut b,
+            &d,
+            &k,
+            &CheckOptions { seed: 1, sizes },
+            &mut |_| {},
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_ladder_covers_every_remainder_class_and_exact_contrasts() {
+        let (_, d) = resolve("padded").unwrap();
+        let l = ladder(&d);
+        for r in 1..32 {
+            assert!(l.iter().any(|n| n % 32 == r), "remainder {r}");
+        }
+        assert!(l.contains(&32) && l.contains(&128) && l.contains(&4097) && !l.contains(&0));
+        let (_, r) = resolve("reduce_guarded").unwrap();
+        let l = ladder(&r);
+        assert!(
+            l.contains(&0) && l.contains(&611) && l.contains(&16_483) && l.contains(&1_000_003)
+        );
+        assert_eq!(l.iter().filter(|n| **n > 256 && **n < 512).count(), 255);
+    }
+
+    #[test]
+    fn a_correct_transpose_passes_every_case_and_its_properties() {
+        let r = check(
+            "padded",
+            HostBackend::new().with_kernel("transpose_padded", transpose_ok),
+            Some(vec![1, 33, 64]),
+        );
+        assert!(r.passed(), "{}", r.render());
+        assert!(r.cases.iter().any(|c| c.case == "involution" && c.pass));
+        assert!(r.cases.iter().any(|c| c.case == "determinism" && c.pass));
+    }
+
+    #[test]
+    fn ragged_only_bugs_fail_on_the_ladder_and_name_the_case() {
+        let r = check(
+            "padded",
+            HostBackend::new().with_kernel("transpose_padded", transpose_skips_corner),
+            Some(vec![32, 33, 64]),
+        );
+        assert!(!r.passed());
+        let f = r.first_failure().unwrap();
+        assert_eq!(f.n, 33);
+        assert!(f.detail.contains("(row 32, col 32)"), "{}", f.detail);
+        // Block-exact sizes alone would have passed it.
+        let r = check(
+            "padded",
+            HostBackend::new().with_kernel("transpose_padded", transpose_skips_corner),
+            Some(vec![32, 64]),
+        );
+        assert!(r.passed());
+    }
+
+    #[test]
+    fn nondeterminism_is_caught() {
+        let r = check(
+            "padded",
+            HostBackend::new().with_kernel("transpose_padded", nondeterministic),
+            Some(vec![33]),
+        );
+        assert!(!r.passed(), "{}", r.render());
+    }
+
+    #[test]
+    fn drop_tail_reduction_fails_at_ragged_sizes_and_passes_block_exact_ones() {
+        let host = || HostBackend::new().with_general_kernel("reduce_block_tree", reduce_model);
+        let r = check(
+            "reduce_drop_tail",
+            host(),
+            Some(vec![0, 255, 611, 1024, 16_483]),
+        );
+        let by_n = |n: u64| r.cases.iter().filter(|c| c.n == n).all(|c| c.pass);
+        assert!(by_n(0) && by_n(1024));
+        assert!(!by_n(611) && !by_n(16_483));
+        let plan = r.cases.iter().find(|c| c.n == 255).unwrap();
+        assert!(
+            !plan.pass && plan.detail.contains("zero grid"),
+            "{}",
+            plan.detail
+        );
+        assert!(
+            r.cases.iter().any(|c| c.case.contains("swap") && !c.pass),
+            "{}",
+            r.render()
+        );
+        assert!(!r.passed());
+        let g = check(
+            "reduce_guarded",
+            host(),
+            Some(vec![0, 1, 255, 611, 1024, 16_483]),
+        );
+        assert!(g.passed(), "{}", g.render());
+    }
+
+    #[test]
+    fn known_broken_never_passes() {
+        let r = check(
+            "broken",
+            HostBackend::new().with_kernel("transpose_broken", transpose_ok),
+            Some(vec![33]),
+        );
+        assert!(r.cases.iter().all(|c| c.pass));
+        assert!(!r.passed());
+        assert!(r.render().contains("REJECTED"));
+    }
+}

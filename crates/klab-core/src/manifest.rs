@@ -1,0 +1,669 @@
+//! Kernel manifests: how a kernel is declared, built-in or brought by a user, in TOML.
+//!
+//! ```toml
+//! source = "transpose.cu"          # relative to the manifest
+//! [[kernel]]
+//! name = "padded"
+//! entry = "transpose_padded"       # the extern "C" __global__ function
+//! operation = "transpose"          # copy | transpose | triad | reduce-sum
+//! params = ["out", "in", "n:i32"]  # the kernel's parameters in order, by role
+//! block = [32, 8, 1]
+//! elements_per_block = [32, 32]    # grid = N / this, per axis (rounded by grid_rounding)
+//! grid_rounding = "up"             # up (ceil, default) | down (floor)
+//! dynamic_shared_bytes = 0
+//! options = []                     # extra NVRTC options
+//! known_broken = "why"             # optional: always rejected, never timed
+//! ```
+//!
+//! Each operation fixes the roles its kernel must take: copy and transpose `out`, `in` and
+//! `n` (i32); triad `x`, `z`, `y`, `n` (u64) and `alpha` (f32); reduce-sum `in`, `partials`
+//! and `n` (u64). A manifest whose parameters don't match its operation is an error that
+//! names the field.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::builtin;
+use crate::plan::{Dim3, LaunchPlan};
+
+/// What a kernel must compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OpKind {
+    Copy,
+    Transpose,
+    Triad,
+    ReduceSum,
+}
+
+impl OpKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Copy => "copy",
+            OpKind::Transpose => "transpose",
+            OpKind::Triad => "triad",
+            OpKind::ReduceSum => "reduce-sum",
+        }
+    }
+
+    /// (buffer roles, scalar roles with their required type), in no particular order.
+    pub fn roles(
+        self,
+    ) -> (
+        &'static [&'static str],
+        &'static [(&'static str, ScalarType)],
+    ) {
+        match self {
+            OpKind::Copy | OpKind::Transpose => (&["out", "in"], &[("n", ScalarType::I32)]),
+            OpKind::Triad => (
+                &["x", "z", "y"],
+                &[("n", ScalarType::U64), ("alpha", ScalarType::F32)],
+            ),
+            OpKind::ReduceSum => (&["in", "partials"], &[("n", ScalarType::U64)]),
+        }
+    }
+
+    /// Problem dimensions: 2 for an N x N matrix, 1 for a vector.
+    pub fn dims(self) -> usize {
+        match self {
+            OpKind::Copy | OpKind::Transpose => 2,
+            OpKind::Triad | OpKind::ReduceSum => 1,
+        }
+    }
+}
+
+impl fmt::Display for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The C type of a scalar parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScalarType {
+    I32,
+    U64,
+    F32,
+}
+
+impl ScalarType {
+    fn parse(s: &str) -> Option<ScalarType> {
+        match s {
+            "i32" | "int" => Some(ScalarType::I32),
+            "u64" | "size_t" | "unsigned long long" => Some(ScalarType::U64),
+            "f32" | "float" => Some(ScalarType::F32),
+            _ => None,
+        }
+    }
+}
+
+/// One kernel parameter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Param {
+    Buffer(String),
+    Scalar(String, ScalarType),
+}
+
+/// How the grid covers N.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rounding {
+    Up,
+    Down,
+}
+
+/// One declared kernel.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelDecl {
+    pub name: String,
+    pub entry: String,
+    pub operation: OpKind,
+    pub params: Vec<Param>,
+    pub block: Dim3,
+    pub elements_per_block: Vec<u64>,
+    pub grid_rounding: Rounding,
+    pub dynamic_shared_bytes: u32,
+    pub options: Vec<String>,
+    pub known_broken: Option<String>,
+}
+
+impl KernelDecl {
+    /// The launch plan at problem size `n`.
+    pub fn plan(&self, n: u64) -> LaunchPlan {
+        let blocks = |e: u64| -> u32 {
+            let b = match self.grid_rounding {
+                Rounding::Up => n.div_ceil(e),
+                Rounding::Down => n / e,
+            };
+            u32::try_from(b).unwrap_or(u32::MAX)
+        };
+        let grid = match self.elements_per_block[..] {
+            [x] => Dim3::new(blocks(x), 1, 1),
+            [x, y] => Dim3::new(blocks(x), blocks(y), 1),
+            _ => Dim3::new(0, 0, 0),
+        };
+        LaunchPlan {
+            grid,
+            block: self.block,
+            dynamic_shared_bytes: self.dynamic_shared_bytes,
+        }
+    }
+
+    /// Position of each role among the parameters.
+    pub fn position(&self, role: &str) -> Option<usize> {
+        self.params.iter().position(|p| match p {
+            Param::Buffer(r) | Param::Scalar(r, _) => r == role,
+        })
+    }
+}
+
+/// A manifest: one source file and the kernels it declares.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Manifest {
+    /// Where the manifest came from (`builtin:transpose` for built-ins).
+    pub origin: String,
+    /// The source's path as reports should name it (repository-relative for built-ins).
+    pub source_path: String,
+    /// NVRTC program name (the source's file name).
+    pub program: String,
+    #[serde(skip)]
+    pub source: String,
+    pub kernels: Vec<KernelDecl>,
+}
+
+/// A manifest that cannot be used: one line naming the file and the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("manifest {origin}: {field}: {problem}")]
+pub struct ManifestError {
+    pub origin: String,
+    pub field: String,
+    pub problem: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    source: String,
+    #[serde(rename = "kernel")]
+    kernels: Vec<RawKernel>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKernel {
+    name: String,
+    entry: String,
+    operation: String,
+    params: Vec<String>,
+    block: Vec<u32>,
+    elements_per_block: Vec<u64>,
+    #[serde(default)]
+    grid_rounding: Option<String>,
+    #[serde(default)]
+    dynamic_shared_bytes: u32,
+    #[serde(default)]
+    options: Vec<String>,
+    #[serde(default)]
+    known_broken: Option<String>,
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
+        && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}
+
+/// Loads the source a manifest names: (path as reports name it, text), or why not.
+pub type SourceLoader<'a> = dyn Fn(&str) -> Result<(String, String), String> + 'a;
+
+/// Parse manifest text. `source_for` loads the source file named by `source`.
+pub fn parse(
+    origin: &str,
+    text: &str,
+    source_for: &SourceLoader<'_>,
+) -> Result<Manifest, ManifestError> {
+    let err = |field: String, problem: String| ManifestError {
+        origin: origin.to_string(),
+        field,
+        problem,
+    };
+    let raw: RawManifest = toml::from_str(text).map_err(|e| {
+        let msg = e.message().to_string();
+        let span = e
+            .span()
+            .map(|s| {
+                let line = text[..s.start.min(text.len())].lines().count().max(1);
+                format!(" (line {line})")
+            })
+            .unwrap_or_default();
+        err("toml".into(), format!("{msg}{span}"))
+    })?;
+    if raw.kernels.is_empty() {
+        return Err(err("kernel".into(), "no [[kernel]] entries".into()));
+    }
+    let (source_path, source) = source_for(&raw.source).map_err(|p| err("source".into(), p))?;
+    let program = Path::new(&raw.source)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("kernel.cu")
+        .to_string();
+    let mut names = BTreeSet::new();
+    let mut kernels = Vec::new();
+    for (i, k) in raw.kernels.into_iter().enumerate() {
+        let f = |name: &str| format!("kernel[{i}].{name}");
+        if !is_identifier(&k.name.replace('-', "_")) {
+            return Err(err(f("name"), format!("'{}' is not a usable name", k.name)));
+        }
+        if !names.insert(k.name.clone()) {
+            return Err(err(f("name"), format!("'{}' is declared twice", k.name)));
+        }
+        if !is_identifier(&k.entry) {
+            return Err(err(
+                f("entry"),
+                format!("'{}' is not a C identifier", k.entry),
+            ));
+        }
+        if !source.contains(&k.entry) {
+            return Err(err(
+                f("entry"),
+                format!("'{}' does not appear in {}", k.entry, raw.source),
+            ));
+        }
+        let operation = match k.operation.as_str() {
+            "copy" => OpKind::Copy,
+            "transpose" => OpKind::Transpose,
+            "triad" => OpKind::Triad,
+            "reduce-sum" | "reduce_sum" | "sum" => OpKind::ReduceSum,
+            other => {
+                return Err(err(
+                    f("operation"),
+                    format!("unknown operation '{other}' (copy, transpose, triad, reduce-sum)"),
+                ))
+            }
+        };
+        let (buffers, scalars) = operation.roles();
+        let mut params = Vec::new();
+        let mut seen = BTreeSet::new();
+        for (j, p) in k.params.iter().enumerate() {
+            let pf = f(&format!("params[{j}]"));
+            let (role, ty) = match p.split_once(':') {
+                Some((r, t)) => (r.trim(), Some(t.trim())),
+                None => (p.trim(), None),
+            };
+            if !seen.insert(role.to_string()) {
+                return Err(err(pf, format!("role '{role}' appears twice")));
+            }
+            if buffers.contains(&role) {
+                if ty.is_some() {
+                    return Err(err(pf, format!("'{role}' is a buffer; it takes no type")));
+                }
+                params.push(Param::Buffer(role.to_string()));
+            } else if let Some((_, want)) = scalars.iter().find(|(r, _)| *r == role) {
+                let Some(t) = ty else {
+                    return Err(err(
+                        pf,
+                        format!(
+                            "scalar '{role}' needs a type, e.g. '{role}:{}'",
+                            format!("{want:?}").to_lowercase()
+                        ),
+                    ));
+                };
+                match ScalarType::parse(t) {
+                    Some(t) if t == *want => params.push(Param::Scalar(role.to_string(), t)),
+                    Some(_) | None => {
+                        return Err(err(
+                            pf,
+                            format!(
+                                "'{role}' must be {} for {operation}, got '{t}'",
+                                format!("{want:?}").to_lowercase()
+                            ),
+                        ))
+                    }
+                }
+            } else {
+                return Err(err(
+                    pf,
+                    format!(
+                        "'{role}' is not a parameter of {operation} (expected {})",
+                        buffers
+                            .iter()
+                            .copied()
+                            .chain(scalars.iter().map(|(r, _)| *r))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+        }
+        for role in buffers.iter().chain(scalars.iter().map(|(r, _)| r)) {
+            if !seen.contains(*role) {
+                return Err(err(
+                    f("params"),
+                    format!("{operation} needs a '{role}' parameter"),
+                ));
+            }
+        }
+        let block = match k.block[..] {
+            [x] => Dim3::new(x, 1, 1),
+            [x, y] => Dim3::new(x, y, 1),
+            [x, y, z] => Dim3::new(x, y, z),
+            _ => return Err(err(f("block"), "give 1 to 3 dimensions".into())),
+        };
+        if block.product() == 0 {
+            return Err(err(f("block"), "a dimension is 0".into()));
+        }
+        if k.elements_per_block.len() != operation.dims() || k.elements_per_block.contains(&0) {
+            return Err(err(
+                f("elements_per_block"),
+                format!("{operation} needs {} positive value(s)", operation.dims()),
+            ));
+        }
+        let grid_rounding = match k.grid_rounding.as_deref() {
+            None | Some("up") => Rounding::Up,
+            Some("down") => Rounding::Down,
+            Some(o) => return Err(err(f("grid_rounding"), format!("'{o}' is not up or down"))),
+        };
+        if let Some(b) = &k.known_broken {
+            if b.trim().is_empty() {
+                return Err(err(f("known_broken"), "give the reason".into()));
+            }
+        }
+        kernels.push(KernelDecl {
+            name: k.name,
+            entry: k.entry,
+            operation,
+            params,
+            block,
+            elements_per_block: k.elements_per_block,
+            grid_rounding,
+            dynamic_shared_bytes: k.dynamic_shared_bytes,
+            options: k.options,
+            known_broken: k.known_broken,
+        });
+    }
+    Ok(Manifest {
+        origin: origin.to_string(),
+        source_path,
+        program,
+        source,
+        kernels,
+    })
+}
+
+/// Load a manifest file; its source is resolved relative to the manifest's folder.
+pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
+        origin: origin.clone(),
+        field: "file".into(),
+        problem: e.to_string(),
+    })?;
+    let dir: PathBuf = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    parse(&origin, &text, &|src: &str| {
+        let p = dir.join(src);
+        std::fs::read_to_string(&p)
+            .map(|s| (p.display().to_string(), s))
+            .map_err(|e| format!("cannot read {}: {e}", p.display()))
+    })
+}
+
+/// The built-in manifests (embedded, so klab runs from any folder).
+pub fn builtins() -> Vec<Manifest> {
+    let table: [(&str, &str, &str, &str); 3] = [
+        (
+            "transpose",
+            include_str!("../../../kernels/transpose.toml"),
+            builtin::TRANSPOSE_PATH,
+            builtin::TRANSPOSE_SOURCE,
+        ),
+        (
+            "triad",
+            include_str!("../../../kernels/triad.toml"),
+            builtin::TRIAD_PATH,
+            builtin::TRIAD_SOURCE,
+        ),
+        (
+            "reduce",
+            include_str!("../../../kernels/reduce.toml"),
+            builtin::REDUCE_PATH,
+            builtin::REDUCE_SOURCE,
+        ),
+    ];
+    table
+        .iter()
+        .map(|(name, text, path, source)| {
+            parse(&format!("builtin:{name}"), text, &|_| {
+                Ok((path.to_string(), source.to_string()))
+            })
+            .expect("built-in manifests parse")
+        })
+        .collect()
+}
+
+/// Find a kernel: a built-in name, or `path/to/manifest.toml[:name]` (the name may be
+/// omitted when the manifest declares one kernel).
+pub fn resolve(spec: &str) -> Result<(Manifest, KernelDecl), ManifestError> {
+    let looks_like_file = spec.contains(".toml");
+    if !looks_like_file {
+        let short = spec.strip_prefix("transpose_").unwrap_or(spec);
+        for m in builtins() {
+            if let Some(k) = m.kernels.iter().find(|k| k.name == short || k.name == spec) {
+                let k = k.clone();
+                return Ok((m, k));
+            }
+        }
+        let all: Vec<String> = builtins()
+            .iter()
+            .flat_map(|m| m.kernels.iter().map(|k| k.name.clone()))
+            .collect();
+        return Err(ManifestError {
+            origin: "builtin".into(),
+            field: "kernel".into(),
+            problem: format!(
+                "unknown kernel '{spec}' (built-in: {}; or give path/to/manifest.toml[:name])",
+                all.join(", ")
+            ),
+        });
+    }
+    let (path, name) = match spec.rsplit_once(".toml:") {
+        Some((p, n)) => (format!("{p}.toml"), Some(n)),
+        None => (spec.to_string(), None),
+    };
+    let m = load(Path::new(&path))?;
+    let k = match name {
+        Some(n) => m
+            .kernels
+            .iter()
+            .find(|k| k.name == n)
+            .cloned()
+            .ok_or_else(|| ManifestError {
+                origin: path.clone(),
+                field: "kernel".into(),
+                problem: format!("no kernel named '{n}'"),
+            })?,
+        None if m.kernels.len() == 1 => m.kernels[0].clone(),
+        None => {
+            return Err(ManifestError {
+                origin: path.clone(),
+                field: "kernel".into(),
+                problem: format!(
+                    "declares {} kernels; name one as {path}:NAME ({})",
+                    m.kernels.len(),
+                    m.kernels
+                        .iter()
+                        .map(|k| k.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
+        }
+    };
+    Ok((m, k))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = "extern \"C\" __global__ void k(float* o, const float* i, int n) {}";
+
+    fn parse_one(body: &str) -> Result<Manifest, ManifestError> {
+        parse(
+            "m.toml",
+            &format!("source = \"k.cu\"\n[[kernel]]\n{body}"),
+            &|_| Ok(("k.cu".into(), SRC.into())),
+        )
+    }
+
+    const OK: &str = "name = \"k\"\nentry = \"k\"\noperation = \"transpose\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32, 8]\nelements_per_block = [32, 32]\n";
+
+    #[test]
+    fn builtins_parse_and_plans_follow_from_n() {
+        let b = builtins();
+        assert_eq!(b.len(), 3);
+        let (_, padded) = resolve("padded").unwrap();
+        assert_eq!(padded.entry, "transpose_padded");
+        assert_eq!(padded.plan(33).grid, Dim3::new(2, 2, 1));
+        let (_, guarded) = resolve("reduce_guarded").unwrap();
+        let (_, drop) = resolve("reduce_drop_tail").unwrap();
+        assert_eq!(guarded.plan(611).grid.x, 3);
+        assert_eq!(drop.plan(611).grid.x, 2);
+        assert_eq!(
+            drop.plan(255).grid.x,
+            0,
+            "drop-tail launches nothing below 256"
+        );
+        assert!(drop.known_broken.is_some() && guarded.known_broken.is_none());
+        let (_, triad) = resolve("triad_f32").unwrap();
+        assert_eq!(triad.position("alpha"), Some(4));
+        assert_eq!(resolve("transpose_tiled").unwrap().1.name, "tiled");
+        assert!(resolve("nope")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown kernel 'nope'"));
+    }
+
+    #[test]
+    fn a_good_manifest_parses() {
+        let m = parse_one(OK).unwrap();
+        assert_eq!(m.kernels[0].block, Dim3::new(32, 8, 1));
+        assert_eq!(m.program, "k.cu");
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let bad = |edit: &str, from: &str, field: &str, needle: &str| {
+            let body = OK.replace(from, edit);
+            let e = parse_one(&body).unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+            assert!(e.to_string().contains(needle), "{e}");
+            assert!(!e.to_string().contains('\n'), "{e}");
+        };
+        bad(
+            "operation = \"gemm\"",
+            "operation = \"transpose\"",
+            "kernel[0].operation",
+            "unknown operation 'gemm'",
+        );
+        bad(
+            "params = [\"out\", \"in\"]",
+            "params = [\"out\", \"in\", \"n:i32\"]",
+            "kernel[0].params",
+            "needs a 'n' parameter",
+        );
+        bad(
+            "params = [\"out\", \"in\", \"n\"]",
+            "params = [\"out\", \"in\", \"n:i32\"]",
+            "kernel[0].params[2]",
+            "needs a type",
+        );
+        bad(
+            "params = [\"out\", \"in\", \"n:f32\"]",
+            "params = [\"out\", \"in\", \"n:i32\"]",
+            "kernel[0].params[2]",
+            "must be i32",
+        );
+        bad(
+            "params = [\"out\", \"x\", \"n:i32\"]",
+            "params = [\"out\", \"in\", \"n:i32\"]",
+            "kernel[0].params[1]",
+            "'x' is not a parameter of transpose",
+        );
+        bad(
+            "params = [\"out\", \"out\", \"n:i32\"]",
+            "params = [\"out\", \"in\", \"n:i32\"]",
+            "kernel[0].params[1]",
+            "appears twice",
+        );
+        bad(
+            "block = [32, 0]",
+            "block = [32, 8]",
+            "kernel[0].block",
+            "a dimension is 0",
+        );
+        bad(
+            "elements_per_block = [32]",
+            "elements_per_block = [32, 32]",
+            "kernel[0].elements_per_block",
+            "2 positive",
+        );
+        bad(
+            "entry = \"missing\"",
+            "entry = \"k\"",
+            "kernel[0].entry",
+            "does not appear",
+        );
+        bad(
+            "entry = \"k k\"",
+            "entry = \"k\"",
+            "kernel[0].entry",
+            "not a C identifier",
+        );
+        bad(
+            "name = \"k\"\ncolour = 1",
+            "name = \"k\"",
+            "toml",
+            "unknown field `colour`",
+        );
+        bad("block = \"big\"", "block = [32, 8]", "toml", "invalid type");
+        let e = parse("m.toml", "source = \"k.cu\"\nkernel = []\n", &|_| {
+            Ok(("k".into(), SRC.into()))
+        })
+        .unwrap_err();
+        assert_eq!(e.field, "kernel");
+        let e = parse(
+            "m.toml",
+            &format!("source = \"gone.cu\"\n[[kernel]]\n{OK}"),
+            &|s| Err(format!("cannot read {s}")),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "manifest m.toml: source: cannot read gone.cu"
+        );
+    }
+
+    #[test]
+    fn manifests_load_from_files_and_resolve_by_name() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("k.cu"), SRC).unwrap();
+        let two = format!(
+            "source = \"k.cu\"\n[[kernel]]\n{OK}\n[[kernel]]\n{}",
+            OK.replace("name = \"k\"", "name = \"k2\"")
+        );
+        let p = d.path().join("mine.toml");
+        std::fs::write(&p, &two).unwrap();
+        let spec = format!("{}:k2", p.display());
+        assert_eq!(resolve(&spec).unwrap().1.name, "k2");
+        let e = resolve(&p.display().to_string()).unwrap_err();
+        assert!(e.to_string().contains("declares 2 kernels"), "{e}");
+        let e = resolve(&format!("{}:zz", p.display())).unwrap_err();
+        assert!(e.to_string().contains("no kernel named 'zz'"), "{e}");
+        let e = resolve(&d.path().join("none.toml").display().to_string()).unwrap_err();
+        assert_eq!(e.field, "file");
+    }
+}
