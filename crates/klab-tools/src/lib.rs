@@ -1,0 +1,5 @@
+//! klab-tools: drivers and parsers for the external tools klab runs or reads. No GPU calls
+//! here: the tools run as child processes (argument vectors, never a shell) and their
+//! reports are parsed into findings.
+
+pub mod sanitizer;

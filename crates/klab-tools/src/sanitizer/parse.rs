@@ -1,0 +1,928 @@
+//! The report parser: lines -> blocks -> findings, summary, notes -> outcome.
+//!
+//! Total by construction: it slices only at positions found in the same string (ASCII
+//! lowercasing keeps byte offsets), parses numbers with `checked` arithmetic, and never
+//! indexes past a length it has checked, so no input makes it panic.
+
+use super::{Finding, FindingKind, Hazard, Outcome, Report, Tool};
+
+/// The prefix of every line the tool writes (`--prefix`'s default).
+const PREFIX: &str = "=========";
+
+/// Parse a report. `output` is the captured text (stdout and stderr; application lines
+/// without the prefix are ignored), `exit_status` the command's status when known, and
+/// `error_exitcode` the `--error-exitcode` it ran with. See the module documentation of
+/// [`super`] for the outcome precedence.
+pub fn parse(tool: Tool, output: &str, exit_status: Option<i32>, error_exitcode: i32) -> Report {
+    parse_with(tool, output, exit_status, error_exitcode, None)
+}
+
+/// [`parse`], with a tool failure known from outside the text (a timeout, a signal).
+pub(crate) fn parse_with(
+    tool: Tool,
+    output: &str,
+    exit_status: Option<i32>,
+    error_exitcode: i32,
+    external_failure: Option<String>,
+) -> Report {
+    let blocks = blocks(output);
+    let mut st = State::default();
+    let mut i = 0;
+    while i < blocks.len() {
+        let consumed = st.take(&blocks, i);
+        i += consumed.max(1);
+    }
+
+    let mut report = Report {
+        tool,
+        findings: st.findings,
+        error_summary: st.error_summary,
+        warnings: st.warnings,
+        not_printed: st.not_printed,
+        summary_line: if st.summary_lines.is_empty() {
+            None
+        } else {
+            Some(st.summary_lines.join(" | "))
+        },
+        banner: st.banner,
+        exit_status,
+        app_failure: st.app_failure,
+        tool_failure: st.tool_failure,
+        notes: st.notes,
+        outcome: Outcome::Clean,
+    };
+    report.outcome = decide(&report, output, error_exitcode, external_failure);
+    report
+}
+
+/// The precedence rule (documented in the parent module).
+fn decide(
+    r: &Report,
+    output: &str,
+    error_exitcode: i32,
+    external_failure: Option<String>,
+) -> Outcome {
+    // 1. Findings of a known kind.
+    if r.findings.iter().any(|f| f.kind != FindingKind::Other) {
+        return Outcome::FoundErrors;
+    }
+    // 2. The tool said it could not work, or the caller knows it did not finish.
+    if let Some(reason) = external_failure.or_else(|| r.tool_failure.clone()) {
+        return Outcome::ToolFailed { reason };
+    }
+    // 3. Unknown findings, or a count above zero.
+    let count = r
+        .error_summary
+        .unwrap_or(0)
+        .saturating_add(r.warnings.unwrap_or(0));
+    if !r.findings.is_empty() || count > 0 {
+        return Outcome::FoundErrors;
+    }
+    let status = match r.exit_status {
+        Some(s) => format!("exit {s}"),
+        None => "exit status unknown".to_string(),
+    };
+    if r.error_summary.is_none() {
+        let reason = if r.banner {
+            format!("incomplete report: COMPUTE-SANITIZER banner but no ERROR SUMMARY or RACECHECK SUMMARY line ({status})")
+        } else {
+            let mut s = format!(
+                "the tool did not run: no COMPUTE-SANITIZER banner and no summary line ({status})"
+            );
+            if let Some(line) = telling_line(output) {
+                s.push_str(&format!("; output: {line}"));
+            }
+            s
+        };
+        return Outcome::ToolFailed { reason };
+    }
+    // 4. The tool's own error status.
+    if error_exitcode != 0 && r.exit_status == Some(error_exitcode) {
+        return Outcome::FoundErrors;
+    }
+    // 5. The application failed.
+    if r.app_failure.is_some() || matches!(r.exit_status, Some(s) if s != 0) {
+        return Outcome::ApplicationFailed {
+            status: r.exit_status,
+        };
+    }
+    Outcome::Clean
+}
+
+/// For a tool that did not run: its first non-empty line (the tool prints its complaint
+/// before any usage text), clipped.
+fn telling_line(output: &str) -> Option<String> {
+    let line = output.lines().map(str::trim).find(|l| !l.is_empty())?;
+    Some(super::first_line_clipped(line, 200))
+}
+
+/// One line of output.
+enum Line<'a> {
+    /// Application output (no prefix).
+    App,
+    /// The prefix alone: ends a block.
+    Blank,
+    /// Prefix, one space, text: starts a block.
+    Header(&'a str),
+    /// Prefix and indented text: continues a block.
+    Cont(&'a str),
+}
+
+fn classify_line(raw: &str) -> Line<'_> {
+    let s = raw.trim_start();
+    let Some(rest) = s.strip_prefix(PREFIX) else {
+        return Line::App;
+    };
+    if rest.starts_with('=') {
+        // A rule of '=' characters (another tool's banner), not the prefix.
+        return Line::App;
+    }
+    let rest = rest.strip_prefix(' ').unwrap_or(rest);
+    if rest.trim().is_empty() {
+        Line::Blank
+    } else if rest.starts_with(char::is_whitespace) {
+        Line::Cont(rest.trim())
+    } else {
+        Line::Header(rest.trim_end())
+    }
+}
+
+/// A header and its continuation lines; `raw` lines are verbatim (minus a trailing `\r`).
+struct Block<'a> {
+    header: &'a str,
+    header_raw: &'a str,
+    /// (text without prefix and indentation, verbatim line)
+    body: Vec<(&'a str, &'a str)>,
+}
+
+impl Block<'_> {
+    fn raw(&self) -> String {
+        let mut s = String::from(self.header_raw);
+        for (_, raw) in &self.body {
+            s.push('\n');
+            s.push_str(raw);
+        }
+        s
+    }
+
+    /// Header and body without the prefix, for notes.
+    fn text(&self) -> String {
+        let mut s = String::from(self.header);
+        for (t, _) in &self.body {
+            s.push('\n');
+            s.push_str("    ");
+            s.push_str(t);
+        }
+        s
+    }
+}
+
+fn blocks(output: &str) -> Vec<Block<'_>> {
+    let mut out = Vec::new();
+    let mut cur: Option<Block<'_>> = None;
+    for raw in output.lines() {
+        let raw = raw.strip_suffix('\r').unwrap_or(raw);
+        match classify_line(raw) {
+            Line::App => {}
+            Line::Blank => out.extend(cur.take()),
+            Line::Header(h) => {
+                out.extend(cur.take());
+                cur = Some(Block {
+                    header: h,
+                    header_raw: raw,
+                    body: Vec::new(),
+                });
+            }
+            Line::Cont(t) => match cur.as_mut() {
+                Some(b) => b.body.push((t, raw)),
+                // A continuation with no header (output cut at the front): its own block.
+                None => {
+                    cur = Some(Block {
+                        header: t,
+                        header_raw: raw,
+                        body: Vec::new(),
+                    })
+                }
+            },
+        }
+    }
+    out.extend(cur);
+    out
+}
+
+#[derive(Default)]
+struct State {
+    findings: Vec<Finding>,
+    error_summary: Option<u64>,
+    warnings: Option<u64>,
+    not_printed: Option<u64>,
+    summary_lines: Vec<String>,
+    banner: bool,
+    app_failure: Option<String>,
+    tool_failure: Option<String>,
+    notes: Vec<String>,
+}
+
+/// Messages that mean the tool could not run or could not check everything.
+const TOOL_FAILURE: [&str; 29] = [
+    "internal sanitizer error",
+    "doesn't exist",
+    "not a valid executable",
+    "sanitizer encountered an error",
+    "device not supported",
+    "not supported",
+    "failed to initialize",
+    "terminated before first instrumented",
+    "no attachable process",
+    "timed-out",
+    "timed out",
+    "couldn't find exit code",
+    "unable to",
+    "didn't track",
+    "failed to launch",
+    "failed to start",
+    "failed to create",
+    "failed to load",
+    "could not launch",
+    "cannot launch",
+    "unrecognized option",
+    "unrecognised option",
+    "unknown option",
+    "invalid option",
+    "invalid value for",
+    "no such file",
+    "does not exist",
+    "permission denied",
+    "incompatible",
+];
+
+/// Messages that mean the application failed.
+const APP_FAILURE: [&str; 3] = [
+    "target application returned",
+    "process didn't terminate successfully",
+    "process did not terminate successfully",
+];
+
+impl State {
+    /// Consume the block at `i` (and, for a wrapped racecheck summary, the next); returns
+    /// how many blocks were used.
+    fn take(&mut self, blocks: &[Block<'_>], i: usize) -> usize {
+        let Some(b) = blocks.get(i) else { return 1 };
+        let h = b.header.trim();
+        let l = h.to_ascii_lowercase();
+
+        if l == "compute-sanitizer" || l == "cuda-memcheck" {
+            self.banner = true;
+            return 1;
+        }
+        if let Some(rest) = strip_prefix_ci(h, "ERROR SUMMARY:") {
+            self.error_summary_line(h, rest, b);
+            return 1;
+        }
+        if let Some(rest) = strip_prefix_ci(h, "RACECHECK SUMMARY:") {
+            return self.racecheck_summary(h, rest, blocks.get(i + 1));
+        }
+        if l.starts_with("leak summary:") || l.starts_with("unused memory") {
+            self.notes.push(b.text());
+            return 1;
+        }
+        if l.contains("race reported between") {
+            self.findings.extend(race_pairs(b));
+            return 1;
+        }
+        if l.contains("hazard detected") {
+            self.findings.push(race_hazard(b));
+            return 1;
+        }
+        if let Some(kind) = finding_kind(&l, b) {
+            self.findings.push(generic_finding(kind, b));
+            return 1;
+        }
+        if !l.starts_with("program hit") && TOOL_FAILURE.iter().any(|m| l.contains(m)) {
+            if self.tool_failure.is_none() {
+                self.tool_failure = Some(super::one_line(h));
+            }
+            self.notes.push(b.text());
+            return 1;
+        }
+        if APP_FAILURE.iter().any(|m| l.contains(m)) {
+            if self.app_failure.is_none() {
+                self.app_failure = Some(super::one_line(h));
+            }
+            self.notes.push(b.text());
+            return 1;
+        }
+        // `Program hit ...` API errors and every block this parser does not know.
+        self.findings.push(generic_finding(FindingKind::Other, b));
+        1
+    }
+
+    fn error_summary_line(&mut self, h: &str, rest: &str, b: &Block<'_>) {
+        let rest = rest.trim();
+        let (n, after) = leading_number(rest);
+        let after_l = after.trim().to_ascii_lowercase();
+        match n {
+            Some(n) if after_l.contains("not printed") => {
+                self.not_printed = Some(self.not_printed.unwrap_or(0).saturating_add(n));
+            }
+            Some(n) if after_l.starts_with("error") => {
+                self.error_summary = Some(self.error_summary.unwrap_or(0).saturating_add(n));
+                self.summary_lines.push(super::one_line(h));
+            }
+            // A summary this parser cannot read: keep it, count nothing.
+            _ => self.notes.push(b.text()),
+        }
+    }
+
+    fn racecheck_summary(&mut self, h: &str, rest: &str, next: Option<&Block<'_>>) -> usize {
+        let (displayed, after) = leading_number(rest.trim());
+        let mut line = super::one_line(h);
+        let mut counts = paren_counts(after);
+        let mut used = 1;
+        if counts.is_none() {
+            // Some logs wrap `(E errors, W warnings)` onto the next prefixed line.
+            if let Some(nb) = next {
+                if nb.header.trim_start().starts_with('(') {
+                    counts = paren_counts(nb.header);
+                    if counts.is_some() {
+                        line.push(' ');
+                        line.push_str(nb.header.trim());
+                        used = 2;
+                    }
+                }
+            }
+        }
+        let (errors, warnings) = match counts {
+            Some((e, w)) => (e, w),
+            // No breakdown: count every displayed hazard as an error.
+            None => (displayed, None),
+        };
+        match errors {
+            Some(e) => {
+                self.error_summary = Some(self.error_summary.unwrap_or(0).saturating_add(e));
+                if let Some(w) = warnings {
+                    self.warnings = Some(self.warnings.unwrap_or(0).saturating_add(w));
+                }
+                self.summary_lines.push(line);
+            }
+            None => self.notes.push(line),
+        }
+        used
+    }
+}
+
+/// `(E errors, W warnings)` anywhere in `s`: (errors, warnings), each when present; `None`
+/// when no error count is found.
+fn paren_counts(s: &str) -> Option<(Option<u64>, Option<u64>)> {
+    let open = s.find('(')?;
+    let inner = &s[open + 1..];
+    let inner = inner.split(')').next().unwrap_or(inner);
+    let mut errors = None;
+    let mut warnings = None;
+    for part in inner.split(',') {
+        let (n, word) = leading_number(part.trim());
+        let word = word.trim().to_ascii_lowercase();
+        if word.starts_with("error") {
+            errors = n;
+        } else if word.starts_with("warning") {
+            warnings = n;
+        }
+    }
+    errors.map(|e| (Some(e), warnings))
+}
+
+/// Case-insensitive `strip_prefix` (ASCII).
+fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = s.get(..prefix.len())?;
+    if head.eq_ignore_ascii_case(prefix) {
+        s.get(prefix.len()..)
+    } else {
+        None
+    }
+}
+
+/// A number at the start of `s` (digits with `,` separators) and the rest.
+fn leading_number(s: &str) -> (Option<u64>, &str) {
+    let end = s
+        .char_indices()
+        .find(|&(_, c)| !(c.is_ascii_digit() || c == ','))
+        .map_or(s.len(), |(i, _)| i);
+    let digits: String = s[..end].chars().filter(char::is_ascii_digit).collect();
+    if digits.is_empty() {
+        return (None, s);
+    }
+    (digits.parse::<u64>().ok(), &s[end..])
+}
+
+/// The number after `marker` (case-insensitive) in `s`.
+fn number_after(s: &str, marker: &str) -> Option<u64> {
+    let l = s.to_ascii_lowercase();
+    let i = l.find(marker)?;
+    leading_number(s.get(i + marker.len()..)?.trim_start()).0
+}
+
+/// The kind of a non-race block, from its header (and body for misalignment); `None` when
+/// the header is not a known finding.
+fn finding_kind(l: &str, b: &Block<'_>) -> Option<FindingKind> {
+    if l.contains("barrier") || l.contains("syncwarp") || l.contains("divergent thread") {
+        return Some(FindingKind::Barrier);
+    }
+    let misaligned = l.contains("misaligned")
+        || b.body
+            .iter()
+            .any(|(t, _)| t.to_ascii_lowercase().contains("misaligned"));
+    if l.starts_with("uninitialized") || l.contains("uninitialized __") {
+        if misaligned {
+            return Some(FindingKind::Misaligned);
+        }
+        let global = l.contains("global") || !l.contains("__");
+        return Some(if global && l.contains(" read") {
+            FindingKind::UninitializedGlobalRead
+        } else {
+            FindingKind::Other
+        });
+    }
+    if l.starts_with("invalid") || l.starts_with("misaligned") {
+        if misaligned {
+            return Some(FindingKind::Misaligned);
+        }
+        let read = l.contains(" read");
+        let write = l.contains(" write");
+        let kind = match (read, write) {
+            (true, false) if l.contains("global") => FindingKind::InvalidGlobalRead,
+            (false, true) if l.contains("global") => FindingKind::InvalidGlobalWrite,
+            (true, false) if l.contains("shared") => FindingKind::InvalidSharedRead,
+            (false, true) if l.contains("shared") => FindingKind::InvalidSharedWrite,
+            (true, false) if l.contains("local") => FindingKind::InvalidLocalRead,
+            (false, true) if l.contains("local") => FindingKind::InvalidLocalWrite,
+            _ => FindingKind::Other,
+        };
+        return Some(kind);
+    }
+    if l.starts_with("leaked ") {
+        return Some(FindingKind::Leak);
+    }
+    None
+}
+
+/// Where an access happened.
+#[derive(Default)]
+struct Site {
+    kernel: Option<String>,
+    file: Option<String>,
+    line: Option<u32>,
+}
+
+impl Site {
+    fn location(&self) -> Option<String> {
+        match (&self.file, self.line) {
+            (Some(f), Some(l)) => Some(format!("{f}:{l}")),
+            _ => None,
+        }
+    }
+}
+
+/// `X in LOC` or `X` or `LOC`, where X is `kernel+0xOFF`, `0xPC` or a function, and LOC is
+/// `file:line`, `file:line:function(args)` or `function(args)`.
+fn parse_site(s: &str) -> Site {
+    let s = s.trim();
+    let (pc, loc) = match s.rfind(" in ") {
+        Some(i) => (&s[..i], Some(s[i + 4..].trim())),
+        None if split_file_line(s).is_some() => ("", Some(s)),
+        None => (s, None),
+    };
+    let mut site = Site {
+        kernel: function_from_pc(pc),
+        ..Site::default()
+    };
+    if let Some(loc) = loc {
+        match split_file_line(loc) {
+            Some((file, line, rest)) => {
+                site.file = Some(file.to_string());
+                site.line = Some(line);
+                if site.kernel.is_none() {
+                    site.kernel = rest.and_then(strip_params);
+                }
+            }
+            // `in test(int*, int*)` or `in k2`: a function, no source line.
+            None if site.kernel.is_none() && (loc.contains('(') || is_identifier(loc)) => {
+                site.kernel = strip_params(loc);
+            }
+            None => {}
+        }
+    }
+    site
+}
+
+/// The first `:<digits>` followed by the end, `:` or whitespace: (file, line, what follows
+/// the next `:`).
+fn split_file_line(loc: &str) -> Option<(&str, u32, Option<&str>)> {
+    for (i, _) in loc.match_indices(':') {
+        let after = &loc[i + 1..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            continue;
+        }
+        let next = after.as_bytes().get(digits).copied();
+        let ends = match next {
+            None => true,
+            Some(c) => c == b':' || c.is_ascii_whitespace(),
+        };
+        let file = loc[..i].trim();
+        if !ends || file.is_empty() {
+            continue;
+        }
+        let Ok(line) = after[..digits].parse::<u32>() else {
+            continue;
+        };
+        let rest = if next == Some(b':') {
+            Some(after[digits + 1..].trim())
+        } else {
+            None
+        };
+        return Some((file, line, rest));
+    }
+    None
+}
+
+/// `kernel+0x140` -> `kernel`; a bare `0x...` address -> none.
+fn function_from_pc(pc: &str) -> Option<String> {
+    let pc = pc.trim();
+    let name = match pc.rfind("+0x") {
+        Some(i) => &pc[..i],
+        None => pc,
+    };
+    let name = name.trim();
+    if name.is_empty() || is_hex_address(name) {
+        return None;
+    }
+    strip_params(name)
+}
+
+/// A bare (possibly qualified or templated) name: `k2`, `ns::k<32>`.
+fn is_identifier(s: &str) -> bool {
+    !s.is_empty()
+        && !is_hex_address(s)
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | ':' | '<' | '>' | '$' | ','))
+}
+
+fn is_hex_address(s: &str) -> bool {
+    let s = s.trim();
+    let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) else {
+        return false;
+    };
+    !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+/// `name(args)` -> `name`, with nested parentheses in the arguments, and without the
+/// `void ` return type demangled template kernels carry (`void k<int>(T1 *)` -> `k<int>`);
+/// a name without a parameter list is returned as is.
+fn strip_params(name: &str) -> Option<String> {
+    let name = name.trim();
+    let name = name.strip_prefix("void ").unwrap_or(name).trim();
+    if name.is_empty() {
+        return None;
+    }
+    if !name.ends_with(')') {
+        return Some(name.to_string());
+    }
+    let mut depth = 0i64;
+    for (i, c) in name.char_indices().rev() {
+        match c {
+            ')' => depth += 1,
+            '(' => {
+                depth -= 1;
+                if depth == 0 {
+                    let head = name[..i].trim();
+                    return if head.is_empty() {
+                        Some(name.to_string())
+                    } else {
+                        Some(head.to_string())
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(name.to_string())
+}
+
+/// `(x,y,z)` or `(x, y, z)` right after `marker` (case-insensitive) in `s`.
+fn triple_after(s: &str, marker: &str) -> Option<[u32; 3]> {
+    let l = s.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(pos) = l.get(from..).and_then(|t| t.find(marker)) {
+        let start = from + pos + marker.len();
+        if let Some(t) = triple_at(s.get(start..)?) {
+            return Some(t);
+        }
+        from = start;
+    }
+    None
+}
+
+fn triple_at(s: &str) -> Option<[u32; 3]> {
+    let s = s.trim_start().strip_prefix('(')?;
+    let inner = &s[..s.find(')')?];
+    let mut it = inner.split(',').map(|p| p.trim().parse::<u32>().ok());
+    let t = [it.next()??, it.next()??, it.next()??];
+    if it.next().is_some() {
+        return None;
+    }
+    Some(t)
+}
+
+/// The first `0x...` token after `marker` (case-insensitive) in `s`.
+fn hex_after(s: &str, marker: &str) -> Option<String> {
+    let l = s.to_ascii_lowercase();
+    let i = l.find(marker)? + marker.len();
+    let rest = s.get(i..)?;
+    let j = rest.to_ascii_lowercase().find("0x")?;
+    let tok: String = rest[j + 2..]
+        .chars()
+        .take_while(char::is_ascii_hexdigit)
+        .collect();
+    if tok.is_empty() {
+        None
+    } else {
+        Some(format!("0x{tok}"))
+    }
+}
+
+/// A memcheck / initcheck / synccheck / unknown block.
+fn generic_finding(kind: FindingKind, b: &Block<'_>) -> Finding {
+    let mut f = Finding::new(kind, b.raw());
+    let h = b.header;
+    f.access_size = number_after(h, "of size ").and_then(|n| u32::try_from(n).ok());
+    if kind == FindingKind::Leak {
+        f.access_size = None;
+        f.address = hex_after(h, " at ");
+    }
+    f.thread = triple_after(h, "thread ");
+    f.block = triple_after(h, "block ");
+
+    let mut site: Option<Site> = None;
+    let mut device_kernel: Option<String> = None;
+    for (t, _) in &b.body {
+        let tl = t.to_ascii_lowercase();
+        if tl.starts_with("host frame") || tl.starts_with("saved host backtrace") {
+            continue;
+        }
+        if let Some(rest) = strip_prefix_ci(t, "at ") {
+            if site.is_none() {
+                site = Some(parse_site(rest));
+            }
+        } else if let Some(rest) = strip_prefix_ci(t, "device frame:") {
+            // The outermost device frame (the last) is the kernel.
+            if rest.contains("+0x") {
+                let s = parse_site(rest);
+                if s.kernel.is_some() {
+                    device_kernel = s.kernel;
+                }
+            }
+        } else if f.address.is_none()
+            && (tl.starts_with("address ")
+                || tl.starts_with("access to ")
+                || tl.starts_with("access at "))
+        {
+            f.address = hex_after(t, " ");
+        }
+        if f.thread.is_none() {
+            f.thread = triple_after(t, "thread ");
+        }
+        if f.block.is_none() {
+            f.block = triple_after(t, "block ");
+        }
+    }
+    if let Some(s) = site {
+        f.location = s.location();
+        f.file = s.file;
+        f.line = s.line;
+        f.kernel = s.kernel;
+    }
+    if device_kernel.is_some() {
+        f.kernel = device_kernel;
+    }
+    f
+}
+
+/// One access of a race: `Write access at X in LOC [N hazards]`.
+struct Access {
+    /// Lowercase access type: `write`, `read`, `atomic`, ...
+    op: String,
+    site: Site,
+    hazards: Option<u64>,
+}
+
+fn parse_access(s: &str) -> Option<Access> {
+    let mut s = s.trim();
+    if let Some(r) = strip_prefix_ci(s, "and ") {
+        s = r.trim_start();
+    }
+    let (op, rest) = s.split_once(char::is_whitespace)?;
+    let rest = strip_prefix_ci(rest.trim_start(), "access at ")
+        .or_else(|| strip_prefix_ci(rest.trim_start(), "access "))?;
+    let (rest, hazards) = strip_hazard_count(rest.trim());
+    Some(Access {
+        op: op.to_ascii_lowercase(),
+        site: parse_site(rest),
+        hazards,
+    })
+}
+
+/// `... [280 hazards]` -> (`...`, 280).
+fn strip_hazard_count(s: &str) -> (&str, Option<u64>) {
+    let t = s.trim_end();
+    if t.ends_with(']') {
+        if let Some(open) = t.rfind('[') {
+            let inner = &t[open + 1..t.len() - 1];
+            let (n, word) = leading_number(inner.trim());
+            if word.trim().to_ascii_lowercase().starts_with("hazard") {
+                return (t[..open].trim_end(), n);
+            }
+        }
+    }
+    (s, None)
+}
+
+/// Split `A access at ... and B access at ...` at the ` and ` that starts the second access.
+fn split_pair(s: &str) -> (&str, Option<&str>) {
+    let l = s.to_ascii_lowercase();
+    for (i, _) in l.match_indices(" and ") {
+        let after = &l[i + 5..];
+        if let Some((_, rest)) = after.split_once(' ') {
+            if rest.starts_with("access") {
+                return (&s[..i], Some(&s[i + 1..]));
+            }
+        }
+    }
+    (s, None)
+}
+
+fn hazard_of(first: &str, second: &str) -> Option<Hazard> {
+    match (first, second) {
+        ("write", "read") => Some(Hazard::Raw),
+        ("read", "write") => Some(Hazard::War),
+        ("write", "write") => Some(Hazard::Waw),
+        _ => None,
+    }
+}
+
+fn race_finding(first: &Access, second: Option<&Access>, raw: String) -> Finding {
+    let mut f = Finding::new(FindingKind::Race, raw);
+    f.kernel = first.site.kernel.clone();
+    f.location = first.site.location();
+    f.file = first.site.file.clone();
+    f.line = first.site.line;
+    f.count = first.hazards.unwrap_or(1);
+    if let Some(s) = second {
+        f.hazard = hazard_of(&first.op, &s.op);
+        f.peer_location = s.site.location();
+        if f.kernel.is_none() {
+            f.kernel = s.site.kernel.clone();
+        }
+        f.count = s.hazards.or(first.hazards).unwrap_or(1);
+    }
+    f
+}
+
+/// `Race reported between A access ... and B access ... [N hazards]`: one finding per pair.
+fn race_pairs(b: &Block<'_>) -> Vec<Finding> {
+    let h = b.header;
+    let l = h.to_ascii_lowercase();
+    let Some(i) = l.find("race reported between") else {
+        return vec![generic_finding(FindingKind::Race, b)];
+    };
+    let text = h[i + "race reported between".len()..].trim();
+    let (first_text, inline_second) = split_pair(text);
+    let Some(first) = parse_access(first_text) else {
+        return vec![generic_finding(FindingKind::Race, b)];
+    };
+    let mut out = Vec::new();
+    if let Some(second) = inline_second.and_then(parse_access) {
+        out.push(race_finding(
+            &first,
+            Some(&second),
+            b.header_raw.to_string(),
+        ));
+    }
+    for (t, raw) in &b.body {
+        if strip_prefix_ci(t, "and ").is_none() {
+            continue;
+        }
+        if let Some(second) = parse_access(t) {
+            let raw = format!("{}\n{}", b.header_raw, raw);
+            out.push(race_finding(&first, Some(&second), raw));
+        }
+    }
+    if out.is_empty() {
+        out.push(race_finding(&first, None, b.raw()));
+    }
+    out
+}
+
+/// `Potential RAW hazard detected at __shared__ 0x0 in block (0, 0, 0) :` with the two
+/// threads' accesses in the body (racecheck `--racecheck-report hazard`).
+fn race_hazard(b: &Block<'_>) -> Finding {
+    let mut f = Finding::new(FindingKind::Race, b.raw());
+    let l = b.header.to_ascii_lowercase();
+    f.hazard = if l.contains("raw hazard") {
+        Some(Hazard::Raw)
+    } else if l.contains("war hazard") {
+        Some(Hazard::War)
+    } else if l.contains("waw hazard") {
+        Some(Hazard::Waw)
+    } else {
+        None
+    };
+    f.address = hex_after(b.header, "detected at");
+    f.block = triple_after(b.header, "block ");
+    let mut sites = Vec::new();
+    for (t, _) in &b.body {
+        let tl = t.to_ascii_lowercase();
+        if !tl.contains("thread (") || tl.starts_with("host frame") {
+            continue;
+        }
+        if f.thread.is_none() {
+            f.thread = triple_after(t, "thread ");
+        }
+        if let Some(at) = tl.find(" at ") {
+            sites.push(parse_site(&t[at + 4..]));
+        }
+    }
+    let mut it = sites.into_iter();
+    if let Some(first) = it.next() {
+        f.location = first.location();
+        f.file = first.file;
+        f.line = first.line;
+        f.kernel = first.kernel;
+    }
+    if let Some(second) = it.next() {
+        f.peer_location = second.location();
+        if f.kernel.is_none() {
+            f.kernel = second.kernel;
+        }
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sites() {
+        let s = parse_site("read_uninit+0xc0 in default_program:41");
+        assert_eq!(s.kernel.as_deref(), Some("read_uninit"));
+        assert_eq!(s.location().as_deref(), Some("default_program:41"));
+        let s = parse_site("0x00000c40 in /path/file.cu:73:kernel(float*, int)");
+        assert_eq!(s.kernel.as_deref(), Some("kernel"));
+        assert_eq!(s.location().as_deref(), Some("/path/file.cu:73"));
+        let s = parse_site("0x00000020 in test(int*, int*)");
+        assert_eq!(s.kernel.as_deref(), Some("test"));
+        assert_eq!(s.location(), None);
+        let s = parse_site("vector_add(float const *, float *, unsigned long)+0x130 in /k.cu:8");
+        assert_eq!(s.kernel.as_deref(), Some("vector_add"));
+        assert_eq!(s.line, Some(8));
+        let s = parse_site("race.cu:21:race_kernel(float*)");
+        assert_eq!(s.kernel.as_deref(), Some("race_kernel"));
+        assert_eq!(s.location().as_deref(), Some("race.cu:21"));
+        let s = parse_site(r"k+0x10 in C:\src\k.cu:25");
+        assert_eq!(s.file.as_deref(), Some(r"C:\src\k.cu"));
+        assert_eq!(s.line, Some(25));
+        let s = parse_site("(anonymous namespace)::k(int)+0x8 in a.cu:3");
+        assert_eq!(s.kernel.as_deref(), Some("(anonymous namespace)::k"));
+    }
+
+    #[test]
+    fn triples_and_numbers() {
+        assert_eq!(
+            triple_after("by thread (67,0,0) in block (3906,0,0)", "block "),
+            Some([3906, 0, 0])
+        );
+        assert_eq!(
+            triple_after("Write Thread (31, 0, 0) at 0x1", "thread "),
+            Some([31, 0, 0])
+        );
+        assert_eq!(
+            triple_after("Divergent thread(s) in block", "thread "),
+            None
+        );
+        assert_eq!(leading_number("4,092 bytes"), (Some(4092), " bytes"));
+        assert_eq!(leading_number("x"), (None, "x"));
+        assert_eq!(
+            strip_hazard_count("a in b:27 [280 hazards]"),
+            ("a in b:27", Some(280))
+        );
+        assert_eq!(
+            paren_counts("(12 errors, 0 warnings)"),
+            Some((Some(12), Some(0)))
+        );
+        assert_eq!(
+            paren_counts("(1 error, 0 warnings)"),
+            Some((Some(1), Some(0)))
+        );
+    }
+}
