@@ -41,6 +41,62 @@ pub enum Command {
     Check(CheckArgs),
     /// Seed 002's reduction lab: the weak and the hardened suite on both launch variants
     ReduceLab(ReduceLabArgs),
+    /// The Compute Sanitizer gate: memcheck, racecheck, synccheck, initcheck, parsed
+    Sanitize(SanitizeArgs),
+    /// Mutation audit: every gate on every built-in mutant and correct variant; the kill matrix
+    Audit(AuditArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Sanitizer tools to include as gates, comma-separated (empty: oracle only)
+    #[arg(long, default_value = "memcheck,racecheck,synccheck,initcheck")]
+    pub tools: String,
+    /// Only these kernels, comma-separated
+    #[arg(long)]
+    pub only: Option<String>,
+    /// The compute-sanitizer binary [default: from PATH or /usr/local/cuda/bin]
+    #[arg(long)]
+    pub sanitizer: Option<PathBuf>,
+    /// Watchdog per gate run, seconds
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+    /// Output folder (must not exist or be empty) [default: artifacts/audit/run-NN]
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// CUDA device ordinal
+    #[arg(long, default_value_t = 0)]
+    pub device: u32,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Runs compute-sanitizer once per tool and kernel (memcheck with --padding 32 \
+and --leak-check full; every tool with --destroy-on-device-error kernel and --error-exitcode 99) \
+over `klab check KERNEL --in-process` at a ragged and a full-tile size. Reports are saved and \
+parsed into findings (kind, access size, hazard, kernel, source line, thread, block, count). \
+Exit 0 when every accepted kernel is clean, 2 when one is not or a known-broken kernel was \
+included, 1 when the tool could not run."
+)]
+pub struct SanitizeArgs {
+    /// Kernels (built-in names or manifest paths)
+    #[arg(required = true)]
+    pub kernels: Vec<String>,
+    /// Tools, comma-separated
+    #[arg(long, default_value = "memcheck,racecheck,synccheck,initcheck")]
+    pub tools: String,
+    /// The compute-sanitizer binary [default: from PATH or /usr/local/cuda/bin]
+    #[arg(long)]
+    pub sanitizer: Option<PathBuf>,
+    /// Watchdog per run, seconds
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Output folder (must not exist or be empty) [default: artifacts/sanitize/run-NN]
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// CUDA device ordinal
+    #[arg(long, default_value_t = 0)]
+    pub device: u32,
 }
 
 #[derive(Debug, Args)]
@@ -70,6 +126,9 @@ pub struct CheckArgs {
     /// Print every case, not only failures
     #[arg(long)]
     pub verbose: bool,
+    /// Only the exact-input case per size (no random inputs, determinism or properties)
+    #[arg(long)]
+    pub quick: bool,
     /// Print the report as JSON
     #[arg(long)]
     pub json: bool,

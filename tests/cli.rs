@@ -305,16 +305,29 @@ fn compare_refuses_missing_or_malformed_receipts_with_exit_1() {
 #[test]
 fn check_rejects_unknown_kernels_and_bad_manifests_with_one_line() {
     assert_arg_error(&["check", "gemm"], "unknown kernel 'gemm'");
-    assert_arg_error(&["check", "padded", "--sizes", "3,x"], "--sizes: 'x' is not a size");
+    assert_arg_error(
+        &["check", "padded", "--sizes", "3,x"],
+        "--sizes: 'x' is not a size",
+    );
     let dir = tempfile::tempdir().unwrap();
-    fs::write(dir.path().join("k.cu"), "extern \"C\" __global__ void k(float* o, const float* i, int n) {}").unwrap();
+    fs::write(
+        dir.path().join("k.cu"),
+        "extern \"C\" __global__ void k(float* o, const float* i, int n) {}",
+    )
+    .unwrap();
     let manifest = dir.path().join("mine.toml");
     fs::write(
         &manifest,
         "source = \"k.cu\"\n[[kernel]]\nname = \"k\"\nentry = \"k\"\noperation = \"transpose\"\nparams = [\"out\", \"in\", \"n:f32\"]\nblock = [32, 8]\nelements_per_block = [32, 32]\n",
     )
     .unwrap();
-    assert_arg_error(&["check", manifest.to_str().unwrap()], "kernel[0].params[2]: 'n' must be i32");
+    assert_arg_error(
+        &["check", manifest.to_str().unwrap()],
+        "kernel[0].params[2]: 'n' must be i32",
+    );
     assert_arg_error(&["bench", manifest.to_str().unwrap()], "must be i32");
-    assert_arg_error(&["check", dir.path().join("none.toml").to_str().unwrap()], "none.toml: file:");
+    assert_arg_error(
+        &["check", dir.path().join("none.toml").to_str().unwrap()],
+        "none.toml: file:",
+    );
 }

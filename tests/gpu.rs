@@ -426,3 +426,44 @@ fn rounds_then_compare_padded_against_tiled() {
     ]);
     assert_eq!(code, Some(1), "{err}");
 }
+
+#[test]
+fn check_accepts_correct_kernels_and_rejects_broken_ones_in_isolation() {
+    if !gpu_or_skip("check_accepts_correct_kernels_and_rejects_broken_ones_in_isolation") {
+        return;
+    }
+    let (code, out, err) = run_klab(&[
+        "check",
+        "padded",
+        "triad_f32",
+        "reduce_guarded",
+        "--sizes",
+        "1,33,257,1024",
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(out.matches("verdict: PASS").count(), 3, "{out}");
+    let (code, out, _) = run_klab(&[
+        "check",
+        "reduce_drop_tail",
+        "mut_guard_le",
+        "padded",
+        "--sizes",
+        "33,611,1024",
+    ]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("check reduce_drop_tail"), "{out}");
+    assert!(
+        out.matches("verdict: PASS").count() == 1,
+        "padded still passes after the others: {out}"
+    );
+}
+
+#[test]
+fn reduce_lab_reproduces_seed_002() {
+    if !gpu_or_skip("reduce_lab_reproduces_seed_002") {
+        return;
+    }
+    let (code, out, err) = run_klab(&["reduce-lab"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("seed 002 reproduced"), "{out}");
+}

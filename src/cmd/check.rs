@@ -93,6 +93,7 @@ fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
     let opts = CheckOptions {
         seed: args.seed,
         sizes: sizes(&args.sizes)?,
+        quick: args.quick,
     };
     let verbose = args.verbose;
     let report = check::run(&mut session.backend, &kernel.decl, &k, &opts, &mut |c| {
@@ -157,6 +158,9 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         }
         if args.verbose {
             argv.push("--verbose".into());
+        }
+        if args.quick {
+            argv.push("--quick".into());
         }
         let o = run_isolated(&exe, &argv, timeout)?;
         print!("{}", o.stdout);

@@ -1,5 +1,6 @@
 //! One module per command.
 
+mod audit;
 mod bench;
 mod check;
 mod compare;
@@ -10,6 +11,7 @@ mod measure;
 mod model;
 mod reduce_lab;
 mod rounds;
+mod sanitize;
 mod transpose;
 mod triad;
 
@@ -29,5 +31,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compare(a) => compare::run(a),
         Command::Check(a) => check::run(a),
         Command::ReduceLab(a) => reduce_lab::run(a),
+        Command::Sanitize(a) => sanitize::run(a),
+        Command::Audit(a) => audit::run(a),
     }
 }

@@ -16,3 +16,7 @@ pub const TRIAD_PATH: &str = "kernels/triad.cu";
 pub const REDUCE_SOURCE: &str = include_str!("../../../kernels/reduce.cu");
 pub const REDUCE_PROGRAM: &str = "reduce.cu";
 pub const REDUCE_PATH: &str = "kernels/reduce.cu";
+
+/// `kernels/mutants.cu`: the mutation audit's deliberate bugs (kernels/mutants.toml).
+pub const MUTANTS_SOURCE: &str = include_str!("../../../kernels/mutants.cu");
+pub const MUTANTS_PATH: &str = "kernels/mutants.cu";

@@ -413,7 +413,7 @@ pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
 
 /// The built-in manifests (embedded, so klab runs from any folder).
 pub fn builtins() -> Vec<Manifest> {
-    let table: [(&str, &str, &str, &str); 3] = [
+    let table: [(&str, &str, &str, &str); 4] = [
         (
             "transpose",
             include_str!("../../../kernels/transpose.toml"),
@@ -431,6 +431,12 @@ pub fn builtins() -> Vec<Manifest> {
             include_str!("../../../kernels/reduce.toml"),
             builtin::REDUCE_PATH,
             builtin::REDUCE_SOURCE,
+        ),
+        (
+            "mutants",
+            include_str!("../../../kernels/mutants.toml"),
+            builtin::MUTANTS_PATH,
+            builtin::MUTANTS_SOURCE,
         ),
     ];
     table
@@ -524,7 +530,8 @@ mod tests {
     #[test]
     fn builtins_parse_and_plans_follow_from_n() {
         let b = builtins();
-        assert_eq!(b.len(), 3);
+        assert_eq!(b.len(), 4);
+        assert!(b[3].kernels.len() >= 10 && b[3].kernels.iter().all(|k| k.known_broken.is_some()));
         let (_, padded) = resolve("padded").unwrap();
         assert_eq!(padded.entry, "transpose_padded");
         assert_eq!(padded.plan(33).grid, Dim3::new(2, 2, 1));

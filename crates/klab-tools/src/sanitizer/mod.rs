@@ -25,15 +25,15 @@
 //!    timeout or signal in [`run`] -> [`Outcome::ToolFailed`]. Such runs also print API errors
 //!    (`Program hit ... (error 999)`) and a non-zero ERROR SUMMARY; those do not make them
 //!    findings about the kernel.
-//! 3. `Other` findings, a summary count above zero (racecheck: errors plus warnings), or no
-//!    summary at all -> `FoundErrors` for the first two; for a missing summary,
-//!    [`Outcome::ToolFailed`] (no banner: the tool did not run; banner: the report is
-//!    incomplete).
-//! 4. The exit status equals `error_exitcode` (when that is not 0) -> `FoundErrors`: the
+//! 3. `Other` findings (e.g. `Program hit CUDA_ERROR_...`, unknown blocks) or a summary count
+//!    above zero (racecheck: errors plus warnings) -> `FoundErrors`.
+//! 4. No summary line at all -> `ToolFailed` (no banner: the tool did not run, e.g. an
+//!    unrecognised option or `compute-sanitizer --version`; banner: the report is incomplete).
+//! 5. The exit status equals `error_exitcode` (when that is not 0) -> `FoundErrors`: the
 //!    tool signalled errors even though the report itemises none.
-//! 5. The application's own failure (`Target application returned an error`, `process didn't
+//! 6. The application's own failure (`Target application returned an error`, `process didn't
 //!    terminate successfully`) or any other non-zero status -> [`Outcome::ApplicationFailed`].
-//! 6. Otherwise [`Outcome::Clean`]. An unknown status (`None`, e.g. a saved log) does not by
+//! 7. Otherwise [`Outcome::Clean`]. An unknown status (`None`, e.g. a saved log) does not by
 //!    itself fail a run in [`parse`]; [`run`] turns a signal death into `ToolFailed`.
 //!
 //! Racecheck warnings count as errors for the outcome (a race is evidence against a kernel
@@ -118,7 +118,8 @@ pub struct Options {
     /// `--destroy-on-device-error kernel` (true) or `context`. Default true: the context
     /// survives a faulting kernel, so the application finishes with its own status.
     pub destroy_on_device_error_kernel: bool,
-    /// `--print-limit`: how many errors are printed (the tool's default is 100).
+    /// `--print-limit`: how many errors are printed (the tool's default is 100; 0 means no
+    /// limit). Errors over the limit are still counted in the summary.
     pub print_limit: Option<u32>,
 }
 

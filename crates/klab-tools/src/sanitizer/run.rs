@@ -131,9 +131,13 @@ pub fn run(
     let output = String::from_utf8_lossy(&merged.bytes).into_owned();
     let exit_status = status.code();
     let external = if timed_out {
+        let after = if timeout >= Duration::from_secs(1) {
+            format!("{:.1} s", timeout.as_secs_f64())
+        } else {
+            format!("{} ms", timeout.as_millis())
+        };
         Some(format!(
-            "timed out after {:.1} s; the watchdog killed the sanitizer and its process group",
-            timeout.as_secs_f64()
+            "timed out after {after}; the watchdog killed the sanitizer and its process group"
         ))
     } else if exit_status.is_none() {
         Some(signal_reason(&status))

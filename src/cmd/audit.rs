@@ -1,0 +1,298 @@
+//! `klab audit`: a mutation audit of the gates. Every built-in mutant (kernels/mutants.toml,
+//! each a labelled deliberate bug) and every correct built-in variant goes through every
+//! gate: the oracle (`klab check`, in its own process under a watchdog: a fault or a hang
+//! counts as a rejection) and each Compute Sanitizer tool. The kill matrix says which gate
+//! rejects which mutant. The audit fails (exit 2) if a mutant survives every gate or a
+//! correct variant is rejected by any. A kernel's `known_broken` label is never a kill:
+//! only evidence is.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use klab_core::artifact::write_atomic;
+use klab_core::check::CheckReport;
+use klab_core::manifest;
+use klab_tools::sanitizer::{self, Options, Outcome, Tool};
+use serde::Serialize;
+
+use crate::cli::AuditArgs;
+use crate::cmd::check::run_isolated;
+use crate::cmd::measure::{self, Kernel};
+use crate::cmd::sanitize::{find_sanitizer, sizes_for};
+use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
+
+/// The built-in variants that are deliberately broken (audited like the mutants).
+pub const BUILTIN_BROKEN: [&str; 3] = ["broken", "triad_buggy", "reduce_drop_tail"];
+
+/// The correct variants the audit must accept.
+pub const CORRECT: [&str; 6] = [
+    "copy",
+    "naive",
+    "tiled",
+    "padded",
+    "triad_f32",
+    "reduce_guarded",
+];
+
+#[derive(Debug, Clone, Serialize)]
+struct Cell {
+    gate: String,
+    /// `kill`, `pass`, or `error` (the gate could not decide).
+    verdict: String,
+    detail: String,
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    kernel: String,
+    mutant: bool,
+    bug: Option<String>,
+    cells: Vec<Cell>,
+}
+
+impl Row {
+    fn killed_by(&self) -> Vec<&str> {
+        self.cells
+            .iter()
+            .filter(|c| c.verdict == "kill")
+            .map(|c| c.gate.as_str())
+            .collect()
+    }
+}
+
+pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
+    let tools: Vec<Tool> = args
+        .tools
+        .split(',')
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| t.trim().parse::<Tool>())
+        .collect::<Result<_, _>>()?;
+    let sanitizer_bin = if tools.is_empty() {
+        None
+    } else {
+        Some(find_sanitizer(args.sanitizer.as_deref())?)
+    };
+    klab_cuda::device::Device::open(args.device)?;
+    let dir = measure::output_dir(args.out.as_deref(), "audit")?;
+    let exe = std::env::current_exe().context("locating the klab binary")?;
+    let mutants: Vec<String> = manifest::builtins()
+        .into_iter()
+        .filter(|m| m.origin == "builtin:mutants")
+        .flat_map(|m| m.kernels.into_iter().map(|k| k.name))
+        .collect();
+    // The built-in known-broken variants are labelled bugs too.
+    let mut names: Vec<(String, bool)> = mutants
+        .into_iter()
+        .chain(BUILTIN_BROKEN.iter().map(|s| s.to_string()))
+        .map(|m| (m, true))
+        .collect();
+    names.extend(CORRECT.iter().map(|c| (c.to_string(), false)));
+    if let Some(only) = &args.only {
+        let keep: Vec<&str> = only.split(',').map(str::trim).collect();
+        names.retain(|(n, _)| keep.contains(&n.as_str()));
+    }
+    let timeout = Duration::from_secs(args.timeout);
+    let mut rows = Vec::new();
+    let mut tool_errors = 0;
+    for (name, mutant) in &names {
+        let kernel = Kernel::parse(name)?;
+        let mut cells = Vec::new();
+        // The oracle gate, isolated.
+        let argv: Vec<String> = vec![
+            "check".into(),
+            name.clone(),
+            "--in-process".into(),
+            "--json".into(),
+            "--device".into(),
+            args.device.to_string(),
+        ];
+        let o = run_isolated(&exe, &argv, timeout)?;
+        write_atomic(
+            &dir.join(format!("{name}-oracle.txt")),
+            format!("{}\n{}", o.stdout, o.stderr).as_bytes(),
+        )?;
+        let cell = match (
+            o.timed_out,
+            o.status,
+            serde_json::from_str::<CheckReport>(&o.stdout),
+        ) {
+            (true, _, _) => Cell {
+                gate: "oracle".into(),
+                verdict: "kill".into(),
+                detail: format!("hung: killed after {} s", args.timeout),
+            },
+            (false, Some(0 | 2), Ok(r)) => {
+                let first = r.first_failure().map(|c| c.render()).unwrap_or_default();
+                if r.all_cases_pass() {
+                    Cell {
+                        gate: "oracle".into(),
+                        verdict: "pass".into(),
+                        detail: format!("{} cases pass", r.cases.len()),
+                    }
+                } else {
+                    Cell {
+                        gate: "oracle".into(),
+                        verdict: "kill".into(),
+                        detail: format!(
+                            "{} of {} cases fail; first: {first}",
+                            r.failures(),
+                            r.cases.len()
+                        ),
+                    }
+                }
+            }
+            (false, status, _) => {
+                let why = o
+                    .stderr
+                    .lines()
+                    .rev()
+                    .find(|l| l.starts_with("error:"))
+                    .unwrap_or("no report")
+                    .to_string();
+                Cell {
+                    gate: "oracle".into(),
+                    verdict: "kill".into(),
+                    detail: format!(
+                        "the kernel's process failed ({}): {why}",
+                        status
+                            .map(|s| format!("exit {s}"))
+                            .unwrap_or_else(|| "signal".into())
+                    ),
+                }
+            }
+        };
+        cells.push(cell);
+        // The sanitizer gates.
+        let (ragged, full) = sizes_for(&kernel);
+        let target: Vec<OsString> = vec![
+            "check".into(),
+            name.into(),
+            "--in-process".into(),
+            "--quick".into(),
+            "--sizes".into(),
+            format!("{ragged},{full}").into(),
+            "--device".into(),
+            args.device.to_string().into(),
+        ];
+        for &tool in &tools {
+            let bin = sanitizer_bin
+                .as_ref()
+                .expect("found above when tools are given");
+            let rec = sanitizer::run(tool, &Options::default(), &exe, &target, bin, timeout)?;
+            write_atomic(
+                &dir.join(format!("{name}-{}.txt", tool.as_str())),
+                format!(
+                    "$ {}\n{}\nexit={}\n",
+                    rec.argv.join(" "),
+                    rec.output,
+                    rec.exit_status
+                        .map(|s| s.to_string())
+                        .unwrap_or_else(|| "signal".into())
+                )
+                .as_bytes(),
+            )?;
+            let verdict = match &rec.report.outcome {
+                Outcome::FoundErrors => "kill",
+                Outcome::Clean | Outcome::ApplicationFailed { .. } => "pass",
+                Outcome::ToolFailed { .. } => {
+                    tool_errors += 1;
+                    "error"
+                }
+            };
+            cells.push(Cell {
+                gate: tool.as_str().into(),
+                verdict: verdict.into(),
+                detail: rec.report.describe(),
+            });
+        }
+        let row = Row {
+            kernel: name.clone(),
+            mutant: *mutant,
+            bug: kernel.decl.known_broken.clone(),
+            cells,
+        };
+        eprintln!(
+            "klab audit: {name}: {}",
+            if row.killed_by().is_empty() {
+                "no gate rejected it".to_string()
+            } else {
+                format!("rejected by {}", row.killed_by().join(", "))
+            }
+        );
+        rows.push(row);
+    }
+
+    // The matrix.
+    let gates: Vec<String> = std::iter::once("oracle".to_string())
+        .chain(tools.iter().map(|t| t.as_str().to_string()))
+        .collect();
+    let mut text = format!("{:<22} {:<8}", "kernel", "kind");
+    for g in &gates {
+        text.push_str(&format!(" {g:>9}"));
+    }
+    text.push_str("  verdict\n");
+    let mut problems = Vec::new();
+    for r in &rows {
+        text.push_str(&format!(
+            "{:<22} {:<8}",
+            r.kernel,
+            if r.mutant { "mutant" } else { "correct" }
+        ));
+        for c in &r.cells {
+            let mark = match c.verdict.as_str() {
+                "kill" => "KILL",
+                "pass" => "-",
+                _ => "ERR",
+            };
+            text.push_str(&format!(" {mark:>9}"));
+        }
+        let killed = r.killed_by();
+        let verdict = match (r.mutant, killed.is_empty()) {
+            (true, false) => "killed".to_string(),
+            (true, true) => {
+                problems.push(format!("mutant {} survived every gate", r.kernel));
+                "SURVIVED".to_string()
+            }
+            (false, true) => "accepted".to_string(),
+            (false, false) => {
+                problems.push(format!(
+                    "correct variant {} rejected by {}",
+                    r.kernel,
+                    killed.join(", ")
+                ));
+                "WRONGLY REJECTED".to_string()
+            }
+        };
+        text.push_str(&format!("  {verdict}\n"));
+    }
+    text.push('\n');
+    for r in rows.iter().filter(|r| r.mutant) {
+        text.push_str(&format!(
+            "{}: {}\n",
+            r.kernel,
+            r.bug.as_deref().unwrap_or("")
+        ));
+        for c in r.cells.iter().filter(|c| c.verdict == "kill") {
+            text.push_str(&format!("    {}: {}\n", c.gate, c.detail));
+        }
+    }
+    write_atomic(&dir.join("matrix.txt"), text.as_bytes())?;
+    write_atomic(
+        &dir.join("audit.json"),
+        (serde_json::to_string_pretty(&rows)? + "\n").as_bytes(),
+    )?;
+    print!("{text}");
+    for p in &problems {
+        println!("AUDIT: {p}");
+    }
+    println!("reports: {}", dir.display());
+    Ok(if tool_errors > 0 {
+        ExitCode::from(EXIT_ERROR)
+    } else if !problems.is_empty() {
+        ExitCode::from(EXIT_GATE_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,176 @@
+//! `klab sanitize <kernel>...`: the Compute Sanitizer gate. Each tool runs once per kernel,
+//! as an argument vector (no shell), over `klab check <kernel> --in-process` at a ragged
+//! and a full-tile size; each report is parsed into findings and classified (clean, errors
+//! found, the application failed, the tool could not run). Accepted kernels must be clean
+//! under every tool; known-broken kernels are expected failures.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use klab_core::artifact::write_atomic;
+use klab_tools::sanitizer::{self, Options, Outcome, RunRecord, Tool};
+use serde::Serialize;
+
+use crate::cli::SanitizeArgs;
+use crate::cmd::measure::{self, Kernel};
+use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
+
+/// The compute-sanitizer binary: `--sanitizer`, else PATH, else the toolkit's usual place.
+pub fn find_sanitizer(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = given {
+        return Ok(p.to_path_buf());
+    }
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("compute-sanitizer"))
+            .find(|p| p.is_file())
+    });
+    on_path
+        .or_else(|| {
+            [
+                "/usr/local/cuda/bin/compute-sanitizer",
+                "/usr/local/cuda/compute-sanitizer/compute-sanitizer",
+            ]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file())
+        })
+        .context("compute-sanitizer not found (put it on PATH or pass --sanitizer PATH)")
+}
+
+/// A ragged and a full-tile size for a kernel's launch.
+pub fn sizes_for(kernel: &Kernel) -> (u64, u64) {
+    let e = kernel.decl.elements_per_block[0].max(1);
+    (e + 1, 1024u64.max(e) / e * e)
+}
+
+#[derive(Debug, Serialize)]
+struct KernelRuns {
+    kernel: String,
+    known_broken: Option<String>,
+    sizes: (u64, u64),
+    runs: Vec<RunRecord>,
+    verdict: String,
+}
+
+pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
+    let kernels: Vec<Kernel> = args
+        .kernels
+        .iter()
+        .map(|k| Kernel::parse(k))
+        .collect::<Result<_, _>>()?;
+    let tools: Vec<Tool> = args
+        .tools
+        .split(',')
+        .map(|t| t.trim().parse::<Tool>())
+        .collect::<Result<_, _>>()?;
+    if tools.is_empty() {
+        bail!("--tools names no tool");
+    }
+    let sanitizer = find_sanitizer(args.sanitizer.as_deref())?;
+    klab_cuda::device::Device::open(args.device)?;
+    let dir = measure::output_dir(args.out.as_deref(), "sanitize")?;
+    let exe = std::env::current_exe().context("locating the klab binary")?;
+    let opts = Options::default();
+    let mut all = Vec::new();
+    let (mut failed, mut tool_broke) = (false, false);
+    for (k, spec) in kernels.iter().zip(&args.kernels) {
+        let (ragged, full) = sizes_for(k);
+        let target: Vec<OsString> = vec![
+            "check".into(),
+            spec.into(),
+            "--in-process".into(),
+            "--sizes".into(),
+            format!("{ragged},{full}").into(),
+            "--device".into(),
+            args.device.to_string().into(),
+        ];
+        let mut runs = Vec::new();
+        for &tool in &tools {
+            let rec = sanitizer::run(
+                tool,
+                &opts,
+                &exe,
+                &target,
+                &sanitizer,
+                Duration::from_secs(args.timeout),
+            )?;
+            let name = format!("{}-{}.txt", k.name(), tool.as_str());
+            let text = format!(
+                "$ {}\n{}\nexit={}\n",
+                rec.argv.join(" "),
+                rec.output,
+                rec.exit_status
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "signal".into())
+            );
+            write_atomic(&dir.join(&name), text.as_bytes())?;
+            println!("{} {}: {}", k.name(), tool.as_str(), rec.report.describe());
+            if let Outcome::ToolFailed { .. } = rec.report.outcome {
+                tool_broke = true;
+            }
+            runs.push(rec);
+        }
+        let clean = runs.iter().all(|r| r.report.passes());
+        let found: Vec<&str> = runs
+            .iter()
+            .filter(|r| r.report.outcome == Outcome::FoundErrors)
+            .map(|r| r.tool.as_str())
+            .collect();
+        let verdict = match (&k.decl.known_broken, clean) {
+            (Some(why), _) => {
+                failed = true;
+                if found.is_empty() {
+                    format!("REJECTED (known-broken: {why}); no sanitizer tool reported it at n={ragged},{full}: another gate must catch it")
+                } else {
+                    format!(
+                        "REJECTED (known-broken: {why}); found by {}",
+                        found.join(", ")
+                    )
+                }
+            }
+            (None, true) => format!(
+                "CLEAN under {} at n={ragged},{full}",
+                tools
+                    .iter()
+                    .map(|t| t.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            (None, false) => {
+                failed = true;
+                format!(
+                    "FAIL: {}",
+                    runs.iter()
+                        .filter(|r| !r.report.passes())
+                        .map(|r| format!("{} {}", r.tool.as_str(), r.report.outcome))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            }
+        };
+        println!("{}: {verdict}", k.name());
+        all.push(KernelRuns {
+            kernel: k.name(),
+            known_broken: k.decl.known_broken.clone(),
+            sizes: (ragged, full),
+            runs,
+            verdict,
+        });
+    }
+    write_atomic(
+        &dir.join("sanitize.json"),
+        (serde_json::to_string_pretty(&all)? + "\n").as_bytes(),
+    )?;
+    println!("reports: {}", dir.display());
+    Ok(if tool_broke {
+        ExitCode::from(EXIT_ERROR)
+    } else if failed {
+        ExitCode::from(EXIT_GATE_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
