@@ -23,16 +23,24 @@ pub struct ChildOutcome {
     pub stderr: String,
 }
 
-/// Run `exe args` with a watchdog; both pipes are drained while it runs.
+/// Run `exe args` with a watchdog; both pipes are drained while it runs. The child leads
+/// its own process group, so a timeout kills everything it started.
 pub fn run_isolated(
     exe: &Path,
     args: &[String],
     timeout: Duration,
 ) -> anyhow::Result<ChildOutcome> {
-    let mut child = Command::new(exe)
-        .args(args)
+    let mut cmd = Command::new(exe);
+    cmd.args(args)
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::piped());
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    let mut child = cmd
         .spawn()
         .with_context(|| format!("starting {}", exe.display()))?;
     let mut out = child.stdout.take().expect("piped");
@@ -53,6 +61,12 @@ pub fn run_isolated(
             break (st.code(), false);
         }
         if started.elapsed() > timeout {
+            // The whole group first (grandchildren would hold the pipes open), then the child.
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", child.id())])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
             let _ = child.kill();
             let st = child.wait()?;
             break (st.code(), true);
@@ -200,4 +214,43 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         EXIT_ERROR => ExitCode::from(EXIT_ERROR),
         _ => ExitCode::from(EXIT_GATE_FAILED),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_watchdog_kills_a_hung_child_and_keeps_its_output() {
+        let started = Instant::now();
+        let o = run_isolated(
+            Path::new("/bin/sh"),
+            &["-c".into(), "echo started; sleep 30".into()],
+            Duration::from_millis(500),
+        )
+        .unwrap();
+        assert!(o.timed_out);
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(o.stdout, "started\n");
+    }
+
+    #[test]
+    fn a_child_that_dies_reports_its_status() {
+        let o = run_isolated(
+            Path::new("/bin/sh"),
+            &["-c".into(), "echo oops >&2; exit 3".into()],
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert!(!o.timed_out);
+        assert_eq!(o.status, Some(3));
+        assert_eq!(o.stderr, "oops\n");
+        let o = run_isolated(
+            Path::new("/bin/sh"),
+            &["-c".into(), "kill -SEGV $$".into()],
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(o.status, None, "a signal is not an exit status");
+    }
 }
