@@ -151,16 +151,23 @@ impl ChildRun {
     }
 }
 
+/// Every lab step runs in its own process under the same watchdog as `klab check`.
+const CHILD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(900);
+
 fn run_child(exe: &Path, argv: Vec<String>) -> anyhow::Result<ChildRun> {
-    let out = Command::new(exe)
-        .args(&argv)
-        .output()
-        .with_context(|| format!("starting {}", exe.display()))?;
+    let out = crate::cmd::check::run_isolated(exe, &argv, CHILD_TIMEOUT)?;
+    let mut stderr = out.stderr;
+    if out.timed_out {
+        stderr.push_str(&format!(
+            "error: killed by the watchdog after {} s\n",
+            CHILD_TIMEOUT.as_secs()
+        ));
+    }
     Ok(ChildRun {
         argv,
-        status: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        status: out.status,
+        stdout: out.stdout,
+        stderr,
     })
 }
 

@@ -9,8 +9,6 @@ use std::process::ExitCode;
 
 use klab_core::backend::Backend;
 use klab_core::ops::reduce::{self, SuiteReport};
-use klab_core::timing::validate_once;
-use klab_core::workload::{ReduceWorkload, Workload, POISON_BYTES};
 
 use crate::cli::ReduceLabArgs;
 use crate::cmd::measure::{Kernel, Session};
@@ -21,21 +19,7 @@ fn suites(session: &mut Session, name: &str) -> anyhow::Result<(SuiteReport, Sui
     let k = session.backend.kernel(&kernel.decl.entry)?;
     let decl = kernel.decl.clone();
     let backend = &mut session.backend;
-    let mut sum = |x: &[f32]| -> Result<f32, String> {
-        let w = ReduceWorkload::with_input(decl.clone(), x.to_vec());
-        if w.plan().grid.x == 0 {
-            return Err(format!(
-                "launch of 0 blocks for n = {}: nothing runs",
-                x.len()
-            ));
-        }
-        let mut bufs = w.create_slot(backend, 0).map_err(|e| e.to_string())?;
-        validate_once(backend, &w, &k, &mut bufs, 0, POISON_BYTES[0]).map_err(|e| e.to_string())?;
-        let raw = w.output(backend, &bufs).map_err(|e| e.to_string())?;
-        Ok(ReduceWorkload::fold(
-            &raw.iter().map(|b| f32::from_bits(*b)).collect::<Vec<_>>(),
-        ))
-    };
+    let mut sum = |x: &[f32]| klab_core::check::device_sum(backend, &decl, &k, x);
     let weak = reduce::weak_suite(&mut sum);
     let hard = reduce::hardened_suite(&mut sum);
     Ok((weak, hard))

@@ -4,7 +4,7 @@
 //! the blocks; ratios against the baseline are taken per round with a bootstrap interval.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use klab_core::artifact::{sha256_file, utc_timestamp, write_atomic};
@@ -213,16 +213,14 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
                 "--device".into(),
                 args.device.to_string(),
             ];
-            let out = Command::new(&exe)
-                .args(&argv)
-                .output()
-                .context("starting klab bench")?;
-            let code = out.status.code();
+            let out =
+                crate::cmd::check::run_isolated(&exe, &argv, std::time::Duration::from_secs(900))?;
+            let code = if out.timed_out { None } else { out.status };
             log.push_str(&format!(
                 "# round {round} position {position}\n$ klab {}\n{}{}[exit {}]\n\n",
                 argv.join(" "),
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr),
+                out.stdout,
+                out.stderr,
                 opt(code)
             ));
             let mut row = BlockRow {
@@ -247,7 +245,7 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
                 }
                 Some(2) => {}
                 _ => {
-                    let err = String::from_utf8_lossy(&out.stderr);
+                    let err = &out.stderr;
                     errors.push(format!(
                         "round {round} {name}: {}",
                         err.lines()

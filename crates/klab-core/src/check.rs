@@ -273,7 +273,7 @@ pub fn run<B: Backend>(
             OpKind::ReduceSum => {
                 let n = reduce::BIG_N as usize;
                 let mut sum =
-                    |x: &[f32]| -> Result<f32, String> { gpu_sum(backend, decl, kernel, x) };
+                    |x: &[f32]| -> Result<f32, String> { device_sum(backend, decl, kernel, x) };
                 let x = reduce::exact_input(n);
                 for t in [
                     reduce::swap_ends_check(&mut sum, &x),
@@ -336,14 +336,21 @@ fn involution<B: Backend>(
     })
 }
 
-/// The kernel's sum of `x`: launch, fold the partials on the host.
-fn gpu_sum<B: Backend>(
+/// The kernel's sum of `x`: launch, fold the partials on the host. A launch of zero
+/// blocks (drop-tail below one block) is an error: nothing runs.
+pub fn device_sum<B: Backend>(
     backend: &mut B,
     decl: &KernelDecl,
     kernel: &B::Kernel,
     x: &[f32],
 ) -> Result<f32, String> {
     let w = ReduceWorkload::with_input(decl.clone(), x.to_vec());
+    if w.plan().grid.x == 0 && !x.is_empty() {
+        return Err(format!(
+            "launch of 0 blocks for n = {}: nothing runs",
+            x.len()
+        ));
+    }
     let run = |backend: &mut B| -> Result<f32, BackendError> {
         let mut bufs = w.create_slot(backend, 0)?;
         validate_once(backend, &w, kernel, &mut bufs, 0, POISON_BYTES[0])?;
