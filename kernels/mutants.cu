@@ -133,3 +133,13 @@ extern "C" __global__ void mut_reduce(const float* in, float* partials, unsigned
     partials[blockIdx.x] = buffer[0];
   }
 }
+
+// A copy that stores far outside every allocation: the launch faults (an illegal address
+// poisons the CUDA context), which isolation must report as this kernel's failure.
+extern "C" __global__ void mut_wild_store(float* output, const float* input, int n) {
+  const int x = blockIdx.x * kTile + threadIdx.x;
+  const int y = blockIdx.y * kTile + threadIdx.y;
+  if (x < n && y < n) {
+    output[static_cast<size_t>(y) * n + x + (static_cast<size_t>(1) << 40)] = input[0];  // BUG
+  }
+}

@@ -467,3 +467,22 @@ fn reduce_lab_reproduces_seed_002() {
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains("seed 002 reproduced"), "{out}");
 }
+
+#[test]
+fn a_faulting_kernel_fails_alone_and_the_others_still_run() {
+    if !gpu_or_skip("a_faulting_kernel_fails_alone_and_the_others_still_run") {
+        return;
+    }
+    let (code, out, err) = run_klab(&["check", "mut_wild_store", "padded", "--sizes", "33"]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(
+        out.contains("check mut_wild_store: FAIL: the kernel's process failed"),
+        "{out}{err}"
+    );
+    assert!(err.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{err}");
+    assert_eq!(
+        out.matches("verdict: PASS").count(),
+        1,
+        "padded ran after the fault: {out}"
+    );
+}
