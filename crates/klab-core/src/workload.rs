@@ -257,8 +257,7 @@ impl Workload for TransposeWorkload {
         _slot: u64,
     ) -> Result<CheckOutcome, BackendError> {
         let host = self.input()?;
-        let mut out = vec![0u32; host.len()];
-        b.download(&bufs[0], &mut out)?;
+        let out = self.output(b, bufs)?;
         let v = transpose::verify(self.op(), self.n, host, &out);
         Ok(CheckOutcome {
             failures: v.mismatches,
@@ -400,10 +399,7 @@ impl Workload for TriadWorkload {
         slot: u64,
     ) -> Result<CheckOutcome, BackendError> {
         let (x, z) = self.inputs(slot);
-        let mut raw = vec![0u32; self.n as usize];
-        if self.n > 0 {
-            b.download(&bufs[2], &mut raw)?;
-        }
+        let raw = self.output(b, bufs)?;
         let y: Vec<f32> = raw.iter().map(|w| f32::from_bits(*w)).collect();
         let v = triad::verify(&x, &z, &y, self.alpha);
         Ok(CheckOutcome {
@@ -545,10 +541,7 @@ impl Workload for ReduceWorkload {
         bufs: &[B::Buffer],
         slot: u64,
     ) -> Result<CheckOutcome, BackendError> {
-        let mut raw = vec![0u32; self.blocks()];
-        if !raw.is_empty() {
-            b.download(&bufs[1], &mut raw)?;
-        }
+        let raw = self.output(b, bufs)?;
         let partials: Vec<f32> = raw.iter().map(|w| f32::from_bits(*w)).collect();
         let got = Self::fold(&partials);
         let v = reduce::check(got, &self.input(slot));
