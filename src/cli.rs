@@ -45,6 +45,25 @@ pub enum Command {
     Sanitize(SanitizeArgs),
     /// Mutation audit: every gate on every built-in mutant and correct variant; the kill matrix
     Audit(AuditArgs),
+    /// Nsight Compute on one measured launch: counters, the bound statement, predicted vs measured
+    Profile(ProfileArgs),
+    /// Nsight Systems SQLite exports as tables: kernel launches, copies, findings
+    Trace(crate::cmd::trace::TraceArgs),
+    /// A self-contained HTML page and a markdown summary of a run folder, with SVG plots
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// Kernels (built-in names or manifest paths)
+    #[arg(required = true)]
+    pub kernels: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A run folder (for example artifacts/run-01)
+    pub run_dir: PathBuf,
 }
 
 #[derive(Debug, Args)]

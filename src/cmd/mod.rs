@@ -9,9 +9,12 @@ mod gpu;
 mod lab;
 mod measure;
 mod model;
+mod profile;
 mod reduce_lab;
+mod report;
 mod rounds;
 mod sanitize;
+pub mod trace;
 mod transpose;
 mod triad;
 
@@ -33,5 +36,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::ReduceLab(a) => reduce_lab::run(a),
         Command::Sanitize(a) => sanitize::run(a),
         Command::Audit(a) => audit::run(a),
+        Command::Profile(a) => profile::run(a),
+        Command::Trace(a) => trace::run(a),
+        Command::Report(a) => report::run(a),
     }
 }

@@ -1,0 +1,1 @@
+//! klab report (placeholder until the report module lands).
