@@ -54,16 +54,72 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "For each kernel, Nsight Compute profiles exactly one launch of klab's own sequence: \
+one poisoned validation, --warmup launches, a fresh poison, the measured launch and its check \
+(ncu --kernel-name ENTRY --launch-skip 1+WARMUP --launch-count 1 --clock-control none). \
+The report (.ncu-rep) is imported as CSV (--page raw and --page details), the counters are \
+set beside the address model's predictions (built-in transpose variants) under stated \
+tolerances, and a bound statement is written per kernel: profile.json, bound.txt, \
+counters.csv in --out. Profiler durations are diagnostics, never benchmark results. \
+Exit 0 when every kernel was profiled, 2 when one failed its correctness check (known-broken \
+kernels always do, and are not profiled), 1 when ncu could not run."
+)]
 pub struct ProfileArgs {
     /// Kernels (built-in names or manifest paths)
     #[arg(required = true)]
     pub kernels: Vec<String>,
+    /// Problem size [default: 4096 for matrices, the operation's default otherwise]
+    #[arg(long)]
+    pub n: Option<u64>,
+    /// Nsight Compute sections, comma-separated
+    #[arg(
+        long,
+        default_value = "LaunchStats,SpeedOfLight,MemoryWorkloadAnalysis,Occupancy"
+    )]
+    pub sections: String,
+    /// Extra metrics, comma-separated (added to the ones the bound statement needs)
+    #[arg(long)]
+    pub metrics: Option<String>,
+    /// Warmup launches before the profiled one
+    #[arg(long, default_value_t = 5)]
+    pub warmup: u64,
+    /// ncu cache control between replay passes: all (flush) or none
+    #[arg(long, default_value = "all")]
+    pub cache_control: String,
+    /// The ncu binary [default: from PATH or /usr/local/cuda/bin]
+    #[arg(long)]
+    pub ncu: Option<PathBuf>,
+    /// Watchdog per kernel, seconds
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Output folder (must not exist or be empty) [default: artifacts/profile/run-NN]
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Run the launch sequence in this process (what ncu launches)
+    #[arg(long, hide = true)]
+    pub in_process: bool,
+    /// CUDA device ordinal
+    #[arg(long, default_value_t = 0)]
+    pub device: u32,
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Reads lab.json and every artifact it knows (environment, ladder, benchmark, \
+repeated rounds, timing-engine rounds and receipts, sanitize/sanitize.json, profile/profile.json) \
+and writes index.html (one self-contained page: inline CSS and SVG, no script), report.md (the \
+same tables and statements) and plots/bandwidth.svg, rounds.svg, roofline.svg, counters.svg \
+into RUN_DIR/report or --out. A missing artifact is said in its section, not an error. Every \
+file is written atomically; the same run gives byte-identical files. Prints the paths written. \
+Exit 0 on success, 1 when RUN_DIR is not a run folder (no lab.json) or a file cannot be written."
+)]
 pub struct ReportArgs {
     /// A run folder (for example artifacts/run-01)
     pub run_dir: PathBuf,
+    /// Write the report here instead of RUN_DIR/report
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

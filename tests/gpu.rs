@@ -486,3 +486,68 @@ fn a_faulting_kernel_fails_alone_and_the_others_still_run() {
         "padded ran after the fault: {out}"
     );
 }
+
+/// Issue 5's done-when on the device: ncu on naive, tiled and padded shows the predicted
+/// and measured sectors per request (32 for naive stores) and the bank conflicts (tiled
+/// high, padded near zero) side by side, and they agree.
+#[test]
+fn profile_counters_agree_with_the_address_model() {
+    if !gpu_or_skip("profile_counters_agree_with_the_address_model") {
+        return;
+    }
+    let Some(ncu) = klab_tools::ncu::locate_ncu(None) else {
+        if std::env::var_os("KLAB_REQUIRE_GPU").is_some() {
+            panic!("ncu not found on PATH or in /usr/local/cuda/bin");
+        }
+        eprintln!("SKIPPED profile_counters_agree_with_the_address_model: no ncu");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p");
+    let o = klab()
+        .args([
+            "profile", "naive", "tiled", "padded", "--n", "1024", "--ncu",
+        ])
+        .arg(&ncu)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let csv = std::fs::read_to_string(out.join("counters.csv")).unwrap();
+    eprintln!("{csv}");
+    let row = |kernel: &str, quantity: &str| -> (f64, f64, String) {
+        let line = csv
+            .lines()
+            .find(|l| l.starts_with(&format!("{kernel},1024,{quantity},")))
+            .unwrap_or_else(|| panic!("{kernel} {quantity} in\n{csv}"));
+        let f: Vec<&str> = line.split(',').collect();
+        (
+            f[3].parse().unwrap(),
+            f[4].parse().unwrap(),
+            f[5].to_string(),
+        )
+    };
+    let (p, m, a) = row("naive", "global store sectors/request");
+    assert_eq!(p, 32.0);
+    assert!((m - 32.0).abs() < 0.5, "naive store sectors/request {m}");
+    assert_eq!(a, "agrees");
+    let (p, m, a) = row("tiled", "shared load bank conflicts");
+    assert_eq!(p, 31.0 * 1024.0 * 1024.0 / 32.0);
+    assert!(m > 0.9 * p, "tiled conflicts {m} vs {p}");
+    assert_eq!(a, "agrees");
+    let (p, m, a) = row("padded", "shared load bank conflicts");
+    assert_eq!(p, 0.0);
+    assert!(m < 0.1 * 32768.0, "padded conflicts {m}");
+    assert_eq!(a, "agrees");
+    for k in ["naive", "tiled", "padded"] {
+        let (_, _, a) = row(k, "global load sectors/request");
+        assert_eq!(a, "agrees", "{k} loads");
+    }
+}

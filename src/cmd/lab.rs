@@ -73,14 +73,42 @@ struct Lab {
 }
 
 /// The steps that need a GPU, in the order the lab runs them.
-const GPU_STEPS: [&str; 6] = [
+const GPU_STEPS: [&str; 8] = [
     "ladder",
     "benchmark",
     "rounds",
     "receipts",
     "engine-rounds",
     "summary",
+    "sanitize",
+    "profile",
 ];
+
+/// Variants the sanitizer step runs (seed 000's recovery loop); `broken` runs separately
+/// and must be caught.
+const SANITIZE_ACCEPTED: [&str; 4] = ["copy", "naive", "tiled", "padded"];
+/// Seed 000's tools for the transpose lab.
+const SANITIZE_TOOLS: &str = "memcheck,racecheck,synccheck";
+/// Variants the profile step runs under Nsight Compute.
+const PROFILE_VARIANTS: [&str; 4] = ["copy", "naive", "tiled", "padded"];
+
+/// A progress bar on stderr for a long step, hidden when stderr is not a terminal.
+fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    let target = if std::io::stderr().is_terminal() {
+        indicatif::ProgressDrawTarget::stderr()
+    } else {
+        indicatif::ProgressDrawTarget::hidden()
+    };
+    let bar = indicatif::ProgressBar::with_draw_target(Some(len), target);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "klab lab: {prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_prefix(what.to_string());
+    bar
+}
 
 impl Lab {
     fn skip_gpu_steps(&mut self, why: &str) {
@@ -367,8 +395,11 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     let mut a = Vec::new();
     let mut problems = Vec::new();
     let mut runtime_errors = Vec::new();
+    let bar = progress(LADDER.len() as u64, "ladder");
     for n in LADDER {
+        bar.set_message(format!("N = {n}"));
         let child = run_child(&exe, transpose_argv("all", n, 1, args.device))?;
+        bar.inc(1);
         log.push_str(&child.log_block());
         a.push(lab.write(&format!("check-{n}.csv"), &child.stdout)?);
         match (child.status, row::parse_csv(&child.stdout)) {
@@ -378,6 +409,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
             _ => runtime_errors.push(format!("N={n}: {}", child.last_error_line())),
         }
     }
+    bar.finish_and_clear();
     a.push(lab.write("check-launches.txt", &log)?);
     ladder_step(
         &mut lab,
@@ -433,11 +465,17 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     let mut log = String::new();
     let mut problems = Vec::new();
     let mut runtime_errors = Vec::new();
+    let bar = progress(
+        u64::from(args.rounds) * ROUND_VARIANTS.len() as u64,
+        "rounds",
+    );
     for round in 1..=args.rounds {
         for (position, v) in rounds::alternating_order(round, &ROUND_VARIANTS)
             .iter()
             .enumerate()
         {
+            bar.set_message(format!("round {round} {v}"));
+            bar.inc(1);
             let child = run_child(
                 &exe,
                 transpose_argv(v.name(), BENCH_N, BENCH_REPS, args.device),
@@ -462,6 +500,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    bar.finish_and_clear();
     let a = vec![
         lab.write("repeated-benchmark.csv", rounds::rounds_csv(&rows))?,
         lab.write("repeated-launches.txt", &log)?,
@@ -522,13 +561,51 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
             a.push(lab.write(&log_name, format!("{}{}", child.stdout, child.log_block()))?);
         }
     }
+    // Triad (2 FLOPs per 12 useful bytes) gives the roofline a point off the zero-FLOP edge.
+    let rel = "benchmark/triad_f32";
+    let argv: Vec<String> = [
+        "bench",
+        "triad_f32",
+        "--samples",
+        "200",
+        "--out",
+        &lab.dir.join(rel).display().to_string(),
+        "--device",
+        &args.device.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let child = run_child(&exe, argv)?;
+    match child.status {
+        Some(0) => {
+            a.push(format!("{rel}/receipt.json"));
+            for e in std::fs::read_dir(lab.dir.join(rel))? {
+                let name = e?.file_name().to_string_lossy().into_owned();
+                if name.ends_with(".csv") {
+                    a.push(format!("{rel}/{name}"));
+                }
+            }
+        }
+        Some(2) => problems.push(format!(
+            "triad_f32: {}",
+            child.stdout.lines().last().unwrap_or_default()
+        )),
+        _ => errors.push(format!("triad_f32: {}", child.last_error_line())),
+    }
+    if lab.dir.join(rel).is_dir() {
+        a.push(lab.write(
+            &format!("{rel}/bench.log"),
+            format!("{}{}", child.stdout, child.log_block()),
+        )?);
+    }
     ladder_step(
         &mut lab,
         "receipts",
         &problems,
         &errors,
         a,
-        format!("klab bench for each of copy, naive, tiled, padded at N = {BENCH_N} (200 per-launch samples, same-buffer): receipts under benchmark/"),
+        format!("klab bench for each of copy, naive, tiled, padded at N = {BENCH_N} and triad_f32 at its default n (200 per-launch samples, same-buffer): receipts under benchmark/"),
     );
     let rounds_dir = lab.dir.join("rounds");
     let mut argv: Vec<String> = vec!["rounds".into()];
@@ -605,7 +682,193 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     if !engine_summary.is_empty() {
         println!("Timing engine, per-launch samples (rounds/summary.txt):\n{engine_summary}");
     }
+
+    // 8. The sanitizer gate: accepted variants clean, broken caught.
+    sanitize_step(&mut lab, &exe, args.device)?;
+    // 9. Nsight Compute: one measured launch per variant, counters against the model.
+    profile_step(&mut lab, &exe, args.device)?;
     finish(lab, &started, Some(&f))
+}
+
+/// Files under `rel` (recursively), as run-relative paths, sorted.
+fn files_under(dir: &Path, rel: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![rel.to_string()];
+    while let Some(r) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(dir.join(&r)) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = format!("{r}/{}", e.file_name().to_string_lossy());
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(name),
+                Ok(t) if t.is_file() => out.push(name),
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn sanitize_step(lab: &mut Lab, exe: &Path, device: u32) -> anyhow::Result<()> {
+    let Ok(tool) = crate::cmd::sanitize::find_sanitizer(None) else {
+        lab.step(
+            "sanitize",
+            "skipped",
+            "compute-sanitizer not found (PATH, /usr/local/cuda/bin): the sanitizer gate did not run".into(),
+            vec![],
+        );
+        return Ok(());
+    };
+    let bar = progress(2, "sanitize");
+    let mut runs = Vec::new();
+    for (rel, kernels) in [
+        ("sanitize", SANITIZE_ACCEPTED.to_vec()),
+        ("sanitize-broken", vec!["broken"]),
+    ] {
+        bar.set_message(kernels.join(" "));
+        let mut argv: Vec<String> = vec!["sanitize".into()];
+        argv.extend(kernels.iter().map(|k| k.to_string()));
+        argv.extend(
+            [
+                "--tools",
+                SANITIZE_TOOLS,
+                "--sanitizer",
+                &tool.display().to_string(),
+                "--out",
+                &lab.dir.join(rel).display().to_string(),
+                "--device",
+                &device.to_string(),
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        let child = run_child(exe, argv)?;
+        bar.inc(1);
+        if lab.dir.join(rel).is_dir() {
+            lab.write(
+                &format!("{rel}/sanitize.log"),
+                format!("{}{}", child.stdout, child.log_block()),
+            )?;
+        }
+        runs.push((rel, child));
+    }
+    bar.finish_and_clear();
+    let mut a = files_under(&lab.dir, "sanitize");
+    a.extend(files_under(&lab.dir, "sanitize-broken"));
+    let (accepted, broken) = (&runs[0].1, &runs[1].1);
+    let broken_line = broken
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("broken:"))
+        .unwrap_or("no verdict line")
+        .to_string();
+    match (accepted.status, broken.status) {
+        (Some(0), Some(2)) if broken_line.contains("found by") => lab.step(
+            "sanitize",
+            "ran",
+            format!(
+                "{} clean under {SANITIZE_TOOLS} at a ragged and a full-tile size; {broken_line}",
+                SANITIZE_ACCEPTED.join(", ")
+            ),
+            a,
+        ),
+        (Some(0), Some(2)) => lab.step(
+            "sanitize",
+            "failed",
+            format!("no sanitizer tool caught the known-broken variant: {broken_line}"),
+            a,
+        ),
+        (Some(2), _) => lab.step(
+            "sanitize",
+            "failed",
+            format!(
+                "an accepted variant is not clean: {}",
+                accepted
+                    .stdout
+                    .lines()
+                    .filter(|l| l.contains("FAIL"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            a,
+        ),
+        _ => lab.step(
+            "sanitize",
+            "error",
+            format!(
+                "{} / {}",
+                accepted.last_error_line(),
+                broken.last_error_line()
+            ),
+            a,
+        ),
+    }
+    Ok(())
+}
+
+fn profile_step(lab: &mut Lab, exe: &Path, device: u32) -> anyhow::Result<()> {
+    let Some(ncu) = klab_tools::ncu::locate_ncu(None) else {
+        lab.step(
+            "profile",
+            "skipped",
+            "Nsight Compute (ncu) not found (PATH, /usr/local/cuda/bin): no counters, no bound statements".into(),
+            vec![],
+        );
+        return Ok(());
+    };
+    let bar = progress(1, "profile");
+    bar.set_message(PROFILE_VARIANTS.join(" "));
+    let mut argv: Vec<String> = vec!["profile".into()];
+    argv.extend(PROFILE_VARIANTS.iter().map(|k| k.to_string()));
+    argv.extend(
+        [
+            "--n",
+            &BENCH_N.to_string(),
+            "--ncu",
+            &ncu.display().to_string(),
+            "--out",
+            &lab.dir.join("profile").display().to_string(),
+            "--device",
+            &device.to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    let child = run_child(exe, argv)?;
+    bar.finish_and_clear();
+    if lab.dir.join("profile").is_dir() {
+        lab.write(
+            "profile/profile.log",
+            format!("{}{}", child.stdout, child.log_block()),
+        )?;
+    }
+    let a = files_under(&lab.dir, "profile");
+    let disagreements = std::fs::read_to_string(lab.dir.join("profile/counters.csv"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("DISAGREES"))
+        .count();
+    match child.status {
+        Some(0) => lab.step(
+            "profile",
+            "ran",
+            format!(
+                "ncu on one measured launch of {} at N = {BENCH_N}: bound statements in profile/bound.txt; {disagreements} counter(s) disagree with the address model",
+                PROFILE_VARIANTS.join(", ")
+            ),
+            a,
+        ),
+        Some(2) => lab.step(
+            "profile",
+            "failed",
+            "a profiled variant failed its correctness check; see profile/profile.log".into(),
+            a,
+        ),
+        _ => lab.step("profile", "error", child.last_error_line(), a),
+    }
+    Ok(())
 }
 
 fn order_names() -> String {
@@ -648,7 +911,7 @@ fn resource_report(
         .collect()
 }
 
-fn finish(lab: Lab, started: &str, device: Option<&DeviceFacts>) -> anyhow::Result<ExitCode> {
+fn write_record(lab: &Lab, started: &str, device: Option<&DeviceFacts>) -> anyhow::Result<()> {
     let mut artifacts = Vec::new();
     for s in &lab.steps {
         for name in &s.artifacts {
@@ -671,6 +934,37 @@ fn finish(lab: Lab, started: &str, device: Option<&DeviceFacts>) -> anyhow::Resu
         artifacts,
     };
     lab.write("lab.json", serde_json::to_string_pretty(&record)? + "\n")?;
+    Ok(())
+}
+
+/// The report is built from the run's own `lab.json`, so it comes after a first record;
+/// the record is then written again with the report step and its files hashed.
+fn report_step(lab: &mut Lab) {
+    let result = klab_report::load(&lab.dir)
+        .map(|d| klab_report::render(&d))
+        .and_then(|r| klab_report::write(&lab.dir, &r));
+    match result {
+        Ok(paths) => {
+            let a: Vec<String> = paths
+                .iter()
+                .filter_map(|p| p.strip_prefix(&lab.dir).ok())
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect();
+            lab.step(
+                "report",
+                "ran",
+                "report/index.html (self-contained, SVG plots) and report/report.md, from the steps above".into(),
+                a,
+            );
+        }
+        Err(e) => lab.step("report", "error", e.to_string(), vec![]),
+    }
+}
+
+fn finish(mut lab: Lab, started: &str, device: Option<&DeviceFacts>) -> anyhow::Result<ExitCode> {
+    write_record(&lab, started, device)?;
+    report_step(&mut lab);
+    write_record(&lab, started, device)?;
     let skipped: Vec<&str> = lab
         .steps
         .iter()

@@ -1,7 +1,507 @@
-//! `klab profile` (being built).
+//! `klab profile <kernel>...`: Nsight Compute on exactly one measured launch of klab's own
+//! launch sequence, the counters set beside the address model's predictions, and seed
+//! 000's bound statement filled from them.
+//!
+//! The parent builds ncu's argument vector (never a shell) around `klab profile KERNEL
+//! --in-process`, whose launch sequence is `timing::profile_sequence`: the launch skip is
+//! computed from that same sequence and checked against what the child reports.
 
+use std::ffi::OsString;
+use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
-pub fn run(_args: crate::cli::ProfileArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("klab profile is not built yet")
+use anyhow::{bail, Context};
+use klab_core::artifact::{utc_timestamp, write_atomic};
+use klab_core::bound::{self, KernelProfile, Measured, ProfileRecord, PROFILE_SCHEMA};
+use klab_core::model::predict::{predict, VariantPrediction};
+use klab_core::timing::{self, profile_launch_skip};
+use klab_core::variant::{BLOCK_ROWS, TILE};
+use klab_core::workload::Workload;
+use klab_core::{builtin, Variant};
+use klab_tools::ncu::{
+    self, CacheControl, KernelRecord, MessageLevel, Page, ProfileRequest, RunOutput,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::cli::ProfileArgs;
+use crate::cmd::measure::{output_dir, Kernel, Session};
+use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
+
+/// The line the child prints on stdout so the parent can check the sequence it ran.
+const CHILD_TAG: &str = "KLAB_PROFILE ";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ChildReport {
+    entry: String,
+    n: u64,
+    launches_before: u64,
+    before_failures: u64,
+    /// `None`: rejected before the measured launch.
+    measured_failures: Option<u64>,
+    known_broken: bool,
+    first_failure: Option<String>,
+}
+
+pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
+    if args.in_process {
+        let [name] = args.kernels.as_slice() else {
+            bail!("--in-process takes exactly one kernel");
+        };
+        return child(&args, name);
+    }
+    let cache = match args.cache_control.as_str() {
+        "all" => CacheControl::All,
+        "none" => CacheControl::None,
+        other => bail!("--cache-control '{other}': expected all or none"),
+    };
+    let sections = split_list(&args.sections);
+    if sections.is_empty() {
+        bail!("--sections: at least one section is needed");
+    }
+    let mut metrics: Vec<String> = ncu::KLAB_METRICS.iter().map(|s| s.to_string()).collect();
+    for m in args.metrics.as_deref().map(split_list).unwrap_or_default() {
+        if !metrics.contains(&m) {
+            metrics.push(m);
+        }
+    }
+    let kernels = args
+        .kernels
+        .iter()
+        .map(|k| Kernel::parse(k).map(|kk| (k.clone(), kk)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if let Some(p) = &args.ncu {
+        if !p.is_file() {
+            bail!("--ncu {}: no such file", p.display());
+        }
+    }
+    let ncu_bin = ncu::locate_ncu(args.ncu.as_deref()).with_context(|| {
+        "Nsight Compute (ncu) not found: pass --ncu PATH or put ncu on PATH".to_string()
+    })?;
+    let exe = std::env::current_exe().context("locating the klab binary")?;
+    let dir = output_dir(args.out.as_deref(), "profile")?;
+    let version = ncu::run(&ncu::version_argv(&ncu_bin), Duration::from_secs(60))
+        .ok()
+        .and_then(|o| ncu::parse_version(&o.output).ok())
+        .map(|v| v.to_string());
+
+    let mut profiles = Vec::new();
+    let mut gate_failed = false;
+    let mut tool_failed = false;
+    for (spec, kernel) in &kernels {
+        match profile_one(
+            &args, spec, kernel, &ncu_bin, &exe, &dir, cache, &sections, &metrics,
+        ) {
+            Ok(Some(p)) => {
+                println!("== {} (n = {}) ==\n{}", p.kernel, p.n, p.bound.render());
+                profiles.push(p);
+            }
+            Ok(None) => gate_failed = true,
+            Err(e) => {
+                eprintln!(
+                    "klab profile: {}: {}",
+                    kernel.name(),
+                    one_line(&format!("{e:#}"))
+                );
+                tool_failed = true;
+            }
+        }
+    }
+    let record = ProfileRecord {
+        schema: PROFILE_SCHEMA.into(),
+        created_utc: utc_timestamp(),
+        ncu_version: version,
+        device: None,
+        clock_control: "none".into(),
+        cache_control: args.cache_control.clone(),
+        sections,
+        kernels: profiles,
+    };
+    write_outputs(&dir, &record)?;
+    if !record.kernels.is_empty() {
+        println!("{}", bound::render_table(&record.kernels));
+    }
+    println!("profile: {}", dir.display());
+    Ok(if tool_failed {
+        ExitCode::from(EXIT_ERROR)
+    } else if gate_failed {
+        ExitCode::from(EXIT_GATE_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn write_outputs(dir: &Path, record: &ProfileRecord) -> anyhow::Result<()> {
+    write_atomic(
+        &dir.join("profile.json"),
+        (serde_json::to_string_pretty(record)? + "\n").as_bytes(),
+    )?;
+    let mut text = String::new();
+    for k in &record.kernels {
+        text.push_str(&format!(
+            "== {} (n = {}) ==\n{}\n",
+            k.kernel,
+            k.n,
+            k.bound.render()
+        ));
+    }
+    text.push_str(&bound::render_table(&record.kernels));
+    write_atomic(&dir.join("bound.txt"), text.as_bytes())?;
+    write_atomic(
+        &dir.join("counters.csv"),
+        bound::table_csv(&record.kernels).as_bytes(),
+    )?;
+    Ok(())
+}
+
+fn split_list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+fn one_line(s: &str) -> String {
+    s.lines().map(str::trim).collect::<Vec<_>>().join(" ")
+}
+
+/// The address model's prediction, for the built-in transpose variants only: the model
+/// describes their source, not an arbitrary user kernel.
+fn model_prediction(kernel: &Kernel, n: u64) -> Option<VariantPrediction> {
+    if kernel.manifest.source != builtin::TRANSPOSE_SOURCE {
+        return None;
+    }
+    let v = Variant::ALL
+        .into_iter()
+        .find(|v| v.entry() == kernel.decl.entry)?;
+    predict(v, n, TILE, BLOCK_ROWS).ok()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn profile_one(
+    args: &ProfileArgs,
+    spec: &str,
+    kernel: &Kernel,
+    ncu_bin: &Path,
+    exe: &Path,
+    dir: &Path,
+    cache: CacheControl,
+    sections: &[String],
+    metrics: &[String],
+) -> anyhow::Result<Option<KernelProfile>> {
+    let name = kernel.name();
+    let n = args.n.unwrap_or_else(|| kernel.default_n());
+    let skip = profile_launch_skip(args.warmup);
+    let stem = safe_stem(&name);
+    let report_rel = format!("{stem}.ncu-rep");
+    let request = ProfileRequest {
+        kernel_name: kernel.decl.entry.clone(),
+        launch_skip: skip,
+        launch_count: 1,
+        sections: sections.to_vec(),
+        metrics: metrics.to_vec(),
+        export: dir.join(&report_rel),
+        cache_control: cache,
+        program: exe.to_path_buf(),
+        args: [
+            "profile",
+            spec,
+            "--in-process",
+            "--n",
+            &n.to_string(),
+            "--warmup",
+            &args.warmup.to_string(),
+            "--device",
+            &args.device.to_string(),
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect(),
+    };
+    let argv = request.argv(ncu_bin);
+    let shown: Vec<String> = argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    eprintln!("klab profile: {name}: {}", shown.join(" "));
+    let out = ncu::run(&argv, Duration::from_secs(args.timeout))?;
+    let log_rel = format!("{stem}.log");
+    write_atomic(
+        &dir.join(&log_rel),
+        format!(
+            "$ {}\n{}{}[exit {}{}]\n",
+            shown.join(" "),
+            out.stdout,
+            out.stderr,
+            out.exit_status
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "signal".into()),
+            if out.timed_out {
+                ", killed by the watchdog"
+            } else {
+                ""
+            }
+        )
+        .as_bytes(),
+    )?;
+    let child: Option<ChildReport> = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(CHILD_TAG))
+        .and_then(|j| serde_json::from_str(j).ok());
+    let Some(child) = child else {
+        let why = error_lines(&out);
+        bail!(
+            "the profiled run did not complete (exit {:?}{}): {}; see {}",
+            out.exit_status,
+            if out.timed_out { ", watchdog" } else { "" },
+            if why.is_empty() {
+                "no error line".to_string()
+            } else {
+                why.join("; ")
+            },
+            log_rel
+        );
+    };
+    if child.launches_before != skip {
+        bail!(
+            "the child made {} launches before the measured one but ncu skipped {skip}: the profiled launch would be the wrong one",
+            child.launches_before
+        );
+    }
+    let Some(measured_failures) = child.measured_failures else {
+        eprintln!(
+            "klab profile: {name}: not profiled: {} (validation: {} mismatches{})",
+            if child.known_broken {
+                "known-broken kernel"
+            } else {
+                "failed its validation"
+            },
+            child.before_failures,
+            child
+                .first_failure
+                .map(|f| format!(", first {f}"))
+                .unwrap_or_default()
+        );
+        return Ok(None);
+    };
+    if measured_failures > 0 {
+        eprintln!(
+            "klab profile: {name}: the profiled launch's output had {measured_failures} mismatches"
+        );
+    }
+    if !dir.join(&report_rel).is_file() {
+        bail!("ncu wrote no report {report_rel}; see {log_rel}");
+    }
+
+    // Import: raw page (every metric) and details page (sections as ncu shows them).
+    let raw_rel = format!("{stem}.raw.csv");
+    let raw = import(ncu_bin, &dir.join(&report_rel), Page::Raw, args.timeout)?;
+    write_atomic(&dir.join(&raw_rel), raw.as_bytes())?;
+    if let Ok(details) = import(ncu_bin, &dir.join(&report_rel), Page::Details, args.timeout) {
+        write_atomic(&dir.join(format!("{stem}.details.csv")), details.as_bytes())?;
+    }
+    let parsed = ncu::parse_raw(&raw).with_context(|| format!("reading {raw_rel}"))?;
+    let record = match parsed.kernels.as_slice() {
+        [one] => one,
+        [] => bail!("{raw_rel}: no profiled launch"),
+        more => bail!(
+            "{raw_rel}: {} launches profiled, expected exactly one",
+            more.len()
+        ),
+    };
+    let measured = measured_from(record);
+    let absent_metrics: Vec<String> = metrics
+        .iter()
+        .filter(|m| record.metric(m).is_absent())
+        .cloned()
+        .collect();
+    let prediction = model_prediction(kernel, n);
+    let counters = bound::compare(prediction.as_ref(), &measured);
+    let w = kernel.workload(n, None)?;
+    let plan = w.plan();
+    let workload = format!(
+        "{} {} ({}), n = {n}, block {}x{}x{}, grid {}x{}x{}; the launch after {} validation and {} warmup launches (ncu --launch-skip {skip} --launch-count 1, --clock-control none, --cache-control {})",
+        w.dtype(),
+        w.operation(),
+        name,
+        plan.block.x,
+        plan.block.y,
+        plan.block.z,
+        plan.grid.x,
+        plan.grid.y,
+        plan.grid.z,
+        1,
+        args.warmup,
+        args.cache_control
+    );
+    let correctness = format!(
+        "{} mismatches in the validation launch and {measured_failures} in the profiled launch's own output (poisoned before it), checked against {} ({}); log {log_rel}",
+        child.before_failures,
+        w.reference(),
+        w.rule()
+    );
+    let statement = bound::statement(workload, correctness, &report_rel, &measured, &counters);
+    Ok(Some(KernelProfile {
+        kernel: name,
+        entry: kernel.decl.entry.clone(),
+        operation: kernel.decl.operation.name().to_string(),
+        n,
+        launch_skip: skip,
+        argv: shown,
+        report: report_rel,
+        raw_csv: raw_rel,
+        log: log_rel,
+        mismatches: Some(child.before_failures + measured_failures),
+        measured,
+        absent_metrics,
+        counters,
+        bound: statement,
+    }))
+}
+
+/// ncu's `==ERROR==` lines.
+fn error_lines(out: &RunOutput) -> Vec<String> {
+    out.messages()
+        .into_iter()
+        .filter(|m| m.level == MessageLevel::Error)
+        .map(|m| m.to_string())
+        .collect()
+}
+
+fn import(ncu_bin: &Path, report: &Path, page: Page, timeout: u64) -> anyhow::Result<String> {
+    let argv = ncu::import_argv(ncu_bin, report, page);
+    let out = ncu::run(&argv, Duration::from_secs(timeout))?;
+    if !out.succeeded() {
+        bail!(
+            "ncu --import {} failed (exit {:?}): {}",
+            report.display(),
+            out.exit_status,
+            error_lines(&out).join("; ")
+        );
+    }
+    Ok(out.stdout)
+}
+
+/// Read the counters the bound statement uses from one launch's record.
+pub fn measured_from(r: &KernelRecord) -> Measured {
+    // Values are read in base units: an imported report prints `us` and `Mbyte` where a
+    // live run prints `ns` and `byte`.
+    let get = |name: &str, unit: &str| r.number_in(name, unit);
+    let limits = [
+        ("registers", "launch__occupancy_limit_registers"),
+        ("shared memory", "launch__occupancy_limit_shared_mem"),
+        ("warps", "launch__occupancy_limit_warps"),
+        ("blocks", "launch__occupancy_limit_blocks"),
+        ("barriers", "launch__occupancy_limit_barriers"),
+    ];
+    Measured {
+        duration_ns: get("gpu__time_duration.sum", "ns"),
+        dram_pct: get("dram__throughput.avg.pct_of_peak_sustained_elapsed", "%").or_else(|| {
+            get(
+                "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+                "%",
+            )
+        }),
+        compute_pct: get("sm__throughput.avg.pct_of_peak_sustained_elapsed", "%"),
+        memory_pct: get(
+            "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+            "%",
+        ),
+        l1tex_pct: get("l1tex__throughput.avg.pct_of_peak_sustained_active", "%"),
+        l2_pct: get("lts__throughput.avg.pct_of_peak_sustained_elapsed", "%"),
+        dram_bytes_read: get("dram__bytes_read.sum", "byte"),
+        dram_bytes_write: get("dram__bytes_write.sum", "byte"),
+        global_load_sectors: get("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "sector"),
+        global_load_requests: get("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", ""),
+        global_store_sectors: get("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "sector"),
+        global_store_requests: get("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum", ""),
+        shared_load_conflicts: get(
+            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+            "",
+        ),
+        shared_store_conflicts: get(
+            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+            "",
+        ),
+        registers_per_thread: get("launch__registers_per_thread", "register/thread"),
+        spill_instructions: get("sass__inst_executed_register_spilling", "inst"),
+        static_shared_bytes: get("launch__shared_mem_per_block_static", "byte/block"),
+        theoretical_occupancy_pct: get("sm__maximum_warps_per_active_cycle_pct", "%"),
+        achieved_occupancy_pct: get("sm__warps_active.avg.pct_of_peak_sustained_active", "%"),
+        occupancy_limits: limits
+            .iter()
+            .filter_map(|(label, m)| get(m, "block").map(|v| (label.to_string(), v)))
+            .collect(),
+    }
+}
+
+/// A file-name stem from a kernel name (manifest names are free text).
+fn safe_stem(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The child: the launch sequence ncu profiles, then one line for the parent.
+fn child(args: &ProfileArgs, spec: &str) -> anyhow::Result<ExitCode> {
+    use klab_core::backend::Backend;
+    let kernel = Kernel::parse(spec)?;
+    let n = args.n.unwrap_or_else(|| kernel.default_n());
+    let w = kernel.workload(n, None)?;
+    let mut session = Session::open(&kernel, args.device)?;
+    let k = session.backend.kernel(&kernel.decl.entry)?;
+    let p = timing::profile_sequence(&mut session.backend, &w, &k, args.warmup)?;
+    let report = ChildReport {
+        entry: kernel.decl.entry.clone(),
+        n,
+        launches_before: p.launches_before,
+        before_failures: p.before.failures,
+        measured_failures: p.measured.as_ref().map(|m| m.failures),
+        known_broken: w.known_broken(),
+        first_failure: p
+            .before
+            .first_failure
+            .clone()
+            .or_else(|| p.measured.as_ref().and_then(|m| m.first_failure.clone())),
+    };
+    println!("{CHILD_TAG}{}", serde_json::to_string(&report)?);
+    let ok = p.measured.as_ref().is_some_and(|m| m.passed());
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_GATE_FAILED)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stems_are_file_safe() {
+        assert_eq!(safe_stem("naive"), "naive");
+        assert_eq!(safe_stem("my kernel/../x"), "my_kernel____x");
+    }
+
+    #[test]
+    fn lists_split_and_trim() {
+        assert_eq!(split_list(" a, b,,c "), ["a", "b", "c"]);
+        assert!(split_list("").is_empty());
+    }
+
+    #[test]
+    fn the_model_predicts_only_built_in_transposes() {
+        let k = Kernel::parse("naive").unwrap();
+        assert!(model_prediction(&k, 64).is_some());
+        let k = Kernel::parse("triad_f32").unwrap();
+        assert!(model_prediction(&k, 1024).is_none());
+    }
 }

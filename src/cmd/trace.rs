@@ -1,15 +1,175 @@
-//! `klab trace` (being built).
+//! `klab trace <export.sqlite>...`: Nsight Systems SQLite exports as tables (kernel
+//! launches, copies and sets, a per-kernel summary), with findings such as API calls that
+//! launched nothing. Reading is done by `klab_tools::nsys`; this file is arguments, output
+//! and the CSV file.
 
-use std::path::PathBuf;
+use std::io::Write as _;
+use std::num::IntErrorKind;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::{bail, Context};
+use klab_core::artifact::write_atomic;
+use klab_tools::nsys::{self, render, Rates};
+
+use crate::EXIT_ERROR;
+
+const AFTER_HELP: &str = "\
+Make an export with: nsys export --type sqlite report.nsys-rep
+Exports from nsys 2022.1 to 2026.1 are read (columns are found by name); the file is opened
+read-only and nothing is written beside it.
+
+Each file gets its own section:
+  header     path, nsys and schema version, GPUs, API call count
+  kernels    one row per launch: start_ns, duration_ns (end - start; '-' when the row has
+             no timestamps), GB/s and %peak (with --bytes-moved / --peak-gbs), device,
+             stream, grid and block as launched (XxYxZ), registers per thread, static +
+             dynamic shared memory in bytes, the launching API call, the demangled name
+  copies     one row per memcpy (direction, source -> destination memory) and memset:
+             bytes, duration_ns, GB/s = bytes / duration_ns
+  summary    per kernel name: launches, timed launches, min / median / max ns (the median
+             of an even count is the mean of the two middle values), GB/s at the median
+  findings   facts to act on, e.g. 'N runtime API calls and zero kernels: launches failed':
+             calls were recorded but no kernel ran (typically a launch error nobody
+             checked, such as more than 1024 threads per block); API calls that returned
+             an error; rows without timestamps; copies that took longer than the kernels
+  notes      what the export lacked (tables, columns, ENUM tables) and how it was read
+
+Units: ns, bytes, GB/s = 10^9 bytes per second.
+
+--csv PATH writes one row per kernel launch, memcpy and memset, with the header
+  file,kind,name,device,stream,grid,block,registers,shared_mem_bytes,memory,value,
+  start_ns,end_ns,duration_ns,bytes,gb_s,pct_of_peak,api,correlation_id
+kind is kernel, memcpy or memset; for kernels, bytes is --bytes-moved and pct_of_peak is
+gb_s / --peak-gbs * 100; for copies and sets, bytes is what they moved and pct_of_peak is
+empty. Empty fields are unknown or not applicable. The file is written atomically, and
+not at all when an export could not be read (an existing file is then left as it was).
+--csv - prints the CSV alone on stdout instead of the text report.
+
+Exit status: 0 when every export was read (findings do not change it), 1 when an export
+could not be read (the others are still reported) or on an argument error.";
+
+/// Arguments of `klab trace`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
 pub struct TraceArgs {
     /// Nsight Systems SQLite exports
-    #[arg(required = true)]
+    #[arg(required = true, value_name = "EXPORT.sqlite")]
     pub exports: Vec<PathBuf>,
+    /// Bytes each kernel launch reads plus writes: adds achieved GB/s (bytes / duration)
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, allow_hyphen_values = true)]
+    pub bytes_moved: Option<u64>,
+    /// Peak memory bandwidth in GB/s: adds % of peak (needs --bytes-moved)
+    #[arg(
+        long,
+        value_name = "GBS",
+        value_parser = parse_gbs,
+        allow_hyphen_values = true,
+        requires = "bytes_moved"
+    )]
+    pub peak_gbs: Option<f64>,
+    /// Write the CSV here ('-' = stdout); see below for its columns
+    #[arg(long, value_name = "PATH")]
+    pub csv: Option<PathBuf>,
 }
 
-pub fn run(_args: TraceArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("klab trace is not built yet")
+/// `--bytes-moved`: a whole number of bytes, at least 1.
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!("bytes must be positive, got '{s}'"));
+    }
+    match t.parse::<u64>() {
+        Ok(0) => Err("bytes must be at least 1, got 0".into()),
+        Ok(n) => Ok(n),
+        Err(e) if *e.kind() == IntErrorKind::PosOverflow => {
+            Err(format!("bytes must be at most {}, got '{s}'", u64::MAX))
+        }
+        Err(_) => Err(format!("bytes must be a whole number, got '{s}'")),
+    }
+}
+
+/// `--peak-gbs`: a finite number above 0.
+fn parse_gbs(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(v) if v.is_nan() => Err("GB/s must be a number, got NaN".into()),
+        Ok(_) => Err(format!("GB/s must be a finite number above 0, got '{s}'")),
+        Err(_) => Err(format!("GB/s must be a number, got '{s}'")),
+    }
+}
+
+/// Whether two paths name the same existing file.
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
+pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
+    let rates = Rates {
+        bytes_moved: args.bytes_moved,
+        peak_gbs: args.peak_gbs,
+    };
+    let csv_stdout = args.csv.as_deref() == Some(Path::new("-"));
+    if let Some(csv) = args.csv.as_deref().filter(|_| !csv_stdout) {
+        if let Some(e) = args.exports.iter().find(|e| same_file(e, csv)) {
+            bail!(
+                "--csv {} is one of the exports ({}); refusing to overwrite it",
+                csv.display(),
+                e.display()
+            );
+        }
+    }
+
+    let mut traces = Vec::new();
+    let mut failed = 0usize;
+    let stdout = std::io::stdout();
+    for (i, path) in args.exports.iter().enumerate() {
+        match nsys::open(path) {
+            Ok(t) => {
+                if !csv_stdout {
+                    let mut out = stdout.lock();
+                    if i > 0 {
+                        writeln!(out)?;
+                    }
+                    out.write_all(render::text(&t, &rates).as_bytes())?;
+                    out.flush()?;
+                }
+                traces.push(t);
+            }
+            Err(e) => {
+                failed += 1;
+                eprintln!("error: {e}");
+            }
+        }
+    }
+
+    if let Some(csv) = args.csv.as_deref() {
+        if failed > 0 {
+            eprintln!(
+                "error: CSV not written to {}: {failed} of {} exports could not be read",
+                csv.display(),
+                args.exports.len()
+            );
+        } else {
+            let text = render::csv(&traces, &rates);
+            if csv_stdout {
+                let mut out = stdout.lock();
+                out.write_all(text.as_bytes())?;
+                out.flush()?;
+            } else {
+                write_atomic(csv, text.as_bytes())
+                    .with_context(|| format!("writing {}", csv.display()))?;
+                let rows = text.lines().count() - 1;
+                println!("\ncsv: {} ({rows} rows)", csv.display());
+            }
+        }
+    }
+    Ok(if failed > 0 {
+        ExitCode::from(EXIT_ERROR)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

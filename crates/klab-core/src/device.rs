@@ -41,6 +41,9 @@ pub struct DeviceFacts {
     pub sm_count: u32,
     pub l2_bytes: u64,
     pub memory_clock_khz: u64,
+    /// Maximum SM clock the driver reports (absent in records written before it was kept).
+    #[serde(default)]
+    pub sm_clock_khz: Option<u64>,
     pub bus_width_bits: u32,
     pub total_memory_bytes: u64,
     /// Driver API version as reported by the driver, e.g. "13.0".
@@ -55,6 +58,15 @@ impl DeviceFacts {
     /// Theoretical peak memory bandwidth: 2 x memory clock x bus width (double data rate).
     pub fn theoretical_peak_gb_s(&self) -> f64 {
         theoretical_peak_gb_s(self.memory_clock_khz, self.bus_width_bits)
+    }
+
+    /// Peak FP32 rate in GFLOP/s: SMs x FP32 lanes per SM x 2 (an FMA is two FLOPs) x
+    /// the maximum SM clock. `None` when the clock or the architecture's lane count is
+    /// unknown.
+    pub fn fp32_peak_gflops(&self) -> Option<f64> {
+        let lanes = fp32_lanes_per_sm(self.compute_capability)?;
+        let clock = self.sm_clock_khz?;
+        Some(f64::from(self.sm_count) * f64::from(lanes) * 2.0 * clock as f64 / 1e6)
     }
 
     /// The architecture NVRTC should compile for, e.g. `sm_90`.
@@ -84,6 +96,16 @@ impl DeviceFacts {
             self.runtime_version.as_deref().unwrap_or("not loaded"),
             self.nvrtc_version.as_deref().unwrap_or("not loaded"),
         )
+    }
+}
+
+/// FP32 lanes per SM by compute capability (CUDA C++ Programming Guide, arithmetic
+/// instruction throughput table); `None` for architectures klab has no entry for.
+pub fn fp32_lanes_per_sm(cc: (u32, u32)) -> Option<u32> {
+    match cc {
+        (7, 0) | (7, 2) | (7, 5) | (8, 0) => Some(64),
+        (8, 6) | (8, 7) | (8, 9) | (9, 0) | (10, _) | (12, _) => Some(128),
+        _ => None,
     }
 }
 

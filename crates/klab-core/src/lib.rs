@@ -7,6 +7,7 @@
 
 pub mod artifact;
 pub mod backend;
+pub mod bound;
 pub mod builtin;
 pub mod check;
 pub mod compare;

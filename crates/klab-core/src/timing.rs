@@ -189,6 +189,63 @@ pub fn validate_once<B: Backend, W: Workload>(
     workload.check(backend, bufs, slot)
 }
 
+/// Warmup launches before the profiled launch (seed 000: one validation, five warmups).
+pub const PROFILE_WARMUP: u64 = 5;
+
+/// How many launches of the entry `klab profile`'s child makes before the one it
+/// profiles: the poisoned validation, then `warmup` warmups. ncu's `--launch-skip`.
+pub fn profile_launch_skip(warmup: u64) -> u64 {
+    1 + warmup
+}
+
+/// What the profiled sequence found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProfiledLaunch {
+    /// The validation before warmup.
+    pub before: CheckOutcome,
+    /// The measured launch's own output, checked after it ran (the output was poisoned
+    /// after warmup, so stale results cannot pass).
+    pub measured: Option<CheckOutcome>,
+    /// Launches of the entry before the measured one.
+    pub launches_before: u64,
+}
+
+/// The launch sequence `klab profile` runs under Nsight Compute: one poisoned
+/// validation, `warmup` launches on the same buffers, a fresh poison (a fill, not a
+/// launch), exactly one measured launch, and its check. A failed validation or a
+/// known-broken kernel stops before the measured launch (`measured` is `None`).
+pub fn profile_sequence<B: Backend, W: Workload>(
+    backend: &mut B,
+    workload: &W,
+    kernel: &B::Kernel,
+    warmup: u64,
+) -> Result<ProfiledLaunch, TimingError> {
+    let plan = workload.plan();
+    let resources = backend.resources(kernel);
+    plan::validate(&plan, backend.limits(), Some(&resources), false)?;
+    let mut bufs = workload.create_slot(backend, 0)?;
+    let before = validate_once(backend, workload, kernel, &mut bufs, 0, POISON_BYTES[0])?;
+    let mut launches_before = 1;
+    if !before.passed() || workload.known_broken() {
+        return Ok(ProfiledLaunch {
+            before,
+            measured: None,
+            launches_before,
+        });
+    }
+    for _ in 0..warmup {
+        backend.launch(kernel, &plan, &workload.args::<B>(&bufs))?;
+        launches_before += 1;
+    }
+    backend.synchronize()?;
+    let measured = validate_once(backend, workload, kernel, &mut bufs, 0, POISON_BYTES[1])?;
+    Ok(ProfiledLaunch {
+        before,
+        measured: Some(measured),
+        launches_before,
+    })
+}
+
 /// Run one measurement block of `workload` on `backend`.
 pub fn measure<B: Backend, W: Workload>(
     backend: &mut B,
@@ -400,6 +457,50 @@ mod tests {
             Outcome::Measured(m) => *m,
             other => panic!("expected a measurement, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_profiled_launch_is_the_one_after_the_computed_skip() {
+        let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_kernel);
+        let w = TriadWorkload::new(false, 257, 7);
+        let k = b.kernel(w.entry()).unwrap();
+        let p = profile_sequence(&mut b, &w, &k, PROFILE_WARMUP).unwrap();
+        assert_eq!(p.launches_before, profile_launch_skip(PROFILE_WARMUP));
+        assert_eq!(
+            profile_launch_skip(PROFILE_WARMUP),
+            6,
+            "seed 000: --launch-skip 6"
+        );
+        assert!(p.before.passed());
+        assert!(p.measured.as_ref().unwrap().passed());
+        // The recorded calls: exactly skip + 1 launches, and the output was poisoned
+        // between the last warmup and the measured launch.
+        let launches: Vec<usize> = b
+            .calls
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| matches!(c, Call::Launch(_)))
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(
+            launches.len() as u64,
+            profile_launch_skip(PROFILE_WARMUP) + 1
+        );
+        let last = *launches.last().unwrap();
+        let prev = launches[launches.len() - 2];
+        assert!(b.calls[prev..last]
+            .iter()
+            .any(|c| matches!(c, Call::Fill { byte: 0x7f, .. })));
+    }
+
+    #[test]
+    fn a_kernel_that_stops_writing_fails_the_profiled_check() {
+        let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_decays);
+        let w = TriadWorkload::new(false, 257, 7);
+        let k = b.kernel(w.entry()).unwrap();
+        let p = profile_sequence(&mut b, &w, &k, PROFILE_WARMUP).unwrap();
+        assert!(p.before.passed());
+        assert!(!p.measured.unwrap().passed());
     }
 
     #[test]

@@ -124,6 +124,7 @@ fn read_facts(ctx: &Arc<CudaContext>, ordinal: u32) -> Result<DeviceFacts, CudaE
         sm_count: attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
         l2_bytes: u64::from(attr(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?),
         memory_clock_khz: u64::from(attr(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)?),
+        sm_clock_khz: Some(u64::from(attr(A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?)),
         bus_width_bits: attr(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)?,
         total_memory_bytes: total as u64,
         driver_version: version_string(driver),

@@ -2,4 +2,7 @@
 //! here: the tools run as child processes (argument vectors, never a shell) and their
 //! reports are parsed into findings.
 
+pub mod ncu;
+pub mod nsys;
+pub mod process;
 pub mod sanitizer;

@@ -1,0 +1,178 @@
+//! A small reader for the CSV files a run folder holds: a header line, then rows whose
+//! fields may be double-quoted (`""` inside quotes is one quote). Rows are read by column
+//! name, so a reordered or extended file still reads.
+
+/// A parsed CSV file: the header and the rows, each row as long as the header.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Csv {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+/// One row, read by column name.
+#[derive(Debug, Clone, Copy)]
+pub struct Row<'a> {
+    header: &'a [String],
+    fields: &'a [String],
+    /// 2-based line number in the file (the header is line 1), for messages.
+    pub line: usize,
+}
+
+impl Csv {
+    /// Parse `text`. Errors: no header, or a row with a different field count (the
+    /// message names the line).
+    pub fn parse(text: &str) -> Result<Csv, String> {
+        let mut lines = text
+            .lines()
+            .map(|l| l.trim_end_matches('\r'))
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty());
+        let header = match lines.next() {
+            Some((_, h)) => split(h),
+            None => return Err("empty file".into()),
+        };
+        let mut rows = Vec::new();
+        for (i, l) in lines {
+            let fields = split(l);
+            if fields.len() != header.len() {
+                return Err(format!(
+                    "line {}: {} fields, the header has {}",
+                    i + 1,
+                    fields.len(),
+                    header.len()
+                ));
+            }
+            rows.push(fields);
+        }
+        Ok(Csv { header, rows })
+    }
+
+    /// Fail unless every named column is present.
+    pub fn require(&self, columns: &[&str]) -> Result<(), String> {
+        let missing: Vec<&str> = columns
+            .iter()
+            .filter(|c| !self.header.iter().any(|h| h == *c))
+            .copied()
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("missing column(s): {}", missing.join(", ")))
+        }
+    }
+
+    /// The rows in file order.
+    pub fn rows(&self) -> impl Iterator<Item = Row<'_>> {
+        self.rows.iter().enumerate().map(|(i, f)| Row {
+            header: &self.header,
+            fields: f,
+            line: i + 2,
+        })
+    }
+}
+
+impl<'a> Row<'a> {
+    /// The field under `column`, or "" when there is no such column.
+    pub fn get(&self, column: &str) -> &'a str {
+        self.header
+            .iter()
+            .position(|h| h == column)
+            .map(|i| self.fields[i].as_str())
+            .unwrap_or("")
+    }
+
+    /// The field as text; an error names the line when it is empty.
+    pub fn text(&self, column: &str) -> Result<String, String> {
+        match self.get(column) {
+            "" => Err(format!("line {}: empty {column}", self.line)),
+            s => Ok(s.to_string()),
+        }
+    }
+
+    /// A number; `None` for an empty field, an error for anything else that is not one.
+    pub fn opt_f64(&self, column: &str) -> Result<Option<f64>, String> {
+        match self.get(column).trim() {
+            "" => Ok(None),
+            s => match s.parse::<f64>() {
+                Ok(v) if v.is_finite() => Ok(Some(v)),
+                _ => Err(format!(
+                    "line {}: {column} is not a finite number: '{s}'",
+                    self.line
+                )),
+            },
+        }
+    }
+
+    /// A required non-negative integer.
+    pub fn u64(&self, column: &str) -> Result<u64, String> {
+        let s = self.get(column).trim();
+        s.parse::<u64>().map_err(|_| {
+            format!(
+                "line {}: {column} is not a non-negative integer: '{s}'",
+                self.line
+            )
+        })
+    }
+
+    /// `true` or `false`.
+    pub fn bool(&self, column: &str) -> Result<bool, String> {
+        match self.get(column).trim() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            s => Err(format!(
+                "line {}: {column} is not true or false: '{s}'",
+                self.line
+            )),
+        }
+    }
+}
+
+fn split(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            ('"', true) => quoted = false,
+            ('"', false) if field.is_empty() => quoted = true,
+            (',', false) => out.push(std::mem::take(&mut field)),
+            (c, _) => field.push(c),
+        }
+    }
+    out.push(field);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_fields_and_named_columns() {
+        let c = Csv::parse("a,b,flags\n1,x,\"\"\n2,y,\"p,q \"\"r\"\"\"\n").unwrap();
+        let rows: Vec<Row> = c.rows().collect();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].get("flags"), "");
+        assert_eq!(rows[1].get("flags"), "p,q \"r\"");
+        assert_eq!(rows[1].u64("a").unwrap(), 2);
+        assert_eq!(rows[1].get("nope"), "");
+        assert!(c.require(&["a", "zz"]).unwrap_err().contains("zz"));
+    }
+
+    #[test]
+    fn ragged_rows_and_bad_numbers_name_the_line() {
+        assert!(Csv::parse("a,b\n1\n").unwrap_err().contains("line 2"));
+        let c = Csv::parse("a\nx\n").unwrap();
+        let r = c.rows().next().unwrap();
+        assert!(r.opt_f64("a").unwrap_err().contains("line 2"));
+        let c = Csv::parse("a\nNaN\n").unwrap();
+        let r = c.rows().next().unwrap();
+        assert!(r.opt_f64("a").unwrap_err().contains("not a finite number"));
+        assert_eq!(Csv::parse("").unwrap_err(), "empty file");
+    }
+}

@@ -1,0 +1,782 @@
+//! Loading a run folder: `lab.json` (required) and every artifact the report knows, each
+//! one optional. A missing or unreadable artifact becomes a [`Note`] that the report shows
+//! in that artifact's section; only a folder without a readable `lab.json` is an error.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use klab_core::bound::{ProfileRecord, PROFILE_SCHEMA};
+use klab_core::device::DeviceFacts;
+use klab_core::receipt::{check_relative_path, Receipt};
+use klab_core::rounds::RoundRow;
+use klab_core::row::{self, TransposeRow};
+use klab_core::stats::SpeedupAnalysis;
+use serde::Deserialize;
+
+use crate::csv::Csv;
+use crate::error::ReportError;
+
+/// Why a part of the report has nothing to show, in one line (for example "not in this
+/// run: step 'profile' was skipped: ncu not found").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note(pub String);
+
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One artifact as loaded: its content, or the note that replaces it.
+pub type Part<T> = Result<T, Note>;
+
+/// `lab.json`: the run's record, as `klab lab` writes it. Fields the report does not need
+/// are ignored, so an extended record still reads.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LabRecord {
+    /// klab's version.
+    #[serde(default)]
+    pub klab_version: Option<String>,
+    /// The command line of the run.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// When the run started, UTC.
+    #[serde(default)]
+    pub started_utc: Option<String>,
+    /// When the run finished, UTC.
+    #[serde(default)]
+    pub finished_utc: Option<String>,
+    /// The device facts (read into [`DeviceFacts`] separately, so that a device record of
+    /// another shape costs only the device).
+    #[serde(default)]
+    pub device: Option<serde_json::Value>,
+    /// The steps in the order they ran.
+    pub steps: Vec<LabStep>,
+    /// Every artifact with its size and hash.
+    #[serde(default)]
+    pub artifacts: Vec<LabArtifact>,
+}
+
+/// One step of the lab.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct LabStep {
+    /// Step name (`environment`, `ladder`, `profile`, ...).
+    pub name: String,
+    /// `ran`, `failed` (a gate failed), `error` (could not run) or `skipped`.
+    pub status: String,
+    /// One line: what ran, or why not.
+    #[serde(default)]
+    pub detail: String,
+    /// Artifacts the step wrote, relative to the run folder.
+    #[serde(default)]
+    pub artifacts: Vec<String>,
+}
+
+/// One hashed artifact listed in `lab.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct LabArtifact {
+    /// Relative to the run folder.
+    pub path: String,
+    /// Size when the run recorded it.
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    /// SHA-256 when the run recorded it, lowercase hex.
+    #[serde(default)]
+    pub sha256: Option<String>,
+}
+
+impl LabRecord {
+    /// The step called `name`, if the lab recorded one.
+    pub fn step(&self, name: &str) -> Option<&LabStep> {
+        self.steps.iter().find(|s| s.name == name)
+    }
+}
+
+/// `environment.json`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Environment {
+    /// klab's version.
+    #[serde(default)]
+    pub klab_version: Option<String>,
+    /// The device facts, `null` without a GPU.
+    #[serde(default)]
+    pub device: Option<serde_json::Value>,
+    /// Why there is no device, when there is none.
+    #[serde(default)]
+    pub device_error: Option<String>,
+    /// NVRTC's version, when it loaded.
+    #[serde(default)]
+    pub nvrtc_version: Option<String>,
+    /// Operating system.
+    #[serde(default)]
+    pub os: Option<String>,
+    /// CPU architecture.
+    #[serde(default)]
+    pub arch: Option<String>,
+}
+
+/// One `check-N.csv`: every variant's verdict at one ladder size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LadderSize {
+    /// The matrix size.
+    pub n: u64,
+    /// Every variant's row at this size.
+    pub rows: Part<Vec<TransposeRow>>,
+}
+
+/// One row of `summary.csv`: a variant's distribution over the repeated rounds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryRow {
+    /// Variant name.
+    pub variant: String,
+    /// Rounds in which it passed and was timed.
+    pub timed_rounds: u64,
+    /// Rounds in which it failed its check.
+    pub failed_rounds: u64,
+    /// Median per-round average, ms.
+    pub median_ms: Option<f64>,
+    /// p10 of the per-round averages, ms.
+    pub p10_ms: Option<f64>,
+    /// p90 of the per-round averages, ms.
+    pub p90_ms: Option<f64>,
+    /// Median effective bandwidth over rounds, GB/s.
+    pub median_gb_s: Option<f64>,
+}
+
+/// One timing-engine block from `rounds/rounds.csv` (one process, one variant).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineBlock {
+    /// 1-based round.
+    pub round: u64,
+    /// 0-based position of the block within its round.
+    pub position: u64,
+    /// Variant name.
+    pub variant: String,
+    /// Whether the block's outputs passed the check.
+    pub correct: bool,
+    /// Per-launch samples in the block.
+    pub samples: u64,
+    /// Median per-launch time, us.
+    pub median_us: Option<f64>,
+    /// p10 per-launch time, us.
+    pub p10_us: Option<f64>,
+    /// p90 per-launch time, us.
+    pub p90_us: Option<f64>,
+    /// Useful GB/s at the median time.
+    pub useful_gb_s: Option<f64>,
+    /// Why the block was flagged (GPU state changed), empty when it was not.
+    pub flags: String,
+}
+
+/// `rounds/summary.json`: the engine's round-level ratios against a baseline.
+#[derive(Debug, Clone, Deserialize)]
+pub struct EngineSummary {
+    /// The variant every candidate is compared with.
+    pub baseline: String,
+    /// Problem size.
+    #[serde(default)]
+    pub n: Option<u64>,
+    /// Rounds.
+    #[serde(default)]
+    pub rounds: Option<u64>,
+    /// Blocks (processes) in all.
+    #[serde(default)]
+    pub blocks: Option<u64>,
+    /// Order of the blocks within a round.
+    #[serde(default)]
+    pub order: Vec<String>,
+    /// Timer, regime, samples and warmup, as written.
+    #[serde(default)]
+    pub config: Option<serde_json::Value>,
+    /// One analysis per candidate.
+    #[serde(default)]
+    pub analyses: Vec<EngineAnalysis>,
+}
+
+/// One candidate against the baseline.
+#[derive(Debug, Clone, Deserialize)]
+pub struct EngineAnalysis {
+    /// The variant compared.
+    pub candidate: String,
+    /// The variant it is compared with.
+    pub baseline: String,
+    /// Round-level ratio, interval and verdict.
+    pub analysis: SpeedupAnalysis,
+}
+
+/// A receipt found in the run, by its path relative to the run folder.
+#[derive(Debug, Clone)]
+pub struct ReceiptEntry {
+    /// Relative to the run folder.
+    pub path: String,
+    /// The receipt, or why it could not be read.
+    pub receipt: Part<Receipt>,
+}
+
+/// One kernel of `sanitize/sanitize.json`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SanitizedKernel {
+    /// Kernel name.
+    pub kernel: String,
+    /// Why the kernel is known to be broken, when it is.
+    #[serde(default)]
+    pub known_broken: Option<String>,
+    /// The sizes each tool ran.
+    #[serde(default)]
+    pub sizes: Vec<u64>,
+    /// One run per tool.
+    #[serde(default)]
+    pub runs: Vec<SanitizerRun>,
+    /// The sanitizer's verdict line.
+    #[serde(default)]
+    pub verdict: String,
+}
+
+/// One tool run on one kernel.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SanitizerRun {
+    /// memcheck, racecheck, synccheck or initcheck.
+    pub tool: String,
+    /// The process's exit status; `None` when killed by a signal.
+    #[serde(default)]
+    pub exit_status: Option<i32>,
+    /// The watchdog killed it.
+    #[serde(default)]
+    pub timed_out: bool,
+    /// The parsed report.
+    #[serde(default)]
+    pub report: SanitizerReport,
+}
+
+/// The parsed report of one run (the fields the report shows).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SanitizerReport {
+    /// Findings in report order.
+    #[serde(default)]
+    pub findings: Vec<SanitizerFinding>,
+    /// The tool's own error count.
+    #[serde(default)]
+    pub error_summary: Option<u64>,
+    /// The verdict on the run.
+    #[serde(default)]
+    pub outcome: Option<SanitizerOutcome>,
+}
+
+/// The verdict on one run: `clean`, `found_errors`, `application_failed` (with the exit
+/// status) or `tool_failed` (with the reason).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SanitizerOutcome {
+    /// `clean`, `found_errors`, `application_failed` or `tool_failed`.
+    pub kind: String,
+    /// Exit status (`application_failed`).
+    #[serde(default)]
+    pub status: Option<i32>,
+    /// Why the tool failed (`tool_failed`).
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// One finding (the fields the report shows).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SanitizerFinding {
+    /// Finding kind, e.g. `race` or `invalid_global_read`.
+    #[serde(default)]
+    pub kind: String,
+    /// For a race: RAW, WAR or WAW.
+    #[serde(default)]
+    pub hazard: Option<String>,
+    /// `file:line` of the access.
+    #[serde(default)]
+    pub location: Option<String>,
+    /// For a race: `file:line` of the other access.
+    #[serde(default)]
+    pub peer_location: Option<String>,
+    /// Hazards behind a race finding.
+    #[serde(default)]
+    pub count: Option<u64>,
+}
+
+/// One row of `resources.csv`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourceRow {
+    /// Entry function.
+    pub kernel: String,
+    /// Registers per thread.
+    pub registers: String,
+    /// Static shared memory per block, bytes.
+    pub static_shared_bytes: String,
+    /// Local memory per thread, bytes.
+    pub local_bytes: String,
+    /// `driver` or `ptxas`.
+    pub source: String,
+}
+
+/// What the report found when it re-hashed an artifact that `lab.json` lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArtifactStatus {
+    /// The file's SHA-256 equals the recorded one.
+    Verified,
+    /// The file differs from the recorded hash; `actual` is its hash now.
+    Mismatch {
+        /// The file's SHA-256 now.
+        actual: String,
+    },
+    /// The file is not in the folder.
+    Missing,
+    /// The file could not be read.
+    Unreadable(String),
+    /// The recorded path is absolute or leaves the run folder: not opened.
+    Refused(String),
+    /// `lab.json` records no hash for it.
+    NoHash,
+}
+
+/// One artifact of `lab.json` and its re-check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactCheck {
+    /// Relative to the run folder.
+    pub path: String,
+    /// Size recorded in lab.json.
+    pub bytes: Option<u64>,
+    /// Hash recorded in lab.json.
+    pub sha256: Option<String>,
+    /// What the re-hash found.
+    pub status: ArtifactStatus,
+}
+
+/// Everything the report knows about one run folder.
+#[derive(Debug, Clone)]
+pub struct RunData {
+    /// The folder as given.
+    pub dir: PathBuf,
+    /// The folder's own name (the report never prints the absolute path).
+    pub name: String,
+    /// `lab.json`.
+    pub lab: LabRecord,
+    /// `environment.json`.
+    pub environment: Part<Environment>,
+    /// The device: environment.json's, else lab.json's.
+    pub device: Part<DeviceFacts>,
+    /// Ladder sizes in increasing N.
+    pub ladder: Part<Vec<LadderSize>>,
+    /// `benchmark.csv`: every variant at the benchmark size in one process.
+    pub benchmark: Part<Vec<TransposeRow>>,
+    /// `repeated-benchmark.csv`: one process per variant and round.
+    pub repeated: Part<Vec<RoundRow>>,
+    /// `summary.csv`: the repeated rounds per variant.
+    pub summary: Part<Vec<SummaryRow>>,
+    /// `rounds/rounds.csv`: the timing engine's blocks.
+    pub engine_blocks: Part<Vec<EngineBlock>>,
+    /// `rounds/summary.json`: the engine's ratios.
+    pub engine_summary: Part<EngineSummary>,
+    /// Receipts of the run.
+    pub receipts: Part<Vec<ReceiptEntry>>,
+    /// `sanitize/sanitize.json`.
+    pub sanitize: Part<Vec<SanitizedKernel>>,
+    /// `profile/profile.json` (schema `klab-profile/1`).
+    pub profile: Part<ProfileRecord>,
+    /// `resources.csv`.
+    pub resources: Part<Vec<ResourceRow>>,
+    /// Every artifact of lab.json, re-hashed.
+    pub artifacts: Vec<ArtifactCheck>,
+}
+
+/// Read a run folder. Errors only when `run_dir` is not a folder or has no readable
+/// `lab.json`; everything else missing or broken becomes a note.
+pub fn load(run_dir: &Path) -> Result<RunData, ReportError> {
+    if !run_dir.is_dir() {
+        return Err(ReportError::NotAFolder(run_dir.to_path_buf()));
+    }
+    let lab_path = run_dir.join("lab.json");
+    let text = match std::fs::read(&lab_path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ReportError::NotARun(run_dir.to_path_buf()))
+        }
+        Err(source) => {
+            return Err(ReportError::Read {
+                path: lab_path,
+                source,
+            })
+        }
+    };
+    let lab: LabRecord = serde_json::from_slice(&text).map_err(|e| ReportError::NotALabRecord {
+        path: lab_path.clone(),
+        message: e.to_string(),
+    })?;
+    let name = run_dir
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| run_dir.display().to_string());
+    let r = Reader {
+        dir: run_dir,
+        lab: &lab,
+    };
+    let environment = r.json::<Environment>("environment.json", "environment");
+    let device = device(&environment, &lab);
+    Ok(RunData {
+        dir: run_dir.to_path_buf(),
+        name,
+        environment,
+        device,
+        ladder: r.ladder(),
+        benchmark: r.with("benchmark.csv", "benchmark", |t| {
+            row::parse_csv(t).map_err(|e| e.to_string())
+        }),
+        repeated: r.with("repeated-benchmark.csv", "rounds", parse_repeated),
+        summary: r.with("summary.csv", "summary", parse_summary),
+        engine_blocks: r.with("rounds/rounds.csv", "engine-rounds", parse_engine_blocks),
+        engine_summary: r.json::<EngineSummary>("rounds/summary.json", "engine-rounds"),
+        receipts: r.receipts(),
+        sanitize: r.json::<Vec<SanitizedKernel>>("sanitize/sanitize.json", "sanitize"),
+        profile: r.profile(),
+        resources: r.with("resources.csv", "build", parse_resources),
+        artifacts: check_artifacts(run_dir, &lab),
+        lab,
+    })
+}
+
+/// The note for an artifact that is not in the folder, from what `lab.json` says about the
+/// step that writes it.
+pub fn absent_note(lab: &LabRecord, step: &str, rel: &str) -> Note {
+    Note(match lab.step(step) {
+        Some(s) if s.status == "skipped" => {
+            format!("not in this run: step '{step}' was skipped: {}", s.detail)
+        }
+        Some(s) if s.status == "error" => {
+            format!("not in this run: step '{step}' could not run: {}", s.detail)
+        }
+        Some(s) if s.status == "failed" => format!(
+            "not in this run: {rel} is missing; step '{step}' failed: {}",
+            s.detail
+        ),
+        Some(_) => format!("not in this run: {rel} is missing although step '{step}' ran"),
+        None => format!("not in this run: lab.json has no '{step}' step and there is no {rel}"),
+    })
+}
+
+struct Reader<'a> {
+    dir: &'a Path,
+    lab: &'a LabRecord,
+}
+
+impl Reader<'_> {
+    /// The file's text; `Err` with the step's note when it is missing or unreadable.
+    fn text(&self, rel: &str, step: &str) -> Part<String> {
+        match std::fs::read(self.dir.join(rel)) {
+            Ok(bytes) => String::from_utf8(bytes)
+                .map_err(|_| Note(format!("could not read {rel}: not UTF-8 text"))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(absent_note(self.lab, step, rel))
+            }
+            Err(e) => Err(Note(format!("could not read {rel}: {e}"))),
+        }
+    }
+
+    fn with<T>(
+        &self,
+        rel: &str,
+        step: &str,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Part<T> {
+        let text = self.text(rel, step)?;
+        parse(&text).map_err(|e| Note(format!("could not read {rel}: {e}")))
+    }
+
+    fn json<T: serde::de::DeserializeOwned>(&self, rel: &str, step: &str) -> Part<T> {
+        self.with(rel, step, |t| {
+            serde_json::from_str(t).map_err(|e| e.to_string())
+        })
+    }
+
+    fn ladder(&self) -> Part<Vec<LadderSize>> {
+        let mut sizes: Vec<(u64, String)> = std::fs::read_dir(self.dir)
+            .map_err(|e| Note(format!("could not list the run folder: {e}")))?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let n = name
+                    .strip_prefix("check-")?
+                    .strip_suffix(".csv")?
+                    .parse::<u64>()
+                    .ok()?;
+                Some((n, name))
+            })
+            .collect();
+        if sizes.is_empty() {
+            return Err(absent_note(self.lab, "ladder", "check-N.csv"));
+        }
+        sizes.sort();
+        Ok(sizes
+            .into_iter()
+            .map(|(n, name)| LadderSize {
+                n,
+                rows: self.with(&name, "ladder", |t| {
+                    row::parse_csv(t).map_err(|e| e.to_string())
+                }),
+            })
+            .collect())
+    }
+
+    /// Receipts listed in lab.json (block receipts of the engine rounds excepted), else
+    /// `benchmark/*/receipt.json`.
+    fn receipts(&self) -> Part<Vec<ReceiptEntry>> {
+        let mut paths: Vec<String> = self
+            .lab
+            .artifacts
+            .iter()
+            .map(|a| a.path.clone())
+            .filter(|p| p.ends_with("receipt.json") && !p.starts_with("rounds/blocks/"))
+            .collect();
+        if paths.is_empty() {
+            if let Ok(entries) = std::fs::read_dir(self.dir.join("benchmark")) {
+                let mut found: Vec<String> = entries
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .map(|v| format!("benchmark/{v}/receipt.json"))
+                    .filter(|p| self.dir.join(p).is_file())
+                    .collect();
+                found.sort();
+                paths = found;
+            }
+        }
+        if paths.is_empty() {
+            return Err(absent_note(
+                self.lab,
+                "receipts",
+                "benchmark/<variant>/receipt.json",
+            ));
+        }
+        Ok(paths
+            .into_iter()
+            .map(|path| {
+                let receipt = match check_relative_path(&path) {
+                    Err(why) => Err(Note(format!("not opened: {path} {why}"))),
+                    Ok(()) if !self.dir.join(&path).is_file() => {
+                        Err(Note(format!("not in this run: {path} is missing")))
+                    }
+                    Ok(()) => Receipt::read(&self.dir.join(&path)).map_err(|e| {
+                        Note(format!(
+                            "could not read {path}: {}",
+                            relative(e.to_string(), self.dir)
+                        ))
+                    }),
+                };
+                ReceiptEntry { path, receipt }
+            })
+            .collect())
+    }
+
+    fn profile(&self) -> Part<ProfileRecord> {
+        let p: ProfileRecord = self.json("profile/profile.json", "profile")?;
+        if p.schema != PROFILE_SCHEMA {
+            return Err(Note(format!(
+                "could not read profile/profile.json: schema '{}', expected '{PROFILE_SCHEMA}'",
+                p.schema
+            )));
+        }
+        Ok(p)
+    }
+}
+
+/// Error text with the run folder's path removed (the report shows paths relative to it).
+fn relative(message: String, dir: &Path) -> String {
+    let d = dir.display().to_string();
+    let d = d.trim_end_matches('/');
+    if d.is_empty() {
+        return message;
+    }
+    message.replace(&format!("{d}/"), "")
+}
+
+fn device(env: &Part<Environment>, lab: &LabRecord) -> Part<DeviceFacts> {
+    let parse = |v: &serde_json::Value, from: &str| {
+        serde_json::from_value::<DeviceFacts>(v.clone())
+            .map_err(|e| Note(format!("the device in {from} does not read: {e}")))
+    };
+    let from_lab = || match &lab.device {
+        Some(v) if !v.is_null() => parse(v, "lab.json"),
+        _ => Err(Note("no device: lab.json records none".into())),
+    };
+    match env {
+        Ok(e) => match &e.device {
+            Some(v) if !v.is_null() => parse(v, "environment.json"),
+            _ => from_lab().map_err(|_| {
+                Note(format!(
+                    "no device: {}",
+                    e.device_error
+                        .as_deref()
+                        .unwrap_or("environment.json and lab.json record none")
+                ))
+            }),
+        },
+        Err(_) => from_lab(),
+    }
+}
+
+fn parse_repeated(text: &str) -> Result<Vec<RoundRow>, String> {
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    match lines.next() {
+        Some((_, h)) if h.starts_with("round,position,") => {}
+        Some((_, h)) => return Err(format!("unexpected header '{h}'")),
+        None => return Err("empty file".into()),
+    }
+    lines
+        .map(|(i, l)| {
+            let mut parts = l.splitn(3, ',');
+            let (Some(round), Some(position), Some(rest)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
+                return Err(format!("line {}: too few fields", i + 1));
+            };
+            let num = |s: &str, what: &str| {
+                s.trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("line {}: bad {what} '{s}'", i + 1))
+            };
+            Ok(RoundRow {
+                round: num(round, "round")?,
+                position: num(position, "position")?,
+                row: TransposeRow::parse(rest).map_err(|e| format!("line {}: {e}", i + 1))?,
+            })
+        })
+        .collect()
+}
+
+fn parse_summary(text: &str) -> Result<Vec<SummaryRow>, String> {
+    let c = Csv::parse(text)?;
+    c.require(&["variant", "median_ms", "p10_ms", "p90_ms", "median_gb_s"])?;
+    c.rows()
+        .map(|r| {
+            Ok(SummaryRow {
+                variant: r.text("variant")?,
+                timed_rounds: r.u64("timed_rounds").unwrap_or(0),
+                failed_rounds: r.u64("failed_rounds").unwrap_or(0),
+                median_ms: r.opt_f64("median_ms")?,
+                p10_ms: r.opt_f64("p10_ms")?,
+                p90_ms: r.opt_f64("p90_ms")?,
+                median_gb_s: r.opt_f64("median_gb_s")?,
+            })
+        })
+        .collect()
+}
+
+fn parse_engine_blocks(text: &str) -> Result<Vec<EngineBlock>, String> {
+    let c = Csv::parse(text)?;
+    c.require(&["round", "position", "variant", "correct", "median_us"])?;
+    c.rows()
+        .map(|r| {
+            Ok(EngineBlock {
+                round: r.u64("round")?,
+                position: r.u64("position")?,
+                variant: r.text("variant")?,
+                correct: r.bool("correct")?,
+                samples: r.u64("samples").unwrap_or(0),
+                median_us: r.opt_f64("median_us")?,
+                p10_us: r.opt_f64("p10_us")?,
+                p90_us: r.opt_f64("p90_us")?,
+                useful_gb_s: r.opt_f64("useful_gb_s")?,
+                flags: r.get("flags").to_string(),
+            })
+        })
+        .collect()
+}
+
+fn parse_resources(text: &str) -> Result<Vec<ResourceRow>, String> {
+    let c = Csv::parse(text)?;
+    c.require(&["kernel", "registers"])?;
+    c.rows()
+        .map(|r| {
+            Ok(ResourceRow {
+                kernel: r.text("kernel")?,
+                registers: r.get("registers").to_string(),
+                static_shared_bytes: r.get("static_shared_bytes").to_string(),
+                local_bytes: r.get("local_bytes").to_string(),
+                source: r.get("source").to_string(),
+            })
+        })
+        .collect()
+}
+
+fn check_artifacts(dir: &Path, lab: &LabRecord) -> Vec<ArtifactCheck> {
+    lab.artifacts
+        .iter()
+        .map(|a| {
+            let status = match check_relative_path(&a.path) {
+                Err(why) => ArtifactStatus::Refused(format!("the path {why}")),
+                Ok(()) => {
+                    let path = dir.join(&a.path);
+                    if !path.exists() {
+                        ArtifactStatus::Missing
+                    } else {
+                        match (&a.sha256, klab_core::artifact::sha256_file(&path)) {
+                            (_, Err(e)) => ArtifactStatus::Unreadable(e.to_string()),
+                            (None, Ok(_)) => ArtifactStatus::NoHash,
+                            (Some(want), Ok(got)) if want.eq_ignore_ascii_case(&got) => {
+                                ArtifactStatus::Verified
+                            }
+                            (Some(_), Ok(got)) => ArtifactStatus::Mismatch { actual: got },
+                        }
+                    }
+                }
+            };
+            ArtifactCheck {
+                path: a.path.clone(),
+                bytes: a.bytes,
+                sha256: a.sha256.clone(),
+                status,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lab(steps: &str) -> LabRecord {
+        serde_json::from_str(&format!(r#"{{"steps": {steps}}}"#)).unwrap()
+    }
+
+    #[test]
+    fn absent_notes_quote_the_step() {
+        let l = lab(
+            r#"[{"name":"profile","status":"skipped","detail":"ncu not found"},
+                        {"name":"ladder","status":"error","detail":"no GPU"},
+                        {"name":"summary","status":"ran","detail":"ok"}]"#,
+        );
+        assert_eq!(
+            absent_note(&l, "profile", "profile/profile.json").0,
+            "not in this run: step 'profile' was skipped: ncu not found"
+        );
+        assert_eq!(
+            absent_note(&l, "ladder", "check-N.csv").0,
+            "not in this run: step 'ladder' could not run: no GPU"
+        );
+        assert!(absent_note(&l, "summary", "summary.csv")
+            .0
+            .contains("summary.csv is missing although step 'summary' ran"));
+        assert!(absent_note(&l, "sanitize", "sanitize/sanitize.json")
+            .0
+            .contains("lab.json has no 'sanitize' step"));
+    }
+
+    #[test]
+    fn repeated_rows_parse_with_and_without_timing() {
+        let rows = parse_repeated(
+            "round,position,variant,correct,mismatches,max_abs_error,average_ms,effective_gb_s\n\
+             1,0,copy,true,0,0,0.046519,2885.22\n2,3,broken,false,12,inf,,\n",
+        )
+        .unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].row.timing.unwrap().effective_gb_s, 2885.22);
+        assert_eq!((rows[1].round, rows[1].position), (2, 3));
+        assert!(rows[1].row.timing.is_none());
+        assert!(parse_repeated("variant\n").is_err());
+        assert!(parse_repeated("round,position,x\n1,0\n").is_err());
+    }
+}

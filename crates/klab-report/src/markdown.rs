@@ -1,0 +1,80 @@
+//! The markdown summary: the same document as the page, tables as pipe tables, plots
+//! referenced as `plots/NAME.svg`. Every string from the run folder is escaped.
+
+use crate::document::{Block, Cell, Document, Table, Tone};
+use crate::escape::markdown as esc;
+use crate::plots::Plot;
+
+fn cell(c: &Cell) -> String {
+    let text = esc(&c.text);
+    match c.tone {
+        Tone::Bad if !text.is_empty() => format!("**{text}**"),
+        _ => text,
+    }
+}
+
+fn table(t: &Table, out: &mut String) {
+    out.push_str(&format!(
+        "| {} |\n",
+        t.columns
+            .iter()
+            .map(|c| esc(c))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    ));
+    out.push_str(&format!(
+        "|{}\n",
+        t.columns.iter().map(|_| " --- |").collect::<String>()
+    ));
+    for row in &t.rows {
+        out.push_str(&format!(
+            "| {} |\n",
+            row.iter().map(cell).collect::<Vec<_>>().join(" | ")
+        ));
+    }
+    out.push('\n');
+}
+
+/// The summary.
+pub fn render(doc: &Document, plots: &[Plot]) -> String {
+    let mut out = format!("# {}\n\n", esc(&doc.title));
+    for (k, v) in &doc.facts {
+        out.push_str(&format!("- **{}:** {}\n", esc(k), esc(v)));
+    }
+    out.push('\n');
+    for s in &doc.sections {
+        out.push_str(&format!("## {}\n\n", esc(&s.title)));
+        for b in &s.blocks {
+            match b {
+                Block::Heading(h) => out.push_str(&format!("### {}\n\n", esc(h))),
+                Block::Paragraph(p) => out.push_str(&format!("{}\n\n", esc(p))),
+                Block::Note(n) => out.push_str(&format!("> **Note:** {}\n\n", esc(n))),
+                Block::Table(t) => table(t, &mut out),
+                Block::Statement(lines) => {
+                    for (k, v) in lines {
+                        out.push_str(&format!("- **{}:** {}\n", esc(k), esc(v)));
+                    }
+                    out.push('\n');
+                }
+                Block::Plots(names) => {
+                    for name in names {
+                        match plots.iter().find(|p| &p.file_name == name) {
+                            Some(p) if p.missing.is_none() => out.push_str(&format!(
+                                "![{name}](plots/{name})\n\n*{}*\n\n",
+                                esc(&p.caption)
+                            )),
+                            Some(p) => out.push_str(&format!(
+                                "> **Note:** plots/{name} not drawn: {}\n\n",
+                                esc(p.missing.as_deref().unwrap_or(""))
+                            )),
+                            None => out.push_str(&format!(
+                                "> **Note:** plots/{name} was not rendered\n\n"
+                            )),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out.trim_end().to_string() + "\n"
+}

@@ -1,0 +1,412 @@
+//! Numbers the report derives from the artifacts: the theoretical peak and the measured
+//! ceiling, bandwidth per variant with its p10-p90 range, and where each kernel sits on the
+//! roofline. Pure functions of [`RunData`]; the plots and tables only format them.
+
+use klab_core::device::{fp32_lanes_per_sm, DeviceFacts};
+use klab_core::receipt::Receipt;
+use klab_core::stats::Summary;
+use klab_core::Variant;
+
+use crate::data::RunData;
+
+/// The variant whose median bandwidth is the measured ceiling.
+pub const CEILING_VARIANT: &str = "copy";
+
+/// The two bandwidth references every number is set against.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Peaks {
+    /// 2 x memory clock x bus width, GB/s.
+    pub theoretical_gb_s: Option<f64>,
+    /// How the peak was computed, or why it is unknown.
+    pub theoretical_basis: String,
+    /// The copy kernel's median GB/s over the repeated rounds.
+    pub ceiling_gb_s: Option<f64>,
+    /// Where the ceiling came from, or why it is unknown.
+    pub ceiling_basis: String,
+    /// Peak FP32 GFLOP/s, or why it is unknown.
+    pub fp32_gflops: Result<f64, String>,
+}
+
+/// The references of `run`.
+pub fn peaks(run: &RunData) -> Peaks {
+    let (theoretical_gb_s, theoretical_basis) = match &run.device {
+        Ok(d) => (
+            Some(d.theoretical_peak_gb_s()),
+            format!(
+                "2 x memory clock x bus width = 2 x {} MHz x {} bit / 8",
+                fmt_clock_mhz(d.memory_clock_khz),
+                d.bus_width_bits
+            ),
+        ),
+        Err(n) => (None, format!("unknown: {n}")),
+    };
+    let (ceiling_gb_s, ceiling_basis) = ceiling(run);
+    Peaks {
+        theoretical_gb_s,
+        theoretical_basis,
+        ceiling_gb_s,
+        ceiling_basis,
+        fp32_gflops: fp32_peak(run.device.as_ref().ok()),
+    }
+}
+
+fn fmt_clock_mhz(khz: u64) -> String {
+    if khz % 1000 == 0 {
+        (khz / 1000).to_string()
+    } else {
+        format!("{:.3}", khz as f64 / 1000.0)
+    }
+}
+
+/// The FP32 peak, or why the roofline cannot draw a compute roof.
+pub fn fp32_peak(device: Option<&DeviceFacts>) -> Result<f64, String> {
+    let d = device.ok_or("no device facts in this run")?;
+    if d.sm_clock_khz.is_none() {
+        return Err(
+            "the device record has no sm_clock_khz (maximum SM clock), so the FP32 peak is unknown"
+                .into(),
+        );
+    }
+    if fp32_lanes_per_sm(d.compute_capability).is_none() {
+        return Err(format!(
+            "klab has no FP32 lane count for compute capability {}.{}",
+            d.compute_capability.0, d.compute_capability.1
+        ));
+    }
+    d.fp32_peak_gflops()
+        .ok_or_else(|| "the FP32 peak is unknown".into())
+}
+
+fn ceiling(run: &RunData) -> (Option<f64>, String) {
+    if let Ok(rows) = &run.summary {
+        if let Some(g) = rows
+            .iter()
+            .find(|r| r.variant == CEILING_VARIANT)
+            .and_then(|r| r.median_gb_s)
+        {
+            return (
+                Some(g),
+                "the copy kernel's median over the repeated rounds, from summary.csv".into(),
+            );
+        }
+    }
+    if let Some(s) = Summary::of(&round_gb_s(run, CEILING_VARIANT)) {
+        return (
+            Some(s.median),
+            "the copy kernel's median over the repeated rounds, from repeated-benchmark.csv".into(),
+        );
+    }
+    (None, "unknown: no copy kernel was timed in this run".into())
+}
+
+/// Per-round effective GB/s of `variant` from `repeated-benchmark.csv` (timed rounds only,
+/// in file order).
+pub fn round_gb_s(run: &RunData, variant: &str) -> Vec<f64> {
+    run.repeated
+        .as_ref()
+        .map(|rows| {
+            rows.iter()
+                .filter(|r| r.row.variant == variant)
+                .filter_map(|r| r.row.timing.map(|t| t.effective_gb_s))
+                .filter(|g| g.is_finite())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// One variant's bandwidth over the repeated rounds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BandwidthRow {
+    /// Variant name.
+    pub variant: String,
+    /// Rounds in which it passed and was timed.
+    pub timed_rounds: u64,
+    /// Rounds in which it failed its check.
+    pub failed_rounds: u64,
+    /// Median per-round average, ms.
+    pub median_ms: Option<f64>,
+    /// p10 of the per-round averages, ms.
+    pub p10_ms: Option<f64>,
+    /// p90 of the per-round averages, ms.
+    pub p90_ms: Option<f64>,
+    /// Median effective bandwidth, GB/s.
+    pub median_gb_s: Option<f64>,
+    /// p10 of the per-round GB/s (the slow end).
+    pub low_gb_s: Option<f64>,
+    /// p90 of the per-round GB/s (the fast end).
+    pub high_gb_s: Option<f64>,
+    /// Median GB/s over the measured ceiling, %.
+    pub pct_of_ceiling: Option<f64>,
+    /// Median GB/s over the theoretical peak, %.
+    pub pct_of_peak: Option<f64>,
+}
+
+/// One row per variant of `summary.csv` (else of `repeated-benchmark.csv`), with the
+/// p10-p90 GB/s range of the per-round values. Where the per-round values are missing the
+/// range is converted from the p10-p90 milliseconds (same bytes per launch).
+pub fn bandwidth_rows(run: &RunData, peaks: &Peaks) -> Vec<BandwidthRow> {
+    let mut rows: Vec<BandwidthRow> = match (&run.summary, &run.repeated) {
+        (Ok(s), _) => s
+            .iter()
+            .map(|r| BandwidthRow {
+                variant: r.variant.clone(),
+                timed_rounds: r.timed_rounds,
+                failed_rounds: r.failed_rounds,
+                median_ms: r.median_ms,
+                p10_ms: r.p10_ms,
+                p90_ms: r.p90_ms,
+                median_gb_s: r.median_gb_s,
+                low_gb_s: None,
+                high_gb_s: None,
+                pct_of_ceiling: None,
+                pct_of_peak: None,
+            })
+            .collect(),
+        (Err(_), Ok(rep)) => klab_core::rounds::summarize(rep, CEILING_VARIANT, None)
+            .into_iter()
+            .map(|v| BandwidthRow {
+                variant: v.variant,
+                timed_rounds: v.timed_rounds as u64,
+                failed_rounds: v.failed_rounds as u64,
+                median_ms: v.ms.map(|m| m.median),
+                p10_ms: v.ms.map(|m| m.p10),
+                p90_ms: v.ms.map(|m| m.p90),
+                median_gb_s: v.median_gb_s,
+                low_gb_s: None,
+                high_gb_s: None,
+                pct_of_ceiling: None,
+                pct_of_peak: None,
+            })
+            .collect(),
+        (Err(_), Err(_)) => Vec::new(),
+    };
+    for r in &mut rows {
+        if let Some(s) = Summary::of(&round_gb_s(run, &r.variant)) {
+            r.low_gb_s = Some(s.p10);
+            r.high_gb_s = Some(s.p90);
+        } else if let (Some(g), Some(m)) = (r.median_gb_s, r.median_ms) {
+            // Same bytes per launch: GB/s scales with 1 / ms.
+            r.low_gb_s = r.p90_ms.filter(|x| *x > 0.0).map(|x| g * m / x);
+            r.high_gb_s = r.p10_ms.filter(|x| *x > 0.0).map(|x| g * m / x);
+        }
+        r.pct_of_ceiling = pct(r.median_gb_s, peaks.ceiling_gb_s);
+        r.pct_of_peak = pct(r.median_gb_s, peaks.theoretical_gb_s);
+    }
+    rows
+}
+
+/// `100 x value / reference`, when both are known and the reference is positive.
+pub fn pct(value: Option<f64>, reference: Option<f64>) -> Option<f64> {
+    match (value, reference) {
+        (Some(v), Some(r)) if r > 0.0 => Some(100.0 * v / r),
+        _ => None,
+    }
+}
+
+/// GB/s of one engine block at a given per-launch time, from the block's median:
+/// the bytes per launch are `useful_gb_s x median_us x 1e3`.
+pub fn gb_s_at(useful_gb_s: f64, median_us: f64, at_us: f64) -> Option<f64> {
+    (at_us > 0.0 && median_us > 0.0).then(|| useful_gb_s * median_us / at_us)
+}
+
+/// One kernel on the roofline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoofPoint {
+    /// Kernel name.
+    pub label: String,
+    /// FLOP per useful byte; `None` for a kernel that does no floating-point work.
+    pub intensity: Option<f64>,
+    /// Achieved useful bandwidth, GB/s.
+    pub gb_s: f64,
+    /// Achieved GFLOP/s (0 when `intensity` is `None`).
+    pub gflop_s: f64,
+}
+
+/// Where the roofline's axes end.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RoofAxes {
+    /// Left edge, FLOP per byte (zero-FLOP kernels are drawn here).
+    pub x_min: f64,
+    /// Right edge, FLOP per byte.
+    pub x_max: f64,
+    /// Bottom, GFLOP/s.
+    pub y_min: f64,
+    /// Top, GFLOP/s.
+    pub y_max: f64,
+}
+
+/// The y at which a zero-FLOP kernel is drawn: at the left edge `x_min` its memory roof is
+/// `x_min x peak`, so drawing it at `x_min x achieved GB/s` keeps its height relative to the
+/// roof equal to its share of the bandwidth peak.
+pub fn zero_flop_y(x_min: f64, gb_s: f64) -> f64 {
+    x_min * gb_s
+}
+
+/// Where `p` is drawn: its real (intensity, GFLOP/s), or the left edge for zero FLOPs.
+pub fn roof_position(p: &RoofPoint, axes: &RoofAxes) -> (f64, f64) {
+    match p.intensity {
+        Some(ai) => (ai, p.gflop_s),
+        None => (axes.x_min, zero_flop_y(axes.x_min, p.gb_s)),
+    }
+}
+
+/// Points for the roofline: every variant of the bandwidth table (the lab's kernels are
+/// transposes and copies, which do no FLOPs) and every receipt whose workload does FLOPs,
+/// at its real intensity (triad: 2 FLOPs per 12 useful bytes).
+pub fn roof_points(rows: &[BandwidthRow], receipts: &[(String, &Receipt)]) -> Vec<RoofPoint> {
+    let mut out: Vec<RoofPoint> = rows
+        .iter()
+        .filter(|r| r.variant.parse::<Variant>().is_ok())
+        .filter_map(|r| {
+            r.median_gb_s
+                .filter(|g| g.is_finite() && *g > 0.0)
+                .map(|g| RoofPoint {
+                    label: r.variant.clone(),
+                    intensity: None,
+                    gb_s: g,
+                    gflop_s: 0.0,
+                })
+        })
+        .collect();
+    for (_, r) in receipts {
+        let w = &r.workload;
+        if w.flops_per_launch == 0
+            || w.useful_bytes_per_launch == 0
+            || !(r.result.median_us > 0.0 && r.result.useful_gb_s > 0.0)
+        {
+            continue;
+        }
+        out.push(RoofPoint {
+            label: r.source.entry.clone(),
+            intensity: Some(w.flops_per_launch as f64 / w.useful_bytes_per_launch as f64),
+            gb_s: r.result.useful_gb_s,
+            gflop_s: w.flops_per_launch as f64 / (r.result.median_us * 1e3),
+        });
+    }
+    out
+}
+
+fn decade_floor(v: f64) -> f64 {
+    10f64.powf(v.log10().floor())
+}
+
+fn decade_ceil(v: f64) -> f64 {
+    10f64.powf(v.log10().ceil())
+}
+
+/// Axes that hold every point and the roofs: x from at most 0.01 FLOP/byte (a decade
+/// below the smallest real intensity) to at least 100 (past the ridge point), y whole
+/// decades around every point and roof.
+pub fn roof_axes(points: &[RoofPoint], peak_gb_s: f64, fp32: Option<f64>) -> RoofAxes {
+    let min_ai = points
+        .iter()
+        .filter_map(|p| p.intensity)
+        .filter(|a| *a > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let max_ai = points
+        .iter()
+        .filter_map(|p| p.intensity)
+        .fold(0.0f64, f64::max);
+    let x_min = if min_ai.is_finite() {
+        0.01f64.min(decade_floor(min_ai) / 10.0)
+    } else {
+        0.01
+    };
+    let ridge = fp32.map(|f| f / peak_gb_s).unwrap_or(0.0);
+    let x_max = 100f64.max(decade_ceil((ridge * 4.0).max(max_ai * 10.0).max(1.0)));
+    let axes = RoofAxes {
+        x_min,
+        x_max,
+        y_min: 0.0,
+        y_max: 0.0,
+    };
+    let ys: Vec<f64> = points
+        .iter()
+        .map(|p| roof_position(p, &axes).1)
+        .filter(|y| *y > 0.0)
+        .chain([x_min * peak_gb_s])
+        .collect();
+    let low = ys.iter().copied().fold(f64::INFINITY, f64::min);
+    let top = fp32
+        .unwrap_or(x_max * peak_gb_s)
+        .max(ys.iter().copied().fold(0.0, f64::max));
+    RoofAxes {
+        y_min: decade_floor(low / 2.0),
+        y_max: decade_ceil(top * 1.2),
+        ..axes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(label: &str, ai: Option<f64>, gb_s: f64, gflop_s: f64) -> RoofPoint {
+        RoofPoint {
+            label: label.into(),
+            intensity: ai,
+            gb_s,
+            gflop_s,
+        }
+    }
+
+    #[test]
+    fn zero_flop_points_keep_their_share_of_the_roof() {
+        let peak = 4814.304;
+        let copy = point("copy", None, 2885.22, 0.0);
+        let axes = roof_axes(std::slice::from_ref(&copy), peak, None);
+        assert_eq!(axes.x_min, 0.01);
+        let (x, y) = roof_position(&copy, &axes);
+        assert_eq!(x, 0.01);
+        assert!((y - 28.8522).abs() < 1e-9, "{y}");
+        // Height over the roof at the same x = share of the peak.
+        let roof_at_x = peak * x;
+        assert!((y / roof_at_x - 2885.22 / peak).abs() < 1e-12);
+    }
+
+    #[test]
+    fn triad_sits_at_two_flops_per_twelve_bytes_and_axes_hold_everything() {
+        let peak = 4814.304;
+        let fp32 = 66_908.16;
+        let triad = point("triad", Some(2.0 / 12.0), 1353.79, 225.6);
+        let naive = point("naive", None, 500.06, 0.0);
+        let axes = roof_axes(&[triad.clone(), naive.clone()], peak, Some(fp32));
+        assert_eq!((axes.x_min, axes.x_max), (0.01, 100.0));
+        assert_eq!(roof_position(&triad, &axes), (2.0 / 12.0, 225.6));
+        let (_, y) = roof_position(&naive, &axes);
+        assert!(y >= axes.y_min && y <= axes.y_max);
+        assert!(fp32 <= axes.y_max && axes.y_max <= 10.0 * fp32 * 1.2);
+        assert_eq!(axes.y_min, 1.0);
+        // A kernel with a tiny intensity pushes the left edge a decade below it.
+        let tiny = point("tiny", Some(0.003), 10.0, 0.03);
+        assert!((roof_axes(&[tiny], peak, None).x_min - 0.0001).abs() < 1e-15);
+    }
+
+    #[test]
+    fn fp32_peak_needs_the_sm_clock() {
+        let mut d: DeviceFacts = serde_json::from_str(
+            r#"{"ordinal":0,"name":"NVIDIA H200","uuid":"u","compute_capability":[9,0],
+            "sm_count":132,"l2_bytes":62914560,"memory_clock_khz":3201000,"bus_width_bits":6016,
+            "total_memory_bytes":1,"driver_version":"13.0","runtime_version":null,
+            "nvrtc_version":null,"limits":{"max_threads_per_block":1024,
+            "max_block_dim":{"x":1024,"y":1024,"z":64},"max_grid_dim":{"x":1,"y":1,"z":1},
+            "max_shared_per_block":49152,"max_shared_per_block_optin":232448,"warp_size":32}}"#,
+        )
+        .unwrap();
+        assert!(fp32_peak(Some(&d)).unwrap_err().contains("sm_clock_khz"));
+        d.sm_clock_khz = Some(1_980_000);
+        // 132 SMs x 128 lanes x 2 FLOPs x 1.98 GHz.
+        assert!((fp32_peak(Some(&d)).unwrap() - 66_908.16).abs() < 1e-6);
+        d.compute_capability = (3, 5);
+        assert!(fp32_peak(Some(&d)).unwrap_err().contains("3.5"));
+        assert!(fp32_peak(None).is_err());
+    }
+
+    #[test]
+    fn engine_block_bandwidth_scales_with_time() {
+        assert_eq!(gb_s_at(2000.0, 50.0, 100.0), Some(1000.0));
+        assert_eq!(gb_s_at(2000.0, 50.0, 0.0), None);
+        assert_eq!(pct(Some(50.0), Some(200.0)), Some(25.0));
+        assert_eq!(pct(Some(50.0), Some(0.0)), None);
+    }
+}

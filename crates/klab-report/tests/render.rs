@@ -1,0 +1,512 @@
+//! The report on the fixture run (a trimmed real H200 lab run): numbers, determinism,
+//! snapshots of every plot and of the markdown, notes for missing artifacts, escaping,
+//! and writing.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+
+use klab_core::bound::{compare, Agreement, Measured};
+use klab_core::model::predict::predict;
+use klab_core::variant::{BLOCK_ROWS, TILE};
+use klab_core::Variant;
+use klab_report::metrics::{self, roof_axes, roof_position};
+use klab_report::plots;
+use klab_report::{load, render, ReportError};
+
+fn plot<'a>(r: &'a klab_report::Report, name: &str) -> &'a str {
+    &r.plots.iter().find(|(n, _)| n == name).unwrap().1
+}
+
+fn edit_json(path: &Path, f: impl FnOnce(&mut serde_json::Value)) {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
+    f(&mut v);
+    fs::write(path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+#[test]
+fn peaks_and_ceiling_come_from_the_device_and_the_copy_kernel() {
+    let run = load(&common::fixture()).unwrap();
+    let p = metrics::peaks(&run);
+    // 2 x 3,201,000 kHz x 6016 bit / 8.
+    assert!((p.theoretical_gb_s.unwrap() - 4814.304).abs() < 1e-9);
+    assert_eq!(p.ceiling_gb_s, Some(2885.22));
+    // 132 SMs x 128 lanes x 2 x 1.98 GHz.
+    assert!((p.fp32_gflops.clone().unwrap() - 66_908.16).abs() < 1e-6);
+    let rows = metrics::bandwidth_rows(&run, &p);
+    let names: Vec<&str> = rows.iter().map(|r| r.variant.as_str()).collect();
+    assert_eq!(names, ["copy", "naive", "tiled", "padded"]);
+    // The lab's own percentages in summary.csv (pct_of_copy, pct_of_peak) agree.
+    let padded = &rows[3];
+    assert_eq!(format!("{:.1}", padded.pct_of_ceiling.unwrap()), "118.7");
+    assert_eq!(format!("{:.1}", padded.pct_of_peak.unwrap()), "71.1");
+    assert_eq!(format!("{:.1}", rows[1].pct_of_peak.unwrap()), "10.4");
+    // p10-p90 of the five per-round values of repeated-benchmark.csv.
+    assert!(padded.low_gb_s.unwrap() < 3424.73 && 3424.73 < padded.high_gb_s.unwrap());
+    assert!(padded.low_gb_s.unwrap() > 3416.75 && padded.high_gb_s.unwrap() < 3432.13);
+}
+
+#[test]
+fn roofline_places_zero_flop_kernels_at_the_left_edge_and_triad_at_its_intensity() {
+    let run = load(&common::fixture()).unwrap();
+    let p = metrics::peaks(&run);
+    let rows = metrics::bandwidth_rows(&run, &p);
+    let receipts: Vec<(String, &klab_core::receipt::Receipt)> = run
+        .receipts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|e| (e.path.clone(), e.receipt.as_ref().unwrap()))
+        .collect();
+    assert_eq!(receipts.len(), 5);
+    let points = metrics::roof_points(&rows, &receipts);
+    let peak = p.theoretical_gb_s.unwrap();
+    let axes = roof_axes(&points, peak, p.fp32_gflops.clone().ok());
+    assert_eq!(axes.x_min, 0.01);
+    let copy = points.iter().find(|x| x.label == "copy").unwrap();
+    let (x, y) = roof_position(copy, &axes);
+    assert_eq!(x, 0.01);
+    assert!((y - 0.01 * 2885.22).abs() < 1e-12);
+    assert!((y / (x * peak) - 2885.22 / peak).abs() < 1e-12);
+    let triad = points.iter().find(|x| x.label == "triad_f32").unwrap();
+    // 2,000,006 FLOPs over 12,000,036 useful bytes, 8.864 us median.
+    let ai = triad.intensity.unwrap();
+    assert!((ai - 2.0 / 12.0).abs() < 1e-9, "{ai}");
+    assert!((triad.gflop_s - 2_000_006.0 / 8_864.000_439_643_86).abs() < 1e-6);
+    assert_eq!(roof_position(triad, &axes), (ai, triad.gflop_s));
+    // Transposes and copies: zero-FLOP, drawn hollow.
+    assert_eq!(points.iter().filter(|x| x.intensity.is_none()).count(), 4);
+}
+
+#[test]
+fn the_same_run_renders_byte_identical_files() {
+    let a = render(&load(&common::fixture()).unwrap());
+    let b = render(&load(&common::fixture()).unwrap());
+    assert_eq!(a, b);
+    // A copy elsewhere renders the same too (no path leaks into the output).
+    let (_tmp, run) = common::fixture_copy();
+    assert_eq!(render(&load(&run).unwrap()), a);
+    let names: Vec<&str> = a.plots.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "bandwidth.svg",
+            "rounds.svg",
+            "roofline.svg",
+            "counters.svg"
+        ]
+    );
+}
+
+#[test]
+fn plot_snapshots() {
+    let r = render(&load(&common::fixture()).unwrap());
+    insta::assert_snapshot!("bandwidth_svg", plot(&r, "bandwidth.svg"));
+    insta::assert_snapshot!("rounds_svg", plot(&r, "rounds.svg"));
+    insta::assert_snapshot!("roofline_svg", plot(&r, "roofline.svg"));
+    insta::assert_snapshot!("counters_svg", plot(&r, "counters.svg"));
+}
+
+#[test]
+fn markdown_snapshot() {
+    let r = render(&load(&common::fixture()).unwrap());
+    insta::assert_snapshot!("report_md", r.markdown);
+}
+
+#[test]
+fn plots_draw_their_series_in_their_own_colours() {
+    let r = render(&load(&common::fixture()).unwrap());
+    let hex = |c: plots::Rgb| format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2);
+    for (file, colour) in plots::CHECK_COLOURS {
+        for (other, svg) in &r.plots {
+            let n = svg.matches(&hex(colour)).count();
+            if other == file {
+                // At least the series and its legend swatch.
+                assert!(n >= 2, "{file} draws {} {n} times", hex(colour));
+            } else {
+                assert_eq!(n, 0, "{other} uses {file}'s check colour");
+            }
+        }
+        assert!(!r.html.contains(&format!(
+            "#{:02x}{:02x}{:02x}",
+            colour.0, colour.1, colour.2
+        )));
+    }
+    // The page inlines the four SVGs, no script, no external resource.
+    assert_eq!(r.html.matches("<svg ").count(), 4);
+    let lower = r.html.to_lowercase();
+    assert!(!lower.contains("<script"));
+    assert!(!lower.contains("src="));
+    assert!(!lower.contains("https:"));
+    // The only URLs are the SVG namespace declarations.
+    assert_eq!(
+        lower.matches("http:").count(),
+        lower
+            .matches("xmlns=\"http://www.w3.org/2000/svg\"")
+            .count()
+    );
+}
+
+#[test]
+fn roofline_caption_says_how_zero_flop_kernels_are_drawn_and_why_a_roof_is_missing() {
+    let r = render(&load(&common::fixture()).unwrap());
+    assert!(r.html.contains("Transposes and copies do 0 FLOPs"));
+    assert!(r.html.contains("hollow markers at the left edge of the x axis (x = 0.01 FLOP/byte) at y = 0.01 x achieved GB/s"));
+    assert!(r.html.contains("Compute roof: FP32 peak 66,908 GFLOP/s"));
+    assert!(r.html.contains("measured ceiling (copy kernel)"));
+    // Without the SM clock the compute roof is not drawn, and the caption says why.
+    let (_tmp, run) = common::fixture_copy();
+    edit_json(&run.join("environment.json"), |v| {
+        v["device"].as_object_mut().unwrap().remove("sm_clock_khz");
+    });
+    let r2 = render(&load(&run).unwrap());
+    assert!(r2
+        .html
+        .contains("The compute roof is not drawn: the device record has no sm_clock_khz"));
+    assert!(!plot(&r2, "roofline.svg").contains("FP32 compute roof"));
+    assert!(plot(&r, "roofline.svg").contains("FP32 compute roof"));
+}
+
+#[test]
+fn a_skipped_step_becomes_a_note_in_its_section() {
+    let (_tmp, run) = common::fixture_copy();
+    fs::remove_file(run.join("profile/profile.json")).unwrap();
+    fs::remove_file(run.join("sanitize/sanitize.json")).unwrap();
+    edit_json(&run.join("lab.json"), |v| {
+        for s in v["steps"].as_array_mut().unwrap() {
+            if s["name"] == "profile" {
+                s["status"] = "skipped".into();
+                s["detail"] = "ncu not found (looked in PATH and /usr/local/cuda/bin)".into();
+                s["artifacts"] = serde_json::json!([]);
+            }
+        }
+        v["steps"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|s| s["name"] != "sanitize");
+    });
+    let data = load(&run).unwrap();
+    let note = "not in this run: step 'profile' was skipped: ncu not found (looked in PATH and /usr/local/cuda/bin)";
+    assert_eq!(data.profile.as_ref().unwrap_err().0, note);
+    assert_eq!(
+        data.sanitize.as_ref().unwrap_err().0,
+        "not in this run: lab.json has no 'sanitize' step and there is no sanitize/sanitize.json"
+    );
+    let r = render(&data);
+    assert!(r.html.contains(&klab_report_escape(note)));
+    assert!(r.markdown.contains(note));
+    assert!(r
+        .html
+        .contains("counters.svg not drawn: not in this run: step &#39;profile&#39; was skipped"));
+    assert!(plot(&r, "counters.svg").contains("not in this run"));
+    // The other plots still draw.
+    assert!(plot(&r, "bandwidth.svg").contains(&format!(
+        "#{:02X}{:02X}{:02X}",
+        plots::BANDWIDTH_BAR.0,
+        plots::BANDWIDTH_BAR.1,
+        plots::BANDWIDTH_BAR.2
+    )));
+}
+
+#[test]
+fn a_run_without_a_gpu_renders_with_notes_and_no_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let skipped = "no CUDA device: correctness and timing gates need a GPU";
+    let steps: Vec<serde_json::Value> = [
+        "ladder",
+        "benchmark",
+        "rounds",
+        "receipts",
+        "engine-rounds",
+        "summary",
+    ]
+    .iter()
+    .map(
+        |n| serde_json::json!({"name": n, "status": "skipped", "detail": skipped, "artifacts": []}),
+    )
+    .collect();
+    let lab = serde_json::json!({
+        "klab_version": "0.1.0",
+        "command": ["klab", "lab"],
+        "started_utc": "2026-11-30T00:00:00Z",
+        "finished_utc": "2026-11-30T00:00:01Z",
+        "device": null,
+        "steps": steps,
+        "artifacts": [{"path": "model.json", "bytes": 2, "sha256": "00"}, {"path": "../etc/passwd", "bytes": 1, "sha256": "00"}]
+    });
+    fs::write(tmp.path().join("lab.json"), lab.to_string()).unwrap();
+    fs::write(
+        tmp.path().join("environment.json"),
+        r#"{"device": null, "device_error": "CUDA driver not found"}"#,
+    )
+    .unwrap();
+    let data = load(tmp.path()).unwrap();
+    assert_eq!(
+        data.device.as_ref().unwrap_err().0,
+        "no device: CUDA driver not found"
+    );
+    let want = format!("not in this run: step 'ladder' was skipped: {skipped}");
+    assert_eq!(data.ladder.as_ref().unwrap_err().0, want);
+    assert!(data
+        .summary
+        .as_ref()
+        .unwrap_err()
+        .0
+        .contains("step 'summary' was skipped"));
+    let r = render(&data);
+    assert!(r.html.contains(&klab_report_escape(&want)));
+    assert!(r.markdown.contains(&want));
+    for (name, svg) in &r.plots {
+        assert!(svg.starts_with("<svg"), "{name}");
+    }
+    assert!(r.html.contains("bandwidth.svg not drawn"));
+    assert!(r.html.contains("roofline.svg not drawn"));
+    use klab_report::data::ArtifactStatus;
+    assert_eq!(data.artifacts[0].status, ArtifactStatus::Missing);
+    assert!(matches!(
+        data.artifacts[1].status,
+        ArtifactStatus::Refused(_)
+    ));
+    assert!(r
+        .html
+        .contains("not opened: the path has a &#39;..&#39; component"));
+}
+
+#[test]
+fn an_unreadable_artifact_is_a_note_and_a_changed_one_is_flagged() {
+    let (_tmp, run) = common::fixture_copy();
+    fs::write(run.join("summary.csv"), "variant,median_ms\ncopy,fast\n").unwrap();
+    let data = load(&run).unwrap();
+    let note = data.summary.as_ref().unwrap_err().0.clone();
+    assert!(note.starts_with("could not read summary.csv: "), "{note}");
+    let r = render(&data);
+    assert!(r.html.contains(&klab_report_escape(&note)));
+    // The bandwidth table falls back to the per-round values: padded's median over the
+    // five rounds of repeated-benchmark.csv is 3,424.73 GB/s.
+    assert!(r
+        .markdown
+        .lines()
+        .any(|l| l.starts_with("| padded | pass") && l.contains("| 3,424.7 |")));
+    let changed = data
+        .artifacts
+        .iter()
+        .find(|a| a.path == "summary.csv")
+        .unwrap();
+    assert!(matches!(
+        changed.status,
+        klab_report::data::ArtifactStatus::Mismatch { .. }
+    ));
+    assert!(r.html.contains("CHANGED: sha256 now"));
+}
+
+fn klab_report_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+#[test]
+fn markup_in_kernel_names_is_escaped_everywhere() {
+    let evil = "<script>alert(1)</script>";
+    let (_tmp, run) = common::fixture_copy();
+    edit_json(&run.join("profile/profile.json"), |v| {
+        v["kernels"][0]["kernel"] = evil.into();
+        v["kernels"][0]["bound"]["hypothesis"] = format!("{evil} & more").into();
+    });
+    edit_json(&run.join("sanitize/sanitize.json"), |v| {
+        v[0]["kernel"] = evil.into();
+    });
+    edit_json(&run.join("lab.json"), |v| {
+        v["steps"][0]["detail"] = evil.into();
+    });
+    let r = render(&load(&run).unwrap());
+    assert!(!r.html.to_lowercase().contains("<script"));
+    assert!(r.html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(!r.markdown.contains("<script"));
+    assert!(r.markdown.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    for (name, svg) in &r.plots {
+        assert!(!svg.contains("<script"), "{name}");
+    }
+    assert!(plot(&r, "counters.svg").contains("&lt;script&gt;"));
+}
+
+#[test]
+fn disagreements_are_flagged_in_the_table_and_the_plot() {
+    // The fixture's real counters all agree; set tiled's measured conflicts beside the
+    // padded kernel's prediction (zero), as bound.rs's own test does.
+    let p = predict(Variant::Padded, 4096, TILE, BLOCK_ROWS).unwrap();
+    let m = Measured {
+        shared_load_conflicts: Some(16_488_054.0),
+        shared_store_conflicts: Some(0.0),
+        ..Default::default()
+    };
+    let rows = compare(Some(&p), &m);
+    assert!(rows.iter().any(|r| r.agreement == Agreement::Disagrees));
+    let mut profile = common::fixture_profile();
+    let agreeing = plots::counters(&profile.kernels).svg;
+    profile.kernels[2].counters = rows;
+    let flagged = plots::counters(&profile.kernels).svg;
+    let red = format!(
+        "#{:02X}{:02X}{:02X}",
+        plots::DISAGREE.0,
+        plots::DISAGREE.1,
+        plots::DISAGREE.2
+    );
+    // The legend draws the mark once; each disagreement adds one.
+    assert_eq!(agreeing.matches(&red).count(), 1);
+    assert_eq!(flagged.matches(&red).count(), 2);
+
+    let (_tmp, run) = common::fixture_copy();
+    let path = run.join("profile/profile.json");
+    fs::write(&path, serde_json::to_string_pretty(&profile).unwrap()).unwrap();
+    let r = render(&load(&run).unwrap());
+    assert!(r.html.contains("<td class=\"bad\">DISAGREES</td>"));
+    assert!(r.html.contains(
+        "padded: the measurement DISAGREES with the address model for shared load bank conflicts"
+    ));
+    assert!(r.markdown.contains("**DISAGREES**"));
+}
+
+#[test]
+fn every_performance_number_sits_beside_a_verdict() {
+    let r = render(&load(&common::fixture()).unwrap());
+    let md = &r.markdown;
+    // The bandwidth row holds the median GB/s and the kernel's verdict from every gate.
+    for (v, gb_s) in [
+        ("copy", "2,885.2"),
+        ("naive", "500.1"),
+        ("tiled", "1,674.6"),
+        ("padded", "3,424.7"),
+    ] {
+        let verdict = format!("| {v} | pass: ladder 7/7 sizes; rounds 5/5 correct; engine blocks 10/10 correct; sanitizer clean (4 tools) |");
+        assert!(
+            md.lines()
+                .any(|l| l.starts_with(&verdict) && l.contains(&format!("| {gb_s} |"))),
+            "no row with both the verdict and {gb_s} GB/s for {v}"
+        );
+    }
+    assert!(md.contains(
+        "| broken | known broken, rejected: 4,411,203 mismatches; not timed | n/a | n/a |"
+    ));
+    assert!(md.contains("0 failures against CPU double FMA, one cast to float, rechecked after timing; sanitizer clean (4 tools)"));
+}
+
+#[test]
+fn not_a_run_folder_is_a_one_line_error_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = load(tmp.path()).unwrap_err();
+    assert!(matches!(e, ReportError::NotARun(_)));
+    let msg = e.to_string();
+    assert_eq!(msg.lines().count(), 1);
+    assert!(
+        msg.contains(&tmp.path().display().to_string()) && msg.contains("no lab.json"),
+        "{msg}"
+    );
+    let missing = tmp.path().join("nope");
+    let msg = load(&missing).unwrap_err().to_string();
+    assert!(
+        msg.contains("nope") && msg.contains("is not a folder"),
+        "{msg}"
+    );
+    fs::write(tmp.path().join("lab.json"), "{\"steps\": 5}").unwrap();
+    let msg = load(tmp.path()).unwrap_err().to_string();
+    assert!(msg.contains("is not a klab lab record"), "{msg}");
+    assert_eq!(msg.lines().count(), 1);
+}
+
+#[test]
+fn write_puts_every_file_under_report_atomically() {
+    let (_tmp, run) = common::fixture_copy();
+    let r = render(&load(&run).unwrap());
+    let written = klab_report::write(&run, &r).unwrap();
+    let rel: Vec<String> = written
+        .iter()
+        .map(|p| p.strip_prefix(&run).unwrap().display().to_string())
+        .collect();
+    assert_eq!(
+        rel,
+        [
+            "report/index.html",
+            "report/report.md",
+            "report/plots/bandwidth.svg",
+            "report/plots/rounds.svg",
+            "report/plots/roofline.svg",
+            "report/plots/counters.svg"
+        ]
+    );
+    assert_eq!(fs::read_to_string(&written[0]).unwrap(), r.html);
+    assert_eq!(fs::read_to_string(&written[1]).unwrap(), r.markdown);
+    for (name, svg) in &r.plots {
+        assert_eq!(
+            &fs::read_to_string(run.join("report/plots").join(name)).unwrap(),
+            svg
+        );
+    }
+    // No temporary file is left behind.
+    for dir in [run.join("report"), run.join("report/plots")] {
+        for e in fs::read_dir(dir).unwrap() {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            assert!(!name.starts_with('.'), "left {name}");
+        }
+    }
+    // Writing again replaces the files and a report of the report's run still loads.
+    klab_report::write(&run, &r).unwrap();
+    assert!(load(&run).is_ok());
+}
+
+#[test]
+fn hostile_values_render_without_a_panic() {
+    let (_tmp, run) = common::fixture_copy();
+    fs::write(
+        run.join("repeated-benchmark.csv"),
+        "round,position,variant,correct,mismatches,max_abs_error,average_ms,effective_gb_s\n\
+         1,0,copy,true,0,0,0,inf\n1,1,naive,true,0,0,nan,nan\n1,2,tiled,true,0,0,1,0\n\
+         2,0,tiled,true,0,0,1,-5\n",
+    )
+    .unwrap();
+    fs::write(
+        run.join("summary.csv"),
+        "variant,timed_rounds,failed_rounds,median_ms,p10_ms,p90_ms,median_gb_s\n\
+         copy,1,0,0,0,0,0\ntiled,2,0,1,1,1,-5\n",
+    )
+    .unwrap();
+    fs::write(
+        run.join("rounds/rounds.csv"),
+        "round,position,variant,correct,samples,median_us,p10_us,p90_us,useful_gb_s,flags\n\
+         1,0,copy,true,1,0,0,0,0,\"\"\n1,1,copy,false,1,1,1,1,1,\"clock changed\"\n",
+    )
+    .unwrap();
+    edit_json(&run.join("profile/profile.json"), |v| {
+        v["kernels"][0]["counters"][4]["measured"] = serde_json::json!(-3.0);
+        v["kernels"][1]["counters"][4]["measured"] = serde_json::json!(1e300);
+        v["kernels"][2]["absent_metrics"] =
+            serde_json::json!(["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"]);
+    });
+    let r = render(&load(&run).unwrap());
+    for (name, svg) in &r.plots {
+        assert!(
+            svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+            "{name}"
+        );
+    }
+    assert!(r.html.contains("round 1 copy (clock changed)"));
+    assert!(r.html.contains("padded: metrics asked for but absent from the Nsight Compute report: l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"));
+    // A non-finite number in a CSV makes the file a note rather than a number.
+    fs::write(
+        run.join("rounds/rounds.csv"),
+        "round,position,variant,correct,samples,median_us\n1,0,copy,true,1,NaN\n",
+    )
+    .unwrap();
+    let data = load(&run).unwrap();
+    assert!(data
+        .engine_blocks
+        .as_ref()
+        .unwrap_err()
+        .0
+        .contains("median_us is not a finite number: 'NaN'"));
+    render(&data);
+}

@@ -1,0 +1,413 @@
+//! Nsight Systems SQLite exports (`nsys export --type sqlite report.nsys-rep`): kernel
+//! launches, memory copies and sets, CUDA API calls, and what they say about a run.
+//!
+//! # What is read
+//!
+//! [`open`] opens an export read-only (an `immutable=1` URI: no `-wal`, `-shm` or journal
+//! file is created beside it) and reads:
+//!
+//! - the export's version from `META_DATA_EXPORT` (schema 3.4.0 on), else
+//!   `EXPORT_META_DATA` (up to 3.0.0), else "unknown";
+//! - `CUPTI_ACTIVITY_KIND_KERNEL`: one [`KernelLaunch`] per row, names resolved through
+//!   `StringIds`;
+//! - `CUPTI_ACTIVITY_KIND_MEMCPY` and `…_MEMSET`: one [`Memcpy`] / [`Memset`] per row, kinds
+//!   labelled from `ENUM_CUDA_MEMCPY_OPER` / `ENUM_CUDA_MEM_KIND` when the export has them and
+//!   from a built-in copy of those tables when it does not (schema 2.9.1 exports have none);
+//! - `CUPTI_ACTIVITY_KIND_RUNTIME`: the CUDA API calls, de-duplicated per `correlationId`
+//!   (see [`ApiCalls`]), joined to the activity rows to name the launching call;
+//! - `TARGET_INFO_GPU` (and `TARGET_INFO_CUDA_DEVICE` when present): the GPUs.
+//!
+//! # Schema rules
+//!
+//! Columns are always selected by name (`PRAGMA table_info`), never by position: nsys
+//! inserted `greenContextId` in the middle of the kernel table in 2024.5, and exports can
+//! carry columns appended with `ALTER TABLE`. Unknown columns are ignored. Lazy exports create
+//! only the tables that have data, so a missing activity table means zero events of that kind
+//! and is recorded in [`Trace::notes`]. A table without a column this reader needs (for
+//! example no `start`) is skipped with a note naming the table and the column; a missing
+//! optional column (for example `correlationId`) leaves the values it would give unknown,
+//! also with a note. NULLs (and non-integer values) in integer columns are read as unknown.
+//!
+//! # Findings
+//!
+//! [`Trace::findings`] states facts about the run that a reader should not miss, such as
+//! "15 runtime API calls and zero kernels: launches failed" (a lazy export with API calls and
+//! no kernel table, the signature of launches that returned an error nobody checked). Findings
+//! are information; they are not a gate.
+
+mod analyze;
+mod read;
+pub mod render;
+mod schema;
+#[doc(hidden)]
+pub mod testdata;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+pub use analyze::{median, summarize, KernelSummary, Rates};
+
+/// Table names, as nsys writes them.
+pub mod tables {
+    /// Kernel executions.
+    pub const KERNEL: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
+    /// Memory copies.
+    pub const MEMCPY: &str = "CUPTI_ACTIVITY_KIND_MEMCPY";
+    /// Memory sets.
+    pub const MEMSET: &str = "CUPTI_ACTIVITY_KIND_MEMSET";
+    /// CUDA runtime and driver API calls.
+    pub const RUNTIME: &str = "CUPTI_ACTIVITY_KIND_RUNTIME";
+    /// Interned strings.
+    pub const STRING_IDS: &str = "StringIds";
+    /// Copy-kind labels (absent in schema 2.9.1).
+    pub const ENUM_MEMCPY_OPER: &str = "ENUM_CUDA_MEMCPY_OPER";
+    /// Memory-kind labels (absent in schema 2.9.1).
+    pub const ENUM_MEM_KIND: &str = "ENUM_CUDA_MEM_KIND";
+    /// Export metadata, schema 3.4.0 on.
+    pub const META_DATA_EXPORT: &str = "META_DATA_EXPORT";
+    /// Export metadata, up to schema 3.0.0.
+    pub const EXPORT_META_DATA: &str = "EXPORT_META_DATA";
+    /// One row per GPU.
+    pub const TARGET_INFO_GPU: &str = "TARGET_INFO_GPU";
+    /// GPU id to CUDA device ordinal (2025.5 on).
+    pub const TARGET_INFO_CUDA_DEVICE: &str = "TARGET_INFO_CUDA_DEVICE";
+}
+
+/// Reading an export failed. Every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum NsysError {
+    #[error("{}: no such file", .path.display())]
+    NotFound { path: PathBuf },
+    #[error("{}: is a directory, not an Nsight Systems SQLite export", .path.display())]
+    IsDirectory { path: PathBuf },
+    #[error("{}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: not an SQLite database (make one with `nsys export --type sqlite REPORT.nsys-rep`)", .path.display())]
+    NotSqlite { path: PathBuf },
+    #[error("{}: not an Nsight Systems export (no StringIds / CUPTI tables)", .path.display())]
+    NotNsys { path: PathBuf },
+    #[error("{}: SQLite: {source}", .path.display())]
+    Sqlite {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+}
+
+/// Open and read one export. Never writes beside it; never panics on a bad file.
+pub fn open(path: &Path) -> Result<Trace, NsysError> {
+    read::open(path)
+}
+
+/// Which Nsight Systems version wrote the export.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ExportVersion {
+    /// The metadata table the facts came from (`META_DATA_EXPORT` or `EXPORT_META_DATA`),
+    /// `None` when the export has neither.
+    pub table: Option<String>,
+    /// `EXPORT_PRODUCT_VERSION`, e.g. `2024.5.1.113`.
+    pub product: Option<String>,
+    /// `EXPORT_SCHEMA_VERSION`, e.g. `3.13.2`.
+    pub schema: Option<String>,
+    /// `EXPORT_LAZY` (2022.x) or `EXPORT_PARAM_LAZY` (2023.3 on): only tables with data exist.
+    pub lazy: Option<bool>,
+}
+
+impl fmt::Display for ExportVersion {
+    /// `nsys 2024.5.1.113, schema 3.13.2` (unknown parts say so), then `, lazy export` when
+    /// the export says it is lazy.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "nsys {}, schema {}",
+            self.product.as_deref().unwrap_or("unknown"),
+            self.schema.as_deref().unwrap_or("unknown")
+        )?;
+        if self.lazy == Some(true) {
+            f.write_str(", lazy export")?;
+        }
+        Ok(())
+    }
+}
+
+/// Grid or block dimensions as launched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Dim3 {
+    pub x: i64,
+    pub y: i64,
+    pub z: i64,
+}
+
+impl fmt::Display for Dim3 {
+    /// `128x128x1`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}x{}x{}", self.x, self.y, self.z)
+    }
+}
+
+/// Start, end and duration of one activity row, in ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Span {
+    /// As recorded (not normalised: nsys 2024.5+ records `EXPORT_PARAM_TIME_NORMALIZE=false`).
+    pub start_ns: i64,
+    pub end_ns: i64,
+    /// `end - start`; `None` when the row has no timestamps (CUPTI: start = end = 0 means
+    /// "timestamp information could not be collected") or ends before it starts.
+    pub duration_ns: Option<u64>,
+}
+
+impl Span {
+    /// The span of a row, with the duration rule above. A NULL timestamp reads as 0.
+    pub fn new(start_ns: i64, end_ns: i64) -> Span {
+        let duration_ns = if start_ns == 0 && end_ns == 0 {
+            None
+        } else {
+            end_ns
+                .checked_sub(start_ns)
+                .and_then(|d| u64::try_from(d).ok())
+        };
+        Span {
+            start_ns,
+            end_ns,
+            duration_ns,
+        }
+    }
+
+    /// Start and end are both 0.
+    pub fn has_no_timestamps(&self) -> bool {
+        self.start_ns == 0 && self.end_ns == 0
+    }
+
+    /// End before start.
+    pub fn is_reversed(&self) -> bool {
+        self.end_ns < self.start_ns
+    }
+}
+
+/// Achieved rate in GB/s (10^9 bytes per second): `bytes / duration_ns`. `None` for an
+/// unknown or zero duration.
+pub fn gb_per_s(bytes: u64, duration_ns: Option<u64>) -> Option<f64> {
+    match duration_ns {
+        Some(d) if d > 0 => Some(bytes as f64 / d as f64),
+        _ => None,
+    }
+}
+
+/// One row of `CUPTI_ACTIVITY_KIND_KERNEL`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelLaunch {
+    /// The demangled name (`void reduce_v0<(int)256>(int *, int *)`), resolved through
+    /// `StringIds`; when that id is NULL or missing from `StringIds`, the short name, then
+    /// the mangled name, then `<string id N>` (N the first non-NULL id), then `<unnamed>`.
+    pub name: String,
+    /// The base name (`reduce_v0`), when it resolves.
+    pub short_name: Option<String>,
+    /// The mangled name, when present (NULL for `extern "C"` kernels in newer exports).
+    pub mangled_name: Option<String>,
+    /// CUDA device ordinal (`deviceId`; matches `TARGET_INFO_GPU.cuDevice`, not its `id`).
+    pub device: i64,
+    pub stream: i64,
+    pub grid: Dim3,
+    pub block: Dim3,
+    pub span: Span,
+    pub registers_per_thread: Option<i64>,
+    /// `staticSharedMemory`, bytes.
+    pub static_shared_bytes: Option<i64>,
+    /// `dynamicSharedMemory`, bytes.
+    pub dynamic_shared_bytes: Option<i64>,
+    pub correlation_id: Option<i64>,
+    /// The process that launched it (from `globalPid`).
+    pub pid: Option<i64>,
+    /// The API call that launched it (same correlationId), version suffix stripped, e.g.
+    /// `cudaLaunchKernel`.
+    pub api: Option<String>,
+}
+
+impl KernelLaunch {
+    /// Static plus dynamic shared memory in bytes, when both are known.
+    pub fn shared_bytes(&self) -> Option<i64> {
+        Some(self.static_shared_bytes? + self.dynamic_shared_bytes?)
+    }
+}
+
+/// One row of `CUPTI_ACTIVITY_KIND_MEMCPY`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Memcpy {
+    pub device: i64,
+    pub stream: i64,
+    pub bytes: u64,
+    /// `copyKind`.
+    pub copy_kind: i64,
+    /// Its label, e.g. `Host-to-Device`, `Unified Device-to-Host`, or `copy kind N`.
+    pub direction: String,
+    /// `srcKind` label, e.g. `Pageable`, when the column is present and not NULL.
+    pub src_kind: Option<String>,
+    /// `dstKind` label.
+    pub dst_kind: Option<String>,
+    pub span: Span,
+    /// 0 for unified-memory migrations, which no API call caused.
+    pub correlation_id: Option<i64>,
+    /// The process (from `globalPid`).
+    pub pid: Option<i64>,
+    /// The API call that issued it, version suffix stripped.
+    pub api: Option<String>,
+}
+
+impl Memcpy {
+    /// `bytes / duration`, GB/s.
+    pub fn gb_s(&self) -> Option<f64> {
+        gb_per_s(self.bytes, self.span.duration_ns)
+    }
+}
+
+/// One row of `CUPTI_ACTIVITY_KIND_MEMSET`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Memset {
+    pub device: i64,
+    pub stream: i64,
+    pub bytes: u64,
+    /// The value written to each byte.
+    pub value: Option<i64>,
+    /// `memKind` label, e.g. `Device`.
+    pub mem_kind: Option<String>,
+    pub span: Span,
+    pub correlation_id: Option<i64>,
+    /// The process (from `globalPid`).
+    pub pid: Option<i64>,
+    /// The API call that issued it, version suffix stripped.
+    pub api: Option<String>,
+}
+
+impl Memset {
+    /// `bytes / duration`, GB/s.
+    pub fn gb_s(&self) -> Option<f64> {
+        gb_per_s(self.bytes, self.span.duration_ns)
+    }
+}
+
+/// An API call that returned non-zero.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApiError {
+    /// Version suffix stripped, e.g. `cudaLaunchKernel`.
+    pub name: String,
+    /// The `cudaError_t` (runtime) or `CUresult` (driver) value.
+    pub return_value: i64,
+    pub start_ns: Option<i64>,
+    pub correlation_id: Option<i64>,
+    /// The calling process (from `globalTid`).
+    pub pid: Option<i64>,
+}
+
+/// The CUDA API calls of `CUPTI_ACTIVITY_KIND_RUNTIME`.
+///
+/// Rows of one process (from `globalTid`) that share a non-zero `correlationId` are one
+/// call: nsys 2022.2 with backtraces writes an extra `eventClass = 67` row (un-suffixed name,
+/// same correlationId) for each call. Of such a group the row with eventClass 0 (runtime) or
+/// 1 (driver) stands for the call, else the first row. Rows without a correlationId (NULL or
+/// 0) each count once. A table without `eventClass` is read the same way. Correlation ids
+/// are per process, so the same id in two processes is two calls, and activity rows are
+/// joined to the call of their own process.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ApiCalls {
+    /// Distinct calls.
+    pub count: u64,
+    /// Table rows (more than `count` when rows were duplicates).
+    pub rows: u64,
+    /// Calls whose returnValue is not 0, in order of start time.
+    pub errors: Vec<ApiError>,
+}
+
+/// One GPU of `TARGET_INFO_GPU`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Gpu {
+    /// The CUDA device ordinal that `deviceId` in activity rows refers to:
+    /// `TARGET_INFO_CUDA_DEVICE.cudaId` when present, else `TARGET_INFO_GPU.cuDevice`.
+    pub cuda_device: Option<i64>,
+    pub name: Option<String>,
+    pub sm_count: Option<i64>,
+    /// `memoryBandwidth` converted from B/s to GB/s.
+    pub memory_bandwidth_gbs: Option<f64>,
+}
+
+/// What became of an activity table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TableState {
+    /// Read; this many rows.
+    Read(u64),
+    /// Not in the export: zero events.
+    Missing,
+    /// Present but not readable by this reader (a needed column is missing); see the notes.
+    Skipped,
+}
+
+/// What each activity table gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Tables {
+    pub kernel: TableState,
+    pub memcpy: TableState,
+    pub memset: TableState,
+    pub runtime: TableState,
+}
+
+/// What a finding is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// API calls were recorded but no kernel ran.
+    LaunchesFailed,
+    /// API calls returned an error.
+    ApiErrors,
+    /// Activity rows without timestamps (start = end = 0).
+    NoTimestamps,
+    /// Activity rows that end before they start.
+    ReversedTimestamps,
+    /// Copies took longer than the kernels.
+    CopiesDominate,
+}
+
+/// A fact about the run, one line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub text: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Everything read from one export.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Trace {
+    /// The path as given to [`open`].
+    pub path: PathBuf,
+    pub version: ExportVersion,
+    pub gpus: Vec<Gpu>,
+    /// In order of start time, rows without timestamps last, ties in table order.
+    pub kernels: Vec<KernelLaunch>,
+    /// In the same order.
+    pub memcpys: Vec<Memcpy>,
+    /// In the same order.
+    pub memsets: Vec<Memset>,
+    pub api: ApiCalls,
+    pub tables: Tables,
+    /// Facts about the run (see the module docs).
+    pub findings: Vec<Finding>,
+    /// What the reader had to work around in the export: missing tables or columns,
+    /// fallbacks, duplicates. One line each.
+    pub notes: Vec<String>,
+}
+
+impl Trace {
+    /// The per-kernel summary (see [`summarize`]).
+    pub fn summary(&self) -> Vec<KernelSummary> {
+        summarize(&self.kernels)
+    }
+}

@@ -1,0 +1,214 @@
+//! The text report and the CSV of a trace.
+
+mod nsys_fixtures;
+
+use std::path::PathBuf;
+
+use klab_tools::nsys::render::{self, CSV_HEADER};
+use klab_tools::nsys::Rates;
+use nsys_fixtures::*;
+
+const SEED_RATES: Rates = Rates {
+    bytes_moved: Some(8_000_000),
+    peak_gbs: Some(2039.0),
+};
+
+/// Splits one CSV line into fields (RFC 4180 quotes).
+fn fields(line: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                chars.next();
+                out.last_mut().unwrap().push('"');
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => out.push(String::new()),
+            (c, _) => out.last_mut().unwrap().push(c),
+        }
+    }
+    out
+}
+
+/// The CSV rows as maps from column name to field.
+fn rows(csv: &str) -> Vec<std::collections::HashMap<String, String>> {
+    let mut lines = csv.lines();
+    let head = fields(lines.next().unwrap());
+    lines
+        .map(|l| {
+            let f = fields(l);
+            assert_eq!(f.len(), head.len(), "{l}");
+            head.iter().cloned().zip(f).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn csv_has_one_row_per_launch_copy_and_set_with_the_seed_numbers() {
+    let (_d, mut t) = open(TRANSPOSE32);
+    t.path = PathBuf::from("runs/report_32.sqlite");
+    let csv = render::csv(std::slice::from_ref(&t), &SEED_RATES);
+    assert_eq!(csv.lines().next().unwrap(), CSV_HEADER);
+    let r = rows(&csv);
+    assert_eq!(r.len(), 6 + 2 + 1);
+    let kinds: Vec<&str> = r.iter().map(|r| r["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "kernel", "kernel", "kernel", "kernel", "kernel", "kernel", "memcpy", "memcpy",
+            "memset"
+        ]
+    );
+    let copy = &r[3];
+    assert_eq!(copy["file"], "runs/report_32.sqlite");
+    assert_eq!(copy["name"], "mat_copy(const int *, int *, int)");
+    assert_eq!(copy["grid"], "32x32x1");
+    assert_eq!(copy["block"], "32x32x1");
+    assert_eq!(copy["registers"], "16");
+    assert_eq!(copy["shared_mem_bytes"], "0");
+    assert_eq!(copy["duration_ns"], "6560");
+    assert_eq!(copy["bytes"], "8000000");
+    assert_eq!(copy["gb_s"], "1219.512");
+    assert_eq!(copy["pct_of_peak"], "59.81");
+    assert_eq!(copy["api"], "cudaLaunchKernel");
+    assert_eq!(copy["correlation_id"], "8");
+    assert_eq!(
+        copy["end_ns"].parse::<i64>().unwrap() - copy["start_ns"].parse::<i64>().unwrap(),
+        6560
+    );
+    assert_eq!(r[5]["shared_mem_bytes"], "4096");
+    // The raw line quotes the demangled name.
+    assert!(
+        csv.contains(",kernel,\"mat_copy(const int *, int *, int)\",0,7,32x32x1,32x32x1,16,0,,,")
+    );
+
+    let h2d = &r[6];
+    assert_eq!(h2d["name"], "Host-to-Device");
+    assert_eq!(h2d["memory"], "Pageable -> Device");
+    assert_eq!(h2d["bytes"], "4000000");
+    assert_eq!(h2d["gb_s"], "12.121");
+    assert_eq!(
+        h2d["pct_of_peak"], "",
+        "copies are not compared with the HBM peak"
+    );
+    assert_eq!(h2d["grid"], "");
+    assert_eq!(h2d["api"], "cudaMemcpy");
+    let set = &r[8];
+    assert_eq!(set["name"], "memset");
+    assert_eq!(set["memory"], "Device");
+    assert_eq!(set["value"], "0");
+    assert_eq!(set["gb_s"], "200.000");
+}
+
+#[test]
+fn csv_without_rates_leaves_kernel_rate_fields_empty_and_unknown_durations_blank() {
+    let (_d, t) = open(REDUCE);
+    let csv = render::csv(std::slice::from_ref(&t), &Rates::default());
+    let r = rows(&csv);
+    let kernels: Vec<_> = r.iter().filter(|r| r["kind"] == "kernel").collect();
+    assert_eq!(kernels.len(), 8);
+    assert!(kernels
+        .iter()
+        .all(|k| k["gb_s"].is_empty() && k["bytes"].is_empty() && k["pct_of_peak"].is_empty()));
+    let untimed = kernels[7];
+    assert_eq!(untimed["start_ns"], "0");
+    assert_eq!(untimed["duration_ns"], "");
+    // Copies still have their own rate.
+    let d2d = r.iter().find(|r| r["name"] == "Device-to-Device").unwrap();
+    assert_eq!(d2d["gb_s"], "1000.000");
+    // With a byte count, the untimed launch still has no rate.
+    let csv = render::csv(
+        std::slice::from_ref(&t),
+        &Rates {
+            bytes_moved: Some(16_777_216),
+            peak_gbs: None,
+        },
+    );
+    let r = rows(&csv);
+    assert_eq!(r[7]["start_ns"], "0");
+    assert_eq!(r[7]["gb_s"], "");
+    assert_eq!(r[0]["name"], "init_data");
+    assert_eq!(r[0]["gb_s"], "419.430", "{:?}", r[0]);
+    assert_eq!(r[0]["pct_of_peak"], "");
+}
+
+#[test]
+fn several_traces_share_one_header() {
+    let (_d1, a) = open(UM_ADD);
+    let (_d2, b) = open(FAILED64);
+    let csv = render::csv(&[a, b], &Rates::default());
+    assert_eq!(csv.matches(CSV_HEADER).count(), 1);
+    let r = rows(&csv);
+    assert_eq!(r.len(), (1 + 3) + 2);
+    assert!(r[0]["file"].ends_with(UM_ADD));
+    assert!(r[5]["file"].ends_with(FAILED64));
+    assert_eq!(r[1]["name"], "Unified Host-to-Device");
+    assert_eq!(r[1]["memory"], "Unknown -> Unknown");
+    assert_eq!(r[1]["correlation_id"], "0");
+    assert_eq!(r[1]["api"], "");
+}
+
+#[test]
+fn the_text_report_has_every_section() {
+    let (_d, mut t) = open(REDUCE);
+    t.path = PathBuf::from("reduce.sqlite");
+    let text = render::text(
+        &t,
+        &Rates {
+            bytes_moved: Some(16_777_216),
+            peak_gbs: Some(4800.0),
+        },
+    );
+    let first = text.lines().next().unwrap();
+    assert_eq!(
+        first,
+        "== reduce.sqlite: nsys 2026.1.1.204, schema 3.24.14, lazy export"
+    );
+    assert!(text.contains("GPU: CUDA device 0: NVIDIA H200, 132 SMs, 4800.0 GB/s memory bandwidth"));
+    assert!(text.contains("API calls: 18, 2 returned an error"));
+    assert!(text.contains("kernel launches (8):"));
+    assert!(text.contains("memcpy/memset (3 + 0):"));
+    assert!(text.contains(
+        "per-kernel summary (ns; GB/s at the median for 16777216 bytes moved per launch):"
+    ));
+    assert!(text.contains(
+        "findings:\n  - 2 API calls returned an error (first: cudaLaunchKernel returned 9)\n"
+    ));
+    assert!(text.contains("notes:\n  - no CUPTI_ACTIVITY_KIND_MEMSET table"));
+    // The reduce_v0 summary row: 4 launches, median 102000 ns -> 164.5 GB/s, 3.4% of 4800.
+    let row = text
+        .lines()
+        .find(|l| l.contains("reduce_v0") && l.trim_start().starts_with('4'))
+        .unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        &cells[..7],
+        ["4", "4", "96000", "102000", "120000", "164.5", "3.4"]
+    );
+    // The untimed launch shows dashes, not zeros.
+    let untimed = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("0 "))
+        .unwrap();
+    assert!(
+        untimed.split_whitespace().take(4).eq(["0", "-", "-", "-"]),
+        "{untimed}"
+    );
+    // The kernel table gives grid and block as launched.
+    assert!(text.contains("16384x1x1  256x1x1"));
+}
+
+#[test]
+fn the_text_report_says_why_there_are_no_kernels() {
+    let (_d, mut t) = open(FAILED64);
+    t.path = PathBuf::from("report_64.sqlite");
+    let text = render::text(&t, &Rates::default());
+    assert!(text.contains("kernel launches: none (no CUPTI_ACTIVITY_KIND_KERNEL table)"));
+    assert!(
+        text.contains("findings:\n  - 15 runtime API calls and zero kernels: launches failed\n")
+    );
+    assert!(!text.contains("per-kernel summary"));
+    assert!(!text.contains("GB/s  %peak"));
+}

@@ -1,0 +1,224 @@
+//! `klab profile` end to end on a machine without a GPU: a stand-in `ncu` script records
+//! the argument vector it was given, plays the child's report line and serves a real H200
+//! capture (crates/klab-tools/tests/fixtures/ncu) for `--import`. What is tested is klab's
+//! side: the argument vector, the launch-skip check, the import, the parse, the counters
+//! against the address model, the bound statement and the files.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+const FAKE_NCU: &str = r#"#!/usr/bin/env bash
+for a in "$@"; do
+  if [ "$a" = --version ]; then
+    echo "NVIDIA (R) Nsight Compute Command Line Profiler"
+    echo "Version 2025.3.1.0 (build 36398880) (public-release)"
+    exit 0
+  fi
+done
+if [[ " $* " == *" --import "* ]]; then
+  if [[ " $* " == *" --page details "* ]]; then cat "$FAKE_DETAILS"; else cat "$FAKE_RAW"; fi
+  exit 0
+fi
+printf '%s\n' "$@" > "$FAKE_ARGV_LOG"
+prev=""; exp=""
+for a in "$@"; do
+  [ "$prev" = --export ] && exp="$a"
+  prev="$a"
+done
+echo "==PROF== Connected to process 1 (klab)"
+echo "KLAB_PROFILE {\"entry\":\"transpose_naive\",\"n\":4096,\"launches_before\":$FAKE_LAUNCHES,\"before_failures\":0,\"measured_failures\":$FAKE_MEASURED,\"known_broken\":false,\"first_failure\":null}"
+if [ "$FAKE_MEASURED" != null ]; then : > "$exp"; fi
+echo "==PROF== Disconnected from process 1"
+"#;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/klab-tools/tests/fixtures/ncu")
+        .join(name)
+}
+
+/// The naive capture holds three profiled launches; klab profiles exactly one, so the
+/// stand-in serves the header, the unit row and the first launch.
+fn one_launch_raw(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(fixture("ncu_raw_naive_metrics.csv")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let header = lines.iter().position(|l| l.starts_with("\"ID\"")).unwrap();
+    let kept = lines[..header + 3].join("\n") + "\n";
+    let p = dir.join("naive-one.csv");
+    std::fs::write(&p, kept).unwrap();
+    p
+}
+
+struct Fake {
+    dir: tempfile::TempDir,
+    ncu: PathBuf,
+}
+
+fn fake() -> Fake {
+    let dir = tempfile::tempdir().unwrap();
+    let ncu = dir.path().join("ncu");
+    std::fs::write(&ncu, FAKE_NCU).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&ncu, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    Fake { dir, ncu }
+}
+
+fn klab(f: &Fake, raw: &Path, launches: &str, measured: &str) -> Command {
+    let mut c = Command::cargo_bin("klab").unwrap();
+    c.env("FAKE_RAW", raw)
+        .env("FAKE_DETAILS", fixture("ncu_details_padded.csv"))
+        .env("FAKE_ARGV_LOG", f.dir.path().join("argv.txt"))
+        .env("FAKE_LAUNCHES", launches)
+        .env("FAKE_MEASURED", measured)
+        .arg("profile")
+        .arg("--ncu")
+        .arg(&f.ncu);
+    c
+}
+
+#[test]
+fn naive_is_profiled_on_one_launch_and_its_stores_agree_with_the_model() {
+    let f = fake();
+    let raw = one_launch_raw(f.dir.path());
+    let out = f.dir.path().join("profile");
+    klab(&f, &raw, "6", "0")
+        .args(["naive", "--out"])
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Observed limiter:"))
+        .stdout(predicate::str::contains(
+            "global store sectors/request predicted 32 measured 32 (agrees)",
+        ));
+
+    // The argument vector ncu was given.
+    let argv = std::fs::read_to_string(f.dir.path().join("argv.txt")).unwrap();
+    let argv: Vec<&str> = argv.lines().collect();
+    let after = |flag: &str| argv[argv.iter().position(|a| *a == flag).unwrap() + 1];
+    assert_eq!(after("--kernel-name"), "transpose_naive");
+    assert_eq!(after("--launch-skip"), "6", "1 validation + 5 warmups");
+    assert_eq!(after("--launch-count"), "1");
+    assert_eq!(after("--clock-control"), "none");
+    for s in [
+        "LaunchStats",
+        "SpeedOfLight",
+        "MemoryWorkloadAnalysis",
+        "Occupancy",
+    ] {
+        assert!(argv.windows(2).any(|w| w == ["--section", s]), "{s}");
+    }
+    let metrics = after("--metrics");
+    assert!(metrics.contains("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"));
+    let program = argv.iter().position(|a| *a == "profile").unwrap();
+    assert_eq!(
+        &argv[program..program + 3],
+        ["profile", "naive", "--in-process"]
+    );
+
+    // The files.
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("profile.json")).unwrap()).unwrap();
+    assert_eq!(json["schema"], "klab-profile/1");
+    assert_eq!(json["clock_control"], "none");
+    assert_eq!(json["ncu_version"], "2025.3.1.0");
+    let k = &json["kernels"][0];
+    assert_eq!(k["kernel"], "naive");
+    assert_eq!(k["launch_skip"], 6);
+    assert_eq!(k["mismatches"], 0);
+    assert_eq!(k["measured"]["global_store_sectors"], 16_777_216.0);
+    assert_eq!(k["measured"]["dram_pct"], 10.35);
+    // Load counters were not in that capture: reported as absent, not as zero.
+    assert!(k["absent_metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m == "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"));
+    let csv = std::fs::read_to_string(out.join("counters.csv")).unwrap();
+    assert!(csv.starts_with("kernel,n,quantity,predicted,measured,agreement,metric,tolerance\n"));
+    assert!(csv.contains("naive,4096,global store sectors/request,32,32,agrees,"));
+    assert!(csv.contains("naive,4096,global load sectors/request,4,,not measured,"));
+    let bound = std::fs::read_to_string(out.join("bound.txt")).unwrap();
+    assert!(bound.contains("Workload: float32"));
+    assert!(bound.contains("n = 4096, block 32x8x1, grid 128x128x1"));
+    assert!(bound.contains("Correctness: 0 mismatches"));
+    assert!(bound.contains("stage a tile in shared memory"));
+    assert!(out.join("naive.raw.csv").is_file());
+    assert!(out.join("naive.details.csv").is_file());
+    assert!(out.join("naive.log").is_file());
+}
+
+#[test]
+fn a_child_that_launched_a_different_number_of_times_is_refused() {
+    let f = fake();
+    let raw = one_launch_raw(f.dir.path());
+    klab(&f, &raw, "5", "0")
+        .args(["naive", "--out"])
+        .arg(f.dir.path().join("p"))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "the child made 5 launches before the measured one but ncu skipped 6",
+        ));
+}
+
+#[test]
+fn a_report_with_several_launches_is_refused() {
+    let f = fake();
+    klab(&f, &fixture("ncu_raw_naive_metrics.csv"), "6", "0")
+        .args(["naive", "--out"])
+        .arg(f.dir.path().join("p"))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "3 launches profiled, expected exactly one",
+        ));
+}
+
+#[test]
+fn a_kernel_rejected_before_the_measured_launch_is_a_gate_failure() {
+    let f = fake();
+    let raw = one_launch_raw(f.dir.path());
+    let out = f.dir.path().join("p");
+    klab(&f, &raw, "1", "null")
+        .args(["broken", "--warmup", "0", "--out"])
+        .arg(&out)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not profiled"));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("profile.json")).unwrap()).unwrap();
+    assert_eq!(json["kernels"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn bad_arguments_are_one_line_errors() {
+    let f = fake();
+    let raw = one_launch_raw(f.dir.path());
+    for (args, msg) in [
+        (
+            vec!["naive", "--cache-control", "sometimes"],
+            "--cache-control",
+        ),
+        (vec!["naive", "--sections", " , "], "--sections"),
+        (vec!["no_such_kernel"], "no_such_kernel"),
+    ] {
+        let out = klab(&f, &raw, "6", "0").args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(msg), "{err}");
+    }
+    let out = Command::cargo_bin("klab")
+        .unwrap()
+        .args(["profile", "naive", "--ncu", "/nonexistent/ncu"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
