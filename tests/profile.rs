@@ -126,6 +126,7 @@ fn naive_is_profiled_on_one_launch_and_its_stores_agree_with_the_model() {
     assert_eq!(json["schema"], "klab-profile/1");
     assert_eq!(json["clock_control"], "none");
     assert_eq!(json["ncu_version"], "2025.3.1.0");
+    assert_eq!(json["device"], "NVIDIA H200");
     let k = &json["kernels"][0];
     assert_eq!(k["kernel"], "naive");
     assert_eq!(k["launch_skip"], 6);
@@ -184,8 +185,9 @@ fn a_kernel_rejected_before_the_measured_launch_is_a_gate_failure() {
     let f = fake();
     let raw = one_launch_raw(f.dir.path());
     let out = f.dir.path().join("p");
+    // The child stops after its one validation launch, so ncu profiles nothing.
     klab(&f, &raw, "1", "null")
-        .args(["broken", "--warmup", "0", "--out"])
+        .args(["broken", "--out"])
         .arg(&out)
         .assert()
         .code(2)

@@ -86,11 +86,21 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         .map(|v| v.to_string());
 
     let mut profiles = Vec::new();
+    let mut device: Option<String> = None;
     let mut gate_failed = false;
     let mut tool_failed = false;
     for (spec, kernel) in &kernels {
         match profile_one(
-            &args, spec, kernel, &ncu_bin, &exe, &dir, cache, &sections, &metrics,
+            &args,
+            spec,
+            kernel,
+            &ncu_bin,
+            &exe,
+            &dir,
+            cache,
+            &sections,
+            &metrics,
+            &mut device,
         ) {
             Ok(Some(p)) => {
                 println!("== {} (n = {}) ==\n{}", p.kernel, p.n, p.bound.render());
@@ -111,7 +121,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         schema: PROFILE_SCHEMA.into(),
         created_utc: utc_timestamp(),
         ncu_version: version,
-        device: None,
+        device,
         clock_control: "none".into(),
         cache_control: args.cache_control.clone(),
         sections,
@@ -189,6 +199,7 @@ fn profile_one(
     cache: CacheControl,
     sections: &[String],
     metrics: &[String],
+    device: &mut Option<String>,
 ) -> anyhow::Result<Option<KernelProfile>> {
     let name = kernel.name();
     let n = args.n.unwrap_or_else(|| kernel.default_n());
@@ -264,12 +275,6 @@ fn profile_one(
             log_rel
         );
     };
-    if child.launches_before != skip {
-        bail!(
-            "the child made {} launches before the measured one but ncu skipped {skip}: the profiled launch would be the wrong one",
-            child.launches_before
-        );
-    }
     let Some(measured_failures) = child.measured_failures else {
         eprintln!(
             "klab profile: {name}: not profiled: {} (validation: {} mismatches{})",
@@ -286,6 +291,14 @@ fn profile_one(
         );
         return Ok(None);
     };
+    // The sequence stopped early for a rejected kernel; otherwise it must have made
+    // exactly the launches ncu skipped.
+    if child.launches_before != skip {
+        bail!(
+            "the child made {} launches before the measured one but ncu skipped {skip}: the profiled launch would be the wrong one",
+            child.launches_before
+        );
+    }
     if measured_failures > 0 {
         eprintln!(
             "klab profile: {name}: the profiled launch's output had {measured_failures} mismatches"
@@ -311,6 +324,9 @@ fn profile_one(
             more.len()
         ),
     };
+    if device.is_none() {
+        *device = record.device_name().map(String::from);
+    }
     let measured = measured_from(record);
     let absent_metrics: Vec<String> = metrics
         .iter()

@@ -401,8 +401,11 @@ pub fn limiter(m: &Measured) -> String {
         .iter()
         .filter_map(|(n, v)| v.map(|v| (*n, v)))
         .max_by(|a, b| a.1.total_cmp(&b.1));
+    // SpeedOfLight's memory figure does not always include L2 (the H200 reports L2 above
+    // it), so the busiest memory unit decides.
+    let mem = busiest.map(|(_, v)| v.max(mem)).unwrap_or(mem);
     let numbers = format!(
-        "memory {mem:.1}% of peak (DRAM {}, L1/TEX {}, L2 {}), compute (SM) {comp:.1}%",
+        "busiest memory unit {mem:.1}% of peak (DRAM {}, L1/TEX {}, L2 {}), compute (SM) {comp:.1}%",
         pct(m.dram_pct),
         pct(m.l1tex_pct),
         pct(m.l2_pct)
@@ -692,6 +695,16 @@ mod tests {
         assert!(limiter(&m).starts_with("compute"));
         m.compute_pct = Some(40.0);
         assert!(limiter(&m).starts_with("not established"));
+        // The H200 copy kernel: SpeedOfLight memory 56.7% but L2 at 74.5%.
+        m.memory_pct = Some(56.7);
+        m.dram_pct = Some(56.7);
+        m.l2_pct = Some(74.5);
+        m.compute_pct = Some(26.4);
+        assert!(
+            limiter(&m).starts_with("memory path in L2"),
+            "{}",
+            limiter(&m)
+        );
         m.compute_pct = None;
         assert!(limiter(&m).contains("missing"));
     }
