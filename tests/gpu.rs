@@ -551,3 +551,31 @@ fn profile_counters_agree_with_the_address_model() {
         assert_eq!(a, "agrees", "{k} loads");
     }
 }
+
+/// Issue 6's kernels and baselines pass the oracle on the ladder (ragged sizes and the
+/// 4097 matrix with -0.0, subnormals and NaN payloads included).
+#[test]
+fn fast_variants_and_library_baselines_pass_the_oracle() {
+    if !gpu_or_skip("fast_variants_and_library_baselines_pass_the_oracle") {
+        return;
+    }
+    let o = klab()
+        .args([
+            "check",
+            "memcpy",
+            "sgeam",
+            "copy_vec16",
+            "vec4_t1",
+            "vec4_t2",
+            "vec4_t4",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -73,7 +73,7 @@ struct Lab {
 }
 
 /// The steps that need a GPU, in the order the lab runs them.
-const GPU_STEPS: [&str; 8] = [
+const GPU_STEPS: [&str; 9] = [
     "ladder",
     "benchmark",
     "rounds",
@@ -82,7 +82,16 @@ const GPU_STEPS: [&str; 8] = [
     "summary",
     "sanitize",
     "profile",
+    "ceilings",
 ];
+
+/// The ceilings step (issue 6): both copies, cuBLAS sgeam, the seed's padded and klab's
+/// best transpose, alternating in the same rounds, ratios against sgeam.
+const CEILING_KERNELS: [&str; 5] = ["sgeam", "memcpy", "copy_vec16", "padded", BEST_VARIANT];
+/// klab's fastest transpose on the H200 (notes/transpose-fast.md).
+const BEST_VARIANT: &str = "vec4_t2";
+/// The ceilings step's matrix edge.
+const CEILING_N: u64 = 8192;
 
 /// Variants the sanitizer step runs (seed 000's recovery loop); `broken` runs separately
 /// and must be caught.
@@ -687,6 +696,8 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     sanitize_step(&mut lab, &exe, args.device)?;
     // 9. Nsight Compute: one measured launch per variant, counters against the model.
     profile_step(&mut lab, &exe, args.device)?;
+    // 10. The ceilings and the library baseline, in the same rounds as the best variant.
+    ceilings_step(&mut lab, &exe, args.device, args.rounds)?;
     finish(lab, &started, Some(&f))
 }
 
@@ -867,6 +878,91 @@ fn profile_step(lab: &mut Lab, exe: &Path, device: u32) -> anyhow::Result<()> {
             a,
         ),
         _ => lab.step("profile", "error", child.last_error_line(), a),
+    }
+    Ok(())
+}
+
+fn ceilings_step(lab: &mut Lab, exe: &Path, device: u32, rounds: u32) -> anyhow::Result<()> {
+    if !probe::cublas_present() {
+        lab.step(
+            "ceilings",
+            "skipped",
+            "libcublas could not be loaded: no cuBLAS sgeam baseline, so no ceilings step".into(),
+            vec![],
+        );
+        return Ok(());
+    }
+    let bar = progress(1, "ceilings");
+    bar.set_message(CEILING_KERNELS.join(" "));
+    let mut argv: Vec<String> = vec!["rounds".into()];
+    argv.extend(CEILING_KERNELS.iter().map(|k| k.to_string()));
+    argv.extend(
+        [
+            "--baseline",
+            "sgeam",
+            "--n",
+            &CEILING_N.to_string(),
+            "--rounds",
+            &rounds.to_string(),
+            "--samples",
+            "100",
+            "--out",
+            &lab.dir.join("ceilings").display().to_string(),
+            "--device",
+            &device.to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    let child = run_child(exe, argv)?;
+    bar.finish_and_clear();
+    if lab.dir.join("ceilings").is_dir() {
+        lab.write(
+            "ceilings/ceilings.log",
+            format!("{}{}", child.stdout, child.log_block()),
+        )?;
+    }
+    let a: Vec<String> = files_under(&lab.dir, "ceilings")
+        .into_iter()
+        .filter(|p| !p.starts_with("ceilings/blocks/"))
+        .collect();
+    let summary: serde_json::Value = std::fs::read_to_string(lab.dir.join("ceilings/summary.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let rates: Vec<String> = summary["rates"]
+        .as_array()
+        .map(|v| {
+            v.iter()
+                .filter_map(|r| {
+                    Some(format!(
+                        "{} {:.0} GB/s ({:.1}% of ceiling)",
+                        r["kernel"].as_str()?,
+                        r["median_gb_s"].as_f64()?,
+                        r["pct_of_ceiling"].as_f64()?
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    match child.status {
+        Some(0) => lab.step(
+            "ceilings",
+            "ran",
+            format!(
+                "klab rounds {} --baseline sgeam --n {CEILING_N}: {}; ratios against sgeam in ceilings/summary.txt",
+                CEILING_KERNELS.join(" "),
+                rates.join(", ")
+            ),
+            a,
+        ),
+        Some(2) => lab.step(
+            "ceilings",
+            "failed",
+            "a correctness gate failed in a block; see ceilings/rounds.csv".into(),
+            a,
+        ),
+        _ => lab.step("ceilings", "error", child.last_error_line(), a),
     }
     Ok(())
 }

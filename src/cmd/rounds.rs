@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use klab_core::artifact::{sha256_file, utc_timestamp, write_atomic};
+use klab_core::manifest::OpKind;
 use klab_core::receipt::{self, Receipt};
 use klab_core::samples::parse_samples_csv;
 use klab_core::stats::{analyze_speedup, gb_per_s, render_analysis, BootstrapConfig, Summary};
@@ -305,36 +306,89 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             .collect()
     };
     let gate_failed = rows.iter().any(|r| !r.correct);
-    text.push_str(&format!(
-        "{:<12} {:>6} {:>11} {:>23} {:>10}\n",
-        "kernel", "blocks", "median us", "p10 - p90 us", "GB/s"
-    ));
-    let mut analyses = Vec::new();
+    // Every kernel's median rate first: the ceiling is the fastest copy in these rounds.
+    struct Line {
+        ok: usize,
+        blocks: usize,
+        summary: Option<Summary>,
+        gb_s: Option<f64>,
+    }
+    let mut lines = Vec::new();
     for (k, name) in names.iter().enumerate() {
         let mine: Vec<&BlockRow> = rows.iter().filter(|r| r.variant == *name).collect();
         let all: Vec<f64> = mine
             .iter()
             .flat_map(|r| r.samples.iter().copied())
             .collect();
-        let ok = mine.iter().filter(|r| r.correct).count();
-        if let Some(s) = Summary::of(&all) {
-            let info = measure::workload_info(&kernels[k], n)?;
-            text.push_str(&format!(
-                "{:<12} {:>6} {:>11.3} {:>23} {:>10.1}\n",
+        let summary = Summary::of(&all);
+        let gb_s = match &summary {
+            Some(s) => Some(gb_per_s(
+                measure::workload_info(&kernels[k], n)?.useful_bytes,
+                s.median,
+            )),
+            None => None,
+        };
+        lines.push(Line {
+            ok: mine.iter().filter(|r| r.correct).count(),
+            blocks: mine.len(),
+            summary,
+            gb_s,
+        });
+    }
+    let ceiling = names
+        .iter()
+        .zip(&lines)
+        .zip(&kernels)
+        .filter(|(_, k)| k.decl.operation == OpKind::Copy)
+        .filter_map(|((name, l), _)| l.gb_s.map(|g| (name.clone(), g)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let peak = rows
+        .iter()
+        .find_map(|r| r.receipt.as_ref())
+        .map(|r| r.hardware.theoretical_peak_gb_s);
+    text.push_str(&format!(
+        "{:<12} {:>6} {:>11} {:>23} {:>10} {:>9} {:>7}\n",
+        "kernel", "blocks", "median us", "p10 - p90 us", "GB/s", "% ceiling", "% peak"
+    ));
+    let pct = |g: Option<f64>, of: Option<f64>| match (g, of) {
+        (Some(g), Some(of)) if of > 0.0 => format!("{:.1}", 100.0 * g / of),
+        _ => "-".into(),
+    };
+    let mut rates = Vec::new();
+    let mut analyses = Vec::new();
+    for (name, l) in names.iter().zip(&lines) {
+        let blocks = format!("{}/{}", l.ok, l.blocks);
+        match &l.summary {
+            Some(s) => text.push_str(&format!(
+                "{:<12} {:>6} {:>11.3} {:>23} {:>10.1} {:>9} {:>7}\n",
                 name,
-                format!("{ok}/{}", mine.len()),
+                blocks,
                 s.median,
                 format!("{:.3} - {:.3}", s.p10, s.p90),
-                gb_per_s(info.useful_bytes, s.median)
-            ));
-        } else {
-            text.push_str(&format!(
-                "{name:<12} {:>6} {:>11}\n",
-                format!("{ok}/{}", mine.len()),
-                "-"
-            ));
+                l.gb_s.unwrap_or(0.0),
+                pct(l.gb_s, ceiling.as_ref().map(|c| c.1)),
+                pct(l.gb_s, peak),
+            )),
+            None => text.push_str(&format!("{name:<12} {blocks:>6} {:>11}\n", "-")),
         }
-        if ok == mine.len() {
+        rates.push(serde_json::json!({
+            "kernel": name,
+            "median_us": l.summary.as_ref().map(|s| s.median),
+            "median_gb_s": l.gb_s,
+            "pct_of_ceiling": l.gb_s.zip(ceiling.as_ref()).map(|(g, c)| 100.0 * g / c.1),
+            "pct_of_peak": l.gb_s.zip(peak).map(|(g, p)| 100.0 * g / p),
+        }));
+    }
+    match &ceiling {
+        Some((name, g)) => text.push_str(&format!(
+            "ceiling: {name} at {g:.1} GB/s, the fastest copy in these rounds; peak: {} (2 x memory clock x bus width)\n",
+            peak.map(|p| format!("{p:.1} GB/s")).unwrap_or_else(|| "unknown".into())
+        )),
+        None => text.push_str("ceiling: no copy kernel in these rounds, so no % of ceiling\n"),
+    }
+    for (k, name) in names.iter().enumerate() {
+        let mine: Vec<&BlockRow> = rows.iter().filter(|r| r.variant == *name).collect();
+        if lines[k].ok == mine.len() {
             let r = combine(name, &mine, args.rounds, &dir)?;
             r.validate()
                 .with_context(|| format!("combined receipt for {name}"))?;
@@ -372,7 +426,9 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
     write_atomic(&dir.join("summary.txt"), text.as_bytes())?;
     let json = serde_json::json!({
         "rounds": args.rounds, "order": round_order(&names), "baseline": baseline, "n": n,
-        "config": config, "analyses": analyses, "blocks": rows.len(),
+        "config": config, "analyses": analyses, "blocks": rows.len(), "rates": rates,
+        "ceiling": ceiling.as_ref().map(|c| serde_json::json!({"kernel": c.0, "gb_s": c.1})),
+        "theoretical_peak_gb_s": peak,
     });
     write_atomic(
         &dir.join("summary.json"),

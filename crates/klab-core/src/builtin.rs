@@ -20,3 +20,8 @@ pub const REDUCE_PATH: &str = "kernels/reduce.cu";
 /// `kernels/mutants.cu`: the mutation audit's deliberate bugs (kernels/mutants.toml).
 pub const MUTANTS_SOURCE: &str = include_str!("../../../kernels/mutants.cu");
 pub const MUTANTS_PATH: &str = "kernels/mutants.cu";
+
+/// `kernels/fast.cu`: the 16-byte copy ceiling and the vectorized transposes
+/// (kernels/fast.toml, which also declares the memcpy and cuBLAS baselines).
+pub const FAST_SOURCE: &str = include_str!("../../../kernels/fast.cu");
+pub const FAST_PATH: &str = "kernels/fast.cu";

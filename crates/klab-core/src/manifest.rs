@@ -101,6 +101,49 @@ impl ScalarType {
     }
 }
 
+/// A library routine that stands in for a kernel: manifest entries beginning with `@`.
+/// Each takes the parameters `out, in, n:i32` of an N x N float32 matrix, so it runs
+/// through the same gates (oracle, sanitizer, timing engine) as a kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LibraryRoutine {
+    /// `cuMemcpyDtoDAsync` of the whole matrix (the copy engine path): a copy ceiling.
+    MemcpyDtoD,
+    /// cuBLAS `sgeam` with `op(A) = A^T`, `alpha = 1`, `beta = 0`: the library transpose.
+    CublasSgeam,
+}
+
+impl LibraryRoutine {
+    pub const ALL: [LibraryRoutine; 2] = [LibraryRoutine::MemcpyDtoD, LibraryRoutine::CublasSgeam];
+
+    /// The manifest entry that names it.
+    pub fn entry(self) -> &'static str {
+        match self {
+            LibraryRoutine::MemcpyDtoD => "@cuMemcpyDtoD",
+            LibraryRoutine::CublasSgeam => "@cublasSgeam",
+        }
+    }
+
+    pub fn from_entry(entry: &str) -> Option<LibraryRoutine> {
+        LibraryRoutine::ALL.into_iter().find(|r| r.entry() == entry)
+    }
+
+    pub fn operation(self) -> OpKind {
+        match self {
+            LibraryRoutine::MemcpyDtoD => OpKind::Copy,
+            LibraryRoutine::CublasSgeam => OpKind::Transpose,
+        }
+    }
+
+    /// The parameters every library routine takes, in this order.
+    pub fn params() -> Vec<Param> {
+        vec![
+            Param::Buffer("out".into()),
+            Param::Buffer("in".into()),
+            Param::Scalar("n".into(), ScalarType::I32),
+        ]
+    }
+}
+
 /// One kernel parameter.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Param {
@@ -261,13 +304,28 @@ pub fn parse(
         if !names.insert(k.name.clone()) {
             return Err(err(f("name"), format!("'{}' is declared twice", k.name)));
         }
-        if !is_identifier(&k.entry) {
+        let library = LibraryRoutine::from_entry(&k.entry);
+        if k.entry.starts_with('@') && library.is_none() {
+            return Err(err(
+                f("entry"),
+                format!(
+                    "'{}' is not a library routine klab knows ({})",
+                    k.entry,
+                    LibraryRoutine::ALL
+                        .iter()
+                        .map(|r| r.entry())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        if library.is_none() && !is_identifier(&k.entry) {
             return Err(err(
                 f("entry"),
                 format!("'{}' is not a C identifier", k.entry),
             ));
         }
-        if !source.contains(&k.entry) {
+        if library.is_none() && !source.contains(&k.entry) {
             return Err(err(
                 f("entry"),
                 format!("'{}' does not appear in {}", k.entry, raw.source),
@@ -347,6 +405,20 @@ pub fn parse(
                 ));
             }
         }
+        if let Some(r) = library {
+            if operation != r.operation() {
+                return Err(err(
+                    f("operation"),
+                    format!("{} computes {}, not {operation}", r.entry(), r.operation()),
+                ));
+            }
+            if params != LibraryRoutine::params() {
+                return Err(err(
+                    f("params"),
+                    format!("{} takes [\"out\", \"in\", \"n:i32\"]", r.entry()),
+                ));
+            }
+        }
         let block = match k.block[..] {
             [x] => Dim3::new(x, 1, 1),
             [x, y] => Dim3::new(x, y, 1),
@@ -413,7 +485,7 @@ pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
 
 /// The built-in manifests (embedded, so klab runs from any folder).
 pub fn builtins() -> Vec<Manifest> {
-    let table: [(&str, &str, &str, &str); 4] = [
+    let table: [(&str, &str, &str, &str); 5] = [
         (
             "transpose",
             include_str!("../../../kernels/transpose.toml"),
@@ -437,6 +509,12 @@ pub fn builtins() -> Vec<Manifest> {
             include_str!("../../../kernels/mutants.toml"),
             builtin::MUTANTS_PATH,
             builtin::MUTANTS_SOURCE,
+        ),
+        (
+            "fast",
+            include_str!("../../../kernels/fast.toml"),
+            builtin::FAST_PATH,
+            builtin::FAST_SOURCE,
         ),
     ];
     table
@@ -528,9 +606,39 @@ mod tests {
     const OK: &str = "name = \"k\"\nentry = \"k\"\noperation = \"transpose\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32, 8]\nelements_per_block = [32, 32]\n";
 
     #[test]
+    fn library_routines_are_declared_by_entry_and_checked() {
+        let m = parse_one(&OK.replace("entry = \"k\"", "entry = \"@cublasSgeam\"")).unwrap();
+        assert_eq!(
+            LibraryRoutine::from_entry(&m.kernels[0].entry),
+            Some(LibraryRoutine::CublasSgeam)
+        );
+        let e = parse_one(&OK.replace("entry = \"k\"", "entry = \"@cuMemcpyDtoD\"")).unwrap_err();
+        assert_eq!(e.field, "kernel[0].operation");
+        assert!(e.problem.contains("computes copy, not transpose"), "{e}");
+        let e = parse_one(&OK.replace("entry = \"k\"", "entry = \"@cublasDgeam\"")).unwrap_err();
+        assert_eq!(e.field, "kernel[0].entry");
+        assert!(e.problem.contains("@cuMemcpyDtoD, @cublasSgeam"), "{e}");
+        let e = parse_one(
+            &OK.replace("entry = \"k\"", "entry = \"@cublasSgeam\"")
+                .replace(
+                    "[\"out\", \"in\", \"n:i32\"]",
+                    "[\"in\", \"out\", \"n:i32\"]",
+                ),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "kernel[0].params");
+        let (_, memcpy) = resolve("memcpy").unwrap();
+        assert_eq!(memcpy.operation, OpKind::Copy);
+        let (_, sgeam) = resolve("sgeam").unwrap();
+        assert_eq!(sgeam.entry, "@cublasSgeam");
+        let (_, t4) = resolve("vec4_t4").unwrap();
+        assert_eq!(t4.plan(8193).grid, Dim3::new(257, 65, 1));
+    }
+
+    #[test]
     fn builtins_parse_and_plans_follow_from_n() {
         let b = builtins();
-        assert_eq!(b.len(), 4);
+        assert_eq!(b.len(), 5);
         assert!(b[3].kernels.len() >= 10 && b[3].kernels.iter().all(|k| k.known_broken.is_some()));
         let (_, padded) = resolve("padded").unwrap();
         assert_eq!(padded.entry, "transpose_padded");

@@ -13,6 +13,7 @@ use cudarc::driver::{result, CudaContext, CudaEvent, CudaFunction, CudaModule, C
 use cudarc::nvrtc::Ptx;
 use klab_core::backend::{Arg, Backend, BackendError};
 use klab_core::device::{DeviceFacts, DeviceLimits, KernelResources};
+use klab_core::manifest::LibraryRoutine;
 use klab_core::plan::LaunchPlan;
 
 use crate::device::Device;
@@ -52,10 +53,22 @@ impl Drop for CudaGraph {
     }
 }
 
-/// A kernel of the loaded module with its resources.
+/// A kernel of the loaded module with its resources, or a library routine standing in
+/// for one (a manifest entry beginning with `@`).
 pub struct Kernel {
-    func: CudaFunction,
+    func: Option<CudaFunction>,
+    library: Option<LibraryRoutine>,
     resources: KernelResources,
+}
+
+/// A cuBLAS handle bound to the backend's stream, destroyed on drop.
+struct Cublas(cudarc::cublas::sys::cublasHandle_t);
+
+impl Drop for Cublas {
+    fn drop(&mut self) {
+        // SAFETY: the handle is live and destroyed once.
+        let _ = unsafe { cudarc::cublas::result::destroy_handle(self.0) };
+    }
 }
 
 /// The CUDA implementation of `Backend`.
@@ -65,6 +78,7 @@ pub struct CudaBackend {
     module: Arc<CudaModule>,
     start: CudaEvent,
     stop: CudaEvent,
+    cublas: Option<Cublas>,
 }
 
 fn backend_err(e: CudaError) -> BackendError {
@@ -100,6 +114,7 @@ impl CudaBackend {
             module,
             start,
             stop,
+            cublas: None,
         })
     }
 
@@ -111,12 +126,89 @@ impl CudaBackend {
         r.map_err(|code| BackendError(format!("{what}: {}", describe(&result::DriverError(code)))))
     }
 
+    /// A library routine in the kernel's stream: `args` are `out, in, n` (the manifest
+    /// checks this for every `@` entry).
+    fn library_launch(
+        &self,
+        routine: LibraryRoutine,
+        args: &[Arg<'_, DeviceBuffer>],
+    ) -> Result<(), BackendError> {
+        let [Arg::Buffer(out), Arg::Buffer(input), Arg::I32(n)] = args else {
+            return Err(BackendError(format!(
+                "{} takes (out, in, n:i32)",
+                routine.entry()
+            )));
+        };
+        let n = *n;
+        let bytes = (n.max(0) as usize).pow(2) * 4;
+        if out.bytes < bytes || input.bytes < bytes {
+            return Err(BackendError(format!(
+                "{}: buffers of {} and {} bytes are smaller than {n} x {n} floats",
+                routine.entry(),
+                out.bytes,
+                input.bytes
+            )));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        match routine {
+            LibraryRoutine::MemcpyDtoD => {
+                // SAFETY: both ranges lie inside live allocations (checked above); stream order.
+                let r = unsafe {
+                    result::memcpy_dtod_async(out.ptr, input.ptr, bytes, self.stream.cu_stream())
+                };
+                self.check(r.map_err(|e| e.0), "cuMemcpyDtoDAsync")
+            }
+            LibraryRoutine::CublasSgeam => {
+                use cudarc::cublas::sys as cb;
+                let handle = self
+                    .cublas
+                    .as_ref()
+                    .ok_or_else(|| BackendError("cuBLAS was not initialised".into()))?;
+                let (alpha, beta) = (1.0f32, 0.0f32);
+                // Row-major Y = X^T is column-major Y^T = (X^T)^T: C = op(A) with A the
+                // input read column-major and op = T. beta = 0 with B = C (in place,
+                // transb = N, ldb = ldc) is the documented form that never reads B's values.
+                // SAFETY: pointers are live device allocations of n*n floats; the handle's
+                // stream is the backend's.
+                let status = unsafe {
+                    cb::cublasSgeam(
+                        handle.0,
+                        cb::cublasOperation_t::CUBLAS_OP_T,
+                        cb::cublasOperation_t::CUBLAS_OP_N,
+                        n,
+                        n,
+                        &alpha,
+                        input.ptr as *const f32,
+                        n,
+                        &beta,
+                        out.ptr as *const f32,
+                        n,
+                        out.ptr as *mut f32,
+                        n,
+                    )
+                };
+                if status == cb::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+                    Ok(())
+                } else {
+                    Err(BackendError(format!("cublasSgeam: {status:?}")))
+                }
+            }
+        }
+    }
+
     fn raw_launch(
         &self,
         kernel: &Kernel,
         plan: &LaunchPlan,
         args: &[Arg<'_, DeviceBuffer>],
     ) -> Result<(), BackendError> {
+        let func = match (&kernel.func, kernel.library) {
+            (_, Some(routine)) => return self.library_launch(routine, args),
+            (Some(f), None) => f,
+            (None, None) => return Err(BackendError("a kernel without a function".into())),
+        };
         let mut storage: Vec<u64> = args
             .iter()
             .map(|a| match a {
@@ -136,7 +228,7 @@ impl CudaBackend {
         // follows every launch sequence.
         let r = unsafe {
             result::launch_kernel(
-                kernel.func.cu_function(),
+                func.cu_function(),
                 (plan.grid.x, plan.grid.y, plan.grid.z),
                 (plan.block.x, plan.block.y, plan.block.z),
                 plan.dynamic_shared_bytes,
@@ -176,6 +268,35 @@ impl Backend for CudaBackend {
     }
 
     fn kernel(&mut self, entry: &str) -> Result<Kernel, BackendError> {
+        if let Some(routine) = LibraryRoutine::from_entry(entry) {
+            if routine == LibraryRoutine::CublasSgeam && self.cublas.is_none() {
+                if !crate::probe::cublas_present() {
+                    return Err(BackendError(
+                        "libcublas could not be loaded (install the CUDA toolkit's cuBLAS or put it on the library path)".into(),
+                    ));
+                }
+                use cudarc::cublas::result as cr;
+                let handle = cr::create_handle()
+                    .map_err(|e| BackendError(format!("cublasCreate: {e:?}")))?;
+                let handle = Cublas(handle);
+                // SAFETY: the handle is live; the stream is the backend's own.
+                unsafe { cr::set_stream(handle.0, self.stream.cu_stream() as _) }
+                    .map_err(|e| BackendError(format!("cublasSetStream: {e:?}")))?;
+                self.cublas = Some(handle);
+            }
+            return Ok(Kernel {
+                func: None,
+                library: Some(routine),
+                resources: KernelResources {
+                    kernel: entry.to_string(),
+                    registers: 0,
+                    static_shared_bytes: 0,
+                    local_bytes: 0,
+                    max_threads_per_block: None,
+                    source: "library routine (no kernel attributes)".into(),
+                },
+            });
+        }
         let func = self
             .module
             .load_function(entry)
@@ -197,7 +318,11 @@ impl Backend for CudaBackend {
             )?),
             source: "driver".into(),
         };
-        Ok(Kernel { func, resources })
+        Ok(Kernel {
+            func: Some(func),
+            library: None,
+            resources,
+        })
     }
 
     fn resources(&self, kernel: &Kernel) -> KernelResources {

@@ -22,6 +22,12 @@ pub fn runtime_present() -> bool {
     unsafe { cudarc::runtime::sys::is_culib_present() }
 }
 
+/// Whether libcublas can be loaded (the `@cublasSgeam` baseline needs it).
+pub fn cublas_present() -> bool {
+    // SAFETY: as above.
+    unsafe { cudarc::cublas::sys::is_culib_present() }
+}
+
 pub fn require_driver() -> Result<(), CudaError> {
     if driver_present() {
         Ok(())

@@ -136,3 +136,39 @@ fn a_repeated_compile_still_reports_resources() {
         assert_eq!(c.ptxas_resources().len(), 5, "NVRTC log:\n{}", c.log);
     }
 }
+
+/// kernels/fast.cu: the T-tile transposes hold T padded 32 x 33 tiles (4,224 bytes each)
+/// and nothing spills to local memory.
+#[test]
+fn the_fast_kernels_compile_without_spills() {
+    if !nvrtc_or_skip("the_fast_kernels_compile_without_spills") {
+        return;
+    }
+    let spec = CompileSpec {
+        program: "fast.cu".into(),
+        source: builtin::FAST_SOURCE.into(),
+        arch: nvrtc::DEFAULT_ARCH.into(),
+        extra_options: vec![],
+    };
+    let c = nvrtc::compile(&spec, &Cache::disabled()).unwrap();
+    let mut r = c.ptxas_resources();
+    r.sort_by(|a, b| a.kernel.cmp(&b.kernel));
+    let got: Vec<(&str, u32, u32)> = r
+        .iter()
+        .map(|k| (k.kernel.as_str(), k.static_shared_bytes, k.local_bytes))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("copy_vec16", 0, 0),
+            ("transpose_vec4_t1", 4224, 0),
+            ("transpose_vec4_t2", 2 * 4224, 0),
+            ("transpose_vec4_t4", 4 * 4224, 0),
+        ],
+        "NVRTC log:\n{}",
+        c.log
+    );
+    for k in &r {
+        eprintln!("{} {} registers", k.kernel, k.registers);
+    }
+}
