@@ -324,14 +324,20 @@ fn involution<B: Backend>(
     backend.launch(kernel, &w.plan(), &w.args::<B>(&twice))?;
     backend.synchronize()?;
     let back = w.output(backend, &twice)?;
-    let differ = back.iter().zip(&input).filter(|(a, b)| a != b).count();
+    let eq = decl.equality;
+    let differ = back
+        .iter()
+        .zip(&input)
+        .filter(|(a, b)| !eq.matches(**a, **b))
+        .count();
     Ok(CaseResult {
         case: "involution".into(),
         n,
         pass: differ == 0,
         detail: format!(
-            "transpose(transpose(x)) vs x: {differ} of {} words differ (bitwise)",
-            input.len()
+            "transpose(transpose(x)) vs x: {differ} of {} words differ ({})",
+            input.len(),
+            eq.rule()
         ),
     })
 }

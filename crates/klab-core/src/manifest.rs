@@ -172,6 +172,8 @@ pub struct KernelDecl {
     pub dynamic_shared_bytes: u32,
     pub options: Vec<String>,
     pub known_broken: Option<String>,
+    /// How copy and transpose outputs are compared (`equality = "nan-any-payload"`).
+    pub equality: crate::ops::transpose::Equality,
 }
 
 impl KernelDecl {
@@ -252,6 +254,8 @@ struct RawKernel {
     options: Vec<String>,
     #[serde(default)]
     known_broken: Option<String>,
+    #[serde(default)]
+    equality: Option<String>,
 }
 
 fn is_identifier(s: &str) -> bool {
@@ -439,6 +443,24 @@ pub fn parse(
             Some("down") => Rounding::Down,
             Some(o) => return Err(err(f("grid_rounding"), format!("'{o}' is not up or down"))),
         };
+        let equality = match k.equality.as_deref() {
+            None => crate::ops::transpose::Equality::Bitwise,
+            Some(e) => match crate::ops::transpose::Equality::parse(e) {
+                Some(eq) if matches!(operation, OpKind::Copy | OpKind::Transpose) => eq,
+                Some(_) => {
+                    return Err(err(
+                        f("equality"),
+                        format!("only copy and transpose take an equality, not {operation}"),
+                    ))
+                }
+                None => {
+                    return Err(err(
+                        f("equality"),
+                        format!("'{e}' is not bitwise or nan-any-payload"),
+                    ))
+                }
+            },
+        };
         if let Some(b) = &k.known_broken {
             if b.trim().is_empty() {
                 return Err(err(f("known_broken"), "give the reason".into()));
@@ -455,6 +477,7 @@ pub fn parse(
             dynamic_shared_bytes: k.dynamic_shared_bytes,
             options: k.options,
             known_broken: k.known_broken,
+            equality,
         });
     }
     Ok(Manifest {

@@ -216,7 +216,7 @@ impl Workload for TransposeWorkload {
         "host index arithmetic (no kernel code)"
     }
     fn rule(&self) -> &'static str {
-        "bitwise: every 32-bit pattern equal"
+        self.decl.equality.rule()
     }
     fn known_broken(&self) -> bool {
         self.decl.known_broken.is_some()
@@ -258,7 +258,7 @@ impl Workload for TransposeWorkload {
     ) -> Result<CheckOutcome, BackendError> {
         let host = self.input()?;
         let out = self.output(b, bufs)?;
-        let v = transpose::verify(self.op(), self.n, host, &out);
+        let v = transpose::verify_with(self.op(), self.n, host, &out, self.decl.equality);
         Ok(CheckOutcome {
             failures: v.mismatches,
             max_abs: v.max_abs_error,

@@ -261,6 +261,49 @@ pub const MAX_ABS_ERROR_RULE: &str = "max_abs_error is a diagnostic: |got - want
 computed in float64; a mismatch where either word is NaN or infinite counts as inf; \
 bit-identical words count 0 (so -0.0 vs +0.0 is a mismatch of error 0); the mismatch count decides correctness";
 
+/// How output words are compared with the oracle's. Bitwise unless a manifest declares
+/// otherwise, and every verdict names the rule.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Equality {
+    /// Every 32-bit pattern equal (NaN payloads and the sign of zero included).
+    #[default]
+    Bitwise,
+    /// Bitwise, except that any NaN matches any NaN: for routines that compute the result
+    /// arithmetically (cuBLAS sgeam multiplies by alpha = 1, which returns the canonical
+    /// NaN). A skipped store stays caught where the expected word is not a NaN, and at NaN
+    /// positions by the 0x7f poison pass (0x7f7f7f7f is finite).
+    NanAnyPayload,
+}
+
+impl Equality {
+    pub fn parse(s: &str) -> Option<Equality> {
+        match s {
+            "bitwise" => Some(Equality::Bitwise),
+            "nan-any-payload" => Some(Equality::NanAnyPayload),
+            _ => None,
+        }
+    }
+
+    /// The rule as receipts and verdicts state it.
+    pub fn rule(self) -> &'static str {
+        match self {
+            Equality::Bitwise => "bitwise: every 32-bit pattern equal",
+            Equality::NanAnyPayload => {
+                "bitwise except NaN payloads: every 32-bit pattern equal, any NaN matches any NaN"
+            }
+        }
+    }
+
+    /// Whether `got` passes for `want`.
+    pub fn matches(self, got: u32, want: u32) -> bool {
+        got == want
+            || (self == Equality::NanAnyPayload
+                && f32::from_bits(got).is_nan()
+                && f32::from_bits(want).is_nan())
+    }
+}
+
 /// The outcome of comparing one output with the oracle.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
@@ -307,6 +350,11 @@ pub fn element_error(got: u32, want: u32) -> f64 {
 
 /// Compare `output` (N*N words) with the oracle for `op` over `input`, bit for bit.
 pub fn verify(op: Operation, n: u64, input: &[u32], output: &[u32]) -> Verdict {
+    verify_with(op, n, input, output, Equality::Bitwise)
+}
+
+/// [`verify`] under a declared [`Equality`].
+pub fn verify_with(op: Operation, n: u64, input: &[u32], output: &[u32], eq: Equality) -> Verdict {
     assert_eq!(input.len(), output.len(), "input and output lengths differ");
     assert_eq!(input.len() as u64, n * n, "buffer length is not N*N");
     let rows = n as usize;
@@ -317,7 +365,7 @@ pub fn verify(op: Operation, n: u64, input: &[u32], output: &[u32]) -> Verdict {
             .step_by(rows_per)
             .map(|start| {
                 let end = (start + rows_per).min(rows);
-                s.spawn(move || verify_rows(op, n, input, output, start as u64..end as u64))
+                s.spawn(move || verify_rows(op, n, input, output, start as u64..end as u64, eq))
             })
             .collect();
         handles
@@ -340,6 +388,7 @@ fn verify_rows(
     input: &[u32],
     output: &[u32],
     rows: std::ops::Range<u64>,
+    eq: Equality,
 ) -> Verdict {
     let mut v = Verdict {
         mismatches: 0,
@@ -351,7 +400,7 @@ fn verify_rows(
         for col in 0..n {
             let got = output[base + col as usize];
             let want = expected(op, n, input, row, col);
-            if got != want {
+            if !eq.matches(got, want) {
                 v.mismatches += 1;
                 v.max_abs_error = max_error(v.max_abs_error, element_error(got, want));
                 if v.first_mismatch.is_none() {
@@ -467,6 +516,43 @@ mod tests {
         assert_eq!(v.max_abs_error, f64::INFINITY);
         assert_eq!(v.first_mismatch.unwrap().row, 6);
         assert_eq!(v.first_mismatch.unwrap().col, 6);
+    }
+
+    #[test]
+    fn nan_any_payload_forgives_only_nan_payloads() {
+        let eq = Equality::NanAnyPayload;
+        assert!(
+            eq.matches(0x7fff_ffff, 0xff91_0a12),
+            "canonical NaN for a payload NaN"
+        );
+        assert!(
+            !eq.matches(0x8000_0000, 0x0000_0000),
+            "-0.0 is still not +0.0"
+        );
+        assert!(
+            !eq.matches(0x7f7f_7f7f, 0x7fc0_0000),
+            "the 0x7f poison is not a NaN"
+        );
+        assert!(
+            !eq.matches(0x7fc0_0000, 0x3f80_0000),
+            "a NaN where a number belongs"
+        );
+        assert!(!Equality::Bitwise.matches(0x7fff_ffff, 0xff91_0a12));
+        let n = 4097;
+        let mut input = vec![0u32; (n * n) as usize];
+        fill_input(n, &mut input);
+        let mut out = reference(Operation::Transpose, n, &input);
+        let mut nans = 0;
+        for w in out.iter_mut() {
+            if f32::from_bits(*w).is_nan() {
+                *w = 0x7fff_ffff;
+                nans += 1;
+            }
+        }
+        assert!(nans > 0);
+        let bitwise = verify(Operation::Transpose, n, &input, &out);
+        assert!(bitwise.mismatches > 0 && bitwise.mismatches <= nans);
+        assert!(verify_with(Operation::Transpose, n, &input, &out, eq).correct());
     }
 
     #[test]
