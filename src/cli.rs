@@ -81,8 +81,8 @@ pub struct ProfileArgs {
     /// Extra metrics, comma-separated (added to the ones the bound statement needs)
     #[arg(long)]
     pub metrics: Option<String>,
-    /// Warmup launches before the profiled one
-    #[arg(long, default_value_t = 5)]
+    /// Warmup launches before the profiled one (at most 100,000)
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub warmup: u64,
     /// ncu cache control between replay passes: all (flush) or none
     #[arg(long, default_value = "all")]

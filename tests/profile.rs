@@ -195,6 +195,43 @@ fn a_kernel_rejected_before_the_measured_launch_is_a_gate_failure() {
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("profile.json")).unwrap()).unwrap();
     assert_eq!(json["kernels"].as_array().unwrap().len(), 0);
+    assert_eq!(json["rejected"][0]["kernel"], "broken");
+    assert!(json["rejected"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("not profiled"));
+}
+
+#[test]
+fn a_profiled_launch_with_wrong_output_is_a_gate_failure_without_a_statement() {
+    let f = fake();
+    let raw = one_launch_raw(f.dir.path());
+    let out = f.dir.path().join("p");
+    klab(&f, &raw, "6", "7")
+        .args(["naive", "--out"])
+        .arg(&out)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "the profiled launch's own output had 7 mismatches",
+        ));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("profile.json")).unwrap()).unwrap();
+    assert_eq!(json["kernels"].as_array().unwrap().len(), 0);
+    assert_eq!(json["rejected"][0]["kernel"], "naive");
+}
+
+#[test]
+fn a_kernel_listed_twice_is_refused_before_ncu_runs() {
+    let f = fake();
+    let raw = one_launch_raw(f.dir.path());
+    klab(&f, &raw, "6", "0")
+        .args(["naive", "naive", "--out"])
+        .arg(f.dir.path().join("p"))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("listed twice"));
+    assert!(!f.dir.path().join("argv.txt").exists(), "ncu never ran");
 }
 
 #[test]
@@ -208,6 +245,10 @@ fn bad_arguments_are_one_line_errors() {
         ),
         (vec!["naive", "--sections", " , "], "--sections"),
         (vec!["no_such_kernel"], "no_such_kernel"),
+        (
+            vec!["naive", "--warmup", "18446744073709551615"],
+            "--warmup",
+        ),
     ] {
         let out = klab(&f, &raw, "6", "0").args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(1), "{args:?}");

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use klab_core::artifact::{utc_timestamp, write_atomic};
-use klab_core::bound::{self, KernelProfile, Measured, ProfileRecord, PROFILE_SCHEMA};
+use klab_core::bound::{
+    self, KernelProfile, Measured, ProfileRecord, RejectedKernel, PROFILE_SCHEMA,
+};
 use klab_core::model::predict::{predict, VariantPrediction};
 use klab_core::timing::{self, profile_launch_skip};
 use klab_core::variant::{BLOCK_ROWS, TILE};
@@ -75,6 +77,13 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
             bail!("--ncu {}: no such file", p.display());
         }
     }
+    for (i, (_, k)) in kernels.iter().enumerate() {
+        if kernels[..i].iter().any(|(_, o)| o.name() == k.name()) {
+            bail!("kernel '{}' is listed twice", k.name());
+        }
+        // A size the workload refuses is an error before ncu starts.
+        k.workload(args.n.unwrap_or_else(|| k.default_n()), None)?;
+    }
     let ncu_bin = ncu::locate_ncu(args.ncu.as_deref()).with_context(|| {
         "Nsight Compute (ncu) not found: pass --ncu PATH or put ncu on PATH".to_string()
     })?;
@@ -87,6 +96,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
 
     let mut profiles = Vec::new();
     let mut device: Option<String> = None;
+    let mut rejected: Vec<RejectedKernel> = Vec::new();
     let mut gate_failed = false;
     let mut tool_failed = false;
     for (spec, kernel) in &kernels {
@@ -101,6 +111,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
             &sections,
             &metrics,
             &mut device,
+            &mut rejected,
         ) {
             Ok(Some(p)) => {
                 println!("== {} (n = {}) ==\n{}", p.kernel, p.n, p.bound.render());
@@ -126,6 +137,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         cache_control: args.cache_control.clone(),
         sections,
         kernels: profiles,
+        rejected,
     };
     write_outputs(&dir, &record)?;
     if !record.kernels.is_empty() {
@@ -200,6 +212,7 @@ fn profile_one(
     sections: &[String],
     metrics: &[String],
     device: &mut Option<String>,
+    rejected: &mut Vec<RejectedKernel>,
 ) -> anyhow::Result<Option<KernelProfile>> {
     let name = kernel.name();
     let n = args.n.unwrap_or_else(|| kernel.default_n());
@@ -262,7 +275,14 @@ fn profile_one(
         .find_map(|l| l.strip_prefix(CHILD_TAG))
         .and_then(|j| serde_json::from_str(j).ok());
     let Some(child) = child else {
-        let why = error_lines(&out);
+        let mut why = error_lines(&out);
+        // The child's own one-line error (klab prints `error: ...`).
+        why.extend(
+            out.output
+                .lines()
+                .filter(|l| l.starts_with("error:"))
+                .map(String::from),
+        );
         bail!(
             "the profiled run did not complete (exit {:?}{}): {}; see {}",
             out.exit_status,
@@ -276,8 +296,8 @@ fn profile_one(
         );
     };
     let Some(measured_failures) = child.measured_failures else {
-        eprintln!(
-            "klab profile: {name}: not profiled: {} (validation: {} mismatches{})",
+        let reason = format!(
+            "not profiled: {} (validation: {} mismatches{})",
             if child.known_broken {
                 "known-broken kernel"
             } else {
@@ -289,6 +309,12 @@ fn profile_one(
                 .map(|f| format!(", first {f}"))
                 .unwrap_or_default()
         );
+        eprintln!("klab profile: {name}: {reason}");
+        rejected.push(RejectedKernel {
+            kernel: name,
+            reason,
+            log: log_rel,
+        });
         return Ok(None);
     };
     // The sequence stopped early for a rejected kernel; otherwise it must have made
@@ -300,9 +326,21 @@ fn profile_one(
         );
     }
     if measured_failures > 0 {
-        eprintln!(
-            "klab profile: {name}: the profiled launch's output had {measured_failures} mismatches"
+        // Counters of a launch that computed the wrong result explain nothing.
+        let reason = format!(
+            "the profiled launch's own output had {measured_failures} mismatches{}: no bound statement",
+            child
+                .first_failure
+                .map(|f| format!(" (first {f})"))
+                .unwrap_or_default()
         );
+        eprintln!("klab profile: {name}: {reason}");
+        rejected.push(RejectedKernel {
+            kernel: name,
+            reason,
+            log: log_rel,
+        });
+        return Ok(None);
     }
     if !dir.join(&report_rel).is_file() {
         bail!("ncu wrote no report {report_rel}; see {log_rel}");
@@ -328,6 +366,13 @@ fn profile_one(
         *device = record.device_name().map(String::from);
     }
     let measured = measured_from(record);
+    if measured.compute_pct.is_none()
+        && measured.dram_pct.is_none()
+        && measured.global_load_sectors.is_none()
+        && measured.global_store_sectors.is_none()
+    {
+        bail!("{raw_rel}: none of the counters the bound statement needs is in the report (SpeedOfLight throughput, global sectors); see {log_rel}");
+    }
     let absent_metrics: Vec<String> = metrics
         .iter()
         .filter(|m| record.metric(m).is_absent())

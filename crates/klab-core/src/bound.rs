@@ -175,6 +175,16 @@ pub struct KernelProfile {
     pub bound: BoundStatement,
 }
 
+/// A kernel `klab profile` did not profile, and why (a failed or known-broken validation,
+/// or a profiled launch whose output was wrong).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RejectedKernel {
+    pub kernel: String,
+    pub reason: String,
+    /// The ncu log, relative to the profile folder.
+    pub log: String,
+}
+
 /// `profile.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProfileRecord {
@@ -187,6 +197,9 @@ pub struct ProfileRecord {
     pub cache_control: String,
     pub sections: Vec<String>,
     pub kernels: Vec<KernelProfile>,
+    /// Kernels that were not profiled (gate failures), with the reason.
+    #[serde(default)]
+    pub rejected: Vec<RejectedKernel>,
 }
 
 /// Relative tolerance for sectors per request.
@@ -403,18 +416,23 @@ pub fn limiter(m: &Measured) -> String {
         .max_by(|a, b| a.1.total_cmp(&b.1));
     // SpeedOfLight's memory figure does not always include L2 (the H200 reports L2 above
     // it), so the busiest memory unit decides.
-    let mem = busiest.map(|(_, v)| v.max(mem)).unwrap_or(mem);
+    // The unit is named only when its own figure is the one that decides.
+    let (busiest, mem) = match busiest {
+        Some((unit, v)) if v >= mem => (Some(unit), v),
+        _ => (None, mem),
+    };
     let numbers = format!(
-        "busiest memory unit {mem:.1}% of peak (DRAM {}, L1/TEX {}, L2 {}), compute (SM) {comp:.1}%",
+        "busiest memory figure {mem:.1}% of peak (SpeedOfLight memory {}, DRAM {}, L1/TEX {}, L2 {}), compute (SM) {comp:.1}%",
+        pct(m.memory_pct),
         pct(m.dram_pct),
         pct(m.l1tex_pct),
         pct(m.l2_pct)
     );
     if mem >= LIMITER_PCT && mem >= comp {
         match busiest {
-            Some(("DRAM", _)) => format!("memory bandwidth (DRAM): {numbers}"),
-            Some((unit, _)) => format!("memory path in {unit}, not DRAM bandwidth: {numbers}"),
-            None => format!("memory: {numbers}"),
+            Some("DRAM") => format!("memory bandwidth (DRAM): {numbers}"),
+            Some(unit) => format!("memory path in {unit}, not DRAM bandwidth: {numbers}"),
+            None => format!("memory (SpeedOfLight memory throughput): {numbers}"),
         }
     } else if comp >= LIMITER_PCT {
         format!("compute: {numbers}")
@@ -704,6 +722,18 @@ mod tests {
             limiter(&m).starts_with("memory path in L2"),
             "{}",
             limiter(&m)
+        );
+        // SpeedOfLight's memory figure above every unit read: no unit is named.
+        let m2 = Measured {
+            memory_pct: Some(92.9),
+            dram_pct: Some(30.3),
+            compute_pct: Some(24.7),
+            ..Default::default()
+        };
+        assert!(
+            limiter(&m2).starts_with("memory (SpeedOfLight memory throughput)"),
+            "{}",
+            limiter(&m2)
         );
         m.compute_pct = None;
         assert!(limiter(&m).contains("missing"));

@@ -9,7 +9,7 @@ use klab_core::Variant;
 
 use crate::data::RunData;
 
-/// The variant whose median bandwidth is the measured ceiling.
+/// The variant whose median bandwidth is the copy-kernel reference.
 pub const CEILING_VARIANT: &str = "copy";
 
 /// The two bandwidth references every number is set against.
@@ -135,7 +135,7 @@ pub struct BandwidthRow {
     pub low_gb_s: Option<f64>,
     /// p90 of the per-round GB/s (the fast end).
     pub high_gb_s: Option<f64>,
-    /// Median GB/s over the measured ceiling, %.
+    /// Median GB/s over the copy-kernel reference, %.
     pub pct_of_ceiling: Option<f64>,
     /// Median GB/s over the theoretical peak, %.
     pub pct_of_peak: Option<f64>,

@@ -85,7 +85,7 @@ fn facts(run: &RunData, peaks: &Peaks) -> Vec<(String, String)> {
         },
     ));
     f.push((
-        "Measured ceiling".into(),
+        "Copy-kernel reference".into(),
         match peaks.ceiling_gb_s {
             Some(c) => format!("{} GB/s ({})", format::gb_s(c), peaks.ceiling_basis),
             None => peaks.ceiling_basis.clone(),
@@ -331,7 +331,7 @@ fn range(lo: Option<f64>, hi: Option<f64>, f: impl Fn(f64) -> String) -> Cell {
 
 fn performance(run: &RunData, peaks: &Peaks, rows: &[BandwidthRow]) -> Section {
     let mut blocks = vec![Block::Paragraph(format!(
-        "Effective bandwidth is useful bytes over time (a transpose of N x N float32 reads and writes 2 x N^2 x 4 bytes). It is set against the measured ceiling, {}, and the theoretical peak, {}. Quantiles: {}.",
+        "Effective bandwidth is useful bytes over time (a transpose of N x N float32 reads and writes 2 x N^2 x 4 bytes). It is set against the copy-kernel reference, {}, and the theoretical peak, {}. Quantiles: {}.",
         match peaks.ceiling_gb_s {
             Some(c) => format!("{} GB/s ({})", format::gb_s(c), peaks.ceiling_basis),
             None => peaks.ceiling_basis.clone(),
@@ -360,7 +360,7 @@ fn performance(run: &RunData, peaks: &Peaks, rows: &[BandwidthRow]) -> Section {
             "p10 - p90 ms",
             "median GB/s",
             "p10 - p90 GB/s",
-            "% of ceiling",
+            "% of copy kernel",
             "% of peak",
         ]);
         for r in rows {
@@ -425,7 +425,7 @@ fn benchmark_table(rows: &[TransposeRow], peaks: &Peaks) -> Table {
         "correctness",
         "average ms",
         "GB/s",
-        "% of ceiling",
+        "% of copy kernel",
         "% of peak",
     ]);
     for r in rows {
@@ -644,6 +644,12 @@ fn why(run: &RunData) -> Section {
             ));
             for k in &p.kernels {
                 blocks.extend(kernel_profile(k));
+            }
+            for r in &p.rejected {
+                blocks.push(Block::Note(format!(
+                    "{}: {} (log {})",
+                    r.kernel, r.reason, r.log
+                )));
             }
         }
     }

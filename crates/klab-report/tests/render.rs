@@ -155,7 +155,7 @@ fn roofline_caption_says_how_zero_flop_kernels_are_drawn_and_why_a_roof_is_missi
     assert!(r.html.contains("Transposes and copies do 0 FLOPs"));
     assert!(r.html.contains("hollow markers at the left edge of the x axis (x = 0.01 FLOP/byte) at y = 0.01 x achieved GB/s"));
     assert!(r.html.contains("Compute roof: FP32 peak 66,908 GFLOP/s"));
-    assert!(r.html.contains("measured ceiling (copy kernel)"));
+    assert!(r.html.contains("copy-kernel reference"));
     // Without the SM clock the compute roof is not drawn, and the caption says why.
     let (_tmp, run) = common::fixture_copy();
     edit_json(&run.join("environment.json"), |v| {

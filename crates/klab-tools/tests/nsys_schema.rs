@@ -727,3 +727,34 @@ fn correlation_ids_are_per_process() {
     assert_eq!(t.kernels[0].api, None);
     assert_eq!(t.memcpys[0].api, None);
 }
+
+#[test]
+fn extreme_values_do_not_overflow() {
+    let (_d, path) = write(TRANSPOSE32);
+    let c = Connection::open(&path).unwrap();
+    c.execute_batch(&format!(
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 0, \"end\" = {max}, staticSharedMemory = {max}, dynamicSharedMemory = {max};
+         UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET start = 0, \"end\" = {max};",
+        max = i64::MAX
+    ))
+    .unwrap();
+    drop(c);
+    let t = nsys::open(&path).unwrap();
+    assert!(t.kernels.len() > 1);
+    assert!(t.kernels.iter().all(|k| k.shared_bytes().is_none()));
+    let s = nsys::summarize(&t.kernels);
+    let big = i64::MAX as u64;
+    for k in &s {
+        let want = (0..k.timed).fold(0u64, |a, _| a.saturating_add(big));
+        assert_eq!((k.max_ns, k.total_ns), (Some(big), want), "{}", k.name);
+    }
+    assert!(
+        s.iter().any(|k| k.timed >= 2),
+        "a sum of two near-max durations"
+    );
+    let rates = nsys::Rates {
+        bytes_moved: Some(u64::MAX),
+        peak_gbs: Some(1.0),
+    };
+    let _ = nsys::render::text(&t, &rates);
+}

@@ -472,7 +472,8 @@ fn an_empty_kernel_table_is_zero_kernels_too_but_a_skipped_one_is_not() {
 fn one_api_call_is_singular() {
     let (_d, path) = write(FAILED64);
     let c = Connection::open(&path).unwrap();
-    c.execute_batch("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId > 1;")
+    // Keep one call, a launch (correlationId 7 is cudaLaunchKernel).
+    c.execute_batch("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId != 7;")
         .unwrap();
     drop(c);
     let t = nsys::open(&path).unwrap();
@@ -480,6 +481,22 @@ fn one_api_call_is_singular() {
         t.findings[0].text,
         "1 runtime API call and zero kernels: launches failed"
     );
+}
+
+#[test]
+fn api_calls_without_a_launch_and_no_kernels_are_not_failed_launches() {
+    let (_d, path) = write(FAILED64);
+    let c = Connection::open(&path).unwrap();
+    c.execute_batch("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN (SELECT id FROM StringIds WHERE value LIKE '%Launch%');")
+        .unwrap();
+    drop(c);
+    let t = nsys::open(&path).unwrap();
+    assert_eq!(t.api.count, 12);
+    assert_eq!(t.api.launches, 0);
+    assert!(t
+        .findings
+        .iter()
+        .all(|f| f.kind != FindingKind::LaunchesFailed));
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! `bandwidth.svg`: median effective bandwidth per variant with its p10-p90 range over the
-//! repeated rounds, against the measured ceiling (the copy kernel's median) and the
+//! repeated rounds, against the copy-kernel reference (the copy kernel's median) and the
 //! theoretical peak, both drawn as labelled lines.
 
 use plotters::prelude::*;
@@ -94,11 +94,7 @@ pub fn bandwidth(rows: &[BandwidthRow], peaks: &Peaks, why_missing: Option<&Note
             ))?;
         }
         let lines = [
-            (
-                peaks.ceiling_gb_s,
-                CEILING,
-                "measured ceiling (copy kernel)",
-            ),
+            (peaks.ceiling_gb_s, CEILING, "copy-kernel reference"),
             (
                 peaks.theoretical_gb_s,
                 PEAK,
@@ -128,11 +124,11 @@ pub fn bandwidth(rows: &[BandwidthRow], peaks: &Peaks, why_missing: Option<&Note
         Ok(())
     });
     let mut caption = format!(
-        "Median effective bandwidth of each variant over the repeated rounds (bars; whiskers: p10-p90 of the per-round values), against the measured ceiling ({}) and the theoretical peak ({}).",
+        "Median effective bandwidth of each variant over the repeated rounds (bars; whiskers: p10-p90 of the per-round values), against the copy-kernel reference ({}) and the theoretical peak ({}).",
         peaks.ceiling_basis, peaks.theoretical_basis
     );
     if peaks.ceiling_gb_s.is_none() {
-        caption.push_str(" The ceiling line is not drawn: no copy kernel was timed.");
+        caption.push_str(" The copy-kernel line is not drawn: no copy kernel was timed.");
     }
     if peaks.theoretical_gb_s.is_none() {
         caption.push_str(" The peak line is not drawn: the device is unknown.");

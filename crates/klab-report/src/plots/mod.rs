@@ -26,7 +26,7 @@ pub type Rgb = (u8, u8, u8);
 
 /// Bars of median bandwidth per variant (bandwidth.svg).
 pub const BANDWIDTH_BAR: Rgb = (27, 126, 163);
-/// The measured ceiling, the copy kernel's median (bandwidth.svg, roofline.svg).
+/// The copy-kernel reference, the copy kernel's median (bandwidth.svg, roofline.svg).
 pub const CEILING: Rgb = (214, 96, 28);
 /// The theoretical peak, 2 x memory clock x bus width (bandwidth.svg).
 pub const PEAK: Rgb = (120, 38, 140);

@@ -1,5 +1,5 @@
 //! `roofline.svg`: log-log roofline. x = arithmetic intensity (FLOP per useful byte), y =
-//! GFLOP/s. Memory roof = theoretical peak GB/s x intensity (solid), the measured ceiling's
+//! GFLOP/s. Memory roof = theoretical peak GB/s x intensity (solid), the copy-kernel reference's
 //! roof dashed, the FP32 compute roof when the device's SM clock is known. Zero-FLOP
 //! kernels (transposes, copies) are drawn hollow at the left edge, at y = x_min x achieved
 //! GB/s, so their height under the roof there is their true share of the peak.
@@ -81,7 +81,7 @@ pub fn roofline(points: &[RoofPoint], peaks: &Peaks) -> Plot {
                     colour.stroke_width(2),
                 ))?
                 .label(format!(
-                    "measured ceiling (copy kernel) {} GB/s x intensity",
+                    "copy-kernel reference {} GB/s x intensity",
                     format::gb_s(c)
                 ))
                 .legend(move |(x, y)| {
@@ -166,7 +166,7 @@ pub fn roofline(points: &[RoofPoint], peaks: &Peaks) -> Plot {
         Ok(())
     });
     let mut caption = format!(
-        "Log-log roofline. Memory roof: theoretical peak {} GB/s x intensity (solid); dashed: the measured ceiling's roof. ",
+        "Log-log roofline. Memory roof: theoretical peak {} GB/s x intensity (solid); dashed: the copy-kernel reference's roof. ",
         format::gb_s(peak)
     );
     match &peaks.fp32_gflops {

@@ -163,6 +163,7 @@ pub fn fixture_profile() -> ProfileRecord {
             "LaunchStats".into(),
             "Occupancy".into(),
         ],
+        rejected: vec![],
         kernels: vec![
             kernel(Variant::Naive, "ncu_raw_naive_metrics.csv", naive),
             kernel(

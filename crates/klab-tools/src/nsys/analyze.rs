@@ -83,7 +83,7 @@ pub fn summarize(kernels: &[KernelLaunch]) -> Vec<KernelSummary> {
                 min_ns: d.iter().min().copied(),
                 median_ns: median(&d),
                 max_ns: d.iter().max().copied(),
-                total_ns: d.iter().sum(),
+                total_ns: d.iter().fold(0u64, |a, b| a.saturating_add(*b)),
             }
         })
         .collect()
@@ -120,7 +120,8 @@ fn human_ns(ns: u64) -> String {
 pub fn findings(t: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
     let no_kernel_rows = matches!(t.tables.kernel, TableState::Missing | TableState::Read(0));
-    if t.api.count > 0 && no_kernel_rows {
+    // Only launch calls make missing kernels a failure: a trace of copies alone is not one.
+    if t.api.launches > 0 && no_kernel_rows {
         out.push(Finding {
             kind: FindingKind::LaunchesFailed,
             text: format!(
@@ -188,8 +189,9 @@ pub fn findings(t: &Trace) -> Vec<Finding> {
             });
         }
     }
-    let kernel_ns: u64 = t.kernels.iter().filter_map(|k| k.span.duration_ns).sum();
-    let copy_ns: u64 = t.memcpys.iter().filter_map(|m| m.span.duration_ns).sum();
+    let sum = |it: &mut dyn Iterator<Item = u64>| it.fold(0u64, |a, b| a.saturating_add(b));
+    let kernel_ns = sum(&mut t.kernels.iter().filter_map(|k| k.span.duration_ns));
+    let copy_ns = sum(&mut t.memcpys.iter().filter_map(|m| m.span.duration_ns));
     if kernel_ns > 0 && copy_ns > kernel_ns {
         out.push(Finding {
             kind: FindingKind::CopiesDominate,

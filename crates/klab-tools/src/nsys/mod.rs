@@ -230,7 +230,8 @@ pub struct KernelLaunch {
 impl KernelLaunch {
     /// Static plus dynamic shared memory in bytes, when both are known.
     pub fn shared_bytes(&self) -> Option<i64> {
-        Some(self.static_shared_bytes? + self.dynamic_shared_bytes?)
+        self.static_shared_bytes?
+            .checked_add(self.dynamic_shared_bytes?)
     }
 }
 
@@ -317,6 +318,9 @@ pub struct ApiCalls {
     pub count: u64,
     /// Table rows (more than `count` when rows were duplicates).
     pub rows: u64,
+    /// Calls that launch GPU work (`cudaLaunchKernel`, `cuLaunchKernel`, `cudaGraphLaunch`,
+    /// ...: names containing `Launch`).
+    pub launches: u64,
     /// Calls whose returnValue is not 0, in order of start time.
     pub errors: Vec<ApiError>,
 }

@@ -619,6 +619,7 @@ impl Reader<'_> {
             ApiCalls {
                 count,
                 rows: rows_read,
+                launches: calls.iter().filter(|c| c.name.contains("Launch")).count() as u64,
                 errors,
             },
             names,
