@@ -462,7 +462,7 @@ pub fn hypothesis(m: &Measured, rows: &[CounterRow]) -> String {
         .find(|(_, v)| *v > 8.0)
     {
         return format!(
-            "global {dir} touch {spr:.1} sectors per request: stage a tile in shared memory so both directions are adjacent"
+            "global {dir} touch {spr:.1} sectors per request: make each warp's accesses adjacent (for a transpose, stage a tile in shared memory so both directions are)"
         );
     }
     // Shared-memory serialisation: more conflicts than a quarter of the global requests.
@@ -510,7 +510,7 @@ pub fn statement(
     ]
     .join("; ");
     let source_evidence = format!(
-        "{evidence_file}: SpeedOfLight DRAM {} / compute {} / duration {} ns; MemoryWorkloadAnalysis global sectors/request load {} store {}, shared bank conflicts load {} store {}",
+        "{evidence_file}: SpeedOfLight DRAM {} / compute {} / duration under the profiler {} ns (not a benchmark result); MemoryWorkloadAnalysis global sectors/request load {} store {}, shared bank conflicts load {} store {}",
         pct(m.dram_pct),
         pct(m.compute_pct),
         num(m.duration_ns),
