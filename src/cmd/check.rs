@@ -2,10 +2,9 @@
 //! child process under a watchdog, so a kernel that faults (an illegal address poisons the
 //! CUDA context) or hangs is reported as that kernel's failure and the others still run.
 
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use klab_core::check::{self, CheckOptions};
@@ -23,63 +22,22 @@ pub struct ChildOutcome {
     pub stderr: String,
 }
 
-/// Run `exe args` with a watchdog; both pipes are drained while it runs. The child leads
-/// its own process group, so a timeout kills everything it started.
+/// Run `exe args` with a watchdog (klab-tools' process runner): both pipes are drained
+/// while it runs, and the child leads its own process group, so a timeout kills everything
+/// it started.
 pub fn run_isolated(
     exe: &Path,
     args: &[String],
     timeout: Duration,
 ) -> anyhow::Result<ChildOutcome> {
-    let mut cmd = Command::new(exe);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
-    }
-    let mut child = cmd
-        .spawn()
+    let argv: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+    let c = klab_tools::process::run_captured(exe, &argv, timeout)
         .with_context(|| format!("starting {}", exe.display()))?;
-    let mut out = child.stdout.take().expect("piped");
-    let mut err = child.stderr.take().expect("piped");
-    let t_out = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = out.read_to_end(&mut s);
-        s
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = err.read_to_end(&mut s);
-        s
-    });
-    let started = Instant::now();
-    let (status, timed_out) = loop {
-        if let Some(st) = child.try_wait()? {
-            break (st.code(), false);
-        }
-        if started.elapsed() > timeout {
-            // The whole group first (grandchildren would hold the pipes open), then the child.
-            let _ = Command::new("kill")
-                .args(["-KILL", "--", &format!("-{}", child.id())])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-            let _ = child.kill();
-            let st = child.wait()?;
-            break (st.code(), true);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let stdout = String::from_utf8_lossy(&t_out.join().unwrap_or_default()).into_owned();
-    let stderr = String::from_utf8_lossy(&t_err.join().unwrap_or_default()).into_owned();
     Ok(ChildOutcome {
-        status,
-        timed_out,
-        stdout,
-        stderr,
+        status: c.exit_code,
+        timed_out: c.timed_out,
+        stdout: String::from_utf8_lossy(&c.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&c.stderr).into_owned(),
     })
 }
 
@@ -219,6 +177,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn the_watchdog_kills_a_hung_child_and_keeps_its_output() {

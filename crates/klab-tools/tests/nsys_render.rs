@@ -212,3 +212,19 @@ fn the_text_report_says_why_there_are_no_kernels() {
     assert!(!text.contains("per-kernel summary"));
     assert!(!text.contains("GB/s  %peak"));
 }
+
+#[test]
+fn control_characters_in_names_reach_the_text_report_escaped() {
+    let (_d, path) = write(TRANSPOSE32);
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute(
+        "UPDATE StringIds SET value = 'evil' || char(27) || '[2Jname' WHERE value LIKE 'mat_copy%'",
+        [],
+    )
+    .unwrap();
+    drop(c);
+    let t = klab_tools::nsys::open(&path).unwrap();
+    let out = render::text(&t, &Rates::default());
+    assert!(!out.contains('\u{1b}'), "{out}");
+    assert!(out.contains("evil\\u{1b}[2Jname"), "{out}");
+}

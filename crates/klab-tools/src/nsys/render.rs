@@ -420,7 +420,17 @@ pub fn text(t: &Trace, rates: &Rates) -> String {
             let _ = writeln!(out, "  - {n}");
         }
     }
-    out
+    // Names come from someone else's file: no control characters (terminal escapes) reach
+    // the terminal; they are shown escaped.
+    out.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
