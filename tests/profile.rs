@@ -249,6 +249,7 @@ fn bad_arguments_are_one_line_errors() {
             vec!["naive", "--warmup", "18446744073709551615"],
             "--warmup",
         ),
+        (vec!["sgeam"], "library routine"),
     ] {
         let out = klab(&f, &raw, "6", "0").args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(1), "{args:?}");

@@ -81,6 +81,14 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         if kernels[..i].iter().any(|(_, o)| o.name() == k.name()) {
             bail!("kernel '{}' is listed twice", k.name());
         }
+        if klab_core::manifest::LibraryRoutine::from_entry(&k.decl.entry).is_some() {
+            bail!(
+                "'{}' is a library routine ({}), not a kernel of {}: klab profile selects one kernel launch by its entry name",
+                k.name(),
+                k.decl.entry,
+                k.manifest.program
+            );
+        }
         // A size the workload refuses is an error before ncu starts.
         k.workload(args.n.unwrap_or_else(|| k.default_n()), None)?;
     }
