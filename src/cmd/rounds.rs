@@ -373,6 +373,8 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
         }
         rates.push(serde_json::json!({
             "kernel": name,
+            "blocks": l.blocks,
+            "blocks_passed": l.ok,
             "median_us": l.summary.as_ref().map(|s| s.median),
             "median_gb_s": l.gb_s,
             "pct_of_ceiling": l.gb_s.zip(ceiling.as_ref()).map(|(g, c)| 100.0 * g / c.1),

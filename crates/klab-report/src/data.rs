@@ -191,6 +191,31 @@ pub struct EngineSummary {
     /// One analysis per candidate.
     #[serde(default)]
     pub analyses: Vec<EngineAnalysis>,
+    /// Per kernel: median rate, % of the fastest copy in the same rounds, % of peak.
+    #[serde(default)]
+    pub rates: Vec<RateRow>,
+}
+
+/// One kernel's rate in a `klab rounds` summary.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RateRow {
+    /// Kernel name.
+    pub kernel: String,
+    /// Blocks run.
+    #[serde(default)]
+    pub blocks: Option<u64>,
+    /// Blocks that passed their validations.
+    #[serde(default)]
+    pub blocks_passed: Option<u64>,
+    /// Median effective GB/s over every sample of the kernel's blocks.
+    #[serde(default)]
+    pub median_gb_s: Option<f64>,
+    /// Against the fastest copy kernel of the same rounds.
+    #[serde(default)]
+    pub pct_of_ceiling: Option<f64>,
+    /// Against 2 x memory clock x bus width.
+    #[serde(default)]
+    pub pct_of_peak: Option<f64>,
 }
 
 /// One candidate against the baseline.
@@ -369,6 +394,8 @@ pub struct RunData {
     pub engine_blocks: Part<Vec<EngineBlock>>,
     /// `rounds/summary.json`: the engine's ratios.
     pub engine_summary: Part<EngineSummary>,
+    /// `ceilings/summary.json`: the copy ceilings, cuBLAS and the best variant (issue 6).
+    pub ceilings: Part<EngineSummary>,
     /// Receipts of the run.
     pub receipts: Part<Vec<ReceiptEntry>>,
     /// `sanitize/sanitize.json`.
@@ -428,6 +455,7 @@ pub fn load(run_dir: &Path) -> Result<RunData, ReportError> {
         summary: r.with("summary.csv", "summary", parse_summary),
         engine_blocks: r.with("rounds/rounds.csv", "engine-rounds", parse_engine_blocks),
         engine_summary: r.json::<EngineSummary>("rounds/summary.json", "engine-rounds"),
+        ceilings: r.json::<EngineSummary>("ceilings/summary.json", "ceilings"),
         receipts: r.receipts(),
         sanitize: r.json::<Vec<SanitizedKernel>>("sanitize/sanitize.json", "sanitize"),
         profile: r.profile(),

@@ -407,6 +407,13 @@ fn performance(run: &RunData, peaks: &Peaks, rows: &[BandwidthRow]) -> Section {
     if let Err(n) = &run.engine_blocks {
         blocks.push(Block::Note(n.0.clone()));
     }
+    blocks.push(Block::Heading(
+        "Ceilings and the library baseline (ceilings/summary.json)".into(),
+    ));
+    match &run.ceilings {
+        Err(n) => blocks.push(Block::Note(n.0.clone())),
+        Ok(s) => blocks.extend(ceilings(s)),
+    }
     blocks.push(Block::Heading("Receipts".into()));
     match &run.receipts {
         Err(n) => blocks.push(Block::Note(n.0.clone())),
@@ -455,6 +462,67 @@ fn benchmark_table(rows: &[TransposeRow], peaks: &Peaks) -> Table {
         ]);
     }
     t
+}
+
+/// The copy ceilings, cuBLAS and klab's best transpose in the same alternating rounds.
+fn ceilings(s: &EngineSummary) -> Vec<Block> {
+    let mut blocks = vec![Block::Paragraph(format!(
+        "klab rounds at N = {}, {} rounds, order {}: every kernel's median effective rate, its share of the fastest copy in the same rounds (the ceiling) and of the theoretical peak, and the round-level ratio against {} (above 1: faster) with its bootstrap interval.",
+        s.n.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
+        s.rounds.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
+        if s.order.is_empty() { "unknown".to_string() } else { s.order.join(" ") },
+        s.baseline
+    ))];
+    if s.rates.is_empty() {
+        blocks.push(Block::Note(
+            "ceilings/summary.json has no rates (written by a klab older than the ceilings step)"
+                .into(),
+        ));
+        return blocks;
+    }
+    let mut t = Table::new(&[
+        "kernel",
+        "correctness",
+        "median GB/s",
+        "% of ceiling",
+        "% of peak",
+        "ratio vs baseline",
+    ]);
+    for r in &s.rates {
+        let correctness = match (r.blocks_passed, r.blocks) {
+            (Some(p), Some(b)) if p == b && b > 0 => {
+                Cell::toned(format!("pass: {p}/{b} blocks validated"), Tone::Good)
+            }
+            (Some(p), Some(b)) => Cell::toned(format!("FAIL: {p}/{b} blocks passed"), Tone::Bad),
+            _ => Cell::toned("unknown", Tone::Unknown),
+        };
+        let ratio = if r.kernel == s.baseline {
+            Cell::plain("baseline")
+        } else {
+            match s.analyses.iter().find(|a| a.candidate == r.kernel) {
+                Some(a) => Cell::mono(match a.analysis.interval {
+                    Some((lo, hi)) => format!(
+                        "{} [{}, {}]",
+                        format::ratio(a.analysis.ratio),
+                        format::ratio(lo),
+                        format::ratio(hi)
+                    ),
+                    None => format!("{} (no interval)", format::ratio(a.analysis.ratio)),
+                }),
+                None => Cell::plain("-"),
+            }
+        };
+        t.rows.push(vec![
+            Cell::plain(&r.kernel),
+            correctness,
+            num(r.median_gb_s, format::gb_s),
+            num(r.pct_of_ceiling, format::pct),
+            num(r.pct_of_peak, format::pct),
+            ratio,
+        ]);
+    }
+    blocks.push(Block::Table(t));
+    blocks
 }
 
 fn engine(run: &RunData, s: &EngineSummary) -> Vec<Block> {

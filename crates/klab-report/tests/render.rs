@@ -510,3 +510,39 @@ fn hostile_values_render_without_a_panic() {
         .contains("median_us is not a finite number: 'NaN'"));
     render(&data);
 }
+
+/// The ceilings step's rounds (issue 6): rates, % of the fastest copy, % of peak and the
+/// ratio against cuBLAS, each beside its blocks' validation. The summary is the H200's
+/// (evidence/2026-11-30-fast/run-b/rounds-8192/summary.json) with block counts added.
+#[test]
+fn ceilings_table_sets_each_rate_beside_its_validation_and_ratio() {
+    let (_tmp, run) = common::fixture_copy();
+    let before = render(&load(&run).unwrap());
+    assert!(before.markdown.contains("ceilings/summary.json"));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../evidence/2026-11-30-fast/run-b/rounds-8192/summary.json");
+    fs::create_dir_all(run.join("ceilings")).unwrap();
+    fs::copy(&src, run.join("ceilings/summary.json")).unwrap();
+    edit_json(&run.join("ceilings/summary.json"), |v| {
+        for r in v["rates"].as_array_mut().unwrap() {
+            let failed = r["kernel"] == "padded";
+            r["blocks"] = 10.into();
+            r["blocks_passed"] = if failed { 9 } else { 10 }.into();
+        }
+    });
+    let md = render(&load(&run).unwrap()).markdown;
+    let at = md.find("Ceilings and the library baseline").unwrap();
+    let md = &md[at..];
+    let row = |k: &str| {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| {k} | ")) && l.contains("blocks"))
+            .unwrap_or_else(|| panic!("no {k} row in\n{md}"))
+            .to_string()
+    };
+    let t2 = row("vec4\\_t2");
+    assert!(t2.contains("pass: 10/10 blocks validated"), "{t2}");
+    assert!(t2.contains("91.2"), "{t2}");
+    assert!(t2.contains("1.01"), "{t2}");
+    assert!(row("sgeam").contains("baseline"));
+    assert!(row("padded").contains("FAIL: 9/10 blocks passed"));
+}
