@@ -366,3 +366,53 @@ fn help_is_stable() {
     assert_eq!(o.status.code(), Some(0));
     insta::assert_snapshot!("help", stdout(&o));
 }
+
+#[test]
+fn the_summary_csv_has_one_row_per_kernel_name_with_the_median_rate() {
+    let dir = fixtures();
+    let o = trace(
+        dir.path(),
+        &[
+            TRANSPOSE32,
+            "--summary-csv",
+            "summary.csv",
+            "--bytes-moved",
+            "8000000",
+            "--peak-gbs",
+            "2039",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = fs::read_to_string(dir.path().join("summary.csv")).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some(
+            "file,name,launches,timed,min_ns,median_ns,max_ns,total_ns,gb_s_at_median,pct_of_peak"
+        )
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert!(!rows.is_empty());
+    // Seed 004's copy at TILE_DIM 32: launches of 6,560 and 7,210 ns, median 6,885 ns,
+    // 8,000,000 bytes / 6,885 ns = 1161.9 GB/s = 57.0% of 2039.
+    assert!(rows.contains(
+        &"nsys2024.5_transpose32.sqlite,\"mat_copy(const int *, int *, int)\",2,2,6560,6885,7210,13770,1161.9,57.0"
+    ), "{text}");
+    for r in &rows {
+        assert!(r.starts_with(TRANSPOSE32), "{r}");
+    }
+    // The text report's summary and the CSV agree on the kernels listed.
+    let names = rows.len();
+    let report = stdout(&o);
+    assert!(
+        report.contains(&format!("summary csv: summary.csv ({names} rows)")),
+        "{report}"
+    );
+    // A failed export: no summary file at all.
+    let o = trace(
+        dir.path(),
+        &[TRANSPOSE32, "missing.sqlite", "--summary-csv", "s2.csv"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!dir.path().join("s2.csv").exists());
+}

@@ -46,6 +46,10 @@ empty. Empty fields are unknown or not applicable. The file is written atomicall
 not at all when an export could not be read (an existing file is then left as it was).
 --csv - prints the CSV alone on stdout instead of the text report.
 
+--summary-csv PATH writes one row per kernel name and export, with the header
+  file,name,launches,timed,min_ns,median_ns,max_ns,total_ns,gb_s_at_median,pct_of_peak
+(atomically, and not at all when an export could not be read).
+
 Exit status: 0 when every export was read (findings do not change it), 1 when an export
 could not be read (the others are still reported) or on an argument error.";
 
@@ -71,6 +75,9 @@ pub struct TraceArgs {
     /// Write the CSV here ('-' = stdout); see below for its columns
     #[arg(long, value_name = "PATH")]
     pub csv: Option<PathBuf>,
+    /// Write the per-kernel summary as CSV here; see below for its columns
+    #[arg(long, value_name = "PATH")]
+    pub summary_csv: Option<PathBuf>,
 }
 
 /// `--bytes-moved`: a whole number of bytes, at least 1.
@@ -113,13 +120,19 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         peak_gbs: args.peak_gbs,
     };
     let csv_stdout = args.csv.as_deref() == Some(Path::new("-"));
-    if let Some(csv) = args.csv.as_deref().filter(|_| !csv_stdout) {
-        if let Some(e) = args.exports.iter().find(|e| same_file(e, csv)) {
-            bail!(
-                "--csv {} is one of the exports ({}); refusing to overwrite it",
-                csv.display(),
-                e.display()
-            );
+    let outputs = [
+        ("--csv", args.csv.as_deref().filter(|_| !csv_stdout)),
+        ("--summary-csv", args.summary_csv.as_deref()),
+    ];
+    for (flag, path) in outputs {
+        if let Some(csv) = path {
+            if let Some(e) = args.exports.iter().find(|e| same_file(e, csv)) {
+                bail!(
+                    "{flag} {} is one of the exports ({}); refusing to overwrite it",
+                    csv.display(),
+                    e.display()
+                );
+            }
         }
     }
 
@@ -164,6 +177,26 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
                     .with_context(|| format!("writing {}", csv.display()))?;
                 let rows = text.lines().count() - 1;
                 println!("\ncsv: {} ({rows} rows)", csv.display());
+            }
+        }
+    }
+    if let Some(path) = args.summary_csv.as_deref() {
+        if failed > 0 {
+            eprintln!(
+                "error: summary CSV not written to {}: {failed} of {} exports could not be read",
+                path.display(),
+                args.exports.len()
+            );
+        } else {
+            let text = render::summary_csv(&traces, &rates);
+            write_atomic(path, text.as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?;
+            if !csv_stdout {
+                println!(
+                    "summary csv: {} ({} rows)",
+                    path.display(),
+                    text.lines().count() - 1
+                );
             }
         }
     }

@@ -143,6 +143,41 @@ pub fn csv(traces: &[Trace], rates: &Rates) -> String {
     out
 }
 
+/// Header of the per-kernel summary CSV (`klab trace --summary-csv`).
+pub const SUMMARY_CSV_HEADER: &str =
+    "file,name,launches,timed,min_ns,median_ns,max_ns,total_ns,gb_s_at_median,pct_of_peak";
+
+/// One row per kernel name and export: the statistics of [`super::summarize`], and the
+/// rate at the median duration when `rates` has `bytes_moved`.
+pub fn summary_csv(traces: &[Trace], rates: &Rates) -> String {
+    let mut out = format!("{SUMMARY_CSV_HEADER}\n");
+    for t in traces {
+        let file = t.path.display().to_string();
+        for s in super::summarize(&t.kernels) {
+            let gb_s = rates.gb_s_at(s.median_ns);
+            let fields = [
+                file.clone(),
+                s.name.clone(),
+                s.launches.to_string(),
+                s.timed.to_string(),
+                opt(s.min_ns),
+                s.median_ns.map(|m| format!("{m}")).unwrap_or_default(),
+                opt(s.max_ns),
+                s.total_ns.to_string(),
+                gb_s.map(|g| format!("{g:.1}")).unwrap_or_default(),
+                rates
+                    .pct_of_peak(gb_s)
+                    .map(|p| format!("{p:.1}"))
+                    .unwrap_or_default(),
+            ];
+            let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+            out.push_str(&line.join(","));
+            out.push('\n');
+        }
+    }
+    out
+}
+
 /// `Pageable -> Device`; `?` for an unknown side; empty when both are unknown.
 fn memory_kinds(src: Option<&str>, dst: Option<&str>) -> String {
     if src.is_none() && dst.is_none() {
