@@ -534,22 +534,28 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     let mut a = Vec::new();
     let mut problems = Vec::new();
     let mut errors = Vec::new();
-    for v in ROUND_VARIANTS {
-        let rel = format!("benchmark/{}", v.name());
-        let argv: Vec<String> = vec![
-            "bench".into(),
-            v.name().into(),
-            "--n".into(),
-            BENCH_N.to_string(),
+    // The transposes at the benchmark size, and triad at its own default size (2 FLOPs per
+    // 12 useful bytes: the roofline's point off the zero-FLOP edge).
+    let benches: Vec<(&str, Option<u64>)> = ROUND_VARIANTS
+        .iter()
+        .map(|v| (v.name(), Some(BENCH_N)))
+        .chain([("triad_f32", None)])
+        .collect();
+    for (v, n) in benches {
+        let rel = format!("benchmark/{v}");
+        let mut argv: Vec<String> = vec!["bench".into(), v.into()];
+        if let Some(n) = n {
+            argv.extend(["--n".into(), n.to_string()]);
+        }
+        argv.extend([
             "--samples".into(),
             "200".into(),
             "--out".into(),
             lab.dir.join(&rel).display().to_string(),
             "--device".into(),
             args.device.to_string(),
-        ];
+        ]);
         let child = run_child(&exe, argv)?;
-        let log_name = format!("{rel}/bench.log");
         match child.status {
             Some(0) => {
                 a.push(format!("{rel}/receipt.json"));
@@ -567,46 +573,11 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
             _ => errors.push(format!("{v}: {}", child.last_error_line())),
         }
         if lab.dir.join(&rel).is_dir() {
-            a.push(lab.write(&log_name, format!("{}{}", child.stdout, child.log_block()))?);
+            a.push(lab.write(
+                &format!("{rel}/bench.log"),
+                format!("{}{}", child.stdout, child.log_block()),
+            )?);
         }
-    }
-    // Triad (2 FLOPs per 12 useful bytes) gives the roofline a point off the zero-FLOP edge.
-    let rel = "benchmark/triad_f32";
-    let argv: Vec<String> = [
-        "bench",
-        "triad_f32",
-        "--samples",
-        "200",
-        "--out",
-        &lab.dir.join(rel).display().to_string(),
-        "--device",
-        &args.device.to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let child = run_child(&exe, argv)?;
-    match child.status {
-        Some(0) => {
-            a.push(format!("{rel}/receipt.json"));
-            for e in std::fs::read_dir(lab.dir.join(rel))? {
-                let name = e?.file_name().to_string_lossy().into_owned();
-                if name.ends_with(".csv") {
-                    a.push(format!("{rel}/{name}"));
-                }
-            }
-        }
-        Some(2) => problems.push(format!(
-            "triad_f32: {}",
-            child.stdout.lines().last().unwrap_or_default()
-        )),
-        _ => errors.push(format!("triad_f32: {}", child.last_error_line())),
-    }
-    if lab.dir.join(rel).is_dir() {
-        a.push(lab.write(
-            &format!("{rel}/bench.log"),
-            format!("{}{}", child.stdout, child.log_block()),
-        )?);
     }
     ladder_step(
         &mut lab,
