@@ -126,3 +126,327 @@ extern "C" __global__ void transpose_vec4_t2(float* output, const float* input, 
 extern "C" __global__ void transpose_vec4_t4(float* output, const float* input, int n) {
   transpose_vec4<4>(output, input, n);
 }
+
+// ---------------------------------------------------------------------------------------
+// The register-transpose family (issue 6, second set; predictions in
+// notes/transpose-fast.md). Template parameters, one mechanism each:
+//   TR x TC   the tile: TR input rows by TC input columns (output: TC rows by TR columns)
+//   W         the vector width in floats: 4 (16-byte accesses) or 2 (8-byte)
+//   THREADS   threads per block (a 1-D block); fewer threads = more elements per thread
+//   G         block order: 1 = row-major over the tile grid; G > 1 = groups of G tile rows
+//             walked column by column, so the blocks resident at one time cover a square-ish
+//             region of both matrices instead of a few full input rows and every output row
+//
+// N % W == 0 (every row starts W-aligned): each thread loads W x W "register blocks": W
+// vectors from W consecutive input rows at the same columns, transposes them in registers,
+// and stores W vectors, each a piece of one output row, to shared memory. Shared memory
+// holds vectors, TC output rows of TR / W slots, slot q of row j stored at q ^ ((j / W) %
+// (32 / W)): the 8 (W = 4) or 16 (W = 2) lanes that share a shared-memory wavefront then
+// hit distinct bank groups on both sides, so every shared access is one vector and
+// conflict-free. Every global access is one aligned vector; a warp covers whole 128-byte
+// lines.
+//
+// N % W != 0 (row starts fall at every alignment): each input row of the tile is read as the
+// TC / W + 1 aligned vectors that cover its TC elements (so no access is misaligned),
+// shifted by the row's own alignment into a scalar tile with an odd row stride. Each output
+// row piece is written as aligned vectors, except the one or two vectors at its ends that the
+// piece only partly owns, which are written element by element. Every load is issued before
+// any shared store. Each thread visits its vector's elements in an order rotated by its row's
+// alignment, which keeps both shared-memory phases free of bank conflicts for every N (see
+// the branch). The barrier is outside every guard.
+template <int W>
+struct __align__(4 * W) VecF {
+  float v[W];
+};
+
+// Vector loads and stores of W floats at a W-aligned address.
+template <int W>
+__device__ __forceinline__ VecF<W> load_vec(const float* p) {
+  VecF<W> r;
+  if constexpr (W == 4) {
+    const float4 a = *reinterpret_cast<const float4*>(p);
+    r.v[0] = a.x;
+    r.v[1] = a.y;
+    r.v[2] = a.z;
+    r.v[3] = a.w;
+  } else {
+    const float2 a = *reinterpret_cast<const float2*>(p);
+    r.v[0] = a.x;
+    r.v[1] = a.y;
+  }
+  return r;
+}
+
+// The store is inline PTX: with a plain float4 store beside the element-by-element stores of
+// the partial vectors, the compiler merged the two into four scalar stores (seen in the PTX),
+// which quadrupled the store sectors of the ragged path.
+template <int W>
+__device__ __forceinline__ void store_vec(float* p, const VecF<W>& y) {
+#ifdef __CUDA_ARCH__
+  if constexpr (W == 4) {
+    asm("{ .reg .u64 g; cvta.to.global.u64 g, %0; st.global.v4.f32 [g], {%1, %2, %3, %4}; }"
+        :
+        : "l"(p), "f"(y.v[0]), "f"(y.v[1]), "f"(y.v[2]), "f"(y.v[3])
+        : "memory");
+  } else {
+    asm("{ .reg .u64 g; cvta.to.global.u64 g, %0; st.global.v2.f32 [g], {%1, %2}; }"
+        :
+        : "l"(p), "f"(y.v[0]), "f"(y.v[1])
+        : "memory");
+  }
+#else  // a host build of this file (a CPU emulation of the kernels)
+  for (int t = 0; t < W; ++t) p[t] = y.v[t];
+#endif
+}
+
+// r.v[u] = a.v[(u + s) % W] for a run-time s in [0, W), without indexing registers at run time.
+template <int W>
+__device__ __forceinline__ VecF<W> rotate_vec(const VecF<W>& a, int s) {
+  VecF<W> r = a;
+  if (s & 1) {
+    VecF<W> t;
+#pragma unroll
+    for (int u = 0; u < W; ++u) t.v[u] = r.v[(u + 1) % W];
+    r = t;
+  }
+  if (W == 4 && (s & 2)) {
+    VecF<W> t;
+#pragma unroll
+    for (int u = 0; u < W; ++u) t.v[u] = r.v[(u + 2) % W];
+    r = t;
+  }
+  return r;
+}
+
+// Main task b of the ragged path -> (row of the tile, vector m): each warp instruction
+// covers W rows and 32 / W consecutive vectors of each (MV vectors per row).
+template <int W, int MV>
+__device__ __forceinline__ void ragged_task(int b, int& row, int& m) {
+  constexpr int LPR = 32 / W;
+  constexpr int CH = MV / LPR;
+  static_assert(MV % LPR == 0, "a row's vectors fill whole warp chunks");
+  const int lane = b & 31;
+  const int wi = b >> 5;
+  row = (wi / CH) * W + lane / LPR;
+  m = (wi % CH) * LPR + lane % LPR;
+}
+
+template <int G>
+__device__ __forceinline__ void tile_coords(int& bx, int& by) {
+  if (G <= 1) {
+    bx = blockIdx.x;
+    by = blockIdx.y;
+    return;
+  }
+  const int gx = gridDim.x;
+  const int gy = gridDim.y;
+  const int linear = blockIdx.y * gx + blockIdx.x;
+  const int per_group = G * gx;
+  const int group = linear / per_group;
+  const int first = group * G;
+  const int rows = min(gy - first, G);
+  const int k = linear - group * per_group;
+  by = first + k % rows;
+  bx = k / rows;
+}
+
+template <int TR, int TC, int W, int THREADS, int G>
+__device__ __forceinline__ void transpose_reg(float* __restrict__ output,
+                                              const float* __restrict__ input, int n) {
+  static_assert(W == 2 || W == 4, "vector width");
+  static_assert(TR % 32 == 0 && TC % 32 == 0, "tile sides are multiples of 32");
+  using V = VecF<W>;
+  __shared__ __align__(16) float smem[TR * (TC + 1)];  // shared by the two paths
+  int bx, by;
+  tile_coords<G>(bx, by);
+  const int r0 = by * TR;
+  const int c0 = bx * TC;
+  const int tid = threadIdx.x;
+
+  if (n % W == 0) {
+    constexpr int VR = TC / W;  // vectors across an input row of the tile
+    constexpr int QR = TR / W;  // vectors across an output row of the tile
+    constexpr int SW = 32 / W;  // lanes per shared-memory wavefront
+    constexpr int PER = QR * VR / THREADS;
+    static_assert(QR * VR % THREADS == 0, "register blocks divide among the threads");
+    V* s = reinterpret_cast<V*>(smem);  // [TC][QR]
+    V x[PER][W];
+#pragma unroll
+    for (int p = 0; p < PER; ++p) {
+      const int b = tid + p * THREADS;
+      const int q = b / VR;
+      const int v = b % VR;
+      const int c = c0 + v * W;
+#pragma unroll
+      for (int w = 0; w < W; ++w) {
+        const int r = r0 + q * W + w;
+        // n and c are multiples of W, so c < n means the whole vector is inside.
+        if (r < n && c < n) {
+          x[p][w] = load_vec<W>(input + static_cast<size_t>(r) * n + c);
+        } else {
+#pragma unroll
+          for (int t = 0; t < W; ++t) x[p][w].v[t] = 0.f;
+        }
+      }
+    }
+#pragma unroll
+    for (int p = 0; p < PER; ++p) {
+      const int b = tid + p * THREADS;
+      const int q = b / VR;
+      const int v = b % VR;
+#pragma unroll
+      for (int t = 0; t < W; ++t) {
+        V y;
+#pragma unroll
+        for (int w = 0; w < W; ++w) y.v[w] = x[p][w].v[t];
+        s[(v * W + t) * QR + (q ^ (v % SW))] = y;
+      }
+    }
+    __syncthreads();
+    // TC x QR vectors leave the tile: W per register block, so PER * W per thread.
+#pragma unroll
+    for (int p = 0; p < PER * W; ++p) {
+      const int b = tid + p * THREADS;
+      const int j = b / QR;
+      const int q = b % QR;
+      const V y = s[j * QR + (q ^ ((j / W) % SW))];
+      const int orow = c0 + j;
+      const int ocol = r0 + q * W;
+      if (orow < n && ocol < n) {
+        store_vec<W>(output + static_cast<size_t>(orow) * n + ocol, y);
+      }
+    }
+  } else {
+    // Tasks: (tile row, aligned vector m). The main tasks (m < TC / W) put W rows of 32 / W
+    // lanes in each warp instruction; the one extra vector per row that a skew needs
+    // (m = TC / W) is a task of its own. Each thread moves its vector's elements through
+    // shared memory starting at the element whose column is congruent to the row's skew, so
+    // that the W rows of a warp instruction land in W different bank classes (mod W) and the
+    // 32 / W lanes of a row in distinct banks of that class: no bank conflicts, whatever N.
+    constexpr int STR = TC + 1;   // odd row stride of the scalar tile
+    constexpr int MV = TC / W;    // main vectors per input row of the tile
+    constexpr int MQ = TR / W;    // main vectors per output row of the tile
+    constexpr int MAIN = TR * MV; // = TC * MQ
+    constexpr int MPER = MAIN / THREADS;
+    static_assert(MAIN % THREADS == 0, "main tasks divide among the threads");
+    static_assert(TR <= THREADS && TC <= THREADS, "one extra task per thread at most");
+    float* tile = smem;  // [TR][STR]
+    const size_t total = static_cast<size_t>(n) * n;
+    const int jmax = min(TC, n - c0);  // valid tile columns
+    const int imax = min(TR, n - r0);  // valid tile rows
+    V vals[MPER + 1];
+#pragma unroll
+    for (int p = 0; p <= MPER; ++p) {
+      int rl = tid;  // p == MPER: the extra vector of row tid
+      int m = MV;
+      bool mine = tid < TR;
+      if (p < MPER) {
+        ragged_task<W, MV>(tid + p * THREADS, rl, m);
+        mine = true;
+      }
+#pragma unroll
+      for (int t = 0; t < W; ++t) vals[p].v[t] = 0.f;
+      if (mine && rl < imax) {
+        const size_t lin = static_cast<size_t>(r0 + rl) * n + c0;
+        const int s = static_cast<int>(lin % W);
+        if (m * W - s < jmax) {
+          const size_t a = lin - s + static_cast<size_t>(m) * W;
+          if (a + W <= total) {
+            vals[p] = load_vec<W>(input + a);
+          } else {
+#pragma unroll
+            for (int t = 0; t < W; ++t) {
+              if (a + t < total) vals[p].v[t] = input[a + t];
+            }
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int p = 0; p <= MPER; ++p) {
+      int rl = tid;  // p == MPER: the extra vector of row tid
+      int m = MV;
+      bool mine = tid < TR;
+      if (p < MPER) {
+        ragged_task<W, MV>(tid + p * THREADS, rl, m);
+        mine = true;
+      }
+      if (mine && rl < imax) {
+        const size_t lin = static_cast<size_t>(r0 + rl) * n + c0;
+        const int s = static_cast<int>(lin % W);
+        const V r = rotate_vec<W>(vals[p], s);  // r.v[u] = vals[p].v[(u + s) % W]
+#pragma unroll
+        for (int u = 0; u < W; ++u) {
+          const int j = m * W + (u + s) % W - s;
+          if (j >= 0 && j < jmax) tile[rl * STR + j] = r.v[u];
+        }
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int p = 0; p <= MPER; ++p) {
+      int jl = tid;  // p == MPER: the extra vector of row tid
+      int m = MQ;
+      bool mine = tid < TC;
+      if (p < MPER) {
+        ragged_task<W, MQ>(tid + p * THREADS, jl, m);
+        mine = true;
+      }
+      if (mine && jl < jmax) {
+        const size_t lin = static_cast<size_t>(c0 + jl) * n + r0;
+        const int s = static_cast<int>(lin % W);
+        const int ilo = m * W - s;
+        if (ilo < imax) {
+          const size_t a = lin - s + static_cast<size_t>(m) * W;
+          V g;  // g.v[u] holds element (u + s) % W of the output vector
+#pragma unroll
+          for (int u = 0; u < W; ++u) {
+            const int i = ilo + (u + s) % W;
+            g.v[u] = (i >= 0 && i < imax) ? tile[i * STR + jl] : 0.f;
+          }
+          const V y = rotate_vec<W>(g, (W - s) % W);
+          if (ilo >= 0 && ilo + W <= imax) {
+            store_vec<W>(output + a, y);
+          } else {
+#pragma unroll
+            for (int t = 0; t < W; ++t) {
+              const int i = ilo + t;
+              if (i >= 0 && i < imax) output[a + t] = y.v[t];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// 64 x 64 tiles, 16-byte vectors, 256 threads (one 4 x 4 register block each).
+extern "C" __global__ void __launch_bounds__(256) transpose_reg4_64(float* output,
+                                                                    const float* input, int n) {
+  transpose_reg<64, 64, 4, 256, 1>(output, input, n);
+}
+
+// reg4_64 with 8-byte vectors (2 x 2 register blocks, four per thread).
+extern "C" __global__ void __launch_bounds__(256) transpose_reg2_64(float* output,
+                                                                    const float* input, int n) {
+  transpose_reg<64, 64, 2, 256, 1>(output, input, n);
+}
+
+// reg4_64 with 128 threads: two register blocks (eight 16-byte loads) per thread.
+extern "C" __global__ void __launch_bounds__(128) transpose_reg4_64_e2(float* output,
+                                                                       const float* input, int n) {
+  transpose_reg<64, 64, 4, 128, 1>(output, input, n);
+}
+
+// reg4_64 with a tile twice as tall: 128 input rows x 64 columns, 512 threads, so each
+// output row piece is 512 bytes.
+extern "C" __global__ void __launch_bounds__(512) transpose_reg4_128x64(float* output,
+                                                                        const float* input, int n) {
+  transpose_reg<128, 64, 4, 512, 1>(output, input, n);
+}
+
+// reg4_64 with the blocks walked in groups of 32 tile rows.
+extern "C" __global__ void __launch_bounds__(256) transpose_reg4_64_g32(float* output,
+                                                                        const float* input, int n) {
+  transpose_reg<64, 64, 4, 256, 32>(output, input, n);
+}

@@ -137,8 +137,9 @@ fn a_repeated_compile_still_reports_resources() {
     }
 }
 
-/// kernels/fast.cu: the T-tile transposes hold T padded 32 x 33 tiles (4,224 bytes each)
-/// and nothing spills to local memory.
+/// kernels/fast.cu: the T-tile transposes hold T padded 32 x 33 tiles (4,224 bytes each),
+/// the register-transpose family one TR x (TC + 1) float tile (its ragged path's layout, which
+/// the vector layout of the aligned path shares), and nothing spills to local memory.
 #[test]
 fn the_fast_kernels_compile_without_spills() {
     if !nvrtc_or_skip("the_fast_kernels_compile_without_spills") {
@@ -161,6 +162,11 @@ fn the_fast_kernels_compile_without_spills() {
         got,
         [
             ("copy_vec16", 0, 0),
+            ("transpose_reg2_64", 64 * 65 * 4, 0),
+            ("transpose_reg4_128x64", 128 * 65 * 4, 0),
+            ("transpose_reg4_64", 64 * 65 * 4, 0),
+            ("transpose_reg4_64_e2", 64 * 65 * 4, 0),
+            ("transpose_reg4_64_g32", 64 * 65 * 4, 0),
             ("transpose_vec4_t1", 4224, 0),
             ("transpose_vec4_t2", 2 * 4224, 0),
             ("transpose_vec4_t4", 4 * 4224, 0),
