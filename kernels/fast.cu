@@ -450,3 +450,10 @@ extern "C" __global__ void __launch_bounds__(256) transpose_reg4_64_g32(float* o
                                                                         const float* input, int n) {
   transpose_reg<64, 64, 4, 256, 32>(output, input, n);
 }
+
+// reg4_64 with a tile twice as wide: 64 input rows x 128 columns, 512 threads, so each input
+// row piece is 512 bytes.
+extern "C" __global__ void __launch_bounds__(512) transpose_reg4_64x128(float* output,
+                                                                        const float* input, int n) {
+  transpose_reg<64, 128, 4, 512, 1>(output, input, n);
+}

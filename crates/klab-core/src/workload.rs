@@ -267,8 +267,9 @@ impl Workload for TransposeWorkload {
             .map_err(|_| BackendError("the readback buffer was poisoned by a panic".into()))?;
         if out.len() != host.len() {
             *out = Vec::new();
-            out.try_reserve_exact(host.len())
-                .map_err(|_| BackendError(format!("cannot allocate host memory for N = {}", self.n)))?;
+            out.try_reserve_exact(host.len()).map_err(|_| {
+                BackendError(format!("cannot allocate host memory for N = {}", self.n))
+            })?;
             out.resize(host.len(), 0);
         }
         b.download(&bufs[0], &mut out)?;

@@ -167,6 +167,7 @@ fn the_fast_kernels_compile_without_spills() {
             ("transpose_reg4_64", 64 * 65 * 4, 0),
             ("transpose_reg4_64_e2", 64 * 65 * 4, 0),
             ("transpose_reg4_64_g32", 64 * 65 * 4, 0),
+            ("transpose_reg4_64x128", 64 * 129 * 4, 0),
             ("transpose_vec4_t1", 4224, 0),
             ("transpose_vec4_t2", 2 * 4224, 0),
             ("transpose_vec4_t4", 4 * 4224, 0),
