@@ -250,13 +250,14 @@ __device__ __forceinline__ void tile_coords(int& bx, int& by) {
   bx = k / rows;
 }
 
-template <int TR, int TC, int W, int THREADS, int G>
+template <int TR, int TC, int W, int THREADS, int G, bool OWN = false>
 __device__ __forceinline__ void transpose_reg(float* __restrict__ output,
                                               const float* __restrict__ input, int n) {
   static_assert(W == 2 || W == 4, "vector width");
   static_assert(TR % 32 == 0 && TC % 32 == 0, "tile sides are multiples of 32");
   using V = VecF<W>;
-  __shared__ __align__(16) float smem[TR * (TC + 1)];  // shared by the two paths
+  // Shared by the two paths; OWN adds W halo rows to the ragged tile.
+  __shared__ __align__(16) float smem[(TR + (OWN ? W : 0)) * (TC + 1)];
   int bx, by;
   tile_coords<G>(bx, by);
   const int r0 = by * TR;
@@ -326,23 +327,27 @@ __device__ __forceinline__ void transpose_reg(float* __restrict__ output,
     constexpr int STR = TC + 1;   // odd row stride of the scalar tile
     constexpr int MV = TC / W;    // main vectors per input row of the tile
     constexpr int MQ = TR / W;    // main vectors per output row of the tile
-    constexpr int MAIN = TR * MV; // = TC * MQ
+    constexpr int MAIN = TR * MV; // = TC * MQ: the main store tasks
     constexpr int MPER = MAIN / THREADS;
+    constexpr int TRH = TR + (OWN ? W : 0);  // tile rows loaded
+    constexpr int LMAIN = TRH * MV;          // main load tasks
+    constexpr int LPER = (LMAIN + THREADS - 1) / THREADS;
     static_assert(MAIN % THREADS == 0, "main tasks divide among the threads");
-    static_assert(TR <= THREADS && TC <= THREADS, "one extra task per thread at most");
-    float* tile = smem;  // [TR][STR]
+    static_assert(TRH <= THREADS && TC <= THREADS, "one extra task per thread at most");
+    float* tile = smem;  // [TRH][STR]
     const size_t total = static_cast<size_t>(n) * n;
-    const int jmax = min(TC, n - c0);  // valid tile columns
-    const int imax = min(TR, n - r0);  // valid tile rows
-    V vals[MPER + 1];
+    const int jmax = min(TC, n - c0);   // valid tile columns
+    const int imax = min(TRH, n - r0);  // valid tile rows
+    V vals[LPER + 1];
 #pragma unroll
-    for (int p = 0; p <= MPER; ++p) {
-      int rl = tid;  // p == MPER: the extra vector of row tid
+    for (int p = 0; p <= LPER; ++p) {
+      int rl = tid;  // p == LPER: the extra vector of row tid
       int m = MV;
-      bool mine = tid < TR;
-      if (p < MPER) {
-        ragged_task<W, MV>(tid + p * THREADS, rl, m);
-        mine = true;
+      bool mine = tid < TRH;
+      if (p < LPER) {
+        const int b = tid + p * THREADS;
+        ragged_task<W, MV>(b, rl, m);
+        mine = b < LMAIN;
       }
 #pragma unroll
       for (int t = 0; t < W; ++t) vals[p].v[t] = 0.f;
@@ -363,13 +368,14 @@ __device__ __forceinline__ void transpose_reg(float* __restrict__ output,
       }
     }
 #pragma unroll
-    for (int p = 0; p <= MPER; ++p) {
-      int rl = tid;  // p == MPER: the extra vector of row tid
+    for (int p = 0; p <= LPER; ++p) {
+      int rl = tid;  // p == LPER: the extra vector of row tid
       int m = MV;
-      bool mine = tid < TR;
-      if (p < MPER) {
-        ragged_task<W, MV>(tid + p * THREADS, rl, m);
-        mine = true;
+      bool mine = tid < TRH;
+      if (p < LPER) {
+        const int b = tid + p * THREADS;
+        ragged_task<W, MV>(b, rl, m);
+        mine = b < LMAIN;
       }
       if (mine && rl < imax) {
         const size_t lin = static_cast<size_t>(r0 + rl) * n + c0;
@@ -392,7 +398,44 @@ __device__ __forceinline__ void transpose_reg(float* __restrict__ output,
         ragged_task<W, MQ>(tid + p * THREADS, jl, m);
         mine = true;
       }
-      if (mine && jl < jmax) {
+      if (OWN && mine && jl < jmax) {
+        // Output vectors are owned whole: this block writes the aligned vectors of output row
+        // c0 + jl whose first element lies in columns [r0, r0 + TR), reading up to W - 1 halo
+        // rows past its tile, so no 16-byte vector is split between two blocks. Only the
+        // head of a row (before its first aligned vector, written by the first column band)
+        // and the end of a row are written element by element.
+        const size_t lin = static_cast<size_t>(c0 + jl) * n + r0;
+        const int s = static_cast<int>(lin % W);
+        const int e = (W - s) % W;  // first aligned column offset
+        const int ilim = n - r0;    // tile rows i with column r0 + i < n
+        if (p < MPER) {
+          const int ilo = e + m * W;
+          if (ilo < ilim) {
+            const size_t a = lin + ilo;
+            V g;  // g.v[u] holds element (u + s) % W of the output vector
+#pragma unroll
+            for (int u = 0; u < W; ++u) {
+              const int i = ilo + (u + s) % W;
+              g.v[u] = i < ilim ? tile[i * STR + jl] : 0.f;
+            }
+            const V y = rotate_vec<W>(g, (W - s) % W);
+            if (ilo + W <= ilim) {
+              store_vec<W>(output + a, y);
+            } else {
+#pragma unroll
+              for (int t = 0; t < W; ++t) {
+                if (ilo + t < ilim) output[a + t] = y.v[t];
+              }
+            }
+          }
+        } else if (r0 == 0) {
+#pragma unroll
+          for (int t = 0; t < W - 1; ++t) {
+            if (t < e && t < ilim) output[lin + t] = tile[t * STR + jl];
+          }
+        }
+      }
+      if (!OWN && mine && jl < jmax) {
         const size_t lin = static_cast<size_t>(c0 + jl) * n + r0;
         const int s = static_cast<int>(lin % W);
         const int ilo = m * W - s;
@@ -456,4 +499,18 @@ extern "C" __global__ void __launch_bounds__(256) transpose_reg4_64_g32(float* o
 extern "C" __global__ void __launch_bounds__(512) transpose_reg4_64x128(float* output,
                                                                         const float* input, int n) {
   transpose_reg<64, 128, 4, 512, 1>(output, input, n);
+}
+
+// reg4_64 and reg4_128x64 with whole-vector ownership in the ragged path (OWN): each block
+// writes only aligned 16-byte vectors it owns entirely, reading three halo rows, so the
+// partial vectors at the ends of every output row piece disappear. The aligned path is
+// unchanged.
+extern "C" __global__ void __launch_bounds__(256) transpose_own4_64(float* output,
+                                                                    const float* input, int n) {
+  transpose_reg<64, 64, 4, 256, 1, true>(output, input, n);
+}
+
+extern "C" __global__ void __launch_bounds__(512) transpose_own4_128x64(float* output,
+                                                                        const float* input, int n) {
+  transpose_reg<128, 64, 4, 512, 1, true>(output, input, n);
 }
