@@ -568,6 +568,9 @@ fn fast_variants_and_library_baselines_pass_the_oracle() {
             "vec4_t1",
             "vec4_t2",
             "vec4_t4",
+            "reg4_64",
+            "reg4_128x64",
+            "own4_64",
         ])
         .output()
         .unwrap();
