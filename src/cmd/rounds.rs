@@ -356,7 +356,7 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
     };
     let mut rates = Vec::new();
     let mut analyses = Vec::new();
-    for (name, l) in names.iter().zip(&lines) {
+    for (k, (name, l)) in names.iter().zip(&lines).enumerate() {
         let blocks = format!("{}/{}", l.ok, l.blocks);
         match &l.summary {
             Some(s) => text.push_str(&format!(
@@ -379,6 +379,7 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             "median_gb_s": l.gb_s,
             "pct_of_ceiling": l.gb_s.zip(ceiling.as_ref()).map(|(g, c)| 100.0 * g / c.1),
             "pct_of_peak": l.gb_s.zip(peak).map(|(g, p)| 100.0 * g / p),
+            "prediction": kernels[k].decl.prediction,
         }));
     }
     match &ceiling {
@@ -387,6 +388,12 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             peak.map(|p| format!("{p:.1} GB/s")).unwrap_or_else(|| "unknown".into())
         )),
         None => text.push_str("ceiling: no copy kernel in these rounds, so no % of ceiling\n"),
+    }
+    // Predictions declared in the manifests, beside the outcome above.
+    for (k, name) in names.iter().enumerate() {
+        if let Some(p) = &kernels[k].decl.prediction {
+            text.push_str(&format!("predicted before measuring, {name}: {p}\n"));
+        }
     }
     for (k, name) in names.iter().enumerate() {
         let mine: Vec<&BlockRow> = rows.iter().filter(|r| r.variant == *name).collect();

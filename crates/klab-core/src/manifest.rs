@@ -13,6 +13,8 @@
 //! dynamic_shared_bytes = 0
 //! options = []                     # extra NVRTC options
 //! known_broken = "why"             # optional: always rejected, never timed
+//! prediction = "what and why"      # optional: the expected result, written before measuring;
+//!                                  # rounds summaries and reports show it beside the outcome
 //! ```
 //!
 //! Each operation fixes the roles its kernel must take: copy and transpose `out`, `in` and
@@ -174,6 +176,8 @@ pub struct KernelDecl {
     pub known_broken: Option<String>,
     /// How copy and transpose outputs are compared (`equality = "nan-any-payload"`).
     pub equality: crate::ops::transpose::Equality,
+    /// The author's prediction for this kernel, written before measuring (one line).
+    pub prediction: Option<String>,
 }
 
 impl KernelDecl {
@@ -256,6 +260,8 @@ struct RawKernel {
     known_broken: Option<String>,
     #[serde(default)]
     equality: Option<String>,
+    #[serde(default)]
+    prediction: Option<String>,
 }
 
 fn is_identifier(s: &str) -> bool {
@@ -466,6 +472,14 @@ pub fn parse(
                 return Err(err(f("known_broken"), "give the reason".into()));
             }
         }
+        if let Some(p) = &k.prediction {
+            if p.trim().is_empty() || p.contains(['\n', '\r']) {
+                return Err(err(
+                    f("prediction"),
+                    "give one non-empty line (reports print it in a table cell)".into(),
+                ));
+            }
+        }
         kernels.push(KernelDecl {
             name: k.name,
             entry: k.entry,
@@ -478,6 +492,7 @@ pub fn parse(
             options: k.options,
             known_broken: k.known_broken,
             equality,
+            prediction: k.prediction.map(|p| p.trim().to_string()),
         });
     }
     Ok(Manifest {
@@ -693,6 +708,20 @@ mod tests {
     }
 
     #[test]
+    fn a_prediction_is_kept_trimmed_and_is_optional() {
+        assert_eq!(parse_one(OK).unwrap().kernels[0].prediction, None);
+        let m = parse_one(&OK.replace(
+            "name = \"k\"",
+            "name = \"k\"\nprediction = \" 3,900 GB/s at 16384 \"",
+        ))
+        .unwrap();
+        assert_eq!(
+            m.kernels[0].prediction.as_deref(),
+            Some("3,900 GB/s at 16384")
+        );
+    }
+
+    #[test]
     fn every_bad_field_is_named() {
         let bad = |edit: &str, from: &str, field: &str, needle: &str| {
             let body = OK.replace(from, edit);
@@ -768,6 +797,18 @@ mod tests {
             "unknown field `colour`",
         );
         bad("block = \"big\"", "block = [32, 8]", "toml", "invalid type");
+        bad(
+            "name = \"k\"\nprediction = \"  \"",
+            "name = \"k\"",
+            "kernel[0].prediction",
+            "one non-empty line",
+        );
+        bad(
+            "name = \"k\"\nprediction = \"fast\\nslow\"",
+            "name = \"k\"",
+            "kernel[0].prediction",
+            "one non-empty line",
+        );
         let e = parse("m.toml", "source = \"k.cu\"\nkernel = []\n", &|_| {
             Ok(("k".into(), SRC.into()))
         })

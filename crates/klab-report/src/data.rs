@@ -216,6 +216,9 @@ pub struct RateRow {
     /// Against 2 x memory clock x bus width.
     #[serde(default)]
     pub pct_of_peak: Option<f64>,
+    /// The manifest's prediction for this kernel, written before measuring.
+    #[serde(default)]
+    pub prediction: Option<String>,
 }
 
 /// One candidate against the baseline.

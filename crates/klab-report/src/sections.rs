@@ -480,14 +480,20 @@ fn ceilings(s: &EngineSummary) -> Vec<Block> {
         ));
         return blocks;
     }
-    let mut t = Table::new(&[
+    // The manifests' predictions, when any kernel declares one, beside the outcome.
+    let predicted = s.rates.iter().any(|r| r.prediction.is_some());
+    let mut header = vec![
         "kernel",
         "correctness",
         "median GB/s",
         "% of ceiling",
         "% of peak",
         "ratio vs baseline",
-    ]);
+    ];
+    if predicted {
+        header.push("prediction (manifest, written before measuring)");
+    }
+    let mut t = Table::new(&header);
     for r in &s.rates {
         let correctness = match (r.blocks_passed, r.blocks) {
             (Some(p), Some(b)) if p == b && b > 0 => {
@@ -520,6 +526,13 @@ fn ceilings(s: &EngineSummary) -> Vec<Block> {
             num(r.pct_of_peak, format::pct),
             ratio,
         ]);
+        if predicted {
+            let cell = match &r.prediction {
+                Some(p) => Cell::plain(p),
+                None => Cell::plain("-"),
+            };
+            t.rows.last_mut().expect("row just pushed").push(cell);
+        }
     }
     blocks.push(Block::Table(t));
     blocks

@@ -545,4 +545,30 @@ fn ceilings_table_sets_each_rate_beside_its_validation_and_ratio() {
     assert!(t2.contains("1.01"), "{t2}");
     assert!(row("sgeam").contains("baseline"));
     assert!(row("padded").contains("FAIL: 9/10 blocks passed"));
+    assert!(
+        !md.contains("written before measuring"),
+        "no prediction, no column"
+    );
+
+    // A manifest's prediction is set beside the outcome; kernels without one get "-".
+    edit_json(&run.join("ceilings/summary.json"), |v| {
+        for r in v["rates"].as_array_mut().unwrap() {
+            if r["kernel"] == "vec4_t2" {
+                r["prediction"] = "3,650-3,800 GB/s at 8192, about sgeam's level".into();
+            }
+        }
+    });
+    let md = render(&load(&run).unwrap()).markdown;
+    let md = &md[md.find("Ceilings and the library baseline").unwrap()..];
+    assert!(md.contains("| prediction (manifest, written before measuring) |"));
+    let t2 = md
+        .lines()
+        .find(|l| l.starts_with("| vec4\\_t2 | "))
+        .unwrap();
+    assert!(
+        t2.ends_with("| 3,650-3,800 GB/s at 8192, about sgeam's level |"),
+        "{t2}"
+    );
+    let sg = md.lines().find(|l| l.starts_with("| sgeam | ")).unwrap();
+    assert!(sg.ends_with("| baseline | - |"), "{sg}");
 }
