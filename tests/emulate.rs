@@ -77,7 +77,14 @@ fn every_fast_kernel_matches_the_oracle_on_the_cpu() {
     let (ok, text) = run(&exe, &sizes);
     assert!(ok, "{text}");
     assert!(text.contains("0 failing runs"), "{text}");
-    for k in ["vec4_t4", "reg4_64", "reg2_64", "own4_64", "own4_128x64", "reg4_64x128"] {
+    for k in [
+        "vec4_t4",
+        "reg4_64",
+        "reg2_64",
+        "own4_64",
+        "own4_128x64",
+        "reg4_64x128",
+    ] {
         assert!(
             text.contains(&format!("{k} n=131: 0 mismatches")),
             "{k} did not run:\n{text}"
