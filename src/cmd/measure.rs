@@ -369,6 +369,7 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receip
             useful_gb_s: gbs,
             pct_of_peak: 100.0 * gbs / peak,
             flagged_blocks: flagged,
+            rounds: None,
         },
     };
     r.validate()

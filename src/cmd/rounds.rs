@@ -148,6 +148,7 @@ fn combine(name: &str, rows: &[&BlockRow], rounds: u32, dir: &Path) -> anyhow::R
             .iter()
             .filter(|b| !b.flags.is_empty())
             .count() as u64,
+        rounds: None,
     };
     Ok(r)
 }
@@ -354,6 +355,11 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
         (Some(g), Some(of)) if of > 0.0 => format!("{:.1}", 100.0 * g / of),
         _ => "-".into(),
     };
+    let pct_of_ceiling = |g: Option<f64>| {
+        g.zip(ceiling.as_ref())
+            .filter(|(_, c)| c.1 > 0.0)
+            .map(|(g, c)| 100.0 * g / c.1)
+    };
     let mut rates = Vec::new();
     let mut analyses = Vec::new();
     for (k, (name, l)) in names.iter().zip(&lines).enumerate() {
@@ -377,7 +383,7 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             "blocks_passed": l.ok,
             "median_us": l.summary.as_ref().map(|s| s.median),
             "median_gb_s": l.gb_s,
-            "pct_of_ceiling": l.gb_s.zip(ceiling.as_ref()).map(|(g, c)| 100.0 * g / c.1),
+            "pct_of_ceiling": pct_of_ceiling(l.gb_s),
             "pct_of_peak": l.gb_s.zip(peak).map(|(g, p)| 100.0 * g / p),
             "prediction": kernels[k].decl.prediction,
         }));
@@ -395,16 +401,9 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             text.push_str(&format!("predicted before measuring, {name}: {p}\n"));
         }
     }
-    for (k, name) in names.iter().enumerate() {
-        let mine: Vec<&BlockRow> = rows.iter().filter(|r| r.variant == *name).collect();
-        if lines[k].ok == mine.len() {
-            let r = combine(name, &mine, args.rounds, &dir)?;
-            r.validate()
-                .with_context(|| format!("combined receipt for {name}"))?;
-            r.write(&dir.join(format!("{name}.receipt.json")))?;
-        }
-    }
     text.push('\n');
+    let mut ratios: Vec<(String, f64, Option<(f64, f64)>)> = Vec::new();
+    let mut analysis_error: Option<anyhow::Error> = None;
     if !gate_failed {
         let cfg = BootstrapConfig {
             seed: args.seed,
@@ -416,7 +415,15 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             if *name == baseline {
                 continue;
             }
-            let a = analyze_speedup(&b, &per_round(name), &cfg)?;
+            // An analysis that cannot be made still leaves every receipt written (below).
+            let a = match analyze_speedup(&b, &per_round(name), &cfg) {
+                Ok(a) => a,
+                Err(e) => {
+                    analysis_error = Some(anyhow::Error::from(e));
+                    break;
+                }
+            };
+            ratios.push((name.clone(), a.ratio, a.interval));
             if ops[k] != *bop {
                 text.push_str(&format!(
                     "note: {name} computes '{}', {baseline} computes '{bop}': the ratio is context, not a speedup\n",
@@ -431,6 +438,29 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
         }
     } else {
         text.push_str("a correctness gate failed in at least one block: no ratios are reported\n");
+    }
+    // Combined receipts, each with its place in these rounds (ceiling share, ratio).
+    for (k, name) in names.iter().enumerate() {
+        let mine: Vec<&BlockRow> = rows.iter().filter(|r| r.variant == *name).collect();
+        if lines[k].ok == mine.len() {
+            let mut r = combine(name, &mine, args.rounds, &dir)?;
+            let ratio = ratios.iter().find(|x| x.0 == *name);
+            r.result.rounds = Some(receipt::RoundsContext {
+                kernels: names.clone(),
+                ceiling_kernel: ceiling.as_ref().map(|c| c.0.clone()),
+                ceiling_gb_s: ceiling.as_ref().map(|c| c.1),
+                pct_of_ceiling: pct_of_ceiling(lines[k].gb_s),
+                baseline: baseline.clone(),
+                ratio_to_baseline: ratio.map(|x| x.1),
+                ratio_interval: ratio.and_then(|x| x.2).map(|(lo, hi)| [lo, hi]),
+            });
+            r.validate()
+                .with_context(|| format!("combined receipt for {name}"))?;
+            r.write(&dir.join(format!("{name}.receipt.json")))?;
+        }
+    }
+    if let Some(e) = analysis_error {
+        return Err(e.context("analysing the rounds"));
     }
     write_atomic(&dir.join("summary.txt"), text.as_bytes())?;
     let json = serde_json::json!({

@@ -198,6 +198,29 @@ pub struct ResultSummary {
     pub useful_gb_s: f64,
     pub pct_of_peak: f64,
     pub flagged_blocks: u64,
+    /// Where the kernel stood in the `klab rounds` run that combined this receipt (absent
+    /// from single-block receipts and from receipts written before klab recorded it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<RoundsContext>,
+}
+
+/// A combined receipt's place in its rounds: its share of the fastest copy kernel timed in
+/// the same rounds (the ceiling) and its round-level ratio against the rounds' baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoundsContext {
+    /// Every kernel of the rounds, in the order of the first round.
+    pub kernels: Vec<String>,
+    /// The fastest copy kernel of the rounds and its median effective GB/s.
+    pub ceiling_kernel: Option<String>,
+    pub ceiling_gb_s: Option<f64>,
+    pub pct_of_ceiling: Option<f64>,
+    pub baseline: String,
+    /// Median of the per-round ratios baseline median / this kernel's median (above 1: this
+    /// kernel is faster); absent for the baseline itself or when a block failed its gate.
+    pub ratio_to_baseline: Option<f64>,
+    /// Its bootstrap interval over rounds, when there were enough rounds for one.
+    pub ratio_interval: Option<[f64; 2]>,
 }
 
 /// Why a receipt cannot be read, written or trusted. Each renders as one line.
@@ -560,6 +583,17 @@ impl ResultSummary {
             ("pct_of_peak", self.pct_of_peak),
         ] {
             non_negative(&format!("result.{name}"), v)?;
+        }
+        if let Some(c) = &self.rounds {
+            for (name, v) in [
+                ("ceiling_gb_s", c.ceiling_gb_s),
+                ("pct_of_ceiling", c.pct_of_ceiling),
+                ("ratio_to_baseline", c.ratio_to_baseline),
+            ] {
+                if let Some(v) = v {
+                    non_negative(&format!("result.rounds.{name}"), v)?;
+                }
+            }
         }
         if !(self.p10_us <= self.median_us && self.median_us <= self.p90_us) {
             return Err(ReceiptError::invalid(

@@ -367,3 +367,40 @@ fn baseline_source_is_validated_when_present() {
     let e = r.validate().unwrap_err().to_string();
     assert!(e.contains("baseline_source.binary_sha256"), "{e}");
 }
+
+/// `result.rounds` (where a combined receipt stood in its rounds) is optional, so receipts
+/// written before it still load; when present it round-trips, and its numbers are checked.
+#[test]
+fn the_rounds_context_is_optional_kept_and_checked() {
+    let context = json!({
+        "kernels": ["sgeam", "copy_vec16", "own4_64"],
+        "ceiling_kernel": "copy_vec16",
+        "ceiling_gb_s": 4094.0,
+        "pct_of_ceiling": 77.4,
+        "baseline": "sgeam",
+        "ratio_to_baseline": 0.95,
+        "ratio_interval": [0.93, 0.95]
+    });
+    let (_d, r) = load_after(|v| {
+        assert!(
+            v["result"].get("rounds").is_none(),
+            "the fixture has no context"
+        );
+    });
+    assert_eq!(r.unwrap().result.rounds, None);
+    let c = context.clone();
+    let (_d, r) = load_after(move |v| v["result"]["rounds"] = c);
+    let r = r.unwrap();
+    let got = r.result.rounds.as_ref().unwrap();
+    assert_eq!(got.pct_of_ceiling, Some(77.4));
+    assert_eq!(got.ratio_interval, Some([0.93, 0.95]));
+    assert_eq!(serde_json::to_value(got).unwrap(), context);
+    let mut bad = context.clone();
+    bad["ratio_to_baseline"] = json!(-1.0);
+    let msg = refused(move |v| v["result"]["rounds"] = bad);
+    assert!(msg.contains("result.rounds.ratio_to_baseline"), "{msg}");
+    let mut extra = context;
+    extra["speedup"] = json!(2.0);
+    let msg = refused(move |v| v["result"]["rounds"] = extra);
+    assert!(msg.contains("speedup"), "{msg}");
+}

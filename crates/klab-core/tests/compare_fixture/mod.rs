@@ -127,6 +127,7 @@ pub fn template(entry: &str) -> Receipt {
             useful_gb_s: 0.0,
             pct_of_peak: 0.0,
             flagged_blocks: 0,
+            rounds: None,
         },
     }
 }
