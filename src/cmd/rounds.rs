@@ -402,7 +402,9 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
         }
     }
     text.push('\n');
-    let mut ratios: Vec<(String, f64, Option<(f64, f64)>)> = Vec::new();
+    // (candidate, round-level ratio against the baseline, its interval)
+    type Ratio = (String, f64, Option<(f64, f64)>);
+    let mut ratios: Vec<Ratio> = Vec::new();
     let mut analysis_error: Option<anyhow::Error> = None;
     if !gate_failed {
         let cfg = BootstrapConfig {
