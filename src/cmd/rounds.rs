@@ -153,6 +153,33 @@ fn combine(name: &str, rows: &[&BlockRow], rounds: u32, dir: &Path) -> anyhow::R
     Ok(r)
 }
 
+/// A rate's share of the rounds' ceiling (the fastest copy kernel), in percent.
+fn pct_of_ceiling(gb_s: Option<f64>, ceiling: Option<&(String, f64)>) -> Option<f64> {
+    gb_s.zip(ceiling)
+        .filter(|(_, c)| c.1 > 0.0)
+        .map(|(g, c)| 100.0 * g / c.1)
+}
+
+/// A combined receipt's place in its rounds: the ceiling and this kernel's share of it, and
+/// its round-level ratio against the baseline (`None` for the baseline itself).
+fn place_in_rounds(
+    names: &[String],
+    ceiling: Option<&(String, f64)>,
+    gb_s: Option<f64>,
+    baseline: &str,
+    ratio: Option<(f64, Option<(f64, f64)>)>,
+) -> receipt::RoundsContext {
+    receipt::RoundsContext {
+        kernels: names.to_vec(),
+        ceiling_kernel: ceiling.map(|c| c.0.clone()),
+        ceiling_gb_s: ceiling.map(|c| c.1),
+        pct_of_ceiling: pct_of_ceiling(gb_s, ceiling),
+        baseline: baseline.to_string(),
+        ratio_to_baseline: ratio.map(|r| r.0),
+        ratio_interval: ratio.and_then(|r| r.1).map(|(lo, hi)| [lo, hi]),
+    }
+}
+
 pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
     let kernels: Vec<Kernel> = args
         .kernels
@@ -355,11 +382,6 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
         (Some(g), Some(of)) if of > 0.0 => format!("{:.1}", 100.0 * g / of),
         _ => "-".into(),
     };
-    let pct_of_ceiling = |g: Option<f64>| {
-        g.zip(ceiling.as_ref())
-            .filter(|(_, c)| c.1 > 0.0)
-            .map(|(g, c)| 100.0 * g / c.1)
-    };
     let mut rates = Vec::new();
     let mut analyses = Vec::new();
     for (k, (name, l)) in names.iter().zip(&lines).enumerate() {
@@ -383,7 +405,7 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             "blocks_passed": l.ok,
             "median_us": l.summary.as_ref().map(|s| s.median),
             "median_gb_s": l.gb_s,
-            "pct_of_ceiling": pct_of_ceiling(l.gb_s),
+            "pct_of_ceiling": pct_of_ceiling(l.gb_s, ceiling.as_ref()),
             "pct_of_peak": l.gb_s.zip(peak).map(|(g, p)| 100.0 * g / p),
             "prediction": kernels[k].decl.prediction,
         }));
@@ -447,15 +469,13 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
         if lines[k].ok == mine.len() {
             let mut r = combine(name, &mine, args.rounds, &dir)?;
             let ratio = ratios.iter().find(|x| x.0 == *name);
-            r.result.rounds = Some(receipt::RoundsContext {
-                kernels: names.clone(),
-                ceiling_kernel: ceiling.as_ref().map(|c| c.0.clone()),
-                ceiling_gb_s: ceiling.as_ref().map(|c| c.1),
-                pct_of_ceiling: pct_of_ceiling(lines[k].gb_s),
-                baseline: baseline.clone(),
-                ratio_to_baseline: ratio.map(|x| x.1),
-                ratio_interval: ratio.and_then(|x| x.2).map(|(lo, hi)| [lo, hi]),
-            });
+            r.result.rounds = Some(place_in_rounds(
+                &names,
+                ceiling.as_ref(),
+                lines[k].gb_s,
+                &baseline,
+                ratio.map(|x| (x.1, x.2)),
+            ));
             r.validate()
                 .with_context(|| format!("combined receipt for {name}"))?;
             r.write(&dir.join(format!("{name}.receipt.json")))?;
@@ -489,6 +509,30 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_receipt_knows_its_share_of_the_ceiling_and_its_ratio() {
+        let names: Vec<String> = ["sgeam", "copy_vec16", "own4_64"].map(String::from).into();
+        let ceiling = ("copy_vec16".to_string(), 4000.0);
+        let c = place_in_rounds(
+            &names,
+            Some(&ceiling),
+            Some(3000.0),
+            "sgeam",
+            Some((0.95, Some((0.93, 0.96)))),
+        );
+        assert_eq!(c.kernels, names);
+        assert_eq!(c.ceiling_kernel.as_deref(), Some("copy_vec16"));
+        assert_eq!(c.pct_of_ceiling, Some(75.0));
+        assert_eq!(c.ratio_to_baseline, Some(0.95));
+        assert_eq!(c.ratio_interval, Some([0.93, 0.96]));
+        // The baseline has no ratio; no copy kernel (or a zero rate) means no share.
+        let b = place_in_rounds(&names, None, Some(3000.0), "sgeam", None);
+        assert_eq!((b.pct_of_ceiling, b.ratio_to_baseline), (None, None));
+        let zero = ("copy_vec16".to_string(), 0.0);
+        assert_eq!(pct_of_ceiling(Some(1.0), Some(&zero)), None);
+        assert_eq!(pct_of_ceiling(None, Some(&ceiling)), None);
+    }
 
     #[test]
     fn two_kernels_give_abba() {
