@@ -159,10 +159,20 @@ struct __align__(4 * W) VecF {
   float v[W];
 };
 
-// Vector loads and stores of W floats at a W-aligned address.
-template <int W>
+// Vector loads and stores of W floats at a W-aligned address. CS marks the access
+// "streaming" (ld.global.cs / st.global.cs: evict-first in L1 and L2).
+template <int W, bool CS = false>
 __device__ __forceinline__ VecF<W> load_vec(const float* p) {
   VecF<W> r;
+#ifdef __CUDA_ARCH__
+  if constexpr (CS && W == 4) {
+    asm volatile(
+        "{ .reg .u64 g; cvta.to.global.u64 g, %4; ld.global.cs.v4.f32 {%0, %1, %2, %3}, [g]; }"
+        : "=f"(r.v[0]), "=f"(r.v[1]), "=f"(r.v[2]), "=f"(r.v[3])
+        : "l"(p));
+    return r;
+  }
+#endif
   if constexpr (W == 4) {
     const float4 a = *reinterpret_cast<const float4*>(p);
     r.v[0] = a.x;
@@ -180,10 +190,15 @@ __device__ __forceinline__ VecF<W> load_vec(const float* p) {
 // The store is inline PTX: with a plain float4 store beside the element-by-element stores of
 // the partial vectors, the compiler merged the two into four scalar stores (seen in the PTX),
 // which quadrupled the store sectors of the ragged path.
-template <int W>
+template <int W, bool CS = false>
 __device__ __forceinline__ void store_vec(float* p, const VecF<W>& y) {
 #ifdef __CUDA_ARCH__
-  if constexpr (W == 4) {
+  if constexpr (CS && W == 4) {
+    asm("{ .reg .u64 g; cvta.to.global.u64 g, %0; st.global.cs.v4.f32 [g], {%1, %2, %3, %4}; }"
+        :
+        : "l"(p), "f"(y.v[0]), "f"(y.v[1]), "f"(y.v[2]), "f"(y.v[3])
+        : "memory");
+  } else if constexpr (W == 4) {
     asm("{ .reg .u64 g; cvta.to.global.u64 g, %0; st.global.v4.f32 [g], {%1, %2, %3, %4}; }"
         :
         : "l"(p), "f"(y.v[0]), "f"(y.v[1]), "f"(y.v[2]), "f"(y.v[3])
@@ -250,7 +265,130 @@ __device__ __forceinline__ void tile_coords(int& bx, int& by) {
   bx = k / rows;
 }
 
-template <int TR, int TC, int W, int THREADS, int G, bool OWN = false>
+// The aligned path (N % W == 0) for the TR x TC tile at input row r0, column c0, through
+// `smem` (at least TR * TC floats, 16-byte aligned). CS: streaming cache hints on every
+// global access.
+template <int TR, int TC, int W, int THREADS, bool CS = false>
+__device__ __forceinline__ void reg_aligned_tile(float* __restrict__ output,
+                                                 const float* __restrict__ input, int n, int r0,
+                                                 int c0, float* smem) {
+  using V = VecF<W>;
+  const int tid = threadIdx.x;
+  constexpr int VR = TC / W;  // vectors across an input row of the tile
+  constexpr int QR = TR / W;  // vectors across an output row of the tile
+  constexpr int SW = 32 / W;  // lanes per shared-memory wavefront
+  constexpr int PER = QR * VR / THREADS;
+  static_assert(QR * VR % THREADS == 0, "register blocks divide among the threads");
+  V* s = reinterpret_cast<V*>(smem);  // [TC][QR]
+  V x[PER][W];
+#pragma unroll
+  for (int p = 0; p < PER; ++p) {
+    const int b = tid + p * THREADS;
+    const int q = b / VR;
+    const int v = b % VR;
+    const int c = c0 + v * W;
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      const int r = r0 + q * W + w;
+      // n and c are multiples of W, so c < n means the whole vector is inside.
+      if (r < n && c < n) {
+        x[p][w] = load_vec<W, CS>(input + static_cast<size_t>(r) * n + c);
+      } else {
+#pragma unroll
+        for (int t = 0; t < W; ++t) x[p][w].v[t] = 0.f;
+      }
+    }
+  }
+#pragma unroll
+  for (int p = 0; p < PER; ++p) {
+    const int b = tid + p * THREADS;
+    const int q = b / VR;
+    const int v = b % VR;
+#pragma unroll
+    for (int t = 0; t < W; ++t) {
+      V y;
+#pragma unroll
+      for (int w = 0; w < W; ++w) y.v[w] = x[p][w].v[t];
+      s[(v * W + t) * QR + (q ^ (v % SW))] = y;
+    }
+  }
+  __syncthreads();
+  // TC x QR vectors leave the tile: W per register block, so PER * W per thread.
+#pragma unroll
+  for (int p = 0; p < PER * W; ++p) {
+    const int b = tid + p * THREADS;
+    const int j = b / QR;
+    const int q = b % QR;
+    const V y = s[j * QR + (q ^ ((j / W) % SW))];
+    const int orow = c0 + j;
+    const int ocol = r0 + q * W;
+    if (orow < n && ocol < n) {
+      store_vec<W, CS>(output + static_cast<size_t>(orow) * n + ocol, y);
+    }
+  }
+}
+
+// The ragged path's store phase with whole-vector ownership: the TC output row pieces of the
+// tile at (r0, c0), read from `tile` (row i, column jl at tile[i * STR + jl]; rows TR ..
+// TR + W - 2 are the halo), jmax valid columns. Output vectors are owned whole: this block
+// writes the aligned vectors of output row c0 + jl whose first element lies in columns
+// [r0, r0 + TR), reading up to W - 1 halo rows past its tile, so no 16-byte vector is split
+// between two blocks. Only the head of a row (before its first aligned vector, written by
+// the first column band) and the end of a row are written element by element.
+template <int TR, int TC, int W, int THREADS, int STR>
+__device__ __forceinline__ void own_store_phase(float* __restrict__ output, const float* tile,
+                                                int n, int r0, int c0, int jmax) {
+  using V = VecF<W>;
+  constexpr int MQ = TR / W;  // main vectors per output row of the tile
+  constexpr int MPER = TC * MQ / THREADS;
+  static_assert(TC * MQ % THREADS == 0, "main tasks divide among the threads");
+  static_assert(TC <= THREADS, "one extra task per thread at most");
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int p = 0; p <= MPER; ++p) {
+    int jl = tid;  // p == MPER: the head of output row tid
+    int m = MQ;
+    bool mine = tid < TC;
+    if (p < MPER) {
+      ragged_task<W, MQ>(tid + p * THREADS, jl, m);
+      mine = true;
+    }
+    if (mine && jl < jmax) {
+      const size_t lin = static_cast<size_t>(c0 + jl) * n + r0;
+      const int s = static_cast<int>(lin % W);
+      const int e = (W - s) % W;  // first aligned column offset
+      const int ilim = n - r0;    // tile rows i with column r0 + i < n
+      if (p < MPER) {
+        const int ilo = e + m * W;
+        if (ilo < ilim) {
+          const size_t a = lin + ilo;
+          V g;  // g.v[u] holds element (u + s) % W of the output vector
+#pragma unroll
+          for (int u = 0; u < W; ++u) {
+            const int i = ilo + (u + s) % W;
+            g.v[u] = i < ilim ? tile[i * STR + jl] : 0.f;
+          }
+          const V y = rotate_vec<W>(g, (W - s) % W);
+          if (ilo + W <= ilim) {
+            store_vec<W>(output + a, y);
+          } else {
+#pragma unroll
+            for (int t = 0; t < W; ++t) {
+              if (ilo + t < ilim) output[a + t] = y.v[t];
+            }
+          }
+        }
+      } else if (r0 == 0) {
+#pragma unroll
+        for (int t = 0; t < W - 1; ++t) {
+          if (t < e && t < ilim) output[lin + t] = tile[t * STR + jl];
+        }
+      }
+    }
+  }
+}
+
+template <int TR, int TC, int W, int THREADS, int G, bool OWN = false, bool CS = false>
 __device__ __forceinline__ void transpose_reg(float* __restrict__ output,
                                               const float* __restrict__ input, int n) {
   static_assert(W == 2 || W == 4, "vector width");
@@ -265,58 +403,7 @@ __device__ __forceinline__ void transpose_reg(float* __restrict__ output,
   const int tid = threadIdx.x;
 
   if (n % W == 0) {
-    constexpr int VR = TC / W;  // vectors across an input row of the tile
-    constexpr int QR = TR / W;  // vectors across an output row of the tile
-    constexpr int SW = 32 / W;  // lanes per shared-memory wavefront
-    constexpr int PER = QR * VR / THREADS;
-    static_assert(QR * VR % THREADS == 0, "register blocks divide among the threads");
-    V* s = reinterpret_cast<V*>(smem);  // [TC][QR]
-    V x[PER][W];
-#pragma unroll
-    for (int p = 0; p < PER; ++p) {
-      const int b = tid + p * THREADS;
-      const int q = b / VR;
-      const int v = b % VR;
-      const int c = c0 + v * W;
-#pragma unroll
-      for (int w = 0; w < W; ++w) {
-        const int r = r0 + q * W + w;
-        // n and c are multiples of W, so c < n means the whole vector is inside.
-        if (r < n && c < n) {
-          x[p][w] = load_vec<W>(input + static_cast<size_t>(r) * n + c);
-        } else {
-#pragma unroll
-          for (int t = 0; t < W; ++t) x[p][w].v[t] = 0.f;
-        }
-      }
-    }
-#pragma unroll
-    for (int p = 0; p < PER; ++p) {
-      const int b = tid + p * THREADS;
-      const int q = b / VR;
-      const int v = b % VR;
-#pragma unroll
-      for (int t = 0; t < W; ++t) {
-        V y;
-#pragma unroll
-        for (int w = 0; w < W; ++w) y.v[w] = x[p][w].v[t];
-        s[(v * W + t) * QR + (q ^ (v % SW))] = y;
-      }
-    }
-    __syncthreads();
-    // TC x QR vectors leave the tile: W per register block, so PER * W per thread.
-#pragma unroll
-    for (int p = 0; p < PER * W; ++p) {
-      const int b = tid + p * THREADS;
-      const int j = b / QR;
-      const int q = b % QR;
-      const V y = s[j * QR + (q ^ ((j / W) % SW))];
-      const int orow = c0 + j;
-      const int ocol = r0 + q * W;
-      if (orow < n && ocol < n) {
-        store_vec<W>(output + static_cast<size_t>(orow) * n + ocol, y);
-      }
-    }
+    reg_aligned_tile<TR, TC, W, THREADS, CS>(output, input, n, r0, c0, smem);
   } else {
     // Tasks: (tile row, aligned vector m). The main tasks (m < TC / W) put W rows of 32 / W
     // lanes in each warp instruction; the one extra vector per row that a skew needs
@@ -389,72 +476,39 @@ __device__ __forceinline__ void transpose_reg(float* __restrict__ output,
       }
     }
     __syncthreads();
+    if constexpr (OWN) {
+      own_store_phase<TR, TC, W, THREADS, STR>(output, tile, n, r0, c0, jmax);
+    } else {
 #pragma unroll
-    for (int p = 0; p <= MPER; ++p) {
-      int jl = tid;  // p == MPER: the extra vector of row tid
-      int m = MQ;
-      bool mine = tid < TC;
-      if (p < MPER) {
-        ragged_task<W, MQ>(tid + p * THREADS, jl, m);
-        mine = true;
-      }
-      if (OWN && mine && jl < jmax) {
-        // Output vectors are owned whole: this block writes the aligned vectors of output row
-        // c0 + jl whose first element lies in columns [r0, r0 + TR), reading up to W - 1 halo
-        // rows past its tile, so no 16-byte vector is split between two blocks. Only the
-        // head of a row (before its first aligned vector, written by the first column band)
-        // and the end of a row are written element by element.
-        const size_t lin = static_cast<size_t>(c0 + jl) * n + r0;
-        const int s = static_cast<int>(lin % W);
-        const int e = (W - s) % W;  // first aligned column offset
-        const int ilim = n - r0;    // tile rows i with column r0 + i < n
+      for (int p = 0; p <= MPER; ++p) {
+        int jl = tid;  // p == MPER: the extra vector of row tid
+        int m = MQ;
+        bool mine = tid < TC;
         if (p < MPER) {
-          const int ilo = e + m * W;
-          if (ilo < ilim) {
-            const size_t a = lin + ilo;
+          ragged_task<W, MQ>(tid + p * THREADS, jl, m);
+          mine = true;
+        }
+        if (mine && jl < jmax) {
+          const size_t lin = static_cast<size_t>(c0 + jl) * n + r0;
+          const int s = static_cast<int>(lin % W);
+          const int ilo = m * W - s;
+          if (ilo < imax) {
+            const size_t a = lin - s + static_cast<size_t>(m) * W;
             V g;  // g.v[u] holds element (u + s) % W of the output vector
 #pragma unroll
             for (int u = 0; u < W; ++u) {
               const int i = ilo + (u + s) % W;
-              g.v[u] = i < ilim ? tile[i * STR + jl] : 0.f;
+              g.v[u] = (i >= 0 && i < imax) ? tile[i * STR + jl] : 0.f;
             }
             const V y = rotate_vec<W>(g, (W - s) % W);
-            if (ilo + W <= ilim) {
+            if (ilo >= 0 && ilo + W <= imax) {
               store_vec<W>(output + a, y);
             } else {
 #pragma unroll
               for (int t = 0; t < W; ++t) {
-                if (ilo + t < ilim) output[a + t] = y.v[t];
+                const int i = ilo + t;
+                if (i >= 0 && i < imax) output[a + t] = y.v[t];
               }
-            }
-          }
-        } else if (r0 == 0) {
-#pragma unroll
-          for (int t = 0; t < W - 1; ++t) {
-            if (t < e && t < ilim) output[lin + t] = tile[t * STR + jl];
-          }
-        }
-      }
-      if (!OWN && mine && jl < jmax) {
-        const size_t lin = static_cast<size_t>(c0 + jl) * n + r0;
-        const int s = static_cast<int>(lin % W);
-        const int ilo = m * W - s;
-        if (ilo < imax) {
-          const size_t a = lin - s + static_cast<size_t>(m) * W;
-          V g;  // g.v[u] holds element (u + s) % W of the output vector
-#pragma unroll
-          for (int u = 0; u < W; ++u) {
-            const int i = ilo + (u + s) % W;
-            g.v[u] = (i >= 0 && i < imax) ? tile[i * STR + jl] : 0.f;
-          }
-          const V y = rotate_vec<W>(g, (W - s) % W);
-          if (ilo >= 0 && ilo + W <= imax) {
-            store_vec<W>(output + a, y);
-          } else {
-#pragma unroll
-            for (int t = 0; t < W; ++t) {
-              const int i = ilo + t;
-              if (i >= 0 && i < imax) output[a + t] = y.v[t];
             }
           }
         }
@@ -462,6 +516,150 @@ __device__ __forceinline__ void transpose_reg(float* __restrict__ output,
     }
   }
 }
+
+// ---------------------------------------------------------------------------------------
+// Strips (issue 6, third set; predictions in notes/transpose-fast.md): a block walks K
+// TR x TC tiles of one strip of input rows from left to right, so each input sector is read
+// once. Block (bx, by) covers input rows [TR by, TR (by + 1)) and columns [C0, C0 + K TC),
+// C0 = K TC bx.
+//
+// N % 4 == 0: the K tiles one after another through the aligned path of the family.
+//
+// N % 4 != 0: a row's loads are the aligned 16-byte vectors that start at or after its first
+// whole 32-byte sector (column e of the strip, e < 8): iteration k loads the TC / 4 vectors
+// at columns e + k TC + 4 m, so every warp request covers whole sectors and no sector is read
+// by two iterations. The columns a vector carries past its tile (up to e) are the head of the
+// next tile: shared memory is a circular buffer of 2 TC columns per row, so they are simply
+// stored where the next tile will read them. Before the first tile each row also loads the
+// up to e columns before its first whole sector (the only sector a strip shares with its
+// left neighbour). Iteration k+1's loads are issued before iteration k's stores. The store
+// side is the ownership path (own_store_phase) with W = 4 halo rows. Bank conflicts: a warp's
+// loads cover 4 consecutive rows (row stride 2 TC + 1, one bank apart) and 8 consecutive
+// vectors of each; each thread visits its elements rotated so that its column at step u is
+// congruent to u mod 4, as in transpose_reg.
+template <int TR, int TC, int K, int THREADS>
+struct Strip {
+  static constexpr int W = 4;
+  static constexpr int A = 8;              // floats per 32-byte sector
+  static constexpr int CB = 2 * TC;        // circular buffer columns per row
+  static constexpr int STR = CB + 1;       // odd row stride
+  static constexpr int TRH = TR + W;       // tile rows and halo rows
+  static constexpr int MV = TC / W;        // vectors per row per tile
+  static constexpr int LMAIN = TRH * MV;   // load tasks per tile
+  static constexpr int LPER = (LMAIN + THREADS - 1) / THREADS;
+  static constexpr int HEADS = TRH * (A / W);
+  static_assert(TR % 32 == 0 && TC % 32 == 0, "tile sides are multiples of 32");
+  static_assert(TR * TC <= TRH * STR, "the aligned path's tile fits the buffer");
+  static_assert(LMAIN % 32 == 0, "load tasks fill whole warps");
+
+  // Load task p of this thread: the row of the strip and the vector index within the tile.
+  static __device__ __forceinline__ bool task(int p, int& rl, int& m) {
+    const int b = threadIdx.x + p * THREADS;
+    ragged_task<W, MV>(b, rl, m);
+    return b < LMAIN;
+  }
+
+  // Strip column of the first whole 32-byte sector of row rl (lin: the row's flat index at C0).
+  static __device__ __forceinline__ int first_sector(size_t lin) {
+    return static_cast<int>((A - lin % A) % A);
+  }
+
+  static __device__ __forceinline__ void load(VecF<W> (&vals)[LPER], const float* input, int n,
+                                              size_t total, int r0, int c0s, int k, int jend,
+                                              int imax) {
+#pragma unroll
+    for (int p = 0; p < LPER; ++p) {
+      int rl, m;
+      const bool mine = task(p, rl, m);
+#pragma unroll
+      for (int t = 0; t < W; ++t) vals[p].v[t] = 0.f;
+      if (mine && rl < imax) {
+        const size_t lin = static_cast<size_t>(r0 + rl) * n + c0s;
+        const int j = first_sector(lin) + k * TC + m * W;
+        if (j < jend) {
+          const size_t a = lin + j;
+          if (a + W <= total) {
+            vals[p] = load_vec<W>(input + a);
+          } else {
+#pragma unroll
+            for (int t = 0; t < W; ++t) {
+              if (a + t < total) vals[p].v[t] = input[a + t];
+            }
+          }
+        }
+      }
+    }
+  }
+
+  static __device__ __forceinline__ void put(const VecF<W> (&vals)[LPER], float* tile, int n,
+                                             int r0, int c0s, int k, int jend, int imax) {
+#pragma unroll
+    for (int p = 0; p < LPER; ++p) {
+      int rl, m;
+      const bool mine = task(p, rl, m);
+      if (mine && rl < imax) {
+        const size_t lin = static_cast<size_t>(r0 + rl) * n + c0s;
+        const int j = first_sector(lin) + k * TC + m * W;  // congruent to -lin mod 4
+        const int s = static_cast<int>(lin % W);
+        const VecF<W> r = rotate_vec<W>(vals[p], s);  // r.v[u]: element (u + s) % W
+#pragma unroll
+        for (int u = 0; u < W; ++u) {
+          const int c = j + (u + s) % W;  // congruent to u mod 4
+          if (c < jend) tile[rl * STR + (c & (CB - 1))] = r.v[u];
+        }
+      }
+    }
+  }
+
+  static __device__ __forceinline__ void run(float* __restrict__ output,
+                                             const float* __restrict__ input, int n) {
+    __shared__ __align__(16) float smem[TRH * STR];
+    const int r0 = blockIdx.y * TR;
+    const int c0s = blockIdx.x * (K * TC);
+    if (n % W == 0) {
+      for (int k = 0; k < K && c0s + k * TC < n; ++k) {
+        if (k > 0) __syncthreads();  // the previous tile's shared reads are done
+        reg_aligned_tile<TR, TC, W, THREADS>(output, input, n, r0, c0s + k * TC, smem);
+      }
+      return;
+    }
+    const size_t total = static_cast<size_t>(n) * n;
+    const int jend = min(K * TC, n - c0s);  // valid columns of the strip
+    const int imax = min(TRH, n - r0);      // valid rows, halo included
+    // The columns before each row's first whole sector: the A / W vectors ending there.
+    for (int h = threadIdx.x; h < HEADS; h += THREADS) {
+      const int rl = h % TRH;
+      if (rl < imax) {
+        const size_t lin = static_cast<size_t>(r0 + rl) * n + c0s;
+        const int j = first_sector(lin) - A + (h / TRH) * W;
+        // j + W > 0 implies lin > 0, so lin + j >= 0 (lin + e is a positive multiple of A).
+        if (j + W > 0) {
+#pragma unroll
+          for (int t = 0; t < W; ++t) {
+            const int c = j + t;
+            if (c >= 0 && c < jend) tile_at(smem, rl, c) = input[lin + c];
+          }
+        }
+      }
+    }
+    VecF<W> vals[LPER];
+    load(vals, input, n, total, r0, c0s, 0, jend, imax);
+    for (int k = 0; k < K && k * TC < jend; ++k) {
+      put(vals, smem, n, r0, c0s, k, jend, imax);
+      __syncthreads();
+      if (k + 1 < K && (k + 1) * TC < jend) {
+        load(vals, input, n, total, r0, c0s, k + 1, jend, imax);
+      }
+      own_store_phase<TR, TC, W, THREADS, STR>(output, smem + ((k * TC) & (CB - 1)), n, r0,
+                                               c0s + k * TC, min(TC, jend - k * TC));
+      __syncthreads();  // the next put overwrites the columns this tile just read
+    }
+  }
+
+  static __device__ __forceinline__ float& tile_at(float* smem, int rl, int c) {
+    return smem[rl * STR + (c & (CB - 1))];
+  }
+};
 
 // 64 x 64 tiles, 16-byte vectors, 256 threads (one 4 x 4 register block each).
 extern "C" __global__ void __launch_bounds__(256) transpose_reg4_64(float* output,
@@ -513,4 +711,34 @@ extern "C" __global__ void __launch_bounds__(256) transpose_own4_64(float* outpu
 extern "C" __global__ void __launch_bounds__(512) transpose_own4_128x64(float* output,
                                                                         const float* input, int n) {
   transpose_reg<128, 64, 4, 512, 1, true>(output, input, n);
+}
+
+// reg4_64 with streaming cache hints (ld.global.cs, st.global.cs) on the aligned path: the
+// input is read once and the output written once, so both are marked evict-first. The ragged
+// path is reg4_64's.
+extern "C" __global__ void __launch_bounds__(256) transpose_reg4_64_cs(float* output,
+                                                                       const float* input, int n) {
+  transpose_reg<64, 64, 4, 256, 1, false, true>(output, input, n);
+}
+
+// Strips of K 64 x 64 tiles (256 threads), and of 8 128 x 32 tiles.
+extern "C" __global__ void __launch_bounds__(256, 4) transpose_strip64_k2(float* output,
+                                                                       const float* input, int n) {
+  Strip<64, 64, 2, 256>::run(output, input, n);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 4) transpose_strip64_k4(float* output,
+                                                                       const float* input, int n) {
+  Strip<64, 64, 4, 256>::run(output, input, n);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 4) transpose_strip64_k8(float* output,
+                                                                       const float* input, int n) {
+  Strip<64, 64, 8, 256>::run(output, input, n);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 4) transpose_strip128x32_k8(float* output,
+                                                                           const float* input,
+                                                                           int n) {
+  Strip<128, 32, 8, 256>::run(output, input, n);
 }

@@ -3,7 +3,8 @@
 // each buffer is an exact-size heap allocation, so AddressSanitizer reports any access past
 // the matrix. The device-only code paths (inline PTX) compile to their host fallbacks.
 //
-//   fast_emu N...   runs every kernel below at each N and prints one line per run;
+//   fast_emu [--only=PREFIX] N...   runs every kernel below (or those whose names start with
+//                   PREFIX) at each N and prints one line per run;
 //                   exit 0 when every output matches the oracle bit for bit.
 #include <algorithm>
 #include <barrier>
@@ -63,6 +64,11 @@ static const Entry kEntries[] = {
     {"reg4_64x128", transpose_reg4_64x128, 512, 1, 128, 64, false},
     {"own4_64", transpose_own4_64, 256, 1, 64, 64, false},
     {"own4_128x64", transpose_own4_128x64, 512, 1, 64, 128, false},
+    {"reg4_64_cs", transpose_reg4_64_cs, 256, 1, 64, 64, false},
+    {"strip64_k2", transpose_strip64_k2, 256, 1, 128, 64, false},
+    {"strip64_k4", transpose_strip64_k4, 256, 1, 256, 64, false},
+    {"strip64_k8", transpose_strip64_k8, 256, 1, 512, 64, false},
+    {"strip128x32_k8", transpose_strip128x32_k8, 256, 1, 256, 128, false},
 };
 
 static size_t run(const Entry& e, int n) {
@@ -106,9 +112,15 @@ static size_t run(const Entry& e, int n) {
 
 int main(int argc, char** argv) {
   int failures = 0;
+  const char* only = "";  // --only=PREFIX: the kernels whose names start with PREFIX
   for (int a = 1; a < argc; ++a) {
+    if (std::strncmp(argv[a], "--only=", 7) == 0) {
+      only = argv[a] + 7;
+      continue;
+    }
     const int n = std::atoi(argv[a]);
     for (const Entry& e : kEntries) {
+      if (std::strncmp(e.name, only, std::strlen(only)) != 0) continue;
       const size_t bad = run(e, n);
       std::printf("%s n=%d: %zu mismatches\n", e.name, n, bad);
       failures += bad != 0;

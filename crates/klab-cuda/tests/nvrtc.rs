@@ -139,7 +139,8 @@ fn a_repeated_compile_still_reports_resources() {
 
 /// kernels/fast.cu: the T-tile transposes hold T padded 32 x 33 tiles (4,224 bytes each),
 /// the register-transpose family one TR x (TC + 1) float tile (its ragged path's layout, which
-/// the vector layout of the aligned path shares), and nothing spills to local memory.
+/// the vector layout of the aligned path shares; W more rows with ownership), the strips
+/// TR + 4 rows of a 2 TC + 1 circular buffer, and nothing spills to local memory.
 #[test]
 fn the_fast_kernels_compile_without_spills() {
     if !nvrtc_or_skip("the_fast_kernels_compile_without_spills") {
@@ -167,9 +168,14 @@ fn the_fast_kernels_compile_without_spills() {
             ("transpose_reg2_64", 64 * 65 * 4, 0),
             ("transpose_reg4_128x64", 128 * 65 * 4, 0),
             ("transpose_reg4_64", 64 * 65 * 4, 0),
+            ("transpose_reg4_64_cs", 64 * 65 * 4, 0),
             ("transpose_reg4_64_e2", 64 * 65 * 4, 0),
             ("transpose_reg4_64_g32", 64 * 65 * 4, 0),
             ("transpose_reg4_64x128", 64 * 129 * 4, 0),
+            ("transpose_strip128x32_k8", 132 * 65 * 4, 0),
+            ("transpose_strip64_k2", 68 * 129 * 4, 0),
+            ("transpose_strip64_k4", 68 * 129 * 4, 0),
+            ("transpose_strip64_k8", 68 * 129 * 4, 0),
             ("transpose_vec4_t1", 4224, 0),
             ("transpose_vec4_t2", 2 * 4224, 0),
             ("transpose_vec4_t4", 4 * 4224, 0),
