@@ -626,18 +626,29 @@ struct Strip {
     const size_t total = static_cast<size_t>(n) * n;
     const int jend = min(K * TC, n - c0s);  // valid columns of the strip
     const int imax = min(TRH, n - r0);      // valid rows, halo included
-    // The columns before each row's first whole sector: the A / W vectors ending there.
+    // The columns before each row's first whole sector: the A / W aligned vectors ending
+    // there, loaded whole (elements before the row start are read and dropped).
     for (int h = threadIdx.x; h < HEADS; h += THREADS) {
       const int rl = h % TRH;
       if (rl < imax) {
         const size_t lin = static_cast<size_t>(r0 + rl) * n + c0s;
-        const int j = first_sector(lin) - A + (h / TRH) * W;
-        // j + W > 0 implies lin > 0, so lin + j >= 0 (lin + e is a positive multiple of A).
+        const int e = first_sector(lin);
+        const int back = A - (h / TRH) * W;  // the vector starts this many columns before e
+        const int j = e - back;
+        // j + W > 0 implies lin > 0, so lin + e is a positive multiple of A and a >= 0.
         if (j + W > 0) {
+          const size_t a = lin + e - back;
+          VecF<W> v;
+          if (a + W <= total) {
+            v = load_vec<W>(input + a);
+          } else {
+#pragma unroll
+            for (int t = 0; t < W; ++t) v.v[t] = a + t < total ? input[a + t] : 0.f;
+          }
 #pragma unroll
           for (int t = 0; t < W; ++t) {
             const int c = j + t;
-            if (c >= 0 && c < jend) tile_at(smem, rl, c) = input[lin + c];
+            if (c >= 0 && c < jend) tile_at(smem, rl, c) = v.v[t];
           }
         }
       }
@@ -741,4 +752,11 @@ extern "C" __global__ void __launch_bounds__(256, 4) transpose_strip128x32_k8(fl
                                                                            const float* input,
                                                                            int n) {
   Strip<128, 32, 8, 256>::run(output, input, n);
+}
+
+// own4_64 capped at 48 registers (launch bounds 256 x 5, no spills): 5 blocks per SM instead
+// of 4.
+extern "C" __global__ void __launch_bounds__(256, 5) transpose_own4_64_o5(float* output,
+                                                                       const float* input, int n) {
+  transpose_reg<64, 64, 4, 256, 1, true>(output, input, n);
 }
