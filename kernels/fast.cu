@@ -328,14 +328,15 @@ __device__ __forceinline__ void reg_aligned_tile(float* __restrict__ output,
   }
 }
 
-// The ragged path's store phase with whole-vector ownership: the TC output row pieces of the
-// tile at (r0, c0), read from `tile` (row i, column jl at tile[i * STR + jl]; rows TR ..
-// TR + W - 2 are the halo), jmax valid columns. Output vectors are owned whole: this block
-// writes the aligned vectors of output row c0 + jl whose first element lies in columns
-// [r0, r0 + TR), reading up to W - 1 halo rows past its tile, so no 16-byte vector is split
-// between two blocks. Only the head of a row (before its first aligned vector, written by
-// the first column band) and the end of a row are written element by element.
-template <int TR, int TC, int W, int THREADS, int STR>
+// The ragged path's store phase with ownership: the TC output row pieces of the tile at
+// (r0, c0), read from `tile` (row i, column jl at tile[i * STR + jl]; rows TR .. TR + OA - 2
+// are the halo), jmax valid columns. Output row pieces are owned in aligned units of OA
+// floats (OA = W: 16-byte vectors; OA = 8: 32-byte sectors): this block writes the aligned
+// vectors of output row c0 + jl from its first OA-aligned column at or after r0, up to the
+// unit that starts before r0 + TR, reading up to OA - 1 halo rows past its tile, so no unit
+// is split between two blocks. Only the head of a row (before its first aligned unit,
+// written by the first column band) and the end of a row are written element by element.
+template <int TR, int TC, int W, int THREADS, int STR, int OA = W>
 __device__ __forceinline__ void own_store_phase(float* __restrict__ output, const float* tile,
                                                 int n, int r0, int c0, int jmax) {
   using V = VecF<W>;
@@ -343,6 +344,7 @@ __device__ __forceinline__ void own_store_phase(float* __restrict__ output, cons
   constexpr int MPER = TC * MQ / THREADS;
   static_assert(TC * MQ % THREADS == 0, "main tasks divide among the threads");
   static_assert(TC <= THREADS, "one extra task per thread at most");
+  static_assert(OA % W == 0, "units of whole vectors");
   const int tid = threadIdx.x;
 #pragma unroll
   for (int p = 0; p <= MPER; ++p) {
@@ -356,8 +358,8 @@ __device__ __forceinline__ void own_store_phase(float* __restrict__ output, cons
     if (mine && jl < jmax) {
       const size_t lin = static_cast<size_t>(c0 + jl) * n + r0;
       const int s = static_cast<int>(lin % W);
-      const int e = (W - s) % W;  // first aligned column offset
-      const int ilim = n - r0;    // tile rows i with column r0 + i < n
+      const int e = static_cast<int>((OA - lin % OA) % OA);  // first aligned unit; -s mod W
+      const int ilim = n - r0;  // tile rows i with column r0 + i < n
       if (p < MPER) {
         const int ilo = e + m * W;
         if (ilo < ilim) {
@@ -380,7 +382,7 @@ __device__ __forceinline__ void own_store_phase(float* __restrict__ output, cons
         }
       } else if (r0 == 0) {
 #pragma unroll
-        for (int t = 0; t < W - 1; ++t) {
+        for (int t = 0; t < OA - 1; ++t) {
           if (t < e && t < ilim) output[lin + t] = tile[t * STR + jl];
         }
       }
@@ -388,14 +390,16 @@ __device__ __forceinline__ void own_store_phase(float* __restrict__ output, cons
   }
 }
 
-template <int TR, int TC, int W, int THREADS, int G, bool OWN = false, bool CS = false>
+template <int TR, int TC, int W, int THREADS, int G, int OA = 0, bool CS = false>
 __device__ __forceinline__ void transpose_reg(float* __restrict__ output,
                                               const float* __restrict__ input, int n) {
   static_assert(W == 2 || W == 4, "vector width");
   static_assert(TR % 32 == 0 && TC % 32 == 0, "tile sides are multiples of 32");
   using V = VecF<W>;
-  // Shared by the two paths; OWN adds W halo rows to the ragged tile.
-  __shared__ __align__(16) float smem[(TR + (OWN ? W : 0)) * (TC + 1)];
+  // Shared by the two paths; ownership in units of OA floats (OA > 0) adds OA halo rows to
+  // the ragged tile.
+  constexpr bool OWN = OA > 0;
+  __shared__ __align__(16) float smem[(TR + OA) * (TC + 1)];
   int bx, by;
   tile_coords<G>(bx, by);
   const int r0 = by * TR;
@@ -416,7 +420,7 @@ __device__ __forceinline__ void transpose_reg(float* __restrict__ output,
     constexpr int MQ = TR / W;    // main vectors per output row of the tile
     constexpr int MAIN = TR * MV; // = TC * MQ: the main store tasks
     constexpr int MPER = MAIN / THREADS;
-    constexpr int TRH = TR + (OWN ? W : 0);  // tile rows loaded
+    constexpr int TRH = TR + OA;  // tile rows loaded
     constexpr int LMAIN = TRH * MV;          // main load tasks
     constexpr int LPER = (LMAIN + THREADS - 1) / THREADS;
     static_assert(MAIN % THREADS == 0, "main tasks divide among the threads");
@@ -477,7 +481,7 @@ __device__ __forceinline__ void transpose_reg(float* __restrict__ output,
     }
     __syncthreads();
     if constexpr (OWN) {
-      own_store_phase<TR, TC, W, THREADS, STR>(output, tile, n, r0, c0, jmax);
+      own_store_phase<TR, TC, W, THREADS, STR, OA>(output, tile, n, r0, c0, jmax);
     } else {
 #pragma unroll
       for (int p = 0; p <= MPER; ++p) {
@@ -716,12 +720,12 @@ extern "C" __global__ void __launch_bounds__(512) transpose_reg4_64x128(float* o
 // unchanged.
 extern "C" __global__ void __launch_bounds__(256) transpose_own4_64(float* output,
                                                                     const float* input, int n) {
-  transpose_reg<64, 64, 4, 256, 1, true>(output, input, n);
+  transpose_reg<64, 64, 4, 256, 1, 4>(output, input, n);
 }
 
 extern "C" __global__ void __launch_bounds__(512) transpose_own4_128x64(float* output,
                                                                         const float* input, int n) {
-  transpose_reg<128, 64, 4, 512, 1, true>(output, input, n);
+  transpose_reg<128, 64, 4, 512, 1, 4>(output, input, n);
 }
 
 // reg4_64 with streaming cache hints (ld.global.cs, st.global.cs) on the aligned path: the
@@ -729,7 +733,7 @@ extern "C" __global__ void __launch_bounds__(512) transpose_own4_128x64(float* o
 // path is reg4_64's.
 extern "C" __global__ void __launch_bounds__(256) transpose_reg4_64_cs(float* output,
                                                                        const float* input, int n) {
-  transpose_reg<64, 64, 4, 256, 1, false, true>(output, input, n);
+  transpose_reg<64, 64, 4, 256, 1, 0, true>(output, input, n);
 }
 
 // Strips of K 64 x 64 tiles (256 threads), and of 8 128 x 32 tiles.
@@ -758,5 +762,12 @@ extern "C" __global__ void __launch_bounds__(256, 4) transpose_strip128x32_k8(fl
 // of 4.
 extern "C" __global__ void __launch_bounds__(256, 5) transpose_own4_64_o5(float* output,
                                                                        const float* input, int n) {
-  transpose_reg<64, 64, 4, 256, 1, true>(output, input, n);
+  transpose_reg<64, 64, 4, 256, 1, 4>(output, input, n);
+}
+
+// own4_64_o5 with the output owned in 32-byte sectors (OA = 8, 7 halo rows, 8 loaded): no
+// sector of the output is written by two blocks.
+extern "C" __global__ void __launch_bounds__(256, 5) transpose_own8_64_o5(float* output,
+                                                                       const float* input, int n) {
+  transpose_reg<64, 64, 4, 256, 1, 8>(output, input, n);
 }

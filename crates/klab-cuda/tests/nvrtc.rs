@@ -166,6 +166,7 @@ fn the_fast_kernels_compile_without_spills() {
             ("transpose_own4_128x64", 132 * 65 * 4, 0),
             ("transpose_own4_64", 68 * 65 * 4, 0),
             ("transpose_own4_64_o5", 68 * 65 * 4, 0),
+            ("transpose_own8_64_o5", 72 * 65 * 4, 0),
             ("transpose_reg2_64", 64 * 65 * 4, 0),
             ("transpose_reg4_128x64", 128 * 65 * 4, 0),
             ("transpose_reg4_64", 64 * 65 * 4, 0),
