@@ -541,13 +541,13 @@ __device__ __forceinline__ void transpose_reg(float* __restrict__ output,
 // loads cover 4 consecutive rows (row stride 2 TC + 1, one bank apart) and 8 consecutive
 // vectors of each; each thread visits its elements rotated so that its column at step u is
 // congruent to u mod 4, as in transpose_reg.
-template <int TR, int TC, int K, int THREADS>
+template <int TR, int TC, int K, int THREADS, int OA = 4>
 struct Strip {
   static constexpr int W = 4;
   static constexpr int A = 8;              // floats per 32-byte sector
   static constexpr int CB = 2 * TC;        // circular buffer columns per row
   static constexpr int STR = CB + 1;       // odd row stride
-  static constexpr int TRH = TR + W;       // tile rows and halo rows
+  static constexpr int TRH = TR + OA;      // tile rows and halo rows (ownership unit OA)
   static constexpr int MV = TC / W;        // vectors per row per tile
   static constexpr int LMAIN = TRH * MV;   // load tasks per tile
   static constexpr int LPER = (LMAIN + THREADS - 1) / THREADS;
@@ -665,8 +665,8 @@ struct Strip {
       if (k + 1 < K && (k + 1) * TC < jend) {
         load(vals, input, n, total, r0, c0s, k + 1, jend, imax);
       }
-      own_store_phase<TR, TC, W, THREADS, STR>(output, smem + ((k * TC) & (CB - 1)), n, r0,
-                                               c0s + k * TC, min(TC, jend - k * TC));
+      own_store_phase<TR, TC, W, THREADS, STR, OA>(output, smem + ((k * TC) & (CB - 1)), n, r0,
+                                                   c0s + k * TC, min(TC, jend - k * TC));
       __syncthreads();  // the next put overwrites the columns this tile just read
     }
   }
@@ -770,4 +770,18 @@ extern "C" __global__ void __launch_bounds__(256, 5) transpose_own4_64_o5(float*
 extern "C" __global__ void __launch_bounds__(256, 5) transpose_own8_64_o5(float* output,
                                                                        const float* input, int n) {
   transpose_reg<64, 64, 4, 256, 1, 8>(output, input, n);
+}
+
+// own8_64_o5's 32-byte ownership with 128-row tiles (512 threads): half the halo per tile.
+extern "C" __global__ void __launch_bounds__(512, 2) transpose_own8_128x64(float* output,
+                                                                         const float* input,
+                                                                         int n) {
+  transpose_reg<128, 64, 4, 512, 1, 8>(output, input, n);
+}
+
+// strip64_k2 with the output owned in 32-byte sectors (8 halo rows).
+extern "C" __global__ void __launch_bounds__(256, 4) transpose_strip8_64_k2(float* output,
+                                                                          const float* input,
+                                                                          int n) {
+  Strip<64, 64, 2, 256, 8>::run(output, input, n);
 }

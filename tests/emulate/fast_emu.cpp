@@ -67,6 +67,8 @@ static const Entry kEntries[] = {
     {"reg4_64_cs", transpose_reg4_64_cs, 256, 1, 64, 64, false},
     {"own4_64_o5", transpose_own4_64_o5, 256, 1, 64, 64, false},
     {"own8_64_o5", transpose_own8_64_o5, 256, 1, 64, 64, false},
+    {"own8_128x64", transpose_own8_128x64, 512, 1, 64, 128, false},
+    {"strip8_64_k2", transpose_strip8_64_k2, 256, 1, 128, 64, false},
     {"strip64_k2", transpose_strip64_k2, 256, 1, 128, 64, false},
     {"strip64_k4", transpose_strip64_k4, 256, 1, 256, 64, false},
     {"strip64_k8", transpose_strip64_k8, 256, 1, 512, 64, false},
