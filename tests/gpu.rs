@@ -571,6 +571,7 @@ fn fast_variants_and_library_baselines_pass_the_oracle() {
             "reg4_64",
             "reg4_128x64",
             "own4_64",
+            "own8_64_o5",
         ])
         .output()
         .unwrap();

@@ -89,8 +89,8 @@ const GPU_STEPS: [&str; 9] = [
 /// best transpose, alternating in the same rounds, ratios against sgeam.
 const CEILING_KERNELS: [&str; 5] = ["sgeam", "memcpy", "copy_vec16", "padded", BEST_VARIANT];
 /// klab's fastest transpose on the H200 over the aligned and ragged sizes
-/// (evidence/2026-11-30-fast2, notes/transpose-fast.md).
-const BEST_VARIANT: &str = "own4_64";
+/// (evidence/2026-11-30-fast3, notes/transpose-fast.md).
+const BEST_VARIANT: &str = "own8_64_o5";
 /// The ceilings step's matrix edge.
 const CEILING_N: u64 = 8192;
 
