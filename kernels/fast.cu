@@ -537,10 +537,15 @@ __device__ __forceinline__ void transpose_reg(float* __restrict__ output,
 // stored where the next tile will read them. Before the first tile each row also loads the
 // up to e columns before its first whole sector (the only sector a strip shares with its
 // left neighbour). Iteration k+1's loads are issued before iteration k's stores. The store
-// side is the ownership path (own_store_phase) with W = 4 halo rows. Bank conflicts: a warp's
-// loads cover 4 consecutive rows (row stride 2 TC + 1, one bank apart) and 8 consecutive
+// side is the ownership path (own_store_phase) with OA halo rows. Bank conflicts: a warp's
+// main loads cover 4 consecutive rows (row stride 2 TC + 1, one bank apart) and 8 consecutive
 // vectors of each; each thread visits its elements rotated so that its column at step u is
-// congruent to u mod 4, as in transpose_reg.
+// congruent to u mod 4, as in transpose_reg. The head loads (once per strip, a lane per row)
+// are not conflict-free: at 8193 ncu counted 0.54 M shared store bank conflicts in 2.9 M
+// store wavefronts for strip64_k2 (evidence/2026-11-30-fast3/explore-3).
+//
+// Measured on the H200: no strip beat the single-tile kernels (notes/transpose-fast.md, #13,
+// #14, #19, #22); they are kept as the record of that experiment.
 template <int TR, int TC, int K, int THREADS, int OA = 4>
 struct Strip {
   static constexpr int W = 4;
