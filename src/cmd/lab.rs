@@ -88,8 +88,9 @@ const GPU_STEPS: [&str; 9] = [
 /// The ceilings step (issue 6): both copies, cuBLAS sgeam, the seed's padded and klab's
 /// best transpose, alternating in the same rounds, ratios against sgeam.
 const CEILING_KERNELS: [&str; 5] = ["sgeam", "memcpy", "copy_vec16", "padded", BEST_VARIANT];
-/// klab's fastest transpose on the H200 over the aligned and ragged sizes
-/// (evidence/2026-11-30-fast3, notes/transpose-fast.md).
+/// klab's best transpose on the H200 over the aligned and ragged sizes together: the fastest
+/// at 4097 and 8193, within 0.6% of the fastest at 4096, 8192 and 16384, and faster than
+/// sgeam at all five (evidence/2026-11-30-fast3, notes/transpose-fast.md).
 const BEST_VARIANT: &str = "own8_64_o5";
 /// The ceilings step's matrix edge.
 const CEILING_N: u64 = 8192;
