@@ -57,9 +57,16 @@ fn run(exe: &Path, sizes: &[u32]) -> (bool, String) {
     run_only(exe, "", sizes)
 }
 
-/// Run the kernels whose names start with `prefix` ("" for all) at each size.
+/// Run the kernels whose names start with `prefix` (comma-separated prefixes; "" for all) at
+/// each size.
 fn run_only(exe: &Path, prefix: &str, sizes: &[u32]) -> (bool, String) {
+    run_only_with(exe, &[], prefix, sizes)
+}
+
+/// `run_only` with extra emulator arguments first (e.g. `--owners=8`).
+fn run_only_with(exe: &Path, extra: &[String], prefix: &str, sizes: &[u32]) -> (bool, String) {
     let o = Command::new(exe)
+        .args(extra)
         .arg(format!("--only={prefix}"))
         .args(sizes.iter().map(|n| n.to_string()))
         .output()
@@ -118,6 +125,53 @@ fn the_strips_match_the_oracle_across_several_strips() {
             );
         }
     }
+}
+
+/// The number the emulator printed for `kernel` at `n` in `--owners` mode.
+fn shared_units(text: &str, kernel: &str, n: u32) -> usize {
+    let prefix = format!("{kernel} n={n}: ");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no line for {kernel} n={n}:\n{text}"));
+    line[prefix.len()..]
+        .split(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("unreadable line '{line}'"))
+}
+
+/// Output ownership, the mechanism behind own8_64_o5's gain (notes/transpose-fast.md, #20):
+/// at ragged sizes its blocks write whole 32-byte sectors, none shared between two blocks
+/// (sectors spanning two output rows aside), while own4_64 owns whole 16-byte vectors but
+/// shares sectors, and reg4_64 shares both. At an aligned size nothing is shared.
+#[test]
+fn ownership_kernels_never_split_their_unit_between_blocks() {
+    let Some(cxx) = cxx() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = build(&cxx, &root().join("kernels"), tmp.path());
+    let owners = |unit: u32, prefix: &str, sizes: &[u32]| {
+        let (ok, text) = run_only_with(&exe, &[format!("--owners={unit}")], prefix, sizes);
+        assert!(ok, "{text}");
+        text
+    };
+    let kernels = "own8,strip8,own4_64,reg4_64";
+    let sectors = owners(8, kernels, &[131, 133]);
+    for n in [131, 133] {
+        for k in ["own8_64_o5", "own8_128x64", "strip8_64_k2"] {
+            assert_eq!(shared_units(&sectors, k, n), 0, "{k} n={n}:\n{sectors}");
+        }
+        for k in ["own4_64", "reg4_64"] {
+            assert!(shared_units(&sectors, k, n) > 0, "{k} n={n}:\n{sectors}");
+        }
+    }
+    let vectors = owners(4, "own4_64,reg4_64", &[131, 133]);
+    for n in [131, 133] {
+        assert_eq!(shared_units(&vectors, "own4_64", n), 0, "{vectors}");
+        assert!(shared_units(&vectors, "reg4_64", n) > 0, "{vectors}");
+    }
+    let aligned = owners(8, "reg4_64", &[128]);
+    assert_eq!(shared_units(&aligned, "reg4_64", 128), 0, "{aligned}");
 }
 
 /// The emulation catches real kernel bugs: a wrong swizzle on the aligned path, a vector

@@ -3,9 +3,12 @@
 // each buffer is an exact-size heap allocation, so AddressSanitizer reports any access past
 // the matrix. The device-only code paths (inline PTX) compile to their host fallbacks.
 //
-//   fast_emu [--only=PREFIX] N...   runs every kernel below (or those whose names start with
-//                   PREFIX) at each N and prints one line per run;
+//   fast_emu [--only=PREFIX[,PREFIX...]] N...   runs every kernel below (or those whose names
+//                   start with one of the PREFIXes) at each N and prints one line per run;
 //                   exit 0 when every output matches the oracle bit for bit.
+//   fast_emu --owners=UNIT [--only=PREFIX] N...   instead counts, per kernel and N, the
+//                   aligned output units of UNIT floats that more than one block writes
+//                   (units spanning two output rows left out).
 #include <algorithm>
 #include <barrier>
 #include <cstdint>
@@ -75,31 +78,45 @@ static const Entry kEntries[] = {
     {"strip128x32_k8", transpose_strip128x32_k8, 256, 1, 256, 128, false},
 };
 
-static size_t run(const Entry& e, int n) {
-  const size_t total = static_cast<size_t>(n) * n;
-  std::vector<float> in(total), out(total);
+static std::vector<float> test_input(size_t total) {
+  std::vector<float> in(total);
   for (size_t i = 0; i < total; ++i) {
     const uint32_t u = static_cast<uint32_t>(i) * 2654435761u + 7u;  // every bit pattern kind
     std::memcpy(&in[i], &u, 4);
   }
-  std::memset(out.data(), 0xff, total * 4);
+  return in;
+}
+
+static void fill(std::vector<float>& v, uint32_t pattern) {
+  for (float& x : v) std::memcpy(&x, &pattern, 4);
+}
+
+// Run block (bx, by) of kernel e over n x n with one CUDA thread per std::thread.
+static void run_block(const Entry& e, int n, int bx, int by, float* out, const float* in) {
   const int threads = e.bx * e.by;
   gridDim = {(n + e.ex - 1) / e.ex, (n + e.ey - 1) / e.ey, 1};
   blockDim = {e.bx, e.by, 1};
   std::barrier<> barrier(threads);
   block_barrier = &barrier;
-  for (int by = 0; by < gridDim.y; ++by) {
-    for (int bx = 0; bx < gridDim.x; ++bx) {
-      blockIdx = {bx, by, 0};
-      std::vector<std::thread> team;
-      for (int t = 0; t < threads; ++t) {
-        team.emplace_back([&e, &out, &in, n, t] {
-          threadIdx = {t % e.bx, t / e.bx, 0};
-          e.kernel(out.data(), in.data(), n);
-        });
-      }
-      for (auto& t : team) t.join();
-    }
+  blockIdx = {bx, by, 0};
+  std::vector<std::thread> team;
+  for (int t = 0; t < threads; ++t) {
+    team.emplace_back([&e, out, in, n, t] {
+      threadIdx = {t % e.bx, t / e.bx, 0};
+      e.kernel(out, in, n);
+    });
+  }
+  for (auto& t : team) t.join();
+}
+
+static size_t run(const Entry& e, int n) {
+  const size_t total = static_cast<size_t>(n) * n;
+  const std::vector<float> in = test_input(total);
+  std::vector<float> out(total);
+  fill(out, 0xffffffffu);
+  const int gx = (n + e.ex - 1) / e.ex, gy = (n + e.ey - 1) / e.ey;
+  for (int by = 0; by < gy; ++by) {
+    for (int bx = 0; bx < gx; ++bx) run_block(e, n, bx, by, out.data(), in.data());
   }
   size_t bad = 0;
   for (int r = 0; r < n; ++r) {
@@ -114,22 +131,87 @@ static size_t run(const Entry& e, int n) {
   return bad;
 }
 
+// Output ownership: which block writes each output element (each block runs alone over an
+// output poisoned with two different patterns; an element is its if either run changed it).
+// Returns the number of aligned units of `unit` floats written by more than one block,
+// leaving out units that span two output rows.
+static size_t shared_units(const Entry& e, int n, int unit) {
+  const size_t total = static_cast<size_t>(n) * n;
+  const std::vector<float> in = test_input(total);
+  std::vector<int> owner(total, -1);
+  std::vector<char> many(total, 0);
+  std::vector<float> out(total);
+  const int gx = (n + e.ex - 1) / e.ex, gy = (n + e.ey - 1) / e.ey;
+  for (int by = 0; by < gy; ++by) {
+    for (int bx = 0; bx < gx; ++bx) {
+      const int id = by * gx + bx;
+      for (uint32_t pattern : {0xffffffffu, 0x7fc00001u}) {
+        fill(out, pattern);
+        run_block(e, n, bx, by, out.data(), in.data());
+        for (size_t i = 0; i < total; ++i) {
+          uint32_t v;
+          std::memcpy(&v, &out[i], 4);
+          if (v == pattern || owner[i] == id) continue;
+          if (owner[i] >= 0) many[i] = 1;
+          owner[i] = id;
+        }
+      }
+    }
+  }
+  size_t shared = 0;
+  for (size_t u = 0; u < total; u += unit) {
+    const size_t end = std::min(total, u + unit);
+    if (u / n != (end - 1) / n) continue;  // spans two rows
+    int first = -1;
+    bool two = false;
+    for (size_t i = u; i < end; ++i) {
+      two = two || many[i] || (first >= 0 && owner[i] != first);
+      if (first < 0) first = owner[i];
+    }
+    shared += two;
+  }
+  return shared;
+}
+
+// Whether `name` starts with one of the comma-separated prefixes in `only` ("" selects all).
+static bool selected(const char* name, const char* only) {
+  if (*only == 0) return true;
+  for (const char* p = only;;) {
+    const char* end = std::strchr(p, ',');
+    const size_t len = end ? static_cast<size_t>(end - p) : std::strlen(p);
+    if (len > 0 && std::strncmp(name, p, len) == 0) return true;
+    if (!end) return false;
+    p = end + 1;
+  }
+}
+
 int main(int argc, char** argv) {
   int failures = 0;
-  const char* only = "";  // --only=PREFIX: the kernels whose names start with PREFIX
+  const char* only = "";  // --only=PREFIX[,PREFIX...]: the kernels whose names start so
+  int unit = 0;           // --owners=UNIT: count shared output units instead of checking
   for (int a = 1; a < argc; ++a) {
     if (std::strncmp(argv[a], "--only=", 7) == 0) {
       only = argv[a] + 7;
       continue;
     }
+    if (std::strncmp(argv[a], "--owners=", 9) == 0) {
+      unit = std::atoi(argv[a] + 9);
+      continue;
+    }
     const int n = std::atoi(argv[a]);
     for (const Entry& e : kEntries) {
-      if (std::strncmp(e.name, only, std::strlen(only)) != 0) continue;
+      if (!selected(e.name, only)) continue;
+      if (unit > 0) {
+        const size_t shared = shared_units(e, n, unit);
+        std::printf("%s n=%d: %zu units of %d floats written by more than one block\n", e.name,
+                    n, shared, unit);
+        continue;
+      }
       const size_t bad = run(e, n);
       std::printf("%s n=%d: %zu mismatches\n", e.name, n, bad);
       failures += bad != 0;
     }
   }
-  std::printf("%d failing runs\n", failures);
+  if (unit == 0) std::printf("%d failing runs\n", failures);
   return failures != 0;
 }
