@@ -719,7 +719,7 @@ extern "C" __global__ void __launch_bounds__(512) transpose_reg4_64x128(float* o
   transpose_reg<64, 128, 4, 512, 1>(output, input, n);
 }
 
-// reg4_64 and reg4_128x64 with whole-vector ownership in the ragged path (OWN): each block
+// reg4_64 and reg4_128x64 with whole-vector ownership in the ragged path (OA = 4): each block
 // writes only aligned 16-byte vectors it owns entirely, reading three halo rows, so the
 // partial vectors at the ends of every output row piece disappear. The aligned path is
 // unchanged.
