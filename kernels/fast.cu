@@ -135,7 +135,9 @@ extern "C" __global__ void transpose_vec4_t4(float* output, const float* input, 
 //   THREADS   threads per block (a 1-D block); fewer threads = more elements per thread
 //   G         block order: 1 = row-major over the tile grid; G > 1 = groups of G tile rows
 //             walked column by column, so the blocks resident at one time cover a square-ish
-//             region of both matrices instead of a few full input rows and every output row
+//             region of both matrices instead of a few full input rows and every output row;
+//             -1 = column-major (the resident blocks cover a few full output rows instead);
+//             -2 = diagonal (consecutive blocks take tiles from every tile row and column)
 //
 // N % W == 0 (every row starts W-aligned): each thread loads W x W "register blocks": W
 // vectors from W consecutive input rows at the same columns, transposes them in registers,
@@ -248,14 +250,24 @@ __device__ __forceinline__ void ragged_task(int b, int& row, int& m) {
 
 template <int G>
 __device__ __forceinline__ void tile_coords(int& bx, int& by) {
+  const int gx = gridDim.x;
+  const int gy = gridDim.y;
+  const int linear = blockIdx.y * gx + blockIdx.x;
+  if (G == -1) {  // column-major: consecutive blocks walk down a column of tiles
+    by = linear % gy;
+    bx = linear / gy;
+    return;
+  }
+  if (G == -2) {  // diagonal: consecutive blocks walk a wrapped diagonal (square grids)
+    by = blockIdx.x;
+    bx = (blockIdx.x + blockIdx.y) % gx;
+    return;
+  }
   if (G <= 1) {
     bx = blockIdx.x;
     by = blockIdx.y;
     return;
   }
-  const int gx = gridDim.x;
-  const int gy = gridDim.y;
-  const int linear = blockIdx.y * gx + blockIdx.x;
   const int per_group = G * gx;
   const int group = linear / per_group;
   const int first = group * G;
@@ -681,6 +693,236 @@ struct Strip {
   }
 };
 
+// ---------------------------------------------------------------------------------------
+// Lean ragged path (issue 6, fourth set; predictions in notes/transpose-fast.md). own8_64_o5
+// writes the copy's store sectors at 8193 but its ragged path runs about 1,100 SASS
+// instructions per thread per tile (the SM issued 74% of the time) and its warp requests
+// cover 4 rows x 128 bytes on both sides, so each touches about 7 cache lines where a copy's
+// touches 4. Lean keeps own8's 32-byte output ownership (OA = 8, 7 halo rows) and changes
+// how the tile moves:
+//
+// Loads: each input row of the tile is read as the MV + 1 aligned 16-byte vectors that cover
+// its TC elements (slot q at A_i + 4 q, A_i = L_i - s_i, L_i the flat index of the row's
+// first element and s_i = L_i mod 4), a warp request covering 2 rows x 256 bytes (TC = 64)
+// or one row's 512 bytes (TC = 128); the extra slot MV, needed when s_i > 0, is one request
+// with a lane per row. Each vector goes to shared memory whole (one 16-byte store): the
+// element of tile column j sits at position x = s_i + j of its row, so nothing is rotated
+// or split on the way in.
+//
+// Shared layout: slot q < MV of row i at vector (q + i / 4) mod MV of a row of MV vectors;
+// slot MV of every row in a separate column, row i at vector 8 (i / 8) + f(i), f(i) =
+// (i / 4 + 2 (i mod 4)) mod 8. The 8 lanes of a 16-byte store phase write 8 consecutive
+// slots of one row, or slot MV of 8 consecutive rows: 8 distinct bank groups either way.
+//
+// Stores: output row j of the tile owns the aligned 32-byte units that start at tile rows
+// e_j + 8 k < TR (e_j: the first row at which the output is sector-aligned), so MQ = TR / 4
+// output vectors per row, vector m holding tile rows e_j + 4 m + u. A warp request covers SR
+// output rows x 32 / SR vectors (SR = 4: 4 x 128 bytes; SR = 2: 2 x 256 bytes). Each lane
+// reads its vector's 4 elements with 4 scalar shared loads, in the order that makes the
+// element's column residue x mod 4 equal to (t + lane / 8) mod 4 at load t, then puts them
+// back in order with selects: the 8 lanes of one residue read 8 distinct bank groups
+// (group = const + m mod 8 in the rows, const + m in the extra column), so the loads are
+// conflict-free for odd N. For N = 2 mod 4 the order is a plain rotation and some loads
+// conflict 2-way; correctness does not depend on the order.
+//
+// Tiles whose rows (with halo) and columns all lie inside the matrix take a path with no
+// bounds checks; the others check every access. The first tile row of each output row piece
+// (before its first aligned unit) is written element by element by the first row band.
+// N % 4 == 0: reg4_64's aligned path.
+template <int TR, int TC, int THREADS, int SR>
+struct Lean {
+  static constexpr int W = 4;
+  static constexpr int OA = 8;                    // ownership unit: a 32-byte sector
+  static constexpr int TRH = TR + OA;             // rows loaded: the tile and 7 halo rows (+1)
+  static constexpr int MV = TC / W;               // main slots per row
+  static constexpr int S = W * MV;                // row stride in floats (slots 0 .. MV - 1)
+  static constexpr int XS = TRH * S;              // the extra column (slot MV of each row)
+  static constexpr int MQ = TR / W;               // output vectors per output row piece
+  static constexpr int NW = THREADS / 32;         // warps
+  static constexpr int LPR = MV < 32 ? MV : 32;   // load lanes per row
+  static constexpr int LRW = 32 / LPR;            // rows per load request
+  static constexpr int LCH = MV / LPR;            // load requests per row
+  static constexpr int LREQ = TRH * LCH / LRW;    // main load requests per tile
+  static constexpr int LPER = (LREQ + NW - 1) / NW;
+  static constexpr int SPR = 32 / SR;             // store lanes per output row
+  static constexpr int SCH = MQ / SPR;            // store requests per output row
+  static constexpr int SPJ = TC / SR / NW;        // output row groups per warp
+  static constexpr int SMEM = XS + W * TRH > TR * TC ? XS + W * TRH : TR * TC;
+  static_assert(MV == 16 || MV == 32, "slot rotation modulo a power of two");
+  static_assert(TRH % 8 == 0, "the extra column is permuted in blocks of 8 rows");
+  static_assert(SR == 2 || SR == 4, "2 or 4 output rows per store request");
+  static_assert(TC % (SR * NW) == 0 && MQ % SPR == 0, "store requests divide among warps");
+  static_assert(TRH * LCH % LRW == 0, "load requests cover whole rows");
+  static_assert(TRH <= THREADS && TC <= THREADS, "one extra load and one head per thread");
+
+  // Shared offset (floats) of slot q of tile row i.
+  static __device__ __forceinline__ int slot(int i, int q) {
+    if (q < MV) return i * S + W * ((q + (i >> 2)) & (MV - 1));
+    return XS + W * ((i & ~7) | (((i >> 2) + 2 * (i & 3)) & 7));
+  }
+  // Skew of tile row i: (flat index of its first element) mod 4; l0 = that of row 0.
+  static __device__ __forceinline__ int skew(unsigned l0, int i, int n) {
+    return static_cast<int>((l0 + static_cast<unsigned>(i) * static_cast<unsigned>(n)) & 3u);
+  }
+
+  template <bool GUARD>
+  static __device__ __forceinline__ void load(float* sm, const float* __restrict__ input, int n,
+                                              int r0, int c0, int jmax, int imax) {
+    using V = VecF<W>;
+    const int lane = threadIdx.x & 31;
+    const int w = threadIdx.x >> 5;
+    const unsigned l0 = static_cast<unsigned>(r0) * static_cast<unsigned>(n) +
+                        static_cast<unsigned>(c0);
+    const size_t total = static_cast<size_t>(n) * n;
+    V v[LPER + 1];
+    int off[LPER + 1];
+    bool on[LPER + 1];
+#pragma unroll
+    for (int p = 0; p <= LPER; ++p) {
+      int i = threadIdx.x;  // p == LPER: slot MV of row tid
+      int q = MV;
+      bool mine = threadIdx.x < TRH;
+      if (p < LPER) {
+        const int wi = w + NW * p;
+        i = (wi / LCH) * LRW + lane / LPR;
+        q = (wi % LCH) * LPR + lane % LPR;
+        mine = wi < LREQ;
+      }
+      const int s = skew(l0, i, n);
+      on[p] = mine && (GUARD ? (i < imax && W * q < s + jmax) : (p < LPER || s != 0));
+      off[p] = slot(i, q);
+#pragma unroll
+      for (int t = 0; t < W; ++t) v[p].v[t] = 0.f;
+      if (on[p]) {
+        const size_t a = static_cast<size_t>(r0 + i) * n + c0 - s + W * q;
+        if (!GUARD || a + W <= total) {
+          v[p] = load_vec<W>(input + a);
+        } else {
+#pragma unroll
+          for (int t = 0; t < W; ++t) {
+            if (a + t < total) v[p].v[t] = input[a + t];
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int p = 0; p <= LPER; ++p) {
+      if (on[p]) *reinterpret_cast<V*>(sm + off[p]) = v[p];
+    }
+  }
+
+  template <bool GUARD>
+  static __device__ __forceinline__ void store(float* __restrict__ output, const float* sm,
+                                               int n, int r0, int c0, int jmax, int ilim) {
+    using V = VecF<W>;
+    const int lane = threadIdx.x & 31;
+    const int w = threadIdx.x >> 5;
+    const unsigned l0 = static_cast<unsigned>(r0) * static_cast<unsigned>(n) +
+                        static_cast<unsigned>(c0);
+    const int rsel = (lane >> 3) & 3;
+    const bool odd = (n & 1) != 0;
+    const int nn = odd ? (n & 3) : 1;
+#pragma unroll
+    for (int pj = 0; pj < SPJ; ++pj) {
+      const int j = (w + NW * pj) * SR + lane / SPR;
+      if (GUARD && j >= jmax) continue;
+      const unsigned oj = static_cast<unsigned>(c0 + j) * static_cast<unsigned>(n) +
+                          static_cast<unsigned>(r0);
+      const int e = static_cast<int>((0u - oj) & 7u);  // first sector-aligned tile row
+      // Load t reads element u_t = (k + t nn) mod 4 (tile row e + 4 m + u_t), whose column
+      // residue is (t + rsel) mod 4 when N is odd.
+      const int base = (skew(l0, e, n) + j) & 3;
+      const int k = odd ? (((rsel - base) * n) & 3) : rsel;
+      int row[W], col[W];
+#pragma unroll
+      for (int t = 0; t < W; ++t) {
+        const int i = e + ((k + t * nn) & 3);
+        const int x = skew(l0, i, n) + j;
+        row[t] = i;
+        col[t] = x;
+      }
+      float* const out = output + static_cast<size_t>(c0 + j) * n + r0 + e;
+#pragma unroll
+      for (int h = 0; h < SCH; ++h) {
+        const int m = h * SPR + lane % SPR;
+        const int ilo = e + W * m;
+        if (GUARD && ilo >= ilim) continue;
+        V g;
+#pragma unroll
+        for (int t = 0; t < W; ++t) {
+          const int i = row[t] + W * m;
+          const int q = col[t] >> 2;
+          g.v[t] = (!GUARD || i < ilim) ? sm[slot(i, q) + (col[t] & 3)] : 0.f;
+        }
+        if (nn == 3) {  // g.v[t] holds element (k - t) mod 4: reflect to (k + t) mod 4
+          const float a = g.v[1];
+          g.v[1] = g.v[3];
+          g.v[3] = a;
+        }
+        const V y = rotate_vec<W>(g, (W - k) & 3);  // y.v[u] = element u
+        if (!GUARD || ilo + W <= ilim) {
+          store_vec<W>(out + W * m, y);
+        } else {
+#pragma unroll
+          for (int u = 0; u < W; ++u) {
+            if (ilo + u < ilim) out[W * m + u] = y.v[u];
+          }
+        }
+      }
+    }
+  }
+
+  // The first band writes each output row's head: tile rows before its first aligned unit.
+  static __device__ __forceinline__ void head(float* __restrict__ output, const float* sm, int n,
+                                              int c0, int jmax, int ilim) {
+    const int j = threadIdx.x;
+    if (j >= jmax) return;
+    const unsigned oj = static_cast<unsigned>(c0 + j) * static_cast<unsigned>(n);
+    const int e = static_cast<int>((0u - oj) & 7u);
+    const unsigned l0 = static_cast<unsigned>(c0);
+    float* const out = output + static_cast<size_t>(c0 + j) * n;
+#pragma unroll
+    for (int i = 0; i < OA - 1; ++i) {
+      if (i < e && i < ilim) {
+        const int x = skew(l0, i, n) + j;
+        out[i] = sm[slot(i, x >> 2) + (x & 3)];
+      }
+    }
+  }
+
+  template <int G = 1>
+  static __device__ __forceinline__ void run(float* __restrict__ output,
+                                             const float* __restrict__ input, int n) {
+    __shared__ __align__(16) float sm[SMEM];
+    int bx, by;
+    tile_coords<G>(bx, by);
+    const int r0 = by * TR;
+    const int c0 = bx * TC;
+    if (n % W == 0) {
+      reg_aligned_tile<TR, TC, W, THREADS>(output, input, n, r0, c0, sm);
+      return;
+    }
+    const int jmax = min(TC, n - c0);
+    const int ilim = n - r0;
+    const int imax = min(TRH, ilim);
+    // Every loaded row (and the next, so no vector passes the end of the matrix) and every
+    // column inside: no checks needed.
+    const bool inside = r0 + TRH < n && c0 + TC <= n;
+    if (inside) {
+      load<false>(sm, input, n, r0, c0, jmax, imax);
+    } else {
+      load<true>(sm, input, n, r0, c0, jmax, imax);
+    }
+    __syncthreads();
+    if (inside) {
+      store<false>(output, sm, n, r0, c0, jmax, ilim);
+    } else {
+      store<true>(output, sm, n, r0, c0, jmax, ilim);
+    }
+    if (r0 == 0) head(output, sm, n, c0, jmax, ilim);
+  }
+};
+
 // 64 x 64 tiles, 16-byte vectors, 256 threads (one 4 x 4 register block each).
 extern "C" __global__ void __launch_bounds__(256) transpose_reg4_64(float* output,
                                                                     const float* input, int n) {
@@ -789,4 +1031,28 @@ extern "C" __global__ void __launch_bounds__(256, 4) transpose_strip8_64_k2(floa
                                                                           const float* input,
                                                                           int n) {
   Strip<64, 64, 2, 256, 8>::run(output, input, n);
+}
+
+// Lean ragged path (fourth set): 64 x 64 tiles with 4 x 128-byte store requests, and the same
+// with 2 x 256-byte store requests.
+extern "C" __global__ void __launch_bounds__(256, 5) transpose_lean_64(float* output,
+                                                                     const float* input, int n) {
+  Lean<64, 64, 256, 4>::run(output, input, n);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 5) transpose_lean_64_r2(float* output,
+                                                                        const float* input,
+                                                                        int n) {
+  Lean<64, 64, 256, 2>::run(output, input, n);
+}
+
+// reg4_64 with column-major and diagonal block orders (aligned-path probes).
+extern "C" __global__ void __launch_bounds__(256) transpose_reg4_64_cm(float* output,
+                                                                       const float* input, int n) {
+  transpose_reg<64, 64, 4, 256, -1>(output, input, n);
+}
+
+extern "C" __global__ void __launch_bounds__(256) transpose_reg4_64_dg(float* output,
+                                                                       const float* input, int n) {
+  transpose_reg<64, 64, 4, 256, -2>(output, input, n);
 }

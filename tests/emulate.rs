@@ -127,6 +127,26 @@ fn the_strips_match_the_oracle_across_several_strips() {
     }
 }
 
+/// The lean kernels at sizes where most tiles take the unchecked path (every loaded row and
+/// column inside the matrix), at each N mod 8 that is not 0 mod 4, and one aligned size.
+#[test]
+fn the_lean_kernels_match_the_oracle_with_inside_tiles() {
+    let Some(cxx) = cxx() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = build(&cxx, &root().join("kernels"), tmp.path());
+    let sizes = [259, 261, 262, 263, 265, 266, 268];
+    let (ok, text) = run_only(&exe, "lean", &sizes);
+    assert!(ok, "{text}");
+    for k in ["lean_64", "lean_64_r2"] {
+        for n in sizes {
+            assert!(
+                text.contains(&format!("{k} n={n}: 0 mismatches")),
+                "{k} n={n} did not run:\n{text}"
+            );
+        }
+    }
+}
+
 /// The number the emulator printed for `kernel` at `n` in `--owners` mode.
 fn shared_units(text: &str, kernel: &str, n: u32) -> usize {
     let prefix = format!("{kernel} n={n}: ");
@@ -155,10 +175,16 @@ fn ownership_kernels_never_split_their_unit_between_blocks() {
         assert!(ok, "{text}");
         text
     };
-    let kernels = "own8,strip8,own4_64,reg4_64";
+    let kernels = "own8,strip8,lean,own4_64,reg4_64";
     let sectors = owners(8, kernels, &[131, 133]);
     for n in [131, 133] {
-        for k in ["own8_64_o5", "own8_128x64", "strip8_64_k2"] {
+        for k in [
+            "own8_64_o5",
+            "own8_128x64",
+            "strip8_64_k2",
+            "lean_64",
+            "lean_64_r2",
+        ] {
             assert_eq!(shared_units(&sectors, k, n), 0, "{k} n={n}:\n{sectors}");
         }
         for k in ["own4_64", "reg4_64"] {
@@ -176,7 +202,9 @@ fn ownership_kernels_never_split_their_unit_between_blocks() {
 
 /// The emulation catches real kernel bugs: a wrong swizzle on the aligned path, a vector
 /// store one element past the end of the ragged path's output rows, and in the strips a
-/// missing head load and a dropped carry (columns a vector brings past its tile).
+/// missing head load and a dropped carry (columns a vector brings past its tile), and in the
+/// lean kernels a missing reordering of a vector's elements and an extra-column layout that
+/// maps two rows to one slot.
 #[test]
 fn the_emulation_catches_a_wrong_swizzle_and_a_store_past_the_row() {
     let Some(cxx) = cxx() else { return };
@@ -206,12 +234,26 @@ fn the_emulation_catches_a_wrong_swizzle_and_a_store_past_the_row() {
             131,
             "strip64_k2 n=131: first mismatch",
         ),
+        (
+            "const V y = rotate_vec<W>(g, (W - k) & 3);",
+            "const V y = rotate_vec<W>(g, 0);",
+            261,
+            "lean_64 n=261: first mismatch",
+        ),
+        (
+            "return XS + W * ((i & ~7) | (((i >> 2) + 2 * (i & 3)) & 7));",
+            "return XS + W * ((i & ~7) | ((i >> 2) & 7));",
+            261,
+            "lean_64_r2 n=261: first mismatch",
+        ),
     ] {
         assert_eq!(source.matches(from).count(), 1, "mutation site '{from}'");
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("fast.cu"), source.replace(from, to)).unwrap();
         let exe = build(&cxx, tmp.path(), tmp.path());
-        let (ok, text) = run(&exe, &[n]);
+        // Only the kernel the needle names (and those its name prefixes).
+        let kernel = needle.split(' ').next().unwrap();
+        let (ok, text) = run_only(&exe, kernel, &[n]);
         assert!(!ok, "the mutant '{to}' passed:\n{text}");
         assert!(text.contains(needle), "'{needle}' not in:\n{text}");
     }

@@ -163,6 +163,9 @@ fn the_fast_kernels_compile_without_spills() {
         got,
         [
             ("copy_vec16", 0, 0),
+            // Lean: TR + 8 rows of TC / 4 slots, plus one extra slot per row.
+            ("transpose_lean_64", (72 * 64 + 72 * 4) * 4, 0),
+            ("transpose_lean_64_r2", (72 * 64 + 72 * 4) * 4, 0),
             ("transpose_own4_128x64", 132 * 65 * 4, 0),
             ("transpose_own4_64", 68 * 65 * 4, 0),
             ("transpose_own4_64_o5", 68 * 65 * 4, 0),
@@ -171,7 +174,9 @@ fn the_fast_kernels_compile_without_spills() {
             ("transpose_reg2_64", 64 * 65 * 4, 0),
             ("transpose_reg4_128x64", 128 * 65 * 4, 0),
             ("transpose_reg4_64", 64 * 65 * 4, 0),
+            ("transpose_reg4_64_cm", 64 * 65 * 4, 0),
             ("transpose_reg4_64_cs", 64 * 65 * 4, 0),
+            ("transpose_reg4_64_dg", 64 * 65 * 4, 0),
             ("transpose_reg4_64_e2", 64 * 65 * 4, 0),
             ("transpose_reg4_64_g32", 64 * 65 * 4, 0),
             ("transpose_reg4_64x128", 64 * 129 * 4, 0),
