@@ -216,6 +216,23 @@ __device__ __forceinline__ void store_vec(float* p, const VecF<W>& y) {
 #endif
 }
 
+// A 16-byte copy from global to shared memory that does not pass through registers
+// (cp.async, sm_80+; both addresses 16-byte aligned), and the wait for all of this thread's.
+__device__ __forceinline__ void copy_async16(float* dst, const float* src) {
+#ifdef __CUDA_ARCH__
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+#else
+  for (int t = 0; t < 4; ++t) dst[t] = src[t];
+#endif
+}
+
+__device__ __forceinline__ void copy_async_wait() {
+#ifdef __CUDA_ARCH__
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
 // r.v[u] = a.v[(u + s) % W] for a run-time s in [0, W), without indexing registers at run time.
 template <int W>
 __device__ __forceinline__ VecF<W> rotate_vec(const VecF<W>& a, int s) {
@@ -726,14 +743,18 @@ struct Strip {
 // conflict 2-way; correctness does not depend on the order.
 //
 // Tiles whose rows (with halo) and columns all lie inside the matrix take a path with no
-// bounds checks; the others check every access. The first tile row of each output row piece
+// bounds checks; the others check every access. ASYNC: the loads are cp.async copies
+// straight into shared memory (no registers, no shared store instructions; the vector that
+// passes the end of the matrix, if any, element by element), so a taller or wider tile costs
+// no registers. The first tile row of each output row piece
 // (before its first aligned unit) is written element by element by the first row band.
 // N % 4 == 0: reg4_64's aligned path.
-template <int TR, int TC, int THREADS, int SR>
+template <int TR, int TC, int THREADS, int SR, bool ASYNC = false>
 struct Lean {
   static constexpr int W = 4;
   static constexpr int OA = 8;                    // ownership unit: a 32-byte sector
-  static constexpr int TRH = TR + OA;             // rows loaded: the tile and 7 halo rows (+1)
+  static constexpr int TRN = TR + OA - 1;         // rows read: the tile and 7 halo rows
+  static constexpr int TRH = TR + OA;             // rows allocated (blocks of 8)
   static constexpr int MV = TC / W;               // main slots per row
   static constexpr int S = W * MV;                // row stride in floats (slots 0 .. MV - 1)
   static constexpr int XS = TRH * S;              // the extra column (slot MV of each row)
@@ -789,13 +810,24 @@ struct Lean {
         mine = wi < LREQ;
       }
       const int s = skew(l0, i, n);
-      on[p] = mine && (GUARD ? (i < imax && W * q < s + jmax) : (p < LPER || s != 0));
+      on[p] = mine && (GUARD ? (i < imax && W * q < s + jmax)
+                             : (i < TRN && (p < LPER || s != 0)));
       off[p] = slot(i, q);
 #pragma unroll
       for (int t = 0; t < W; ++t) v[p].v[t] = 0.f;
       if (on[p]) {
         const size_t a = static_cast<size_t>(r0 + i) * n + c0 - s + W * q;
-        if (!GUARD || a + W <= total) {
+        if (ASYNC) {
+          if (!GUARD || a + W <= total) {
+            copy_async16(sm + off[p], input + a);
+          } else {
+#pragma unroll
+            for (int t = 0; t < W; ++t) {
+              if (a + t < total) sm[off[p] + t] = input[a + t];
+            }
+          }
+          on[p] = false;  // nothing left to store from registers
+        } else if (!GUARD || a + W <= total) {
           v[p] = load_vec<W>(input + a);
         } else {
 #pragma unroll
@@ -904,15 +936,16 @@ struct Lean {
     }
     const int jmax = min(TC, n - c0);
     const int ilim = n - r0;
-    const int imax = min(TRH, ilim);
-    // Every loaded row (and the next, so no vector passes the end of the matrix) and every
+    const int imax = min(TRN, ilim);
+    // Every row read (and the next, so no vector passes the end of the matrix) and every
     // column inside: no checks needed.
-    const bool inside = r0 + TRH < n && c0 + TC <= n;
+    const bool inside = r0 + TRN < n && c0 + TC <= n;
     if (inside) {
       load<false>(sm, input, n, r0, c0, jmax, imax);
     } else {
       load<true>(sm, input, n, r0, c0, jmax, imax);
     }
+    if (ASYNC) copy_async_wait();
     __syncthreads();
     if (inside) {
       store<false>(output, sm, n, r0, c0, jmax, ilim);
@@ -1055,4 +1088,43 @@ extern "C" __global__ void __launch_bounds__(256) transpose_reg4_64_cm(float* ou
 extern "C" __global__ void __launch_bounds__(256) transpose_reg4_64_dg(float* output,
                                                                        const float* input, int n) {
   transpose_reg<64, 64, 4, 256, -2>(output, input, n);
+}
+
+// Lean with cp.async loads: 64 x 64 tiles, 128-row tiles (7 halo rows per 128), and
+// 128-column tiles (a skewed 512-byte row piece spans 17 sectors instead of 9 per 256 bytes).
+extern "C" __global__ void __launch_bounds__(256, 5) transpose_leana_64(float* output,
+                                                                      const float* input, int n) {
+  Lean<64, 64, 256, 2, true>::run(output, input, n);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 4) transpose_leana_128x64(float* output,
+                                                                          const float* input,
+                                                                          int n) {
+  Lean<128, 64, 256, 2, true>::run(output, input, n);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 4) transpose_leana_64x128(float* output,
+                                                                          const float* input,
+                                                                          int n) {
+  Lean<64, 128, 256, 2, true>::run(output, input, n);
+}
+
+// lean_64_r2 with column-major block order (both paths).
+extern "C" __global__ void __launch_bounds__(256, 5) transpose_lean_64_cm(float* output,
+                                                                        const float* input,
+                                                                        int n) {
+  Lean<64, 64, 256, 2>::run<-1>(output, input, n);
+}
+
+// reg4_64_cm with 128-row and 128-column tiles (512 threads).
+extern "C" __global__ void __launch_bounds__(512) transpose_reg4_128x64_cm(float* output,
+                                                                           const float* input,
+                                                                           int n) {
+  transpose_reg<128, 64, 4, 512, -1>(output, input, n);
+}
+
+extern "C" __global__ void __launch_bounds__(512) transpose_reg4_64x128_cm(float* output,
+                                                                           const float* input,
+                                                                           int n) {
+  transpose_reg<64, 128, 4, 512, -1>(output, input, n);
 }

@@ -137,7 +137,14 @@ fn the_lean_kernels_match_the_oracle_with_inside_tiles() {
     let sizes = [259, 261, 262, 263, 265, 266, 268];
     let (ok, text) = run_only(&exe, "lean", &sizes);
     assert!(ok, "{text}");
-    for k in ["lean_64", "lean_64_r2"] {
+    for k in [
+        "lean_64",
+        "lean_64_r2",
+        "lean_64_cm",
+        "leana_64",
+        "leana_128x64",
+        "leana_64x128",
+    ] {
         for n in sizes {
             assert!(
                 text.contains(&format!("{k} n={n}: 0 mismatches")),
@@ -184,6 +191,10 @@ fn ownership_kernels_never_split_their_unit_between_blocks() {
             "strip8_64_k2",
             "lean_64",
             "lean_64_r2",
+            "lean_64_cm",
+            "leana_64",
+            "leana_128x64",
+            "leana_64x128",
         ] {
             assert_eq!(shared_units(&sectors, k, n), 0, "{k} n={n}:\n{sectors}");
         }
