@@ -748,8 +748,9 @@ struct Strip {
 // passes the end of the matrix, if any, element by element), so a taller or wider tile costs
 // no registers. The first tile row of each output row piece
 // (before its first aligned unit) is written element by element by the first row band.
-// N % 4 == 0: reg4_64's aligned path.
-template <int TR, int TC, int THREADS, int SR, bool ASYNC = false>
+// N % 4 == 0: reg4_64's aligned path, unless ALL: then this path for every N (with N % 8 == 0
+// no halo rows are read, every row piece is whole lines, and the loads hold no registers).
+template <int TR, int TC, int THREADS, int SR, bool ASYNC = false, bool ALL = false>
 struct Lean {
   static constexpr int W = 4;
   static constexpr int OA = 8;                    // ownership unit: a 32-byte sector
@@ -788,7 +789,7 @@ struct Lean {
 
   template <bool GUARD>
   static __device__ __forceinline__ void load(float* sm, const float* __restrict__ input, int n,
-                                              int r0, int c0, int jmax, int imax) {
+                                              int r0, int c0, int jmax, int imax, int trn) {
     using V = VecF<W>;
     const int lane = threadIdx.x & 31;
     const int w = threadIdx.x >> 5;
@@ -811,7 +812,7 @@ struct Lean {
       }
       const int s = skew(l0, i, n);
       on[p] = mine && (GUARD ? (i < imax && W * q < s + jmax)
-                             : (i < TRN && (p < LPER || s != 0)));
+                             : (i < trn && (p < LPER || s != 0)));
       off[p] = slot(i, q);
 #pragma unroll
       for (int t = 0; t < W; ++t) v[p].v[t] = 0.f;
@@ -930,20 +931,22 @@ struct Lean {
     tile_coords<G>(bx, by);
     const int r0 = by * TR;
     const int c0 = bx * TC;
-    if (n % W == 0) {
+    if (!ALL && n % W == 0) {
       reg_aligned_tile<TR, TC, W, THREADS>(output, input, n, r0, c0, sm);
       return;
     }
+    // Rows read: with N % 8 == 0 every output row piece starts sector-aligned (no halo).
+    const int trn = n % OA == 0 ? TR : TRN;
     const int jmax = min(TC, n - c0);
     const int ilim = n - r0;
-    const int imax = min(TRN, ilim);
+    const int imax = min(trn, ilim);
     // Every row read (and the next, so no vector passes the end of the matrix) and every
     // column inside: no checks needed.
-    const bool inside = r0 + TRN < n && c0 + TC <= n;
+    const bool inside = r0 + trn < n && c0 + TC <= n;
     if (inside) {
-      load<false>(sm, input, n, r0, c0, jmax, imax);
+      load<false>(sm, input, n, r0, c0, jmax, imax, trn);
     } else {
-      load<true>(sm, input, n, r0, c0, jmax, imax);
+      load<true>(sm, input, n, r0, c0, jmax, imax, trn);
     }
     if (ASYNC) copy_async_wait();
     __syncthreads();
@@ -1127,4 +1130,21 @@ extern "C" __global__ void __launch_bounds__(512) transpose_reg4_64x128_cm(float
                                                                            const float* input,
                                                                            int n) {
   transpose_reg<64, 128, 4, 512, -1>(output, input, n);
+}
+
+// Lean for every N (ALL: no separate aligned path, so no register transposes), cp.async
+// loads, column-major block order, 4 x 128-byte store requests (at N % 4 == 0 every row j's
+// column residue is j mod 4 whatever the load order, so only 4 rows per request keep the
+// shared loads conflict-free; the pieces are then whole lines): 64 x 64 tiles at 6 blocks
+// per SM, and 128-row tiles.
+extern "C" __global__ void __launch_bounds__(256, 6) transpose_leanu_64_cm(float* output,
+                                                                         const float* input,
+                                                                         int n) {
+  Lean<64, 64, 256, 4, true, true>::run<-1>(output, input, n);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 4) transpose_leanu_128x64_cm(float* output,
+                                                                             const float* input,
+                                                                             int n) {
+  Lean<128, 64, 256, 4, true, true>::run<-1>(output, input, n);
 }

@@ -144,6 +144,8 @@ fn the_lean_kernels_match_the_oracle_with_inside_tiles() {
         "leana_64",
         "leana_128x64",
         "leana_64x128",
+        "leanu_64_cm",
+        "leanu_128x64_cm",
     ] {
         for n in sizes {
             assert!(
@@ -195,6 +197,8 @@ fn ownership_kernels_never_split_their_unit_between_blocks() {
             "leana_64",
             "leana_128x64",
             "leana_64x128",
+            "leanu_64_cm",
+            "leanu_128x64_cm",
         ] {
             assert_eq!(shared_units(&sectors, k, n), 0, "{k} n={n}:\n{sectors}");
         }
@@ -207,8 +211,14 @@ fn ownership_kernels_never_split_their_unit_between_blocks() {
         assert_eq!(shared_units(&vectors, "own4_64", n), 0, "{vectors}");
         assert!(shared_units(&vectors, "reg4_64", n) > 0, "{vectors}");
     }
-    let aligned = owners(8, "reg4_64", &[128]);
-    assert_eq!(shared_units(&aligned, "reg4_64", 128), 0, "{aligned}");
+    let aligned = owners(8, "reg4_64,leanu", &[128, 132]);
+    for k in ["reg4_64", "leanu_64_cm", "leanu_128x64_cm"] {
+        assert_eq!(shared_units(&aligned, k, 128), 0, "{aligned}");
+    }
+    // N = 4 mod 8: rows start 16-byte but not 32-byte aligned; the lean path still owns sectors.
+    for k in ["leanu_64_cm", "leanu_128x64_cm"] {
+        assert_eq!(shared_units(&aligned, k, 132), 0, "{aligned}");
+    }
 }
 
 /// The emulation catches real kernel bugs: a wrong swizzle on the aligned path, a vector

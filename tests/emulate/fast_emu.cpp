@@ -81,6 +81,8 @@ static const Entry kEntries[] = {
     {"leana_128x64", transpose_leana_128x64, 256, 1, 64, 128, false},
     {"leana_64x128", transpose_leana_64x128, 256, 1, 128, 64, false},
     {"lean_64_cm", transpose_lean_64_cm, 256, 1, 64, 64, false},
+    {"leanu_64_cm", transpose_leanu_64_cm, 256, 1, 64, 64, false},
+    {"leanu_128x64_cm", transpose_leanu_128x64_cm, 256, 1, 64, 128, false},
     {"reg4_64_dg", transpose_reg4_64_dg, 256, 1, 64, 64, false},
     {"strip64_k2", transpose_strip64_k2, 256, 1, 128, 64, false},
     {"strip64_k4", transpose_strip64_k4, 256, 1, 256, 64, false},
