@@ -572,6 +572,8 @@ fn fast_variants_and_library_baselines_pass_the_oracle() {
             "reg4_128x64",
             "own4_64",
             "own8_64_o5",
+            "lean_64_cm",
+            "leanu_64_cm",
         ])
         .output()
         .unwrap();

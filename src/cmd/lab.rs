@@ -89,9 +89,9 @@ const GPU_STEPS: [&str; 9] = [
 /// best transpose, alternating in the same rounds, ratios against sgeam.
 const CEILING_KERNELS: [&str; 5] = ["sgeam", "memcpy", "copy_vec16", "padded", BEST_VARIANT];
 /// klab's best transpose on the H200 over the aligned and ragged sizes together: the fastest
-/// at 4097 and 8193, within 0.6% of the fastest at 4096, 8192 and 16384, and faster than
-/// sgeam at all five (evidence/2026-11-30-fast3, notes/transpose-fast.md).
-const BEST_VARIANT: &str = "own8_64_o5";
+/// at 4096 and 4097 (tied), within 0.3% of the fastest at 8192 and 16384 and 0.8% at 8193,
+/// faster than sgeam at all five (evidence/2026-11-30-fast4/final, notes/transpose-fast.md).
+const BEST_VARIANT: &str = "lean_64_cm";
 /// The ceilings step's matrix edge.
 const CEILING_N: u64 = 8192;
 
