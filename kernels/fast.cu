@@ -1148,3 +1148,9 @@ extern "C" __global__ void __launch_bounds__(256, 4) transpose_leanu_128x64_cm(f
                                                                              int n) {
   Lean<128, 64, 256, 4, true, true>::run<-1>(output, input, n);
 }
+
+// leanu_128x64_cm with 512 threads (3 blocks per SM, 48 resident warps instead of 32).
+extern "C" __global__ void __launch_bounds__(512, 3) transpose_leanu_128x64_cm_t512(
+    float* output, const float* input, int n) {
+  Lean<128, 64, 512, 4, true, true>::run<-1>(output, input, n);
+}

@@ -146,6 +146,7 @@ fn the_lean_kernels_match_the_oracle_with_inside_tiles() {
         "leana_64x128",
         "leanu_64_cm",
         "leanu_128x64_cm",
+        "leanu_128x64_cm_t512",
     ] {
         for n in sizes {
             assert!(
@@ -199,6 +200,7 @@ fn ownership_kernels_never_split_their_unit_between_blocks() {
             "leana_64x128",
             "leanu_64_cm",
             "leanu_128x64_cm",
+            "leanu_128x64_cm_t512",
         ] {
             assert_eq!(shared_units(&sectors, k, n), 0, "{k} n={n}:\n{sectors}");
         }

@@ -83,6 +83,7 @@ static const Entry kEntries[] = {
     {"lean_64_cm", transpose_lean_64_cm, 256, 1, 64, 64, false},
     {"leanu_64_cm", transpose_leanu_64_cm, 256, 1, 64, 64, false},
     {"leanu_128x64_cm", transpose_leanu_128x64_cm, 256, 1, 64, 128, false},
+    {"leanu_128x64_cm_t512", transpose_leanu_128x64_cm_t512, 512, 1, 64, 128, false},
     {"reg4_64_dg", transpose_reg4_64_dg, 256, 1, 64, 64, false},
     {"strip64_k2", transpose_strip64_k2, 256, 1, 128, 64, false},
     {"strip64_k4", transpose_strip64_k4, 256, 1, 256, 64, false},

@@ -171,6 +171,11 @@ fn the_fast_kernels_compile_without_spills() {
             ("transpose_leana_64", (72 * 64 + 72 * 4) * 4, 0),
             ("transpose_leana_64x128", (72 * 128 + 72 * 4) * 4, 0),
             ("transpose_leanu_128x64_cm", (136 * 64 + 136 * 4) * 4, 0),
+            (
+                "transpose_leanu_128x64_cm_t512",
+                (136 * 64 + 136 * 4) * 4,
+                0
+            ),
             ("transpose_leanu_64_cm", (72 * 64 + 72 * 4) * 4, 0),
             ("transpose_own4_128x64", 132 * 65 * 4, 0),
             ("transpose_own4_64", 68 * 65 * 4, 0),
