@@ -7,6 +7,19 @@
 
 constexpr int kTile = 32;
 
+// The CPU emulation (tests/emulate) logs the lean path's shared-memory accesses to count bank
+// conflicts from the kernel's own addresses: KLAB_SHARED_ACCESS notes an access of `bytes` at
+// p, KLAB_LDS(a, i) is a logged 4-byte load of a[i]. Compiled for a GPU they are nothing and
+// a[i] (the generated code is the same as without them; checked on the sm_90 disassembly).
+#if defined(KLAB_EMU_TRACE) && !defined(__CUDA_ARCH__)
+void klab_emu_shared_access(const void* p, int bytes);
+#define KLAB_SHARED_ACCESS(p, bytes) klab_emu_shared_access(p, bytes)
+#define KLAB_LDS(a, i) (klab_emu_shared_access(&(a)[i], 4), (a)[i])
+#else
+#define KLAB_SHARED_ACCESS(p, bytes)
+#define KLAB_LDS(a, i) ((a)[i])
+#endif
+
 // The whole matrix as one flat array of N*N floats: block b copies the contiguous
 // 1,024 floats starting at b * 1024, one 16-byte vector per thread (the base address is
 // 16-byte aligned, and so is every b * 1024 + 4 * t). A tail shorter than a vector is
@@ -739,8 +752,10 @@ struct Strip {
 // element's column residue x mod 4 equal to (t + lane / 8) mod 4 at load t, then puts them
 // back in order with selects: the 8 lanes of one residue read 8 distinct bank groups
 // (group = const + m mod 8 in the rows, const + m in the extra column), so the loads are
-// conflict-free for odd N. For N = 2 mod 4 the order is a plain rotation and some loads
-// conflict 2-way; correctness does not depend on the order.
+// conflict-free for odd N. For even N the order is a plain rotation; with SR = 4 the four
+// rows of a request then differ in residue, so those loads are conflict-free too (with
+// SR = 2 at N % 4 == 0, 2-way). Correctness does not depend on the order; the bank counts
+// come from the CPU emulation (fast_emu --banks, tests/emulate.rs).
 //
 // Tiles whose rows (with halo) and columns all lie inside the matrix take a path with no
 // bounds checks; the others check every access. ASYNC: the loads are cp.async copies
@@ -820,6 +835,7 @@ struct Lean {
         const size_t a = static_cast<size_t>(r0 + i) * n + c0 - s + W * q;
         if (ASYNC) {
           if (!GUARD || a + W <= total) {
+            KLAB_SHARED_ACCESS(sm + off[p], 16);
             copy_async16(sm + off[p], input + a);
           } else {
 #pragma unroll
@@ -840,7 +856,10 @@ struct Lean {
     }
 #pragma unroll
     for (int p = 0; p <= LPER; ++p) {
-      if (on[p]) *reinterpret_cast<V*>(sm + off[p]) = v[p];
+      if (on[p]) {
+        KLAB_SHARED_ACCESS(sm + off[p], 16);
+        *reinterpret_cast<V*>(sm + off[p]) = v[p];
+      }
     }
   }
 
@@ -885,7 +904,7 @@ struct Lean {
         for (int t = 0; t < W; ++t) {
           const int i = row[t] + W * m;
           const int q = col[t] >> 2;
-          g.v[t] = (!GUARD || i < ilim) ? sm[slot(i, q) + (col[t] & 3)] : 0.f;
+          g.v[t] = (!GUARD || i < ilim) ? KLAB_LDS(sm, slot(i, q) + (col[t] & 3)) : 0.f;
         }
         if (nn == 3) {  // g.v[t] holds element (k - t) mod 4: reflect to (k + t) mod 4
           const float a = g.v[1];

@@ -157,6 +157,64 @@ fn the_lean_kernels_match_the_oracle_with_inside_tiles() {
     }
 }
 
+/// (shared requests, extra wavefronts) the emulator printed for `kernel` at `n` in `--banks`
+/// mode.
+fn bank_counts(text: &str, kernel: &str, n: u32) -> (usize, usize) {
+    let prefix = format!("{kernel} n={n}: ");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&prefix) && l.contains("shared requests"))
+        .unwrap_or_else(|| panic!("no bank line for {kernel} n={n}:\n{text}"));
+    let numbers: Vec<usize> = line[prefix.len()..]
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    (numbers[0], numbers[1])
+}
+
+/// Shared-memory bank conflicts of the lean path, counted from the kernels' own addresses
+/// (`fast_emu --banks`): none at an odd size, at N = 2 mod 4 and (for the path every N takes)
+/// at an aligned size. A layout without the slot rotation, which the oracle cannot tell apart
+/// (every output still matches), conflicts on most requests.
+#[test]
+fn the_lean_shared_layout_is_conflict_free() {
+    let Some(cxx) = cxx() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = build(&cxx, &root().join("kernels"), tmp.path());
+    let banks = vec!["--banks".to_string()];
+    let (ok, text) = run_only_with(&exe, &banks, "lean_64_cm,leanu_64_cm", &[261, 262, 264]);
+    assert!(ok, "{text}");
+    for (k, n) in [
+        ("lean_64_cm", 261),
+        ("lean_64_cm", 262),
+        ("leanu_64_cm", 261),
+        ("leanu_64_cm", 262),
+        ("leanu_64_cm", 264),
+    ] {
+        let (requests, extra) = bank_counts(&text, k, n);
+        assert!(requests > 0, "{k} n={n}: no request counted:\n{text}");
+        assert_eq!(extra, 0, "{k} n={n}:\n{text}");
+    }
+
+    let source = std::fs::read_to_string(root().join("kernels/fast.cu")).unwrap();
+    let from = "if (q < MV) return i * S + W * ((q + (i >> 2)) & (MV - 1));";
+    assert_eq!(source.matches(from).count(), 1, "mutation site '{from}'");
+    let mutant = tempfile::tempdir().unwrap();
+    std::fs::write(
+        mutant.path().join("fast.cu"),
+        source.replace(from, "if (q < MV) return i * S + W * q;"),
+    )
+    .unwrap();
+    let exe = build(&cxx, mutant.path(), mutant.path());
+    let (ok, text) = run_only_with(&exe, &banks, "lean_64_cm", &[261]);
+    assert!(ok, "the unrotated layout is still correct:\n{text}");
+    let (requests, extra) = bank_counts(&text, "lean_64_cm", 261);
+    assert!(
+        extra > requests,
+        "{requests} requests, {extra} extra:\n{text}"
+    );
+}
+
 /// The number the emulator printed for `kernel` at `n` in `--owners` mode.
 fn shared_units(text: &str, kernel: &str, n: u32) -> usize {
     let prefix = format!("{kernel} n={n}: ");

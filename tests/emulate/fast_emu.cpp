@@ -9,8 +9,19 @@
 //   fast_emu --owners=UNIT [--only=PREFIX] N...   instead counts, per kernel and N, the
 //                   aligned output units of UNIT floats that more than one block writes
 //                   (units spanning two output rows left out).
+//   fast_emu --banks [--only=PREFIX] N...   also counts the shared-memory bank conflicts of
+//                   the accesses the kernels log (KLAB_SHARED_ACCESS, KLAB_LDS: the lean path),
+//                   from their own addresses: the k-th logged access of every lane of a warp
+//                   is one request; a 4-byte request takes as many wavefronts as the most
+//                   distinct words one of the 32 banks holds, a 16-byte request one per
+//                   quarter-warp times the most distinct 16-byte slots one of the 8 bank
+//                   groups holds. Warps whose lanes log different numbers of accesses (bounds
+//                   checks that skip some) are left out and counted.
 #include <algorithm>
 #include <barrier>
+#include <map>
+#include <mutex>
+#include <set>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -43,7 +54,78 @@ struct float2 {
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 inline float2 make_float2(float a, float b) { return {a, b}; }
 
+// The shared-access log (--banks): every lane's accesses of one block, in program order.
+struct Access {
+  int lane;  // thread index in the block
+  int k;     // the lane's k-th logged access
+  uintptr_t addr;
+  int bytes;
+};
+static bool trace_on = false;
+static std::mutex trace_mutex;
+static std::vector<Access> trace_log;
+thread_local int trace_count = 0;  // a new std::thread per CUDA thread and block
+void klab_emu_shared_access(const void* p, int bytes) {
+  if (!trace_on) return;
+  const int k = trace_count++;
+  const int lane = threadIdx.y * blockDim.x + threadIdx.x;
+  std::lock_guard<std::mutex> lock(trace_mutex);
+  trace_log.push_back({lane, k, reinterpret_cast<uintptr_t>(p), bytes});
+}
+#define KLAB_EMU_TRACE 1
+
 #include "fast.cu"
+
+struct BankCount {
+  size_t requests = 0, extra = 0, skipped_warps = 0;
+};
+static BankCount bank_count;
+
+// Adds one block's logged accesses to bank_count and clears the log.
+static void count_banks(int threads) {
+  std::map<int, std::vector<std::vector<Access>>> warps;  // warp -> lane -> accesses
+  for (const Access& a : trace_log) {
+    auto& lanes = warps[a.lane / 32];
+    lanes.resize(32);
+    lanes[a.lane % 32].push_back(a);
+  }
+  trace_log.clear();
+  for (auto& [w, lanes] : warps) {
+    const int width = std::min(32, threads - 32 * w);
+    bool uniform = width == 32;
+    for (auto& l : lanes) {
+      std::sort(l.begin(), l.end(), [](const Access& x, const Access& y) { return x.k < y.k; });
+      uniform = uniform && l.size() == lanes[0].size();
+    }
+    if (!uniform) {
+      ++bank_count.skipped_warps;
+      continue;
+    }
+    for (size_t k = 0; k < lanes[0].size(); ++k) {
+      const int bytes = lanes[0][k].bytes;
+      size_t wavefronts = 0, ideal = 0;
+      if (bytes == 4) {
+        std::map<uintptr_t, std::set<uintptr_t>> bank;  // bank -> distinct words
+        for (auto& l : lanes) bank[(l[k].addr >> 2) & 31].insert(l[k].addr >> 2);
+        for (auto& [b, words] : bank) wavefronts = std::max(wavefronts, words.size());
+        ideal = 1;
+      } else {
+        for (int q = 0; q < 4; ++q) {
+          std::map<uintptr_t, std::set<uintptr_t>> group;  // 16-byte bank group -> slots
+          for (int l = 8 * q; l < 8 * q + 8; ++l) {
+            group[(lanes[l][k].addr >> 4) & 7].insert(lanes[l][k].addr >> 4);
+          }
+          size_t most = 0;
+          for (auto& [g, slots] : group) most = std::max(most, slots.size());
+          wavefronts += most;
+        }
+        ideal = 4;
+      }
+      ++bank_count.requests;
+      bank_count.extra += wavefronts - ideal;
+    }
+  }
+}
 
 typedef void (*Kernel)(float*, const float*, int);
 struct Entry {
@@ -120,6 +202,7 @@ static void run_block(const Entry& e, int n, int bx, int by, float* out, const f
     });
   }
   for (auto& t : team) t.join();
+  if (trace_on) count_banks(threads);
 }
 
 static size_t run(const Entry& e, int n) {
@@ -211,6 +294,10 @@ int main(int argc, char** argv) {
       unit = std::atoi(argv[a] + 9);
       continue;
     }
+    if (std::strcmp(argv[a], "--banks") == 0) {
+      trace_on = true;
+      continue;
+    }
     const int n = std::atoi(argv[a]);
     for (const Entry& e : kEntries) {
       if (!selected(e.name, only)) continue;
@@ -220,9 +307,14 @@ int main(int argc, char** argv) {
                     n, shared, unit);
         continue;
       }
+      bank_count = BankCount{};
       const size_t bad = run(e, n);
       std::printf("%s n=%d: %zu mismatches\n", e.name, n, bad);
       failures += bad != 0;
+      if (trace_on) {
+        std::printf("%s n=%d: %zu shared requests, %zu extra wavefronts, %zu warps left out\n",
+                    e.name, n, bank_count.requests, bank_count.extra, bank_count.skipped_warps);
+      }
     }
   }
   if (unit == 0) std::printf("%d failing runs\n", failures);
