@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use klab_core::samples::{Regime, Timer};
+use klab_core::timing::WarmupPolicy;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -19,19 +21,21 @@ pub struct Cli {
     pub command: Command,
 }
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, PartialEq, Subcommand)]
 pub enum Command {
-    /// Seed 000's transpose harness: validate, time and report one variant or all five
+    /// The transpose lab's harness: validate, time and report one variant or all five
     Transpose(TransposeArgs),
-    /// Seed 000's CPU address model: tile coverage, shared-memory banks, global sectors
+    /// The transpose lab's CPU address model: tile coverage, shared-memory banks, global sectors
     Model(ModelArgs),
     /// The main job: the whole transpose investigation into artifacts/run-NN/
     Lab(LabArgs),
     /// Device, driver, runtime and NVRTC facts
     Env(EnvArgs),
+    /// The built-in kernels by namespace, with their operation and what they are
+    Kernels(KernelsArgs),
     /// Time one kernel with the timing engine and write its samples and a receipt
     Bench(BenchArgs),
-    /// Seed 003's triad program: check, buggy, profile, bench-hot, bench-rotate
+    /// The triad lab's program: check, buggy, profile, bench-hot, bench-rotate
     Triad(TriadArgs),
     /// Alternating rounds (ABBA), each block in its own process, with round-level ratios
     Rounds(RoundsArgs),
@@ -39,7 +43,7 @@ pub enum Command {
     Compare(CompareArgs),
     /// The reference-verification gate: oracle, size ladder, two poisons, determinism, properties
     Check(CheckArgs),
-    /// Seed 002's reduction lab: the weak and the hardened suite on both launch variants
+    /// The reduction lab: the weak and the hardened suite on both launch variants
     ReduceLab(ReduceLabArgs),
     /// The Compute Sanitizer gate: memcheck, racecheck, synccheck, initcheck, parsed
     Sanitize(SanitizeArgs),
@@ -53,7 +57,7 @@ pub enum Command {
     Report(ReportArgs),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 #[command(
     after_help = "For each kernel, Nsight Compute profiles exactly one launch of klab's own sequence: \
 one poisoned validation, --warmup launches, a fresh poison, the measured launch and its check \
@@ -104,7 +108,7 @@ pub struct ProfileArgs {
     pub device: u32,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 #[command(
     after_help = "Reads lab.json and every artifact it knows (environment, ladder, benchmark, \
 repeated rounds, timing-engine rounds and receipts, sanitize/sanitize.json, profile/profile.json) \
@@ -122,7 +126,7 @@ pub struct ReportArgs {
     pub out: Option<PathBuf>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 pub struct AuditArgs {
     /// Sanitizer tools to include as gates, comma-separated (empty: oracle only)
     #[arg(long, default_value = "memcheck,racecheck,synccheck,initcheck")]
@@ -144,7 +148,7 @@ pub struct AuditArgs {
     pub device: u32,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 #[command(
     after_help = "Runs compute-sanitizer once per tool and kernel (memcheck with --padding 32 \
 and --leak-check full; every tool with --destroy-on-device-error kernel and --error-exitcode 99) \
@@ -174,7 +178,7 @@ pub struct SanitizeArgs {
     pub device: u32,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 #[command(
     after_help = "KERNEL is a built-in name (copy, naive, tiled, padded, broken, triad_f32, \
 triad_buggy, reduce_guarded, reduce_drop_tail) or path/to/manifest.toml[:name]. Cases: the \
@@ -215,31 +219,37 @@ pub struct CheckArgs {
     pub device: u32,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 pub struct ReduceLabArgs {
+    /// Watchdog, seconds: a kernel still running then is killed and reported as hung (exit 2)
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Run in this process (what the watched child does)
+    #[arg(long, hide = true)]
+    pub in_process: bool,
     /// CUDA device ordinal
     #[arg(long, default_value_t = 0)]
     pub device: u32,
 }
 
 /// Options shared by every command that times.
-#[derive(Debug, Args, Clone)]
+#[derive(Debug, Clone, PartialEq, Args)]
 pub struct TimingArgs {
     /// Cache regime: same-buffer, buffer-rotated or l2-flushed
     #[arg(long, default_value = "same-buffer")]
-    pub regime: String,
+    pub regime: Regime,
     /// Timer: per-launch (one event pair per launch), batch:K or graph:K
     #[arg(long, default_value = "per-launch")]
-    pub timer: String,
-    /// Samples per block
-    #[arg(long, default_value_t = 200)]
+    pub timer: Timer,
+    /// Samples per block (at least 2)
+    #[arg(long, default_value_t = 200, value_parser = parse_samples)]
     pub samples: u32,
     /// Warmup: a launch count (at least 2 per slot) or stable:WINDOW:PCT:MAX
     #[arg(long, default_value = "20")]
-    pub warmup: String,
+    pub warmup: WarmupPolicy,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 #[command(
     allow_negative_numbers = true,
     after_help = "Prints CSV on stdout (header once): \
@@ -266,12 +276,18 @@ pub struct TransposeArgs {
     /// Timed launches
     #[arg(value_name = "REPS")]
     pub reps: String,
+    /// Watchdog, seconds: a kernel still running then is killed and reported as hung (exit 2)
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Run in this process (what the watched child does)
+    #[arg(long, hide = true)]
+    pub in_process: bool,
     /// CUDA device ordinal
     #[arg(long, default_value_t = 0)]
     pub device: u32,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 pub struct ModelArgs {
     /// Matrix edges to prove the tiled mapping for (comma-separated); the largest also
     /// drives the per-variant predictions
@@ -291,7 +307,7 @@ pub struct ModelArgs {
     pub json: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 pub struct LabArgs {
     /// Folder that receives run-NN/ (created if missing)
     #[arg(long, default_value = "artifacts")]
@@ -302,9 +318,12 @@ pub struct LabArgs {
     /// Rounds of the repeated benchmark
     #[arg(long, default_value_t = 5)]
     pub rounds: u32,
+    /// Watchdog per step process, seconds
+    #[arg(long, default_value_t = 900)]
+    pub timeout: u64,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 #[command(
     after_help = "Kernels: copy, naive, tiled, padded, broken (kernels/transpose.cu, N x N), \
 triad_f32, triad_buggy (kernels/triad.cu, n elements). Each block: one poisoned validation \
@@ -314,7 +333,7 @@ checked after timing, one more poisoned validation. Writes samples-rNN-p0.csv \
 (sample,slot,elapsed_us) and receipt.json into --out (or artifacts/bench/run-NN)."
 )]
 pub struct BenchArgs {
-    /// Built-in kernel
+    /// The kernel: a built-in name or path/to/manifest.toml:NAME
     pub kernel: String,
     /// Problem size (transpose: N for N x N; triad: elements) [default: 4096 / 1000003]
     #[arg(long)]
@@ -330,14 +349,21 @@ pub struct BenchArgs {
     /// The claim the receipt states
     #[arg(long)]
     pub claim: Option<String>,
+    /// Watchdog for the whole measurement, seconds: a kernel still running then is killed
+    /// and reported as hung (exit 2)
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Run in this process (what the watched child does)
+    #[arg(long, hide = true)]
+    pub in_process: bool,
     /// CUDA device ordinal
     #[arg(long, default_value_t = 0)]
     pub device: u32,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 #[command(
-    after_help = "Modes (seed 003): --check runs triad_f32 on n = 0, 1, 255, 256, 257 and \
+    after_help = "Modes: --check runs triad_f32 on n = 0, 1, 255, 256, 257 and \
 1,000,003 (seeds 7, 19, 101) against a CPU double-FMA reference (atol 2e-6, rtol 2e-5); \
 --buggy launches triad_buggy (i <= n) once for a sanitizer to inspect and exits 2; \
 --profile launches triad_f32 once; --bench-hot and --bench-rotate time 200 samples \
@@ -355,12 +381,18 @@ pub struct TriadArgs {
     /// Any further argument is an error
     #[arg(hide = true, allow_hyphen_values = true)]
     pub extra: Vec<String>,
+    /// Watchdog, seconds: a kernel still running then is killed and reported as hung (exit 2)
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Run in this process (what the watched child does)
+    #[arg(long, hide = true)]
+    pub in_process: bool,
     /// CUDA device ordinal
     #[arg(long, default_value_t = 0)]
     pub device: u32,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 #[command(
     after_help = "Each round runs the variants in order and then in reverse (ABBA for two), \
 every block in its own `klab bench` process. Every block's row is kept (rounds.csv) with its \
@@ -386,14 +418,21 @@ pub struct RoundsArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Bootstrap seed (recorded)
-    #[arg(long, default_value_t = 0x6b6c_6162)]
+    #[arg(long, default_value_t = BOOTSTRAP_SEED)]
     pub seed: u64,
+    /// Watchdog per block, seconds: a block still running then is killed, reported as
+    /// hung, and the other blocks still run
+    #[arg(long, default_value_t = 900)]
+    pub timeout: u64,
     /// CUDA device ordinal
     #[arg(long, default_value_t = 0)]
     pub device: u32,
 }
 
-#[derive(Debug, Args)]
+/// The bootstrap's default seed ("klab").
+pub const BOOTSTRAP_SEED: u64 = 0x6b6c_6162;
+
+#[derive(Debug, Clone, PartialEq, Args)]
 pub struct CompareArgs {
     /// Baseline receipt (JSON)
     pub baseline: PathBuf,
@@ -407,7 +446,7 @@ pub struct CompareArgs {
     pub seed: u64,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 pub struct EnvArgs {
     /// CUDA device ordinal
     #[arg(long, default_value_t = 0)]
@@ -415,4 +454,34 @@ pub struct EnvArgs {
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
+}
+
+impl TimingArgs {
+    /// The timing engine's configuration.
+    pub fn config(&self) -> klab_core::timing::TimingConfig {
+        klab_core::timing::TimingConfig {
+            timer: self.timer,
+            regime: self.regime,
+            samples: self.samples,
+            warmup: self.warmup,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct KernelsArgs {
+    /// Also the archive (exploration variants) and the audit's mutants
+    #[arg(long)]
+    pub all: bool,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_samples(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(v) if v >= 2 => Ok(v),
+        Ok(v) => Err(format!("samples must be at least 2, got {v}")),
+        Err(_) => Err(format!("samples must be a whole number, got '{s}'")),
+    }
 }

@@ -4,6 +4,7 @@
 //! and `klab-cuda` (the runtime layer). Exit codes: 0 success, 1 runtime or argument
 //! error, 2 a correctness gate failed.
 
+mod child;
 mod cli;
 mod cmd;
 
@@ -18,16 +19,46 @@ pub const EXIT_GATE_FAILED: u8 = 2;
 pub const EXIT_ERROR: u8 = 1;
 
 fn main() -> ExitCode {
+    let is_child = child::is_child();
+    if is_child {
+        // Started by klab (maybe through compute-sanitizer or ncu): die with that parent.
+        klab_tools::process::die_with_parent();
+    }
+    // Ctrl-C, a scheduler's SIGTERM or a closed terminal end every child klab started.
+    klab_tools::process::install_signal_handlers();
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
-    match cmd::run(cli) {
-        Ok(code) => code,
+    let (code, result) = match cmd::run(cli) {
+        Ok(code) => (code, child::take_result()),
         Err(e) => {
-            eprintln!("error: {}", one_line(&format!("{e:#}")));
-            ExitCode::from(EXIT_ERROR)
+            let message = one_line(&format!("{e:#}"));
+            eprintln!("error: {message}");
+            (
+                ExitCode::from(EXIT_ERROR),
+                Some(klab_core::child::ChildResult::Error { message }),
+            )
         }
+    };
+    if is_child {
+        // The parent reads this line, never the prose above it.
+        let result = result.unwrap_or(klab_core::child::ChildResult::Exit {
+            code: exit_code_number(code),
+        });
+        println!("{}", result.line());
+    }
+    code
+}
+
+/// The number behind an ExitCode klab made (klab only makes 0, 1 and 2).
+fn exit_code_number(code: ExitCode) -> u8 {
+    if code == ExitCode::SUCCESS {
+        0
+    } else if code == ExitCode::from(EXIT_GATE_FAILED) {
+        EXIT_GATE_FAILED
+    } else {
+        EXIT_ERROR
     }
 }
 
@@ -46,6 +77,10 @@ fn usage_error(e: clap::Error) -> ExitCode {
         _ => {
             let text = e.render().to_string();
             let body = text.split("\n\nUsage:").next().unwrap_or(&text);
+            let body = body
+                .split("\n\nFor more information")
+                .next()
+                .unwrap_or(body);
             let line = body.split_whitespace().collect::<Vec<_>>().join(" ");
             let line = line.strip_prefix("error: ").unwrap_or(&line);
             eprintln!("error: {line}");

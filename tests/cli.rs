@@ -264,7 +264,7 @@ fn timing_command_argument_errors_exit_1_with_one_line() {
         "unexpected argument '-4'",
     );
     assert_arg_error(&["rounds", "padded"], "required");
-    assert_arg_error(&["rounds", "padded", "padded"], "listed twice");
+    assert_arg_error(&["rounds", "padded", "padded"], "named twice");
     assert_arg_error(
         &["rounds", "padded", "tiled", "--baseline", "naive"],
         "baseline 'naive' is not one of the kernels",

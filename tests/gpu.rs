@@ -566,10 +566,10 @@ fn fast_variants_and_library_baselines_pass_the_oracle() {
             "sgeam",
             "copy_vec16",
             "vec4_t1",
-            "vec4_t2",
+            "archive/vec4_t2",
             "vec4_t4",
             "reg4_64",
-            "reg4_128x64",
+            "archive/reg4_128x64",
             "own4_64",
             "own8_64_o5",
             "lean_64_cm",
@@ -584,4 +584,138 @@ fn fast_variants_and_library_baselines_pass_the_oracle() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+fn example(file: &str) -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/user")
+        .join(file)
+        .display()
+        .to_string()
+}
+
+/// The comparison users want most, on their own kernels: rounds of two user-manifest
+/// kernels (started from another folder, so the children must get the manifest's absolute
+/// path), combined receipts, and `klab compare` of them.
+#[test]
+fn rounds_and_compare_of_two_user_manifest_kernels() {
+    if !gpu_or_skip("rounds_and_compare_of_two_user_manifest_kernels") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = example("mine.toml");
+    let o = klab()
+        .current_dir(dir.path())
+        .args([
+            "rounds",
+            &format!("{manifest}:my_naive"),
+            &format!("{manifest}:my_tiled"),
+        ])
+        .args([
+            "--n",
+            "1024",
+            "--rounds",
+            "3",
+            "--samples",
+            "30",
+            "--out",
+            "r",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = dir.path().join("r");
+    let c = klab()
+        .arg("compare")
+        .arg(r.join("my_naive.receipt.json"))
+        .arg(r.join("my_tiled.receipt.json"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&c.stdout);
+    assert_eq!(
+        c.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&c.stderr)
+    );
+    assert!(text.contains("ratio"), "{text}");
+    // Every block measured the user's kernel, never a built-in of the same family.
+    let receipt = std::fs::read_to_string(r.join("my_tiled.receipt.json")).unwrap();
+    assert!(receipt.contains("\"entry\": \"my_tiled\""), "{receipt}");
+}
+
+/// A kernel that spins forever is stopped by the watchdog as that kernel's failure (exit
+/// 2, "hung"), and the command's other kernels still run.
+#[test]
+fn a_spinning_kernel_is_stopped_in_check_bench_and_rounds() {
+    if !gpu_or_skip("a_spinning_kernel_is_stopped_in_check_bench_and_rounds") {
+        return;
+    }
+    let spin = format!("{}:spin", example("spin.toml"));
+    let dir = tempfile::tempdir().unwrap();
+    let runs: [Vec<String>; 3] = [
+        vec![
+            "check".into(),
+            spin.clone(),
+            "padded".into(),
+            "--timeout".into(),
+            "10".into(),
+        ],
+        vec![
+            "bench".into(),
+            spin.clone(),
+            "--n".into(),
+            "256".into(),
+            "--timeout".into(),
+            "10".into(),
+            "--out".into(),
+            dir.path().join("b").display().to_string(),
+        ],
+        vec![
+            "rounds".into(),
+            "padded".into(),
+            spin.clone(),
+            "--n".into(),
+            "256".into(),
+            "--rounds".into(),
+            "1".into(),
+            "--samples".into(),
+            "10".into(),
+            "--timeout".into(),
+            "10".into(),
+            "--out".into(),
+            dir.path().join("r").display().to_string(),
+        ],
+    ];
+    for argv in runs {
+        let t0 = std::time::Instant::now();
+        let o = klab().args(&argv).output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(o.status.code(), Some(2), "{argv:?}: {text}");
+        assert!(
+            text.contains("hung: killed by the watchdog after 10"),
+            "{argv:?}: {text}"
+        );
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(120),
+            "{argv:?}"
+        );
+        if argv[0] == "check" {
+            // padded, after the hung kernel, was still checked.
+            assert!(text.contains("verdict: PASS"), "{text}");
+        }
+        if argv[0] == "rounds" {
+            assert!(text.contains("position 0 padded: median"), "{text}");
+        }
+    }
 }

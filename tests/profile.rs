@@ -28,7 +28,7 @@ for a in "$@"; do
   prev="$a"
 done
 echo "==PROF== Connected to process 1 (klab)"
-echo "KLAB_PROFILE {\"entry\":\"transpose_naive\",\"n\":4096,\"launches_before\":$FAKE_LAUNCHES,\"before_failures\":0,\"measured_failures\":$FAKE_MEASURED,\"known_broken\":false,\"first_failure\":null}"
+echo "klab-result: {\"result\":\"profile\",\"report\":{\"entry\":\"transpose_naive\",\"n\":4096,\"launches_before\":$FAKE_LAUNCHES,\"before_failures\":0,\"measured_failures\":$FAKE_MEASURED,\"known_broken\":false,\"first_failure\":null}}"
 if [ "$FAKE_MEASURED" != null ]; then : > "$exp"; fi
 echo "==PROF== Disconnected from process 1"
 "#;
@@ -114,11 +114,16 @@ fn naive_is_profiled_on_one_launch_and_its_stores_agree_with_the_model() {
     }
     let metrics = after("--metrics");
     assert!(metrics.contains("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"));
+    // The profiled program: klab's own child command for exactly this kernel, by its
+    // qualified name, with the launch sequence's size and warmups.
     let program = argv.iter().position(|a| *a == "profile").unwrap();
-    assert_eq!(
-        &argv[program..program + 3],
-        ["profile", "naive", "--in-process"]
+    let child = &argv[program..];
+    assert!(child.contains(&"--in-process"), "{child:?}");
+    assert!(
+        child.contains(&"--n=4096") && child.contains(&"--warmup=5"),
+        "{child:?}"
     );
+    assert_eq!(child[child.len() - 2..], ["--", "transpose/naive"]);
 
     // The files.
     let json: serde_json::Value =

@@ -6,19 +6,18 @@
 //! correct variant is rejected by any. A kernel's `known_broken` label is never a kill:
 //! only evidence is.
 
-use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use klab_core::artifact::write_atomic;
-use klab_core::check::CheckReport;
-use klab_core::manifest;
+use klab_core::child::ChildResult;
 use klab_tools::sanitizer::{self, Options, Outcome, Tool};
 use serde::Serialize;
 
-use crate::cli::AuditArgs;
-use crate::cmd::check::run_isolated;
+use crate::child::ChildCmd;
+use crate::cli::{AuditArgs, CheckArgs};
+use crate::cmd::check;
 use crate::cmd::measure::{self, Kernel};
 use crate::cmd::sanitize::{find_sanitizer, sizes_for};
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
@@ -77,11 +76,16 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     klab_cuda::device::Device::open(args.device)?;
     let dir = measure::output_dir(args.out.as_deref(), "audit")?;
     let exe = std::env::current_exe().context("locating the klab binary")?;
-    let mutants: Vec<String> = manifest::builtins()
-        .into_iter()
-        .filter(|m| m.origin == "builtin:mutants")
-        .flat_map(|m| m.kernels.into_iter().map(|k| k.name))
-        .collect();
+    let mutants: Vec<String> = klab_core::registry::registry()
+        .namespace("mutants")
+        .map(|ns| {
+            ns.manifest
+                .kernels
+                .iter()
+                .map(|k| format!("mutants/{}", k.name))
+                .collect()
+        })
+        .unwrap_or_default();
     // The built-in known-broken variants are labelled bugs too.
     let mut names: Vec<(String, bool)> = mutants
         .into_iter()
@@ -91,39 +95,27 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     names.extend(CORRECT.iter().map(|c| (c.to_string(), false)));
     if let Some(only) = &args.only {
         let keep: Vec<&str> = only.split(',').map(str::trim).collect();
-        names.retain(|(n, _)| keep.contains(&n.as_str()));
+        // `--only mut_wild_store` names a mutant by its short name.
+        names.retain(|(n, _)| {
+            keep.contains(&n.as_str()) || keep.contains(&n.rsplit('/').next().unwrap_or(n))
+        });
     }
     let timeout = Duration::from_secs(args.timeout);
     let mut rows = Vec::new();
     let mut tool_errors = 0;
     for (name, mutant) in &names {
-        let kernel = Kernel::parse(name)?;
+        let kernel = Kernel::parse_in_child(name)?;
+        let name = &kernel.name();
         let mut cells = Vec::new();
         // The oracle gate, isolated.
-        let argv: Vec<String> = vec![
-            "check".into(),
-            name.clone(),
-            "--in-process".into(),
-            "--json".into(),
-            "--device".into(),
-            args.device.to_string(),
-        ];
-        let o = run_isolated(&exe, &argv, timeout)?;
+        let o =
+            ChildCmd::Check(check::child_args(kernel.spec(), args.device)).run(timeout, false)?;
         write_atomic(
             &dir.join(format!("{name}-oracle.txt")),
             format!("{}\n{}", o.stdout, o.stderr).as_bytes(),
         )?;
-        let cell = match (
-            o.timed_out,
-            o.status,
-            serde_json::from_str::<CheckReport>(&o.stdout),
-        ) {
-            (true, _, _) => Cell {
-                gate: "oracle".into(),
-                verdict: "kill".into(),
-                detail: format!("hung: killed after {} s", args.timeout),
-            },
-            (false, Some(0 | 2), Ok(r)) => {
+        let cell = match &o.result {
+            Some(ChildResult::Check { report: r }) if !o.hung() => {
                 let first = r.first_failure().map(|c| c.render()).unwrap_or_default();
                 if r.all_cases_pass() {
                     Cell {
@@ -143,39 +135,22 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
                     }
                 }
             }
-            (false, status, _) => {
-                let why = o
-                    .stderr
-                    .lines()
-                    .rev()
-                    .find(|l| l.starts_with("error:"))
-                    .unwrap_or("no report")
-                    .to_string();
-                Cell {
-                    gate: "oracle".into(),
-                    verdict: "kill".into(),
-                    detail: format!(
-                        "the kernel's process failed ({}): {why}",
-                        status
-                            .map(|s| format!("exit {s}"))
-                            .unwrap_or_else(|| "signal".into())
-                    ),
-                }
-            }
+            // A hang, a fault or a crash of the kernel's process is a rejection.
+            _ => Cell {
+                gate: "oracle".into(),
+                verdict: "kill".into(),
+                detail: format!("the kernel's process failed: {}", o.failure()),
+            },
         };
         cells.push(cell);
         // The sanitizer gates.
         let (ragged, full) = sizes_for(&kernel);
-        let target: Vec<OsString> = vec![
-            "check".into(),
-            name.into(),
-            "--in-process".into(),
-            "--quick".into(),
-            "--sizes".into(),
-            format!("{ragged},{full}").into(),
-            "--device".into(),
-            args.device.to_string().into(),
-        ];
+        let target = ChildCmd::Check(CheckArgs {
+            quick: true,
+            sizes: Some(format!("{ragged},{full}")),
+            ..check::child_args(kernel.spec(), args.device)
+        })
+        .os_argv();
         for &tool in &tools {
             let bin = sanitizer_bin
                 .as_ref()

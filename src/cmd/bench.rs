@@ -1,28 +1,34 @@
-//! `klab bench <kernel>`: one kernel through the timing engine, with a receipt.
+//! `klab bench <kernel>`: one kernel through the timing engine, with a receipt. The
+//! measurement runs in a child (`--in-process`) under the watchdog; the child reports its
+//! verdict and receipt as a result line.
 
 use std::process::ExitCode;
 
+use klab_core::child::{ChildResult, Verdict};
 use klab_core::timing::Outcome;
 
+use crate::child::{self, ChildCmd};
 use crate::cli::BenchArgs;
 use crate::cmd::measure::{self, BenchSpec, Kernel, ReceiptInput, Session};
 use crate::EXIT_GATE_FAILED;
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let kernel = Kernel::parse(&args.kernel)?;
-    let n = args.n.unwrap_or_else(|| kernel.default_n());
-    if n == 0 {
-        anyhow::bail!("n must be at least 1, got 0");
+    if !args.in_process {
+        // Bad input is one line from here, before any child starts.
+        let kernel = Kernel::parse(&args.kernel)?;
+        check_args(&args, &kernel)?;
+        let what = format!("bench {}", kernel.name());
+        let timeout = args.timeout;
+        let child = ChildCmd::Bench(BenchArgs {
+            kernel: kernel.spec(),
+            in_process: true,
+            ..args
+        });
+        return child::relay(child, timeout, &what);
     }
-    if args.rounds == 0 {
-        anyhow::bail!("rounds must be at least 1, got 0");
-    }
-    let config = measure::timing_config(
-        &args.timing.regime,
-        &args.timing.timer,
-        args.timing.samples,
-        &args.timing.warmup,
-    )?;
+    let kernel = Kernel::parse_in_child(&args.kernel)?;
+    let n = check_args(&args, &kernel)?;
+    let config = args.timing.config();
     let spec = BenchSpec {
         kernel: kernel.clone(),
         n,
@@ -86,6 +92,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             "result: correctness gate FAILED; no receipt written (raw folder: {})",
             dir.display()
         );
+        child::set_result(ChildResult::Bench {
+            kernel: kernel.name(),
+            verdict: Verdict::Fail,
+            receipt: None,
+            detail: "the correctness gate failed".into(),
+        });
         return Ok(ExitCode::from(EXIT_GATE_FAILED));
     }
     let (path, r) = measure::write_receipt(ReceiptInput {
@@ -104,5 +116,23 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         r.result.median_us, r.result.p10_us, r.result.p90_us, r.result.useful_gb_s, r.result.pct_of_peak, r.result.flagged_blocks
     );
     println!("receipt={}", path.display());
+    child::set_result(ChildResult::Bench {
+        kernel: kernel.name(),
+        verdict: Verdict::Pass,
+        receipt: Some(path.display().to_string()),
+        detail: format!("median {:.3} us", r.result.median_us),
+    });
     Ok(ExitCode::SUCCESS)
+}
+
+/// The size, after the checks every bench makes before it starts.
+fn check_args(args: &BenchArgs, kernel: &Kernel) -> anyhow::Result<u64> {
+    let n = args.n.unwrap_or_else(|| kernel.default_n());
+    if n == 0 {
+        anyhow::bail!("n must be at least 1, got 0");
+    }
+    if args.rounds == 0 {
+        anyhow::bail!("rounds must be at least 1, got 0");
+    }
+    Ok(n)
 }

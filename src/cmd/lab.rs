@@ -20,9 +20,14 @@ use klab_cuda::gpu::CudaBackend;
 use klab_cuda::{nvrtc, probe};
 use serde::Serialize;
 
-use crate::cli::LabArgs;
+use crate::child::{ChildCmd, ChildRun};
+use crate::cli::{
+    BenchArgs, LabArgs, ProfileArgs, RoundsArgs, SanitizeArgs, TimingArgs, TransposeArgs,
+};
 use crate::cmd::gpu;
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
+use klab_core::child::{ChildResult, Verdict};
+use klab_report::data::SanitizedKernel;
 
 /// Boundary ladder sizes (seed 000): tiles that are not full, and a block-exact contrast.
 pub const LADDER: [u64; 7] = [1, 7, 31, 32, 33, 65, 257];
@@ -160,65 +165,74 @@ impl Lab {
     }
 }
 
-/// What a child `klab transpose` produced.
-struct ChildRun {
-    argv: Vec<String>,
-    status: Option<i32>,
-    stdout: String,
-    stderr: String,
+/// Every lab step runs in its own process under the watchdog (`--timeout`, per process).
+fn run_child(cmd: ChildCmd, timeout_s: u64) -> anyhow::Result<ChildRun> {
+    cmd.run(std::time::Duration::from_secs(timeout_s), false)
 }
 
-impl ChildRun {
-    fn log_block(&self) -> String {
-        format!(
-            "$ klab {}\n{}[exit {}]\n\n",
-            self.argv.join(" "),
-            self.stderr,
-            self.status
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| "signal".into())
-        )
-    }
-
-    fn last_error_line(&self) -> String {
-        self.stderr
-            .lines()
-            .rev()
-            .find(|l| l.starts_with("error:"))
-            .unwrap_or("no error line")
-            .to_string()
-    }
-}
-
-/// Every lab step runs in its own process under the same watchdog as `klab check`.
-const CHILD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(900);
-
-fn run_child(exe: &Path, argv: Vec<String>) -> anyhow::Result<ChildRun> {
-    let out = crate::cmd::check::run_isolated(exe, &argv, CHILD_TIMEOUT)?;
-    let mut stderr = out.stderr;
-    if out.timed_out {
-        stderr.push_str(&format!(
-            "error: killed by the watchdog after {} s\n",
-            CHILD_TIMEOUT.as_secs()
-        ));
-    }
-    Ok(ChildRun {
-        argv,
-        status: out.status,
-        stdout: out.stdout,
-        stderr,
+fn transpose_child(variant: &str, n: u64, reps: u32, args: &LabArgs) -> ChildCmd {
+    ChildCmd::Transpose(TransposeArgs {
+        variant: variant.into(),
+        n: n.to_string(),
+        reps: reps.to_string(),
+        timeout: args.timeout,
+        in_process: true,
+        device: args.device,
     })
 }
 
-fn transpose_argv(variant: &str, n: u64, reps: u32, device: u32) -> Vec<String> {
-    vec![
-        "transpose".into(),
-        variant.into(),
-        n.to_string(),
-        reps.to_string(),
-        "--device".into(),
-        device.to_string(),
-    ]
+/// `klab bench --in-process` of one kernel into `out`.
+fn bench_child(kernel: &str, n: Option<u64>, out: PathBuf, args: &LabArgs) -> ChildCmd {
+    ChildCmd::Bench(BenchArgs {
+        kernel: kernel.into(),
+        n,
+        timing: TimingArgs {
+            samples: 200,
+            ..default_timing()
+        },
+        rounds: 1,
+        out: Some(out),
+        claim: None,
+        timeout: args.timeout,
+        in_process: true,
+        device: args.device,
+    })
+}
+
+/// `klab rounds` of `kernels` (ratios against `baseline`) into `out`.
+fn rounds_child(
+    kernels: &[&str],
+    baseline: &str,
+    n: u64,
+    rounds: u32,
+    out: PathBuf,
+    args: &LabArgs,
+) -> ChildCmd {
+    ChildCmd::Rounds(RoundsArgs {
+        kernels: kernels.iter().map(|k| k.to_string()).collect(),
+        baseline: Some(baseline.into()),
+        n: Some(n),
+        timing: TimingArgs {
+            samples: 100,
+            ..default_timing()
+        },
+        rounds,
+        out: Some(out),
+        seed: crate::cli::BOOTSTRAP_SEED,
+        timeout: args.timeout,
+        device: args.device,
+    })
+}
+
+/// The timing options' defaults, as the command line gives them.
+fn default_timing() -> TimingArgs {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Only {
+        #[command(flatten)]
+        timing: TimingArgs,
+    }
+    Only::parse_from(["klab"]).timing
 }
 
 /// Rows a gate must reject: a known-broken variant passing would be the failure.
@@ -243,6 +257,7 @@ fn unexpected(rows: &[TransposeRow]) -> Vec<String> {
 }
 
 pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
+    let exe = std::env::current_exe().context("locating the klab binary")?;
     let started = utc_timestamp();
     let dir = create_run_dir(&args.out)
         .with_context(|| format!("creating a run folder under {}", args.out.display()))?;
@@ -253,7 +268,6 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         gate_failed: false,
         error: false,
     };
-    let exe = std::env::current_exe().context("locating the klab binary")?;
 
     // 1. Environment and hashes.
     let device = Device::open(args.device);
@@ -409,15 +423,15 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     let bar = progress(LADDER.len() as u64, "ladder");
     for n in LADDER {
         bar.set_message(format!("N = {n}"));
-        let child = run_child(&exe, transpose_argv("all", n, 1, args.device))?;
+        let child = run_child(transpose_child("all", n, 1, &args), args.timeout)?;
         bar.inc(1);
         log.push_str(&child.log_block());
         a.push(lab.write(&format!("check-{n}.csv"), &child.stdout)?);
-        match (child.status, row::parse_csv(&child.stdout)) {
+        match (child.status(), row::parse_csv(&child.stdout)) {
             (Some(0 | 2), Ok(rows)) if rows.len() == Variant::ALL.len() => {
                 problems.extend(unexpected(&rows).into_iter().map(|p| format!("N={n}: {p}")));
             }
-            _ => runtime_errors.push(format!("N={n}: {}", child.last_error_line())),
+            _ => runtime_errors.push(format!("N={n}: {}", child.failure())),
         }
     }
     bar.finish_and_clear();
@@ -437,14 +451,14 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
 
     // 5. Benchmark: all five at 4096 x 100 in one process.
     let child = run_child(
-        &exe,
-        transpose_argv("all", BENCH_N, BENCH_REPS, args.device),
+        transpose_child("all", BENCH_N, BENCH_REPS, &args),
+        args.timeout,
     )?;
     let a = vec![
         lab.write("benchmark.csv", &child.stdout)?,
         lab.write("benchmark-launches.txt", child.log_block())?,
     ];
-    match (child.status, row::parse_csv(&child.stdout)) {
+    match (child.status(), row::parse_csv(&child.stdout)) {
         (Some(0 | 2), Ok(rows)) if rows.len() == Variant::ALL.len() => {
             let p = unexpected(&rows);
             let detail = rows
@@ -468,7 +482,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
                 format!("all {BENCH_N} {BENCH_REPS}: {detail}"),
             );
         }
-        _ => lab.step("benchmark", "error", child.last_error_line(), a),
+        _ => lab.step("benchmark", "error", child.failure(), a),
     }
 
     // 6. Rounds: each variant in its own process, order alternating by round.
@@ -488,12 +502,12 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
             bar.set_message(format!("round {round} {v}"));
             bar.inc(1);
             let child = run_child(
-                &exe,
-                transpose_argv(v.name(), BENCH_N, BENCH_REPS, args.device),
+                transpose_child(v.name(), BENCH_N, BENCH_REPS, &args),
+                args.timeout,
             )?;
             log.push_str(&format!("# round {round} position {position}\n"));
             log.push_str(&child.log_block());
-            match (child.status, row::parse_csv(&child.stdout)) {
+            match (child.status(), row::parse_csv(&child.stdout)) {
                 (Some(0 | 2), Ok(mut parsed)) if parsed.len() == 1 => {
                     let r = parsed.remove(0);
                     problems.extend(
@@ -507,7 +521,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
                         row: r,
                     });
                 }
-                _ => runtime_errors.push(format!("round {round} {v}: {}", child.last_error_line())),
+                _ => runtime_errors.push(format!("round {round} {v}: {}", child.failure())),
             }
         }
     }
@@ -545,21 +559,12 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         .collect();
     for (v, n) in benches {
         let rel = format!("benchmark/{v}");
-        let mut argv: Vec<String> = vec!["bench".into(), v.into()];
-        if let Some(n) = n {
-            argv.extend(["--n".into(), n.to_string()]);
-        }
-        argv.extend([
-            "--samples".into(),
-            "200".into(),
-            "--out".into(),
-            lab.dir.join(&rel).display().to_string(),
-            "--device".into(),
-            args.device.to_string(),
-        ]);
-        let child = run_child(&exe, argv)?;
-        match child.status {
-            Some(0) => {
+        let child = run_child(bench_child(v, n, lab.dir.join(&rel), &args), args.timeout)?;
+        match &child.result {
+            Some(ChildResult::Bench {
+                verdict: Verdict::Pass,
+                ..
+            }) => {
                 a.push(format!("{rel}/receipt.json"));
                 for e in std::fs::read_dir(lab.dir.join(&rel))? {
                     let name = e?.file_name().to_string_lossy().into_owned();
@@ -568,11 +573,8 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
                     }
                 }
             }
-            Some(2) => problems.push(format!(
-                "{v}: {}",
-                child.stdout.lines().last().unwrap_or_default()
-            )),
-            _ => errors.push(format!("{v}: {}", child.last_error_line())),
+            Some(ChildResult::Bench { detail, .. }) => problems.push(format!("{v}: {detail}")),
+            _ => errors.push(format!("{v}: {}", child.failure())),
         }
         if lab.dir.join(&rel).is_dir() {
             a.push(lab.write(
@@ -590,27 +592,18 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         format!("klab bench for each of copy, naive, tiled, padded at N = {BENCH_N} and triad_f32 at its default n (200 per-launch samples, same-buffer): receipts under benchmark/"),
     );
     let rounds_dir = lab.dir.join("rounds");
-    let mut argv: Vec<String> = vec!["rounds".into()];
-    argv.extend(ROUND_VARIANTS.iter().map(|v| v.name().to_string()));
-    argv.extend(
-        [
-            "--baseline",
+    let names: Vec<&str> = ROUND_VARIANTS.iter().map(|v| v.name()).collect();
+    let child = run_child(
+        rounds_child(
+            &names,
             "naive",
-            "--n",
-            &BENCH_N.to_string(),
-            "--rounds",
-            &args.rounds.to_string(),
-            "--samples",
-            "100",
-            "--out",
-            &rounds_dir.display().to_string(),
-            "--device",
-            &args.device.to_string(),
-        ]
-        .iter()
-        .map(|s| s.to_string()),
-    );
-    let child = run_child(&exe, argv)?;
+            BENCH_N,
+            args.rounds,
+            rounds_dir.clone(),
+            &args,
+        ),
+        args.timeout * (u64::from(args.rounds) * names.len() as u64 * 2 + 1),
+    )?;
     let mut a = Vec::new();
     if rounds_dir.is_dir() {
         for name in ["rounds.csv", "summary.txt", "summary.json", "rounds.log"] {
@@ -627,7 +620,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     }
     let engine_summary =
         std::fs::read_to_string(rounds_dir.join("summary.txt")).unwrap_or_default();
-    match child.status {
+    match child.status() {
         Some(0) => lab.step(
             "engine-rounds",
             "ran",
@@ -635,7 +628,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
             a,
         ),
         Some(2) => lab.step("engine-rounds", "failed", "a correctness gate failed in a block; see rounds/rounds.csv".into(), a),
-        _ => lab.step("engine-rounds", "error", child.last_error_line(), a),
+        _ => lab.step("engine-rounds", "error", child.failure(), a),
     }
 
     // 7. Summary.
@@ -666,11 +659,11 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     }
 
     // 8. The sanitizer gate: accepted variants clean, broken caught.
-    sanitize_step(&mut lab, &exe, args.device)?;
+    sanitize_step(&mut lab, &args)?;
     // 9. Nsight Compute: one measured launch per variant, counters against the model.
-    profile_step(&mut lab, &exe, args.device)?;
+    profile_step(&mut lab, &args)?;
     // 10. The ceilings and the library baseline, in the same rounds as the best variant.
-    ceilings_step(&mut lab, &exe, args.device, args.rounds)?;
+    ceilings_step(&mut lab, &args, args.rounds)?;
     finish(lab, &started, Some(&f))
 }
 
@@ -695,7 +688,7 @@ fn files_under(dir: &Path, rel: &str) -> Vec<String> {
     out
 }
 
-fn sanitize_step(lab: &mut Lab, exe: &Path, device: u32) -> anyhow::Result<()> {
+fn sanitize_step(lab: &mut Lab, args: &LabArgs) -> anyhow::Result<()> {
     let Ok(tool) = crate::cmd::sanitize::find_sanitizer(None) else {
         lab.step(
             "sanitize",
@@ -712,23 +705,17 @@ fn sanitize_step(lab: &mut Lab, exe: &Path, device: u32) -> anyhow::Result<()> {
         ("sanitize-broken", vec!["broken"]),
     ] {
         bar.set_message(kernels.join(" "));
-        let mut argv: Vec<String> = vec!["sanitize".into()];
-        argv.extend(kernels.iter().map(|k| k.to_string()));
-        argv.extend(
-            [
-                "--tools",
-                SANITIZE_TOOLS,
-                "--sanitizer",
-                &tool.display().to_string(),
-                "--out",
-                &lab.dir.join(rel).display().to_string(),
-                "--device",
-                &device.to_string(),
-            ]
-            .iter()
-            .map(|s| s.to_string()),
-        );
-        let child = run_child(exe, argv)?;
+        let cmd = ChildCmd::Sanitize(SanitizeArgs {
+            kernels: kernels.iter().map(|k| k.to_string()).collect(),
+            tools: SANITIZE_TOOLS.into(),
+            sanitizer: Some(tool.clone()),
+            timeout: args.timeout,
+            out: Some(lab.dir.join(rel)),
+            device: args.device,
+        });
+        // Each kernel runs once per tool, each under its own watchdog.
+        let runs_of = (kernels.len() * SANITIZE_TOOLS.split(',').count()) as u64;
+        let child = run_child(cmd, args.timeout * (runs_of + 1))?;
         bar.inc(1);
         if lab.dir.join(rel).is_dir() {
             lab.write(
@@ -742,14 +729,36 @@ fn sanitize_step(lab: &mut Lab, exe: &Path, device: u32) -> anyhow::Result<()> {
     let mut a = files_under(&lab.dir, "sanitize");
     a.extend(files_under(&lab.dir, "sanitize-broken"));
     let (accepted, broken) = (&runs[0].1, &runs[1].1);
-    let broken_line = broken
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("broken:"))
-        .unwrap_or("no verdict line")
-        .to_string();
-    match (accepted.status, broken.status) {
-        (Some(0), Some(2)) if broken_line.contains("found by") => lab.step(
+    // Verdicts come from the sanitize.json files the children wrote, never from their prose.
+    let kernels_of = |rel: &str| -> Vec<SanitizedKernel> {
+        std::fs::read(lab.dir.join(rel).join("sanitize.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    };
+    let caught_by: Vec<String> = kernels_of("sanitize-broken")
+        .iter()
+        .flat_map(|k| &k.runs)
+        .filter(|r| {
+            r.report
+                .outcome
+                .as_ref()
+                .is_some_and(|o| o.kind == "found_errors")
+        })
+        .map(|r| r.tool.clone())
+        .collect();
+    let broken_line = if caught_by.is_empty() {
+        "broken: no sanitizer tool reported it".to_string()
+    } else {
+        format!("broken: found by {}", caught_by.join(", "))
+    };
+    let unclean: Vec<String> = kernels_of("sanitize")
+        .iter()
+        .filter(|k| !k.verdict.starts_with("CLEAN"))
+        .map(|k| format!("{}: {}", k.kernel, k.verdict))
+        .collect();
+    match (accepted.status(), broken.status()) {
+        (Some(0), Some(2)) if !caught_by.is_empty() => lab.step(
             "sanitize",
             "ran",
             format!(
@@ -767,32 +776,20 @@ fn sanitize_step(lab: &mut Lab, exe: &Path, device: u32) -> anyhow::Result<()> {
         (Some(2), _) => lab.step(
             "sanitize",
             "failed",
-            format!(
-                "an accepted variant is not clean: {}",
-                accepted
-                    .stdout
-                    .lines()
-                    .filter(|l| l.contains("FAIL"))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ),
+            format!("an accepted variant is not clean: {}", unclean.join("; ")),
             a,
         ),
         _ => lab.step(
             "sanitize",
             "error",
-            format!(
-                "{} / {}",
-                accepted.last_error_line(),
-                broken.last_error_line()
-            ),
+            format!("{} / {}", accepted.failure(), broken.failure()),
             a,
         ),
     }
     Ok(())
 }
 
-fn profile_step(lab: &mut Lab, exe: &Path, device: u32) -> anyhow::Result<()> {
+fn profile_step(lab: &mut Lab, args: &LabArgs) -> anyhow::Result<()> {
     let Some(ncu) = klab_tools::ncu::locate_ncu(None) else {
         lab.step(
             "profile",
@@ -804,23 +801,16 @@ fn profile_step(lab: &mut Lab, exe: &Path, device: u32) -> anyhow::Result<()> {
     };
     let bar = progress(1, "profile");
     bar.set_message(PROFILE_VARIANTS.join(" "));
-    let mut argv: Vec<String> = vec!["profile".into()];
-    argv.extend(PROFILE_VARIANTS.iter().map(|k| k.to_string()));
-    argv.extend(
-        [
-            "--n",
-            &BENCH_N.to_string(),
-            "--ncu",
-            &ncu.display().to_string(),
-            "--out",
-            &lab.dir.join("profile").display().to_string(),
-            "--device",
-            &device.to_string(),
-        ]
-        .iter()
-        .map(|s| s.to_string()),
-    );
-    let child = run_child(exe, argv)?;
+    let cmd = ChildCmd::Profile(ProfileArgs {
+        kernels: PROFILE_VARIANTS.iter().map(|k| k.to_string()).collect(),
+        n: Some(BENCH_N),
+        ncu: Some(ncu),
+        out: Some(lab.dir.join("profile")),
+        timeout: args.timeout,
+        device: args.device,
+        ..profile_defaults()
+    });
+    let child = run_child(cmd, args.timeout * (PROFILE_VARIANTS.len() as u64 * 3 + 1))?;
     bar.finish_and_clear();
     if lab.dir.join("profile").is_dir() {
         lab.write(
@@ -834,7 +824,7 @@ fn profile_step(lab: &mut Lab, exe: &Path, device: u32) -> anyhow::Result<()> {
         .lines()
         .filter(|l| l.contains("DISAGREES"))
         .count();
-    match child.status {
+    match child.status() {
         Some(0) => lab.step(
             "profile",
             "ran",
@@ -850,12 +840,12 @@ fn profile_step(lab: &mut Lab, exe: &Path, device: u32) -> anyhow::Result<()> {
             "a profiled variant failed its correctness check; see profile/profile.log".into(),
             a,
         ),
-        _ => lab.step("profile", "error", child.last_error_line(), a),
+        _ => lab.step("profile", "error", child.failure(), a),
     }
     Ok(())
 }
 
-fn ceilings_step(lab: &mut Lab, exe: &Path, device: u32, rounds: u32) -> anyhow::Result<()> {
+fn ceilings_step(lab: &mut Lab, args: &LabArgs, rounds: u32) -> anyhow::Result<()> {
     if !probe::cublas_present() {
         lab.step(
             "ceilings",
@@ -867,27 +857,17 @@ fn ceilings_step(lab: &mut Lab, exe: &Path, device: u32, rounds: u32) -> anyhow:
     }
     let bar = progress(1, "ceilings");
     bar.set_message(CEILING_KERNELS.join(" "));
-    let mut argv: Vec<String> = vec!["rounds".into()];
-    argv.extend(CEILING_KERNELS.iter().map(|k| k.to_string()));
-    argv.extend(
-        [
-            "--baseline",
+    let child = run_child(
+        rounds_child(
+            &CEILING_KERNELS,
             "sgeam",
-            "--n",
-            &CEILING_N.to_string(),
-            "--rounds",
-            &rounds.to_string(),
-            "--samples",
-            "100",
-            "--out",
-            &lab.dir.join("ceilings").display().to_string(),
-            "--device",
-            &device.to_string(),
-        ]
-        .iter()
-        .map(|s| s.to_string()),
-    );
-    let child = run_child(exe, argv)?;
+            CEILING_N,
+            rounds,
+            lab.dir.join("ceilings"),
+            args,
+        ),
+        args.timeout * (u64::from(rounds) * CEILING_KERNELS.len() as u64 * 2 + 1),
+    )?;
     bar.finish_and_clear();
     if lab.dir.join("ceilings").is_dir() {
         lab.write(
@@ -918,7 +898,7 @@ fn ceilings_step(lab: &mut Lab, exe: &Path, device: u32, rounds: u32) -> anyhow:
                 .collect()
         })
         .unwrap_or_default();
-    match child.status {
+    match child.status() {
         Some(0) => lab.step(
             "ceilings",
             "ran",
@@ -935,7 +915,7 @@ fn ceilings_step(lab: &mut Lab, exe: &Path, device: u32, rounds: u32) -> anyhow:
             "a correctness gate failed in a block; see ceilings/rounds.csv".into(),
             a,
         ),
-        _ => lab.step("ceilings", "error", child.last_error_line(), a),
+        _ => lab.step("ceilings", "error", child.failure(), a),
     }
     Ok(())
 }
@@ -1051,4 +1031,15 @@ fn finish(mut lab: Lab, started: &str, device: Option<&DeviceFacts>) -> anyhow::
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `klab profile`'s defaults, as the command line gives them.
+fn profile_defaults() -> ProfileArgs {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Only {
+        #[command(flatten)]
+        profile: ProfileArgs,
+    }
+    Only::parse_from(["klab", "_"]).profile
 }

@@ -7,33 +7,65 @@ use std::process::Command;
 
 use anyhow::{bail, Context};
 use klab_core::artifact::{sha256_file, sha256_hex, utc_timestamp, write_atomic};
-use klab_core::manifest::{self, KernelDecl, Manifest, OpKind};
+use klab_core::manifest::{KernelDecl, Manifest, OpKind};
 use klab_core::ops;
 use klab_core::receipt::{self, Receipt, RECEIPT_SCHEMA};
-use klab_core::samples::{samples_csv, Regime, Timer};
+use klab_core::registry::{self, KernelRef, Scope};
+use klab_core::samples::samples_csv;
 use klab_core::stats::{gb_per_s, Summary, QUANTILE_RULE};
-use klab_core::timing::{self, Measurement, Outcome, TimingConfig, WarmupPolicy};
+use klab_core::timing::{self, Measurement, Outcome, TimingConfig};
 use klab_core::workload::{AnyWorkload, CheckOutcome, Workload};
 use klab_cuda::device::Device;
 use klab_cuda::gpu::CudaBackend;
 use klab_cuda::nvml::StateReader;
 use klab_cuda::nvrtc::{self, Cache, CompileSpec, Compiled};
 
-/// A kernel klab can time: a built-in name or `path/to/manifest.toml[:name]`.
+/// A kernel klab can run: where it is declared ([`KernelRef`], what a child is given) and
+/// its declaration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Kernel {
+    pub kref: KernelRef,
     pub manifest: Manifest,
     pub decl: KernelDecl,
 }
 
 impl Kernel {
+    /// Exactly one kernel from what a user typed (the default namespaces).
     pub fn parse(s: &str) -> anyhow::Result<Kernel> {
-        let (manifest, decl) = manifest::resolve(s)?;
-        Ok(Kernel { manifest, decl })
+        Kernel::load(registry::expand_one(s, Scope::Default)?)
+    }
+
+    /// Exactly one kernel from what a parent klab passed: the mutants too, since the audit
+    /// hands them to its children.
+    pub fn parse_in_child(s: &str) -> anyhow::Result<Kernel> {
+        Kernel::load(registry::expand_one(s, Scope::Audit)?)
+    }
+
+    /// Every kernel a command line names (globs and whole manifests expanded), refusing one
+    /// name twice.
+    pub fn parse_all(specs: &[String], scope: Scope) -> anyhow::Result<Vec<Kernel>> {
+        registry::expand_all(specs, scope)?
+            .into_iter()
+            .map(Kernel::load)
+            .collect()
+    }
+
+    pub fn load(kref: KernelRef) -> anyhow::Result<Kernel> {
+        let (manifest, decl) = kref.load()?;
+        Ok(Kernel {
+            kref,
+            manifest,
+            decl,
+        })
     }
 
     pub fn name(&self) -> String {
         self.decl.name.clone()
+    }
+
+    /// What resolves to this kernel from any folder (for a child's command line).
+    pub fn spec(&self) -> String {
+        self.kref.spec()
     }
 
     pub fn default_n(&self) -> u64 {
@@ -394,27 +426,6 @@ pub fn block_line(round: u32, m: &Measurement, useful_bytes: u64) -> String {
         ),
         None => format!("round {round}: no samples"),
     }
-}
-
-/// Parse the shared timing options.
-pub fn timing_config(
-    regime: &str,
-    timer: &str,
-    samples: u32,
-    warmup: &str,
-) -> anyhow::Result<TimingConfig> {
-    let regime: Regime = regime.parse().map_err(anyhow::Error::msg)?;
-    let timer: Timer = timer.parse().map_err(anyhow::Error::msg)?;
-    let warmup = WarmupPolicy::parse(warmup).map_err(anyhow::Error::msg)?;
-    if samples < 2 {
-        bail!("samples must be at least 2, got {samples}");
-    }
-    Ok(TimingConfig {
-        timer,
-        regime,
-        samples,
-        warmup,
-    })
 }
 
 /// A fresh output folder: `dir` if given (must not exist or be empty), else the next

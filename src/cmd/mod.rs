@@ -6,6 +6,7 @@ mod check;
 mod compare;
 mod env;
 mod gpu;
+mod kernels;
 mod lab;
 mod measure;
 mod model;
@@ -28,6 +29,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Model(a) => model::run(a),
         Command::Lab(a) => lab::run(a),
         Command::Env(a) => env::run(a),
+        Command::Kernels(a) => kernels::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Triad(a) => triad::run(a),
         Command::Rounds(a) => rounds::run(a),

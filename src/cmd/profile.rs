@@ -6,7 +6,6 @@
 //! --in-process`, whose launch sequence is `timing::profile_sequence`: the launch skip is
 //! computed from that same sequence and checked against what the child reports.
 
-use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -24,26 +23,12 @@ use klab_core::{builtin, Variant};
 use klab_tools::ncu::{
     self, CacheControl, KernelRecord, MessageLevel, Page, ProfileRequest, RunOutput,
 };
-use serde::{Deserialize, Serialize};
 
+use crate::child::ChildCmd;
 use crate::cli::ProfileArgs;
 use crate::cmd::measure::{output_dir, Kernel, Session};
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
-
-/// The line the child prints on stdout so the parent can check the sequence it ran.
-const CHILD_TAG: &str = "KLAB_PROFILE ";
-
-#[derive(Debug, Serialize, Deserialize)]
-struct ChildReport {
-    entry: String,
-    n: u64,
-    launches_before: u64,
-    before_failures: u64,
-    /// `None`: rejected before the measured launch.
-    measured_failures: Option<u64>,
-    known_broken: bool,
-    first_failure: Option<String>,
-}
+use klab_core::child::{ChildResult, ProfileChild};
 
 pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     if args.in_process {
@@ -70,7 +55,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     let kernels = args
         .kernels
         .iter()
-        .map(|k| Kernel::parse(k).map(|kk| (k.clone(), kk)))
+        .map(|k| Kernel::parse(k).map(|kk| (kk.spec(), kk)))
         .collect::<anyhow::Result<Vec<_>>>()?;
     if let Some(p) = &args.ncu {
         if !p.is_file() {
@@ -236,20 +221,14 @@ fn profile_one(
         export: dir.join(&report_rel),
         cache_control: cache,
         program: exe.to_path_buf(),
-        args: [
-            "profile",
-            spec,
-            "--in-process",
-            "--n",
-            &n.to_string(),
-            "--warmup",
-            &args.warmup.to_string(),
-            "--device",
-            &args.device.to_string(),
-        ]
-        .iter()
-        .map(OsString::from)
-        .collect(),
+        args: ChildCmd::Profile(ProfileArgs {
+            kernels: vec![spec.to_string()],
+            n: Some(n),
+            in_process: true,
+            out: None,
+            ..args.clone()
+        })
+        .os_argv(),
     };
     let argv = request.argv(ncu_bin);
     let shown: Vec<String> = argv
@@ -277,11 +256,10 @@ fn profile_one(
         )
         .as_bytes(),
     )?;
-    let child: Option<ChildReport> = out
-        .stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(CHILD_TAG))
-        .and_then(|j| serde_json::from_str(j).ok());
+    let child = match ChildResult::find(&out.stdout) {
+        Some(ChildResult::Profile { report }) => Some(report),
+        _ => None,
+    };
     let Some(child) = child else {
         let mut why = error_lines(&out);
         // The child's own one-line error (klab prints `error: ...`).
@@ -522,13 +500,13 @@ fn safe_stem(name: &str) -> String {
 /// The child: the launch sequence ncu profiles, then one line for the parent.
 fn child(args: &ProfileArgs, spec: &str) -> anyhow::Result<ExitCode> {
     use klab_core::backend::Backend;
-    let kernel = Kernel::parse(spec)?;
+    let kernel = Kernel::parse_in_child(spec)?;
     let n = args.n.unwrap_or_else(|| kernel.default_n());
     let w = kernel.workload(n, None)?;
     let mut session = Session::open(&kernel, args.device)?;
     let k = session.backend.kernel(&kernel.decl.entry)?;
     let p = timing::profile_sequence(&mut session.backend, &w, &k, args.warmup)?;
-    let report = ChildReport {
+    let report = ProfileChild {
         entry: kernel.decl.entry.clone(),
         n,
         launches_before: p.launches_before,
@@ -541,7 +519,7 @@ fn child(args: &ProfileArgs, spec: &str) -> anyhow::Result<ExitCode> {
             .clone()
             .or_else(|| p.measured.as_ref().and_then(|m| m.first_failure.clone())),
     };
-    println!("{CHILD_TAG}{}", serde_json::to_string(&report)?);
+    crate::child::set_result(ChildResult::Profile { report });
     let ok = p.measured.as_ref().is_some_and(|m| m.passed());
     Ok(if ok {
         ExitCode::SUCCESS

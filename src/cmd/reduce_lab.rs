@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use klab_core::backend::Backend;
 use klab_core::ops::reduce::{self, SuiteReport};
 
+use crate::child::{self, ChildCmd};
 use crate::cli::ReduceLabArgs;
 use crate::cmd::measure::{Kernel, Session};
 use crate::EXIT_GATE_FAILED;
@@ -32,6 +33,14 @@ fn find<'a>(r: &'a SuiteReport, name_part: &str, n: u64) -> Option<&'a reduce::T
 }
 
 pub fn run(args: ReduceLabArgs) -> anyhow::Result<ExitCode> {
+    if !args.in_process {
+        let timeout = args.timeout;
+        let cmd = ChildCmd::ReduceLab(ReduceLabArgs {
+            in_process: true,
+            ..args
+        });
+        return child::relay(cmd, timeout, "reduce-lab");
+    }
     let mut session = Session::open(&Kernel::parse("reduce_guarded")?, args.device)?;
     println!("klab reduce-lab: {}", session.backend.facts().describe());
     let (weak_d, hard_d) = suites(&mut session, "reduce_drop_tail")?;
@@ -72,7 +81,7 @@ pub fn run(args: ReduceLabArgs) -> anyhow::Result<ExitCode> {
         "the hardened suite should pass the guarded variant",
     );
     if gates.is_empty() {
-        println!("seed 002 reproduced: the weak suite passes the drop-tail sum 4 for 4; the hardened suite fails it at 611 and 16483, passes it at 1024, and passes the guarded sum");
+        println!("the reduction lab reproduced: the weak suite passes the drop-tail sum 4 for 4; the hardened suite fails it at 611 and 16483, passes it at 1024, and passes the guarded sum");
         Ok(ExitCode::SUCCESS)
     } else {
         for g in &gates {

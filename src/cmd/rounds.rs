@@ -14,9 +14,13 @@ use klab_core::samples::parse_samples_csv;
 use klab_core::stats::{analyze_speedup, gb_per_s, render_analysis, BootstrapConfig, Summary};
 use serde::Serialize;
 
-use crate::cli::RoundsArgs;
+use crate::child::ChildCmd;
+use crate::cli::{BenchArgs, RoundsArgs};
 use crate::cmd::measure::{self, Kernel};
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
+use klab_core::child::{ChildResult, Verdict};
+use klab_core::registry::Scope;
+use std::time::Duration;
 
 /// Header of rounds.csv.
 pub const ROUNDS_CSV_HEADER: &str = "round,position,variant,correct,samples,median_us,p10_us,p90_us,useful_gb_s,sm_clock_before_mhz,sm_clock_after_mhz,temperature_before_c,temperature_after_c,power_before_w,power_after_w,flags";
@@ -181,17 +185,14 @@ fn place_in_rounds(
 }
 
 pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
-    let kernels: Vec<Kernel> = args
-        .kernels
-        .iter()
-        .map(|k| Kernel::parse(k))
-        .collect::<Result<_, _>>()?;
-    let names: Vec<String> = kernels.iter().map(|k| k.name()).collect();
-    for (i, n) in names.iter().enumerate() {
-        if names[..i].contains(n) {
-            bail!("kernel '{n}' is listed twice");
-        }
+    let kernels = Kernel::parse_all(&args.kernels, Scope::Default)?;
+    if kernels.len() < 2 {
+        bail!(
+            "rounds alternate at least two kernels; {} names one",
+            args.kernels.join(" ")
+        );
     }
+    let names: Vec<String> = kernels.iter().map(|k| k.name()).collect();
     let baseline = match &args.baseline {
         Some(b) => Kernel::parse(b)?.name(),
         None => names[0].clone(),
@@ -203,54 +204,41 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
         bail!("rounds must be at least 1, got 0");
     }
     let n = args.n.unwrap_or_else(|| kernels[0].default_n());
-    let config = measure::timing_config(
-        &args.timing.regime,
-        &args.timing.timer,
-        args.timing.samples,
-        &args.timing.warmup,
-    )?;
+    let config = args.timing.config();
     let ops: Vec<String> = kernels
         .iter()
         .map(|k| measure::workload_info(k, 1).map(|i| i.operation))
         .collect::<Result<_, _>>()?;
     let dir = measure::output_dir(args.out.as_deref(), "rounds")?;
-    let exe = std::env::current_exe().context("locating the klab binary")?;
+    let dir = std::path::absolute(&dir).unwrap_or(dir);
     eprintln!("klab rounds: writing {}", dir.display());
 
     let mut rows: Vec<BlockRow> = Vec::new();
     let mut log = String::new();
     let mut errors = Vec::new();
+    let order: Vec<&Kernel> = round_order(&kernels.iter().collect::<Vec<_>>());
     for round in 1..=args.rounds {
-        for (position, name) in round_order(&names).iter().enumerate() {
+        for (position, kernel) in order.iter().enumerate() {
+            let name = kernel.name();
             let rel = format!("blocks/r{round:02}-p{position}-{name}");
             let block_dir: PathBuf = dir.join(&rel);
-            let argv: Vec<String> = vec![
-                "bench".into(),
-                name.clone(),
-                "--n".into(),
-                n.to_string(),
-                "--regime".into(),
-                args.timing.regime.clone(),
-                "--timer".into(),
-                args.timing.timer.clone(),
-                "--samples".into(),
-                args.timing.samples.to_string(),
-                "--warmup".into(),
-                args.timing.warmup.clone(),
-                "--out".into(),
-                block_dir.display().to_string(),
-                "--device".into(),
-                args.device.to_string(),
-            ];
-            let out =
-                crate::cmd::check::run_isolated(&exe, &argv, std::time::Duration::from_secs(900))?;
-            let code = if out.timed_out { None } else { out.status };
+            // The child gets the kernel's full reference, so a user manifest's kernel is
+            // measured, never a built-in of the same name.
+            let cmd = ChildCmd::Bench(BenchArgs {
+                kernel: kernel.spec(),
+                n: Some(n),
+                timing: args.timing.clone(),
+                rounds: 1,
+                out: Some(block_dir.clone()),
+                claim: None,
+                timeout: args.timeout,
+                in_process: true,
+                device: args.device,
+            });
+            let out = cmd.run(Duration::from_secs(args.timeout), false)?;
             log.push_str(&format!(
-                "# round {round} position {position}\n$ klab {}\n{}{}[exit {}]\n\n",
-                argv.join(" "),
-                out.stdout,
-                out.stderr,
-                opt(code)
+                "# round {round} position {position}\n{}",
+                out.log_block()
             ));
             let mut row = BlockRow {
                 round,
@@ -261,9 +249,13 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
                 receipt: None,
                 samples: Vec::new(),
             };
-            match code {
-                Some(0) => {
-                    let r = Receipt::load(&block_dir.join("receipt.json"))?;
+            let status = match &out.result {
+                Some(ChildResult::Bench {
+                    verdict: Verdict::Pass,
+                    receipt: Some(path),
+                    ..
+                }) => {
+                    let r = Receipt::load(Path::new(path))?;
                     for raw in &r.measurement.raw_samples {
                         let bytes = std::fs::read(block_dir.join(&raw.path))?;
                         let s = parse_samples_csv(&bytes, r.workload.rotation_slots)?;
@@ -271,30 +263,22 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
                     }
                     row.correct = true;
                     row.receipt = Some(r);
-                }
-                Some(2) => {}
-                _ => {
-                    let err = &out.stderr;
-                    errors.push(format!(
-                        "round {round} {name}: {}",
-                        err.lines()
-                            .rev()
-                            .find(|l| l.starts_with("error:"))
-                            .unwrap_or("failed")
-                    ));
-                }
-            }
-            eprintln!(
-                "klab rounds: round {round} position {position} {name}: {}",
-                if row.correct {
                     format!(
                         "median {:.3} us",
                         Summary::of(&row.samples).map(|s| s.median).unwrap_or(0.0)
                     )
-                } else {
-                    "FAILED".into()
                 }
-            );
+                Some(ChildResult::Bench { detail, .. }) => format!("FAILED: {detail}"),
+                // A hang or a crash is this kernel's failure; the other blocks still run.
+                _ if out.hung() || out.captured.signal.is_some() => {
+                    format!("FAILED: {}", out.failure())
+                }
+                _ => {
+                    errors.push(format!("round {round} {name}: {}", out.failure()));
+                    format!("ERROR: {}", out.failure())
+                }
+            };
+            eprintln!("klab rounds: round {round} position {position} {name}: {status}");
             rows.push(row);
         }
     }
@@ -334,6 +318,7 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             .collect()
     };
     let gate_failed = rows.iter().any(|r| !r.correct);
+    let all_passed = |name: &str| rows.iter().filter(|r| r.variant == name).all(|r| r.correct);
     // Every kernel's median rate first: the ceiling is the fastest copy in these rounds.
     struct Line {
         ok: usize,
@@ -428,7 +413,7 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
     type Ratio = (String, f64, Option<(f64, f64)>);
     let mut ratios: Vec<Ratio> = Vec::new();
     let mut analysis_error: Option<anyhow::Error> = None;
-    if !gate_failed {
+    if all_passed(&baseline) {
         let cfg = BootstrapConfig {
             seed: args.seed,
             ..BootstrapConfig::default()
@@ -437,6 +422,12 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
         let bop = &ops[names.iter().position(|x| *x == baseline).unwrap_or(0)];
         for (k, name) in names.iter().enumerate() {
             if *name == baseline {
+                continue;
+            }
+            if !all_passed(name) {
+                text.push_str(&format!(
+                    "{name}: a block failed its gate, so no ratio is reported for it\n\n"
+                ));
                 continue;
             }
             // An analysis that cannot be made still leaves every receipt written (below).
@@ -461,7 +452,9 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             );
         }
     } else {
-        text.push_str("a correctness gate failed in at least one block: no ratios are reported\n");
+        text.push_str(&format!(
+            "the baseline {baseline} failed a gate in at least one block: no ratios are reported\n"
+        ));
     }
     // Combined receipts, each with its place in these rounds (ceiling share, ratio).
     for (k, name) in names.iter().enumerate() {

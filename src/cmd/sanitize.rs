@@ -4,7 +4,6 @@
 //! found, the application failed, the tool could not run). Accepted kernels must be clean
 //! under every tool; known-broken kernels are expected failures.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -14,7 +13,8 @@ use klab_core::artifact::write_atomic;
 use klab_tools::sanitizer::{self, Options, Outcome, RunRecord, Tool};
 use serde::Serialize;
 
-use crate::cli::SanitizeArgs;
+use crate::child::ChildCmd;
+use crate::cli::{CheckArgs, SanitizeArgs};
 use crate::cmd::measure::{self, Kernel};
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 
@@ -57,11 +57,7 @@ struct KernelRuns {
 }
 
 pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
-    let kernels: Vec<Kernel> = args
-        .kernels
-        .iter()
-        .map(|k| Kernel::parse(k))
-        .collect::<Result<_, _>>()?;
+    let kernels = Kernel::parse_all(&args.kernels, klab_core::registry::Scope::Default)?;
     let tools: Vec<Tool> = args
         .tools
         .split(',')
@@ -77,18 +73,15 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
     let opts = Options::default();
     let mut all = Vec::new();
     let (mut failed, mut tool_broke) = (false, false);
-    for (k, spec) in kernels.iter().zip(&args.kernels) {
+    for k in &kernels {
         let (ragged, full) = sizes_for(k);
-        let target: Vec<OsString> = vec![
-            "check".into(),
-            spec.into(),
-            "--in-process".into(),
-            "--sizes".into(),
-            format!("{ragged},{full}").into(),
-            "--device".into(),
-            args.device.to_string().into(),
-        ];
+        let target = ChildCmd::Check(CheckArgs {
+            sizes: Some(format!("{ragged},{full}")),
+            ..crate::cmd::check::child_args(k.spec(), args.device)
+        })
+        .os_argv();
         let mut runs = Vec::new();
+        let mut hung = false;
         for &tool in &tools {
             let rec = sanitizer::run(
                 tool,
@@ -108,13 +101,29 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
                     .unwrap_or_else(|| "signal".into())
             );
             write_atomic(&dir.join(&name), text.as_bytes())?;
+            if rec.timed_out {
+                // The kernel hung under the tool: that kernel's failure, not the tool's. The
+                // other tools would hang the same way; the other kernels still run.
+                println!(
+                    "{} {}: FAIL: hung: killed by the watchdog after {} s; the remaining tools were not run",
+                    k.name(),
+                    tool.as_str(),
+                    args.timeout
+                );
+                hung = true;
+                runs.push(rec);
+                break;
+            }
             println!("{} {}: {}", k.name(), tool.as_str(), rec.report.describe());
             if let Outcome::ToolFailed { .. } = rec.report.outcome {
                 tool_broke = true;
             }
             runs.push(rec);
         }
-        let clean = runs.iter().all(|r| r.report.passes());
+        if hung {
+            failed = true;
+        }
+        let clean = !hung && runs.iter().all(|r| r.report.passes());
         let found: Vec<&str> = runs
             .iter()
             .filter(|r| r.report.outcome == Outcome::FoundErrors)
@@ -139,6 +148,12 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
                     .map(|t| t.as_str())
                     .collect::<Vec<_>>()
                     .join(", ")
+            ),
+            (None, false) if hung => format!(
+                "FAIL: hung under {}",
+                runs.last()
+                    .map(|r| r.tool.as_str())
+                    .unwrap_or("the sanitizer")
             ),
             (None, false) => {
                 failed = true;

@@ -54,7 +54,7 @@ Exit status: 0 when every export was read (findings do not change it), 1 when an
 could not be read (the others are still reported) or on an argument error.";
 
 /// Arguments of `klab trace`.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, PartialEq, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct TraceArgs {
     /// Nsight Systems SQLite exports

@@ -1,4 +1,5 @@
-//! `klab transpose <variant|all> <N> <reps>`: seed 000's harness.
+//! `klab transpose <variant|all> <N> <reps>`: the transpose lab's harness. The kernels run
+//! in a child (`--in-process`) under the watchdog; its CSV is relayed as it comes.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -8,6 +9,7 @@ use klab_core::harness::TransposeHarness;
 use klab_core::row::CSV_HEADER;
 use klab_core::Variant;
 
+use crate::child::{self, ChildCmd};
 use crate::cli::TransposeArgs;
 use crate::cmd::gpu;
 use crate::EXIT_GATE_FAILED;
@@ -56,6 +58,14 @@ pub fn run(args: TransposeArgs) -> anyhow::Result<ExitCode> {
     let selection = parse_selection(&args.variant)?;
     let n = parse_n(&args.n)?;
     let reps = parse_reps(&args.reps)?;
+    if !args.in_process {
+        let (timeout, what) = (args.timeout, format!("transpose {}", args.variant));
+        let cmd = ChildCmd::Transpose(TransposeArgs {
+            in_process: true,
+            ..args
+        });
+        return child::relay(cmd, timeout, &what);
+    }
 
     let (mut backend, compiled) = gpu::open_transpose(args.device)?;
     eprintln!("klab transpose: {}", backend.facts().describe());

@@ -1,4 +1,5 @@
-//! `klab triad <mode> [samples.csv]`: seed 003's triad program as a command.
+//! `klab triad <mode> [samples.csv]`: the triad lab's program as a command. The kernels
+//! run in a child (`--in-process`) under the watchdog.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,6 +11,7 @@ use klab_core::samples::{Regime, Timer};
 use klab_core::timing::{self, Outcome, TimingConfig, WarmupPolicy};
 use klab_core::workload::{TriadWorkload, Workload, POISON_BYTES};
 
+use crate::child::{self, ChildCmd};
 use crate::cli::TriadArgs;
 use crate::cmd::measure::{self, BenchSpec, Kernel, ReceiptInput, Session};
 use crate::EXIT_GATE_FAILED;
@@ -30,6 +32,14 @@ pub fn run(args: TriadArgs) -> anyhow::Result<ExitCode> {
     }
     if args.samples_csv.is_some() && regime.is_none() {
         bail!("a sample CSV path is valid only for benchmark modes");
+    }
+    if !args.in_process {
+        let (timeout, what) = (args.timeout, format!("triad {mode}"));
+        let cmd = ChildCmd::Triad(TriadArgs {
+            in_process: true,
+            ..args
+        });
+        return child::relay(cmd, timeout, &what);
     }
     let kernel = Kernel::parse(if mode == "--buggy" {
         "triad_buggy"

@@ -372,7 +372,11 @@ pub fn device_sum<B: Backend>(
 mod tests {
     use super::*;
     use crate::backend::host::{HostArg, HostBackend};
-    use crate::manifest::resolve;
+    fn resolve(
+        spec: &str,
+    ) -> Result<(crate::manifest::Manifest, KernelDecl), crate::registry::RegistryError> {
+        crate::registry::resolve(spec, crate::registry::Scope::Audit)
+    }
 
     fn transpose_ok(out: &mut [u32], input: &[u32], n: u64, _: u64) {
         for r in 0..n {

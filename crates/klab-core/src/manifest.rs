@@ -28,7 +28,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::builtin;
 use crate::plan::{Dim3, LaunchPlan};
 
 /// What a kernel must compute.
@@ -521,115 +520,13 @@ pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
     })
 }
 
-/// The built-in manifests (embedded, so klab runs from any folder).
-pub fn builtins() -> Vec<Manifest> {
-    let table: [(&str, &str, &str, &str); 5] = [
-        (
-            "transpose",
-            include_str!("../../../kernels/transpose.toml"),
-            builtin::TRANSPOSE_PATH,
-            builtin::TRANSPOSE_SOURCE,
-        ),
-        (
-            "triad",
-            include_str!("../../../kernels/triad.toml"),
-            builtin::TRIAD_PATH,
-            builtin::TRIAD_SOURCE,
-        ),
-        (
-            "reduce",
-            include_str!("../../../kernels/reduce.toml"),
-            builtin::REDUCE_PATH,
-            builtin::REDUCE_SOURCE,
-        ),
-        (
-            "mutants",
-            include_str!("../../../kernels/mutants.toml"),
-            builtin::MUTANTS_PATH,
-            builtin::MUTANTS_SOURCE,
-        ),
-        (
-            "fast",
-            include_str!("../../../kernels/fast.toml"),
-            builtin::FAST_PATH,
-            builtin::FAST_SOURCE,
-        ),
-    ];
-    table
-        .iter()
-        .map(|(name, text, path, source)| {
-            parse(&format!("builtin:{name}"), text, &|_| {
-                Ok((path.to_string(), source.to_string()))
-            })
-            .expect("built-in manifests parse")
-        })
-        .collect()
-}
-
-/// Find a kernel: a built-in name, or `path/to/manifest.toml[:name]` (the name may be
-/// omitted when the manifest declares one kernel).
-pub fn resolve(spec: &str) -> Result<(Manifest, KernelDecl), ManifestError> {
-    let looks_like_file = spec.contains(".toml");
-    if !looks_like_file {
-        let short = spec.strip_prefix("transpose_").unwrap_or(spec);
-        for m in builtins() {
-            if let Some(k) = m.kernels.iter().find(|k| k.name == short || k.name == spec) {
-                let k = k.clone();
-                return Ok((m, k));
-            }
-        }
-        let all: Vec<String> = builtins()
-            .iter()
-            .flat_map(|m| m.kernels.iter().map(|k| k.name.clone()))
-            .collect();
-        return Err(ManifestError {
-            origin: "builtin".into(),
-            field: "kernel".into(),
-            problem: format!(
-                "unknown kernel '{spec}' (built-in: {}; or give path/to/manifest.toml[:name])",
-                all.join(", ")
-            ),
-        });
-    }
-    let (path, name) = match spec.rsplit_once(".toml:") {
-        Some((p, n)) => (format!("{p}.toml"), Some(n)),
-        None => (spec.to_string(), None),
-    };
-    let m = load(Path::new(&path))?;
-    let k = match name {
-        Some(n) => m
-            .kernels
-            .iter()
-            .find(|k| k.name == n)
-            .cloned()
-            .ok_or_else(|| ManifestError {
-                origin: path.clone(),
-                field: "kernel".into(),
-                problem: format!("no kernel named '{n}'"),
-            })?,
-        None if m.kernels.len() == 1 => m.kernels[0].clone(),
-        None => {
-            return Err(ManifestError {
-                origin: path.clone(),
-                field: "kernel".into(),
-                problem: format!(
-                    "declares {} kernels; name one as {path}:NAME ({})",
-                    m.kernels.len(),
-                    m.kernels
-                        .iter()
-                        .map(|k| k.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            })
-        }
-    };
-    Ok((m, k))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn resolve(spec: &str) -> Result<(Manifest, KernelDecl), crate::registry::RegistryError> {
+        crate::registry::resolve(spec, crate::registry::Scope::Default)
+    }
 
     const SRC: &str = "extern \"C\" __global__ void k(float* o, const float* i, int n) {}";
 
@@ -675,9 +572,13 @@ mod tests {
 
     #[test]
     fn builtins_parse_and_plans_follow_from_n() {
-        let b = builtins();
-        assert_eq!(b.len(), 5);
-        assert!(b[3].kernels.len() >= 10 && b[3].kernels.iter().all(|k| k.known_broken.is_some()));
+        let mutants = &crate::registry::registry()
+            .namespace("mutants")
+            .unwrap()
+            .manifest;
+        assert!(
+            mutants.kernels.len() >= 10 && mutants.kernels.iter().all(|k| k.known_broken.is_some())
+        );
         let (_, padded) = resolve("padded").unwrap();
         assert_eq!(padded.entry, "transpose_padded");
         assert_eq!(padded.plan(33).grid, Dim3::new(2, 2, 1));
@@ -839,10 +740,13 @@ mod tests {
         let spec = format!("{}:k2", p.display());
         assert_eq!(resolve(&spec).unwrap().1.name, "k2");
         let e = resolve(&p.display().to_string()).unwrap_err();
-        assert!(e.to_string().contains("declares 2 kernels"), "{e}");
+        assert!(e.to_string().contains("exactly one kernel"), "{e}");
         let e = resolve(&format!("{}:zz", p.display())).unwrap_err();
-        assert!(e.to_string().contains("no kernel named 'zz'"), "{e}");
+        assert!(e.to_string().contains("no kernel matches 'zz'"), "{e}");
         let e = resolve(&d.path().join("none.toml").display().to_string()).unwrap_err();
-        assert_eq!(e.field, "file");
+        assert!(
+            matches!(&e, crate::registry::RegistryError::Manifest(m) if m.field == "file"),
+            "{e}"
+        );
     }
 }

@@ -55,6 +55,18 @@ impl WarmupPolicy {
         ))
     }
 
+    /// The text [`WarmupPolicy::parse`] reads back: `20` or `stable:WINDOW:PCT:MAX`.
+    pub fn spec(&self) -> String {
+        match self {
+            WarmupPolicy::Count { launches } => launches.to_string(),
+            WarmupPolicy::UntilStable {
+                window,
+                tolerance_pct,
+                max_launches,
+            } => format!("stable:{window}:{tolerance_pct}:{max_launches}"),
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             WarmupPolicy::Count { launches } => format!("count: {launches} launches (at least 2 per slot)"),
@@ -66,6 +78,14 @@ impl WarmupPolicy {
                 "until stable: windows of {window} samples until the window median moves < {tolerance_pct}% (at most {max_launches} launches)"
             ),
         }
+    }
+}
+
+impl std::str::FromStr for WarmupPolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        WarmupPolicy::parse(s)
     }
 }
 
@@ -469,7 +489,7 @@ mod tests {
         assert_eq!(
             profile_launch_skip(PROFILE_WARMUP),
             6,
-            "seed 000: --launch-skip 6"
+            "the transpose lab: --launch-skip 6"
         );
         assert!(p.before.passed());
         assert!(p.measured.as_ref().unwrap().passed());

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::backend::{Arg, Backend, BackendError};
-use crate::manifest::{self, KernelDecl, OpKind, Param};
+use crate::manifest::{KernelDecl, OpKind, Param};
 use crate::ops::{reduce, transpose, triad};
 use crate::plan::LaunchPlan;
 use crate::variant::Variant;
@@ -34,7 +34,9 @@ fn declared_args<'a, B: Backend>(
 }
 
 fn builtin_decl(name: &str) -> KernelDecl {
-    manifest::resolve(name).expect("built-in kernels resolve").1
+    crate::registry::resolve(name, crate::registry::Scope::Audit)
+        .expect("built-in kernels resolve")
+        .1
 }
 
 /// Poison bytes, alternated across validation runs: 0xff fills words with a NaN,

@@ -1,6 +1,13 @@
-//! Running an external tool as a child process: an argument vector (never a shell), both
-//! pipes read concurrently, and a watchdog that kills the whole process group at the
-//! deadline. Shared by the Compute Sanitizer and Nsight Compute drivers.
+//! The one way klab runs a child process: an argument vector (never a shell), both pipes
+//! read concurrently (and, when asked, echoed as they arrive), and a watchdog that kills the
+//! whole process group at the deadline.
+//!
+//! No orphans: every child leads its own process group, which is recorded while it runs;
+//! [`install_signal_handlers`] makes SIGINT, SIGTERM and SIGHUP kill every recorded group
+//! before klab exits with one line, and each child is started with `PR_SET_PDEATHSIG` so
+//! the kernel kills it when klab dies, SIGKILL included. A klab process started by another
+//! (it sees [`CHILD_ENV`]) calls [`die_with_parent`] first thing, so a klab under
+//! compute-sanitizer or ncu dies with the tool that started it.
 
 use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader, Read};
@@ -67,23 +74,76 @@ enum Msg {
     Done,
 }
 
-/// Run `program` with `args` (no shell), stdin from `/dev/null`, capturing stdout and
-/// stderr, and kill it and everything it started if it runs past `timeout`.
-///
-/// The child runs in its own process group (Unix) so the watchdog can also kill what it
-/// launched (the application under a profiler or sanitizer). Only a binary that cannot be
-/// started, or a failed wait, is an `Err`; the error names the binary.
+/// Set in the environment of every child klab starts: a klab process that sees it was
+/// started by klab (and dies with its parent, see [`die_with_parent`]).
+pub const CHILD_ENV: &str = "KLAB_CHILD";
+
+/// How to run a child.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The watchdog: the process group is killed when the child runs longer.
+    pub timeout: Duration,
+    /// Write the child's output to this process's stdout and stderr as it arrives (it is
+    /// captured all the same).
+    pub echo: bool,
+    /// Lines beginning with this are captured but never echoed (a child's result line).
+    pub quiet_prefix: Option<&'static str>,
+}
+
+impl RunOptions {
+    pub fn new(timeout: Duration) -> RunOptions {
+        RunOptions {
+            timeout,
+            echo: false,
+            quiet_prefix: None,
+        }
+    }
+}
+
+/// [`run`] without echo.
 pub fn run_captured(
     program: &Path,
     args: &[OsString],
     timeout: Duration,
 ) -> Result<Captured, ProcessError> {
+    run(program, args, &RunOptions::new(timeout))
+}
+
+/// Run `program` with `args` (no shell), stdin from `/dev/null`, capturing stdout and
+/// stderr, and kill it and everything it started if it runs past the timeout.
+///
+/// The child runs in its own process group (Unix) so the watchdog can also kill what it
+/// launched (the application under a profiler or sanitizer), and dies with this process.
+/// Only a binary that cannot be started, or a failed wait, is an `Err`; the error names the
+/// binary.
+pub fn run(program: &Path, args: &[OsString], opts: &RunOptions) -> Result<Captured, ProcessError> {
+    let timeout = opts.timeout;
     let mut cmd = Command::new(program);
     cmd.args(args)
+        .env(CHILD_ENV, "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        let parent = std::process::id() as libc::pid_t;
+        cmd.process_group(0);
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The parent may have died before the request took hold.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(all(unix, not(target_os = "linux")))]
     {
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
@@ -92,6 +152,7 @@ pub fn run_captured(
         program: program.to_path_buf(),
         source,
     })?;
+    let _group = GroupGuard::register(child.id());
 
     let (tx, rx) = mpsc::channel();
     let mut open = 0usize;
@@ -105,7 +166,11 @@ pub fn run_captured(
     }
     drop(tx);
 
-    let mut streams = Streams::default();
+    let mut streams = Streams {
+        echo: opts.echo,
+        quiet_prefix: opts.quiet_prefix,
+        ..Streams::default()
+    };
     let deadline = Instant::now().checked_add(timeout);
     let mut timed_out = false;
     let wait_err = |source| ProcessError::Wait {
@@ -240,10 +305,26 @@ struct Streams {
     stderr: Vec<u8>,
     merged: Vec<u8>,
     last: Option<u8>,
+    echo: bool,
+    quiet_prefix: Option<&'static str>,
 }
 
 impl Streams {
     fn push(&mut self, stream: u8, chunk: Vec<u8>) {
+        if self.echo
+            && !self
+                .quiet_prefix
+                .is_some_and(|p| chunk.starts_with(p.as_bytes()))
+        {
+            use std::io::Write;
+            // A closed stdout (klab piped into `head`) must not stop the child's capture.
+            let _ = if stream == 0 {
+                let mut o = std::io::stdout().lock();
+                o.write_all(&chunk).and_then(|_| o.flush())
+            } else {
+                std::io::stderr().write_all(&chunk)
+            };
+        }
         if stream == 0 {
             self.stdout.extend_from_slice(&chunk);
         } else {
@@ -285,16 +366,124 @@ fn kill_tree(child: &mut Child) {
     {
         // The child leads its own group (process_group(0)), so its pid is the group id, and
         // it is not reaped yet, so the id cannot have been reused.
-        let _ = Command::new("kill")
-            .arg("-KILL")
-            .arg("--")
-            .arg(format!("-{}", child.id()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        // SAFETY: kill(2) with a negative pid signals that process group; no memory involved.
+        unsafe {
+            libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+        }
     }
     let _ = child.kill();
+}
+
+/// The process groups of the children running now, for the signal handler (a fixed table
+/// of atomics: the handler may neither lock nor allocate).
+const MAX_GROUPS: usize = 64;
+static GROUPS: [std::sync::atomic::AtomicI32; MAX_GROUPS] =
+    [const { std::sync::atomic::AtomicI32::new(0) }; MAX_GROUPS];
+
+/// Records a running child's process group, and forgets it when dropped.
+struct GroupGuard(Option<usize>);
+
+impl GroupGuard {
+    fn register(pid: u32) -> GroupGuard {
+        use std::sync::atomic::Ordering;
+        let pid = pid as i32;
+        for (i, slot) in GROUPS.iter().enumerate() {
+            if slot
+                .compare_exchange(0, pid, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                return GroupGuard(Some(i));
+            }
+        }
+        // More than 64 at once: the child still dies with klab through PDEATHSIG.
+        GroupGuard(None)
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(i) = self.0 {
+            GROUPS[i].store(0, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+/// The process groups of the children running now.
+pub fn running_groups() -> Vec<i32> {
+    GROUPS
+        .iter()
+        .map(|g| g.load(std::sync::atomic::Ordering::SeqCst))
+        .filter(|&g| g > 0)
+        .collect()
+}
+
+#[cfg(unix)]
+extern "C" fn on_signal(sig: libc::c_int) {
+    use std::sync::atomic::Ordering;
+    let mut ended = 0u8;
+    for g in &GROUPS {
+        let pg = g.load(Ordering::SeqCst);
+        if pg > 0 {
+            // SAFETY: kill(2) is async-signal-safe.
+            unsafe {
+                libc::kill(-pg, libc::SIGKILL);
+            }
+            ended = ended.saturating_add(1);
+        }
+    }
+    let name: &[u8] = match sig {
+        libc::SIGINT => b"SIGINT",
+        libc::SIGTERM => b"SIGTERM",
+        _ => b"SIGHUP",
+    };
+    let mut line = [0u8; 128];
+    let mut len = 0;
+    for part in [
+        b"klab: stopped by ".as_slice(),
+        name,
+        if ended > 0 {
+            b"; killed the process groups of its running children".as_slice()
+        } else {
+            b"; no child was running".as_slice()
+        },
+        b"\n",
+    ] {
+        line[len..len + part.len()].copy_from_slice(part);
+        len += part.len();
+    }
+    // SAFETY: write(2) and _exit(2) are async-signal-safe; the buffer lives on this stack.
+    unsafe {
+        libc::write(2, line.as_ptr().cast(), len);
+        libc::_exit(1);
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP kill the process group of every running child, print one
+/// line on stderr and exit 1.
+pub fn install_signal_handlers() {
+    #[cfg(unix)]
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a handler that only makes async-signal-safe calls.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut act.sa_mask);
+            libc::sigaction(sig, &act, std::ptr::null_mut());
+        }
+    }
+}
+
+/// For a klab process that another started: die when the parent does (SIGKILL included),
+/// and exit at once if it already has.
+pub fn die_with_parent() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: plain system calls without memory arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() == 1 {
+            libc::_exit(1);
+        }
+    }
 }
 
 fn signal_of(status: &ExitStatus) -> Option<i32> {
@@ -359,6 +548,40 @@ mod tests {
         assert_eq!(c.signal, Some(9));
         assert!(t0.elapsed() < Duration::from_secs(10));
         assert_eq!(c.stdout, b"started\n");
+    }
+
+    #[test]
+    fn the_watchdog_kills_a_child_that_ignores_sigterm_and_its_grandchildren() {
+        // The shell ignores TERM and leaves a grandchild in its group.
+        let (p, a) = sh("trap '' TERM; sleep 30 & echo $!; wait");
+        let c = run_captured(&p, &a, Duration::from_millis(500)).unwrap();
+        assert!(c.timed_out);
+        let grandchild: i32 = String::from_utf8_lossy(&c.stdout).trim().parse().unwrap();
+        // Killed with the group (and reaped by whoever inherited it).
+        let t0 = Instant::now();
+        let alive = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| {
+                    !s.rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+                })
+                .unwrap_or(false)
+        };
+        while alive(grandchild) && t0.elapsed() < Duration::from_secs(5) {
+            thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!alive(grandchild), "the grandchild outlived the watchdog");
+        assert!(running_groups().is_empty() || !running_groups().contains(&grandchild));
+    }
+
+    #[test]
+    fn children_are_told_they_are_klab_children() {
+        let (p, a) = sh("echo \"$KLAB_CHILD\"");
+        let c = run_captured(&p, &a, Duration::from_secs(10)).unwrap();
+        assert_eq!(c.stdout, b"1\n");
     }
 
     #[test]

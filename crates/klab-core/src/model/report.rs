@@ -197,7 +197,7 @@ impl ModelReport {
         // Sectors.
         let _ = writeln!(
             out,
-            "\nGlobal sectors: seed 000 cases (4-byte words, 256-byte-aligned base)"
+            "\nGlobal sectors: the transpose lab's cases (4-byte words, 256-byte-aligned base)"
         );
         let _ = writeln!(
             out,

@@ -1545,7 +1545,7 @@ pub fn nsys_2026_1_reduce(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// nsys 2024.5.1.113, lazy: seed 004's TILE_DIM 64 run. 64 x 64 = 4096 threads per block is
+/// nsys 2024.5.1.113, lazy: the profiling lab's TILE_DIM 64 run. 64 x 64 = 4096 threads per block is
 /// over the limit of 1024, so no kernel ran: 15 API calls, the copies, and no kernel table.
 /// The seed reports only the count of calls, so every call here returns 0.
 pub fn nsys_2024_5_transpose64_failed(path: &Path) -> Result<()> {
@@ -1628,7 +1628,7 @@ pub const FIXTURES: [Fixture; 5] = [
     },
     Fixture {
         file: "nsys2024.5_transpose32.sqlite",
-        about: "nsys 2024.5 / schema 3.13.2: seed 004's transpose at TILE_DIM 32",
+        about: "nsys 2024.5 / schema 3.13.2: the profiling lab's transpose at TILE_DIM 32",
         build: nsys_2024_5_transpose32,
     },
     Fixture {
@@ -1638,7 +1638,8 @@ pub const FIXTURES: [Fixture; 5] = [
     },
     Fixture {
         file: "nsys2024.5_transpose64_failed.sqlite",
-        about: "nsys 2024.5, lazy: seed 004's TILE_DIM 64 run, 15 API calls and no kernels",
+        about:
+            "nsys 2024.5, lazy: the profiling lab's TILE_DIM 64 run, 15 API calls and no kernels",
         build: nsys_2024_5_transpose64_failed,
     },
 ];

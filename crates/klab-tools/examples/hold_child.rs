@@ -1,0 +1,24 @@
+//! A stand-in for a klab command, for the no-orphans tests: install klab's signal handlers,
+//! then run the given command through the one runner (echoing its output) under a 60 s
+//! watchdog, and exit with its status.
+//!
+//! `hold_child PROGRAM [ARGS...]`
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use klab_tools::process::{self, RunOptions};
+
+fn main() {
+    process::install_signal_handlers();
+    let mut args = std::env::args_os().skip(1);
+    let program = PathBuf::from(args.next().expect("a program to run"));
+    let rest: Vec<OsString> = args.collect();
+    let opts = RunOptions {
+        echo: true,
+        ..RunOptions::new(Duration::from_secs(60))
+    };
+    let c = process::run(&program, &rest, &opts).expect("the child starts");
+    std::process::exit(c.exit_code.unwrap_or(3));
+}

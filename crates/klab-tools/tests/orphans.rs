@@ -1,0 +1,111 @@
+//! No orphans: a child started through klab's runner dies with klab, whether klab is
+//! stopped by SIGTERM (the signal handler kills the child's whole process group, even a
+//! member that ignores SIGTERM) or by SIGKILL (the child was started with PDEATHSIG).
+//! `hold_child` (an example of this crate) stands in for a klab command.
+#![cfg(target_os = "linux")]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn hold_child() -> PathBuf {
+    // target/<profile>/deps/orphans-HASH -> target/<profile>/examples/hold_child
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let p = dir.join("examples").join("hold_child");
+    assert!(p.is_file(), "{} not built", p.display());
+    p
+}
+
+/// Alive and not a zombie.
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z') && !state.starts_with('X')
+        }
+        Err(_) => false,
+    }
+}
+
+fn gone_within(pid: i32, limit: Duration) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if !alive(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Start hold_child over `script`, which prints the pids to watch, one per line, then blocks.
+fn start(script: &str, pids: usize) -> (std::process::Child, Vec<i32>) {
+    let mut holder = Command::new(hold_child())
+        .args(["/bin/sh", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(holder.stdout.take().unwrap());
+    let mut v = Vec::new();
+    for _ in 0..pids {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        v.push(line.trim().parse::<i32>().expect("a pid"));
+    }
+    for &p in &v {
+        assert!(alive(p), "{p} should be running");
+    }
+    (holder, v)
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+}
+
+#[test]
+fn sigterm_kills_the_whole_group_even_a_child_that_ignores_it() {
+    // The shell ignores TERM; its background sleep is a grandchild in the same group.
+    let (mut holder, pids) = start(
+        "trap '' TERM; sleep 300 & echo $!; echo $$; wait; sleep 300",
+        2,
+    );
+    signal(holder.id(), "-TERM");
+    let status = holder.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+    let mut err = String::new();
+    std::io::Read::read_to_string(holder.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(err.contains("klab: stopped by SIGTERM"), "{err}");
+    for p in pids {
+        assert!(gone_within(p, Duration::from_secs(5)), "{p} outlived klab");
+    }
+}
+
+#[test]
+fn sigkill_of_the_parent_still_ends_the_child() {
+    // `exec` makes the sleeper the direct child, which PDEATHSIG covers.
+    let (mut holder, pids) = start("trap '' TERM; echo $$; exec sleep 300", 1);
+    signal(holder.id(), "-KILL");
+    holder.wait().unwrap();
+    assert!(
+        gone_within(pids[0], Duration::from_secs(5)),
+        "the child outlived a SIGKILLed parent"
+    );
+}
+
+#[test]
+fn sigint_and_sighup_are_handled_like_sigterm() {
+    for sig in ["-INT", "-HUP"] {
+        let (mut holder, pids) = start("echo $$; exec sleep 300", 1);
+        signal(holder.id(), sig);
+        assert_eq!(holder.wait().unwrap().code(), Some(1), "{sig}");
+        assert!(gone_within(pids[0], Duration::from_secs(5)), "{sig}");
+    }
+}

@@ -1,0 +1,419 @@
+//! The one typed way klab starts itself: a [`ChildCmd`] over the clap argument structs,
+//! turned into an argument vector by one function ([`ChildCmd::argv`], which a test parses
+//! back), run by klab-tools' runner (watchdog, own process group, death with the parent),
+//! and read back through the child's tagged result line ([`ChildResult`]).
+//!
+//! Every command that launches kernel code does it in a child: `check`, `rounds`, `audit`
+//! and `lab` start one per kernel or step; `bench`, `transpose`, `triad` and `reduce-lab`
+//! re-run themselves `--in-process` under the watchdog ([`relay`]); `sanitize` and
+//! `profile` start the tool, which starts klab.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::Context;
+use klab_core::child::{ChildResult, RESULT_TAG};
+use klab_tools::process::{self, Captured, RunOptions};
+
+use crate::cli::{
+    BenchArgs, CheckArgs, ProfileArgs, ReduceLabArgs, RoundsArgs, SanitizeArgs, TimingArgs,
+    TransposeArgs, TriadArgs,
+};
+use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
+
+/// A klab command line that klab runs as a child.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChildCmd {
+    Check(CheckArgs),
+    Bench(BenchArgs),
+    Transpose(TransposeArgs),
+    Triad(TriadArgs),
+    ReduceLab(ReduceLabArgs),
+    Profile(ProfileArgs),
+    Rounds(RoundsArgs),
+    Sanitize(SanitizeArgs),
+}
+
+/// An argument vector under construction.
+#[derive(Default)]
+struct Argv(Vec<String>);
+
+impl Argv {
+    fn arg(&mut self, a: impl ToString) -> &mut Self {
+        self.0.push(a.to_string());
+        self
+    }
+    /// `--flag=value`: a value that begins with '-' stays a value.
+    fn opt(&mut self, flag: &str, v: impl ToString) -> &mut Self {
+        self.0.push(format!("{flag}={}", v.to_string()));
+        self
+    }
+    /// Everything after this is positional, even a name that begins with '-'.
+    fn positional(&mut self, items: &[String]) -> &mut Self {
+        self.0.push("--".into());
+        self.0.extend(items.iter().cloned());
+        self
+    }
+    fn maybe<T: ToString>(&mut self, flag: &str, v: &Option<T>) -> &mut Self {
+        if let Some(v) = v {
+            self.opt(flag, v.to_string());
+        }
+        self
+    }
+    fn flag(&mut self, flag: &str, on: bool) -> &mut Self {
+        if on {
+            self.0.push(flag.to_string());
+        }
+        self
+    }
+    fn timing(&mut self, t: &TimingArgs) -> &mut Self {
+        self.opt("--regime", t.regime)
+            .opt("--timer", t.timer.spec())
+            .opt("--samples", t.samples)
+            .opt("--warmup", t.warmup.spec())
+    }
+}
+
+fn path(p: &Option<std::path::PathBuf>) -> Option<String> {
+    p.as_ref().map(|p| p.display().to_string())
+}
+
+impl ChildCmd {
+    /// The arguments after the program name. Parsing them gives back `self`.
+    pub fn argv(&self) -> Vec<String> {
+        let mut a = Argv::default();
+        match self {
+            ChildCmd::Check(c) => {
+                a.arg("check")
+                    .opt("--seed", c.seed)
+                    .maybe("--sizes", &c.sizes)
+                    .opt("--timeout", c.timeout)
+                    .flag("--verbose", c.verbose)
+                    .flag("--quick", c.quick)
+                    .flag("--json", c.json)
+                    .flag("--in-process", c.in_process)
+                    .opt("--device", c.device)
+                    .positional(&c.kernels);
+            }
+            ChildCmd::Bench(b) => {
+                a.arg("bench")
+                    .maybe("--n", &b.n)
+                    .timing(&b.timing)
+                    .opt("--rounds", b.rounds)
+                    .maybe("--out", &path(&b.out))
+                    .maybe("--claim", &b.claim)
+                    .opt("--timeout", b.timeout)
+                    .flag("--in-process", b.in_process)
+                    .opt("--device", b.device)
+                    .positional(std::slice::from_ref(&b.kernel));
+            }
+            ChildCmd::Transpose(t) => {
+                a.arg("transpose")
+                    .opt("--timeout", t.timeout)
+                    .flag("--in-process", t.in_process)
+                    .opt("--device", t.device)
+                    .positional(&[t.variant.clone(), t.n.clone(), t.reps.clone()]);
+            }
+            ChildCmd::Triad(t) => {
+                // The mode and path may begin with '-', so the options come first.
+                a.arg("triad")
+                    .opt("--timeout", t.timeout)
+                    .flag("--in-process", t.in_process)
+                    .opt("--device", t.device);
+                let mut rest: Vec<String> = t.mode.iter().cloned().collect();
+                rest.extend(t.samples_csv.iter().map(|p| p.display().to_string()));
+                rest.extend(t.extra.iter().cloned());
+                a.positional(&rest);
+            }
+            ChildCmd::ReduceLab(r) => {
+                a.arg("reduce-lab")
+                    .opt("--timeout", r.timeout)
+                    .flag("--in-process", r.in_process)
+                    .opt("--device", r.device);
+            }
+            ChildCmd::Profile(p) => {
+                a.arg("profile")
+                    .maybe("--n", &p.n)
+                    .opt("--sections", &p.sections)
+                    .maybe("--metrics", &p.metrics)
+                    .opt("--warmup", p.warmup)
+                    .opt("--cache-control", &p.cache_control)
+                    .maybe("--ncu", &path(&p.ncu))
+                    .opt("--timeout", p.timeout)
+                    .maybe("--out", &path(&p.out))
+                    .flag("--in-process", p.in_process)
+                    .opt("--device", p.device)
+                    .positional(&p.kernels);
+            }
+            ChildCmd::Rounds(r) => {
+                a.arg("rounds")
+                    .maybe("--baseline", &r.baseline)
+                    .maybe("--n", &r.n)
+                    .timing(&r.timing)
+                    .opt("--rounds", r.rounds)
+                    .maybe("--out", &path(&r.out))
+                    .opt("--seed", r.seed)
+                    .opt("--timeout", r.timeout)
+                    .opt("--device", r.device)
+                    .positional(&r.kernels);
+            }
+            ChildCmd::Sanitize(s) => {
+                a.arg("sanitize")
+                    .opt("--tools", &s.tools)
+                    .maybe("--sanitizer", &path(&s.sanitizer))
+                    .opt("--timeout", s.timeout)
+                    .maybe("--out", &path(&s.out))
+                    .opt("--device", s.device)
+                    .positional(&s.kernels);
+            }
+        }
+        a.0
+    }
+
+    pub fn os_argv(&self) -> Vec<OsString> {
+        self.argv().into_iter().map(OsString::from).collect()
+    }
+
+    /// Run it under the watchdog.
+    pub fn run(&self, timeout: Duration, echo: bool) -> anyhow::Result<ChildRun> {
+        let exe = std::env::current_exe().context("locating the klab binary")?;
+        let opts = RunOptions {
+            timeout,
+            echo,
+            quiet_prefix: Some(RESULT_TAG),
+        };
+        let captured = process::run(&exe, &self.os_argv(), &opts)
+            .with_context(|| format!("starting {}", exe.display()))?;
+        let stdout = String::from_utf8_lossy(&captured.stdout).into_owned();
+        Ok(ChildRun {
+            argv: self.argv(),
+            result: ChildResult::find(&stdout),
+            stdout: ChildResult::strip(&stdout),
+            stderr: String::from_utf8_lossy(&captured.stderr).into_owned(),
+            timeout,
+            captured,
+        })
+    }
+}
+
+/// A finished child: its output without the result line, and the result.
+pub struct ChildRun {
+    pub argv: Vec<String>,
+    pub captured: Captured,
+    pub result: Option<ChildResult>,
+    pub stdout: String,
+    pub stderr: String,
+    pub timeout: Duration,
+}
+
+impl ChildRun {
+    pub fn hung(&self) -> bool {
+        self.captured.timed_out
+    }
+
+    /// The exit code, `None` when a signal (or the watchdog) ended it.
+    pub fn status(&self) -> Option<i32> {
+        if self.captured.timed_out {
+            None
+        } else {
+            self.captured.exit_code
+        }
+    }
+
+    /// Why the child did not deliver a result, in one line.
+    pub fn failure(&self) -> String {
+        if self.captured.timed_out {
+            return format!(
+                "hung: killed by the watchdog after {}",
+                process::describe_duration(self.timeout)
+            );
+        }
+        match &self.result {
+            Some(ChildResult::Error { message }) => message.clone(),
+            _ => match (self.captured.exit_code, self.captured.signal) {
+                (_, Some(sig)) => format!("the process died of signal {sig}"),
+                (Some(code), _) => format!("the process exited {code} without a result"),
+                _ => "the process ended without a result".into(),
+            },
+        }
+    }
+
+    /// `$ klab ARGS`, the output and the status, for a log file.
+    pub fn log_block(&self) -> String {
+        format!(
+            "$ klab {}\n{}{}[{}]\n\n",
+            self.argv.join(" "),
+            self.stdout,
+            self.stderr,
+            match self.status() {
+                Some(s) => format!("exit {s}"),
+                None => self.failure(),
+            }
+        )
+    }
+}
+
+/// Re-run a command in a child under the watchdog, its output shown as it comes, and exit
+/// as it did. A hang is the kernel's failure: one line and exit 2.
+pub fn relay(cmd: ChildCmd, timeout_s: u64, what: &str) -> anyhow::Result<ExitCode> {
+    let run = cmd.run(Duration::from_secs(timeout_s), true)?;
+    if run.hung() {
+        eprintln!("{what}: FAIL: {}", run.failure());
+        return Ok(ExitCode::from(EXIT_GATE_FAILED));
+    }
+    Ok(match (run.status(), &run.result) {
+        (Some(code), _) => ExitCode::from(u8::try_from(code).unwrap_or(EXIT_ERROR)),
+        (None, _) => {
+            eprintln!("error: {what}: {}", run.failure());
+            ExitCode::from(EXIT_ERROR)
+        }
+    })
+}
+
+/// The result a command running as a child will report (set by the command; main prints
+/// it, or a plain exit result, at the end).
+static RESULT: Mutex<Option<ChildResult>> = Mutex::new(None);
+
+pub fn set_result(r: ChildResult) {
+    *RESULT.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+}
+
+pub fn take_result() -> Option<ChildResult> {
+    RESULT.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
+/// This process was started by klab.
+pub fn is_child() -> bool {
+    std::env::var_os(process::CHILD_ENV).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn parse(argv: &[String]) -> Command {
+        let mut full = vec!["klab".to_string()];
+        full.extend(argv.iter().cloned());
+        Cli::try_parse_from(full)
+            .unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+            .command
+    }
+
+    fn round_trip(c: ChildCmd) {
+        let argv = c.argv();
+        let back = match (parse(&argv), &c) {
+            (Command::Check(a), ChildCmd::Check(_)) => ChildCmd::Check(a),
+            (Command::Bench(a), ChildCmd::Bench(_)) => ChildCmd::Bench(a),
+            (Command::Transpose(a), ChildCmd::Transpose(_)) => ChildCmd::Transpose(a),
+            (Command::Triad(a), ChildCmd::Triad(_)) => ChildCmd::Triad(a),
+            (Command::ReduceLab(a), ChildCmd::ReduceLab(_)) => ChildCmd::ReduceLab(a),
+            (Command::Profile(a), ChildCmd::Profile(_)) => ChildCmd::Profile(a),
+            (Command::Rounds(a), ChildCmd::Rounds(_)) => ChildCmd::Rounds(a),
+            (Command::Sanitize(a), ChildCmd::Sanitize(_)) => ChildCmd::Sanitize(a),
+            (other, _) => panic!("{argv:?} parsed as {other:?}"),
+        };
+        assert_eq!(back, c, "{argv:?}");
+    }
+
+    fn parsed<T>(argv: &[&str], pick: impl Fn(Command) -> Option<T>) -> T {
+        let v: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        pick(parse(&v)).expect("the command parses as itself")
+    }
+
+    #[test]
+    fn every_child_command_parses_back_to_itself() {
+        let spaced = "/tmp/my kernels/mine.toml:a";
+        let mut check = parsed(&["check", "padded"], |c| match c {
+            Command::Check(a) => Some(a),
+            _ => None,
+        });
+        round_trip(ChildCmd::Check(check.clone()));
+        check.kernels = vec![spaced.into(), "transpose/tiled".into()];
+        check.sizes = Some("33,1024".into());
+        check.in_process = true;
+        check.quick = true;
+        check.json = true;
+        check.device = 3;
+        round_trip(ChildCmd::Check(check));
+
+        let mut bench = parsed(&["bench", "x"], |c| match c {
+            Command::Bench(a) => Some(a),
+            _ => None,
+        });
+        round_trip(ChildCmd::Bench(bench.clone()));
+        bench.kernel = spaced.into();
+        bench.n = Some(8193);
+        bench.timing.regime = "buffer-rotated".parse().unwrap();
+        bench.timing.timer = "graph:8".parse().unwrap();
+        bench.timing.warmup = "stable:5:0.5:1000".parse().unwrap();
+        bench.out = Some("/tmp/a b/r01".into());
+        bench.claim = Some("--looks like a flag".into());
+        bench.in_process = true;
+        round_trip(ChildCmd::Bench(bench));
+
+        let mut t = parsed(&["transpose", "all", "33", "1"], |c| match c {
+            Command::Transpose(a) => Some(a),
+            _ => None,
+        });
+        round_trip(ChildCmd::Transpose(t.clone()));
+        t.n = "-5".into();
+        t.in_process = true;
+        round_trip(ChildCmd::Transpose(t));
+
+        for argv in [
+            vec!["triad"],
+            vec!["triad", "--bench-rotate", "/tmp/s s.csv"],
+            vec!["triad", "--check"],
+        ] {
+            let mut tr = parsed(&argv, |c| match c {
+                Command::Triad(a) => Some(a),
+                _ => None,
+            });
+            round_trip(ChildCmd::Triad(tr.clone()));
+            tr.in_process = true;
+            tr.timeout = 7;
+            round_trip(ChildCmd::Triad(tr));
+        }
+
+        let mut r = parsed(&["reduce-lab"], |c| match c {
+            Command::ReduceLab(a) => Some(a),
+            _ => None,
+        });
+        r.in_process = true;
+        round_trip(ChildCmd::ReduceLab(r));
+
+        let mut p = parsed(&["profile", "naive"], |c| match c {
+            Command::Profile(a) => Some(a),
+            _ => None,
+        });
+        round_trip(ChildCmd::Profile(p.clone()));
+        p.kernels = vec![spaced.into()];
+        p.metrics = Some("a,b".into());
+        p.ncu = Some("/opt/n cu/ncu".into());
+        p.in_process = true;
+        round_trip(ChildCmd::Profile(p));
+
+        let mut rounds = parsed(&["rounds", "a", "b"], |c| match c {
+            Command::Rounds(a) => Some(a),
+            _ => None,
+        });
+        round_trip(ChildCmd::Rounds(rounds.clone()));
+        rounds.kernels = vec![spaced.into(), "-odd.toml:b".into()];
+        rounds.baseline = Some("/x.toml:b".into());
+        rounds.out = Some("out dir".into());
+        round_trip(ChildCmd::Rounds(rounds));
+
+        let mut s = parsed(&["sanitize", "padded"], |c| match c {
+            Command::Sanitize(a) => Some(a),
+            _ => None,
+        });
+        round_trip(ChildCmd::Sanitize(s.clone()));
+        s.sanitizer = Some("/opt/cs".into());
+        s.out = Some("o".into());
+        round_trip(ChildCmd::Sanitize(s));
+    }
+}

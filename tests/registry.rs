@@ -1,0 +1,143 @@
+//! The kernel registry and the child protocol from the command line, on any machine: what a
+//! user types resolves to one kernel (or is refused in one line naming the alternatives),
+//! user manifests keep their path from any folder, mutants stay inside the audit, and a
+//! child's result line is for its parent only.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::klab;
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/user")
+}
+
+fn one_error_line(o: &Output) -> String {
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: "), "{err}");
+    err
+}
+
+#[test]
+fn a_user_kernel_named_like_a_builtin_is_refused_naming_both() {
+    let m = examples().join("mine.toml");
+    for argv in [
+        vec![
+            "rounds".to_string(),
+            format!("{}:tiled", m.display()),
+            "padded".into(),
+        ],
+        // The whole manifest takes `tiled` in too.
+        vec!["check".to_string(), m.display().to_string()],
+    ] {
+        let o = klab().args(&argv).output().unwrap();
+        let err = one_error_line(&o);
+        assert!(err.contains("transpose/tiled"), "{err}");
+        assert!(err.contains(&m.display().to_string()), "{err}");
+    }
+}
+
+#[test]
+fn mutants_run_only_in_the_audit_and_unknown_names_get_suggestions() {
+    let o = klab().args(["bench", "mut_wild_store"]).output().unwrap();
+    assert!(one_error_line(&o).contains("only 'klab audit' runs mutants"));
+    let o = klab().args(["check", "lean_64_cn"]).output().unwrap();
+    let err = one_error_line(&o);
+    assert!(
+        err.contains("closest: lean_64_cm") && err.contains("'klab kernels'"),
+        "{err}"
+    );
+    // Archived exploration kernels answer to their qualified name only.
+    let o = klab().args(["bench", "strip64_k2"]).output().unwrap();
+    assert!(one_error_line(&o).contains("archive/strip64_k2"));
+}
+
+#[test]
+fn kernels_lists_the_namespaces_and_all_adds_archive_and_mutants() {
+    let o = klab().arg("kernels").output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0));
+    for ns in ["transpose/", "triad/", "reduce/", "fast/"] {
+        assert!(out.contains(ns), "{out}");
+    }
+    assert!(out.contains("fast/lean_64_cm") && out.contains("transpose"));
+    let listed = |prefix: &str| out.lines().any(|l| l.trim_start().starts_with(prefix));
+    assert!(!listed("archive/") && !listed("mutants/"), "{out}");
+    let o = klab()
+        .args(["kernels", "--all", "--json"])
+        .output()
+        .unwrap();
+    let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"archive/strip64_k2"));
+    assert!(names.contains(&"mutants/mut_wild_store"));
+    assert!(names.contains(&"transpose/padded"));
+}
+
+#[test]
+fn a_relative_manifest_path_with_spaces_resolves_from_its_own_folder() {
+    let d = tempfile::tempdir().unwrap();
+    let sub = d.path().join("my kernels");
+    std::fs::create_dir_all(&sub).unwrap();
+    for f in ["mine.toml", "mine.cu"] {
+        std::fs::copy(examples().join(f), sub.join(f)).unwrap();
+    }
+    // Resolution succeeds (the only complaint, on a machine without a GPU, is the device).
+    let o = klab()
+        .current_dir(d.path())
+        .args(["bench", "my kernels/mine.toml:my_naive"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if o.status.code() == Some(1) {
+        assert!(
+            !err.contains("manifest") && !err.contains("unknown kernel"),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    let o = klab()
+        .current_dir(d.path())
+        .args(["bench", "my kernels/mine.toml:nope*"])
+        .output()
+        .unwrap();
+    let err = one_error_line(&o);
+    assert!(err.contains("declares my_naive, my_tiled, tiled"), "{err}");
+}
+
+#[test]
+fn a_child_prints_one_result_line_and_a_parent_never_shows_it() {
+    let o = klab()
+        .env("KLAB_CHILD", "1")
+        .args(["kernels"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        out.lines().last(),
+        Some(r#"klab-result: {"result":"exit","code":0}"#),
+        "{out}"
+    );
+    let o = klab()
+        .env("KLAB_CHILD", "1")
+        .args(["bench", "nope"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.starts_with(r#"klab-result: {"result":"error","message":"unknown kernel 'nope'"#),
+        "{out}"
+    );
+    // Started by a person, the same command prints no result line.
+    let o = klab().args(["bench", "nope"]).output().unwrap();
+    assert!(o.stdout.is_empty());
+}
