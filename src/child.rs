@@ -139,7 +139,7 @@ impl ChildCmd {
                     .opt("--sections", &p.sections)
                     .maybe("--metrics", &p.metrics)
                     .opt("--warmup", p.warmup)
-                    .opt("--cache-control", &p.cache_control)
+                    .opt("--cache-control", p.cache_control)
                     .maybe("--ncu", &path(&p.ncu))
                     .opt("--timeout", p.timeout)
                     .maybe("--out", &path(&p.out))

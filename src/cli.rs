@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use klab_core::samples::{Regime, Timer};
 use klab_core::timing::WarmupPolicy;
+use klab_tools::ncu::CacheControl;
+use klab_tools::sanitizer::ToolList;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -90,7 +92,7 @@ pub struct ProfileArgs {
     pub warmup: u64,
     /// ncu cache control between replay passes: all (flush) or none
     #[arg(long, default_value = "all")]
-    pub cache_control: String,
+    pub cache_control: CacheControl,
     /// The ncu binary [default: from PATH or /usr/local/cuda/bin]
     #[arg(long)]
     pub ncu: Option<PathBuf>,
@@ -128,9 +130,9 @@ pub struct ReportArgs {
 
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct AuditArgs {
-    /// Sanitizer tools to include as gates, comma-separated (empty: oracle only)
+    /// Sanitizer tools to include as gates, comma-separated (empty or none: oracle only)
     #[arg(long, default_value = "memcheck,racecheck,synccheck,initcheck")]
-    pub tools: String,
+    pub tools: ToolList,
     /// Only these kernels, comma-separated
     #[arg(long)]
     pub only: Option<String>,
@@ -163,7 +165,7 @@ pub struct SanitizeArgs {
     pub kernels: Vec<String>,
     /// Tools, comma-separated
     #[arg(long, default_value = "memcheck,racecheck,synccheck,initcheck")]
-    pub tools: String,
+    pub tools: ToolList,
     /// The compute-sanitizer binary [default: from PATH or /usr/local/cuda/bin]
     #[arg(long)]
     pub sanitizer: Option<PathBuf>,

@@ -442,10 +442,12 @@ fn check_accepts_correct_kernels_and_rejects_broken_ones_in_isolation() {
     ]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert_eq!(out.matches("verdict: PASS").count(), 3, "{out}");
+    // Mutants run only in the audit: a user manifest of the same bug goes through check.
+    let (_dir, guard_le) = mutant_as_user("mut_guard_le");
     let (code, out, _) = run_klab(&[
         "check",
         "reduce_drop_tail",
-        "mut_guard_le",
+        &guard_le,
         "padded",
         "--sizes",
         "33,611,1024",
@@ -459,13 +461,13 @@ fn check_accepts_correct_kernels_and_rejects_broken_ones_in_isolation() {
 }
 
 #[test]
-fn reduce_lab_reproduces_seed_002() {
-    if !gpu_or_skip("reduce_lab_reproduces_seed_002") {
+fn reduce_lab_reproduces_its_outcome() {
+    if !gpu_or_skip("reduce_lab_reproduces_its_outcome") {
         return;
     }
     let (code, out, err) = run_klab(&["reduce-lab"]);
     assert_eq!(code, Some(0), "{out}{err}");
-    assert!(out.contains("seed 002 reproduced"), "{out}");
+    assert!(out.contains("the reduction lab reproduced"), "{out}");
 }
 
 #[test]
@@ -473,10 +475,11 @@ fn a_faulting_kernel_fails_alone_and_the_others_still_run() {
     if !gpu_or_skip("a_faulting_kernel_fails_alone_and_the_others_still_run") {
         return;
     }
-    let (code, out, err) = run_klab(&["check", "mut_wild_store", "padded", "--sizes", "33"]);
+    let (_dir, wild) = mutant_as_user("mut_wild_store");
+    let (code, out, err) = run_klab(&["check", &wild, "padded", "--sizes", "33"]);
     assert_eq!(code, Some(2), "{out}{err}");
     assert!(
-        out.contains("check mut_wild_store: FAIL: the kernel's process failed"),
+        out.contains("check user_mut_wild_store: FAIL:"),
         "{out}{err}"
     );
     assert!(err.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{err}");
@@ -718,4 +721,30 @@ fn a_spinning_kernel_is_stopped_in_check_bench_and_rounds() {
             assert!(text.contains("position 0 padded: median"), "{text}");
         }
     }
+}
+
+/// One of the audit's mutants as a user would bring it: a manifest of their own (in a temp
+/// folder) over kernels/mutants.cu, the kernel renamed `user_NAME`. Returns the folder (keep
+/// it alive) and the kernel spec.
+fn mutant_as_user(name: &str) -> (tempfile::TempDir, String) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("kernels/mutants.toml")).unwrap();
+    let block = text
+        .split("[[kernel]]")
+        .find(|b| b.contains(&format!("name = \"{name}\"")))
+        .unwrap_or_else(|| panic!("no mutant {name}"));
+    let block = block.replace(
+        &format!("name = \"{name}\""),
+        &format!("name = \"user_{name}\""),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("bugs.toml");
+    let source = root.join("kernels/mutants.cu");
+    std::fs::write(
+        &manifest,
+        format!("source = \"{}\"\n[[kernel]]{block}", source.display()),
+    )
+    .unwrap();
+    let spec = format!("{}:user_{name}", manifest.display());
+    (dir, spec)
 }

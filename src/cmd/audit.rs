@@ -62,12 +62,7 @@ impl Row {
 }
 
 pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
-    let tools: Vec<Tool> = args
-        .tools
-        .split(',')
-        .filter(|t| !t.trim().is_empty())
-        .map(|t| t.trim().parse::<Tool>())
-        .collect::<Result<_, _>>()?;
+    let tools: Vec<Tool> = args.tools.0.clone();
     let sanitizer_bin = if tools.is_empty() {
         None
     } else {

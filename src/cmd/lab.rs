@@ -707,7 +707,7 @@ fn sanitize_step(lab: &mut Lab, args: &LabArgs) -> anyhow::Result<()> {
         bar.set_message(kernels.join(" "));
         let cmd = ChildCmd::Sanitize(SanitizeArgs {
             kernels: kernels.iter().map(|k| k.to_string()).collect(),
-            tools: SANITIZE_TOOLS.into(),
+            tools: SANITIZE_TOOLS.parse()?,
             sanitizer: Some(tool.clone()),
             timeout: args.timeout,
             out: Some(lab.dir.join(rel)),

@@ -37,11 +37,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         };
         return child(&args, name);
     }
-    let cache = match args.cache_control.as_str() {
-        "all" => CacheControl::All,
-        "none" => CacheControl::None,
-        other => bail!("--cache-control '{other}': expected all or none"),
-    };
+    let cache = args.cache_control;
     let sections = split_list(&args.sections);
     if sections.is_empty() {
         bail!("--sections: at least one section is needed");
@@ -127,7 +123,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         ncu_version: version,
         device,
         clock_control: "none".into(),
-        cache_control: args.cache_control.clone(),
+        cache_control: args.cache_control.to_string(),
         sections,
         kernels: profiles,
         rejected,
@@ -260,6 +256,20 @@ fn profile_one(
         Some(ChildResult::Profile { report }) => Some(report),
         _ => None,
     };
+    if out.timed_out {
+        // A kernel that never finishes is that kernel's failure, not ncu's.
+        let reason = format!(
+            "hung: killed by the watchdog after {} s (ncu and the kernel's process)",
+            args.timeout
+        );
+        println!("profile {name}: FAIL: {reason}");
+        rejected.push(RejectedKernel {
+            kernel: name,
+            reason,
+            log: log_rel,
+        });
+        return Ok(None);
+    }
     let Some(child) = child else {
         let mut why = error_lines(&out);
         // The child's own one-line error (klab prints `error: ...`).

@@ -58,11 +58,7 @@ struct KernelRuns {
 
 pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
     let kernels = Kernel::parse_all(&args.kernels, klab_core::registry::Scope::Default)?;
-    let tools: Vec<Tool> = args
-        .tools
-        .split(',')
-        .map(|t| t.trim().parse::<Tool>())
-        .collect::<Result<_, _>>()?;
+    let tools: Vec<Tool> = args.tools.0.clone();
     if tools.is_empty() {
         bail!("--tools names no tool");
     }

@@ -114,24 +114,111 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map(|x| format!("{x:.digits$}")).unwrap_or_default()
 }
 
+/// One row of `summary.csv`: what the lab writes and the report reads.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SummaryRow {
+    pub variant: String,
+    /// Rounds in which it passed and was timed.
+    pub timed_rounds: u64,
+    /// Rounds in which it failed its check.
+    pub failed_rounds: u64,
+    /// Median, p10 and p90 of the per-round averages, ms.
+    pub median_ms: Option<f64>,
+    pub p10_ms: Option<f64>,
+    pub p90_ms: Option<f64>,
+    /// Median effective bandwidth over rounds, GB/s.
+    pub median_gb_s: Option<f64>,
+    /// Median bandwidth as % of the copy kernel's and of the theoretical peak.
+    pub pct_of_copy: Option<f64>,
+    pub pct_of_peak: Option<f64>,
+}
+
+impl VariantSummary {
+    /// Its row of `summary.csv`.
+    pub fn row(&self) -> SummaryRow {
+        SummaryRow {
+            variant: self.variant.clone(),
+            timed_rounds: self.timed_rounds as u64,
+            failed_rounds: self.failed_rounds as u64,
+            median_ms: self.ms.map(|m| m.median),
+            p10_ms: self.ms.map(|m| m.p10),
+            p90_ms: self.ms.map(|m| m.p90),
+            median_gb_s: self.median_gb_s,
+            pct_of_copy: self.pct_of_reference,
+            pct_of_peak: self.pct_of_peak,
+        }
+    }
+}
+
 pub fn summary_csv(s: &[VariantSummary]) -> String {
     let mut out = String::from(SUMMARY_CSV_HEADER);
     out.push('\n');
-    for v in s {
+    for v in s.iter().map(VariantSummary::row) {
         out.push_str(&format!(
             "{},{},{},{},{},{},{},{},{}\n",
             v.variant,
             v.timed_rounds,
             v.failed_rounds,
-            opt(v.ms.map(|m| m.median), 6),
-            opt(v.ms.map(|m| m.p10), 6),
-            opt(v.ms.map(|m| m.p90), 6),
+            opt(v.median_ms, 6),
+            opt(v.p10_ms, 6),
+            opt(v.p90_ms, 6),
             opt(v.median_gb_s, 2),
-            opt(v.pct_of_reference, 1),
+            opt(v.pct_of_copy, 1),
             opt(v.pct_of_peak, 1),
         ));
     }
     out
+}
+
+/// Read `summary.csv` by its header's column names. Columns a file lacks read as empty
+/// (older files had fewer); `variant` and the millisecond and GB/s columns are required.
+pub fn parse_summary_csv(text: &str) -> Result<Vec<SummaryRow>, String> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let header: Vec<&str> = lines
+        .next()
+        .ok_or("empty file")?
+        .split(',')
+        .map(str::trim)
+        .collect();
+    for need in ["variant", "median_ms", "p10_ms", "p90_ms", "median_gb_s"] {
+        if !header.contains(&need) {
+            return Err(format!("no '{need}' column"));
+        }
+    }
+    lines
+        .enumerate()
+        .map(|(i, line)| {
+            let cells: Vec<&str> = line.split(',').map(str::trim).collect();
+            let get = |name: &str| {
+                header
+                    .iter()
+                    .position(|h| *h == name)
+                    .and_then(|j| cells.get(j).copied())
+                    .unwrap_or("")
+            };
+            let num = |name: &str| -> Result<Option<f64>, String> {
+                match get(name) {
+                    "" => Ok(None),
+                    t => t
+                        .parse::<f64>()
+                        .map(Some)
+                        .map_err(|_| format!("line {}: {name} '{t}' is not a number", i + 2)),
+                }
+            };
+            let count = |name: &str| get(name).parse::<u64>().unwrap_or(0);
+            Ok(SummaryRow {
+                variant: get("variant").to_string(),
+                timed_rounds: count("timed_rounds"),
+                failed_rounds: count("failed_rounds"),
+                median_ms: num("median_ms")?,
+                p10_ms: num("p10_ms")?,
+                p90_ms: num("p90_ms")?,
+                median_gb_s: num("median_gb_s")?,
+                pct_of_copy: num("pct_of_copy")?,
+                pct_of_peak: num("pct_of_peak")?,
+            })
+        })
+        .collect()
 }
 
 /// The terminal table.
@@ -227,6 +314,15 @@ mod tests {
         let csv = summary_csv(&s);
         assert!(csv.starts_with(SUMMARY_CSV_HEADER));
         assert!(render_table(&s).contains("2!1"));
+        // What is written reads back as the same rows (to the digits written).
+        let back = parse_summary_csv(&csv).unwrap();
+        assert_eq!(back.len(), s.len());
+        assert_eq!(back[1].variant, "naive");
+        assert_eq!((back[1].timed_rounds, back[1].failed_rounds), (2, 1));
+        assert!((back[1].median_ms.unwrap() - 0.29).abs() < 1e-6);
+        assert!((back[1].median_gb_s.unwrap() - want).abs() < 0.01);
+        assert!(parse_summary_csv("variant,median_ms\n").is_err());
+        assert!(parse_summary_csv(&csv.replace("0.290000", "fast")).is_err());
     }
 
     #[test]

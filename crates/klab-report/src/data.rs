@@ -124,24 +124,8 @@ pub struct LadderSize {
     pub rows: Part<Vec<TransposeRow>>,
 }
 
-/// One row of `summary.csv`: a variant's distribution over the repeated rounds.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SummaryRow {
-    /// Variant name.
-    pub variant: String,
-    /// Rounds in which it passed and was timed.
-    pub timed_rounds: u64,
-    /// Rounds in which it failed its check.
-    pub failed_rounds: u64,
-    /// Median per-round average, ms.
-    pub median_ms: Option<f64>,
-    /// p10 of the per-round averages, ms.
-    pub p10_ms: Option<f64>,
-    /// p90 of the per-round averages, ms.
-    pub p90_ms: Option<f64>,
-    /// Median effective bandwidth over rounds, GB/s.
-    pub median_gb_s: Option<f64>,
-}
+/// One row of `summary.csv` (the type the lab writes it with).
+pub use klab_core::rounds::SummaryRow;
 
 /// One timing-engine block from `rounds/rounds.csv` (one process, one variant).
 #[derive(Debug, Clone, PartialEq)]
@@ -679,21 +663,7 @@ fn parse_repeated(text: &str) -> Result<Vec<RoundRow>, String> {
 }
 
 fn parse_summary(text: &str) -> Result<Vec<SummaryRow>, String> {
-    let c = Csv::parse(text)?;
-    c.require(&["variant", "median_ms", "p10_ms", "p90_ms", "median_gb_s"])?;
-    c.rows()
-        .map(|r| {
-            Ok(SummaryRow {
-                variant: r.text("variant")?,
-                timed_rounds: r.u64("timed_rounds").unwrap_or(0),
-                failed_rounds: r.u64("failed_rounds").unwrap_or(0),
-                median_ms: r.opt_f64("median_ms")?,
-                p10_ms: r.opt_f64("p10_ms")?,
-                p90_ms: r.opt_f64("p90_ms")?,
-                median_gb_s: r.opt_f64("median_gb_s")?,
-            })
-        })
-        .collect()
+    klab_core::rounds::parse_summary_csv(text)
 }
 
 fn parse_engine_blocks(text: &str) -> Result<Vec<EngineBlock>, String> {

@@ -4,6 +4,7 @@
 
 use klab_core::device::{fp32_lanes_per_sm, DeviceFacts};
 use klab_core::receipt::Receipt;
+use klab_core::rounds::SummaryRow;
 use klab_core::stats::Summary;
 use klab_core::Variant;
 
@@ -114,23 +115,12 @@ pub fn round_gb_s(run: &RunData, variant: &str) -> Vec<f64> {
         .unwrap_or_default()
 }
 
-/// One variant's bandwidth over the repeated rounds.
+/// One variant's bandwidth over the repeated rounds: its summary row and the GB/s range and
+/// shares the report computes from it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BandwidthRow {
-    /// Variant name.
-    pub variant: String,
-    /// Rounds in which it passed and was timed.
-    pub timed_rounds: u64,
-    /// Rounds in which it failed its check.
-    pub failed_rounds: u64,
-    /// Median per-round average, ms.
-    pub median_ms: Option<f64>,
-    /// p10 of the per-round averages, ms.
-    pub p10_ms: Option<f64>,
-    /// p90 of the per-round averages, ms.
-    pub p90_ms: Option<f64>,
-    /// Median effective bandwidth, GB/s.
-    pub median_gb_s: Option<f64>,
+    /// The row as `summary.csv` has it.
+    pub summary: SummaryRow,
     /// p10 of the per-round GB/s (the slow end).
     pub low_gb_s: Option<f64>,
     /// p90 of the per-round GB/s (the fast end).
@@ -145,52 +135,36 @@ pub struct BandwidthRow {
 /// p10-p90 GB/s range of the per-round values. Where the per-round values are missing the
 /// range is converted from the p10-p90 milliseconds (same bytes per launch).
 pub fn bandwidth_rows(run: &RunData, peaks: &Peaks) -> Vec<BandwidthRow> {
-    let mut rows: Vec<BandwidthRow> = match (&run.summary, &run.repeated) {
-        (Ok(s), _) => s
-            .iter()
-            .map(|r| BandwidthRow {
-                variant: r.variant.clone(),
-                timed_rounds: r.timed_rounds,
-                failed_rounds: r.failed_rounds,
-                median_ms: r.median_ms,
-                p10_ms: r.p10_ms,
-                p90_ms: r.p90_ms,
-                median_gb_s: r.median_gb_s,
-                low_gb_s: None,
-                high_gb_s: None,
-                pct_of_ceiling: None,
-                pct_of_peak: None,
-            })
-            .collect(),
+    let summaries: Vec<SummaryRow> = match (&run.summary, &run.repeated) {
+        (Ok(s), _) => s.clone(),
         (Err(_), Ok(rep)) => klab_core::rounds::summarize(rep, CEILING_VARIANT, None)
-            .into_iter()
-            .map(|v| BandwidthRow {
-                variant: v.variant,
-                timed_rounds: v.timed_rounds as u64,
-                failed_rounds: v.failed_rounds as u64,
-                median_ms: v.ms.map(|m| m.median),
-                p10_ms: v.ms.map(|m| m.p10),
-                p90_ms: v.ms.map(|m| m.p90),
-                median_gb_s: v.median_gb_s,
-                low_gb_s: None,
-                high_gb_s: None,
-                pct_of_ceiling: None,
-                pct_of_peak: None,
-            })
+            .iter()
+            .map(|v| v.row())
             .collect(),
         (Err(_), Err(_)) => Vec::new(),
     };
+    let mut rows: Vec<BandwidthRow> = summaries
+        .into_iter()
+        .map(|summary| BandwidthRow {
+            summary,
+            low_gb_s: None,
+            high_gb_s: None,
+            pct_of_ceiling: None,
+            pct_of_peak: None,
+        })
+        .collect();
     for r in &mut rows {
-        if let Some(s) = Summary::of(&round_gb_s(run, &r.variant)) {
-            r.low_gb_s = Some(s.p10);
-            r.high_gb_s = Some(s.p90);
-        } else if let (Some(g), Some(m)) = (r.median_gb_s, r.median_ms) {
+        let s = &r.summary;
+        if let Some(q) = Summary::of(&round_gb_s(run, &s.variant)) {
+            r.low_gb_s = Some(q.p10);
+            r.high_gb_s = Some(q.p90);
+        } else if let (Some(g), Some(m)) = (s.median_gb_s, s.median_ms) {
             // Same bytes per launch: GB/s scales with 1 / ms.
-            r.low_gb_s = r.p90_ms.filter(|x| *x > 0.0).map(|x| g * m / x);
-            r.high_gb_s = r.p10_ms.filter(|x| *x > 0.0).map(|x| g * m / x);
+            r.low_gb_s = s.p90_ms.filter(|x| *x > 0.0).map(|x| g * m / x);
+            r.high_gb_s = s.p10_ms.filter(|x| *x > 0.0).map(|x| g * m / x);
         }
-        r.pct_of_ceiling = pct(r.median_gb_s, peaks.ceiling_gb_s);
-        r.pct_of_peak = pct(r.median_gb_s, peaks.theoretical_gb_s);
+        r.pct_of_ceiling = pct(s.median_gb_s, peaks.ceiling_gb_s);
+        r.pct_of_peak = pct(s.median_gb_s, peaks.theoretical_gb_s);
     }
     rows
 }
@@ -256,6 +230,7 @@ pub fn roof_position(p: &RoofPoint, axes: &RoofAxes) -> (f64, f64) {
 pub fn roof_points(rows: &[BandwidthRow], receipts: &[(String, &Receipt)]) -> Vec<RoofPoint> {
     let mut out: Vec<RoofPoint> = rows
         .iter()
+        .map(|r| &r.summary)
         .filter(|r| r.variant.parse::<Variant>().is_ok())
         .filter_map(|r| {
             r.median_gb_s

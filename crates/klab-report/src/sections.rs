@@ -364,17 +364,18 @@ fn performance(run: &RunData, peaks: &Peaks, rows: &[BandwidthRow]) -> Section {
             "% of peak",
         ]);
         for r in rows {
+            let s = &r.summary;
             t.rows.push(vec![
-                Cell::plain(&r.variant),
-                verdict_cell(verdict::for_variant(run, &r.variant)),
-                Cell::mono(if r.failed_rounds > 0 {
-                    format!("{} ({} failed)", r.timed_rounds, r.failed_rounds)
+                Cell::plain(&s.variant),
+                verdict_cell(verdict::for_variant(run, &s.variant)),
+                Cell::mono(if s.failed_rounds > 0 {
+                    format!("{} ({} failed)", s.timed_rounds, s.failed_rounds)
                 } else {
-                    r.timed_rounds.to_string()
+                    s.timed_rounds.to_string()
                 }),
-                num(r.median_ms, format::ms),
-                range(r.p10_ms, r.p90_ms, format::ms),
-                num(r.median_gb_s, format::gb_s),
+                num(s.median_ms, format::ms),
+                range(s.p10_ms, s.p90_ms, format::ms),
+                num(s.median_gb_s, format::gb_s),
                 range(r.low_gb_s, r.high_gb_s, format::gb_s),
                 num(r.pct_of_ceiling, format::pct),
                 num(r.pct_of_peak, format::pct),

@@ -36,10 +36,14 @@ fn peaks_and_ceiling_come_from_the_device_and_the_copy_kernel() {
     // 132 SMs x 128 lanes x 2 x 1.98 GHz.
     assert!((p.fp32_gflops.clone().unwrap() - 66_908.16).abs() < 1e-6);
     let rows = metrics::bandwidth_rows(&run, &p);
-    let names: Vec<&str> = rows.iter().map(|r| r.variant.as_str()).collect();
+    let names: Vec<&str> = rows.iter().map(|r| r.summary.variant.as_str()).collect();
     assert_eq!(names, ["copy", "naive", "tiled", "padded"]);
     // The lab's own percentages in summary.csv (pct_of_copy, pct_of_peak) agree.
     let padded = &rows[3];
+    assert_eq!(
+        format!("{:.1}", padded.summary.pct_of_peak.unwrap()),
+        format!("{:.1}", padded.pct_of_peak.unwrap())
+    );
     assert_eq!(format!("{:.1}", padded.pct_of_ceiling.unwrap()), "118.7");
     assert_eq!(format!("{:.1}", padded.pct_of_peak.unwrap()), "71.1");
     assert_eq!(format!("{:.1}", rows[1].pct_of_peak.unwrap()), "10.4");

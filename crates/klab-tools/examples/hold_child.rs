@@ -3,6 +3,8 @@
 //! watchdog, and exit with its status.
 //!
 //! `hold_child PROGRAM [ARGS...]`
+//! `hold_child --as-child`: behave as a klab started by klab (die with the klab named in the
+//! environment), print the pid and wait.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -11,6 +13,12 @@ use std::time::Duration;
 use klab_tools::process::{self, RunOptions};
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("--as-child") {
+        process::die_with_parent();
+        println!("{}", std::process::id());
+        std::thread::sleep(Duration::from_secs(300));
+        return;
+    }
     process::install_signal_handlers();
     let mut args = std::env::args_os().skip(1);
     let program = PathBuf::from(args.next().expect("a program to run"));

@@ -78,6 +78,12 @@ enum Msg {
 /// started by klab (and dies with its parent, see [`die_with_parent`]).
 pub const CHILD_ENV: &str = "KLAB_CHILD";
 
+/// Set beside [`CHILD_ENV`]: `PID:START` of the klab that started the child (START is the
+/// process's start time in clock ticks, so a reused pid is not mistaken for it). A klab
+/// further down (under compute-sanitizer or ncu, whose launchers may outlive the tool)
+/// watches it.
+pub const PARENT_ENV: &str = "KLAB_PARENT";
+
 /// How to run a child.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -121,6 +127,7 @@ pub fn run(program: &Path, args: &[OsString], opts: &RunOptions) -> Result<Captu
     let mut cmd = Command::new(program);
     cmd.args(args)
         .env(CHILD_ENV, "1")
+        .env(PARENT_ENV, self_identity())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -475,6 +482,11 @@ pub fn install_signal_handlers() {
 
 /// For a klab process that another started: die when the parent does (SIGKILL included),
 /// and exit at once if it already has.
+///
+/// Two mechanisms, because a tool may stand between the two klabs: `PR_SET_PDEATHSIG`
+/// covers the direct parent, and a thread watches the klab named in [`PARENT_ENV`]: when it
+/// is gone, this process kills its own process group (itself, and a tool launcher that
+/// shares it, such as compute-sanitizer's or ncu's subreaper, which survive the tool).
 pub fn die_with_parent() {
     #[cfg(target_os = "linux")]
     // SAFETY: plain system calls without memory arguments.
@@ -484,6 +496,57 @@ pub fn die_with_parent() {
             libc::_exit(1);
         }
     }
+    let Some(watched) = std::env::var(PARENT_ENV)
+        .ok()
+        .and_then(|v| parse_identity(&v))
+    else {
+        return;
+    };
+    thread::spawn(move || loop {
+        if !is_running(watched) {
+            #[cfg(unix)]
+            // SAFETY: kill(2) on this process's own group; no memory involved.
+            unsafe {
+                libc::kill(0, libc::SIGKILL);
+                libc::_exit(1);
+            }
+        }
+        thread::sleep(Duration::from_millis(100));
+    });
+}
+
+/// `PID:START` of this process.
+fn self_identity() -> String {
+    let pid = std::process::id();
+    format!("{pid}:{}", start_time(pid).unwrap_or(0))
+}
+
+fn parse_identity(v: &str) -> Option<(u32, u64)> {
+    let (p, t) = v.split_once(':')?;
+    Some((p.parse().ok()?, t.parse().ok()?))
+}
+
+/// The process is alive (not a zombie) and is the one that was recorded.
+fn is_running((pid, start): (u32, u64)) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let mut fields = rest.split_whitespace();
+    let state = fields.next().unwrap_or("");
+    if state.starts_with('Z') || state.starts_with('X') {
+        return false;
+    }
+    // After the state: ppid, pgrp, ... ; starttime is field 22 of stat, the 20th after it.
+    let started = fields.nth(18).and_then(|t| t.parse::<u64>().ok());
+    start == 0 || started == Some(start)
+}
+
+/// A process's start time in clock ticks since boot (field 22 of /proc/PID/stat).
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit(')').next()?;
+    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 fn signal_of(status: &ExitStatus) -> Option<i32> {
@@ -582,6 +645,18 @@ mod tests {
         let (p, a) = sh("echo \"$KLAB_CHILD\"");
         let c = run_captured(&p, &a, Duration::from_secs(10)).unwrap();
         assert_eq!(c.stdout, b"1\n");
+    }
+
+    #[test]
+    fn a_process_is_known_by_its_pid_and_start_time() {
+        let me = parse_identity(&self_identity()).unwrap();
+        assert_eq!(me.0, std::process::id());
+        assert!(me.1 > 0);
+        assert!(is_running(me));
+        // The same pid with another start time is another process.
+        assert!(!is_running((me.0, me.1 + 1)));
+        assert!(!is_running((u32::MAX - 1, 1)));
+        assert_eq!(parse_identity("12:x"), None);
     }
 
     #[test]

@@ -109,3 +109,21 @@ fn sigint_and_sighup_are_handled_like_sigterm() {
         assert!(gone_within(pids[0], Duration::from_secs(5)), "{sig}");
     }
 }
+
+#[test]
+fn a_klab_behind_a_launcher_that_outlives_the_tool_still_dies_with_klab() {
+    // holder -> sh (direct child) -> setsid launcher (survives sh, like compute-sanitizer's
+    // subreaper) -> a klab child. SIGKILL of the holder ends sh by PDEATHSIG; the launcher
+    // lives on, so the inner klab must notice the holder is gone and take its group down.
+    let inner = format!("{} --as-child", hold_child().display());
+    let script = format!("setsid sh -c 'echo $$; {inner} & wait' & wait");
+    let (mut holder, pids) = start(&script, 2);
+    signal(holder.id(), "-KILL");
+    holder.wait().unwrap();
+    for p in pids {
+        assert!(
+            gone_within(p, Duration::from_secs(5)),
+            "{p} outlived a SIGKILLed klab behind a launcher"
+        );
+    }
+}

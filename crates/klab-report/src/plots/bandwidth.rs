@@ -19,7 +19,7 @@ const TITLE: &str = "Effective bandwidth per variant";
 pub fn bandwidth(rows: &[BandwidthRow], peaks: &Peaks, why_missing: Option<&Note>) -> Plot {
     let rows: Vec<&BandwidthRow> = rows
         .iter()
-        .filter(|r| r.median_gb_s.is_some_and(f64::is_finite))
+        .filter(|r| r.summary.median_gb_s.is_some_and(f64::is_finite))
         .collect();
     if rows.is_empty() {
         let why = why_missing
@@ -27,10 +27,10 @@ pub fn bandwidth(rows: &[BandwidthRow], peaks: &Peaks, why_missing: Option<&Note
             .unwrap_or_else(|| "no variant was timed in this run".into());
         return missing(FILE, SIZE, TITLE, why);
     }
-    let names: Vec<String> = rows.iter().map(|r| r.variant.clone()).collect();
+    let names: Vec<String> = rows.iter().map(|r| r.summary.variant.clone()).collect();
     let top = rows
         .iter()
-        .filter_map(|r| r.high_gb_s.or(r.median_gb_s))
+        .filter_map(|r| r.high_gb_s.or(r.summary.median_gb_s))
         .chain(peaks.theoretical_gb_s)
         .chain(peaks.ceiling_gb_s)
         .filter(|v| v.is_finite())
@@ -62,7 +62,10 @@ pub fn bandwidth(rows: &[BandwidthRow], peaks: &Peaks, why_missing: Option<&Note
             .draw_series(rows.iter().enumerate().map(|(i, r)| {
                 let x = i as f64;
                 Rectangle::new(
-                    [(x - 0.3, 0.0), (x + 0.3, r.median_gb_s.unwrap_or(0.0))],
+                    [
+                        (x - 0.3, 0.0),
+                        (x + 0.3, r.summary.median_gb_s.unwrap_or(0.0)),
+                    ],
                     bar.filled(),
                 )
             }))?
@@ -78,7 +81,7 @@ pub fn bandwidth(rows: &[BandwidthRow], peaks: &Peaks, why_missing: Option<&Note
                     PathElement::new(vec![(x - 0.08, hi), (x + 0.08, hi)], whisker),
                 ])?;
             }
-            let median = r.median_gb_s.unwrap_or(0.0);
+            let median = r.summary.median_gb_s.unwrap_or(0.0);
             let text = match r.pct_of_peak {
                 Some(p) => format!("{} GB/s, {} of peak", format::gb_s(median), format::pct(p)),
                 None => format!("{} GB/s", format::gb_s(median)),

@@ -173,7 +173,10 @@ pub fn all(run: &crate::data::RunData) -> Vec<Plot> {
     vec![
         bandwidth(&rows, &peaks, run.summary.as_ref().err()),
         rounds(
-            &rows.iter().map(|r| r.variant.clone()).collect::<Vec<_>>(),
+            &rows
+                .iter()
+                .map(|r| r.summary.variant.clone())
+                .collect::<Vec<_>>(),
             run.repeated.as_deref().unwrap_or(&[]),
             run.engine_blocks.as_deref().unwrap_or(&[]),
         ),

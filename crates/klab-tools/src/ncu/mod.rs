@@ -154,6 +154,24 @@ impl CacheControl {
     }
 }
 
+impl std::str::FromStr for CacheControl {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "all" => Ok(CacheControl::All),
+            "none" => Ok(CacheControl::None),
+            other => Err(format!("'{other}': expected all or none")),
+        }
+    }
+}
+
+impl std::fmt::Display for CacheControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Which page `--import ... --csv --page` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -104,6 +104,36 @@ impl FromStr for Tool {
     }
 }
 
+/// A comma-separated list of tools as a command line gives it (`memcheck,racecheck`); empty
+/// or `none` is no tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolList(pub Vec<Tool>);
+
+impl FromStr for ToolList {
+    type Err = SanitizerError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim().is_empty() || s.trim() == "none" {
+            return Ok(ToolList(Vec::new()));
+        }
+        s.split(',')
+            .filter(|t| !t.trim().is_empty())
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .map(ToolList)
+    }
+}
+
+impl fmt::Display for ToolList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("none");
+        }
+        let names: Vec<&str> = self.0.iter().map(|t| t.as_str()).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
 /// Command-line options. Every one is written out explicitly by [`argv`], so a saved command
 /// line says what was checked without relying on the tool's defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
