@@ -68,3 +68,174 @@ fn committed_h200_receipts_compare_and_tampering_is_refused() {
     assert!(err.contains("r03-p1-padded/samples-r01-p0.csv"), "{err}");
     assert!(err.contains("changed"), "{err}");
 }
+
+/// Every `.json` under `dir` (not below a `blocks/` folder: those are block receipts, which the
+/// combined receipts beside them list and hash) whose `schema` is `klab-receipt/1`.
+fn receipts_under(dir: &Path, out: &mut Vec<(PathBuf, serde_json::Value)>) {
+    let mut entries: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            if p.file_name().unwrap() != "blocks" {
+                receipts_under(&p, out);
+            }
+            continue;
+        }
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.ends_with(".json") {
+            continue;
+        }
+        let parsed = serde_json::from_slice::<serde_json::Value>(&fs::read(&p).unwrap());
+        let v = match parsed {
+            Ok(v) => v,
+            Err(e) if name.ends_with("receipt.json") => panic!("{}: {e}", p.display()),
+            Err(_) => continue,
+        };
+        if v["schema"] == "klab-receipt/1" {
+            out.push((p, v));
+        }
+    }
+}
+
+/// The conditions `klab compare` requires to be equal (`like_with_like` in
+/// crates/klab-core/src/compare.rs): receipts that share them measure like with like.
+fn conditions(v: &serde_json::Value) -> String {
+    [
+        &v["workload"]["operation"],
+        &v["workload"]["dtype"],
+        &v["workload"]["n"],
+        &v["workload"]["cache_regime"],
+        &v["workload"]["rotation_slots"],
+        &v["hardware"]["gpu_uuid"],
+        &v["measurement"]["timer"],
+        &v["measurement"]["samples_per_round"],
+        &v["measurement"]["rounds"],
+    ]
+    .iter()
+    .map(|x| x.to_string())
+    .collect::<Vec<_>>()
+    .join(" | ")
+}
+
+/// Every committed receipt re-checks: `klab compare` re-hashes every artifact a receipt lists
+/// (sample files and block receipts) and re-parses its samples before it compares anything.
+/// Within one folder, receipts with the same conditions (a rounds folder holds one per kernel of
+/// the same rounds; copies and transposes differ in `workload.operation`) are compared first
+/// against each other one; a receipt with no such partner is compared with itself, which
+/// `klab compare` accepts and which checks its artifacts all the same. No refusal is tolerated:
+/// a pair is formed only when the conditions match, so any exit other than 0 is a missing or
+/// changed artifact, a sample file that does not parse, or a receipt that fails its own checks.
+#[test]
+fn every_committed_receipt_rechecks_with_compare() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("evidence");
+    let mut found = Vec::new();
+    receipts_under(&root, &mut found);
+
+    let mut groups: std::collections::BTreeMap<(PathBuf, String), Vec<PathBuf>> =
+        Default::default();
+    for (p, v) in &found {
+        let folder = p.parent().unwrap().to_path_buf();
+        groups
+            .entry((folder, conditions(v)))
+            .or_default()
+            .push(p.clone());
+    }
+
+    // The receipts the READMEs cite for `klab compare` must be among them.
+    let rel: Vec<String> = found
+        .iter()
+        .map(|(p, _)| {
+            p.strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/")
+        })
+        .collect();
+    for cited in [
+        "2026-11-30-fast4/final/run/rounds-8193/sgeam.receipt.json",
+        "2026-11-30-fast4/final/run/rounds-8193/leanu_64_cm.receipt.json",
+        "2026-11-30-fast4/final/run/rounds-16384/sgeam.receipt.json",
+        "2026-11-30-fast4/final/run/rounds-16384/reg4_64_cm.receipt.json",
+        "2026-11-30-timing/transpose-rotated/tiled.receipt.json",
+        "2026-11-30-timing/transpose-rotated/padded.receipt.json",
+    ] {
+        assert!(
+            rel.iter().any(|r| r == cited),
+            "{cited} is not in evidence/"
+        );
+    }
+
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for ((folder, _), receipts) in &groups {
+        let first = &receipts[0];
+        let others: Vec<&PathBuf> = if receipts.len() == 1 {
+            vec![first]
+        } else {
+            receipts[1..].iter().collect()
+        };
+        for other in others {
+            runs += 1;
+            let o = klab()
+                .arg("compare")
+                .arg(first)
+                .arg(other)
+                .output()
+                .unwrap();
+            if o.status.code() != Some(0) {
+                failures.push(format!(
+                    "{}: klab compare {} {}: exit {:?}: {}",
+                    folder.strip_prefix(&root).unwrap().display(),
+                    first.file_name().unwrap().to_string_lossy(),
+                    other.file_name().unwrap().to_string_lossy(),
+                    o.status.code(),
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {runs} comparisons over {} receipts failed:\n{}",
+        failures.len(),
+        found.len(),
+        failures.join("\n")
+    );
+}
+
+/// The ratios the fourth set's README quotes from its final run.
+#[test]
+fn fast4_final_ratios_in_the_readme_recheck() {
+    let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("evidence/2026-11-30-fast4/final/run");
+    for (n, candidate, verdict) in [
+        (
+            8193,
+            "leanu_64_cm",
+            "candidate faster: ratio 1.11x, 95% interval 1.10x-1.11x",
+        ),
+        (
+            16384,
+            "reg4_64_cm",
+            "candidate faster: ratio 1.04x, 95% interval 1.04x-1.05x",
+        ),
+    ] {
+        let dir = run.join(format!("rounds-{n}"));
+        let o = klab()
+            .arg("compare")
+            .arg(dir.join("sgeam.receipt.json"))
+            .arg(dir.join(format!("{candidate}.receipt.json")))
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(out.contains(verdict), "{n} {candidate}: {out}");
+    }
+}
