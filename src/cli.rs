@@ -323,6 +323,10 @@ pub struct LabArgs {
     /// Watchdog per step process, seconds
     #[arg(long, default_value_t = 900)]
     pub timeout: u64,
+    /// Kernels, sizes and tools of every step, as JSON [default: the built-in plan, which
+    /// every run writes to plan.json]
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Args)]

@@ -178,6 +178,7 @@ fn lab_without_a_gpu_runs_the_cpu_gates_and_says_what_it_skipped() {
     let run1 = out.join("run-01");
     for f in [
         "environment.json",
+        "plan.json",
         "source.sha256",
         "model.txt",
         "model.json",
@@ -330,4 +331,67 @@ fn check_rejects_unknown_kernels_and_bad_manifests_with_one_line() {
         &["check", dir.path().join("none.toml").to_str().unwrap()],
         "none.toml: file:",
     );
+}
+
+#[test]
+fn the_lab_writes_its_plan_and_takes_another_or_refuses_it_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("artifacts");
+    // A plan of the lab's own (the written default, with a smaller ladder) is taken as given.
+    let default: serde_json::Value = {
+        let o = klab().args(["lab", "--out"]).arg(&out).output().unwrap();
+        assert!(o.status.code() == Some(0) || o.status.code() == Some(2));
+        serde_json::from_str(&fs::read_to_string(out.join("run-01/plan.json")).unwrap()).unwrap()
+    };
+    assert_eq!(
+        default["ladder"],
+        serde_json::json!([1, 7, 31, 32, 33, 65, 257])
+    );
+    assert_eq!(default["ceiling_kernels"][4], "lean_64_cm");
+    let mut mine = default.clone();
+    mine["ladder"] = serde_json::json!([5, 33]);
+    let plan = dir.path().join("plan.json");
+    fs::write(&plan, mine.to_string()).unwrap();
+    let lab_with_plan = || {
+        klab()
+            .args(["lab", "--out"])
+            .arg(&out)
+            .arg("--plan")
+            .arg(&plan)
+            .output()
+            .unwrap()
+    };
+    let o = lab_with_plan();
+    assert!(
+        o.status.code() == Some(0) || o.status.code() == Some(2),
+        "{}",
+        stderr(&o)
+    );
+    let written: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(out.join("run-02/plan.json")).unwrap()).unwrap();
+    assert_eq!(written, mine);
+    // A stray field, a variant the harness does not have, or a zero size: one line, exit 1,
+    // and no run folder.
+    for (edit, needle) in [
+        (("ladders", serde_json::json!([1])), "unknown field"),
+        (
+            ("round_variants", serde_json::json!(["copy", "fastest"])),
+            "'fastest'",
+        ),
+        (
+            ("round_variants", serde_json::json!(["naive", "copy"])),
+            "must start with copy",
+        ),
+        (("ladder", serde_json::json!([0])), "at least 1"),
+    ] {
+        let mut bad = default.clone();
+        bad[edit.0] = edit.1;
+        fs::write(&plan, bad.to_string()).unwrap();
+        let o = lab_with_plan();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+    assert!(!out.join("run-03").exists());
 }

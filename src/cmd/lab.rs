@@ -1,4 +1,4 @@
-//! `klab lab`: the main job. Seed 000's investigation end to end into a new
+//! `klab lab`: the main job. The transpose lab's investigation end to end into a new
 //! `artifacts/run-NN/`: environment and hashes, the address model, the build and its
 //! resource report, the boundary ladder, the 4096 benchmark, alternating rounds in
 //! separate processes, and a summary. Without a GPU it runs what a CPU can and says
@@ -27,21 +27,8 @@ use crate::cli::{
 use crate::cmd::gpu;
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 use klab_core::child::{ChildResult, Verdict};
+use klab_core::schema::{LabArtifact, LabPlan, LabRecord, LabStep, RoundsSummary};
 use klab_report::data::SanitizedKernel;
-
-/// Boundary ladder sizes (seed 000): tiles that are not full, and a block-exact contrast.
-pub const LADDER: [u64; 7] = [1, 7, 31, 32, 33, 65, 257];
-/// The benchmark size and launches per timed batch.
-pub const BENCH_N: u64 = 4096;
-pub const BENCH_REPS: u32 = 100;
-/// Variants in the repeated rounds, in odd-round order; even rounds reverse it. Copy
-/// rides along so that "% of copy" compares medians from the same rounds.
-pub const ROUND_VARIANTS: [Variant; 4] = [
-    Variant::Copy,
-    Variant::Naive,
-    Variant::Tiled,
-    Variant::Padded,
-];
 
 #[derive(Debug, Serialize)]
 struct Step {
@@ -50,24 +37,6 @@ struct Step {
     status: &'static str,
     detail: String,
     artifacts: Vec<String>,
-}
-
-#[derive(Debug, Serialize)]
-struct ArtifactEntry {
-    path: String,
-    bytes: u64,
-    sha256: String,
-}
-
-#[derive(Debug, Serialize)]
-struct LabRecord<'a> {
-    klab_version: &'static str,
-    command: Vec<String>,
-    started_utc: String,
-    finished_utc: String,
-    device: Option<&'a DeviceFacts>,
-    steps: &'a [Step],
-    artifacts: Vec<ArtifactEntry>,
 }
 
 struct Lab {
@@ -89,24 +58,6 @@ const GPU_STEPS: [&str; 9] = [
     "profile",
     "ceilings",
 ];
-
-/// The ceilings step (issue 6): both copies, cuBLAS sgeam, the seed's padded and klab's
-/// best transpose, alternating in the same rounds, ratios against sgeam.
-const CEILING_KERNELS: [&str; 5] = ["sgeam", "memcpy", "copy_vec16", "padded", BEST_VARIANT];
-/// klab's best transpose on the H200 over the aligned and ragged sizes together: the fastest
-/// at 4096 and 4097 (tied), within 0.3% of the fastest at 8192 and 16384 and 0.8% at 8193,
-/// faster than sgeam at all five (evidence/2026-11-30-fast4/final, notes/transpose-fast.md).
-const BEST_VARIANT: &str = "lean_64_cm";
-/// The ceilings step's matrix edge.
-const CEILING_N: u64 = 8192;
-
-/// Variants the sanitizer step runs (seed 000's recovery loop); `broken` runs separately
-/// and must be caught.
-const SANITIZE_ACCEPTED: [&str; 4] = ["copy", "naive", "tiled", "padded"];
-/// Seed 000's tools for the transpose lab.
-const SANITIZE_TOOLS: &str = "memcheck,racecheck,synccheck";
-/// Variants the profile step runs under Nsight Compute.
-const PROFILE_VARIANTS: [&str; 4] = ["copy", "naive", "tiled", "padded"];
 
 /// A progress bar on stderr for a long step, hidden when stderr is not a terminal.
 fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
@@ -258,6 +209,9 @@ fn unexpected(rows: &[TransposeRow]) -> Vec<String> {
 
 pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("locating the klab binary")?;
+    let plan = load_plan(args.plan.as_deref())?;
+    let variants = plan_variants(&plan)?;
+    let (bench_n, bench_reps) = (plan.bench_n, plan.bench_reps);
     let started = utc_timestamp();
     let dir = create_run_dir(&args.out)
         .with_context(|| format!("creating a run folder under {}", args.out.display()))?;
@@ -282,10 +236,14 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         "os": std::env::consts::OS,
         "arch": std::env::consts::ARCH,
     });
-    let mut artifacts = vec![lab.write(
-        "environment.json",
-        serde_json::to_string_pretty(&env)? + "\n",
-    )?];
+    let mut artifacts = vec![
+        lab.write(
+            "environment.json",
+            serde_json::to_string_pretty(&env)? + "\n",
+        )?,
+        // What the steps below run, written before any of them.
+        lab.write("plan.json", serde_json::to_string_pretty(&plan)? + "\n")?,
+    ];
     let binary_sha = sha256_file(&exe).context("hashing the klab binary")?;
     artifacts.push(lab.write(
         "source.sha256",
@@ -420,8 +378,8 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     let mut a = Vec::new();
     let mut problems = Vec::new();
     let mut runtime_errors = Vec::new();
-    let bar = progress(LADDER.len() as u64, "ladder");
-    for n in LADDER {
+    let bar = progress(plan.ladder.len() as u64, "ladder");
+    for &n in &plan.ladder {
         bar.set_message(format!("N = {n}"));
         let child = run_child(transpose_child("all", n, 1, &args), args.timeout)?;
         bar.inc(1);
@@ -445,13 +403,13 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         format!(
             "all {} variants at N = {:?}; broken rejected every time",
             Variant::ALL.len(),
-            LADDER
+            plan.ladder
         ),
     );
 
     // 5. Benchmark: all five at 4096 x 100 in one process.
     let child = run_child(
-        transpose_child("all", BENCH_N, BENCH_REPS, &args),
+        transpose_child("all", bench_n, bench_reps, &args),
         args.timeout,
     )?;
     let a = vec![
@@ -479,7 +437,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
                 &p,
                 &[],
                 a,
-                format!("all {BENCH_N} {BENCH_REPS}: {detail}"),
+                format!("all {bench_n} {bench_reps}: {detail}"),
             );
         }
         _ => lab.step("benchmark", "error", child.failure(), a),
@@ -490,19 +448,16 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     let mut log = String::new();
     let mut problems = Vec::new();
     let mut runtime_errors = Vec::new();
-    let bar = progress(
-        u64::from(args.rounds) * ROUND_VARIANTS.len() as u64,
-        "rounds",
-    );
+    let bar = progress(u64::from(args.rounds) * variants.len() as u64, "rounds");
     for round in 1..=args.rounds {
-        for (position, v) in rounds::alternating_order(round, &ROUND_VARIANTS)
+        for (position, v) in rounds::alternating_order(round, &variants)
             .iter()
             .enumerate()
         {
             bar.set_message(format!("round {round} {v}"));
             bar.inc(1);
             let child = run_child(
-                transpose_child(v.name(), BENCH_N, BENCH_REPS, &args),
+                transpose_child(v.name(), bench_n, bench_reps, &args),
                 args.timeout,
             )?;
             log.push_str(&format!("# round {round} position {position}\n"));
@@ -530,7 +485,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         lab.write("repeated-benchmark.csv", rounds::rounds_csv(&rows))?,
         lab.write("repeated-launches.txt", &log)?,
     ];
-    let order: Vec<&str> = ROUND_VARIANTS.iter().map(|v| v.name()).collect();
+    let order: Vec<&str> = variants.iter().map(|v| v.name()).collect();
     ladder_step(
         &mut lab,
         "rounds",
@@ -538,9 +493,9 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         &runtime_errors,
         a,
         format!(
-            "{} rounds x {} processes ({} / reversed), {BENCH_N} x {BENCH_REPS} each",
+            "{} rounds x {} processes ({} / reversed), {bench_n} x {bench_reps} each",
             args.rounds,
-            ROUND_VARIANTS.len(),
+            variants.len(),
             order.join(" ")
         ),
     );
@@ -550,12 +505,12 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     let mut a = Vec::new();
     let mut problems = Vec::new();
     let mut errors = Vec::new();
-    // The transposes at the benchmark size, and triad at its own default size (2 FLOPs per
-    // 12 useful bytes: the roofline's point off the zero-FLOP edge).
-    let benches: Vec<(&str, Option<u64>)> = ROUND_VARIANTS
+    // The transposes at the benchmark size, and the plan's other kernels (triad: the
+    // roofline's point off the zero-FLOP edge) at their own default size.
+    let benches: Vec<(&str, Option<u64>)> = variants
         .iter()
-        .map(|v| (v.name(), Some(BENCH_N)))
-        .chain([("triad_f32", None)])
+        .map(|v| (v.name(), Some(bench_n)))
+        .chain(plan.receipt_kernels.iter().map(|k| (k.as_str(), None)))
         .collect();
     for (v, n) in benches {
         let rel = format!("benchmark/{v}");
@@ -589,15 +544,19 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         &problems,
         &errors,
         a,
-        format!("klab bench for each of copy, naive, tiled, padded at N = {BENCH_N} and triad_f32 at its default n (200 per-launch samples, same-buffer): receipts under benchmark/"),
+        format!(
+            "klab bench for each of {} at N = {bench_n} and {} at its default n (200 per-launch samples, same-buffer): receipts under benchmark/",
+            plan.round_variants.join(", "),
+            plan.receipt_kernels.join(", ")
+        ),
     );
     let rounds_dir = lab.dir.join("rounds");
-    let names: Vec<&str> = ROUND_VARIANTS.iter().map(|v| v.name()).collect();
+    let names: Vec<&str> = variants.iter().map(|v| v.name()).collect();
     let child = run_child(
         rounds_child(
             &names,
-            "naive",
-            BENCH_N,
+            &plan.rounds_baseline,
+            bench_n,
             args.rounds,
             rounds_dir.clone(),
             &args,
@@ -611,7 +570,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
                 a.push(format!("rounds/{name}"));
             }
         }
-        for v in ROUND_VARIANTS {
+        for &v in &variants {
             let r = format!("rounds/{}.receipt.json", v.name());
             if lab.dir.join(&r).is_file() {
                 a.push(r);
@@ -624,7 +583,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         Some(0) => lab.step(
             "engine-rounds",
             "ran",
-            format!("klab rounds {} --baseline naive: ABBA blocks in separate processes, per-variant receipts under rounds/", order_names()),
+            format!("klab rounds {} --baseline {}: ABBA blocks in separate processes, per-variant receipts under rounds/", order_names(&variants), plan.rounds_baseline),
             a,
         ),
         Some(2) => lab.step("engine-rounds", "failed", "a correctness gate failed in a block; see rounds/rounds.csv".into(), a),
@@ -635,7 +594,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     let summaries = rounds::summarize(&rows, Variant::Copy.name(), Some(f.theoretical_peak_gb_s()));
     let table = rounds::render_table(&summaries);
     let header = format!(
-        "{}\nN = {BENCH_N}, {BENCH_REPS} launches per timed batch (one event pair), 5 warmups, same buffers (warm), \
+        "{}\nN = {bench_n}, {bench_reps} launches per timed batch (one event pair), 5 warmups, same buffers (warm), \
 {} rounds in separate processes, order alternating; quantiles: {}; % copy = median GB/s over copy's median GB/s; \
 % peak = median GB/s over the theoretical peak {:.1} GB/s (2 x memory clock x bus width)\n\n",
         f.describe(),
@@ -659,11 +618,11 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     }
 
     // 8. The sanitizer gate: accepted variants clean, broken caught.
-    sanitize_step(&mut lab, &args)?;
+    sanitize_step(&mut lab, &args, &plan)?;
     // 9. Nsight Compute: one measured launch per variant, counters against the model.
-    profile_step(&mut lab, &args)?;
+    profile_step(&mut lab, &args, &plan)?;
     // 10. The ceilings and the library baseline, in the same rounds as the best variant.
-    ceilings_step(&mut lab, &args, args.rounds)?;
+    ceilings_step(&mut lab, &args, &plan)?;
     finish(lab, &started, Some(&f))
 }
 
@@ -688,7 +647,7 @@ fn files_under(dir: &Path, rel: &str) -> Vec<String> {
     out
 }
 
-fn sanitize_step(lab: &mut Lab, args: &LabArgs) -> anyhow::Result<()> {
+fn sanitize_step(lab: &mut Lab, args: &LabArgs, plan: &LabPlan) -> anyhow::Result<()> {
     let Ok(tool) = crate::cmd::sanitize::find_sanitizer(None) else {
         lab.step(
             "sanitize",
@@ -701,20 +660,20 @@ fn sanitize_step(lab: &mut Lab, args: &LabArgs) -> anyhow::Result<()> {
     let bar = progress(2, "sanitize");
     let mut runs = Vec::new();
     for (rel, kernels) in [
-        ("sanitize", SANITIZE_ACCEPTED.to_vec()),
-        ("sanitize-broken", vec!["broken"]),
+        ("sanitize", &plan.sanitize_accepted),
+        ("sanitize-broken", &plan.sanitize_broken),
     ] {
         bar.set_message(kernels.join(" "));
         let cmd = ChildCmd::Sanitize(SanitizeArgs {
             kernels: kernels.iter().map(|k| k.to_string()).collect(),
-            tools: SANITIZE_TOOLS.parse()?,
+            tools: plan.sanitize_tools.parse()?,
             sanitizer: Some(tool.clone()),
             timeout: args.timeout,
             out: Some(lab.dir.join(rel)),
             device: args.device,
         });
         // Each kernel runs once per tool, each under its own watchdog.
-        let runs_of = (kernels.len() * SANITIZE_TOOLS.split(',').count()) as u64;
+        let runs_of = (kernels.len() * plan.sanitize_tools.split(',').count()) as u64;
         let child = run_child(cmd, args.timeout * (runs_of + 1))?;
         bar.inc(1);
         if lab.dir.join(rel).is_dir() {
@@ -762,8 +721,9 @@ fn sanitize_step(lab: &mut Lab, args: &LabArgs) -> anyhow::Result<()> {
             "sanitize",
             "ran",
             format!(
-                "{} clean under {SANITIZE_TOOLS} at a ragged and a full-tile size; {broken_line}",
-                SANITIZE_ACCEPTED.join(", ")
+                "{} clean under {} at a ragged and a full-tile size; {broken_line}",
+                plan.sanitize_accepted.join(", "),
+                plan.sanitize_tools
             ),
             a,
         ),
@@ -789,7 +749,8 @@ fn sanitize_step(lab: &mut Lab, args: &LabArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn profile_step(lab: &mut Lab, args: &LabArgs) -> anyhow::Result<()> {
+fn profile_step(lab: &mut Lab, args: &LabArgs, plan: &LabPlan) -> anyhow::Result<()> {
+    let bench_n = plan.bench_n;
     let Some(ncu) = klab_tools::ncu::locate_ncu(None) else {
         lab.step(
             "profile",
@@ -800,17 +761,20 @@ fn profile_step(lab: &mut Lab, args: &LabArgs) -> anyhow::Result<()> {
         return Ok(());
     };
     let bar = progress(1, "profile");
-    bar.set_message(PROFILE_VARIANTS.join(" "));
+    bar.set_message(plan.profile_kernels.join(" "));
     let cmd = ChildCmd::Profile(ProfileArgs {
-        kernels: PROFILE_VARIANTS.iter().map(|k| k.to_string()).collect(),
-        n: Some(BENCH_N),
+        kernels: plan.profile_kernels.iter().map(|k| k.to_string()).collect(),
+        n: Some(bench_n),
         ncu: Some(ncu),
         out: Some(lab.dir.join("profile")),
         timeout: args.timeout,
         device: args.device,
         ..profile_defaults()
     });
-    let child = run_child(cmd, args.timeout * (PROFILE_VARIANTS.len() as u64 * 3 + 1))?;
+    let child = run_child(
+        cmd,
+        args.timeout * (plan.profile_kernels.len() as u64 * 3 + 1),
+    )?;
     bar.finish_and_clear();
     if lab.dir.join("profile").is_dir() {
         lab.write(
@@ -829,8 +793,8 @@ fn profile_step(lab: &mut Lab, args: &LabArgs) -> anyhow::Result<()> {
             "profile",
             "ran",
             format!(
-                "ncu on one measured launch of {} at N = {BENCH_N}: bound statements in profile/bound.txt; {disagreements} counter(s) disagree with the address model",
-                PROFILE_VARIANTS.join(", ")
+                "ncu on one measured launch of {} at N = {bench_n}: bound statements in profile/bound.txt; {disagreements} counter(s) disagree with the address model",
+                plan.profile_kernels.join(", ")
             ),
             a,
         ),
@@ -845,7 +809,8 @@ fn profile_step(lab: &mut Lab, args: &LabArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn ceilings_step(lab: &mut Lab, args: &LabArgs, rounds: u32) -> anyhow::Result<()> {
+fn ceilings_step(lab: &mut Lab, args: &LabArgs, plan: &LabPlan) -> anyhow::Result<()> {
+    let rounds = args.rounds;
     if !probe::cublas_present() {
         lab.step(
             "ceilings",
@@ -856,17 +821,21 @@ fn ceilings_step(lab: &mut Lab, args: &LabArgs, rounds: u32) -> anyhow::Result<(
         return Ok(());
     }
     let bar = progress(1, "ceilings");
-    bar.set_message(CEILING_KERNELS.join(" "));
+    bar.set_message(plan.ceiling_kernels.join(" "));
     let child = run_child(
         rounds_child(
-            &CEILING_KERNELS,
-            "sgeam",
-            CEILING_N,
+            &plan
+                .ceiling_kernels
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            &plan.ceiling_baseline,
+            plan.ceiling_n,
             rounds,
             lab.dir.join("ceilings"),
             args,
         ),
-        args.timeout * (u64::from(rounds) * CEILING_KERNELS.len() as u64 * 2 + 1),
+        args.timeout * (u64::from(rounds) * plan.ceiling_kernels.len() as u64 * 2 + 1),
     )?;
     bar.finish_and_clear();
     if lab.dir.join("ceilings").is_dir() {
@@ -879,33 +848,30 @@ fn ceilings_step(lab: &mut Lab, args: &LabArgs, rounds: u32) -> anyhow::Result<(
         .into_iter()
         .filter(|p| !p.starts_with("ceilings/blocks/"))
         .collect();
-    let summary: serde_json::Value = std::fs::read_to_string(lab.dir.join("ceilings/summary.json"))
+    let rates: Vec<String> = std::fs::read(lab.dir.join("ceilings/summary.json"))
         .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    let rates: Vec<String> = summary["rates"]
-        .as_array()
-        .map(|v| {
-            v.iter()
-                .filter_map(|r| {
-                    Some(format!(
-                        "{} {:.0} GB/s ({:.1}% of ceiling)",
-                        r["kernel"].as_str()?,
-                        r["median_gb_s"].as_f64()?,
-                        r["pct_of_ceiling"].as_f64()?
-                    ))
-                })
-                .collect()
+        .and_then(|b| serde_json::from_slice::<RoundsSummary>(&b).ok())
+        .map(|s| s.rates)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|r| {
+            Some(format!(
+                "{} {:.0} GB/s ({:.1}% of ceiling)",
+                r.kernel, r.median_gb_s?, r.pct_of_ceiling?
+            ))
         })
-        .unwrap_or_default();
+        .collect();
     match child.status() {
         Some(0) => lab.step(
             "ceilings",
             "ran",
             format!(
-                "klab rounds {} --baseline sgeam --n {CEILING_N}: {}; ratios against sgeam in ceilings/summary.txt",
-                CEILING_KERNELS.join(" "),
-                rates.join(", ")
+                "klab rounds {} --baseline {} --n {}: {}; ratios against {} in ceilings/summary.txt",
+                plan.ceiling_kernels.join(" "),
+                plan.ceiling_baseline,
+                plan.ceiling_n,
+                rates.join(", "),
+                plan.ceiling_baseline
             ),
             a,
         ),
@@ -920,8 +886,8 @@ fn ceilings_step(lab: &mut Lab, args: &LabArgs, rounds: u32) -> anyhow::Result<(
     Ok(())
 }
 
-fn order_names() -> String {
-    ROUND_VARIANTS
+fn order_names(variants: &[Variant]) -> String {
+    variants
         .iter()
         .map(|v| v.name())
         .collect::<Vec<_>>()
@@ -965,21 +931,31 @@ fn write_record(lab: &Lab, started: &str, device: Option<&DeviceFacts>) -> anyho
     for s in &lab.steps {
         for name in &s.artifacts {
             let path = lab.dir.join(name);
-            artifacts.push(ArtifactEntry {
+            artifacts.push(LabArtifact {
                 path: name.clone(),
-                bytes: std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
-                sha256: sha256_file(&path)
-                    .with_context(|| format!("hashing {}", path.display()))?,
+                bytes: Some(std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0)),
+                sha256: Some(
+                    sha256_file(&path).with_context(|| format!("hashing {}", path.display()))?,
+                ),
             });
         }
     }
     let record = LabRecord {
-        klab_version: env!("CARGO_PKG_VERSION"),
+        klab_version: Some(env!("CARGO_PKG_VERSION").into()),
         command: std::env::args().collect(),
-        started_utc: started.to_string(),
-        finished_utc: utc_timestamp(),
-        device,
-        steps: &lab.steps,
+        started_utc: Some(started.to_string()),
+        finished_utc: Some(utc_timestamp()),
+        device: device.map(serde_json::to_value).transpose()?,
+        steps: lab
+            .steps
+            .iter()
+            .map(|s| LabStep {
+                name: s.name.into(),
+                status: s.status.into(),
+                detail: s.detail.clone(),
+                artifacts: s.artifacts.clone(),
+            })
+            .collect(),
         artifacts,
     };
     lab.write("lab.json", serde_json::to_string_pretty(&record)? + "\n")?;
@@ -1042,4 +1018,40 @@ fn profile_defaults() -> ProfileArgs {
         profile: ProfileArgs,
     }
     Only::parse_from(["klab", "_"]).profile
+}
+
+/// The plan: `--plan FILE`, else the default.
+fn load_plan(path: Option<&Path>) -> anyhow::Result<LabPlan> {
+    let Some(p) = path else {
+        return Ok(LabPlan::default());
+    };
+    let bytes = std::fs::read(p).with_context(|| format!("reading the plan {}", p.display()))?;
+    let plan: LabPlan = serde_json::from_slice(&bytes)
+        .with_context(|| format!("the plan {} is not a lab plan", p.display()))?;
+    if plan.ladder.is_empty() || plan.ladder.contains(&0) || plan.bench_n == 0 {
+        anyhow::bail!("the plan {}: sizes must be at least 1", p.display());
+    }
+    if plan.bench_reps == 0 || plan.ceiling_n == 0 {
+        anyhow::bail!(
+            "the plan {}: bench_reps and ceiling_n must be at least 1",
+            p.display()
+        );
+    }
+    Ok(plan)
+}
+
+/// The plan's round variants as the transpose lab's harness variants (copy first).
+fn plan_variants(plan: &LabPlan) -> anyhow::Result<Vec<Variant>> {
+    let v: Vec<Variant> = plan
+        .round_variants
+        .iter()
+        .map(|n| {
+            n.parse::<Variant>()
+                .map_err(|_| anyhow::anyhow!("plan: round variant '{n}' is not one of the transpose lab's (copy, naive, tiled, padded)"))
+        })
+        .collect::<Result<_, _>>()?;
+    if v.first() != Some(&Variant::Copy) || v.iter().any(|x| x.known_broken()) {
+        anyhow::bail!("plan: round_variants must start with copy (the % of copy reference) and hold no known-broken variant");
+    }
+    Ok(v)
 }

@@ -20,6 +20,7 @@ use crate::cmd::measure::{self, Kernel};
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 use klab_core::child::{ChildResult, Verdict};
 use klab_core::registry::Scope;
+use klab_core::schema::{CeilingRate, RateRow, RoundsAnalysis, RoundsSummary};
 use std::time::Duration;
 
 /// Header of rounds.csv.
@@ -384,16 +385,16 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             )),
             None => text.push_str(&format!("{name:<12} {blocks:>6} {:>11}\n", "-")),
         }
-        rates.push(serde_json::json!({
-            "kernel": name,
-            "blocks": l.blocks,
-            "blocks_passed": l.ok,
-            "median_us": l.summary.as_ref().map(|s| s.median),
-            "median_gb_s": l.gb_s,
-            "pct_of_ceiling": pct_of_ceiling(l.gb_s, ceiling.as_ref()),
-            "pct_of_peak": l.gb_s.zip(peak).map(|(g, p)| 100.0 * g / p),
-            "prediction": kernels[k].decl.prediction,
-        }));
+        rates.push(RateRow {
+            kernel: name.clone(),
+            blocks: Some(l.blocks as u64),
+            blocks_passed: Some(l.ok as u64),
+            median_us: l.summary.as_ref().map(|s| s.median),
+            median_gb_s: l.gb_s,
+            pct_of_ceiling: pct_of_ceiling(l.gb_s, ceiling.as_ref()),
+            pct_of_peak: l.gb_s.zip(peak).map(|(g, p)| 100.0 * g / p),
+            prediction: kernels[k].decl.prediction.clone(),
+        });
     }
     match &ceiling {
         Some((name, g)) => text.push_str(&format!(
@@ -447,9 +448,11 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             }
             text.push_str(&render_analysis(&a, &baseline, name));
             text.push('\n');
-            analyses.push(
-                serde_json::json!({ "baseline": baseline, "candidate": name, "analysis": a }),
-            );
+            analyses.push(RoundsAnalysis {
+                baseline: baseline.clone(),
+                candidate: name.clone(),
+                analysis: a,
+            });
         }
     } else {
         text.push_str(&format!(
@@ -478,12 +481,21 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
         return Err(e.context("analysing the rounds"));
     }
     write_atomic(&dir.join("summary.txt"), text.as_bytes())?;
-    let json = serde_json::json!({
-        "rounds": args.rounds, "order": round_order(&names), "baseline": baseline, "n": n,
-        "config": config, "analyses": analyses, "blocks": rows.len(), "rates": rates,
-        "ceiling": ceiling.as_ref().map(|c| serde_json::json!({"kernel": c.0, "gb_s": c.1})),
-        "theoretical_peak_gb_s": peak,
-    });
+    let json = RoundsSummary {
+        baseline: baseline.clone(),
+        n: Some(n),
+        rounds: Some(u64::from(args.rounds)),
+        blocks: Some(rows.len() as u64),
+        order: round_order(&names),
+        config: Some(serde_json::to_value(&config)?),
+        analyses,
+        rates,
+        ceiling: ceiling.as_ref().map(|c| CeilingRate {
+            kernel: c.0.clone(),
+            gb_s: c.1,
+        }),
+        theoretical_peak_gb_s: peak,
+    };
     write_atomic(
         &dir.join("summary.json"),
         (serde_json::to_string_pretty(&json)? + "\n").as_bytes(),

@@ -25,6 +25,7 @@ pub mod registry;
 pub mod rounds;
 pub mod row;
 pub mod samples;
+pub mod schema;
 pub mod stats;
 pub mod timing;
 pub mod variant;

@@ -10,7 +10,6 @@ use klab_core::device::DeviceFacts;
 use klab_core::receipt::{check_relative_path, Receipt};
 use klab_core::rounds::RoundRow;
 use klab_core::row::{self, TransposeRow};
-use klab_core::stats::SpeedupAnalysis;
 use serde::Deserialize;
 
 use crate::csv::Csv;
@@ -30,67 +29,8 @@ impl fmt::Display for Note {
 /// One artifact as loaded: its content, or the note that replaces it.
 pub type Part<T> = Result<T, Note>;
 
-/// `lab.json`: the run's record, as `klab lab` writes it. Fields the report does not need
-/// are ignored, so an extended record still reads.
-#[derive(Debug, Clone, Deserialize)]
-pub struct LabRecord {
-    /// klab's version.
-    #[serde(default)]
-    pub klab_version: Option<String>,
-    /// The command line of the run.
-    #[serde(default)]
-    pub command: Vec<String>,
-    /// When the run started, UTC.
-    #[serde(default)]
-    pub started_utc: Option<String>,
-    /// When the run finished, UTC.
-    #[serde(default)]
-    pub finished_utc: Option<String>,
-    /// The device facts (read into [`DeviceFacts`] separately, so that a device record of
-    /// another shape costs only the device).
-    #[serde(default)]
-    pub device: Option<serde_json::Value>,
-    /// The steps in the order they ran.
-    pub steps: Vec<LabStep>,
-    /// Every artifact with its size and hash.
-    #[serde(default)]
-    pub artifacts: Vec<LabArtifact>,
-}
-
-/// One step of the lab.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct LabStep {
-    /// Step name (`environment`, `ladder`, `profile`, ...).
-    pub name: String,
-    /// `ran`, `failed` (a gate failed), `error` (could not run) or `skipped`.
-    pub status: String,
-    /// One line: what ran, or why not.
-    #[serde(default)]
-    pub detail: String,
-    /// Artifacts the step wrote, relative to the run folder.
-    #[serde(default)]
-    pub artifacts: Vec<String>,
-}
-
-/// One hashed artifact listed in `lab.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct LabArtifact {
-    /// Relative to the run folder.
-    pub path: String,
-    /// Size when the run recorded it.
-    #[serde(default)]
-    pub bytes: Option<u64>,
-    /// SHA-256 when the run recorded it, lowercase hex.
-    #[serde(default)]
-    pub sha256: Option<String>,
-}
-
-impl LabRecord {
-    /// The step called `name`, if the lab recorded one.
-    pub fn step(&self, name: &str) -> Option<&LabStep> {
-        self.steps.iter().find(|s| s.name == name)
-    }
-}
+/// `lab.json` (the type `klab lab` writes it with).
+pub use klab_core::schema::{LabArtifact, LabRecord, LabStep};
 
 /// `environment.json`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -152,69 +92,8 @@ pub struct EngineBlock {
     pub flags: String,
 }
 
-/// `rounds/summary.json`: the engine's round-level ratios against a baseline.
-#[derive(Debug, Clone, Deserialize)]
-pub struct EngineSummary {
-    /// The variant every candidate is compared with.
-    pub baseline: String,
-    /// Problem size.
-    #[serde(default)]
-    pub n: Option<u64>,
-    /// Rounds.
-    #[serde(default)]
-    pub rounds: Option<u64>,
-    /// Blocks (processes) in all.
-    #[serde(default)]
-    pub blocks: Option<u64>,
-    /// Order of the blocks within a round.
-    #[serde(default)]
-    pub order: Vec<String>,
-    /// Timer, regime, samples and warmup, as written.
-    #[serde(default)]
-    pub config: Option<serde_json::Value>,
-    /// One analysis per candidate.
-    #[serde(default)]
-    pub analyses: Vec<EngineAnalysis>,
-    /// Per kernel: median rate, % of the fastest copy in the same rounds, % of peak.
-    #[serde(default)]
-    pub rates: Vec<RateRow>,
-}
-
-/// One kernel's rate in a `klab rounds` summary.
-#[derive(Debug, Clone, Deserialize)]
-pub struct RateRow {
-    /// Kernel name.
-    pub kernel: String,
-    /// Blocks run.
-    #[serde(default)]
-    pub blocks: Option<u64>,
-    /// Blocks that passed their validations.
-    #[serde(default)]
-    pub blocks_passed: Option<u64>,
-    /// Median effective GB/s over every sample of the kernel's blocks.
-    #[serde(default)]
-    pub median_gb_s: Option<f64>,
-    /// Against the fastest copy kernel of the same rounds.
-    #[serde(default)]
-    pub pct_of_ceiling: Option<f64>,
-    /// Against 2 x memory clock x bus width.
-    #[serde(default)]
-    pub pct_of_peak: Option<f64>,
-    /// The manifest's prediction for this kernel, written before measuring.
-    #[serde(default)]
-    pub prediction: Option<String>,
-}
-
-/// One candidate against the baseline.
-#[derive(Debug, Clone, Deserialize)]
-pub struct EngineAnalysis {
-    /// The variant compared.
-    pub candidate: String,
-    /// The variant it is compared with.
-    pub baseline: String,
-    /// Round-level ratio, interval and verdict.
-    pub analysis: SpeedupAnalysis,
-}
+/// `rounds/summary.json` and `ceilings/summary.json` (the types `klab rounds` writes them with).
+pub use klab_core::schema::{RateRow, RoundsAnalysis, RoundsSummary};
 
 /// A receipt found in the run, by its path relative to the run folder.
 #[derive(Debug, Clone)]
@@ -380,9 +259,9 @@ pub struct RunData {
     /// `rounds/rounds.csv`: the timing engine's blocks.
     pub engine_blocks: Part<Vec<EngineBlock>>,
     /// `rounds/summary.json`: the engine's ratios.
-    pub engine_summary: Part<EngineSummary>,
+    pub engine_summary: Part<RoundsSummary>,
     /// `ceilings/summary.json`: the copy ceilings, cuBLAS and the best variant (issue 6).
-    pub ceilings: Part<EngineSummary>,
+    pub ceilings: Part<RoundsSummary>,
     /// Receipts of the run.
     pub receipts: Part<Vec<ReceiptEntry>>,
     /// `sanitize/sanitize.json`.
@@ -441,8 +320,8 @@ pub fn load(run_dir: &Path) -> Result<RunData, ReportError> {
         repeated: r.with("repeated-benchmark.csv", "rounds", parse_repeated),
         summary: r.with("summary.csv", "summary", parse_summary),
         engine_blocks: r.with("rounds/rounds.csv", "engine-rounds", parse_engine_blocks),
-        engine_summary: r.json::<EngineSummary>("rounds/summary.json", "engine-rounds"),
-        ceilings: r.json::<EngineSummary>("ceilings/summary.json", "ceilings"),
+        engine_summary: r.json::<RoundsSummary>("rounds/summary.json", "engine-rounds"),
+        ceilings: r.json::<RoundsSummary>("ceilings/summary.json", "ceilings"),
         receipts: r.receipts(),
         sanitize: r.json::<Vec<SanitizedKernel>>("sanitize/sanitize.json", "sanitize"),
         profile: r.profile(),

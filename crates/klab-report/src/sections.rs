@@ -7,7 +7,7 @@ use klab_core::bound::{Agreement, KernelProfile};
 use klab_core::row::TransposeRow;
 use klab_core::Variant;
 
-use crate::data::{ArtifactStatus, EngineSummary, RunData, SanitizedKernel, SanitizerRun};
+use crate::data::{ArtifactStatus, RoundsSummary, RunData, SanitizedKernel, SanitizerRun};
 use crate::document::{Block, Cell, Document, Section, Table, Tone};
 use crate::format;
 use crate::metrics::{self, BandwidthRow, Peaks};
@@ -466,7 +466,7 @@ fn benchmark_table(rows: &[TransposeRow], peaks: &Peaks) -> Table {
 }
 
 /// The copy ceilings, cuBLAS and klab's best transpose in the same alternating rounds.
-fn ceilings(s: &EngineSummary) -> Vec<Block> {
+fn ceilings(s: &RoundsSummary) -> Vec<Block> {
     let mut blocks = vec![Block::Paragraph(format!(
         "klab rounds at N = {}, {} rounds, order {}: every kernel's median effective rate, its share of the fastest copy in the same rounds (the ceiling) and of the theoretical peak, and the round-level ratio against {} (above 1: faster) with its bootstrap interval.",
         s.n.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
@@ -539,7 +539,7 @@ fn ceilings(s: &EngineSummary) -> Vec<Block> {
     blocks
 }
 
-fn engine(run: &RunData, s: &EngineSummary) -> Vec<Block> {
+fn engine(run: &RunData, s: &RoundsSummary) -> Vec<Block> {
     let cfg = s.config.as_ref();
     let get = |k: &str| {
         cfg.and_then(|c| c.get(k))

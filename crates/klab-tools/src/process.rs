@@ -486,7 +486,8 @@ pub fn install_signal_handlers() {
 /// Two mechanisms, because a tool may stand between the two klabs: `PR_SET_PDEATHSIG`
 /// covers the direct parent, and a thread watches the klab named in [`PARENT_ENV`]: when it
 /// is gone, this process kills its own process group (itself, and a tool launcher that
-/// shares it, such as compute-sanitizer's or ncu's subreaper, which survive the tool).
+/// shares it, such as compute-sanitizer's or ncu's subreaper, which survive the tool) when
+/// klab made that group, and otherwise exits alone.
 pub fn die_with_parent() {
     #[cfg(target_os = "linux")]
     // SAFETY: plain system calls without memory arguments.
@@ -502,17 +503,46 @@ pub fn die_with_parent() {
     else {
         return;
     };
+    if !is_running(watched) {
+        eprintln!(
+            "klab: the klab that started this process (pid {}) is gone; exiting",
+            watched.0
+        );
+        std::process::exit(1);
+    }
+    // Take the whole group down only if klab made it: its leader is the klab's own child
+    // (the tool, or this process). Otherwise (a stray KLAB_PARENT in someone's shell) the
+    // group is not klab's to kill, and this process ends alone.
+    #[cfg(unix)]
+    // SAFETY: getpgrp(2) takes no arguments.
+    let group = unsafe { libc::getpgrp() } as u32;
+    #[cfg(not(unix))]
+    let group = 0u32;
+    let group_is_klabs = parent_of(group) == Some(watched.0);
     thread::spawn(move || loop {
         if !is_running(watched) {
             #[cfg(unix)]
-            // SAFETY: kill(2) on this process's own group; no memory involved.
+            // SAFETY: kill(2) on this process's own group and _exit(2); no memory involved.
             unsafe {
-                libc::kill(0, libc::SIGKILL);
+                if group_is_klabs {
+                    libc::kill(0, libc::SIGKILL);
+                }
                 libc::_exit(1);
             }
         }
         thread::sleep(Duration::from_millis(100));
     });
+}
+
+/// The parent pid of a process (field 4 of /proc/PID/stat).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// `PID:START` of this process.

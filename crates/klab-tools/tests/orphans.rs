@@ -112,11 +112,12 @@ fn sigint_and_sighup_are_handled_like_sigterm() {
 
 #[test]
 fn a_klab_behind_a_launcher_that_outlives_the_tool_still_dies_with_klab() {
-    // holder -> sh (direct child) -> setsid launcher (survives sh, like compute-sanitizer's
-    // subreaper) -> a klab child. SIGKILL of the holder ends sh by PDEATHSIG; the launcher
-    // lives on, so the inner klab must notice the holder is gone and take its group down.
+    // holder -> sh (direct child, group leader: the tool) -> a launcher in the same group
+    // (survives the tool, like compute-sanitizer's subreaper) -> a klab child. SIGKILL of the
+    // holder ends sh by PDEATHSIG; the launcher lives on, so the inner klab must notice the
+    // holder is gone and take the group down.
     let inner = format!("{} --as-child", hold_child().display());
-    let script = format!("setsid sh -c 'echo $$; {inner} & wait' & wait");
+    let script = format!("sh -c 'echo $$; {inner} & wait' & wait");
     let (mut holder, pids) = start(&script, 2);
     signal(holder.id(), "-KILL");
     holder.wait().unwrap();
@@ -126,4 +127,29 @@ fn a_klab_behind_a_launcher_that_outlives_the_tool_still_dies_with_klab() {
             "{p} outlived a SIGKILLed klab behind a launcher"
         );
     }
+}
+
+#[test]
+fn a_stray_parent_variable_never_kills_the_callers_group() {
+    // A shell that exported klab's variables by mistake: the klab under it says why it
+    // stops, exits 1, and the shell (same process group) carries on.
+    let script = format!(
+        "KLAB_CHILD=1 KLAB_PARENT=999999:5 {} --as-child; echo \"exit $?\"; echo survived",
+        hold_child().display()
+    );
+    // Its own group, so that a regression kills only this shell (and fails the test)
+    // rather than the test harness.
+    use std::os::unix::process::CommandExt;
+    let o = Command::new("/bin/sh")
+        .args(["-c", &script])
+        .process_group(0)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("exit 1") && out.contains("survived"), "{out}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is gone; exiting"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
