@@ -36,24 +36,34 @@ pub enum ChildCmd {
     Sanitize(SanitizeArgs),
 }
 
-/// An argument vector under construction.
+/// An argument vector under construction (OS strings: a path is passed as its bytes).
 #[derive(Default)]
-struct Argv(Vec<String>);
+struct Argv(Vec<OsString>);
 
 impl Argv {
     fn arg(&mut self, a: impl ToString) -> &mut Self {
-        self.0.push(a.to_string());
+        self.0.push(a.to_string().into());
         self
     }
     /// `--flag=value`: a value that begins with '-' stays a value.
     fn opt(&mut self, flag: &str, v: impl ToString) -> &mut Self {
-        self.0.push(format!("{flag}={}", v.to_string()));
+        self.0.push(format!("{flag}={}", v.to_string()).into());
+        self
+    }
+    /// `--flag=PATH` with the path's own bytes, when there is one.
+    fn path(&mut self, flag: &str, p: &Option<std::path::PathBuf>) -> &mut Self {
+        if let Some(p) = p {
+            let mut a = OsString::from(format!("{flag}="));
+            a.push(p.as_os_str());
+            self.0.push(a);
+        }
         self
     }
     /// Everything after this is positional, even a name that begins with '-'.
-    fn positional(&mut self, items: &[String]) -> &mut Self {
+    fn positional<T: AsRef<std::ffi::OsStr>>(&mut self, items: &[T]) -> &mut Self {
         self.0.push("--".into());
-        self.0.extend(items.iter().cloned());
+        self.0
+            .extend(items.iter().map(|i| i.as_ref().to_os_string()));
         self
     }
     fn maybe<T: ToString>(&mut self, flag: &str, v: &Option<T>) -> &mut Self {
@@ -64,7 +74,7 @@ impl Argv {
     }
     fn flag(&mut self, flag: &str, on: bool) -> &mut Self {
         if on {
-            self.0.push(flag.to_string());
+            self.0.push(flag.into());
         }
         self
     }
@@ -76,13 +86,9 @@ impl Argv {
     }
 }
 
-fn path(p: &Option<std::path::PathBuf>) -> Option<String> {
-    p.as_ref().map(|p| p.display().to_string())
-}
-
 impl ChildCmd {
     /// The arguments after the program name. Parsing them gives back `self`.
-    pub fn argv(&self) -> Vec<String> {
+    pub fn argv(&self) -> Vec<OsString> {
         let mut a = Argv::default();
         match self {
             ChildCmd::Check(c) => {
@@ -102,7 +108,7 @@ impl ChildCmd {
                     .maybe("--n", &b.n)
                     .timing(&b.timing)
                     .opt("--rounds", b.rounds)
-                    .maybe("--out", &path(&b.out))
+                    .path("--out", &b.out)
                     .maybe("--claim", &b.claim)
                     .opt("--timeout", b.timeout)
                     .flag("--in-process", b.in_process)
@@ -122,9 +128,9 @@ impl ChildCmd {
                     .opt("--timeout", t.timeout)
                     .flag("--in-process", t.in_process)
                     .opt("--device", t.device);
-                let mut rest: Vec<String> = t.mode.iter().cloned().collect();
-                rest.extend(t.samples_csv.iter().map(|p| p.display().to_string()));
-                rest.extend(t.extra.iter().cloned());
+                let mut rest: Vec<OsString> = t.mode.iter().map(OsString::from).collect();
+                rest.extend(t.samples_csv.iter().map(|p| p.as_os_str().to_os_string()));
+                rest.extend(t.extra.iter().map(OsString::from));
                 a.positional(&rest);
             }
             ChildCmd::ReduceLab(r) => {
@@ -140,9 +146,9 @@ impl ChildCmd {
                     .maybe("--metrics", &p.metrics)
                     .opt("--warmup", p.warmup)
                     .opt("--cache-control", p.cache_control)
-                    .maybe("--ncu", &path(&p.ncu))
+                    .path("--ncu", &p.ncu)
                     .opt("--timeout", p.timeout)
-                    .maybe("--out", &path(&p.out))
+                    .path("--out", &p.out)
                     .flag("--in-process", p.in_process)
                     .opt("--device", p.device)
                     .positional(&p.kernels);
@@ -153,7 +159,7 @@ impl ChildCmd {
                     .maybe("--n", &r.n)
                     .timing(&r.timing)
                     .opt("--rounds", r.rounds)
-                    .maybe("--out", &path(&r.out))
+                    .path("--out", &r.out)
                     .opt("--seed", r.seed)
                     .opt("--timeout", r.timeout)
                     .opt("--device", r.device)
@@ -162,18 +168,14 @@ impl ChildCmd {
             ChildCmd::Sanitize(s) => {
                 a.arg("sanitize")
                     .opt("--tools", &s.tools)
-                    .maybe("--sanitizer", &path(&s.sanitizer))
+                    .path("--sanitizer", &s.sanitizer)
                     .opt("--timeout", s.timeout)
-                    .maybe("--out", &path(&s.out))
+                    .path("--out", &s.out)
                     .opt("--device", s.device)
                     .positional(&s.kernels);
             }
         }
         a.0
-    }
-
-    pub fn os_argv(&self) -> Vec<OsString> {
-        self.argv().into_iter().map(OsString::from).collect()
     }
 
     /// Run it under the watchdog.
@@ -184,11 +186,15 @@ impl ChildCmd {
             echo,
             quiet_prefix: Some(RESULT_TAG),
         };
-        let captured = process::run(&exe, &self.os_argv(), &opts)
+        let captured = process::run(&exe, &self.argv(), &opts)
             .with_context(|| format!("starting {}", exe.display()))?;
         let stdout = String::from_utf8_lossy(&captured.stdout).into_owned();
         Ok(ChildRun {
-            argv: self.argv(),
+            argv: self
+                .argv()
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
             result: ChildResult::find(&stdout),
             stdout: ChildResult::strip(&stdout),
             stderr: String::from_utf8_lossy(&captured.stderr).into_owned(),
@@ -285,8 +291,11 @@ pub fn take_result() -> Option<ChildResult> {
 }
 
 /// This process was started by klab.
+/// This process was started by klab: both variables the runner sets are there (a stray
+/// `KLAB_CHILD` alone in someone's shell does not add result lines to their output).
 pub fn is_child() -> bool {
     std::env::var_os(process::CHILD_ENV).is_some()
+        && std::env::var_os(process::PARENT_ENV).is_some()
 }
 
 #[cfg(test)]
@@ -295,8 +304,8 @@ mod tests {
     use crate::cli::{Cli, Command};
     use clap::Parser;
 
-    fn parse(argv: &[String]) -> Command {
-        let mut full = vec!["klab".to_string()];
+    fn parse(argv: &[OsString]) -> Command {
+        let mut full = vec![OsString::from("klab")];
         full.extend(argv.iter().cloned());
         Cli::try_parse_from(full)
             .unwrap_or_else(|e| panic!("{argv:?}: {e}"))
@@ -320,7 +329,7 @@ mod tests {
     }
 
     fn parsed<T>(argv: &[&str], pick: impl Fn(Command) -> Option<T>) -> T {
-        let v: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        let v: Vec<OsString> = argv.iter().map(OsString::from).collect();
         pick(parse(&v)).expect("the command parses as itself")
     }
 
@@ -351,6 +360,12 @@ mod tests {
         bench.timing.timer = "graph:8".parse().unwrap();
         bench.timing.warmup = "stable:5:0.5:1000".parse().unwrap();
         bench.out = Some("/tmp/a b/r01".into());
+        round_trip(ChildCmd::Bench(bench.clone()));
+        // A path that is not UTF-8 reaches the child byte for byte.
+        {
+            use std::os::unix::ffi::OsStrExt;
+            bench.out = Some(std::ffi::OsStr::from_bytes(b"/tmp/nv\xff9").into());
+        }
         bench.claim = Some("--looks like a flag".into());
         bench.in_process = true;
         round_trip(ChildCmd::Bench(bench));

@@ -97,7 +97,7 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub ncu: Option<PathBuf>,
     /// Watchdog per kernel, seconds
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
     /// Output folder (must not exist or be empty) [default: artifacts/profile/run-NN]
     #[arg(long)]
@@ -140,7 +140,7 @@ pub struct AuditArgs {
     #[arg(long)]
     pub sanitizer: Option<PathBuf>,
     /// Watchdog per gate run, seconds
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
     /// Output folder (must not exist or be empty) [default: artifacts/audit/run-NN]
     #[arg(long)]
@@ -170,7 +170,7 @@ pub struct SanitizeArgs {
     #[arg(long)]
     pub sanitizer: Option<PathBuf>,
     /// Watchdog per run, seconds
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
     /// Output folder (must not exist or be empty) [default: artifacts/sanitize/run-NN]
     #[arg(long)]
@@ -202,7 +202,7 @@ pub struct CheckArgs {
     #[arg(long)]
     pub sizes: Option<String>,
     /// Watchdog per kernel, seconds
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
     /// Print every case, not only failures
     #[arg(long)]
@@ -224,7 +224,7 @@ pub struct CheckArgs {
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct ReduceLabArgs {
     /// Watchdog, seconds: a kernel still running then is killed and reported as hung (exit 2)
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
     /// Run in this process (what the watched child does)
     #[arg(long, hide = true)]
@@ -279,7 +279,7 @@ pub struct TransposeArgs {
     #[arg(value_name = "REPS")]
     pub reps: String,
     /// Watchdog, seconds: a kernel still running then is killed and reported as hung (exit 2)
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
     /// Run in this process (what the watched child does)
     #[arg(long, hide = true)]
@@ -321,7 +321,7 @@ pub struct LabArgs {
     #[arg(long, default_value_t = 5)]
     pub rounds: u32,
     /// Watchdog per step process, seconds
-    #[arg(long, default_value_t = 900)]
+    #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
     /// Kernels, sizes and tools of every step, as JSON [default: the built-in plan, which
     /// every run writes to plan.json]
@@ -357,7 +357,7 @@ pub struct BenchArgs {
     pub claim: Option<String>,
     /// Watchdog for the whole measurement, seconds: a kernel still running then is killed
     /// and reported as hung (exit 2)
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
     /// Run in this process (what the watched child does)
     #[arg(long, hide = true)]
@@ -388,7 +388,7 @@ pub struct TriadArgs {
     #[arg(hide = true, allow_hyphen_values = true)]
     pub extra: Vec<String>,
     /// Watchdog, seconds: a kernel still running then is killed and reported as hung (exit 2)
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
     /// Run in this process (what the watched child does)
     #[arg(long, hide = true)]
@@ -406,8 +406,9 @@ GPU state; per-variant receipts collect the blocks' samples; ratios are taken pe
 (baseline median / variant median, > 1 = variant faster) with a bootstrap interval over rounds."
 )]
 pub struct RoundsArgs {
-    /// Kernels to alternate (at least two); the first is the baseline unless --baseline
-    #[arg(required = true, num_args = 2..)]
+    /// Kernels to alternate (at least two, after globs and whole manifests are expanded);
+    /// the first is the baseline unless --baseline
+    #[arg(required = true)]
     pub kernels: Vec<String>,
     /// The variant ratios are taken against
     #[arg(long)]
@@ -428,7 +429,7 @@ pub struct RoundsArgs {
     pub seed: u64,
     /// Watchdog per block, seconds: a block still running then is killed, reported as
     /// hung, and the other blocks still run
-    #[arg(long, default_value_t = 900)]
+    #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
     /// CUDA device ordinal
     #[arg(long, default_value_t = 0)]

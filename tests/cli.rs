@@ -264,7 +264,9 @@ fn timing_command_argument_errors_exit_1_with_one_line() {
         &["bench", "padded", "--n", "-4"],
         "unexpected argument '-4'",
     );
-    assert_arg_error(&["rounds", "padded"], "required");
+    assert_arg_error(&["rounds", "padded"], "at least two kernels");
+    assert_arg_error(&["bench", "padded", "--timeout", "0"], "invalid value '0'");
+    assert_arg_error(&["check", "padded", "--timeout", "0"], "invalid value '0'");
     assert_arg_error(&["rounds", "padded", "padded"], "named twice");
     assert_arg_error(
         &["rounds", "padded", "tiled", "--baseline", "naive"],
@@ -383,6 +385,35 @@ fn the_lab_writes_its_plan_and_takes_another_or_refuses_it_in_one_line() {
             "must start with copy",
         ),
         (("ladder", serde_json::json!([0])), "at least 1"),
+        (("ladder", serde_json::json!([4294967296u64])), "at most"),
+        (
+            ("round_variants", serde_json::json!(["copy"])),
+            "at least two",
+        ),
+        (
+            (
+                "round_variants",
+                serde_json::json!(["copy", "naive", "naive"]),
+            ),
+            "listed twice",
+        ),
+        (
+            ("rounds_baseline", serde_json::json!("padded2")),
+            "not one of round_variants",
+        ),
+        (
+            ("receipt_kernels", serde_json::json!(["nosuch"])),
+            "unknown kernel 'nosuch'",
+        ),
+        (
+            ("profile_kernels", serde_json::json!(["mut_wild_store"])),
+            "only 'klab audit'",
+        ),
+        (
+            ("ceiling_baseline", serde_json::json!("qq")),
+            "not one of ceiling_kernels",
+        ),
+        (("sanitize_tools", serde_json::json!(",")), "names no tool"),
     ] {
         let mut bad = default.clone();
         bad[edit.0] = edit.1;

@@ -51,6 +51,18 @@ fn mutants_run_only_in_the_audit_and_unknown_names_get_suggestions() {
         err.contains("closest: lean_64_cm") && err.contains("'klab kernels'"),
         "{err}"
     );
+    // The audit names its kernels before it opens a device.
+    let o = klab()
+        .args([
+            "audit",
+            "--only",
+            "mut_wild_store,nosuch",
+            "--tools",
+            "none",
+        ])
+        .output()
+        .unwrap();
+    assert!(one_error_line(&o).contains("'nosuch' is not one of the audited kernels"));
     // Archived exploration kernels answer to their qualified name only.
     let o = klab().args(["bench", "strip64_k2"]).output().unwrap();
     assert!(one_error_line(&o).contains("archive/strip64_k2"));
@@ -116,8 +128,11 @@ fn a_relative_manifest_path_with_spaces_resolves_from_its_own_folder() {
 
 #[test]
 fn a_child_prints_one_result_line_and_a_parent_never_shows_it() {
+    // The runner sets both variables (the parent's pid and start time; 0: any start).
+    let parent = format!("{}:0", std::process::id());
     let o = klab()
         .env("KLAB_CHILD", "1")
+        .env("KLAB_PARENT", &parent)
         .args(["kernels"])
         .output()
         .unwrap();
@@ -129,6 +144,7 @@ fn a_child_prints_one_result_line_and_a_parent_never_shows_it() {
     );
     let o = klab()
         .env("KLAB_CHILD", "1")
+        .env("KLAB_PARENT", &parent)
         .args(["bench", "nope"])
         .output()
         .unwrap();
@@ -137,7 +153,14 @@ fn a_child_prints_one_result_line_and_a_parent_never_shows_it() {
         out.starts_with(r#"klab-result: {"result":"error","message":"unknown kernel 'nope'"#),
         "{out}"
     );
-    // Started by a person, the same command prints no result line.
+    // Started by a person, the same command prints no result line, even with a stray
+    // KLAB_CHILD in the environment.
     let o = klab().args(["bench", "nope"]).output().unwrap();
     assert!(o.stdout.is_empty());
+    let o = klab()
+        .env("KLAB_CHILD", "1")
+        .args(["kernels", "--json"])
+        .output()
+        .unwrap();
+    serde_json::from_slice::<serde_json::Value>(&o.stdout).expect("plain JSON, no result line");
 }

@@ -68,9 +68,6 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     } else {
         Some(find_sanitizer(args.sanitizer.as_deref())?)
     };
-    klab_cuda::device::Device::open(args.device)?;
-    let dir = measure::output_dir(args.out.as_deref(), "audit")?;
-    let exe = std::env::current_exe().context("locating the klab binary")?;
     let mutants: Vec<String> = klab_core::registry::registry()
         .namespace("mutants")
         .map(|ns| {
@@ -91,10 +88,25 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     if let Some(only) = &args.only {
         let keep: Vec<&str> = only.split(',').map(str::trim).collect();
         // `--only mut_wild_store` names a mutant by its short name.
-        names.retain(|(n, _)| {
-            keep.contains(&n.as_str()) || keep.contains(&n.rsplit('/').next().unwrap_or(n))
-        });
+        let short = |n: &str| n.rsplit('/').next().unwrap_or(n).to_string();
+        if let Some(bad) = keep
+            .iter()
+            .find(|k| !names.iter().any(|(n, _)| n == *k || short(n) == **k))
+        {
+            anyhow::bail!(
+                "--only: '{bad}' is not one of the audited kernels ({})",
+                names
+                    .iter()
+                    .map(|(n, _)| short(n))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        names.retain(|(n, _)| keep.contains(&n.as_str()) || keep.contains(&short(n).as_str()));
     }
+    klab_cuda::device::Device::open(args.device)?;
+    let dir = measure::output_dir(args.out.as_deref(), "audit")?;
+    let exe = std::env::current_exe().context("locating the klab binary")?;
     let timeout = Duration::from_secs(args.timeout);
     let mut rows = Vec::new();
     let mut tool_errors = 0;
@@ -145,7 +157,7 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             sizes: Some(format!("{ragged},{full}")),
             ..check::child_args(kernel.spec(), args.device)
         })
-        .os_argv();
+        .argv();
         for &tool in &tools {
             let bin = sanitizer_bin
                 .as_ref()

@@ -27,6 +27,7 @@ use crate::cli::{
 use crate::cmd::gpu;
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 use klab_core::child::{ChildResult, Verdict};
+use klab_core::registry::{self, Scope};
 use klab_core::schema::{LabArtifact, LabPlan, LabRecord, LabStep, RoundsSummary};
 use klab_report::data::SanitizedKernel;
 
@@ -1020,24 +1021,84 @@ fn profile_defaults() -> ProfileArgs {
     Only::parse_from(["klab", "_"]).profile
 }
 
-/// The plan: `--plan FILE`, else the default.
+/// The plan: `--plan FILE`, else the default; checked whole before any step runs.
 fn load_plan(path: Option<&Path>) -> anyhow::Result<LabPlan> {
-    let Some(p) = path else {
-        return Ok(LabPlan::default());
+    let (plan, what) = match path {
+        None => (LabPlan::default(), "the built-in plan".to_string()),
+        Some(p) => {
+            let bytes =
+                std::fs::read(p).with_context(|| format!("reading the plan {}", p.display()))?;
+            let plan: LabPlan = serde_json::from_slice(&bytes)
+                .with_context(|| format!("the plan {} is not a lab plan", p.display()))?;
+            (plan, format!("the plan {}", p.display()))
+        }
     };
-    let bytes = std::fs::read(p).with_context(|| format!("reading the plan {}", p.display()))?;
-    let plan: LabPlan = serde_json::from_slice(&bytes)
-        .with_context(|| format!("the plan {} is not a lab plan", p.display()))?;
-    if plan.ladder.is_empty() || plan.ladder.contains(&0) || plan.bench_n == 0 {
-        anyhow::bail!("the plan {}: sizes must be at least 1", p.display());
+    check_plan(&plan).with_context(|| what)?;
+    Ok(plan)
+}
+
+fn check_plan(plan: &LabPlan) -> anyhow::Result<()> {
+    // Transposes take n as an i32.
+    let size_ok = |n: u64| (1..=i32::MAX as u64).contains(&n);
+    if plan.ladder.is_empty() || !plan.ladder.iter().all(|&n| size_ok(n)) {
+        anyhow::bail!("ladder sizes must be at least 1 and at most {}", i32::MAX);
     }
-    if plan.bench_reps == 0 || plan.ceiling_n == 0 {
+    if !size_ok(plan.bench_n) || !size_ok(plan.ceiling_n) {
         anyhow::bail!(
-            "the plan {}: bench_reps and ceiling_n must be at least 1",
-            p.display()
+            "bench_n and ceiling_n must be at least 1 and at most {}",
+            i32::MAX
         );
     }
-    Ok(plan)
+    if plan.bench_reps == 0 {
+        anyhow::bail!("bench_reps must be at least 1");
+    }
+    let variants = plan_variants(plan)?;
+    if variants.len() < 2 {
+        anyhow::bail!("round_variants: the rounds alternate at least two variants");
+    }
+    for (i, v) in variants.iter().enumerate() {
+        if variants[..i].contains(v) {
+            anyhow::bail!("round_variants: '{}' is listed twice", v.name());
+        }
+    }
+    if !plan.round_variants.contains(&plan.rounds_baseline) {
+        anyhow::bail!(
+            "rounds_baseline '{}' is not one of round_variants",
+            plan.rounds_baseline
+        );
+    }
+    if !plan.ceiling_kernels.contains(&plan.ceiling_baseline) {
+        anyhow::bail!(
+            "ceiling_baseline '{}' is not one of ceiling_kernels",
+            plan.ceiling_baseline
+        );
+    }
+    if plan.ceiling_kernels.len() < 2 {
+        anyhow::bail!("ceiling_kernels: the rounds alternate at least two kernels");
+    }
+    // Every kernel resolves now, not halfway through the run.
+    for (field, names) in [
+        ("receipt_kernels", &plan.receipt_kernels),
+        ("sanitize_accepted", &plan.sanitize_accepted),
+        ("sanitize_broken", &plan.sanitize_broken),
+        ("profile_kernels", &plan.profile_kernels),
+        ("ceiling_kernels", &plan.ceiling_kernels),
+    ] {
+        for n in names {
+            registry::expand_one(n, Scope::Default).with_context(|| field.to_string())?;
+        }
+    }
+    if plan.sanitize_accepted.is_empty() || plan.profile_kernels.is_empty() {
+        anyhow::bail!("sanitize_accepted and profile_kernels name at least one kernel each");
+    }
+    let tools: klab_tools::sanitizer::ToolList = plan
+        .sanitize_tools
+        .parse()
+        .map_err(|e| anyhow::anyhow!("sanitize_tools: {e}"))?;
+    if tools.0.is_empty() {
+        anyhow::bail!("sanitize_tools names no tool");
+    }
+    Ok(())
 }
 
 /// The plan's round variants as the transpose lab's harness variants (copy first).

@@ -224,7 +224,7 @@ fn profile_one(
             out: None,
             ..args.clone()
         })
-        .os_argv(),
+        .argv(),
     };
     let argv = request.argv(ncu_bin);
     let shown: Vec<String> = argv

@@ -19,7 +19,7 @@ use crate::cli::{BenchArgs, RoundsArgs};
 use crate::cmd::measure::{self, Kernel};
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 use klab_core::child::{ChildResult, Verdict};
-use klab_core::registry::Scope;
+use klab_core::registry::{self, Scope};
 use klab_core::schema::{CeilingRate, RateRow, RoundsAnalysis, RoundsSummary};
 use std::time::Duration;
 
@@ -194,13 +194,20 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let names: Vec<String> = kernels.iter().map(|k| k.name()).collect();
+    // The baseline is one of these kernels: named as it was given, by its own name, or by
+    // any spec that resolves to it (never a built-in that merely shares the name).
     let baseline = match &args.baseline {
-        Some(b) => Kernel::parse(b)?.name(),
+        Some(b) => kernels
+            .iter()
+            .find(|k| k.name() == *b || k.spec() == *b)
+            .or_else(|| {
+                let r = registry::expand_one(b, Scope::Default).ok()?;
+                kernels.iter().find(|k| k.kref == r)
+            })
+            .map(|k| k.name())
+            .with_context(|| format!("baseline '{b}' is not one of the kernels"))?,
         None => names[0].clone(),
     };
-    if !names.contains(&baseline) {
-        bail!("baseline '{baseline}' is not one of the kernels");
-    }
     if args.rounds == 0 {
         bail!("rounds must be at least 1, got 0");
     }
@@ -253,10 +260,12 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             let status = match &out.result {
                 Some(ChildResult::Bench {
                     verdict: Verdict::Pass,
-                    receipt: Some(path),
+                    receipt: Some(_),
                     ..
                 }) => {
-                    let r = Receipt::load(Path::new(path))?;
+                    // The parent chose the block's folder; read the receipt from there (the
+                    // result line's path is text, a folder's name need not be).
+                    let r = Receipt::load(&block_dir.join("receipt.json"))?;
                     for raw in &r.measurement.raw_samples {
                         let bytes = std::fs::read(block_dir.join(&raw.path))?;
                         let s = parse_samples_csv(&bytes, r.workload.rotation_slots)?;

@@ -75,7 +75,7 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
             sizes: Some(format!("{ragged},{full}")),
             ..crate::cmd::check::child_args(k.spec(), args.device)
         })
-        .os_argv();
+        .argv();
         let mut runs = Vec::new();
         let mut hung = false;
         for &tool in &tools {

@@ -740,7 +740,7 @@ mod tests {
         let spec = format!("{}:k2", p.display());
         assert_eq!(resolve(&spec).unwrap().1.name, "k2");
         let e = resolve(&p.display().to_string()).unwrap_err();
-        assert!(e.to_string().contains("exactly one kernel"), "{e}");
+        assert!(e.to_string().contains("names 2 kernels (k, k2)"), "{e}");
         let e = resolve(&format!("{}:zz", p.display())).unwrap_err();
         assert!(e.to_string().contains("no kernel matches 'zz'"), "{e}");
         let e = resolve(&d.path().join("none.toml").display().to_string()).unwrap_err();

@@ -138,6 +138,8 @@ pub enum RegistryError {
     },
     #[error("'{name}' is a mutant of the audit; only 'klab audit' runs mutants")]
     AuditOnly { name: String },
+    #[error("'{spec}' names {} kernels ({}); this command takes one", .names.len(), .names.join(", "))]
+    NotOne { spec: String, names: Vec<String> },
 }
 
 fn closest_text(closest: &[String]) -> String {
@@ -271,21 +273,24 @@ impl Registry {
         scored.into_iter().take(count).map(|(_, n)| n).collect()
     }
 
-    /// The built-in a name or alias means, if any (ignoring scope: used to detect collisions).
+    /// The built-in a user kernel's name would be confused with, if any: a kernel of the same
+    /// name in any namespace (the archive and the mutants included), or `transpose_NAME`,
+    /// the entry-point alias of the transpose lab's kernels.
     fn builtin_named(&self, short: &str) -> Option<KernelRef> {
-        self.namespaces
-            .iter()
-            .filter(|ns| ns.visibility == Visibility::Default)
-            .find_map(|ns| {
-                ns.manifest
-                    .kernels
-                    .iter()
-                    .find(|k| k.name == short)
-                    .map(|k| KernelRef::Builtin {
-                        namespace: ns.name.to_string(),
-                        name: k.name.clone(),
-                    })
-            })
+        self.namespaces.iter().find_map(|ns| {
+            ns.manifest
+                .kernels
+                .iter()
+                .find(|k| {
+                    k.name == short
+                        || (ns.name == "transpose"
+                            && short.strip_prefix("transpose_") == Some(k.name.as_str()))
+                })
+                .map(|k| KernelRef::Builtin {
+                    namespace: ns.name.to_string(),
+                    name: k.name.clone(),
+                })
+        })
     }
 
     /// Resolve a built-in name: `ns/name`, `ns/glob*`, or a short alias.
@@ -315,18 +320,15 @@ impl Registry {
                 Ok(found)
             };
         }
-        // `transpose_tiled` is the entry point's name for the lab's `tiled`.
-        let short = spec.strip_prefix("transpose_").unwrap_or(spec);
+        // `transpose_tiled` is the entry point's name for the transpose lab's `tiled`.
+        let lab_alias = spec.strip_prefix("transpose_");
         for ns in self.visible(scope) {
             if ns.visibility == Visibility::Archive {
                 continue;
             }
-            if let Some(k) = ns
-                .manifest
-                .kernels
-                .iter()
-                .find(|k| k.name == spec || k.name == short)
-            {
+            if let Some(k) = ns.manifest.kernels.iter().find(|k| {
+                k.name == spec || (ns.name == "transpose" && lab_alias == Some(k.name.as_str()))
+            }) {
                 return Ok(vec![KernelRef::Builtin {
                     namespace: ns.name.to_string(),
                     name: k.name.clone(),
@@ -355,14 +357,10 @@ impl Registry {
 /// manifest paths are taken from the current folder and made absolute.
 pub fn expand(spec: &str, scope: Scope) -> Result<Vec<KernelRef>, RegistryError> {
     let spec = spec.trim();
-    if !spec.contains(".toml") {
+    let Some((path, pattern)) = manifest_spec(spec) else {
         return registry().builtin_refs(spec, scope);
-    }
-    let (path, pattern) = match spec.rsplit_once(".toml:") {
-        Some((p, n)) => (format!("{p}.toml"), Some(n)),
-        None => (spec.to_string(), None),
     };
-    let path = absolute(Path::new(&path));
+    let path = absolute(Path::new(path));
     let m = manifest::load(&path)?;
     let chosen: Vec<&KernelDecl> = m
         .kernels
@@ -394,6 +392,28 @@ pub fn expand(spec: &str, scope: Scope) -> Result<Vec<KernelRef>, RegistryError>
         .collect()
 }
 
+/// Split a spec that names a manifest into its path and kernel pattern: a file that exists
+/// (`path` alone, even `a.toml:b/k.toml`), else `path:pattern` where `path` exists (any file
+/// name, so `mine.toml.bak:a` and the specs [`KernelRef::spec`] writes round-trip), else
+/// anything with `.toml` in it (whose missing file is then the error). `None`: a built-in.
+fn manifest_spec(spec: &str) -> Option<(&str, Option<&str>)> {
+    if Path::new(spec).is_file() {
+        return Some((spec, None));
+    }
+    if let Some((p, n)) = spec.rsplit_once(':') {
+        if Path::new(p).is_file() {
+            return Some((p, Some(n)));
+        }
+    }
+    if !spec.contains(".toml") {
+        return None;
+    }
+    Some(match spec.rsplit_once(".toml:") {
+        Some((p, n)) => (&spec[..p.len() + 5], Some(n)),
+        None => (spec, None),
+    })
+}
+
 /// Expand every spec of a command line; the same kernel named twice, or two kernels of one
 /// name, is an error naming both.
 pub fn expand_all(specs: &[String], scope: Scope) -> Result<Vec<KernelRef>, RegistryError> {
@@ -420,9 +440,8 @@ pub fn expand_one(spec: &str, scope: Scope) -> Result<KernelRef, RegistryError> 
         return Ok(v.remove(0));
     }
     let names: Vec<String> = v.iter().map(|r| r.name().to_string()).collect();
-    Err(RegistryError::NoMatch {
-        manifest: spec.to_string(),
-        pattern: "exactly one kernel".into(),
+    Err(RegistryError::NotOne {
+        spec: spec.to_string(),
         names,
     })
 }
@@ -574,6 +593,16 @@ mod tests {
         let text = e.to_string();
         assert!(text.contains("transpose/tiled"), "{text}");
         assert!(text.contains(&p.display().to_string()), "{text}");
+        // So are the transpose lab's entry-point alias, an archived and a mutant's name.
+        for (name, builtin) in [
+            ("transpose_tiled", "transpose/tiled"),
+            ("reg2_64", "archive/reg2_64"),
+            ("mut_wild_store", "mutants/mut_wild_store"),
+        ] {
+            let q = user_manifest(d.path(), &format!("{name}.toml"), &[name]);
+            let e = expand(&q.display().to_string(), Scope::Default).unwrap_err();
+            assert!(e.to_string().contains(builtin), "{name}: {e}");
+        }
         // The glob that takes it in is refused too; the other kernel alone is fine.
         assert!(expand(&format!("{}:*", p.display()), Scope::Default).is_err());
         assert_eq!(
@@ -604,6 +633,35 @@ mod tests {
         assert_eq!(r.load().unwrap().1.name, "b");
         let e = expand(&format!("{}:zz*", p.display()), Scope::Default).unwrap_err();
         assert!(e.to_string().contains("declares a, b, c2"), "{e}");
+    }
+
+    #[test]
+    fn any_existing_manifest_file_name_round_trips_through_its_spec() {
+        let d = tempfile::tempdir().unwrap();
+        let p = user_manifest(d.path(), "mine.toml.bak", &["a", "b"]);
+        let all = expand(&p.display().to_string(), Scope::Default).unwrap();
+        assert_eq!(all.len(), 2);
+        for r in &all {
+            assert_eq!(&expand_one(&r.spec(), Scope::Default).unwrap(), r);
+        }
+        // A folder whose name holds ".toml:" does not split the path.
+        let odd = d.path().join("a.toml:b");
+        std::fs::create_dir_all(&odd).unwrap();
+        let q = user_manifest(&odd, "k.toml", &["k"]);
+        assert_eq!(
+            expand_one(&q.display().to_string(), Scope::Default)
+                .unwrap()
+                .name(),
+            "k"
+        );
+        assert_eq!(
+            expand_one(&format!("{}:k", q.display()), Scope::Default)
+                .unwrap()
+                .name(),
+            "k"
+        );
+        // The entry-point alias belongs to the transpose lab only.
+        assert!(expand("transpose_triad_f32", Scope::Default).is_err());
     }
 
     #[test]

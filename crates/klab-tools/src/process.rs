@@ -481,7 +481,7 @@ pub fn install_signal_handlers() {
 }
 
 /// For a klab process that another started: die when the parent does (SIGKILL included),
-/// and exit at once if it already has.
+/// and exit at once, with one line, if it already has.
 ///
 /// Two mechanisms, because a tool may stand between the two klabs: `PR_SET_PDEATHSIG`
 /// covers the direct parent, and a thread watches the klab named in [`PARENT_ENV`]: when it
@@ -490,12 +490,11 @@ pub fn install_signal_handlers() {
 /// klab made that group, and otherwise exits alone.
 pub fn die_with_parent() {
     #[cfg(target_os = "linux")]
-    // SAFETY: plain system calls without memory arguments.
+    // SAFETY: a plain system call without memory arguments. (Whether the parent already
+    // died is read from PARENT_ENV below, not from getppid(): a klab that is PID 1 in a
+    // container is a parent like any other.)
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-        if libc::getppid() == 1 {
-            libc::_exit(1);
-        }
     }
     let Some(watched) = std::env::var(PARENT_ENV)
         .ok()
