@@ -127,6 +127,19 @@ fn a_relative_manifest_path_with_spaces_resolves_from_its_own_folder() {
 }
 
 #[test]
+fn a_file_named_like_a_builtin_in_the_current_folder_does_not_shadow_it() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("padded"), "not a manifest").unwrap();
+    let o = klab()
+        .current_dir(d.path())
+        .args(["bench", "padded"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("manifest"), "{err}");
+}
+
+#[test]
 fn a_child_prints_one_result_line_and_a_parent_never_shows_it() {
     // The runner sets both variables (the parent's pid and start time; 0: any start).
     let parent = format!("{}:0", std::process::id());

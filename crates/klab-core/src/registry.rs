@@ -392,11 +392,16 @@ pub fn expand(spec: &str, scope: Scope) -> Result<Vec<KernelRef>, RegistryError>
         .collect()
 }
 
-/// Split a spec that names a manifest into its path and kernel pattern: a file that exists
-/// (`path` alone, even `a.toml:b/k.toml`), else `path:pattern` where `path` exists (any file
-/// name, so `mine.toml.bak:a` and the specs [`KernelRef::spec`] writes round-trip), else
-/// anything with `.toml` in it (whose missing file is then the error). `None`: a built-in.
+/// Split a spec that names a manifest (it holds `.toml`) into its path and kernel pattern: a
+/// file that exists (`path` alone, even `a.toml:b/k.toml`), else `path:pattern` where `path`
+/// exists (so `mine.toml.bak:a` and the specs [`KernelRef::spec`] writes round-trip), else
+/// the split at the last `.toml:` (whose missing file is then the error). `None`: a built-in.
 fn manifest_spec(spec: &str) -> Option<(&str, Option<&str>)> {
+    // A manifest is named by its .toml path: a file that happens to be called `padded` in
+    // the current folder never shadows the built-in.
+    if !spec.contains(".toml") {
+        return None;
+    }
     if Path::new(spec).is_file() {
         return Some((spec, None));
     }
@@ -404,9 +409,6 @@ fn manifest_spec(spec: &str) -> Option<(&str, Option<&str>)> {
         if Path::new(p).is_file() {
             return Some((p, Some(n)));
         }
-    }
-    if !spec.contains(".toml") {
-        return None;
     }
     Some(match spec.rsplit_once(".toml:") {
         Some((p, n)) => (&spec[..p.len() + 5], Some(n)),
