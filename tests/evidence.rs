@@ -7,7 +7,7 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::klab;
+use common::{klab, stdout_of_success};
 
 fn copy_dir(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
@@ -31,18 +31,11 @@ fn committed_h200_receipts_compare_and_tampering_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("transpose-rotated");
     copy_dir(&evidence(), &run);
-    let o = klab()
-        .arg("compare")
-        .arg(run.join("tiled.receipt.json"))
-        .arg(run.join("padded.receipt.json"))
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
+    let out = stdout_of_success(
+        klab()
+            .arg("compare")
+            .arg(run.join("tiled.receipt.json"))
+            .arg(run.join("padded.receipt.json")),
     );
     assert!(out.contains("candidate faster: ratio 1.96x"), "{out}");
 
@@ -223,18 +216,11 @@ fn fast4_final_ratios_in_the_readme_recheck() {
         ),
     ] {
         let dir = run.join(format!("rounds-{n}"));
-        let o = klab()
-            .arg("compare")
-            .arg(dir.join("sgeam.receipt.json"))
-            .arg(dir.join(format!("{candidate}.receipt.json")))
-            .output()
-            .unwrap();
-        let out = String::from_utf8_lossy(&o.stdout);
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{out}{}",
-            String::from_utf8_lossy(&o.stderr)
+        let out = stdout_of_success(
+            klab()
+                .arg("compare")
+                .arg(dir.join("sgeam.receipt.json"))
+                .arg(dir.join(format!("{candidate}.receipt.json"))),
         );
         assert!(out.contains(verdict), "{n} {candidate}: {out}");
     }

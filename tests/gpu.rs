@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Output;
 
-use common::{gpu_or_skip, klab};
+use common::{gpu_or_skip, klab, stdout_of_success};
 use klab_core::backend::{Arg, Backend};
 use klab_core::plan::{self, Dim3, LaunchPlan};
 use klab_core::row::{parse_csv, TransposeRow, CSV_HEADER};
@@ -607,45 +607,31 @@ fn rounds_and_compare_of_two_user_manifest_kernels() {
     }
     let dir = tempfile::tempdir().unwrap();
     let manifest = example("mine.toml");
-    let o = klab()
-        .current_dir(dir.path())
-        .args([
-            "rounds",
-            &format!("{manifest}:my_naive"),
-            &format!("{manifest}:my_tiled"),
-        ])
-        .args([
-            "--n",
-            "1024",
-            "--rounds",
-            "3",
-            "--samples",
-            "30",
-            "--out",
-            "r",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
+    stdout_of_success(
+        klab()
+            .current_dir(dir.path())
+            .args([
+                "rounds",
+                &format!("{manifest}:my_naive"),
+                &format!("{manifest}:my_tiled"),
+            ])
+            .args([
+                "--n",
+                "1024",
+                "--rounds",
+                "3",
+                "--samples",
+                "30",
+                "--out",
+                "r",
+            ]),
     );
     let r = dir.path().join("r");
-    let c = klab()
-        .arg("compare")
-        .arg(r.join("my_naive.receipt.json"))
-        .arg(r.join("my_tiled.receipt.json"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&c.stdout);
-    assert_eq!(
-        c.status.code(),
-        Some(0),
-        "{text}{}",
-        String::from_utf8_lossy(&c.stderr)
+    let text = stdout_of_success(
+        klab()
+            .arg("compare")
+            .arg(r.join("my_naive.receipt.json"))
+            .arg(r.join("my_tiled.receipt.json")),
     );
     assert!(text.contains("ratio"), "{text}");
     // Every block measured the user's kernel, never a built-in of the same family.

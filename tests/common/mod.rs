@@ -16,6 +16,19 @@ pub fn klab() -> Command {
     Command::new(klab_bin())
 }
 
+/// Run a command that must succeed; its stdout (stdout and stderr in the failure message).
+pub fn stdout_of_success(cmd: &mut Command) -> String {
+    let o = cmd.output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{cmd:?}\n{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
 /// Whether a CUDA device can be opened. Without one, a GPU test prints that it skipped
 /// and passes, unless KLAB_REQUIRE_GPU=1 (scripts/gpu-run), where absence fails it.
 pub fn gpu_or_skip(test: &str) -> bool {
