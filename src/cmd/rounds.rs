@@ -20,11 +20,10 @@ use crate::cmd::measure::{self, Kernel};
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 use klab_core::child::{ChildResult, Verdict};
 use klab_core::registry::{self, Scope};
-use klab_core::schema::{CeilingRate, RateRow, RoundsAnalysis, RoundsSummary};
+use klab_core::schema::{
+    rounds_csv, CeilingRate, RateRow, RoundsAnalysis, RoundsBlock, RoundsSummary,
+};
 use std::time::Duration;
-
-/// Header of rounds.csv.
-pub const ROUNDS_CSV_HEADER: &str = "round,position,variant,correct,samples,median_us,p10_us,p90_us,useful_gb_s,sm_clock_before_mhz,sm_clock_after_mhz,temperature_before_c,temperature_after_c,power_before_w,power_after_w,flags";
 
 /// The order of one round: the kernels, then the same kernels reversed.
 pub fn round_order<T: Clone>(kernels: &[T]) -> Vec<T> {
@@ -44,43 +43,31 @@ pub struct BlockRow {
     pub samples: Vec<f64>,
 }
 
-fn opt<T: ToString>(v: Option<T>) -> String {
-    v.map(|x| x.to_string()).unwrap_or_default()
-}
-
-fn row_csv(r: &BlockRow) -> String {
+/// The block's row of rounds.csv.
+fn block_record(r: &BlockRow) -> RoundsBlock {
     let s = Summary::of(&r.samples);
     let st = r
         .receipt
         .as_ref()
         .and_then(|x| x.measurement.gpu_state.first());
-    let flags = st.map(|s| s.flags.join("; ")).unwrap_or_default();
-    format!(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"",
-        r.round,
-        r.position,
-        r.variant,
-        r.correct,
-        r.samples.len(),
-        opt(s.map(|s| format!("{:.3}", s.median))),
-        opt(s.map(|s| format!("{:.3}", s.p10))),
-        opt(s.map(|s| format!("{:.3}", s.p90))),
-        opt(r
-            .receipt
-            .as_ref()
-            .map(|x| format!("{:.1}", x.result.useful_gb_s))),
-        opt(st.and_then(|s| s.before.sm_clock_mhz)),
-        opt(st.and_then(|s| s.after.sm_clock_mhz)),
-        opt(st.and_then(|s| s.before.temperature_c)),
-        opt(st.and_then(|s| s.after.temperature_c)),
-        opt(st
-            .and_then(|s| s.before.power_draw_w)
-            .map(|w| format!("{w:.1}"))),
-        opt(st
-            .and_then(|s| s.after.power_draw_w)
-            .map(|w| format!("{w:.1}"))),
-        flags.replace('"', "'")
-    )
+    RoundsBlock {
+        round: u64::from(r.round),
+        position: u64::from(r.position),
+        variant: r.variant.clone(),
+        correct: r.correct,
+        samples: r.samples.len() as u64,
+        median_us: s.map(|s| s.median),
+        p10_us: s.map(|s| s.p10),
+        p90_us: s.map(|s| s.p90),
+        useful_gb_s: r.receipt.as_ref().map(|x| x.result.useful_gb_s),
+        sm_clock_before_mhz: st.and_then(|s| s.before.sm_clock_mhz).map(u64::from),
+        sm_clock_after_mhz: st.and_then(|s| s.after.sm_clock_mhz).map(u64::from),
+        temperature_before_c: st.and_then(|s| s.before.temperature_c).map(u64::from),
+        temperature_after_c: st.and_then(|s| s.after.temperature_c).map(u64::from),
+        power_before_w: st.and_then(|s| s.before.power_draw_w),
+        power_after_w: st.and_then(|s| s.after.power_draw_w),
+        flags: st.map(|s| s.flags.join("; ")).unwrap_or_default(),
+    }
 }
 
 /// Combine one kernel's block receipts into one receipt over all rounds.
@@ -293,12 +280,8 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
         }
     }
     write_atomic(&dir.join("rounds.log"), log.as_bytes())?;
-    let mut csv = format!("{ROUNDS_CSV_HEADER}\n");
-    for r in &rows {
-        csv.push_str(&row_csv(r));
-        csv.push('\n');
-    }
-    write_atomic(&dir.join("rounds.csv"), csv.as_bytes())?;
+    let records: Vec<RoundsBlock> = rows.iter().map(block_record).collect();
+    write_atomic(&dir.join("rounds.csv"), rounds_csv(&records).as_bytes())?;
     if !errors.is_empty() {
         bail!(
             "{} block(s) could not run: {}",

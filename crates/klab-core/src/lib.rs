@@ -12,6 +12,7 @@ pub mod builtin;
 pub mod check;
 pub mod child;
 pub mod compare;
+pub mod csv;
 pub mod device;
 pub mod gpustate;
 pub mod harness;

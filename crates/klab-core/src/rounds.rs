@@ -173,49 +173,20 @@ pub fn summary_csv(s: &[VariantSummary]) -> String {
 /// Read `summary.csv` by its header's column names. Columns a file lacks read as empty
 /// (older files had fewer); `variant` and the millisecond and GB/s columns are required.
 pub fn parse_summary_csv(text: &str) -> Result<Vec<SummaryRow>, String> {
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let header: Vec<&str> = lines
-        .next()
-        .ok_or("empty file")?
-        .split(',')
-        .map(str::trim)
-        .collect();
-    for need in ["variant", "median_ms", "p10_ms", "p90_ms", "median_gb_s"] {
-        if !header.contains(&need) {
-            return Err(format!("no '{need}' column"));
-        }
-    }
-    lines
-        .enumerate()
-        .map(|(i, line)| {
-            let cells: Vec<&str> = line.split(',').map(str::trim).collect();
-            let get = |name: &str| {
-                header
-                    .iter()
-                    .position(|h| *h == name)
-                    .and_then(|j| cells.get(j).copied())
-                    .unwrap_or("")
-            };
-            let num = |name: &str| -> Result<Option<f64>, String> {
-                match get(name) {
-                    "" => Ok(None),
-                    t => t
-                        .parse::<f64>()
-                        .map(Some)
-                        .map_err(|_| format!("line {}: {name} '{t}' is not a number", i + 2)),
-                }
-            };
-            let count = |name: &str| get(name).parse::<u64>().unwrap_or(0);
+    let c = crate::csv::Csv::parse(text)?;
+    c.require(&["variant", "median_ms", "p10_ms", "p90_ms", "median_gb_s"])?;
+    c.rows()
+        .map(|r| {
             Ok(SummaryRow {
-                variant: get("variant").to_string(),
-                timed_rounds: count("timed_rounds"),
-                failed_rounds: count("failed_rounds"),
-                median_ms: num("median_ms")?,
-                p10_ms: num("p10_ms")?,
-                p90_ms: num("p90_ms")?,
-                median_gb_s: num("median_gb_s")?,
-                pct_of_copy: num("pct_of_copy")?,
-                pct_of_peak: num("pct_of_peak")?,
+                variant: r.text("variant")?,
+                timed_rounds: r.u64("timed_rounds").unwrap_or(0),
+                failed_rounds: r.u64("failed_rounds").unwrap_or(0),
+                median_ms: r.opt_f64("median_ms")?,
+                p10_ms: r.opt_f64("p10_ms")?,
+                p90_ms: r.opt_f64("p90_ms")?,
+                median_gb_s: r.opt_f64("median_gb_s")?,
+                pct_of_copy: r.opt_f64("pct_of_copy")?,
+                pct_of_peak: r.opt_f64("pct_of_peak")?,
             })
         })
         .collect()

@@ -4,7 +4,114 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::csv::Csv;
 use crate::stats::SpeedupAnalysis;
+
+/// Header of `klab rounds`' `rounds.csv`.
+pub const ROUNDS_BLOCKS_CSV_HEADER: &str = "round,position,variant,correct,samples,median_us,p10_us,p90_us,useful_gb_s,sm_clock_before_mhz,sm_clock_after_mhz,temperature_before_c,temperature_after_c,power_before_w,power_after_w,flags";
+
+/// One block of `klab rounds` (one process, one kernel): a row of `rounds.csv`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RoundsBlock {
+    /// 1-based round and 0-based position within it.
+    pub round: u64,
+    pub position: u64,
+    pub variant: String,
+    /// The block's outputs passed every check.
+    pub correct: bool,
+    /// Per-launch samples, and their median, p10 and p90, us.
+    pub samples: u64,
+    pub median_us: Option<f64>,
+    pub p10_us: Option<f64>,
+    pub p90_us: Option<f64>,
+    /// Useful GB/s at the median.
+    pub useful_gb_s: Option<f64>,
+    /// GPU state before and after the block (NVML).
+    pub sm_clock_before_mhz: Option<u64>,
+    pub sm_clock_after_mhz: Option<u64>,
+    pub temperature_before_c: Option<u64>,
+    pub temperature_after_c: Option<u64>,
+    pub power_before_w: Option<f64>,
+    pub power_after_w: Option<f64>,
+    /// Why the block was flagged (GPU state changed); empty when it was not.
+    pub flags: String,
+}
+
+impl RoundsBlock {
+    /// The row as `rounds.csv` holds it (no newline).
+    pub fn csv_line(&self) -> String {
+        fn o<T: ToString>(v: Option<T>) -> String {
+            v.map(|x| x.to_string()).unwrap_or_default()
+        }
+        let f = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_default();
+        format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"",
+            self.round,
+            self.position,
+            self.variant,
+            self.correct,
+            self.samples,
+            f(self.median_us, 3),
+            f(self.p10_us, 3),
+            f(self.p90_us, 3),
+            f(self.useful_gb_s, 1),
+            o(self.sm_clock_before_mhz),
+            o(self.sm_clock_after_mhz),
+            o(self.temperature_before_c),
+            o(self.temperature_after_c),
+            f(self.power_before_w, 1),
+            f(self.power_after_w, 1),
+            self.flags.replace('"', "'")
+        )
+    }
+}
+
+/// `rounds.csv`: the header, then one line per block.
+pub fn rounds_csv(blocks: &[RoundsBlock]) -> String {
+    let mut s = format!("{ROUNDS_BLOCKS_CSV_HEADER}\n");
+    for b in blocks {
+        s.push_str(&b.csv_line());
+        s.push('\n');
+    }
+    s
+}
+
+/// Read `rounds.csv` by column name (the GPU-state columns may be missing or empty).
+pub fn parse_rounds_csv(text: &str) -> Result<Vec<RoundsBlock>, String> {
+    let c = Csv::parse(text)?;
+    c.require(&["round", "position", "variant", "correct", "median_us"])?;
+    c.rows()
+        .map(|r| {
+            let count = |name: &str| -> Result<Option<u64>, String> {
+                match r.get(name) {
+                    "" => Ok(None),
+                    t => t
+                        .parse()
+                        .map(Some)
+                        .map_err(|_| format!("line {}: {name} '{t}' is not a count", r.line)),
+                }
+            };
+            Ok(RoundsBlock {
+                round: r.u64("round")?,
+                position: r.u64("position")?,
+                variant: r.text("variant")?,
+                correct: r.bool("correct")?,
+                samples: r.u64("samples").unwrap_or(0),
+                median_us: r.opt_f64("median_us")?,
+                p10_us: r.opt_f64("p10_us")?,
+                p90_us: r.opt_f64("p90_us")?,
+                useful_gb_s: r.opt_f64("useful_gb_s")?,
+                sm_clock_before_mhz: count("sm_clock_before_mhz")?,
+                sm_clock_after_mhz: count("sm_clock_after_mhz")?,
+                temperature_before_c: count("temperature_before_c")?,
+                temperature_after_c: count("temperature_after_c")?,
+                power_before_w: r.opt_f64("power_before_w")?,
+                power_after_w: r.opt_f64("power_after_w")?,
+                flags: r.get("flags").to_string(),
+            })
+        })
+        .collect()
+}
 
 /// `lab.json`: the run's record. Fields a reader does not know are ignored, so an extended
 /// record still reads.
@@ -245,6 +352,36 @@ mod tests {
         assert_eq!(serde_json::from_str::<LabPlan>(&text).unwrap(), p);
         let stray = text.replacen('{', "{\"ladders\": [1],", 1);
         assert!(serde_json::from_str::<LabPlan>(&stray).is_err());
+    }
+
+    #[test]
+    fn rounds_csv_rows_round_trip() {
+        let b = RoundsBlock {
+            round: 2,
+            position: 3,
+            variant: "lean_64_cm".into(),
+            correct: true,
+            samples: 100,
+            median_us: Some(130.25),
+            p10_us: Some(129.5),
+            p90_us: Some(131.0),
+            useful_gb_s: Some(4100.5),
+            sm_clock_before_mhz: Some(1980),
+            sm_clock_after_mhz: Some(1980),
+            temperature_before_c: Some(40),
+            temperature_after_c: Some(44),
+            power_before_w: Some(300.5),
+            power_after_w: Some(410.0),
+            flags: "power capping".into(),
+        };
+        let failed = RoundsBlock {
+            round: 1,
+            variant: "spin".into(),
+            ..RoundsBlock::default()
+        };
+        let text = rounds_csv(&[b.clone(), failed.clone()]);
+        assert_eq!(parse_rounds_csv(&text).unwrap(), vec![b, failed]);
+        assert!(parse_rounds_csv("round,position\n1,2\n").is_err());
     }
 
     #[test]

@@ -12,8 +12,8 @@ use klab_core::rounds::RoundRow;
 use klab_core::row::{self, TransposeRow};
 use serde::Deserialize;
 
-use crate::csv::Csv;
 use crate::error::ReportError;
+use klab_core::csv::Csv;
 
 /// Why a part of the report has nothing to show, in one line (for example "not in this
 /// run: step 'profile' was skipped: ncu not found").
@@ -67,30 +67,8 @@ pub struct LadderSize {
 /// One row of `summary.csv` (the type the lab writes it with).
 pub use klab_core::rounds::SummaryRow;
 
-/// One timing-engine block from `rounds/rounds.csv` (one process, one variant).
-#[derive(Debug, Clone, PartialEq)]
-pub struct EngineBlock {
-    /// 1-based round.
-    pub round: u64,
-    /// 0-based position of the block within its round.
-    pub position: u64,
-    /// Variant name.
-    pub variant: String,
-    /// Whether the block's outputs passed the check.
-    pub correct: bool,
-    /// Per-launch samples in the block.
-    pub samples: u64,
-    /// Median per-launch time, us.
-    pub median_us: Option<f64>,
-    /// p10 per-launch time, us.
-    pub p10_us: Option<f64>,
-    /// p90 per-launch time, us.
-    pub p90_us: Option<f64>,
-    /// Useful GB/s at the median time.
-    pub useful_gb_s: Option<f64>,
-    /// Why the block was flagged (GPU state changed), empty when it was not.
-    pub flags: String,
-}
+/// One timing-engine block from `rounds/rounds.csv` (the type `klab rounds` writes it with).
+pub use klab_core::schema::RoundsBlock;
 
 /// `rounds/summary.json` and `ceilings/summary.json` (the types `klab rounds` writes them with).
 pub use klab_core::schema::{RateRow, RoundsAnalysis, RoundsSummary};
@@ -257,7 +235,7 @@ pub struct RunData {
     /// `summary.csv`: the repeated rounds per variant.
     pub summary: Part<Vec<SummaryRow>>,
     /// `rounds/rounds.csv`: the timing engine's blocks.
-    pub engine_blocks: Part<Vec<EngineBlock>>,
+    pub engine_blocks: Part<Vec<RoundsBlock>>,
     /// `rounds/summary.json`: the engine's ratios.
     pub engine_summary: Part<RoundsSummary>,
     /// `ceilings/summary.json`: the copy ceilings, cuBLAS and the best variant (issue 6).
@@ -545,25 +523,8 @@ fn parse_summary(text: &str) -> Result<Vec<SummaryRow>, String> {
     klab_core::rounds::parse_summary_csv(text)
 }
 
-fn parse_engine_blocks(text: &str) -> Result<Vec<EngineBlock>, String> {
-    let c = Csv::parse(text)?;
-    c.require(&["round", "position", "variant", "correct", "median_us"])?;
-    c.rows()
-        .map(|r| {
-            Ok(EngineBlock {
-                round: r.u64("round")?,
-                position: r.u64("position")?,
-                variant: r.text("variant")?,
-                correct: r.bool("correct")?,
-                samples: r.u64("samples").unwrap_or(0),
-                median_us: r.opt_f64("median_us")?,
-                p10_us: r.opt_f64("p10_us")?,
-                p90_us: r.opt_f64("p90_us")?,
-                useful_gb_s: r.opt_f64("useful_gb_s")?,
-                flags: r.get("flags").to_string(),
-            })
-        })
-        .collect()
+fn parse_engine_blocks(text: &str) -> Result<Vec<RoundsBlock>, String> {
+    klab_core::schema::parse_rounds_csv(text)
 }
 
 fn parse_resources(text: &str) -> Result<Vec<ResourceRow>, String> {

@@ -13,7 +13,6 @@
 
 #![warn(missing_docs)]
 
-mod csv;
 pub mod data;
 mod document;
 mod error;

@@ -7,7 +7,7 @@
 use plotters::prelude::*;
 
 use super::{font, missing, rgb, svg, Plot, ROUNDS_BATCH, ROUNDS_ENGINE};
-use crate::data::EngineBlock;
+use crate::data::RoundsBlock;
 use crate::format;
 use crate::metrics::gb_s_at;
 use klab_core::rounds::RoundRow;
@@ -33,7 +33,7 @@ struct Panel {
     engine: Vec<Mark>,
 }
 
-fn panels(order: &[String], repeated: &[RoundRow], blocks: &[EngineBlock]) -> Vec<Panel> {
+fn panels(order: &[String], repeated: &[RoundRow], blocks: &[RoundsBlock]) -> Vec<Panel> {
     let mut names: Vec<String> = order.to_vec();
     for v in repeated
         .iter()
@@ -62,7 +62,7 @@ fn panels(order: &[String], repeated: &[RoundRow], blocks: &[EngineBlock]) -> Ve
                         })
                 })
                 .collect();
-            let mine: Vec<&EngineBlock> = blocks.iter().filter(|b| b.variant == variant).collect();
+            let mine: Vec<&RoundsBlock> = blocks.iter().filter(|b| b.variant == variant).collect();
             let engine: Vec<Mark> = mine
                 .iter()
                 .filter_map(|b| {
@@ -95,7 +95,7 @@ fn panels(order: &[String], repeated: &[RoundRow], blocks: &[EngineBlock]) -> Ve
 }
 
 /// Draw the panels. `order` puts the variants in the bandwidth table's order.
-pub fn rounds(order: &[String], repeated: &[RoundRow], blocks: &[EngineBlock]) -> Plot {
+pub fn rounds(order: &[String], repeated: &[RoundRow], blocks: &[RoundsBlock]) -> Plot {
     let panels = panels(order, repeated, blocks);
     if panels.is_empty() {
         return missing(
