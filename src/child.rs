@@ -238,6 +238,7 @@ impl ChildRun {
         }
         match &self.result {
             Some(ChildResult::Error { message }) => message.clone(),
+            Some(ChildResult::Exit { code }) => format!("the process exited {code}"),
             _ => match (self.captured.exit_code, self.captured.signal) {
                 (_, Some(sig)) => format!("the process died of signal {sig}"),
                 (Some(code), _) => format!("the process exited {code} without a result"),
@@ -331,6 +332,60 @@ mod tests {
     fn parsed<T>(argv: &[&str], pick: impl Fn(Command) -> Option<T>) -> T {
         let v: Vec<OsString> = argv.iter().map(OsString::from).collect();
         pick(parse(&v)).expect("the command parses as itself")
+    }
+
+    fn finished(
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        timed_out: bool,
+        result: Option<ChildResult>,
+    ) -> ChildRun {
+        ChildRun {
+            argv: vec!["check".into()],
+            captured: Captured {
+                exit_code,
+                signal,
+                timed_out,
+                stdout: Vec::new(),
+                stderr: Vec::new(),
+                merged: Vec::new(),
+                incomplete: false,
+            },
+            result,
+            stdout: String::new(),
+            stderr: String::new(),
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    #[test]
+    fn a_child_that_gave_no_verdict_is_described_in_one_line() {
+        let hung = finished(None, Some(9), true, None);
+        assert!(hung.hung() && hung.status().is_none());
+        assert_eq!(hung.failure(), "hung: killed by the watchdog after 10.0 s");
+        let error = ChildResult::Error {
+            message: "no CUDA device".into(),
+        };
+        assert_eq!(
+            finished(Some(1), None, false, Some(error)).failure(),
+            "no CUDA device"
+        );
+        let exit = ChildResult::Exit { code: 2 };
+        assert_eq!(
+            finished(Some(2), None, false, Some(exit)).failure(),
+            "the process exited 2"
+        );
+        assert_eq!(
+            finished(None, Some(11), false, None).failure(),
+            "the process died of signal 11"
+        );
+        assert_eq!(
+            finished(Some(1), None, false, None).failure(),
+            "the process exited 1 without a result"
+        );
+        assert!(finished(Some(0), None, false, None)
+            .log_block()
+            .ends_with("[exit 0]\n\n"));
     }
 
     #[test]
