@@ -310,7 +310,7 @@ mod tests {
         full.extend(argv.iter().cloned());
         Cli::try_parse_from(full)
             .unwrap_or_else(|e| panic!("{argv:?}: {e}"))
-            .command
+            .into_command()
     }
 
     fn round_trip(c: ChildCmd) {

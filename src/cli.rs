@@ -19,8 +19,38 @@ a CPU address model. Exit codes: 0 success, 1 runtime or argument error (includi
 CUDA device), 2 a correctness gate failed (including every run of a known-broken variant)."
 )]
 pub struct Cli {
+    /// CUDA device ordinal, for every command (before or after the command's name)
+    #[arg(long, global = true, default_value_t = 0)]
+    pub device: u32,
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The command, with the global `--device` in its arguments.
+    pub fn into_command(self) -> Command {
+        let mut c = self.command;
+        let d = self.device;
+        match &mut c {
+            Command::Transpose(a) => a.device = d,
+            Command::Lab(a) => a.device = d,
+            Command::Env(a) => a.device = d,
+            Command::Bench(a) => a.device = d,
+            Command::Triad(a) => a.device = d,
+            Command::Rounds(a) => a.device = d,
+            Command::Check(a) => a.device = d,
+            Command::ReduceLab(a) => a.device = d,
+            Command::Sanitize(a) => a.device = d,
+            Command::Audit(a) => a.device = d,
+            Command::Profile(a) => a.device = d,
+            Command::Model(_)
+            | Command::Kernels(_)
+            | Command::Compare(_)
+            | Command::Trace(_)
+            | Command::Report(_) => {}
+        }
+        c
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Subcommand)]
@@ -105,8 +135,8 @@ pub struct ProfileArgs {
     /// Run the launch sequence in this process (what ncu launches)
     #[arg(long, hide = true)]
     pub in_process: bool,
-    /// CUDA device ordinal
-    #[arg(long, default_value_t = 0)]
+    /// The CUDA device: filled from the global `--device`
+    #[arg(skip)]
     pub device: u32,
 }
 
@@ -145,8 +175,8 @@ pub struct AuditArgs {
     /// Output folder (must not exist or be empty) [default: artifacts/audit/run-NN]
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// CUDA device ordinal
-    #[arg(long, default_value_t = 0)]
+    /// The CUDA device: filled from the global `--device`
+    #[arg(skip)]
     pub device: u32,
 }
 
@@ -175,8 +205,8 @@ pub struct SanitizeArgs {
     /// Output folder (must not exist or be empty) [default: artifacts/sanitize/run-NN]
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// CUDA device ordinal
-    #[arg(long, default_value_t = 0)]
+    /// The CUDA device: filled from the global `--device`
+    #[arg(skip)]
     pub device: u32,
 }
 
@@ -216,8 +246,8 @@ pub struct CheckArgs {
     /// Run in this process (what the isolated child does)
     #[arg(long, hide = true)]
     pub in_process: bool,
-    /// CUDA device ordinal
-    #[arg(long, default_value_t = 0)]
+    /// The CUDA device: filled from the global `--device`
+    #[arg(skip)]
     pub device: u32,
 }
 
@@ -229,8 +259,8 @@ pub struct ReduceLabArgs {
     /// Run in this process (what the watched child does)
     #[arg(long, hide = true)]
     pub in_process: bool,
-    /// CUDA device ordinal
-    #[arg(long, default_value_t = 0)]
+    /// The CUDA device: filled from the global `--device`
+    #[arg(skip)]
     pub device: u32,
 }
 
@@ -284,8 +314,8 @@ pub struct TransposeArgs {
     /// Run in this process (what the watched child does)
     #[arg(long, hide = true)]
     pub in_process: bool,
-    /// CUDA device ordinal
-    #[arg(long, default_value_t = 0)]
+    /// The CUDA device: filled from the global `--device`
+    #[arg(skip)]
     pub device: u32,
 }
 
@@ -314,8 +344,8 @@ pub struct LabArgs {
     /// Folder that receives run-NN/ (created if missing)
     #[arg(long, default_value = "artifacts")]
     pub out: PathBuf,
-    /// CUDA device ordinal
-    #[arg(long, default_value_t = 0)]
+    /// The CUDA device: filled from the global `--device`
+    #[arg(skip)]
     pub device: u32,
     /// Rounds of the repeated benchmark
     #[arg(long, default_value_t = 5)]
@@ -362,8 +392,8 @@ pub struct BenchArgs {
     /// Run in this process (what the watched child does)
     #[arg(long, hide = true)]
     pub in_process: bool,
-    /// CUDA device ordinal
-    #[arg(long, default_value_t = 0)]
+    /// The CUDA device: filled from the global `--device`
+    #[arg(skip)]
     pub device: u32,
 }
 
@@ -393,8 +423,8 @@ pub struct TriadArgs {
     /// Run in this process (what the watched child does)
     #[arg(long, hide = true)]
     pub in_process: bool,
-    /// CUDA device ordinal
-    #[arg(long, default_value_t = 0)]
+    /// The CUDA device: filled from the global `--device`
+    #[arg(skip)]
     pub device: u32,
 }
 
@@ -431,8 +461,8 @@ pub struct RoundsArgs {
     /// hung, and the other blocks still run
     #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
-    /// CUDA device ordinal
-    #[arg(long, default_value_t = 0)]
+    /// The CUDA device: filled from the global `--device`
+    #[arg(skip)]
     pub device: u32,
 }
 
@@ -455,8 +485,8 @@ pub struct CompareArgs {
 
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct EnvArgs {
-    /// CUDA device ordinal
-    #[arg(long, default_value_t = 0)]
+    /// The CUDA device: filled from the global `--device`
+    #[arg(skip)]
     pub device: u32,
     /// Print JSON instead of text
     #[arg(long)]

@@ -426,3 +426,17 @@ fn the_lab_writes_its_plan_and_takes_another_or_refuses_it_in_one_line() {
     }
     assert!(!out.join("run-03").exists());
 }
+
+#[test]
+fn device_is_one_global_option_before_or_after_the_command() {
+    for argv in [
+        ["--device", "3", "bench", "padded"],
+        ["bench", "padded", "--device", "3"],
+    ] {
+        let o = run(&argv);
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{argv:?}: {err}");
+        assert!(!err.contains("unexpected argument"), "{argv:?}: {err}");
+    }
+    assert_arg_error(&["--device", "x", "env"], "invalid value 'x' for '--device");
+}

@@ -24,7 +24,7 @@ use std::process::ExitCode;
 use crate::cli::{Cli, Command};
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    match cli.command {
+    match cli.into_command() {
         Command::Transpose(a) => transpose::run(a),
         Command::Model(a) => model::run(a),
         Command::Lab(a) => lab::run(a),
