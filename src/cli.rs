@@ -19,7 +19,7 @@ a CPU address model. Exit codes: 0 success, 1 runtime or argument error (includi
 CUDA device), 2 a correctness gate failed (including every run of a known-broken variant)."
 )]
 pub struct Cli {
-    /// CUDA device ordinal, for every command (before or after the command's name)
+    /// CUDA device ordinal for the commands that use one, before or after the command's name
     #[arg(long, global = true, default_value_t = 0)]
     pub device: u32,
     #[command(subcommand)]
