@@ -186,12 +186,12 @@ impl ChildCmd {
             echo,
             quiet_prefix: Some(RESULT_TAG),
         };
-        let captured = process::run(&exe, &self.argv(), &opts)
+        let argv = self.argv();
+        let captured = process::run(&exe, &argv, &opts)
             .with_context(|| format!("starting {}", exe.display()))?;
         let stdout = String::from_utf8_lossy(&captured.stdout).into_owned();
         Ok(ChildRun {
-            argv: self
-                .argv()
+            argv: argv
                 .iter()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
