@@ -28,8 +28,8 @@ use crate::cmd::gpu;
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 use klab_core::child::{ChildResult, Verdict};
 use klab_core::registry::{self, Scope};
+use klab_core::sanitize::SanitizedKernel;
 use klab_core::schema::{LabArtifact, LabPlan, LabRecord, LabStep, RoundsSummary};
-use klab_report::data::SanitizedKernel;
 
 #[derive(Debug, Serialize)]
 struct Step {
@@ -698,14 +698,8 @@ fn sanitize_step(lab: &mut Lab, args: &LabArgs, plan: &LabPlan) -> anyhow::Resul
     };
     let caught_by: Vec<String> = kernels_of("sanitize-broken")
         .iter()
-        .flat_map(|k| &k.runs)
-        .filter(|r| {
-            r.report
-                .outcome
-                .as_ref()
-                .is_some_and(|o| o.kind == "found_errors")
-        })
-        .map(|r| r.tool.clone())
+        .flat_map(|k| k.found_by())
+        .map(|t| t.to_string())
         .collect();
     let broken_line = if caught_by.is_empty() {
         "broken: no sanitizer tool reported it".to_string()

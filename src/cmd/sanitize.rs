@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use klab_core::artifact::write_atomic;
-use klab_tools::sanitizer::{self, Options, Outcome, RunRecord, Tool};
-use serde::Serialize;
+use klab_tools::sanitizer::{self, Options, Outcome, SanitizedKernel, Tool};
 
 use crate::child::ChildCmd;
 use crate::cli::{CheckArgs, SanitizeArgs};
@@ -45,15 +44,6 @@ pub fn find_sanitizer(given: Option<&Path>) -> anyhow::Result<PathBuf> {
 pub fn sizes_for(kernel: &Kernel) -> (u64, u64) {
     let e = kernel.decl.elements_per_block[0].max(1);
     (e + 1, 1024u64.max(e) / e * e)
-}
-
-#[derive(Debug, Serialize)]
-struct KernelRuns {
-    kernel: String,
-    known_broken: Option<String>,
-    sizes: (u64, u64),
-    runs: Vec<RunRecord>,
-    verdict: String,
 }
 
 pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
@@ -164,10 +154,10 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
             }
         };
         println!("{}: {verdict}", k.name());
-        all.push(KernelRuns {
+        all.push(SanitizedKernel {
             kernel: k.name(),
             known_broken: k.decl.known_broken.clone(),
-            sizes: (ragged, full),
+            sizes: vec![ragged, full],
             runs,
             verdict,
         });

@@ -82,88 +82,10 @@ pub struct ReceiptEntry {
     pub receipt: Part<Receipt>,
 }
 
-/// One kernel of `sanitize/sanitize.json`.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct SanitizedKernel {
-    /// Kernel name.
-    pub kernel: String,
-    /// Why the kernel is known to be broken, when it is.
-    #[serde(default)]
-    pub known_broken: Option<String>,
-    /// The sizes each tool ran.
-    #[serde(default)]
-    pub sizes: Vec<u64>,
-    /// One run per tool.
-    #[serde(default)]
-    pub runs: Vec<SanitizerRun>,
-    /// The sanitizer's verdict line.
-    #[serde(default)]
-    pub verdict: String,
-}
-
-/// One tool run on one kernel.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct SanitizerRun {
-    /// memcheck, racecheck, synccheck or initcheck.
-    pub tool: String,
-    /// The process's exit status; `None` when killed by a signal.
-    #[serde(default)]
-    pub exit_status: Option<i32>,
-    /// The watchdog killed it.
-    #[serde(default)]
-    pub timed_out: bool,
-    /// The parsed report.
-    #[serde(default)]
-    pub report: SanitizerReport,
-}
-
-/// The parsed report of one run (the fields the report shows).
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct SanitizerReport {
-    /// Findings in report order.
-    #[serde(default)]
-    pub findings: Vec<SanitizerFinding>,
-    /// The tool's own error count.
-    #[serde(default)]
-    pub error_summary: Option<u64>,
-    /// The verdict on the run.
-    #[serde(default)]
-    pub outcome: Option<SanitizerOutcome>,
-}
-
-/// The verdict on one run: `clean`, `found_errors`, `application_failed` (with the exit
-/// status) or `tool_failed` (with the reason).
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct SanitizerOutcome {
-    /// `clean`, `found_errors`, `application_failed` or `tool_failed`.
-    pub kind: String,
-    /// Exit status (`application_failed`).
-    #[serde(default)]
-    pub status: Option<i32>,
-    /// Why the tool failed (`tool_failed`).
-    #[serde(default)]
-    pub reason: Option<String>,
-}
-
-/// One finding (the fields the report shows).
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct SanitizerFinding {
-    /// Finding kind, e.g. `race` or `invalid_global_read`.
-    #[serde(default)]
-    pub kind: String,
-    /// For a race: RAW, WAR or WAW.
-    #[serde(default)]
-    pub hazard: Option<String>,
-    /// `file:line` of the access.
-    #[serde(default)]
-    pub location: Option<String>,
-    /// For a race: `file:line` of the other access.
-    #[serde(default)]
-    pub peer_location: Option<String>,
-    /// Hazards behind a race finding.
-    #[serde(default)]
-    pub count: Option<u64>,
-}
+/// One kernel of `sanitize/sanitize.json` (the type `klab sanitize` writes it with).
+pub use klab_core::sanitize::{
+    Outcome as SanitizerOutcome, RunRecord as SanitizerRun, SanitizedKernel,
+};
 
 /// One row of `resources.csv`.
 #[derive(Debug, Clone, PartialEq)]

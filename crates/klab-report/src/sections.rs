@@ -7,7 +7,9 @@ use klab_core::bound::{Agreement, KernelProfile};
 use klab_core::row::TransposeRow;
 use klab_core::Variant;
 
-use crate::data::{ArtifactStatus, RoundsSummary, RunData, SanitizedKernel, SanitizerRun};
+use crate::data::{
+    ArtifactStatus, RoundsSummary, RunData, SanitizedKernel, SanitizerOutcome, SanitizerRun,
+};
 use crate::document::{Block, Cell, Document, Section, Table, Tone};
 use crate::format;
 use crate::metrics::{self, BandwidthRow, Peaks};
@@ -205,18 +207,17 @@ fn first_finding(r: &SanitizerRun) -> Option<String> {
     let f = r.report.findings.first()?;
     let mut s = String::new();
     if let Some(h) = &f.hazard {
-        s.push_str(h);
-        s.push(' ');
+        s.push_str(&format!("{h} "));
     }
-    s.push_str(&f.kind.replace('_', " "));
+    s.push_str(f.kind.label());
     if let Some(l) = &f.location {
         s.push_str(&format!(" at {l}"));
     }
     if let Some(p) = &f.peer_location {
         s.push_str(&format!(" with {p}"));
     }
-    if let Some(c) = f.count.filter(|c| *c > 1) {
-        s.push_str(&format!(" ({c} hazards)"));
+    if f.count > 1 {
+        s.push_str(&format!(" ({} hazards)", f.count));
     }
     Some(s)
 }
@@ -225,12 +226,9 @@ fn sanitizer_cell(r: &SanitizerRun, broken: bool) -> Cell {
     if r.timed_out {
         return Cell::toned("timed out", Tone::Bad);
     }
-    let Some(o) = &r.report.outcome else {
-        return Cell::toned("no outcome recorded", Tone::Unknown);
-    };
-    match o.kind.as_str() {
-        "clean" => Cell::toned("clean", Tone::Good),
-        "found_errors" => {
+    match &r.report.outcome {
+        SanitizerOutcome::Clean => Cell::toned("clean", Tone::Good),
+        SanitizerOutcome::FoundErrors => {
             let mut text = format!(
                 "found errors: {}",
                 r.report
@@ -243,35 +241,30 @@ fn sanitizer_cell(r: &SanitizerRun, broken: bool) -> Cell {
             }
             Cell::toned(text, if broken { Tone::Good } else { Tone::Bad })
         }
-        "application_failed" => Cell::toned(
-            match o.status.or(r.exit_status) {
+        SanitizerOutcome::ApplicationFailed { status } => Cell::toned(
+            match status.or(r.exit_status) {
                 Some(s) => format!("application failed (exit {s})"),
                 None => "application failed".into(),
             },
             if broken { Tone::Plain } else { Tone::Bad },
         ),
-        "tool_failed" => Cell::toned(
-            format!(
-                "tool failed: {}",
-                o.reason.as_deref().unwrap_or("no reason")
-            ),
-            Tone::Bad,
-        ),
-        other => Cell::toned(other.to_string(), Tone::Unknown),
+        SanitizerOutcome::ToolFailed { reason } => {
+            Cell::toned(format!("tool failed: {reason}"), Tone::Bad)
+        }
     }
 }
 
 fn sanitizer_table(kernels: &[SanitizedKernel]) -> Vec<Block> {
-    let mut tools: Vec<String> = Vec::new();
+    let mut tools = Vec::new();
     for k in kernels {
         for r in &k.runs {
             if !tools.contains(&r.tool) {
-                tools.push(r.tool.clone());
+                tools.push(r.tool);
             }
         }
     }
     let mut columns = vec!["kernel".to_string(), "sizes".to_string()];
-    columns.extend(tools.iter().cloned());
+    columns.extend(tools.iter().map(|t| t.to_string()));
     columns.push("verdict".into());
     let mut t = Table {
         columns,
@@ -294,7 +287,7 @@ fn sanitizer_table(kernels: &[SanitizedKernel]) -> Vec<Block> {
             ),
         ];
         for tool in &tools {
-            row.push(match k.runs.iter().find(|r| &r.tool == tool) {
+            row.push(match k.runs.iter().find(|r| r.tool == *tool) {
                 Some(r) => sanitizer_cell(r, broken),
                 None => Cell::toned("not run", Tone::Unknown),
             });

@@ -51,7 +51,7 @@ fn sanitizer_piece(k: &SanitizedKernel) -> (String, bool) {
     let failing: Vec<&str> = k
         .runs
         .iter()
-        .filter(|r| r.report.outcome.as_ref().map(|o| o.kind.as_str()) != Some("clean"))
+        .filter(|r| !r.report.passes())
         .map(|r| r.tool.as_str())
         .collect();
     if k.runs.is_empty() {

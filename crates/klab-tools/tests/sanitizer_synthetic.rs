@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::Path;
 
 use klab_tools::sanitizer::{
-    argv, parse, FindingKind, Hazard, Options, Outcome, Report, SanitizerError, Tool,
+    argv, parse, FindingKind, Hazard, Options, Outcome, Report, Tool, UnknownTool,
 };
 
 fn p(tool: Tool, text: &str, exit: Option<i32>) -> Report {
@@ -43,7 +43,7 @@ fn tool_names() {
     assert_eq!(Tool::Racecheck.to_string(), "racecheck");
     assert_eq!("MemCheck".parse::<Tool>().unwrap(), Tool::Memcheck);
     let e = "leakcheck".parse::<Tool>().unwrap_err();
-    assert!(matches!(e, SanitizerError::UnknownTool(ref s) if s == "leakcheck"));
+    assert_eq!(e, UnknownTool("leakcheck".into()));
     assert!(e.to_string().contains("leakcheck"));
 }
 

@@ -36,6 +36,7 @@ mod raw;
 mod run;
 pub mod value;
 
+pub(crate) use klab_core::text::one_line;
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -579,13 +580,6 @@ fn status_words(status: &Option<i32>) -> String {
         Some(s) => format!("exit {s}"),
         None => "no exit status".to_string(),
     }
-}
-
-/// Control characters (newlines, tabs) to spaces, so an error stays on one line.
-pub(crate) fn one_line(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
 }
 
 /// The text ncu prints for a counter-permission failure.

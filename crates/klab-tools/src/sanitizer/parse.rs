@@ -113,7 +113,7 @@ fn decide(
 /// before any usage text), clipped.
 fn telling_line(output: &str) -> Option<String> {
     let line = output.lines().map(str::trim).find(|l| !l.is_empty())?;
-    Some(super::first_line_clipped(line, 200))
+    Some(klab_core::text::first_line_clipped(line, 200))
 }
 
 /// One line of output.
@@ -300,14 +300,14 @@ impl State {
         }
         if !l.starts_with("program hit") && TOOL_FAILURE.iter().any(|m| l.contains(m)) {
             if self.tool_failure.is_none() {
-                self.tool_failure = Some(super::one_line(h));
+                self.tool_failure = Some(klab_core::text::one_line(h));
             }
             self.notes.push(b.text());
             return 1;
         }
         if APP_FAILURE.iter().any(|m| l.contains(m)) {
             if self.app_failure.is_none() {
-                self.app_failure = Some(super::one_line(h));
+                self.app_failure = Some(klab_core::text::one_line(h));
             }
             self.notes.push(b.text());
             return 1;
@@ -327,7 +327,7 @@ impl State {
             }
             Some(n) if after_l.starts_with("error") => {
                 self.error_summary = Some(self.error_summary.unwrap_or(0).saturating_add(n));
-                self.summary_lines.push(super::one_line(h));
+                self.summary_lines.push(klab_core::text::one_line(h));
             }
             // A summary this parser cannot read: keep it, count nothing.
             _ => self.notes.push(b.text()),
@@ -336,7 +336,7 @@ impl State {
 
     fn racecheck_summary(&mut self, h: &str, rest: &str, next: Option<&Block<'_>>) -> usize {
         let (displayed, after) = leading_number(rest.trim());
-        let mut line = super::one_line(h);
+        let mut line = klab_core::text::one_line(h);
         let mut counts = paren_counts(after);
         let mut used = 1;
         if counts.is_none() {
