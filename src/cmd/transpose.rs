@@ -1,12 +1,14 @@
-//! `klab transpose <variant|all> <N> <reps>`: the transpose lab's harness. The kernels run
+//! `klab transpose <variant|all> <N> <reps>`: the transpose lab's harness, a formatter over
+//! the timing engine with a batch timer (`klab_core::row::transpose_row`). The kernels run
 //! in a child (`--in-process`) under the watchdog; its CSV is relayed as it comes.
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use klab_core::harness::TransposeHarness;
-use klab_core::row::CSV_HEADER;
+use klab_core::ops::transpose::InputPattern;
+use klab_core::row::{self, CSV_HEADER};
+use klab_core::workload::TransposeWorkload;
 use klab_core::Variant;
 
 use crate::child::{self, ChildCmd};
@@ -81,10 +83,12 @@ pub fn run(args: TransposeArgs) -> anyhow::Result<ExitCode> {
             "compiled now"
         }
     );
-    let mut harness = TransposeHarness::prepare(&mut backend, n)?;
+    // Refused before the header: a size the device cannot launch or hold prints nothing.
+    let first = TransposeWorkload::new(selection[0], n)?;
+    row::precheck(&mut backend, &first)?;
     eprintln!(
-        "klab transpose: N={n}, reps={reps}; input: {}; output poisoned with 0xff bytes before each validation",
-        harness.input_pattern().describe(n)
+        "klab transpose: N={n}, reps={reps}; input: {}; output poisoned (0xff bytes, then 0x7f) before each validation",
+        InputPattern::for_n(n).describe(n)
     );
 
     let stdout = std::io::stdout();
@@ -93,9 +97,12 @@ pub fn run(args: TransposeArgs) -> anyhow::Result<ExitCode> {
     out.flush()?;
     let mut failed = false;
     for v in selection {
-        let report = harness.run(v, reps, &mut |line| eprintln!("klab transpose: {line}"))?;
-        failed |= !report.row.correct;
-        writeln!(out, "{}", report.row.to_csv())?;
+        let workload = first.with_variant(v)?;
+        let row = row::transpose_row(&mut backend, &workload, reps, &mut |line| {
+            eprintln!("klab transpose: {line}")
+        })?;
+        failed |= !row.correct;
+        writeln!(out, "{}", row.to_csv())?;
         out.flush()?;
     }
     Ok(if failed {

@@ -1,7 +1,7 @@
 //! klab-core: everything klab knows that needs no GPU.
 //!
 //! Operations as contracts (inputs, oracle, verification rule, useful bytes), the
-//! launch-plan rules, the harness logic written against a narrow backend interface,
+//! launch-plan rules, the timing engine written against a narrow backend interface,
 //! statistics, artifact writing, and the CPU address model. No module here calls a GPU;
 //! the CUDA runtime lives in `klab-cuda`.
 
@@ -15,7 +15,6 @@ pub mod compare;
 pub mod csv;
 pub mod device;
 pub mod gpustate;
-pub mod harness;
 pub mod manifest;
 pub mod model;
 pub mod ops;

@@ -240,7 +240,7 @@ mod tests {
                 correct: ms.is_some(),
                 mismatches: if ms.is_some() { 0 } else { 3 },
                 max_abs_error: if ms.is_some() { 0.0 } else { f64::INFINITY },
-                timing: ms.map(|m| BatchTiming::from_interval(m, 1, 134_217_728)),
+                timing: ms.map(|m| BatchTiming::from_mean_us(m * 1e3, 134_217_728)),
             },
         }
     }

@@ -1,6 +1,16 @@
-//! The transpose harness's CSV row (seed 000's contract), written and read back.
+//! `klab transpose`'s CSV row (the transpose lab's contract), written and read back, and
+//! [`transpose_row`], which measures one variant for it through the timing engine.
 
 use serde::Serialize;
+
+use crate::backend::Backend;
+use crate::gpustate::GpuState;
+use crate::samples::{Regime, Timer};
+use crate::timing::{self, Outcome, TimingConfig, TimingError, WarmupPolicy};
+use crate::workload::{CheckOutcome, TransposeWorkload, Workload};
+
+/// Warmup launches before the timed batch (the transpose lab's harness).
+pub const BATCH_WARMUP_LAUNCHES: u64 = 5;
 
 /// Header printed once per `klab transpose` invocation.
 pub const CSV_HEADER: &str = "variant,correct,mismatches,max_abs_error,average_ms,effective_gb_s";
@@ -15,11 +25,11 @@ pub struct BatchTiming {
 }
 
 impl BatchTiming {
-    pub fn from_interval(total_ms: f64, reps: u32, useful_bytes: u64) -> BatchTiming {
-        let average_ms = total_ms / f64::from(reps.max(1));
+    /// From the batch's mean time per launch, in microseconds.
+    pub fn from_mean_us(mean_us: f64, useful_bytes: u64) -> BatchTiming {
         BatchTiming {
-            average_ms,
-            effective_gb_s: crate::stats::gb_per_s(useful_bytes, average_ms * 1e3),
+            average_ms: mean_us / 1e3,
+            effective_gb_s: crate::stats::gb_per_s(useful_bytes, mean_us),
         }
     }
 }
@@ -106,6 +116,112 @@ impl TransposeRow {
     }
 }
 
+/// How `klab transpose` times a variant: one slot (the same buffers throughout), five warmup
+/// launches, then one sample of `reps` launches between one event pair.
+pub fn batch_config(reps: u32) -> TimingConfig {
+    TimingConfig {
+        timer: Timer::Batch { launches: reps },
+        regime: Regime::SameBuffer,
+        samples: 1,
+        warmup: WarmupPolicy::Count {
+            launches: BATCH_WARMUP_LAUNCHES,
+        },
+    }
+}
+
+/// What can be refused before any output: the launch plan against the device's limits and
+/// one slot against free device memory (the same checks [`timing::measure`] makes).
+pub fn precheck<B: Backend>(
+    backend: &mut B,
+    workload: &TransposeWorkload,
+) -> Result<(), TimingError> {
+    crate::plan::validate(&workload.plan(), backend.limits(), None, false)?;
+    let free = backend.free_memory_bytes()?;
+    if workload.slot_bytes() > free {
+        return Err(TimingError::Config(format!(
+            "N = {} needs {} bytes of device memory for input and output; {free} bytes are free",
+            workload.n,
+            workload.slot_bytes()
+        )));
+    }
+    Ok(())
+}
+
+/// One variant through the timing engine with [`batch_config`]: a poisoned validation (a
+/// failure or a known-broken variant stops there, untimed), warmup, the timed batch, the
+/// output as the batch left it, and a second poisoned validation. Any failed check makes
+/// the row incorrect, with that check's mismatches and no timing. `log` gets stderr lines.
+pub fn transpose_row<B: Backend>(
+    backend: &mut B,
+    workload: &TransposeWorkload,
+    reps: u32,
+    log: &mut dyn FnMut(String),
+) -> Result<TransposeRow, TimingError> {
+    let name = workload.decl.name.clone();
+    let kernel = backend.kernel(workload.entry())?;
+    log(format!(
+        "{name}: {}; {}",
+        workload.plan().describe(),
+        backend.resources(&kernel).describe()
+    ));
+    let failed = |check: &CheckOutcome| TransposeRow {
+        variant: name.clone(),
+        correct: false,
+        mismatches: check.failures,
+        max_abs_error: check.max_abs,
+        timing: None,
+    };
+    let outcome = timing::measure(
+        backend,
+        workload,
+        &kernel,
+        &batch_config(reps),
+        &name,
+        &mut GpuState::default,
+    )?;
+    let m = match outcome {
+        Outcome::Rejected {
+            before,
+            known_broken,
+        } => {
+            if let Some(f) = &before.first_failure {
+                log(format!(
+                    "{name}: validation before warmup: {} mismatches; first at {f}",
+                    before.failures
+                ));
+            }
+            if known_broken {
+                log(format!(
+                    "{name}: known-broken variant: rejected whatever its output ({} mismatches this run) and never timed",
+                    before.failures
+                ));
+            }
+            return Ok(failed(&before));
+        }
+        Outcome::Measured(m) => m,
+    };
+    let checks = m.after_timing.iter().map(|c| ("output after timing", c));
+    let checks = checks.chain([("validation after timing", &m.revalidation)]);
+    for (what, check) in checks {
+        if !check.passed() {
+            log(format!(
+                "{name}: {what}: {} mismatches; first at {}",
+                check.failures,
+                check.first_failure.as_deref().unwrap_or("?")
+            ));
+            return Ok(failed(check));
+        }
+    }
+    let batch_us = m.samples.first().map(|s| s.elapsed_us).unwrap_or(f64::NAN);
+    Ok(TransposeRow {
+        variant: name,
+        correct: true,
+        mismatches: 0,
+        max_abs_error: 0.0,
+        timing: Some(BatchTiming::from_mean_us(batch_us, workload.useful_bytes())),
+    })
+}
+
 /// A CSV line that is not a transpose row.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("not a transpose row: {0}")]
@@ -126,6 +242,222 @@ pub fn parse_csv(text: &str) -> Result<Vec<TransposeRow>, RowError> {
 mod tests {
     use super::*;
 
+    use crate::backend::host::{Call, HostBackend};
+    use crate::ops::transpose::POISON_WORD;
+    use crate::Variant;
+
+    fn transpose(out: &mut [u32], input: &[u32], n: u64, _: u64) {
+        for r in 0..n {
+            for c in 0..n {
+                out[(c * n + r) as usize] = input[(r * n + c) as usize];
+            }
+        }
+    }
+    fn copy(out: &mut [u32], input: &[u32], _: u64, _: u64) {
+        out.copy_from_slice(input);
+    }
+    /// Writes every element except the last row: correct only if the buffer was stale.
+    fn skips_last_row(out: &mut [u32], input: &[u32], n: u64, _: u64) {
+        for r in 0..n {
+            for c in 0..n - 1 {
+                out[(c * n + r) as usize] = input[(r * n + c) as usize];
+            }
+        }
+    }
+    /// Correct on the first launch only (a kernel whose later launches go wrong).
+    fn decays(out: &mut [u32], input: &[u32], n: u64, launch: u64) {
+        transpose(out, input, n, launch);
+        if launch > 0 {
+            out[0] = 0x8000_0000; // -0.0 where +0.0 belongs
+        }
+    }
+
+    fn backend() -> HostBackend {
+        HostBackend::new()
+            .with_kernel("transpose_copy", copy)
+            .with_kernel("transpose_naive", transpose)
+            .with_kernel("transpose_tiled", transpose)
+            .with_kernel("transpose_padded", skips_last_row)
+            .with_kernel("transpose_broken", transpose)
+    }
+
+    fn row(b: &mut HostBackend, n: u64, v: Variant, log: &mut Vec<String>) -> TransposeRow {
+        let w = TransposeWorkload::new(v, n).unwrap();
+        transpose_row(b, &w, 10, &mut |l| log.push(l)).unwrap()
+    }
+
+    #[test]
+    fn a_correct_variant_is_validated_warmed_timed_once_checked_and_revalidated() {
+        let mut b = backend();
+        let r = row(&mut b, 33, Variant::Naive, &mut Vec::new());
+        assert!(r.correct);
+        // The host backend's event pair measures 0.01 ms per launch.
+        let t = r.timing.unwrap();
+        assert!((t.average_ms - 0.01).abs() < 1e-12, "{t:?}");
+        let launch = || Call::Launch("transpose_naive".into());
+        let fill = |byte| Call::Fill { buffer: 1, byte };
+        // Allocation and upload; a 0xff-poisoned validation; 5 warmups; one timed batch of
+        // 10; the output as the batch left it; a 0x7f-poisoned validation.
+        let mut want = vec![
+            Call::Alloc(33 * 33),
+            Call::Upload(0),
+            Call::Alloc(33 * 33),
+            fill(0xff),
+            fill(0xff),
+            launch(),
+            Call::Synchronize,
+            Call::Download(1),
+        ];
+        want.extend(std::iter::repeat_n(launch(), 5));
+        want.push(Call::Synchronize);
+        want.push(Call::EventStart);
+        want.extend(std::iter::repeat_n(launch(), 10));
+        want.extend([Call::EventStop, Call::Synchronize, Call::Download(1)]);
+        want.extend([fill(0x7f), launch(), Call::Synchronize, Call::Download(1)]);
+        assert_eq!(b.calls, want);
+    }
+
+    #[test]
+    fn poison_exposes_a_store_that_only_a_stale_buffer_would_hide() {
+        let mut b = backend();
+        let w = TransposeWorkload::new(Variant::Naive, 33).unwrap();
+        assert!(transpose_row(&mut b, &w, 1, &mut |_| {}).unwrap().correct);
+        let mut lines = Vec::new();
+        let padded = w.with_variant(Variant::Padded).unwrap();
+        let r = transpose_row(&mut b, &padded, 1, &mut |l| lines.push(l)).unwrap();
+        assert!(!r.correct);
+        assert_eq!(r.mismatches, 33);
+        assert_eq!(r.max_abs_error, f64::INFINITY);
+        assert!(r.timing.is_none());
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("validation before warmup: 33 mismatches")
+                    && l.contains("(row 32, col 0)")
+                    && l.contains(&format!("{POISON_WORD:#010x}"))),
+            "{lines:?}"
+        );
+        assert!(
+            !b.calls.iter().any(|c| matches!(c, Call::EventStart)) || {
+                // naive was timed; padded never was.
+                b.calls
+                    .iter()
+                    .filter(|c| matches!(c, Call::EventStart))
+                    .count()
+                    == 1
+            }
+        );
+    }
+
+    #[test]
+    fn broken_is_rejected_and_never_timed_even_when_its_output_is_right() {
+        let mut b = backend();
+        let mut lines = Vec::new();
+        let r = row(&mut b, 65, Variant::Broken, &mut lines);
+        assert!(!r.correct);
+        assert_eq!(r.mismatches, 0, "this stand-in happens to be right");
+        assert!(r.timing.is_none());
+        assert_eq!(r.to_csv(), "broken,false,0,0,,");
+        assert!(!b.calls.iter().any(|c| matches!(c, Call::EventStart)));
+        let launches = b
+            .calls
+            .iter()
+            .filter(|c| matches!(c, Call::Launch(_)))
+            .count();
+        assert_eq!(launches, 1, "one validation launch, no warmup");
+        assert!(
+            lines.iter().any(|l| l.contains("known-broken")),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn copy_is_verified_as_a_copy_and_a_transpose_is_not_a_copy() {
+        let mut b = backend().with_kernel("transpose_copy", transpose);
+        let r = row(&mut b, 7, Variant::Copy, &mut Vec::new());
+        assert!(!r.correct);
+        assert_eq!(r.mismatches, 42);
+        let mut b = backend();
+        assert!(row(&mut b, 7, Variant::Copy, &mut Vec::new()).correct);
+    }
+
+    #[test]
+    fn a_failure_after_timing_suppresses_the_timing() {
+        let mut b = backend().with_kernel("transpose_tiled", decays);
+        let mut lines = Vec::new();
+        let r = row(&mut b, 32, Variant::Tiled, &mut lines);
+        assert!(!r.correct && r.timing.is_none());
+        assert_eq!(r.to_csv(), "tiled,false,1,0,,");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("output after timing: 1 mismatches")),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn memory_and_plan_limits_are_errors_not_verdicts() {
+        let mut b = backend().with_free_bytes(1000);
+        let w = TransposeWorkload::new(Variant::Naive, 100).unwrap();
+        let e = transpose_row(&mut b, &w, 1, &mut |_| {}).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("80000 bytes of device memory; 1000 bytes are free"),
+            "{e}"
+        );
+        assert!(
+            !b.calls.iter().any(|c| matches!(c, Call::Alloc(_))),
+            "nothing allocated"
+        );
+        // 65535 * 32 + 1 needs 65536 blocks in y, one more than the device allows.
+        let mut b = backend();
+        let w = TransposeWorkload::new(Variant::Naive, 65_535 * 32 + 1).unwrap();
+        let e = transpose_row(&mut b, &w, 1, &mut |_| {}).unwrap_err();
+        assert!(matches!(e, TimingError::Plan(_)), "{e}");
+        assert!(e.to_string().contains("MAX_GRID_DIM_Y"), "{e}");
+        assert!(b.calls.is_empty(), "nothing allocated");
+        assert!(TransposeWorkload::new(Variant::Naive, u64::MAX).is_err());
+    }
+
+    #[test]
+    fn precheck_refuses_what_measure_would_before_any_output() {
+        let mut b = backend().with_free_bytes(1000);
+        let w = TransposeWorkload::new(Variant::Naive, 100).unwrap();
+        let e = precheck(&mut b, &w).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "N = 100 needs 80000 bytes of device memory for input and output; 1000 bytes are free"
+        );
+        let w = TransposeWorkload::new(Variant::Naive, 65_535 * 32 + 1).unwrap();
+        assert!(matches!(
+            precheck(&mut backend(), &w),
+            Err(TimingError::Plan(_))
+        ));
+        assert!(precheck(
+            &mut backend(),
+            &TransposeWorkload::new(Variant::Naive, 64).unwrap()
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn a_missing_kernel_is_an_error() {
+        let mut b = HostBackend::new();
+        let w = TransposeWorkload::new(Variant::Copy, 4).unwrap();
+        assert!(transpose_row(&mut b, &w, 1, &mut |_| {}).is_err());
+    }
+
+    #[test]
+    fn variants_share_one_input() {
+        let w = TransposeWorkload::new(Variant::Naive, 5).unwrap();
+        let mut b = backend();
+        transpose_row(&mut b, &w, 1, &mut |_| {}).unwrap();
+        let p = w.with_variant(Variant::Tiled).unwrap();
+        assert_eq!(p.decl.name, "tiled");
+        assert!(transpose_row(&mut b, &p, 1, &mut |_| {}).unwrap().correct);
+    }
+
     #[test]
     fn rows_round_trip_and_failures_have_no_timing() {
         let ok = TransposeRow {
@@ -133,7 +465,7 @@ mod tests {
             correct: true,
             mismatches: 0,
             max_abs_error: 0.0,
-            timing: Some(BatchTiming::from_interval(3.96, 100, 134_217_728)),
+            timing: Some(BatchTiming::from_mean_us(39.6, 134_217_728)),
         };
         assert_eq!(ok.to_csv(), "padded,true,0,0,0.039600,3389.34");
         let bad = TransposeRow {
@@ -167,7 +499,7 @@ mod tests {
     #[test]
     fn effective_bandwidth_is_useful_bytes_over_average_time() {
         // Seed 000: 134,217,728 bytes in 0.250 ms is 536.9 GB/s.
-        let t = BatchTiming::from_interval(25.0, 100, 134_217_728);
+        let t = BatchTiming::from_mean_us(250.0, 134_217_728);
         assert!((t.average_ms - 0.25).abs() < 1e-12);
         assert!((t.effective_gb_s - 536.870912).abs() < 1e-6);
     }

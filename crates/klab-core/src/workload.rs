@@ -133,8 +133,9 @@ pub trait Workload {
 pub struct TransposeWorkload {
     pub decl: KernelDecl,
     pub n: u64,
-    /// Generated on first use, so describing a workload costs nothing.
-    input: std::sync::OnceLock<Vec<u32>>,
+    /// Generated on first use, so describing a workload costs nothing; shared by the
+    /// workloads [`TransposeWorkload::with_decl`] makes.
+    input: std::sync::Arc<std::sync::OnceLock<Vec<u32>>>,
     /// The host copy of the output that checks download into, kept between checks: a
     /// fresh 1 GiB buffer per check (N = 16384) costs more in page faults than the copy.
     readback: std::sync::Arc<std::sync::Mutex<Vec<u32>>>,
@@ -162,9 +163,23 @@ impl TransposeWorkload {
         Ok(TransposeWorkload {
             decl,
             n,
-            input: std::sync::OnceLock::new(),
+            input: Default::default(),
             readback: Default::default(),
         })
+    }
+
+    /// A built-in variant at the same N over the same host input (see [`Self::with_decl`]).
+    pub fn with_variant(&self, variant: Variant) -> Result<TransposeWorkload, BackendError> {
+        self.with_decl(builtin_decl(variant.name()))
+    }
+
+    /// Another kernel at the same N over the same host input and readback buffer, so a
+    /// command that runs several variants generates the input once.
+    pub fn with_decl(&self, decl: KernelDecl) -> Result<TransposeWorkload, BackendError> {
+        let mut w = Self::from_decl(decl, self.n)?;
+        w.input = self.input.clone();
+        w.readback = self.readback.clone();
+        Ok(w)
     }
 
     fn input(&self) -> Result<&[u32], BackendError> {
