@@ -172,7 +172,9 @@ fn lab_without_a_gpu_runs_the_cpu_gates_and_says_what_it_skipped() {
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(
-        err.contains("skipped gates: ladder, benchmark, rounds, receipts, engine-rounds, summary"),
+        err.contains(
+            "skipped gates: ladder, benchmark, receipts, rounds, sanitize, profile, ceilings"
+        ),
         "{err}"
     );
     let run1 = out.join("run-01");
@@ -372,7 +374,7 @@ fn the_lab_writes_its_plan_and_takes_another_or_refuses_it_in_one_line() {
     let written: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(out.join("run-02/plan.json")).unwrap()).unwrap();
     assert_eq!(written, mine);
-    // A stray field, a variant the harness does not have, or a zero size: one line, exit 1,
+    // A stray field, a kernel that is not in the registry, or a zero size: one line, exit 1,
     // and no run folder.
     for (edit, needle) in [
         (("ladders", serde_json::json!([1])), "unknown field"),
@@ -381,8 +383,11 @@ fn the_lab_writes_its_plan_and_takes_another_or_refuses_it_in_one_line() {
             "'fastest'",
         ),
         (
-            ("round_variants", serde_json::json!(["naive", "copy"])),
-            "must start with copy",
+            (
+                "round_variants",
+                serde_json::json!(["copy", "mut_wild_store"]),
+            ),
+            "only 'klab audit'",
         ),
         (("ladder", serde_json::json!([0])), "at least 1"),
         (("ladder", serde_json::json!([4294967296u64])), "at most"),
@@ -399,7 +404,7 @@ fn the_lab_writes_its_plan_and_takes_another_or_refuses_it_in_one_line() {
         ),
         (
             ("rounds_baseline", serde_json::json!("padded2")),
-            "not one of round_variants",
+            "'padded2' is not one of round_variants",
         ),
         (
             ("receipt_kernels", serde_json::json!(["nosuch"])),
@@ -411,7 +416,7 @@ fn the_lab_writes_its_plan_and_takes_another_or_refuses_it_in_one_line() {
         ),
         (
             ("ceiling_baseline", serde_json::json!("qq")),
-            "not one of ceiling_kernels",
+            "'qq' is not one of ceiling_kernels",
         ),
         (("sanitize_tools", serde_json::json!(",")), "names no tool"),
     ] {

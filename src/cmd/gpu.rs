@@ -1,23 +1,12 @@
 //! Opening the device and building the transpose module: shared by the GPU commands.
 
-use klab_core::builtin;
 use klab_cuda::device::Device;
 use klab_cuda::gpu::CudaBackend;
 use klab_cuda::nvrtc::{self, Cache, CompileSpec, Compiled};
 
-/// The compile request for the built-in transpose kernels.
-pub fn transpose_spec(arch: &str) -> CompileSpec {
-    CompileSpec {
-        program: builtin::TRANSPOSE_PROGRAM.to_string(),
-        source: builtin::TRANSPOSE_SOURCE.to_string(),
-        arch: arch.to_string(),
-        extra_options: Vec::new(),
-    }
-}
-
 /// Compile (or fetch from the cache) and report cache notes on stderr.
 pub fn compile(arch: &str) -> anyhow::Result<Compiled> {
-    let compiled = nvrtc::compile(&transpose_spec(arch), &Cache::from_env())?;
+    let compiled = nvrtc::compile(&CompileSpec::transpose_lab(arch), &Cache::from_env())?;
     for note in &compiled.notes {
         eprintln!("klab: {note}");
     }

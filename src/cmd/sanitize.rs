@@ -19,24 +19,7 @@ use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 
 /// The compute-sanitizer binary: `--sanitizer`, else PATH, else the toolkit's usual place.
 pub fn find_sanitizer(given: Option<&Path>) -> anyhow::Result<PathBuf> {
-    if let Some(p) = given {
-        return Ok(p.to_path_buf());
-    }
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("compute-sanitizer"))
-            .find(|p| p.is_file())
-    });
-    on_path
-        .or_else(|| {
-            [
-                "/usr/local/cuda/bin/compute-sanitizer",
-                "/usr/local/cuda/compute-sanitizer/compute-sanitizer",
-            ]
-            .iter()
-            .map(PathBuf::from)
-            .find(|p| p.is_file())
-        })
+    sanitizer::locate(given)
         .context("compute-sanitizer not found (put it on PATH or pass --sanitizer PATH)")
 }
 

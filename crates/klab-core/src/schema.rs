@@ -153,6 +153,10 @@ pub struct LabStep {
     /// Artifacts the step wrote, relative to the run folder.
     #[serde(default)]
     pub artifacts: Vec<String>,
+    /// What the step needs from the machine (`gpu`, `nvrtc`, `kernels`, `sanitizer`,
+    /// `ncu`, `cublas`); a step whose needs were not met is `skipped`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub needs: Vec<String>,
 }
 
 /// One hashed artifact listed in `lab.json`.
@@ -266,11 +270,10 @@ pub struct LabPlan {
     /// The benchmark's matrix edge and timed launches per batch.
     pub bench_n: u64,
     pub bench_reps: u32,
-    /// The transpose lab's variants in the repeated rounds (odd-round order; even rounds
-    /// reverse it), the receipts step and the engine rounds; the first is the copy the
-    /// others' "% of copy" divides by.
+    /// The kernels of the rounds step at `bench_n` (in order, then reversed, within each
+    /// round) and of the receipts step; rates are shares of the fastest copy among them.
     pub round_variants: Vec<String>,
-    /// The engine rounds' baseline.
+    /// The rounds step's baseline (one of `round_variants`).
     pub rounds_baseline: String,
     /// Further kernels the receipts step benches at their own default size.
     pub receipt_kernels: Vec<String>,
@@ -330,6 +333,7 @@ mod tests {
                 status: "ran".into(),
                 detail: "ok".into(),
                 artifacts: vec!["model.txt".into()],
+                needs: vec!["gpu".into()],
             }],
             artifacts: vec![LabArtifact {
                 path: "model.txt".into(),

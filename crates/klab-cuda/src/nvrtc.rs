@@ -46,6 +46,16 @@ pub struct CompileSpec {
 }
 
 impl CompileSpec {
+    /// The transpose lab's built-in kernels (`kernels/transpose.cu`) for `arch`.
+    pub fn transpose_lab(arch: &str) -> CompileSpec {
+        CompileSpec {
+            program: klab_core::builtin::TRANSPOSE_PROGRAM.to_string(),
+            source: klab_core::builtin::TRANSPOSE_SOURCE.to_string(),
+            arch: arch.to_string(),
+            extra_options: Vec::new(),
+        }
+    }
+
     pub fn options(&self) -> Vec<String> {
         let mut o = vec![format!("--gpu-architecture={}", self.arch)];
         o.extend(BASE_OPTIONS.iter().map(|s| s.to_string()));

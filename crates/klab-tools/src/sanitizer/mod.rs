@@ -56,6 +56,28 @@ pub use klab_core::sanitize::{
 pub use parse::parse;
 pub use run::run;
 
+/// The compute-sanitizer binary: `explicit` if given, else the first on PATH, else the
+/// toolkit's usual places.
+pub fn locate(explicit: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = explicit {
+        return Some(p.to_path_buf());
+    }
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("compute-sanitizer"))
+            .find(|p| p.is_file())
+    });
+    on_path.or_else(|| {
+        [
+            "/usr/local/cuda/bin/compute-sanitizer",
+            "/usr/local/cuda/compute-sanitizer/compute-sanitizer",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+    })
+}
+
 /// Command-line options. Every one is written out explicitly by [`argv`], so a saved command
 /// line says what was checked without relying on the tool's defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

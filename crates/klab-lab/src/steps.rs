@@ -1,0 +1,596 @@
+//! The steps of [`crate::STEPS`]. Each writes its artifacts into the run folder and ends
+//! with exactly one [`Lab::step`] record; verdicts come from the files and result lines
+//! the children write, never from their prose.
+
+use std::path::Path;
+use std::time::Duration;
+
+use klab_core::artifact::{sha256_file, sha256_hex};
+use klab_core::backend::Backend;
+use klab_core::child::{ChildResult, Verdict};
+use klab_core::device::{resources_csv, KernelResources};
+use klab_core::model::{ModelParams, ModelReport};
+use klab_core::row::{self, TransposeRow};
+use klab_core::sanitize::SanitizedKernel;
+use klab_core::schema::RoundsSummary;
+use klab_core::{builtin, Variant};
+use klab_cuda::device::Device;
+use klab_cuda::gpu::CudaBackend;
+use klab_cuda::nvrtc::{self, Cache, CompileSpec, Compiled};
+use klab_cuda::probe;
+
+use crate::{files_under, Child, Lab, LabError, Status};
+
+/// Samples per `klab bench` receipt and per rounds block.
+const BENCH_SAMPLES: u32 = 200;
+const ROUNDS_SAMPLES: u32 = 100;
+/// How long `nvidia-smi` may take.
+const SMI_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Rows a gate must reject: a known-broken variant passing would be the failure.
+fn unexpected(rows: &[TransposeRow]) -> Vec<String> {
+    rows.iter()
+        .filter_map(|r| {
+            let broken = r
+                .variant
+                .parse::<Variant>()
+                .map(|v| v.known_broken())
+                .unwrap_or(false);
+            match (broken, r.correct) {
+                (false, false) => Some(format!(
+                    "{} failed ({} mismatches)",
+                    r.variant, r.mismatches
+                )),
+                (true, true) => Some(format!("{} was accepted", r.variant)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// `error` when something could not run, else `failed` when a gate failed, else `ran`.
+fn gate(lab: &mut Lab<'_>, problems: &[String], errors: &[String], a: Vec<String>, ok: String) {
+    if !errors.is_empty() {
+        lab.step(Status::Error, errors.join("; "), a);
+    } else if !problems.is_empty() {
+        lab.step(Status::Failed, problems.join("; "), a);
+    } else {
+        lab.step(Status::Ran, ok, a);
+    }
+}
+
+/// The environment, the plan, hashes of the source and the binary, nvidia-smi.
+pub(crate) fn environment(lab: &mut Lab<'_>) -> Result<(), LabError> {
+    let exe = lab.opts.klab_binary.clone();
+    let env = serde_json::json!({
+        "klab_version": env!("CARGO_PKG_VERSION"),
+        "klab_binary": exe.display().to_string(),
+        "driver_loadable": probe::driver_present(),
+        "nvrtc_version": nvrtc::version().ok(),
+        "device": lab.machine.device.as_ref().ok(),
+        "device_error": lab.machine.device.as_ref().err(),
+        "os": std::env::consts::OS,
+        "arch": std::env::consts::ARCH,
+    });
+    let mut a = vec![
+        lab.write("environment.json", pretty(&env))?,
+        // What the steps below run, written before any of them.
+        lab.write("plan.json", pretty(lab.plan()))?,
+    ];
+    let binary_sha = sha256_file(&exe).map_err(|source| LabError::Read {
+        path: exe.clone(),
+        source,
+    })?;
+    a.push(lab.write(
+        "source.sha256",
+        format!(
+            "{}  {}\n{binary_sha}  klab (binary, {})\n",
+            sha256_hex(builtin::TRANSPOSE_SOURCE.as_bytes()),
+            builtin::TRANSPOSE_PATH,
+            exe.display()
+        ),
+    )?);
+    let mut smi = String::new();
+    for args in [&["-L"][..], &[]] {
+        let argv: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+        let shown = std::iter::once("nvidia-smi").chain(args.iter().copied());
+        smi.push_str(&format!("$ {}\n", shown.collect::<Vec<_>>().join(" ")));
+        match klab_tools::process::run_captured(Path::new("nvidia-smi"), &argv, SMI_TIMEOUT) {
+            Ok(c) if c.timed_out => smi.push_str("(timed out)\n"),
+            Ok(c) => smi.push_str(&format!("{}\n", String::from_utf8_lossy(&c.stdout))),
+            Err(e) => smi.push_str(&format!("(not available: {e})\n")),
+        }
+    }
+    a.push(lab.write("nvidia-smi.txt", smi)?);
+    let detail = match &lab.machine.device {
+        Ok(f) => f.describe(),
+        Err(e) => format!("no GPU: {e}"),
+    };
+    lab.step(Status::Ran, detail, a);
+    Ok(())
+}
+
+/// Pretty JSON and a newline: the artifacts' form.
+fn pretty<T: serde::Serialize + ?Sized>(v: &T) -> String {
+    serde_json::to_string_pretty(v).expect("plain data serialises") + "\n"
+}
+
+/// The CPU address model.
+pub(crate) fn model(lab: &mut Lab<'_>) -> Result<(), LabError> {
+    match ModelReport::build(ModelParams::default()) {
+        Ok(report) => {
+            let a = vec![
+                lab.write("model.txt", report.render_text())?,
+                lab.write("model.json", pretty(&report))?,
+            ];
+            if report.coverage_ok() {
+                lab.step(Status::Ran, "tiled mapping proven for the ladder and 4096; banks, sectors and per-variant predictions written".into(), a);
+            } else {
+                lab.step(
+                    Status::Failed,
+                    "the tiled mapping proof failed; see model.txt".into(),
+                    a,
+                );
+            }
+        }
+        Err(e) => lab.step(Status::Error, e.to_string(), vec![]),
+    }
+    Ok(())
+}
+
+/// NVRTC compile and the resource report (from the loaded module when there is a device,
+/// else from the ptxas log).
+pub(crate) fn build(lab: &mut Lab<'_>) -> Result<(), LabError> {
+    let arch = match &lab.machine.device {
+        Ok(f) => f.arch(),
+        Err(_) => nvrtc::DEFAULT_ARCH.to_string(),
+    };
+    let c = match nvrtc::compile(&CompileSpec::transpose_lab(&arch), &Cache::from_env()) {
+        Ok(c) => c,
+        Err(e) => {
+            lab.step(Status::Error, e.to_string(), vec![]);
+            return Ok(());
+        }
+    };
+    for note in &c.notes {
+        lab.launcher.note(&format!("klab: {note}"));
+    }
+    let mut a = vec![lab.write(
+        "build.txt",
+        format!(
+            "program: {} (source sha256 {})\narch: {}\noptions: {}\nNVRTC: {}\ncache: {}\ncompile ms: {:.1}\n\n{}\n",
+            c.program,
+            c.source_sha256,
+            c.arch,
+            c.options.join(" "),
+            c.nvrtc_version,
+            if c.from_cache { "hit" } else { "compiled now" },
+            c.compile_ms,
+            c.log.trim_end()
+        ),
+    )?];
+    let (resources, source) = if lab.machine.device.is_ok() {
+        match resource_report(lab.opts.device, &c) {
+            Ok(r) => (r, "function attributes of the loaded module"),
+            Err(e) => {
+                lab.step(Status::Error, e, a);
+                return Ok(());
+            }
+        }
+    } else {
+        (c.ptxas_resources(), "ptxas log (no device)")
+    };
+    a.push(lab.write("resources.csv", resources_csv(&resources))?);
+    let summary: Vec<String> = resources
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}r/{}B smem/{}B local",
+                r.kernel, r.registers, r.static_shared_bytes, r.local_bytes
+            )
+        })
+        .collect();
+    lab.built = true;
+    lab.step(
+        Status::Ran,
+        format!(
+            "{} for {arch} ({source}): {}",
+            c.program,
+            summary.join(", ")
+        ),
+        a,
+    );
+    Ok(())
+}
+
+/// Resources from the driver: load the module and read each kernel's attributes.
+fn resource_report(ordinal: u32, compiled: &Compiled) -> Result<Vec<KernelResources>, String> {
+    let device = Device::open(ordinal).map_err(|e| e.to_string())?;
+    let mut backend = CudaBackend::new(device, compiled).map_err(|e| e.to_string())?;
+    Variant::ALL
+        .iter()
+        .map(|v| {
+            let k = backend.kernel(v.entry()).map_err(|e| e.to_string())?;
+            Ok(backend.resources(&k))
+        })
+        .collect()
+}
+
+fn transpose(selection: &str, n: u64, reps: u32) -> Child {
+    Child::Transpose {
+        selection: selection.into(),
+        n,
+        reps,
+    }
+}
+
+/// Every variant at sizes no block divides, plus block-exact ones; broken must be rejected.
+pub(crate) fn ladder(lab: &mut Lab<'_>) -> Result<(), LabError> {
+    let ladder = lab.plan().ladder.clone();
+    let (mut log, mut a, mut problems, mut errors) =
+        (String::new(), Vec::new(), Vec::new(), Vec::new());
+    for (i, &n) in ladder.iter().enumerate() {
+        lab.progress(i as u64, ladder.len() as u64, &format!("N = {n}"));
+        let child = lab.child(&transpose("all", n, 1), 1)?;
+        log.push_str(&child.log);
+        a.push(lab.write(&format!("check-{n}.csv"), &child.stdout)?);
+        match (child.status, row::parse_csv(&child.stdout)) {
+            (Some(0 | 2), Ok(rows)) if rows.len() == Variant::ALL.len() => {
+                problems.extend(unexpected(&rows).into_iter().map(|p| format!("N={n}: {p}")));
+            }
+            _ => errors.push(format!("N={n}: {}", child.failure)),
+        }
+    }
+    lab.progress(ladder.len() as u64, ladder.len() as u64, "");
+    a.push(lab.write("check-launches.txt", &log)?);
+    let ok = format!(
+        "all {} variants at N = {ladder:?}; broken rejected every time",
+        Variant::ALL.len()
+    );
+    gate(lab, &problems, &errors, a, ok);
+    Ok(())
+}
+
+/// All five variants at the benchmark size in one process.
+pub(crate) fn benchmark(lab: &mut Lab<'_>) -> Result<(), LabError> {
+    let (n, reps) = (lab.plan().bench_n, lab.plan().bench_reps);
+    let child = lab.child(&transpose("all", n, reps), 1)?;
+    let a = vec![
+        lab.write("benchmark.csv", &child.stdout)?,
+        lab.write("benchmark-launches.txt", &child.log)?,
+    ];
+    match (child.status, row::parse_csv(&child.stdout)) {
+        (Some(0 | 2), Ok(rows)) if rows.len() == Variant::ALL.len() => {
+            let detail: Vec<String> = rows
+                .iter()
+                .filter_map(|r| {
+                    r.timing.map(|t| {
+                        format!(
+                            "{} {:.4} ms {:.0} GB/s",
+                            r.variant, t.average_ms, t.effective_gb_s
+                        )
+                    })
+                })
+                .collect();
+            let ok = format!("all {n} {reps}: {}", detail.join(", "));
+            gate(lab, &unexpected(&rows), &[], a, ok);
+        }
+        _ => lab.step(Status::Error, child.failure, a),
+    }
+    Ok(())
+}
+
+/// `klab bench` of each round kernel at the benchmark size, and of the plan's further
+/// kernels (triad: the roofline's point off the zero-FLOP edge) at their default size.
+pub(crate) fn receipts(lab: &mut Lab<'_>) -> Result<(), LabError> {
+    let plan = lab.plan().clone();
+    let benches: Vec<(&str, Option<u64>)> = plan
+        .round_variants
+        .iter()
+        .map(|v| (v.as_str(), Some(plan.bench_n)))
+        .chain(plan.receipt_kernels.iter().map(|k| (k.as_str(), None)))
+        .collect();
+    let (mut a, mut problems, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, &(kernel, n)) in benches.iter().enumerate() {
+        lab.progress(i as u64, benches.len() as u64, kernel);
+        let rel = format!("benchmark/{kernel}");
+        let bench = Child::Bench {
+            kernel: kernel.into(),
+            n,
+            samples: BENCH_SAMPLES,
+            out: lab.dir.join(&rel),
+        };
+        let child = lab.child(&bench, 1)?;
+        match &child.result {
+            Some(ChildResult::Bench {
+                verdict: Verdict::Pass,
+                ..
+            }) => a.extend(
+                files_under(&lab.dir, &rel)
+                    .into_iter()
+                    .filter(|p| p.ends_with(".csv") || p.ends_with("/receipt.json")),
+            ),
+            Some(ChildResult::Bench { detail, .. }) => problems.push(format!("{kernel}: {detail}")),
+            _ => errors.push(format!("{kernel}: {}", child.failure)),
+        }
+        if lab.dir.join(&rel).is_dir() {
+            a.push(lab.write(
+                &format!("{rel}/bench.log"),
+                format!("{}{}", child.stdout, child.log),
+            )?);
+        }
+    }
+    lab.progress(benches.len() as u64, benches.len() as u64, "");
+    let ok = format!(
+        "klab bench for each of {} at N = {} and {} at its default n ({BENCH_SAMPLES} per-launch samples, same-buffer): receipts under benchmark/",
+        plan.round_variants.join(", "),
+        plan.bench_n,
+        plan.receipt_kernels.join(", ")
+    );
+    gate(lab, &problems, &errors, a, ok);
+    Ok(())
+}
+
+/// One `klab rounds` into `rel`: ABBA blocks, each its own process, round-level ratios
+/// against `baseline` and every kernel's rate against the fastest copy in the rounds.
+/// Returns the rounds' summary.txt.
+fn rounds_into(
+    lab: &mut Lab<'_>,
+    rel: &str,
+    kernels: &[String],
+    baseline: &str,
+    n: u64,
+) -> Result<String, LabError> {
+    let dir = lab.dir.join(rel);
+    let rounds = lab.opts.rounds;
+    lab.progress(0, 1, &kernels.join(" "));
+    let child = Child::Rounds {
+        kernels: kernels.to_vec(),
+        baseline: baseline.into(),
+        n,
+        rounds,
+        samples: ROUNDS_SAMPLES,
+        out: dir.clone(),
+    };
+    // Each block is its own watched process.
+    let child = lab.child(&child, u64::from(rounds) * kernels.len() as u64 * 2 + 1)?;
+    lab.progress(1, 1, "");
+    if dir.is_dir() {
+        lab.write(
+            &format!("{rel}/{rel}.log"),
+            format!("{}{}", child.stdout, child.log),
+        )?;
+    }
+    let a: Vec<String> = files_under(&lab.dir, rel)
+        .into_iter()
+        .filter(|p| !p.starts_with(&format!("{rel}/blocks/")))
+        .collect();
+    match child.status {
+        Some(0) => lab.step(
+            Status::Ran,
+            format!(
+                "klab rounds {} --baseline {baseline} --n {n}: {}; ratios against {baseline} in {rel}/summary.txt",
+                kernels.join(" "),
+                rates_line(&dir)
+            ),
+            a,
+        ),
+        Some(2) => lab.step(
+            Status::Failed,
+            format!("a correctness gate failed in a block; see {rel}/rounds.csv"),
+            a,
+        ),
+        _ => lab.step(Status::Error, child.failure, a),
+    }
+    Ok(std::fs::read_to_string(dir.join("summary.txt")).unwrap_or_default())
+}
+
+/// Each kernel's median rate and share of the ceiling, from a rounds folder's summary.json.
+fn rates_line(dir: &Path) -> String {
+    let rates: Vec<String> = std::fs::read(dir.join("summary.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<RoundsSummary>(&b).ok())
+        .map(|s| s.rates)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|r| {
+            Some(format!(
+                "{} {:.0} GB/s ({:.1}% of ceiling)",
+                r.kernel, r.median_gb_s?, r.pct_of_ceiling?
+            ))
+        })
+        .collect();
+    if rates.is_empty() {
+        "no rates".into()
+    } else {
+        rates.join(", ")
+    }
+}
+
+/// The round kernels at the benchmark size; the table goes to stdout.
+pub(crate) fn rounds(lab: &mut Lab<'_>) -> Result<(), LabError> {
+    let plan = lab.plan().clone();
+    let text = rounds_into(
+        lab,
+        "rounds",
+        &plan.round_variants,
+        &plan.rounds_baseline,
+        plan.bench_n,
+    )?;
+    if !text.is_empty() {
+        let device = lab
+            .machine
+            .device
+            .as_ref()
+            .map(|f| f.describe())
+            .unwrap_or_default();
+        lab.launcher.print(&format!("{device}\n{text}"));
+    }
+    Ok(())
+}
+
+/// The copy ceilings, cuBLAS and the best transposes in the same rounds.
+pub(crate) fn ceilings(lab: &mut Lab<'_>) -> Result<(), LabError> {
+    let plan = lab.plan().clone();
+    rounds_into(
+        lab,
+        "ceilings",
+        &plan.ceiling_kernels,
+        &plan.ceiling_baseline,
+        plan.ceiling_n,
+    )?;
+    Ok(())
+}
+
+/// The sanitizer gate: the accepted kernels clean under every tool, the known-broken ones
+/// caught by at least one.
+pub(crate) fn sanitize(lab: &mut Lab<'_>) -> Result<(), LabError> {
+    let plan = lab.plan().clone();
+    let sanitizer = lab.machine.sanitizer.clone().expect("a declared need");
+    let tools: klab_tools::sanitizer::ToolList =
+        plan.sanitize_tools.parse().expect("the plan was checked");
+    let mut statuses = Vec::new();
+    for (i, (rel, kernels)) in [
+        ("sanitize", &plan.sanitize_accepted),
+        ("sanitize-broken", &plan.sanitize_broken),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        lab.progress(i as u64, 2, &kernels.join(" "));
+        let child = Child::Sanitize {
+            kernels: kernels.clone(),
+            tools: tools.clone(),
+            sanitizer: sanitizer.clone(),
+            out: lab.dir.join(rel),
+        };
+        // Each kernel runs once per tool, each under its own watchdog.
+        let child = lab.child(&child, (kernels.len() * tools.0.len()) as u64 + 1)?;
+        if lab.dir.join(rel).is_dir() {
+            lab.write(
+                &format!("{rel}/sanitize.log"),
+                format!("{}{}", child.stdout, child.log),
+            )?;
+        }
+        statuses.push(child);
+    }
+    lab.progress(2, 2, "");
+    let mut a = files_under(&lab.dir, "sanitize");
+    a.extend(files_under(&lab.dir, "sanitize-broken"));
+    let kernels_of = |rel: &str| -> Vec<SanitizedKernel> {
+        std::fs::read(lab.dir.join(rel).join("sanitize.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    };
+    let caught_by: Vec<String> = kernels_of("sanitize-broken")
+        .iter()
+        .flat_map(|k| k.found_by())
+        .map(|t| t.to_string())
+        .collect();
+    let broken_line = if caught_by.is_empty() {
+        "broken: no sanitizer tool reported it".to_string()
+    } else {
+        format!("broken: found by {}", caught_by.join(", "))
+    };
+    let unclean: Vec<String> = kernels_of("sanitize")
+        .iter()
+        .filter(|k| !k.clean())
+        .map(|k| format!("{}: {}", k.kernel, k.verdict))
+        .collect();
+    let (accepted, broken) = (&statuses[0], &statuses[1]);
+    match (accepted.status, broken.status) {
+        (Some(0), Some(2)) if !caught_by.is_empty() => lab.step(
+            Status::Ran,
+            format!(
+                "{} clean under {} at a ragged and a full-tile size; {broken_line}",
+                plan.sanitize_accepted.join(", "),
+                plan.sanitize_tools
+            ),
+            a,
+        ),
+        (Some(0), Some(2)) => lab.step(
+            Status::Failed,
+            format!("no sanitizer tool caught the known-broken variant: {broken_line}"),
+            a,
+        ),
+        (Some(2), _) => lab.step(
+            Status::Failed,
+            format!("an accepted variant is not clean: {}", unclean.join("; ")),
+            a,
+        ),
+        _ => {
+            let why = format!("{} / {}", accepted.failure, broken.failure);
+            lab.step(Status::Error, why, a)
+        }
+    }
+    Ok(())
+}
+
+/// Nsight Compute: one measured launch per kernel, counters against the address model.
+pub(crate) fn profile(lab: &mut Lab<'_>) -> Result<(), LabError> {
+    let plan = lab.plan().clone();
+    let ncu = lab.machine.ncu.clone().expect("a declared need");
+    lab.progress(0, 1, &plan.profile_kernels.join(" "));
+    let child = Child::Profile {
+        kernels: plan.profile_kernels.clone(),
+        n: plan.bench_n,
+        ncu,
+        out: lab.dir.join("profile"),
+    };
+    // Per kernel: the version probe, the capture and the import.
+    let child = lab.child(&child, plan.profile_kernels.len() as u64 * 3 + 1)?;
+    lab.progress(1, 1, "");
+    if lab.dir.join("profile").is_dir() {
+        lab.write(
+            "profile/profile.log",
+            format!("{}{}", child.stdout, child.log),
+        )?;
+    }
+    let a = files_under(&lab.dir, "profile");
+    let disagreements = std::fs::read_to_string(lab.dir.join("profile/counters.csv"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("DISAGREES"))
+        .count();
+    match child.status {
+        Some(0) => lab.step(
+            Status::Ran,
+            format!(
+                "ncu on one measured launch of {} at N = {}: bound statements in profile/bound.txt; {disagreements} counter(s) disagree with the address model",
+                plan.profile_kernels.join(", "),
+                plan.bench_n
+            ),
+            a,
+        ),
+        Some(2) => lab.step(
+            Status::Failed,
+            "a profiled variant failed its correctness check; see profile/profile.log".into(),
+            a,
+        ),
+        _ => lab.step(Status::Error, child.failure, a),
+    }
+    Ok(())
+}
+
+/// The report, built from the run's own lab.json (so it comes after a first record).
+pub(crate) fn report(lab: &mut Lab<'_>) {
+    let result = klab_report::load(&lab.dir)
+        .map(|d| klab_report::render(&d))
+        .and_then(|r| klab_report::write(&lab.dir, &r));
+    match result {
+        Ok(paths) => {
+            let a: Vec<String> = paths
+                .iter()
+                .filter_map(|p| p.strip_prefix(&lab.dir).ok())
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect();
+            lab.step(
+                Status::Ran,
+                "report/index.html (self-contained, SVG plots) and report/report.md, from the steps above".into(),
+                a,
+            );
+        }
+        Err(e) => lab.step(Status::Error, e.to_string(), vec![]),
+    }
+}

@@ -1,0 +1,310 @@
+//! The pipeline without a GPU: needs decide what is skipped, and each gate's logic is fed
+//! by a launcher that answers for the children.
+
+use std::collections::VecDeque;
+
+use klab_core::row::CSV_HEADER;
+use klab_core::schema::LabRecord;
+
+use super::*;
+
+/// Answers each child with the next canned outcome; `write` lays files into the child's
+/// output folder first, as the real command would.
+#[derive(Default)]
+struct Fake {
+    answers: VecDeque<(ChildOutcome, Vec<(&'static str, String)>)>,
+    ran: Vec<Child>,
+    notes: Vec<String>,
+    printed: String,
+}
+
+fn outcome(status: Option<i32>, stdout: &str) -> ChildOutcome {
+    ChildOutcome {
+        status,
+        failure: match status {
+            None => "hung: killed by the watchdog after 9 s".into(),
+            Some(c) => format!("the process exited {c}"),
+        },
+        stdout: stdout.into(),
+        log: format!("$ klab ...\n{stdout}"),
+        result: None,
+    }
+}
+
+impl Fake {
+    fn answer(&mut self, o: ChildOutcome, files: Vec<(&'static str, String)>) {
+        self.answers.push_back((o, files));
+    }
+}
+
+impl Launcher for Fake {
+    fn run(&mut self, child: &Child, _: u64) -> Result<ChildOutcome, LabError> {
+        self.ran.push(child.clone());
+        let (o, files) = self.answers.pop_front().expect("an answer per child");
+        let out = match child {
+            Child::Bench { out, .. }
+            | Child::Rounds { out, .. }
+            | Child::Sanitize { out, .. }
+            | Child::Profile { out, .. } => Some(out.clone()),
+            Child::Transpose { .. } => None,
+        };
+        for (name, text) in files {
+            let dir = out.clone().expect("files only for children with --out");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        Ok(o)
+    }
+    fn note(&mut self, line: &str) {
+        self.notes.push(line.into());
+    }
+    fn progress(&mut self, _: &str, _: u64, _: u64, _: &str) {}
+    fn print(&mut self, text: &str) {
+        self.printed.push_str(text);
+    }
+}
+
+fn options(out: &Path) -> LabOptions {
+    LabOptions {
+        out: out.to_path_buf(),
+        device: 0,
+        rounds: 2,
+        timeout: 9,
+        plan: LabPlan::default(),
+        klab_binary: std::env::current_exe().unwrap(),
+        command: vec!["klab".into(), "lab".into()],
+    }
+}
+
+fn bare_machine() -> Machine {
+    Machine {
+        device: Err("no driver".into()),
+        nvrtc: false,
+        sanitizer: None,
+        ncu: None,
+        cublas: false,
+    }
+}
+
+/// A lab positioned at step `name`, on a machine whose needs all hold.
+fn lab_at<'a>(opts: &'a LabOptions, fake: &'a mut Fake, dir: &Path, name: &'static str) -> Lab<'a> {
+    let def = STEPS.iter().find(|d| d.name == name).unwrap();
+    Lab {
+        dir: dir.to_path_buf(),
+        opts,
+        machine: Machine {
+            sanitizer: Some("/bin/compute-sanitizer".into()),
+            ncu: Some("/bin/ncu".into()),
+            nvrtc: true,
+            cublas: true,
+            ..bare_machine()
+        },
+        built: true,
+        steps: Vec::new(),
+        launcher: fake,
+        current: (def.name, def.needs),
+    }
+}
+
+#[test]
+fn a_machine_without_a_gpu_skips_each_step_for_its_first_unmet_need() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = options(tmp.path());
+    let mut fake = Fake::default();
+    let o = run_on(&opts, bare_machine(), &mut fake).unwrap();
+    assert!(fake.ran.is_empty(), "no child runs without a GPU");
+    assert!(!o.error && !o.gate_failed, "{:?}", fake.notes);
+    let record: LabRecord =
+        serde_json::from_slice(&std::fs::read(o.dir.join("lab.json")).unwrap()).unwrap();
+    let names: Vec<&str> = record.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "environment",
+            "model",
+            "build",
+            "ladder",
+            "benchmark",
+            "receipts",
+            "rounds",
+            "sanitize",
+            "profile",
+            "ceilings",
+            "report"
+        ]
+    );
+    let step = |n: &str| record.step(n).unwrap();
+    assert_eq!(step("model").status, "ran");
+    assert_eq!(step("build").status, "skipped");
+    assert!(step("build").detail.starts_with("NVRTC not found"));
+    assert_eq!(step("build").needs, ["nvrtc"]);
+    for name in ["ladder", "sanitize", "ceilings"] {
+        assert_eq!(step(name).status, "skipped");
+        assert!(step(name).detail.starts_with("no CUDA device"), "{name}");
+    }
+    assert_eq!(step("sanitize").needs, ["gpu", "kernels", "sanitizer"]);
+    assert_eq!(o.skipped.len(), 8);
+    // Every artifact lab.json lists is there with its hash.
+    for a in &record.artifacts {
+        let got = klab_core::artifact::sha256_file(&o.dir.join(&a.path)).unwrap();
+        assert_eq!(Some(got), a.sha256, "{}", a.path);
+    }
+}
+
+#[test]
+fn each_need_names_what_is_missing() {
+    let m = Machine {
+        nvrtc: true,
+        ..bare_machine()
+    };
+    assert!(m
+        .unmet(Need::Gpu, true)
+        .unwrap()
+        .starts_with("no CUDA device"));
+    assert_eq!(m.unmet(Need::Nvrtc, true), None);
+    assert_eq!(m.unmet(Need::Kernels, true), None);
+    assert_eq!(
+        m.unmet(Need::Kernels, false).unwrap(),
+        "kernels were not built"
+    );
+    assert!(m
+        .unmet(Need::Sanitizer, true)
+        .unwrap()
+        .contains("compute-sanitizer"));
+    assert!(m.unmet(Need::Ncu, true).unwrap().contains("ncu"));
+    assert!(m.unmet(Need::Cublas, true).unwrap().contains("cuBLAS"));
+}
+
+fn transpose_csv(rows: &[&str]) -> String {
+    format!("{CSV_HEADER}\n{}\n", rows.join("\n"))
+}
+
+const GOOD: [&str; 5] = [
+    "copy,true,0,0,0.01,1.00",
+    "naive,true,0,0,0.01,1.00",
+    "tiled,true,0,0,0.01,1.00",
+    "padded,true,0,0,0.01,1.00",
+    "broken,false,3,inf,,",
+];
+
+#[test]
+fn the_ladder_fails_when_broken_is_accepted_and_errs_when_a_size_did_not_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut opts = options(tmp.path());
+    opts.plan.ladder = vec![7, 33];
+    let mut fake = Fake::default();
+    fake.answer(outcome(Some(2), &transpose_csv(&GOOD)), vec![]);
+    let mut accepted = GOOD;
+    accepted[4] = "broken,true,0,0,0.01,1.00";
+    fake.answer(outcome(Some(0), &transpose_csv(&accepted)), vec![]);
+    let mut lab = lab_at(&opts, &mut fake, tmp.path(), "ladder");
+    steps::ladder(&mut lab).unwrap();
+    let s = &lab.steps[0];
+    assert_eq!(s.status, "failed");
+    assert_eq!(s.detail, "N=33: broken was accepted");
+    assert!(tmp.path().join("check-33.csv").is_file());
+
+    let mut fake = Fake::default();
+    fake.answer(outcome(Some(2), &transpose_csv(&GOOD)), vec![]);
+    fake.answer(outcome(None, ""), vec![]);
+    let mut lab = lab_at(&opts, &mut fake, tmp.path(), "ladder");
+    steps::ladder(&mut lab).unwrap();
+    assert_eq!(lab.steps[0].status, "error");
+    assert!(
+        lab.steps[0].detail.contains("N=33: hung"),
+        "{}",
+        lab.steps[0].detail
+    );
+}
+
+fn sanitized(kernel: &str, outcome: &str, broken: bool) -> String {
+    format!(
+        r#"[{{"kernel":"{kernel}","known_broken":{},"sizes":[33,1024],"verdict":"v",
+            "runs":[{{"tool":"memcheck","report":{{"tool":"memcheck","outcome":{{"kind":"{outcome}"}}}}}}]}}]"#,
+        if broken { "\"racy\"" } else { "null" }
+    )
+}
+
+#[test]
+fn the_sanitizer_step_needs_the_accepted_clean_and_the_broken_caught() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = options(tmp.path());
+    let run = |accepted: &str, broken: &str, status: (i32, i32)| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut fake = Fake::default();
+        fake.answer(
+            outcome(Some(status.0), ""),
+            vec![("sanitize.json", sanitized("copy", accepted, false))],
+        );
+        fake.answer(
+            outcome(Some(status.1), ""),
+            vec![("sanitize.json", sanitized("broken", broken, true))],
+        );
+        let mut lab = lab_at(&opts, &mut fake, dir.path(), "sanitize");
+        steps::sanitize(&mut lab).unwrap();
+        let s = lab.steps[0].clone();
+        assert!(s.artifacts.contains(&"sanitize/sanitize.json".to_string()));
+        (s.status, s.detail)
+    };
+    let (status, detail) = run("clean", "found_errors", (0, 2));
+    assert_eq!(status, "ran");
+    assert!(detail.ends_with("broken: found by memcheck"), "{detail}");
+    let (status, detail) = run("clean", "clean", (0, 2));
+    assert_eq!(status, "failed");
+    assert!(detail.contains("no sanitizer tool reported it"), "{detail}");
+    let (status, detail) = run("found_errors", "found_errors", (2, 2));
+    assert_eq!(status, "failed");
+    assert!(
+        detail.starts_with("an accepted variant is not clean: copy"),
+        "{detail}"
+    );
+}
+
+#[test]
+fn the_rounds_step_reads_its_rates_from_summary_json_and_prints_the_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = options(tmp.path());
+    let mut fake = Fake::default();
+    let summary = r#"{"baseline":"naive","rates":[
+        {"kernel":"copy","median_gb_s":3000.4,"pct_of_ceiling":100.0},
+        {"kernel":"naive","median_gb_s":500.0,"pct_of_ceiling":16.66}]}"#;
+    fake.answer(
+        outcome(Some(0), ""),
+        vec![
+            ("summary.json", summary.into()),
+            ("summary.txt", "the table\n".into()),
+        ],
+    );
+    let mut lab = lab_at(&opts, &mut fake, tmp.path(), "rounds");
+    steps::rounds(&mut lab).unwrap();
+    let s = lab.steps[0].clone();
+    assert_eq!(s.status, "ran");
+    assert!(
+        s.detail
+            .contains("copy 3000 GB/s (100.0% of ceiling), naive 500 GB/s (16.7% of ceiling)"),
+        "{}",
+        s.detail
+    );
+    assert!(s.artifacts.contains(&"rounds/rounds.log".to_string()));
+    match &fake.ran[0] {
+        Child::Rounds {
+            kernels,
+            baseline,
+            n,
+            rounds,
+            ..
+        } => {
+            assert_eq!(kernels, &opts.plan.round_variants);
+            assert_eq!((baseline.as_str(), *n, *rounds), ("naive", 4096, 2));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(fake.printed.contains("the table"));
+
+    let mut fake = Fake::default();
+    fake.answer(outcome(Some(2), ""), vec![]);
+    let mut lab = lab_at(&opts, &mut fake, tmp.path(), "ceilings");
+    steps::ceilings(&mut lab).unwrap();
+    assert_eq!(lab.steps[0].status, "failed");
+    assert_eq!(lab.steps[0].name, "ceilings");
+}
