@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use klab_core::bound::{ProfileRecord, PROFILE_SCHEMA};
 use klab_core::device::DeviceFacts;
 use klab_core::receipt::{check_relative_path, Receipt};
-use klab_core::rounds::RoundRow;
 use klab_core::row::{self, TransposeRow};
 use serde::Deserialize;
 
@@ -64,10 +63,7 @@ pub struct LadderSize {
     pub rows: Part<Vec<TransposeRow>>,
 }
 
-/// One row of `summary.csv` (the type the lab writes it with).
-pub use klab_core::rounds::SummaryRow;
-
-/// One timing-engine block from `rounds/rounds.csv` (the type `klab rounds` writes it with).
+/// One block of `rounds/rounds.csv` (the type `klab rounds` writes it with).
 pub use klab_core::schema::RoundsBlock;
 
 /// `rounds/summary.json` and `ceilings/summary.json` (the types `klab rounds` writes them with).
@@ -152,14 +148,10 @@ pub struct RunData {
     pub ladder: Part<Vec<LadderSize>>,
     /// `benchmark.csv`: every variant at the benchmark size in one process.
     pub benchmark: Part<Vec<TransposeRow>>,
-    /// `repeated-benchmark.csv`: one process per variant and round.
-    pub repeated: Part<Vec<RoundRow>>,
-    /// `summary.csv`: the repeated rounds per variant.
-    pub summary: Part<Vec<SummaryRow>>,
-    /// `rounds/rounds.csv`: the timing engine's blocks.
-    pub engine_blocks: Part<Vec<RoundsBlock>>,
-    /// `rounds/summary.json`: the engine's ratios.
-    pub engine_summary: Part<RoundsSummary>,
+    /// `rounds/rounds.csv`: every block of the alternating rounds (one process, one kernel).
+    pub round_blocks: Part<Vec<RoundsBlock>>,
+    /// `rounds/summary.json`: the rounds' rates per kernel, the ceiling and the ratios.
+    pub rounds: Part<RoundsSummary>,
     /// `ceilings/summary.json`: the copy ceilings, cuBLAS and the best variant (issue 6).
     pub ceilings: Part<RoundsSummary>,
     /// Receipts of the run.
@@ -217,10 +209,12 @@ pub fn load(run_dir: &Path) -> Result<RunData, ReportError> {
         benchmark: r.with("benchmark.csv", "benchmark", |t| {
             row::parse_csv(t).map_err(|e| e.to_string())
         }),
-        repeated: r.with("repeated-benchmark.csv", "rounds", parse_repeated),
-        summary: r.with("summary.csv", "summary", parse_summary),
-        engine_blocks: r.with("rounds/rounds.csv", "engine-rounds", parse_engine_blocks),
-        engine_summary: r.json::<RoundsSummary>("rounds/summary.json", "engine-rounds"),
+        round_blocks: r.with(
+            "rounds/rounds.csv",
+            "rounds",
+            klab_core::schema::parse_rounds_csv,
+        ),
+        rounds: r.json::<RoundsSummary>("rounds/summary.json", "rounds"),
         ceilings: r.json::<RoundsSummary>("ceilings/summary.json", "ceilings"),
         receipts: r.receipts(),
         sanitize: r.json::<Vec<SanitizedKernel>>("sanitize/sanitize.json", "sanitize"),
@@ -313,7 +307,7 @@ impl Reader<'_> {
             .collect())
     }
 
-    /// Receipts listed in lab.json (block receipts of the engine rounds excepted), else
+    /// Receipts listed in lab.json (block receipts of the rounds excepted), else
     /// `benchmark/*/receipt.json`.
     fn receipts(&self) -> Part<Vec<ReceiptEntry>> {
         let mut paths: Vec<String> = self
@@ -409,46 +403,6 @@ fn device(env: &Part<Environment>, lab: &LabRecord) -> Part<DeviceFacts> {
     }
 }
 
-fn parse_repeated(text: &str) -> Result<Vec<RoundRow>, String> {
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty());
-    match lines.next() {
-        Some((_, h)) if h.starts_with("round,position,") => {}
-        Some((_, h)) => return Err(format!("unexpected header '{h}'")),
-        None => return Err("empty file".into()),
-    }
-    lines
-        .map(|(i, l)| {
-            let mut parts = l.splitn(3, ',');
-            let (Some(round), Some(position), Some(rest)) =
-                (parts.next(), parts.next(), parts.next())
-            else {
-                return Err(format!("line {}: too few fields", i + 1));
-            };
-            let num = |s: &str, what: &str| {
-                s.trim()
-                    .parse::<u32>()
-                    .map_err(|_| format!("line {}: bad {what} '{s}'", i + 1))
-            };
-            Ok(RoundRow {
-                round: num(round, "round")?,
-                position: num(position, "position")?,
-                row: TransposeRow::parse(rest).map_err(|e| format!("line {}: {e}", i + 1))?,
-            })
-        })
-        .collect()
-}
-
-fn parse_summary(text: &str) -> Result<Vec<SummaryRow>, String> {
-    klab_core::rounds::parse_summary_csv(text)
-}
-
-fn parse_engine_blocks(text: &str) -> Result<Vec<RoundsBlock>, String> {
-    klab_core::schema::parse_rounds_csv(text)
-}
-
 fn parse_resources(text: &str) -> Result<Vec<ResourceRow>, String> {
     let c = Csv::parse(text)?;
     c.require(&["kernel", "registers"])?;
@@ -510,7 +464,7 @@ mod tests {
         let l = lab(
             r#"[{"name":"profile","status":"skipped","detail":"ncu not found"},
                         {"name":"ladder","status":"error","detail":"no GPU"},
-                        {"name":"summary","status":"ran","detail":"ok"}]"#,
+                        {"name":"rounds","status":"ran","detail":"ok"}]"#,
         );
         assert_eq!(
             absent_note(&l, "profile", "profile/profile.json").0,
@@ -520,26 +474,11 @@ mod tests {
             absent_note(&l, "ladder", "check-N.csv").0,
             "not in this run: step 'ladder' could not run: no GPU"
         );
-        assert!(absent_note(&l, "summary", "summary.csv")
+        assert!(absent_note(&l, "rounds", "rounds/summary.json")
             .0
-            .contains("summary.csv is missing although step 'summary' ran"));
+            .contains("rounds/summary.json is missing although step 'rounds' ran"));
         assert!(absent_note(&l, "sanitize", "sanitize/sanitize.json")
             .0
             .contains("lab.json has no 'sanitize' step"));
-    }
-
-    #[test]
-    fn repeated_rows_parse_with_and_without_timing() {
-        let rows = parse_repeated(
-            "round,position,variant,correct,mismatches,max_abs_error,average_ms,effective_gb_s\n\
-             1,0,copy,true,0,0,0.046519,2885.22\n2,3,broken,false,12,inf,,\n",
-        )
-        .unwrap();
-        assert_eq!(rows.len(), 2);
-        assert_eq!(rows[0].row.timing.unwrap().effective_gb_s, 2885.22);
-        assert_eq!((rows[1].round, rows[1].position), (2, 3));
-        assert!(rows[1].row.timing.is_none());
-        assert!(parse_repeated("variant\n").is_err());
-        assert!(parse_repeated("round,position,x\n1,0\n").is_err());
     }
 }

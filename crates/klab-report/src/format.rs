@@ -36,7 +36,7 @@ pub fn gb_s(v: f64) -> String {
     grouped_decimals(v, 1)
 }
 
-/// Milliseconds: six decimals (what the harness prints).
+/// Milliseconds: six decimals (what `klab transpose` prints).
 pub fn ms(v: f64) -> String {
     format!("{v:.6}")
 }

@@ -1,17 +1,14 @@
 //! Numbers the report derives from the artifacts: the theoretical peak and the measured
-//! ceiling, bandwidth per variant with its p10-p90 range, and where each kernel sits on the
-//! roofline. Pure functions of [`RunData`]; the plots and tables only format them.
+//! ceiling, each kernel's rate in the rounds with the p10-p90 range of its blocks, and
+//! where each kernel sits on the roofline. Pure functions of [`RunData`]; the plots and
+//! tables only format them. The rates, the ceiling and their percentages are the ones
+//! `klab rounds` wrote to `rounds/summary.json`; the report only adds the block ranges.
 
 use klab_core::device::{fp32_lanes_per_sm, DeviceFacts};
 use klab_core::receipt::Receipt;
-use klab_core::rounds::SummaryRow;
 use klab_core::stats::Summary;
-use klab_core::Variant;
 
-use crate::data::RunData;
-
-/// The variant whose median bandwidth is the copy-kernel reference.
-pub const CEILING_VARIANT: &str = "copy";
+use crate::data::{Note, Part, RateRow, RoundsBlock, RoundsSummary, RunData};
 
 /// The two bandwidth references every number is set against.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,7 +17,7 @@ pub struct Peaks {
     pub theoretical_gb_s: Option<f64>,
     /// How the peak was computed, or why it is unknown.
     pub theoretical_basis: String,
-    /// The copy kernel's median GB/s over the repeated rounds.
+    /// The rounds' ceiling: the fastest copy kernel's median GB/s.
     pub ceiling_gb_s: Option<f64>,
     /// Where the ceiling came from, or why it is unknown.
     pub ceiling_basis: String,
@@ -79,94 +76,77 @@ pub fn fp32_peak(device: Option<&DeviceFacts>) -> Result<f64, String> {
 }
 
 fn ceiling(run: &RunData) -> (Option<f64>, String) {
-    if let Ok(rows) = &run.summary {
-        if let Some(g) = rows
-            .iter()
-            .find(|r| r.variant == CEILING_VARIANT)
-            .and_then(|r| r.median_gb_s)
-        {
-            return (
-                Some(g),
-                "the copy kernel's median over the repeated rounds, from summary.csv".into(),
-            );
-        }
+    match &run.rounds {
+        Err(n) => (None, format!("unknown: {n}")),
+        Ok(s) => match &s.ceiling {
+            Some(c) => (
+                Some(c.gb_s),
+                format!(
+                    "the fastest copy kernel in the rounds ({}), median over every sample of its blocks, from rounds/summary.json",
+                    c.kernel
+                ),
+            ),
+            None if s.rates.is_empty() => (None, format!("unknown: {}", no_rates("rounds/summary.json"))),
+            None => (
+                None,
+                "unknown: rounds/summary.json records no ceiling (no copy kernel in the rounds)"
+                    .into(),
+            ),
+        },
     }
-    if let Some(s) = Summary::of(&round_gb_s(run, CEILING_VARIANT)) {
-        return (
-            Some(s.median),
-            "the copy kernel's median over the repeated rounds, from repeated-benchmark.csv".into(),
-        );
-    }
-    (None, "unknown: no copy kernel was timed in this run".into())
 }
 
-/// Per-round effective GB/s of `variant` from `repeated-benchmark.csv` (timed rounds only,
-/// in file order).
-pub fn round_gb_s(run: &RunData, variant: &str) -> Vec<f64> {
-    run.repeated
-        .as_ref()
-        .map(|rows| {
-            rows.iter()
-                .filter(|r| r.row.variant == variant)
-                .filter_map(|r| r.row.timing.map(|t| t.effective_gb_s))
-                .filter(|g| g.is_finite())
-                .collect()
-        })
-        .unwrap_or_default()
+/// Why a `klab rounds` summary has no per-kernel rates: the field came with the ceilings
+/// step, so a summary without it was written by an older klab.
+pub fn no_rates(rel: &str) -> Note {
+    Note(format!(
+        "{rel} has no rates (written by a klab older than the ceilings step)"
+    ))
 }
 
-/// One variant's bandwidth over the repeated rounds: its summary row and the GB/s range and
-/// shares the report computes from it.
+/// One kernel's rate in the rounds: its row of `rounds/summary.json` as the writer computed
+/// it, and the spread of its blocks from `rounds/rounds.csv`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BandwidthRow {
-    /// The row as `summary.csv` has it.
-    pub summary: SummaryRow,
-    /// p10 of the per-round GB/s (the slow end).
+    /// The rate as `rounds/summary.json` has it (median, % of ceiling, % of peak).
+    pub rate: RateRow,
+    /// p10 of the kernel's block GB/s (the slow end).
     pub low_gb_s: Option<f64>,
-    /// p90 of the per-round GB/s (the fast end).
+    /// p90 of the kernel's block GB/s (the fast end).
     pub high_gb_s: Option<f64>,
-    /// Median GB/s over the copy-kernel reference, %.
-    pub pct_of_ceiling: Option<f64>,
-    /// Median GB/s over the theoretical peak, %.
-    pub pct_of_peak: Option<f64>,
 }
 
-/// One row per variant of `summary.csv` (else of `repeated-benchmark.csv`), with the
-/// p10-p90 GB/s range of the per-round values. Where the per-round values are missing the
-/// range is converted from the p10-p90 milliseconds (same bytes per launch).
-pub fn bandwidth_rows(run: &RunData, peaks: &Peaks) -> Vec<BandwidthRow> {
-    let summaries: Vec<SummaryRow> = match (&run.summary, &run.repeated) {
-        (Ok(s), _) => s.clone(),
-        (Err(_), Ok(rep)) => klab_core::rounds::summarize(rep, CEILING_VARIANT, None)
-            .iter()
-            .map(|v| v.row())
-            .collect(),
-        (Err(_), Err(_)) => Vec::new(),
-    };
-    let mut rows: Vec<BandwidthRow> = summaries
-        .into_iter()
-        .map(|summary| BandwidthRow {
-            summary,
-            low_gb_s: None,
-            high_gb_s: None,
-            pct_of_ceiling: None,
-            pct_of_peak: None,
-        })
-        .collect();
-    for r in &mut rows {
-        let s = &r.summary;
-        if let Some(q) = Summary::of(&round_gb_s(run, &s.variant)) {
-            r.low_gb_s = Some(q.p10);
-            r.high_gb_s = Some(q.p90);
-        } else if let (Some(g), Some(m)) = (s.median_gb_s, s.median_ms) {
-            // Same bytes per launch: GB/s scales with 1 / ms.
-            r.low_gb_s = s.p90_ms.filter(|x| *x > 0.0).map(|x| g * m / x);
-            r.high_gb_s = s.p10_ms.filter(|x| *x > 0.0).map(|x| g * m / x);
-        }
-        r.pct_of_ceiling = pct(s.median_gb_s, peaks.ceiling_gb_s);
-        r.pct_of_peak = pct(s.median_gb_s, peaks.theoretical_gb_s);
+/// The rounds' rates of `run`, or why there are none (see [`rate_rows`]).
+pub fn bandwidth_rows(run: &RunData) -> Part<Vec<BandwidthRow>> {
+    let s = run.rounds.as_ref().map_err(Note::clone)?;
+    rate_rows(s, run.round_blocks.as_deref().unwrap_or(&[]))
+}
+
+/// One row per rate of `summary`, in its order, each with the p10-p90 range of its blocks'
+/// GB/s in `blocks` (none when the kernel has no timed block there). A summary without
+/// rates gives the note that says so; the rates are never recomputed from the blocks, so
+/// the report and `klab rounds` cannot disagree.
+pub fn rate_rows(summary: &RoundsSummary, blocks: &[RoundsBlock]) -> Part<Vec<BandwidthRow>> {
+    if summary.rates.is_empty() {
+        return Err(no_rates("rounds/summary.json"));
     }
-    rows
+    Ok(summary
+        .rates
+        .iter()
+        .map(|rate| {
+            let gb_s: Vec<f64> = blocks
+                .iter()
+                .filter(|b| b.variant == rate.kernel)
+                .filter_map(|b| b.useful_gb_s)
+                .collect();
+            let q = Summary::of(&gb_s);
+            BandwidthRow {
+                rate: rate.clone(),
+                low_gb_s: q.map(|q| q.p10),
+                high_gb_s: q.map(|q| q.p90),
+            }
+        })
+        .collect())
 }
 
 /// `100 x value / reference`, when both are known and the reference is positive.
@@ -177,7 +157,7 @@ pub fn pct(value: Option<f64>, reference: Option<f64>) -> Option<f64> {
     }
 }
 
-/// GB/s of one engine block at a given per-launch time, from the block's median:
+/// GB/s of one block of the rounds at a given per-launch time, from the block's median:
 /// the bytes per launch are `useful_gb_s x median_us x 1e3`.
 pub fn gb_s_at(useful_gb_s: f64, median_us: f64, at_us: f64) -> Option<f64> {
     (at_us > 0.0 && median_us > 0.0).then(|| useful_gb_s * median_us / at_us)
@@ -224,19 +204,19 @@ pub fn roof_position(p: &RoofPoint, axes: &RoofAxes) -> (f64, f64) {
     }
 }
 
-/// Points for the roofline: every variant of the bandwidth table (the lab's kernels are
-/// transposes and copies, which do no FLOPs) and every receipt whose workload does FLOPs,
-/// at its real intensity (triad: 2 FLOPs per 12 useful bytes).
+/// Points for the roofline: every kernel of the rounds' rates, drawn as zero-FLOP (the
+/// rates carry no FLOP count; the rounds' kernels are transposes and copies), and every
+/// receipt whose workload does FLOPs, at its real intensity (triad: 2 FLOPs per 12 useful
+/// bytes).
 pub fn roof_points(rows: &[BandwidthRow], receipts: &[(String, &Receipt)]) -> Vec<RoofPoint> {
     let mut out: Vec<RoofPoint> = rows
         .iter()
-        .map(|r| &r.summary)
-        .filter(|r| r.variant.parse::<Variant>().is_ok())
+        .map(|r| &r.rate)
         .filter_map(|r| {
             r.median_gb_s
                 .filter(|g| g.is_finite() && *g > 0.0)
                 .map(|g| RoofPoint {
-                    label: r.variant.clone(),
+                    label: r.kernel.clone(),
                     intensity: None,
                     gb_s: g,
                     gflop_s: 0.0,
@@ -378,10 +358,96 @@ mod tests {
     }
 
     #[test]
-    fn engine_block_bandwidth_scales_with_time() {
+    fn block_bandwidth_scales_with_time() {
         assert_eq!(gb_s_at(2000.0, 50.0, 100.0), Some(1000.0));
         assert_eq!(gb_s_at(2000.0, 50.0, 0.0), None);
         assert_eq!(pct(Some(50.0), Some(200.0)), Some(25.0));
         assert_eq!(pct(Some(50.0), Some(0.0)), None);
+    }
+
+    fn rate(kernel: &str, median_gb_s: f64, pct_of_ceiling: f64) -> RateRow {
+        RateRow {
+            kernel: kernel.into(),
+            blocks: Some(3),
+            blocks_passed: Some(3),
+            median_us: Some(40.0),
+            median_gb_s: Some(median_gb_s),
+            pct_of_ceiling: Some(pct_of_ceiling),
+            pct_of_peak: Some(61.5),
+            prediction: None,
+        }
+    }
+
+    fn block(round: u64, variant: &str, useful_gb_s: Option<f64>) -> RoundsBlock {
+        RoundsBlock {
+            round,
+            variant: variant.into(),
+            correct: true,
+            useful_gb_s,
+            ..RoundsBlock::default()
+        }
+    }
+
+    fn summary(rates: Vec<RateRow>) -> RoundsSummary {
+        RoundsSummary {
+            baseline: "copy".into(),
+            n: Some(4096),
+            rounds: Some(3),
+            blocks: Some(6),
+            order: Vec::new(),
+            config: None,
+            analyses: Vec::new(),
+            rates,
+            ceiling: None,
+            theoretical_peak_gb_s: None,
+        }
+    }
+
+    #[test]
+    fn rate_rows_keep_the_writers_numbers_and_order_and_add_the_block_range() {
+        // The writer's order (not the blocks' order), its medians and percentages as they
+        // are (even where they would not recompute from the blocks).
+        let s = summary(vec![
+            rate("tiled", 1600.0, 57.0),
+            rate("copy", 2800.0, 100.0),
+        ]);
+        let blocks = [
+            block(1, "copy", Some(2700.0)),
+            block(1, "tiled", Some(1500.0)),
+            block(2, "tiled", Some(1700.0)),
+            block(2, "copy", Some(2900.0)),
+            block(3, "copy", Some(2800.0)),
+            block(3, "tiled", None),
+            block(3, "other", Some(1.0)),
+        ];
+        let rows = rate_rows(&s, &blocks).unwrap();
+        let names: Vec<&str> = rows.iter().map(|r| r.rate.kernel.as_str()).collect();
+        assert_eq!(names, ["tiled", "copy"]);
+        assert_eq!(rows[0].rate, s.rates[0]);
+        assert_eq!(rows[1].rate, s.rates[1]);
+        // p10 and p90 of copy's three blocks (2700, 2800, 2900) and of tiled's two timed
+        // ones (1500, 1700), by the quantile rule.
+        let copy = Summary::of(&[2700.0, 2900.0, 2800.0]).unwrap();
+        assert_eq!(
+            (rows[1].low_gb_s, rows[1].high_gb_s),
+            (Some(copy.p10), Some(copy.p90))
+        );
+        assert_eq!((copy.p10, copy.p90), (2720.0, 2880.0));
+        assert_eq!(
+            (rows[0].low_gb_s, rows[0].high_gb_s),
+            (Some(1520.0), Some(1680.0))
+        );
+        // A kernel without a timed block has no range.
+        let lone = rate_rows(&s, &blocks[..1]).unwrap();
+        assert_eq!((lone[0].low_gb_s, lone[0].high_gb_s), (None, None));
+    }
+
+    #[test]
+    fn a_summary_without_rates_gives_no_rows_and_says_why() {
+        let note = rate_rows(&summary(Vec::new()), &[block(1, "copy", Some(1.0))]).unwrap_err();
+        assert_eq!(
+            note.0,
+            "rounds/summary.json has no rates (written by a klab older than the ceilings step)"
+        );
     }
 }

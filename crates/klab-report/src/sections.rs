@@ -8,7 +8,7 @@ use klab_core::row::TransposeRow;
 use klab_core::Variant;
 
 use crate::data::{
-    ArtifactStatus, RoundsSummary, RunData, SanitizedKernel, SanitizerOutcome, SanitizerRun,
+    ArtifactStatus, Part, RoundsSummary, RunData, SanitizedKernel, SanitizerOutcome, SanitizerRun,
 };
 use crate::document::{Block, Cell, Document, Section, Table, Tone};
 use crate::format;
@@ -18,7 +18,7 @@ use crate::verdict;
 /// Build the document.
 pub fn build(run: &RunData) -> Document {
     let peaks = metrics::peaks(run);
-    let rows = metrics::bandwidth_rows(run, &peaks);
+    let rows = metrics::bandwidth_rows(run);
     Document {
         title: format!("klab report: {}", run.name),
         facts: facts(run, &peaks),
@@ -322,7 +322,7 @@ fn range(lo: Option<f64>, hi: Option<f64>, f: impl Fn(f64) -> String) -> Cell {
     }
 }
 
-fn performance(run: &RunData, peaks: &Peaks, rows: &[BandwidthRow]) -> Section {
+fn performance(run: &RunData, peaks: &Peaks, rows: &Part<Vec<BandwidthRow>>) -> Section {
     let mut blocks = vec![Block::Paragraph(format!(
         "Effective bandwidth is useful bytes over time (a transpose of N x N float32 reads and writes 2 x N^2 x 4 bytes). It is set against the copy-kernel reference, {}, and the theoretical peak, {}. Quantiles: {}.",
         match peaks.ceiling_gb_s {
@@ -336,45 +336,14 @@ fn performance(run: &RunData, peaks: &Peaks, rows: &[BandwidthRow]) -> Section {
         klab_core::stats::QUANTILE_RULE
     ))];
     blocks.push(Block::Heading(
-        "Repeated rounds, one process per variant and round (summary.csv)".into(),
+        "Alternating rounds (rounds/summary.json)".into(),
     ));
-    for n in [run.summary.as_ref().err(), run.repeated.as_ref().err()]
-        .into_iter()
-        .flatten()
-    {
-        blocks.push(Block::Note(n.0.clone()));
+    match &run.rounds {
+        Err(n) => blocks.push(Block::Note(n.0.clone())),
+        Ok(s) => blocks.extend(rounds(run, s, rows)),
     }
-    if !rows.is_empty() {
-        let mut t = Table::new(&[
-            "variant",
-            "correctness",
-            "rounds timed",
-            "median ms",
-            "p10 - p90 ms",
-            "median GB/s",
-            "p10 - p90 GB/s",
-            "% of copy kernel",
-            "% of peak",
-        ]);
-        for r in rows {
-            let s = &r.summary;
-            t.rows.push(vec![
-                Cell::plain(&s.variant),
-                verdict_cell(verdict::for_variant(run, &s.variant)),
-                Cell::mono(if s.failed_rounds > 0 {
-                    format!("{} ({} failed)", s.timed_rounds, s.failed_rounds)
-                } else {
-                    s.timed_rounds.to_string()
-                }),
-                num(s.median_ms, format::ms),
-                range(s.p10_ms, s.p90_ms, format::ms),
-                num(s.median_gb_s, format::gb_s),
-                range(r.low_gb_s, r.high_gb_s, format::gb_s),
-                num(r.pct_of_ceiling, format::pct),
-                num(r.pct_of_peak, format::pct),
-            ]);
-        }
-        blocks.push(Block::Table(t));
+    if let Err(n) = &run.round_blocks {
+        blocks.push(Block::Note(n.0.clone()));
     }
     // All four plots together (two per row on a wide page); counters.svg belongs to the
     // "why" section's table and is referenced from there.
@@ -390,16 +359,6 @@ fn performance(run: &RunData, peaks: &Peaks, rows: &[BandwidthRow]) -> Section {
     match &run.benchmark {
         Err(n) => blocks.push(Block::Note(n.0.clone())),
         Ok(bench) => blocks.push(Block::Table(benchmark_table(bench, peaks))),
-    }
-    blocks.push(Block::Heading(
-        "Timing engine: alternating rounds (rounds/summary.json)".into(),
-    ));
-    match &run.engine_summary {
-        Err(n) => blocks.push(Block::Note(n.0.clone())),
-        Ok(s) => blocks.extend(engine(run, s)),
-    }
-    if let Err(n) = &run.engine_blocks {
-        blocks.push(Block::Note(n.0.clone()));
     }
     blocks.push(Block::Heading(
         "Ceilings and the library baseline (ceilings/summary.json)".into(),
@@ -468,10 +427,7 @@ fn ceilings(s: &RoundsSummary) -> Vec<Block> {
         s.baseline
     ))];
     if s.rates.is_empty() {
-        blocks.push(Block::Note(
-            "ceilings/summary.json has no rates (written by a klab older than the ceilings step)"
-                .into(),
-        ));
+        blocks.push(Block::Note(metrics::no_rates("ceilings/summary.json").0));
         return blocks;
     }
     // The manifests' predictions, when any kernel declares one, beside the outcome.
@@ -532,7 +488,41 @@ fn ceilings(s: &RoundsSummary) -> Vec<Block> {
     blocks
 }
 
-fn engine(run: &RunData, s: &RoundsSummary) -> Vec<Block> {
+fn rates_table(run: &RunData, rows: &[BandwidthRow]) -> Table {
+    let mut t = Table::new(&[
+        "kernel",
+        "correctness",
+        "blocks",
+        "median us",
+        "median GB/s",
+        "p10 - p90 GB/s over blocks",
+        "% of ceiling",
+        "% of peak",
+    ]);
+    for r in rows {
+        let rate = &r.rate;
+        t.rows.push(vec![
+            Cell::plain(&rate.kernel),
+            verdict_cell(verdict::for_variant(run, &rate.kernel)),
+            Cell::mono(match (rate.blocks, rate.blocks_passed) {
+                (Some(b), Some(p)) if p >= b => b.to_string(),
+                (Some(b), Some(p)) => format!("{b} ({} failed)", b - p),
+                (Some(b), None) => b.to_string(),
+                (None, _) => "n/a".into(),
+            }),
+            num(rate.median_us, format::us),
+            num(rate.median_gb_s, format::gb_s),
+            range(r.low_gb_s, r.high_gb_s, format::gb_s),
+            num(rate.pct_of_ceiling, format::pct),
+            num(rate.pct_of_peak, format::pct),
+        ]);
+    }
+    t
+}
+
+/// The alternating rounds: how they ran, every kernel's rate beside its verdict, and the
+/// round-level ratios against the baseline.
+fn rounds(run: &RunData, s: &RoundsSummary, rows: &Part<Vec<BandwidthRow>>) -> Vec<Block> {
     let cfg = s.config.as_ref();
     let get = |k: &str| {
         cfg.and_then(|c| c.get(k))
@@ -553,7 +543,7 @@ fn engine(run: &RunData, s: &RoundsSummary) -> Vec<Block> {
         })
         .unwrap_or_else(|| "unknown".into());
     let flagged = run
-        .engine_blocks
+        .round_blocks
         .as_ref()
         .map(|b| {
             let f: Vec<String> = b
@@ -569,7 +559,7 @@ fn engine(run: &RunData, s: &RoundsSummary) -> Vec<Block> {
         })
         .unwrap_or_else(|_| "unknown (rounds/rounds.csv missing)".into());
     let mut blocks = vec![Block::Paragraph(format!(
-        "N = {}, {} rounds, {} blocks, each block its own process; order within a round: {}. Timer {}, regime {}, {} samples per block, warmup {}. Ratio = baseline median / candidate median per round (above 1: the candidate is faster); the interval is a bootstrap over rounds. Flagged blocks (GPU state changed): {}.",
+        "klab rounds at N = {}, {} rounds, {} blocks, each block its own process; order within a round: {}. Timer {}, regime {}, {} samples per block, warmup {}. A kernel's median is over every sample of its blocks, its range p10 - p90 of its block medians; the ceiling is the fastest copy kernel in the same rounds. Ratio = baseline median / candidate median per round (above 1: the candidate is faster); the interval is a bootstrap over rounds. Flagged blocks (GPU state changed): {}.",
         s.n.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
         s.rounds.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
         s.blocks.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
@@ -580,9 +570,13 @@ fn engine(run: &RunData, s: &RoundsSummary) -> Vec<Block> {
         warmup,
         flagged
     ))];
+    match rows {
+        Err(n) => blocks.push(Block::Note(n.0.clone())),
+        Ok(rows) => blocks.push(Block::Table(rates_table(run, rows))),
+    }
     if s.analyses.is_empty() {
         blocks.push(Block::Note(
-            "no ratios: the engine reports none when a correctness gate failed in a block (see rounds/summary.txt)".into(),
+            "no ratios: klab rounds reports none when a correctness gate failed in a block (see rounds/summary.txt)".into(),
         ));
         return blocks;
     }

@@ -1,5 +1,5 @@
 //! The correctness verdict of one kernel, gathered from every gate of the run (ladder,
-//! repeated rounds, timing-engine blocks, sanitizer, receipt). The project's rule is that a
+//! the blocks of the rounds, sanitizer, receipt). The project's rule is that a
 //! performance number is shown only beside its kernel's verdict: every table with a
 //! number takes its verdict cell from here.
 
@@ -66,7 +66,7 @@ fn sanitizer_piece(k: &SanitizedKernel) -> (String, bool) {
     }
 }
 
-/// The verdict for a variant of the lab (ladder, rounds, engine blocks, sanitizer).
+/// The verdict for a kernel of the lab (ladder, the rounds' blocks, sanitizer).
 pub fn for_variant(run: &RunData, variant: &str) -> Verdict {
     let broken = known_broken(variant);
     let mut pieces = Vec::new();
@@ -106,20 +106,12 @@ pub fn for_variant(run: &RunData, variant: &str) -> Verdict {
             }
         }
     }
-    if let Ok(rows) = &run.repeated {
-        let mine: Vec<_> = rows.iter().filter(|r| r.row.variant == variant).collect();
-        if !mine.is_empty() {
-            let ok = mine.iter().filter(|r| r.row.correct).count();
-            all_ok &= (ok == mine.len()) != broken;
-            pieces.push(format!("rounds {ok}/{} correct", mine.len()));
-        }
-    }
-    if let Ok(blocks) = &run.engine_blocks {
+    if let Ok(blocks) = &run.round_blocks {
         let mine: Vec<_> = blocks.iter().filter(|b| b.variant == variant).collect();
         if !mine.is_empty() {
             let ok = mine.iter().filter(|b| b.correct).count();
             all_ok &= (ok == mine.len()) != broken;
-            pieces.push(format!("engine blocks {ok}/{} correct", mine.len()));
+            pieces.push(format!("rounds {ok}/{} blocks correct", mine.len()));
         }
     }
     if let Some(k) = sanitized(run, variant) {

@@ -27,36 +27,61 @@ fn edit_json(path: &Path, f: impl FnOnce(&mut serde_json::Value)) {
 }
 
 #[test]
-fn peaks_and_ceiling_come_from_the_device_and_the_copy_kernel() {
+fn peaks_come_from_the_device_and_the_ceiling_from_the_rounds() {
     let run = load(&common::fixture()).unwrap();
     let p = metrics::peaks(&run);
     // 2 x 3,201,000 kHz x 6016 bit / 8.
     assert!((p.theoretical_gb_s.unwrap() - 4814.304).abs() < 1e-9);
-    assert_eq!(p.ceiling_gb_s, Some(2885.22));
     // 132 SMs x 128 lanes x 2 x 1.98 GHz.
     assert!((p.fp32_gflops.clone().unwrap() - 66_908.16).abs() < 1e-6);
-    let rows = metrics::bandwidth_rows(&run, &p);
-    let names: Vec<&str> = rows.iter().map(|r| r.summary.variant.as_str()).collect();
-    assert_eq!(names, ["copy", "naive", "tiled", "padded"]);
-    // The lab's own percentages in summary.csv (pct_of_copy, pct_of_peak) agree.
-    let padded = &rows[3];
+    // The fixture's rounds/summary.json predates rates and the ceiling.
+    assert_eq!(p.ceiling_gb_s, None);
     assert_eq!(
-        format!("{:.1}", padded.summary.pct_of_peak.unwrap()),
-        format!("{:.1}", padded.pct_of_peak.unwrap())
+        p.ceiling_basis,
+        "unknown: rounds/summary.json has no rates (written by a klab older than the ceilings step)"
     );
-    assert_eq!(format!("{:.1}", padded.pct_of_ceiling.unwrap()), "118.7");
-    assert_eq!(format!("{:.1}", padded.pct_of_peak.unwrap()), "71.1");
-    assert_eq!(format!("{:.1}", rows[1].pct_of_peak.unwrap()), "10.4");
-    // p10-p90 of the five per-round values of repeated-benchmark.csv.
-    assert!(padded.low_gb_s.unwrap() < 3424.73 && 3424.73 < padded.high_gb_s.unwrap());
-    assert!(padded.low_gb_s.unwrap() > 3416.75 && padded.high_gb_s.unwrap() < 3432.13);
+    let none = metrics::bandwidth_rows(&run).unwrap_err();
+    assert_eq!(p.ceiling_basis, format!("unknown: {none}"));
+
+    let (_tmp, rated) = common::fixture_with_rates();
+    let run = load(&rated).unwrap();
+    let p = metrics::peaks(&run);
+    assert_eq!(p.ceiling_gb_s, Some(3549.982132088919));
+    assert_eq!(
+        p.ceiling_basis,
+        "the fastest copy kernel in the rounds (copy_vec16), median over every sample of its blocks, from rounds/summary.json"
+    );
+    let rows = metrics::bandwidth_rows(&run).unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r.rate.kernel.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "sgeam",
+            "memcpy",
+            "copy_vec16",
+            "reg4_64_cm",
+            "lean_64_cm",
+            "leanu_64_cm",
+            "leanu_128x64_cm"
+        ]
+    );
+    // The rates as klab rounds wrote them.
+    let rates = &run.rounds.as_ref().unwrap().rates;
+    for (r, rate) in rows.iter().zip(rates) {
+        assert_eq!(&r.rate, rate);
+    }
+    assert_eq!(rows[2].rate.pct_of_ceiling, Some(100.0));
+    // p10 and p90 of copy_vec16's ten block GB/s in rounds/rounds.csv.
+    assert!((rows[2].low_gb_s.unwrap() - 3513.94).abs() < 1e-9);
+    assert!((rows[2].high_gb_s.unwrap() - 3606.68).abs() < 1e-9);
 }
 
 #[test]
 fn roofline_places_zero_flop_kernels_at_the_left_edge_and_triad_at_its_intensity() {
-    let run = load(&common::fixture()).unwrap();
+    let (_tmp, rated) = common::fixture_with_rates();
+    let run = load(&rated).unwrap();
     let p = metrics::peaks(&run);
-    let rows = metrics::bandwidth_rows(&run, &p);
+    let rows = metrics::bandwidth_rows(&run).unwrap();
     let receipts: Vec<(String, &klab_core::receipt::Receipt)> = run
         .receipts
         .as_ref()
@@ -69,19 +94,25 @@ fn roofline_places_zero_flop_kernels_at_the_left_edge_and_triad_at_its_intensity
     let peak = p.theoretical_gb_s.unwrap();
     let axes = roof_axes(&points, peak, p.fp32_gflops.clone().ok());
     assert_eq!(axes.x_min, 0.01);
-    let copy = points.iter().find(|x| x.label == "copy").unwrap();
+    let copy = points.iter().find(|x| x.label == "copy_vec16").unwrap();
+    let g = 3549.982132088919;
     let (x, y) = roof_position(copy, &axes);
     assert_eq!(x, 0.01);
-    assert!((y - 0.01 * 2885.22).abs() < 1e-12);
-    assert!((y / (x * peak) - 2885.22 / peak).abs() < 1e-12);
+    assert!((y - 0.01 * g).abs() < 1e-12);
+    assert!((y / (x * peak) - g / peak).abs() < 1e-12);
     let triad = points.iter().find(|x| x.label == "triad_f32").unwrap();
     // 2,000,006 FLOPs over 12,000,036 useful bytes, 8.864 us median.
     let ai = triad.intensity.unwrap();
     assert!((ai - 2.0 / 12.0).abs() < 1e-9, "{ai}");
     assert!((triad.gflop_s - 2_000_006.0 / 8_864.000_439_643_86).abs() < 1e-6);
     assert_eq!(roof_position(triad, &axes), (ai, triad.gflop_s));
-    // Transposes and copies: zero-FLOP, drawn hollow.
-    assert_eq!(points.iter().filter(|x| x.intensity.is_none()).count(), 4);
+    // Every kernel of the rates (transposes and copies): zero-FLOP, drawn hollow.
+    assert_eq!(points.iter().filter(|x| x.intensity.is_none()).count(), 7);
+    // Without rates only the receipts that do FLOPs remain.
+    let plain = load(&common::fixture()).unwrap();
+    let none = metrics::roof_points(&[], &receipts);
+    assert_eq!(none.len(), 1);
+    assert!(metrics::bandwidth_rows(&plain).is_err());
 }
 
 #[test]
@@ -121,7 +152,9 @@ fn markdown_snapshot() {
 
 #[test]
 fn plots_draw_their_series_in_their_own_colours() {
-    let r = render(&load(&common::fixture()).unwrap());
+    // Rounds with rates, so that the bandwidth plot has bars.
+    let (_tmp, rated) = common::fixture_with_rates();
+    let r = render(&load(&rated).unwrap());
     let hex = |c: plots::Rgb| format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2);
     for (file, colour) in plots::CHECK_COLOURS {
         for (other, svg) in &r.plots {
@@ -155,13 +188,13 @@ fn plots_draw_their_series_in_their_own_colours() {
 
 #[test]
 fn roofline_caption_says_how_zero_flop_kernels_are_drawn_and_why_a_roof_is_missing() {
-    let r = render(&load(&common::fixture()).unwrap());
+    let (_tmp, run) = common::fixture_with_rates();
+    let r = render(&load(&run).unwrap());
     assert!(r.html.contains("Transposes and copies do 0 FLOPs"));
     assert!(r.html.contains("hollow markers at the left edge of the x axis (x = 0.01 FLOP/byte) at y = 0.01 x achieved GB/s"));
     assert!(r.html.contains("Compute roof: FP32 peak 66,908 GFLOP/s"));
     assert!(r.html.contains("copy-kernel reference"));
     // Without the SM clock the compute roof is not drawn, and the caption says why.
-    let (_tmp, run) = common::fixture_copy();
     edit_json(&run.join("environment.json"), |v| {
         v["device"].as_object_mut().unwrap().remove("sm_clock_khz");
     });
@@ -206,11 +239,11 @@ fn a_skipped_step_becomes_a_note_in_its_section() {
         .contains("counters.svg not drawn: not in this run: step &#39;profile&#39; was skipped"));
     assert!(plot(&r, "counters.svg").contains("not in this run"));
     // The other plots still draw.
-    assert!(plot(&r, "bandwidth.svg").contains(&format!(
+    assert!(plot(&r, "rounds.svg").contains(&format!(
         "#{:02X}{:02X}{:02X}",
-        plots::BANDWIDTH_BAR.0,
-        plots::BANDWIDTH_BAR.1,
-        plots::BANDWIDTH_BAR.2
+        plots::ROUNDS_BLOCK.0,
+        plots::ROUNDS_BLOCK.1,
+        plots::ROUNDS_BLOCK.2
     )));
 }
 
@@ -218,15 +251,8 @@ fn a_skipped_step_becomes_a_note_in_its_section() {
 fn a_run_without_a_gpu_renders_with_notes_and_no_panic() {
     let tmp = tempfile::tempdir().unwrap();
     let skipped = "no CUDA device: correctness and timing gates need a GPU";
-    let steps: Vec<serde_json::Value> = [
-        "ladder",
-        "benchmark",
-        "rounds",
-        "receipts",
-        "engine-rounds",
-        "summary",
-    ]
-    .iter()
+    let steps: Vec<serde_json::Value> = ["ladder", "benchmark", "rounds", "receipts"]
+        .iter()
     .map(
         |n| serde_json::json!({"name": n, "status": "skipped", "detail": skipped, "artifacts": []}),
     )
@@ -253,12 +279,12 @@ fn a_run_without_a_gpu_renders_with_notes_and_no_panic() {
     );
     let want = format!("not in this run: step 'ladder' was skipped: {skipped}");
     assert_eq!(data.ladder.as_ref().unwrap_err().0, want);
-    assert!(data
-        .summary
-        .as_ref()
-        .unwrap_err()
-        .0
-        .contains("step 'summary' was skipped"));
+    for note in [
+        &data.rounds.as_ref().unwrap_err().0,
+        &data.round_blocks.as_ref().unwrap_err().0,
+    ] {
+        assert!(note.contains("step 'rounds' was skipped"), "{note}");
+    }
     let r = render(&data);
     assert!(r.html.contains(&klab_report_escape(&want)));
     assert!(r.markdown.contains(&want));
@@ -266,6 +292,7 @@ fn a_run_without_a_gpu_renders_with_notes_and_no_panic() {
         assert!(svg.starts_with("<svg"), "{name}");
     }
     assert!(r.html.contains("bandwidth.svg not drawn"));
+    assert!(r.html.contains("rounds.svg not drawn"));
     assert!(r.html.contains("roofline.svg not drawn"));
     use klab_report::data::ArtifactStatus;
     assert_eq!(data.artifacts[0].status, ArtifactStatus::Missing);
@@ -281,22 +308,30 @@ fn a_run_without_a_gpu_renders_with_notes_and_no_panic() {
 #[test]
 fn an_unreadable_artifact_is_a_note_and_a_changed_one_is_flagged() {
     let (_tmp, run) = common::fixture_copy();
-    fs::write(run.join("summary.csv"), "variant,median_ms\ncopy,fast\n").unwrap();
+    fs::write(run.join("rounds/summary.json"), "not json\n").unwrap();
     let data = load(&run).unwrap();
-    let note = data.summary.as_ref().unwrap_err().0.clone();
-    assert!(note.starts_with("could not read summary.csv: "), "{note}");
+    let note = data.rounds.as_ref().unwrap_err().0.clone();
+    assert!(
+        note.starts_with("could not read rounds/summary.json: "),
+        "{note}"
+    );
     let r = render(&data);
     assert!(r.html.contains(&klab_report_escape(&note)));
-    // The bandwidth table falls back to the per-round values: padded's median over the
-    // five rounds of repeated-benchmark.csv is 3,424.73 GB/s.
-    assert!(r
-        .markdown
-        .lines()
-        .any(|l| l.starts_with("| padded | pass") && l.contains("| 3,424.7 |")));
+    // No rates, no ceiling, no bars: each says why, and nothing is recomputed from the
+    // blocks (rounds/rounds.csv still reads, so the per-round plot still draws).
+    assert!(r.markdown.contains(&format!("> **Note:** {note}")));
+    assert!(r.markdown.contains(&format!(
+        "> **Note:** plots/bandwidth.svg not drawn: {note}"
+    )));
+    assert_eq!(
+        metrics::peaks(&data).ceiling_basis,
+        format!("unknown: {note}")
+    );
+    assert!(plot(&r, "rounds.svg").contains("block range"));
     let changed = data
         .artifacts
         .iter()
-        .find(|a| a.path == "summary.csv")
+        .find(|a| a.path == "rounds/summary.json")
         .unwrap();
     assert!(matches!(
         changed.status,
@@ -379,24 +414,33 @@ fn disagreements_are_flagged_in_the_table_and_the_plot() {
 fn every_performance_number_sits_beside_a_verdict() {
     let r = render(&load(&common::fixture()).unwrap());
     let md = &r.markdown;
-    // The bandwidth row holds the median GB/s and the kernel's verdict from every gate.
-    for (v, gb_s) in [
-        ("copy", "2,885.2"),
-        ("naive", "500.1"),
-        ("tiled", "1,674.6"),
-        ("padded", "3,424.7"),
+    // Each ratio of the rounds sits beside the kernel's verdict from every gate.
+    for (v, ratio) in [
+        ("copy", "5.507x"),
+        ("tiled", "3.262x"),
+        ("padded", "6.453x"),
     ] {
-        let verdict = format!("| {v} | pass: ladder 7/7 sizes; rounds 5/5 correct; engine blocks 10/10 correct; sanitizer clean (4 tools) |");
+        let verdict = format!("| {v} | pass: ladder 7/7 sizes; rounds 10/10 blocks correct; sanitizer clean (4 tools) | naive | {ratio} |");
         assert!(
-            md.lines()
-                .any(|l| l.starts_with(&verdict) && l.contains(&format!("| {gb_s} |"))),
-            "no row with both the verdict and {gb_s} GB/s for {v}"
+            md.lines().any(|l| l.starts_with(&verdict)),
+            "no row with both the verdict and the ratio {ratio} for {v}"
         );
     }
     assert!(md.contains(
         "| broken | known broken, rejected: 4,411,203 mismatches; not timed | n/a | n/a |"
     ));
     assert!(md.contains("0 failures against CPU double FMA, one cast to float, rechecked after timing; sanitizer clean (4 tools)"));
+    // Each rate of the rounds sits beside its blocks' verdict.
+    let (_tmp, rated) = common::fixture_with_rates();
+    let md = render(&load(&rated).unwrap()).markdown;
+    for (k, gb_s) in [("sgeam", "3,060.4"), ("copy\\_vec16", "3,550.0")] {
+        let verdict = format!("| {k} | pass: rounds 10/10 blocks correct | 10 |");
+        assert!(
+            md.lines()
+                .any(|l| l.starts_with(&verdict) && l.contains(&format!("| {gb_s} |"))),
+            "no row with both the verdict and {gb_s} GB/s for {k}"
+        );
+    }
 }
 
 #[test]
@@ -465,19 +509,15 @@ fn write_puts_every_file_under_report_atomically() {
 #[test]
 fn hostile_values_render_without_a_panic() {
     let (_tmp, run) = common::fixture_copy();
-    fs::write(
-        run.join("repeated-benchmark.csv"),
-        "round,position,variant,correct,mismatches,max_abs_error,average_ms,effective_gb_s\n\
-         1,0,copy,true,0,0,0,inf\n1,1,naive,true,0,0,nan,nan\n1,2,tiled,true,0,0,1,0\n\
-         2,0,tiled,true,0,0,1,-5\n",
-    )
-    .unwrap();
-    fs::write(
-        run.join("summary.csv"),
-        "variant,timed_rounds,failed_rounds,median_ms,p10_ms,p90_ms,median_gb_s\n\
-         copy,1,0,0,0,0,0\ntiled,2,0,1,1,1,-5\n",
-    )
-    .unwrap();
+    edit_json(&run.join("rounds/summary.json"), |v| {
+        v["rates"] = serde_json::json!([
+            {"kernel": "copy", "blocks": 2, "blocks_passed": 1, "median_us": 0.0,
+             "median_gb_s": 0.0, "pct_of_ceiling": 0.0, "pct_of_peak": 1e300},
+            {"kernel": "tiled", "blocks": 1, "blocks_passed": 3, "median_gb_s": -5.0},
+            {"kernel": "<b>nope</b>"}
+        ]);
+        v["ceiling"] = serde_json::json!({"kernel": "copy", "gb_s": 0.0});
+    });
     fs::write(
         run.join("rounds/rounds.csv"),
         "round,position,variant,correct,samples,median_us,p10_us,p90_us,useful_gb_s,flags\n\
@@ -507,7 +547,7 @@ fn hostile_values_render_without_a_panic() {
     .unwrap();
     let data = load(&run).unwrap();
     assert!(data
-        .engine_blocks
+        .round_blocks
         .as_ref()
         .unwrap_err()
         .0
@@ -575,4 +615,45 @@ fn ceilings_table_sets_each_rate_beside_its_validation_and_ratio() {
     );
     let sg = md.lines().find(|l| l.starts_with("| sgeam | ")).unwrap();
     assert!(sg.ends_with("| baseline | - |"), "{sg}");
+}
+
+/// The rounds subsection: one heading, the rates of rounds/summary.json beside each
+/// kernel's verdict and its blocks' range, then the ratios; without rates, a note.
+#[test]
+fn rounds_table_shows_the_writers_rates_with_the_block_range() {
+    let md = render(&load(&common::fixture()).unwrap()).markdown;
+    assert_eq!(
+        md.matches("### Alternating rounds (rounds/summary.json)")
+            .count(),
+        1
+    );
+    assert!(md.contains(
+        "> **Note:** rounds/summary.json has no rates (written by a klab older than the ceilings step)"
+    ));
+    let (_tmp, rated) = common::fixture_with_rates();
+    let md = render(&load(&rated).unwrap()).markdown;
+    let at = md
+        .find("### Alternating rounds (rounds/summary.json)")
+        .unwrap();
+    let end = md.find("### Single-process benchmark").unwrap();
+    let section = &md[at..end];
+    assert!(section.contains("| kernel | correctness | blocks | median us | median GB/s | p10 - p90 GB/s over blocks | % of ceiling | % of peak |"));
+    let row = |k: &str| {
+        section
+            .lines()
+            .find(|l| l.starts_with(&format!("| {k} | ")))
+            .unwrap_or_else(|| panic!("no {k} row in\n{section}"))
+            .to_string()
+    };
+    assert_eq!(
+        row("copy\\_vec16"),
+        "| copy\\_vec16 | pass: rounds 10/10 blocks correct | 10 | 37.808 | 3,550.0 | 3,513.9 - 3,606.7 | 100.0% | 73.7% |"
+    );
+    assert!(row("sgeam").contains("| 86.2% | 63.6% |"));
+    // The ratios against the baseline follow in the same subsection.
+    assert!(section.contains("| candidate | correctness | baseline | ratio |"));
+    assert!(section.contains("ceiling is the fastest copy kernel in the same rounds"));
+    for word in ["harness", "seed", "Timing engine"] {
+        assert!(!md.contains(word), "the report says '{word}'");
+    }
 }

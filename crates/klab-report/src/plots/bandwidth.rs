@@ -1,5 +1,5 @@
-//! `bandwidth.svg`: median effective bandwidth per variant with its p10-p90 range over the
-//! repeated rounds, against the copy-kernel reference (the copy kernel's median) and the
+//! `bandwidth.svg`: each kernel's median effective bandwidth in the rounds with the p10-p90
+//! range of its blocks, against the copy-kernel reference (the rounds' ceiling) and the
 //! theoretical peak, both drawn as labelled lines.
 
 use plotters::prelude::*;
@@ -13,24 +13,24 @@ use crate::metrics::{BandwidthRow, Peaks};
 /// Pixel size.
 pub const SIZE: (u32, u32) = (860, 460);
 const FILE: &str = "bandwidth.svg";
-const TITLE: &str = "Effective bandwidth per variant";
+const TITLE: &str = "Effective bandwidth per kernel";
 
 /// Draw the plot from the bandwidth table. `why_missing` explains an empty table.
 pub fn bandwidth(rows: &[BandwidthRow], peaks: &Peaks, why_missing: Option<&Note>) -> Plot {
     let rows: Vec<&BandwidthRow> = rows
         .iter()
-        .filter(|r| r.summary.median_gb_s.is_some_and(f64::is_finite))
+        .filter(|r| r.rate.median_gb_s.is_some_and(f64::is_finite))
         .collect();
     if rows.is_empty() {
         let why = why_missing
             .map(|n| n.0.clone())
-            .unwrap_or_else(|| "no variant was timed in this run".into());
+            .unwrap_or_else(|| "no kernel was timed in the rounds".into());
         return missing(FILE, SIZE, TITLE, why);
     }
-    let names: Vec<String> = rows.iter().map(|r| r.summary.variant.clone()).collect();
+    let names: Vec<String> = rows.iter().map(|r| r.rate.kernel.clone()).collect();
     let top = rows
         .iter()
-        .filter_map(|r| r.high_gb_s.or(r.summary.median_gb_s))
+        .filter_map(|r| r.high_gb_s.or(r.rate.median_gb_s))
         .chain(peaks.theoretical_gb_s)
         .chain(peaks.ceiling_gb_s)
         .filter(|v| v.is_finite())
@@ -62,14 +62,11 @@ pub fn bandwidth(rows: &[BandwidthRow], peaks: &Peaks, why_missing: Option<&Note
             .draw_series(rows.iter().enumerate().map(|(i, r)| {
                 let x = i as f64;
                 Rectangle::new(
-                    [
-                        (x - 0.3, 0.0),
-                        (x + 0.3, r.summary.median_gb_s.unwrap_or(0.0)),
-                    ],
+                    [(x - 0.3, 0.0), (x + 0.3, r.rate.median_gb_s.unwrap_or(0.0))],
                     bar.filled(),
                 )
             }))?
-            .label("median over rounds; whisker p10-p90")
+            .label("median over every sample; whisker p10-p90 of the blocks")
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], bar.filled()));
         for (i, r) in rows.iter().enumerate() {
             let x = i as f64;
@@ -81,20 +78,21 @@ pub fn bandwidth(rows: &[BandwidthRow], peaks: &Peaks, why_missing: Option<&Note
                     PathElement::new(vec![(x - 0.08, hi), (x + 0.08, hi)], whisker),
                 ])?;
             }
-            let median = r.summary.median_gb_s.unwrap_or(0.0);
-            let text = match r.pct_of_peak {
-                Some(p) => format!("{} GB/s, {} of peak", format::gb_s(median), format::pct(p)),
-                None => format!("{} GB/s", format::gb_s(median)),
-            };
+            let median = r.rate.median_gb_s.unwrap_or(0.0);
+            // Two short lines rather than one long one, so that neighbouring bars' labels
+            // do not run into each other.
+            let mut text = vec![format!("{} GB/s", format::gb_s(median))];
+            if let Some(p) = r.rate.pct_of_peak {
+                text.push(format!("{} of peak", format::pct(p)));
+            }
             let y = r.high_gb_s.unwrap_or(median).max(median);
-            chart.draw_series(std::iter::once(
-                EmptyElement::at((x, y))
-                    + Text::new(
-                        text,
-                        (0, -6),
-                        font(13).pos(Pos::new(HPos::Center, VPos::Bottom)),
-                    ),
-            ))?;
+            let style = font(13).pos(Pos::new(HPos::Center, VPos::Bottom));
+            for (k, line) in text.into_iter().rev().enumerate() {
+                chart.draw_series(std::iter::once(
+                    EmptyElement::at((x, y))
+                        + Text::new(line, (0, -6 - 15 * k as i32), style.clone()),
+                ))?;
+            }
         }
         let lines = [
             (peaks.ceiling_gb_s, CEILING, "copy-kernel reference"),
@@ -127,11 +125,11 @@ pub fn bandwidth(rows: &[BandwidthRow], peaks: &Peaks, why_missing: Option<&Note
         Ok(())
     });
     let mut caption = format!(
-        "Median effective bandwidth of each variant over the repeated rounds (bars; whiskers: p10-p90 of the per-round values), against the copy-kernel reference ({}) and the theoretical peak ({}).",
+        "Median effective bandwidth of each kernel in the alternating rounds, over every sample of its blocks (bars; whiskers: p10-p90 of its block medians), against the copy-kernel reference ({}) and the theoretical peak ({}).",
         peaks.ceiling_basis, peaks.theoretical_basis
     );
     if peaks.ceiling_gb_s.is_none() {
-        caption.push_str(" The copy-kernel line is not drawn: no copy kernel was timed.");
+        caption.push_str(" The copy-kernel line is not drawn: the rounds have no ceiling.");
     }
     if peaks.theoretical_gb_s.is_none() {
         caption.push_str(" The peak line is not drawn: the device is unknown.");

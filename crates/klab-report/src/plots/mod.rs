@@ -30,10 +30,8 @@ pub const BANDWIDTH_BAR: Rgb = (27, 126, 163);
 pub const CEILING: Rgb = (214, 96, 28);
 /// The theoretical peak, 2 x memory clock x bus width (bandwidth.svg).
 pub const PEAK: Rgb = (120, 38, 140);
-/// Per-round batch averages from repeated-benchmark.csv (rounds.svg).
-pub const ROUNDS_BATCH: Rgb = (19, 160, 132);
-/// Timing-engine block medians and their p10-p90 whiskers (rounds.svg).
-pub const ROUNDS_ENGINE: Rgb = (201, 58, 114);
+/// Block medians of the rounds and their p10-p90 whiskers (rounds.svg).
+pub const ROUNDS_BLOCK: Rgb = (201, 58, 114);
 /// The theoretical memory roof (roofline.svg).
 pub const ROOF_MEMORY: Rgb = (46, 94, 170);
 /// The FP32 compute roof (roofline.svg).
@@ -51,7 +49,7 @@ pub const DISAGREE: Rgb = (220, 20, 60);
 /// or thick strokes: what the browser test counts in the screenshot.
 pub const CHECK_COLOURS: [(&str, Rgb); 4] = [
     ("bandwidth.svg", BANDWIDTH_BAR),
-    ("rounds.svg", ROUNDS_ENGINE),
+    ("rounds.svg", ROUNDS_BLOCK),
     ("roofline.svg", ROOF_MEMORY),
     ("counters.svg", COUNTER_MEASURED),
 ];
@@ -159,7 +157,8 @@ pub fn spread_labels(ys: &[i32], gap: i32) -> Vec<i32> {
 /// Every plot of a run, in report order: bandwidth, rounds, roofline, counters.
 pub fn all(run: &crate::data::RunData) -> Vec<Plot> {
     let peaks = crate::metrics::peaks(run);
-    let rows = crate::metrics::bandwidth_rows(run, &peaks);
+    let rows = crate::metrics::bandwidth_rows(run);
+    let rates = rows.as_deref().unwrap_or(&[]);
     let receipts: Vec<(String, &klab_core::receipt::Receipt)> = run
         .receipts
         .as_ref()
@@ -169,16 +168,16 @@ pub fn all(run: &crate::data::RunData) -> Vec<Plot> {
                 .collect()
         })
         .unwrap_or_default();
-    let points = crate::metrics::roof_points(&rows, &receipts);
+    let points = crate::metrics::roof_points(rates, &receipts);
     vec![
-        bandwidth(&rows, &peaks, run.summary.as_ref().err()),
+        bandwidth(rates, &peaks, rows.as_ref().err()),
         rounds(
-            &rows
+            &rates
                 .iter()
-                .map(|r| r.summary.variant.clone())
+                .map(|r| r.rate.kernel.clone())
                 .collect::<Vec<_>>(),
-            run.repeated.as_deref().unwrap_or(&[]),
-            run.engine_blocks.as_deref().unwrap_or(&[]),
+            run.round_blocks.as_deref().unwrap_or(&[]),
+            run.round_blocks.as_ref().err(),
         ),
         roofline(&points, &peaks),
         match &run.profile {

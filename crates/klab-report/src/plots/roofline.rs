@@ -165,33 +165,40 @@ pub fn roofline(points: &[RoofPoint], peaks: &Peaks) -> Plot {
             .draw()?;
         Ok(())
     });
-    let mut caption = format!(
-        "Log-log roofline. Memory roof: theoretical peak {} GB/s x intensity (solid); dashed: the copy-kernel reference's roof. ",
+    let mut caption = vec![format!(
+        "Log-log roofline. Memory roof: theoretical peak {} GB/s x intensity (solid).",
         format::gb_s(peak)
-    );
-    match &peaks.fp32_gflops {
-        Ok(f) => caption.push_str(&format!(
-            "Compute roof: FP32 peak {} GFLOP/s (SMs x FP32 lanes per SM x 2 x maximum SM clock). ",
+    )];
+    caption.push(match peaks.ceiling_gb_s {
+        Some(_) => "Dashed: the copy-kernel reference's roof.".to_string(),
+        None => format!(
+            "The copy-kernel reference's roof is not drawn: the reference is {}.",
+            peaks.ceiling_basis
+        ),
+    });
+    caption.push(match &peaks.fp32_gflops {
+        Ok(f) => format!(
+            "Compute roof: FP32 peak {} GFLOP/s (SMs x FP32 lanes per SM x 2 x maximum SM clock).",
             format::grouped(*f)
-        )),
-        Err(why) => caption.push_str(&format!("The compute roof is not drawn: {why}. ")),
-    }
+        ),
+        Err(why) => format!("The compute roof is not drawn: {why}."),
+    });
     if points.iter().any(|p| p.intensity.is_none()) {
-        caption.push_str(&format!(
+        caption.push(format!(
             "Transposes and copies do 0 FLOPs, so they have no place on a FLOP axis: they are drawn with hollow markers at the left edge of the x axis (x = {} FLOP/byte) at y = {} x achieved GB/s, so each one's height relative to the memory roof there is its true fraction of the bandwidth peak.",
             format::tick(axes.x_min),
             format::tick(axes.x_min)
         ));
     }
     if points.iter().any(|p| p.intensity.is_some()) {
-        caption.push_str(
-            " Filled markers: kernels that do FLOPs, at their real intensity (FLOPs per launch / useful bytes per launch from the receipt; triad: 2 FLOPs per 12 useful bytes).",
+        caption.push(
+            "Filled markers: kernels that do FLOPs, at their real intensity (FLOPs per launch / useful bytes per launch from the receipt; triad: 2 FLOPs per 12 useful bytes).".into(),
         );
     }
     Plot {
         file_name: FILE.into(),
         svg: drawn,
-        caption,
+        caption: caption.join(" "),
         missing: None,
     }
 }

@@ -1,74 +1,52 @@
-//! `rounds.svg`: every round's value per variant, one panel per variant with its own y
-//! range so that round-to-round drift is visible, rounds in order along x. Two sources:
-//! the repeated rounds' batch averages (`repeated-benchmark.csv`, one point per round) and
-//! the timing engine's blocks (`rounds/rounds.csv`, each block's per-launch median with a
-//! p10-p90 whisker, two blocks per round in ABBA order).
+//! `rounds.svg`: every block of the alternating rounds (`rounds/rounds.csv`), one panel per
+//! kernel with its own y range so that round-to-round drift is visible, rounds in order
+//! along x. A block is its per-launch median with a p10-p90 whisker; a kernel has two
+//! blocks per round (ABBA order), drawn side by side in the order they ran.
 
 use plotters::prelude::*;
 
-use super::{font, missing, rgb, svg, Plot, ROUNDS_BATCH, ROUNDS_ENGINE};
-use crate::data::RoundsBlock;
+use super::{font, missing, rgb, svg, Plot, ROUNDS_BLOCK};
+use crate::data::{Note, RoundsBlock};
 use crate::format;
 use crate::metrics::gb_s_at;
-use klab_core::rounds::RoundRow;
 
 /// Pixel size.
 pub const SIZE: (u32, u32) = (860, 560);
 const FILE: &str = "rounds.svg";
 const TITLE: &str = "Per-round values: drift from round to round";
 
-/// One value in one round.
+/// One block.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Mark {
-    /// Round plus an offset for the source and the block's position.
+    /// Round plus an offset for the block's place among the kernel's blocks of that round.
     x: f64,
     gb_s: f64,
-    /// p10-p90 range (engine blocks).
+    /// p10-p90 range.
     range: Option<(f64, f64)>,
 }
 
 struct Panel {
-    variant: String,
-    batch: Vec<Mark>,
-    engine: Vec<Mark>,
+    kernel: String,
+    marks: Vec<Mark>,
 }
 
-fn panels(order: &[String], repeated: &[RoundRow], blocks: &[RoundsBlock]) -> Vec<Panel> {
+fn panels(order: &[String], blocks: &[RoundsBlock]) -> Vec<Panel> {
     let mut names: Vec<String> = order.to_vec();
-    for v in repeated
-        .iter()
-        .filter(|r| r.row.timing.is_some())
-        .map(|r| &r.row.variant)
-        .chain(blocks.iter().map(|b| &b.variant))
-    {
+    for v in blocks.iter().map(|b| &b.variant) {
         if !names.contains(v) {
             names.push(v.clone());
         }
     }
     names
         .into_iter()
-        .map(|variant| {
-            let batch: Vec<Mark> = repeated
-                .iter()
-                .filter(|r| r.row.variant == variant)
-                .filter_map(|r| {
-                    r.row
-                        .timing
-                        .filter(|t| t.effective_gb_s.is_finite())
-                        .map(|t| Mark {
-                            x: f64::from(r.round) - 0.2,
-                            gb_s: t.effective_gb_s,
-                            range: None,
-                        })
-                })
-                .collect();
-            let mine: Vec<&RoundsBlock> = blocks.iter().filter(|b| b.variant == variant).collect();
-            let engine: Vec<Mark> = mine
+        .map(|kernel| {
+            let mine: Vec<&RoundsBlock> = blocks.iter().filter(|b| b.variant == kernel).collect();
+            let marks: Vec<Mark> = mine
                 .iter()
                 .filter_map(|b| {
                     let g = b.useful_gb_s?;
                     let m = b.median_us?;
-                    // Blocks of one round, in the order they ran: first at +0.05, second +0.25.
+                    // Blocks of one round, in the order they ran: first at -0.1, second +0.1.
                     let k = mine
                         .iter()
                         .filter(|o| o.round == b.round && o.position < b.position)
@@ -78,36 +56,31 @@ fn panels(order: &[String], repeated: &[RoundRow], blocks: &[RoundsBlock]) -> Ve
                         _ => None,
                     };
                     Some(Mark {
-                        x: b.round as f64 + 0.05 + 0.2 * k as f64,
+                        x: b.round as f64 - 0.1 + 0.2 * k as f64,
                         gb_s: g,
                         range,
                     })
                 })
                 .collect();
-            Panel {
-                variant,
-                batch,
-                engine,
-            }
+            Panel { kernel, marks }
         })
-        .filter(|p| !p.batch.is_empty() || !p.engine.is_empty())
+        .filter(|p| !p.marks.is_empty())
         .collect()
 }
 
-/// Draw the panels. `order` puts the variants in the bandwidth table's order.
-pub fn rounds(order: &[String], repeated: &[RoundRow], blocks: &[RoundsBlock]) -> Plot {
-    let panels = panels(order, repeated, blocks);
+/// Draw the panels. `order` puts the kernels in the rates table's order; `why_missing`
+/// explains an empty or unreadable `rounds/rounds.csv`.
+pub fn rounds(order: &[String], blocks: &[RoundsBlock], why_missing: Option<&Note>) -> Plot {
+    let panels = panels(order, blocks);
     if panels.is_empty() {
-        return missing(
-            FILE,
-            SIZE,
-            TITLE,
-            "no per-round values: repeated-benchmark.csv and rounds/rounds.csv are both missing or empty".into(),
-        );
+        let why = why_missing
+            .map(|n| n.0.clone())
+            .unwrap_or_else(|| "no per-round values: rounds/rounds.csv has no timed block".into());
+        return missing(FILE, SIZE, TITLE, why);
     }
     let max_round = panels
         .iter()
-        .flat_map(|p| p.batch.iter().chain(&p.engine))
+        .flat_map(|p| &p.marks)
         .map(|m| m.x.round())
         .fold(1.0f64, f64::max);
     let cols = if panels.len() == 1 { 1 } else { 2 };
@@ -115,30 +88,19 @@ pub fn rounds(order: &[String], repeated: &[RoundRow], blocks: &[RoundsBlock]) -
     let drawn = svg(SIZE, |root| {
         let body = root.titled(TITLE, font(20))?;
         let (legend_area, grid) = body.split_vertically(28);
-        let batch_colour = rgb(ROUNDS_BATCH);
-        let engine_colour = rgb(ROUNDS_ENGINE);
-        legend_area.draw(&Circle::new((24, 12), 5, batch_colour.filled()))?;
+        let colour = rgb(ROUNDS_BLOCK);
+        legend_area.draw(&Rectangle::new([(22, 4), (26, 20)], colour.filled()))?;
+        legend_area.draw(&Circle::new((24, 12), 5, colour.filled()))?;
         legend_area.draw(&Text::new(
-            "repeated-benchmark.csv: batch average of one process",
+            "rounds/rounds.csv: block median, whisker p10-p90",
             (34, 5),
-            font(13),
-        ))?;
-        legend_area.draw(&Rectangle::new(
-            [(420, 4), (424, 20)],
-            engine_colour.filled(),
-        ))?;
-        legend_area.draw(&Circle::new((422, 12), 5, engine_colour.filled()))?;
-        legend_area.draw(&Text::new(
-            "rounds/rounds.csv: engine block median, whisker p10-p90",
-            (434, 5),
             font(13),
         ))?;
         let areas = grid.split_evenly((rows, cols));
         for (area, p) in areas.iter().zip(&panels) {
             let values: Vec<f64> = p
-                .batch
+                .marks
                 .iter()
-                .chain(&p.engine)
                 .flat_map(|m| {
                     let (lo, hi) = m.range.unwrap_or((m.gb_s, m.gb_s));
                     [m.gb_s, lo, hi]
@@ -148,18 +110,18 @@ pub fn rounds(order: &[String], repeated: &[RoundRow], blocks: &[RoundsBlock]) -
             let hi = values.iter().copied().fold(0.0f64, f64::max);
             let pad = ((hi - lo) * 0.12).max(hi * 0.002);
             let pad = if pad > 0.0 { pad } else { 1.0 };
-            let batch: Vec<f64> = p.batch.iter().map(|m| m.gb_s).collect();
+            let medians: Vec<f64> = p.marks.iter().map(|m| m.gb_s).collect();
             let drift = match (
-                batch.iter().copied().reduce(f64::min),
-                batch.iter().copied().reduce(f64::max),
-                klab_core::stats::Summary::of(&batch),
+                medians.iter().copied().reduce(f64::min),
+                medians.iter().copied().reduce(f64::max),
+                klab_core::stats::Summary::of(&medians),
             ) {
                 (Some(a), Some(b), Some(s)) if s.median > 0.0 => format!(
-                    "{}: batch range {} of its median",
-                    p.variant,
+                    "{}: block range {} of its median",
+                    p.kernel,
                     format::pct(100.0 * (b - a) / s.median)
                 ),
-                _ => p.variant.clone(),
+                _ => p.kernel.clone(),
             };
             let mut chart = ChartBuilder::on(area)
                 .caption(drift, font(15))
@@ -187,23 +149,18 @@ pub fn rounds(order: &[String], repeated: &[RoundRow], blocks: &[RoundsBlock]) -
                 .max_light_lines(1)
                 .light_line_style(RGBColor(242, 242, 242))
                 .draw()?;
-            for m in &p.engine {
+            for m in &p.marks {
                 if let Some((slow, fast)) = m.range {
                     chart.draw_series(std::iter::once(PathElement::new(
                         vec![(m.x, slow), (m.x, fast)],
-                        engine_colour.stroke_width(4),
+                        colour.stroke_width(4),
                     )))?;
                 }
             }
             chart.draw_series(
-                p.engine
+                p.marks
                     .iter()
-                    .map(|m| Circle::new((m.x, m.gb_s), 5, engine_colour.filled())),
-            )?;
-            chart.draw_series(
-                p.batch
-                    .iter()
-                    .map(|m| Circle::new((m.x, m.gb_s), 5, batch_colour.filled())),
+                    .map(|m| Circle::new((m.x, m.gb_s), 5, colour.filled())),
             )?;
         }
         Ok(())
@@ -211,7 +168,7 @@ pub fn rounds(order: &[String], repeated: &[RoundRow], blocks: &[RoundsBlock]) -
     Plot {
         file_name: FILE.into(),
         svg: drawn,
-        caption: "Every round's value, one panel per variant (each with its own y range, so drift within a variant is visible; compare levels across variants in the bandwidth plot). Along x, rounds in the order they ran; within a round, the batch average of the repeated rounds (left) and the timing engine's blocks in the order they ran (right, ABBA). Batch averages time 100 back-to-back launches with one event pair; engine blocks time each launch, so their levels differ.".into(),
+        caption: "Every block of the alternating rounds (rounds/rounds.csv), one panel per kernel (each with its own y range, so drift within a kernel is visible; compare levels across kernels in the bandwidth plot). Along x, rounds in the order they ran; within a round, the kernel's blocks in the order they ran (ABBA), each its own process. A point is the block's median GB/s over its per-launch samples, the whisker its p10-p90; a panel's title gives the range of its block medians as a share of their median.".into(),
         missing: None,
     }
 }

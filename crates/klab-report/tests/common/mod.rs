@@ -1,5 +1,5 @@
-//! Shared by the report's integration tests: the fixture run folder, a writable copy of it,
-//! and the builder of its `profile/profile.json`.
+//! Shared by the report's integration tests: the fixture run folder, a writable copy of it
+//! (also one with rounds that have rates), and the builder of its `profile/profile.json`.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -41,6 +41,22 @@ pub fn fixture_copy() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let run = tmp.path().join("run");
     copy_tree(&fixture(), &run);
+    (tmp, run)
+}
+
+/// H200 rounds written by a `klab rounds` that records rates and a ceiling (the fixture's
+/// own `rounds/summary.json` predates them): seven kernels at N = 4096, baseline sgeam,
+/// ceiling copy_vec16.
+pub const RATED_ROUNDS: &str = "../../evidence/2026-11-30-fast4/final/run/rounds-4096";
+
+/// A writable copy of the fixture whose `rounds/rounds.csv` and `rounds/summary.json` are
+/// [`RATED_ROUNDS`]', so that the rates table and the plots built on it have data.
+pub fn fixture_with_rates() -> (tempfile::TempDir, PathBuf) {
+    let (tmp, run) = fixture_copy();
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join(RATED_ROUNDS);
+    for f in ["rounds.csv", "summary.json"] {
+        std::fs::copy(from.join(f), run.join("rounds").join(f)).unwrap();
+    }
     (tmp, run)
 }
 
