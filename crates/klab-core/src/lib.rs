@@ -22,7 +22,6 @@ pub mod plan;
 pub mod ptxas;
 pub mod receipt;
 pub mod registry;
-pub mod rounds;
 pub mod row;
 pub mod samples;
 pub mod sanitize;
