@@ -143,7 +143,7 @@ pub struct ProfileArgs {
 #[derive(Debug, Clone, PartialEq, Args)]
 #[command(
     after_help = "Reads lab.json and every artifact it knows (environment, ladder, benchmark, \
-repeated rounds, timing-engine rounds and receipts, sanitize/sanitize.json, profile/profile.json) \
+rounds, ceilings and receipts, sanitize/sanitize.json, profile/profile.json) \
 and writes index.html (one self-contained page: inline CSS and SVG, no script), report.md (the \
 same tables and statements) and plots/bandwidth.svg, rounds.svg, roofline.svg, counters.svg \
 into RUN_DIR/report or --out. A missing artifact is said in its section, not an error. Every \
@@ -347,7 +347,7 @@ pub struct LabArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
-    /// Rounds of the repeated benchmark
+    /// Rounds of the rounds and ceilings steps (each block its own process)
     #[arg(long, default_value_t = 5)]
     pub rounds: u32,
     /// Watchdog per step process, seconds
