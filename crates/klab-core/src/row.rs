@@ -138,10 +138,12 @@ pub fn precheck<B: Backend>(
     crate::plan::validate(&workload.plan(), backend.limits(), None, false)?;
     let free = backend.free_memory_bytes()?;
     if workload.slot_bytes() > free {
+        let gb = |bytes: u64| bytes as f64 / 1e9;
         return Err(TimingError::Config(format!(
-            "N = {} needs {} bytes of device memory for input and output; {free} bytes are free",
+            "N = {} needs {:.2} GB of device memory for input and output; {:.2} GB is free",
             workload.n,
-            workload.slot_bytes()
+            gb(workload.slot_bytes()),
+            gb(free)
         )));
     }
     Ok(())
@@ -422,12 +424,12 @@ mod tests {
 
     #[test]
     fn precheck_refuses_what_measure_would_before_any_output() {
-        let mut b = backend().with_free_bytes(1000);
-        let w = TransposeWorkload::new(Variant::Naive, 100).unwrap();
+        let mut b = backend().with_free_bytes(30_000_000);
+        let w = TransposeWorkload::new(Variant::Naive, 2000).unwrap();
         let e = precheck(&mut b, &w).unwrap_err().to_string();
         assert_eq!(
             e,
-            "N = 100 needs 80000 bytes of device memory for input and output; 1000 bytes are free"
+            "N = 2000 needs 0.03 GB of device memory for input and output; 0.03 GB is free"
         );
         let w = TransposeWorkload::new(Variant::Naive, 65_535 * 32 + 1).unwrap();
         assert!(matches!(
