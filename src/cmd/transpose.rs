@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use klab_core::ops::transpose::InputPattern;
 use klab_core::row::{self, CSV_HEADER};
-use klab_core::workload::TransposeWorkload;
+use klab_core::workload::{TransposeWorkload, Workload};
 use klab_core::Variant;
 
 use crate::child::{self, ChildCmd};
@@ -96,9 +96,12 @@ pub fn run(args: TransposeArgs) -> anyhow::Result<ExitCode> {
     writeln!(out, "{CSV_HEADER}")?;
     out.flush()?;
     let mut failed = false;
+    // One input and one output buffer for every variant, as the lab's harness always had:
+    // a naive transpose's strided stores are sensitive to where its buffers lie.
+    let mut slot = first.create_slot(&mut backend, 0)?;
     for v in selection {
         let workload = first.with_variant(v)?;
-        let row = row::transpose_row(&mut backend, &workload, reps, &mut |line| {
+        let row = row::transpose_row(&mut backend, &workload, &mut slot, reps, &mut |line| {
             eprintln!("klab transpose: {line}")
         })?;
         failed |= !row.correct;

@@ -295,6 +295,35 @@ pub fn measure<B: Backend, W: Workload>(
     for s in 0..slots {
         bufs.push(workload.create_slot(backend, s)?);
     }
+    measure_in(backend, workload, kernel, cfg, label, &mut bufs, observe)
+}
+
+/// [`measure`] over slots the caller made with `workload.create_slot` (one per slot; the
+/// regime's slot count is the caller's to choose): a command that measures several kernels
+/// of one shape on the same buffers, as the transpose lab's harness does, keeps their
+/// placement in memory the same for all of them.
+pub fn measure_in<B: Backend, W: Workload>(
+    backend: &mut B,
+    workload: &W,
+    kernel: &B::Kernel,
+    cfg: &TimingConfig,
+    label: &str,
+    bufs: &mut [Vec<B::Buffer>],
+    observe: &mut dyn FnMut() -> GpuState,
+) -> Result<Outcome, TimingError> {
+    if cfg.samples < 1 || bufs.is_empty() {
+        return Err(TimingError::Config(
+            "at least 1 sample and 1 slot are needed".into(),
+        ));
+    }
+    let plan = workload.plan();
+    plan::validate(
+        &plan,
+        backend.limits(),
+        Some(&backend.resources(kernel)),
+        false,
+    )?;
+    let slots = bufs.len() as u64;
 
     // Validation before anything is timed.
     let before = validate_once(backend, workload, kernel, &mut bufs[0], 0, POISON_BYTES[0])?;
@@ -309,7 +338,7 @@ pub fn measure<B: Backend, W: Workload>(
     let graphs = match cfg.timer {
         Timer::GraphReplay { launches } => {
             let mut g = Vec::with_capacity(slots as usize);
-            for b in &bufs {
+            for b in bufs.iter() {
                 g.push(backend.capture_graph(kernel, &plan, &workload.args::<B>(b), launches)?);
             }
             g
@@ -733,5 +762,16 @@ mod tests {
         c.samples = 1;
         c.timer = Timer::Batch { launches: 4 };
         assert_eq!(measured(run(&mut b, &w, &c).unwrap()).samples.len(), 1);
+        // Caller-made slots: none is a configuration error, one is a measurement on it.
+        let k = b.kernel("triad_f32").unwrap();
+        let none = measure_in(&mut b, &w, &k, &c, "b", &mut [], &mut GpuState::default);
+        assert!(matches!(none, Err(TimingError::Config(_))));
+        let mut slot = [w.create_slot(&mut b, 0).unwrap()];
+        let allocs = b.calls.len();
+        let o = measure_in(&mut b, &w, &k, &c, "b", &mut slot, &mut GpuState::default).unwrap();
+        assert!(measured(o).correct());
+        assert!(!b.calls[allocs..]
+            .iter()
+            .any(|c| matches!(c, Call::Alloc(_))));
     }
 }
