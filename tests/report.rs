@@ -62,8 +62,7 @@ fn report_writes_the_page_the_summary_and_the_plots() {
     }
     let html = fs::read_to_string(run.join("report/index.html")).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"));
-    // bandwidth.svg is a note, not a plot: the fixture's rounds/summary.json predates rates.
-    assert_eq!(html.matches("<svg ").count(), 3);
+    assert_eq!(html.matches("<svg ").count(), 4);
     assert!(html.contains("klab report: run-07"));
     let md = fs::read_to_string(run.join("report/report.md")).unwrap();
     assert!(md.contains("![roofline.svg](plots/roofline.svg)"));

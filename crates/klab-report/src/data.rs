@@ -156,7 +156,7 @@ pub struct RunData {
     pub ceilings: Part<RoundsSummary>,
     /// Receipts of the run.
     pub receipts: Part<Vec<ReceiptEntry>>,
-    /// `sanitize/sanitize.json`.
+    /// `sanitize/sanitize.json` and `sanitize-broken/sanitize.json`.
     pub sanitize: Part<Vec<SanitizedKernel>>,
     /// `profile/profile.json` (schema `klab-profile/1`).
     pub profile: Part<ProfileRecord>,
@@ -217,7 +217,7 @@ pub fn load(run_dir: &Path) -> Result<RunData, ReportError> {
         rounds: r.json::<RoundsSummary>("rounds/summary.json", "rounds"),
         ceilings: r.json::<RoundsSummary>("ceilings/summary.json", "ceilings"),
         receipts: r.receipts(),
-        sanitize: r.json::<Vec<SanitizedKernel>>("sanitize/sanitize.json", "sanitize"),
+        sanitize: r.sanitized(),
         profile: r.profile(),
         resources: r.with("resources.csv", "build", parse_resources),
         artifacts: check_artifacts(run_dir, &lab),
@@ -270,6 +270,17 @@ impl Reader<'_> {
     ) -> Part<T> {
         let text = self.text(rel, step)?;
         parse(&text).map_err(|e| Note(format!("could not read {rel}: {e}")))
+    }
+
+    /// `sanitize/sanitize.json`, then the known-broken kernels the lab sanitizes into
+    /// `sanitize-broken/` when that folder has a record.
+    fn sanitized(&self) -> Part<Vec<SanitizedKernel>> {
+        let mut kernels: Vec<SanitizedKernel> = self.json("sanitize/sanitize.json", "sanitize")?;
+        let broken = "sanitize-broken/sanitize.json";
+        if self.dir.join(broken).is_file() {
+            kernels.extend(self.json::<Vec<SanitizedKernel>>(broken, "sanitize")?);
+        }
+        Ok(kernels)
     }
 
     fn json<T: serde::de::DeserializeOwned>(&self, rel: &str, step: &str) -> Part<T> {

@@ -1,5 +1,4 @@
-//! A real headless Chromium renders the fixture report (with rounds that have rates, see
-//! `common::fixture_with_rates`); the screenshot must show every plot (each plot's own
+//! A real headless Chromium renders the fixture report; the screenshot must show every plot (each plot's own
 //! series colour in hundreds of pixels) on a page that is not blank.
 //!
 //! Chromium: `KLAB_CHROMIUM`, else `/usr/bin/chromium`. Without it the test prints
@@ -105,8 +104,7 @@ fn chromium_renders_the_page_with_every_plot() {
         eprintln!("SKIPPED: chromium not found (set KLAB_CHROMIUM or install /usr/bin/chromium)");
         return;
     };
-    // Rounds with rates, so that the bandwidth plot has bars.
-    let (tmp, run) = common::fixture_with_rates();
+    let (tmp, run) = common::fixture_copy();
     let out = tmp.path().join("report");
     let report = klab_report::render(&klab_report::load(&run).unwrap());
     klab_report::write_into(&out, &report).unwrap();
