@@ -27,8 +27,11 @@ impl std::error::Error for BackendError {}
 pub enum Arg<'a, B> {
     Buffer(&'a B),
     I32(i32),
+    U32(u32),
+    I64(i64),
     U64(u64),
     F32(f32),
+    F64(f64),
 }
 
 /// What the gates need from a device.
@@ -52,6 +55,11 @@ pub trait Backend {
     /// Set every byte of `dst` (poisoning).
     fn fill_bytes(&mut self, dst: &mut Self::Buffer, byte: u8) -> Result<(), BackendError>;
     fn download(&mut self, src: &Self::Buffer, dst: &mut [u32]) -> Result<(), BackendError>;
+    /// A buffer of exactly `bytes` bytes, for data of any element size: an overrun of one
+    /// element is outside it.
+    fn alloc_bytes(&mut self, bytes: usize) -> Result<Self::Buffer, BackendError>;
+    fn upload_bytes(&mut self, dst: &mut Self::Buffer, src: &[u8]) -> Result<(), BackendError>;
+    fn download_bytes(&mut self, src: &Self::Buffer, dst: &mut [u8]) -> Result<(), BackendError>;
     /// Launch once; a launch the device refuses is an error.
     fn launch(
         &mut self,

@@ -214,8 +214,11 @@ impl CudaBackend {
             .map(|a| match a {
                 Arg::Buffer(b) => b.ptr,
                 Arg::I32(v) => u64::from(*v as u32),
+                Arg::U32(v) => u64::from(*v),
+                Arg::I64(v) => *v as u64,
                 Arg::U64(v) => *v,
                 Arg::F32(v) => u64::from(v.to_bits()),
+                Arg::F64(v) => v.to_bits(),
             })
             .collect();
         let mut params: Vec<*mut c_void> = storage
@@ -333,6 +336,10 @@ impl Backend for CudaBackend {
         let bytes = words
             .checked_mul(4)
             .ok_or_else(|| BackendError(format!("{words} words overflow a byte count")))?;
+        self.alloc_bytes(bytes)
+    }
+
+    fn alloc_bytes(&mut self, bytes: usize) -> Result<DeviceBuffer, BackendError> {
         let ctx = self.device.ctx.clone();
         if bytes == 0 {
             return Ok(DeviceBuffer { ptr: 0, bytes, ctx });
@@ -368,6 +375,36 @@ impl Backend for CudaBackend {
             return Err(BackendError(
                 "download length differs from the buffer's".into(),
             ));
+        }
+        // SAFETY: lengths match; synchronised before returning.
+        let r = unsafe { result::memcpy_dtoh_async(dst, src.ptr, self.stream.cu_stream()) };
+        self.check(r.map_err(|e| e.0), "copying output to the host")?;
+        self.synchronize()
+    }
+
+    fn upload_bytes(&mut self, dst: &mut DeviceBuffer, src: &[u8]) -> Result<(), BackendError> {
+        if src.len() != dst.bytes {
+            return Err(BackendError(
+                "upload length differs from the buffer's".into(),
+            ));
+        }
+        if src.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: lengths match; the stream is synchronised before `src` can go away.
+        let r = unsafe { result::memcpy_htod_async(dst.ptr, src, self.stream.cu_stream()) };
+        self.check(r.map_err(|e| e.0), "copying input to the device")?;
+        self.synchronize()
+    }
+
+    fn download_bytes(&mut self, src: &DeviceBuffer, dst: &mut [u8]) -> Result<(), BackendError> {
+        if dst.len() != src.bytes {
+            return Err(BackendError(
+                "download length differs from the buffer's".into(),
+            ));
+        }
+        if dst.is_empty() {
+            return Ok(());
         }
         // SAFETY: lengths match; synchronised before returning.
         let r = unsafe { result::memcpy_dtoh_async(dst, src.ptr, self.stream.cu_stream()) };

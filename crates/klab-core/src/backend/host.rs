@@ -20,8 +20,11 @@ pub type GeneralKernelFn = fn(memory: &mut [Vec<u32>], args: &[HostArg], launch_
 pub enum HostArg {
     Buffer(usize),
     I32(i32),
+    U32(u32),
+    I64(i64),
     U64(u64),
     F32(f32),
+    F64(f64),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -34,14 +37,22 @@ enum HostImpl {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Call {
     Alloc(usize),
+    /// An allocation of this many bytes.
+    AllocBytes(usize),
     Upload(usize),
-    Fill { buffer: usize, byte: u8 },
+    Fill {
+        buffer: usize,
+        byte: u8,
+    },
     Launch(String),
     Synchronize,
     Download(usize),
     EventStart,
     EventStop,
-    Capture { kernel: String, launches: u32 },
+    Capture {
+        kernel: String,
+        launches: u32,
+    },
     Replay,
 }
 
@@ -124,8 +135,11 @@ impl HostBackend {
             .map(|a| match a {
                 Arg::Buffer(b) => HostArg::Buffer(b.0),
                 Arg::I32(v) => HostArg::I32(*v),
+                Arg::U32(v) => HostArg::U32(*v),
+                Arg::I64(v) => HostArg::I64(*v),
                 Arg::U64(v) => HostArg::U64(*v),
                 Arg::F32(v) => HostArg::F32(*v),
+                Arg::F64(v) => HostArg::F64(*v),
             })
             .collect()
     }
@@ -236,6 +250,43 @@ impl Backend for HostBackend {
         Ok(())
     }
 
+    /// Held as whole words (the last one padded), little-endian, so host kernels see words.
+    fn alloc_bytes(&mut self, bytes: usize) -> Result<HostBuffer, BackendError> {
+        self.calls.push(Call::AllocBytes(bytes));
+        self.memory.push(vec![0x5a5a_5a5a; bytes.div_ceil(4)]);
+        Ok(HostBuffer(self.memory.len() - 1))
+    }
+
+    fn upload_bytes(&mut self, dst: &mut HostBuffer, src: &[u8]) -> Result<(), BackendError> {
+        self.calls.push(Call::Upload(dst.0));
+        let words = &mut self.memory[dst.0];
+        if src.len().div_ceil(4) != words.len() {
+            return Err(BackendError(
+                "upload length differs from the buffer's".into(),
+            ));
+        }
+        for (w, chunk) in words.iter_mut().zip(src.chunks(4)) {
+            let mut b = w.to_le_bytes();
+            b[..chunk.len()].copy_from_slice(chunk);
+            *w = u32::from_le_bytes(b);
+        }
+        Ok(())
+    }
+
+    fn download_bytes(&mut self, src: &HostBuffer, dst: &mut [u8]) -> Result<(), BackendError> {
+        self.calls.push(Call::Download(src.0));
+        let words = &self.memory[src.0];
+        if dst.len().div_ceil(4) != words.len() {
+            return Err(BackendError(
+                "download length differs from the buffer's".into(),
+            ));
+        }
+        for (chunk, w) in dst.chunks_mut(4).zip(words) {
+            chunk.copy_from_slice(&w.to_le_bytes()[..chunk.len()]);
+        }
+        Ok(())
+    }
+
     fn launch(
         &mut self,
         kernel: &HostKernel,
@@ -290,5 +341,28 @@ impl Backend for HostBackend {
             self.run_raw(&graph.kernel, &graph.args)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_buffers_round_trip_at_their_exact_length() {
+        let mut b = HostBackend::new();
+        let mut buf = b.alloc_bytes(6).unwrap();
+        assert_eq!(b.calls[0], Call::AllocBytes(6));
+        b.upload_bytes(&mut buf, &[1, 2, 3, 4, 5, 6]).unwrap();
+        // Little-endian words, the last one padded with what the allocation held.
+        assert_eq!(b.memory(&buf)[0], 0x0403_0201);
+        assert_eq!(b.memory(&buf)[1] & 0xffff, 0x0605);
+        let mut back = [0u8; 6];
+        b.download_bytes(&buf, &mut back).unwrap();
+        assert_eq!(back, [1, 2, 3, 4, 5, 6]);
+        assert!(b.upload_bytes(&mut buf, &[0; 9]).is_err());
+        assert!(b.download_bytes(&buf, &mut [0u8; 2]).is_err());
+        let empty = b.alloc_bytes(0).unwrap();
+        b.download_bytes(&empty, &mut []).unwrap();
     }
 }
