@@ -82,6 +82,18 @@ pub fn create_run_dir(base: &Path) -> io::Result<PathBuf> {
     }
 }
 
+/// klab's cache folder for one kind of entry (`nvrtc`, `cref`): `$KLAB_CACHE_DIR/KIND`,
+/// else `$XDG_CACHE_HOME/klab/KIND`, else `~/.cache/klab/KIND`. An empty variable counts
+/// as unset (an empty `KLAB_CACHE_DIR` must not mean the current folder).
+pub fn cache_dir(kind: &str) -> Option<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    var("KLAB_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("klab")))
+        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".cache/klab")))
+        .map(|root| root.join(kind))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -113,17 +113,11 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// `$KLAB_CACHE_DIR`, else `$XDG_CACHE_HOME/klab/nvrtc`, else `~/.cache/klab/nvrtc`.
+    /// klab's cache folder `nvrtc/` ([`klab_core::artifact::cache_dir`]).
     pub fn from_env() -> Cache {
-        let dir = std::env::var_os("KLAB_CACHE_DIR")
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("klab/nvrtc"))
-            })
-            .or_else(|| {
-                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/klab/nvrtc"))
-            });
-        Cache { dir }
+        Cache {
+            dir: klab_core::artifact::cache_dir("nvrtc"),
+        }
     }
 
     pub fn at(dir: impl Into<PathBuf>) -> Cache {

@@ -1,0 +1,496 @@
+//! A user's C reference: a plain C function that takes the kernel's own parameter list
+//! (buffers as pointers, then the same scalars), compiled by the system C compiler into
+//! klab's cache and called on host copies of the kernel's buffers. It is the independent
+//! CPU oracle a declared operation is checked against.
+//!
+//! klab writes a shim that includes the user's file and defines one entry with a fixed
+//! signature, `klab_reference_entry(void *const *buffers, const int64_t *ints, const double
+//! *floats)`, which casts each argument to the declared C type and calls the function. A
+//! declaration that disagrees with the function's real parameter types fails to compile
+//! (incompatible pointer types, implicit declarations and int conversions are errors), so
+//! a reference cannot be called with the wrong signature. The library is compiled with
+//! `-O2 -ffp-contract=off` (no fused multiply-adds the source does not write) and cached
+//! under a key of the shim, the user's source, the compiler's version line and the flags.
+
+use std::ffi::{c_void, CString, OsString};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use klab_core::artifact::{sha256_hex, write_atomic};
+
+use crate::process;
+
+/// One parameter of the reference, in the kernel's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CParam {
+    /// A pointer to `c_type` elements; `writable` for outputs (else `const`).
+    Buffer { c_type: String, writable: bool },
+    /// An integer scalar of `c_type`, passed from an `i64`.
+    Int { c_type: String },
+    /// A floating-point scalar of `c_type`, passed from an `f64`.
+    Float { c_type: String },
+}
+
+/// What to build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CReferenceSpec {
+    /// The user's C file.
+    pub source: PathBuf,
+    /// The function in it.
+    pub function: String,
+    pub params: Vec<CParam>,
+}
+
+/// Why a reference could not be built or called.
+#[derive(Debug, thiserror::Error)]
+pub enum CRefError {
+    #[error("C reference {}: {why}", .source_path.display())]
+    Source { source_path: PathBuf, why: String },
+    #[error("the C compiler {compiler} could not be run: {why}")]
+    Compiler { compiler: String, why: String },
+    #[error("C reference {}:{function} did not compile with {compiler}: {first_error}", .source_path.display())]
+    Compile {
+        source_path: PathBuf,
+        function: String,
+        compiler: String,
+        first_error: String,
+    },
+    #[error("C reference library {}: {why}", .library.display())]
+    Load { library: PathBuf, why: String },
+    #[error("C reference call: {0}")]
+    Call(String),
+}
+
+/// Flags every reference is compiled with (part of the cache key).
+pub const CFLAGS: [&str; 9] = [
+    "-O2",
+    "-std=c11",
+    "-ffp-contract=off",
+    "-fPIC",
+    "-shared",
+    "-Werror=implicit-function-declaration",
+    "-Werror=incompatible-pointer-types",
+    "-Werror=int-conversion",
+    "-Werror=int-to-pointer-cast",
+];
+
+const ENTRY: &str = "klab_reference_entry";
+const COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A loaded reference.
+pub struct CReference {
+    handle: *mut c_void,
+    entry: unsafe extern "C" fn(*const *mut c_void, *const i64, *const f64),
+    params: Vec<CParam>,
+    /// The compiled library.
+    pub library: PathBuf,
+    /// The compiler's first `--version` line.
+    pub compiler: String,
+    pub from_cache: bool,
+}
+
+impl std::fmt::Debug for CReference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CReference")
+            .field("library", &self.library)
+            .field("compiler", &self.compiler)
+            .field("from_cache", &self.from_cache)
+            .finish()
+    }
+}
+
+fn c_string_literal(path: &Path) -> Option<String> {
+    let s = path.to_str()?;
+    if s.chars().any(|c| c.is_control()) {
+        return None;
+    }
+    Some(format!(
+        "\"{}\"",
+        s.replace('\\', "\\\\").replace('"', "\\\"")
+    ))
+}
+
+/// The shim's text for `spec` (the user's file is `source`, absolute).
+pub fn shim(spec: &CReferenceSpec, source: &Path) -> Result<String, CRefError> {
+    let literal = c_string_literal(source).ok_or_else(|| CRefError::Source {
+        source_path: spec.source.clone(),
+        why: "the path is not valid UTF-8 or holds a control character".into(),
+    })?;
+    let (mut b, mut i, mut f) = (0, 0, 0);
+    let args: Vec<String> = spec
+        .params
+        .iter()
+        .map(|p| match p {
+            CParam::Buffer { c_type, writable } => {
+                b += 1;
+                let c = if *writable { "" } else { "const " };
+                format!("({c}{c_type} *)buffers[{}]", b - 1)
+            }
+            CParam::Int { c_type } => {
+                i += 1;
+                format!("({c_type})ints[{}]", i - 1)
+            }
+            CParam::Float { c_type } => {
+                f += 1;
+                format!("({c_type})floats[{}]", f - 1)
+            }
+        })
+        .collect();
+    Ok(format!(
+        "#include <stdint.h>\n#include <stddef.h>\n#include {literal}\n\n\
+         void {ENTRY}(void *const *buffers, const int64_t *ints, const double *floats) {{\n    \
+         (void)buffers; (void)ints; (void)floats;\n    {}({});\n}}\n",
+        spec.function,
+        args.join(", ")
+    ))
+}
+
+/// `$CC`, else `cc`.
+pub fn compiler() -> String {
+    std::env::var("CC")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+        .unwrap_or_else(|| "cc".into())
+}
+
+fn compiler_version(cc: &str) -> Result<String, CRefError> {
+    let cap = process::run_captured(
+        Path::new(cc),
+        &[OsString::from("--version")],
+        Duration::from_secs(30),
+    )
+    .map_err(|e| CRefError::Compiler {
+        compiler: cc.into(),
+        why: e.to_string(),
+    })?;
+    let out = String::from_utf8_lossy(&cap.stdout);
+    match (cap.exit_code, out.lines().next()) {
+        (Some(0), Some(line)) => Ok(line.trim().to_string()),
+        _ => Err(CRefError::Compiler {
+            compiler: cc.into(),
+            why: "`--version` did not answer".into(),
+        }),
+    }
+}
+
+impl CReference {
+    /// Compile `spec` (or find it in `cache`, a folder; `None` compiles into a temporary
+    /// folder every time) and load it.
+    pub fn build(spec: &CReferenceSpec, cache: Option<&Path>) -> Result<CReference, CRefError> {
+        let bad = |why: String| CRefError::Source {
+            source_path: spec.source.clone(),
+            why,
+        };
+        let is_ident = |s: &str| {
+            let mut c = s.chars();
+            matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
+                && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+        };
+        if !is_ident(&spec.function) {
+            return Err(bad(format!("'{}' is not a C identifier", spec.function)));
+        }
+        let source = std::fs::canonicalize(&spec.source).map_err(|e| bad(e.to_string()))?;
+        if !source.is_file() {
+            return Err(bad("not a regular file".into()));
+        }
+        let text = std::fs::read(&source).map_err(|e| bad(e.to_string()))?;
+        let shim_text = shim(spec, &source)?;
+        let cc = compiler();
+        let version = compiler_version(&cc)?;
+        let key = sha256_hex(
+            format!(
+                "{shim_text}\0{}\0{version}\0{}",
+                sha256_hex(&text),
+                CFLAGS.join(" ")
+            )
+            .as_bytes(),
+        );
+        let temp;
+        let dir = match cache {
+            Some(d) => d.to_path_buf(),
+            None => {
+                temp = std::env::temp_dir().join(format!("klab-cref-{}", std::process::id()));
+                temp
+            }
+        };
+        std::fs::create_dir_all(&dir).map_err(|e| CRefError::Load {
+            library: dir.clone(),
+            why: e.to_string(),
+        })?;
+        let library = dir.join(format!("{}-{}.so", spec.function, &key[..16]));
+        let from_cache = library.is_file();
+        if !from_cache {
+            let shim_path = dir.join(format!("{}-{}.c", spec.function, &key[..16]));
+            write_atomic(&shim_path, shim_text.as_bytes()).map_err(|e| CRefError::Load {
+                library: shim_path.clone(),
+                why: e.to_string(),
+            })?;
+            // Compile to a private name, then rename: a reader never sees half a library.
+            let partial = dir.join(format!(
+                ".{}-{}.{}.so",
+                spec.function,
+                &key[..16],
+                std::process::id()
+            ));
+            let mut args: Vec<OsString> = CFLAGS.iter().map(OsString::from).collect();
+            args.extend([
+                OsString::from("-o"),
+                partial.clone().into_os_string(),
+                shim_path.into_os_string(),
+                OsString::from("-lm"),
+            ]);
+            let cap =
+                process::run_captured(Path::new(&cc), &args, COMPILE_TIMEOUT).map_err(|e| {
+                    CRefError::Compiler {
+                        compiler: cc.clone(),
+                        why: e.to_string(),
+                    }
+                })?;
+            if cap.exit_code != Some(0) {
+                let log = String::from_utf8_lossy(&cap.merged);
+                let first_error = log
+                    .lines()
+                    .find(|l| l.contains("error"))
+                    .or_else(|| log.lines().find(|l| !l.trim().is_empty()))
+                    .map(|l| l.trim().to_string())
+                    .unwrap_or_else(|| match cap.timed_out {
+                        true => format!("timed out after {} s", COMPILE_TIMEOUT.as_secs()),
+                        false => "no output".into(),
+                    });
+                let _ = std::fs::remove_file(&partial);
+                return Err(CRefError::Compile {
+                    source_path: spec.source.clone(),
+                    function: spec.function.clone(),
+                    compiler: version,
+                    first_error,
+                });
+            }
+            std::fs::rename(&partial, &library).map_err(|e| CRefError::Load {
+                library: library.clone(),
+                why: e.to_string(),
+            })?;
+        }
+        let c_path =
+            CString::new(library.as_os_str().as_encoded_bytes()).map_err(|_| CRefError::Load {
+                library: library.clone(),
+                why: "the path holds a NUL byte".into(),
+            })?;
+        // SAFETY: a library klab compiled from the shim; RTLD_LOCAL keeps its symbols apart.
+        let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if handle.is_null() {
+            return Err(CRefError::Load {
+                library,
+                why: dl_error(),
+            });
+        }
+        let name = CString::new(ENTRY).expect("no NUL");
+        // SAFETY: looking up a symbol in a library just opened.
+        let sym = unsafe { libc::dlsym(handle, name.as_ptr()) };
+        if sym.is_null() {
+            // SAFETY: the handle is open.
+            unsafe { libc::dlclose(handle) };
+            return Err(CRefError::Load {
+                library,
+                why: format!("no {ENTRY} in it"),
+            });
+        }
+        // SAFETY: the shim defines the entry with exactly this signature.
+        let entry = unsafe {
+            std::mem::transmute::<
+                *mut c_void,
+                unsafe extern "C" fn(*const *mut c_void, *const i64, *const f64),
+            >(sym)
+        };
+        Ok(CReference {
+            handle,
+            entry,
+            params: spec.params.clone(),
+            library,
+            compiler: version,
+            from_cache,
+        })
+    }
+
+    /// Call the reference: one byte buffer per buffer parameter (in order; each must hold
+    /// the elements the function reads or writes), the integer scalars and the floating
+    /// scalars in order.
+    pub fn call(
+        &self,
+        buffers: &mut [&mut [u8]],
+        ints: &[i64],
+        floats: &[f64],
+    ) -> Result<(), CRefError> {
+        let count = |pred: fn(&CParam) -> bool| self.params.iter().filter(|p| pred(p)).count();
+        let want = (
+            count(|p| matches!(p, CParam::Buffer { .. })),
+            count(|p| matches!(p, CParam::Int { .. })),
+            count(|p| matches!(p, CParam::Float { .. })),
+        );
+        if want != (buffers.len(), ints.len(), floats.len()) {
+            return Err(CRefError::Call(format!(
+                "expected {} buffers, {} integers and {} floats, got {}, {} and {}",
+                want.0,
+                want.1,
+                want.2,
+                buffers.len(),
+                ints.len(),
+                floats.len()
+            )));
+        }
+        let ptrs: Vec<*mut c_void> = buffers
+            .iter_mut()
+            .map(|b| b.as_mut_ptr().cast::<c_void>())
+            .collect();
+        // SAFETY: the entry casts each pointer to the declared type; the caller sizes each
+        // buffer for the elements the function touches (the declared lengths).
+        unsafe { (self.entry)(ptrs.as_ptr(), ints.as_ptr(), floats.as_ptr()) };
+        Ok(())
+    }
+}
+
+impl Drop for CReference {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from dlopen and is closed once.
+        unsafe { libc::dlclose(self.handle) };
+    }
+}
+
+fn dl_error() -> String {
+    // SAFETY: dlerror returns a thread-local string or null.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "dlopen failed".into()
+    } else {
+        // SAFETY: a NUL-terminated string from the loader.
+        unsafe { std::ffi::CStr::from_ptr(e) }
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32s(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    fn spec(dir: &Path, body: &str, params: Vec<CParam>) -> CReferenceSpec {
+        let source = dir.join("my ref.c");
+        std::fs::write(&source, body).unwrap();
+        CReferenceSpec {
+            source,
+            function: "axpy_ref".into(),
+            params,
+        }
+    }
+
+    fn axpy_params() -> Vec<CParam> {
+        vec![
+            CParam::Buffer {
+                c_type: "float".into(),
+                writable: false,
+            },
+            CParam::Buffer {
+                c_type: "float".into(),
+                writable: true,
+            },
+            CParam::Int {
+                c_type: "int32_t".into(),
+            },
+            CParam::Float {
+                c_type: "float".into(),
+            },
+        ]
+    }
+
+    const AXPY: &str = "#include <stdint.h>\n\
+        void axpy_ref(const float *x, float *y, int32_t n, float a) {\n\
+            for (int32_t i = 0; i < n; i++) y[i] = a * x[i] + y[i];\n\
+        }\n";
+
+    fn have_cc() -> bool {
+        if compiler_version(&compiler()).is_ok() {
+            return true;
+        }
+        eprintln!("SKIPPED: no C compiler ({}) on this machine", compiler());
+        false
+    }
+
+    #[test]
+    fn a_reference_compiles_once_and_is_called_with_the_kernels_parameters() {
+        if !have_cc() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let s = spec(tmp.path(), AXPY, axpy_params());
+        let cache = tmp.path().join("cache");
+        let r = CReference::build(&s, Some(&cache)).unwrap();
+        assert!(!r.from_cache);
+        let mut x = f32s(&[1.0, 2.0, 3.0]);
+        let mut y = f32s(&[10.0, 20.0, 30.0]);
+        r.call(&mut [&mut x, &mut y], &[3], &[0.5]).unwrap();
+        assert_eq!(y, f32s(&[10.5, 21.0, 31.5]));
+        assert!(r.call(&mut [&mut x], &[3], &[0.5]).is_err());
+        drop(r);
+        let again = CReference::build(&s, Some(&cache)).unwrap();
+        assert!(
+            again.from_cache,
+            "the same source, compiler and flags hit the cache"
+        );
+        // A changed source is another entry.
+        std::fs::write(&s.source, AXPY.replace("a * x[i]", "2.0f * a * x[i]")).unwrap();
+        assert!(!CReference::build(&s, Some(&cache)).unwrap().from_cache);
+    }
+
+    #[test]
+    fn a_signature_that_disagrees_or_a_missing_function_does_not_compile() {
+        if !have_cc() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let mut params = axpy_params();
+        params[0] = CParam::Buffer {
+            c_type: "double".into(),
+            writable: false,
+        };
+        let e = CReference::build(&spec(tmp.path(), AXPY, params), None).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, CRefError::Compile { .. }), "{msg}");
+        assert!(msg.contains("my ref.c:axpy_ref did not compile"), "{msg}");
+        assert_eq!(msg.lines().count(), 1, "{msg}");
+        let mut s = spec(tmp.path(), AXPY, axpy_params());
+        s.function = "nope".into();
+        assert!(matches!(
+            CReference::build(&s, None),
+            Err(CRefError::Compile { .. })
+        ));
+        s.function = "not an identifier".into();
+        assert!(matches!(
+            CReference::build(&s, None),
+            Err(CRefError::Source { .. })
+        ));
+        s.function = "axpy_ref".into();
+        s.source = tmp.path().join("missing.c");
+        assert!(matches!(
+            CReference::build(&s, None),
+            Err(CRefError::Source { .. })
+        ));
+    }
+
+    #[test]
+    fn the_shim_casts_each_parameter_in_order() {
+        let s = CReferenceSpec {
+            source: "r.c".into(),
+            function: "f".into(),
+            params: axpy_params(),
+        };
+        let text = shim(&s, Path::new("/a \"b\"/r.c")).unwrap();
+        assert!(text.contains("#include \"/a \\\"b\\\"/r.c\""), "{text}");
+        assert!(text.contains(
+            "f((const float *)buffers[0], (float *)buffers[1], (int32_t)ints[0], (float)floats[0]);"
+        ));
+        assert!(shim(&s, Path::new("/a\nb.c")).is_err());
+    }
+}
