@@ -14,6 +14,7 @@ pub mod child;
 pub mod compare;
 pub mod csv;
 pub mod device;
+pub mod dtype;
 pub mod expr;
 pub mod gpustate;
 pub mod manifest;
