@@ -25,6 +25,7 @@ pub mod ptxas;
 pub mod receipt;
 pub mod registry;
 pub mod row;
+pub mod rule;
 pub mod samples;
 pub mod sanitize;
 pub mod schema;
