@@ -19,6 +19,7 @@ pub mod expr;
 pub mod gpustate;
 pub mod manifest;
 pub mod model;
+pub mod npy;
 pub mod ops;
 pub mod plan;
 pub mod ptxas;
