@@ -13,6 +13,7 @@ pub mod check;
 pub mod child;
 pub mod compare;
 pub mod csv;
+pub mod declared;
 pub mod device;
 pub mod dtype;
 pub mod expr;

@@ -1,0 +1,537 @@
+//! A declared operation: what a kernel outside the built-in contracts computes, as its
+//! manifest writes it in `[kernel.op]`. Size variables (`rows`, `cols`) are the shape;
+//! every length, launch dimension and byte or FLOP count is an [`Expr`] over them. Buffers
+//! have a dtype, a length and a role; outputs name the rule they are compared by; scalars
+//! have a type and one or more values; the reference computes the expected outputs.
+//!
+//! ```toml
+//! [[kernel]]
+//! name = "layernorm"
+//! entry = "layernorm_rows"
+//! operation = "declared"
+//! params = ["x", "y", "rows:i32", "cols:i32", "eps:f32"]   # the kernel's own order
+//!
+//! [kernel.op]
+//! grid = ["rows"]
+//! block = ["256"]
+//! useful_bytes = "2 * rows * cols * 4"
+//! flops = "8 * rows * cols"
+//! reference = { c = "layernorm_ref.c:layernorm_ref" }      # same parameters as the kernel
+//! sizes.rows = { values = [1, 7, 64, 1000] }
+//! sizes.cols = { values = [1, 31, 32, 33, 1024] }
+//! buffers.x = { dtype = "f32", len = "rows * cols", role = "in", range = [-2.0, 2.0] }
+//! buffers.y = { dtype = "f32", len = "rows * cols", role = "out", shape = ["rows", "cols"],
+//!               compare = { allclose = { atol = 1e-5, rtol = 1e-5 } } }
+//! scalars.eps = { type = "f32", values = [1e-5] }
+//! ```
+//!
+//! [`DeclaredOpSpec`] is the TOML as written; [`DeclaredOpSpec::validate`] checks it
+//! against the kernel's parameter list and gives a [`DeclaredOp`], or the field and the
+//! problem. Values that depend on a shape (lengths, the launch) are evaluated per case.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::dtype::Dtype;
+use crate::expr::Expr;
+use crate::rule::{NanRule, RuleSpec};
+
+/// A size variable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SizeSpec {
+    /// The values the check's ladder uses for this variable (else klab derives them).
+    #[serde(default)]
+    pub values: Option<Vec<u64>>,
+    /// The smallest size the kernel accepts (default 1; 0 lets the ladder try empty).
+    #[serde(default = "one")]
+    pub min: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// What a buffer is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Read by the kernel: generated, never compared.
+    In,
+    /// Written by the kernel: poisoned before each launch, compared.
+    Out,
+    /// Read and written: set before each launch like an input, compared afterwards.
+    Inout,
+    /// Working space: poisoned, never compared.
+    Scratch,
+}
+
+impl Role {
+    pub fn compared(self) -> bool {
+        matches!(self, Role::Out | Role::Inout)
+    }
+}
+
+/// One buffer parameter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BufferSpec {
+    pub dtype: Dtype,
+    /// Elements, over the size variables.
+    pub len: Expr,
+    pub role: Role,
+    /// Row-major dimensions for naming a failing element (`[row 3, col 256]`); their
+    /// product must equal `len`.
+    #[serde(default)]
+    pub shape: Option<Vec<Expr>>,
+    /// Names of the shape's axes (default: the shape's expressions).
+    #[serde(default)]
+    pub axes: Option<Vec<String>>,
+    /// How an output is compared with the reference's.
+    #[serde(default)]
+    pub compare: Option<RuleSpec>,
+    #[serde(default)]
+    pub nan: Option<NanRule>,
+    /// The interval random inputs are drawn from (default by dtype).
+    #[serde(default)]
+    pub range: Option<[f64; 2]>,
+}
+
+/// A scalar parameter that is not a size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScalarSpec {
+    #[serde(rename = "type")]
+    pub ty: Dtype,
+    /// Cases cycle through these values.
+    pub values: Vec<f64>,
+}
+
+/// Where the expected outputs come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+pub enum ReferenceSpec {
+    /// `"file.c:function"`: a plain C function with the kernel's parameters, compiled by the
+    /// system C compiler (the independent CPU oracle klab recommends).
+    C(String),
+    /// `"path.toml:name"`: a trusted kernel run on the same inputs.
+    Kernel(String),
+    /// A program that reads the inputs and writes the expected outputs as `.npy` files.
+    Command(Vec<String>),
+}
+
+/// `[kernel.op]` as written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredOpSpec {
+    pub sizes: BTreeMap<String, SizeSpec>,
+    pub buffers: BTreeMap<String, BufferSpec>,
+    #[serde(default)]
+    pub scalars: BTreeMap<String, ScalarSpec>,
+    /// 1 to 3 expressions each.
+    pub grid: Vec<Expr>,
+    pub block: Vec<Expr>,
+    #[serde(default)]
+    pub dynamic_shared_bytes: Option<Expr>,
+    pub useful_bytes: Expr,
+    #[serde(default)]
+    pub flops: Option<Expr>,
+    pub reference: ReferenceSpec,
+}
+
+/// One kernel parameter of a declared operation, in the kernel's order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum OpParam {
+    Buffer(String),
+    /// A size variable passed as `dtype`.
+    Size(String, Dtype),
+    /// A declared scalar.
+    Scalar(String, Dtype),
+}
+
+/// A validated declared operation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeclaredOp {
+    pub spec: DeclaredOpSpec,
+    pub params: Vec<OpParam>,
+}
+
+/// Types a scalar parameter can take.
+const SCALAR_TYPES: [Dtype; 6] = [
+    Dtype::I32,
+    Dtype::U32,
+    Dtype::I64,
+    Dtype::U64,
+    Dtype::F32,
+    Dtype::F64,
+];
+
+fn is_identifier(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
+        && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}
+
+/// A problem with a field of `[kernel.op]` (the field relative to it, e.g. `buffers.y.compare`).
+pub type FieldError = (String, String);
+
+impl DeclaredOpSpec {
+    /// Check the spec against the kernel's `params` (`"x"`, `"rows:i32"`, ...).
+    pub fn validate(self, params: &[String]) -> Result<DeclaredOp, FieldError> {
+        let bad = |field: &str, problem: String| Err((field.to_string(), problem));
+        if self.sizes.is_empty() {
+            return bad("sizes", "declare at least one size variable".into());
+        }
+        let sizes: BTreeSet<String> = self.sizes.keys().cloned().collect();
+        for (name, s) in &self.sizes {
+            let field = format!("sizes.{name}");
+            if !is_identifier(name) {
+                return bad(&field, format!("'{name}' is not a usable name"));
+            }
+            if let Some(v) = &s.values {
+                if v.is_empty() {
+                    return bad(&field, "values is empty".into());
+                }
+                if let Some(x) = v.iter().find(|x| **x < s.min) {
+                    return bad(&field, format!("value {x} is below min = {}", s.min));
+                }
+            }
+        }
+        let uses_only_sizes = |field: &str, e: &Expr| -> Result<(), FieldError> {
+            match e.variables().difference(&sizes).next() {
+                Some(v) => Err((
+                    field.to_string(),
+                    format!(
+                        "'{e}' uses '{v}', which is not a size variable (sizes: {})",
+                        sizes.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                )),
+                None => Ok(()),
+            }
+        };
+        for (what, dims) in [("grid", &self.grid), ("block", &self.block)] {
+            if dims.is_empty() || dims.len() > 3 {
+                return bad(what, "give 1 to 3 dimensions".into());
+            }
+            for (i, e) in dims.iter().enumerate() {
+                uses_only_sizes(&format!("{what}[{i}]"), e)?;
+            }
+        }
+        uses_only_sizes("useful_bytes", &self.useful_bytes)?;
+        if let Some(e) = &self.flops {
+            uses_only_sizes("flops", e)?;
+        }
+        if let Some(e) = &self.dynamic_shared_bytes {
+            uses_only_sizes("dynamic_shared_bytes", e)?;
+        }
+        if self.buffers.is_empty() {
+            return bad("buffers", "declare at least one buffer".into());
+        }
+        if !self.buffers.values().any(|b| b.role.compared()) {
+            return bad(
+                "buffers",
+                "no buffer has role out or inout: nothing would be checked".into(),
+            );
+        }
+        for (name, b) in &self.buffers {
+            let field = |f: &str| format!("buffers.{name}.{f}");
+            if !is_identifier(name) {
+                return bad(
+                    &format!("buffers.{name}"),
+                    format!("'{name}' is not a usable name"),
+                );
+            }
+            uses_only_sizes(&field("len"), &b.len)?;
+            if let Some(shape) = &b.shape {
+                for (i, e) in shape.iter().enumerate() {
+                    uses_only_sizes(&field(&format!("shape[{i}]")), e)?;
+                }
+                if let Some(axes) = &b.axes {
+                    if axes.len() != shape.len() {
+                        return bad(
+                            &field("axes"),
+                            format!("{} names for {} dimensions", axes.len(), shape.len()),
+                        );
+                    }
+                }
+            } else if b.axes.is_some() {
+                return bad(
+                    &field("axes"),
+                    "axes name the dimensions of a shape; give shape".into(),
+                );
+            }
+            match (&b.compare, b.role.compared()) {
+                (None, true) => {
+                    return bad(
+                        &field("compare"),
+                        "an output needs a rule: \"bitwise\", \"exact\" (integers), { ulp = K }, { allclose = { atol, rtol } } or { scaled-sum = \"K\" }".into(),
+                    )
+                }
+                (Some(_), false) => {
+                    return bad(
+                        &field("compare"),
+                        format!("a {:?} buffer is never compared", b.role).to_lowercase(),
+                    )
+                }
+                (Some(spec), true) => {
+                    // The dtype check needs the rule, not its size expression: resolve k
+                    // to 1 for the check (k's variables are checked as any expression's).
+                    if let RuleSpec::ScaledSum(k) = spec {
+                        let e = Expr::parse(k).map_err(|e| (field("compare"), e.to_string()))?;
+                        uses_only_sizes(&field("compare"), &e)?;
+                    }
+                    let rule = spec
+                        .resolve(|_| Ok(1.0))
+                        .map_err(|e| (field("compare"), e.to_string()))?;
+                    rule.check_dtype(b.dtype)
+                        .map_err(|e| (field("compare"), e.to_string()))?;
+                }
+                (None, false) => {}
+            }
+            if b.nan.is_some() && !b.role.compared() {
+                return bad(&field("nan"), "only outputs are compared".into());
+            }
+            if let Some([lo, hi]) = b.range {
+                if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+                    return bad(&field("range"), format!("[{lo}, {hi}] is not an interval"));
+                }
+            }
+        }
+        for (name, s) in &self.scalars {
+            let field = format!("scalars.{name}");
+            if sizes.contains(name) || self.buffers.contains_key(name) {
+                return bad(&field, format!("'{name}' is also a size or a buffer"));
+            }
+            if !SCALAR_TYPES.contains(&s.ty) {
+                return bad(
+                    &field,
+                    format!(
+                        "type {} is not a scalar type (i32 u32 i64 u64 f32 f64)",
+                        s.ty
+                    ),
+                );
+            }
+            if s.values.is_empty() || s.values.iter().any(|v| !v.is_finite()) {
+                return bad(&field, "give one or more finite values".into());
+            }
+        }
+        if let Some(b) = self.buffers.keys().find(|b| sizes.contains(*b)) {
+            return bad(
+                &format!("buffers.{b}"),
+                format!("'{b}' is also a size variable"),
+            );
+        }
+        match &self.reference {
+            ReferenceSpec::C(s) | ReferenceSpec::Kernel(s) => match s.rsplit_once(':') {
+                Some((path, name)) if !path.is_empty() && is_identifier(name) => {}
+                _ => {
+                    return bad(
+                        "reference",
+                        format!("'{s}' is not FILE:NAME (e.g. \"ref.c:my_ref\")"),
+                    )
+                }
+            },
+            ReferenceSpec::Command(argv) if argv.is_empty() => {
+                return bad("reference", "command is empty".into())
+            }
+            ReferenceSpec::Command(_) => {}
+        }
+
+        // The kernel's parameters: every buffer once, sizes and scalars with their type.
+        let mut out = Vec::new();
+        let mut seen = BTreeSet::new();
+        for (i, p) in params.iter().enumerate() {
+            let field = format!("params[{i}]");
+            let (name, ty) = match p.split_once(':') {
+                Some((n, t)) => (n.trim(), Some(t.trim())),
+                None => (p.trim(), None),
+            };
+            if !seen.insert(name.to_string()) {
+                return bad(&field, format!("'{name}' appears twice"));
+            }
+            if self.buffers.contains_key(name) {
+                if ty.is_some() {
+                    return bad(&field, format!("'{name}' is a buffer; it takes no type"));
+                }
+                out.push(OpParam::Buffer(name.to_string()));
+                continue;
+            }
+            let is_size = sizes.contains(name);
+            if !is_size && !self.scalars.contains_key(name) {
+                return bad(
+                    &field,
+                    format!("'{name}' is not a buffer, size or scalar of [kernel.op]"),
+                );
+            }
+            let Some(t) = ty else {
+                return bad(&field, format!("'{name}' needs a type, e.g. '{name}:i32'"));
+            };
+            let dtype: Dtype = t
+                .parse()
+                .ok()
+                .filter(|d| SCALAR_TYPES.contains(d))
+                .ok_or_else(|| {
+                    (
+                        field.clone(),
+                        format!("'{t}' is not i32, u32, i64, u64, f32 or f64"),
+                    )
+                })?;
+            if is_size && dtype.is_float() {
+                return bad(&field, format!("size '{name}' is an integer, not {dtype}"));
+            }
+            out.push(if is_size {
+                OpParam::Size(name.to_string(), dtype)
+            } else {
+                OpParam::Scalar(name.to_string(), dtype)
+            });
+        }
+        if let Some(b) = self.buffers.keys().find(|b| !seen.contains(*b)) {
+            return bad(
+                "params",
+                format!("buffer '{b}' is not among the kernel's parameters"),
+            );
+        }
+        if let Some(s) = self.scalars.keys().find(|s| !seen.contains(*s)) {
+            return bad(
+                "params",
+                format!("scalar '{s}' is not among the kernel's parameters"),
+            );
+        }
+        Ok(DeclaredOp {
+            spec: self,
+            params: out,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAYERNORM: &str = r#"
+grid = ["rows"]
+block = ["256"]
+useful_bytes = "2 * rows * cols * 4"
+flops = "8 * rows * cols"
+reference = { c = "layernorm_ref.c:layernorm_ref" }
+sizes.rows = { values = [1, 7, 64] }
+sizes.cols = {}
+buffers.x = { dtype = "f32", len = "rows * cols", role = "in", range = [-2.0, 2.0] }
+buffers.y = { dtype = "f32", len = "rows * cols", role = "out", shape = ["rows", "cols"], axes = ["row", "col"], compare = { allclose = { atol = 1e-5, rtol = 1e-5 } } }
+scalars.eps = { type = "f32", values = [1e-5] }
+"#;
+
+    fn params() -> Vec<String> {
+        ["x", "y", "rows:i32", "cols:i32", "eps:f32"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    fn check(text: &str, params: &[String]) -> Result<DeclaredOp, FieldError> {
+        let spec: DeclaredOpSpec =
+            toml::from_str(text).map_err(|e| ("toml".into(), e.to_string()))?;
+        spec.validate(params)
+    }
+
+    #[test]
+    fn a_layer_norm_declares_its_parameters_in_the_kernels_order() {
+        let op = check(LAYERNORM, &params()).unwrap();
+        assert_eq!(
+            op.params,
+            vec![
+                OpParam::Buffer("x".into()),
+                OpParam::Buffer("y".into()),
+                OpParam::Size("rows".into(), Dtype::I32),
+                OpParam::Size("cols".into(), Dtype::I32),
+                OpParam::Scalar("eps".into(), Dtype::F32),
+            ]
+        );
+        assert_eq!(op.spec.sizes["cols"].min, 1);
+        assert_eq!(
+            op.spec.reference,
+            ReferenceSpec::C("layernorm_ref.c:layernorm_ref".into())
+        );
+    }
+
+    #[test]
+    fn each_problem_names_its_field() {
+        let cases: [(&str, &str, &str); 9] = [
+            (
+                "len = \"rows * cols\", role = \"in\"",
+                "len = \"rows * depth\", role = \"in\"",
+                "buffers.x.len",
+            ),
+            (
+                "compare = { allclose = { atol = 1e-5, rtol = 1e-5 } }",
+                "compare = \"exact\"",
+                "buffers.y.compare",
+            ),
+            (
+                ", compare = { allclose = { atol = 1e-5, rtol = 1e-5 } }",
+                "",
+                "buffers.y.compare",
+            ),
+            (
+                "role = \"in\", range",
+                "role = \"in\", compare = \"bitwise\", range",
+                "buffers.x.compare",
+            ),
+            ("grid = [\"rows\"]", "grid = [\"rows\", \"eps\"]", "grid[1]"),
+            ("grid = [\"rows\"]", "grid = []", "grid"),
+            (
+                "c = \"layernorm_ref.c:layernorm_ref\"",
+                "c = \"layernorm_ref.c\"",
+                "reference",
+            ),
+            (
+                "range = [-2.0, 2.0]",
+                "range = [2.0, -2.0]",
+                "buffers.x.range",
+            ),
+            ("values = [1, 7, 64]", "values = [0, 7]", "sizes.rows"),
+        ];
+        for (from, to, field) in cases {
+            let text = LAYERNORM.replace(from, to);
+            assert_ne!(text, LAYERNORM, "{from}");
+            let (f, problem) = check(&text, &params()).unwrap_err();
+            assert_eq!(f, field, "{to}: {problem}");
+        }
+        let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let e = check(LAYERNORM, &p(&["x", "rows:i32", "cols:i32", "eps:f32"])).unwrap_err();
+        assert_eq!(e.0, "params");
+        assert!(e.1.contains("buffer 'y'"), "{e:?}");
+        let e = check(
+            LAYERNORM,
+            &p(&["x", "y", "rows:f32", "cols:i32", "eps:f32"]),
+        )
+        .unwrap_err();
+        assert_eq!(e.0, "params[2]");
+        let e = check(LAYERNORM, &p(&["x", "y", "rows", "cols:i32", "eps:f32"])).unwrap_err();
+        assert!(e.1.contains("needs a type"), "{e:?}");
+        let e = check(
+            LAYERNORM,
+            &p(&["x", "y", "rows:i32", "cols:i32", "eps:f32", "z:i32"]),
+        )
+        .unwrap_err();
+        assert_eq!(e.0, "params[5]");
+        let e = check(
+            LAYERNORM,
+            &p(&["x", "x", "y", "rows:i32", "cols:i32", "eps:f32"]),
+        )
+        .unwrap_err();
+        assert!(e.1.contains("twice"), "{e:?}");
+        let e = check(
+            &LAYERNORM.replace("role = \"out\"", "role = \"scratch\""),
+            &params(),
+        )
+        .unwrap_err();
+        assert_eq!(e.0, "buffers");
+        let e = check(
+            &LAYERNORM.replace("sizes.cols = {}", "sizes.cols = { vals = [1] }"),
+            &params(),
+        )
+        .unwrap_err();
+        assert_eq!(e.0, "toml", "unknown fields are refused: {e:?}");
+    }
+}
