@@ -36,6 +36,7 @@ use serde::{Deserialize, Serialize};
 use crate::dtype::Dtype;
 use crate::expr::Expr;
 use crate::rule::{NanRule, RuleSpec};
+use crate::text::is_identifier;
 
 /// A size variable.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -166,12 +167,6 @@ const SCALAR_TYPES: [Dtype; 6] = [
     Dtype::F32,
     Dtype::F64,
 ];
-
-fn is_identifier(s: &str) -> bool {
-    let mut c = s.chars();
-    matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
-        && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
-}
 
 /// A problem with a field of `[kernel.op]` (the field relative to it, e.g. `buffers.y.compare`).
 pub type FieldError = (String, String);

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::plan::{Dim3, LaunchPlan};
+use crate::text::is_identifier;
 
 /// What a kernel must compute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -261,12 +262,6 @@ struct RawKernel {
     equality: Option<String>,
     #[serde(default)]
     prediction: Option<String>,
-}
-
-fn is_identifier(s: &str) -> bool {
-    let mut c = s.chars();
-    matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
-        && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
 }
 
 /// Loads the source a manifest names: (path as reports name it, text), or why not.

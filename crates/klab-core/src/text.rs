@@ -22,3 +22,10 @@ pub fn first_line_clipped(s: &str, max: usize) -> String {
         .collect::<String>();
     one_line(&line)
 }
+
+/// A C identifier: a letter or `_`, then letters, digits and `_`.
+pub fn is_identifier(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
+        && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}

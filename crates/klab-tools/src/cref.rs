@@ -181,12 +181,7 @@ impl CReference {
             source_path: spec.source.clone(),
             why,
         };
-        let is_ident = |s: &str| {
-            let mut c = s.chars();
-            matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
-                && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
-        };
-        if !is_ident(&spec.function) {
+        if !klab_core::text::is_identifier(&spec.function) {
             return Err(bad(format!("'{}' is not a C identifier", spec.function)));
         }
         let source = std::fs::canonicalize(&spec.source).map_err(|e| bad(e.to_string()))?;
