@@ -58,11 +58,24 @@ fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
         quick: args.quick,
     };
     let verbose = args.verbose;
-    let report = check::run(&mut session.backend, &kernel.decl, &k, &opts, &mut |c| {
+    let mut show = |c: &check::CaseResult| {
         if verbose || !c.pass {
             eprintln!("klab check: {}", c.render());
         }
-    })?;
+    };
+    let report = if kernel.decl.declared.is_some() {
+        let reference = kernel.reference()?;
+        check::run_declared(
+            &mut session.backend,
+            &kernel.decl,
+            &k,
+            reference,
+            &opts,
+            &mut show,
+        )?
+    } else {
+        check::run(&mut session.backend, &kernel.decl, &k, &opts, &mut show)?
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -73,6 +73,40 @@ impl Kernel {
             OpKind::Copy | OpKind::Transpose => 4096,
             OpKind::Triad => ops::triad::N,
             OpKind::ReduceSum => ops::reduce::LARGE_N,
+            // Its shapes are its size variables' (the workload refuses a single n).
+            OpKind::Declared => 1,
+        }
+    }
+
+    /// A declared operation's reference, built (a C reference compiles into klab's cache).
+    pub fn reference(&self) -> anyhow::Result<std::rc::Rc<dyn klab_core::general::Reference>> {
+        use klab_core::declared::ReferenceSpec;
+        let op = self
+            .decl
+            .declared
+            .as_ref()
+            .with_context(|| format!("{} is not a declared operation", self.name()))?;
+        let dir = match &self.kref {
+            klab_core::registry::KernelRef::Manifest { path, .. } => {
+                path.parent().map(|p| p.to_path_buf()).unwrap_or_default()
+            }
+            klab_core::registry::KernelRef::Builtin { .. } => std::path::PathBuf::from("."),
+        };
+        match &op.spec.reference {
+            ReferenceSpec::C(s) => {
+                let (file, function) = s.rsplit_once(':').expect("validated FILE:NAME");
+                let spec = klab_tools::cref::CReferenceSpec {
+                    source: dir.join(file),
+                    function: function.into(),
+                    params: klab_tools::cref::params_for(op),
+                };
+                let cache = klab_core::artifact::cache_dir("cref");
+                Ok(std::rc::Rc::new(klab_tools::cref::CReference::build(&spec, cache.as_deref())?))
+            }
+            ReferenceSpec::Kernel(_) | ReferenceSpec::Command(_) => anyhow::bail!(
+                "{}: reference.kernel and reference.command are not supported yet; give reference.c = \"FILE.c:FUNCTION\"",
+                self.name()
+            ),
         }
     }
 

@@ -25,8 +25,38 @@ pub fn find_sanitizer(given: Option<&Path>) -> anyhow::Result<PathBuf> {
 
 /// A ragged and a full-tile size for a kernel's launch.
 pub fn sizes_for(kernel: &Kernel) -> (u64, u64) {
-    let e = kernel.decl.elements_per_block[0].max(1);
+    let e = kernel
+        .decl
+        .elements_per_block
+        .first()
+        .copied()
+        .unwrap_or(1)
+        .max(1);
     (e + 1, 1024u64.max(e) / e * e)
+}
+
+/// The `klab check` a tool runs for `kernel`, the sizes it covers and how to say where:
+/// a ragged and a full-tile size for a built-in operation; the exact-input case of every
+/// shape of a declared operation's ladder.
+fn sanitize_target(kernel: &Kernel, device: u32) -> (CheckArgs, Vec<u64>, String) {
+    let base = crate::cmd::check::child_args(kernel.spec(), device);
+    if kernel.decl.declared.is_some() {
+        let args = CheckArgs {
+            quick: true,
+            ..base
+        };
+        return (
+            args,
+            Vec::new(),
+            "every shape of its ladder (exact inputs)".into(),
+        );
+    }
+    let (ragged, full) = sizes_for(kernel);
+    let args = CheckArgs {
+        sizes: Some(format!("{ragged},{full}")),
+        ..base
+    };
+    (args, vec![ragged, full], format!("n={ragged},{full}"))
 }
 
 pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
@@ -43,12 +73,8 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
     let mut all = Vec::new();
     let (mut failed, mut tool_broke) = (false, false);
     for k in &kernels {
-        let (ragged, full) = sizes_for(k);
-        let target = ChildCmd::Check(CheckArgs {
-            sizes: Some(format!("{ragged},{full}")),
-            ..crate::cmd::check::child_args(k.spec(), args.device)
-        })
-        .argv();
+        let (check_args, sizes, at) = sanitize_target(k, args.device);
+        let target = ChildCmd::Check(check_args).argv();
         let mut runs = Vec::new();
         let mut hung = false;
         for &tool in &tools {
@@ -102,7 +128,7 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
             (Some(why), _) => {
                 failed = true;
                 if found.is_empty() {
-                    format!("REJECTED (known-broken: {why}); no sanitizer tool reported it at n={ragged},{full}: another gate must catch it")
+                    format!("REJECTED (known-broken: {why}); no sanitizer tool reported it at {at}: another gate must catch it")
                 } else {
                     format!(
                         "REJECTED (known-broken: {why}); found by {}",
@@ -111,7 +137,7 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             (None, true) => format!(
-                "CLEAN under {} at n={ragged},{full}",
+                "CLEAN under {} at {at}",
                 tools
                     .iter()
                     .map(|t| t.as_str())
@@ -140,7 +166,7 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
         all.push(SanitizedKernel {
             kernel: k.name(),
             known_broken: k.decl.known_broken.clone(),
-            sizes: vec![ragged, full],
+            sizes,
             runs,
             verdict,
         });

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{Backend, BackendError};
+use crate::general;
 use crate::manifest::{KernelDecl, OpKind};
 use crate::ops::{reduce, triad};
 use crate::plan;
@@ -106,13 +107,15 @@ impl CheckReport {
 /// remainder class the launch can produce (e + r for r in 1..e, e = elements per block),
 /// block-exact contrasts (e, 4e, 1024), and large sizes (the operation's own).
 pub fn ladder(decl: &KernelDecl) -> Vec<u64> {
-    let e = decl.elements_per_block[0].max(1);
+    let e = decl.elements_per_block.first().copied().unwrap_or(1).max(1);
     let mut v: Vec<u64> = vec![1, e, 4 * e, 1024];
     v.extend((1..e).map(|r| e + r));
     match decl.operation {
         OpKind::Copy | OpKind::Transpose => v.push(4097),
         OpKind::Triad => v.extend([0, triad::N]),
         OpKind::ReduceSum => v.extend([0, reduce::ODD_N, reduce::BIG_N, reduce::LARGE_N]),
+        // Its ladder is over its own size variables: general::ladder.
+        OpKind::Declared => {}
     }
     v.sort_unstable();
     v.dedup();
@@ -137,6 +140,175 @@ pub struct CheckOptions {
     pub sizes: Option<Vec<u64>>,
     /// Only the exact-input case per size (what a sanitizer run needs to exercise the paths).
     pub quick: bool,
+}
+
+/// Check a declared operation against `reference` on every shape of its ladder
+/// ([`general::ladder`], or `opts.sizes` as values of its one size variable): per shape,
+/// exact input under the first poison, random input (seed printed) under the second, and
+/// at two shapes a determinism run (required bitwise where every rule is bitwise or exact;
+/// reported otherwise). Each verdict names its rule; a failure its element and both values.
+pub fn run_declared<B: Backend>(
+    backend: &mut B,
+    decl: &KernelDecl,
+    kernel: &B::Kernel,
+    reference: std::rc::Rc<dyn general::Reference>,
+    opts: &CheckOptions,
+    progress: &mut dyn FnMut(&CaseResult),
+) -> Result<CheckReport, BackendError> {
+    let op = decl
+        .declared
+        .clone()
+        .ok_or_else(|| BackendError(format!("{} is not a declared operation", decl.name)))?;
+    let shapes = match &opts.sizes {
+        Some(v) if op.spec.sizes.len() == 1 => {
+            let var = op
+                .spec
+                .sizes
+                .keys()
+                .next()
+                .expect("one size variable")
+                .clone();
+            v.iter()
+                .map(|n| general::Shape::from([(var.clone(), *n as i64)]))
+                .collect()
+        }
+        Some(_) => {
+            return Err(BackendError(format!(
+                "--sizes gives one size; {} has {} size variables (declare values in the manifest)",
+                decl.name,
+                op.spec.sizes.len()
+            )))
+        }
+        None => general::ladder(&op).map_err(BackendError)?,
+    };
+    let bitwise_rules = op
+        .spec
+        .buffers
+        .values()
+        .filter_map(|b| b.compare.as_ref())
+        .all(|c| {
+            matches!(
+                c,
+                crate::rule::RuleSpec::Bitwise | crate::rule::RuleSpec::Exact
+            )
+        });
+    let determinism_at: Vec<usize> = [shapes.len() / 2, shapes.len().saturating_sub(1)].into();
+    let resources = backend.resources(kernel);
+    let mut rng = Rng::new(opts.seed);
+    let mut cases = Vec::new();
+    let mut push = |c: CaseResult, cases: &mut Vec<CaseResult>| {
+        progress(&c);
+        cases.push(c);
+    };
+    for (i, shape) in shapes.iter().enumerate() {
+        let at = general::describe_shape(shape);
+        let case = |what: &str| format!("{at}: {what}");
+        let mut workloads = vec![(general::InputCase::Structural, POISON_BYTES[0], 0usize)];
+        if !opts.quick {
+            let seed = rng.next_u64() % 1_000_000;
+            workloads.push((general::InputCase::Uniform { seed }, POISON_BYTES[1], i + 1));
+        }
+        let mut first_output = None;
+        for (input, poison, scalar_index) in workloads {
+            let label = case(&format!("{}, poison {poison:#04x}", input.describe()));
+            let w = match general::DeclaredWorkload::new(
+                decl.clone(),
+                shape.clone(),
+                input,
+                scalar_index,
+                reference.clone(),
+            ) {
+                Ok(w) => w,
+                Err(e) => {
+                    push(
+                        CaseResult {
+                            case: label,
+                            n: 0,
+                            pass: false,
+                            detail: e.0,
+                        },
+                        &mut cases,
+                    );
+                    break;
+                }
+            };
+            if w.empty() {
+                push(
+                    CaseResult {
+                        case: label,
+                        n: 0,
+                        pass: true,
+                        detail: "no elements, nothing to launch".into(),
+                    },
+                    &mut cases,
+                );
+                break;
+            }
+            if let Err(e) = plan::validate(&w.plan(), backend.limits(), Some(&resources), false) {
+                push(
+                    CaseResult {
+                        case: case("launch plan"),
+                        n: w.n(),
+                        pass: false,
+                        detail: e.to_string(),
+                    },
+                    &mut cases,
+                );
+                break;
+            }
+            let mut bufs = w.create_slot(backend, 0)?;
+            w.poison(backend, &mut bufs, poison)?;
+            backend.launch(kernel, &w.plan(), &w.args::<B>(&bufs))?;
+            backend.synchronize()?;
+            let verdicts = w.verdicts(backend, &bufs)?;
+            let pass = verdicts.iter().all(|(_, v)| v.passed());
+            push(
+                CaseResult {
+                    case: label,
+                    n: w.n(),
+                    pass,
+                    detail: w.describe_verdicts(&verdicts),
+                },
+                &mut cases,
+            );
+            if input == general::InputCase::Structural && determinism_at.contains(&i) && !opts.quick
+            {
+                first_output = Some((w.output(backend, &bufs)?, w.clone()));
+            }
+        }
+        if let Some((first, w)) = first_output {
+            let mut bufs = w.create_slot(backend, 0)?;
+            w.poison(backend, &mut bufs, POISON_BYTES[1])?;
+            backend.launch(kernel, &w.plan(), &w.args::<B>(&bufs))?;
+            backend.synchronize()?;
+            let again = w.output(backend, &bufs)?;
+            let differ = first.iter().zip(&again).filter(|(a, b)| a != b).count();
+            push(
+                CaseResult {
+                    case: case("determinism"),
+                    n: w.n(),
+                    pass: differ == 0 || !bitwise_rules,
+                    detail: format!(
+                        "two runs of the exact input, {differ} of {} output words differ{}",
+                        first.len(),
+                        if bitwise_rules {
+                            " (bitwise rules: required equal)"
+                        } else {
+                            " (tolerance rules: reported, not required)"
+                        }
+                    ),
+                },
+                &mut cases,
+            );
+        }
+    }
+    Ok(CheckReport {
+        kernel: decl.name.clone(),
+        operation: format!("declared, reference: {}", reference.describe()),
+        known_broken: decl.known_broken.clone(),
+        seed: opts.seed,
+        cases,
+    })
 }
 
 /// Check `decl` (already loaded as `kernel` on `backend`) on every size of its ladder.
@@ -289,7 +461,7 @@ pub fn run<B: Backend>(
                     cases.push(c);
                 }
             }
-            OpKind::Copy | OpKind::Triad => {}
+            OpKind::Copy | OpKind::Triad | OpKind::Declared => {}
         },
     }
     Ok(CheckReport {

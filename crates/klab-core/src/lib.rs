@@ -17,6 +17,7 @@ pub mod declared;
 pub mod device;
 pub mod dtype;
 pub mod expr;
+pub mod general;
 pub mod gpustate;
 pub mod manifest;
 pub mod model;

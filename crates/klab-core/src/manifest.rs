@@ -39,6 +39,9 @@ pub enum OpKind {
     Transpose,
     Triad,
     ReduceSum,
+    /// The manifest declares what the kernel computes (`[kernel.op]`, see
+    /// [`crate::declared`]).
+    Declared,
 }
 
 impl OpKind {
@@ -48,6 +51,7 @@ impl OpKind {
             OpKind::Transpose => "transpose",
             OpKind::Triad => "triad",
             OpKind::ReduceSum => "reduce-sum",
+            OpKind::Declared => "declared",
         }
     }
 
@@ -65,6 +69,8 @@ impl OpKind {
                 &[("n", ScalarType::U64), ("alpha", ScalarType::F32)],
             ),
             OpKind::ReduceSum => (&["in", "partials"], &[("n", ScalarType::U64)]),
+            // Its parameters are whatever [kernel.op] declares.
+            OpKind::Declared => (&[], &[]),
         }
     }
 
@@ -72,7 +78,7 @@ impl OpKind {
     pub fn dims(self) -> usize {
         match self {
             OpKind::Copy | OpKind::Transpose => 2,
-            OpKind::Triad | OpKind::ReduceSum => 1,
+            OpKind::Triad | OpKind::ReduceSum | OpKind::Declared => 1,
         }
     }
 }
@@ -178,6 +184,9 @@ pub struct KernelDecl {
     pub equality: crate::ops::transpose::Equality,
     /// The author's prediction for this kernel, written before measuring (one line).
     pub prediction: Option<String>,
+    /// What a `declared` kernel computes (its launch, buffers, rules and reference; the
+    /// built-in operations' fields above are unused then).
+    pub declared: Option<std::sync::Arc<crate::declared::DeclaredOp>>,
 }
 
 impl KernelDecl {
@@ -248,8 +257,13 @@ struct RawKernel {
     entry: String,
     operation: String,
     params: Vec<String>,
-    block: Vec<u32>,
-    elements_per_block: Vec<u64>,
+    #[serde(default)]
+    block: Option<Vec<u32>>,
+    #[serde(default)]
+    elements_per_block: Option<Vec<u64>>,
+    /// A declared operation's `[kernel.op]`.
+    #[serde(default)]
+    op: Option<crate::declared::DeclaredOpSpec>,
     #[serde(default)]
     grid_rounding: Option<String>,
     #[serde(default)]
@@ -340,12 +354,35 @@ pub fn parse(
             "transpose" => OpKind::Transpose,
             "triad" => OpKind::Triad,
             "reduce-sum" | "reduce_sum" | "sum" => OpKind::ReduceSum,
+            "declared" => OpKind::Declared,
             other => {
                 return Err(err(
                     f("operation"),
-                    format!("unknown operation '{other}' (copy, transpose, triad, reduce-sum)"),
+                    format!(
+                        "unknown operation '{other}' (copy, transpose, triad, reduce-sum, or declared with a [kernel.op] table)"
+                    ),
                 ))
             }
+        };
+        if operation == OpKind::Declared {
+            kernels.push(declared_kernel(k, &f).map_err(|(field, problem)| err(field, problem))?);
+            continue;
+        }
+        if k.op.is_some() {
+            return Err(err(
+                f("op"),
+                format!("[kernel.op] declares an operation; set operation = \"declared\" (not {operation})"),
+            ));
+        }
+        let (Some(block_dims), Some(elements_per_block)) =
+            (k.block.clone(), k.elements_per_block.clone())
+        else {
+            let missing = if k.block.is_none() {
+                "block"
+            } else {
+                "elements_per_block"
+            };
+            return Err(err(f(missing), format!("{operation} needs {missing}")));
         };
         let (buffers, scalars) = operation.roles();
         let mut params = Vec::new();
@@ -423,7 +460,7 @@ pub fn parse(
                 ));
             }
         }
-        let block = match k.block[..] {
+        let block = match block_dims[..] {
             [x] => Dim3::new(x, 1, 1),
             [x, y] => Dim3::new(x, y, 1),
             [x, y, z] => Dim3::new(x, y, z),
@@ -432,7 +469,7 @@ pub fn parse(
         if block.product() == 0 {
             return Err(err(f("block"), "a dimension is 0".into()));
         }
-        if k.elements_per_block.len() != operation.dims() || k.elements_per_block.contains(&0) {
+        if elements_per_block.len() != operation.dims() || elements_per_block.contains(&0) {
             return Err(err(
                 f("elements_per_block"),
                 format!("{operation} needs {} positive value(s)", operation.dims()),
@@ -480,13 +517,14 @@ pub fn parse(
             operation,
             params,
             block,
-            elements_per_block: k.elements_per_block,
+            elements_per_block,
             grid_rounding,
             dynamic_shared_bytes: k.dynamic_shared_bytes,
             options: k.options,
             known_broken: k.known_broken,
             equality,
             prediction: k.prediction.map(|p| p.trim().to_string()),
+            declared: None,
         });
     }
     Ok(Manifest {
@@ -495,6 +533,57 @@ pub fn parse(
         program,
         source,
         kernels,
+    })
+}
+
+/// A `declared` kernel: `[kernel.op]` checked against its parameters; the built-in
+/// operations' launch fields are refused (the op's grid and block replace them).
+fn declared_kernel(
+    k: RawKernel,
+    f: &dyn Fn(&str) -> String,
+) -> Result<KernelDecl, (String, String)> {
+    for (given, name) in [
+        (k.block.is_some(), "block"),
+        (k.elements_per_block.is_some(), "elements_per_block"),
+        (k.grid_rounding.is_some(), "grid_rounding"),
+        (k.equality.is_some(), "equality"),
+        (k.dynamic_shared_bytes != 0, "dynamic_shared_bytes"),
+    ] {
+        if given {
+            return Err((
+                f(name),
+                "a declared operation gives this in [kernel.op] (grid, block, dynamic_shared_bytes, compare), not here".to_string(),
+            ));
+        }
+    }
+    let Some(spec) = k.op else {
+        return Err((
+            f("op"),
+            "operation = \"declared\" needs a [kernel.op] table: sizes, buffers, grid, block, useful_bytes and reference".into(),
+        ));
+    };
+    let op = spec
+        .validate(&k.params)
+        .map_err(|(field, problem)| (f(&format!("op.{field}")), problem))?;
+    if let Some(b) = &k.known_broken {
+        if b.trim().is_empty() {
+            return Err((f("known_broken"), "give the reason".into()));
+        }
+    }
+    Ok(KernelDecl {
+        name: k.name,
+        entry: k.entry,
+        operation: OpKind::Declared,
+        params: Vec::new(),
+        block: Dim3::new(0, 0, 0),
+        elements_per_block: Vec::new(),
+        grid_rounding: Rounding::Up,
+        dynamic_shared_bytes: 0,
+        options: k.options,
+        known_broken: k.known_broken,
+        equality: crate::ops::transpose::Equality::Bitwise,
+        prediction: k.prediction.map(|p| p.trim().to_string()),
+        declared: Some(std::sync::Arc::new(op)),
     })
 }
 

@@ -93,8 +93,8 @@ pub trait Workload {
     fn useful_bytes(&self) -> u64;
     fn flops(&self) -> u64;
     /// The oracle and the rule, for receipts.
-    fn reference(&self) -> &'static str;
-    fn rule(&self) -> &'static str;
+    fn reference(&self) -> String;
+    fn rule(&self) -> String;
     fn tolerances(&self) -> (Option<f64>, Option<f64>) {
         (None, None)
     }
@@ -233,11 +233,11 @@ impl Workload for TransposeWorkload {
     fn flops(&self) -> u64 {
         0
     }
-    fn reference(&self) -> &'static str {
-        "host index arithmetic (no kernel code)"
+    fn reference(&self) -> String {
+        "host index arithmetic (no kernel code)".into()
     }
-    fn rule(&self) -> &'static str {
-        self.decl.equality.rule()
+    fn rule(&self) -> String {
+        self.decl.equality.rule().into()
     }
     fn known_broken(&self) -> bool {
         self.decl.known_broken.is_some()
@@ -367,11 +367,11 @@ impl Workload for TriadWorkload {
     fn flops(&self) -> u64 {
         self.n * triad::FLOPS_PER_ELEMENT
     }
-    fn reference(&self) -> &'static str {
-        triad::REFERENCE
+    fn reference(&self) -> String {
+        triad::REFERENCE.into()
     }
-    fn rule(&self) -> &'static str {
-        triad::RULE
+    fn rule(&self) -> String {
+        triad::RULE.into()
     }
     fn tolerances(&self) -> (Option<f64>, Option<f64>) {
         (Some(triad::ATOL), Some(triad::RTOL))
@@ -520,11 +520,11 @@ impl Workload for ReduceWorkload {
     fn flops(&self) -> u64 {
         self.n.saturating_sub(1)
     }
-    fn reference(&self) -> &'static str {
-        reduce::REFERENCE
+    fn reference(&self) -> String {
+        reduce::REFERENCE.into()
     }
-    fn rule(&self) -> &'static str {
-        reduce::RULE
+    fn rule(&self) -> String {
+        reduce::RULE.into()
     }
     fn known_broken(&self) -> bool {
         self.decl.known_broken.is_some()
@@ -615,6 +615,12 @@ impl AnyWorkload {
                 AnyWorkload::Triad(TriadWorkload::from_decl(decl, n, seed.unwrap_or(7) as u32))
             }
             OpKind::ReduceSum => AnyWorkload::Reduce(ReduceWorkload::from_decl(decl, n, seed)),
+            OpKind::Declared => {
+                return Err(BackendError(format!(
+                    "{} is a declared operation: klab check and klab sanitize run it against its reference; this command does not take declared operations yet",
+                    decl.name
+                )))
+            }
         })
     }
 
@@ -659,10 +665,10 @@ impl Workload for AnyWorkload {
     fn flops(&self) -> u64 {
         each!(self, w => w.flops())
     }
-    fn reference(&self) -> &'static str {
+    fn reference(&self) -> String {
         each!(self, w => w.reference())
     }
-    fn rule(&self) -> &'static str {
+    fn rule(&self) -> String {
         each!(self, w => w.rule())
     }
     fn tolerances(&self) -> (Option<f64>, Option<f64>) {

@@ -82,6 +82,9 @@ pub struct CReference {
     handle: *mut c_void,
     entry: unsafe extern "C" fn(*const *mut c_void, *const i64, *const f64),
     params: Vec<CParam>,
+    /// The user's file and function.
+    pub source: PathBuf,
+    pub function: String,
     /// The compiled library.
     pub library: PathBuf,
     /// The compiler's first `--version` line.
@@ -300,6 +303,8 @@ impl CReference {
             handle,
             entry,
             params: spec.params.clone(),
+            source: spec.source.clone(),
+            function: spec.function.clone(),
             library,
             compiler: version,
             from_cache,
@@ -341,6 +346,45 @@ impl CReference {
         unsafe { (self.entry)(ptrs.as_ptr(), ints.as_ptr(), floats.as_ptr()) };
         Ok(())
     }
+}
+
+impl klab_core::general::Reference for CReference {
+    fn run(&self, buffers: &mut [&mut [u8]], ints: &[i64], floats: &[f64]) -> Result<(), String> {
+        self.call(buffers, ints, floats).map_err(|e| e.to_string())
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "C reference {}:{} ({})",
+            self.source.display(),
+            self.function,
+            self.compiler
+        )
+    }
+}
+
+/// The reference's parameters for a declared operation: its kernel's, in order (inputs
+/// `const`).
+pub fn params_for(op: &klab_core::declared::DeclaredOp) -> Vec<CParam> {
+    use klab_core::declared::{OpParam, Role};
+    op.params
+        .iter()
+        .map(|p| match p {
+            OpParam::Buffer(name) => {
+                let b = &op.spec.buffers[name];
+                CParam::Buffer {
+                    c_type: b.dtype.c_type().into(),
+                    writable: b.role != Role::In,
+                }
+            }
+            OpParam::Size(_, dt) | OpParam::Scalar(_, dt) if dt.is_float() => CParam::Float {
+                c_type: dt.c_type().into(),
+            },
+            OpParam::Size(_, dt) | OpParam::Scalar(_, dt) => CParam::Int {
+                c_type: dt.c_type().into(),
+            },
+        })
+        .collect()
 }
 
 impl Drop for CReference {

@@ -1,0 +1,778 @@
+//! The workload of a declared operation (`operation = "declared"`): one shape (a value
+//! per size variable), one input case and one set of scalar values, with the user's
+//! reference computing the expected outputs. It implements [`Workload`], so every gate
+//! that runs a built-in kernel runs a declared one the same way: exact-length buffers,
+//! two poison patterns on outputs and scratch, inputs (and in-out buffers) set before each
+//! launch, every output compared by its declared rule.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use crate::backend::{Arg, Backend, BackendError};
+use crate::declared::{DeclaredOp, OpParam, Role};
+use crate::dtype::Dtype;
+use crate::manifest::KernelDecl;
+use crate::plan::{Dim3, LaunchPlan};
+use crate::rule::{self, Comparison, Verdict};
+use crate::stats::Rng;
+use crate::workload::{CheckOutcome, Workload};
+
+/// A value for each size variable.
+pub type Shape = BTreeMap<String, i64>;
+
+/// `rows=7 cols=33`.
+pub fn describe_shape(shape: &Shape) -> String {
+    shape
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What computes the expected outputs: called with host copies of every buffer in the
+/// kernel's buffer order (inputs and in-out buffers set, outputs and scratch zeroed), the
+/// integer parameters (sizes and integer scalars) and the floating ones, each in the
+/// kernel's order, exactly as the kernel is.
+pub trait Reference {
+    fn run(&self, buffers: &mut [&mut [u8]], ints: &[i64], floats: &[f64]) -> Result<(), String>;
+    /// One line for verdicts and receipts (`C reference ref.c:my_ref (gcc 12.2.0)`).
+    fn describe(&self) -> String;
+}
+
+/// How the inputs are filled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputCase {
+    /// Small integers, exact in every dtype, so every intermediate is representable and
+    /// a tolerance is irrelevant.
+    Structural,
+    /// Uniform over the buffer's range (default by dtype), from a replayable seed.
+    Uniform { seed: u64 },
+}
+
+impl InputCase {
+    pub fn describe(self) -> String {
+        match self {
+            InputCase::Structural => "exact input".into(),
+            InputCase::Uniform { seed } => format!("random input seed {seed}"),
+        }
+    }
+}
+
+/// One buffer at one shape.
+#[derive(Debug, Clone)]
+struct Buffer {
+    name: String,
+    dtype: Dtype,
+    role: Role,
+    elements: u64,
+    shape: Vec<u64>,
+    axes: Vec<String>,
+    comparison: Option<Comparison>,
+    range: Option<[f64; 2]>,
+}
+
+impl Buffer {
+    fn bytes(&self) -> usize {
+        self.elements as usize * self.dtype.size_bytes()
+    }
+}
+
+/// A declared kernel at one shape, case and scalar choice.
+#[derive(Clone)]
+pub struct DeclaredWorkload {
+    pub decl: KernelDecl,
+    op: Arc<DeclaredOp>,
+    pub shape: Shape,
+    pub case: InputCase,
+    /// Which of each scalar's values (cycled).
+    scalar_index: usize,
+    reference: std::rc::Rc<dyn Reference>,
+    buffers: Vec<Buffer>,
+    plan: LaunchPlan,
+    useful_bytes: u64,
+    flops: u64,
+    inputs: Arc<OnceLock<Vec<Vec<u8>>>>,
+    expected: Arc<OnceLock<Result<Vec<Vec<u8>>, String>>>,
+}
+
+impl std::fmt::Debug for DeclaredWorkload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeclaredWorkload")
+            .field("kernel", &self.decl.name)
+            .field("shape", &self.shape)
+            .field("case", &self.case)
+            .finish()
+    }
+}
+
+fn dim3(v: &[u64]) -> Result<Dim3, String> {
+    let c = |x: u64| u32::try_from(x).map_err(|_| format!("{x} does not fit a launch dimension"));
+    Ok(match v {
+        [x] => Dim3::new(c(*x)?, 1, 1),
+        [x, y] => Dim3::new(c(*x)?, c(*y)?, 1),
+        [x, y, z] => Dim3::new(c(*x)?, c(*y)?, c(*z)?),
+        _ => return Err("give 1 to 3 dimensions".into()),
+    })
+}
+
+impl DeclaredWorkload {
+    /// Evaluate every expression of `decl`'s operation at `shape`. A size that makes an
+    /// expression fail (division by zero, a negative length) is an error naming it.
+    pub fn new(
+        decl: KernelDecl,
+        shape: Shape,
+        case: InputCase,
+        scalar_index: usize,
+        reference: std::rc::Rc<dyn Reference>,
+    ) -> Result<DeclaredWorkload, BackendError> {
+        let op = decl
+            .declared
+            .clone()
+            .ok_or_else(|| BackendError(format!("{} is not a declared operation", decl.name)))?;
+        let e = |x: &crate::expr::Expr| x.eval_u64(&shape).map_err(|e| BackendError(e.to_string()));
+        let spec = &op.spec;
+        let grid: Vec<u64> = spec.grid.iter().map(e).collect::<Result<_, _>>()?;
+        let block: Vec<u64> = spec.block.iter().map(e).collect::<Result<_, _>>()?;
+        let dynamic_shared_bytes = match &spec.dynamic_shared_bytes {
+            Some(x) => u32::try_from(e(x)?)
+                .map_err(|_| BackendError("dynamic_shared_bytes does not fit 32 bits".into()))?,
+            None => 0,
+        };
+        let plan = LaunchPlan {
+            grid: dim3(&grid).map_err(|m| BackendError(format!("grid: {m}")))?,
+            block: dim3(&block).map_err(|m| BackendError(format!("block: {m}")))?,
+            dynamic_shared_bytes,
+        };
+        let mut buffers = Vec::new();
+        for p in &op.params {
+            let OpParam::Buffer(name) = p else { continue };
+            let b = &spec.buffers[name];
+            let elements = e(&b.len)?;
+            let shape_dims: Vec<u64> = match &b.shape {
+                Some(s) => s.iter().map(e).collect::<Result<_, _>>()?,
+                None => vec![elements],
+            };
+            if shape_dims.iter().try_fold(1u64, |a, d| a.checked_mul(*d)) != Some(elements) {
+                return Err(BackendError(format!(
+                    "buffer {name}: shape {shape_dims:?} does not hold its {elements} elements at {}",
+                    describe_shape(&shape)
+                )));
+            }
+            let axes = match (&b.axes, &b.shape) {
+                (Some(a), _) => a.clone(),
+                (None, Some(s)) => s.iter().map(|x| x.to_string()).collect(),
+                (None, None) => vec!["i".into()],
+            };
+            let comparison = match &b.compare {
+                Some(c) => {
+                    let rule = c
+                        .resolve(|k| {
+                            crate::expr::Expr::parse(k)
+                                .and_then(|x| x.eval(&shape))
+                                .map(|v| v as f64)
+                                .map_err(|e| e.to_string())
+                        })
+                        .map_err(|e| BackendError(format!("buffer {name}: {e}")))?;
+                    let mut cmp = Comparison::new(rule);
+                    if let Some(n) = b.nan {
+                        cmp = cmp.with_nan(n);
+                    }
+                    Some(cmp)
+                }
+                None => None,
+            };
+            buffers.push(Buffer {
+                name: name.clone(),
+                dtype: b.dtype,
+                role: b.role,
+                elements,
+                shape: shape_dims,
+                axes,
+                comparison,
+                range: b.range,
+            });
+        }
+        Ok(DeclaredWorkload {
+            useful_bytes: e(&spec.useful_bytes)?,
+            flops: match &spec.flops {
+                Some(f) => e(f)?,
+                None => 0,
+            },
+            decl,
+            op,
+            shape,
+            case,
+            scalar_index,
+            reference,
+            buffers,
+            plan,
+            inputs: Default::default(),
+            expected: Default::default(),
+        })
+    }
+
+    /// No element to compute: some compared output is empty, or the grid is.
+    pub fn empty(&self) -> bool {
+        self.plan.grid.product() == 0
+            || self
+                .buffers
+                .iter()
+                .any(|b| b.role.compared() && b.elements == 0)
+    }
+
+    /// The scalar values of this case, in the kernel's parameter order: (ints, floats).
+    fn scalars(&self) -> (Vec<i64>, Vec<f64>) {
+        let (mut ints, mut floats) = (Vec::new(), Vec::new());
+        for p in &self.op.params {
+            match p {
+                OpParam::Buffer(_) => {}
+                OpParam::Size(name, _) => ints.push(self.shape[name]),
+                OpParam::Scalar(name, dtype) => {
+                    let v = &self.op.spec.scalars[name].values;
+                    let x = v[self.scalar_index % v.len()];
+                    if dtype.is_float() {
+                        floats.push(x);
+                    } else {
+                        ints.push(x as i64);
+                    }
+                }
+            }
+        }
+        (ints, floats)
+    }
+
+    /// Each buffer's initial bytes (inputs and in-out buffers; empty for the others).
+    fn inputs(&self) -> &[Vec<u8>] {
+        self.inputs.get_or_init(|| {
+            let mut rng = match self.case {
+                InputCase::Uniform { seed } => Some(Rng::new(seed)),
+                InputCase::Structural => None,
+            };
+            self.buffers
+                .iter()
+                .map(|b| match b.role {
+                    Role::In | Role::Inout => fill(b, rng.as_mut()),
+                    Role::Out | Role::Scratch => Vec::new(),
+                })
+                .collect()
+        })
+    }
+
+    /// The reference's outputs, computed once per workload.
+    fn expected(&self) -> Result<&[Vec<u8>], BackendError> {
+        let r = self.expected.get_or_init(|| {
+            let inputs = self.inputs();
+            let mut host: Vec<Vec<u8>> = self
+                .buffers
+                .iter()
+                .zip(inputs)
+                .map(|(b, i)| {
+                    if i.is_empty() {
+                        vec![0u8; b.bytes()]
+                    } else {
+                        i.clone()
+                    }
+                })
+                .collect();
+            let (ints, floats) = self.scalars();
+            let mut views: Vec<&mut [u8]> = host.iter_mut().map(|v| v.as_mut_slice()).collect();
+            self.reference.run(&mut views, &ints, &floats)?;
+            Ok(host)
+        });
+        r.as_deref()
+            .map_err(|e| BackendError(format!("the reference failed: {e}")))
+    }
+
+    /// Every compared buffer's verdict against the reference.
+    pub fn verdicts<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &[B::Buffer],
+    ) -> Result<Vec<(String, Verdict)>, BackendError> {
+        let expected = self.expected()?;
+        let mut out = Vec::new();
+        for (i, buf) in self.buffers.iter().enumerate() {
+            let Some(cmp) = &buf.comparison else { continue };
+            let mut got = vec![0u8; buf.bytes()];
+            b.download_bytes(&bufs[i], &mut got)?;
+            let v = rule::compare(buf.dtype, cmp, &got, &expected[i], None, &buf.shape)
+                .map_err(|e| BackendError(format!("buffer {}: {e}", buf.name)))?;
+            out.push((buf.name.clone(), v));
+        }
+        Ok(out)
+    }
+
+    fn axes(&self, name: &str) -> Vec<&str> {
+        self.buffers
+            .iter()
+            .find(|b| b.name == name)
+            .map(|b| b.axes.iter().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+
+    /// One line per output: `y: PASS 0/4096 failures (allclose ...); ...`.
+    pub fn describe_verdicts(&self, verdicts: &[(String, Verdict)]) -> String {
+        verdicts
+            .iter()
+            .map(|(name, v)| format!("{name}: {}", v.describe_with(&self.axes(name))))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// The buffer's initial bytes for a case.
+fn fill(b: &Buffer, rng: Option<&mut Rng>) -> Vec<u8> {
+    let mut out = vec![0u8; b.bytes()];
+    let n = b.elements as usize;
+    match rng {
+        None => {
+            for i in 0..n {
+                // Small integers: exact in every dtype (f16 and bf16 included).
+                let v = ((i * 7 + 3) % 17) as f64;
+                let v = if b.dtype.is_signed() || b.dtype.is_float() {
+                    v - 8.0
+                } else {
+                    v
+                };
+                b.dtype.write_f64(&mut out, i, v);
+            }
+        }
+        Some(rng) => {
+            let [lo, hi] = b.range.unwrap_or(if b.dtype.is_float() {
+                [-1.0, 1.0]
+            } else if b.dtype.is_signed() {
+                [-100.0, 100.0]
+            } else {
+                [0.0, 200.0]
+            });
+            for i in 0..n {
+                let u = rng.next_f64();
+                let v = lo + (hi - lo) * u;
+                b.dtype
+                    .write_f64(&mut out, i, if b.dtype.is_float() { v } else { v.floor() });
+            }
+        }
+    }
+    out
+}
+
+impl Workload for DeclaredWorkload {
+    fn entry(&self) -> &str {
+        &self.decl.entry
+    }
+    fn operation(&self) -> String {
+        let outs: Vec<String> = self
+            .buffers
+            .iter()
+            .filter(|b| b.role.compared())
+            .map(|b| format!("{} ({})", b.name, b.dtype))
+            .collect();
+        format!(
+            "declared: {} at {}",
+            outs.join(", "),
+            describe_shape(&self.shape)
+        )
+    }
+    fn dtype(&self) -> &'static str {
+        self.buffers
+            .iter()
+            .find(|b| b.role.compared())
+            .map(|b| b.dtype.name())
+            .unwrap_or("none")
+    }
+    fn n(&self) -> u64 {
+        self.buffers
+            .iter()
+            .find(|b| b.role.compared())
+            .map(|b| b.elements)
+            .unwrap_or(0)
+    }
+    fn plan(&self) -> LaunchPlan {
+        self.plan
+    }
+    fn slot_bytes(&self) -> u64 {
+        self.buffers.iter().map(|b| b.bytes() as u64).sum()
+    }
+    fn useful_bytes(&self) -> u64 {
+        self.useful_bytes
+    }
+    fn flops(&self) -> u64 {
+        self.flops
+    }
+    fn reference(&self) -> String {
+        self.reference.describe()
+    }
+    fn rule(&self) -> String {
+        self.buffers
+            .iter()
+            .filter_map(|b| {
+                b.comparison
+                    .as_ref()
+                    .map(|c| format!("{}: {}", b.name, c.describe_for(b.dtype)))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+    fn known_broken(&self) -> bool {
+        self.decl.known_broken.is_some()
+    }
+    fn create_slot<B: Backend>(
+        &self,
+        b: &mut B,
+        _slot: u64,
+    ) -> Result<Vec<B::Buffer>, BackendError> {
+        let inputs = self.inputs();
+        let mut out = Vec::with_capacity(self.buffers.len());
+        for (buf, init) in self.buffers.iter().zip(inputs) {
+            let mut d = b.alloc_bytes(buf.bytes())?;
+            match buf.role {
+                Role::In | Role::Inout => b.upload_bytes(&mut d, init)?,
+                Role::Out | Role::Scratch => {
+                    b.fill_bytes(&mut d, crate::workload::POISON_BYTES[0])?
+                }
+            }
+            out.push(d);
+        }
+        Ok(out)
+    }
+    fn args<'a, B: Backend>(&self, bufs: &'a [B::Buffer]) -> Vec<Arg<'a, B::Buffer>> {
+        let (ints, floats) = self.scalars();
+        let (mut i, mut f, mut k) = (0, 0, 0);
+        let mut args = Vec::new();
+        for p in &self.op.params {
+            match p {
+                OpParam::Buffer(_) => {
+                    args.push(Arg::Buffer(&bufs[k]));
+                    k += 1;
+                }
+                OpParam::Size(_, dt) | OpParam::Scalar(_, dt) if !dt.is_float() => {
+                    let v = ints[i];
+                    i += 1;
+                    args.push(match dt {
+                        Dtype::I32 => Arg::I32(v as i32),
+                        Dtype::U32 => Arg::U32(v as u32),
+                        Dtype::U64 => Arg::U64(v as u64),
+                        _ => Arg::I64(v),
+                    });
+                }
+                OpParam::Size(_, dt) | OpParam::Scalar(_, dt) => {
+                    let v = floats[f];
+                    f += 1;
+                    args.push(match dt {
+                        Dtype::F32 => Arg::F32(v as f32),
+                        _ => Arg::F64(v),
+                    });
+                }
+            }
+        }
+        args
+    }
+    fn poison<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &mut [B::Buffer],
+        byte: u8,
+    ) -> Result<(), BackendError> {
+        let inputs = self.inputs();
+        for ((buf, d), init) in self.buffers.iter().zip(bufs.iter_mut()).zip(inputs) {
+            match buf.role {
+                Role::Out | Role::Scratch => b.fill_bytes(d, byte)?,
+                // Set again before each launch, so a launch never sees the last one's result.
+                Role::Inout => b.upload_bytes(d, init)?,
+                Role::In => {}
+            }
+        }
+        Ok(())
+    }
+    fn output<B: Backend>(&self, b: &mut B, bufs: &[B::Buffer]) -> Result<Vec<u32>, BackendError> {
+        let mut bytes = Vec::new();
+        for (buf, d) in self.buffers.iter().zip(bufs) {
+            if buf.role.compared() {
+                let mut got = vec![0u8; buf.bytes()];
+                b.download_bytes(d, &mut got)?;
+                bytes.extend(got);
+            }
+        }
+        Ok(bytes
+            .chunks(4)
+            .map(|c| {
+                let mut w = [0u8; 4];
+                w[..c.len()].copy_from_slice(c);
+                u32::from_le_bytes(w)
+            })
+            .collect())
+    }
+    fn check<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &[B::Buffer],
+        _slot: u64,
+    ) -> Result<CheckOutcome, BackendError> {
+        let verdicts = self.verdicts(b, bufs)?;
+        let mut outcome = CheckOutcome {
+            failures: 0,
+            max_abs: 0.0,
+            max_rel: 0.0,
+            first_failure: None,
+        };
+        for (name, v) in &verdicts {
+            outcome.failures += v.failures;
+            outcome.max_abs = outcome.max_abs.max(v.max_abs);
+            outcome.max_rel = outcome.max_rel.max(v.max_rel);
+            if outcome.first_failure.is_none() {
+                if let Some(f) = &v.first {
+                    outcome.first_failure = Some(format!(
+                        "{name}{} ({})",
+                        f.describe(&self.axes(name)),
+                        v.rule
+                    ));
+                }
+            }
+        }
+        Ok(outcome)
+    }
+}
+
+/// Values of one size variable: its declared `values`, else derived from the launch: the
+/// chunk `c` after which the grid grows (else the block's first dimension), and 1, 2, c-1,
+/// c, c+1, 2c-1, 2c+1, 3c + c/2 and 4c (every remainder class a chunk boundary makes
+/// fire), with 0 first when `min = 0`.
+fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
+    let spec = &op.spec.sizes[var];
+    if let Some(v) = &spec.values {
+        return Ok(v.clone());
+    }
+    let at = |n: i64| -> Shape {
+        op.spec
+            .sizes
+            .iter()
+            .map(|(k, s)| (k.clone(), if k == var { n } else { s.min.max(1) as i64 }))
+            .collect()
+    };
+    let grid = |n: i64| -> Option<u64> {
+        op.spec
+            .grid
+            .iter()
+            .map(|e| e.eval_u64(&at(n)).ok())
+            .try_fold(1u64, |a, d| d.and_then(|d| a.checked_mul(d)))
+    };
+    let first = grid(1);
+    let chunk = (2..=4097i64)
+        .find(|&n| grid(n) != first)
+        .map(|n| (n - 1) as u64)
+        .or_else(|| op.spec.block.first().and_then(|b| b.eval_u64(&at(1)).ok()))
+        .unwrap_or(32)
+        .max(2);
+    let c = chunk;
+    let mut v = vec![
+        1,
+        2,
+        c - 1,
+        c,
+        c + 1,
+        2 * c - 1,
+        2 * c + 1,
+        3 * c + c / 2,
+        4 * c,
+    ];
+    if spec.min == 0 {
+        v.push(0);
+    }
+    v.retain(|x| *x >= spec.min);
+    v.sort_unstable();
+    v.dedup();
+    Ok(v)
+}
+
+/// The shapes `klab check` runs: each variable over its values with the others at a
+/// ragged base value (the middle of their values), then pairs of different values for
+/// two variables (non-square combinations), without repeats.
+pub fn ladder(op: &DeclaredOp) -> Result<Vec<Shape>, String> {
+    let vars: Vec<String> = op.spec.sizes.keys().cloned().collect();
+    let mut all: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for v in &vars {
+        all.insert(v.clone(), values(op, v)?);
+    }
+    let base: Shape = all
+        .iter()
+        .map(|(k, v)| (k.clone(), v[v.len() / 2] as i64))
+        .collect();
+    let mut shapes: Vec<Shape> = Vec::new();
+    let add = |s: Shape, shapes: &mut Vec<Shape>| {
+        if !shapes.contains(&s) {
+            shapes.push(s);
+        }
+    };
+    for v in &vars {
+        for &x in &all[v] {
+            let mut s = base.clone();
+            s.insert(v.clone(), x as i64);
+            add(s, &mut shapes);
+        }
+    }
+    if vars.len() >= 2 {
+        let (a, b) = (&vars[0], &vars[1]);
+        let (va, vb) = (&all[a], &all[b]);
+        for (i, &x) in va.iter().enumerate() {
+            let y = vb[(vb.len() - 1).saturating_sub(i % vb.len())];
+            let mut s = base.clone();
+            s.insert(a.clone(), x as i64);
+            s.insert(b.clone(), y as i64);
+            add(s, &mut shapes);
+        }
+    }
+    Ok(shapes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::host::{HostArg, HostBackend};
+    use crate::check::{run_declared, CheckOptions};
+
+    /// y[r] = sum of row r of x (rows x cols), f32.
+    const MANIFEST: &str = r#"
+source = "k.cu"
+[[kernel]]
+name = "rowsum"
+entry = "rowsum"
+operation = "declared"
+params = ["x", "y", "rows:i32", "cols:i32"]
+[kernel.op]
+grid = ["ceil_div(rows, 32)"]
+block = ["32"]
+useful_bytes = "4 * rows * cols + 4 * rows"
+reference = { c = "ref.c:rowsum_ref" }
+sizes.rows = {}
+sizes.cols = { values = [1, 5, 33] }
+buffers.x = { dtype = "f32", len = "rows * cols", role = "in", shape = ["rows", "cols"] }
+buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape = ["rows"], compare = { allclose = { atol = 1e-5, rtol = 1e-5 } } }
+"#;
+
+    fn decl() -> KernelDecl {
+        let m = crate::manifest::parse("m.toml", MANIFEST, &|_| {
+            Ok(("k.cu".into(), "__global__ void rowsum() {}".into()))
+        })
+        .unwrap();
+        m.kernels[0].clone()
+    }
+
+    struct RowSum;
+    impl Reference for RowSum {
+        fn run(&self, b: &mut [&mut [u8]], ints: &[i64], _: &[f64]) -> Result<(), String> {
+            let (rows, cols) = (ints[0] as usize, ints[1] as usize);
+            let x: Vec<f32> = b[0]
+                .chunks(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            for r in 0..rows {
+                let s: f32 = x[r * cols..(r + 1) * cols].iter().sum();
+                b[1][4 * r..4 * r + 4].copy_from_slice(&s.to_le_bytes());
+            }
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "a Rust row sum".into()
+        }
+    }
+
+    fn args(a: &[HostArg]) -> (usize, usize, usize, usize) {
+        match a {
+            [HostArg::Buffer(x), HostArg::Buffer(y), HostArg::I32(r), HostArg::I32(c)] => {
+                (*x, *y, *r as usize, *c as usize)
+            }
+            _ => panic!("{a:?}"),
+        }
+    }
+    fn good(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+        let (x, y, rows, cols) = args(a);
+        for r in 0..rows {
+            let s: f32 = (0..cols)
+                .map(|c| f32::from_bits(mem[x][r * cols + c]))
+                .sum();
+            mem[y][r] = s.to_bits();
+        }
+    }
+    /// Drops the last row when rows is not a multiple of 32 (a ragged tail never written).
+    fn drops_tail(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+        let (x, y, rows, cols) = args(a);
+        for r in 0..rows / 32 * 32 {
+            let s: f32 = (0..cols)
+                .map(|c| f32::from_bits(mem[x][r * cols + c]))
+                .sum();
+            mem[y][r] = s.to_bits();
+        }
+    }
+
+    fn check(f: crate::backend::host::GeneralKernelFn) -> crate::check::CheckReport {
+        let mut b = HostBackend::new().with_general_kernel("rowsum", f);
+        let k = b.kernel("rowsum").unwrap();
+        let opts = CheckOptions {
+            seed: 1,
+            sizes: None,
+            quick: false,
+        };
+        run_declared(
+            &mut b,
+            &decl(),
+            &k,
+            std::rc::Rc::new(RowSum),
+            &opts,
+            &mut |_| {},
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_ladder_covers_every_chunk_remainder_and_non_square_shapes() {
+        let op = decl().declared.unwrap();
+        let shapes = ladder(&op).unwrap();
+        let rows: Vec<i64> = shapes.iter().map(|s| s["rows"]).collect();
+        // The grid grows after 32 rows: 1, 2, 31, 32, 33, 63, 65, 112, 128.
+        for r in [1, 2, 31, 32, 33, 63, 65, 112, 128] {
+            assert!(rows.contains(&r), "{r} in {rows:?}");
+        }
+        assert!(shapes.iter().any(|s| s["cols"] == 1) && shapes.iter().any(|s| s["cols"] == 33));
+        let distinct: std::collections::BTreeSet<_> = shapes.iter().collect();
+        assert_eq!(distinct.len(), shapes.len());
+    }
+
+    #[test]
+    fn a_correct_kernel_passes_and_each_verdict_names_its_rule() {
+        let r = check(good);
+        assert!(r.passed(), "{}", r.render());
+        assert!(r.cases.iter().any(|c| c.case.contains("random input seed")));
+        assert!(r.cases.iter().any(|c| c.case.ends_with("determinism")));
+        let c = &r.cases[0];
+        assert!(c.detail.contains("allclose"), "{}", c.detail);
+        assert_eq!(r.operation, "declared, reference: a Rust row sum");
+    }
+
+    #[test]
+    fn a_dropped_ragged_tail_is_found_at_the_element_it_skipped() {
+        let r = check(drops_tail);
+        assert!(!r.passed());
+        let f = r.cases.iter().find(|c| !c.pass).unwrap();
+        // The first row past the last whole block of 32 was never written: the poison
+        // (a NaN under 0xff) is read back, and the failure names that row.
+        let rows: i64 = f
+            .case
+            .split("rows=")
+            .nth(1)
+            .unwrap()
+            .split(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            f.detail
+                .contains(&format!("first at [row {}]: got NaN", rows / 32 * 32)),
+            "{}: {}",
+            f.case,
+            f.detail
+        );
+        // Block-exact shapes pass: the bug is only in the tail.
+        assert!(r.cases.iter().any(|c| c.case.contains("rows=32") && c.pass));
+    }
+}
