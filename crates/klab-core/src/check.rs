@@ -168,6 +168,13 @@ pub fn run_declared<B: Backend>(
                 .next()
                 .expect("one size variable")
                 .clone();
+            let min = op.spec.sizes[&var].min;
+            if let Some(n) = v.iter().find(|n| **n < min || **n > i32::MAX as u64) {
+                return Err(BackendError(format!(
+                    "--sizes: {n} is outside {var}'s range ({min} to {})",
+                    i32::MAX
+                )));
+            }
             v.iter()
                 .map(|n| general::Shape::from([(var.clone(), *n as i64)]))
                 .collect()
@@ -238,7 +245,37 @@ pub fn run_declared<B: Backend>(
                         case: label,
                         n: 0,
                         pass: true,
-                        detail: "no elements, nothing to launch".into(),
+                        detail: "no output elements, nothing to launch".into(),
+                    },
+                    &mut cases,
+                );
+                break;
+            }
+            // A launch that covers nothing while an output has elements is a failure.
+            if let Some(why) = w.launch_covers_nothing() {
+                push(
+                    CaseResult {
+                        case: label,
+                        n: w.n(),
+                        pass: false,
+                        detail: why,
+                    },
+                    &mut cases,
+                );
+                break;
+            }
+            let free = backend.free_memory_bytes()?;
+            if w.slot_bytes() > free {
+                let detail = format!(
+                    "needs {} bytes of device memory; {free} bytes are free",
+                    w.slot_bytes()
+                );
+                push(
+                    CaseResult {
+                        case: label,
+                        n: w.n(),
+                        pass: false,
+                        detail,
                     },
                     &mut cases,
                 );

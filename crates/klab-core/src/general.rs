@@ -72,9 +72,19 @@ struct Buffer {
 }
 
 impl Buffer {
+    /// Its length in bytes (checked when the workload is made).
     fn bytes(&self) -> usize {
         self.elements as usize * self.dtype.size_bytes()
     }
+}
+
+/// A zeroed host buffer, or an error when the host cannot hold it.
+fn host_zeroed(bytes: usize, what: &str) -> Result<Vec<u8>, String> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(bytes)
+        .map_err(|_| format!("{what}: {bytes} bytes of host memory could not be allocated"))?;
+    v.resize(bytes, 0);
+    Ok(v)
 }
 
 /// A declared kernel at one shape, case and scalar choice.
@@ -91,7 +101,7 @@ pub struct DeclaredWorkload {
     plan: LaunchPlan,
     useful_bytes: u64,
     flops: u64,
-    inputs: Arc<OnceLock<Vec<Vec<u8>>>>,
+    inputs: Arc<OnceLock<Result<Vec<Vec<u8>>, String>>>,
     expected: Arc<OnceLock<Result<Vec<Vec<u8>>, String>>>,
 }
 
@@ -129,12 +139,19 @@ impl DeclaredWorkload {
             .declared
             .clone()
             .ok_or_else(|| BackendError(format!("{} is not a declared operation", decl.name)))?;
-        let e = |x: &crate::expr::Expr| x.eval_u64(&shape).map_err(|e| BackendError(e.to_string()));
+        let at = describe_shape(&shape);
+        let eval = |field: &str, x: &crate::expr::Expr| {
+            x.eval_u64(&shape)
+                .map_err(|e| BackendError(format!("op.{field} at {at}: {e}")))
+        };
+        let all = |field: &str, v: &[crate::expr::Expr]| -> Result<Vec<u64>, BackendError> {
+            v.iter().map(|x| eval(field, x)).collect()
+        };
         let spec = &op.spec;
-        let grid: Vec<u64> = spec.grid.iter().map(e).collect::<Result<_, _>>()?;
-        let block: Vec<u64> = spec.block.iter().map(e).collect::<Result<_, _>>()?;
+        let grid = all("grid", &spec.grid)?;
+        let block = all("block", &spec.block)?;
         let dynamic_shared_bytes = match &spec.dynamic_shared_bytes {
-            Some(x) => u32::try_from(e(x)?)
+            Some(x) => u32::try_from(eval("dynamic_shared_bytes", x)?)
                 .map_err(|_| BackendError("dynamic_shared_bytes does not fit 32 bits".into()))?,
             None => 0,
         };
@@ -147,9 +164,19 @@ impl DeclaredWorkload {
         for p in &op.params {
             let OpParam::Buffer(name) = p else { continue };
             let b = &spec.buffers[name];
-            let elements = e(&b.len)?;
+            let elements = eval(&format!("buffers.{name}.len"), &b.len)?;
+            elements
+                .checked_mul(b.dtype.size_bytes() as u64)
+                .and_then(|x| usize::try_from(x).ok())
+                .filter(|x| *x <= isize::MAX as usize)
+                .ok_or_else(|| {
+                    BackendError(format!(
+                        "buffer {name}: {elements} elements of {} overflow a byte count at {at}",
+                        b.dtype
+                    ))
+                })?;
             let shape_dims: Vec<u64> = match &b.shape {
-                Some(s) => s.iter().map(e).collect::<Result<_, _>>()?,
+                Some(s) => all(&format!("buffers.{name}.shape"), s)?,
                 None => vec![elements],
             };
             if shape_dims.iter().try_fold(1u64, |a, d| a.checked_mul(*d)) != Some(elements) {
@@ -193,9 +220,9 @@ impl DeclaredWorkload {
             });
         }
         Ok(DeclaredWorkload {
-            useful_bytes: e(&spec.useful_bytes)?,
+            useful_bytes: eval("useful_bytes", &spec.useful_bytes)?,
             flops: match &spec.flops {
-                Some(f) => e(f)?,
+                Some(f) => eval("flops", f)?,
                 None => 0,
             },
             decl,
@@ -211,13 +238,28 @@ impl DeclaredWorkload {
         })
     }
 
-    /// No element to compute: some compared output is empty, or the grid is.
+    /// No element to compute: every compared output is empty.
     pub fn empty(&self) -> bool {
-        self.plan.grid.product() == 0
-            || self
-                .buffers
-                .iter()
-                .any(|b| b.role.compared() && b.elements == 0)
+        self.buffers
+            .iter()
+            .all(|b| !b.role.compared() || b.elements == 0)
+    }
+
+    /// Why the launch cannot produce the outputs: a grid with a zero dimension while an
+    /// output has elements (a launch that covers nothing is a failure, not a pass).
+    pub fn launch_covers_nothing(&self) -> Option<String> {
+        let out = self
+            .buffers
+            .iter()
+            .find(|b| b.role.compared() && b.elements > 0)?;
+        (self.plan.grid.product() == 0 || self.plan.block.product() == 0).then(|| {
+            format!(
+                "the launch ({}) has a zero dimension while {} has {} elements",
+                self.plan.describe(),
+                out.name,
+                out.elements
+            )
+        })
     }
 
     /// The scalar values of this case, in the kernel's parameter order: (ints, floats).
@@ -242,38 +284,37 @@ impl DeclaredWorkload {
     }
 
     /// Each buffer's initial bytes (inputs and in-out buffers; empty for the others).
-    fn inputs(&self) -> &[Vec<u8>] {
-        self.inputs.get_or_init(|| {
-            let mut rng = match self.case {
-                InputCase::Uniform { seed } => Some(Rng::new(seed)),
-                InputCase::Structural => None,
-            };
-            self.buffers
-                .iter()
-                .map(|b| match b.role {
-                    Role::In | Role::Inout => fill(b, rng.as_mut()),
-                    Role::Out | Role::Scratch => Vec::new(),
-                })
-                .collect()
-        })
+    fn inputs(&self) -> Result<&[Vec<u8>], BackendError> {
+        self.inputs
+            .get_or_init(|| {
+                let mut rng = match self.case {
+                    InputCase::Uniform { seed } => Some(Rng::new(seed)),
+                    InputCase::Structural => None,
+                };
+                self.buffers
+                    .iter()
+                    .map(|b| match b.role {
+                        Role::In | Role::Inout => fill(b, rng.as_mut()),
+                        Role::Out | Role::Scratch => Ok(Vec::new()),
+                    })
+                    .collect()
+            })
+            .as_deref()
+            .map_err(|e| BackendError(e.clone()))
     }
 
     /// The reference's outputs, computed once per workload.
     fn expected(&self) -> Result<&[Vec<u8>], BackendError> {
+        let inputs = self.inputs()?;
         let r = self.expected.get_or_init(|| {
-            let inputs = self.inputs();
-            let mut host: Vec<Vec<u8>> = self
-                .buffers
-                .iter()
-                .zip(inputs)
-                .map(|(b, i)| {
-                    if i.is_empty() {
-                        vec![0u8; b.bytes()]
-                    } else {
-                        i.clone()
-                    }
-                })
-                .collect();
+            let mut host = Vec::with_capacity(self.buffers.len());
+            for (b, i) in self.buffers.iter().zip(inputs) {
+                let mut v = host_zeroed(b.bytes(), &b.name)?;
+                if !i.is_empty() {
+                    v.copy_from_slice(i);
+                }
+                host.push(v);
+            }
             let (ints, floats) = self.scalars();
             let mut views: Vec<&mut [u8]> = host.iter_mut().map(|v| v.as_mut_slice()).collect();
             self.reference.run(&mut views, &ints, &floats)?;
@@ -293,7 +334,7 @@ impl DeclaredWorkload {
         let mut out = Vec::new();
         for (i, buf) in self.buffers.iter().enumerate() {
             let Some(cmp) = &buf.comparison else { continue };
-            let mut got = vec![0u8; buf.bytes()];
+            let mut got = host_zeroed(buf.bytes(), &buf.name).map_err(BackendError)?;
             b.download_bytes(&bufs[i], &mut got)?;
             let v = rule::compare(buf.dtype, cmp, &got, &expected[i], None, &buf.shape)
                 .map_err(|e| BackendError(format!("buffer {}: {e}", buf.name)))?;
@@ -321,8 +362,8 @@ impl DeclaredWorkload {
 }
 
 /// The buffer's initial bytes for a case.
-fn fill(b: &Buffer, rng: Option<&mut Rng>) -> Vec<u8> {
-    let mut out = vec![0u8; b.bytes()];
+fn fill(b: &Buffer, rng: Option<&mut Rng>) -> Result<Vec<u8>, String> {
+    let mut out = host_zeroed(b.bytes(), &b.name)?;
     let n = b.elements as usize;
     match rng {
         None => {
@@ -353,7 +394,7 @@ fn fill(b: &Buffer, rng: Option<&mut Rng>) -> Vec<u8> {
             }
         }
     }
-    out
+    Ok(out)
 }
 
 impl Workload for DeclaredWorkload {
@@ -421,7 +462,7 @@ impl Workload for DeclaredWorkload {
         b: &mut B,
         _slot: u64,
     ) -> Result<Vec<B::Buffer>, BackendError> {
-        let inputs = self.inputs();
+        let inputs = self.inputs()?;
         let mut out = Vec::with_capacity(self.buffers.len());
         for (buf, init) in self.buffers.iter().zip(inputs) {
             let mut d = b.alloc_bytes(buf.bytes())?;
@@ -473,7 +514,7 @@ impl Workload for DeclaredWorkload {
         bufs: &mut [B::Buffer],
         byte: u8,
     ) -> Result<(), BackendError> {
-        let inputs = self.inputs();
+        let inputs = self.inputs()?;
         for ((buf, d), init) in self.buffers.iter().zip(bufs.iter_mut()).zip(inputs) {
             match buf.role {
                 Role::Out | Role::Scratch => b.fill_bytes(d, byte)?,
@@ -488,7 +529,7 @@ impl Workload for DeclaredWorkload {
         let mut bytes = Vec::new();
         for (buf, d) in self.buffers.iter().zip(bufs) {
             if buf.role.compared() {
-                let mut got = vec![0u8; buf.bytes()];
+                let mut got = host_zeroed(buf.bytes(), &buf.name).map_err(BackendError)?;
                 b.download_bytes(d, &mut got)?;
                 bytes.extend(got);
             }
@@ -563,7 +604,7 @@ fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
         .or_else(|| op.spec.block.first().and_then(|b| b.eval_u64(&at(1)).ok()))
         .unwrap_or(32)
         .max(2);
-    let c = chunk;
+    let c = chunk.min(1 << 40);
     let mut v = vec![
         1,
         2,
@@ -581,6 +622,13 @@ fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
     v.retain(|x| *x >= spec.min);
     v.sort_unstable();
     v.dedup();
+    if v.is_empty() {
+        return Err(format!(
+            "sizes.{var}: none of the derived values (up to {}) reaches min = {}; give values",
+            4 * c,
+            spec.min
+        ));
+    }
     Ok(v)
 }
 
@@ -735,6 +783,44 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         assert!(shapes.iter().any(|s| s["cols"] == 1) && shapes.iter().any(|s| s["cols"] == 33));
         let distinct: std::collections::BTreeSet<_> = shapes.iter().collect();
         assert_eq!(distinct.len(), shapes.len());
+    }
+
+    fn with(manifest: &str) -> KernelDecl {
+        crate::manifest::parse("m.toml", manifest, &|_| {
+            Ok(("k.cu".into(), "__global__ void rowsum() {}".into()))
+        })
+        .unwrap()
+        .kernels[0]
+            .clone()
+    }
+
+    #[test]
+    fn a_launch_that_covers_nothing_fails_and_an_unreachable_min_is_an_error() {
+        // rows / 256 blocks: 0 blocks below 256 rows, while y has rows elements.
+        let d = with(
+            &MANIFEST
+                .replace("ceil_div(rows, 32)", "rows / 256")
+                .replace("sizes.rows = {}", "sizes.rows = { values = [1, 7] }"),
+        );
+        let mut b = HostBackend::new().with_general_kernel("rowsum", good);
+        let k = b.kernel("rowsum").unwrap();
+        let opts = CheckOptions {
+            seed: 1,
+            sizes: None,
+            quick: false,
+        };
+        let r = run_declared(&mut b, &d, &k, std::rc::Rc::new(RowSum), &opts, &mut |_| {}).unwrap();
+        assert!(!r.passed());
+        assert!(
+            r.cases
+                .iter()
+                .all(|c| !c.pass && c.detail.contains("zero dimension")),
+            "{}",
+            r.render()
+        );
+        let d = with(&MANIFEST.replace("sizes.rows = {}", "sizes.rows = { min = 200 }"));
+        let e = ladder(d.declared.as_ref().unwrap()).unwrap_err();
+        assert!(e.contains("sizes.rows") && e.contains("min = 200"), "{e}");
     }
 
     #[test]

@@ -364,6 +364,9 @@ impl Backend for CudaBackend {
     }
 
     fn fill_bytes(&mut self, dst: &mut DeviceBuffer, byte: u8) -> Result<(), BackendError> {
+        if dst.bytes == 0 {
+            return Ok(());
+        }
         // SAFETY: fills exactly the buffer's bytes, in stream order.
         let r =
             unsafe { result::memset_d8_async(dst.ptr, byte, dst.bytes, self.stream.cu_stream()) };

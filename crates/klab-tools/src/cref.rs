@@ -120,6 +120,7 @@ pub fn shim(spec: &CReferenceSpec, source: &Path) -> Result<String, CRefError> {
         why: "the path is not valid UTF-8 or holds a control character".into(),
     })?;
     let (mut b, mut i, mut f) = (0, 0, 0);
+    let mut types = Vec::new();
     let args: Vec<String> = spec
         .params
         .iter()
@@ -127,22 +128,35 @@ pub fn shim(spec: &CReferenceSpec, source: &Path) -> Result<String, CRefError> {
             CParam::Buffer { c_type, writable } => {
                 b += 1;
                 let c = if *writable { "" } else { "const " };
+                types.push(format!("{c}{c_type} *"));
                 format!("({c}{c_type} *)buffers[{}]", b - 1)
             }
             CParam::Int { c_type } => {
                 i += 1;
+                types.push(c_type.clone());
                 format!("({c_type})ints[{}]", i - 1)
             }
             CParam::Float { c_type } => {
                 f += 1;
+                types.push(c_type.clone());
                 format!("({c_type})floats[{}]", f - 1)
             }
         })
         .collect();
+    // The function is assigned to a pointer of exactly the declared type: any difference in
+    // a parameter's type, order or constness is an incompatible-pointer error, not a call
+    // that converts silently.
     Ok(format!(
         "#include <stdint.h>\n#include <stddef.h>\n#include {literal}\n\n\
+         typedef void (*klab_signature)({});\n\n\
          void {ENTRY}(void *const *buffers, const int64_t *ints, const double *floats) {{\n    \
-         (void)buffers; (void)ints; (void)floats;\n    {}({});\n}}\n",
+         (void)buffers; (void)ints; (void)floats;\n    \
+         klab_signature typed = {};\n    typed({});\n}}\n",
+        if types.is_empty() {
+            "void".to_string()
+        } else {
+            types.join(", ")
+        },
         spec.function,
         args.join(", ")
     ))
@@ -191,25 +205,58 @@ impl CReference {
         if !source.is_file() {
             return Err(bad("not a regular file".into()));
         }
-        let text = std::fs::read(&source).map_err(|e| bad(e.to_string()))?;
         let shim_text = shim(spec, &source)?;
         let cc = compiler();
         let version = compiler_version(&cc)?;
+        // The key is the preprocessed shim (the user's file and every header it includes,
+        // as the compiler sees them), the compiler and the flags.
+        let dir = std::env::temp_dir().join(format!("klab-cref-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| CRefError::Load {
+            library: dir.clone(),
+            why: e.to_string(),
+        })?;
+        // One probe file per build: builds may run at once in one process.
+        static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let probe = dir.join(format!("{}-shim-{n}.c", spec.function));
+        write_atomic(&probe, shim_text.as_bytes()).map_err(|e| CRefError::Load {
+            library: probe.clone(),
+            why: e.to_string(),
+        })?;
+        let pre = process::run_captured(
+            Path::new(&cc),
+            &[
+                OsString::from("-E"),
+                OsString::from("-P"),
+                probe.clone().into_os_string(),
+            ],
+            COMPILE_TIMEOUT,
+        )
+        .map_err(|e| CRefError::Compiler {
+            compiler: cc.clone(),
+            why: e.to_string(),
+        })?;
+        let _ = std::fs::remove_file(&probe);
+        if pre.exit_code != Some(0) {
+            let log = String::from_utf8_lossy(&pre.merged);
+            return Err(CRefError::Compile {
+                source_path: spec.source.clone(),
+                function: spec.function.clone(),
+                compiler: version,
+                first_error: first_error(&log, pre.timed_out),
+            });
+        }
         let key = sha256_hex(
             format!(
-                "{shim_text}\0{}\0{version}\0{}",
-                sha256_hex(&text),
+                "{}\0{version}\0{}",
+                sha256_hex(&pre.stdout),
                 CFLAGS.join(" ")
             )
             .as_bytes(),
         );
-        let temp;
         let dir = match cache {
             Some(d) => d.to_path_buf(),
-            None => {
-                temp = std::env::temp_dir().join(format!("klab-cref-{}", std::process::id()));
-                temp
-            }
+            None => dir,
         };
         std::fs::create_dir_all(&dir).map_err(|e| CRefError::Load {
             library: dir.clone(),
@@ -246,15 +293,7 @@ impl CReference {
                 })?;
             if cap.exit_code != Some(0) {
                 let log = String::from_utf8_lossy(&cap.merged);
-                let first_error = log
-                    .lines()
-                    .find(|l| l.contains("error"))
-                    .or_else(|| log.lines().find(|l| !l.trim().is_empty()))
-                    .map(|l| l.trim().to_string())
-                    .unwrap_or_else(|| match cap.timed_out {
-                        true => format!("timed out after {} s", COMPILE_TIMEOUT.as_secs()),
-                        false => "no output".into(),
-                    });
+                let first_error = first_error(&log, cap.timed_out);
                 let _ = std::fs::remove_file(&partial);
                 return Err(CRefError::Compile {
                     source_path: spec.source.clone(),
@@ -394,6 +433,18 @@ impl Drop for CReference {
     }
 }
 
+/// The compiler's first error line (else its first line).
+fn first_error(log: &str, timed_out: bool) -> String {
+    log.lines()
+        .find(|l| l.contains("error"))
+        .or_else(|| log.lines().find(|l| !l.trim().is_empty()))
+        .map(|l| l.trim().to_string())
+        .unwrap_or_else(|| match timed_out {
+            true => format!("timed out after {} s", COMPILE_TIMEOUT.as_secs()),
+            false => "no output".into(),
+        })
+}
+
 fn dl_error() -> String {
     // SAFETY: dlerror returns a thread-local string or null.
     let e = unsafe { libc::dlerror() };
@@ -453,6 +504,12 @@ mod tests {
         if compiler_version(&compiler()).is_ok() {
             return true;
         }
+        if std::env::var("KLAB_REQUIRE_CC").as_deref() == Ok("1") {
+            panic!(
+                "KLAB_REQUIRE_CC=1 but the C compiler {} does not run",
+                compiler()
+            );
+        }
         eprintln!("SKIPPED: no C compiler ({}) on this machine", compiler());
         false
     }
@@ -478,9 +535,27 @@ mod tests {
             again.from_cache,
             "the same source, compiler and flags hit the cache"
         );
-        // A changed source is another entry.
+        // A changed source is another entry, and so is a changed header it includes.
         std::fs::write(&s.source, AXPY.replace("a * x[i]", "2.0f * a * x[i]")).unwrap();
         assert!(!CReference::build(&s, Some(&cache)).unwrap().from_cache);
+        std::fs::write(tmp.path().join("scale.h"), "#define SCALE 1.0f\n").unwrap();
+        std::fs::write(
+            &s.source,
+            format!(
+                "#include \"scale.h\"\n{}",
+                AXPY.replace("a * x[i]", "SCALE * a * x[i]")
+            ),
+        )
+        .unwrap();
+        assert!(!CReference::build(&s, Some(&cache)).unwrap().from_cache);
+        assert!(CReference::build(&s, Some(&cache)).unwrap().from_cache);
+        std::fs::write(tmp.path().join("scale.h"), "#define SCALE 3.0f\n").unwrap();
+        let r = CReference::build(&s, Some(&cache)).unwrap();
+        assert!(!r.from_cache, "the header changed");
+        let mut x = f32s(&[1.0]);
+        let mut y = f32s(&[0.0]);
+        r.call(&mut [&mut x, &mut y], &[1], &[2.0]).unwrap();
+        assert_eq!(y, f32s(&[6.0]));
     }
 
     #[test]
@@ -499,6 +574,18 @@ mod tests {
         assert!(matches!(e, CRefError::Compile { .. }), "{msg}");
         assert!(msg.contains("my ref.c:axpy_ref did not compile"), "{msg}");
         assert_eq!(msg.lines().count(), 1, "{msg}");
+        // Scalars in another order, or an input without const, do not compile either.
+        let mut swapped = axpy_params();
+        swapped.swap(2, 3);
+        assert!(matches!(
+            CReference::build(&spec(tmp.path(), AXPY, swapped), None),
+            Err(CRefError::Compile { .. })
+        ));
+        let loose = AXPY.replace("const float *x", "float *x");
+        assert!(matches!(
+            CReference::build(&spec(tmp.path(), &loose, axpy_params()), None),
+            Err(CRefError::Compile { .. })
+        ));
         let mut s = spec(tmp.path(), AXPY, axpy_params());
         s.function = "nope".into();
         assert!(matches!(
@@ -527,8 +614,15 @@ mod tests {
         };
         let text = shim(&s, Path::new("/a \"b\"/r.c")).unwrap();
         assert!(text.contains("#include \"/a \\\"b\\\"/r.c\""), "{text}");
+        assert!(
+            text.contains(
+                "typedef void (*klab_signature)(const float *, float *, int32_t, float);"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("klab_signature typed = f;"));
         assert!(text.contains(
-            "f((const float *)buffers[0], (float *)buffers[1], (int32_t)ints[0], (float)floats[0]);"
+            "typed((const float *)buffers[0], (float *)buffers[1], (int32_t)ints[0], (float)floats[0]);"
         ));
         assert!(shim(&s, Path::new("/a\nb.c")).is_err());
     }
