@@ -162,3 +162,28 @@ fn an_incomplete_declared_manifest_is_one_line_naming_the_missing_field() {
         assert!(err.contains(field), "{field}: {err}");
     }
 }
+
+#[test]
+fn a_declared_kernel_is_timed_at_its_bench_shape_and_refused_where_it_is_not_supported() {
+    let k = format!("{}:layernorm", example().display());
+    for (args, needle) in [
+        (
+            vec!["bench", k.as_str(), "--n", "5"],
+            "--n is for the built-in operations",
+        ),
+        (
+            vec!["profile", k.as_str()],
+            "klab profile does not take declared operations yet",
+        ),
+    ] {
+        let o = klab().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+    let (_, decl) = registry::resolve(&k, Scope::Default).unwrap();
+    let bench = decl.declared.unwrap().spec.bench.clone().unwrap();
+    assert_eq!(bench["rows"], 16384);
+    assert_eq!(bench["cols"], 4096);
+}

@@ -127,6 +127,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
 
 /// The size, after the checks every bench makes before it starts.
 fn check_args(args: &BenchArgs, kernel: &Kernel) -> anyhow::Result<u64> {
+    kernel.refuse_n_for_declared(args.n)?;
     let n = args.n.unwrap_or_else(|| kernel.default_n());
     if n == 0 {
         anyhow::bail!("n must be at least 1, got 0");

@@ -119,9 +119,47 @@ impl Kernel {
         )
     }
 
-    /// The workload at size `n` (seeded random input where the operation has one).
+    /// The workload at size `n` (seeded random input where the operation has one); a
+    /// declared operation at its `op.bench` shape, with its reference.
     pub fn workload(&self, n: u64, seed: Option<u64>) -> anyhow::Result<AnyWorkload> {
-        Ok(AnyWorkload::for_decl(self.decl.clone(), n, seed)?)
+        let Some(op) = &self.decl.declared else {
+            return Ok(AnyWorkload::for_decl(self.decl.clone(), n, seed)?);
+        };
+        let shape = op.spec.bench.clone().with_context(|| {
+            format!(
+                "{}: give the shape to time in [kernel.op], e.g. bench = {{ {} }}",
+                self.name(),
+                op.spec
+                    .sizes
+                    .keys()
+                    .map(|k| format!("{k} = 4096"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })?;
+        let shape = shape.into_iter().map(|(k, v)| (k, v as i64)).collect();
+        let input = klab_core::general::InputCase::Uniform {
+            seed: seed.unwrap_or(1),
+        };
+        let w = klab_core::general::DeclaredWorkload::new(
+            self.decl.clone(),
+            shape,
+            input,
+            0,
+            self.reference()?,
+        )?;
+        Ok(AnyWorkload::Declared(Box::new(w)))
+    }
+
+    /// `--n` is the built-in operations' size; a declared one is timed at its `op.bench`.
+    pub fn refuse_n_for_declared(&self, n: Option<u64>) -> anyhow::Result<()> {
+        if n.is_some() && self.decl.declared.is_some() {
+            anyhow::bail!(
+                "{}: --n is for the built-in operations; a declared operation is timed at its [kernel.op] bench shape",
+                self.name()
+            );
+        }
+        Ok(())
     }
 }
 

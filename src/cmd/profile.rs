@@ -70,6 +70,12 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
                 k.manifest.program
             );
         }
+        if k.decl.declared.is_some() {
+            bail!(
+                "{} is a declared operation: klab profile does not take declared operations yet (check, sanitize, bench, rounds and compare do)",
+                k.name()
+            );
+        }
         // A size the workload refuses is an error before ncu starts.
         k.workload(args.n.unwrap_or_else(|| k.default_n()), None)?;
     }

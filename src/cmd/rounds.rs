@@ -198,6 +198,9 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
     if args.rounds == 0 {
         bail!("rounds must be at least 1, got 0");
     }
+    for k in &kernels {
+        k.refuse_n_for_declared(args.n)?;
+    }
     let n = args.n.unwrap_or_else(|| kernels[0].default_n());
     let config = args.timing.config();
     let ops: Vec<String> = kernels
@@ -221,7 +224,8 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             // measured, never a built-in of the same name.
             let cmd = ChildCmd::Bench(BenchArgs {
                 kernel: kernel.spec(),
-                n: Some(n),
+                // A declared operation is timed at its own bench shape.
+                n: kernel.decl.declared.is_none().then_some(n),
                 timing: args.timing.clone(),
                 rounds: 1,
                 out: Some(block_dir.clone()),

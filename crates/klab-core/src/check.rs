@@ -438,6 +438,11 @@ pub fn run<B: Backend>(
                 "same input, poison 0x7f".to_string(),
                 AnyWorkload::Transpose(TransposeWorkload::from_decl(decl.clone(), n)?),
             ),
+            AnyWorkload::Declared(_) => {
+                return Err(BackendError(
+                    "a declared operation is checked by run_declared".into(),
+                ))
+            }
         };
         let mut bufs = second.create_slot(backend, 0)?;
         let c = validate_once(backend, &second, kernel, &mut bufs, 0, POISON_BYTES[1])?;

@@ -139,6 +139,9 @@ pub struct DeclaredOpSpec {
     #[serde(default)]
     pub flops: Option<Expr>,
     pub reference: ReferenceSpec,
+    /// The shape `klab bench`, `rounds` and `profile` time (a value per size variable).
+    #[serde(default)]
+    pub bench: Option<BTreeMap<String, u64>>,
 }
 
 /// One kernel parameter of a declared operation, in the kernel's order.
@@ -316,6 +319,23 @@ impl DeclaredOpSpec {
                 &format!("buffers.{b}"),
                 format!("'{b}' is also a size variable"),
             );
+        }
+        if let Some(bench) = &self.bench {
+            for (k, v) in bench {
+                match self.sizes.get(k) {
+                    None => return bad("bench", format!("'{k}' is not a size variable")),
+                    Some(s) if *v < s.min => {
+                        return bad("bench", format!("{k} = {v} is below min = {}", s.min))
+                    }
+                    Some(_) => {}
+                }
+            }
+            if let Some(k) = sizes.iter().find(|k| !bench.contains_key(*k)) {
+                return bad(
+                    "bench",
+                    format!("give {k} too: the shape needs every size variable"),
+                );
+            }
         }
         match &self.reference {
             ReferenceSpec::C(s) | ReferenceSpec::Kernel(s) => match s.rsplit_once(':') {

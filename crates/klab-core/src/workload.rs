@@ -597,6 +597,8 @@ pub enum AnyWorkload {
     Transpose(TransposeWorkload),
     Triad(TriadWorkload),
     Reduce(ReduceWorkload),
+    /// A declared operation at one shape (made with its reference, not by `for_decl`).
+    Declared(Box<crate::general::DeclaredWorkload>),
 }
 
 impl AnyWorkload {
@@ -617,7 +619,7 @@ impl AnyWorkload {
             OpKind::ReduceSum => AnyWorkload::Reduce(ReduceWorkload::from_decl(decl, n, seed)),
             OpKind::Declared => {
                 return Err(BackendError(format!(
-                    "{} is a declared operation: klab check and klab sanitize run it against its reference; this command does not take declared operations yet",
+                    "{} is a declared operation: its workload is made with its reference (general::DeclaredWorkload)",
                     decl.name
                 )))
             }
@@ -629,6 +631,7 @@ impl AnyWorkload {
             AnyWorkload::Transpose(w) => &w.decl,
             AnyWorkload::Triad(w) => &w.decl,
             AnyWorkload::Reduce(w) => &w.decl,
+            AnyWorkload::Declared(w) => &w.decl,
         }
     }
 }
@@ -639,6 +642,7 @@ macro_rules! each {
             AnyWorkload::Transpose($w) => $e,
             AnyWorkload::Triad($w) => $e,
             AnyWorkload::Reduce($w) => $e,
+            AnyWorkload::Declared($w) => $e,
         }
     };
 }
