@@ -294,9 +294,26 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
-    // Per-kernel receipts and round-level analysis against the baseline.
+    // Per-kernel receipts and round-level analysis against the baseline. A declared
+    // operation's size is its bench shape.
+    let size = match kernels[0]
+        .decl
+        .declared
+        .as_ref()
+        .and_then(|op| op.spec.bench.as_ref())
+    {
+        Some(shape) => format!(
+            "shape {}",
+            shape
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        None => format!("n = {n}"),
+    };
     let mut text = format!(
-        "klab rounds: {} rounds, order per round: {}, n = {n}, regime {}, timer {}, {} samples per block\nregime caveat: {}\n\n",
+        "klab rounds: {} rounds, order per round: {}, {size}, regime {}, timer {}, {} samples per block\nregime caveat: {}\n\n",
         args.rounds,
         round_order(&names).join(" "),
         config.regime,
