@@ -214,6 +214,16 @@ pub fn run_declared<B: Backend>(
         if !opts.quick {
             let seed = rng.next_u64() % 1_000_000;
             workloads.push((general::InputCase::Uniform { seed }, POISON_BYTES[1], i + 1));
+            // At the middle shape, the inputs that make other bugs fire.
+            if i == shapes.len() / 2 {
+                let seed = rng.next_u64() % 1_000_000;
+                workloads.push((general::InputCase::Normal { seed }, POISON_BYTES[0], i + 2));
+                workloads.push((general::InputCase::Large { seed }, POISON_BYTES[1], i + 3));
+                workloads.push((general::InputCase::Constant, POISON_BYTES[0], i + 4));
+                if bitwise_rules {
+                    workloads.push((general::InputCase::Special, POISON_BYTES[1], i + 5));
+                }
+            }
         }
         let mut first_output = None;
         for (input, poison, scalar_index) in workloads {

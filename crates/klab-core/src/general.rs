@@ -47,6 +47,16 @@ pub enum InputCase {
     Structural,
     /// Uniform over the buffer's range (default by dtype), from a replayable seed.
     Uniform { seed: u64 },
+    /// Normal around the middle of the range (a sixth of its width per standard deviation).
+    Normal { seed: u64 },
+    /// Uniform over a thousand times the range: overflow without a max subtraction, say.
+    Large { seed: u64 },
+    /// Every element the same: contention for atomics, zero variance.
+    Constant,
+    /// Float inputs cycle through signed zeros, subnormals, infinities and NaN payloads,
+    /// integer inputs through their extreme values (for bitwise and exact rules only:
+    /// a tolerance has no answer for them).
+    Special,
 }
 
 impl InputCase {
@@ -54,6 +64,10 @@ impl InputCase {
         match self {
             InputCase::Structural => "exact input".into(),
             InputCase::Uniform { seed } => format!("random input seed {seed}"),
+            InputCase::Normal { seed } => format!("normal input seed {seed}"),
+            InputCase::Large { seed } => format!("large-magnitude input seed {seed}"),
+            InputCase::Constant => "constant input".into(),
+            InputCase::Special => "special values".into(),
         }
     }
 }
@@ -287,14 +301,11 @@ impl DeclaredWorkload {
     fn inputs(&self) -> Result<&[Vec<u8>], BackendError> {
         self.inputs
             .get_or_init(|| {
-                let mut rng = match self.case {
-                    InputCase::Uniform { seed } => Some(Rng::new(seed)),
-                    InputCase::Structural => None,
-                };
                 self.buffers
                     .iter()
-                    .map(|b| match b.role {
-                        Role::In | Role::Inout => fill(b, rng.as_mut()),
+                    .enumerate()
+                    .map(|(k, b)| match b.role {
+                        Role::In | Role::Inout => fill(b, k, self.case),
                         Role::Out | Role::Scratch => Ok(Vec::new()),
                     })
                     .collect()
@@ -361,40 +372,111 @@ impl DeclaredWorkload {
     }
 }
 
-/// The buffer's initial bytes for a case.
-fn fill(b: &Buffer, rng: Option<&mut Rng>) -> Result<Vec<u8>, String> {
+/// The buffer's initial bytes for a case; `k` (the buffer's position) makes two inputs of
+/// one shape differ, so a kernel that swaps them is caught.
+fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
     let mut out = host_zeroed(b.bytes(), &b.name)?;
     let n = b.elements as usize;
-    match rng {
-        None => {
+    let dt = b.dtype;
+    let [lo, hi] = b.range.unwrap_or(if dt.is_float() {
+        [-1.0, 1.0]
+    } else if dt.is_signed() {
+        [-100.0, 100.0]
+    } else {
+        [0.0, 200.0]
+    });
+    let whole = |v: f64| if dt.is_float() { v } else { v.floor() };
+    let rng = |seed: u64| Rng::new(seed ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    match case {
+        InputCase::Structural => {
             for i in 0..n {
                 // Small integers: exact in every dtype (f16 and bf16 included).
-                let v = ((i * 7 + 3) % 17) as f64;
-                let v = if b.dtype.is_signed() || b.dtype.is_float() {
+                let v = ((i * 7 + 3 + 5 * k) % 17) as f64;
+                let v = if dt.is_signed() || dt.is_float() {
                     v - 8.0
                 } else {
                     v
                 };
-                b.dtype.write_f64(&mut out, i, v);
+                dt.write_f64(&mut out, i, v);
             }
         }
-        Some(rng) => {
-            let [lo, hi] = b.range.unwrap_or(if b.dtype.is_float() {
-                [-1.0, 1.0]
-            } else if b.dtype.is_signed() {
-                [-100.0, 100.0]
+        InputCase::Uniform { seed } | InputCase::Large { seed } => {
+            let scale = if matches!(case, InputCase::Large { .. }) {
+                1000.0
             } else {
-                [0.0, 200.0]
-            });
+                1.0
+            };
+            let mut r = rng(seed);
             for i in 0..n {
-                let u = rng.next_f64();
-                let v = lo + (hi - lo) * u;
-                b.dtype
-                    .write_f64(&mut out, i, if b.dtype.is_float() { v } else { v.floor() });
+                let v = (lo + (hi - lo) * r.next_f64()) * scale;
+                dt.write_f64(&mut out, i, whole(v));
+            }
+        }
+        InputCase::Normal { seed } => {
+            let mut r = rng(seed);
+            let (mid, sd) = ((lo + hi) / 2.0, (hi - lo) / 6.0);
+            for i in 0..n {
+                // Box-Muller; 1 - u keeps the logarithm finite.
+                let (u1, u2) = (1.0 - r.next_f64(), r.next_f64());
+                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                dt.write_f64(&mut out, i, whole(mid + sd * z));
+            }
+        }
+        InputCase::Constant => {
+            for i in 0..n {
+                dt.write_f64(&mut out, i, whole((lo + hi) / 2.0 + 1.0));
+            }
+        }
+        InputCase::Special => {
+            let values: Vec<u64> = special_bits(dt);
+            for i in 0..n {
+                dt.write_bits(&mut out, i, values[(i + k) % values.len()]);
             }
         }
     }
     Ok(out)
+}
+
+/// The special bit patterns of a dtype: for floats +0, -0, the smallest subnormal (both
+/// signs), 1, -1, +inf, -inf and two NaN payloads; for integers 0, 1, the maximum, the
+/// minimum and (signed) -1.
+fn special_bits(dt: Dtype) -> Vec<u64> {
+    let bits = dt.bit_width();
+    let sign = 1u64 << (bits - 1);
+    if dt.is_float() {
+        let one = dt.bits_of_f64(1.0);
+        let inf = dt.bits_of_f64(f64::INFINITY);
+        let mantissa = match dt {
+            Dtype::F16 => 10,
+            Dtype::Bf16 => 7,
+            Dtype::F32 => 23,
+            _ => 52,
+        };
+        let quiet = 1u64 << (mantissa - 1);
+        vec![
+            0,
+            sign,
+            1,
+            sign | 1,
+            one,
+            sign | one,
+            inf,
+            sign | inf,
+            inf | 1,
+            sign | inf | quiet | 5,
+        ]
+    } else {
+        let all = if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        if dt.is_signed() {
+            vec![0, 1, sign - 1, sign, all]
+        } else {
+            vec![0, 1, all, all - 1]
+        }
+    }
 }
 
 impl Workload for DeclaredWorkload {
@@ -824,14 +906,103 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
     }
 
     #[test]
+    fn every_input_case_fills_its_buffer_as_it_says() {
+        let b = |dtype: Dtype| Buffer {
+            name: "x".into(),
+            dtype,
+            role: Role::In,
+            elements: 10,
+            shape: vec![10],
+            axes: vec!["i".into()],
+            comparison: None,
+            range: Some([-2.0, 2.0]),
+        };
+        let f32s = |v: Vec<u8>| -> Vec<f32> {
+            v.chunks(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect()
+        };
+        // Two inputs of one shape differ; the same seed replays.
+        let s0 = f32s(fill(&b(Dtype::F32), 0, InputCase::Structural).unwrap());
+        assert_ne!(
+            s0,
+            f32s(fill(&b(Dtype::F32), 1, InputCase::Structural).unwrap())
+        );
+        assert!(s0.iter().all(|v| v.fract() == 0.0 && v.abs() <= 8.0));
+        let u = fill(&b(Dtype::F32), 0, InputCase::Uniform { seed: 3 }).unwrap();
+        assert_eq!(
+            u,
+            fill(&b(Dtype::F32), 0, InputCase::Uniform { seed: 3 }).unwrap()
+        );
+        assert!(f32s(u).iter().all(|v| (-2.0..=2.0).contains(v)));
+        let large = f32s(fill(&b(Dtype::F32), 0, InputCase::Large { seed: 3 }).unwrap());
+        assert!(large.iter().any(|v| v.abs() > 2.0) && large.iter().all(|v| v.abs() <= 2000.0));
+        assert!(
+            f32s(fill(&b(Dtype::F32), 0, InputCase::Normal { seed: 3 }).unwrap())
+                .iter()
+                .all(|v| v.is_finite())
+        );
+        let c = f32s(fill(&b(Dtype::F32), 0, InputCase::Constant).unwrap());
+        assert!(c.iter().all(|v| *v == c[0]));
+        let sp = f32s(fill(&b(Dtype::F32), 0, InputCase::Special).unwrap());
+        assert_eq!(sp[1].to_bits(), 0x8000_0000, "-0.0");
+        assert!(sp[2] > 0.0 && !sp[2].is_normal(), "a subnormal");
+        assert!(sp[6].is_infinite() && sp[8].is_nan() && sp[9].is_nan());
+        assert_ne!(sp[8].to_bits(), sp[9].to_bits(), "two NaN payloads");
+        let ints = fill(&b(Dtype::I32), 0, InputCase::Special).unwrap();
+        let i: Vec<i32> = ints
+            .chunks(4)
+            .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(&i[..5], &[0, 1, i32::MAX, i32::MIN, -1]);
+        let h = fill(&b(Dtype::F16), 0, InputCase::Special).unwrap();
+        assert_eq!(u16::from_le_bytes([h[2], h[3]]), 0x8000, "-0.0 in f16");
+    }
+
+    #[test]
     fn a_correct_kernel_passes_and_each_verdict_names_its_rule() {
         let r = check(good);
         assert!(r.passed(), "{}", r.render());
         assert!(r.cases.iter().any(|c| c.case.contains("random input seed")));
         assert!(r.cases.iter().any(|c| c.case.ends_with("determinism")));
+        for case in [
+            "normal input seed",
+            "large-magnitude input seed",
+            "constant input",
+        ] {
+            assert!(
+                r.cases.iter().any(|c| c.case.contains(case) && c.pass),
+                "{case}: {}",
+                r.render()
+            );
+        }
+        // The rule is a tolerance: no special values (a tolerance has no answer for NaN).
+        assert!(!r.cases.iter().any(|c| c.case.contains("special values")));
         let c = &r.cases[0];
         assert!(c.detail.contains("allclose"), "{}", c.detail);
         assert_eq!(r.operation, "declared, reference: a Rust row sum");
+    }
+
+    #[test]
+    fn bitwise_rules_also_get_special_values() {
+        let d =
+            with(&MANIFEST.replace("{ allclose = { atol = 1e-5, rtol = 1e-5 } }", "\"bitwise\""));
+        let mut b = HostBackend::new().with_general_kernel("rowsum", good);
+        let k = b.kernel("rowsum").unwrap();
+        let opts = CheckOptions {
+            seed: 1,
+            sizes: None,
+            quick: false,
+        };
+        let r = run_declared(&mut b, &d, &k, std::rc::Rc::new(RowSum), &opts, &mut |_| {}).unwrap();
+        let special: Vec<_> = r
+            .cases
+            .iter()
+            .filter(|c| c.case.contains("special values"))
+            .collect();
+        assert_eq!(special.len(), 1);
+        assert!(special[0].pass, "{}", special[0].detail);
+        assert!(r.passed(), "{}", r.render());
     }
 
     #[test]
