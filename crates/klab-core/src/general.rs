@@ -780,11 +780,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
 "#;
 
     fn decl() -> KernelDecl {
-        let m = crate::manifest::parse("m.toml", MANIFEST, &|_| {
-            Ok(("k.cu".into(), "__global__ void rowsum() {}".into()))
-        })
-        .unwrap();
-        m.kernels[0].clone()
+        with(MANIFEST)
     }
 
     struct RowSum;
@@ -835,6 +831,13 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
     }
 
     fn check(f: crate::backend::host::GeneralKernelFn) -> crate::check::CheckReport {
+        check_decl(&decl(), f)
+    }
+
+    fn check_decl(
+        d: &KernelDecl,
+        f: crate::backend::host::GeneralKernelFn,
+    ) -> crate::check::CheckReport {
         let mut b = HostBackend::new().with_general_kernel("rowsum", f);
         let k = b.kernel("rowsum").unwrap();
         let opts = CheckOptions {
@@ -842,15 +845,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             sizes: None,
             quick: false,
         };
-        run_declared(
-            &mut b,
-            &decl(),
-            &k,
-            std::rc::Rc::new(RowSum),
-            &opts,
-            &mut |_| {},
-        )
-        .unwrap()
+        run_declared(&mut b, d, &k, std::rc::Rc::new(RowSum), &opts, &mut |_| {}).unwrap()
     }
 
     #[test]
@@ -884,14 +879,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
                 .replace("ceil_div(rows, 32)", "rows / 256")
                 .replace("sizes.rows = {}", "sizes.rows = { values = [1, 7] }"),
         );
-        let mut b = HostBackend::new().with_general_kernel("rowsum", good);
-        let k = b.kernel("rowsum").unwrap();
-        let opts = CheckOptions {
-            seed: 1,
-            sizes: None,
-            quick: false,
-        };
-        let r = run_declared(&mut b, &d, &k, std::rc::Rc::new(RowSum), &opts, &mut |_| {}).unwrap();
+        let r = check_decl(&d, good);
         assert!(!r.passed());
         assert!(
             r.cases
@@ -987,14 +975,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
     fn bitwise_rules_also_get_special_values() {
         let d =
             with(&MANIFEST.replace("{ allclose = { atol = 1e-5, rtol = 1e-5 } }", "\"bitwise\""));
-        let mut b = HostBackend::new().with_general_kernel("rowsum", good);
-        let k = b.kernel("rowsum").unwrap();
-        let opts = CheckOptions {
-            seed: 1,
-            sizes: None,
-            quick: false,
-        };
-        let r = run_declared(&mut b, &d, &k, std::rc::Rc::new(RowSum), &opts, &mut |_| {}).unwrap();
+        let r = check_decl(&d, good);
         let special: Vec<_> = r
             .cases
             .iter()
