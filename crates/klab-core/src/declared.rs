@@ -273,11 +273,9 @@ impl DeclaredOpSpec {
                     )
                 }
                 (Some(spec), true) => {
-                    if let RuleSpec::ScaledSum(_) = spec {
-                        return bad(
-                            &field("compare"),
-                            "scaled-sum needs a per-element magnitude from the reference, which C references do not supply yet: use allclose or ulp".into(),
-                        );
+                    if let RuleSpec::ScaledSum(k) = spec {
+                        let k = Expr::parse(k).map_err(|e| (field("compare"), e.to_string()))?;
+                        uses_only_sizes(&field("compare"), &k)?;
                     }
                     let rule = spec
                         .resolve(|_| Ok(1.0))

@@ -117,6 +117,8 @@ pub struct DeclaredWorkload {
     flops: u64,
     inputs: Arc<OnceLock<Result<Vec<Vec<u8>>, String>>>,
     expected: Arc<OnceLock<Result<Vec<Vec<u8>>, String>>>,
+    /// Per buffer, the scaled-sum magnitudes (only for outputs compared by scaled-sum).
+    magnitudes: Arc<OnceLock<Result<Vec<Option<Vec<f64>>>, String>>>,
 }
 
 impl std::fmt::Debug for DeclaredWorkload {
@@ -249,6 +251,7 @@ impl DeclaredWorkload {
             plan,
             inputs: Default::default(),
             expected: Default::default(),
+            magnitudes: Default::default(),
         })
     }
 
@@ -314,25 +317,73 @@ impl DeclaredWorkload {
             .map_err(|e| BackendError(e.clone()))
     }
 
+    /// The reference run on host copies of `inputs` (outputs and scratch zeroed).
+    fn run_reference(&self, inputs: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, String> {
+        let mut host = Vec::with_capacity(self.buffers.len());
+        for (b, i) in self.buffers.iter().zip(inputs) {
+            let mut v = host_zeroed(b.bytes(), &b.name)?;
+            if !i.is_empty() {
+                v.copy_from_slice(i);
+            }
+            host.push(v);
+        }
+        let (ints, floats) = self.scalars();
+        let mut views: Vec<&mut [u8]> = host.iter_mut().map(|v| v.as_mut_slice()).collect();
+        self.reference.run(&mut views, &ints, &floats)?;
+        Ok(host)
+    }
+
     /// The reference's outputs, computed once per workload.
     fn expected(&self) -> Result<&[Vec<u8>], BackendError> {
         let inputs = self.inputs()?;
-        let r = self.expected.get_or_init(|| {
-            let mut host = Vec::with_capacity(self.buffers.len());
-            for (b, i) in self.buffers.iter().zip(inputs) {
-                let mut v = host_zeroed(b.bytes(), &b.name)?;
-                if !i.is_empty() {
-                    v.copy_from_slice(i);
-                }
-                host.push(v);
-            }
-            let (ints, floats) = self.scalars();
-            let mut views: Vec<&mut [u8]> = host.iter_mut().map(|v| v.as_mut_slice()).collect();
-            self.reference.run(&mut views, &ints, &floats)?;
-            Ok(host)
-        });
+        let r = self.expected.get_or_init(|| self.run_reference(inputs));
         r.as_deref()
             .map_err(|e| BackendError(format!("the reference failed: {e}")))
+    }
+
+    /// Scaled-sum's per-element magnitudes: the reference run again on the absolute values
+    /// of the float inputs, so that for a sum of products (a dot product, a GEMM, a
+    /// reduction, a convolution) each output's magnitude is `sum |a_i x_i|`, the bound the
+    /// reduction lab's gate is written against. Integer inputs (indices, counts) are kept.
+    fn magnitudes(&self) -> Result<&[Option<Vec<f64>>], BackendError> {
+        let r = self.magnitudes.get_or_init(|| {
+            let scaled = |b: &Buffer| {
+                b.comparison
+                    .as_ref()
+                    .is_some_and(|c| matches!(c.rule, rule::Rule::ScaledSum { .. }))
+            };
+            if !self.buffers.iter().any(scaled) {
+                return Ok(vec![None; self.buffers.len()]);
+            }
+            let mut abs = self.inputs().map_err(|e| e.0)?.to_vec();
+            for (b, v) in self.buffers.iter().zip(abs.iter_mut()) {
+                // Outputs and scratch have no initial bytes (empty).
+                if b.dtype.is_float() && !v.is_empty() {
+                    for i in 0..b.elements as usize {
+                        let x = b.dtype.to_f64(v, i);
+                        b.dtype.write_f64(v, i, x.abs());
+                    }
+                }
+            }
+            let out = self.run_reference(&abs)?;
+            Ok(self
+                .buffers
+                .iter()
+                .zip(out)
+                .map(|(b, bytes)| {
+                    scaled(b).then(|| {
+                        (0..b.elements as usize)
+                            .map(|i| b.dtype.to_f64(&bytes, i).abs())
+                            .collect()
+                    })
+                })
+                .collect())
+        });
+        r.as_deref().map_err(|e| {
+            BackendError(format!(
+                "the reference failed on the absolute inputs (scaled-sum's magnitudes): {e}"
+            ))
+        })
     }
 
     /// Every compared buffer's verdict against the reference.
@@ -342,12 +393,14 @@ impl DeclaredWorkload {
         bufs: &[B::Buffer],
     ) -> Result<Vec<(String, Verdict)>, BackendError> {
         let expected = self.expected()?;
+        let magnitudes = self.magnitudes()?;
         let mut out = Vec::new();
         for (i, buf) in self.buffers.iter().enumerate() {
             let Some(cmp) = &buf.comparison else { continue };
             let mut got = host_zeroed(buf.bytes(), &buf.name).map_err(BackendError)?;
             b.download_bytes(&bufs[i], &mut got)?;
-            let v = rule::compare(buf.dtype, cmp, &got, &expected[i], None, &buf.shape)
+            let magnitude = magnitudes[i].as_deref();
+            let v = rule::compare(buf.dtype, cmp, &got, &expected[i], magnitude, &buf.shape)
                 .map_err(|e| BackendError(format!("buffer {}: {e}", buf.name)))?;
             out.push((buf.name.clone(), v));
         }
@@ -969,6 +1022,76 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         let c = &r.cases[0];
         assert!(c.detail.contains("allclose"), "{}", c.detail);
         assert_eq!(r.operation, "declared, reference: a Rust row sum");
+    }
+
+    /// Sums each row backwards (another order: rounding differs from the reference's).
+    fn reversed(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+        let (x, y, rows, cols) = args(a);
+        for r in 0..rows {
+            let s: f32 = (0..cols)
+                .rev()
+                .map(|c| f32::from_bits(mem[x][r * cols + c]))
+                .sum();
+            mem[y][r] = s.to_bits();
+        }
+    }
+    /// Drops the last column of every row wider than one.
+    fn drops_last_column(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+        let (x, y, rows, cols) = args(a);
+        for r in 0..rows {
+            let s: f32 = (0..cols.saturating_sub(1).max(1))
+                .map(|c| f32::from_bits(mem[x][r * cols + c]))
+                .sum();
+            mem[y][r] = s.to_bits();
+        }
+    }
+
+    #[test]
+    fn scaled_sum_takes_its_magnitude_from_the_reference_on_absolute_inputs() {
+        let d = with(&MANIFEST.replace(
+            "{ allclose = { atol = 1e-5, rtol = 1e-5 } }",
+            "{ scaled-sum = \"cols\" }",
+        ));
+        let r = check_decl(&d, reversed);
+        assert!(r.passed(), "another summation order passes: {}", r.render());
+        assert!(
+            r.cases[0].detail.contains("scaled-sum k="),
+            "{}",
+            r.cases[0].detail
+        );
+        let r = check_decl(&d, drops_last_column);
+        assert!(!r.passed(), "a dropped term fails: {}", r.render());
+        // The magnitude is sum |x|: a row of +1 and -1 sums to 0 with magnitude cols, so
+        // the gate is not a relative error against the (zero) result.
+        let w = DeclaredWorkload::new(
+            d.clone(),
+            [("rows".to_string(), 1), ("cols".to_string(), 4)].into(),
+            InputCase::Structural,
+            0,
+            std::rc::Rc::new(RowSum),
+        )
+        .unwrap();
+        let inputs = w.inputs().unwrap();
+        let x: Vec<f32> = inputs[0]
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        let want: f64 = x.iter().map(|v| v.abs() as f64).sum();
+        assert_eq!(w.magnitudes().unwrap()[1].as_deref(), Some(&[want][..]));
+        assert_eq!(w.magnitudes().unwrap()[0], None, "inputs have no magnitude");
+        // A k that is not a size expression is a manifest error naming the field.
+        let bad = MANIFEST.replace(
+            "{ allclose = { atol = 1e-5, rtol = 1e-5 } }",
+            "{ scaled-sum = \"depth\" }",
+        );
+        let e = crate::manifest::parse("m.toml", &bad, &|_| {
+            Ok(("k.cu".into(), "__global__ void rowsum() {}".into()))
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("buffers.y.compare") && e.to_string().contains("depth"),
+            "{e}"
+        );
     }
 
     #[test]
