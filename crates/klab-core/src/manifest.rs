@@ -22,7 +22,7 @@
 //! and `n` (u64). A manifest whose parameters don't match its operation is an error that
 //! names the field.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -246,8 +246,41 @@ pub struct ManifestError {
 #[serde(deny_unknown_fields)]
 struct RawManifest {
     source: String,
+    /// Declared operations shared by several kernels (`[ops.NAME]`, used by `op = "NAME"`).
+    #[serde(default)]
+    ops: BTreeMap<String, crate::declared::DeclaredOpSpec>,
     #[serde(rename = "kernel")]
     kernels: Vec<RawKernel>,
+}
+
+/// A kernel's `op`: its own `[kernel.op]` table, or the name of a top-level `[ops.NAME]`
+/// (a correct kernel and its labelled bugs compute one operation).
+enum RawOp {
+    Inline(crate::declared::DeclaredOpSpec),
+    Named(String),
+}
+
+impl<'de> Deserialize<'de> for RawOp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RawOp, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawOp;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a [kernel.op] table or the name of an [ops.NAME] table")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawOp, E> {
+                Ok(RawOp::Named(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawOp, A::Error> {
+                // The table's own errors (a missing or unknown field) keep their words.
+                crate::declared::DeclaredOpSpec::deserialize(
+                    serde::de::value::MapAccessDeserializer::new(map),
+                )
+                .map(RawOp::Inline)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize)]
@@ -261,9 +294,9 @@ struct RawKernel {
     block: Option<Vec<u32>>,
     #[serde(default)]
     elements_per_block: Option<Vec<u64>>,
-    /// A declared operation's `[kernel.op]`.
+    /// A declared operation's `[kernel.op]`, or `op = "NAME"` for a shared `[ops.NAME]`.
     #[serde(default)]
-    op: Option<crate::declared::DeclaredOpSpec>,
+    op: Option<RawOp>,
     #[serde(default)]
     grid_rounding: Option<String>,
     #[serde(default)]
@@ -365,7 +398,9 @@ pub fn parse(
             }
         };
         if operation == OpKind::Declared {
-            kernels.push(declared_kernel(k, &f).map_err(|(field, problem)| err(field, problem))?);
+            kernels.push(
+                declared_kernel(k, &raw.ops, &f).map_err(|(field, problem)| err(field, problem))?,
+            );
             continue;
         }
         if k.op.is_some() {
@@ -540,6 +575,7 @@ pub fn parse(
 /// operations' launch fields are refused (the op's grid and block replace them).
 fn declared_kernel(
     k: RawKernel,
+    ops: &BTreeMap<String, crate::declared::DeclaredOpSpec>,
     f: &dyn Fn(&str) -> String,
 ) -> Result<KernelDecl, (String, String)> {
     for (given, name) in [
@@ -556,15 +592,38 @@ fn declared_kernel(
             ));
         }
     }
-    let Some(spec) = k.op else {
-        return Err((
-            f("op"),
-            "operation = \"declared\" needs a [kernel.op] table: sizes, buffers, grid, block, useful_bytes and reference".into(),
-        ));
+    let (spec, at) = match k.op {
+        None => {
+            return Err((
+                f("op"),
+                "operation = \"declared\" needs a [kernel.op] table (sizes, buffers, grid, block, useful_bytes and reference) or op = \"NAME\" of an [ops.NAME] table".into(),
+            ))
+        }
+        Some(RawOp::Inline(spec)) => (spec, f("op")),
+        Some(RawOp::Named(name)) => match ops.get(&name) {
+            Some(spec) => (spec.clone(), format!("ops.{name}")),
+            None => {
+                return Err((
+                    f("op"),
+                    format!(
+                        "no [ops.{name}] table in this manifest ({})",
+                        if ops.is_empty() {
+                            "it has none".to_string()
+                        } else {
+                            ops.keys().cloned().collect::<Vec<_>>().join(", ")
+                        }
+                    ),
+                ))
+            }
+        },
     };
-    let op = spec
-        .validate(&k.params)
-        .map_err(|(field, problem)| (f(&format!("op.{field}")), problem))?;
+    let op =
+        spec.validate(&k.params)
+            .map_err(|(field, problem)| match field.starts_with("params") {
+                // The parameter list is the kernel's, wherever its operation is declared.
+                true => (f(&field), problem),
+                false => (format!("{at}.{field}"), problem),
+            })?;
     if let Some(b) = &k.known_broken {
         if b.trim().is_empty() {
             return Err((f("known_broken"), "give the reason".into()));
@@ -690,6 +749,58 @@ mod tests {
         let m = parse_one(OK).unwrap();
         assert_eq!(m.kernels[0].block, Dim3::new(32, 8, 1));
         assert_eq!(m.program, "k.cu");
+    }
+
+    #[test]
+    fn kernels_share_a_declared_operation_by_name() {
+        const SHARED: &str = r#"
+source = "k.cu"
+[ops.sum]
+grid = ["ceil_div(n, 256)"]
+block = ["256"]
+useful_bytes = "4 * n"
+reference = { c = "ref.c:sum_ref" }
+sizes.n = {}
+buffers.x = { dtype = "f32", len = "n", role = "in" }
+buffers.y = { dtype = "f32", len = "1", role = "out", compare = { scaled-sum = "n" } }
+[[kernel]]
+name = "a"
+entry = "k"
+operation = "declared"
+params = ["x", "y", "n:i32"]
+op = "sum"
+[[kernel]]
+name = "b"
+entry = "k"
+operation = "declared"
+params = ["x", "y", "n:i32"]
+op = "sum"
+known_broken = "b"
+"#;
+        let parse_one = |text: &str| parse("m.toml", text, &|_| Ok(("k.cu".into(), SRC.into())));
+        let m = parse_one(SHARED).unwrap();
+        assert_eq!(m.kernels.len(), 2);
+        assert_eq!(m.kernels[0].declared, m.kernels[1].declared);
+        let e = parse_one(&SHARED.replacen("op = \"sum\"", "op = \"summ\"", 1)).unwrap_err();
+        assert_eq!(e.field, "kernel[0].op");
+        assert!(
+            e.problem.contains("no [ops.summ]") && e.problem.contains("sum"),
+            "{e}"
+        );
+        // A problem inside the shared table names it; a parameter problem names the kernel.
+        let e =
+            parse_one(&SHARED.replace("len = \"n\", role = \"in\"", "len = \"m\", role = \"in\""))
+                .unwrap_err();
+        assert_eq!(e.field, "ops.sum.buffers.x.len", "{e}");
+        let e = parse_one(&SHARED.replacen("\"n:i32\"", "\"n\"", 1)).unwrap_err();
+        assert_eq!(e.field, "kernel[0].params[2]", "{e}");
+        // An unknown key inside a table still names the key and its line.
+        let e =
+            parse_one(&SHARED.replace("sizes.n = {}", "sizes.n = {}\nblok = [\"1\"]")).unwrap_err();
+        assert!(
+            e.problem.contains("blok") && e.problem.contains("line"),
+            "{e}"
+        );
     }
 
     #[test]
