@@ -145,12 +145,12 @@ fn an_incomplete_declared_manifest_is_one_line_naming_the_missing_field() {
         (
             ", compare = { allclose = { atol = 1e-4, rtol = 1e-4 } }",
             "",
-            "kernel[0].op.buffers.y.compare",
+            "ops.layernorm.buffers.y.compare",
         ),
         (
             "params = [\"x\", \"y\", \"rows:i32\", \"cols:i32\", \"eps:f32\"]",
             "params = [\"x\", \"rows:i32\", \"cols:i32\", \"eps:f32\"]",
-            "kernel[0].op.params",
+            "kernel[0].params: buffer 'y'",
         ),
     ] {
         let m = dir.join("m.toml");
