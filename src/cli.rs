@@ -160,6 +160,10 @@ pub struct ReportArgs {
 
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct AuditArgs {
+    /// Kernels or manifests to audit instead of the built-in mutants and variants: a
+    /// kernel with `known_broken` is a labelled bug some gate must reject, any other a
+    /// correct kernel every gate must accept
+    pub kernels: Vec<String>,
     /// Sanitizer tools to include as gates, comma-separated (empty or none: oracle only)
     #[arg(long, default_value = "memcheck,racecheck,synccheck,initcheck")]
     pub tools: ToolList,

@@ -164,7 +164,7 @@ fn an_incomplete_declared_manifest_is_one_line_naming_the_missing_field() {
 }
 
 #[test]
-fn a_declared_kernel_is_timed_at_its_bench_shape_and_refused_where_it_is_not_supported() {
+fn a_declared_kernel_is_timed_and_profiled_at_its_bench_shape_never_at_an_n() {
     let k = format!("{}:layernorm", example().display());
     for (args, needle) in [
         (
@@ -172,8 +172,8 @@ fn a_declared_kernel_is_timed_at_its_bench_shape_and_refused_where_it_is_not_sup
             "--n is for the built-in operations",
         ),
         (
-            vec!["profile", k.as_str()],
-            "klab profile does not take declared operations yet",
+            vec!["profile", k.as_str(), "--n", "5"],
+            "--n is for the built-in operations",
         ),
     ] {
         let o = klab().args(&args).output().unwrap();

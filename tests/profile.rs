@@ -145,7 +145,9 @@ fn naive_is_profiled_on_one_launch_and_its_stores_agree_with_the_model() {
         .iter()
         .any(|m| m == "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"));
     let csv = std::fs::read_to_string(out.join("counters.csv")).unwrap();
-    assert!(csv.starts_with("kernel,n,quantity,predicted,measured,agreement,metric,tolerance\n"));
+    assert!(
+        csv.starts_with("kernel,n,quantity,predicted,measured,agreement,metric,tolerance,shape\n")
+    );
     assert!(csv.contains("naive,4096,global store sectors/request,32,32,agrees,"));
     assert!(csv.contains("naive,4096,global load sectors/request,4,,not measured,"));
     let bound = std::fs::read_to_string(out.join("bound.txt")).unwrap();

@@ -19,7 +19,7 @@ use crate::child::ChildCmd;
 use crate::cli::{AuditArgs, CheckArgs};
 use crate::cmd::check;
 use crate::cmd::measure::{self, Kernel};
-use crate::cmd::sanitize::{find_sanitizer, sizes_for};
+use crate::cmd::sanitize::{find_sanitizer, sanitize_target};
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 
 /// The built-in variants that are deliberately broken (audited like the mutants).
@@ -34,6 +34,29 @@ pub const CORRECT: [&str; 6] = [
     "triad_f32",
     "reduce_guarded",
 ];
+
+/// The built-in audit: every mutant and known-broken variant (labelled bugs) and the
+/// correct variants, as (kernel, labelled bug).
+fn builtin_names() -> Vec<(String, bool)> {
+    let mutants: Vec<String> = klab_core::registry::registry()
+        .namespace("mutants")
+        .map(|ns| {
+            ns.manifest
+                .kernels
+                .iter()
+                .map(|k| format!("mutants/{}", k.name))
+                .collect()
+        })
+        .unwrap_or_default();
+    // The built-in known-broken variants are labelled bugs too.
+    let mut names: Vec<(String, bool)> = mutants
+        .into_iter()
+        .chain(BUILTIN_BROKEN.iter().map(|s| s.to_string()))
+        .map(|m| (m, true))
+        .collect();
+    names.extend(CORRECT.iter().map(|c| (c.to_string(), false)));
+    names
+}
 
 #[derive(Debug, Clone, Serialize)]
 struct Cell {
@@ -68,27 +91,22 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     } else {
         Some(find_sanitizer(args.sanitizer.as_deref())?)
     };
-    let mutants: Vec<String> = klab_core::registry::registry()
-        .namespace("mutants")
-        .map(|ns| {
-            ns.manifest
-                .kernels
-                .iter()
-                .map(|k| format!("mutants/{}", k.name))
-                .collect()
-        })
-        .unwrap_or_default();
-    // The built-in known-broken variants are labelled bugs too.
-    let mut names: Vec<(String, bool)> = mutants
-        .into_iter()
-        .chain(BUILTIN_BROKEN.iter().map(|s| s.to_string()))
-        .map(|m| (m, true))
-        .collect();
-    names.extend(CORRECT.iter().map(|c| (c.to_string(), false)));
+    let mut names = if args.kernels.is_empty() {
+        builtin_names()
+    } else {
+        // The user's kernels: a labelled bug must be rejected, any other accepted.
+        Kernel::parse_all(&args.kernels, klab_core::registry::Scope::Default)?
+            .into_iter()
+            .map(|k| (k.spec(), k.decl.known_broken.is_some()))
+            .collect()
+    };
     if let Some(only) = &args.only {
         let keep: Vec<&str> = only.split(',').map(str::trim).collect();
         // `--only mut_wild_store` names a mutant by its short name.
-        let short = |n: &str| n.rsplit('/').next().unwrap_or(n).to_string();
+        let short = |n: &str| {
+            let n = n.rsplit('/').next().unwrap_or(n);
+            n.rsplit(':').next().unwrap_or(n).to_string()
+        };
         if let Some(bad) = keep
             .iter()
             .find(|k| !names.iter().any(|(n, _)| n == *k || short(n) == **k))
@@ -151,11 +169,10 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
         };
         cells.push(cell);
         // The sanitizer gates.
-        let (ragged, full) = sizes_for(&kernel);
+        let (check_args, _, _) = sanitize_target(&kernel, args.device);
         let target = ChildCmd::Check(CheckArgs {
             quick: true,
-            sizes: Some(format!("{ragged},{full}")),
-            ..check::child_args(kernel.spec(), args.device)
+            ..check_args
         })
         .argv();
         for &tool in &tools {

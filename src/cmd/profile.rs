@@ -70,12 +70,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
                 k.manifest.program
             );
         }
-        if k.decl.declared.is_some() {
-            bail!(
-                "{} is a declared operation: klab profile does not take declared operations yet (check, sanitize, bench, rounds and compare do)",
-                k.name()
-            );
-        }
+        k.refuse_n_for_declared(args.n)?;
         // A size the workload refuses is an error before ncu starts.
         k.workload(args.n.unwrap_or_else(|| k.default_n()), None)?;
     }
@@ -109,7 +104,12 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
             &mut rejected,
         ) {
             Ok(Some(p)) => {
-                println!("== {} (n = {}) ==\n{}", p.kernel, p.n, p.bound.render());
+                println!(
+                    "== {} ({}) ==\n{}",
+                    p.kernel,
+                    p.size_label(),
+                    p.bound.render()
+                );
                 profiles.push(p);
             }
             Ok(None) => gate_failed = true,
@@ -156,9 +156,9 @@ fn write_outputs(dir: &Path, record: &ProfileRecord) -> anyhow::Result<()> {
     let mut text = String::new();
     for k in &record.kernels {
         text.push_str(&format!(
-            "== {} (n = {}) ==\n{}\n",
+            "== {} ({}) ==\n{}\n",
             k.kernel,
-            k.n,
+            k.size_label(),
             k.bound.render()
         ));
     }
@@ -225,7 +225,8 @@ fn profile_one(
         program: exe.to_path_buf(),
         args: ChildCmd::Profile(ProfileArgs {
             kernels: vec![spec.to_string()],
-            n: Some(n),
+            // A declared operation is profiled at its bench shape.
+            n: kernel.decl.declared.is_none().then_some(n),
             in_process: true,
             out: None,
             ..args.clone()
@@ -381,14 +382,21 @@ fn profile_one(
         .cloned()
         .collect();
     let prediction = model_prediction(kernel, n);
-    let counters = bound::compare(prediction.as_ref(), &measured);
     let w = kernel.workload(n, None)?;
+    let mut counters = bound::compare(prediction.as_ref(), &measured);
+    counters.push(bound::dram_row(w.useful_bytes(), &measured));
     let plan = w.plan();
     let workload = format!(
-        "{} {} ({}), n = {n}, block {}x{}x{}, grid {}x{}x{}; the launch after {} validation and {} warmup launches (ncu --launch-skip {skip} --launch-count 1, --clock-control none, --cache-control {})",
+        "{} {} ({}){}, block {}x{}x{}, grid {}x{}x{}; the launch after {} validation and {} warmup launches (ncu --launch-skip {skip} --launch-count 1, --clock-control none, --cache-control {})",
         w.dtype(),
         w.operation(),
         name,
+        // A declared operation's shape is in its operation already.
+        if kernel.decl.declared.is_some() {
+            String::new()
+        } else {
+            format!(", n = {n}")
+        },
         plan.block.x,
         plan.block.y,
         plan.block.z,
@@ -406,11 +414,18 @@ fn profile_one(
         w.rule()
     );
     let statement = bound::statement(workload, correctness, &report_rel, &measured, &counters);
+    let shape = match &w {
+        klab_core::workload::AnyWorkload::Declared(d) => {
+            Some(klab_core::general::describe_shape(&d.shape))
+        }
+        _ => None,
+    };
     Ok(Some(KernelProfile {
         kernel: name,
         entry: kernel.decl.entry.clone(),
         operation: kernel.decl.operation.name().to_string(),
-        n,
+        n: if shape.is_some() { w.n() } else { n },
+        shape,
         launch_skip: skip,
         argv: shown,
         report: report_rel,

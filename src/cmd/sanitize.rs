@@ -38,7 +38,7 @@ pub fn sizes_for(kernel: &Kernel) -> (u64, u64) {
 /// The `klab check` a tool runs for `kernel`, the sizes it covers and how to say where:
 /// a ragged and a full-tile size for a built-in operation; the exact-input case of every
 /// shape of a declared operation's ladder.
-fn sanitize_target(kernel: &Kernel, device: u32) -> (CheckArgs, Vec<u64>, String) {
+pub(crate) fn sanitize_target(kernel: &Kernel, device: u32) -> (CheckArgs, Vec<u64>, String) {
     let base = crate::cmd::check::child_args(kernel.spec(), device);
     if kernel.decl.declared.is_some() {
         let args = CheckArgs {

@@ -156,6 +156,9 @@ pub struct KernelProfile {
     pub entry: String,
     pub operation: String,
     pub n: u64,
+    /// A declared operation's shape (`rows=16384 cols=4096`), which replaces `n`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<String>,
     /// Launches of the entry before the profiled one (validation + warmup).
     pub launch_skip: u64,
     /// The ncu argument vector.
@@ -173,6 +176,16 @@ pub struct KernelProfile {
     pub absent_metrics: Vec<String>,
     pub counters: Vec<CounterRow>,
     pub bound: BoundStatement,
+}
+
+impl KernelProfile {
+    /// `n = 4096`, or a declared operation's shape.
+    pub fn size_label(&self) -> String {
+        match &self.shape {
+            Some(s) => s.clone(),
+            None => format!("n = {}", self.n),
+        }
+    }
 }
 
 /// A kernel `klab profile` did not profile, and why (a failed or known-broken validation,
@@ -275,6 +288,28 @@ fn row(
 
 fn within(p: f64, m: f64, rel: f64, abs: f64) -> bool {
     (m - p).abs() <= (rel * p.abs()).max(abs)
+}
+
+/// Relative tolerance of DRAM traffic against the useful bytes.
+pub const DRAM_REL_TOL: f64 = 0.15;
+
+/// DRAM traffic against the useful bytes the manifest declares (every byte the operation
+/// must read or write, once): the prediction any kernel has, written before measuring.
+/// More traffic means re-reads or write amplification; less, a working set served from L2
+/// (or writes still in L2 when the kernel ends, which the tolerance allows for).
+pub fn dram_row(useful_bytes: u64, m: &Measured) -> CounterRow {
+    let measured = match (m.dram_bytes_read, m.dram_bytes_write) {
+        (Some(r), Some(w)) => Some(r + w),
+        _ => None,
+    };
+    row(
+        "DRAM bytes (read + write) vs useful bytes",
+        "dram__bytes_read.sum + dram__bytes_write.sum",
+        (useful_bytes > 0).then_some(useful_bytes as f64),
+        measured,
+        format!("+/-{:.0}%", DRAM_REL_TOL * 100.0),
+        |p, m| within(p, m, DRAM_REL_TOL, 0.0),
+    )
 }
 
 /// The predicted-vs-measured table. `prediction` is `None` for kernels the address model
@@ -572,12 +607,14 @@ pub fn render_table(kernels: &[KernelProfile]) -> String {
 
 /// The same table as CSV.
 pub fn table_csv(kernels: &[KernelProfile]) -> String {
-    let mut out = String::from("kernel,n,quantity,predicted,measured,agreement,metric,tolerance\n");
+    // `shape` is last: a declared operation's sizes (empty for the built-ins' n).
+    let mut out =
+        String::from("kernel,n,quantity,predicted,measured,agreement,metric,tolerance,shape\n");
     let f = |v: Option<f64>| v.map(|v| format!("{v}")).unwrap_or_default();
     for k in kernels {
         for r in &k.counters {
             out.push_str(&format!(
-                "{},{},{},{},{},{},\"{}\",\"{}\"\n",
+                "{},{},{},{},{},{},\"{}\",\"{}\",{}\n",
                 k.kernel,
                 k.n,
                 r.quantity,
@@ -585,7 +622,8 @@ pub fn table_csv(kernels: &[KernelProfile]) -> String {
                 f(r.measured),
                 r.agreement.label(),
                 r.metric,
-                r.tolerance.replace('"', "'")
+                r.tolerance.replace('"', "'"),
+                k.shape.as_deref().unwrap_or("")
             ));
         }
     }
@@ -617,6 +655,23 @@ mod tests {
             ],
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn dram_traffic_is_predicted_by_the_useful_bytes() {
+        let mut m = naive_h200();
+        m.dram_bytes_read = Some(1.0e9);
+        m.dram_bytes_write = Some(0.95e9);
+        assert_eq!(dram_row(2_000_000_000, &m).agreement, Agreement::Agrees);
+        // Twice the traffic (every input read twice, say) disagrees.
+        m.dram_bytes_read = Some(3.0e9);
+        assert_eq!(dram_row(2_000_000_000, &m).agreement, Agreement::Disagrees);
+        m.dram_bytes_write = None;
+        assert_eq!(
+            dram_row(2_000_000_000, &m).agreement,
+            Agreement::NotMeasured
+        );
+        assert_eq!(dram_row(0, &m).agreement, Agreement::NotPredicted);
     }
 
     #[test]

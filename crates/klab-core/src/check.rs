@@ -25,13 +25,23 @@ pub struct CaseResult {
     pub n: u64,
     pub pass: bool,
     pub detail: String,
+    /// Not run, and `detail` says why (the index-overflow case on a device too small for
+    /// it): it counts as no failure and is printed as SKIP, never as PASS.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
 }
 
 impl CaseResult {
     pub fn render(&self) -> String {
         format!(
             "{} {} n={}: {}",
-            if self.pass { "PASS" } else { "FAIL" },
+            if self.skipped {
+                "SKIP"
+            } else if self.pass {
+                "PASS"
+            } else {
+                "FAIL"
+            },
             self.case,
             self.n,
             self.detail
@@ -103,6 +113,10 @@ impl CheckReport {
     }
 }
 
+/// The smallest N whose N x N matrix has element offsets past 2^31 (46341^2 > 2^31 >
+/// 46340^2): a copy or transpose that indexes in 32-bit arithmetic fails here.
+pub const MATRIX_OVERFLOW_N: u64 = 46341;
+
 /// The size ladder for a declared launch: 0 (1-D only), 1, one ragged size in every
 /// remainder class the launch can produce (e + r for r in 1..e, e = elements per block),
 /// block-exact contrasts (e, 4e, 1024), and large sizes (the operation's own).
@@ -111,7 +125,7 @@ pub fn ladder(decl: &KernelDecl) -> Vec<u64> {
     let mut v: Vec<u64> = vec![1, e, 4 * e, 1024];
     v.extend((1..e).map(|r| e + r));
     match decl.operation {
-        OpKind::Copy | OpKind::Transpose => v.push(4097),
+        OpKind::Copy | OpKind::Transpose => v.extend([4097, MATRIX_OVERFLOW_N]),
         OpKind::Triad => v.extend([0, triad::N]),
         OpKind::ReduceSum => v.extend([0, reduce::ODD_N, reduce::BIG_N, reduce::LARGE_N]),
         // Its ladder is over its own size variables: general::ladder.
@@ -124,6 +138,7 @@ pub fn ladder(decl: &KernelDecl) -> Vec<u64> {
 
 fn outcome_case(case: &str, n: u64, c: &CheckOutcome) -> CaseResult {
     CaseResult {
+        skipped: false,
         case: case.to_string(),
         n,
         pass: c.passed(),
@@ -227,7 +242,8 @@ pub fn run_declared<B: Backend>(
         }
         let mut first_output = None;
         for (input, poison, scalar_index) in workloads {
-            let label = case(&format!("{}, poison {poison:#04x}", input.describe()));
+            let what = format!("{}, poison {poison:#04x}", input.describe());
+            let label = case(&what);
             let w = match general::DeclaredWorkload::new(
                 decl.clone(),
                 shape.clone(),
@@ -237,87 +253,14 @@ pub fn run_declared<B: Backend>(
             ) {
                 Ok(w) => w,
                 Err(e) => {
-                    push(
-                        CaseResult {
-                            case: label,
-                            n: 0,
-                            pass: false,
-                            detail: e.0,
-                        },
-                        &mut cases,
-                    );
+                    push(fail(label, 0, e.0), &mut cases);
                     break;
                 }
             };
-            if w.empty() {
-                push(
-                    CaseResult {
-                        case: label,
-                        n: 0,
-                        pass: true,
-                        detail: "no output elements, nothing to launch".into(),
-                    },
-                    &mut cases,
-                );
-                break;
-            }
-            // A launch that covers nothing while an output has elements is a failure.
-            if let Some(why) = w.launch_covers_nothing() {
-                push(
-                    CaseResult {
-                        case: label,
-                        n: w.n(),
-                        pass: false,
-                        detail: why,
-                    },
-                    &mut cases,
-                );
-                break;
-            }
-            let free = backend.free_memory_bytes()?;
-            if w.slot_bytes() > free {
-                let detail = format!(
-                    "needs {} bytes of device memory; {free} bytes are free",
-                    w.slot_bytes()
-                );
-                push(
-                    CaseResult {
-                        case: label,
-                        n: w.n(),
-                        pass: false,
-                        detail,
-                    },
-                    &mut cases,
-                );
-                break;
-            }
-            if let Err(e) = plan::validate(&w.plan(), backend.limits(), Some(&resources), false) {
-                push(
-                    CaseResult {
-                        case: case("launch plan"),
-                        n: w.n(),
-                        pass: false,
-                        detail: e.to_string(),
-                    },
-                    &mut cases,
-                );
-                break;
-            }
-            let mut bufs = w.create_slot(backend, 0)?;
-            w.poison(backend, &mut bufs, poison)?;
-            backend.launch(kernel, &w.plan(), &w.args::<B>(&bufs))?;
-            backend.synchronize()?;
-            let verdicts = w.verdicts(backend, &bufs)?;
-            let pass = verdicts.iter().all(|(_, v)| v.passed());
-            push(
-                CaseResult {
-                    case: label,
-                    n: w.n(),
-                    pass,
-                    detail: w.describe_verdicts(&verdicts),
-                },
-                &mut cases,
-            );
+            let (result, bufs) =
+                declared_case(backend, kernel, &resources, &w, &at, &what, poison, false)?;
+            push(result, &mut cases);
+            let Some(bufs) = bufs else { break };
             if input == general::InputCase::Structural && determinism_at.contains(&i) && !opts.quick
             {
                 first_output = Some((w.output(backend, &bufs)?, w.clone()));
@@ -332,6 +275,7 @@ pub fn run_declared<B: Backend>(
             let differ = first.iter().zip(&again).filter(|(a, b)| a != b).count();
             push(
                 CaseResult {
+                    skipped: false,
                     case: case("determinism"),
                     n: w.n(),
                     pass: differ == 0 || !bitwise_rules,
@@ -349,6 +293,65 @@ pub fn run_declared<B: Backend>(
             );
         }
     }
+    // The index-overflow case: the smallest shape past 2^31 elements, where an offset
+    // computed in 32-bit arithmetic wraps (skipped, and said so, when memory or the
+    // reference's cost does not allow it).
+    if opts.sizes.is_none() && !opts.quick {
+        let base = &shapes[shapes.len() / 2];
+        let limit = general::INDEX_OVERFLOW_ELEMENTS;
+        let skip = |case: String, detail: String| CaseResult {
+            skipped: true,
+            case,
+            n: 0,
+            pass: true,
+            detail,
+        };
+        match general::overflow_shape(&op, base, limit) {
+            Err(why) => push(
+                skip("index overflow".into(), format!("not run: {why}")),
+                &mut cases,
+            ),
+            Ok(shape) => {
+                let at = format!("index overflow, {}", general::describe_shape(&shape));
+                let seed = rng.next_u64() % 1_000_000;
+                let input = general::InputCase::Uniform { seed };
+                let what = format!("{}, poison {:#04x}", input.describe(), POISON_BYTES[0]);
+                let flops = op.spec.flops.as_ref().and_then(|f| f.eval_u64(&shape).ok());
+                match general::DeclaredWorkload::new(
+                    decl.clone(),
+                    shape.clone(),
+                    input,
+                    0,
+                    reference.clone(),
+                ) {
+                    Err(e) => push(fail(format!("{at}: {what}"), 0, e.0), &mut cases),
+                    Ok(_) if flops.is_some_and(|f| f > MAX_OVERFLOW_FLOPS) => push(
+                        skip(
+                            format!("{at}: {what}"),
+                            format!(
+                                "not run: {:.1e} FLOPs at this shape; the reference would run for minutes (limit {MAX_OVERFLOW_FLOPS:.0e})",
+                                flops.unwrap_or(0) as f64
+                            ),
+                        ),
+                        &mut cases,
+                    ),
+                    Ok(w) => {
+                        let (c, _) = declared_case(
+                            backend,
+                            kernel,
+                            &resources,
+                            &w,
+                            &at,
+                            &what,
+                            POISON_BYTES[0],
+                            true,
+                        )?;
+                        push(c, &mut cases);
+                    }
+                }
+            }
+        }
+    }
     Ok(CheckReport {
         kernel: decl.name.clone(),
         operation: format!("declared, reference: {}", reference.describe()),
@@ -356,6 +359,108 @@ pub fn run_declared<B: Backend>(
         seed: opts.seed,
         cases,
     })
+}
+
+/// The index-overflow case is skipped above this many FLOPs (a CPU reference at a few
+/// GFLOP/s would take minutes).
+pub const MAX_OVERFLOW_FLOPS: u64 = 100_000_000_000;
+
+fn fail(case: String, n: u64, detail: String) -> CaseResult {
+    CaseResult {
+        skipped: false,
+        case,
+        n,
+        pass: false,
+        detail,
+    }
+}
+
+/// One launch of a declared workload at shape `at` (`what`: its input and poison) and its
+/// verdicts: the case and, when the kernel ran, its buffers (None: nothing more to do at
+/// this shape, e.g. an empty shape or a plan the device refuses). `skip_when_too_big`
+/// turns a workload larger than the device's free memory or the host's into a skipped
+/// case (the index-overflow case) instead of a failure.
+#[allow(clippy::too_many_arguments)]
+fn declared_case<B: Backend>(
+    backend: &mut B,
+    kernel: &B::Kernel,
+    resources: &crate::device::KernelResources,
+    w: &general::DeclaredWorkload,
+    at: &str,
+    what: &str,
+    poison: u8,
+    skip_when_too_big: bool,
+) -> Result<(CaseResult, Option<Vec<B::Buffer>>), BackendError> {
+    let label = format!("{at}: {what}");
+    if w.empty() {
+        let c = CaseResult {
+            skipped: false,
+            case: label,
+            n: 0,
+            pass: true,
+            detail: "no output elements, nothing to launch".into(),
+        };
+        return Ok((c, None));
+    }
+    // A launch that covers nothing while an output has elements is a failure.
+    if let Some(why) = w.launch_covers_nothing() {
+        return Ok((fail(label, w.n(), why), None));
+    }
+    let free = backend.free_memory_bytes()?;
+    let host = crate::device::host_available_bytes();
+    // The host holds the inputs, the reference's outputs and one downloaded output.
+    let host_need = w.slot_bytes().saturating_mul(2);
+    let gb = |b: u64| format!("{:.1} GB", b as f64 / 1e9);
+    let too_big = if w.slot_bytes() > free {
+        Some(format!(
+            "needs {} of device memory; {} is free",
+            gb(w.slot_bytes()),
+            gb(free)
+        ))
+    } else {
+        match host {
+            Some(h) if skip_when_too_big && host_need > h => Some(format!(
+                "needs about {} of host memory; {} is available",
+                gb(host_need),
+                gb(h)
+            )),
+            _ => None,
+        }
+    };
+    if let Some(why) = too_big {
+        let c = CaseResult {
+            skipped: skip_when_too_big,
+            case: label,
+            n: w.n(),
+            pass: skip_when_too_big,
+            detail: if skip_when_too_big {
+                format!("not run: {why}")
+            } else {
+                why
+            },
+        };
+        return Ok((c, None));
+    }
+    if let Err(e) = plan::validate(&w.plan(), backend.limits(), Some(resources), false) {
+        return Ok((
+            fail(format!("{at}: launch plan"), w.n(), e.to_string()),
+            None,
+        ));
+    }
+    let mut bufs = w.create_slot(backend, 0)?;
+    w.poison(backend, &mut bufs, poison)?;
+    backend.launch(kernel, &w.plan(), &w.args::<B>(&bufs))?;
+    backend.synchronize()?;
+    let verdicts = w.verdicts(backend, &bufs)?;
+    let pass = verdicts.iter().all(|(_, v)| v.passed());
+    let c = CaseResult {
+        skipped: false,
+        case: label,
+        n: w.n(),
+        pass,
+        detail: w.describe_verdicts(&verdicts),
+    };
+    Ok((c, Some(bufs)))
 }
 
 /// Check `decl` (already loaded as `kernel` on `backend`) on every size of its ladder.
@@ -374,12 +479,14 @@ pub fn run<B: Backend>(
         cases.push(c);
     };
     let resources = backend.resources(kernel);
+    let overflow = |n: u64| n == MATRIX_OVERFLOW_N && decl.operation.dims() == 2;
     let determinism_at: Vec<u64> = {
         let ragged = sizes
             .iter()
             .copied()
             .find(|n| n % decl.elements_per_block[0] != 0 && *n > 1);
-        ragged.into_iter().chain(sizes.last().copied()).collect()
+        let largest = sizes.iter().copied().filter(|n| !overflow(*n)).max();
+        ragged.into_iter().chain(largest).collect()
     };
     for &n in &sizes {
         if n == 0 {
@@ -387,6 +494,7 @@ pub fn run<B: Backend>(
             let pass = decl.operation.dims() == 1;
             push(
                 CaseResult {
+                    skipped: false,
                     case: "empty".into(),
                     n,
                     pass,
@@ -405,6 +513,7 @@ pub fn run<B: Backend>(
         if let Err(e) = plan::validate(&p, backend.limits(), Some(&resources), false) {
             push(
                 CaseResult {
+                    skipped: false,
                     case: "launch plan".into(),
                     n,
                     pass: false,
@@ -412,6 +521,44 @@ pub fn run<B: Backend>(
                 },
                 &mut cases,
             );
+            continue;
+        }
+        if overflow(n) {
+            // The index-overflow case: the exact input once (the other cases at this size
+            // would repeat minutes of host work for no new path), or said plainly why not.
+            let free = backend.free_memory_bytes()?;
+            let gb = |b: u64| format!("{:.1} GB", b as f64 / 1e9);
+            // The host holds the input and one downloaded output.
+            let host_need = w.slot_bytes();
+            let why = match crate::device::host_available_bytes() {
+                _ if w.slot_bytes() > free => Some(format!(
+                    "needs {} of device memory; {} is free",
+                    gb(w.slot_bytes()),
+                    gb(free)
+                )),
+                Some(h) if host_need > h => Some(format!(
+                    "needs about {} of host memory; {} is available",
+                    gb(host_need),
+                    gb(h)
+                )),
+                _ => None,
+            };
+            let case = "index overflow (offsets past 2^31), exact input, poison 0xff";
+            let c = match why {
+                Some(why) => CaseResult {
+                    skipped: true,
+                    case: case.into(),
+                    n,
+                    pass: true,
+                    detail: format!("not run: {why}"),
+                },
+                None => {
+                    let mut bufs = w.create_slot(backend, 0)?;
+                    let c = validate_once(backend, &w, kernel, &mut bufs, 0, POISON_BYTES[0])?;
+                    outcome_case(case, n, &c)
+                }
+            };
+            push(c, &mut cases);
             continue;
         }
         // Exact input, first poison pattern.
@@ -467,6 +614,7 @@ pub fn run<B: Backend>(
             let differ = first.iter().zip(&again).filter(|(a, b)| a != b).count();
             push(
                 CaseResult {
+                    skipped: false,
                     case: "determinism".into(),
                     n,
                     pass: differ == 0 && first.len() == again.len(),
@@ -504,6 +652,7 @@ pub fn run<B: Backend>(
                     reduce::linearity_check(&mut sum, &x),
                 ] {
                     let c = CaseResult {
+                        skipped: false,
                         case: t.name.clone(),
                         n: t.n,
                         pass: t.pass,
@@ -555,6 +704,7 @@ fn involution<B: Backend>(
         .filter(|(a, b)| !eq.matches(**a, **b))
         .count();
     Ok(CaseResult {
+        skipped: false,
         case: "involution".into(),
         n,
         pass: differ == 0,

@@ -48,6 +48,17 @@ pub struct SizeSpec {
     /// The smallest size the kernel accepts (default 1; 0 lets the ladder try empty).
     #[serde(default = "one")]
     pub min: u64,
+    /// The largest size the kernel accepts (a shared-memory tile, say): the ladder and the
+    /// index-overflow case stay at or below it.
+    #[serde(default)]
+    pub max: Option<u64>,
+}
+
+impl SizeSpec {
+    /// The largest value this variable may take.
+    pub fn upper(&self) -> u64 {
+        self.max.unwrap_or(u64::MAX)
+    }
 }
 
 fn one() -> u64 {
@@ -187,12 +198,21 @@ impl DeclaredOpSpec {
             if !is_identifier(name) {
                 return bad(&field, format!("'{name}' is not a usable name"));
             }
+            if s.upper() < s.min {
+                return bad(
+                    &field,
+                    format!("max = {} is below min = {}", s.upper(), s.min),
+                );
+            }
             if let Some(v) = &s.values {
                 if v.is_empty() {
                     return bad(&field, "values is empty".into());
                 }
                 if let Some(x) = v.iter().find(|x| **x < s.min) {
                     return bad(&field, format!("value {x} is below min = {}", s.min));
+                }
+                if let Some(x) = v.iter().find(|x| **x > s.upper()) {
+                    return bad(&field, format!("value {x} is above max = {}", s.upper()));
                 }
             }
         }
@@ -322,8 +342,15 @@ impl DeclaredOpSpec {
             for (k, v) in bench {
                 match self.sizes.get(k) {
                     None => return bad("bench", format!("'{k}' is not a size variable")),
-                    Some(s) if *v < s.min => {
-                        return bad("bench", format!("{k} = {v} is below min = {}", s.min))
+                    Some(s) if *v < s.min || *v > s.upper() => {
+                        return bad(
+                            "bench",
+                            format!(
+                                "{k} = {v} is outside min = {} to max = {}",
+                                s.min,
+                                s.upper()
+                            ),
+                        )
                     }
                     Some(_) => {}
                 }

@@ -195,3 +195,12 @@ mod tests {
         );
     }
 }
+
+/// The host memory available to a new allocation (`MemAvailable` of /proc/meminfo), or
+/// None where the system does not say.
+pub fn host_available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
+}

@@ -754,7 +754,7 @@ fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
     if spec.min == 0 {
         v.push(0);
     }
-    v.retain(|x| *x >= spec.min);
+    v.retain(|x| *x >= spec.min && *x <= spec.upper());
     v.sort_unstable();
     v.dedup();
     if v.is_empty() {
@@ -765,6 +765,74 @@ fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
         ));
     }
     Ok(v)
+}
+
+/// Element offsets at or past this do not fit a 32-bit signed int.
+pub const INDEX_OVERFLOW_ELEMENTS: u64 = 1 << 31;
+
+/// The largest value a size variable can reach: its `max`, the range of the type it is
+/// passed as, and 2^40 (so that no expression overflows on the way).
+fn size_cap(op: &DeclaredOp, var: &str) -> u64 {
+    let by_type = op
+        .params
+        .iter()
+        .find_map(|p| match p {
+            OpParam::Size(n, dt) if n == var => Some(match dt {
+                Dtype::I32 => i32::MAX as u64,
+                Dtype::U32 => u32::MAX as u64,
+                _ => i64::MAX as u64,
+            }),
+            _ => None,
+        })
+        .unwrap_or(i64::MAX as u64);
+    op.spec.sizes[var].upper().min(by_type).min(1 << 40)
+}
+
+/// The largest buffer's element count at `shape` (None when an expression fails there).
+pub fn largest_buffer(op: &DeclaredOp, shape: &Shape) -> Option<u64> {
+    op.spec
+        .buffers
+        .values()
+        .map(|b| b.len.eval_u64(shape).ok())
+        .try_fold(0u64, |a, n| n.map(|n| a.max(n)))
+}
+
+/// The index-overflow shape: every size variable grown by one common factor from `base`
+/// (the ladder's middle shape; each stays within its cap), the smallest factor at which
+/// some buffer holds more than `limit` elements, so that an offset computed in 32-bit
+/// arithmetic wraps. An error says why no shape reaches it.
+pub fn overflow_shape(op: &DeclaredOp, base: &Shape, limit: u64) -> Result<Shape, String> {
+    let at = |f: f64| -> Shape {
+        base.iter()
+            .map(|(k, v)| {
+                let grown = ((*v).max(1) as f64 * f).ceil();
+                let v = (grown.min(size_cap(op, k) as f64) as i64).max(*v);
+                (k.clone(), v)
+            })
+            .collect()
+    };
+    let past = |f: f64| largest_buffer(op, &at(f)).is_some_and(|n| n > limit);
+    let (mut lo, mut hi) = (1.0f64, 2f64.powi(41));
+    if !past(hi) {
+        return Err(format!(
+            "no shape within the size variables' limits (max, and the range of their types) has a buffer of more than {limit} elements"
+        ));
+    }
+    if past(lo) {
+        return Ok(at(lo));
+    }
+    for _ in 0..200 {
+        let mid = (lo + hi) / 2.0;
+        if past(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+        if hi - lo < 1e-9 * hi {
+            break;
+        }
+    }
+    Ok(at(hi))
 }
 
 /// The shapes `klab check` runs: each variable over its values with the others at a
@@ -925,6 +993,64 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
     }
 
     #[test]
+    fn the_index_overflow_shape_is_the_smallest_common_growth_past_the_limit() {
+        let op = decl().declared.unwrap();
+        let base: Shape = [("rows".to_string(), 3), ("cols".to_string(), 5)].into();
+        // x holds rows * cols elements: grown by one factor f, 3f * 5f > 1000 at f ~ 8.2.
+        let s = overflow_shape(&op, &base, 1000).unwrap();
+        assert!(s["rows"] * s["cols"] > 1000, "{s:?}");
+        assert!((s["rows"] - 1) * (s["cols"] - 1) <= 1000, "smallest: {s:?}");
+        let ratio = s["rows"] as f64 / s["cols"] as f64;
+        assert!((ratio - 0.6).abs() < 0.1, "both grow by one factor: {s:?}");
+        // The default limit: offsets past 2^31 in x, with rows an i32.
+        let s = overflow_shape(&op, &base, INDEX_OVERFLOW_ELEMENTS).unwrap();
+        assert!(largest_buffer(&op, &s).unwrap() > 1 << 31, "{s:?}");
+        // A max keeps a variable where it is; the other grows alone.
+        let capped = with(&MANIFEST.replace(
+            "sizes.cols = { values = [1, 5, 33] }",
+            "sizes.cols = { values = [1, 5, 33], max = 33 }",
+        ));
+        let s = overflow_shape(capped.declared.as_ref().unwrap(), &base, 1 << 31).unwrap();
+        assert_eq!(s["cols"], 33);
+        assert!(
+            s["rows"] * 33 > 1 << 31 && (s["rows"] - 1) * 33 <= 1 << 31,
+            "{s:?}"
+        );
+        // No shape can reach it when every variable is capped below it.
+        let both = with(
+            &MANIFEST
+                .replace("sizes.rows = {}", "sizes.rows = { max = 1000 }")
+                .replace(
+                    "sizes.cols = { values = [1, 5, 33] }",
+                    "sizes.cols = { values = [1, 5, 33], max = 33 }",
+                ),
+        );
+        let e = overflow_shape(both.declared.as_ref().unwrap(), &base, 1 << 31).unwrap_err();
+        assert!(e.contains("no shape within"), "{e}");
+    }
+
+    #[test]
+    fn the_check_says_plainly_when_the_index_overflow_case_does_not_fit() {
+        // The host backend offers 2 GiB: x alone needs 8.6 GB past 2^31 elements.
+        let r = check(good);
+        let c = r.cases.last().unwrap();
+        assert!(c.case.starts_with("index overflow, cols="), "{}", c.case);
+        assert!(c.skipped && c.pass, "{c:?}");
+        assert!(
+            c.detail
+                .starts_with("not run: needs 8.6 GB of device memory"),
+            "{}",
+            c.detail
+        );
+        assert!(
+            c.render().starts_with("SKIP index overflow"),
+            "{}",
+            c.render()
+        );
+        assert!(r.passed());
+    }
+
+    #[test]
     fn a_launch_that_covers_nothing_fails_and_an_unreachable_min_is_an_error() {
         // rows / 256 blocks: 0 blocks below 256 rows, while y has rows elements.
         let d = with(
@@ -937,6 +1063,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         assert!(
             r.cases
                 .iter()
+                .filter(|c| !c.skipped)
                 .all(|c| !c.pass && c.detail.contains("zero dimension")),
             "{}",
             r.render()

@@ -557,7 +557,7 @@ pub(crate) fn profile(lab: &mut Lab<'_>) -> Result<(), LabError> {
         Some(0) => lab.step(
             Status::Ran,
             format!(
-                "ncu on one measured launch of {} at N = {}: bound statements in profile/bound.txt; {disagreements} counter(s) disagree with the address model",
+                "ncu on one measured launch of {} at N = {}: bound statements in profile/bound.txt; {disagreements} counter(s) disagree with the prediction (the address model, the useful bytes)",
                 plan.profile_kernels.join(", "),
                 plan.bench_n
             ),

@@ -760,8 +760,10 @@ fn why(run: &RunData) -> Section {
 
 fn kernel_profile(k: &KernelProfile) -> Vec<Block> {
     let mut blocks = vec![Block::Heading(format!(
-        "{} ({}), N = {}",
-        k.kernel, k.entry, k.n
+        "{} ({}), {}",
+        k.kernel,
+        k.entry,
+        k.shape.clone().unwrap_or_else(|| format!("N = {}", k.n))
     ))];
     // The statement as klab-core renders it, one `Label: value` line each.
     let lines: Vec<(String, String)> = k

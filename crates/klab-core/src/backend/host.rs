@@ -95,7 +95,7 @@ impl HostBackend {
             limits: DeviceLimits::hopper(),
             kernels: BTreeMap::new(),
             memory: Vec::new(),
-            free_bytes: 1 << 34,
+            free_bytes: 1 << 31,
             l2_bytes: 1 << 20,
             launches: 0,
             launches_at_start: None,

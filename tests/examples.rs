@@ -1,0 +1,234 @@
+//! The declared-operation examples under examples/ops without a GPU: every manifest parses,
+//! every example has a correct kernel and at least two labelled bugs, every CUDA source
+//! compiles with NVRTC, and every C reference compiles and computes what its operation
+//! says (checked here against independent Rust code on inputs that make its edge cases
+//! fire: ties, NaN, ragged tiles, signed zeros). The kernels themselves run on the GPU
+//! (`scripts/gpu-run examples`).
+
+use std::path::{Path, PathBuf};
+
+use klab_core::general::Reference;
+use klab_core::manifest::{self, Manifest};
+
+fn examples() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/ops");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    v.sort();
+    v
+}
+
+fn load(name: &str) -> (PathBuf, Manifest) {
+    let p = examples()
+        .into_iter()
+        .find(|p| p.file_stem().is_some_and(|s| s == name))
+        .unwrap_or_else(|| panic!("no example {name}"));
+    let m = manifest::load(&p).unwrap();
+    (p, m)
+}
+
+#[test]
+fn every_example_has_a_correct_kernel_and_two_labelled_bugs() {
+    let all = examples();
+    assert!(all.len() >= 5, "{all:?}");
+    for p in all {
+        let m = manifest::load(&p).unwrap_or_else(|e| panic!("{e}"));
+        let correct = m
+            .kernels
+            .iter()
+            .filter(|k| k.known_broken.is_none())
+            .count();
+        let bugs = m
+            .kernels
+            .iter()
+            .filter(|k| k.known_broken.is_some())
+            .count();
+        assert!(
+            correct >= 1 && bugs >= 2,
+            "{}: {correct} correct, {bugs} bugs",
+            p.display()
+        );
+        for k in &m.kernels {
+            let op = k.declared.as_ref().expect("declared");
+            klab_core::general::ladder(op).unwrap();
+        }
+    }
+}
+
+fn nvrtc_or_skip(test: &str) -> bool {
+    if klab_cuda::probe::nvrtc_present() {
+        return true;
+    }
+    if std::env::var("KLAB_REQUIRE_NVRTC").as_deref() == Ok("1") {
+        panic!("KLAB_REQUIRE_NVRTC=1 but libnvrtc.so.13 cannot be loaded");
+    }
+    eprintln!("SKIPPED {test}: NVRTC not found");
+    false
+}
+
+#[test]
+fn every_example_compiles_with_nvrtc() {
+    if !nvrtc_or_skip("every_example_compiles_with_nvrtc") {
+        return;
+    }
+    for p in examples() {
+        let m = manifest::load(&p).unwrap();
+        let spec = klab_cuda::nvrtc::CompileSpec {
+            program: m.program.clone(),
+            source: m.source.clone(),
+            arch: klab_cuda::nvrtc::DEFAULT_ARCH.into(),
+            extra_options: vec![],
+        };
+        let c = klab_cuda::nvrtc::compile(&spec, &klab_cuda::nvrtc::Cache::disabled())
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let names: Vec<String> = c.ptxas_resources().into_iter().map(|r| r.kernel).collect();
+        for k in &m.kernels {
+            assert!(
+                names.contains(&k.entry),
+                "{}: {} in {names:?}",
+                p.display(),
+                k.entry
+            );
+        }
+    }
+}
+
+/// The example's C reference, compiled (None, said loudly, without a C compiler).
+fn reference(name: &str) -> Option<klab_tools::cref::CReference> {
+    let (path, m) = load(name);
+    let op = m.kernels[0].declared.clone().unwrap();
+    let klab_core::declared::ReferenceSpec::C(s) = &op.spec.reference else {
+        panic!("{name}: not a C reference")
+    };
+    let (file, function) = s.rsplit_once(':').unwrap();
+    let spec = klab_tools::cref::CReferenceSpec {
+        source: path.parent().unwrap().join(file),
+        function: function.into(),
+        params: klab_tools::cref::params_for(&op),
+    };
+    match klab_tools::cref::CReference::build(&spec, None) {
+        Ok(r) => Some(r),
+        Err(klab_tools::cref::CRefError::Compiler { why, .. })
+            if std::env::var("KLAB_REQUIRE_CC").as_deref() != Ok("1") =>
+        {
+            eprintln!("SKIPPED the {name} reference: no C compiler ({why})");
+            None
+        }
+        Err(e) => panic!("{name}: {e}"),
+    }
+}
+
+fn bytes<T: Copy, const N: usize>(v: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    v.iter().flat_map(|x| f(*x)).collect()
+}
+
+#[test]
+fn the_argmax_reference_takes_the_first_maximum_and_the_first_nan() {
+    let Some(r) = reference("argmax") else { return };
+    let rows: [&[f32]; 5] = [
+        &[1.0, 3.0, 3.0, 2.0],
+        &[f32::NEG_INFINITY; 4],
+        &[1.0, f32::NAN, 5.0, f32::NAN],
+        &[-0.0, 0.0, -0.0, 0.0],
+        &[f32::NAN, 9.0, 1.0, 2.0],
+    ];
+    let x: Vec<f32> = rows.iter().flat_map(|r| r.iter().copied()).collect();
+    let mut xb = bytes(&x, f32::to_le_bytes);
+    let mut out = vec![0u8; 4 * rows.len()];
+    r.run(&mut [&mut xb, &mut out], &[rows.len() as i64, 4], &[])
+        .unwrap();
+    let got: Vec<i32> = out
+        .chunks(4)
+        .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, [1, 0, 1, 0, 0]);
+}
+
+fn bf16(x: f32) -> u16 {
+    // Round to nearest even on the f32 bits (the inputs here are finite).
+    let u = x.to_bits();
+    ((u + 0x7fff + ((u >> 16) & 1)) >> 16) as u16
+}
+
+#[test]
+fn the_gelu_reference_rounds_gelu_to_bf16() {
+    let Some(r) = reference("gelu") else { return };
+    let xs: Vec<f32> = vec![0.0, -0.0, 1.0, -1.0, 3.0, -5.0, 6.0, 0.5];
+    let x: Vec<u16> = xs.iter().map(|v| bf16(*v)).collect();
+    let mut xb = bytes(&x, u16::to_le_bytes);
+    let mut yb = vec![0u8; 2 * x.len()];
+    r.run(&mut [&mut xb, &mut yb], &[x.len() as i64], &[])
+        .unwrap();
+    let y: Vec<u16> = yb
+        .chunks(2)
+        .map(|c| u16::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    // GELU(1) = 0.8413447, GELU(-1) = -0.1586553, GELU(3) = 2.9959502,
+    // GELU(-5) = -1.4333e-6, GELU(6) = 6 (to bf16), GELU(0.5) = 0.3457312.
+    let want: Vec<u16> = [
+        0.0f32,
+        -0.0,
+        0.841_344_7,
+        -0.158_655_3,
+        2.995_950_2,
+        -1.433_3e-6,
+        6.0,
+        0.345_731_2,
+    ]
+    .iter()
+    .map(|v| bf16(*v))
+    .collect();
+    assert_eq!(y, want);
+}
+
+#[test]
+fn the_gemm_reference_multiplies_ragged_matrices() {
+    let Some(r) = reference("gemm") else { return };
+    let (m, n, k) = (3usize, 5usize, 7usize);
+    let a: Vec<f32> = (0..m * k).map(|i| (i % 5) as f32 - 2.0).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| (i % 3) as f32 - 1.0).collect();
+    let mut want = vec![0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            want[i * n + j] = (0..k).map(|t| a[i * k + t] * b[t * n + j]).sum();
+        }
+    }
+    let (mut ab, mut bb) = (bytes(&a, f32::to_le_bytes), bytes(&b, f32::to_le_bytes));
+    let mut cb = vec![0u8; 4 * m * n];
+    r.run(
+        &mut [&mut ab, &mut bb, &mut cb],
+        &[m as i64, n as i64, k as i64],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(cb, bytes(&want, f32::to_le_bytes));
+}
+
+#[test]
+fn the_sort_reference_sorts_each_tile_of_1024_keys_unsigned() {
+    let Some(r) = reference("sort") else { return };
+    let n = 2500usize;
+    let keys: Vec<u32> = (0..n as u32)
+        .map(|i| i.wrapping_mul(2_654_435_761) ^ (i << 31))
+        .collect();
+    let mut kb = bytes(&keys, u32::to_le_bytes);
+    let mut ob = vec![0u8; 4 * n];
+    r.run(&mut [&mut kb, &mut ob], &[n as i64], &[]).unwrap();
+    let got: Vec<u32> = ob
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let mut want = keys.clone();
+    for t in want.chunks_mut(1024) {
+        t.sort_unstable();
+    }
+    assert_eq!(got, want);
+    assert!(
+        keys.iter().any(|k| *k >= 1 << 31),
+        "keys past 2^31 are tested"
+    );
+}
