@@ -143,3 +143,16 @@ extern "C" __global__ void mut_wild_store(float* output, const float* input, int
     output[static_cast<size_t>(y) * n + x + (static_cast<size_t>(1) << 40)] = input[0];  // BUG
   }
 }
+
+// The naive transpose with its offsets in 32-bit int: right until a matrix passes 2^31
+// elements (N >= 46341), where (y + offset) * n + x wraps. Only the ladder's
+// index-overflow case reaches it.
+extern "C" __global__ void mut_index_int32(float* output, const float* input, int n) {
+  const int x = blockIdx.x * kTile + threadIdx.x;
+  const int y = blockIdx.y * kTile + threadIdx.y;
+  for (int offset = 0; offset < kTile; offset += kBlockRows) {
+    if (x < n && y + offset < n) {
+      output[x * n + y + offset] = input[(y + offset) * n + x];  // BUG: int offsets
+    }
+  }
+}

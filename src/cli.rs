@@ -219,9 +219,12 @@ pub struct SanitizeArgs {
     after_help = "KERNEL is a built-in name (copy, naive, tiled, padded, broken, triad_f32, \
 triad_buggy, reduce_guarded, reduce_drop_tail) or path/to/manifest.toml[:name]. Cases: the \
 size ladder (0 for vectors, 1, one ragged size per remainder class of the launch, block-exact \
-contrasts, a large size), exact inputs under poison 0xff, then seeded random inputs (and a \
-varied scalar) under poison 0x7f, a determinism check (bitwise), and the operation's \
-properties (transpose: involution; sum: swap-ends permutation and linearity). Each kernel \
+contrasts, a large size, and the index-overflow case: the smallest size whose element \
+offsets pass 2^31, skipped and said so when device or host memory cannot hold it), exact \
+inputs under poison 0xff, then seeded random inputs (and a varied scalar) under poison 0x7f, \
+a determinism check (bitwise), and the operation's properties (transpose: involution; sum: \
+swap-ends permutation and linearity). A declared operation (operation = \"declared\") gets \
+its own ladder over its size variables and the input cases of its dtypes. Each kernel \
 runs in its own process under a watchdog: a fault or a hang is that kernel's failure. \
 Exit 0 when every kernel passes, 2 when any fails (known-broken kernels always do)."
 )]
@@ -235,8 +238,8 @@ pub struct CheckArgs {
     /// Sizes instead of the ladder, comma-separated
     #[arg(long)]
     pub sizes: Option<String>,
-    /// Watchdog per kernel, seconds
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Watchdog per kernel, seconds (the index-overflow case alone moves gigabytes)
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
     /// Print every case, not only failures
     #[arg(long)]

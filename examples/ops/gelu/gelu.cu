@@ -1,7 +1,8 @@
 // GELU on bf16, element-wise: y = x * Phi(x) = 0.5 x erfc(-x / sqrt 2), computed in f32
 // and rounded to the nearest bf16 (erfc, not 1 + erf: for x < -4 the sum cancels to 0 in
 // f32 while the result is a tiny negative number bf16 holds). Two elements per thread through __nv_bfloat162.
-// gelu is correct; gelu_bf16_math and gelu_pair_overread each carry one labelled bug.
+// gelu and gelu_strided (one element at a time, grid-strided) are correct;
+// gelu_bf16_math and gelu_pair_overread each carry one labelled bug.
 #include <cuda_bf16.h>
 
 __device__ float gelu_f32(float x) {
@@ -19,6 +20,14 @@ extern "C" __global__ void gelu(const __nv_bfloat16 *x, __nv_bfloat16 *y, int n)
         // The odd last element alone: a pair load here would read past the end.
         y[i] = __float2bfloat16_rn(gelu_f32(__bfloat162float(x[i])));
     }
+}
+
+// The same result one element at a time: the launch gives half as many threads as
+// elements, so each thread takes two, a grid's width apart (both loads coalesced).
+extern "C" __global__ void gelu_strided(const __nv_bfloat16 *x, __nv_bfloat16 *y, int n) {
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        y[i] = __float2bfloat16_rn(gelu_f32(__bfloat162float(x[i])));
 }
 
 // Bug: the textbook 0.5 x (1 + erf) in bf16 (8 significant bits) instead of f32: every
