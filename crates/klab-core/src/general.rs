@@ -533,8 +533,8 @@ fn special_bits(dt: Dtype) -> Vec<u64> {
 }
 
 impl Workload for DeclaredWorkload {
-    fn entry(&self) -> &str {
-        &self.decl.entry
+    fn decl(&self) -> &KernelDecl {
+        &self.decl
     }
     fn operation(&self) -> String {
         let outs: Vec<String> = self
@@ -588,9 +588,6 @@ impl Workload for DeclaredWorkload {
             })
             .collect::<Vec<_>>()
             .join("; ")
-    }
-    fn known_broken(&self) -> bool {
-        self.decl.known_broken.is_some()
     }
     fn create_slot<B: Backend>(
         &self,

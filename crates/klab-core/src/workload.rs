@@ -78,7 +78,11 @@ impl CheckOutcome {
 /// A kernel and its contract.
 pub trait Workload {
     /// The kernel's entry point.
-    fn entry(&self) -> &str;
+    /// The kernel's declaration (its entry, label and launch fields).
+    fn decl(&self) -> &KernelDecl;
+    fn entry(&self) -> &str {
+        &self.decl().entry
+    }
     /// What it computes, e.g. `y = fmaf(alpha, x, z)`.
     fn operation(&self) -> String;
     fn dtype(&self) -> &'static str {
@@ -100,7 +104,7 @@ pub trait Workload {
     }
     /// Whether the kernel is a known-broken variant that must never be accepted or timed.
     fn known_broken(&self) -> bool {
-        false
+        self.decl().known_broken.is_some()
     }
     /// Allocate one slot (exact lengths), upload its inputs (distinct per slot where the
     /// operation allows) and poison its outputs.
@@ -209,8 +213,8 @@ impl TransposeWorkload {
 }
 
 impl Workload for TransposeWorkload {
-    fn entry(&self) -> &str {
-        &self.decl.entry
+    fn decl(&self) -> &KernelDecl {
+        &self.decl
     }
     fn operation(&self) -> String {
         match self.op() {
@@ -238,9 +242,6 @@ impl Workload for TransposeWorkload {
     }
     fn rule(&self) -> String {
         self.decl.equality.rule().into()
-    }
-    fn known_broken(&self) -> bool {
-        self.decl.known_broken.is_some()
     }
     fn create_slot<B: Backend>(
         &self,
@@ -346,8 +347,8 @@ fn to_bits(v: &[f32]) -> Vec<u32> {
 }
 
 impl Workload for TriadWorkload {
-    fn entry(&self) -> &str {
-        &self.decl.entry
+    fn decl(&self) -> &KernelDecl {
+        &self.decl
     }
     fn operation(&self) -> String {
         format!("triad: y[i] = fmaf({}f, x[i], z[i])", self.alpha)
@@ -375,9 +376,6 @@ impl Workload for TriadWorkload {
     }
     fn tolerances(&self) -> (Option<f64>, Option<f64>) {
         (Some(triad::ATOL), Some(triad::RTOL))
-    }
-    fn known_broken(&self) -> bool {
-        self.decl.known_broken.is_some()
     }
     fn create_slot<B: Backend>(
         &self,
@@ -499,8 +497,8 @@ impl ReduceWorkload {
 }
 
 impl Workload for ReduceWorkload {
-    fn entry(&self) -> &str {
-        &self.decl.entry
+    fn decl(&self) -> &KernelDecl {
+        &self.decl
     }
     fn operation(&self) -> String {
         "reduce-sum: s = sum of x[i], float32, partials folded on the host".into()
@@ -525,9 +523,6 @@ impl Workload for ReduceWorkload {
     }
     fn rule(&self) -> String {
         reduce::RULE.into()
-    }
-    fn known_broken(&self) -> bool {
-        self.decl.known_broken.is_some()
     }
     fn create_slot<B: Backend>(
         &self,
@@ -648,8 +643,8 @@ macro_rules! each {
 }
 
 impl Workload for AnyWorkload {
-    fn entry(&self) -> &str {
-        each!(self, w => w.entry())
+    fn decl(&self) -> &KernelDecl {
+        each!(self, w => w.decl())
     }
     fn operation(&self) -> String {
         each!(self, w => w.operation())
@@ -677,9 +672,6 @@ impl Workload for AnyWorkload {
     }
     fn tolerances(&self) -> (Option<f64>, Option<f64>) {
         each!(self, w => w.tolerances())
-    }
-    fn known_broken(&self) -> bool {
-        each!(self, w => w.known_broken())
     }
     fn create_slot<B: Backend>(
         &self,
