@@ -380,7 +380,7 @@ fn fail(case: String, n: u64, detail: String) -> CaseResult {
 /// this shape, e.g. an empty shape or a plan the device refuses). `skip_when_too_big`
 /// turns a workload larger than the device's free memory or the host's into a skipped
 /// case (the index-overflow case) instead of a failure.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn declared_case<B: Backend>(
     backend: &mut B,
     kernel: &B::Kernel,

@@ -101,6 +101,9 @@ fn host_zeroed(bytes: usize, what: &str) -> Result<Vec<u8>, String> {
     Ok(v)
 }
 
+/// One buffer's scaled-sum magnitudes (None: not compared by scaled-sum).
+type Magnitudes = Option<Vec<f64>>;
+
 /// A declared kernel at one shape, case and scalar choice.
 #[derive(Clone)]
 pub struct DeclaredWorkload {
@@ -118,7 +121,7 @@ pub struct DeclaredWorkload {
     inputs: Arc<OnceLock<Result<Vec<Vec<u8>>, String>>>,
     expected: Arc<OnceLock<Result<Vec<Vec<u8>>, String>>>,
     /// Per buffer, the scaled-sum magnitudes (only for outputs compared by scaled-sum).
-    magnitudes: Arc<OnceLock<Result<Vec<Option<Vec<f64>>>, String>>>,
+    magnitudes: Arc<OnceLock<Result<Vec<Magnitudes>, String>>>,
 }
 
 impl std::fmt::Debug for DeclaredWorkload {
@@ -345,7 +348,7 @@ impl DeclaredWorkload {
     /// of the float inputs, so that for a sum of products (a dot product, a GEMM, a
     /// reduction, a convolution) each output's magnitude is `sum |a_i x_i|`, the bound the
     /// reduction lab's gate is written against. Integer inputs (indices, counts) are kept.
-    fn magnitudes(&self) -> Result<&[Option<Vec<f64>>], BackendError> {
+    fn magnitudes(&self) -> Result<&[Magnitudes], BackendError> {
         let r = self.magnitudes.get_or_init(|| {
             let scaled = |b: &Buffer| {
                 b.comparison

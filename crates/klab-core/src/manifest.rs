@@ -256,7 +256,7 @@ struct RawManifest {
 /// A kernel's `op`: its own `[kernel.op]` table, or the name of a top-level `[ops.NAME]`
 /// (a correct kernel and its labelled bugs compute one operation).
 enum RawOp {
-    Inline(crate::declared::DeclaredOpSpec),
+    Inline(Box<crate::declared::DeclaredOpSpec>),
     Named(String),
 }
 
@@ -276,7 +276,7 @@ impl<'de> Deserialize<'de> for RawOp {
                 crate::declared::DeclaredOpSpec::deserialize(
                     serde::de::value::MapAccessDeserializer::new(map),
                 )
-                .map(RawOp::Inline)
+                .map(|spec| RawOp::Inline(Box::new(spec)))
             }
         }
         d.deserialize_any(V)
@@ -599,7 +599,7 @@ fn declared_kernel(
                 "operation = \"declared\" needs a [kernel.op] table (sizes, buffers, grid, block, useful_bytes and reference) or op = \"NAME\" of an [ops.NAME] table".into(),
             ))
         }
-        Some(RawOp::Inline(spec)) => (spec, f("op")),
+        Some(RawOp::Inline(spec)) => (*spec, f("op")),
         Some(RawOp::Named(name)) => match ops.get(&name) {
             Some(spec) => (spec.clone(), format!("ops.{name}")),
             None => {
