@@ -144,6 +144,72 @@ fn dim3(v: &[u64]) -> Result<Dim3, String> {
     })
 }
 
+/// The launch of `op` at `shape`: its grid, block and dynamic shared memory evaluated (an
+/// expression that fails there is an error naming it).
+pub fn launch_plan(op: &DeclaredOp, shape: &Shape) -> Result<LaunchPlan, BackendError> {
+    let at = describe_shape(shape);
+    let eval = |field: &str, x: &crate::expr::Expr| {
+        x.eval_u64(shape)
+            .map_err(|e| BackendError(format!("op.{field} at {at}: {e}")))
+    };
+    let all = |field: &str, v: &[crate::expr::Expr]| -> Result<Vec<u64>, BackendError> {
+        v.iter().map(|x| eval(field, x)).collect()
+    };
+    let spec = &op.spec;
+    let grid = all("grid", &spec.grid)?;
+    let block = all("block", &spec.block)?;
+    let dynamic_shared_bytes = match &spec.dynamic_shared_bytes {
+        Some(x) => u32::try_from(eval("dynamic_shared_bytes", x)?)
+            .map_err(|_| BackendError("dynamic_shared_bytes does not fit 32 bits".into()))?,
+        None => 0,
+    };
+    Ok(LaunchPlan {
+        grid: dim3(&grid).map_err(|m| BackendError(format!("grid: {m}")))?,
+        block: dim3(&block).map_err(|m| BackendError(format!("block: {m}")))?,
+        dynamic_shared_bytes,
+    })
+}
+
+/// The kernel's arguments in `op`'s parameter order: the buffers in order, and the integer
+/// and float parameters (sizes and scalars) from `ints` and `floats`, each in the order
+/// they appear, converted to the parameter's type.
+pub fn args_for<'a, T>(
+    op: &DeclaredOp,
+    bufs: &'a [T],
+    ints: &[i64],
+    floats: &[f64],
+) -> Vec<Arg<'a, T>> {
+    let (mut i, mut f, mut k) = (0, 0, 0);
+    let mut args = Vec::new();
+    for p in &op.params {
+        match p {
+            OpParam::Buffer(_) => {
+                args.push(Arg::Buffer(&bufs[k]));
+                k += 1;
+            }
+            OpParam::Size(_, dt) | OpParam::Scalar(_, dt) if !dt.is_float() => {
+                let v = ints[i];
+                i += 1;
+                args.push(match dt {
+                    Dtype::I32 => Arg::I32(v as i32),
+                    Dtype::U32 => Arg::U32(v as u32),
+                    Dtype::U64 => Arg::U64(v as u64),
+                    _ => Arg::I64(v),
+                });
+            }
+            OpParam::Size(_, dt) | OpParam::Scalar(_, dt) => {
+                let v = floats[f];
+                f += 1;
+                args.push(match dt {
+                    Dtype::F32 => Arg::F32(v as f32),
+                    _ => Arg::F64(v),
+                });
+            }
+        }
+    }
+    args
+}
+
 impl DeclaredWorkload {
     /// Evaluate every expression of `decl`'s operation at `shape`. A size that makes an
     /// expression fail (division by zero, a negative length) is an error naming it.
@@ -167,18 +233,7 @@ impl DeclaredWorkload {
             v.iter().map(|x| eval(field, x)).collect()
         };
         let spec = &op.spec;
-        let grid = all("grid", &spec.grid)?;
-        let block = all("block", &spec.block)?;
-        let dynamic_shared_bytes = match &spec.dynamic_shared_bytes {
-            Some(x) => u32::try_from(eval("dynamic_shared_bytes", x)?)
-                .map_err(|_| BackendError("dynamic_shared_bytes does not fit 32 bits".into()))?,
-            None => 0,
-        };
-        let plan = LaunchPlan {
-            grid: dim3(&grid).map_err(|m| BackendError(format!("grid: {m}")))?,
-            block: dim3(&block).map_err(|m| BackendError(format!("block: {m}")))?,
-            dynamic_shared_bytes,
-        };
+        let plan = launch_plan(&op, &shape)?;
         let mut buffers = Vec::new();
         for p in &op.params {
             let OpParam::Buffer(name) = p else { continue };
@@ -613,35 +668,7 @@ impl Workload for DeclaredWorkload {
     }
     fn args<'a, B: Backend>(&self, bufs: &'a [B::Buffer]) -> Vec<Arg<'a, B::Buffer>> {
         let (ints, floats) = self.scalars();
-        let (mut i, mut f, mut k) = (0, 0, 0);
-        let mut args = Vec::new();
-        for p in &self.op.params {
-            match p {
-                OpParam::Buffer(_) => {
-                    args.push(Arg::Buffer(&bufs[k]));
-                    k += 1;
-                }
-                OpParam::Size(_, dt) | OpParam::Scalar(_, dt) if !dt.is_float() => {
-                    let v = ints[i];
-                    i += 1;
-                    args.push(match dt {
-                        Dtype::I32 => Arg::I32(v as i32),
-                        Dtype::U32 => Arg::U32(v as u32),
-                        Dtype::U64 => Arg::U64(v as u64),
-                        _ => Arg::I64(v),
-                    });
-                }
-                OpParam::Size(_, dt) | OpParam::Scalar(_, dt) => {
-                    let v = floats[f];
-                    f += 1;
-                    args.push(match dt {
-                        Dtype::F32 => Arg::F32(v as f32),
-                        _ => Arg::F64(v),
-                    });
-                }
-            }
-        }
-        args
+        args_for(&self.op, bufs, &ints, &floats)
     }
     fn poison<B: Backend>(
         &self,

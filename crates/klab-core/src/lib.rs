@@ -18,6 +18,7 @@ pub mod device;
 pub mod dtype;
 pub mod expr;
 pub mod general;
+pub mod gpuref;
 pub mod gpustate;
 pub mod manifest;
 pub mod model;

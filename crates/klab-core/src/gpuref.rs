@@ -1,0 +1,250 @@
+//! A trusted kernel as the reference (`reference = { kernel = "path.toml:name" }`): when
+//! the only oracle a user has is an older, slower kernel they trust (a cuBLAS call wrapped
+//! in a kernel, last release's version), klab runs it on the same inputs and compares the
+//! outputs by the declared rules. Its verdicts say "GPU reference": agreeing with another
+//! kernel is weaker evidence than agreeing with an independent CPU oracle.
+//!
+//! [`KernelReference`] implements [`Reference`] over a [`Backend`] of its own (the
+//! reference's module, on the same device), so the gate that calls it is unchanged. The
+//! reference kernel must be a declared operation with the same parameter list and the same
+//! buffers (dtype, length and role) as the kernel it checks; its own launch (grid, block,
+//! shared memory) is used.
+
+use std::cell::RefCell;
+
+use crate::backend::Backend;
+use crate::declared::{DeclaredOp, OpParam};
+use crate::general::{args_for, launch_plan, Reference, Shape};
+use crate::manifest::KernelDecl;
+
+/// A reference kernel, compiled and loaded on `backend`.
+pub struct KernelReference<B: Backend> {
+    backend: RefCell<B>,
+    kernel: B::Kernel,
+    op: std::sync::Arc<DeclaredOp>,
+    /// What the manifest names (`ref.toml:gemm_v1`).
+    spec: String,
+}
+
+impl<B: Backend> KernelReference<B> {
+    /// Check that `reference` computes the same declaration as `checked` and look up its
+    /// entry on `backend`. Errors are one line naming what differs.
+    pub fn new(
+        mut backend: B,
+        reference: &KernelDecl,
+        spec: &str,
+        checked: &DeclaredOp,
+    ) -> Result<KernelReference<B>, String> {
+        let op = reference.declared.clone().ok_or_else(|| {
+            format!("the reference kernel {spec} is not a declared operation (operation = \"declared\")")
+        })?;
+        if op.params != checked.params {
+            return Err(format!(
+                "the reference kernel {spec} takes different parameters ({}) from the kernel it checks ({})",
+                describe_params(&op.params),
+                describe_params(&checked.params)
+            ));
+        }
+        for (name, b) in &checked.spec.buffers {
+            let r = &op.spec.buffers[name];
+            if (r.dtype, &r.len, r.role) != (b.dtype, &b.len, b.role) {
+                return Err(format!(
+                    "the reference kernel {spec} declares buffer {name} as {} of {} ({:?}); the kernel it checks as {} of {} ({:?})",
+                    r.dtype, r.len, r.role, b.dtype, b.len, b.role
+                ).to_lowercase());
+            }
+        }
+        let kernel = backend
+            .kernel(&reference.entry)
+            .map_err(|e| format!("the reference kernel {spec}: {e}"))?;
+        Ok(KernelReference {
+            backend: RefCell::new(backend),
+            kernel,
+            op,
+            spec: spec.to_string(),
+        })
+    }
+}
+
+fn describe_params(params: &[OpParam]) -> String {
+    params
+        .iter()
+        .map(|p| match p {
+            OpParam::Buffer(n) => n.clone(),
+            OpParam::Size(n, d) | OpParam::Scalar(n, d) => format!("{n}:{d}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl<B: Backend> Reference for KernelReference<B> {
+    fn run(&self, buffers: &mut [&mut [u8]], ints: &[i64], floats: &[f64]) -> Result<(), String> {
+        // The shape, from the size parameters among the integers (in parameter order).
+        let mut shape = Shape::new();
+        let mut i = 0;
+        for p in &self.op.params {
+            match p {
+                OpParam::Size(name, _) => {
+                    shape.insert(name.clone(), ints[i]);
+                    i += 1;
+                }
+                OpParam::Scalar(_, d) if !d.is_float() => i += 1,
+                _ => {}
+            }
+        }
+        let plan = launch_plan(&self.op, &shape).map_err(|e| e.0)?;
+        let mut b = self.backend.borrow_mut();
+        let mut bufs = Vec::with_capacity(buffers.len());
+        for host in buffers.iter() {
+            // Outputs arrive zeroed, inputs set: upload them all as they are.
+            let mut d = b.alloc_bytes(host.len()).map_err(|e| e.0)?;
+            b.upload_bytes(&mut d, host).map_err(|e| e.0)?;
+            bufs.push(d);
+        }
+        b.launch(
+            &self.kernel,
+            &plan,
+            &args_for(&self.op, &bufs, ints, floats),
+        )
+        .and_then(|()| b.synchronize())
+        .map_err(|e| format!("the reference kernel {} failed: {e}", self.spec))?;
+        let names = self.op.params.iter().filter_map(|p| match p {
+            OpParam::Buffer(n) => Some(n),
+            _ => None,
+        });
+        for ((host, d), name) in buffers.iter_mut().zip(&bufs).zip(names) {
+            if self.op.spec.buffers[name].role.compared() {
+                b.download_bytes(d, host).map_err(|e| e.0)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "GPU reference {} (a trusted kernel, not an independent oracle)",
+            self.spec
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::host::{HostArg, HostBackend};
+    use crate::check::{run_declared, CheckOptions};
+
+    const MANIFEST: &str = r#"
+source = "k.cu"
+[ops.scale]
+grid = ["ceil_div(n, 64)"]
+block = ["64"]
+useful_bytes = "8 * n"
+reference = { kernel = "ref.toml:scale_v1" }
+sizes.n = { values = [1, 63, 64, 65, 200] }
+buffers.x = { dtype = "f32", len = "n", role = "in" }
+buffers.y = { dtype = "f32", len = "n", role = "out", compare = "bitwise" }
+scalars.alpha = { type = "f32", values = [2.0, -3.0] }
+[[kernel]]
+name = "scale"
+entry = "scale"
+operation = "declared"
+params = ["x", "y", "n:i32", "alpha:f32"]
+op = "scale"
+[[kernel]]
+name = "scale_v1"
+entry = "scale_v1"
+operation = "declared"
+params = ["x", "y", "n:i32", "alpha:f32"]
+op = "scale"
+[[kernel]]
+name = "scale_swapped"
+entry = "scale_v1"
+operation = "declared"
+params = ["y", "x", "n:i32", "alpha:f32"]
+op = "scale"
+"#;
+
+    fn decls() -> Vec<KernelDecl> {
+        crate::manifest::parse("m.toml", MANIFEST, &|_| {
+            Ok(("k.cu".into(), "scale scale_v1".into()))
+        })
+        .unwrap()
+        .kernels
+    }
+
+    fn scale(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+        let [HostArg::Buffer(x), HostArg::Buffer(y), HostArg::I32(n), HostArg::F32(alpha)] = a
+        else {
+            panic!("{a:?}")
+        };
+        for i in 0..*n as usize {
+            mem[*y][i] = (alpha * f32::from_bits(mem[*x][i])).to_bits();
+        }
+    }
+    /// Forgets the last element.
+    fn scale_short(mem: &mut [Vec<u32>], a: &[HostArg], l: u64) {
+        let [HostArg::Buffer(_), HostArg::Buffer(y), HostArg::I32(n), _] = a else {
+            panic!("{a:?}")
+        };
+        let keep = mem[*y][*n as usize - 1];
+        scale(mem, a, l);
+        mem[*y][*n as usize - 1] = keep;
+    }
+
+    fn check(kernel: crate::backend::host::GeneralKernelFn) -> crate::check::CheckReport {
+        let d = decls();
+        let op = d[0].declared.clone().unwrap();
+        let refb = HostBackend::new().with_general_kernel("scale_v1", scale);
+        let r = KernelReference::new(refb, &d[1], "ref.toml:scale_v1", &op).unwrap();
+        let mut b = HostBackend::new().with_general_kernel("scale", kernel);
+        let k = b.kernel("scale").unwrap();
+        let opts = CheckOptions {
+            seed: 3,
+            sizes: None,
+            quick: false,
+        };
+        run_declared(&mut b, &d[0], &k, std::rc::Rc::new(r), &opts, &mut |_| {}).unwrap()
+    }
+
+    #[test]
+    fn a_kernel_that_agrees_with_the_reference_kernel_passes_and_says_gpu_reference() {
+        let r = check(scale);
+        assert!(r.passed(), "{}", r.render());
+        assert!(
+            r.operation.contains("GPU reference ref.toml:scale_v1"),
+            "{}",
+            r.operation
+        );
+    }
+
+    #[test]
+    fn a_kernel_that_disagrees_fails_at_the_element_it_missed() {
+        let r = check(scale_short);
+        assert!(!r.passed());
+        let f = r.first_failure().unwrap();
+        assert!(f.detail.contains("first at ["), "{}", f.detail);
+    }
+
+    #[test]
+    fn a_reference_with_other_parameters_is_refused_in_one_line() {
+        let d = decls();
+        let op = d[0].declared.clone().unwrap();
+        let b = HostBackend::new().with_general_kernel("scale_v1", scale);
+        let e = KernelReference::new(b, &d[2], "ref.toml:scale_swapped", &op)
+            .err()
+            .unwrap();
+        assert!(
+            e.contains("takes different parameters (y, x, n:i32, alpha:f32)"),
+            "{e}"
+        );
+        let b = HostBackend::new();
+        let e = KernelReference::new(b, &d[1], "ref.toml:scale_v1", &op)
+            .err()
+            .unwrap();
+        assert!(
+            e.starts_with("the reference kernel ref.toml:scale_v1:"),
+            "{e}"
+        );
+    }
+}
