@@ -1,11 +1,16 @@
 //! Run-time compilation with NVRTC, for the device's own architecture, with `-lineinfo`,
 //! and an on-disk cache of compiled modules.
 //!
-//! Cache key: SHA-256 over the program name, the source, the architecture, the options and
-//! the NVRTC version. An entry stores its payload's SHA-256; an entry that fails any check
-//! (format, key, length, hash) is reported, recompiled and overwritten, never trusted.
+//! The toolkit's headers (`cuda_fp16.h`, `cuda_bf16.h`, ...) are found without being asked
+//! for ([`toolkit_include_dir`]) and passed as one more `-I`; [`Compiled::toolkit_include`]
+//! records which folder it was.
+//!
+//! Cache key: SHA-256 over the program name, the source, the architecture, the options (the
+//! toolkit's `-I` among them) and the NVRTC version. An entry stores its payload's SHA-256;
+//! an entry that fails any check (format, key, length, hash) is reported, recompiled and
+//! overwritten, never trusted.
 
-use std::ffi::{CStr, CString};
+use std::ffi::{CStr, CString, OsString};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -31,7 +36,10 @@ pub const BASE_OPTIONS: [&str; 4] = [
     "--no-cache",
 ];
 
-const CACHE_FORMAT: &str = "klab-nvrtc-cache-1";
+const CACHE_FORMAT: &str = "klab-nvrtc-cache-2";
+
+/// The header whose presence marks a folder as the toolkit's include folder.
+const TOOLKIT_HEADER: &str = "cuda_fp16.h";
 
 /// What to compile.
 #[derive(Debug, Clone)]
@@ -56,12 +64,65 @@ impl CompileSpec {
         }
     }
 
-    pub fn options(&self) -> Vec<String> {
+    /// Every option NVRTC is given: the architecture, [`BASE_OPTIONS`], the spec's own, then
+    /// `-I` for the toolkit's headers when a folder of them was found.
+    pub fn options(&self, toolkit_include: Option<&Path>) -> Vec<String> {
         let mut o = vec![format!("--gpu-architecture={}", self.arch)];
         o.extend(BASE_OPTIONS.iter().map(|s| s.to_string()));
         o.extend(self.extra_options.iter().cloned());
+        o.extend(toolkit_include.map(|d| format!("-I{}", d.display())));
         o
     }
+}
+
+/// Where the toolkit's headers may be, in the order they are tried: `$CUDA_HOME/include`,
+/// `$CUDA_PATH/include`, `/usr/local/cuda/include`, then the `include` folder beside the
+/// folder libnvrtc was loaded from (the PyPI wheels' layout: `nvidia/cu13/lib/libnvrtc.so.13`
+/// beside `nvidia/cu13/include`).
+pub fn toolkit_include_candidates(
+    var: impl Fn(&str) -> Option<OsString>,
+    nvrtc_dir: Option<&Path>,
+) -> Vec<PathBuf> {
+    let mut c: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(|v| var(v).filter(|s| !s.is_empty()))
+        .map(|root| PathBuf::from(root).join("include"))
+        .collect();
+    c.push(PathBuf::from("/usr/local/cuda/include"));
+    c.extend(nvrtc_dir.and_then(Path::parent).map(|p| p.join("include")));
+    c
+}
+
+/// The first of [`toolkit_include_candidates`] that holds `cuda_fp16.h`, or `None`. Asks for
+/// the loaded libnvrtc's folder, so call it once NVRTC is loaded.
+pub fn toolkit_include_dir() -> Option<PathBuf> {
+    let maps = fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let nvrtc_dir = nvrtc_dir_in_maps(&maps);
+    first_with_toolkit_header(toolkit_include_candidates(
+        |v| std::env::var_os(v),
+        nvrtc_dir.as_deref(),
+    ))
+}
+
+fn first_with_toolkit_header(candidates: Vec<PathBuf>) -> Option<PathBuf> {
+    candidates
+        .into_iter()
+        .find(|d| d.join(TOOLKIT_HEADER).is_file())
+}
+
+/// The folder of the libnvrtc mapped into this process, from `/proc/self/maps` text (the
+/// path is the line's last field; libnvrtc-builtins, which sits beside it, is not it).
+fn nvrtc_dir_in_maps(maps: &str) -> Option<PathBuf> {
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .map(Path::new)
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libnvrtc.") && n.contains(".so"))
+        })
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
 }
 
 /// A compiled module and how it was obtained.
@@ -72,6 +133,8 @@ pub struct Compiled {
     pub options: Vec<String>,
     pub nvrtc_version: String,
     pub source_sha256: String,
+    /// The toolkit include folder passed as `-I`, when one was found.
+    pub toolkit_include: Option<String>,
     pub key: String,
     /// The NVRTC log (with ptxas's resource lines).
     pub log: String,
@@ -139,15 +202,21 @@ impl Cache {
     }
 }
 
-/// The cache key for a spec under a given NVRTC version.
-pub fn cache_key(spec: &CompileSpec, nvrtc_version: &str) -> String {
+/// The cache key for a spec under a given toolkit include folder and NVRTC version. The
+/// toolkit folder counts by its path (it is among the options); the contents of its headers
+/// are not hashed: a toolkit changes with its version, and NVRTC's version is in the key.
+pub fn cache_key(
+    spec: &CompileSpec,
+    toolkit_include: Option<&Path>,
+    nvrtc_version: &str,
+) -> String {
     let mut text = String::new();
     for part in [
         CACHE_FORMAT,
         spec.program.as_str(),
         spec.source.as_str(),
         spec.arch.as_str(),
-        &spec.options().join("\u{1f}"),
+        &spec.options(toolkit_include).join("\u{1f}"),
         nvrtc_version,
     ] {
         text.push_str(part);
@@ -214,7 +283,8 @@ fn decode_entry(bytes: &[u8], key: &str) -> Result<Compiled, String> {
 /// Compile `spec`, or take it from `cache` when a trustworthy entry exists.
 pub fn compile(spec: &CompileSpec, cache: &Cache) -> Result<Compiled, CudaError> {
     let nvrtc_version = version()?;
-    let key = cache_key(spec, &nvrtc_version);
+    let toolkit = toolkit_include_dir();
+    let key = cache_key(spec, toolkit.as_deref(), &nvrtc_version);
     let mut notes = Vec::new();
     if let Some(path) = cache.entry_path(&key) {
         match fs::read(&path) {
@@ -232,7 +302,7 @@ pub fn compile(spec: &CompileSpec, cache: &Cache) -> Result<Compiled, CudaError>
             )),
         }
     }
-    let mut compiled = compile_uncached(spec, &nvrtc_version, key)?;
+    let mut compiled = compile_uncached(spec, toolkit.as_deref(), &nvrtc_version, key)?;
     if let Some(path) = cache.entry_path(&compiled.key) {
         let stored = path
             .parent()
@@ -256,6 +326,7 @@ fn nvrtc_err(what: &str, r: impl std::fmt::Debug) -> CudaError {
 
 fn compile_uncached(
     spec: &CompileSpec,
+    toolkit: Option<&Path>,
     nvrtc_version: &str,
     key: String,
 ) -> Result<Compiled, CudaError> {
@@ -263,7 +334,7 @@ fn compile_uncached(
         .map_err(|_| CudaError::Nvrtc(format!("{} contains a NUL byte", spec.program)))?;
     let name = CString::new(spec.program.as_bytes())
         .map_err(|_| CudaError::Nvrtc("program name contains a NUL byte".into()))?;
-    let options = spec.options();
+    let options = spec.options(toolkit);
     let prog = result::create_program(&src, Some(&name))
         .map_err(|e| nvrtc_err("nvrtcCreateProgram", e))?;
     let started = Instant::now();
@@ -309,6 +380,7 @@ fn compile_uncached(
         options,
         nvrtc_version: nvrtc_version.to_string(),
         source_sha256: sha256_hex(spec.source.as_bytes()),
+        toolkit_include: toolkit.map(|d| d.display().to_string()),
         key,
         log,
         compile_ms,
@@ -336,10 +408,11 @@ mod tests {
         Compiled {
             program: s.program.clone(),
             arch: s.arch.clone(),
-            options: s.options(),
+            options: s.options(None),
             nvrtc_version: "13.0".into(),
             source_sha256: sha256_hex(s.source.as_bytes()),
-            key: cache_key(&s, "13.0"),
+            toolkit_include: None,
+            key: cache_key(&s, None, "13.0"),
             log: "ptxas info".into(),
             compile_ms: 1.5,
             cubin: vec![1, 2, 3, 10, 0, 255],
@@ -350,28 +423,85 @@ mod tests {
 
     #[test]
     fn key_changes_with_every_input() {
-        let base = cache_key(&spec(), "13.0");
+        let key = |s: &CompileSpec| cache_key(s, None, "13.0");
+        let base = key(&spec());
         let mut s = spec();
         s.source.push(' ');
-        assert_ne!(cache_key(&s, "13.0"), base);
+        assert_ne!(key(&s), base);
         let mut s = spec();
         s.arch = "sm_80".into();
-        assert_ne!(cache_key(&s, "13.0"), base);
+        assert_ne!(key(&s), base);
         let mut s = spec();
         s.extra_options.push("-DX".into());
-        assert_ne!(cache_key(&s, "13.0"), base);
+        assert_ne!(key(&s), base);
         let mut s = spec();
         s.program = "u.cu".into();
-        assert_ne!(cache_key(&s, "13.0"), base);
-        assert_ne!(cache_key(&spec(), "13.1"), base);
-        assert_eq!(cache_key(&spec(), "13.0"), base);
+        assert_ne!(key(&s), base);
+        assert_ne!(cache_key(&spec(), None, "13.1"), base);
+        let a = Path::new("/a/include");
+        let b = Path::new("/b/include");
+        assert_ne!(cache_key(&spec(), Some(a), "13.0"), base);
+        assert_ne!(
+            cache_key(&spec(), Some(a), "13.0"),
+            cache_key(&spec(), Some(b), "13.0")
+        );
+        assert_eq!(key(&spec()), base);
     }
 
     #[test]
-    fn options_name_the_arch_and_line_info() {
-        let o = spec().options();
+    fn options_name_the_arch_line_info_and_the_toolkit_headers() {
+        let o = spec().options(None);
         assert_eq!(o[0], "--gpu-architecture=sm_90");
         assert!(o.contains(&"-lineinfo".to_string()));
+        assert!(!o.iter().any(|x| x.starts_with("-I")));
+        let o = spec().options(Some(Path::new("/t/include")));
+        assert_eq!(o.last().unwrap(), "-I/t/include");
+    }
+
+    #[test]
+    fn toolkit_headers_are_looked_for_in_order_and_need_cuda_fp16() {
+        let env = |v: &str| match v {
+            "CUDA_HOME" => Some(OsString::from("/opt/cuda")),
+            "CUDA_PATH" => Some(OsString::from("")),
+            _ => None,
+        };
+        let lib = Path::new("/w/nvidia/cu13/lib");
+        assert_eq!(
+            toolkit_include_candidates(env, Some(lib)),
+            [
+                PathBuf::from("/opt/cuda/include"),
+                PathBuf::from("/usr/local/cuda/include"),
+                PathBuf::from("/w/nvidia/cu13/include"),
+            ]
+        );
+        assert_eq!(
+            toolkit_include_candidates(|_| None, None),
+            [PathBuf::from("/usr/local/cuda/include")]
+        );
+        let maps =
+            "7f00-7f10 r-xp 00000000 08:01 12 /w/nvidia/cu13/lib/libnvrtc-builtins.so.13.0\n\
+7f10-7f20 r-xp 00000000 08:01 13 /w/nvidia/cu13/lib/libnvrtc.so.13\n\
+7f20-7f30 rw-p 00000000 00:00 0\n";
+        assert_eq!(nvrtc_dir_in_maps(maps), Some(lib.to_path_buf()));
+        assert_eq!(
+            nvrtc_dir_in_maps("7f20-7f30 rw-p 00000000 00:00 0 [heap]\n"),
+            None
+        );
+
+        // A folder without cuda_fp16.h (the NVRTC wheel's own include/ holds only nvrtc.h)
+        // is passed over for the next that has it.
+        let t = tempfile::tempdir().unwrap();
+        let (bare, full) = (t.path().join("bare"), t.path().join("full"));
+        std::fs::create_dir_all(&bare).unwrap();
+        std::fs::create_dir_all(&full).unwrap();
+        std::fs::write(bare.join("nvrtc.h"), "").unwrap();
+        std::fs::write(full.join("cuda_fp16.h"), "").unwrap();
+        let gone = t.path().join("gone");
+        assert_eq!(
+            first_with_toolkit_header(vec![gone.clone(), bare.clone(), full.clone()]),
+            Some(full)
+        );
+        assert_eq!(first_with_toolkit_header(vec![gone, bare]), None);
     }
 
     #[test]

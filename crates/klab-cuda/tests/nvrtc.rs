@@ -209,3 +209,46 @@ fn the_fast_kernels_compile_without_spills() {
         eprintln!("{} {} registers", k.kernel, k.registers);
     }
 }
+
+/// The toolkit's half-precision headers are found without an `-I` from the user: the
+/// folder beside the loaded libnvrtc (the wheels' layout; scripts/test installs
+/// nvidia-cuda-runtime for the headers), else `$CUDA_HOME`, `$CUDA_PATH`, /usr/local/cuda.
+#[test]
+fn a_kernel_including_the_fp16_and_bf16_headers_compiles() {
+    let test = "a_kernel_including_the_fp16_and_bf16_headers_compiles";
+    if !nvrtc_or_skip(test) {
+        return;
+    }
+    // Where a header folder is looked for, NVRTC must be loaded (its path is read from the
+    // process's mappings): nvrtc::version() loads it.
+    nvrtc::version().unwrap();
+    let Some(dir) = nvrtc::toolkit_include_dir() else {
+        if std::env::var("KLAB_REQUIRE_NVRTC").as_deref() == Ok("1") {
+            panic!("{test}: KLAB_REQUIRE_NVRTC=1 but no folder with cuda_fp16.h was found (install nvidia-cuda-runtime==13.0.* beside NVRTC, or set CUDA_HOME)");
+        }
+        eprintln!("SKIPPED {test}: no toolkit headers (cuda_fp16.h) found");
+        return;
+    };
+    let spec = CompileSpec {
+        program: "half.cu".into(),
+        source: r#"#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+extern "C" __global__ void widen(float* out, const __nv_bfloat16* a, const __half* b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __bfloat162float(a[i]) + __half2float(b[i]);
+}
+"#
+        .into(),
+        arch: nvrtc::DEFAULT_ARCH.into(),
+        extra_options: vec![],
+    };
+    let c = nvrtc::compile(&spec, &Cache::disabled()).unwrap();
+    let shown = dir.display().to_string();
+    assert_eq!(c.toolkit_include.as_deref(), Some(shown.as_str()));
+    assert!(c.options.contains(&format!("-I{shown}")), "{:?}", c.options);
+    assert!(
+        c.ptxas_resources().iter().any(|r| r.kernel == "widen"),
+        "{}",
+        c.log
+    );
+}
