@@ -331,6 +331,20 @@ fn check_rejects_unknown_kernels_and_bad_manifests_with_one_line() {
         "kernel[0].params[2]: 'n' must be i32",
     );
     assert_arg_error(&["bench", manifest.to_str().unwrap()], "must be i32");
+    let text = fs::read_to_string(&manifest).unwrap();
+    fs::write(
+        &manifest,
+        text.replace(
+            "source = \"k.cu\"",
+            "source = \"k.cu\"\ninclude_dirs = [\"inc\"]",
+        )
+        .replace("n:f32", "n:i32"),
+    )
+    .unwrap();
+    assert_arg_error(
+        &["check", manifest.to_str().unwrap()],
+        "mine.toml: include_dirs[0]: no folder ",
+    );
     assert_arg_error(
         &["check", dir.path().join("none.toml").to_str().unwrap()],
         "none.toml: file:",

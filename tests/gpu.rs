@@ -9,7 +9,7 @@ use common::{gpu_or_skip, klab, stdout_of_success};
 use klab_core::backend::{Arg, Backend};
 use klab_core::plan::{self, Dim3, LaunchPlan};
 use klab_core::row::{parse_csv, TransposeRow, CSV_HEADER};
-use klab_core::{builtin, Variant};
+use klab_core::Variant;
 use klab_cuda::device::Device;
 use klab_cuda::gpu::CudaBackend;
 use klab_cuda::nvrtc::{self, Cache, CompileSpec};
@@ -173,12 +173,7 @@ fn too_large_for_device_memory_is_a_one_line_error() {
 
 fn backend() -> CudaBackend {
     let device = Device::open(0).unwrap();
-    let spec = CompileSpec {
-        program: builtin::TRANSPOSE_PROGRAM.into(),
-        source: builtin::TRANSPOSE_SOURCE.into(),
-        arch: device.facts().arch(),
-        extra_options: vec![],
-    };
+    let spec = CompileSpec::transpose_lab(&device.facts().arch());
     let compiled = nvrtc::compile(&spec, &Cache::disabled()).unwrap();
     CudaBackend::new(device, &compiled).unwrap()
 }
@@ -227,12 +222,7 @@ fn driver_attributes_match_the_compiler_report_and_device_facts_are_sane() {
     assert!(f.theoretical_peak_gb_s() > 100.0);
     assert_eq!(f.limits.max_threads_per_block, 1024);
     assert!(f.nvrtc_version.is_some());
-    let spec = CompileSpec {
-        program: builtin::TRANSPOSE_PROGRAM.into(),
-        source: builtin::TRANSPOSE_SOURCE.into(),
-        arch: f.arch(),
-        extra_options: vec![],
-    };
+    let spec = CompileSpec::transpose_lab(&f.arch());
     let compiled = nvrtc::compile(&spec, &Cache::disabled()).unwrap();
     let ptxas = compiled.ptxas_resources();
     let mut b = CudaBackend::new(device, &compiled).unwrap();

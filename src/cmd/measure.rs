@@ -174,13 +174,7 @@ impl Session {
     pub fn open(kernel: &Kernel, ordinal: u32) -> anyhow::Result<Session> {
         let device = Device::open(ordinal)?;
         klab_cuda::probe::require_nvrtc()?;
-        let (program, source, _) = kernel.program();
-        let spec = CompileSpec {
-            program: program.into(),
-            source: source.into(),
-            arch: device.facts().arch(),
-            extra_options: kernel.decl.options.clone(),
-        };
+        let spec = CompileSpec::for_kernel(&kernel.manifest, &kernel.decl, &device.facts().arch());
         let compiled = nvrtc::compile(&spec, &Cache::from_env())?;
         for note in &compiled.notes {
             eprintln!("klab: {note}");

@@ -863,9 +863,13 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
     }
 
     fn with(manifest: &str) -> KernelDecl {
-        crate::manifest::parse("m.toml", manifest, &|_| {
-            Ok(("k.cu".into(), "__global__ void rowsum() {}".into()))
-        })
+        crate::manifest::parse(
+            "m.toml",
+            manifest,
+            crate::manifest::Files::Given(&|_| {
+                Ok(("k.cu".into(), "__global__ void rowsum() {}".into()))
+            }),
+        )
         .unwrap()
         .kernels[0]
             .clone()

@@ -19,6 +19,7 @@ pub mod dtype;
 pub mod expr;
 pub mod general;
 pub mod gpustate;
+pub mod include;
 pub mod manifest;
 pub mod model;
 pub mod npy;

@@ -2,6 +2,7 @@
 //!
 //! ```toml
 //! source = "transpose.cu"          # relative to the manifest
+//! include_dirs = ["inc"]           # optional: -I folders, relative to the manifest
 //! [[kernel]]
 //! name = "padded"
 //! entry = "transpose_padded"       # the extern "C" __global__ function
@@ -21,6 +22,10 @@
 //! `n` (i32); triad `x`, `z`, `y`, `n` (u64) and `alpha` (f32); reduce-sum `in`, `partials`
 //! and `n` (u64). A manifest whose parameters don't match its operation is an error that
 //! names the field.
+//!
+//! A manifest read from disk ([`load`], [`Files::Dir`]) may name include folders; each is
+//! read into an [`IncludeDir`] (its files' digest, which the compile cache keys on).
+//! Built-ins are given from memory ([`Files::Given`]) and take none.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -28,6 +33,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::include::IncludeDir;
 use crate::plan::{Dim3, LaunchPlan};
 use crate::text::is_identifier;
 
@@ -230,6 +236,8 @@ pub struct Manifest {
     pub program: String,
     #[serde(skip)]
     pub source: String,
+    /// `include_dirs`, resolved against the manifest's folder, in the order given.
+    pub include_dirs: Vec<IncludeDir>,
     pub kernels: Vec<KernelDecl>,
 }
 
@@ -246,6 +254,8 @@ pub struct ManifestError {
 #[serde(deny_unknown_fields)]
 struct RawManifest {
     source: String,
+    #[serde(default)]
+    include_dirs: Vec<String>,
     #[serde(rename = "kernel")]
     kernels: Vec<RawKernel>,
 }
@@ -281,12 +291,37 @@ struct RawKernel {
 /// Loads the source a manifest names: (path as reports name it, text), or why not.
 pub type SourceLoader<'a> = dyn Fn(&str) -> Result<(String, String), String> + 'a;
 
-/// Parse manifest text. `source_for` loads the source file named by `source`.
-pub fn parse(
-    origin: &str,
-    text: &str,
-    source_for: &SourceLoader<'_>,
-) -> Result<Manifest, ManifestError> {
+/// Where the files a manifest names are found.
+pub enum Files<'a> {
+    /// On disk, relative to this folder (the manifest's own).
+    Dir(&'a Path),
+    /// From memory (built-ins, tests): the source by its name; no include folders.
+    Given(&'a SourceLoader<'a>),
+}
+
+impl Files<'_> {
+    fn source(&self, name: &str) -> Result<(String, String), String> {
+        match self {
+            Files::Dir(dir) => {
+                let p = dir.join(name);
+                std::fs::read_to_string(&p)
+                    .map(|s| (p.display().to_string(), s))
+                    .map_err(|e| format!("cannot read {}: {e}", p.display()))
+            }
+            Files::Given(f) => f(name),
+        }
+    }
+
+    fn include_dir(&self, name: &str) -> Result<IncludeDir, String> {
+        match self {
+            Files::Dir(dir) => IncludeDir::read(&dir.join(name)),
+            Files::Given(_) => Err("only a manifest read from a file takes include folders".into()),
+        }
+    }
+}
+
+/// Parse manifest text, reading the files it names from `files`.
+pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, ManifestError> {
     let err = |field: String, problem: String| ManifestError {
         origin: origin.to_string(),
         field,
@@ -306,7 +341,19 @@ pub fn parse(
     if raw.kernels.is_empty() {
         return Err(err("kernel".into(), "no [[kernel]] entries".into()));
     }
-    let (source_path, source) = source_for(&raw.source).map_err(|p| err("source".into(), p))?;
+    let (source_path, source) = files
+        .source(&raw.source)
+        .map_err(|p| err("source".into(), p))?;
+    let include_dirs = raw
+        .include_dirs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            files
+                .include_dir(d)
+                .map_err(|p| err(format!("include_dirs[{i}]"), p))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let program = Path::new(&raw.source)
         .file_name()
         .and_then(|n| n.to_str())
@@ -532,6 +579,7 @@ pub fn parse(
         source_path,
         program,
         source,
+        include_dirs,
         kernels,
     })
 }
@@ -596,12 +644,7 @@ pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
         problem: e.to_string(),
     })?;
     let dir: PathBuf = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    parse(&origin, &text, &|src: &str| {
-        let p = dir.join(src);
-        std::fs::read_to_string(&p)
-            .map(|s| (p.display().to_string(), s))
-            .map_err(|e| format!("cannot read {}: {e}", p.display()))
-    })
+    parse(&origin, &text, Files::Dir(&dir))
 }
 
 #[cfg(test)]
@@ -618,7 +661,7 @@ mod tests {
         parse(
             "m.toml",
             &format!("source = \"k.cu\"\n[[kernel]]\n{body}"),
-            &|_| Ok(("k.cu".into(), SRC.into())),
+            Files::Given(&|_| Ok(("k.cu".into(), SRC.into()))),
         )
     }
 
@@ -794,21 +837,58 @@ mod tests {
             "kernel[0].prediction",
             "one non-empty line",
         );
-        let e = parse("m.toml", "source = \"k.cu\"\nkernel = []\n", &|_| {
-            Ok(("k".into(), SRC.into()))
-        })
+        let e = parse(
+            "m.toml",
+            "source = \"k.cu\"\nkernel = []\n",
+            Files::Given(&|_| Ok(("k".into(), SRC.into()))),
+        )
         .unwrap_err();
         assert_eq!(e.field, "kernel");
         let e = parse(
             "m.toml",
             &format!("source = \"gone.cu\"\n[[kernel]]\n{OK}"),
-            &|s| Err(format!("cannot read {s}")),
+            Files::Given(&|s| Err(format!("cannot read {s}"))),
         )
         .unwrap_err();
         assert_eq!(
             e.to_string(),
             "manifest m.toml: source: cannot read gone.cu"
         );
+    }
+
+    #[test]
+    fn include_dirs_are_read_beside_the_manifest_and_a_missing_one_is_named() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("k.cu"), SRC).unwrap();
+        std::fs::create_dir_all(d.path().join("inc")).unwrap();
+        std::fs::write(d.path().join("inc/tile.cuh"), "#define TILE 32\n").unwrap();
+        let p = d.path().join("m.toml");
+        let write = |dirs: &str| {
+            std::fs::write(
+                &p,
+                format!("source = \"k.cu\"\ninclude_dirs = {dirs}\n[[kernel]]\n{OK}"),
+            )
+            .unwrap()
+        };
+        write("[\"inc\"]");
+        let m = load(&p).unwrap();
+        assert_eq!(m.include_dirs.len(), 1);
+        assert_eq!(m.include_dirs[0].path, d.path().join("inc"));
+        assert_eq!(m.include_dirs[0].files, 1);
+        let before = m.include_dirs[0].sha256.clone();
+        std::fs::write(d.path().join("inc/tile.cuh"), "#define TILE 64\n").unwrap();
+        assert_ne!(load(&p).unwrap().include_dirs[0].sha256, before);
+
+        write("[\"inc\", \"nowhere\"]");
+        let e = load(&p).unwrap_err();
+        assert_eq!(e.field, "include_dirs[1]", "{e}");
+        assert!(e.problem.starts_with("no folder "), "{e}");
+        assert!(e.problem.contains("nowhere"), "{e}");
+        assert!(!e.to_string().contains('\n'), "{e}");
+        write("[\"k.cu\"]");
+        assert!(load(&p).unwrap_err().problem.ends_with("is not a folder"));
+        // Without include_dirs there are none.
+        assert!(parse_one(OK).unwrap().include_dirs.is_empty());
     }
 
     #[test]

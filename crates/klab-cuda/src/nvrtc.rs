@@ -5,8 +5,11 @@
 //! for ([`toolkit_include_dir`]) and passed as one more `-I`; [`Compiled::toolkit_include`]
 //! records which folder it was.
 //!
-//! Cache key: SHA-256 over the program name, the source, the architecture, the options (the
-//! toolkit's `-I` among them) and the NVRTC version. An entry stores its payload's SHA-256;
+//! A manifest's `include_dirs` come as [`IncludeDir`]s (klab-core reads them with the
+//! manifest): each is an `-I`, and its files' digest is in the cache key.
+//!
+//! Cache key: SHA-256 over the program name, the source, the architecture, the options (every
+//! `-I` among them), the include folders' digests and the NVRTC version. An entry stores its payload's SHA-256;
 //! an entry that fails any check (format, key, length, hash) is reported, recompiled and
 //! overwritten, never trusted.
 
@@ -18,6 +21,8 @@ use std::time::Instant;
 use cudarc::nvrtc::{result, sys};
 use klab_core::artifact::{sha256_hex, write_atomic};
 use klab_core::device::KernelResources;
+use klab_core::include::IncludeDir;
+use klab_core::manifest::{KernelDecl, Manifest};
 use klab_core::ptxas;
 use serde::{Deserialize, Serialize};
 
@@ -51,25 +56,53 @@ pub struct CompileSpec {
     pub arch: String,
     /// Options beyond [`BASE_OPTIONS`].
     pub extra_options: Vec<String>,
+    /// The user's header folders, each passed as `-I` (before the toolkit's).
+    pub include_dirs: Vec<IncludeDir>,
 }
 
 impl CompileSpec {
-    /// The transpose lab's built-in kernels (`kernels/transpose.cu`) for `arch`.
-    pub fn transpose_lab(arch: &str) -> CompileSpec {
+    /// `source` as program `program` for `arch`, with no options of its own.
+    pub fn new(program: &str, source: &str, arch: &str) -> CompileSpec {
         CompileSpec {
-            program: klab_core::builtin::TRANSPOSE_PROGRAM.to_string(),
-            source: klab_core::builtin::TRANSPOSE_SOURCE.to_string(),
+            program: program.to_string(),
+            source: source.to_string(),
             arch: arch.to_string(),
             extra_options: Vec::new(),
+            include_dirs: Vec::new(),
         }
     }
 
-    /// Every option NVRTC is given: the architecture, [`BASE_OPTIONS`], the spec's own, then
-    /// `-I` for the toolkit's headers when a folder of them was found.
+    /// The transpose lab's built-in kernels (`kernels/transpose.cu`) for `arch`.
+    pub fn transpose_lab(arch: &str) -> CompileSpec {
+        CompileSpec::new(
+            klab_core::builtin::TRANSPOSE_PROGRAM,
+            klab_core::builtin::TRANSPOSE_SOURCE,
+            arch,
+        )
+    }
+
+    /// `manifest`'s source as `decl` needs it compiled: with the kernel's options and the
+    /// manifest's include folders.
+    pub fn for_kernel(manifest: &Manifest, decl: &KernelDecl, arch: &str) -> CompileSpec {
+        CompileSpec {
+            extra_options: decl.options.clone(),
+            include_dirs: manifest.include_dirs.clone(),
+            ..CompileSpec::new(&manifest.program, &manifest.source, arch)
+        }
+    }
+
+    /// Every option NVRTC is given: the architecture, [`BASE_OPTIONS`], the spec's own, `-I`
+    /// for each of its include folders, then `-I` for the toolkit's headers when a folder of
+    /// them was found.
     pub fn options(&self, toolkit_include: Option<&Path>) -> Vec<String> {
         let mut o = vec![format!("--gpu-architecture={}", self.arch)];
         o.extend(BASE_OPTIONS.iter().map(|s| s.to_string()));
         o.extend(self.extra_options.iter().cloned());
+        o.extend(
+            self.include_dirs
+                .iter()
+                .map(|d| format!("-I{}", d.path.display())),
+        );
         o.extend(toolkit_include.map(|d| format!("-I{}", d.display())));
         o
     }
@@ -203,8 +236,9 @@ impl Cache {
 }
 
 /// The cache key for a spec under a given toolkit include folder and NVRTC version. The
-/// toolkit folder counts by its path (it is among the options); the contents of its headers
-/// are not hashed: a toolkit changes with its version, and NVRTC's version is in the key.
+/// user's include folders count by path and by the digest of their files (editing a header
+/// recompiles). The toolkit folder counts by its path only (it is among the options): the
+/// contents of its headers are not hashed, since they change with a toolkit's version.
 pub fn cache_key(
     spec: &CompileSpec,
     toolkit_include: Option<&Path>,
@@ -217,6 +251,12 @@ pub fn cache_key(
         spec.source.as_str(),
         spec.arch.as_str(),
         &spec.options(toolkit_include).join("\u{1f}"),
+        &spec
+            .include_dirs
+            .iter()
+            .map(|d| d.sha256.as_str())
+            .collect::<Vec<_>>()
+            .join("\u{1f}"),
         nvrtc_version,
     ] {
         text.push_str(part);
@@ -395,12 +435,11 @@ mod tests {
     use super::*;
 
     fn spec() -> CompileSpec {
-        CompileSpec {
-            program: "t.cu".into(),
-            source: "extern \"C\" __global__ void k(float* o) { o[0] = 1.0f; }".into(),
-            arch: "sm_90".into(),
-            extra_options: vec![],
-        }
+        CompileSpec::new(
+            "t.cu",
+            "extern \"C\" __global__ void k(float* o) { o[0] = 1.0f; }",
+            "sm_90",
+        )
     }
 
     fn compiled() -> Compiled {
@@ -446,6 +485,21 @@ mod tests {
             cache_key(&spec(), Some(b), "13.0")
         );
         assert_eq!(key(&spec()), base);
+
+        // An include folder counts by its path and by its files' digest.
+        let inc = |path: &str, sha: &str| IncludeDir {
+            path: path.into(),
+            sha256: sha.into(),
+            files: 1,
+        };
+        let mut with = spec();
+        with.include_dirs = vec![inc("/m/inc", "aa")];
+        let with_key = key(&with);
+        assert_ne!(with_key, base);
+        with.include_dirs = vec![inc("/m/inc", "bb")];
+        assert_ne!(key(&with), with_key, "an edited header recompiles");
+        with.include_dirs = vec![inc("/n/inc", "aa")];
+        assert_ne!(key(&with), with_key);
     }
 
     #[test]
@@ -454,8 +508,14 @@ mod tests {
         assert_eq!(o[0], "--gpu-architecture=sm_90");
         assert!(o.contains(&"-lineinfo".to_string()));
         assert!(!o.iter().any(|x| x.starts_with("-I")));
-        let o = spec().options(Some(Path::new("/t/include")));
-        assert_eq!(o.last().unwrap(), "-I/t/include");
+        let mut s = spec();
+        s.include_dirs = vec![IncludeDir {
+            path: "/m/inc".into(),
+            sha256: "aa".into(),
+            files: 0,
+        }];
+        let o = s.options(Some(Path::new("/t/include")));
+        assert_eq!(o[o.len() - 2..], ["-I/m/inc", "-I/t/include"]);
     }
 
     #[test]

@@ -18,12 +18,7 @@ fn nvrtc_or_skip(test: &str) -> bool {
 }
 
 fn transpose_spec() -> CompileSpec {
-    CompileSpec {
-        program: builtin::TRANSPOSE_PROGRAM.into(),
-        source: builtin::TRANSPOSE_SOURCE.into(),
-        arch: nvrtc::DEFAULT_ARCH.into(),
-        extra_options: vec![],
-    }
+    CompileSpec::transpose_lab(nvrtc::DEFAULT_ARCH)
 }
 
 #[test]
@@ -99,12 +94,11 @@ fn a_compile_error_shows_the_nvrtc_log() {
     if !nvrtc_or_skip("a_compile_error_shows_the_nvrtc_log") {
         return;
     }
-    let spec = CompileSpec {
-        program: "bad.cu".into(),
-        source: "extern \"C\" __global__ void k(float* o) { o[0] = undeclared_name; }".into(),
-        arch: nvrtc::DEFAULT_ARCH.into(),
-        extra_options: vec![],
-    };
+    let spec = CompileSpec::new(
+        "bad.cu",
+        "extern \"C\" __global__ void k(float* o) { o[0] = undeclared_name; }",
+        nvrtc::DEFAULT_ARCH,
+    );
     match nvrtc::compile(&spec, &Cache::disabled()) {
         Err(CudaError::Compile { log, program, .. }) => {
             assert_eq!(program, "bad.cu");
@@ -146,12 +140,7 @@ fn the_fast_kernels_compile_without_spills() {
     if !nvrtc_or_skip("the_fast_kernels_compile_without_spills") {
         return;
     }
-    let spec = CompileSpec {
-        program: "fast.cu".into(),
-        source: builtin::FAST_SOURCE.into(),
-        arch: nvrtc::DEFAULT_ARCH.into(),
-        extra_options: vec![],
-    };
+    let spec = CompileSpec::new("fast.cu", builtin::FAST_SOURCE, nvrtc::DEFAULT_ARCH);
     let c = nvrtc::compile(&spec, &Cache::disabled()).unwrap();
     let mut r = c.ptxas_resources();
     r.sort_by(|a, b| a.kernel.cmp(&b.kernel));
@@ -229,19 +218,17 @@ fn a_kernel_including_the_fp16_and_bf16_headers_compiles() {
         eprintln!("SKIPPED {test}: no toolkit headers (cuda_fp16.h) found");
         return;
     };
-    let spec = CompileSpec {
-        program: "half.cu".into(),
-        source: r#"#include <cuda_fp16.h>
+    let spec = CompileSpec::new(
+        "half.cu",
+        r#"#include <cuda_fp16.h>
 #include <cuda_bf16.h>
 extern "C" __global__ void widen(float* out, const __nv_bfloat16* a, const __half* b, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = __bfloat162float(a[i]) + __half2float(b[i]);
 }
-"#
-        .into(),
-        arch: nvrtc::DEFAULT_ARCH.into(),
-        extra_options: vec![],
-    };
+"#,
+        nvrtc::DEFAULT_ARCH,
+    );
     let c = nvrtc::compile(&spec, &Cache::disabled()).unwrap();
     let shown = dir.display().to_string();
     assert_eq!(c.toolkit_include.as_deref(), Some(shown.as_str()));
@@ -251,4 +238,57 @@ extern "C" __global__ void widen(float* out, const __nv_bfloat16* a, const __hal
         "{}",
         c.log
     );
+}
+
+/// A manifest's include_dirs: the header is found, and editing it misses the cache (the
+/// folder's files are in the key) and compiles what it now says.
+#[test]
+fn a_header_from_include_dirs_compiles_and_editing_it_recompiles() {
+    if !nvrtc_or_skip("a_header_from_include_dirs_compiles_and_editing_it_recompiles") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("inc/tiles")).unwrap();
+    let header = t.path().join("inc/tiles/tile.cuh");
+    std::fs::write(&header, "#define TILE 32\n").unwrap();
+    std::fs::write(
+        t.path().join("k.cu"),
+        r#"#include "tiles/tile.cuh"
+extern "C" __global__ void k(float* o, const float* i, int n) {
+    __shared__ float s[TILE];
+    s[threadIdx.x % TILE] = i[threadIdx.x];
+    __syncthreads();
+    if ((int)threadIdx.x < n) o[threadIdx.x] = s[(threadIdx.x + 1) % TILE];
+}
+"#,
+    )
+    .unwrap();
+    let m = t.path().join("m.toml");
+    std::fs::write(
+        &m,
+        "source = \"k.cu\"\ninclude_dirs = [\"inc\"]\n[[kernel]]\nname = \"k\"\nentry = \"k\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32]\nelements_per_block = [32, 32]\n",
+    )
+    .unwrap();
+    let cache = Cache::at(t.path().join("cache"));
+    let build = || {
+        let manifest = klab_core::manifest::load(&m).unwrap();
+        let spec = CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH);
+        nvrtc::compile(&spec, &cache).unwrap()
+    };
+    let shared = |c: &nvrtc::Compiled| c.ptxas_resources()[0].static_shared_bytes;
+    let first = build();
+    assert!(
+        first
+            .options
+            .contains(&format!("-I{}", t.path().join("inc").display())),
+        "{:?}",
+        first.options
+    );
+    assert_eq!(shared(&first), 32 * 4, "{}", first.log);
+    assert!(build().from_cache);
+    std::fs::write(&header, "#define TILE 64\n").unwrap();
+    let edited = build();
+    assert!(!edited.from_cache, "an edited header must recompile");
+    assert_ne!(edited.key, first.key);
+    assert_eq!(shared(&edited), 64 * 4, "{}", edited.log);
 }
