@@ -5,7 +5,8 @@
 //! include_dirs = ["inc"]           # optional: -I folders, relative to the manifest
 //! [[kernel]]
 //! name = "padded"
-//! entry = "transpose_padded"       # the extern "C" __global__ function
+//! entry = "transpose_padded"       # the extern "C" __global__ function, or a template
+//!                                  # instance by name: "scale<float, 128>"
 //! operation = "transpose"          # copy | transpose | triad | reduce-sum
 //! params = ["out", "in", "n:i32"]  # the kernel's parameters in order, by role
 //! block = [32, 8, 1]
@@ -35,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::include::IncludeDir;
 use crate::plan::{Dim3, LaunchPlan};
-use crate::text::is_identifier;
+use crate::text::{is_identifier, template_name};
 
 /// What a kernel must compute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -241,6 +242,21 @@ pub struct Manifest {
     pub kernels: Vec<KernelDecl>,
 }
 
+impl Manifest {
+    /// The entries that name template instances (`scale<float, 128>`), each once, in the
+    /// order declared: what NVRTC is asked to instantiate and lower when the source is
+    /// compiled, for every kernel of the manifest, so one compiled module serves them all.
+    pub fn name_expressions(&self) -> Vec<String> {
+        let mut seen = BTreeSet::new();
+        self.kernels
+            .iter()
+            .filter(|k| template_name(&k.entry).is_some())
+            .filter(|k| seen.insert(k.entry.as_str()))
+            .map(|k| k.entry.clone())
+            .collect()
+    }
+}
+
 /// A manifest that cannot be used: one line naming the file and the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("manifest {origin}: {field}: {problem}")]
@@ -384,16 +400,25 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
                 ),
             ));
         }
-        if library.is_none() && !is_identifier(&k.entry) {
+        // A template instance is compiled by name (NVRTC lowers it to its mangled symbol);
+        // the source must then hold the template's name.
+        let template = template_name(&k.entry);
+        if library.is_none() && template.is_none() && !is_identifier(&k.entry) {
             return Err(err(
                 f("entry"),
-                format!("'{}' is not a C identifier", k.entry),
+                format!(
+                    "'{}' is not a C identifier or a template instance such as scale<float, 128>",
+                    k.entry
+                ),
             ));
         }
-        if library.is_none() && !source.contains(&k.entry) {
+        let named = template
+            .and_then(|t| t.rsplit("::").next())
+            .unwrap_or(&k.entry);
+        if library.is_none() && !source.contains(named) {
             return Err(err(
                 f("entry"),
-                format!("'{}' does not appear in {}", k.entry, raw.source),
+                format!("'{named}' does not appear in {}", raw.source),
             ));
         }
         let operation = match k.operation.as_str() {
@@ -854,6 +879,49 @@ mod tests {
             e.to_string(),
             "manifest m.toml: source: cannot read gone.cu"
         );
+    }
+
+    #[test]
+    fn template_instances_are_entries_and_junk_is_not() {
+        let src = "template <typename T, int B> __global__ void scale(T* o, const T* i, int n) {}";
+        let with = |entries: &[&str]| {
+            let body: String = entries
+                .iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    format!(
+                        "[[kernel]]\n{}",
+                        OK.replace("name = \"k\"", &format!("name = \"k{i}\""))
+                            .replace("entry = \"k\"", &format!("entry = \"{e}\""))
+                    )
+                })
+                .collect();
+            parse(
+                "m.toml",
+                &format!("source = \"k.cu\"\n{body}"),
+                Files::Given(&|_| Ok(("k.cu".into(), src.into()))),
+            )
+        };
+        let m = with(&["scale<float, 128>", "scale<int, 64>", "scale<float, 128>"]).unwrap();
+        assert_eq!(m.kernels[0].entry, "scale<float, 128>");
+        assert_eq!(
+            m.name_expressions(),
+            ["scale<float, 128>", "scale<int, 64>"],
+            "each instance once, in order"
+        );
+        assert!(parse_one(OK).unwrap().name_expressions().is_empty());
+        for (junk, needle) in [
+            (
+                "scale<float; 128>",
+                "not a C identifier or a template instance",
+            ),
+            ("scale<float", "not a C identifier or a template instance"),
+            ("shift<float>", "'shift' does not appear in k.cu"),
+        ] {
+            let e = with(&[junk]).unwrap_err();
+            assert_eq!(e.field, "kernel[0].entry", "{e}");
+            assert!(e.problem.contains(needle), "{junk}: {e}");
+        }
     }
 
     #[test]

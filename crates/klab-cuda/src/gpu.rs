@@ -5,6 +5,7 @@
 //! status and every synchronisation is checked. Timing uses two `CU_EVENT_DEFAULT` events
 //! created once and recorded in the kernel's stream around the launches.
 
+use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -76,6 +77,8 @@ pub struct CudaBackend {
     device: Device,
     stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
+    /// Template instances' entries and their symbols in `module`.
+    lowered_names: BTreeMap<String, String>,
     start: CudaEvent,
     stop: CudaEvent,
     cublas: Option<Cublas>,
@@ -112,6 +115,7 @@ impl CudaBackend {
             device,
             stream,
             module,
+            lowered_names: compiled.lowered_names.clone(),
             start,
             stop,
             cublas: None,
@@ -300,10 +304,17 @@ impl Backend for CudaBackend {
                 },
             });
         }
+        let symbol = crate::nvrtc::symbol(&self.lowered_names, entry).map_err(backend_err)?;
         let func = self
             .module
-            .load_function(entry)
-            .ctx(|| format!("looking up kernel {entry}"))
+            .load_function(symbol)
+            .ctx(|| {
+                if symbol == entry {
+                    format!("looking up kernel {entry}")
+                } else {
+                    format!("looking up kernel {entry} (symbol {symbol})")
+                }
+            })
             .map_err(backend_err)?;
         let get = |r: Result<i32, result::DriverError>, what: &str| {
             r.map(|v| v.max(0) as u32)

@@ -8,11 +8,17 @@
 //! A manifest's `include_dirs` come as [`IncludeDir`]s (klab-core reads them with the
 //! manifest): each is an `-I`, and its files' digest is in the cache key.
 //!
+//! Entries that name template instances (`scale<float, 128>`) are NVRTC name expressions:
+//! added before compiling (which instantiates them), lowered to their mangled symbols after,
+//! and kept in [`Compiled::lowered_names`] (cache entries too), through which the backend
+//! and [`Compiled::ptxas_resources`] know a template instance by its entry.
+//!
 //! Cache key: SHA-256 over the program name, the source, the architecture, the options (every
-//! `-I` among them), the include folders' digests and the NVRTC version. An entry stores its payload's SHA-256;
+//! `-I` among them), the include folders' digests, the name expressions and the NVRTC version. An entry stores its payload's SHA-256;
 //! an entry that fails any check (format, key, length, hash) is reported, recompiled and
 //! overwritten, never trusted.
 
+use std::collections::BTreeMap;
 use std::ffi::{CStr, CString, OsString};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -58,6 +64,8 @@ pub struct CompileSpec {
     pub extra_options: Vec<String>,
     /// The user's header folders, each passed as `-I` (before the toolkit's).
     pub include_dirs: Vec<IncludeDir>,
+    /// Template instances to instantiate and look up by name (`scale<float, 128>`).
+    pub name_expressions: Vec<String>,
 }
 
 impl CompileSpec {
@@ -69,6 +77,7 @@ impl CompileSpec {
             arch: arch.to_string(),
             extra_options: Vec::new(),
             include_dirs: Vec::new(),
+            name_expressions: Vec::new(),
         }
     }
 
@@ -81,12 +90,13 @@ impl CompileSpec {
         )
     }
 
-    /// `manifest`'s source as `decl` needs it compiled: with the kernel's options and the
-    /// manifest's include folders.
+    /// `manifest`'s source as `decl` needs it compiled: with the kernel's options, the
+    /// manifest's include folders and every template instance the manifest names.
     pub fn for_kernel(manifest: &Manifest, decl: &KernelDecl, arch: &str) -> CompileSpec {
         CompileSpec {
             extra_options: decl.options.clone(),
             include_dirs: manifest.include_dirs.clone(),
+            name_expressions: manifest.name_expressions(),
             ..CompileSpec::new(&manifest.program, &manifest.source, arch)
         }
     }
@@ -171,6 +181,9 @@ pub struct Compiled {
     pub key: String,
     /// The NVRTC log (with ptxas's resource lines).
     pub log: String,
+    /// Each name expression compiled (a template instance's entry) and its mangled symbol.
+    #[serde(default)]
+    pub lowered_names: BTreeMap<String, String>,
     /// Milliseconds NVRTC took when this entry was compiled.
     pub compile_ms: f64,
     #[serde(skip)]
@@ -184,9 +197,36 @@ pub struct Compiled {
 }
 
 impl Compiled {
-    /// Per-kernel resources according to ptxas (no device needed).
+    /// Per-kernel resources according to ptxas (no device needed). ptxas names a template
+    /// instance by its mangled symbol; those are reported under the entry that named it.
     pub fn ptxas_resources(&self) -> Vec<KernelResources> {
-        ptxas::parse_resources(&self.log)
+        let entries: BTreeMap<&str, &str> = self
+            .lowered_names
+            .iter()
+            .map(|(entry, symbol)| (symbol.as_str(), entry.as_str()))
+            .collect();
+        let mut r = ptxas::parse_resources(&self.log);
+        for k in &mut r {
+            if let Some(entry) = entries.get(k.kernel.as_str()) {
+                k.kernel = entry.to_string();
+            }
+        }
+        r
+    }
+}
+
+/// The module symbol of `entry`: a template instance's lowered name from `lowered`, else the
+/// entry itself (an `extern "C"` name or an already mangled one).
+pub fn symbol<'a>(
+    lowered: &'a BTreeMap<String, String>,
+    entry: &'a str,
+) -> Result<&'a str, CudaError> {
+    match lowered.get(entry) {
+        Some(s) => Ok(s),
+        None if klab_core::text::template_name(entry).is_some() => Err(CudaError::Nvrtc(format!(
+            "{entry} is a template instance that was not named when the module was compiled, so it has no symbol (klab names every template entry of the manifest; a precompiled module needs the mangled name)"
+        ))),
+        None => Ok(entry),
     }
 }
 
@@ -257,6 +297,7 @@ pub fn cache_key(
             .map(|d| d.sha256.as_str())
             .collect::<Vec<_>>()
             .join("\u{1f}"),
+        &spec.name_expressions.join("\u{1f}"),
         nvrtc_version,
     ] {
         text.push_str(part);
@@ -375,8 +416,25 @@ fn compile_uncached(
     let name = CString::new(spec.program.as_bytes())
         .map_err(|_| CudaError::Nvrtc("program name contains a NUL byte".into()))?;
     let options = spec.options(toolkit);
+    let expressions = spec
+        .name_expressions
+        .iter()
+        .map(|e| {
+            CString::new(e.as_bytes())
+                .map_err(|_| CudaError::Nvrtc(format!("name expression {e:?} contains a NUL byte")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let prog = result::create_program(&src, Some(&name))
         .map_err(|e| nvrtc_err("nvrtcCreateProgram", e))?;
+    for (text, e) in spec.name_expressions.iter().zip(&expressions) {
+        // SAFETY: prog is live; e is a NUL-terminated string NVRTC copies.
+        let r = unsafe { sys::nvrtcAddNameExpression(prog, e.as_ptr()) };
+        if r != sys::nvrtcResult::NVRTC_SUCCESS {
+            // SAFETY: prog is live and not used after this.
+            let _ = unsafe { result::destroy_program(prog) };
+            return Err(nvrtc_err(&format!("nvrtcAddNameExpression({text})"), r));
+        }
+    }
     let started = Instant::now();
     // SAFETY: prog is a live program; options are plain strings.
     let compiled = unsafe { result::compile_program(prog, &options) };
@@ -411,9 +469,28 @@ fn compile_uncached(
         }
         Ok(buf)
     });
+    let lowered = cubin.as_ref().ok().map(|_| {
+        let mut lowered = BTreeMap::new();
+        for (text, e) in spec.name_expressions.iter().zip(&expressions) {
+            let mut out: *const std::ffi::c_char = std::ptr::null();
+            // SAFETY: prog compiled with e added; NVRTC writes a pointer to a string it owns
+            // until the program is destroyed, copied out below before that.
+            let r = unsafe { sys::nvrtcGetLoweredName(prog, e.as_ptr(), &mut out) };
+            if r != sys::nvrtcResult::NVRTC_SUCCESS || out.is_null() {
+                return Err(nvrtc_err(&format!("nvrtcGetLoweredName({text})"), r));
+            }
+            // SAFETY: non-null, NUL-terminated, alive until destroy_program.
+            let symbol = unsafe { CStr::from_ptr(out) }
+                .to_string_lossy()
+                .into_owned();
+            lowered.insert(text.clone(), symbol);
+        }
+        Ok(lowered)
+    });
     // SAFETY: prog is live and not used after this.
     let _ = unsafe { result::destroy_program(prog) };
     let cubin = cubin?;
+    let lowered_names = lowered.transpose()?.unwrap_or_default();
     Ok(Compiled {
         program: spec.program.clone(),
         arch: spec.arch.clone(),
@@ -423,6 +500,7 @@ fn compile_uncached(
         toolkit_include: toolkit.map(|d| d.display().to_string()),
         key,
         log,
+        lowered_names,
         compile_ms,
         cubin,
         from_cache: false,
@@ -453,6 +531,7 @@ mod tests {
             toolkit_include: None,
             key: cache_key(&s, None, "13.0"),
             log: "ptxas info".into(),
+            lowered_names: BTreeMap::from([("k<int>".into(), "_Z1kIiEvv".into())]),
             compile_ms: 1.5,
             cubin: vec![1, 2, 3, 10, 0, 255],
             from_cache: false,
@@ -500,6 +579,37 @@ mod tests {
         assert_ne!(key(&with), with_key, "an edited header recompiles");
         with.include_dirs = vec![inc("/n/inc", "aa")];
         assert_ne!(key(&with), with_key);
+
+        // Naming a template instance instantiates it: a different module.
+        let mut s = spec();
+        s.name_expressions = vec!["k<int>".into()];
+        assert_ne!(key(&s), base);
+    }
+
+    #[test]
+    fn template_instances_are_known_by_their_entry() {
+        let mut c = compiled();
+        c.log = "ptxas info    : Compiling entry function '_Z1kIiEvv' for 'sm_90'\n\
+ptxas info    : Used 8 registers, used 0 barriers, 128 bytes smem\n\
+ptxas info    : Compiling entry function 'plain' for 'sm_90'\n\
+ptxas info    : Used 4 registers, used 0 barriers\n"
+            .into();
+        let r = c.ptxas_resources();
+        assert_eq!(
+            r.iter()
+                .map(|k| (k.kernel.as_str(), k.registers, k.static_shared_bytes))
+                .collect::<Vec<_>>(),
+            [("k<int>", 8, 128), ("plain", 4, 0)]
+        );
+        assert_eq!(symbol(&c.lowered_names, "k<int>").unwrap(), "_Z1kIiEvv");
+        assert_eq!(symbol(&c.lowered_names, "plain").unwrap(), "plain");
+        let e = symbol(&c.lowered_names, "k<float>")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("k<float> is a template instance that was not named"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -572,6 +682,10 @@ mod tests {
         assert_eq!(back.cubin, c.cubin);
         assert!(back.from_cache);
         assert_eq!(back.log, c.log);
+        assert_eq!(
+            back.lowered_names, c.lowered_names,
+            "a cache hit knows the symbols"
+        );
 
         let mut flipped = bytes.clone();
         *flipped.last_mut().unwrap() ^= 1;

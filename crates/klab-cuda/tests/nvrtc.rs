@@ -292,3 +292,71 @@ extern "C" __global__ void k(float* o, const float* i, int n) {
     assert_ne!(edited.key, first.key);
     assert_eq!(shared(&edited), 64 * 4, "{}", edited.log);
 }
+
+/// A template kernel named by its instance: NVRTC instantiates it, lowers the name to the
+/// mangled symbol (kept through a cache hit), and ptxas's resources are reported under the
+/// entry.
+#[test]
+fn a_template_instance_compiles_by_name_and_its_resources_are_reported() {
+    if !nvrtc_or_skip("a_template_instance_compiles_by_name_and_its_resources_are_reported") {
+        return;
+    }
+    let source = r#"template <typename T, int B>
+__global__ void scale(T* out, const T* in, int n) {
+    __shared__ T tile[B];
+    int i = blockIdx.x * B + threadIdx.x;
+    tile[threadIdx.x] = i < n ? in[i] : T(0);
+    __syncthreads();
+    if (i < n) out[i] = tile[threadIdx.x] * T(2);
+}
+"#;
+    let kernel = |name: &str, entry: &str| {
+        format!("[[kernel]]\nname = \"{name}\"\nentry = \"{entry}\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [128]\nelements_per_block = [128, 1]\n")
+    };
+    let manifest = klab_core::manifest::parse(
+        "m.toml",
+        &format!(
+            "source = \"scale.cu\"\n{}{}",
+            kernel("f128", "scale<float, 128>"),
+            kernel("d64", "scale<double, 64>")
+        ),
+        klab_core::manifest::Files::Given(&|_| Ok(("scale.cu".into(), source.into()))),
+    )
+    .unwrap();
+    let spec = CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH);
+    assert_eq!(
+        spec.name_expressions,
+        ["scale<float, 128>", "scale<double, 64>"]
+    );
+    let t = tempfile::tempdir().unwrap();
+    let cache = Cache::at(t.path());
+    let c = nvrtc::compile(&spec, &cache).unwrap();
+    let f128 = &c.lowered_names["scale<float, 128>"];
+    let d64 = &c.lowered_names["scale<double, 64>"];
+    assert!(f128.starts_with("_Z5scaleIfLi128EE"), "{f128}");
+    assert!(d64.starts_with("_Z5scaleIdLi64EE"), "{d64}");
+    assert_eq!(
+        nvrtc::symbol(&c.lowered_names, "scale<float, 128>").unwrap(),
+        f128
+    );
+    let r = c.ptxas_resources();
+    let shared = |entry: &str| {
+        r.iter()
+            .find(|k| k.kernel == entry)
+            .unwrap_or_else(|| panic!("{entry} not in {r:?}; NVRTC log:\n{}", c.log))
+            .static_shared_bytes
+    };
+    assert_eq!(shared("scale<float, 128>"), 128 * 4);
+    assert_eq!(shared("scale<double, 64>"), 64 * 8);
+    let hit = nvrtc::compile(&spec, &cache).unwrap();
+    assert!(hit.from_cache);
+    assert_eq!(hit.lowered_names, c.lowered_names);
+
+    // An instance the template cannot make is NVRTC's compile error, with its log.
+    let mut bad = spec.clone();
+    bad.name_expressions = vec!["scale<float>".into()];
+    match nvrtc::compile(&bad, &Cache::disabled()) {
+        Err(CudaError::Compile { log, .. }) => assert!(log.contains("scale"), "{log}"),
+        other => panic!("expected a compile error, got {other:?}"),
+    }
+}
