@@ -1,7 +1,8 @@
 //! Kernel manifests: how a kernel is declared, built-in or brought by a user, in TOML.
 //!
 //! ```toml
-//! source = "transpose.cu"          # relative to the manifest
+//! source = "transpose.cu"          # relative to the manifest: CUDA C++ (.cu, .cuh), or a
+//!                                  # precompiled module (.cubin, .ptx, .fatbin)
 //! include_dirs = ["inc"]           # optional: -I folders, relative to the manifest
 //! [[kernel]]
 //! name = "padded"
@@ -27,6 +28,11 @@
 //! A manifest read from disk ([`load`], [`Files::Dir`]) may name include folders; each is
 //! read into an [`IncludeDir`] (its files' digest, which the compile cache keys on).
 //! Built-ins are given from memory ([`Files::Given`]) and take none.
+//!
+//! The source is read as bytes and becomes a [`Source`] by its extension: CUDA C++ text,
+//! which NVRTC compiles, or a precompiled [`ModuleKind`], which the driver loads as it is (so
+//! it takes no NVRTC `options`, no `include_dirs` and no template entries, and has no source
+//! text to show).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -226,6 +232,129 @@ impl KernelDecl {
     }
 }
 
+/// What a precompiled module is, by its file's extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModuleKind {
+    /// `.cubin`: machine code for one architecture.
+    Cubin,
+    /// `.ptx`: virtual-ISA text the driver compiles for the device when it loads it.
+    Ptx,
+    /// `.fatbin`: a bundle of cubins and PTX; the driver picks what fits the device.
+    Fatbin,
+}
+
+impl ModuleKind {
+    pub const ALL: [ModuleKind; 3] = [ModuleKind::Cubin, ModuleKind::Ptx, ModuleKind::Fatbin];
+
+    /// The file extension, without the dot.
+    pub fn extension(self) -> &'static str {
+        match self {
+            ModuleKind::Cubin => "cubin",
+            ModuleKind::Ptx => "ptx",
+            ModuleKind::Fatbin => "fatbin",
+        }
+    }
+
+    /// As prose names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModuleKind::Cubin => "cubin",
+            ModuleKind::Ptx => "PTX",
+            ModuleKind::Fatbin => "fatbin",
+        }
+    }
+}
+
+/// Extensions read as CUDA C++ source.
+pub const CUDA_EXTENSIONS: [&str; 2] = ["cu", "cuh"];
+
+/// A manifest's source as klab holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// CUDA C++ that NVRTC compiles.
+    Cuda { text: String },
+    /// A compiled module the driver loads as it is.
+    Module { kind: ModuleKind, bytes: Vec<u8> },
+}
+
+impl Source {
+    /// The file's bytes, as read.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Source::Cuda { text } => text.as_bytes(),
+            Source::Module { bytes, .. } => bytes,
+        }
+    }
+
+    /// SHA-256 of the file's bytes: what receipts bind.
+    pub fn sha256(&self) -> String {
+        crate::artifact::sha256_hex(self.bytes())
+    }
+
+    /// The CUDA C++ text, or `None` for a precompiled module.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Source::Cuda { text } => Some(text),
+            Source::Module { .. } => None,
+        }
+    }
+
+    /// The module kind, or `None` for CUDA C++.
+    pub fn module_kind(&self) -> Option<ModuleKind> {
+        match self {
+            Source::Cuda { .. } => None,
+            Source::Module { kind, .. } => Some(*kind),
+        }
+    }
+
+    /// What it is, for messages: `CUDA C++` or `a precompiled cubin`.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Cuda { .. } => "CUDA C++".into(),
+            Source::Module { kind, .. } => format!("a precompiled {}", kind.name()),
+        }
+    }
+
+    /// The source named `name`, from its bytes: what it is follows from its extension.
+    fn from_file(name: &str, bytes: Vec<u8>) -> Result<Source, String> {
+        let ext = Path::new(name)
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("");
+        if let Some(kind) = ModuleKind::ALL.into_iter().find(|k| k.extension() == ext) {
+            return Ok(Source::Module { kind, bytes });
+        }
+        if !CUDA_EXTENSIONS.contains(&ext) {
+            return Err(format!(
+                "'{name}' is neither CUDA C++ ({}) nor a precompiled module ({}), by its extension",
+                CUDA_EXTENSIONS.map(|e| format!(".{e}")).join(", "),
+                ModuleKind::ALL
+                    .map(|k| format!(".{}", k.extension()))
+                    .join(", ")
+            ));
+        }
+        String::from_utf8(bytes)
+            .map(|text| Source::Cuda { text })
+            .map_err(|e| format!("'{name}' is not UTF-8 text ({e})"))
+    }
+
+    /// Whether `symbol` is visibly in the source: in CUDA text or a cubin or PTX. A fatbin
+    /// may be compressed, so nothing can be said of it and it always answers yes.
+    fn mentions(&self, symbol: &str) -> bool {
+        match self {
+            Source::Cuda { text } => text.contains(symbol),
+            Source::Module {
+                kind: ModuleKind::Fatbin,
+                ..
+            } => true,
+            Source::Module { bytes, .. } => bytes
+                .windows(symbol.len().max(1))
+                .any(|w| w == symbol.as_bytes()),
+        }
+    }
+}
+
 /// A manifest: one source file and the kernels it declares.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Manifest {
@@ -233,10 +362,10 @@ pub struct Manifest {
     pub origin: String,
     /// The source's path as reports should name it (repository-relative for built-ins).
     pub source_path: String,
-    /// NVRTC program name (the source's file name).
+    /// NVRTC program name (the source's file name); a precompiled module's file name.
     pub program: String,
     #[serde(skip)]
-    pub source: String,
+    pub source: Source,
     /// `include_dirs`, resolved against the manifest's folder, in the order given.
     pub include_dirs: Vec<IncludeDir>,
     pub kernels: Vec<KernelDecl>,
@@ -304,8 +433,8 @@ struct RawKernel {
     prediction: Option<String>,
 }
 
-/// Loads the source a manifest names: (path as reports name it, text), or why not.
-pub type SourceLoader<'a> = dyn Fn(&str) -> Result<(String, String), String> + 'a;
+/// Loads the source a manifest names: (path as reports name it, bytes), or why not.
+pub type SourceLoader<'a> = dyn Fn(&str) -> Result<(String, Vec<u8>), String> + 'a;
 
 /// Where the files a manifest names are found.
 pub enum Files<'a> {
@@ -316,11 +445,11 @@ pub enum Files<'a> {
 }
 
 impl Files<'_> {
-    fn source(&self, name: &str) -> Result<(String, String), String> {
+    fn source(&self, name: &str) -> Result<(String, Vec<u8>), String> {
         match self {
             Files::Dir(dir) => {
                 let p = dir.join(name);
-                std::fs::read_to_string(&p)
+                std::fs::read(&p)
                     .map(|s| (p.display().to_string(), s))
                     .map_err(|e| format!("cannot read {}: {e}", p.display()))
             }
@@ -357,9 +486,22 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
     if raw.kernels.is_empty() {
         return Err(err("kernel".into(), "no [[kernel]] entries".into()));
     }
-    let (source_path, source) = files
+    // The extension decides what the file is, before it is read.
+    Source::from_file(&raw.source, Vec::new()).map_err(|p| err("source".into(), p))?;
+    let (source_path, bytes) = files
         .source(&raw.source)
         .map_err(|p| err("source".into(), p))?;
+    let source = Source::from_file(&raw.source, bytes).map_err(|p| err("source".into(), p))?;
+    if !raw.include_dirs.is_empty() && source.module_kind().is_some() {
+        return Err(err(
+            "include_dirs".into(),
+            format!(
+                "{} is {}: it is not compiled, so include folders do not apply",
+                raw.source,
+                source.describe()
+            ),
+        ));
+    }
     let include_dirs = raw
         .include_dirs
         .iter()
@@ -412,10 +554,30 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
                 ),
             ));
         }
+        if template.is_some() && source.module_kind().is_some() {
+            return Err(err(
+                f("entry"),
+                format!(
+                    "{} is {}: it has no template to instantiate; give the instance's symbol (its mangled name, which cuobjdump -symbols lists)",
+                    raw.source,
+                    source.describe()
+                ),
+            ));
+        }
+        if !k.options.is_empty() && source.module_kind().is_some() {
+            return Err(err(
+                f("options"),
+                format!(
+                    "{} is {}: it is not compiled, so NVRTC options do not apply",
+                    raw.source,
+                    source.describe()
+                ),
+            ));
+        }
         let named = template
             .and_then(|t| t.rsplit("::").next())
             .unwrap_or(&k.entry);
-        if library.is_none() && !source.contains(named) {
+        if library.is_none() && !source.mentions(named) {
             return Err(err(
                 f("entry"),
                 format!("'{named}' does not appear in {}", raw.source),
@@ -922,6 +1084,112 @@ mod tests {
             assert_eq!(e.field, "kernel[0].entry", "{e}");
             assert!(e.problem.contains(needle), "{junk}: {e}");
         }
+    }
+
+    /// A manifest over `file`, whose bytes are `bytes`, with `OK`'s kernel edited by `edit`.
+    fn over(file: &str, bytes: &[u8], edit: &str) -> Result<Manifest, ManifestError> {
+        let bytes = bytes.to_vec();
+        parse(
+            "m.toml",
+            &format!("source = \"{file}\"\n{edit}[[kernel]]\n{OK}"),
+            Files::Given(&|name| Ok((format!("dir/{name}"), bytes.clone()))),
+        )
+    }
+
+    #[test]
+    fn precompiled_modules_are_read_as_bytes_by_their_extension() {
+        // Not UTF-8, as a cubin is not: the bytes are kept exactly, their hash is stable.
+        let elf = b"\x7fELF\x02\x01\x01\0\xff\xfe.text.k\0k\0";
+        for kind in ModuleKind::ALL {
+            let file = format!("k.{}", kind.extension());
+            let m = over(&file, elf, "").unwrap();
+            assert_eq!(
+                m.source,
+                Source::Module {
+                    kind,
+                    bytes: elf.to_vec()
+                }
+            );
+            assert_eq!(m.source.bytes(), elf);
+            assert_eq!(m.source.text(), None);
+            assert_eq!(m.source.sha256(), crate::artifact::sha256_hex(elf));
+            assert_eq!(
+                over(&file, elf, "").unwrap().source.sha256(),
+                m.source.sha256()
+            );
+            assert_eq!(
+                (m.program.as_str(), m.source_path.as_str()),
+                (file.as_str(), &*format!("dir/{file}"))
+            );
+        }
+        // CUDA C++ is text, hashed as the text's bytes (as receipts always bound it).
+        let m = parse_one(OK).unwrap();
+        assert_eq!(m.source.text(), Some(SRC));
+        assert_eq!(
+            m.source.sha256(),
+            crate::artifact::sha256_hex(SRC.as_bytes())
+        );
+        assert!(over("k.cuh", SRC.as_bytes(), "").is_ok());
+    }
+
+    #[test]
+    fn a_source_klab_cannot_read_or_a_module_with_compile_settings_is_named() {
+        let elf = b"\x7fELF\0k\0";
+        let bad = |file: &str, bytes: &[u8], edit: &str, field: &str, needle: &str| {
+            let e = over(file, bytes, edit).unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+            assert!(e.problem.contains(needle), "{e}");
+            assert!(!e.to_string().contains('\n'), "{e}");
+        };
+        bad(
+            "k.o",
+            elf,
+            "",
+            "source",
+            "'k.o' is neither CUDA C++ (.cu, .cuh) nor a precompiled module (.cubin, .ptx, .fatbin)",
+        );
+        bad("kernel", elf, "", "source", "is neither CUDA C++");
+        bad(
+            "k.cu",
+            b"\xff\xfe k",
+            "",
+            "source",
+            "'k.cu' is not UTF-8 text",
+        );
+        bad(
+            "k.cubin",
+            b"\x7fELF\0other\0",
+            "",
+            "kernel[0].entry",
+            "'k' does not appear in k.cubin",
+        );
+        bad(
+            "k.ptx",
+            b".visible .entry k(",
+            "include_dirs = [\"inc\"]\n",
+            "include_dirs",
+            "k.ptx is a precompiled PTX: it is not compiled, so include folders do not apply",
+        );
+        let with_options = OK.replace("name = \"k\"", "name = \"k\"\noptions = [\"-DX\"]");
+        let e = parse(
+            "m.toml",
+            &format!("source = \"k.cubin\"\n[[kernel]]\n{with_options}"),
+            Files::Given(&|_| Ok(("k.cubin".into(), elf.to_vec()))),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "kernel[0].options", "{e}");
+        assert!(e.problem.contains("NVRTC options do not apply"), "{e}");
+        let template = OK.replace("entry = \"k\"", "entry = \"k<float>\"");
+        let e = parse(
+            "m.toml",
+            &format!("source = \"k.cubin\"\n[[kernel]]\n{template}"),
+            Files::Given(&|_| Ok(("k.cubin".into(), elf.to_vec()))),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "kernel[0].entry", "{e}");
+        assert!(e.problem.contains("give the instance's symbol"), "{e}");
+        // A fatbin may be compressed: its entries cannot be looked for, so none is refused.
+        assert!(over("k.fatbin", b"\x50\xed\x55\xba", "").is_ok());
     }
 
     #[test]

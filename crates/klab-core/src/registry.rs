@@ -224,7 +224,7 @@ impl Registry {
                 manifest: manifest::parse(
                     &format!("builtin:{name}"),
                     text,
-                    manifest::Files::Given(&|_| Ok((path.to_string(), source.to_string()))),
+                    manifest::Files::Given(&|_| Ok((path.to_string(), source.as_bytes().to_vec()))),
                 )
                 .expect("built-in manifests parse"),
             })

@@ -91,14 +91,23 @@ impl CompileSpec {
     }
 
     /// `manifest`'s source as `decl` needs it compiled: with the kernel's options, the
-    /// manifest's include folders and every template instance the manifest names.
-    pub fn for_kernel(manifest: &Manifest, decl: &KernelDecl, arch: &str) -> CompileSpec {
-        CompileSpec {
+    /// manifest's include folders and every template instance the manifest names. A
+    /// precompiled module has no source to compile: [`CudaError::NoSource`].
+    pub fn for_kernel(
+        manifest: &Manifest,
+        decl: &KernelDecl,
+        arch: &str,
+    ) -> Result<CompileSpec, CudaError> {
+        let text = manifest.source.text().ok_or_else(|| CudaError::NoSource {
+            program: manifest.program.clone(),
+            what: manifest.source.describe(),
+        })?;
+        Ok(CompileSpec {
             extra_options: decl.options.clone(),
             include_dirs: manifest.include_dirs.clone(),
             name_expressions: manifest.name_expressions(),
-            ..CompileSpec::new(&manifest.program, &manifest.source, arch)
-        }
+            ..CompileSpec::new(&manifest.program, text, arch)
+        })
     }
 
     /// Every option NVRTC is given: the architecture, [`BASE_OPTIONS`], the spec's own, `-I`
@@ -197,6 +206,14 @@ pub struct Compiled {
 }
 
 impl Compiled {
+    /// For messages: `the module compiled from k.cu for sm_90`.
+    pub fn describe(&self) -> String {
+        format!(
+            "the module compiled from {} for {}",
+            self.program, self.arch
+        )
+    }
+
     /// Per-kernel resources according to ptxas (no device needed). ptxas names a template
     /// instance by its mangled symbol; those are reported under the entry that named it.
     pub fn ptxas_resources(&self) -> Vec<KernelResources> {

@@ -272,7 +272,8 @@ extern "C" __global__ void k(float* o, const float* i, int n) {
     let cache = Cache::at(t.path().join("cache"));
     let build = || {
         let manifest = klab_core::manifest::load(&m).unwrap();
-        let spec = CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH);
+        let spec =
+            CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH).unwrap();
         nvrtc::compile(&spec, &cache).unwrap()
     };
     let shared = |c: &nvrtc::Compiled| c.ptxas_resources()[0].static_shared_bytes;
@@ -323,7 +324,8 @@ __global__ void scale(T* out, const T* in, int n) {
         klab_core::manifest::Files::Given(&|_| Ok(("scale.cu".into(), source.into()))),
     )
     .unwrap();
-    let spec = CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH);
+    let spec =
+        CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH).unwrap();
     assert_eq!(
         spec.name_expressions,
         ["scale<float, 128>", "scale<double, 64>"]
@@ -358,5 +360,93 @@ __global__ void scale(T* out, const T* in, int n) {
     match nvrtc::compile(&bad, &Cache::disabled()) {
         Err(CudaError::Compile { log, .. }) => assert!(log.contains("scale"), "{log}"),
         other => panic!("expected a compile error, got {other:?}"),
+    }
+}
+
+/// A cubin and a PTX made by NVRTC, brought as a user's precompiled modules: the manifest
+/// keeps their bytes, the module for the driver is them (PTX NUL-terminated), nothing asks
+/// NVRTC to compile them, and the first thing that needs a driver says there is none.
+#[test]
+fn precompiled_cubin_and_ptx_become_modules_without_compiling_and_stop_at_the_driver() {
+    use klab_core::manifest::{ModuleKind, Source};
+    use klab_cuda::module::{self, Module};
+    let test = "precompiled_cubin_and_ptx_become_modules_without_compiling_and_stop_at_the_driver";
+    if !nvrtc_or_skip(test) {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let cubin = nvrtc::compile(&transpose_spec(), &Cache::disabled())
+        .unwrap()
+        .cubin;
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(
+        builtin::TRANSPOSE_SOURCE,
+        cudarc::nvrtc::CompileOptions {
+            arch: Some("compute_80"),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .to_src();
+    assert!(ptx.contains(".entry transpose_padded"), "{ptx}");
+    std::fs::write(t.path().join("t.cubin"), &cubin).unwrap();
+    std::fs::write(t.path().join("t.ptx"), &ptx).unwrap();
+    // The cache would be written by a compile; none may happen.
+    let cache_dir = t.path().join("cache");
+    for (file, kind, bytes) in [
+        ("t.cubin", ModuleKind::Cubin, cubin.clone()),
+        ("t.ptx", ModuleKind::Ptx, ptx.clone().into_bytes()),
+    ] {
+        let m = t.path().join(format!("{file}.toml"));
+        std::fs::write(
+            &m,
+            format!("source = \"{file}\"\n[[kernel]]\nname = \"padded\"\nentry = \"transpose_padded\"\noperation = \"transpose\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32, 8, 1]\nelements_per_block = [32, 32]\n"),
+        )
+        .unwrap();
+        let manifest = klab_core::manifest::load(&m).unwrap();
+        assert_eq!(
+            manifest.source,
+            Source::Module {
+                kind,
+                bytes: bytes.clone()
+            }
+        );
+        assert_eq!(
+            manifest.source.sha256(),
+            klab_core::artifact::sha256_hex(&bytes)
+        );
+        let decl = &manifest.kernels[0];
+        match CompileSpec::for_kernel(&manifest, decl, nvrtc::DEFAULT_ARCH) {
+            Err(e @ CudaError::NoSource { .. }) => {
+                assert!(e.to_string().contains("has no CUDA source"), "{e}")
+            }
+            other => panic!("{file}: expected NoSource, got {other:?}"),
+        }
+        let built =
+            module::build(&manifest, decl, nvrtc::DEFAULT_ARCH, &Cache::at(&cache_dir)).unwrap();
+        let Module::Precompiled(p) = &built else {
+            panic!("{file} was compiled");
+        };
+        assert_eq!(p.kind, kind);
+        match kind {
+            ModuleKind::Ptx => {
+                assert_eq!(&p.image[..bytes.len()], &bytes[..]);
+                assert_eq!(p.image[bytes.len()..], [0], "PTX ends in one NUL");
+            }
+            _ => assert_eq!(p.image, bytes),
+        }
+        assert!(built.flags().is_empty(), "{:?}", built.flags());
+        assert!(
+            built
+                .compiler()
+                .starts_with(&format!("precompiled {}", kind.name())),
+            "{}",
+            built.compiler()
+        );
+    }
+    assert!(!cache_dir.exists(), "nothing was compiled");
+    if !probe::driver_present() {
+        let e = klab_cuda::device::Device::open(0).err().unwrap();
+        assert!(matches!(e, CudaError::NoDriver), "{e}");
+        assert!(e.to_string().starts_with("no CUDA driver"), "{e}");
     }
 }
