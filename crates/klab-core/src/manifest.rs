@@ -316,27 +316,36 @@ impl Source {
         }
     }
 
-    /// The source named `name`, from its bytes: what it is follows from its extension.
-    fn from_file(name: &str, bytes: Vec<u8>) -> Result<Source, String> {
+    /// What the file `name` holds, by its extension: `None` for CUDA C++, else the module
+    /// kind; `Err` for an extension klab does not know.
+    fn kind_of(name: &str) -> Result<Option<ModuleKind>, String> {
         let ext = Path::new(name)
             .extension()
             .and_then(|e| e.to_str())
             .unwrap_or("");
         if let Some(kind) = ModuleKind::ALL.into_iter().find(|k| k.extension() == ext) {
-            return Ok(Source::Module { kind, bytes });
+            return Ok(Some(kind));
         }
-        if !CUDA_EXTENSIONS.contains(&ext) {
-            return Err(format!(
-                "'{name}' is neither CUDA C++ ({}) nor a precompiled module ({}), by its extension",
-                CUDA_EXTENSIONS.map(|e| format!(".{e}")).join(", "),
-                ModuleKind::ALL
-                    .map(|k| format!(".{}", k.extension()))
-                    .join(", ")
-            ));
+        if CUDA_EXTENSIONS.contains(&ext) {
+            return Ok(None);
         }
-        String::from_utf8(bytes)
-            .map(|text| Source::Cuda { text })
-            .map_err(|e| format!("'{name}' is not UTF-8 text ({e})"))
+        Err(format!(
+            "'{name}' is neither CUDA C++ ({}) nor a precompiled module ({}), by its extension",
+            CUDA_EXTENSIONS.map(|e| format!(".{e}")).join(", "),
+            ModuleKind::ALL
+                .map(|k| format!(".{}", k.extension()))
+                .join(", ")
+        ))
+    }
+
+    /// The source named `name`, of the kind [`Source::kind_of`] gave, from its bytes.
+    fn from_file(name: &str, kind: Option<ModuleKind>, bytes: Vec<u8>) -> Result<Source, String> {
+        match kind {
+            Some(kind) => Ok(Source::Module { kind, bytes }),
+            None => String::from_utf8(bytes)
+                .map(|text| Source::Cuda { text })
+                .map_err(|e| format!("'{name}' is not UTF-8 text ({e})")),
+        }
     }
 
     /// Whether `symbol` is visibly in the source: in CUDA text or a cubin or PTX. A fatbin
@@ -487,11 +496,12 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
         return Err(err("kernel".into(), "no [[kernel]] entries".into()));
     }
     // The extension decides what the file is, before it is read.
-    Source::from_file(&raw.source, Vec::new()).map_err(|p| err("source".into(), p))?;
+    let kind = Source::kind_of(&raw.source).map_err(|p| err("source".into(), p))?;
     let (source_path, bytes) = files
         .source(&raw.source)
         .map_err(|p| err("source".into(), p))?;
-    let source = Source::from_file(&raw.source, bytes).map_err(|p| err("source".into(), p))?;
+    let source =
+        Source::from_file(&raw.source, kind, bytes).map_err(|p| err("source".into(), p))?;
     if !raw.include_dirs.is_empty() && source.module_kind().is_some() {
         return Err(err(
             "include_dirs".into(),
