@@ -331,6 +331,20 @@ fn check_rejects_unknown_kernels_and_bad_manifests_with_one_line() {
         "kernel[0].params[2]: 'n' must be i32",
     );
     assert_arg_error(&["bench", manifest.to_str().unwrap()], "must be i32");
+    let text = fs::read_to_string(&manifest).unwrap();
+    fs::write(
+        &manifest,
+        text.replace(
+            "source = \"k.cu\"",
+            "source = \"k.cu\"\ninclude_dirs = [\"inc\"]",
+        )
+        .replace("n:f32", "n:i32"),
+    )
+    .unwrap();
+    assert_arg_error(
+        &["check", manifest.to_str().unwrap()],
+        "mine.toml: include_dirs[0]: no folder ",
+    );
     assert_arg_error(
         &["check", dir.path().join("none.toml").to_str().unwrap()],
         "none.toml: file:",
@@ -444,4 +458,46 @@ fn device_is_one_global_option_before_or_after_the_command() {
         assert!(!err.contains("unexpected argument"), "{argv:?}: {err}");
     }
     assert_arg_error(&["--device", "x", "env"], "invalid value 'x' for '--device");
+}
+
+/// Precompiled modules (a cubin and a PTX NVRTC made) and a template entry are taken by
+/// check and bench up to the point where a driver is needed, which then stops them in one
+/// line.
+#[test]
+fn precompiled_modules_and_template_entries_stop_only_at_the_missing_driver() {
+    let test = "precompiled_modules_and_template_entries_stop_only_at_the_missing_driver";
+    if klab_cuda::probe::driver_present() {
+        eprintln!("SKIPPED {test}: this machine has a CUDA driver");
+        return;
+    }
+    if !common::nvrtc_or_skip(test) {
+        return;
+    }
+    let dir = common::precompiled_transposes(klab_cuda::nvrtc::DEFAULT_ARCH);
+    fs::write(
+        dir.path().join("scale.cu"),
+        "template <int B> __global__ void scale(float* o, const float* i, int n) {}\n",
+    )
+    .unwrap();
+    fs::write(
+        dir.path().join("template.toml"),
+        "source = \"scale.cu\"\n[[kernel]]\nname = \"scale128\"\nentry = \"scale<128>\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [128]\nelements_per_block = [128, 1]\n",
+    )
+    .unwrap();
+    for (cmd, manifest) in [
+        ("check", "cubin.toml"),
+        ("check", "ptx.toml"),
+        ("bench", "cubin.toml"),
+        ("check", "template.toml"),
+    ] {
+        let m = dir.path().join(manifest);
+        let o = run(&[cmd, m.to_str().unwrap()]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{cmd} {manifest}: {err}");
+        assert_eq!(err.lines().count(), 1, "{cmd} {manifest}: {err}");
+        assert!(
+            err.starts_with("error: no CUDA driver"),
+            "{cmd} {manifest}: {err}"
+        );
+    }
 }

@@ -113,12 +113,8 @@ fn the_example_compiles_with_nvrtc() {
     }
     let dir = example().parent().unwrap().to_path_buf();
     let source = std::fs::read_to_string(dir.join("layernorm.cu")).unwrap();
-    let spec = klab_cuda::nvrtc::CompileSpec {
-        program: "layernorm.cu".into(),
-        source,
-        arch: klab_cuda::nvrtc::DEFAULT_ARCH.into(),
-        extra_options: vec![],
-    };
+    let spec =
+        klab_cuda::nvrtc::CompileSpec::new("layernorm.cu", &source, klab_cuda::nvrtc::DEFAULT_ARCH);
     let c = klab_cuda::nvrtc::compile(&spec, &klab_cuda::nvrtc::Cache::disabled()).unwrap();
     let names: Vec<String> = c.ptxas_resources().into_iter().map(|r| r.kernel).collect();
     for k in ["layernorm", "layernorm_tail", "layernorm_race"] {

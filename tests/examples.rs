@@ -77,12 +77,12 @@ fn every_example_compiles_with_nvrtc() {
     }
     for p in examples() {
         let m = manifest::load(&p).unwrap();
-        let spec = klab_cuda::nvrtc::CompileSpec {
-            program: m.program.clone(),
-            source: m.source.clone(),
-            arch: klab_cuda::nvrtc::DEFAULT_ARCH.into(),
-            extra_options: vec![],
-        };
+        let spec = klab_cuda::nvrtc::CompileSpec::for_kernel(
+            &m,
+            &m.kernels[0],
+            klab_cuda::nvrtc::DEFAULT_ARCH,
+        )
+        .unwrap();
         let c = klab_cuda::nvrtc::compile(&spec, &klab_cuda::nvrtc::Cache::disabled())
             .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         let names: Vec<String> = c.ptxas_resources().into_iter().map(|r| r.kernel).collect();

@@ -9,7 +9,7 @@ use common::{gpu_or_skip, klab, stdout_of_success};
 use klab_core::backend::{Arg, Backend};
 use klab_core::plan::{self, Dim3, LaunchPlan};
 use klab_core::row::{parse_csv, TransposeRow, CSV_HEADER};
-use klab_core::{builtin, Variant};
+use klab_core::Variant;
 use klab_cuda::device::Device;
 use klab_cuda::gpu::CudaBackend;
 use klab_cuda::nvrtc::{self, Cache, CompileSpec};
@@ -173,12 +173,7 @@ fn too_large_for_device_memory_is_a_one_line_error() {
 
 fn backend() -> CudaBackend {
     let device = Device::open(0).unwrap();
-    let spec = CompileSpec {
-        program: builtin::TRANSPOSE_PROGRAM.into(),
-        source: builtin::TRANSPOSE_SOURCE.into(),
-        arch: device.facts().arch(),
-        extra_options: vec![],
-    };
+    let spec = CompileSpec::transpose_lab(&device.facts().arch());
     let compiled = nvrtc::compile(&spec, &Cache::disabled()).unwrap();
     CudaBackend::new(device, &compiled).unwrap()
 }
@@ -227,12 +222,7 @@ fn driver_attributes_match_the_compiler_report_and_device_facts_are_sane() {
     assert!(f.theoretical_peak_gb_s() > 100.0);
     assert_eq!(f.limits.max_threads_per_block, 1024);
     assert!(f.nvrtc_version.is_some());
-    let spec = CompileSpec {
-        program: builtin::TRANSPOSE_PROGRAM.into(),
-        source: builtin::TRANSPOSE_SOURCE.into(),
-        arch: f.arch(),
-        extra_options: vec![],
-    };
+    let spec = CompileSpec::transpose_lab(&f.arch());
     let compiled = nvrtc::compile(&spec, &Cache::disabled()).unwrap();
     let ptxas = compiled.ptxas_resources();
     let mut b = CudaBackend::new(device, &compiled).unwrap();
@@ -733,4 +723,108 @@ fn mutant_as_user(name: &str) -> (tempfile::TempDir, String) {
     .unwrap();
     let spec = format!("{}:user_{name}", manifest.display());
     (dir, spec)
+}
+
+/// Kernels as users have them, on the device: the transpose lab brought as a precompiled
+/// cubin and PTX (loaded by the driver, the PTX JIT-compiled; resources from the loaded
+/// module) and a template instance named by its entry pass check, are timed by bench with
+/// receipts that bind the module's bytes, and a cubin is clean under memcheck.
+#[test]
+fn precompiled_modules_and_template_entries_check_bench_and_sanitize() {
+    let test = "precompiled_modules_and_template_entries_check_bench_and_sanitize";
+    if !gpu_or_skip(test) {
+        return;
+    }
+    let arch = Device::open(0).unwrap().facts().arch();
+    let dir = common::precompiled_transposes(&arch);
+    std::fs::write(
+        dir.path().join("tcopy.cu"),
+        r#"template <int T, int R>
+__global__ void tcopy(float* out, const float* in, int n) {
+  const int x = blockIdx.x * T + threadIdx.x;
+  const int y = blockIdx.y * T + threadIdx.y;
+  for (int k = 0; k < T; k += R) {
+    if (x < n && y + k < n) out[static_cast<size_t>(y + k) * n + x] = in[static_cast<size_t>(y + k) * n + x];
+  }
+}
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("template.toml"),
+        "source = \"tcopy.cu\"\n[[kernel]]\nname = \"tcopy_32x8\"\nentry = \"tcopy<32, 8>\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32, 8, 1]\nelements_per_block = [32, 32]\n",
+    )
+    .unwrap();
+    let path = |f: &str| dir.path().join(f).display().to_string();
+    let (code, out, err) = run_klab(&[
+        "check",
+        &path("cubin.toml"),
+        &path("ptx.toml"),
+        &path("template.toml"),
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(out.matches("verdict: PASS").count(), 3, "{out}{err}");
+
+    for (manifest, file, compiler) in [
+        ("cubin.toml", Some("t.cubin"), "precompiled cubin"),
+        ("ptx.toml", Some("t.ptx"), "precompiled PTX"),
+        ("template.toml", None, "NVRTC "),
+    ] {
+        let out_dir = dir.path().join(format!("bench-{manifest}"));
+        let (code, out, err) = run_klab(&[
+            "bench",
+            &path(manifest),
+            "--n",
+            "1024",
+            "--samples",
+            "20",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(0), "{manifest}: {out}{err}");
+        let r = klab_core::receipt::Receipt::load(&out_dir.join("receipt.json")).unwrap();
+        r.validate().unwrap();
+        assert!(
+            r.source.compiler.starts_with(compiler),
+            "{manifest}: {}",
+            r.source.compiler
+        );
+        match file {
+            Some(f) => {
+                // The receipt binds the module's bytes; klab compiled nothing, so no flags.
+                let sha = klab_core::artifact::sha256_file(&dir.path().join(f)).unwrap();
+                assert_eq!(r.source.file_sha256, sha, "{manifest}");
+                assert!(r.source.flags.is_empty(), "{:?}", r.source.flags);
+                assert_eq!(r.source.entry, "transpose_padded");
+                // The padded tile's 33 x 32 floats, read from the loaded module.
+                assert!(
+                    err.contains("transpose_padded: ") && err.contains("4224 B static shared"),
+                    "{manifest}: {err}"
+                );
+                assert!(err.contains("[driver]"), "{err}");
+            }
+            None => assert_eq!(r.source.entry, "tcopy<32, 8>"),
+        }
+    }
+
+    let Some(sanitizer) = klab_tools::sanitizer::locate(None) else {
+        if std::env::var("KLAB_REQUIRE_GPU").as_deref() == Ok("1") {
+            panic!("{test}: compute-sanitizer not found");
+        }
+        eprintln!("SKIPPED the sanitize part of {test}: no compute-sanitizer");
+        return;
+    };
+    let (code, out, err) = run_klab(&[
+        "sanitize",
+        &path("cubin.toml"),
+        &path("template.toml"),
+        "--tools",
+        "memcheck",
+        "--sanitizer",
+        sanitizer.to_str().unwrap(),
+        "--out",
+        dir.path().join("sanitize").to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(out.matches(": CLEAN under memcheck").count(), 2, "{out}");
 }

@@ -87,12 +87,12 @@ fn the_guide_example_parses_and_its_reference_computes() {
         return;
     }
     let c = klab_cuda::nvrtc::compile(
-        &klab_cuda::nvrtc::CompileSpec {
-            program: m.program.clone(),
-            source: m.source.clone(),
-            arch: klab_cuda::nvrtc::DEFAULT_ARCH.into(),
-            extra_options: vec![],
-        },
+        &klab_cuda::nvrtc::CompileSpec::for_kernel(
+            &m,
+            &m.kernels[0],
+            klab_cuda::nvrtc::DEFAULT_ARCH,
+        )
+        .unwrap(),
         &klab_cuda::nvrtc::Cache::disabled(),
     )
     .unwrap();

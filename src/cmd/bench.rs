@@ -104,7 +104,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         dir: &dir,
         spec: &spec,
         facts: &facts,
-        compiled: &session.compiled,
+        module: &session.module,
         blocks: timed,
         order: "single kernel, rounds in sequence".into(),
         extra_artifacts: Vec::new(),

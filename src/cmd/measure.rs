@@ -17,8 +17,9 @@ use klab_core::timing::{self, Measurement, Outcome, TimingConfig};
 use klab_core::workload::{AnyWorkload, CheckOutcome, Workload};
 use klab_cuda::device::Device;
 use klab_cuda::gpu::CudaBackend;
+use klab_cuda::module::{self, Module};
 use klab_cuda::nvml::StateReader;
-use klab_cuda::nvrtc::{self, Cache, CompileSpec, Compiled};
+use klab_cuda::nvrtc::Cache;
 
 /// A kernel klab can run: where it is declared ([`KernelRef`], what a child is given) and
 /// its declaration.
@@ -111,7 +112,7 @@ impl Kernel {
     }
 
     /// (program name, source, path as reports name it).
-    pub fn program(&self) -> (&str, &str, &str) {
+    pub fn program(&self) -> (&str, &klab_core::manifest::Source, &str) {
         (
             &self.manifest.program,
             &self.manifest.source,
@@ -163,33 +164,30 @@ impl Kernel {
     }
 }
 
-/// An open device with one compiled program loaded.
+/// An open device with one module loaded (compiled by NVRTC, or precompiled).
 pub struct Session {
     pub backend: CudaBackend,
-    pub compiled: Compiled,
+    pub module: Module,
     pub state: StateReader,
 }
 
 impl Session {
     pub fn open(kernel: &Kernel, ordinal: u32) -> anyhow::Result<Session> {
         let device = Device::open(ordinal)?;
-        klab_cuda::probe::require_nvrtc()?;
-        let (program, source, _) = kernel.program();
-        let spec = CompileSpec {
-            program: program.into(),
-            source: source.into(),
-            arch: device.facts().arch(),
-            extra_options: kernel.decl.options.clone(),
-        };
-        let compiled = nvrtc::compile(&spec, &Cache::from_env())?;
-        for note in &compiled.notes {
+        let module = module::build(
+            &kernel.manifest,
+            &kernel.decl,
+            &device.facts().arch(),
+            &Cache::from_env(),
+        )?;
+        for note in module.notes() {
             eprintln!("klab: {note}");
         }
         let state = StateReader::new(&device.facts().uuid);
-        let backend = CudaBackend::new(device, &compiled)?;
+        let backend = CudaBackend::from_module(device, &module)?;
         Ok(Session {
             backend,
-            compiled,
+            module,
             state,
         })
     }
@@ -317,7 +315,7 @@ pub struct ReceiptInput<'a> {
     pub dir: &'a Path,
     pub spec: &'a BenchSpec,
     pub facts: &'a klab_core::device::DeviceFacts,
-    pub compiled: &'a Compiled,
+    pub module: &'a Module,
     /// (round, position, measurement) for every timed block.
     pub blocks: Vec<(u32, u32, &'a Measurement)>,
     pub order: String,
@@ -333,7 +331,7 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receip
         dir,
         spec,
         facts,
-        compiled,
+        module,
         blocks,
         order,
         extra_artifacts,
@@ -405,11 +403,11 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receip
             repository: git(&["config", "--get", "remote.origin.url"]),
             commit: git(&["rev-parse", "HEAD"]),
             file: path.into(),
-            file_sha256: sha256_hex(source.as_bytes()),
+            file_sha256: source.sha256(),
             entry: info.entry.clone(),
             binary_sha256: sha256_file(&exe).context("hashing the klab binary")?,
-            compiler: format!("NVRTC {}", compiled.nvrtc_version),
-            flags: compiled.options.clone(),
+            compiler: module.compiler(),
+            flags: module.flags().to_vec(),
         },
         baseline_source: None,
         hardware: receipt::Hardware {

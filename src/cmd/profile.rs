@@ -186,7 +186,7 @@ fn one_line(s: &str) -> String {
 /// The address model's prediction, for the built-in transpose variants only: the model
 /// describes their source, not an arbitrary user kernel.
 fn model_prediction(kernel: &Kernel, n: u64) -> Option<VariantPrediction> {
-    if kernel.manifest.source != builtin::TRANSPOSE_SOURCE {
+    if kernel.manifest.source.text() != Some(builtin::TRANSPOSE_SOURCE) {
         return None;
     }
     let v = Variant::ALL

@@ -72,11 +72,12 @@ pub fn run(args: TransposeArgs) -> anyhow::Result<ExitCode> {
     let (mut backend, compiled) = gpu::open_transpose(args.device)?;
     eprintln!("klab transpose: {}", backend.facts().describe());
     eprintln!(
-        "klab transpose: module {} for {} ({}; NVRTC {}, {})",
+        "klab transpose: module {} for {} ({}; NVRTC {}, toolkit headers {}, {})",
         compiled.program,
         compiled.arch,
         compiled.options.join(" "),
         compiled.nvrtc_version,
+        compiled.toolkit_include.as_deref().unwrap_or("not found"),
         if compiled.from_cache {
             "cached"
         } else {

@@ -211,7 +211,7 @@ fn bench(session: &mut Session, regime: Regime, path: Option<&Path>) -> anyhow::
         dir: &dir,
         spec: &spec,
         facts: &session.backend.facts().clone(),
-        compiled: &session.compiled,
+        module: &session.module,
         blocks: vec![(1, 0, m.as_ref())],
         order: "single kernel".into(),
         extra_artifacts: Vec::new(),

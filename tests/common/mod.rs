@@ -43,3 +43,50 @@ pub fn gpu_or_skip(test: &str) -> bool {
         }
     }
 }
+
+/// The transpose lab's source (kernels/transpose.cu) brought as precompiled modules, as a
+/// user with their own build would: `t.cubin` (NVRTC's cubin for `arch`), `t.ptx` (NVRTC's
+/// PTX for compute_80, which the driver JIT-compiles on load), and a manifest over each,
+/// `cubin.toml` (kernel `pre_cubin_padded`) and `ptx.toml` (`pre_ptx_padded`), both the
+/// padded transpose. Needs NVRTC (`klab_cuda::probe::nvrtc_present`).
+pub fn precompiled_transposes(arch: &str) -> tempfile::TempDir {
+    use klab_cuda::nvrtc::{self, Cache, CompileSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let cubin = nvrtc::compile(&CompileSpec::transpose_lab(arch), &Cache::disabled())
+        .unwrap()
+        .cubin;
+    std::fs::write(dir.path().join("t.cubin"), &cubin).unwrap();
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(
+        klab_core::builtin::TRANSPOSE_SOURCE,
+        cudarc::nvrtc::CompileOptions {
+            arch: Some("compute_80"),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .to_src();
+    std::fs::write(dir.path().join("t.ptx"), ptx.trim_end_matches('\0')).unwrap();
+    for kind in ["cubin", "ptx"] {
+        std::fs::write(
+            dir.path().join(format!("{kind}.toml")),
+            format!(
+                "source = \"t.{kind}\"\n[[kernel]]\nname = \"pre_{kind}_padded\"\nentry = \"transpose_padded\"\noperation = \"transpose\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32, 8, 1]\nelements_per_block = [32, 32]\n"
+            ),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+/// Whether NVRTC can be loaded; without it a test that compiles prints that it skipped and
+/// passes, unless KLAB_REQUIRE_NVRTC=1 (scripts/test), where absence fails it.
+pub fn nvrtc_or_skip(test: &str) -> bool {
+    if klab_cuda::probe::nvrtc_present() {
+        return true;
+    }
+    if std::env::var("KLAB_REQUIRE_NVRTC").as_deref() == Ok("1") {
+        panic!("{test}: KLAB_REQUIRE_NVRTC=1 but libnvrtc.so.13 cannot be loaded");
+    }
+    eprintln!("SKIPPED {test}: NVRTC not found (libnvrtc.so.13 not on the library path)");
+    false
+}

@@ -1011,9 +1011,13 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
     }
 
     fn with(manifest: &str) -> KernelDecl {
-        crate::manifest::parse("m.toml", manifest, &|_| {
-            Ok(("k.cu".into(), "__global__ void rowsum() {}".into()))
-        })
+        crate::manifest::parse(
+            "m.toml",
+            manifest,
+            crate::manifest::Files::Given(&|_| {
+                Ok(("k.cu".into(), "__global__ void rowsum() {}".into()))
+            }),
+        )
         .unwrap()
         .kernels[0]
             .clone()
@@ -1238,9 +1242,13 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             "{ allclose = { atol = 1e-5, rtol = 1e-5 } }",
             "{ scaled-sum = \"depth\" }",
         );
-        let e = crate::manifest::parse("m.toml", &bad, &|_| {
-            Ok(("k.cu".into(), "__global__ void rowsum() {}".into()))
-        })
+        let e = crate::manifest::parse(
+            "m.toml",
+            &bad,
+            crate::manifest::Files::Given(&|_| {
+                Ok(("k.cu".into(), "__global__ void rowsum() {}".into()))
+            }),
+        )
         .unwrap_err();
         assert!(
             e.to_string().contains("buffers.y.compare") && e.to_string().contains("depth"),

@@ -166,9 +166,11 @@ op = "scale"
 "#;
 
     fn decls() -> Vec<KernelDecl> {
-        crate::manifest::parse("m.toml", MANIFEST, &|_| {
-            Ok(("k.cu".into(), "scale scale_v1".into()))
-        })
+        crate::manifest::parse(
+            "m.toml",
+            MANIFEST,
+            crate::manifest::Files::Given(&|_| Ok(("k.cu".into(), "scale scale_v1".into()))),
+        )
         .unwrap()
         .kernels
     }

@@ -20,6 +20,7 @@ pub mod expr;
 pub mod general;
 pub mod gpuref;
 pub mod gpustate;
+pub mod include;
 pub mod manifest;
 pub mod model;
 pub mod npy;

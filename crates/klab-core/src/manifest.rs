@@ -1,10 +1,13 @@
 //! Kernel manifests: how a kernel is declared, built-in or brought by a user, in TOML.
 //!
 //! ```toml
-//! source = "transpose.cu"          # relative to the manifest
+//! source = "transpose.cu"          # relative to the manifest: CUDA C++ (.cu, .cuh), or a
+//!                                  # precompiled module (.cubin, .ptx, .fatbin)
+//! include_dirs = ["inc"]           # optional: -I folders, relative to the manifest
 //! [[kernel]]
 //! name = "padded"
-//! entry = "transpose_padded"       # the extern "C" __global__ function
+//! entry = "transpose_padded"       # the extern "C" __global__ function, or a template
+//!                                  # instance by name: "scale<float, 128>"
 //! operation = "transpose"          # copy | transpose | triad | reduce-sum
 //! params = ["out", "in", "n:i32"]  # the kernel's parameters in order, by role
 //! block = [32, 8, 1]
@@ -21,6 +24,15 @@
 //! `n` (i32); triad `x`, `z`, `y`, `n` (u64) and `alpha` (f32); reduce-sum `in`, `partials`
 //! and `n` (u64). A manifest whose parameters don't match its operation is an error that
 //! names the field.
+//!
+//! A manifest read from disk ([`load`], [`Files::Dir`]) may name include folders; each is
+//! read into an [`IncludeDir`] (its files' digest, which the compile cache keys on).
+//! Built-ins are given from memory ([`Files::Given`]) and take none.
+//!
+//! The source is read as bytes and becomes a [`Source`] by its extension: CUDA C++ text,
+//! which NVRTC compiles, or a precompiled [`ModuleKind`], which the driver loads as it is (so
+//! it takes no NVRTC `options`, no `include_dirs` and no template entries, and has no source
+//! text to show).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -28,8 +40,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::include::IncludeDir;
 use crate::plan::{Dim3, LaunchPlan};
-use crate::text::is_identifier;
+use crate::text::{is_identifier, template_name};
 
 /// What a kernel must compute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -219,6 +232,138 @@ impl KernelDecl {
     }
 }
 
+/// What a precompiled module is, by its file's extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModuleKind {
+    /// `.cubin`: machine code for one architecture.
+    Cubin,
+    /// `.ptx`: virtual-ISA text the driver compiles for the device when it loads it.
+    Ptx,
+    /// `.fatbin`: a bundle of cubins and PTX; the driver picks what fits the device.
+    Fatbin,
+}
+
+impl ModuleKind {
+    pub const ALL: [ModuleKind; 3] = [ModuleKind::Cubin, ModuleKind::Ptx, ModuleKind::Fatbin];
+
+    /// The file extension, without the dot.
+    pub fn extension(self) -> &'static str {
+        match self {
+            ModuleKind::Cubin => "cubin",
+            ModuleKind::Ptx => "ptx",
+            ModuleKind::Fatbin => "fatbin",
+        }
+    }
+
+    /// As prose names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModuleKind::Cubin => "cubin",
+            ModuleKind::Ptx => "PTX",
+            ModuleKind::Fatbin => "fatbin",
+        }
+    }
+}
+
+/// Extensions read as CUDA C++ source.
+pub const CUDA_EXTENSIONS: [&str; 2] = ["cu", "cuh"];
+
+/// A manifest's source as klab holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// CUDA C++ that NVRTC compiles.
+    Cuda { text: String },
+    /// A compiled module the driver loads as it is.
+    Module { kind: ModuleKind, bytes: Vec<u8> },
+}
+
+impl Source {
+    /// The file's bytes, as read.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Source::Cuda { text } => text.as_bytes(),
+            Source::Module { bytes, .. } => bytes,
+        }
+    }
+
+    /// SHA-256 of the file's bytes: what receipts bind.
+    pub fn sha256(&self) -> String {
+        crate::artifact::sha256_hex(self.bytes())
+    }
+
+    /// The CUDA C++ text, or `None` for a precompiled module.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Source::Cuda { text } => Some(text),
+            Source::Module { .. } => None,
+        }
+    }
+
+    /// The module kind, or `None` for CUDA C++.
+    pub fn module_kind(&self) -> Option<ModuleKind> {
+        match self {
+            Source::Cuda { .. } => None,
+            Source::Module { kind, .. } => Some(*kind),
+        }
+    }
+
+    /// What it is, for messages: `CUDA C++` or `a precompiled cubin`.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Cuda { .. } => "CUDA C++".into(),
+            Source::Module { kind, .. } => format!("a precompiled {}", kind.name()),
+        }
+    }
+
+    /// What the file `name` holds, by its extension: `None` for CUDA C++, else the module
+    /// kind; `Err` for an extension klab does not know.
+    fn kind_of(name: &str) -> Result<Option<ModuleKind>, String> {
+        let ext = Path::new(name)
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("");
+        if let Some(kind) = ModuleKind::ALL.into_iter().find(|k| k.extension() == ext) {
+            return Ok(Some(kind));
+        }
+        if CUDA_EXTENSIONS.contains(&ext) {
+            return Ok(None);
+        }
+        Err(format!(
+            "'{name}' is neither CUDA C++ ({}) nor a precompiled module ({}), by its extension",
+            CUDA_EXTENSIONS.map(|e| format!(".{e}")).join(", "),
+            ModuleKind::ALL
+                .map(|k| format!(".{}", k.extension()))
+                .join(", ")
+        ))
+    }
+
+    /// The source named `name`, of the kind [`Source::kind_of`] gave, from its bytes.
+    fn from_file(name: &str, kind: Option<ModuleKind>, bytes: Vec<u8>) -> Result<Source, String> {
+        match kind {
+            Some(kind) => Ok(Source::Module { kind, bytes }),
+            None => String::from_utf8(bytes)
+                .map(|text| Source::Cuda { text })
+                .map_err(|e| format!("'{name}' is not UTF-8 text ({e})")),
+        }
+    }
+
+    /// Whether `symbol` is visibly in the source: in CUDA text or a cubin or PTX. A fatbin
+    /// may be compressed, so nothing can be said of it and it always answers yes.
+    fn mentions(&self, symbol: &str) -> bool {
+        match self {
+            Source::Cuda { text } => text.contains(symbol),
+            Source::Module {
+                kind: ModuleKind::Fatbin,
+                ..
+            } => true,
+            Source::Module { bytes, .. } => bytes
+                .windows(symbol.len().max(1))
+                .any(|w| w == symbol.as_bytes()),
+        }
+    }
+}
+
 /// A manifest: one source file and the kernels it declares.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Manifest {
@@ -226,11 +371,28 @@ pub struct Manifest {
     pub origin: String,
     /// The source's path as reports should name it (repository-relative for built-ins).
     pub source_path: String,
-    /// NVRTC program name (the source's file name).
+    /// NVRTC program name (the source's file name); a precompiled module's file name.
     pub program: String,
     #[serde(skip)]
-    pub source: String,
+    pub source: Source,
+    /// `include_dirs`, resolved against the manifest's folder, in the order given.
+    pub include_dirs: Vec<IncludeDir>,
     pub kernels: Vec<KernelDecl>,
+}
+
+impl Manifest {
+    /// The entries that name template instances (`scale<float, 128>`), each once, in the
+    /// order declared: what NVRTC is asked to instantiate and lower when the source is
+    /// compiled, for every kernel of the manifest, so one compiled module serves them all.
+    pub fn name_expressions(&self) -> Vec<String> {
+        let mut seen = BTreeSet::new();
+        self.kernels
+            .iter()
+            .filter(|k| template_name(&k.entry).is_some())
+            .filter(|k| seen.insert(k.entry.as_str()))
+            .map(|k| k.entry.clone())
+            .collect()
+    }
 }
 
 /// A manifest that cannot be used: one line naming the file and the field.
@@ -246,6 +408,8 @@ pub struct ManifestError {
 #[serde(deny_unknown_fields)]
 struct RawManifest {
     source: String,
+    #[serde(default)]
+    include_dirs: Vec<String>,
     /// Declared operations shared by several kernels (`[ops.NAME]`, used by `op = "NAME"`).
     #[serde(default)]
     ops: BTreeMap<String, crate::declared::DeclaredOpSpec>,
@@ -311,15 +475,40 @@ struct RawKernel {
     prediction: Option<String>,
 }
 
-/// Loads the source a manifest names: (path as reports name it, text), or why not.
-pub type SourceLoader<'a> = dyn Fn(&str) -> Result<(String, String), String> + 'a;
+/// Loads the source a manifest names: (path as reports name it, bytes), or why not.
+pub type SourceLoader<'a> = dyn Fn(&str) -> Result<(String, Vec<u8>), String> + 'a;
 
-/// Parse manifest text. `source_for` loads the source file named by `source`.
-pub fn parse(
-    origin: &str,
-    text: &str,
-    source_for: &SourceLoader<'_>,
-) -> Result<Manifest, ManifestError> {
+/// Where the files a manifest names are found.
+pub enum Files<'a> {
+    /// On disk, relative to this folder (the manifest's own).
+    Dir(&'a Path),
+    /// From memory (built-ins, tests): the source by its name; no include folders.
+    Given(&'a SourceLoader<'a>),
+}
+
+impl Files<'_> {
+    fn source(&self, name: &str) -> Result<(String, Vec<u8>), String> {
+        match self {
+            Files::Dir(dir) => {
+                let p = dir.join(name);
+                std::fs::read(&p)
+                    .map(|s| (p.display().to_string(), s))
+                    .map_err(|e| format!("cannot read {}: {e}", p.display()))
+            }
+            Files::Given(f) => f(name),
+        }
+    }
+
+    fn include_dir(&self, name: &str) -> Result<IncludeDir, String> {
+        match self {
+            Files::Dir(dir) => IncludeDir::read(&dir.join(name)),
+            Files::Given(_) => Err("only a manifest read from a file takes include folders".into()),
+        }
+    }
+}
+
+/// Parse manifest text, reading the files it names from `files`.
+pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, ManifestError> {
     let err = |field: String, problem: String| ManifestError {
         origin: origin.to_string(),
         field,
@@ -339,7 +528,33 @@ pub fn parse(
     if raw.kernels.is_empty() {
         return Err(err("kernel".into(), "no [[kernel]] entries".into()));
     }
-    let (source_path, source) = source_for(&raw.source).map_err(|p| err("source".into(), p))?;
+    // The extension decides what the file is, before it is read.
+    let kind = Source::kind_of(&raw.source).map_err(|p| err("source".into(), p))?;
+    let (source_path, bytes) = files
+        .source(&raw.source)
+        .map_err(|p| err("source".into(), p))?;
+    let source =
+        Source::from_file(&raw.source, kind, bytes).map_err(|p| err("source".into(), p))?;
+    if !raw.include_dirs.is_empty() && source.module_kind().is_some() {
+        return Err(err(
+            "include_dirs".into(),
+            format!(
+                "{} is {}: it is not compiled, so include folders do not apply",
+                raw.source,
+                source.describe()
+            ),
+        ));
+    }
+    let include_dirs = raw
+        .include_dirs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            files
+                .include_dir(d)
+                .map_err(|p| err(format!("include_dirs[{i}]"), p))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let program = Path::new(&raw.source)
         .file_name()
         .and_then(|n| n.to_str())
@@ -370,16 +585,45 @@ pub fn parse(
                 ),
             ));
         }
-        if library.is_none() && !is_identifier(&k.entry) {
+        // A template instance is compiled by name (NVRTC lowers it to its mangled symbol);
+        // the source must then hold the template's name.
+        let template = template_name(&k.entry);
+        if library.is_none() && template.is_none() && !is_identifier(&k.entry) {
             return Err(err(
                 f("entry"),
-                format!("'{}' is not a C identifier", k.entry),
+                format!(
+                    "'{}' is not a C identifier or a template instance such as scale<float, 128>",
+                    k.entry
+                ),
             ));
         }
-        if library.is_none() && !source.contains(&k.entry) {
+        if template.is_some() && source.module_kind().is_some() {
             return Err(err(
                 f("entry"),
-                format!("'{}' does not appear in {}", k.entry, raw.source),
+                format!(
+                    "{} is {}: it has no template to instantiate; give the instance's symbol (its mangled name, which cuobjdump -symbols lists)",
+                    raw.source,
+                    source.describe()
+                ),
+            ));
+        }
+        if !k.options.is_empty() && source.module_kind().is_some() {
+            return Err(err(
+                f("options"),
+                format!(
+                    "{} is {}: it is not compiled, so NVRTC options do not apply",
+                    raw.source,
+                    source.describe()
+                ),
+            ));
+        }
+        let named = template
+            .and_then(|t| t.rsplit("::").next())
+            .unwrap_or(&k.entry);
+        if library.is_none() && !source.mentions(named) {
+            return Err(err(
+                f("entry"),
+                format!("'{named}' does not appear in {}", raw.source),
             ));
         }
         let operation = match k.operation.as_str() {
@@ -567,6 +811,7 @@ pub fn parse(
         source_path,
         program,
         source,
+        include_dirs,
         kernels,
     })
 }
@@ -655,12 +900,7 @@ pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
         problem: e.to_string(),
     })?;
     let dir: PathBuf = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    parse(&origin, &text, &|src: &str| {
-        let p = dir.join(src);
-        std::fs::read_to_string(&p)
-            .map(|s| (p.display().to_string(), s))
-            .map_err(|e| format!("cannot read {}: {e}", p.display()))
-    })
+    parse(&origin, &text, Files::Dir(&dir))
 }
 
 #[cfg(test)]
@@ -677,7 +917,7 @@ mod tests {
         parse(
             "m.toml",
             &format!("source = \"k.cu\"\n[[kernel]]\n{body}"),
-            &|_| Ok(("k.cu".into(), SRC.into())),
+            Files::Given(&|_| Ok(("k.cu".into(), SRC.into()))),
         )
     }
 
@@ -777,7 +1017,13 @@ params = ["x", "y", "n:i32"]
 op = "sum"
 known_broken = "b"
 "#;
-        let parse_one = |text: &str| parse("m.toml", text, &|_| Ok(("k.cu".into(), SRC.into())));
+        let parse_one = |text: &str| {
+            parse(
+                "m.toml",
+                text,
+                Files::Given(&|_| Ok(("k.cu".into(), SRC.into()))),
+            )
+        };
         let m = parse_one(SHARED).unwrap();
         assert_eq!(m.kernels.len(), 2);
         assert_eq!(m.kernels[0].declared, m.kernels[1].declared);
@@ -905,21 +1151,207 @@ known_broken = "b"
             "kernel[0].prediction",
             "one non-empty line",
         );
-        let e = parse("m.toml", "source = \"k.cu\"\nkernel = []\n", &|_| {
-            Ok(("k".into(), SRC.into()))
-        })
+        let e = parse(
+            "m.toml",
+            "source = \"k.cu\"\nkernel = []\n",
+            Files::Given(&|_| Ok(("k".into(), SRC.into()))),
+        )
         .unwrap_err();
         assert_eq!(e.field, "kernel");
         let e = parse(
             "m.toml",
             &format!("source = \"gone.cu\"\n[[kernel]]\n{OK}"),
-            &|s| Err(format!("cannot read {s}")),
+            Files::Given(&|s| Err(format!("cannot read {s}"))),
         )
         .unwrap_err();
         assert_eq!(
             e.to_string(),
             "manifest m.toml: source: cannot read gone.cu"
         );
+    }
+
+    #[test]
+    fn template_instances_are_entries_and_junk_is_not() {
+        let src = "template <typename T, int B> __global__ void scale(T* o, const T* i, int n) {}";
+        let with = |entries: &[&str]| {
+            let body: String = entries
+                .iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    format!(
+                        "[[kernel]]\n{}",
+                        OK.replace("name = \"k\"", &format!("name = \"k{i}\""))
+                            .replace("entry = \"k\"", &format!("entry = \"{e}\""))
+                    )
+                })
+                .collect();
+            parse(
+                "m.toml",
+                &format!("source = \"k.cu\"\n{body}"),
+                Files::Given(&|_| Ok(("k.cu".into(), src.into()))),
+            )
+        };
+        let m = with(&["scale<float, 128>", "scale<int, 64>", "scale<float, 128>"]).unwrap();
+        assert_eq!(m.kernels[0].entry, "scale<float, 128>");
+        assert_eq!(
+            m.name_expressions(),
+            ["scale<float, 128>", "scale<int, 64>"],
+            "each instance once, in order"
+        );
+        assert!(parse_one(OK).unwrap().name_expressions().is_empty());
+        for (junk, needle) in [
+            (
+                "scale<float; 128>",
+                "not a C identifier or a template instance",
+            ),
+            ("scale<float", "not a C identifier or a template instance"),
+            ("shift<float>", "'shift' does not appear in k.cu"),
+        ] {
+            let e = with(&[junk]).unwrap_err();
+            assert_eq!(e.field, "kernel[0].entry", "{e}");
+            assert!(e.problem.contains(needle), "{junk}: {e}");
+        }
+    }
+
+    /// A manifest over `file`, whose bytes are `bytes`, with `OK`'s kernel edited by `edit`.
+    fn over(file: &str, bytes: &[u8], edit: &str) -> Result<Manifest, ManifestError> {
+        let bytes = bytes.to_vec();
+        parse(
+            "m.toml",
+            &format!("source = \"{file}\"\n{edit}[[kernel]]\n{OK}"),
+            Files::Given(&|name| Ok((format!("dir/{name}"), bytes.clone()))),
+        )
+    }
+
+    #[test]
+    fn precompiled_modules_are_read_as_bytes_by_their_extension() {
+        // Not UTF-8, as a cubin is not: the bytes are kept exactly, their hash is stable.
+        let elf = b"\x7fELF\x02\x01\x01\0\xff\xfe.text.k\0k\0";
+        for kind in ModuleKind::ALL {
+            let file = format!("k.{}", kind.extension());
+            let m = over(&file, elf, "").unwrap();
+            assert_eq!(
+                m.source,
+                Source::Module {
+                    kind,
+                    bytes: elf.to_vec()
+                }
+            );
+            assert_eq!(m.source.bytes(), elf);
+            assert_eq!(m.source.text(), None);
+            assert_eq!(m.source.sha256(), crate::artifact::sha256_hex(elf));
+            assert_eq!(
+                over(&file, elf, "").unwrap().source.sha256(),
+                m.source.sha256()
+            );
+            assert_eq!(
+                (m.program.as_str(), m.source_path.as_str()),
+                (file.as_str(), &*format!("dir/{file}"))
+            );
+        }
+        // CUDA C++ is text, hashed as the text's bytes (as receipts always bound it).
+        let m = parse_one(OK).unwrap();
+        assert_eq!(m.source.text(), Some(SRC));
+        assert_eq!(
+            m.source.sha256(),
+            crate::artifact::sha256_hex(SRC.as_bytes())
+        );
+        assert!(over("k.cuh", SRC.as_bytes(), "").is_ok());
+    }
+
+    #[test]
+    fn a_source_klab_cannot_read_or_a_module_with_compile_settings_is_named() {
+        let elf = b"\x7fELF\0k\0";
+        let bad = |file: &str, bytes: &[u8], edit: &str, field: &str, needle: &str| {
+            let e = over(file, bytes, edit).unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+            assert!(e.problem.contains(needle), "{e}");
+            assert!(!e.to_string().contains('\n'), "{e}");
+        };
+        bad(
+            "k.o",
+            elf,
+            "",
+            "source",
+            "'k.o' is neither CUDA C++ (.cu, .cuh) nor a precompiled module (.cubin, .ptx, .fatbin)",
+        );
+        bad("kernel", elf, "", "source", "is neither CUDA C++");
+        bad(
+            "k.cu",
+            b"\xff\xfe k",
+            "",
+            "source",
+            "'k.cu' is not UTF-8 text",
+        );
+        bad(
+            "k.cubin",
+            b"\x7fELF\0other\0",
+            "",
+            "kernel[0].entry",
+            "'k' does not appear in k.cubin",
+        );
+        bad(
+            "k.ptx",
+            b".visible .entry k(",
+            "include_dirs = [\"inc\"]\n",
+            "include_dirs",
+            "k.ptx is a precompiled PTX: it is not compiled, so include folders do not apply",
+        );
+        let with_options = OK.replace("name = \"k\"", "name = \"k\"\noptions = [\"-DX\"]");
+        let e = parse(
+            "m.toml",
+            &format!("source = \"k.cubin\"\n[[kernel]]\n{with_options}"),
+            Files::Given(&|_| Ok(("k.cubin".into(), elf.to_vec()))),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "kernel[0].options", "{e}");
+        assert!(e.problem.contains("NVRTC options do not apply"), "{e}");
+        let template = OK.replace("entry = \"k\"", "entry = \"k<float>\"");
+        let e = parse(
+            "m.toml",
+            &format!("source = \"k.cubin\"\n[[kernel]]\n{template}"),
+            Files::Given(&|_| Ok(("k.cubin".into(), elf.to_vec()))),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "kernel[0].entry", "{e}");
+        assert!(e.problem.contains("give the instance's symbol"), "{e}");
+        // A fatbin may be compressed: its entries cannot be looked for, so none is refused.
+        assert!(over("k.fatbin", b"\x50\xed\x55\xba", "").is_ok());
+    }
+
+    #[test]
+    fn include_dirs_are_read_beside_the_manifest_and_a_missing_one_is_named() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("k.cu"), SRC).unwrap();
+        std::fs::create_dir_all(d.path().join("inc")).unwrap();
+        std::fs::write(d.path().join("inc/tile.cuh"), "#define TILE 32\n").unwrap();
+        let p = d.path().join("m.toml");
+        let write = |dirs: &str| {
+            std::fs::write(
+                &p,
+                format!("source = \"k.cu\"\ninclude_dirs = {dirs}\n[[kernel]]\n{OK}"),
+            )
+            .unwrap()
+        };
+        write("[\"inc\"]");
+        let m = load(&p).unwrap();
+        assert_eq!(m.include_dirs.len(), 1);
+        assert_eq!(m.include_dirs[0].path, d.path().join("inc"));
+        assert_eq!(m.include_dirs[0].files, 1);
+        let before = m.include_dirs[0].sha256.clone();
+        std::fs::write(d.path().join("inc/tile.cuh"), "#define TILE 64\n").unwrap();
+        assert_ne!(load(&p).unwrap().include_dirs[0].sha256, before);
+
+        write("[\"inc\", \"nowhere\"]");
+        let e = load(&p).unwrap_err();
+        assert_eq!(e.field, "include_dirs[1]", "{e}");
+        assert!(e.problem.starts_with("no folder "), "{e}");
+        assert!(e.problem.contains("nowhere"), "{e}");
+        assert!(!e.to_string().contains('\n'), "{e}");
+        write("[\"k.cu\"]");
+        assert!(load(&p).unwrap_err().problem.ends_with("is not a folder"));
+        // Without include_dirs there are none.
+        assert!(parse_one(OK).unwrap().include_dirs.is_empty());
     }
 
     #[test]

@@ -221,9 +221,11 @@ impl Registry {
                 name,
                 visibility,
                 about,
-                manifest: manifest::parse(&format!("builtin:{name}"), text, &|_| {
-                    Ok((path.to_string(), source.to_string()))
-                })
+                manifest: manifest::parse(
+                    &format!("builtin:{name}"),
+                    text,
+                    manifest::Files::Given(&|_| Ok((path.to_string(), source.as_bytes().to_vec()))),
+                )
                 .expect("built-in manifests parse"),
             })
             .collect();

@@ -29,3 +29,70 @@ pub fn is_identifier(s: &str) -> bool {
     matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
         && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
 }
+
+/// The template a C++ template-id names (`scale` of `scale<float, 128>`, `ns::scale` of
+/// `ns::scale<T>`), or `None` when `s` is not one: a name (identifiers joined by `::`), `<`,
+/// non-empty arguments with balanced `<>` and `()` made of identifiers, numbers, spaces and
+/// `, : * & . + -`, and the `>` that closes the first `<` as the last character.
+pub fn template_name(s: &str) -> Option<&str> {
+    let open = s.find('<')?;
+    let (name, rest) = (s[..open].trim_end(), &s[open..]);
+    if !name.split("::").all(is_identifier) {
+        return None;
+    }
+    let args = rest.strip_prefix('<')?.strip_suffix('>')?;
+    if args.trim().is_empty() {
+        return None;
+    }
+    let mut depth = [0i32; 2];
+    for ch in args.chars() {
+        match ch {
+            '<' => depth[0] += 1,
+            '>' => depth[0] -= 1,
+            '(' => depth[1] += 1,
+            ')' => depth[1] -= 1,
+            c if c.is_ascii_alphanumeric() || " _,:*&.+-".contains(c) => {}
+            _ => return None,
+        }
+        // A `>` closing the outer `<` before the end: `k<a>b<c>`.
+        if depth.iter().any(|d| *d < 0) {
+            return None;
+        }
+    }
+    (depth == [0, 0]).then_some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_ids_are_a_name_and_balanced_arguments() {
+        for (id, name) in [
+            ("scale<float, 128>", "scale"),
+            ("scale<float,128>", "scale"),
+            ("ns::inner::k<T*, -1>", "ns::inner::k"),
+            ("k<pair<int, float>, (4 + 4)>", "k"),
+            ("k <unsigned long long>", "k"),
+        ] {
+            assert_eq!(template_name(id), Some(name), "{id}");
+        }
+        for junk in [
+            "scale",
+            "k<",
+            "k<>",
+            "<float>",
+            "k<float>>",
+            "k<float>x",
+            "k<a>b<c>",
+            "k<float;>",
+            "k<\"s\">",
+            "k<(int>",
+            "1k<int>",
+            "a::<int>",
+            "k k<int>",
+        ] {
+            assert_eq!(template_name(junk), None, "{junk}");
+        }
+    }
+}

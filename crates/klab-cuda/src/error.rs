@@ -20,6 +20,8 @@ pub enum CudaError {
     },
     #[error("NVRTC: {0}")]
     Nvrtc(String),
+    #[error("{program} is {what}: it has no CUDA source to compile or show")]
+    NoSource { program: String, what: String },
 }
 
 /// `CUDA_ERROR_NAME (explanation)` for a driver error.

@@ -5,6 +5,7 @@
 //! status and every synchronisation is checked. Timing uses two `CU_EVENT_DEFAULT` events
 //! created once and recorded in the kernel's stream around the launches.
 
+use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -18,6 +19,7 @@ use klab_core::plan::LaunchPlan;
 
 use crate::device::Device;
 use crate::error::{describe, DriverContext};
+use crate::module::Module;
 use crate::nvrtc::Compiled;
 use crate::CudaError;
 
@@ -76,6 +78,8 @@ pub struct CudaBackend {
     device: Device,
     stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
+    /// Template instances' entries and their symbols in `module`.
+    lowered_names: BTreeMap<String, String>,
     start: CudaEvent,
     stop: CudaEvent,
     cublas: Option<Cublas>,
@@ -88,18 +92,39 @@ fn backend_err(e: CudaError) -> BackendError {
 impl CudaBackend {
     /// Load `compiled` into `device` and prepare a stream and a timing-event pair.
     pub fn new(device: Device, compiled: &Compiled) -> Result<CudaBackend, CudaError> {
+        CudaBackend::load(
+            device,
+            &compiled.cubin,
+            compiled.describe(),
+            compiled.lowered_names.clone(),
+        )
+    }
+
+    /// Load `module` (compiled, or precompiled: the driver JIT-compiles PTX here) into
+    /// `device` and prepare a stream and a timing-event pair.
+    pub fn from_module(device: Device, module: &Module) -> Result<CudaBackend, CudaError> {
+        CudaBackend::load(
+            device,
+            module.image(),
+            module.describe(),
+            module.lowered_names().clone(),
+        )
+    }
+
+    /// Load `image` (described as `what` in errors) with its template instances' symbols.
+    fn load(
+        device: Device,
+        image: &[u8],
+        what: String,
+        lowered_names: BTreeMap<String, String>,
+    ) -> Result<CudaBackend, CudaError> {
         let ctx = device.ctx.clone();
         // klab manages its own allocations; no per-buffer event tracking.
         // SAFETY: called before any cudarc allocation in this context.
         unsafe { ctx.disable_event_tracking() };
         let module = ctx
-            .load_module(Ptx::from_binary(compiled.cubin.clone()))
-            .ctx(|| {
-                format!(
-                    "loading the module compiled from {} for {}",
-                    compiled.program, compiled.arch
-                )
-            })?;
+            .load_module(Ptx::from_binary(image.to_vec()))
+            .ctx(|| format!("loading {what}"))?;
         let stream = ctx.new_stream().ctx(|| "creating a stream".into())?;
         let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         let start = ctx
@@ -112,6 +137,7 @@ impl CudaBackend {
             device,
             stream,
             module,
+            lowered_names,
             start,
             stop,
             cublas: None,
@@ -300,10 +326,17 @@ impl Backend for CudaBackend {
                 },
             });
         }
+        let symbol = crate::nvrtc::symbol(&self.lowered_names, entry).map_err(backend_err)?;
         let func = self
             .module
-            .load_function(entry)
-            .ctx(|| format!("looking up kernel {entry}"))
+            .load_function(symbol)
+            .ctx(|| {
+                if symbol == entry {
+                    format!("looking up kernel {entry}")
+                } else {
+                    format!("looking up kernel {entry} (symbol {symbol})")
+                }
+            })
             .map_err(backend_err)?;
         let get = |r: Result<i32, result::DriverError>, what: &str| {
             r.map(|v| v.max(0) as u32)

@@ -4,12 +4,17 @@
 //!   so every entry point checks first and returns a clear error);
 //! - [`device`]: opening a device and reading its facts;
 //! - [`nvrtc`]: run-time compilation for the device's own architecture, with an on-disk
-//!   cache keyed by source hash, arch, options and NVRTC version;
-//! - [`gpu`]: [`gpu::CudaBackend`], the implementation of klab-core's `Backend`.
+//!   cache keyed by source hash, arch, options (include folders among them, with their
+//!   headers' digest), template instances and NVRTC version;
+//! - [`module`]: what a manifest's kernels run from, compiled by [`nvrtc`] or brought
+//!   precompiled (cubin, PTX, fatbin);
+//! - [`gpu`]: [`gpu::CudaBackend`], the implementation of klab-core's `Backend`, over a
+//!   loaded module.
 
 pub mod device;
 pub mod error;
 pub mod gpu;
+pub mod module;
 pub mod nvml;
 pub mod nvrtc;
 pub mod probe;

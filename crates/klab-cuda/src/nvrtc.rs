@@ -1,11 +1,25 @@
 //! Run-time compilation with NVRTC, for the device's own architecture, with `-lineinfo`,
 //! and an on-disk cache of compiled modules.
 //!
-//! Cache key: SHA-256 over the program name, the source, the architecture, the options and
-//! the NVRTC version. An entry stores its payload's SHA-256; an entry that fails any check
-//! (format, key, length, hash) is reported, recompiled and overwritten, never trusted.
+//! The toolkit's headers (`cuda_fp16.h`, `cuda_bf16.h`, ...) are found without being asked
+//! for ([`toolkit_include_dir`]) and passed as one more `-I`; [`Compiled::toolkit_include`]
+//! records which folder it was.
+//!
+//! A manifest's `include_dirs` come as [`IncludeDir`]s (klab-core reads them with the
+//! manifest): each is an `-I`, and its files' digest is in the cache key.
+//!
+//! Entries that name template instances (`scale<float, 128>`) are NVRTC name expressions:
+//! added before compiling (which instantiates them), lowered to their mangled symbols after,
+//! and kept in [`Compiled::lowered_names`] (cache entries too), through which the backend
+//! and [`Compiled::ptxas_resources`] know a template instance by its entry.
+//!
+//! Cache key: SHA-256 over the program name, the source, the architecture, the options (every
+//! `-I` among them), the include folders' digests, the name expressions and the NVRTC version. An entry stores its payload's SHA-256;
+//! an entry that fails any check (format, key, length, hash) is reported, recompiled and
+//! overwritten, never trusted.
 
-use std::ffi::{CStr, CString};
+use std::collections::BTreeMap;
+use std::ffi::{CStr, CString, OsString};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -13,6 +27,8 @@ use std::time::Instant;
 use cudarc::nvrtc::{result, sys};
 use klab_core::artifact::{sha256_hex, write_atomic};
 use klab_core::device::KernelResources;
+use klab_core::include::IncludeDir;
+use klab_core::manifest::{KernelDecl, Manifest};
 use klab_core::ptxas;
 use serde::{Deserialize, Serialize};
 
@@ -31,7 +47,10 @@ pub const BASE_OPTIONS: [&str; 4] = [
     "--no-cache",
 ];
 
-const CACHE_FORMAT: &str = "klab-nvrtc-cache-1";
+const CACHE_FORMAT: &str = "klab-nvrtc-cache-2";
+
+/// The header whose presence marks a folder as the toolkit's include folder.
+const TOOLKIT_HEADER: &str = "cuda_fp16.h";
 
 /// What to compile.
 #[derive(Debug, Clone)]
@@ -43,25 +62,119 @@ pub struct CompileSpec {
     pub arch: String,
     /// Options beyond [`BASE_OPTIONS`].
     pub extra_options: Vec<String>,
+    /// The user's header folders, each passed as `-I` (before the toolkit's).
+    pub include_dirs: Vec<IncludeDir>,
+    /// Template instances to instantiate and look up by name (`scale<float, 128>`).
+    pub name_expressions: Vec<String>,
 }
 
 impl CompileSpec {
-    /// The transpose lab's built-in kernels (`kernels/transpose.cu`) for `arch`.
-    pub fn transpose_lab(arch: &str) -> CompileSpec {
+    /// `source` as program `program` for `arch`, with no options of its own.
+    pub fn new(program: &str, source: &str, arch: &str) -> CompileSpec {
         CompileSpec {
-            program: klab_core::builtin::TRANSPOSE_PROGRAM.to_string(),
-            source: klab_core::builtin::TRANSPOSE_SOURCE.to_string(),
+            program: program.to_string(),
+            source: source.to_string(),
             arch: arch.to_string(),
             extra_options: Vec::new(),
+            include_dirs: Vec::new(),
+            name_expressions: Vec::new(),
         }
     }
 
-    pub fn options(&self) -> Vec<String> {
+    /// The transpose lab's built-in kernels (`kernels/transpose.cu`) for `arch`.
+    pub fn transpose_lab(arch: &str) -> CompileSpec {
+        CompileSpec::new(
+            klab_core::builtin::TRANSPOSE_PROGRAM,
+            klab_core::builtin::TRANSPOSE_SOURCE,
+            arch,
+        )
+    }
+
+    /// `manifest`'s source as `decl` needs it compiled: with the kernel's options, the
+    /// manifest's include folders and every template instance the manifest names. A
+    /// precompiled module has no source to compile: [`CudaError::NoSource`].
+    pub fn for_kernel(
+        manifest: &Manifest,
+        decl: &KernelDecl,
+        arch: &str,
+    ) -> Result<CompileSpec, CudaError> {
+        let text = manifest.source.text().ok_or_else(|| CudaError::NoSource {
+            program: manifest.program.clone(),
+            what: manifest.source.describe(),
+        })?;
+        Ok(CompileSpec {
+            extra_options: decl.options.clone(),
+            include_dirs: manifest.include_dirs.clone(),
+            name_expressions: manifest.name_expressions(),
+            ..CompileSpec::new(&manifest.program, text, arch)
+        })
+    }
+
+    /// Every option NVRTC is given: the architecture, [`BASE_OPTIONS`], the spec's own, `-I`
+    /// for each of its include folders, then `-I` for the toolkit's headers when a folder of
+    /// them was found.
+    pub fn options(&self, toolkit_include: Option<&Path>) -> Vec<String> {
         let mut o = vec![format!("--gpu-architecture={}", self.arch)];
         o.extend(BASE_OPTIONS.iter().map(|s| s.to_string()));
         o.extend(self.extra_options.iter().cloned());
+        o.extend(
+            self.include_dirs
+                .iter()
+                .map(|d| format!("-I{}", d.path.display())),
+        );
+        o.extend(toolkit_include.map(|d| format!("-I{}", d.display())));
         o
     }
+}
+
+/// Where the toolkit's headers may be, in the order they are tried: `$CUDA_HOME/include`,
+/// `$CUDA_PATH/include`, `/usr/local/cuda/include`, then the `include` folder beside the
+/// folder libnvrtc was loaded from (the PyPI wheels' layout: `nvidia/cu13/lib/libnvrtc.so.13`
+/// beside `nvidia/cu13/include`).
+pub fn toolkit_include_candidates(
+    var: impl Fn(&str) -> Option<OsString>,
+    nvrtc_dir: Option<&Path>,
+) -> Vec<PathBuf> {
+    let mut c: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(|v| var(v).filter(|s| !s.is_empty()))
+        .map(|root| PathBuf::from(root).join("include"))
+        .collect();
+    c.push(PathBuf::from("/usr/local/cuda/include"));
+    c.extend(nvrtc_dir.and_then(Path::parent).map(|p| p.join("include")));
+    c
+}
+
+/// The first of [`toolkit_include_candidates`] that holds `cuda_fp16.h`, or `None`. Asks for
+/// the loaded libnvrtc's folder, so call it once NVRTC is loaded.
+pub fn toolkit_include_dir() -> Option<PathBuf> {
+    let maps = fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let nvrtc_dir = nvrtc_dir_in_maps(&maps);
+    first_with_toolkit_header(toolkit_include_candidates(
+        |v| std::env::var_os(v),
+        nvrtc_dir.as_deref(),
+    ))
+}
+
+fn first_with_toolkit_header(candidates: Vec<PathBuf>) -> Option<PathBuf> {
+    candidates
+        .into_iter()
+        .find(|d| d.join(TOOLKIT_HEADER).is_file())
+}
+
+/// The folder of the libnvrtc mapped into this process, from `/proc/self/maps` text (the
+/// path is the line's last field; libnvrtc-builtins, which sits beside it, is not it).
+fn nvrtc_dir_in_maps(maps: &str) -> Option<PathBuf> {
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .map(Path::new)
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libnvrtc.") && n.contains(".so"))
+        })
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
 }
 
 /// A compiled module and how it was obtained.
@@ -72,9 +185,14 @@ pub struct Compiled {
     pub options: Vec<String>,
     pub nvrtc_version: String,
     pub source_sha256: String,
+    /// The toolkit include folder passed as `-I`, when one was found.
+    pub toolkit_include: Option<String>,
     pub key: String,
     /// The NVRTC log (with ptxas's resource lines).
     pub log: String,
+    /// Each name expression compiled (a template instance's entry) and its mangled symbol.
+    #[serde(default)]
+    pub lowered_names: BTreeMap<String, String>,
     /// Milliseconds NVRTC took when this entry was compiled.
     pub compile_ms: f64,
     #[serde(skip)]
@@ -88,9 +206,44 @@ pub struct Compiled {
 }
 
 impl Compiled {
-    /// Per-kernel resources according to ptxas (no device needed).
+    /// For messages: `the module compiled from k.cu for sm_90`.
+    pub fn describe(&self) -> String {
+        format!(
+            "the module compiled from {} for {}",
+            self.program, self.arch
+        )
+    }
+
+    /// Per-kernel resources according to ptxas (no device needed). ptxas names a template
+    /// instance by its mangled symbol; those are reported under the entry that named it.
     pub fn ptxas_resources(&self) -> Vec<KernelResources> {
-        ptxas::parse_resources(&self.log)
+        let entries: BTreeMap<&str, &str> = self
+            .lowered_names
+            .iter()
+            .map(|(entry, symbol)| (symbol.as_str(), entry.as_str()))
+            .collect();
+        let mut r = ptxas::parse_resources(&self.log);
+        for k in &mut r {
+            if let Some(entry) = entries.get(k.kernel.as_str()) {
+                k.kernel = entry.to_string();
+            }
+        }
+        r
+    }
+}
+
+/// The module symbol of `entry`: a template instance's lowered name from `lowered`, else the
+/// entry itself (an `extern "C"` name or an already mangled one).
+pub fn symbol<'a>(
+    lowered: &'a BTreeMap<String, String>,
+    entry: &'a str,
+) -> Result<&'a str, CudaError> {
+    match lowered.get(entry) {
+        Some(s) => Ok(s),
+        None if klab_core::text::template_name(entry).is_some() => Err(CudaError::Nvrtc(format!(
+            "{entry} is a template instance that was not named when the module was compiled, so it has no symbol (klab names every template entry of the manifest; a precompiled module needs the mangled name)"
+        ))),
+        None => Ok(entry),
     }
 }
 
@@ -139,15 +292,29 @@ impl Cache {
     }
 }
 
-/// The cache key for a spec under a given NVRTC version.
-pub fn cache_key(spec: &CompileSpec, nvrtc_version: &str) -> String {
+/// The cache key for a spec under a given toolkit include folder and NVRTC version. The
+/// user's include folders count by path and by the digest of their files (editing a header
+/// recompiles). The toolkit folder counts by its path only (it is among the options): the
+/// contents of its headers are not hashed, since they change with a toolkit's version.
+pub fn cache_key(
+    spec: &CompileSpec,
+    toolkit_include: Option<&Path>,
+    nvrtc_version: &str,
+) -> String {
     let mut text = String::new();
     for part in [
         CACHE_FORMAT,
         spec.program.as_str(),
         spec.source.as_str(),
         spec.arch.as_str(),
-        &spec.options().join("\u{1f}"),
+        &spec.options(toolkit_include).join("\u{1f}"),
+        &spec
+            .include_dirs
+            .iter()
+            .map(|d| d.sha256.as_str())
+            .collect::<Vec<_>>()
+            .join("\u{1f}"),
+        &spec.name_expressions.join("\u{1f}"),
         nvrtc_version,
     ] {
         text.push_str(part);
@@ -214,7 +381,8 @@ fn decode_entry(bytes: &[u8], key: &str) -> Result<Compiled, String> {
 /// Compile `spec`, or take it from `cache` when a trustworthy entry exists.
 pub fn compile(spec: &CompileSpec, cache: &Cache) -> Result<Compiled, CudaError> {
     let nvrtc_version = version()?;
-    let key = cache_key(spec, &nvrtc_version);
+    let toolkit = toolkit_include_dir();
+    let key = cache_key(spec, toolkit.as_deref(), &nvrtc_version);
     let mut notes = Vec::new();
     if let Some(path) = cache.entry_path(&key) {
         match fs::read(&path) {
@@ -232,7 +400,7 @@ pub fn compile(spec: &CompileSpec, cache: &Cache) -> Result<Compiled, CudaError>
             )),
         }
     }
-    let mut compiled = compile_uncached(spec, &nvrtc_version, key)?;
+    let mut compiled = compile_uncached(spec, toolkit.as_deref(), &nvrtc_version, key)?;
     if let Some(path) = cache.entry_path(&compiled.key) {
         let stored = path
             .parent()
@@ -256,6 +424,7 @@ fn nvrtc_err(what: &str, r: impl std::fmt::Debug) -> CudaError {
 
 fn compile_uncached(
     spec: &CompileSpec,
+    toolkit: Option<&Path>,
     nvrtc_version: &str,
     key: String,
 ) -> Result<Compiled, CudaError> {
@@ -263,9 +432,26 @@ fn compile_uncached(
         .map_err(|_| CudaError::Nvrtc(format!("{} contains a NUL byte", spec.program)))?;
     let name = CString::new(spec.program.as_bytes())
         .map_err(|_| CudaError::Nvrtc("program name contains a NUL byte".into()))?;
-    let options = spec.options();
+    let options = spec.options(toolkit);
+    let expressions = spec
+        .name_expressions
+        .iter()
+        .map(|e| {
+            CString::new(e.as_bytes())
+                .map_err(|_| CudaError::Nvrtc(format!("name expression {e:?} contains a NUL byte")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let prog = result::create_program(&src, Some(&name))
         .map_err(|e| nvrtc_err("nvrtcCreateProgram", e))?;
+    for (text, e) in spec.name_expressions.iter().zip(&expressions) {
+        // SAFETY: prog is live; e is a NUL-terminated string NVRTC copies.
+        let r = unsafe { sys::nvrtcAddNameExpression(prog, e.as_ptr()) };
+        if r != sys::nvrtcResult::NVRTC_SUCCESS {
+            // SAFETY: prog is live and not used after this.
+            let _ = unsafe { result::destroy_program(prog) };
+            return Err(nvrtc_err(&format!("nvrtcAddNameExpression({text})"), r));
+        }
+    }
     let started = Instant::now();
     // SAFETY: prog is a live program; options are plain strings.
     let compiled = unsafe { result::compile_program(prog, &options) };
@@ -300,17 +486,38 @@ fn compile_uncached(
         }
         Ok(buf)
     });
+    let lowered = cubin.as_ref().ok().map(|_| {
+        let mut lowered = BTreeMap::new();
+        for (text, e) in spec.name_expressions.iter().zip(&expressions) {
+            let mut out: *const std::ffi::c_char = std::ptr::null();
+            // SAFETY: prog compiled with e added; NVRTC writes a pointer to a string it owns
+            // until the program is destroyed, copied out below before that.
+            let r = unsafe { sys::nvrtcGetLoweredName(prog, e.as_ptr(), &mut out) };
+            if r != sys::nvrtcResult::NVRTC_SUCCESS || out.is_null() {
+                return Err(nvrtc_err(&format!("nvrtcGetLoweredName({text})"), r));
+            }
+            // SAFETY: non-null, NUL-terminated, alive until destroy_program.
+            let symbol = unsafe { CStr::from_ptr(out) }
+                .to_string_lossy()
+                .into_owned();
+            lowered.insert(text.clone(), symbol);
+        }
+        Ok(lowered)
+    });
     // SAFETY: prog is live and not used after this.
     let _ = unsafe { result::destroy_program(prog) };
     let cubin = cubin?;
+    let lowered_names = lowered.transpose()?.unwrap_or_default();
     Ok(Compiled {
         program: spec.program.clone(),
         arch: spec.arch.clone(),
         options,
         nvrtc_version: nvrtc_version.to_string(),
         source_sha256: sha256_hex(spec.source.as_bytes()),
+        toolkit_include: toolkit.map(|d| d.display().to_string()),
         key,
         log,
+        lowered_names,
         compile_ms,
         cubin,
         from_cache: false,
@@ -323,12 +530,11 @@ mod tests {
     use super::*;
 
     fn spec() -> CompileSpec {
-        CompileSpec {
-            program: "t.cu".into(),
-            source: "extern \"C\" __global__ void k(float* o) { o[0] = 1.0f; }".into(),
-            arch: "sm_90".into(),
-            extra_options: vec![],
-        }
+        CompileSpec::new(
+            "t.cu",
+            "extern \"C\" __global__ void k(float* o) { o[0] = 1.0f; }",
+            "sm_90",
+        )
     }
 
     fn compiled() -> Compiled {
@@ -336,11 +542,13 @@ mod tests {
         Compiled {
             program: s.program.clone(),
             arch: s.arch.clone(),
-            options: s.options(),
+            options: s.options(None),
             nvrtc_version: "13.0".into(),
             source_sha256: sha256_hex(s.source.as_bytes()),
-            key: cache_key(&s, "13.0"),
+            toolkit_include: None,
+            key: cache_key(&s, None, "13.0"),
             log: "ptxas info".into(),
+            lowered_names: BTreeMap::from([("k<int>".into(), "_Z1kIiEvv".into())]),
             compile_ms: 1.5,
             cubin: vec![1, 2, 3, 10, 0, 255],
             from_cache: false,
@@ -350,28 +558,137 @@ mod tests {
 
     #[test]
     fn key_changes_with_every_input() {
-        let base = cache_key(&spec(), "13.0");
+        let key = |s: &CompileSpec| cache_key(s, None, "13.0");
+        let base = key(&spec());
         let mut s = spec();
         s.source.push(' ');
-        assert_ne!(cache_key(&s, "13.0"), base);
+        assert_ne!(key(&s), base);
         let mut s = spec();
         s.arch = "sm_80".into();
-        assert_ne!(cache_key(&s, "13.0"), base);
+        assert_ne!(key(&s), base);
         let mut s = spec();
         s.extra_options.push("-DX".into());
-        assert_ne!(cache_key(&s, "13.0"), base);
+        assert_ne!(key(&s), base);
         let mut s = spec();
         s.program = "u.cu".into();
-        assert_ne!(cache_key(&s, "13.0"), base);
-        assert_ne!(cache_key(&spec(), "13.1"), base);
-        assert_eq!(cache_key(&spec(), "13.0"), base);
+        assert_ne!(key(&s), base);
+        assert_ne!(cache_key(&spec(), None, "13.1"), base);
+        let a = Path::new("/a/include");
+        let b = Path::new("/b/include");
+        assert_ne!(cache_key(&spec(), Some(a), "13.0"), base);
+        assert_ne!(
+            cache_key(&spec(), Some(a), "13.0"),
+            cache_key(&spec(), Some(b), "13.0")
+        );
+        assert_eq!(key(&spec()), base);
+
+        // An include folder counts by its path and by its files' digest.
+        let inc = |path: &str, sha: &str| IncludeDir {
+            path: path.into(),
+            sha256: sha.into(),
+            files: 1,
+        };
+        let mut with = spec();
+        with.include_dirs = vec![inc("/m/inc", "aa")];
+        let with_key = key(&with);
+        assert_ne!(with_key, base);
+        with.include_dirs = vec![inc("/m/inc", "bb")];
+        assert_ne!(key(&with), with_key, "an edited header recompiles");
+        with.include_dirs = vec![inc("/n/inc", "aa")];
+        assert_ne!(key(&with), with_key);
+
+        // Naming a template instance instantiates it: a different module.
+        let mut s = spec();
+        s.name_expressions = vec!["k<int>".into()];
+        assert_ne!(key(&s), base);
     }
 
     #[test]
-    fn options_name_the_arch_and_line_info() {
-        let o = spec().options();
+    fn template_instances_are_known_by_their_entry() {
+        let mut c = compiled();
+        c.log = "ptxas info    : Compiling entry function '_Z1kIiEvv' for 'sm_90'\n\
+ptxas info    : Used 8 registers, used 0 barriers, 128 bytes smem\n\
+ptxas info    : Compiling entry function 'plain' for 'sm_90'\n\
+ptxas info    : Used 4 registers, used 0 barriers\n"
+            .into();
+        let r = c.ptxas_resources();
+        assert_eq!(
+            r.iter()
+                .map(|k| (k.kernel.as_str(), k.registers, k.static_shared_bytes))
+                .collect::<Vec<_>>(),
+            [("k<int>", 8, 128), ("plain", 4, 0)]
+        );
+        assert_eq!(symbol(&c.lowered_names, "k<int>").unwrap(), "_Z1kIiEvv");
+        assert_eq!(symbol(&c.lowered_names, "plain").unwrap(), "plain");
+        let e = symbol(&c.lowered_names, "k<float>")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("k<float> is a template instance that was not named"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn options_name_the_arch_line_info_and_the_toolkit_headers() {
+        let o = spec().options(None);
         assert_eq!(o[0], "--gpu-architecture=sm_90");
         assert!(o.contains(&"-lineinfo".to_string()));
+        assert!(!o.iter().any(|x| x.starts_with("-I")));
+        let mut s = spec();
+        s.include_dirs = vec![IncludeDir {
+            path: "/m/inc".into(),
+            sha256: "aa".into(),
+            files: 0,
+        }];
+        let o = s.options(Some(Path::new("/t/include")));
+        assert_eq!(o[o.len() - 2..], ["-I/m/inc", "-I/t/include"]);
+    }
+
+    #[test]
+    fn toolkit_headers_are_looked_for_in_order_and_need_cuda_fp16() {
+        let env = |v: &str| match v {
+            "CUDA_HOME" => Some(OsString::from("/opt/cuda")),
+            "CUDA_PATH" => Some(OsString::from("")),
+            _ => None,
+        };
+        let lib = Path::new("/w/nvidia/cu13/lib");
+        assert_eq!(
+            toolkit_include_candidates(env, Some(lib)),
+            [
+                PathBuf::from("/opt/cuda/include"),
+                PathBuf::from("/usr/local/cuda/include"),
+                PathBuf::from("/w/nvidia/cu13/include"),
+            ]
+        );
+        assert_eq!(
+            toolkit_include_candidates(|_| None, None),
+            [PathBuf::from("/usr/local/cuda/include")]
+        );
+        let maps =
+            "7f00-7f10 r-xp 00000000 08:01 12 /w/nvidia/cu13/lib/libnvrtc-builtins.so.13.0\n\
+7f10-7f20 r-xp 00000000 08:01 13 /w/nvidia/cu13/lib/libnvrtc.so.13\n\
+7f20-7f30 rw-p 00000000 00:00 0\n";
+        assert_eq!(nvrtc_dir_in_maps(maps), Some(lib.to_path_buf()));
+        assert_eq!(
+            nvrtc_dir_in_maps("7f20-7f30 rw-p 00000000 00:00 0 [heap]\n"),
+            None
+        );
+
+        // A folder without cuda_fp16.h (the NVRTC wheel's own include/ holds only nvrtc.h)
+        // is passed over for the next that has it.
+        let t = tempfile::tempdir().unwrap();
+        let (bare, full) = (t.path().join("bare"), t.path().join("full"));
+        std::fs::create_dir_all(&bare).unwrap();
+        std::fs::create_dir_all(&full).unwrap();
+        std::fs::write(bare.join("nvrtc.h"), "").unwrap();
+        std::fs::write(full.join("cuda_fp16.h"), "").unwrap();
+        let gone = t.path().join("gone");
+        assert_eq!(
+            first_with_toolkit_header(vec![gone.clone(), bare.clone(), full.clone()]),
+            Some(full)
+        );
+        assert_eq!(first_with_toolkit_header(vec![gone, bare]), None);
     }
 
     #[test]
@@ -382,6 +699,10 @@ mod tests {
         assert_eq!(back.cubin, c.cubin);
         assert!(back.from_cache);
         assert_eq!(back.log, c.log);
+        assert_eq!(
+            back.lowered_names, c.lowered_names,
+            "a cache hit knows the symbols"
+        );
 
         let mut flipped = bytes.clone();
         *flipped.last_mut().unwrap() ^= 1;

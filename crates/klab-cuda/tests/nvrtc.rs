@@ -18,12 +18,7 @@ fn nvrtc_or_skip(test: &str) -> bool {
 }
 
 fn transpose_spec() -> CompileSpec {
-    CompileSpec {
-        program: builtin::TRANSPOSE_PROGRAM.into(),
-        source: builtin::TRANSPOSE_SOURCE.into(),
-        arch: nvrtc::DEFAULT_ARCH.into(),
-        extra_options: vec![],
-    }
+    CompileSpec::transpose_lab(nvrtc::DEFAULT_ARCH)
 }
 
 #[test]
@@ -99,12 +94,11 @@ fn a_compile_error_shows_the_nvrtc_log() {
     if !nvrtc_or_skip("a_compile_error_shows_the_nvrtc_log") {
         return;
     }
-    let spec = CompileSpec {
-        program: "bad.cu".into(),
-        source: "extern \"C\" __global__ void k(float* o) { o[0] = undeclared_name; }".into(),
-        arch: nvrtc::DEFAULT_ARCH.into(),
-        extra_options: vec![],
-    };
+    let spec = CompileSpec::new(
+        "bad.cu",
+        "extern \"C\" __global__ void k(float* o) { o[0] = undeclared_name; }",
+        nvrtc::DEFAULT_ARCH,
+    );
     match nvrtc::compile(&spec, &Cache::disabled()) {
         Err(CudaError::Compile { log, program, .. }) => {
             assert_eq!(program, "bad.cu");
@@ -146,12 +140,7 @@ fn the_fast_kernels_compile_without_spills() {
     if !nvrtc_or_skip("the_fast_kernels_compile_without_spills") {
         return;
     }
-    let spec = CompileSpec {
-        program: "fast.cu".into(),
-        source: builtin::FAST_SOURCE.into(),
-        arch: nvrtc::DEFAULT_ARCH.into(),
-        extra_options: vec![],
-    };
+    let spec = CompileSpec::new("fast.cu", builtin::FAST_SOURCE, nvrtc::DEFAULT_ARCH);
     let c = nvrtc::compile(&spec, &Cache::disabled()).unwrap();
     let mut r = c.ptxas_resources();
     r.sort_by(|a, b| a.kernel.cmp(&b.kernel));
@@ -207,5 +196,257 @@ fn the_fast_kernels_compile_without_spills() {
     );
     for k in &r {
         eprintln!("{} {} registers", k.kernel, k.registers);
+    }
+}
+
+/// The toolkit's half-precision headers are found without an `-I` from the user: the
+/// folder beside the loaded libnvrtc (the wheels' layout; scripts/test installs
+/// nvidia-cuda-runtime for the headers), else `$CUDA_HOME`, `$CUDA_PATH`, /usr/local/cuda.
+#[test]
+fn a_kernel_including_the_fp16_and_bf16_headers_compiles() {
+    let test = "a_kernel_including_the_fp16_and_bf16_headers_compiles";
+    if !nvrtc_or_skip(test) {
+        return;
+    }
+    // Where a header folder is looked for, NVRTC must be loaded (its path is read from the
+    // process's mappings): nvrtc::version() loads it.
+    nvrtc::version().unwrap();
+    let Some(dir) = nvrtc::toolkit_include_dir() else {
+        if std::env::var("KLAB_REQUIRE_NVRTC").as_deref() == Ok("1") {
+            panic!("{test}: KLAB_REQUIRE_NVRTC=1 but no folder with cuda_fp16.h was found (install nvidia-cuda-runtime==13.0.* beside NVRTC, or set CUDA_HOME)");
+        }
+        eprintln!("SKIPPED {test}: no toolkit headers (cuda_fp16.h) found");
+        return;
+    };
+    let spec = CompileSpec::new(
+        "half.cu",
+        r#"#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+extern "C" __global__ void widen(float* out, const __nv_bfloat16* a, const __half* b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __bfloat162float(a[i]) + __half2float(b[i]);
+}
+"#,
+        nvrtc::DEFAULT_ARCH,
+    );
+    let c = nvrtc::compile(&spec, &Cache::disabled()).unwrap();
+    let shown = dir.display().to_string();
+    assert_eq!(c.toolkit_include.as_deref(), Some(shown.as_str()));
+    assert!(c.options.contains(&format!("-I{shown}")), "{:?}", c.options);
+    assert!(
+        c.ptxas_resources().iter().any(|r| r.kernel == "widen"),
+        "{}",
+        c.log
+    );
+}
+
+/// A manifest's include_dirs: the header is found, and editing it misses the cache (the
+/// folder's files are in the key) and compiles what it now says.
+#[test]
+fn a_header_from_include_dirs_compiles_and_editing_it_recompiles() {
+    if !nvrtc_or_skip("a_header_from_include_dirs_compiles_and_editing_it_recompiles") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("inc/tiles")).unwrap();
+    let header = t.path().join("inc/tiles/tile.cuh");
+    std::fs::write(&header, "#define TILE 32\n").unwrap();
+    std::fs::write(
+        t.path().join("k.cu"),
+        r#"#include "tiles/tile.cuh"
+extern "C" __global__ void k(float* o, const float* i, int n) {
+    __shared__ float s[TILE];
+    s[threadIdx.x % TILE] = i[threadIdx.x];
+    __syncthreads();
+    if ((int)threadIdx.x < n) o[threadIdx.x] = s[(threadIdx.x + 1) % TILE];
+}
+"#,
+    )
+    .unwrap();
+    let m = t.path().join("m.toml");
+    std::fs::write(
+        &m,
+        "source = \"k.cu\"\ninclude_dirs = [\"inc\"]\n[[kernel]]\nname = \"k\"\nentry = \"k\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32]\nelements_per_block = [32, 32]\n",
+    )
+    .unwrap();
+    let cache = Cache::at(t.path().join("cache"));
+    let build = || {
+        let manifest = klab_core::manifest::load(&m).unwrap();
+        let spec =
+            CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH).unwrap();
+        nvrtc::compile(&spec, &cache).unwrap()
+    };
+    let shared = |c: &nvrtc::Compiled| c.ptxas_resources()[0].static_shared_bytes;
+    let first = build();
+    assert!(
+        first
+            .options
+            .contains(&format!("-I{}", t.path().join("inc").display())),
+        "{:?}",
+        first.options
+    );
+    assert_eq!(shared(&first), 32 * 4, "{}", first.log);
+    assert!(build().from_cache);
+    std::fs::write(&header, "#define TILE 64\n").unwrap();
+    let edited = build();
+    assert!(!edited.from_cache, "an edited header must recompile");
+    assert_ne!(edited.key, first.key);
+    assert_eq!(shared(&edited), 64 * 4, "{}", edited.log);
+}
+
+/// A template kernel named by its instance: NVRTC instantiates it, lowers the name to the
+/// mangled symbol (kept through a cache hit), and ptxas's resources are reported under the
+/// entry.
+#[test]
+fn a_template_instance_compiles_by_name_and_its_resources_are_reported() {
+    if !nvrtc_or_skip("a_template_instance_compiles_by_name_and_its_resources_are_reported") {
+        return;
+    }
+    let source = r#"template <typename T, int B>
+__global__ void scale(T* out, const T* in, int n) {
+    __shared__ T tile[B];
+    int i = blockIdx.x * B + threadIdx.x;
+    tile[threadIdx.x] = i < n ? in[i] : T(0);
+    __syncthreads();
+    if (i < n) out[i] = tile[threadIdx.x] * T(2);
+}
+"#;
+    let kernel = |name: &str, entry: &str| {
+        format!("[[kernel]]\nname = \"{name}\"\nentry = \"{entry}\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [128]\nelements_per_block = [128, 1]\n")
+    };
+    let manifest = klab_core::manifest::parse(
+        "m.toml",
+        &format!(
+            "source = \"scale.cu\"\n{}{}",
+            kernel("f128", "scale<float, 128>"),
+            kernel("d64", "scale<double, 64>")
+        ),
+        klab_core::manifest::Files::Given(&|_| Ok(("scale.cu".into(), source.into()))),
+    )
+    .unwrap();
+    let spec =
+        CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH).unwrap();
+    assert_eq!(
+        spec.name_expressions,
+        ["scale<float, 128>", "scale<double, 64>"]
+    );
+    let t = tempfile::tempdir().unwrap();
+    let cache = Cache::at(t.path());
+    let c = nvrtc::compile(&spec, &cache).unwrap();
+    let f128 = &c.lowered_names["scale<float, 128>"];
+    let d64 = &c.lowered_names["scale<double, 64>"];
+    assert!(f128.starts_with("_Z5scaleIfLi128EE"), "{f128}");
+    assert!(d64.starts_with("_Z5scaleIdLi64EE"), "{d64}");
+    assert_eq!(
+        nvrtc::symbol(&c.lowered_names, "scale<float, 128>").unwrap(),
+        f128
+    );
+    let r = c.ptxas_resources();
+    let shared = |entry: &str| {
+        r.iter()
+            .find(|k| k.kernel == entry)
+            .unwrap_or_else(|| panic!("{entry} not in {r:?}; NVRTC log:\n{}", c.log))
+            .static_shared_bytes
+    };
+    assert_eq!(shared("scale<float, 128>"), 128 * 4);
+    assert_eq!(shared("scale<double, 64>"), 64 * 8);
+    let hit = nvrtc::compile(&spec, &cache).unwrap();
+    assert!(hit.from_cache);
+    assert_eq!(hit.lowered_names, c.lowered_names);
+
+    // An instance the template cannot make is NVRTC's compile error, with its log.
+    let mut bad = spec.clone();
+    bad.name_expressions = vec!["scale<float>".into()];
+    match nvrtc::compile(&bad, &Cache::disabled()) {
+        Err(CudaError::Compile { log, .. }) => assert!(log.contains("scale"), "{log}"),
+        other => panic!("expected a compile error, got {other:?}"),
+    }
+}
+
+/// A cubin and a PTX made by NVRTC, brought as a user's precompiled modules: the manifest
+/// keeps their bytes, the module for the driver is them (PTX NUL-terminated), nothing asks
+/// NVRTC to compile them, and the first thing that needs a driver says there is none.
+#[test]
+fn precompiled_cubin_and_ptx_become_modules_without_compiling_and_stop_at_the_driver() {
+    use klab_core::manifest::{ModuleKind, Source};
+    use klab_cuda::module::{self, Module};
+    let test = "precompiled_cubin_and_ptx_become_modules_without_compiling_and_stop_at_the_driver";
+    if !nvrtc_or_skip(test) {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let cubin = nvrtc::compile(&transpose_spec(), &Cache::disabled())
+        .unwrap()
+        .cubin;
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(
+        builtin::TRANSPOSE_SOURCE,
+        cudarc::nvrtc::CompileOptions {
+            arch: Some("compute_80"),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .to_src();
+    assert!(ptx.contains(".entry transpose_padded"), "{ptx}");
+    std::fs::write(t.path().join("t.cubin"), &cubin).unwrap();
+    std::fs::write(t.path().join("t.ptx"), &ptx).unwrap();
+    // The cache would be written by a compile; none may happen.
+    let cache_dir = t.path().join("cache");
+    for (file, kind, bytes) in [
+        ("t.cubin", ModuleKind::Cubin, cubin.clone()),
+        ("t.ptx", ModuleKind::Ptx, ptx.clone().into_bytes()),
+    ] {
+        let m = t.path().join(format!("{file}.toml"));
+        std::fs::write(
+            &m,
+            format!("source = \"{file}\"\n[[kernel]]\nname = \"padded\"\nentry = \"transpose_padded\"\noperation = \"transpose\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32, 8, 1]\nelements_per_block = [32, 32]\n"),
+        )
+        .unwrap();
+        let manifest = klab_core::manifest::load(&m).unwrap();
+        assert_eq!(
+            manifest.source,
+            Source::Module {
+                kind,
+                bytes: bytes.clone()
+            }
+        );
+        assert_eq!(
+            manifest.source.sha256(),
+            klab_core::artifact::sha256_hex(&bytes)
+        );
+        let decl = &manifest.kernels[0];
+        match CompileSpec::for_kernel(&manifest, decl, nvrtc::DEFAULT_ARCH) {
+            Err(e @ CudaError::NoSource { .. }) => {
+                assert!(e.to_string().contains("has no CUDA source"), "{e}")
+            }
+            other => panic!("{file}: expected NoSource, got {other:?}"),
+        }
+        let built =
+            module::build(&manifest, decl, nvrtc::DEFAULT_ARCH, &Cache::at(&cache_dir)).unwrap();
+        let Module::Precompiled(p) = &built else {
+            panic!("{file} was compiled");
+        };
+        assert_eq!(p.kind, kind);
+        match kind {
+            ModuleKind::Ptx => {
+                assert_eq!(&p.image[..bytes.len()], &bytes[..]);
+                assert_eq!(p.image[bytes.len()..], [0], "PTX ends in one NUL");
+            }
+            _ => assert_eq!(p.image, bytes),
+        }
+        assert!(built.flags().is_empty(), "{:?}", built.flags());
+        assert!(
+            built
+                .compiler()
+                .starts_with(&format!("precompiled {}", kind.name())),
+            "{}",
+            built.compiler()
+        );
+    }
+    assert!(!cache_dir.exists(), "nothing was compiled");
+    if !probe::driver_present() {
+        let e = klab_cuda::device::Device::open(0).err().unwrap();
+        assert!(matches!(e, CudaError::NoDriver), "{e}");
+        assert!(e.to_string().starts_with("no CUDA driver"), "{e}");
     }
 }

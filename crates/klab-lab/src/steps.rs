@@ -158,12 +158,13 @@ pub(crate) fn build(lab: &mut Lab<'_>) -> Result<(), LabError> {
     let mut a = vec![lab.write(
         "build.txt",
         format!(
-            "program: {} (source sha256 {})\narch: {}\noptions: {}\nNVRTC: {}\ncache: {}\ncompile ms: {:.1}\n\n{}\n",
+            "program: {} (source sha256 {})\narch: {}\noptions: {}\nNVRTC: {}\ntoolkit headers: {}\ncache: {}\ncompile ms: {:.1}\n\n{}\n",
             c.program,
             c.source_sha256,
             c.arch,
             c.options.join(" "),
             c.nvrtc_version,
+            c.toolkit_include.as_deref().unwrap_or("not found"),
             if c.from_cache { "hit" } else { "compiled now" },
             c.compile_ms,
             c.log.trim_end()
