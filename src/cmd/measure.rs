@@ -80,34 +80,18 @@ impl Kernel {
 
     /// A declared operation's reference, built (a C reference compiles into klab's cache).
     pub fn reference(&self) -> anyhow::Result<std::rc::Rc<dyn klab_core::general::Reference>> {
-        use klab_core::declared::ReferenceSpec;
         let op = self
             .decl
             .declared
             .as_ref()
             .with_context(|| format!("{} is not a declared operation", self.name()))?;
         let dir = match &self.kref {
-            klab_core::registry::KernelRef::Manifest { path, .. } => {
-                path.parent().map(|p| p.to_path_buf()).unwrap_or_default()
+            KernelRef::Manifest { path, .. } => {
+                path.parent().map(Path::to_path_buf).unwrap_or_default()
             }
-            klab_core::registry::KernelRef::Builtin { .. } => std::path::PathBuf::from("."),
+            KernelRef::Builtin { .. } => PathBuf::from("."),
         };
-        match &op.spec.reference {
-            ReferenceSpec::C(s) => {
-                let (file, function) = s.rsplit_once(':').expect("validated FILE:NAME");
-                let spec = klab_tools::cref::CReferenceSpec {
-                    source: dir.join(file),
-                    function: function.into(),
-                    params: klab_tools::cref::params_for(op),
-                };
-                let cache = klab_core::artifact::cache_dir("cref");
-                Ok(std::rc::Rc::new(klab_tools::cref::CReference::build(&spec, cache.as_deref())?))
-            }
-            ReferenceSpec::Kernel(_) | ReferenceSpec::Command(_) => anyhow::bail!(
-                "{}: reference.kernel and reference.command are not supported yet; give reference.c = \"FILE.c:FUNCTION\"",
-                self.name()
-            ),
-        }
+        klab_tools::reference::build(op, &dir).with_context(|| self.name())
     }
 
     /// (program name, source, path as reports name it).
