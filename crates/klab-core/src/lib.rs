@@ -19,6 +19,7 @@ pub mod dtype;
 pub mod expr;
 pub mod general;
 pub mod gpustate;
+pub mod init;
 pub mod manifest;
 pub mod model;
 pub mod npy;
