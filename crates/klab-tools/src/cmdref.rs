@@ -200,42 +200,14 @@ impl CommandReference {
                 continue;
             }
             let path = dir.join(format!("{name}.npy"));
-            let len = match std::fs::metadata(&path) {
-                Ok(m) => m.len(),
-                Err(_) => {
-                    return Err(self.fail(format!(
-                        "wrote no {name}.npy (it must write a .npy for every out and inout buffer: {}; {})",
-                        outputs.join(", "),
-                        stderr_tail(&cap.stderr)
-                    )))
-                }
-            };
-            // Never read more than the buffer and a header could take.
-            let most = bytes.len() as u64 + (1 << 20);
-            if len > most {
+            if std::fs::metadata(&path).is_err() {
                 return Err(self.fail(format!(
-                    "{name}.npy is {len} bytes; buffer {name} holds {} bytes",
-                    bytes.len()
+                    "wrote no {name}.npy (it must write a .npy for every out and inout buffer: {}; {})",
+                    outputs.join(", "),
+                    stderr_tail(&cap.stderr)
                 )));
             }
-            let a = npy::read_file(&path).map_err(|e| self.fail(format!("{name}.npy: {e}")))?;
-            let held = a.dtype;
-            let a = a.declared(b.dtype).map_err(|_| {
-                self.fail(format!(
-                    "{name}.npy holds {} but buffer {name} is {}",
-                    describe_dtype(held),
-                    describe_dtype(b.dtype)
-                ))
-            })?;
-            let elements = bytes.len() / b.dtype.size_bytes();
-            if a.shape != *d && a.shape != [elements as u64] {
-                return Err(self.fail(format!(
-                    "{name}.npy has shape {} but buffer {name} is {} ({elements} elements; the flat ({elements},) is accepted too)",
-                    npy::shape_repr(&a.shape),
-                    npy::shape_repr(d)
-                )));
-            }
-            bytes.copy_from_slice(&a.data);
+            read_output(&path, name, b.dtype, d, bytes).map_err(|why| self.fail(why))?;
         }
         Ok(())
     }
@@ -318,6 +290,46 @@ impl Reference for CommandReference {
     fn describe(&self) -> String {
         format!("command reference {}", self.spec.argv.join(" "))
     }
+}
+
+/// Read the program's `<name>.npy` into `bytes`, buffer `name`'s host copy of `dims`:
+/// the dtype exactly (bf16 as `<u2`), the declared shape or the flat one.
+fn read_output(
+    path: &Path,
+    name: &str,
+    dtype: Dtype,
+    dims: &[u64],
+    bytes: &mut [u8],
+) -> Result<(), String> {
+    let len = std::fs::metadata(path)
+        .map_err(|e| format!("{name}.npy: {e}"))?
+        .len();
+    // Never read more than the buffer and a header could take.
+    if len > bytes.len() as u64 + (1 << 20) {
+        return Err(format!(
+            "{name}.npy is {len} bytes; buffer {name} holds {} bytes",
+            bytes.len()
+        ));
+    }
+    let a = npy::read_file(path).map_err(|e| format!("{name}.npy: {e}"))?;
+    let held = a.dtype;
+    let a = a.declared(dtype).map_err(|_| {
+        format!(
+            "{name}.npy holds {} but buffer {name} is {}",
+            describe_dtype(held),
+            describe_dtype(dtype)
+        )
+    })?;
+    let elements = bytes.len() / dtype.size_bytes();
+    if a.shape != dims && a.shape != [elements as u64] {
+        return Err(format!(
+            "{name}.npy has shape {} but buffer {name} is {} ({elements} elements; the flat ({elements},) is accepted too)",
+            npy::shape_repr(&a.shape),
+            npy::shape_repr(dims)
+        ));
+    }
+    bytes.copy_from_slice(&a.data);
+    Ok(())
 }
 
 /// `f32 (<f4)`; bf16 says it travels as raw bits.
@@ -418,6 +430,8 @@ p = json.load(open(os.path.join(d, 'params.json')))
 v, t = p['values'], p['dtypes']
 assert t == {'rows': 'i32', 'cols': 'i32', 'a': 'f32', 'k': 'i64'}, t
 assert v['k'] == 2, v
+assert v['a'] == struct.unpack('<f', struct.pack('<f', 0.1))[0], 'a reaches the program as the f32 the kernel gets'
+assert v['rows'] == 3 and v['cols'] == 5, v
 with open(notes, 'w') as f:
     f.write(json.dumps({'dir': d, 'cwd': os.getcwd(), 'pid': os.getpid(), 'files': sorted(os.listdir(d))}))
 rows, cols, a = v['rows'], v['cols'], v['a']
@@ -645,6 +659,41 @@ scalars.a = { type = "f32", values = [0.1] }
             let dir = PathBuf::from(c.notes()["dir"].as_str().unwrap());
             assert!(!dir.exists(), "{mode}: {} was left behind", dir.display());
         }
+    }
+
+    #[test]
+    fn an_output_has_the_buffers_dtype_exactly_bf16_as_raw_bits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("y.npy");
+        let read = |file: Dtype, buffer: Dtype, shape: &[u64]| {
+            let data = vec![7u8; shape.iter().product::<u64>() as usize * file.size_bytes()];
+            std::fs::write(&path, npy::to_bytes(file, shape, &data).unwrap()).unwrap();
+            let mut got = vec![0u8; 6 * buffer.size_bytes()];
+            read_output(&path, "y", buffer, &[2, 3], &mut got).map(|()| got)
+        };
+        // NumPy has no bfloat16: its bits travel as <u2, which a bf16 buffer takes.
+        assert_eq!(read(Dtype::U16, Dtype::Bf16, &[2, 3]).unwrap(), [7; 12]);
+        assert_eq!(read(Dtype::F16, Dtype::F16, &[6]).unwrap(), [7; 12]);
+        assert_eq!(
+            read(Dtype::U16, Dtype::F16, &[2, 3]).unwrap_err(),
+            "y.npy holds u16 (<u2) but buffer y is f16 (<f2)"
+        );
+        assert_eq!(
+            read(Dtype::F32, Dtype::Bf16, &[2, 3]).unwrap_err(),
+            "y.npy holds f32 (<f4) but buffer y is bf16 (raw bits as <u2)"
+        );
+        assert!(
+            read(Dtype::I32, Dtype::U32, &[2, 3]).is_err(),
+            "signedness counts"
+        );
+        // A file far larger than the buffer is refused before it is read.
+        std::fs::write(&path, vec![0u8; 2 << 20]).unwrap();
+        let e = read_output(&path, "y", Dtype::F32, &[2, 3], &mut [0; 24]).unwrap_err();
+        assert_eq!(e, "y.npy is 2097152 bytes; buffer y holds 24 bytes");
+        // A file that is no .npy says so.
+        std::fs::write(&path, b"not numpy").unwrap();
+        let e = read_output(&path, "y", Dtype::F32, &[2, 3], &mut [0; 24]).unwrap_err();
+        assert!(e.starts_with("y.npy: not a .npy file"), "{e}");
     }
 
     #[test]
