@@ -189,9 +189,10 @@ fn tokenize(src: &str) -> Vec<Token> {
             });
             continue;
         }
-        if ch.is_alphabetic() || ch == '_' {
+        // ASCII identifiers only: every name klab writes is then a bare TOML key.
+        if ch.is_ascii_alphabetic() || ch == '_' {
             let begin = i;
-            while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_') {
+            while i < c.len() && (c[i].is_ascii_alphanumeric() || c[i] == '_') {
                 i += 1;
             }
             let word: String = c[begin..i].iter().collect();
@@ -1185,6 +1186,76 @@ extern "C" __global__ void no_params(void) {}
         // A byte at a time through the test source: every prefix parses.
         for end in (0..SRC.len()).filter(|i| SRC.is_char_boundary(*i)) {
             let _ = kernels(&SRC[..end]);
+        }
+        // Random soups of CUDA pieces: never a panic, and every skeleton is TOML.
+        let pieces = [
+            "__global__",
+            " void ",
+            " k",
+            "(",
+            ")",
+            "{",
+            "}",
+            "<",
+            ">",
+            ",",
+            "*",
+            "&",
+            "[",
+            "]",
+            "const ",
+            "float",
+            " x",
+            " int",
+            "extern \"C\"",
+            "\"",
+            "'",
+            "/*",
+            "*/",
+            "//",
+            "\n",
+            "#",
+            "\\",
+            "template",
+            "__launch_bounds__",
+            "::",
+            "=",
+            ";",
+            "R\"(",
+            "unsigned ",
+            "long ",
+            "1'0",
+            "typename T",
+            "[[",
+            "]]",
+            " é",
+            "float4",
+            "bool ",
+        ];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            let mut soup = |n: u64| -> String {
+                (0..n)
+                    .map(|_| pieces[(next() % pieces.len() as u64) as usize])
+                    .collect()
+            };
+            // Half of them inside a kernel's parameter list.
+            let (a, b, c) = (soup(8), soup(12), soup(8));
+            let src = if a.len() % 2 == 0 {
+                format!("{a}__global__ void k({b}) {{}}{c}")
+            } else {
+                format!("{a}{b}{c}")
+            };
+            if let Ok(s) = skeleton(&src, "a.cu", "a.cu") {
+                toml::from_str::<toml::Value>(&s.text)
+                    .unwrap_or_else(|e| panic!("{src:?}: {e}\n{}", s.text));
+            }
         }
     }
 
