@@ -182,9 +182,9 @@ impl ChildCmd {
     pub fn run(&self, timeout: Duration, echo: bool) -> anyhow::Result<ChildRun> {
         let exe = std::env::current_exe().context("locating the klab binary")?;
         let opts = RunOptions {
-            timeout,
             echo,
             quiet_prefix: Some(RESULT_TAG),
+            ..RunOptions::new(timeout)
         };
         let argv = self.argv();
         let captured = process::run(&exe, &argv, &opts)

@@ -47,7 +47,8 @@ impl Cli {
             | Command::Kernels(_)
             | Command::Compare(_)
             | Command::Trace(_)
-            | Command::Report(_) => {}
+            | Command::Report(_)
+            | Command::Init(_) => {}
         }
         c
     }
@@ -87,6 +88,8 @@ pub enum Command {
     Trace(crate::cmd::trace::TraceArgs),
     /// A self-contained HTML page and a markdown summary of a run folder, with SVG plots
     Report(ReportArgs),
+    /// A declared-operation manifest skeleton from a CUDA file's __global__ signatures
+    Init(InitArgs),
 }
 
 #[derive(Debug, Clone, PartialEq, Args)]
@@ -156,6 +159,30 @@ pub struct ReportArgs {
     /// Write the report here instead of RUN_DIR/report
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Args)]
+#[command(
+    after_help = "Reads every __global__ function of FILE (comments, strings and preprocessor \
+lines cannot fake one; templates, __launch_bounds__ and extern \"C\" blocks are understood) and \
+writes one [[kernel]] per function with operation = \"declared\": params in the kernel's order, \
+const T* a buffer with role in, T* one with role out (marked: out or inout?), integers size \
+variables, floats scalars. What only you know (lengths, the launch, useful bytes, the reference, \
+the rules, scalar values) is the string \"TODO\", which klab check refuses by field until it is \
+filled in; types klab cannot take are named in # TODO notes. Written atomically; an existing \
+file is kept unless --force. Exit 0 when written, 1 when FILE cannot be read, holds no \
+__global__ function, or OUT exists."
+)]
+pub struct InitArgs {
+    /// The CUDA source
+    pub file: PathBuf,
+    /// Where to write the manifest; - for stdout (its source is then relative to the
+    /// current folder) [default: FILE with the extension .toml]
+    #[arg(short, long, value_name = "OUT")]
+    pub out: Option<PathBuf>,
+    /// Overwrite OUT if it exists
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Args)]

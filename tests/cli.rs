@@ -119,6 +119,7 @@ fn help_is_stable() {
         ("rounds_help", &["rounds", "--help"][..]),
         ("compare_help", &["compare", "--help"][..]),
         ("check_help", &["check", "--help"][..]),
+        ("init_help", &["init", "--help"][..]),
     ] {
         let out = klab()
             .args(args)

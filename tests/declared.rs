@@ -183,3 +183,184 @@ fn a_declared_kernel_is_timed_and_profiled_at_its_bench_shape_never_at_an_n() {
     assert_eq!(bench["rows"], 16384);
     assert_eq!(bench["cols"], 4096);
 }
+
+/// y = a * x through a Python program (standard library only: a tiny .npy reader and
+/// writer), as a manifest's `reference = { command = [...] }` declares it.
+const SCALE_REF_PY: &str = r#"
+import ast, json, os, struct
+d = os.environ['KLAB_REF_DIR']
+v = json.load(open(os.path.join(d, 'params.json')))['values']
+b = open(os.path.join(d, 'x.npy'), 'rb').read()
+n = struct.unpack('<H', b[8:10])[0]
+h = ast.literal_eval(b[10:10 + n].decode('latin1'))
+assert h['descr'] == '<f4' and h['shape'] == (v['n'],), h
+x = struct.unpack('<%df' % v['n'], b[10 + n:])
+y = struct.pack('<%df' % v['n'], *[v['a'] * e for e in x])
+dct = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }" % v['n']
+pad = 64 - (10 + len(dct) + 1) % 64
+hd = (dct + ' ' * pad + '\n').encode('latin1')
+open(os.path.join(d, 'y.npy'), 'wb').write(b'\x93NUMPY\x01\x00' + struct.pack('<H', len(hd)) + hd + y)
+"#;
+
+const SCALE_TOML: &str = r#"
+source = "scale.cu"
+[[kernel]]
+name = "scale"
+entry = "scale"
+operation = "declared"
+params = ["x", "y", "n:i32", "a:f32"]
+[kernel.op]
+grid = ["ceil_div(n, 64)"]
+block = ["64"]
+useful_bytes = "8 * n"
+reference = { command = ["python3", "scale_ref.py"] }
+sizes.n = {}
+buffers.x = { dtype = "f32", len = "n", role = "in" }
+buffers.y = { dtype = "f32", len = "n", role = "out", compare = { allclose = { atol = 1e-6, rtol = 1e-6 } } }
+scalars.a = { type = "f32", values = [0.5, 3.0] }
+"#;
+
+fn scale_args(a: &[klab_core::backend::host::HostArg]) -> (usize, usize, usize, f32) {
+    use klab_core::backend::host::HostArg;
+    match a {
+        [HostArg::Buffer(x), HostArg::Buffer(y), HostArg::I32(n), HostArg::F32(s)] => {
+            (*x, *y, *n as usize, *s)
+        }
+        _ => panic!("{a:?}"),
+    }
+}
+
+fn scale_good(mem: &mut [Vec<u32>], a: &[klab_core::backend::host::HostArg], _: u64) {
+    scale_first(mem, a, |n| n);
+}
+
+/// Skips the last elements when n is not a multiple of the 64-thread block.
+fn scale_drops_tail(mem: &mut [Vec<u32>], a: &[klab_core::backend::host::HostArg], _: u64) {
+    scale_first(mem, a, |n| n / 64 * 64);
+}
+
+/// y[i] = a * x[i] for the first `written(n)` elements.
+fn scale_first(
+    mem: &mut [Vec<u32>],
+    a: &[klab_core::backend::host::HostArg],
+    written: fn(usize) -> usize,
+) {
+    let (x, y, n, s) = scale_args(a);
+    let xs = mem[x][..written(n)].to_vec();
+    for (out, v) in mem[y].iter_mut().zip(xs) {
+        *out = (s * f32::from_bits(v)).to_bits();
+    }
+}
+
+/// The command reference from manifest to verdict, on the host backend: `klab check`
+/// itself needs a GPU, so this runs its library path (the manifest through the registry,
+/// the reference built as `klab check` builds it, the declared check's cases).
+#[test]
+fn a_command_reference_checks_a_declared_kernel_through_npy_files() {
+    let python = std::process::Command::new("python3")
+        .args(["-c", "import json"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !python {
+        eprintln!(
+            "SKIPPED a_command_reference_checks_a_declared_kernel_through_npy_files: no python3"
+        );
+        return;
+    }
+    use klab_core::backend::Backend;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("scale.cu"),
+        "extern \"C\" __global__ void scale(const float *x, float *y, int n, float a) {}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("scale_ref.py"), SCALE_REF_PY).unwrap();
+    std::fs::write(dir.join("scale.toml"), SCALE_TOML).unwrap();
+    let spec = format!("{}:scale", dir.join("scale.toml").display());
+    let (_, decl) = registry::resolve(&spec, Scope::Default).unwrap();
+    let op = decl.declared.clone().unwrap();
+    let reference = klab_tools::reference::build(&op, dir).unwrap();
+    assert_eq!(
+        reference.describe(),
+        "command reference python3 scale_ref.py"
+    );
+    let opts = klab_core::check::CheckOptions {
+        seed: 1,
+        sizes: None,
+        quick: false,
+    };
+    let check = |f: klab_core::backend::host::GeneralKernelFn| {
+        let mut b = klab_core::backend::host::HostBackend::new().with_general_kernel("scale", f);
+        let k = b.kernel("scale").unwrap();
+        klab_core::check::run_declared(&mut b, &decl, &k, reference.clone(), &opts, &mut |_| {})
+    };
+    let good = check(scale_good).unwrap();
+    assert!(good.passed(), "{}", good.render());
+    assert!(good.cases.len() > 10, "{}", good.render());
+    assert_eq!(
+        good.operation,
+        "declared, reference: command reference python3 scale_ref.py"
+    );
+    let bad = check(scale_drops_tail).unwrap();
+    assert!(!bad.passed());
+    let f = bad.cases.iter().find(|c| !c.pass).unwrap();
+    assert!(f.detail.contains("got NaN"), "{}", f.detail);
+    // A reference that fails stops the check with one line naming the command.
+    std::fs::write(
+        dir.join("scale_ref.py"),
+        "import sys\nsys.exit('no numpy here')\n",
+    )
+    .unwrap();
+    let e = check(scale_good).unwrap_err().to_string();
+    assert!(
+        e.contains("the reference failed: command reference python3 scale_ref.py: exited with code 1; stderr ends: no numpy here"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_bad_command_reference_is_one_line_naming_its_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("scale.cu"),
+        "extern \"C\" __global__ void scale() {}\n",
+    )
+    .unwrap();
+    for (from, to, needle) in [
+        (
+            "{ command = [\"python3\", \"scale_ref.py\"] }",
+            "{ command = [] }",
+            "kernel[0].op.reference: command needs a program",
+        ),
+        (
+            "{ command = [\"python3\", \"scale_ref.py\"] }",
+            "{ command = { argv = [\"python3\"], timeout_s = 0 } }",
+            "kernel[0].op.reference: timeout_s = 0 is not 1 to 86400 seconds",
+        ),
+        (
+            "{ command = [\"python3\", \"scale_ref.py\"] }",
+            "{ kernel = \"other.toml:k\" }",
+            "reference.kernel runs on a device",
+        ),
+    ] {
+        let m = dir.join("m.toml");
+        std::fs::write(&m, SCALE_TOML.replacen(from, to, 1)).unwrap();
+        let o = klab().arg("check").arg(&m).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        if needle.starts_with("kernel[0]") {
+            assert!(err.contains(needle), "{needle}: {err}");
+        } else {
+            // Refused when the reference is built, which needs the device first.
+            let (_, decl) = registry::resolve(&m.display().to_string(), Scope::Default).unwrap();
+            let e = klab_tools::reference::build(decl.declared.as_ref().unwrap(), dir)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains(needle), "{e}");
+        }
+    }
+}

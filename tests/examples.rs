@@ -7,7 +7,6 @@
 
 use std::path::{Path, PathBuf};
 
-use klab_core::general::Reference;
 use klab_core::manifest::{self, Manifest};
 
 fn examples() -> Vec<PathBuf> {
@@ -139,7 +138,7 @@ fn the_argmax_reference_takes_the_first_maximum_and_the_first_nan() {
     let x: Vec<f32> = rows.iter().flat_map(|r| r.iter().copied()).collect();
     let mut xb = bytes(&x, f32::to_le_bytes);
     let mut out = vec![0u8; 4 * rows.len()];
-    r.run(&mut [&mut xb, &mut out], &[rows.len() as i64, 4], &[])
+    r.call(&mut [&mut xb, &mut out], &[rows.len() as i64, 4], &[])
         .unwrap();
     let got: Vec<i32> = out
         .chunks(4)
@@ -161,7 +160,7 @@ fn the_gelu_reference_rounds_gelu_to_bf16() {
     let x: Vec<u16> = xs.iter().map(|v| bf16(*v)).collect();
     let mut xb = bytes(&x, u16::to_le_bytes);
     let mut yb = vec![0u8; 2 * x.len()];
-    r.run(&mut [&mut xb, &mut yb], &[x.len() as i64], &[])
+    r.call(&mut [&mut xb, &mut yb], &[x.len() as i64], &[])
         .unwrap();
     let y: Vec<u16> = yb
         .chunks(2)
@@ -199,7 +198,7 @@ fn the_gemm_reference_multiplies_ragged_matrices() {
     }
     let (mut ab, mut bb) = (bytes(&a, f32::to_le_bytes), bytes(&b, f32::to_le_bytes));
     let mut cb = vec![0u8; 4 * m * n];
-    r.run(
+    r.call(
         &mut [&mut ab, &mut bb, &mut cb],
         &[m as i64, n as i64, k as i64],
         &[],
@@ -217,7 +216,7 @@ fn the_sort_reference_sorts_each_tile_of_1024_keys_unsigned() {
         .collect();
     let mut kb = bytes(&keys, u32::to_le_bytes);
     let mut ob = vec![0u8; 4 * n];
-    r.run(&mut [&mut kb, &mut ob], &[n as i64], &[]).unwrap();
+    r.call(&mut [&mut kb, &mut ob], &[n as i64], &[]).unwrap();
     let got: Vec<u32> = ob
         .chunks(4)
         .map(|c| u32::from_le_bytes(c.try_into().unwrap()))

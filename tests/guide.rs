@@ -66,11 +66,10 @@ fn the_guide_example_parses_and_its_reference_computes() {
         }
         Err(e) => panic!("{e}"),
     };
-    use klab_core::general::Reference;
     let x = [1.0f32, -2.0, 3.5];
     let mut xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
     let mut yb = vec![0u8; 12];
-    r.run(&mut [&mut xb, &mut yb], &[3], &[2.0]).unwrap();
+    r.call(&mut [&mut xb, &mut yb], &[3], &[2.0]).unwrap();
     let y: Vec<f32> = yb
         .chunks(4)
         .map(|c| f32::from_le_bytes(c.try_into().unwrap()))

@@ -41,7 +41,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     eprintln!("klab bench: {}", facts.describe());
     let dir = measure::output_dir(args.out.as_deref(), "bench")?;
     let blocks = measure::run_blocks(&mut session, &spec, &mut |l| eprintln!("klab bench: {l}"))?;
-    let info = measure::workload_info(&kernel, n)?;
+    let info = measure::workload_info(&kernel, n, args.device)?;
     println!(
         "kernel={} n={n} regime={} timer={} samples={} warmup=\"{}\" rounds={}",
         kernel.name(),

@@ -64,7 +64,7 @@ fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
         }
     };
     let report = if kernel.decl.declared.is_some() {
-        let reference = kernel.reference()?;
+        let reference = kernel.reference(args.device)?;
         check::run_declared(
             &mut session.backend,
             &kernel.decl,

@@ -80,35 +80,37 @@ impl Kernel {
     }
 
     /// A declared operation's reference, built (a C reference compiles into klab's cache).
-    pub fn reference(&self) -> anyhow::Result<std::rc::Rc<dyn klab_core::general::Reference>> {
-        use klab_core::declared::ReferenceSpec;
+    pub fn reference(
+        &self,
+        device: u32,
+    ) -> anyhow::Result<std::rc::Rc<dyn klab_core::general::Reference>> {
         let op = self
             .decl
             .declared
             .as_ref()
             .with_context(|| format!("{} is not a declared operation", self.name()))?;
         let dir = match &self.kref {
-            klab_core::registry::KernelRef::Manifest { path, .. } => {
-                path.parent().map(|p| p.to_path_buf()).unwrap_or_default()
+            KernelRef::Manifest { path, .. } => {
+                path.parent().map(Path::to_path_buf).unwrap_or_default()
             }
-            klab_core::registry::KernelRef::Builtin { .. } => std::path::PathBuf::from("."),
+            KernelRef::Builtin { .. } => PathBuf::from("."),
         };
-        match &op.spec.reference {
-            ReferenceSpec::C(s) => {
-                let (file, function) = s.rsplit_once(':').expect("validated FILE:NAME");
-                let spec = klab_tools::cref::CReferenceSpec {
-                    source: dir.join(file),
-                    function: function.into(),
-                    params: klab_tools::cref::params_for(op),
-                };
-                let cache = klab_core::artifact::cache_dir("cref");
-                Ok(std::rc::Rc::new(klab_tools::cref::CReference::build(&spec, cache.as_deref())?))
-            }
-            ReferenceSpec::Kernel(_) | ReferenceSpec::Command(_) => anyhow::bail!(
-                "{}: reference.kernel and reference.command are not supported yet; give reference.c = \"FILE.c:FUNCTION\"",
-                self.name()
-            ),
+        if let klab_core::declared::ReferenceSpec::Kernel(spec) = &op.spec.reference {
+            // Resolved now (a bad name is an error before anything runs), opened on the
+            // device only when the reference first runs: a parent that merely describes
+            // the workload never creates a CUDA context.
+            let (file, name) = spec.rsplit_once(':').expect("validated FILE:NAME");
+            let kernel = Kernel::parse(&format!("{}:{name}", dir.join(file).display()))
+                .with_context(|| format!("{}: reference.kernel {spec}", self.name()))?;
+            return Ok(std::rc::Rc::new(GpuReference {
+                spec: spec.clone(),
+                kernel,
+                device,
+                checked: op.clone(),
+                loaded: Default::default(),
+            }));
         }
+        klab_tools::reference::build(op, &dir).with_context(|| self.name())
     }
 
     /// (program name, source, path as reports name it).
@@ -122,7 +124,7 @@ impl Kernel {
 
     /// The workload at size `n` (seeded random input where the operation has one); a
     /// declared operation at its `op.bench` shape, with its reference.
-    pub fn workload(&self, n: u64, seed: Option<u64>) -> anyhow::Result<AnyWorkload> {
+    pub fn workload(&self, n: u64, seed: Option<u64>, device: u32) -> anyhow::Result<AnyWorkload> {
         let Some(op) = &self.decl.declared else {
             return Ok(AnyWorkload::for_decl(self.decl.clone(), n, seed)?);
         };
@@ -147,7 +149,7 @@ impl Kernel {
             shape,
             input,
             0,
-            self.reference()?,
+            self.reference(device)?,
         )?;
         Ok(AnyWorkload::Declared(Box::new(w)))
     }
@@ -216,7 +218,9 @@ pub fn run_blocks(
     log: &mut dyn FnMut(String),
 ) -> anyhow::Result<Vec<Block>> {
     let mut blocks = Vec::new();
-    let w = spec.kernel.workload(spec.n, None)?;
+    let w = spec
+        .kernel
+        .workload(spec.n, None, session.backend.facts().ordinal)?;
     run_workload(session, &w, spec, &mut blocks, log)?;
     Ok(blocks)
 }
@@ -271,9 +275,9 @@ pub struct WorkloadInfo {
     pub tolerances: (Option<f64>, Option<f64>),
 }
 
-pub fn workload_info(kernel: &Kernel, n: u64) -> anyhow::Result<WorkloadInfo> {
+pub fn workload_info(kernel: &Kernel, n: u64, device: u32) -> anyhow::Result<WorkloadInfo> {
     // Workloads build their inputs lazily, so describing one allocates nothing large.
-    let w = kernel.workload(n, None)?;
+    let w = kernel.workload(n, None, device)?;
     Ok(WorkloadInfo {
         entry: w.entry().to_string(),
         operation: w.operation(),
@@ -338,7 +342,7 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receip
         receipt_name,
         samples_name,
     } = input;
-    let info = workload_info(&spec.kernel, spec.n)?;
+    let info = workload_info(&spec.kernel, spec.n, facts.ordinal)?;
     let (_, source, path) = spec.kernel.program();
     let mut raw = Vec::new();
     let mut artifacts = Vec::new();
@@ -515,5 +519,43 @@ pub fn output_dir(dir: Option<&Path>, what: &str) -> anyhow::Result<PathBuf> {
         }
         None => klab_core::artifact::create_run_dir(&Path::new("artifacts").join(what))
             .with_context(|| format!("creating a run folder under artifacts/{what}")),
+    }
+}
+
+/// `reference = { kernel = "ref.toml:name" }`: the trusted kernel, compiled into its own
+/// backend on the checked kernel's device when it first runs.
+struct GpuReference {
+    spec: String,
+    kernel: Kernel,
+    device: u32,
+    checked: std::sync::Arc<klab_core::declared::DeclaredOp>,
+    loaded: std::cell::OnceCell<Result<klab_core::gpuref::KernelReference<CudaBackend>, String>>,
+}
+
+impl klab_core::general::Reference for GpuReference {
+    fn run(
+        &self,
+        shape: &klab_core::general::Shape,
+        buffers: &mut [&mut [u8]],
+        ints: &[i64],
+        floats: &[f64],
+    ) -> Result<(), String> {
+        let r = self.loaded.get_or_init(|| {
+            let session = Session::open(&self.kernel, self.device)
+                .map_err(|e| format!("the reference kernel {}: {e:#}", self.spec))?;
+            klab_core::gpuref::KernelReference::new(
+                session.backend,
+                &self.kernel.decl,
+                &self.spec,
+                &self.checked,
+            )
+        });
+        r.as_ref()
+            .map_err(Clone::clone)?
+            .run(shape, buffers, ints, floats)
+    }
+
+    fn describe(&self) -> String {
+        klab_core::gpuref::describe(&self.spec)
     }
 }

@@ -6,6 +6,7 @@ mod check;
 mod compare;
 mod env;
 mod gpu;
+mod init;
 mod kernels;
 mod lab;
 mod measure;
@@ -41,5 +42,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Profile(a) => profile::run(a),
         Command::Trace(a) => trace::run(a),
         Command::Report(a) => report::run(a),
+        Command::Init(a) => init::run(a),
     }
 }

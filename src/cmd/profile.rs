@@ -72,7 +72,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         }
         k.refuse_n_for_declared(args.n)?;
         // A size the workload refuses is an error before ncu starts.
-        k.workload(args.n.unwrap_or_else(|| k.default_n()), None)?;
+        k.workload(args.n.unwrap_or_else(|| k.default_n()), None, args.device)?;
     }
     let ncu_bin = ncu::locate_ncu(args.ncu.as_deref()).with_context(|| {
         "Nsight Compute (ncu) not found: pass --ncu PATH or put ncu on PATH".to_string()
@@ -382,7 +382,7 @@ fn profile_one(
         .cloned()
         .collect();
     let prediction = model_prediction(kernel, n);
-    let w = kernel.workload(n, None)?;
+    let w = kernel.workload(n, None, args.device)?;
     let mut counters = bound::compare(prediction.as_ref(), &measured);
     counters.push(bound::dram_row(w.useful_bytes(), &measured));
     let plan = w.plan();
@@ -533,7 +533,7 @@ fn child(args: &ProfileArgs, spec: &str) -> anyhow::Result<ExitCode> {
     use klab_core::backend::Backend;
     let kernel = Kernel::parse_in_child(spec)?;
     let n = args.n.unwrap_or_else(|| kernel.default_n());
-    let w = kernel.workload(n, None)?;
+    let w = kernel.workload(n, None, args.device)?;
     let mut session = Session::open(&kernel, args.device)?;
     let k = session.backend.kernel(&kernel.decl.entry)?;
     let p = timing::profile_sequence(&mut session.backend, &w, &k, args.warmup)?;

@@ -130,7 +130,90 @@ pub enum ReferenceSpec {
     /// `"path.toml:name"`: a trusted kernel run on the same inputs.
     Kernel(String),
     /// A program that reads the inputs and writes the expected outputs as `.npy` files.
-    Command(Vec<String>),
+    Command(CommandSpec),
+}
+
+/// A command reference as written: `command = ["python3", "ref.py"]`, or the table
+/// `command = { argv = ["python3", "ref.py"], timeout_s = 60 }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandSpec {
+    /// The program and its arguments (no shell).
+    pub argv: Vec<String>,
+    /// The watchdog per call, seconds (default [`CommandSpec::DEFAULT_TIMEOUT_S`]).
+    pub timeout_s: Option<u64>,
+}
+
+impl CommandSpec {
+    /// How long one call may run unless `timeout_s` says otherwise.
+    pub const DEFAULT_TIMEOUT_S: u64 = 120;
+    /// The longest `timeout_s` accepted (a day): longer is a typo, not a reference.
+    pub const MAX_TIMEOUT_S: u64 = 86_400;
+
+    pub fn new(argv: Vec<String>) -> CommandSpec {
+        CommandSpec {
+            argv,
+            timeout_s: None,
+        }
+    }
+
+    /// The watchdog per call.
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.timeout_s.unwrap_or(Self::DEFAULT_TIMEOUT_S))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommandTable {
+    argv: Vec<String>,
+    #[serde(default)]
+    timeout_s: Option<u64>,
+}
+
+impl<'de> Deserialize<'de> for CommandSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<CommandSpec, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = CommandSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of strings (the program and its arguments) or a table { argv = [...], timeout_s = N }")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                a: A,
+            ) -> Result<CommandSpec, A::Error> {
+                let argv =
+                    Vec::<String>::deserialize(serde::de::value::SeqAccessDeserializer::new(a))?;
+                Ok(CommandSpec::new(argv))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                a: A,
+            ) -> Result<CommandSpec, A::Error> {
+                let t = CommandTable::deserialize(serde::de::value::MapAccessDeserializer::new(a))?;
+                Ok(CommandSpec {
+                    argv: t.argv,
+                    timeout_s: t.timeout_s,
+                })
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+impl Serialize for CommandSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self.timeout_s {
+            None => self.argv.serialize(s),
+            Some(t) => {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("argv", &self.argv)?;
+                m.serialize_entry("timeout_s", &t)?;
+                m.end()
+            }
+        }
+    }
 }
 
 /// `[kernel.op]` as written.
@@ -372,10 +455,25 @@ impl DeclaredOpSpec {
                     )
                 }
             },
-            ReferenceSpec::Command(argv) if argv.is_empty() => {
-                return bad("reference", "command is empty".into())
+            ReferenceSpec::Command(c) => {
+                if c.argv.first().is_none_or(|p| p.trim().is_empty()) {
+                    return bad(
+                        "reference",
+                        "command needs a program, e.g. [\"python3\", \"ref.py\"]".into(),
+                    );
+                }
+                if let Some(t) = c.timeout_s {
+                    if !(1..=CommandSpec::MAX_TIMEOUT_S).contains(&t) {
+                        return bad(
+                            "reference",
+                            format!(
+                                "timeout_s = {t} is not 1 to {} seconds",
+                                CommandSpec::MAX_TIMEOUT_S
+                            ),
+                        );
+                    }
+                }
             }
-            ReferenceSpec::Command(_) => {}
         }
 
         // The kernel's parameters: every buffer once, sizes and scalars with their type.
@@ -610,5 +708,51 @@ scalars.eps = { type = "f32", values = [1e-5] }
         )
         .unwrap_err();
         assert_eq!(e.0, "toml", "unknown fields are refused: {e:?}");
+    }
+
+    #[test]
+    fn a_command_reference_is_a_list_or_a_table_with_a_timeout() {
+        let c = |r: &str| {
+            check(
+                &LAYERNORM.replace("{ c = \"layernorm_ref.c:layernorm_ref\" }", r),
+                &params(),
+            )
+        };
+        let op = c("{ command = [\"python3\", \"ref.py\"] }").unwrap();
+        let ReferenceSpec::Command(cmd) = &op.spec.reference else {
+            panic!("{:?}", op.spec.reference)
+        };
+        assert_eq!(
+            cmd,
+            &CommandSpec::new(vec!["python3".into(), "ref.py".into()])
+        );
+        assert_eq!(cmd.timeout().as_secs(), CommandSpec::DEFAULT_TIMEOUT_S);
+        let op = c("{ command = { argv = [\"./ref\", \"{dir}\"], timeout_s = 5 } }").unwrap();
+        let ReferenceSpec::Command(cmd) = &op.spec.reference else {
+            panic!()
+        };
+        assert_eq!(cmd.argv, ["./ref", "{dir}"]);
+        assert_eq!(cmd.timeout().as_secs(), 5);
+        // Both forms serialize back to what they were.
+        let j = serde_json::to_string(&op.spec.reference).unwrap();
+        assert_eq!(j, r#"{"command":{"argv":["./ref","{dir}"],"timeout_s":5}}"#);
+        let j = serde_json::to_string(&ReferenceSpec::Command(CommandSpec::new(vec!["x".into()])))
+            .unwrap();
+        assert_eq!(j, r#"{"command":["x"]}"#);
+        for (r, needle) in [
+            ("{ command = [] }", "needs a program"),
+            ("{ command = [\"\"] }", "needs a program"),
+            (
+                "{ command = { argv = [\"x\"], timeout_s = 0 } }",
+                "timeout_s = 0",
+            ),
+        ] {
+            let (field, problem) = c(r).unwrap_err();
+            assert_eq!(field, "reference", "{r}");
+            assert!(problem.contains(needle), "{r}: {problem}");
+        }
+        let (field, problem) = c("{ command = { argv = [\"x\"], timeout = 5 } }").unwrap_err();
+        assert_eq!(field, "toml");
+        assert!(problem.contains("timeout"), "{problem}");
     }
 }

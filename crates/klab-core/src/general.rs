@@ -29,12 +29,19 @@ pub fn describe_shape(shape: &Shape) -> String {
         .join(" ")
 }
 
-/// What computes the expected outputs: called with host copies of every buffer in the
-/// kernel's buffer order (inputs and in-out buffers set, outputs and scratch zeroed), the
-/// integer parameters (sizes and integer scalars) and the floating ones, each in the
-/// kernel's order, exactly as the kernel is.
+/// What computes the expected outputs: called with the shape (every size variable, also
+/// those the kernel does not take), host copies of every buffer in the kernel's buffer
+/// order (inputs and in-out buffers set, outputs and scratch zeroed), the integer
+/// parameters (sizes and integer scalars) and the floating ones, each in the kernel's
+/// order, exactly as the kernel is.
 pub trait Reference {
-    fn run(&self, buffers: &mut [&mut [u8]], ints: &[i64], floats: &[f64]) -> Result<(), String>;
+    fn run(
+        &self,
+        shape: &Shape,
+        buffers: &mut [&mut [u8]],
+        ints: &[i64],
+        floats: &[f64],
+    ) -> Result<(), String>;
     /// One line for verdicts and receipts (`C reference ref.c:my_ref (gcc 12.2.0)`).
     fn describe(&self) -> String;
 }
@@ -387,7 +394,8 @@ impl DeclaredWorkload {
         }
         let (ints, floats) = self.scalars();
         let mut views: Vec<&mut [u8]> = host.iter_mut().map(|v| v.as_mut_slice()).collect();
-        self.reference.run(&mut views, &ints, &floats)?;
+        self.reference
+            .run(&self.shape, &mut views, &ints, &floats)?;
         Ok(host)
     }
 
@@ -933,7 +941,13 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
 
     struct RowSum;
     impl Reference for RowSum {
-        fn run(&self, b: &mut [&mut [u8]], ints: &[i64], _: &[f64]) -> Result<(), String> {
+        fn run(
+            &self,
+            _: &Shape,
+            b: &mut [&mut [u8]],
+            ints: &[i64],
+            _: &[f64],
+        ) -> Result<(), String> {
             let (rows, cols) = (ints[0] as usize, ints[1] as usize);
             let x: Vec<f32> = b[0]
                 .chunks(4)

@@ -66,6 +66,11 @@ impl<B: Backend> KernelReference<B> {
     }
 }
 
+/// How verdicts name a kernel reference (`ref.toml:name`).
+pub fn describe(spec: &str) -> String {
+    format!("GPU reference {spec} (a trusted kernel, not an independent oracle)")
+}
+
 fn describe_params(params: &[OpParam]) -> String {
     params
         .iter()
@@ -78,21 +83,14 @@ fn describe_params(params: &[OpParam]) -> String {
 }
 
 impl<B: Backend> Reference for KernelReference<B> {
-    fn run(&self, buffers: &mut [&mut [u8]], ints: &[i64], floats: &[f64]) -> Result<(), String> {
-        // The shape, from the size parameters among the integers (in parameter order).
-        let mut shape = Shape::new();
-        let mut i = 0;
-        for p in &self.op.params {
-            match p {
-                OpParam::Size(name, _) => {
-                    shape.insert(name.clone(), ints[i]);
-                    i += 1;
-                }
-                OpParam::Scalar(_, d) if !d.is_float() => i += 1,
-                _ => {}
-            }
-        }
-        let plan = launch_plan(&self.op, &shape).map_err(|e| e.0)?;
+    fn run(
+        &self,
+        shape: &Shape,
+        buffers: &mut [&mut [u8]],
+        ints: &[i64],
+        floats: &[f64],
+    ) -> Result<(), String> {
+        let plan = launch_plan(&self.op, shape).map_err(|e| e.0)?;
         let mut b = self.backend.borrow_mut();
         let mut bufs = Vec::with_capacity(buffers.len());
         for host in buffers.iter() {

@@ -21,6 +21,7 @@ pub mod general;
 pub mod gpuref;
 pub mod gpustate;
 pub mod include;
+pub mod init;
 pub mod manifest;
 pub mod model;
 pub mod npy;

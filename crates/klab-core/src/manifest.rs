@@ -475,6 +475,96 @@ struct RawKernel {
     prediction: Option<String>,
 }
 
+/// What `klab init` writes where the user must fill in a value: the whole string, or the
+/// type of a parameter (`"n:TODO"`). Any such string left in a manifest is refused, naming
+/// its field, before anything else is read.
+pub const PLACEHOLDER: &str = "TODO";
+
+/// A string `klab init` left for the user to fill in.
+pub fn is_placeholder(s: &str) -> bool {
+    s.trim() == PLACEHOLDER
+        || s.rsplit_once(':')
+            .is_some_and(|(_, t)| t.trim() == PLACEHOLDER)
+}
+
+/// The field of the first placeholder in document order (`kernel[0].op.grid[0]`), if the
+/// text is TOML and holds one.
+fn first_placeholder(text: &str) -> Option<String> {
+    use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
+
+    /// Visits every value in the order the parser meets them (the document's).
+    struct Walk<'a> {
+        path: String,
+        found: &'a mut Option<String>,
+    }
+    impl<'de> DeserializeSeed<'de> for Walk<'_> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Walk<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("any TOML value")
+        }
+        fn visit_str<E>(self, v: &str) -> Result<(), E> {
+            if self.found.is_none() && is_placeholder(v) {
+                *self.found = Some(self.path);
+            }
+            Ok(())
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            let Walk { path, found } = self;
+            let mut i = 0;
+            while seq
+                .next_element_seed(Walk {
+                    path: format!("{path}[{i}]"),
+                    found: &mut *found,
+                })?
+                .is_some()
+            {
+                i += 1;
+            }
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let Walk { path, found } = self;
+            while let Some(key) = map.next_key::<String>()? {
+                let path = match path.is_empty() {
+                    true => key,
+                    false => format!("{path}.{key}"),
+                };
+                map.next_value_seed(Walk {
+                    path,
+                    found: &mut *found,
+                })?;
+            }
+            Ok(())
+        }
+    }
+    let mut found = None;
+    Walk {
+        path: String::new(),
+        found: &mut found,
+    }
+    .deserialize(toml::Deserializer::new(text))
+    .ok()?;
+    found
+}
+
 /// Loads the source a manifest names: (path as reports name it, bytes), or why not.
 pub type SourceLoader<'a> = dyn Fn(&str) -> Result<(String, Vec<u8>), String> + 'a;
 
@@ -514,6 +604,12 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
         field,
         problem,
     };
+    if let Some(field) = first_placeholder(text) {
+        return Err(err(
+            field,
+            format!("fill in {PLACEHOLDER} (written by klab init)"),
+        ));
+    }
     let raw: RawManifest = toml::from_str(text).map_err(|e| {
         let msg = e.message().to_string();
         let span = e
@@ -922,6 +1018,43 @@ mod tests {
     }
 
     const OK: &str = "name = \"k\"\nentry = \"k\"\noperation = \"transpose\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32, 8]\nelements_per_block = [32, 32]\n";
+
+    #[test]
+    fn a_placeholder_left_by_klab_init_is_named_by_its_field_in_document_order() {
+        let declared = |op: &str, params: &str| {
+            parse(
+                "m.toml",
+                &format!(
+                    "source = \"k.cu\"\n[[kernel]]\nname = \"k\"\nentry = \"k\"\noperation = \"declared\"\nparams = {params}\n\n[kernel.op]\n{op}"
+                ),
+                &|_| Ok(("k.cu".into(), SRC.into())),
+            )
+        };
+        let op = "grid = [\"n\", \"TODO\"]\nblock = [\"TODO\"]\nuseful_bytes = \"TODO\"\nscalars.a = { type = \"f32\", values = [\"TODO\"] }\n";
+        // Document order: grid comes before block (a sorted walk would name block first).
+        let e = declared(op, "[\"o\", \"i\", \"n:i32\"]").unwrap_err();
+        assert_eq!(e.field, "kernel[0].op.grid[1]");
+        assert_eq!(
+            e.to_string(),
+            "manifest m.toml: kernel[0].op.grid[1]: fill in TODO (written by klab init)"
+        );
+        let e = declared(op, "[\"o\", \"i\", \"n:TODO\"]").unwrap_err();
+        assert_eq!(e.field, "kernel[0].params[2]", "a parameter's type");
+        let e = declared(
+            "scalars.a = { type = \"f32\", values = [\"TODO\"] }\n",
+            "[\"o\"]",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.field, "kernel[0].op.scalars.a.values[0]",
+            "where a number goes"
+        );
+        // Text that merely mentions it is no placeholder.
+        assert!(!is_placeholder("TODO: later") && !is_placeholder("todo"));
+        assert!(is_placeholder(" TODO ") && is_placeholder("ref.c:TODO"));
+        let m = parse_one(&format!("{OK}known_broken = \"TODO: explain\"\n")).unwrap();
+        assert_eq!(m.kernels[0].known_broken.as_deref(), Some("TODO: explain"));
+    }
 
     #[test]
     fn library_routines_are_declared_by_entry_and_checked() {

@@ -388,7 +388,13 @@ impl CReference {
 }
 
 impl klab_core::general::Reference for CReference {
-    fn run(&self, buffers: &mut [&mut [u8]], ints: &[i64], floats: &[f64]) -> Result<(), String> {
+    fn run(
+        &self,
+        _shape: &klab_core::general::Shape,
+        buffers: &mut [&mut [u8]],
+        ints: &[i64],
+        floats: &[f64],
+    ) -> Result<(), String> {
         self.call(buffers, ints, floats).map_err(|e| e.to_string())
     }
 

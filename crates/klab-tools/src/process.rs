@@ -94,6 +94,14 @@ pub struct RunOptions {
     pub echo: bool,
     /// Lines beginning with this are captured but never echoed (a child's result line).
     pub quiet_prefix: Option<&'static str>,
+    /// The child's working directory (default: this process's).
+    pub dir: Option<PathBuf>,
+    /// Set in the child's environment, beside the inherited variables.
+    pub env: Vec<(OsString, OsString)>,
+    /// Kill the child's process group as soon as the child exits, so that nothing it left
+    /// running (a background helper of a user's program) outlives the call. Off for the
+    /// tools whose launchers klab waits for through [`DRAIN_GRACE`].
+    pub end_group_on_exit: bool,
 }
 
 impl RunOptions {
@@ -102,6 +110,9 @@ impl RunOptions {
             timeout,
             echo: false,
             quiet_prefix: None,
+            dir: None,
+            env: Vec::new(),
+            end_group_on_exit: false,
         }
     }
 }
@@ -131,6 +142,12 @@ pub fn run(program: &Path, args: &[OsString], opts: &RunOptions) -> Result<Captu
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if let Some(d) = &opts.dir {
+        cmd.current_dir(d);
+    }
+    for (k, v) in &opts.env {
+        cmd.env(k, v);
+    }
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::process::CommandExt;
@@ -217,6 +234,9 @@ pub fn run(program: &Path, args: &[OsString], opts: &RunOptions) -> Result<Captu
         }
     };
 
+    if opts.end_group_on_exit && !timed_out {
+        end_group(child.id());
+    }
     // The child is gone; collect what is left in the pipes.
     let grace = Instant::now() + DRAIN_GRACE;
     while open > 0 {
@@ -379,6 +399,19 @@ fn kill_tree(child: &mut Child) {
         }
     }
     let _ = child.kill();
+}
+
+/// Kill what is left of the process group of a child that has exited and been reaped.
+fn end_group(pid: u32) {
+    #[cfg(unix)]
+    // SAFETY: kill(2) on a process group; no memory involved. The group's id cannot name
+    // anything else while a member is alive (Linux does not reuse a pid that is still a
+    // group's id), and with no member left the call finds no group.
+    unsafe {
+        libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+    }
+    #[cfg(not(unix))]
+    let _ = pid;
 }
 
 /// The process groups of the children running now, for the signal handler (a fixed table
@@ -657,6 +690,45 @@ mod tests {
             thread::sleep(Duration::from_millis(20));
         }
         assert!(!alive(grandchild), "the grandchild outlived the watchdog");
+    }
+
+    #[test]
+    fn a_child_gets_its_folder_and_variables_and_can_take_its_group_down_on_exit() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, a) = sh("pwd; echo \"$KLAB_TEST_VAR\"; sleep 30 & echo $!");
+        let opts = RunOptions {
+            dir: Some(dir.path().to_path_buf()),
+            env: vec![("KLAB_TEST_VAR".into(), "set".into())],
+            end_group_on_exit: true,
+            ..RunOptions::new(Duration::from_secs(30))
+        };
+        let t0 = Instant::now();
+        let c = run(&p, &a, &opts).unwrap();
+        // The background sleep held the pipes: ending the group closes them at once.
+        assert!(t0.elapsed() < DRAIN_GRACE, "{:?}", t0.elapsed());
+        assert!(!c.incomplete);
+        let out = String::from_utf8(c.stdout).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            Path::new(lines[0]).canonicalize().unwrap(),
+            dir.path().canonicalize().unwrap()
+        );
+        assert_eq!(lines[1], "set");
+        let bg: i32 = lines[2].parse().unwrap();
+        let gone = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+        };
+        let t0 = Instant::now();
+        while !gone(bg) && t0.elapsed() < Duration::from_secs(5) {
+            thread::sleep(Duration::from_millis(20));
+        }
+        assert!(gone(bg), "the background child outlived the call");
     }
 
     #[test]
