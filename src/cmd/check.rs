@@ -59,7 +59,7 @@ fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
     };
     let verbose = args.verbose;
     let mut show = |c: &check::CaseResult| {
-        if verbose || !c.pass {
+        if verbose || !c.pass || c.skipped {
             eprintln!("klab check: {}", c.render());
         }
     };

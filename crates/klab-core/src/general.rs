@@ -834,8 +834,9 @@ pub fn largest_buffer(op: &DeclaredOp, shape: &Shape) -> Option<u64> {
 
 /// The index-overflow shape: every size variable grown by one common factor from `base`
 /// (the ladder's middle shape; each stays within its cap), the smallest factor at which
-/// some buffer holds more than `limit` elements, so that an offset computed in 32-bit
-/// arithmetic wraps. An error says why no shape reaches it.
+/// some buffer holds more than `limit` elements even with any one variable one smaller,
+/// so that an offset computed in 32-bit arithmetic wraps, the start of the last row
+/// included. An error says why no shape reaches it.
 pub fn overflow_shape(op: &DeclaredOp, base: &Shape, limit: u64) -> Result<Shape, String> {
     let at = |f: f64| -> Shape {
         base.iter()
@@ -846,7 +847,18 @@ pub fn overflow_shape(op: &DeclaredOp, base: &Shape, limit: u64) -> Result<Shape
             })
             .collect()
     };
-    let past = |f: f64| largest_buffer(op, &at(f)).is_some_and(|n| n > limit);
+    // Past the limit even with any one variable one smaller: then the last row (or
+    // column, or plane) itself starts past it, so an offset like `row * cols` computed in
+    // 32 bits wraps, not only the elements inside that row.
+    let past = |f: f64| {
+        let s = at(f);
+        largest_buffer(op, &s).is_some_and(|n| n > limit)
+            && s.iter().all(|(k, v)| {
+                let mut less = s.clone();
+                less.insert(k.clone(), (*v - 1).max(0));
+                *v <= 1 || largest_buffer(op, &less).is_some_and(|n| n > limit)
+            })
+    };
     let (mut lo, mut hi) = (1.0f64, 2f64.powi(41));
     if !past(hi) {
         return Err(format!(
@@ -1044,7 +1056,11 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         // x holds rows * cols elements: grown by one factor f, 3f * 5f > 1000 at f ~ 8.2.
         let s = overflow_shape(&op, &base, 1000).unwrap();
         assert!(s["rows"] * s["cols"] > 1000, "{s:?}");
-        assert!((s["rows"] - 1) * (s["cols"] - 1) <= 1000, "smallest: {s:?}");
+        // The last row starts past the limit (a 32-bit `row * cols` wraps there), and the
+        // shape is the smallest such growth.
+        assert!((s["rows"] - 1) * s["cols"] > 1000, "{s:?}");
+        assert!(s["rows"] * (s["cols"] - 1) > 1000, "{s:?}");
+        assert!((s["rows"] - 1) * (s["cols"] - 2) <= 1000, "smallest: {s:?}");
         let ratio = s["rows"] as f64 / s["cols"] as f64;
         assert!((ratio - 0.6).abs() < 0.1, "both grow by one factor: {s:?}");
         // The default limit: offsets past 2^31 in x, with rows an i32.
@@ -1057,8 +1073,9 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         ));
         let s = overflow_shape(capped.declared.as_ref().unwrap(), &base, 1 << 31).unwrap();
         assert_eq!(s["cols"], 33);
+        // Past the limit with cols one smaller too (32 columns): the smallest such rows.
         assert!(
-            s["rows"] * 33 > 1 << 31 && (s["rows"] - 1) * 33 <= 1 << 31,
+            s["rows"] * 32 > 1 << 31 && (s["rows"] - 1) * 32 <= 1 << 31,
             "{s:?}"
         );
         // No shape can reach it when every variable is capped below it.

@@ -1271,7 +1271,11 @@ extern "C" __global__ void no_params(void) {}
         extern \"C\" __global__ void count(const int *x, unsigned int *hist, size_t n) {}\n";
 
     fn parse(text: &str) -> Result<crate::manifest::Manifest, crate::manifest::ManifestError> {
-        crate::manifest::parse("ln.toml", text, &|_| Ok(("ln.cu".into(), LAYERNORM.into())))
+        crate::manifest::parse(
+            "ln.toml",
+            text,
+            crate::manifest::Files::Given(&|_| Ok(("ln.cu".into(), LAYERNORM.into()))),
+        )
     }
 
     #[test]

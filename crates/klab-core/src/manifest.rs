@@ -1027,7 +1027,7 @@ mod tests {
                 &format!(
                     "source = \"k.cu\"\n[[kernel]]\nname = \"k\"\nentry = \"k\"\noperation = \"declared\"\nparams = {params}\n\n[kernel.op]\n{op}"
                 ),
-                &|_| Ok(("k.cu".into(), SRC.into())),
+                Files::Given(&|_| Ok(("k.cu".into(), SRC.into()))),
             )
         };
         let op = "grid = [\"n\", \"TODO\"]\nblock = [\"TODO\"]\nuseful_bytes = \"TODO\"\nscalars.a = { type = \"f32\", values = [\"TODO\"] }\n";
