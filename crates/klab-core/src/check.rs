@@ -293,6 +293,41 @@ pub fn run_declared<B: Backend>(
             );
         }
     }
+    // The user's data, each at its case's shape.
+    for (i, c) in op.spec.cases.iter().enumerate() {
+        if c.inputs.is_empty() || opts.sizes.is_some() {
+            continue;
+        }
+        let shape: general::Shape = c
+            .shape
+            .iter()
+            .map(|(k, v)| (k.clone(), *v as i64))
+            .collect();
+        let at = general::describe_shape(&shape);
+        let files: Vec<String> = c.inputs.iter().map(|(b, p)| format!("{b} = {p}")).collect();
+        let what = format!(
+            "user data (cases[{i}]: {}), poison {:#04x}",
+            files.join(", "),
+            POISON_BYTES[0]
+        );
+        let input = general::InputCase::Data { case: i };
+        match general::DeclaredWorkload::new(decl.clone(), shape, input, i, reference.clone()) {
+            Err(e) => push(fail(format!("{at}: {what}"), 0, e.0), &mut cases),
+            Ok(w) => {
+                let (c, _) = declared_case(
+                    backend,
+                    kernel,
+                    &resources,
+                    &w,
+                    &at,
+                    &what,
+                    POISON_BYTES[0],
+                    false,
+                )?;
+                push(c, &mut cases);
+            }
+        }
+    }
     // The index-overflow case: the smallest shape past 2^31 elements, where an offset
     // computed in 32-bit arithmetic wraps (skipped, and said so, when memory or the
     // reference's cost does not allow it).

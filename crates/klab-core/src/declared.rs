@@ -116,8 +116,31 @@ pub struct BufferSpec {
 pub struct ScalarSpec {
     #[serde(rename = "type")]
     pub ty: Dtype,
-    /// Cases cycle through these values.
+    /// Cases cycle through these values...
+    #[serde(default)]
     pub values: Vec<f64>,
+    /// ...or draw each case's value from this interval (whole numbers for integer types).
+    #[serde(default)]
+    pub range: Option<[f64; 2]>,
+}
+
+impl ScalarSpec {
+    /// The value for case `index`: the values cycled, or a low-discrepancy point of the
+    /// range (the golden-ratio sequence: no two cases alike, both ends approached).
+    pub fn value(&self, index: usize) -> f64 {
+        match self.range {
+            Some([lo, hi]) => {
+                let t = (index as f64 * 0.618_033_988_749_895).fract();
+                let v = lo + (hi - lo) * t;
+                if self.ty.is_float() {
+                    v
+                } else {
+                    v.floor()
+                }
+            }
+            None => self.values[index % self.values.len()],
+        }
+    }
 }
 
 /// Where the expected outputs come from.
@@ -236,6 +259,21 @@ pub struct DeclaredOpSpec {
     /// The shape `klab bench`, `rounds` and `profile` time (a value per size variable).
     #[serde(default)]
     pub bench: Option<BTreeMap<String, u64>>,
+    /// Shapes the user adds to the ladder, each optionally with inputs from `.npy` files.
+    #[serde(default)]
+    pub cases: Vec<CaseSpec>,
+}
+
+/// `cases = [{ shape = { rows = 4, cols = 1000 }, inputs = { x = "x.npy" } }]`: a shape
+/// the ladder also runs (a production shape, say) and, when `inputs` names files, a case on
+/// that data (real activations) beside the generated ones. Paths are relative to the
+/// manifest; inputs not named are generated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaseSpec {
+    pub shape: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub inputs: BTreeMap<String, String>,
 }
 
 /// One kernel parameter of a declared operation, in the kernel's order.
@@ -411,8 +449,18 @@ impl DeclaredOpSpec {
                     ),
                 );
             }
-            if s.values.is_empty() || s.values.iter().any(|v| !v.is_finite()) {
-                return bad(&field, "give one or more finite values".into());
+            match s.range {
+                Some(_) if !s.values.is_empty() => {
+                    return bad(&field, "give values or a range, not both".into())
+                }
+                Some([lo, hi]) if !(lo.is_finite() && hi.is_finite() && lo <= hi) => {
+                    return bad(&field, format!("range [{lo}, {hi}] is not an interval"))
+                }
+                Some(_) => {}
+                None if s.values.is_empty() || s.values.iter().any(|v| !v.is_finite()) => {
+                    return bad(&field, "give one or more finite values, or a range".into());
+                }
+                None => {}
             }
         }
         if let Some(b) = self.buffers.keys().find(|b| sizes.contains(*b)) {
@@ -421,13 +469,19 @@ impl DeclaredOpSpec {
                 format!("'{b}' is also a size variable"),
             );
         }
-        if let Some(bench) = &self.bench {
-            for (k, v) in bench {
+        let shapes = self.bench.iter().map(|b| ("bench".to_string(), b)).chain(
+            self.cases
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (format!("cases[{i}].shape"), &c.shape)),
+        );
+        for (field, shape) in shapes {
+            for (k, v) in shape {
                 match self.sizes.get(k) {
-                    None => return bad("bench", format!("'{k}' is not a size variable")),
+                    None => return bad(&field, format!("'{k}' is not a size variable")),
                     Some(s) if *v < s.min || *v > s.upper() => {
                         return bad(
-                            "bench",
+                            &field,
                             format!(
                                 "{k} = {v} is outside min = {} to max = {}",
                                 s.min,
@@ -438,11 +492,34 @@ impl DeclaredOpSpec {
                     Some(_) => {}
                 }
             }
-            if let Some(k) = sizes.iter().find(|k| !bench.contains_key(*k)) {
+            if let Some(k) = sizes.iter().find(|k| !shape.contains_key(*k)) {
                 return bad(
-                    "bench",
+                    &field,
                     format!("give {k} too: the shape needs every size variable"),
                 );
+            }
+        }
+        for (i, c) in self.cases.iter().enumerate() {
+            for name in c.inputs.keys() {
+                match self.buffers.get(name) {
+                    Some(b) if matches!(b.role, Role::In | Role::Inout) => {}
+                    Some(b) => {
+                        return bad(
+                            &format!("cases[{i}].inputs.{name}"),
+                            format!(
+                                "{name} is a {:?} buffer; only in and inout buffers take data",
+                                b.role
+                            )
+                            .to_lowercase(),
+                        )
+                    }
+                    None => {
+                        return bad(
+                            &format!("cases[{i}].inputs.{name}"),
+                            format!("'{name}' is not a buffer"),
+                        )
+                    }
+                }
             }
         }
         match &self.reference {
@@ -527,6 +604,7 @@ impl DeclaredOpSpec {
         // Values a parameter's type cannot hold would reach the kernel wrapped.
         for p in &out {
             let (name, dtype, values): (&str, Dtype, Vec<f64>) = match p {
+                // Declared values, the bench shape and the user's case shapes.
                 OpParam::Size(n, d) => (
                     n,
                     *d,
@@ -534,10 +612,17 @@ impl DeclaredOpSpec {
                         .values
                         .iter()
                         .flatten()
+                        .chain(self.bench.iter().filter_map(|b| b.get(n)))
+                        .chain(self.cases.iter().filter_map(|c| c.shape.get(n)))
                         .map(|v| *v as f64)
                         .collect(),
                 ),
-                OpParam::Scalar(n, d) if !d.is_float() => (n, *d, self.scalars[n].values.clone()),
+                OpParam::Scalar(n, d) if !d.is_float() => {
+                    let s = &self.scalars[n];
+                    let mut v = s.values.clone();
+                    v.extend(s.range.iter().flat_map(|[lo, hi]| [lo.floor(), hi.floor()]));
+                    (n, *d, v)
+                }
                 _ => continue,
             };
             let (lo, hi) = match dtype {
@@ -610,6 +695,34 @@ scalars.eps = { type = "f32", values = [1e-5] }
     }
 
     #[test]
+    fn a_scalar_range_gives_every_case_its_own_value_inside_it() {
+        let s = ScalarSpec {
+            ty: Dtype::F32,
+            values: vec![],
+            range: Some([0.25, 2.75]),
+        };
+        let v: Vec<f64> = (0..8).map(|i| s.value(i)).collect();
+        assert!(v.iter().all(|x| (0.25..=2.75).contains(x)), "{v:?}");
+        let distinct: std::collections::BTreeSet<u64> = v.iter().map(|x| x.to_bits()).collect();
+        assert_eq!(distinct.len(), v.len(), "{v:?}");
+        let i = ScalarSpec {
+            ty: Dtype::I32,
+            values: vec![],
+            range: Some([-3.0, 9.0]),
+        };
+        assert!((0..8).all(|k| i.value(k).fract() == 0.0));
+        let lists = ScalarSpec {
+            ty: Dtype::F32,
+            values: vec![1.0, 2.0],
+            range: None,
+        };
+        assert_eq!(
+            [lists.value(0), lists.value(1), lists.value(2)],
+            [1.0, 2.0, 1.0]
+        );
+    }
+
+    #[test]
     fn a_layer_norm_declares_its_parameters_in_the_kernels_order() {
         let op = check(LAYERNORM, &params()).unwrap();
         assert_eq!(
@@ -631,7 +744,13 @@ scalars.eps = { type = "f32", values = [1e-5] }
 
     #[test]
     fn each_problem_names_its_field() {
-        let cases: [(&str, &str, &str); 9] = [
+        let cases: [(&str, &str, &str); 11] = [
+            (
+                "values = [1e-5] }",
+                "values = [1e-5], range = [0.0, 1.0] }",
+                "scalars.eps",
+            ),
+            ("values = [1e-5] }", "range = [1.0, 0.0] }", "scalars.eps"),
             (
                 "len = \"rows * cols\", role = \"in\"",
                 "len = \"rows * depth\", role = \"in\"",

@@ -64,6 +64,9 @@ pub enum InputCase {
     /// integer inputs through their extreme values (for bitwise and exact rules only:
     /// a tolerance has no answer for them).
     Special,
+    /// The user's data for case `case` of `[kernel.op] cases` (`.npy` files); the inputs it
+    /// does not name are uniform random from seed `case`.
+    Data { case: usize },
 }
 
 impl InputCase {
@@ -75,6 +78,7 @@ impl InputCase {
             InputCase::Large { seed } => format!("large-magnitude input seed {seed}"),
             InputCase::Constant => "constant input".into(),
             InputCase::Special => "special values".into(),
+            InputCase::Data { case } => format!("user data (cases[{case}])"),
         }
     }
 }
@@ -352,8 +356,7 @@ impl DeclaredWorkload {
                 OpParam::Buffer(_) => {}
                 OpParam::Size(name, _) => ints.push(self.shape[name]),
                 OpParam::Scalar(name, dtype) => {
-                    let v = &self.op.spec.scalars[name].values;
-                    let x = v[self.scalar_index % v.len()];
+                    let x = self.op.spec.scalars[name].value(self.scalar_index);
                     if dtype.is_float() {
                         floats.push(x);
                     } else {
@@ -372,9 +375,15 @@ impl DeclaredWorkload {
                 self.buffers
                     .iter()
                     .enumerate()
-                    .map(|(k, b)| match b.role {
-                        Role::In | Role::Inout => fill(b, k, self.case),
-                        Role::Out | Role::Scratch => Ok(Vec::new()),
+                    .map(|(k, b)| match (b.role, self.case) {
+                        (Role::Out | Role::Scratch, _) => Ok(Vec::new()),
+                        (_, InputCase::Data { case }) => {
+                            match self.op.spec.cases[case].inputs.get(&b.name) {
+                                Some(path) => load(b, path),
+                                None => fill(b, k, InputCase::Uniform { seed: case as u64 }),
+                            }
+                        }
+                        _ => fill(b, k, self.case),
                     })
                     .collect()
             })
@@ -491,6 +500,24 @@ impl DeclaredWorkload {
     }
 }
 
+/// A buffer's initial bytes from the user's `.npy` file: its dtype (bf16 as `<u2`) and its
+/// element count must be the buffer's at this shape.
+fn load(b: &Buffer, path: &str) -> Result<Vec<u8>, String> {
+    let npy = crate::npy::read_file(std::path::Path::new(path))
+        .and_then(|n| n.declared(b.dtype))
+        .map_err(|e| format!("buffer {}: {path}: {e}", b.name))?;
+    if npy.elements() != b.elements {
+        return Err(format!(
+            "buffer {}: {path} holds {} elements (shape {}); the buffer has {} at this shape",
+            b.name,
+            npy.elements(),
+            crate::npy::shape_repr(&npy.shape),
+            b.elements
+        ));
+    }
+    Ok(npy.data)
+}
+
 /// The buffer's initial bytes for a case; `k` (the buffer's position) makes two inputs of
 /// one shape differ, so a kernel that swaps them is caught.
 fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
@@ -519,6 +546,8 @@ fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
                 dt.write_f64(&mut out, i, v);
             }
         }
+        // Loaded by the workload (`load`); a buffer the case names no file for is uniform.
+        InputCase::Data { case } => return fill(b, k, InputCase::Uniform { seed: case as u64 }),
         InputCase::Uniform { seed } | InputCase::Large { seed } => {
             let scale = if matches!(case, InputCase::Large { .. }) {
                 1000.0
@@ -908,6 +937,16 @@ pub fn ladder(op: &DeclaredOp) -> Result<Vec<Shape>, String> {
             add(s, &mut shapes);
         }
     }
+    // The user's own shapes.
+    for c in &op.spec.cases {
+        add(
+            c.shape
+                .iter()
+                .map(|(k, v)| (k.clone(), *v as i64))
+                .collect(),
+            &mut shapes,
+        );
+    }
     if vars.len() >= 2 {
         let (a, b) = (&vars[0], &vars[1]);
         let (va, vb) = (&all[a], &all[b]);
@@ -1283,6 +1322,90 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         .unwrap_err();
         assert!(
             e.to_string().contains("buffers.y.compare") && e.to_string().contains("depth"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn user_cases_add_shapes_and_run_on_the_users_npy_data() {
+        let tmp = tempfile::tempdir().unwrap();
+        let x: Vec<f32> = (0..10).map(|i| i as f32 * 0.5 - 2.0).collect();
+        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(
+            tmp.path().join("x.npy"),
+            crate::npy::to_bytes(Dtype::F32, &[2, 5], &bytes).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(tmp.path().join("k.cu"), "__global__ void rowsum() {}").unwrap();
+        let text = MANIFEST.replace(
+            "sizes.cols = { values = [1, 5, 33] }",
+            "sizes.cols = { values = [1, 5, 33] }\ncases = [{ shape = { rows = 2, cols = 5 }, inputs = { x = \"x.npy\" } }, { shape = { rows = 1000, cols = 7 } }]",
+        );
+        let parse = |text: &str| {
+            crate::manifest::parse("m.toml", text, crate::manifest::Files::Dir(tmp.path()))
+        };
+        let d = parse(&text).unwrap().kernels[0].clone();
+        let op = d.declared.clone().unwrap();
+        let shapes = ladder(&op).unwrap();
+        assert!(
+            shapes.iter().any(|s| s["rows"] == 1000 && s["cols"] == 7),
+            "an added shape"
+        );
+        let r = check_decl(&d, good);
+        assert!(r.passed(), "{}", r.render());
+        let data = r
+            .cases
+            .iter()
+            .find(|c| c.case.contains("user data"))
+            .unwrap();
+        assert!(
+            data.case
+                .starts_with("cols=5 rows=2: user data (cases[0]: x = "),
+            "{}",
+            data.case
+        );
+        // The workload's input is the file's bytes.
+        let w = DeclaredWorkload::new(
+            d.clone(),
+            [("rows".to_string(), 2), ("cols".to_string(), 5)].into(),
+            InputCase::Data { case: 0 },
+            0,
+            std::rc::Rc::new(RowSum),
+        )
+        .unwrap();
+        assert_eq!(w.inputs().unwrap()[0], bytes);
+        // A kernel that skips the ragged tail fails on the user's data too.
+        let r = check_decl(&d, drops_tail);
+        assert!(r
+            .cases
+            .iter()
+            .any(|c| c.case.contains("user data") && !c.pass));
+        // A missing file, a shape without every variable, data for an output: the field.
+        for (edit, field) in [
+            ("x = \"x.npy\"", "cases[0].inputs.x"),
+            ("shape = { rows = 1000, cols = 7 }", "cases[1].shape"),
+            ("inputs = { x = \"x.npy\" }", "cases[0].inputs.y"),
+        ] {
+            let bad = match field {
+                "cases[0].inputs.x" => text.replace(edit, "x = \"nope.npy\""),
+                "cases[1].shape" => text.replace(edit, "shape = { rows = 1000 }"),
+                _ => text.replace(edit, "inputs = { y = \"x.npy\" }"),
+            };
+            let e = parse(&bad).unwrap_err();
+            assert!(e.field.ends_with(field), "{field}: {e}");
+        }
+        // A file of the wrong length is one error naming the buffer and both counts.
+        let w = DeclaredWorkload::new(
+            d,
+            [("rows".to_string(), 3), ("cols".to_string(), 5)].into(),
+            InputCase::Data { case: 0 },
+            0,
+            std::rc::Rc::new(RowSum),
+        )
+        .unwrap();
+        let e = w.inputs().unwrap_err().0;
+        assert!(
+            e.contains("holds 10 elements (shape (2, 5))") && e.contains("15"),
             "{e}"
         );
     }

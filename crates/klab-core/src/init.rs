@@ -749,9 +749,8 @@ pub fn skeleton(src: &str, source: &str, file: &str) -> Result<Skeleton, InitErr
         let entry = match &k.template {
             Some(list) => {
                 t += &format!(
-                    "# TODO: {} is a template <{}>: klab loads an extern \"C\" entry by its name, so\n\
-                     # write an extern \"C\" __global__ wrapper that calls one instance (like\n\
-                     # {}<float, 128>) and give the wrapper's name as the entry.\n",
+                    "# TODO: {} is a template <{}>: give the instance to run as the entry,\n\
+                     # e.g. entry = \"{}<float, 128>\" (NVRTC instantiates it by that name).\n",
                     k.name,
                     flat(list),
                     k.name

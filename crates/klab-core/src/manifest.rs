@@ -739,7 +739,8 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
         };
         if operation == OpKind::Declared {
             kernels.push(
-                declared_kernel(k, &raw.ops, &f).map_err(|(field, problem)| err(field, problem))?,
+                declared_kernel(k, &raw.ops, &files, &f)
+                    .map_err(|(field, problem)| err(field, problem))?,
             );
             continue;
         }
@@ -917,6 +918,7 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
 fn declared_kernel(
     k: RawKernel,
     ops: &BTreeMap<String, crate::declared::DeclaredOpSpec>,
+    files: &Files<'_>,
     f: &dyn Fn(&str) -> String,
 ) -> Result<KernelDecl, (String, String)> {
     for (given, name) in [
@@ -958,6 +960,22 @@ fn declared_kernel(
             }
         },
     };
+    let mut spec = spec;
+    // User data is found relative to the manifest, and must exist when it is read.
+    for (i, c) in spec.cases.iter_mut().enumerate() {
+        for (name, path) in c.inputs.iter_mut() {
+            if let Files::Dir(dir) = files {
+                let p = dir.join(&*path);
+                if !p.is_file() {
+                    return Err((
+                        format!("{at}.cases[{i}].inputs.{name}"),
+                        format!("{} is not a file", p.display()),
+                    ));
+                }
+                *path = p.display().to_string();
+            }
+        }
+    }
     let op =
         spec.validate(&k.params)
             .map_err(|(field, problem)| match field.starts_with("params") {
