@@ -145,7 +145,7 @@ extern "C" __global__ void mut_wild_store(float* output, const float* input, int
 }
 
 // The naive transpose with its offsets in 32-bit int: right until a matrix passes 2^31
-// elements (N >= 46341), where (y + offset) * n + x wraps. Only the ladder's
+// elements (N >= 46341; the ladder runs 46342), where (y + offset) * n + x wraps. Only the ladder's
 // index-overflow case reaches it.
 extern "C" __global__ void mut_index_int32(float* output, const float* input, int n) {
   const int x = blockIdx.x * kTile + threadIdx.x;

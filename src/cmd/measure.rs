@@ -102,6 +102,12 @@ impl Kernel {
             let (file, name) = spec.rsplit_once(':').expect("validated FILE:NAME");
             let kernel = Kernel::parse(&format!("{}:{name}", dir.join(file).display()))
                 .with_context(|| format!("{}: reference.kernel {spec}", self.name()))?;
+            if kernel.spec() == self.spec() {
+                bail!(
+                    "{}: reference.kernel {spec} is this kernel itself: it would agree with itself whatever it computes",
+                    self.name()
+                );
+            }
             return Ok(std::rc::Rc::new(GpuReference {
                 spec: spec.clone(),
                 kernel,

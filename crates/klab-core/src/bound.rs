@@ -296,7 +296,8 @@ pub const DRAM_REL_TOL: f64 = 0.15;
 /// DRAM traffic against the useful bytes the manifest declares (every byte the operation
 /// must read or write, once): the prediction any kernel has, written before measuring.
 /// More traffic means re-reads or write amplification; less, a working set served from L2
-/// (or writes still in L2 when the kernel ends, which the tolerance allows for).
+/// or writes still in L2 when the kernel ends (then the row disagrees: it informs, it is not
+/// a gate).
 pub fn dram_row(useful_bytes: u64, m: &Measured) -> CounterRow {
     let measured = match (m.dram_bytes_read, m.dram_bytes_write) {
         (Some(r), Some(w)) => Some(r + w),

@@ -113,9 +113,10 @@ impl CheckReport {
     }
 }
 
-/// The smallest N whose N x N matrix has element offsets past 2^31 (46341^2 > 2^31 >
-/// 46340^2): a copy or transpose that indexes in 32-bit arithmetic fails here.
-pub const MATRIX_OVERFLOW_N: u64 = 46341;
+/// The smallest N at which the last row of an N x N matrix starts past 2^31 elements
+/// ((N - 1) N = 2,147,534,622 at 46342; 46341 still starts its last row below): a copy or
+/// transpose that computes a row offset in 32-bit arithmetic fails here.
+pub const MATRIX_OVERFLOW_N: u64 = 46342;
 
 /// The size ladder for a declared launch: 0 (1-D only), 1, one ragged size in every
 /// remainder class the launch can produce (e + r for r in 1..e, e = elements per block),
@@ -184,10 +185,10 @@ pub fn run_declared<B: Backend>(
                 .expect("one size variable")
                 .clone();
             let min = op.spec.sizes[&var].min;
-            if let Some(n) = v.iter().find(|n| **n < min || **n > i32::MAX as u64) {
+            let max = general::size_cap(&op, &var);
+            if let Some(n) = v.iter().find(|n| **n < min || **n > max) {
                 return Err(BackendError(format!(
-                    "--sizes: {n} is outside {var}'s range ({min} to {})",
-                    i32::MAX
+                    "--sizes: {n} is outside {var}'s range ({min} to {max})"
                 )));
             }
             v.iter()
@@ -443,8 +444,12 @@ fn declared_case<B: Backend>(
     }
     let free = backend.free_memory_bytes()?;
     let host = crate::device::host_available_bytes();
-    // The host holds the inputs, the reference's outputs and one downloaded output.
-    let host_need = w.slot_bytes().saturating_mul(2);
+    // The host holds the inputs, the reference's copy of every buffer and one downloaded
+    // output; scaled-sum adds the absolute inputs, a second reference run and f64
+    // magnitudes.
+    let host_need = w
+        .slot_bytes()
+        .saturating_mul(if w.uses_scaled_sum() { 4 } else { 2 });
     let gb = |b: u64| format!("{:.1} GB", b as f64 / 1e9);
     let too_big = if w.slot_bytes() > free {
         Some(format!(
@@ -476,11 +481,30 @@ fn declared_case<B: Backend>(
         };
         return Ok((c, None));
     }
+    let skip = |why: String| CaseResult {
+        skipped: true,
+        case: label.clone(),
+        n: w.n(),
+        pass: true,
+        detail: format!("not run: {why}"),
+    };
     if let Err(e) = plan::validate(&w.plan(), backend.limits(), Some(resources), false) {
+        // klab chose the overflow shape: a launch the device cannot make there is not the
+        // kernel's failure.
+        if skip_when_too_big {
+            return Ok((skip(format!("the launch at this shape: {e}")), None));
+        }
         return Ok((
             fail(format!("{at}: launch plan"), w.n(), e.to_string()),
             None,
         ));
+    }
+    // Likewise a reference that cannot compute the expected values at that shape (a
+    // command reference past its timeout, say): said, not a failure of the kernel.
+    if skip_when_too_big {
+        if let Err(e) = w.prepare() {
+            return Ok((skip(e.0), None));
+        }
     }
     let mut bufs = w.create_slot(backend, 0)?;
     w.poison(backend, &mut bufs, poison)?;
@@ -785,6 +809,84 @@ mod tests {
         spec: &str,
     ) -> Result<(crate::manifest::Manifest, KernelDecl), crate::registry::RegistryError> {
         crate::registry::resolve(spec, crate::registry::Scope::Audit)
+    }
+
+    #[test]
+    fn a_reference_that_fails_where_klab_chose_the_shape_is_a_skip() {
+        struct Fails;
+        impl general::Reference for Fails {
+            fn run(
+                &self,
+                _: &general::Shape,
+                _: &mut [&mut [u8]],
+                _: &[i64],
+                _: &[f64],
+            ) -> Result<(), String> {
+                Err("the command was killed by its 120 s watchdog".into())
+            }
+            fn describe(&self) -> String {
+                "a failing reference".into()
+            }
+        }
+        let m = crate::manifest::parse(
+            "m.toml",
+            r#"
+source = "k.cu"
+[[kernel]]
+name = "k"
+entry = "k"
+operation = "declared"
+params = ["x", "y", "n:i32"]
+[kernel.op]
+grid = ["ceil_div(n, 32)"]
+block = ["32"]
+useful_bytes = "8 * n"
+reference = { c = "r.c:r" }
+sizes.n = {}
+buffers.x = { dtype = "f32", len = "n", role = "in" }
+buffers.y = { dtype = "f32", len = "n", role = "out", compare = "bitwise" }
+"#,
+            crate::manifest::Files::Given(&|_| Ok(("k.cu".into(), "k".into()))),
+        )
+        .unwrap();
+        let d = m.kernels[0].clone();
+        fn copy(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+            let [HostArg::Buffer(x), HostArg::Buffer(y), _] = a else {
+                panic!()
+            };
+            let v = mem[*x].clone();
+            mem[*y].copy_from_slice(&v);
+        }
+        let mut b = HostBackend::new().with_general_kernel("k", copy);
+        let k = b.kernel("k").unwrap();
+        let w = general::DeclaredWorkload::new(
+            d,
+            [("n".to_string(), 40)].into(),
+            general::InputCase::Structural,
+            0,
+            std::rc::Rc::new(Fails),
+        )
+        .unwrap();
+        let res = b.resources(&k);
+        let (c, bufs) = declared_case(
+            &mut b,
+            &k,
+            &res,
+            &w,
+            "index overflow, n=40",
+            "exact",
+            0xff,
+            true,
+        )
+        .unwrap();
+        assert!(bufs.is_none() && c.skipped, "{c:?}");
+        assert!(
+            c.detail.contains("killed by its 120 s watchdog"),
+            "{}",
+            c.detail
+        );
+        // Where the user chose the shape, the same failure is an error, not a skip.
+        assert!(declared_case(&mut b, &k, &res, &w, "n=40", "exact", 0xff, false).is_err());
     }
 
     fn transpose_ok(out: &mut [u32], input: &[u32], n: u64, _: u64) {

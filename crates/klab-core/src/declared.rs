@@ -131,11 +131,11 @@ impl ScalarSpec {
         match self.range {
             Some([lo, hi]) => {
                 let t = (index as f64 * 0.618_033_988_749_895).fract();
-                let v = lo + (hi - lo) * t;
                 if self.ty.is_float() {
-                    v
+                    lo + (hi - lo) * t
                 } else {
-                    v.floor()
+                    // Every whole number of [lo, hi] is reachable, hi included.
+                    (lo.ceil() + ((hi.floor() - lo.ceil() + 1.0) * t).floor()).min(hi.floor())
                 }
             }
             None => self.values[index % self.values.len()],
@@ -629,7 +629,8 @@ impl DeclaredOpSpec {
                 Dtype::I32 => (i32::MIN as f64, i32::MAX as f64),
                 Dtype::U32 => (0.0, u32::MAX as f64),
                 Dtype::I64 => (i64::MIN as f64, i64::MAX as f64),
-                _ => (0.0, u64::MAX as f64),
+                // Integers travel as i64 on their way to the kernel.
+                _ => (0.0, i64::MAX as f64),
             };
             if let Some(v) = values
                 .iter()
@@ -711,6 +712,13 @@ scalars.eps = { type = "f32", values = [1e-5] }
             range: Some([-3.0, 9.0]),
         };
         assert!((0..8).all(|k| i.value(k).fract() == 0.0));
+        let two = ScalarSpec {
+            ty: Dtype::I32,
+            values: vec![],
+            range: Some([0.0, 1.0]),
+        };
+        let seen: std::collections::BTreeSet<i64> = (0..8).map(|k| two.value(k) as i64).collect();
+        assert_eq!(seen, [0, 1].into(), "both ends of an integer range");
         let lists = ScalarSpec {
             ty: Dtype::F32,
             values: vec![1.0, 2.0],

@@ -168,6 +168,27 @@ pub fn resources_csv(rows: &[KernelResources]) -> String {
     s
 }
 
+/// The host memory available to a new allocation (`MemAvailable` of /proc/meminfo), or
+/// None where the system does not say.
+pub fn host_available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    let host = kb.checked_mul(1024)?;
+    // A container's own limit (cgroup v2) can be far below the host's free memory.
+    let read = |f: &str| -> Option<u64> {
+        std::fs::read_to_string(format!("/sys/fs/cgroup/{f}"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some(match (read("memory.max"), read("memory.current")) {
+        (Some(max), Some(cur)) => host.min(max.saturating_sub(cur)),
+        _ => host,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,13 +215,4 @@ mod tests {
             format!("{RESOURCES_CSV_HEADER}\ntranspose_padded,30,4224,0,1024,driver\n")
         );
     }
-}
-
-/// The host memory available to a new allocation (`MemAvailable` of /proc/meminfo), or
-/// None where the system does not say.
-pub fn host_available_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kb.checked_mul(1024)
 }

@@ -393,6 +393,16 @@ impl DeclaredWorkload {
 
     /// The reference run on host copies of `inputs` (outputs and scratch zeroed).
     fn run_reference(&self, inputs: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, String> {
+        self.run_reference_with(inputs, false)
+    }
+
+    /// [`Self::run_reference`], with the float scalars' absolute values when `abs_scalars`
+    /// (scaled-sum's magnitudes: `alpha AB + beta C` with beta < 0 must not cancel).
+    fn run_reference_with(
+        &self,
+        inputs: &[Vec<u8>],
+        abs_scalars: bool,
+    ) -> Result<Vec<Vec<u8>>, String> {
         let mut host = Vec::with_capacity(self.buffers.len());
         for (b, i) in self.buffers.iter().zip(inputs) {
             let mut v = host_zeroed(b.bytes(), &b.name)?;
@@ -401,11 +411,31 @@ impl DeclaredWorkload {
             }
             host.push(v);
         }
-        let (ints, floats) = self.scalars();
+        let (ints, mut floats) = self.scalars();
+        if abs_scalars {
+            floats.iter_mut().for_each(|f| *f = f.abs());
+        }
         let mut views: Vec<&mut [u8]> = host.iter_mut().map(|v| v.as_mut_slice()).collect();
         self.reference
             .run(&self.shape, &mut views, &ints, &floats)?;
         Ok(host)
+    }
+
+    /// Whether an output is compared by scaled-sum (the reference then runs twice).
+    pub fn uses_scaled_sum(&self) -> bool {
+        self.buffers.iter().any(|b| {
+            b.comparison
+                .as_ref()
+                .is_some_and(|c| matches!(c.rule, rule::Rule::ScaledSum { .. }))
+        })
+    }
+
+    /// Make the inputs, the reference's outputs and scaled-sum's magnitudes now (each is
+    /// made once and kept), so that a reference failure is known before any launch.
+    pub fn prepare(&self) -> Result<(), BackendError> {
+        self.expected()?;
+        self.magnitudes()?;
+        Ok(())
     }
 
     /// The reference's outputs, computed once per workload.
@@ -427,7 +457,7 @@ impl DeclaredWorkload {
                     .as_ref()
                     .is_some_and(|c| matches!(c.rule, rule::Rule::ScaledSum { .. }))
             };
-            if !self.buffers.iter().any(scaled) {
+            if !self.uses_scaled_sum() {
                 return Ok(vec![None; self.buffers.len()]);
             }
             let mut abs = self.inputs().map_err(|e| e.0)?.to_vec();
@@ -440,7 +470,7 @@ impl DeclaredWorkload {
                     }
                 }
             }
-            let out = self.run_reference(&abs)?;
+            let out = self.run_reference_with(&abs, true)?;
             Ok(self
                 .buffers
                 .iter()
@@ -448,7 +478,16 @@ impl DeclaredWorkload {
                 .map(|(b, bytes)| {
                     scaled(b).then(|| {
                         (0..b.elements as usize)
-                            .map(|i| b.dtype.to_f64(&bytes, i).abs())
+                            .map(|i| {
+                                // A magnitude the dtype cannot hold (an f16 sum past 65504)
+                                // gives no bound: the element must then equal the reference.
+                                let m = b.dtype.to_f64(&bytes, i).abs();
+                                if m.is_finite() {
+                                    m
+                                } else {
+                                    0.0
+                                }
+                            })
                             .collect()
                     })
                 })
@@ -818,6 +857,11 @@ fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
     if spec.min == 0 {
         v.push(0);
     }
+    // A max inside the derived values keeps its edge: max - 1 and max itself.
+    if spec.upper() < 4 * c {
+        v.extend([spec.upper().saturating_sub(1), spec.upper()]);
+    }
+    v.push(spec.min.max(1));
     v.retain(|x| *x >= spec.min && *x <= spec.upper());
     v.sort_unstable();
     v.dedup();
@@ -835,8 +879,8 @@ fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
 pub const INDEX_OVERFLOW_ELEMENTS: u64 = 1 << 31;
 
 /// The largest value a size variable can reach: its `max`, the range of the type it is
-/// passed as, and 2^40 (so that no expression overflows on the way).
-fn size_cap(op: &DeclaredOp, var: &str) -> u64 {
+/// passed as, and 2^40.
+pub fn size_cap(op: &DeclaredOp, var: &str) -> u64 {
     let by_type = op
         .params
         .iter()
@@ -879,13 +923,16 @@ pub fn overflow_shape(op: &DeclaredOp, base: &Shape, limit: u64) -> Result<Shape
     // Past the limit even with any one variable one smaller: then the last row (or
     // column, or plane) itself starts past it, so an offset like `row * cols` computed in
     // 32 bits wraps, not only the elements inside that row.
+    // A length too large to evaluate in 64 bits is past any limit (three sizes at their
+    // caps multiply past i64); the search then settles far below that.
+    let beyond = |s: &Shape| largest_buffer(op, s).is_none_or(|n| n > limit);
     let past = |f: f64| {
         let s = at(f);
-        largest_buffer(op, &s).is_some_and(|n| n > limit)
+        beyond(&s)
             && s.iter().all(|(k, v)| {
                 let mut less = s.clone();
                 less.insert(k.clone(), (*v - 1).max(0));
-                *v <= 1 || largest_buffer(op, &less).is_some_and(|n| n > limit)
+                *v <= 1 || beyond(&less)
             })
     };
     let (mut lo, mut hi) = (1.0f64, 2f64.powi(41));
@@ -1131,6 +1178,56 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
     }
 
     #[test]
+    fn a_length_over_three_sizes_still_finds_its_overflow_shape() {
+        // rows * cols * cols: at the search's first probe (every size at its i32 cap) the length
+        // overflows i64; that counts as past the limit, not as "no shape".
+        let d = with(&MANIFEST.replace(
+            "len = \"rows * cols\", role = \"in\", shape = [\"rows\", \"cols\"]",
+            "len = \"rows * cols * cols\", role = \"in\"",
+        ));
+        let op = d.declared.unwrap();
+        let base: Shape = [("rows".to_string(), 3), ("cols".to_string(), 5)].into();
+        let s = overflow_shape(&op, &base, 1 << 31).unwrap();
+        assert!(largest_buffer(&op, &s).unwrap() > 1 << 31, "{s:?}");
+    }
+
+    #[test]
+    fn an_overflow_shape_the_device_cannot_launch_is_a_skip_and_a_failing_reference_too() {
+        // grid.y = rows: past 65535 at the overflow shape (cols capped at 33), within the
+        // limit on every ladder shape.
+        let d = with(
+            &MANIFEST
+                .replace(
+                    "grid = [\"ceil_div(rows, 32)\"]",
+                    "grid = [\"1\", \"rows\"]",
+                )
+                .replace(
+                    "sizes.cols = { values = [1, 5, 33] }",
+                    "sizes.cols = { values = [1, 5, 33], max = 33 }",
+                ),
+        );
+        let mut b = HostBackend::new()
+            .with_general_kernel("rowsum", good)
+            .with_free_bytes(1 << 40);
+        let k = b.kernel("rowsum").unwrap();
+        let opts = CheckOptions {
+            seed: 1,
+            sizes: None,
+            quick: false,
+        };
+        let r = run_declared(&mut b, &d, &k, std::rc::Rc::new(RowSum), &opts, &mut |_| {}).unwrap();
+        let c = r.cases.last().unwrap();
+        // Skipped by the launch limit, or first by this machine's host memory: never a FAIL.
+        assert!(c.skipped && c.detail.starts_with("not run: "), "{c:?}");
+        assert!(
+            c.detail.contains("the launch at this shape") || c.detail.contains("host memory"),
+            "{}",
+            c.detail
+        );
+        assert!(r.passed(), "{}", r.render());
+    }
+
+    #[test]
     fn the_check_says_plainly_when_the_index_overflow_case_does_not_fit() {
         // The host backend offers 2 GiB: x alone needs 8.6 GB past 2^31 elements.
         let r = check(good);
@@ -1152,7 +1249,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
     }
 
     #[test]
-    fn a_launch_that_covers_nothing_fails_and_an_unreachable_min_is_an_error() {
+    fn a_launch_that_covers_nothing_fails_and_min_and_max_keep_their_edges() {
         // rows / 256 blocks: 0 blocks below 256 rows, while y has rows elements.
         let d = with(
             &MANIFEST
@@ -1169,9 +1266,24 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             "{}",
             r.render()
         );
+        // A min above every derived value, and a max below the chunk, keep their edges.
         let d = with(&MANIFEST.replace("sizes.rows = {}", "sizes.rows = { min = 200 }"));
-        let e = ladder(d.declared.as_ref().unwrap()).unwrap_err();
-        assert!(e.contains("sizes.rows") && e.contains("min = 200"), "{e}");
+        let rows: Vec<i64> = ladder(d.declared.as_ref().unwrap())
+            .unwrap()
+            .iter()
+            .map(|s| s["rows"])
+            .collect();
+        assert!(rows.iter().all(|r| *r == 200), "{rows:?}");
+        let d = with(&MANIFEST.replace("sizes.rows = {}", "sizes.rows = { max = 20 }"));
+        let rows: Vec<i64> = ladder(d.declared.as_ref().unwrap())
+            .unwrap()
+            .iter()
+            .map(|s| s["rows"])
+            .collect();
+        for r in [1, 2, 19, 20] {
+            assert!(rows.contains(&r), "{r} in {rows:?}");
+        }
+        assert!(rows.iter().all(|r| *r <= 20), "{rows:?}");
     }
 
     #[test]

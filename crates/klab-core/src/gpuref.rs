@@ -47,7 +47,9 @@ impl<B: Backend> KernelReference<B> {
         }
         for (name, b) in &checked.spec.buffers {
             let r = &op.spec.buffers[name];
-            if (r.dtype, &r.len, r.role) != (b.dtype, &b.len, b.role) {
+            // Lengths compare by their text without spaces (`rows*cols` is `rows * cols`).
+            let text = |e: &crate::expr::Expr| e.to_string().replace(' ', "");
+            if (r.dtype, text(&r.len), r.role) != (b.dtype, text(&b.len), b.role) {
                 return Err(format!(
                     "the reference kernel {spec} declares buffer {name} as {} of {} ({:?}); the kernel it checks as {} of {} ({:?})",
                     r.dtype, r.len, r.role, b.dtype, b.len, b.role
@@ -178,8 +180,9 @@ op = "scale"
         else {
             panic!("{a:?}")
         };
-        for i in 0..*n as usize {
-            mem[*y][i] = (alpha * f32::from_bits(mem[*x][i])).to_bits();
+        let xs: Vec<u32> = mem[*x][..*n as usize].to_vec();
+        for (o, v) in mem[*y].iter_mut().zip(xs) {
+            *o = (alpha * f32::from_bits(v)).to_bits();
         }
     }
     /// Forgets the last element.

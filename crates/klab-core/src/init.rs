@@ -1351,7 +1351,7 @@ extern "C" __global__ void no_params(void) {}
         for needle in [
             "# TODO: plain is not extern \"C\"",
             "# TODO: tmpl is a template <typename T, int BLOCK>",
-            "like\n# tmpl<float, 128>",
+            "entry = \"tmpl<float, 128>\" (NVRTC instantiates it by that name)",
             "(__launch_bounds__(256, 2): at most 256)",
             "TODO: MyStruct: klab has no dtype for it (f16 bf16",
             "float4 is 4 f32 an element: len counts f32 elements",

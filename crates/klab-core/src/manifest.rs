@@ -509,7 +509,9 @@ fn first_placeholder(text: &str) -> Option<String> {
             f.write_str("any TOML value")
         }
         fn visit_str<E>(self, v: &str) -> Result<(), E> {
-            if self.found.is_none() && is_placeholder(v) {
+            // `name:TODO` only where klab init writes it: a parameter's type.
+            let typed = self.path.contains(".params[");
+            if self.found.is_none() && (v.trim() == PLACEHOLDER || (typed && is_placeholder(v))) {
                 *self.found = Some(self.path);
             }
             Ok(())
@@ -1069,6 +1071,12 @@ mod tests {
         );
         // Text that merely mentions it is no placeholder.
         assert!(!is_placeholder("TODO: later") && !is_placeholder("todo"));
+        // Only a parameter's type takes the `name:TODO` form: a label may end in it.
+        assert_eq!(first_placeholder("known_broken = \"fix: TODO\"\n"), None);
+        assert_eq!(
+            first_placeholder("[[kernel]]\nparams = [\"n:TODO\"]\n").as_deref(),
+            Some("kernel[0].params[0]")
+        );
         assert!(is_placeholder(" TODO ") && is_placeholder("ref.c:TODO"));
         let m = parse_one(&format!("{OK}known_broken = \"TODO: explain\"\n")).unwrap();
         assert_eq!(m.kernels[0].known_broken.as_deref(), Some("TODO: explain"));
