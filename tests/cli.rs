@@ -502,3 +502,27 @@ fn precompiled_modules_and_template_entries_stop_only_at_the_missing_driver() {
         );
     }
 }
+
+#[test]
+fn a_closed_stdout_is_one_line_and_exit_1_not_a_panic() {
+    // `klab model | head -0`: the reader is gone before klab prints.
+    for args in [vec!["model"], vec!["model", "--json"], vec!["kernels"]] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_klab"))
+            .args(&args)
+            .env_remove("KLAB_PARENT")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains("SIGPIPE (its output was closed)"),
+            "{args:?}: {err}"
+        );
+    }
+}

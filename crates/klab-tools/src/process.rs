@@ -465,6 +465,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
     let name: &[u8] = match sig {
         libc::SIGINT => b"SIGINT",
         libc::SIGTERM => b"SIGTERM",
+        libc::SIGPIPE => b"SIGPIPE (its output was closed)",
         _ => b"SIGHUP",
     };
     let mut line = [0u8; 128];
@@ -489,11 +490,12 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
-/// SIGINT, SIGTERM and SIGHUP kill the process group of every running child, print one
-/// line on stderr and exit 1.
+/// SIGINT, SIGTERM, SIGHUP and SIGPIPE kill the process group of every running child, print
+/// one line on stderr and exit 1. SIGPIPE too: Rust ignores it, so a closed stdout (`klab
+/// model | head`) would otherwise make the next print panic, and the children outlive that.
 pub fn install_signal_handlers() {
     #[cfg(unix)]
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
         // SAFETY: a handler that only makes async-signal-safe calls.
         unsafe {
             let mut act: libc::sigaction = std::mem::zeroed();
