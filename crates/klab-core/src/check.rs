@@ -397,6 +397,27 @@ pub fn run_declared<B: Backend>(
     })
 }
 
+/// Why a workload cannot run here: `device` bytes past the `free` device memory, or (when
+/// `host` is given) more host memory than is available. None: it fits.
+fn memory_refusal(device: u64, free: u64, host: Option<u64>) -> Option<String> {
+    let gb = |b: u64| format!("{:.1} GB", b as f64 / 1e9);
+    if device > free {
+        return Some(format!(
+            "needs {} of device memory; {} is free",
+            gb(device),
+            gb(free)
+        ));
+    }
+    match (host, crate::device::host_available_bytes()) {
+        (Some(need), Some(have)) if need > have => Some(format!(
+            "needs about {} of host memory; {} is available",
+            gb(need),
+            gb(have)
+        )),
+        _ => None,
+    }
+}
+
 /// The index-overflow case is skipped above this many FLOPs (a CPU reference at a few
 /// GFLOP/s would take minutes).
 pub const MAX_OVERFLOW_FLOPS: u64 = 100_000_000_000;
@@ -443,30 +464,13 @@ fn declared_case<B: Backend>(
         return Ok((fail(label, w.n(), why), None));
     }
     let free = backend.free_memory_bytes()?;
-    let host = crate::device::host_available_bytes();
     // The host holds the inputs, the reference's copy of every buffer and one downloaded
     // output; scaled-sum adds the absolute inputs, a second reference run and f64
     // magnitudes.
     let host_need = w
         .slot_bytes()
         .saturating_mul(if w.uses_scaled_sum() { 4 } else { 2 });
-    let gb = |b: u64| format!("{:.1} GB", b as f64 / 1e9);
-    let too_big = if w.slot_bytes() > free {
-        Some(format!(
-            "needs {} of device memory; {} is free",
-            gb(w.slot_bytes()),
-            gb(free)
-        ))
-    } else {
-        match host {
-            Some(h) if skip_when_too_big && host_need > h => Some(format!(
-                "needs about {} of host memory; {} is available",
-                gb(host_need),
-                gb(h)
-            )),
-            _ => None,
-        }
-    };
+    let too_big = memory_refusal(w.slot_bytes(), free, skip_when_too_big.then_some(host_need));
     if let Some(why) = too_big {
         let c = CaseResult {
             skipped: skip_when_too_big,
@@ -586,22 +590,8 @@ pub fn run<B: Backend>(
             // The index-overflow case: the exact input once (the other cases at this size
             // would repeat minutes of host work for no new path), or said plainly why not.
             let free = backend.free_memory_bytes()?;
-            let gb = |b: u64| format!("{:.1} GB", b as f64 / 1e9);
             // The host holds the input and one downloaded output.
-            let host_need = w.slot_bytes();
-            let why = match crate::device::host_available_bytes() {
-                _ if w.slot_bytes() > free => Some(format!(
-                    "needs {} of device memory; {} is free",
-                    gb(w.slot_bytes()),
-                    gb(free)
-                )),
-                Some(h) if host_need > h => Some(format!(
-                    "needs about {} of host memory; {} is available",
-                    gb(host_need),
-                    gb(h)
-                )),
-                _ => None,
-            };
+            let why = memory_refusal(w.slot_bytes(), free, Some(w.slot_bytes()));
             let case = "index overflow (offsets past 2^31), exact input, poison 0xff";
             let c = match why {
                 Some(why) => CaseResult {
