@@ -26,7 +26,7 @@ fn the_layer_norm_example_declares_three_kernels_two_of_them_labelled_bugs() {
     for k in &kernels {
         let (_, decl) = registry::resolve(&k.spec(), Scope::Default).unwrap();
         assert_eq!(decl.operation, OpKind::Declared);
-        let op = decl.declared.as_ref().unwrap();
+        let op = decl.op.as_ref();
         assert_eq!(op.params.len(), 5);
         assert_eq!(decl.known_broken.is_some(), decl.name != "layernorm");
         let shapes = klab_core::general::ladder(op).unwrap();
@@ -62,7 +62,7 @@ fn the_c_reference_compiles_and_computes_a_layer_norm() {
         Scope::Default,
     )
     .unwrap();
-    let op = decl.declared.as_ref().unwrap();
+    let op = decl.op.as_ref();
     let spec = klab_tools::cref::CReferenceSpec {
         source: example().parent().unwrap().join("layernorm_ref.c"),
         function: "layernorm_ref".into(),
@@ -165,11 +165,11 @@ fn a_declared_kernel_is_timed_and_profiled_at_its_bench_shape_never_at_an_n() {
     for (args, needle) in [
         (
             vec!["bench", k.as_str(), "--n", "5"],
-            "--n is for the built-in operations",
+            "--n sets an operation's one size variable; this one has 2 (cols, rows)",
         ),
         (
             vec!["profile", k.as_str(), "--n", "5"],
-            "--n is for the built-in operations",
+            "--n sets an operation's one size variable; this one has 2 (cols, rows)",
         ),
     ] {
         let o = klab().args(&args).output().unwrap();
@@ -179,7 +179,7 @@ fn a_declared_kernel_is_timed_and_profiled_at_its_bench_shape_never_at_an_n() {
         assert!(err.contains(needle), "{needle}: {err}");
     }
     let (_, decl) = registry::resolve(&k, Scope::Default).unwrap();
-    let bench = decl.declared.unwrap().spec.bench.clone().unwrap();
+    let bench = decl.op.spec.bench.clone().unwrap();
     assert_eq!(bench["rows"], 16384);
     assert_eq!(bench["cols"], 4096);
 }
@@ -279,7 +279,7 @@ fn a_command_reference_checks_a_declared_kernel_through_npy_files() {
     std::fs::write(dir.join("scale.toml"), SCALE_TOML).unwrap();
     let spec = format!("{}:scale", dir.join("scale.toml").display());
     let (_, decl) = registry::resolve(&spec, Scope::Default).unwrap();
-    let op = decl.declared.clone().unwrap();
+    let op = decl.op.clone();
     let reference = klab_tools::reference::build(&op, dir).unwrap();
     assert_eq!(
         reference.describe(),
@@ -293,7 +293,7 @@ fn a_command_reference_checks_a_declared_kernel_through_npy_files() {
     let check = |f: klab_core::backend::host::GeneralKernelFn| {
         let mut b = klab_core::backend::host::HostBackend::new().with_general_kernel("scale", f);
         let k = b.kernel("scale").unwrap();
-        klab_core::check::run_declared(&mut b, &decl, &k, reference.clone(), &opts, &mut |_| {})
+        klab_core::check::run(&mut b, &decl, &k, reference.clone(), &opts, &mut |_| {})
     };
     let good = check(scale_good).unwrap();
     assert!(good.passed(), "{}", good.render());
@@ -356,7 +356,7 @@ fn a_bad_command_reference_is_one_line_naming_its_field() {
         } else {
             // Refused when the reference is built, which needs the device first.
             let (_, decl) = registry::resolve(&m.display().to_string(), Scope::Default).unwrap();
-            let e = klab_tools::reference::build(decl.declared.as_ref().unwrap(), dir)
+            let e = klab_tools::reference::build(&decl.op, dir)
                 .err()
                 .unwrap()
                 .to_string();

@@ -52,7 +52,7 @@ fn every_example_has_a_correct_kernel_and_two_labelled_bugs() {
             p.display()
         );
         for k in &m.kernels {
-            let op = k.declared.as_ref().expect("declared");
+            let op = k.op.as_ref();
             klab_core::general::ladder(op).unwrap();
         }
     }
@@ -99,7 +99,7 @@ fn every_example_compiles_with_nvrtc() {
 /// The example's C reference, compiled (None, said loudly, without a C compiler).
 fn reference(name: &str) -> Option<klab_tools::cref::CReference> {
     let (path, m) = load(name);
-    let op = m.kernels[0].declared.clone().unwrap();
+    let op = m.kernels[0].op.clone();
     let klab_core::declared::ReferenceSpec::C(s) = &op.spec.reference else {
         panic!("{name}: not a C reference")
     };

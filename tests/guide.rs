@@ -48,7 +48,7 @@ fn the_guide_example_parses_and_its_reference_computes() {
         std::fs::write(dir.path().join(name), text).unwrap();
     }
     let m = klab_core::manifest::load(&dir.path().join("scale.toml")).unwrap();
-    let op = m.kernels[0].declared.clone().unwrap();
+    let op = m.kernels[0].op.clone();
     let shapes = klab_core::general::ladder(&op).unwrap();
     assert!(shapes.iter().any(|s| s["n"] == 257), "{shapes:?}");
     let spec = klab_tools::cref::CReferenceSpec {

@@ -106,7 +106,10 @@ fn init_writes_beside_the_source_keeps_an_existing_file_and_check_names_the_firs
     std::fs::write(&toml, fill(&text)).unwrap();
     let m = klab_core::manifest::load(&toml).unwrap();
     assert_eq!(m.kernels.len(), 3);
-    assert!(m.kernels.iter().all(|k| k.declared.is_some()));
+    assert!(m
+        .kernels
+        .iter()
+        .all(|k| k.operation == klab_core::manifest::OpKind::Declared));
 
     // -o elsewhere: the source is named relative to the manifest's folder.
     std::fs::create_dir(tmp.path().join("sub")).unwrap();

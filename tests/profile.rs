@@ -151,8 +151,12 @@ fn naive_is_profiled_on_one_launch_and_its_stores_agree_with_the_model() {
     assert!(csv.contains("naive,4096,global store sectors/request,32,32,agrees,"));
     assert!(csv.contains("naive,4096,global load sectors/request,4,,not measured,"));
     let bound = std::fs::read_to_string(out.join("bound.txt")).unwrap();
-    assert!(bound.contains("Workload: float32"));
-    assert!(bound.contains("n = 4096, block 32x8x1, grid 128x128x1"));
+    assert!(
+        bound.contains(
+            "Workload: f32 transpose: out (f32) at n=4096 (naive), block 32x8x1, grid 128x128x1"
+        ),
+        "{bound}"
+    );
     assert!(bound.contains("Correctness: 0 mismatches"));
     assert!(bound.contains("stage a tile in shared memory"));
     assert!(out.join("naive.raw.csv").is_file());

@@ -63,19 +63,15 @@ fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
             eprintln!("klab check: {}", c.render());
         }
     };
-    let report = if kernel.decl.declared.is_some() {
-        let reference = kernel.reference(args.device)?;
-        check::run_declared(
-            &mut session.backend,
-            &kernel.decl,
-            &k,
-            reference,
-            &opts,
-            &mut show,
-        )?
-    } else {
-        check::run(&mut session.backend, &kernel.decl, &k, &opts, &mut show)?
-    };
+    let reference = kernel.reference(args.device)?;
+    let report = check::run(
+        &mut session.backend,
+        &kernel.decl,
+        &k,
+        reference,
+        &opts,
+        &mut show,
+    )?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

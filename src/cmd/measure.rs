@@ -7,14 +7,14 @@ use std::process::Command;
 
 use anyhow::{bail, Context};
 use klab_core::artifact::{sha256_file, sha256_hex, utc_timestamp, write_atomic};
-use klab_core::manifest::{KernelDecl, Manifest, OpKind};
-use klab_core::ops;
+use klab_core::general::DeclaredWorkload;
+use klab_core::manifest::{KernelDecl, Manifest};
 use klab_core::receipt::{self, Receipt, RECEIPT_SCHEMA};
 use klab_core::registry::{self, KernelRef, Scope};
 use klab_core::samples::samples_csv;
 use klab_core::stats::{gb_per_s, Summary, QUANTILE_RULE};
 use klab_core::timing::{self, Measurement, Outcome, TimingConfig};
-use klab_core::workload::{AnyWorkload, CheckOutcome, Workload};
+use klab_core::workload::{CheckOutcome, Workload};
 use klab_cuda::device::Device;
 use klab_cuda::gpu::CudaBackend;
 use klab_cuda::module::{self, Module};
@@ -69,14 +69,19 @@ impl Kernel {
         self.kref.spec()
     }
 
+    /// The size `--n` means when it is not given: the operation's bench shape (its one
+    /// size variable); 1 for an operation with several (they are timed at `bench`).
     pub fn default_n(&self) -> u64 {
-        match self.decl.operation {
-            OpKind::Copy | OpKind::Transpose => 4096,
-            OpKind::Triad => ops::triad::N,
-            OpKind::ReduceSum => ops::reduce::LARGE_N,
-            // Its shapes are its size variables' (the workload refuses a single n).
-            OpKind::Declared => 1,
+        match (self.size_variable(), &self.decl.op.spec.bench) {
+            (Some(var), Some(bench)) => bench.get(var).copied().unwrap_or(1),
+            _ => 1,
         }
+    }
+
+    /// The operation's size variable when it has exactly one (what `--n` sets).
+    pub fn size_variable(&self) -> Option<&str> {
+        let sizes = &self.decl.op.spec.sizes;
+        (sizes.len() == 1).then(|| sizes.keys().next().expect("one").as_str())
     }
 
     /// A declared operation's reference, built (a C reference compiles into klab's cache).
@@ -84,11 +89,7 @@ impl Kernel {
         &self,
         device: u32,
     ) -> anyhow::Result<std::rc::Rc<dyn klab_core::general::Reference>> {
-        let op = self
-            .decl
-            .declared
-            .as_ref()
-            .with_context(|| format!("{} is not a declared operation", self.name()))?;
+        let op = &self.decl.op;
         let dir = match &self.kref {
             KernelRef::Manifest { path, .. } => {
                 path.parent().map(Path::to_path_buf).unwrap_or_default()
@@ -128,12 +129,15 @@ impl Kernel {
         )
     }
 
-    /// The workload at size `n` (seeded random input where the operation has one); a
-    /// declared operation at its `op.bench` shape, with its reference.
-    pub fn workload(&self, n: u64, seed: Option<u64>, device: u32) -> anyhow::Result<AnyWorkload> {
-        let Some(op) = &self.decl.declared else {
-            return Ok(AnyWorkload::for_decl(self.decl.clone(), n, seed)?);
-        };
+    /// The workload at its operation's `bench` shape, with `n` as the value of its one
+    /// size variable (seeded random input), and its reference.
+    pub fn workload(
+        &self,
+        n: u64,
+        seed: Option<u64>,
+        device: u32,
+    ) -> anyhow::Result<DeclaredWorkload> {
+        let op = &self.decl.op;
         let shape = op.spec.bench.clone().with_context(|| {
             format!(
                 "{}: give the shape to time in [kernel.op], e.g. bench = {{ {} }}",
@@ -146,26 +150,33 @@ impl Kernel {
                     .join(", ")
             )
         })?;
-        let shape = shape.into_iter().map(|(k, v)| (k, v as i64)).collect();
+        let mut shape: klab_core::general::Shape =
+            shape.into_iter().map(|(k, v)| (k, v as i64)).collect();
+        if let Some(var) = self.size_variable() {
+            let n = i64::try_from(n).with_context(|| format!("--n {n} is too large"))?;
+            shape.insert(var.to_string(), n);
+        }
         let input = klab_core::general::InputCase::Uniform {
             seed: seed.unwrap_or(1),
         };
-        let w = klab_core::general::DeclaredWorkload::new(
+        Ok(DeclaredWorkload::new(
             self.decl.clone(),
             shape,
             input,
             0,
             self.reference(device)?,
-        )?;
-        Ok(AnyWorkload::Declared(Box::new(w)))
+        )?)
     }
 
-    /// `--n` is the built-in operations' size; a declared one is timed at its `op.bench`.
+    /// `--n` sets an operation's one size variable; one with several is timed at its
+    /// `[kernel.op]` bench shape.
     pub fn refuse_n_for_declared(&self, n: Option<u64>) -> anyhow::Result<()> {
-        if n.is_some() && self.decl.declared.is_some() {
+        if n.is_some() && self.size_variable().is_none() {
             anyhow::bail!(
-                "{}: --n is for the built-in operations; a declared operation is timed at its [kernel.op] bench shape",
-                self.name()
+                "{}: --n sets an operation's one size variable; this one has {} ({}) and is timed at its [kernel.op] bench shape",
+                self.name(),
+                self.decl.op.spec.sizes.len(),
+                self.decl.op.spec.sizes.keys().cloned().collect::<Vec<_>>().join(", ")
             );
         }
         Ok(())

@@ -225,8 +225,8 @@ fn profile_one(
         program: exe.to_path_buf(),
         args: ChildCmd::Profile(ProfileArgs {
             kernels: vec![spec.to_string()],
-            // A declared operation is profiled at its bench shape.
-            n: kernel.decl.declared.is_none().then_some(n),
+            // An operation with several size variables is profiled at its bench shape.
+            n: kernel.size_variable().is_some().then_some(n),
             in_process: true,
             out: None,
             ..args.clone()
@@ -387,16 +387,10 @@ fn profile_one(
     counters.push(bound::dram_row(w.useful_bytes(), &measured));
     let plan = w.plan();
     let workload = format!(
-        "{} {} ({}){}, block {}x{}x{}, grid {}x{}x{}; the launch after {} validation and {} warmup launches (ncu --launch-skip {skip} --launch-count 1, --clock-control none, --cache-control {})",
+        "{} {} ({}), block {}x{}x{}, grid {}x{}x{}; the launch after {} validation and {} warmup launches (ncu --launch-skip {skip} --launch-count 1, --clock-control none, --cache-control {})",
         w.dtype(),
         w.operation(),
         name,
-        // A declared operation's shape is in its operation already.
-        if kernel.decl.declared.is_some() {
-            String::new()
-        } else {
-            format!(", n = {n}")
-        },
         plan.block.x,
         plan.block.y,
         plan.block.z,
@@ -414,17 +408,14 @@ fn profile_one(
         w.rule()
     );
     let statement = bound::statement(workload, correctness, &report_rel, &measured, &counters);
-    let shape = match &w {
-        klab_core::workload::AnyWorkload::Declared(d) => {
-            Some(klab_core::general::describe_shape(&d.shape))
-        }
-        _ => None,
-    };
+    // The built-in operations' rows have their n; a declared one's its whole shape.
+    let shape = (kernel.decl.operation == klab_core::manifest::OpKind::Declared)
+        .then(|| klab_core::general::describe_shape(&w.shape));
     Ok(Some(KernelProfile {
         kernel: name,
         entry: kernel.decl.entry.clone(),
         operation: kernel.decl.operation.name().to_string(),
-        n: if shape.is_some() { w.n() } else { n },
+        n: w.n(),
         shape,
         launch_skip: skip,
         argv: shown,

@@ -224,8 +224,8 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             // measured, never a built-in of the same name.
             let cmd = ChildCmd::Bench(BenchArgs {
                 kernel: kernel.spec(),
-                // A declared operation is timed at its own bench shape.
-                n: kernel.decl.declared.is_none().then_some(n),
+                // An operation with several size variables is timed at its bench shape.
+                n: kernel.size_variable().is_some().then_some(n),
                 timing: args.timing.clone(),
                 rounds: 1,
                 out: Some(block_dir.clone()),
@@ -296,13 +296,8 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
 
     // Per-kernel receipts and round-level analysis against the baseline. A declared
     // operation's size is its bench shape.
-    let size = match kernels[0]
-        .decl
-        .declared
-        .as_ref()
-        .and_then(|op| op.spec.bench.as_ref())
-    {
-        Some(shape) => format!(
+    let size = match (kernels[0].size_variable(), &kernels[0].decl.op.spec.bench) {
+        (None, Some(shape)) => format!(
             "shape {}",
             shape
                 .iter()
@@ -310,7 +305,7 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
                 .collect::<Vec<_>>()
                 .join(" ")
         ),
-        None => format!("n = {n}"),
+        _ => format!("n = {n}"),
     };
     let mut text = format!(
         "klab rounds: {} rounds, order per round: {}, {size}, regime {}, timer {}, {} samples per block\nregime caveat: {}\n\n",

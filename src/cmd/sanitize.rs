@@ -23,13 +23,11 @@ pub fn find_sanitizer(given: Option<&Path>) -> anyhow::Result<PathBuf> {
         .context("compute-sanitizer not found (put it on PATH or pass --sanitizer PATH)")
 }
 
-/// A ragged and a full-tile size for a kernel's launch.
+/// A ragged and a full-tile size for a kernel's launch (its one size variable's chunk).
 pub fn sizes_for(kernel: &Kernel) -> (u64, u64) {
     let e = kernel
-        .decl
-        .elements_per_block
-        .first()
-        .copied()
+        .size_variable()
+        .map(|var| klab_core::general::chunk(&kernel.decl.op, var))
         .unwrap_or(1)
         .max(1);
     (e + 1, 1024u64.max(e) / e * e)
@@ -40,7 +38,7 @@ pub fn sizes_for(kernel: &Kernel) -> (u64, u64) {
 /// shape of a declared operation's ladder.
 pub(crate) fn sanitize_target(kernel: &Kernel, device: u32) -> (CheckArgs, Vec<u64>, String) {
     let base = crate::cmd::check::child_args(kernel.spec(), device);
-    if kernel.decl.declared.is_some() {
+    if kernel.decl.operation == klab_core::manifest::OpKind::Declared {
         let args = CheckArgs {
             quick: true,
             ..base

@@ -6,9 +6,12 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
+use klab_core::general::{DeclaredWorkload, InputCase};
+use klab_core::manifest::KernelDecl;
 use klab_core::ops::transpose::InputPattern;
+use klab_core::registry::{self, Scope};
 use klab_core::row::{self, CSV_HEADER};
-use klab_core::workload::{TransposeWorkload, Workload};
+use klab_core::workload::Workload;
 use klab_core::Variant;
 
 use crate::child::{self, ChildCmd};
@@ -85,7 +88,10 @@ pub fn run(args: TransposeArgs) -> anyhow::Result<ExitCode> {
         }
     );
     // Refused before the header: a size the device cannot launch or hold prints nothing.
-    let first = TransposeWorkload::new(selection[0], n)?;
+    let decl = |v: Variant| -> anyhow::Result<KernelDecl> {
+        Ok(registry::resolve(v.name(), Scope::Default)?.1)
+    };
+    let first = DeclaredWorkload::builtin(decl(selection[0])?, n, InputCase::Distinct, 0)?;
     row::precheck(&mut backend, &first)?;
     eprintln!(
         "klab transpose: N={n}, reps={reps}; input: {}; output poisoned (0xff bytes, then 0x7f) before each validation",
@@ -101,7 +107,7 @@ pub fn run(args: TransposeArgs) -> anyhow::Result<ExitCode> {
     // a naive transpose's strided stores are sensitive to where its buffers lie.
     let mut slot = first.create_slot(&mut backend, 0)?;
     for v in selection {
-        let workload = first.with_variant(v)?;
+        let workload = first.with_decl(decl(v)?)?;
         let row = row::transpose_row(&mut backend, &workload, &mut slot, reps, &mut |line| {
             eprintln!("klab transpose: {line}")
         })?;

@@ -6,10 +6,11 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use klab_core::backend::Backend;
+use klab_core::general::{DeclaredWorkload, InputCase};
 use klab_core::ops::triad;
 use klab_core::samples::{Regime, Timer};
 use klab_core::timing::{self, Outcome, TimingConfig, WarmupPolicy};
-use klab_core::workload::{TriadWorkload, Workload, POISON_BYTES};
+use klab_core::workload::{Workload, POISON_BYTES};
 
 use crate::child::{self, ChildCmd};
 use crate::cli::TriadArgs;
@@ -67,14 +68,31 @@ pub fn run(args: TriadArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The triad lab's workload: `n` elements of the seed's input pattern for `seed` (with its
+/// zeros and cancellations), alpha 1.25, checked by the triad contract's rule.
+fn workload(buggy: bool, n: u64, seed: u32) -> anyhow::Result<DeclaredWorkload> {
+    let kernel = Kernel::parse(if buggy { "triad_buggy" } else { "triad_f32" })?;
+    let w = DeclaredWorkload::builtin(kernel.decl, n, InputCase::Structural, 0)?;
+    let (mut x, mut z) = (vec![0.0f32; n as usize], vec![0.0f32; n as usize]);
+    triad::fill_inputs(&mut x, &mut z, seed, triad::ALPHA);
+    let bytes = |v: &[f32]| v.iter().flat_map(|f| f.to_le_bytes()).collect::<Vec<u8>>();
+    let mut inputs = vec![Vec::new(); w.initial_bytes()?.len()];
+    for (name, v) in [("x", &x), ("z", &z)] {
+        let i = w
+            .buffer_index(name)
+            .context("the triad contract has x and z")?;
+        inputs[i] = bytes(v);
+    }
+    Ok(w.with_inputs(inputs)?)
+}
+
 fn check(session: &mut Session) -> anyhow::Result<ExitCode> {
     let kernel = session.backend.kernel("triad_f32")?;
     let mut failed = false;
     for (n, seed) in triad::CHECK_CASES {
-        let w = TriadWorkload::new(false, n, seed);
+        let w = workload(false, n, seed)?;
         let outcome = if n == 0 {
             // Nothing to launch: an empty grid. The (empty) output trivially matches.
-            triad::verify(&[], &[], &[], w.alpha);
             klab_core::workload::CheckOutcome {
                 failures: 0,
                 max_abs: 0.0,
@@ -113,7 +131,7 @@ fn check(session: &mut Session) -> anyhow::Result<ExitCode> {
 }
 
 fn single(session: &mut Session, buggy: bool) -> anyhow::Result<ExitCode> {
-    let w = TriadWorkload::new(buggy, triad::N, 7);
+    let w = workload(buggy, triad::N, 7)?;
     let kernel = session.backend.kernel(w.entry())?;
     let mut bufs = w.create_slot(&mut session.backend, 0)?;
     let c = timing::validate_once(

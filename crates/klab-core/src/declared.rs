@@ -154,6 +154,10 @@ pub enum ReferenceSpec {
     Kernel(String),
     /// A program that reads the inputs and writes the expected outputs as `.npy` files.
     Command(CommandSpec),
+    /// A built-in operation's CPU oracle ([`crate::ops::contract`]); stated by the
+    /// built-in contracts, never written in a manifest.
+    #[serde(skip_deserializing)]
+    Builtin(crate::ops::contract::BuiltinOracle),
 }
 
 /// A command reference as written: `command = ["python3", "ref.py"]`, or the table
@@ -532,6 +536,7 @@ impl DeclaredOpSpec {
                     )
                 }
             },
+            ReferenceSpec::Builtin(_) => {}
             ReferenceSpec::Command(c) => {
                 if c.argv.first().is_none_or(|p| p.trim().is_empty()) {
                     return bad(

@@ -52,6 +52,12 @@ pub enum InputCase {
     /// Small integers, exact in every dtype, so every intermediate is representable and
     /// a tolerance is irrelevant.
     Structural,
+    /// Every element a different value where the dtype has enough of them (f32: the
+    /// integers 0, 1, 2, ... while they are exact, then distinct bit patterns including
+    /// signed zeros, subnormals, infinities and NaN payloads): a kernel that moves an
+    /// element to the wrong place cannot meet an equal value there. For operations whose
+    /// rules are all bitwise or exact (data movement).
+    Distinct,
     /// Uniform over the buffer's range (default by dtype), from a replayable seed.
     Uniform { seed: u64 },
     /// Normal around the middle of the range (a sixth of its width per standard deviation).
@@ -73,6 +79,7 @@ impl InputCase {
     pub fn describe(self) -> String {
         match self {
             InputCase::Structural => "exact input".into(),
+            InputCase::Distinct => "distinct exact input".into(),
             InputCase::Uniform { seed } => format!("random input seed {seed}"),
             InputCase::Normal { seed } => format!("normal input seed {seed}"),
             InputCase::Large { seed } => format!("large-magnitude input seed {seed}"),
@@ -231,10 +238,7 @@ impl DeclaredWorkload {
         scalar_index: usize,
         reference: std::rc::Rc<dyn Reference>,
     ) -> Result<DeclaredWorkload, BackendError> {
-        let op = decl
-            .declared
-            .clone()
-            .ok_or_else(|| BackendError(format!("{} is not a declared operation", decl.name)))?;
+        let op = decl.op.clone();
         let at = describe_shape(&shape);
         let eval = |field: &str, x: &crate::expr::Expr| {
             x.eval_u64(&shape)
@@ -324,6 +328,97 @@ impl DeclaredWorkload {
         })
     }
 
+    /// A built-in operation's kernel at size `n`, with the operation's CPU oracle.
+    pub fn builtin(
+        decl: KernelDecl,
+        n: u64,
+        case: InputCase,
+        scalar_index: usize,
+    ) -> Result<DeclaredWorkload, BackendError> {
+        let reference =
+            crate::ops::contract::BuiltinReference::for_op(&decl.op).ok_or_else(|| {
+                BackendError(format!(
+                    "{} declares its own reference; build it first",
+                    decl.name
+                ))
+            })?;
+        let n = i64::try_from(n).map_err(|_| BackendError(format!("n = {n} is too large")))?;
+        DeclaredWorkload::new(
+            decl,
+            Shape::from([("n".to_string(), n)]),
+            case,
+            scalar_index,
+            std::rc::Rc::new(reference),
+        )
+    }
+
+    /// Another kernel of the same operation at the same shape, case and scalars: the
+    /// inputs, the reference's outputs and the magnitudes are made once for both when the
+    /// two declare the same buffers, scalars and reference (a command that runs several
+    /// transposes generates the input once).
+    pub fn with_decl(&self, decl: KernelDecl) -> Result<DeclaredWorkload, BackendError> {
+        let same = {
+            let (a, b) = (&self.op.spec, &decl.op.spec);
+            a.buffers == b.buffers && a.scalars == b.scalars && a.reference == b.reference
+        };
+        let mut w = DeclaredWorkload::new(
+            decl,
+            self.shape.clone(),
+            self.case,
+            self.scalar_index,
+            self.reference.clone(),
+        )?;
+        if same {
+            w.inputs = self.inputs.clone();
+            w.expected = self.expected.clone();
+            w.magnitudes = self.magnitudes.clone();
+        }
+        Ok(w)
+    }
+
+    /// The same workload on the given initial bytes of each buffer (empty for outputs and
+    /// scratch), in the kernel's buffer order: the property checks' permuted or scaled
+    /// inputs.
+    pub fn with_inputs(&self, inputs: Vec<Vec<u8>>) -> Result<DeclaredWorkload, BackendError> {
+        if inputs.len() != self.buffers.len() {
+            return Err(BackendError(format!(
+                "{} initial buffers given for {} buffers",
+                inputs.len(),
+                self.buffers.len()
+            )));
+        }
+        for (b, i) in self.buffers.iter().zip(&inputs) {
+            let want = if matches!(b.role, Role::In | Role::Inout) {
+                b.bytes()
+            } else {
+                0
+            };
+            if i.len() != want {
+                return Err(BackendError(format!(
+                    "buffer {}: {} initial bytes given, it takes {want}",
+                    b.name,
+                    i.len()
+                )));
+            }
+        }
+        let mut w = self.clone();
+        w.inputs = Arc::new(OnceLock::from(Ok(inputs)));
+        w.expected = Default::default();
+        w.magnitudes = Default::default();
+        Ok(w)
+    }
+
+    /// Each buffer's initial bytes (inputs and in-out buffers; empty for the others), in
+    /// the kernel's buffer order.
+    pub fn initial_bytes(&self) -> Result<&[Vec<u8>], BackendError> {
+        self.inputs()
+    }
+
+    /// The position of buffer `name` in the kernel's buffer order.
+    pub fn buffer_index(&self, name: &str) -> Option<usize> {
+        self.buffers.iter().position(|b| b.name == name)
+    }
+
     /// No element to compute: every compared output is empty.
     pub fn empty(&self) -> bool {
         self.buffers
@@ -372,18 +467,27 @@ impl DeclaredWorkload {
     fn inputs(&self) -> Result<&[Vec<u8>], BackendError> {
         self.inputs
             .get_or_init(|| {
+                // `k` counts the inputs (so the first input is the same whatever the
+                // outputs before it), and makes two inputs of one shape differ.
+                let mut k = 0;
                 self.buffers
                     .iter()
-                    .enumerate()
-                    .map(|(k, b)| match (b.role, self.case) {
+                    .map(|b| match (b.role, self.case) {
                         (Role::Out | Role::Scratch, _) => Ok(Vec::new()),
-                        (_, InputCase::Data { case }) => {
-                            match self.op.spec.cases[case].inputs.get(&b.name) {
-                                Some(path) => load(b, path),
-                                None => fill(b, k, InputCase::Uniform { seed: case as u64 }),
+                        (_, case) => {
+                            k += 1;
+                            match case {
+                                InputCase::Data { case } => {
+                                    match self.op.spec.cases[case].inputs.get(&b.name) {
+                                        Some(path) => load(b, path),
+                                        None => {
+                                            fill(b, k - 1, InputCase::Uniform { seed: case as u64 })
+                                        }
+                                    }
+                                }
+                                _ => fill(b, k - 1, case),
                             }
                         }
-                        _ => fill(b, k, self.case),
                     })
                     .collect()
             })
@@ -521,6 +625,23 @@ impl DeclaredWorkload {
         Ok(out)
     }
 
+    /// Buffer `index` of `bufs` against `want` (its bytes) under that buffer's rule (a
+    /// property check's expected values, not the reference's).
+    pub fn compare_buffer<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &[B::Buffer],
+        index: usize,
+        want: &[u8],
+    ) -> Result<Verdict, BackendError> {
+        let buf = &self.buffers[index];
+        let cmp = buf.comparison.unwrap_or_default();
+        let mut got = host_zeroed(buf.bytes(), &buf.name).map_err(BackendError)?;
+        b.download_bytes(&bufs[index], &mut got)?;
+        rule::compare(buf.dtype, &cmp, &got, want, None, &buf.shape)
+            .map_err(|e| BackendError(format!("buffer {}: {e}", buf.name)))
+    }
+
     fn axes(&self, name: &str) -> Vec<&str> {
         self.buffers
             .iter()
@@ -557,8 +678,8 @@ fn load(b: &Buffer, path: &str) -> Result<Vec<u8>, String> {
     Ok(npy.data)
 }
 
-/// The buffer's initial bytes for a case; `k` (the buffer's position) makes two inputs of
-/// one shape differ, so a kernel that swaps them is caught.
+/// The buffer's initial bytes for a case; `k` (the input's position among the inputs)
+/// makes two inputs of one shape differ, so a kernel that swaps them is caught.
 fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
     let mut out = host_zeroed(b.bytes(), &b.name)?;
     let n = b.elements as usize;
@@ -585,6 +706,7 @@ fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
                 dt.write_f64(&mut out, i, v);
             }
         }
+        InputCase::Distinct => distinct(b, k, &mut out),
         // Loaded by the workload (`load`); a buffer the case names no file for is uniform.
         InputCase::Data { case } => return fill(b, k, InputCase::Uniform { seed: case as u64 }),
         InputCase::Uniform { seed } | InputCase::Large { seed } => {
@@ -622,6 +744,42 @@ fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
         }
     }
     Ok(out)
+}
+
+/// [`InputCase::Distinct`]'s values: for f32 the transpose lab's input (exact integers
+/// while they fit, then distinct 32-bit patterns); for other dtypes the element's index,
+/// wrapped to the integers the dtype holds exactly. Buffer `k > 0` is offset so that two
+/// inputs differ.
+fn distinct(b: &Buffer, k: usize, out: &mut [u8]) {
+    let n = b.elements as usize;
+    let dt = b.dtype;
+    if dt == Dtype::F32 {
+        let mut words = vec![0u32; n];
+        crate::ops::transpose::fill_words(&mut words);
+        if k > 0 {
+            words.rotate_left((k * 7919) % n.max(1));
+        }
+        for (c, w) in out.chunks_exact_mut(4).zip(&words) {
+            c.copy_from_slice(&w.to_le_bytes());
+        }
+        return;
+    }
+    // The integers a float dtype holds exactly: 2^(mantissa + 1).
+    let cap: u64 = match dt {
+        Dtype::F16 => 1 << 11,
+        Dtype::Bf16 => 1 << 8,
+        Dtype::F64 => 1 << 53,
+        _ if dt.bit_width() == 64 => u64::MAX,
+        _ => 1 << dt.bit_width(),
+    };
+    for i in 0..n {
+        let v = (i as u64).wrapping_add(k as u64 * 7919) % cap;
+        if dt.is_float() {
+            dt.write_f64(out, i, v as f64);
+        } else {
+            dt.write_bits(out, i, v);
+        }
+    }
 }
 
 /// The special bit patterns of a dtype: for floats +0, -0, the smallest subnormal (both
@@ -678,7 +836,8 @@ impl Workload for DeclaredWorkload {
             .map(|b| format!("{} ({})", b.name, b.dtype))
             .collect();
         format!(
-            "declared: {} at {}",
+            "{}: {} at {}",
+            self.decl.operation.name(),
             outs.join(", "),
             describe_shape(&self.shape)
         )
@@ -691,11 +850,15 @@ impl Workload for DeclaredWorkload {
             .unwrap_or("none")
     }
     fn n(&self) -> u64 {
-        self.buffers
-            .iter()
-            .find(|b| b.role.compared())
-            .map(|b| b.elements)
-            .unwrap_or(0)
+        match self.shape.values().collect::<Vec<_>>()[..] {
+            [n] => *n as u64,
+            _ => self
+                .buffers
+                .iter()
+                .find(|b| b.role.compared())
+                .map(|b| b.elements)
+                .unwrap_or(0),
+        }
     }
     fn plan(&self) -> LaunchPlan {
         self.plan
@@ -711,6 +874,15 @@ impl Workload for DeclaredWorkload {
     }
     fn reference(&self) -> String {
         self.reference.describe()
+    }
+    fn tolerances(&self) -> (Option<f64>, Option<f64>) {
+        self.buffers
+            .iter()
+            .find_map(|b| match b.comparison.as_ref()?.rule {
+                rule::Rule::AllClose { atol, rtol } => Some((Some(atol), Some(rtol))),
+                _ => None,
+            })
+            .unwrap_or((None, None))
     }
     fn rule(&self) -> String {
         self.buffers
@@ -812,15 +984,9 @@ impl Workload for DeclaredWorkload {
     }
 }
 
-/// Values of one size variable: its declared `values`, else derived from the launch: the
-/// chunk `c` after which the grid grows (else the block's first dimension), and 1, 2, c-1,
-/// c, c+1, 2c-1, 2c+1, 3c + c/2 and 4c (every remainder class a chunk boundary makes
-/// fire), with 0 first when `min = 0`.
-fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
-    let spec = &op.spec.sizes[var];
-    if let Some(v) = &spec.values {
-        return Ok(v.clone());
-    }
+/// The chunk of size variable `var`: the size after which the grid grows (the other
+/// variables at their minimum), else the block's first dimension; at least 2.
+pub fn chunk(op: &DeclaredOp, var: &str) -> u64 {
     let at = |n: i64| -> Shape {
         op.spec
             .sizes
@@ -836,13 +1002,24 @@ fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
             .try_fold(1u64, |a, d| d.and_then(|d| a.checked_mul(d)))
     };
     let first = grid(1);
-    let chunk = (2..=4097i64)
+    (2..=4097i64)
         .find(|&n| grid(n) != first)
         .map(|n| (n - 1) as u64)
         .or_else(|| op.spec.block.first().and_then(|b| b.eval_u64(&at(1)).ok()))
         .unwrap_or(32)
-        .max(2);
-    let c = chunk.min(1 << 40);
+        .max(2)
+}
+
+/// Values of one size variable: its declared `values`, else derived from the launch: the
+/// chunk `c` after which the grid grows (else the block's first dimension), and 1, 2, c-1,
+/// c, c+1, 2c-1, 2c+1, 3c + c/2 and 4c (every remainder class a chunk boundary makes
+/// fire), with 0 first when `min = 0`.
+fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
+    let spec = &op.spec.sizes[var];
+    if let Some(v) = &spec.values {
+        return Ok(v.clone());
+    }
+    let c = chunk(op, var).min(1 << 40);
     let mut v = vec![
         1,
         2,
@@ -1012,7 +1189,7 @@ pub fn ladder(op: &DeclaredOp) -> Result<Vec<Shape>, String> {
 mod tests {
     use super::*;
     use crate::backend::host::{HostArg, HostBackend};
-    use crate::check::{run_declared, CheckOptions};
+    use crate::check::{run, CheckOptions};
 
     /// y[r] = sum of row r of x (rows x cols), f32.
     const MANIFEST: &str = r#"
@@ -1105,12 +1282,12 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             sizes: None,
             quick: false,
         };
-        run_declared(&mut b, d, &k, std::rc::Rc::new(RowSum), &opts, &mut |_| {}).unwrap()
+        run(&mut b, d, &k, std::rc::Rc::new(RowSum), &opts, &mut |_| {}).unwrap()
     }
 
     #[test]
     fn the_ladder_covers_every_chunk_remainder_and_non_square_shapes() {
-        let op = decl().declared.unwrap();
+        let op = decl().op;
         let shapes = ladder(&op).unwrap();
         let rows: Vec<i64> = shapes.iter().map(|s| s["rows"]).collect();
         // The grid grows after 32 rows: 1, 2, 31, 32, 33, 63, 65, 112, 128.
@@ -1137,7 +1314,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
 
     #[test]
     fn the_index_overflow_shape_is_the_smallest_common_growth_past_the_limit() {
-        let op = decl().declared.unwrap();
+        let op = decl().op;
         let base: Shape = [("rows".to_string(), 3), ("cols".to_string(), 5)].into();
         // x holds rows * cols elements: grown by one factor f, 3f * 5f > 1000 at f ~ 8.2.
         let s = overflow_shape(&op, &base, 1000).unwrap();
@@ -1157,7 +1334,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             "sizes.cols = { values = [1, 5, 33] }",
             "sizes.cols = { values = [1, 5, 33], max = 33 }",
         ));
-        let s = overflow_shape(capped.declared.as_ref().unwrap(), &base, 1 << 31).unwrap();
+        let s = overflow_shape(capped.op.as_ref(), &base, 1 << 31).unwrap();
         assert_eq!(s["cols"], 33);
         // Past the limit with cols one smaller too (32 columns): the smallest such rows.
         assert!(
@@ -1173,7 +1350,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
                     "sizes.cols = { values = [1, 5, 33], max = 33 }",
                 ),
         );
-        let e = overflow_shape(both.declared.as_ref().unwrap(), &base, 1 << 31).unwrap_err();
+        let e = overflow_shape(both.op.as_ref(), &base, 1 << 31).unwrap_err();
         assert!(e.contains("no shape within"), "{e}");
     }
 
@@ -1185,7 +1362,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             "len = \"rows * cols\", role = \"in\", shape = [\"rows\", \"cols\"]",
             "len = \"rows * cols * cols\", role = \"in\"",
         ));
-        let op = d.declared.unwrap();
+        let op = d.op;
         let base: Shape = [("rows".to_string(), 3), ("cols".to_string(), 5)].into();
         let s = overflow_shape(&op, &base, 1 << 31).unwrap();
         assert!(largest_buffer(&op, &s).unwrap() > 1 << 31, "{s:?}");
@@ -1215,7 +1392,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             sizes: None,
             quick: false,
         };
-        let r = run_declared(&mut b, &d, &k, std::rc::Rc::new(RowSum), &opts, &mut |_| {}).unwrap();
+        let r = run(&mut b, &d, &k, std::rc::Rc::new(RowSum), &opts, &mut |_| {}).unwrap();
         let c = r.cases.last().unwrap();
         // Skipped by the launch limit, or first by this machine's host memory: never a FAIL.
         assert!(c.skipped && c.detail.starts_with("not run: "), "{c:?}");
@@ -1268,14 +1445,14 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         );
         // A min above every derived value, and a max below the chunk, keep their edges.
         let d = with(&MANIFEST.replace("sizes.rows = {}", "sizes.rows = { min = 200 }"));
-        let rows: Vec<i64> = ladder(d.declared.as_ref().unwrap())
+        let rows: Vec<i64> = ladder(d.op.as_ref())
             .unwrap()
             .iter()
             .map(|s| s["rows"])
             .collect();
         assert!(rows.iter().all(|r| *r == 200), "{rows:?}");
         let d = with(&MANIFEST.replace("sizes.rows = {}", "sizes.rows = { max = 20 }"));
-        let rows: Vec<i64> = ladder(d.declared.as_ref().unwrap())
+        let rows: Vec<i64> = ladder(d.op.as_ref())
             .unwrap()
             .iter()
             .map(|s| s["rows"])
@@ -1457,7 +1634,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             crate::manifest::parse("m.toml", text, crate::manifest::Files::Dir(tmp.path()))
         };
         let d = parse(&text).unwrap().kernels[0].clone();
-        let op = d.declared.clone().unwrap();
+        let op = d.op.clone();
         let shapes = ladder(&op).unwrap();
         assert!(
             shapes.iter().any(|s| s["rows"] == 1000 && s["cols"] == 7),

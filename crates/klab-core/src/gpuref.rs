@@ -35,9 +35,7 @@ impl<B: Backend> KernelReference<B> {
         spec: &str,
         checked: &DeclaredOp,
     ) -> Result<KernelReference<B>, String> {
-        let op = reference.declared.clone().ok_or_else(|| {
-            format!("the reference kernel {spec} is not a declared operation (operation = \"declared\")")
-        })?;
+        let op = reference.op.clone();
         if op.params != checked.params {
             return Err(format!(
                 "the reference kernel {spec} takes different parameters ({}) from the kernel it checks ({})",
@@ -132,7 +130,7 @@ impl<B: Backend> Reference for KernelReference<B> {
 mod tests {
     use super::*;
     use crate::backend::host::{HostArg, HostBackend};
-    use crate::check::{run_declared, CheckOptions};
+    use crate::check::{run, CheckOptions};
 
     const MANIFEST: &str = r#"
 source = "k.cu"
@@ -197,7 +195,7 @@ op = "scale"
 
     fn check(kernel: crate::backend::host::GeneralKernelFn) -> crate::check::CheckReport {
         let d = decls();
-        let op = d[0].declared.clone().unwrap();
+        let op = d[0].op.clone();
         let refb = HostBackend::new().with_general_kernel("scale_v1", scale);
         let r = KernelReference::new(refb, &d[1], "ref.toml:scale_v1", &op).unwrap();
         let mut b = HostBackend::new().with_general_kernel("scale", kernel);
@@ -207,7 +205,7 @@ op = "scale"
             sizes: None,
             quick: false,
         };
-        run_declared(&mut b, &d[0], &k, std::rc::Rc::new(r), &opts, &mut |_| {}).unwrap()
+        run(&mut b, &d[0], &k, std::rc::Rc::new(r), &opts, &mut |_| {}).unwrap()
     }
 
     #[test]
@@ -232,7 +230,7 @@ op = "scale"
     #[test]
     fn a_reference_with_other_parameters_is_refused_in_one_line() {
         let d = decls();
-        let op = d[0].declared.clone().unwrap();
+        let op = d[0].op.clone();
         let b = HostBackend::new().with_general_kernel("scale_v1", scale);
         let e = KernelReference::new(b, &d[2], "ref.toml:scale_swapped", &op)
             .err()

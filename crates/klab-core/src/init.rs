@@ -1323,7 +1323,7 @@ extern "C" __global__ void no_params(void) {}
         );
         let m = parse(&fill(t)).unwrap();
         assert_eq!(m.kernels.len(), 2);
-        let op = m.kernels[0].declared.as_ref().unwrap();
+        let op = m.kernels[0].op.as_ref();
         use crate::declared::{OpParam, Role};
         assert_eq!(
             op.params,
@@ -1338,7 +1338,7 @@ extern "C" __global__ void no_params(void) {}
         assert_eq!(op.spec.buffers["x"].role, Role::In);
         assert_eq!(op.spec.buffers["y"].role, Role::Out);
         assert_eq!(op.spec.scalars["eps"].values, [1.5]);
-        let op = m.kernels[1].declared.as_ref().unwrap();
+        let op = m.kernels[1].op.as_ref();
         assert_eq!(op.spec.buffers["hist"].dtype, Dtype::U32);
     }
 

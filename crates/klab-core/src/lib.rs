@@ -41,4 +41,4 @@ pub mod timing;
 pub mod variant;
 pub mod workload;
 
-pub use variant::{Operation, Variant};
+pub use variant::Variant;

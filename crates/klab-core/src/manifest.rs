@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::include::IncludeDir;
-use crate::plan::{Dim3, LaunchPlan};
+use crate::plan::Dim3;
 use crate::text::{is_identifier, template_name};
 
 /// What a kernel must compute.
@@ -185,51 +185,16 @@ pub enum Rounding {
 pub struct KernelDecl {
     pub name: String,
     pub entry: String,
+    /// The built-in contract it was declared with, or `Declared` for its own `[kernel.op]`.
     pub operation: OpKind,
-    pub params: Vec<Param>,
-    pub block: Dim3,
-    pub elements_per_block: Vec<u64>,
-    pub grid_rounding: Rounding,
-    pub dynamic_shared_bytes: u32,
     pub options: Vec<String>,
     pub known_broken: Option<String>,
-    /// How copy and transpose outputs are compared (`equality = "nan-any-payload"`).
-    pub equality: crate::ops::transpose::Equality,
     /// The author's prediction for this kernel, written before measuring (one line).
     pub prediction: Option<String>,
-    /// What a `declared` kernel computes (its launch, buffers, rules and reference; the
-    /// built-in operations' fields above are unused then).
-    pub declared: Option<std::sync::Arc<crate::declared::DeclaredOp>>,
-}
-
-impl KernelDecl {
-    /// The launch plan at problem size `n`.
-    pub fn plan(&self, n: u64) -> LaunchPlan {
-        let blocks = |e: u64| -> u32 {
-            let b = match self.grid_rounding {
-                Rounding::Up => n.div_ceil(e),
-                Rounding::Down => n / e,
-            };
-            u32::try_from(b).unwrap_or(u32::MAX)
-        };
-        let grid = match self.elements_per_block[..] {
-            [x] => Dim3::new(blocks(x), 1, 1),
-            [x, y] => Dim3::new(blocks(x), blocks(y), 1),
-            _ => Dim3::new(0, 0, 0),
-        };
-        LaunchPlan {
-            grid,
-            block: self.block,
-            dynamic_shared_bytes: self.dynamic_shared_bytes,
-        }
-    }
-
-    /// Position of each role among the parameters.
-    pub fn position(&self, role: &str) -> Option<usize> {
-        self.params.iter().position(|p| match p {
-            Param::Buffer(r) | Param::Scalar(r, _) => r == role,
-        })
-    }
+    /// What the kernel computes: its size variables, launch, buffers, rules and
+    /// reference. A built-in operation's launch fields (`block`, `elements_per_block`,
+    /// `grid_rounding`, `equality`) are written into one by [`crate::ops::contract`].
+    pub op: std::sync::Arc<crate::declared::DeclaredOp>,
 }
 
 /// What a precompiled module is, by its file's extension.
@@ -889,20 +854,24 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
                 ));
             }
         }
+        let op = crate::ops::contract::declare(&crate::ops::contract::Contract {
+            operation,
+            params: &params,
+            block,
+            elements_per_block: &elements_per_block,
+            grid_rounding,
+            dynamic_shared_bytes: k.dynamic_shared_bytes,
+            equality,
+        })
+        .map_err(|(field, problem)| err(f(&field), problem))?;
         kernels.push(KernelDecl {
             name: k.name,
             entry: k.entry,
             operation,
-            params,
-            block,
-            elements_per_block,
-            grid_rounding,
-            dynamic_shared_bytes: k.dynamic_shared_bytes,
             options: k.options,
             known_broken: k.known_broken,
-            equality,
             prediction: k.prediction.map(|p| p.trim().to_string()),
-            declared: None,
+            op: std::sync::Arc::new(op),
         });
     }
     Ok(Manifest {
@@ -994,16 +963,10 @@ fn declared_kernel(
         name: k.name,
         entry: k.entry,
         operation: OpKind::Declared,
-        params: Vec::new(),
-        block: Dim3::new(0, 0, 0),
-        elements_per_block: Vec::new(),
-        grid_rounding: Rounding::Up,
-        dynamic_shared_bytes: 0,
         options: k.options,
         known_broken: k.known_broken,
-        equality: crate::ops::transpose::Equality::Bitwise,
         prediction: k.prediction.map(|p| p.trim().to_string()),
-        declared: Some(std::sync::Arc::new(op)),
+        op: std::sync::Arc::new(op),
     })
 }
 
@@ -1109,7 +1072,13 @@ mod tests {
         let (_, sgeam) = resolve("sgeam").unwrap();
         assert_eq!(sgeam.entry, "@cublasSgeam");
         let (_, t4) = resolve("vec4_t4").unwrap();
-        assert_eq!(t4.plan(8193).grid, Dim3::new(257, 65, 1));
+        assert_eq!(plan(&t4, 8193).grid, Dim3::new(257, 65, 1));
+    }
+
+    /// A built-in contract's launch at size n.
+    fn plan(decl: &KernelDecl, n: i64) -> crate::plan::LaunchPlan {
+        crate::general::launch_plan(&decl.op, &crate::general::Shape::from([("n".into(), n)]))
+            .unwrap()
     }
 
     #[test]
@@ -1123,19 +1092,22 @@ mod tests {
         );
         let (_, padded) = resolve("padded").unwrap();
         assert_eq!(padded.entry, "transpose_padded");
-        assert_eq!(padded.plan(33).grid, Dim3::new(2, 2, 1));
+        assert_eq!(plan(&padded, 33).grid, Dim3::new(2, 2, 1));
         let (_, guarded) = resolve("reduce_guarded").unwrap();
         let (_, drop) = resolve("reduce_drop_tail").unwrap();
-        assert_eq!(guarded.plan(611).grid.x, 3);
-        assert_eq!(drop.plan(611).grid.x, 2);
+        assert_eq!(plan(&guarded, 611).grid.x, 3);
+        assert_eq!(plan(&drop, 611).grid.x, 2);
         assert_eq!(
-            drop.plan(255).grid.x,
+            plan(&drop, 255).grid.x,
             0,
             "drop-tail launches nothing below 256"
         );
         assert!(drop.known_broken.is_some() && guarded.known_broken.is_none());
         let (_, triad) = resolve("triad_f32").unwrap();
-        assert_eq!(triad.position("alpha"), Some(4));
+        assert_eq!(
+            triad.op.params[4],
+            crate::declared::OpParam::Scalar("alpha".into(), crate::dtype::Dtype::F32)
+        );
         assert_eq!(resolve("transpose_tiled").unwrap().1.name, "tiled");
         assert!(resolve("nope")
             .unwrap_err()
@@ -1146,7 +1118,7 @@ mod tests {
     #[test]
     fn a_good_manifest_parses() {
         let m = parse_one(OK).unwrap();
-        assert_eq!(m.kernels[0].block, Dim3::new(32, 8, 1));
+        assert_eq!(plan(&m.kernels[0], 64).block, Dim3::new(32, 8, 1));
         assert_eq!(m.program, "k.cu");
     }
 
@@ -1185,7 +1157,7 @@ known_broken = "b"
         };
         let m = parse_one(SHARED).unwrap();
         assert_eq!(m.kernels.len(), 2);
-        assert_eq!(m.kernels[0].declared, m.kernels[1].declared);
+        assert_eq!(m.kernels[0].op, m.kernels[1].op);
         let e = parse_one(&SHARED.replacen("op = \"sum\"", "op = \"summ\"", 1)).unwrap_err();
         assert_eq!(e.field, "kernel[0].op");
         assert!(

@@ -4,10 +4,11 @@
 use serde::Serialize;
 
 use crate::backend::Backend;
+use crate::general::DeclaredWorkload;
 use crate::gpustate::GpuState;
 use crate::samples::{Regime, Timer};
 use crate::timing::{self, Outcome, TimingConfig, TimingError, WarmupPolicy};
-use crate::workload::{CheckOutcome, TransposeWorkload, Workload};
+use crate::workload::{CheckOutcome, Workload};
 
 /// Warmup launches before the timed batch (the transpose lab's harness).
 pub const BATCH_WARMUP_LAUNCHES: u64 = 5;
@@ -133,7 +134,7 @@ pub fn batch_config(reps: u32) -> TimingConfig {
 /// one slot against free device memory (the same checks [`timing::measure`] makes).
 pub fn precheck<B: Backend>(
     backend: &mut B,
-    workload: &TransposeWorkload,
+    workload: &DeclaredWorkload,
 ) -> Result<(), TimingError> {
     crate::plan::validate(&workload.plan(), backend.limits(), None, false)?;
     let free = backend.free_memory_bytes()?;
@@ -141,7 +142,7 @@ pub fn precheck<B: Backend>(
         let gb = |bytes: u64| bytes as f64 / 1e9;
         return Err(TimingError::Config(format!(
             "N = {} needs {:.2} GB of device memory for input and output; {:.2} GB is free",
-            workload.n,
+            workload.n(),
             gb(workload.slot_bytes()),
             gb(free)
         )));
@@ -157,7 +158,7 @@ pub fn precheck<B: Backend>(
 /// mismatches and no timing. `log` gets stderr lines.
 pub fn transpose_row<B: Backend>(
     backend: &mut B,
-    workload: &TransposeWorkload,
+    workload: &DeclaredWorkload,
     slot: &mut Vec<B::Buffer>,
     reps: u32,
     log: &mut dyn FnMut(String),
@@ -252,6 +253,15 @@ mod tests {
     use crate::ops::transpose::POISON_WORD;
     use crate::Variant;
 
+    fn decl(v: Variant) -> crate::manifest::KernelDecl {
+        crate::registry::resolve(v.name(), crate::registry::Scope::Audit)
+            .unwrap()
+            .1
+    }
+    fn workload(v: Variant, n: u64) -> DeclaredWorkload {
+        DeclaredWorkload::builtin(decl(v), n, crate::general::InputCase::Distinct, 0).unwrap()
+    }
+
     fn transpose(out: &mut [u32], input: &[u32], n: u64, _: u64) {
         for r in 0..n {
             for c in 0..n {
@@ -288,7 +298,7 @@ mod tests {
     }
 
     fn row(b: &mut HostBackend, n: u64, v: Variant, log: &mut Vec<String>) -> TransposeRow {
-        let w = TransposeWorkload::new(v, n).unwrap();
+        let w = workload(v, n);
         let mut slot = w.create_slot(b, 0).unwrap();
         transpose_row(b, &w, &mut slot, 10, &mut |l| log.push(l)).unwrap()
     }
@@ -302,32 +312,33 @@ mod tests {
         let t = r.timing.unwrap();
         assert!((t.average_ms - 0.01).abs() < 1e-12, "{t:?}");
         let launch = || Call::Launch("transpose_naive".into());
-        let fill = |byte| Call::Fill { buffer: 1, byte };
-        // Allocation and upload; a 0xff-poisoned validation; 5 warmups; one timed batch of
-        // 10; the output as the batch left it; a 0x7f-poisoned validation.
+        let fill = |byte| Call::Fill { buffer: 0, byte };
+        // Allocation in parameter order (out poisoned, in uploaded); a 0xff-poisoned
+        // validation; 5 warmups; one timed batch of 10; the output as the batch left it;
+        // a 0x7f-poisoned validation.
         let mut want = vec![
-            Call::Alloc(33 * 33),
-            Call::Upload(0),
-            Call::Alloc(33 * 33),
+            Call::AllocBytes(33 * 33 * 4),
             fill(0xff),
+            Call::AllocBytes(33 * 33 * 4),
+            Call::Upload(1),
             fill(0xff),
             launch(),
             Call::Synchronize,
-            Call::Download(1),
+            Call::Download(0),
         ];
         want.extend(std::iter::repeat_n(launch(), 5));
         want.push(Call::Synchronize);
         want.push(Call::EventStart);
         want.extend(std::iter::repeat_n(launch(), 10));
-        want.extend([Call::EventStop, Call::Synchronize, Call::Download(1)]);
-        want.extend([fill(0x7f), launch(), Call::Synchronize, Call::Download(1)]);
+        want.extend([Call::EventStop, Call::Synchronize, Call::Download(0)]);
+        want.extend([fill(0x7f), launch(), Call::Synchronize, Call::Download(0)]);
         assert_eq!(b.calls, want);
     }
 
     #[test]
     fn poison_exposes_a_store_that_only_a_stale_buffer_would_hide() {
         let mut b = backend();
-        let w = TransposeWorkload::new(Variant::Naive, 33).unwrap();
+        let w = workload(Variant::Naive, 33);
         let mut slot = w.create_slot(&mut b, 0).unwrap();
         // naive leaves a correct transpose in the shared output buffer...
         assert!(
@@ -337,7 +348,7 @@ mod tests {
         );
         // ...which would hide padded's missing last row without fresh poison.
         let mut lines = Vec::new();
-        let padded = w.with_variant(Variant::Padded).unwrap();
+        let padded = w.with_decl(decl(Variant::Padded)).unwrap();
         let r = transpose_row(&mut b, &padded, &mut slot, 1, &mut |l| lines.push(l)).unwrap();
         assert!(!r.correct);
         assert_eq!(r.mismatches, 33);
@@ -347,7 +358,7 @@ mod tests {
             lines
                 .iter()
                 .any(|l| l.contains("validation before warmup: 33 mismatches")
-                    && l.contains("(row 32, col 0)")
+                    && l.contains("[row 32, col 0]")
                     && l.contains(&format!("{POISON_WORD:#010x}"))),
             "{lines:?}"
         );
@@ -413,39 +424,35 @@ mod tests {
     #[test]
     fn precheck_refuses_what_measure_would_before_any_output() {
         let mut b = backend().with_free_bytes(30_000_000);
-        let w = TransposeWorkload::new(Variant::Naive, 2000).unwrap();
+        let w = workload(Variant::Naive, 2000);
         let e = precheck(&mut b, &w).unwrap_err().to_string();
         assert_eq!(
             e,
             "N = 2000 needs 0.03 GB of device memory for input and output; 0.03 GB is free"
         );
-        let w = TransposeWorkload::new(Variant::Naive, 65_535 * 32 + 1).unwrap();
+        let w = workload(Variant::Naive, 65_535 * 32 + 1);
         assert!(matches!(
             precheck(&mut backend(), &w),
             Err(TimingError::Plan(_))
         ));
-        assert!(precheck(
-            &mut backend(),
-            &TransposeWorkload::new(Variant::Naive, 64).unwrap()
-        )
-        .is_ok());
+        assert!(precheck(&mut backend(), &workload(Variant::Naive, 64)).is_ok());
     }
 
     #[test]
     fn a_missing_kernel_is_an_error() {
         let mut b = HostBackend::new();
-        let w = TransposeWorkload::new(Variant::Copy, 4).unwrap();
+        let w = workload(Variant::Copy, 4);
         let mut slot = w.create_slot(&mut b, 0).unwrap();
         assert!(transpose_row(&mut b, &w, &mut slot, 1, &mut |_| {}).is_err());
     }
 
     #[test]
     fn variants_share_one_input_and_one_set_of_buffers() {
-        let w = TransposeWorkload::new(Variant::Naive, 5).unwrap();
+        let w = workload(Variant::Naive, 5);
         let mut b = backend();
         let mut slot = w.create_slot(&mut b, 0).unwrap();
         transpose_row(&mut b, &w, &mut slot, 1, &mut |_| {}).unwrap();
-        let p = w.with_variant(Variant::Tiled).unwrap();
+        let p = w.with_decl(decl(Variant::Tiled)).unwrap();
         assert_eq!(p.decl.name, "tiled");
         assert!(
             transpose_row(&mut b, &p, &mut slot, 1, &mut |_| {})
@@ -455,7 +462,7 @@ mod tests {
         let allocs = b
             .calls
             .iter()
-            .filter(|c| matches!(c, Call::Alloc(_)))
+            .filter(|c| matches!(c, Call::AllocBytes(_)))
             .count();
         assert_eq!(allocs, 2, "one input and one output for both variants");
     }

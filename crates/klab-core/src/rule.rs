@@ -38,7 +38,9 @@
 //! declared to be expected (`nan = "nan-equal"` or `"nan-any-payload"`) to pass.
 //!
 //! [`compare`] returns a [`Verdict`]: failures over all elements, `max_abs` and `max_rel`
-//! over the elements where both sides are finite, `max_ulp` likewise for float dtypes, and
+//! over the elements where both sides are finite (under `Bitwise`, `max_abs` is infinite
+//! when a failing element has a NaN or an infinity on either side), `max_ulp` likewise for
+//! float dtypes, and
 //! the first (lowest-index) failure with its multi-dimensional coordinates.
 
 use std::fmt;
@@ -546,7 +548,8 @@ pub struct Verdict {
     pub elements: u64,
     /// Elements that fail the rule.
     pub failures: u64,
-    /// Largest `|got - want|` over the elements where both are finite (0 if none).
+    /// Largest `|got - want|` over the elements where both are finite (0 if none); under
+    /// `Bitwise`, infinite when a failing element has a NaN or an infinity on either side.
     pub max_abs: f64,
     /// Largest `|got - want| / |want|` over the same elements: 0 where they are equal,
     /// infinite where `want` is 0 and `got` is not.
@@ -766,6 +769,12 @@ impl Judge<'_> {
             }
             if !o.pass {
                 v.failures += 1;
+                // A bitwise failure with a NaN or an infinity on either side has no
+                // finite error: it counts as infinite, so max_abs never hides it (the
+                // transpose lab's rule for its max_abs_error column).
+                if o.error.is_none() && self.rule == Rule::Bitwise {
+                    v.max_abs = f64::INFINITY;
+                }
                 if v.first.is_none() {
                     v.first = Some(Failure {
                         index: i as u64,
@@ -972,9 +981,11 @@ mod tests {
         let v = run(Dtype::F32, bitwise(), &got, &want);
         assert_eq!(v.failures, 2);
         assert_eq!(v.first.as_ref().unwrap().index, 0);
-        // -0 vs +0 is a failure of error 0.
-        assert_eq!(v.max_abs, 0.0);
+        // -0 vs +0 is a failure of error 0; a NaN payload mismatch has no finite error.
+        assert_eq!(v.max_abs, f64::INFINITY);
         assert_eq!(v.max_ulp, Some(0));
+        let v = run(Dtype::F32, bitwise(), &got[..4], &want[..4]);
+        assert_eq!((v.failures, v.max_abs), (1, 0.0));
         // Any payload relaxes only NaN-vs-NaN.
         let v = run(
             Dtype::F32,

@@ -457,8 +457,14 @@ pub fn measure_in<B: Backend, W: Workload>(
 mod tests {
     use super::*;
     use crate::backend::host::{Call, HostArg, HostBackend};
-    use crate::workload::{TransposeWorkload, TriadWorkload};
+    use crate::general::{DeclaredWorkload, InputCase};
     use crate::Variant;
+
+    fn builtin(name: &str, n: u64) -> DeclaredWorkload {
+        let (_, decl) = crate::registry::resolve(name, crate::registry::Scope::Audit).unwrap();
+        let case = InputCase::Uniform { seed: 7 };
+        DeclaredWorkload::builtin(decl, n, case, 0).unwrap()
+    }
 
     fn triad_kernel(mem: &mut [Vec<u32>], args: &[HostArg], _: u64) {
         let [HostArg::Buffer(x), HostArg::Buffer(z), HostArg::Buffer(y), HostArg::U64(n), HostArg::F32(a)] =
@@ -495,7 +501,7 @@ mod tests {
 
     fn run(
         b: &mut HostBackend,
-        w: &TriadWorkload,
+        w: &DeclaredWorkload,
         c: &TimingConfig,
     ) -> Result<Outcome, TimingError> {
         let k = b.kernel(w.entry()).unwrap();
@@ -512,7 +518,7 @@ mod tests {
     #[test]
     fn the_profiled_launch_is_the_one_after_the_computed_skip() {
         let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_kernel);
-        let w = TriadWorkload::new(false, 257, 7);
+        let w = builtin("triad_f32", 257);
         let k = b.kernel(w.entry()).unwrap();
         let p = profile_sequence(&mut b, &w, &k, PROFILE_WARMUP).unwrap();
         assert_eq!(p.launches_before, profile_launch_skip(PROFILE_WARMUP));
@@ -546,7 +552,7 @@ mod tests {
     #[test]
     fn a_kernel_that_stops_writing_fails_the_profiled_check() {
         let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_decays);
-        let w = TriadWorkload::new(false, 257, 7);
+        let w = builtin("triad_f32", 257);
         let k = b.kernel(w.entry()).unwrap();
         let p = profile_sequence(&mut b, &w, &k, PROFILE_WARMUP).unwrap();
         assert!(p.before.passed());
@@ -581,7 +587,7 @@ mod tests {
         let mut b = HostBackend::new()
             .with_general_kernel("triad_f32", triad_kernel)
             .with_l2_bytes(4096);
-        let w = TriadWorkload::new(false, 1000, 7);
+        let w = builtin("triad_f32", 1000);
         let m = measured(run(&mut b, &w, &cfg(Regime::BufferRotated, Timer::PerLaunch)).unwrap());
         // 12,000-byte slots, L2 4096: max(8 slots, 2*4096 + slot) -> 8 slots.
         assert_eq!(m.slots, 8);
@@ -597,14 +603,12 @@ mod tests {
         );
         assert_eq!(m.after_timing.len(), 8);
         assert!(m.correct());
-        // Slots hold different inputs: slot 3 was checked against seed 10's inputs.
-        assert_ne!(w.inputs(3).0, w.inputs(0).0);
     }
 
     #[test]
     fn batch_and_graph_samples_are_means_per_launch() {
         let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_kernel);
-        let w = TriadWorkload::new(false, 257, 7);
+        let w = builtin("triad_f32", 257);
         let m = measured(
             run(
                 &mut b,
@@ -637,7 +641,7 @@ mod tests {
         let mut b = HostBackend::new()
             .with_general_kernel("triad_f32", triad_kernel)
             .with_l2_bytes(1 << 21);
-        let w = TriadWorkload::new(false, 256, 7);
+        let w = builtin("triad_f32", 256);
         let m = measured(run(&mut b, &w, &cfg(Regime::L2Flushed, Timer::PerLaunch)).unwrap());
         assert_eq!(m.scrub_bytes, Some(1 << 22));
         // Every EventStart is immediately preceded by a fill of the scrub buffer.
@@ -667,7 +671,7 @@ mod tests {
             }
         }
         let mut b = HostBackend::new().with_general_kernel("triad_f32", wrong);
-        let w = TriadWorkload::new(false, 300, 7);
+        let w = builtin("triad_f32", 300);
         match run(&mut b, &w, &cfg(Regime::SameBuffer, Timer::PerLaunch)).unwrap() {
             Outcome::Rejected {
                 before,
@@ -691,7 +695,7 @@ mod tests {
     #[test]
     fn known_broken_kernels_are_never_timed() {
         let mut b = HostBackend::new().with_general_kernel("triad_buggy", triad_kernel);
-        let w = TriadWorkload::new(true, 300, 7);
+        let w = builtin("triad_buggy", 300);
         let o = run(&mut b, &w, &cfg(Regime::SameBuffer, Timer::PerLaunch)).unwrap();
         assert!(matches!(
             o,
@@ -706,7 +710,7 @@ mod tests {
     #[test]
     fn until_stable_warmup_stops_when_window_medians_agree() {
         let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_kernel);
-        let w = TriadWorkload::new(false, 256, 7);
+        let w = builtin("triad_f32", 256);
         let mut c = cfg(Regime::SameBuffer, Timer::PerLaunch);
         c.warmup = WarmupPolicy::UntilStable {
             window: 5,
@@ -736,7 +740,7 @@ mod tests {
             }
         }
         let mut b = HostBackend::new().with_kernel("transpose_padded", t);
-        let w = TransposeWorkload::new(Variant::Padded, 33).unwrap();
+        let w = builtin(Variant::Padded.name(), 33);
         let k = b.kernel("transpose_padded").unwrap();
         let o = measure(
             &mut b,
@@ -755,7 +759,7 @@ mod tests {
     #[test]
     fn no_samples_is_a_configuration_error_and_one_batch_is_a_measurement() {
         let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_kernel);
-        let w = TriadWorkload::new(false, 256, 7);
+        let w = builtin("triad_f32", 256);
         let mut c = cfg(Regime::SameBuffer, Timer::PerLaunch);
         c.samples = 0;
         assert!(matches!(run(&mut b, &w, &c), Err(TimingError::Config(_))));

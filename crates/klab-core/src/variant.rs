@@ -21,16 +21,6 @@ pub enum Variant {
     Broken,
 }
 
-/// What a variant's output must equal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Operation {
-    /// `out[i] = in[i]`.
-    Copy,
-    /// `out[c * N + r] = in[r * N + c]`.
-    Transpose,
-}
-
 impl Variant {
     /// Every variant, in the order `all` runs them.
     pub const ALL: [Variant; 5] = [
@@ -59,13 +49,6 @@ impl Variant {
             Variant::Tiled => "transpose_tiled",
             Variant::Padded => "transpose_padded",
             Variant::Broken => "transpose_broken",
-        }
-    }
-
-    pub fn operation(self) -> Operation {
-        match self {
-            Variant::Copy => Operation::Copy,
-            _ => Operation::Transpose,
         }
     }
 
@@ -132,10 +115,9 @@ mod tests {
     }
 
     #[test]
-    fn only_broken_is_known_broken_and_only_copy_copies() {
+    fn only_broken_is_known_broken() {
         for v in Variant::ALL {
             assert_eq!(v.known_broken(), v == Variant::Broken);
-            assert_eq!(v.operation() == Operation::Copy, v == Variant::Copy);
         }
         assert!(!Variant::Broken.has_barrier());
         assert_eq!(Variant::Tiled.shared_padding(), Some(0));

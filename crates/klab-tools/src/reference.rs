@@ -1,6 +1,7 @@
 //! A declared operation's reference, built from its manifest's `reference` table: a C
 //! function ([`crate::cref`], compiled into klab's cache) or a program that exchanges
-//! `.npy` files ([`crate::cmdref`]). Paths are relative to the manifest's folder.
+//! `.npy` files ([`crate::cmdref`]), or a built-in operation's CPU oracle
+//! ([`klab_core::ops::contract`]). Paths are relative to the manifest's folder.
 
 use std::path::Path;
 use std::rc::Rc;
@@ -45,6 +46,10 @@ pub fn build(
             op.clone(),
             manifest_dir,
         )?)),
+        ReferenceSpec::Builtin(_) => Ok(Rc::new(
+            klab_core::ops::contract::BuiltinReference::for_op(op)
+                .expect("a built-in reference has a built-in oracle"),
+        )),
         ReferenceSpec::Kernel(_) => Err(ReferenceError::Unsupported(
             "reference.kernel runs on a device: the caller builds it with a backend (klab_core::gpuref::KernelReference)".into(),
         )),
