@@ -178,9 +178,16 @@ pub fn run<B: Backend>(
                 crate::rule::RuleSpec::Bitwise | crate::rule::RuleSpec::Exact
             )
         });
-    // Distinct values where nothing is computed from them (data movement): a misplaced
-    // element cannot meet an equal value; small integers where arithmetic must stay exact.
-    let exact = if bitwise_rules {
+    // Distinct values where every output is compared bit for bit (data movement: copy,
+    // transpose, gather), so a misplaced element cannot meet an equal value; small integers
+    // where a result is computed (a sum must stay exact, a sort must see repeats).
+    let moves_data = op
+        .spec
+        .buffers
+        .values()
+        .filter_map(|b| b.compare.as_ref())
+        .all(|c| matches!(c, crate::rule::RuleSpec::Bitwise));
+    let exact = if moves_data {
         general::InputCase::Distinct
     } else {
         general::InputCase::Structural
@@ -321,7 +328,7 @@ pub fn run<B: Backend>(
                 let seed = rng.next_u64() % 1_000_000;
                 // Distinct values are filled in parallel and catch a wrapped offset at
                 // any element; arithmetic gets random values.
-                let input = if bitwise_rules {
+                let input = if moves_data {
                     exact
                 } else {
                     general::InputCase::Uniform { seed }
