@@ -361,12 +361,24 @@ impl DeclaredWorkload {
             let (a, b) = (&self.op.spec, &decl.op.spec);
             a.buffers == b.buffers && a.scalars == b.scalars && a.reference == b.reference
         };
+        // The other kernel's own reference: a copy's oracle must never judge a transpose.
+        let reference: std::rc::Rc<dyn Reference> =
+            match crate::ops::contract::BuiltinReference::for_op(&decl.op) {
+                Some(r) => std::rc::Rc::new(r),
+                None if same => self.reference.clone(),
+                None => {
+                    return Err(BackendError(format!(
+                        "{} declares another reference than {}; build it first",
+                        decl.name, self.decl.name
+                    )))
+                }
+            };
         let mut w = DeclaredWorkload::new(
             decl,
             self.shape.clone(),
             self.case,
             self.scalar_index,
-            self.reference.clone(),
+            reference,
         )?;
         if same {
             w.inputs = self.inputs.clone();
@@ -568,10 +580,13 @@ impl DeclaredWorkload {
             for (b, v) in self.buffers.iter().zip(abs.iter_mut()) {
                 // Outputs and scratch have no initial bytes (empty).
                 if b.dtype.is_float() && !v.is_empty() {
-                    for i in 0..b.elements as usize {
-                        let x = b.dtype.to_f64(v, i);
-                        b.dtype.write_f64(v, i, x.abs());
-                    }
+                    let dt = b.dtype;
+                    crate::par::for_chunks(v, dt.size_bytes(), |_, part| {
+                        for i in 0..part.len() / dt.size_bytes() {
+                            let x = dt.to_f64(part, i);
+                            dt.write_f64(part, i, x.abs());
+                        }
+                    });
                 }
             }
             let out = self.run_reference_with(&abs, true)?;
@@ -682,7 +697,6 @@ fn load(b: &Buffer, path: &str) -> Result<Vec<u8>, String> {
 /// makes two inputs of one shape differ, so a kernel that swaps them is caught.
 fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
     let mut out = host_zeroed(b.bytes(), &b.name)?;
-    let n = b.elements as usize;
     let dt = b.dtype;
     let [lo, hi] = b.range.unwrap_or(if dt.is_float() {
         [-1.0, 1.0]
@@ -692,57 +706,79 @@ fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
         [0.0, 200.0]
     });
     let whole = |v: f64| if dt.is_float() { v } else { v.floor() };
-    let rng = |seed: u64| Rng::new(seed ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    // Each chunk of a random input has its own stream, from the seed, the input and the
+    // chunk's index (chunk 0 keeps the seed's own stream): any chunk can be made alone,
+    // and the bytes do not depend on the number of threads.
+    let rng = |seed: u64, chunk: usize| {
+        let s = seed ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        Rng::new(if chunk == 0 {
+            s
+        } else {
+            Rng::new(s ^ (chunk as u64).wrapping_mul(0xd1b5_4a32_d192_ed03)).next_u64()
+        })
+    };
+    let special = special_bits(dt);
+    let size = dt.size_bytes();
     match case {
-        InputCase::Structural => {
-            for i in 0..n {
-                // Small integers: exact in every dtype (f16 and bf16 included).
-                let v = ((i * 7 + 3 + 5 * k) % 17) as f64;
-                let v = if dt.is_signed() || dt.is_float() {
-                    v - 8.0
-                } else {
-                    v
-                };
-                dt.write_f64(&mut out, i, v);
-            }
+        InputCase::Distinct => {
+            distinct(b, k, &mut out);
+            return Ok(out);
         }
-        InputCase::Distinct => distinct(b, k, &mut out),
         // Loaded by the workload (`load`); a buffer the case names no file for is uniform.
         InputCase::Data { case } => return fill(b, k, InputCase::Uniform { seed: case as u64 }),
-        InputCase::Uniform { seed } | InputCase::Large { seed } => {
-            let scale = if matches!(case, InputCase::Large { .. }) {
-                1000.0
-            } else {
-                1.0
-            };
-            let mut r = rng(seed);
-            for i in 0..n {
-                let v = (lo + (hi - lo) * r.next_f64()) * scale;
-                dt.write_f64(&mut out, i, whole(v));
-            }
-        }
-        InputCase::Normal { seed } => {
-            let mut r = rng(seed);
-            let (mid, sd) = ((lo + hi) / 2.0, (hi - lo) / 6.0);
-            for i in 0..n {
-                // Box-Muller; 1 - u keeps the logarithm finite.
-                let (u1, u2) = (1.0 - r.next_f64(), r.next_f64());
-                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-                dt.write_f64(&mut out, i, whole(mid + sd * z));
-            }
-        }
-        InputCase::Constant => {
-            for i in 0..n {
-                dt.write_f64(&mut out, i, whole((lo + hi) / 2.0 + 1.0));
-            }
-        }
-        InputCase::Special => {
-            let values: Vec<u64> = special_bits(dt);
-            for i in 0..n {
-                dt.write_bits(&mut out, i, values[(i + k) % values.len()]);
-            }
-        }
+        _ => {}
     }
+    crate::par::for_chunks(&mut out, size, |c, chunk| {
+        let base = c * crate::par::CHUNK_ELEMENTS;
+        let n = chunk.len() / size;
+        match case {
+            InputCase::Structural => {
+                for j in 0..n {
+                    // Small integers: exact in every dtype (f16 and bf16 included).
+                    let v = (((base + j) * 7 + 3 + 5 * k) % 17) as f64;
+                    let v = if dt.is_signed() || dt.is_float() {
+                        v - 8.0
+                    } else {
+                        v
+                    };
+                    dt.write_f64(chunk, j, v);
+                }
+            }
+            InputCase::Uniform { seed } | InputCase::Large { seed } => {
+                let scale = if matches!(case, InputCase::Large { .. }) {
+                    1000.0
+                } else {
+                    1.0
+                };
+                let mut r = rng(seed, c);
+                for j in 0..n {
+                    let v = (lo + (hi - lo) * r.next_f64()) * scale;
+                    dt.write_f64(chunk, j, whole(v));
+                }
+            }
+            InputCase::Normal { seed } => {
+                let mut r = rng(seed, c);
+                let (mid, sd) = ((lo + hi) / 2.0, (hi - lo) / 6.0);
+                for j in 0..n {
+                    // Box-Muller; 1 - u keeps the logarithm finite.
+                    let (u1, u2) = (1.0 - r.next_f64(), r.next_f64());
+                    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                    dt.write_f64(chunk, j, whole(mid + sd * z));
+                }
+            }
+            InputCase::Constant => {
+                for j in 0..n {
+                    dt.write_f64(chunk, j, whole((lo + hi) / 2.0 + 1.0));
+                }
+            }
+            InputCase::Special => {
+                for j in 0..n {
+                    dt.write_bits(chunk, j, special[(base + j + k) % special.len()]);
+                }
+            }
+            InputCase::Distinct | InputCase::Data { .. } => unreachable!("made above"),
+        }
+    });
     Ok(out)
 }
 
@@ -754,13 +790,23 @@ fn distinct(b: &Buffer, k: usize, out: &mut [u8]) {
     let n = b.elements as usize;
     let dt = b.dtype;
     if dt == Dtype::F32 {
-        let mut words = vec![0u32; n];
-        crate::ops::transpose::fill_words(&mut words);
-        if k > 0 {
-            words.rotate_left((k * 7919) % n.max(1));
-        }
-        for (c, w) in out.chunks_exact_mut(4).zip(&words) {
-            c.copy_from_slice(&w.to_le_bytes());
+        let fill = |words: &mut [u32]| {
+            crate::ops::transpose::fill_words(words);
+            if k > 0 {
+                words.rotate_left((k * 7919) % n.max(1));
+            }
+        };
+        // SAFETY: every bit pattern is a valid u32; `align_to_mut` splits off what is
+        // not aligned (a large allocation is, so the words are filled in place).
+        let (head, words, tail) = unsafe { out.align_to_mut::<u32>() };
+        if head.is_empty() && tail.is_empty() && cfg!(target_endian = "little") {
+            fill(words);
+        } else {
+            let mut words = vec![0u32; n];
+            fill(&mut words);
+            for (c, w) in out.chunks_exact_mut(4).zip(&words) {
+                c.copy_from_slice(&w.to_le_bytes());
+            }
         }
         return;
     }
@@ -1188,6 +1234,30 @@ pub fn ladder(op: &DeclaredOp) -> Result<Vec<Shape>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_large_random_input_is_the_same_on_any_number_of_cores_and_keeps_small_streams() {
+        let buffer = |elements: u64| Buffer {
+            name: "x".into(),
+            dtype: Dtype::F32,
+            role: Role::In,
+            elements,
+            shape: vec![elements],
+            axes: vec!["i".into()],
+            comparison: None,
+            range: None,
+        };
+        let big = 2 * crate::par::CHUNK_ELEMENTS as u64 + 3;
+        let case = InputCase::Uniform { seed: 42 };
+        let a = fill(&buffer(big), 0, case).unwrap();
+        assert_eq!(a, fill(&buffer(big), 0, case).unwrap());
+        // A buffer of one chunk or less is the seed's own stream, as before chunks existed.
+        let small = fill(&buffer(1000), 0, case).unwrap();
+        assert_eq!(&a[..4000], &small[..]);
+        // Chunks draw different streams.
+        let c = crate::par::CHUNK_ELEMENTS * 4;
+        assert_ne!(&a[..4000], &a[c..c + 4000]);
+    }
     use crate::backend::host::{HostArg, HostBackend};
     use crate::check::{run, CheckOptions};
 

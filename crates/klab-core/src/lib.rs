@@ -26,6 +26,7 @@ pub mod manifest;
 pub mod model;
 pub mod npy;
 pub mod ops;
+pub mod par;
 pub mod plan;
 pub mod ptxas;
 pub mod receipt;

@@ -696,7 +696,7 @@ pub fn compare(
     };
     // Equal bytes pass with zero error under every rule, except a NaN under NanFails.
     let equal_bytes_pass = dtype.is_integer() || cmp.nan != NanRule::NanFails;
-    let mut v = Verdict {
+    let empty = Verdict {
         elements: n as u64,
         failures: 0,
         max_abs: 0.0,
@@ -705,20 +705,42 @@ pub fn compare(
         first: None,
         rule: cmp.describe_for(dtype),
     };
-    for (b, (gb, wb)) in got
-        .chunks(BLOCK * size)
-        .zip(want.chunks(BLOCK * size))
-        .enumerate()
-    {
-        if equal_bytes_pass && gb == wb {
-            continue;
+    // Ranges of whole blocks (par's chunks are a multiple of BLOCK), judged on the cores
+    // and merged in index order, so the first failure is the lowest index.
+    let parts = crate::par::map_ranges(n, |range| {
+        let mut v = empty.clone();
+        let (g, w) = (
+            &got[range.start * size..range.end * size],
+            &want[range.start * size..range.end * size],
+        );
+        for (b, (gb, wb)) in g
+            .chunks(BLOCK * size)
+            .zip(w.chunks(BLOCK * size))
+            .enumerate()
+        {
+            if equal_bytes_pass && gb == wb {
+                continue;
+            }
+            let base = range.start + b * BLOCK;
+            match size {
+                1 => judge.block::<1>(gb, wb, base, shape, &mut v),
+                2 => judge.block::<2>(gb, wb, base, shape, &mut v),
+                4 => judge.block::<4>(gb, wb, base, shape, &mut v),
+                _ => judge.block::<8>(gb, wb, base, shape, &mut v),
+            }
         }
-        let base = b * BLOCK;
-        match size {
-            1 => judge.block::<1>(gb, wb, base, shape, &mut v),
-            2 => judge.block::<2>(gb, wb, base, shape, &mut v),
-            4 => judge.block::<4>(gb, wb, base, shape, &mut v),
-            _ => judge.block::<8>(gb, wb, base, shape, &mut v),
+        v
+    });
+    let mut v = empty;
+    for p in parts {
+        v.failures += p.failures;
+        v.max_abs = v.max_abs.max(p.max_abs);
+        v.max_rel = v.max_rel.max(p.max_rel);
+        if let (Some(m), Some(u)) = (v.max_ulp.as_mut(), p.max_ulp) {
+            *m = (*m).max(u);
+        }
+        if v.first.is_none() {
+            v.first = p.first;
         }
     }
     Ok(v)
@@ -1383,6 +1405,20 @@ mod tests {
             let v = run(Dtype::F16, allclose(1.0, 1.0), &got, &want);
             assert_eq!(v.failures, 2, "poison 0x{poison:02x}");
         }
+    }
+
+    #[test]
+    fn a_large_output_judged_on_several_cores_reports_the_lowest_failure_and_every_count() {
+        let n = 3 * crate::par::CHUNK_ELEMENTS + 5;
+        let want: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let mut got = want.clone();
+        for i in [n - 1, 1_500_000, crate::par::CHUNK_ELEMENTS] {
+            got[i] = -got[i] - 1.0;
+        }
+        let v = run(Dtype::F32, bitwise(), &f32s(&got), &f32s(&want));
+        assert_eq!(v.failures, 3);
+        assert_eq!(v.first.unwrap().index, crate::par::CHUNK_ELEMENTS as u64);
+        assert_eq!(v.max_abs, 2.0 * (n - 1) as f64 + 1.0);
     }
 
     #[test]

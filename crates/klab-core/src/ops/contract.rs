@@ -268,22 +268,6 @@ impl BuiltinReference {
     }
 }
 
-fn words(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
-    bytes
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-}
-
-fn floats(bytes: &[u8]) -> Vec<f32> {
-    words(bytes).map(f32::from_bits).collect()
-}
-
-fn store(out: &mut [u8], values: impl Iterator<Item = u32>) {
-    for (c, v) in out.chunks_exact_mut(4).zip(values) {
-        c.copy_from_slice(&v.to_le_bytes());
-    }
-}
-
 /// Two distinct buffers of `buffers`, the first mutable.
 fn pair<'a>(buffers: &'a mut [&mut [u8]], out: usize, input: usize) -> (&'a mut [u8], &'a [u8]) {
     if out < input {
@@ -308,46 +292,62 @@ impl Reference for BuiltinReference {
         floats_in: &[f64],
     ) -> Result<(), String> {
         let n = *shape.get("n").ok_or("the built-in oracle needs n")? as usize;
+        let f32_at = |b: &[u8], i: usize| {
+            f32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
+        };
         match self.oracle {
-            BuiltinOracle::Copy | BuiltinOracle::Transpose => {
+            BuiltinOracle::Copy => {
                 let (out, input) = pair(buffers, self.index("out")?, self.index("in")?);
-                if self.oracle == BuiltinOracle::Copy {
-                    out.copy_from_slice(input);
-                    return Ok(());
-                }
-                for r0 in (0..n).step_by(TILE) {
-                    for c0 in (0..n).step_by(TILE) {
-                        for r in r0..(r0 + TILE).min(n) {
-                            for c in c0..(c0 + TILE).min(n) {
+                out.copy_from_slice(input);
+            }
+            BuiltinOracle::Transpose => {
+                let (out, input) = pair(buffers, self.index("out")?, self.index("in")?);
+                // Parts of TILE output rows; within a part, tiles of TILE input rows.
+                crate::par::for_parts(out, 4 * n.max(1) * TILE, |p, rows| {
+                    let c_first = p * TILE;
+                    let c_count = rows.len() / (4 * n.max(1));
+                    for r0 in (0..n).step_by(TILE) {
+                        for dc in 0..c_count {
+                            let c = c_first + dc;
+                            for r in r0..(r0 + TILE).min(n) {
                                 // out[c][r] = in[r][c]
-                                let (o, i) = (4 * (c * n + r), 4 * (r * n + c));
-                                out[o..o + 4].copy_from_slice(&input[i..i + 4]);
+                                let (o, i) = (4 * (dc * n + r), 4 * (r * n + c));
+                                rows[o..o + 4].copy_from_slice(&input[i..i + 4]);
                             }
                         }
                     }
-                }
+                });
             }
             BuiltinOracle::Triad => {
                 let alpha = *floats_in.first().ok_or("triad needs alpha")? as f32;
-                let x = floats(buffers[self.index("x")?]);
-                let z = floats(buffers[self.index("z")?]);
-                let y = &mut buffers[self.index("y")?];
-                store(
-                    y,
-                    x.iter()
-                        .zip(&z)
-                        .map(|(x, z)| triad::reference(alpha, *x, *z).to_bits()),
-                );
+                let (x, z, y) = (self.index("x")?, self.index("z")?, self.index("y")?);
+                let mut out = std::mem::take(&mut buffers[y]);
+                let (xb, zb) = (&*buffers[x], &*buffers[z]);
+                crate::par::for_chunks(out, 4, |c, part| {
+                    let base = c * crate::par::CHUNK_ELEMENTS;
+                    for (j, e) in part.chunks_exact_mut(4).enumerate() {
+                        let r = triad::reference(alpha, f32_at(xb, base + j), f32_at(zb, base + j));
+                        e.copy_from_slice(&r.to_le_bytes());
+                    }
+                });
+                buffers[y] = std::mem::take(&mut out);
             }
             BuiltinOracle::ReduceSum { chunk } => {
-                let x = floats(buffers[self.index("in")?]);
-                let partials = &mut buffers[self.index("partials")?];
+                let (x, p) = (self.index("in")?, self.index("partials")?);
                 let chunk = chunk.max(1) as usize;
-                store(
-                    partials,
-                    x.chunks(chunk)
-                        .map(|c| (reduce::oracle(c) as f32).to_bits()),
-                );
+                let mut out = std::mem::take(&mut buffers[p]);
+                let xb = &*buffers[x];
+                let elements = xb.len() / 4;
+                crate::par::for_chunks(out, 4, |c, part| {
+                    let base = c * crate::par::CHUNK_ELEMENTS;
+                    for (j, e) in part.chunks_exact_mut(4).enumerate() {
+                        let start = ((base + j) * chunk).min(elements);
+                        let end = (start + chunk).min(elements);
+                        let values: Vec<f32> = (start..end).map(|i| f32_at(xb, i)).collect();
+                        e.copy_from_slice(&(reduce::oracle(&values) as f32).to_le_bytes());
+                    }
+                });
+                buffers[p] = std::mem::take(&mut out);
             }
         }
         Ok(())
@@ -381,6 +381,13 @@ mod tests {
         let mut views: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
         r.run(&Shape::from([("n".into(), n)]), &mut views, &[n], floats)
             .unwrap();
+    }
+
+    fn floats(bytes: &[u8]) -> Vec<f32> {
+        bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
     }
 
     fn bytes(v: &[f32]) -> Vec<u8> {

@@ -6,8 +6,6 @@
 //! NaN must keep its payload). The oracle ([`crate::ops::contract::BuiltinOracle`]) is
 //! plain index arithmetic on the host and shares no code or order with any kernel.
 
-use std::thread;
-
 use serde::Serialize;
 
 /// Largest N for which the input is the exact integers `0..N^2` as float32 (seed 000).
@@ -187,31 +185,11 @@ fn fill_distinct(out: &mut [u32]) {
     }
 }
 
-/// Words per thread chunk below which work stays on one thread.
-const PAR_THRESHOLD: usize = 1 << 22;
-
-fn workers(len: usize) -> usize {
-    if len < PAR_THRESHOLD {
-        return 1;
-    }
-    thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .clamp(1, 32)
-}
-
 fn par_fill(out: &mut [u32], f: impl Fn(usize) -> u32 + Sync) {
-    let threads = workers(out.len());
-    let chunk = out.len().div_ceil(threads).max(1);
-    thread::scope(|s| {
-        for (c, part) in out.chunks_mut(chunk).enumerate() {
-            let f = &f;
-            s.spawn(move || {
-                let base = c * chunk;
-                for (j, w) in part.iter_mut().enumerate() {
-                    *w = f(base + j);
-                }
-            });
+    crate::par::for_chunks(out, 1, |c, chunk| {
+        let base = c * crate::par::CHUNK_ELEMENTS;
+        for (j, w) in chunk.iter_mut().enumerate() {
+            *w = f(base + j);
         }
     });
 }

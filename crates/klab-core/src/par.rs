@@ -1,0 +1,123 @@
+//! Host work over large buffers, spread over the machine's cores: the inputs klab makes,
+//! the built-in oracles and the comparison of an output with its reference. A buffer is
+//! cut into chunks of a fixed number of elements; chunk `c` is computed from its index
+//! alone (a random input seeds each chunk from `c`), so the bytes do not depend on how
+//! many threads ran.
+
+use std::thread;
+
+/// Elements per chunk (and below which work stays on the calling thread).
+pub const CHUNK_ELEMENTS: usize = 1 << 20;
+
+/// Threads for `len` elements: one below two chunks, else the machine's cores (at most 32).
+pub fn workers(len: usize) -> usize {
+    if len < 2 * CHUNK_ELEMENTS {
+        return 1;
+    }
+    thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 32)
+}
+
+/// Call `f(c, chunk)` for every chunk of `out` (chunks of `CHUNK_ELEMENTS` elements of
+/// `items_per_element` items each, e.g. the bytes of a dtype; the last chunk shorter),
+/// spread over the cores.
+pub fn for_chunks<T, F>(out: &mut [T], items_per_element: usize, f: F)
+where
+    T: Send,
+    F: Fn(usize, &mut [T]) + Sync,
+{
+    for_parts(out, CHUNK_ELEMENTS * items_per_element.max(1), f)
+}
+
+/// Call `f(p, part)` for every part of `out` of `part_items` items (the last one shorter),
+/// spread over the cores once `out` holds two chunks' worth of items.
+pub fn for_parts<T, F>(out: &mut [T], part_items: usize, f: F)
+where
+    T: Send,
+    F: Fn(usize, &mut [T]) + Sync,
+{
+    let part_items = part_items.max(1);
+    let parts: Vec<(usize, &mut [T])> = out.chunks_mut(part_items).enumerate().collect();
+    let threads = if parts.len() < 2 {
+        1
+    } else {
+        workers(parts.len() * part_items)
+    };
+    if threads == 1 {
+        for (c, part) in parts {
+            f(c, part);
+        }
+        return;
+    }
+    let per = parts.len().div_ceil(threads);
+    let mut groups: Vec<Vec<(usize, &mut [T])>> = Vec::new();
+    let mut it = parts.into_iter().peekable();
+    while it.peek().is_some() {
+        groups.push(it.by_ref().take(per).collect());
+    }
+    thread::scope(|s| {
+        for group in groups {
+            let f = &f;
+            s.spawn(move || {
+                for (c, part) in group {
+                    f(c, part);
+                }
+            });
+        }
+    });
+}
+
+/// `f(range)` over `len` items cut into one contiguous range per thread, results in order.
+pub fn map_ranges<T, F>(len: usize, f: F) -> Vec<T>
+where
+    T: Send,
+    F: Fn(std::ops::Range<usize>) -> T + Sync,
+{
+    let threads = workers(len);
+    if threads == 1 {
+        return vec![f(0..len)];
+    }
+    let per = len.div_ceil(threads).div_ceil(CHUNK_ELEMENTS) * CHUNK_ELEMENTS;
+    thread::scope(|s| {
+        let handles: Vec<_> = (0..len)
+            .step_by(per.max(1))
+            .map(|start| {
+                let f = &f;
+                s.spawn(move || f(start..(start + per).min(len)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a host worker thread panicked"))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_chunk_is_visited_once_with_its_index() {
+        let n = 2 * CHUNK_ELEMENTS + 7;
+        let mut out = vec![0u8; n * 2];
+        for_chunks(&mut out, 2, |c, chunk| {
+            for e in chunk.chunks_exact_mut(2) {
+                e.copy_from_slice(&(c as u16 + 1).to_le_bytes());
+            }
+        });
+        let at = |i: usize| u16::from_le_bytes([out[2 * i], out[2 * i + 1]]);
+        assert_eq!((at(0), at(CHUNK_ELEMENTS), at(n - 1)), (1, 2, 3));
+    }
+
+    #[test]
+    fn ranges_cover_everything_in_order() {
+        let n = 5 * CHUNK_ELEMENTS + 3;
+        let parts = map_ranges(n, |r| r);
+        assert_eq!(parts.first().unwrap().start, 0);
+        assert_eq!(parts.last().unwrap().end, n);
+        assert!(parts.windows(2).all(|w| w[0].end == w[1].start));
+    }
+}
