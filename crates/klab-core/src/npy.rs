@@ -23,6 +23,7 @@
 use std::io::Write;
 use std::path::Path;
 
+use crate::artifact::{read_regular, FileError, Input};
 use crate::dtype::Dtype;
 
 /// The magic string every `.npy` file starts with.
@@ -87,6 +88,9 @@ pub enum NpyError {
     },
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// Not a readable regular file within [`Input::NPY`]'s cap.
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 impl Npy {
@@ -210,7 +214,7 @@ pub fn to_bytes(dtype: Dtype, shape: &[u64], data: &[u8]) -> Result<Vec<u8>, Npy
 
 /// Read a `.npy` file from disk ([`read()`]).
 pub fn read_file(path: &Path) -> Result<Npy, NpyError> {
-    read(&std::fs::read(path)?)
+    read(&read_regular(path, Input::NPY)?)
 }
 
 /// Parse one array from the bytes of a `.npy` file. See the module documentation for
@@ -905,7 +909,7 @@ mod tests {
         );
         assert!(matches!(
             read_file(&dir.path().join("missing.npy")),
-            Err(NpyError::Io(_))
+            Err(NpyError::File(_))
         ));
     }
 

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use cudarc::nvrtc::{result, sys};
-use klab_core::artifact::{sha256_hex, write_atomic};
+use klab_core::artifact::{self, sha256_hex, Input};
 use klab_core::device::KernelResources;
 use klab_core::include::IncludeDir;
 use klab_core::manifest::{KernelDecl, Manifest};
@@ -385,7 +385,7 @@ pub fn compile(spec: &CompileSpec, cache: &Cache) -> Result<Compiled, CudaError>
     let key = cache_key(spec, toolkit.as_deref(), &nvrtc_version);
     let mut notes = Vec::new();
     if let Some(path) = cache.entry_path(&key) {
-        match fs::read(&path) {
+        match artifact::read_regular(&path, Input::CACHE_ENTRY) {
             Ok(bytes) => match decode_entry(&bytes, &key) {
                 Ok(c) => return Ok(c),
                 Err(why) => notes.push(format!(
@@ -393,11 +393,8 @@ pub fn compile(spec: &CompileSpec, cache: &Cache) -> Result<Compiled, CudaError>
                     path.display()
                 )),
             },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => notes.push(format!(
-                "cache entry {} unreadable ({e}); recompiled",
-                path.display()
-            )),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => notes.push(format!("{e}; recompiled")),
         }
     }
     let mut compiled = compile_uncached(spec, toolkit.as_deref(), &nvrtc_version, key)?;
@@ -406,7 +403,10 @@ pub fn compile(spec: &CompileSpec, cache: &Cache) -> Result<Compiled, CudaError>
             .parent()
             .map(fs::create_dir_all)
             .transpose()
-            .and_then(|_| write_atomic(&path, &encode_entry(&compiled)));
+            .map_err(|e| e.to_string())
+            .and_then(|_| {
+                artifact::write_atomic(&path, &encode_entry(&compiled)).map_err(|e| e.to_string())
+            });
         if let Err(e) = stored {
             notes.push(format!(
                 "could not write cache entry {} ({e})",
