@@ -281,3 +281,18 @@ fn an_empty_klab_cache_dir_writes_nothing_into_the_current_folder() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `klab triad --bench-hot /dev/full` would have timed on a GPU and then replaced the device
+/// node; now the output is refused first, and `-` (a receipt hashes the file) is refused too.
+#[test]
+fn triad_sample_csv_that_is_a_device_or_dash_is_refused_before_any_gpu_work() {
+    let t = tempfile::tempdir().unwrap();
+    refused(
+        &klab(t.path(), &["triad", "--bench-hot", "/dev/full"]),
+        "/dev/full is a character device; klab writes only a regular file or a new one",
+    );
+    refused(
+        &klab(t.path(), &["triad", "--bench-rotate", "-"]),
+        "give a path, not -",
+    );
+}

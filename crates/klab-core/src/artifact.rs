@@ -38,6 +38,8 @@ const MIB: u64 = 1 << 20;
 impl Input {
     pub const MANIFEST: Input = Input::new("manifest", 4 * MIB);
     pub const SOURCE: Input = Input::new("CUDA source", 16 * MIB);
+    /// A C reference's source (checked here, read by the C compiler).
+    pub const C_SOURCE: Input = Input::new("C reference source", 16 * MIB);
     /// One file of an include folder (the folder as a whole has its own cap).
     pub const HEADER: Input = Input::new("header", crate::include::MAX_BYTES);
     pub const SAMPLES: Input = Input::new("sample CSV", 256 * MIB);
