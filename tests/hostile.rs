@@ -149,13 +149,16 @@ fn outputs_that_are_links_fifos_or_folders_are_refused_and_kept() {
     std::os::unix::fs::symlink(d.join("target.txt"), d.join("link.csv")).unwrap();
     mkfifo(&d.join("fifo.csv"));
     fs::create_dir(d.join("dir.csv")).unwrap();
+    // A real export: the old code read it and then renamed its CSV over the output.
+    let export = testdata::write_all(d).unwrap()[0].clone();
+    let export = export.to_str().unwrap();
     for (flag, name, is) in [
         ("--csv", "link.csv", "a symbolic link"),
         ("--summary-csv", "fifo.csv", "a FIFO (named pipe)"),
         ("--csv", "dir.csv", "a folder"),
     ] {
         refused(
-            &klab(d, &["trace", "t.sqlite", flag, name]),
+            &klab(d, &["trace", export, flag, name]),
             &format!("{name} is {is}; klab writes only a regular file or a new one"),
         );
     }
@@ -230,10 +233,13 @@ fn report_does_not_follow_a_link_out_of_the_run_folder() {
     fs::write(&secret, "outside").unwrap();
     let secret_sha = klab_core::artifact::sha256_hex(b"outside");
     std::os::unix::fs::symlink(&secret, run.join("model.txt")).unwrap();
+    // The old code hashed /dev/zero forever through such a link.
+    std::os::unix::fs::symlink("/dev/zero", run.join("zero.bin")).unwrap();
     fs::write(
         run.join("lab.json"),
         format!(
-            r#"{{"steps": [], "artifacts": [{{"path": "model.txt", "bytes": 7, "sha256": "{secret_sha}"}}]}}"#
+            r#"{{"steps": [], "artifacts": [{{"path": "model.txt", "bytes": 7, "sha256": "{secret_sha}"}},
+                {{"path": "zero.bin", "bytes": 1, "sha256": "{secret_sha}"}}]}}"#
         ),
     )
     .unwrap();
@@ -251,6 +257,8 @@ fn report_does_not_follow_a_link_out_of_the_run_folder() {
         .unwrap_or_else(|| panic!("no model.txt row in:\n{md}"));
     assert!(row.contains("leads out of"), "{row}");
     assert!(!row.to_lowercase().contains("verified"), "{row}");
+    let row = md.lines().find(|l| l.contains("zero.bin")).unwrap();
+    assert!(row.contains("leads out of"), "{row}");
 }
 
 /// An empty `KLAB_CACHE_DIR` means the default cache, not the current folder.

@@ -147,7 +147,15 @@ pub fn open_regular(path: &Path, kind: Input) -> Result<fs::File, FileError> {
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
-        .map_err(failed)?;
+        .map_err(|error| match fs::metadata(path) {
+            // A socket cannot be opened at all (ENXIO): say what it is, not the errno.
+            Ok(m) if !m.is_file() => FileError::NotRegular {
+                path: path.to_path_buf(),
+                is: file_type_words(m.file_type()),
+                kind,
+            },
+            _ => failed(error),
+        })?;
     let meta = f.metadata().map_err(failed)?;
     if !meta.is_file() {
         return Err(FileError::NotRegular {
@@ -409,6 +417,14 @@ mod tests {
         assert!(matches!(e, FileError::NotRegular { .. }), "{e}");
         let e = read_regular(Path::new("/tmp"), Input::RECEIPT).unwrap_err();
         assert!(e.to_string().contains("is a folder"), "{e}");
+        let d = tempfile::tempdir().unwrap();
+        let socket = d.path().join("s.json");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let e = read_regular(&socket, Input::RECEIPT).unwrap_err();
+        assert!(
+            e.to_string().contains("is a socket, not a regular file"),
+            "{e}"
+        );
     }
 
     #[test]
