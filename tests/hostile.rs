@@ -102,7 +102,7 @@ fn an_oversized_receipt_is_refused_naming_the_cap() {
     big.set_len(17 << 20).unwrap();
     refused(
         &klab(t.path(), &["compare", "big.json", "big.json"]),
-        "big.json is larger than 16 MiB, the most klab reads of a receipt",
+        "big.json is 17825792 bytes, more than 16 MiB, the most klab reads of a receipt",
     );
 }
 
@@ -288,6 +288,19 @@ fn an_empty_klab_cache_dir_writes_nothing_into_the_current_folder() {
         "{names:?} in the current folder; stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The module went to the default cache instead (where NVRTC is there to compile it).
+    if klab_cuda::probe::nvrtc_present()
+        || std::env::var("KLAB_REQUIRE_NVRTC").as_deref() == Ok("1")
+    {
+        let cached = fs::read_dir(home.join(".cache/klab/nvrtc"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        assert!(
+            cached > 0,
+            "nothing in ~/.cache/klab/nvrtc; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// `klab triad --bench-hot /dev/full` would have timed on a GPU and then replaced the device

@@ -74,8 +74,13 @@ pub enum FileError {
         is: &'static str,
         kind: Input,
     },
-    #[error("{} is larger than {}, the most klab reads of a {}", .path.display(), human_bytes(.kind.cap), .kind.what)]
-    TooLarge { path: PathBuf, kind: Input },
+    /// `size` when the file said it (its metadata); `None` when it grew while read.
+    #[error("{} is {}, the most klab reads of a {}", .path.display(), over_cap(*.size, .kind.cap), .kind.what)]
+    TooLarge {
+        path: PathBuf,
+        kind: Input,
+        size: Option<u64>,
+    },
     #[error("{} is not UTF-8 text", .path.display())]
     NotText { path: PathBuf },
     #[error("{} leads out of {} (to {}); klab follows a symbolic link only inside the folder", .path.display(), .folder.display(), .resolved.display())]
@@ -120,6 +125,14 @@ fn file_type_words(t: fs::FileType) -> &'static str {
         "a socket"
     } else {
         "not a regular file"
+    }
+}
+
+/// `17825792 bytes, more than 16 MiB` (or `larger than 16 MiB` without a size).
+fn over_cap(size: Option<u64>, cap: u64) -> String {
+    match size {
+        Some(n) => format!("{n} bytes, more than {}", human_bytes(cap)),
+        None => format!("larger than {}", human_bytes(cap)),
     }
 }
 
@@ -168,6 +181,7 @@ pub fn open_regular(path: &Path, kind: Input) -> Result<fs::File, FileError> {
         return Err(FileError::TooLarge {
             path: path.to_path_buf(),
             kind,
+            size: Some(meta.len()),
         });
     }
     Ok(f)
@@ -189,6 +203,7 @@ pub fn read_regular(path: &Path, kind: Input) -> Result<Vec<u8>, FileError> {
         return Err(FileError::TooLarge {
             path: path.to_path_buf(),
             kind,
+            size: None,
         });
     }
     Ok(bytes)
@@ -315,6 +330,7 @@ pub fn sha256_file(path: &Path) -> Result<String, FileError> {
         return Err(FileError::TooLarge {
             path: path.to_path_buf(),
             kind,
+            size: None,
         });
     }
     Ok(hex::encode(h.finalize()))
@@ -437,7 +453,7 @@ mod tests {
         assert_eq!(
             e,
             format!(
-                "{} is larger than 2 MiB, the most klab reads of a sample CSV",
+                "{} is 2097153 bytes, more than 2 MiB, the most klab reads of a sample CSV",
                 p.display()
             )
         );
