@@ -128,6 +128,20 @@ fn a_fifo_as_lab_json_is_refused_by_report() {
 }
 
 #[test]
+fn a_fifo_as_a_lab_plan_is_refused_before_any_step() {
+    let t = tempfile::tempdir().unwrap();
+    mkfifo(&t.path().join("plan.json"));
+    refused(
+        &klab(t.path(), &["lab", "--plan", "plan.json"]),
+        "plan.json is a FIFO (named pipe), not a regular file; klab reads a lab plan only from a regular file",
+    );
+    assert!(
+        !t.path().join("artifacts").exists(),
+        "no run folder is made"
+    );
+}
+
+#[test]
 fn trace_csv_to_dev_full_is_refused_and_dev_full_stays_a_device() {
     let t = tempfile::tempdir().unwrap();
     refused(

@@ -890,6 +890,31 @@ mod tests {
         assert_eq!(shape_repr(&[3, 4]), "(3, 4)");
     }
 
+    /// Issue 15: a FIFO or `/dev/zero` given as a `.npy` input hung or filled memory.
+    #[test]
+    fn a_fifo_or_a_device_as_an_npy_input_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("x.npy");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        for (p, is) in [
+            (fifo.as_path(), "is a FIFO (named pipe)"),
+            (Path::new("/dev/zero"), "is a character device"),
+        ] {
+            let e = read_file(p).unwrap_err();
+            assert!(matches!(e, NpyError::File(_)), "{e:?}");
+            assert!(
+                e.to_string().contains(&format!(
+                    "{is}, not a regular file; klab reads a .npy array"
+                )),
+                "{e}"
+            );
+        }
+    }
+
     #[test]
     fn file_round_trip() {
         let dir = tempfile::tempdir().unwrap();
