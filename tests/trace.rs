@@ -233,7 +233,7 @@ fn a_failing_run_leaves_no_partial_csv() {
     let o = trace(dir.path(), &[TRANSPOSE32, "--csv", "nodir/x.csv"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o).starts_with("error: writing nodir/x.csv"),
+        stderr(&o).starts_with("error: cannot write nodir/x.csv"),
         "{}",
         stderr(&o)
     );

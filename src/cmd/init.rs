@@ -11,8 +11,7 @@ use klab_core::init;
 use crate::cli::InitArgs;
 
 pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
-    let bytes = std::fs::read(&args.file)
-        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let bytes = klab_core::artifact::read_regular(&args.file, klab_core::artifact::Input::SOURCE)?;
     // A stray non-UTF-8 byte (a comment in Latin-1) must not stop it.
     let src = String::from_utf8_lossy(&bytes);
     let stdout = args.out.as_deref() == Some(Path::new("-"));
@@ -54,8 +53,7 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
             out.display()
         );
     }
-    klab_core::artifact::write_atomic(&out, skeleton.text.as_bytes())
-        .with_context(|| format!("writing {}", out.display()))?;
+    klab_core::artifact::write_atomic(&out, skeleton.text.as_bytes())?;
     println!(
         "wrote {}: {} kernel(s), {} \"TODO\" to fill in; then klab check {}",
         out.display(),

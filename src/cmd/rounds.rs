@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use klab_core::artifact::{sha256_file, utc_timestamp, write_atomic};
+use klab_core::artifact::{read_regular, sha256_file, utc_timestamp, write_atomic, Input};
 use klab_core::manifest::OpKind;
 use klab_core::receipt::{self, Receipt};
 use klab_core::samples::parse_samples_csv;
@@ -258,7 +258,7 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
                     // result line's path is text, a folder's name need not be).
                     let r = Receipt::load(&block_dir.join("receipt.json"))?;
                     for raw in &r.measurement.raw_samples {
-                        let bytes = std::fs::read(block_dir.join(&raw.path))?;
+                        let bytes = read_regular(&block_dir.join(&raw.path), Input::SAMPLES)?;
                         let s = parse_samples_csv(&bytes, r.workload.rotation_slots)?;
                         row.samples.extend(s.iter().map(|x| x.elapsed_us));
                     }

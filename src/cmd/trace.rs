@@ -8,8 +8,8 @@ use std::num::IntErrorKind;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
-use klab_core::artifact::write_atomic;
+use anyhow::bail;
+use klab_core::artifact;
 use klab_tools::nsys::{self, render, Rates};
 
 use crate::EXIT_ERROR;
@@ -75,7 +75,7 @@ pub struct TraceArgs {
     /// Write the CSV here ('-' = stdout); see below for its columns
     #[arg(long, value_name = "PATH")]
     pub csv: Option<PathBuf>,
-    /// Write the per-kernel summary as CSV here; see below for its columns
+    /// Write the per-kernel summary as CSV here ('-' = stdout); see below for its columns
     #[arg(long, value_name = "PATH")]
     pub summary_csv: Option<PathBuf>,
 }
@@ -106,6 +106,9 @@ fn parse_gbs(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A table written from every trace read.
+type Render = fn(&[nsys::Trace], &Rates) -> String;
+
 /// Whether two paths name the same existing file.
 fn same_file(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {
@@ -119,10 +122,20 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         bytes_moved: args.bytes_moved,
         peak_gbs: args.peak_gbs,
     };
-    let csv_stdout = args.csv.as_deref() == Some(Path::new("-"));
+    let is_stdout = |p: Option<&Path>| p == Some(Path::new("-"));
+    let csv_stdout = is_stdout(args.csv.as_deref());
+    let summary_stdout = is_stdout(args.summary_csv.as_deref());
+    if csv_stdout && summary_stdout {
+        bail!("--csv - and --summary-csv - would both write to stdout; give one of them a path");
+    }
+    // With a CSV on stdout, stdout holds only that CSV.
+    let text_out = !csv_stdout && !summary_stdout;
     let outputs = [
         ("--csv", args.csv.as_deref().filter(|_| !csv_stdout)),
-        ("--summary-csv", args.summary_csv.as_deref()),
+        (
+            "--summary-csv",
+            args.summary_csv.as_deref().filter(|_| !summary_stdout),
+        ),
     ];
     for (flag, path) in outputs {
         if let Some(csv) = path {
@@ -133,6 +146,9 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
                     e.display()
                 );
             }
+            // A FIFO, device node or link given as the output: refused before any export
+            // is read.
+            artifact::check_output(csv)?;
         }
     }
 
@@ -142,7 +158,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     for (i, path) in args.exports.iter().enumerate() {
         match nsys::open(path) {
             Ok(t) => {
-                if !csv_stdout {
+                if text_out {
                     let mut out = stdout.lock();
                     if i > 0 {
                         writeln!(out)?;
@@ -159,44 +175,36 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         }
     }
 
-    if let Some(csv) = args.csv.as_deref() {
+    let tables = [
+        ("CSV", "csv", args.csv.as_deref(), render::csv as Render),
+        (
+            "summary CSV",
+            "summary csv",
+            args.summary_csv.as_deref(),
+            render::summary_csv as Render,
+        ),
+    ];
+    for (what, label, path, render) in tables {
+        let Some(path) = path else { continue };
         if failed > 0 {
             eprintln!(
-                "error: CSV not written to {}: {failed} of {} exports could not be read",
-                csv.display(),
-                args.exports.len()
-            );
-        } else {
-            let text = render::csv(&traces, &rates);
-            if csv_stdout {
-                let mut out = stdout.lock();
-                out.write_all(text.as_bytes())?;
-                out.flush()?;
-            } else {
-                write_atomic(csv, text.as_bytes())
-                    .with_context(|| format!("writing {}", csv.display()))?;
-                let rows = text.lines().count() - 1;
-                println!("\ncsv: {} ({rows} rows)", csv.display());
-            }
-        }
-    }
-    if let Some(path) = args.summary_csv.as_deref() {
-        if failed > 0 {
-            eprintln!(
-                "error: summary CSV not written to {}: {failed} of {} exports could not be read",
+                "error: {what} not written to {}: {failed} of {} exports could not be read",
                 path.display(),
                 args.exports.len()
             );
+            continue;
+        }
+        let text = render(&traces, &rates);
+        if is_stdout(Some(path)) {
+            let mut out = stdout.lock();
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
         } else {
-            let text = render::summary_csv(&traces, &rates);
-            write_atomic(path, text.as_bytes())
-                .with_context(|| format!("writing {}", path.display()))?;
-            if !csv_stdout {
-                println!(
-                    "summary csv: {} ({} rows)",
-                    path.display(),
-                    text.lines().count() - 1
-                );
+            artifact::write_atomic(path, text.as_bytes())?;
+            if text_out {
+                let rows = text.lines().count() - 1;
+                let gap = if label == "csv" { "\n" } else { "" };
+                println!("{gap}{label}: {} ({rows} rows)", path.display());
             }
         }
     }

@@ -34,6 +34,13 @@ pub fn run(args: TriadArgs) -> anyhow::Result<ExitCode> {
     if args.samples_csv.is_some() && regime.is_none() {
         bail!("a sample CSV path is valid only for benchmark modes");
     }
+    if let Some(p) = args.samples_csv.as_deref() {
+        if p == Path::new("-") {
+            bail!("the sample CSV is hashed into the receipt written beside it, so it must be a file; give a path, not -");
+        }
+        // A FIFO, device node or link given as the output: refused before the GPU work.
+        klab_core::artifact::check_output(p)?;
+    }
     if !args.in_process {
         let (timeout, what) = (args.timeout, format!("triad {mode}"));
         let cmd = ChildCmd::Triad(TriadArgs {

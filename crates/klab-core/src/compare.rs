@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::artifact::sha256_hex;
+use crate::artifact::{self, sha256_hex, FileError, Input};
 use crate::receipt::{Receipt, ReceiptError};
 use crate::samples::{parse_samples_csv, SampleError};
 use crate::stats::{
@@ -72,11 +72,11 @@ pub enum CompareError {
         resolved: PathBuf,
         folder: PathBuf,
     },
-    #[error("receipt {}: cannot read artifact {path}: {source}", .receipt.display())]
+    #[error("receipt {}: artifact {path}: {error}", .receipt.display())]
     Unreadable {
         receipt: PathBuf,
         path: String,
-        source: io::Error,
+        error: FileError,
     },
     #[error("receipt {}: artifact {path} changed: sha256 {recorded} recorded, {found} found{}", .receipt.display(), size_suffix(.sizes))]
     Changed {
@@ -221,43 +221,34 @@ fn receipt_folder(path: &Path) -> PathBuf {
 struct Resolver<'a> {
     receipt: &'a Path,
     folder: PathBuf,
-    canonical_folder: PathBuf,
 }
 
 impl Resolver<'_> {
-    /// Resolve `rel` inside the folder, following symlinks, and read it.
-    fn read(&self, rel: &str) -> Result<Vec<u8>, CompareError> {
+    /// Resolve `rel` inside the folder, following symlinks only while they stay in it, and
+    /// read it (a regular file of at most `kind.cap` bytes).
+    fn read(&self, rel: &str, kind: Input) -> Result<Vec<u8>, CompareError> {
         let receipt = self.receipt.to_path_buf();
-        let joined = self.folder.join(rel);
-        let unreadable = |source: io::Error| CompareError::Unreadable {
-            receipt: receipt.clone(),
-            path: rel.to_string(),
-            source,
-        };
-        let missing = || CompareError::Missing {
-            receipt: receipt.clone(),
-            path: rel.to_string(),
-        };
-        match fs::symlink_metadata(&joined) {
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(missing()),
-            Err(e) => return Err(unreadable(e)),
-        }
-        let resolved = match fs::canonicalize(&joined) {
-            Ok(p) => p,
-            // A dangling symlink.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(missing()),
-            Err(e) => return Err(unreadable(e)),
-        };
-        if !resolved.starts_with(&self.canonical_folder) {
-            return Err(CompareError::Escapes {
+        let read = artifact::resolve_inside(&self.folder, Path::new(rel), kind)
+            .and_then(|resolved| artifact::read_regular(&resolved, kind));
+        read.map_err(|e| match e {
+            e if e.is_not_found() => CompareError::Missing {
+                receipt,
+                path: rel.to_string(),
+            },
+            FileError::Escapes {
+                folder, resolved, ..
+            } => CompareError::Escapes {
                 receipt,
                 path: rel.to_string(),
                 resolved,
-                folder: self.canonical_folder.clone(),
-            });
-        }
-        fs::read(&resolved).map_err(unreadable)
+                folder,
+            },
+            error => CompareError::Unreadable {
+                receipt,
+                path: rel.to_string(),
+                error,
+            },
+        })
     }
 }
 
@@ -273,18 +264,17 @@ fn hash_mismatch(bytes: &[u8], recorded: &str) -> Option<String> {
 pub fn load_checked(path: &Path) -> Result<(Receipt, Vec<Vec<f64>>), CompareError> {
     let receipt = Receipt::load(path)?;
     let folder = receipt_folder(path);
-    let canonical_folder = fs::canonicalize(&folder).map_err(|source| CompareError::Folder {
+    fs::canonicalize(&folder).map_err(|source| CompareError::Folder {
         receipt: path.to_path_buf(),
         source,
     })?;
     let r = Resolver {
         receipt: path,
         folder,
-        canonical_folder,
     };
 
     for a in &receipt.artifacts {
-        let bytes = r.read(&a.path)?;
+        let bytes = r.read(&a.path, Input::ARTIFACT)?;
         let found_bytes = bytes.len() as u64;
         if let Some(found) = hash_mismatch(&bytes, &a.sha256) {
             return Err(CompareError::Changed {
@@ -308,7 +298,7 @@ pub fn load_checked(path: &Path) -> Result<(Receipt, Vec<Vec<f64>>), CompareErro
     let m = &receipt.measurement;
     let mut rounds = Vec::with_capacity(m.raw_samples.len());
     for raw in &m.raw_samples {
-        let bytes = r.read(&raw.path)?;
+        let bytes = r.read(&raw.path, Input::SAMPLES)?;
         if let Some(found) = hash_mismatch(&bytes, &raw.sha256) {
             return Err(CompareError::Changed {
                 receipt: path.to_path_buf(),

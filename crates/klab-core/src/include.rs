@@ -5,11 +5,12 @@
 //! folder past either is refused rather than hashed for minutes.
 
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+
+use crate::artifact::{read_regular, Input};
 
 /// The most files one include folder may hold.
 pub const MAX_FILES: usize = 2_000;
@@ -41,13 +42,10 @@ impl IncludeDir {
         files.sort();
         let mut h = Sha256::new();
         let mut total = 0u64;
-        let mut buf = Vec::new();
         for rel in &files {
             let full = path.join(rel);
-            buf.clear();
-            fs::File::open(&full)
-                .and_then(|mut f| f.read_to_end(&mut buf))
-                .map_err(|e| format!("cannot read {}: {e}", full.display()))?;
+            // A FIFO or device node under the folder is refused, not waited on or read.
+            let buf = read_regular(&full, Input::HEADER).map_err(|e| e.to_string())?;
             total += buf.len() as u64;
             if total > MAX_BYTES {
                 return Err(format!(
@@ -158,6 +156,21 @@ mod tests {
         let e = IncludeDir::read(&big).unwrap_err();
         assert!(e.contains("more than 64 MiB"), "{e}");
         assert!(!e.contains('\n'));
+    }
+
+    /// Issue 15: a FIFO among the headers blocked the manifest's read forever.
+    #[test]
+    fn a_fifo_in_an_include_folder_is_refused_not_waited_on() {
+        let t = tree();
+        let fifo = t.path().join("inc/sub/pipe.h");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = IncludeDir::read(&t.path().join("inc")).unwrap_err();
+        assert!(
+            e.contains("pipe.h is a FIFO (named pipe), not a regular file"),
+            "{e}"
+        );
     }
 
     #[cfg(unix)]

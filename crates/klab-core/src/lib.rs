@@ -2,8 +2,9 @@
 //!
 //! Operations as contracts (inputs, oracle, verification rule, useful bytes), the
 //! launch-plan rules, the timing engine written against a narrow backend interface,
-//! statistics, artifact writing, and the CPU address model. No module here calls a GPU;
-//! the CUDA runtime lives in `klab-cuda`.
+//! statistics, reading and writing files (`artifact`: every input checked to be a regular
+//! file within a cap, every output written atomically), and the CPU address model. No
+//! module here calls a GPU; the CUDA runtime lives in `klab-cuda`.
 
 pub mod artifact;
 pub mod backend;

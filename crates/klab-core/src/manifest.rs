@@ -40,6 +40,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::artifact::{read_regular, read_text, Input};
 use crate::include::IncludeDir;
 use crate::plan::Dim3;
 use crate::text::{is_identifier, template_name};
@@ -548,9 +549,9 @@ impl Files<'_> {
         match self {
             Files::Dir(dir) => {
                 let p = dir.join(name);
-                std::fs::read(&p)
+                read_regular(&p, Input::SOURCE)
                     .map(|s| (p.display().to_string(), s))
-                    .map_err(|e| format!("cannot read {}: {e}", p.display()))
+                    .map_err(|e| e.to_string())
             }
             Files::Given(f) => f(name),
         }
@@ -973,7 +974,7 @@ fn declared_kernel(
 /// Load a manifest file; its source is resolved relative to the manifest's folder.
 pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
+    let text = read_text(path, Input::MANIFEST).map_err(|e| ManifestError {
         origin: origin.clone(),
         field: "file".into(),
         problem: e.to_string(),

@@ -23,6 +23,7 @@
 use std::io::Write;
 use std::path::Path;
 
+use crate::artifact::{read_regular, FileError, Input};
 use crate::dtype::Dtype;
 
 /// The magic string every `.npy` file starts with.
@@ -87,6 +88,9 @@ pub enum NpyError {
     },
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// Not a readable regular file within [`Input::NPY`]'s cap.
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 impl Npy {
@@ -210,7 +214,7 @@ pub fn to_bytes(dtype: Dtype, shape: &[u64], data: &[u8]) -> Result<Vec<u8>, Npy
 
 /// Read a `.npy` file from disk ([`read()`]).
 pub fn read_file(path: &Path) -> Result<Npy, NpyError> {
-    read(&std::fs::read(path)?)
+    read(&read_regular(path, Input::NPY)?)
 }
 
 /// Parse one array from the bytes of a `.npy` file. See the module documentation for
@@ -886,6 +890,31 @@ mod tests {
         assert_eq!(shape_repr(&[3, 4]), "(3, 4)");
     }
 
+    /// Issue 15: a FIFO or `/dev/zero` given as a `.npy` input hung or filled memory.
+    #[test]
+    fn a_fifo_or_a_device_as_an_npy_input_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("x.npy");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        for (p, is) in [
+            (fifo.as_path(), "is a FIFO (named pipe)"),
+            (Path::new("/dev/zero"), "is a character device"),
+        ] {
+            let e = read_file(p).unwrap_err();
+            assert!(matches!(e, NpyError::File(_)), "{e:?}");
+            assert!(
+                e.to_string().contains(&format!(
+                    "{is}, not a regular file; klab reads a .npy array"
+                )),
+                "{e}"
+            );
+        }
+    }
+
     #[test]
     fn file_round_trip() {
         let dir = tempfile::tempdir().unwrap();
@@ -905,7 +934,7 @@ mod tests {
         );
         assert!(matches!(
             read_file(&dir.path().join("missing.npy")),
-            Err(NpyError::Io(_))
+            Err(NpyError::File(_))
         ));
     }
 

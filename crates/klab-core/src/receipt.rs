@@ -14,7 +14,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::artifact::write_atomic;
+use crate::artifact::{read_regular, write_atomic, FileError, Input};
 use crate::gpustate::BlockState;
 use crate::samples::{Regime, Timer};
 
@@ -226,16 +226,9 @@ pub struct RoundsContext {
 /// Why a receipt cannot be read, written or trusted. Each renders as one line.
 #[derive(Debug, thiserror::Error)]
 pub enum ReceiptError {
-    #[error("cannot read receipt {}: {source}", .path.display())]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot write receipt {}: {source}", .path.display())]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// Not a readable regular file, or not writable.
+    #[error(transparent)]
+    File(#[from] FileError),
     /// Not JSON, or JSON that does not fit the schema (serde_json's message names the
     /// field or the line and column; `context` is the text of that line).
     #[error("receipt {} does not fit {RECEIPT_SCHEMA}: {message}{}", .path.display(), context_suffix(.context))]
@@ -329,10 +322,7 @@ impl Receipt {
 
     /// Read and parse a receipt (no validation; see [`Receipt::load`]).
     pub fn read(path: &Path) -> Result<Receipt, ReceiptError> {
-        let bytes = std::fs::read(path).map_err(|source| ReceiptError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bytes = read_regular(path, Input::RECEIPT)?;
         let text = String::from_utf8(bytes).map_err(|_| ReceiptError::Parse {
             path: path.to_path_buf(),
             message: "not UTF-8 text".to_string(),
@@ -352,10 +342,7 @@ impl Receipt {
     /// never written.
     pub fn write(&self, path: &Path) -> Result<(), ReceiptError> {
         self.validate().map_err(|e| e.in_file(path))?;
-        write_atomic(path, self.to_json().as_bytes()).map_err(|source| ReceiptError::Write {
-            path: path.to_path_buf(),
-            source,
-        })
+        Ok(write_atomic(path, self.to_json().as_bytes())?)
     }
 
     /// Refuse what serde lets through: see the module documentation. Returns the first

@@ -598,3 +598,38 @@ fn missing_receipt_is_a_one_line_error() {
     let msg = one_line(&e);
     assert!(msg.starts_with("cannot read receipt "), "{msg}");
 }
+
+/// Issue 15: a receipt's sample file replaced by a FIFO blocked `klab compare` forever.
+#[test]
+fn a_fifo_as_a_sample_file_is_refused_not_waited_on() {
+    let d = tempfile::tempdir().unwrap();
+    let (b, c) = pair(d.path());
+    let samples = c.parent().unwrap().join("samples-r01.csv");
+    fs::remove_file(&samples).unwrap();
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&samples)
+        .status()
+        .unwrap()
+        .success());
+    let e = refuse(&b, &c);
+    assert!(matches!(e, CompareError::Unreadable { .. }), "{e:?}");
+    let msg = one_line(&e);
+    assert!(
+        msg.contains("samples-r01.csv is a FIFO (named pipe), not a regular file"),
+        "{msg}"
+    );
+}
+
+/// Issue 15: an artifact linked to /dev/zero was read until memory ran out; the link leaves
+/// the receipt's folder, so it is not followed.
+#[test]
+fn an_artifact_linked_to_dev_zero_is_not_followed() {
+    let d = tempfile::tempdir().unwrap();
+    let (b, c) = pair(d.path());
+    let samples = c.parent().unwrap().join("samples-r01.csv");
+    fs::remove_file(&samples).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &samples).unwrap();
+    let e = refuse(&b, &c);
+    assert!(matches!(e, CompareError::Escapes { .. }), "{e:?}");
+    assert!(one_line(&e).contains("/dev/zero"), "{e}");
+}

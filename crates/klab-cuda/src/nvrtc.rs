@@ -14,9 +14,13 @@
 //! and [`Compiled::ptxas_resources`] know a template instance by its entry.
 //!
 //! Cache key: SHA-256 over the program name, the source, the architecture, the options (every
-//! `-I` among them), the include folders' digests, the name expressions and the NVRTC version. An entry stores its payload's SHA-256;
-//! an entry that fails any check (format, key, length, hash) is reported, recompiled and
-//! overwritten, never trusted.
+//! `-I` among them), the include folders' digests, the name expressions and the NVRTC
+//! version. An entry stores the SHA-256 of everything after its first line (the header with
+//! the log ptxas's register counts are read from, and the code), and a hit also re-checks
+//! that the fields the header records (source hash, architecture, options, NVRTC version,
+//! program, toolkit folder, template instances) are the request's ([`KeyFields`]). An entry
+//! that fails any check (format, hash, length, a field) is reported in a note, recompiled
+//! and overwritten, never trusted.
 
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString, OsString};
@@ -25,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use cudarc::nvrtc::{result, sys};
-use klab_core::artifact::{sha256_hex, write_atomic};
+use klab_core::artifact::{self, sha256_hex, Input};
 use klab_core::device::KernelResources;
 use klab_core::include::IncludeDir;
 use klab_core::manifest::{KernelDecl, Manifest};
@@ -47,7 +51,7 @@ pub const BASE_OPTIONS: [&str; 4] = [
     "--no-cache",
 ];
 
-const CACHE_FORMAT: &str = "klab-nvrtc-cache-2";
+const CACHE_FORMAT: &str = "klab-nvrtc-cache-3";
 
 /// The header whose presence marks a folder as the toolkit's include folder.
 const TOOLKIT_HEADER: &str = "cuda_fp16.h";
@@ -323,45 +327,123 @@ pub fn cache_key(
     sha256_hex(text.as_bytes())
 }
 
+/// What a request compiles, as an entry must record it: the key and the fields behind it
+/// that a [`Compiled`] keeps. Made once per request ([`KeyFields::of`]); a fresh compile
+/// records these fields and a cache entry is taken only when it records the same, so an
+/// entry copied under another key, or edited and re-hashed, is still a miss.
+#[derive(Debug, Clone, PartialEq)]
+struct KeyFields {
+    key: String,
+    program: String,
+    source_sha256: String,
+    arch: String,
+    options: Vec<String>,
+    nvrtc_version: String,
+    toolkit_include: Option<String>,
+    name_expressions: Vec<String>,
+}
+
+impl KeyFields {
+    fn of(spec: &CompileSpec, toolkit: Option<&Path>, nvrtc_version: &str) -> KeyFields {
+        KeyFields {
+            key: cache_key(spec, toolkit, nvrtc_version),
+            program: spec.program.clone(),
+            source_sha256: sha256_hex(spec.source.as_bytes()),
+            arch: spec.arch.clone(),
+            options: spec.options(toolkit),
+            nvrtc_version: nvrtc_version.to_string(),
+            toolkit_include: toolkit.map(|d| d.display().to_string()),
+            name_expressions: spec.name_expressions.clone(),
+        }
+    }
+
+    /// The first field in which `c` differs from the request, in words.
+    fn mismatch(&self, c: &Compiled) -> Option<String> {
+        let mut named: Vec<&String> = c.lowered_names.keys().collect();
+        let mut asked: Vec<&String> = self.name_expressions.iter().collect();
+        named.sort();
+        named.dedup();
+        asked.sort();
+        asked.dedup();
+        let differs = |field: &str, entry: String, request: String| {
+            Some(format!("its {field} {entry}, the request's {request}"))
+        };
+        if c.key != self.key {
+            differs("key is", c.key.clone(), self.key.clone())
+        } else if c.source_sha256 != self.source_sha256 {
+            differs(
+                "source sha256 is",
+                c.source_sha256.clone(),
+                self.source_sha256.clone(),
+            )
+        } else if c.arch != self.arch {
+            differs("architecture is", c.arch.clone(), self.arch.clone())
+        } else if c.options != self.options {
+            differs("options are", c.options.join(" "), self.options.join(" "))
+        } else if c.nvrtc_version != self.nvrtc_version {
+            differs(
+                "NVRTC version is",
+                c.nvrtc_version.clone(),
+                self.nvrtc_version.clone(),
+            )
+        } else if c.program != self.program {
+            differs("program is", c.program.clone(), self.program.clone())
+        } else if c.toolkit_include != self.toolkit_include {
+            differs(
+                "toolkit include folder is",
+                format!("{:?}", c.toolkit_include),
+                format!("{:?}", self.toolkit_include),
+            )
+        } else if named != asked {
+            differs(
+                "template instances are",
+                format!("{named:?}"),
+                format!("{asked:?}"),
+            )
+        } else {
+            None
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 struct Header {
-    format: String,
-    key: String,
     payload_len: usize,
-    payload_sha256: String,
     meta: Compiled,
 }
 
-/// Serialise an entry: one JSON header line, then the CUBIN bytes.
+/// Serialise an entry: a first line `FORMAT SHA256`, where the digest covers everything
+/// after that line (header and code alike), then one JSON header line, then the CUBIN bytes.
 fn encode_entry(c: &Compiled) -> Vec<u8> {
     let header = Header {
-        format: CACHE_FORMAT.to_string(),
-        key: c.key.clone(),
         payload_len: c.cubin.len(),
-        payload_sha256: sha256_hex(&c.cubin),
         meta: c.clone(),
     };
-    let mut out = serde_json::to_vec(&header).expect("header serialises");
-    out.push(b'\n');
-    out.extend_from_slice(&c.cubin);
+    let mut body = serde_json::to_vec(&header).expect("header serialises");
+    body.push(b'\n');
+    body.extend_from_slice(&c.cubin);
+    let mut out = format!("{CACHE_FORMAT} {}\n", sha256_hex(&body)).into_bytes();
+    out.extend_from_slice(&body);
     out
 }
 
-/// Parse and check an entry; `Err` says why it can't be trusted.
-fn decode_entry(bytes: &[u8], key: &str) -> Result<Compiled, String> {
-    let nl = bytes
-        .iter()
-        .position(|b| *b == b'\n')
-        .ok_or("no header line")?;
+/// Parse and check an entry against the request; `Err` says why it can't be trusted.
+fn decode_entry(bytes: &[u8], want: &KeyFields) -> Result<Compiled, String> {
+    let line = |b: &[u8]| b.iter().position(|c| *c == b'\n');
+    let nl = line(bytes).ok_or("no header line")?;
+    let first = std::str::from_utf8(&bytes[..nl]).map_err(|_| "unknown format")?;
+    let (format, digest) = first.split_once(' ').unwrap_or((first, ""));
+    if format != CACHE_FORMAT {
+        return Err(format!("unknown format {:.40}", format));
+    }
+    let body = &bytes[nl + 1..];
+    if sha256_hex(body) != digest {
+        return Err("entry hash does not match (its header or code was changed)".into());
+    }
+    let nl = line(body).ok_or("no header line")?;
     let header: Header =
-        serde_json::from_slice(&bytes[..nl]).map_err(|e| format!("bad header: {e}"))?;
-    if header.format != CACHE_FORMAT {
-        return Err(format!("unknown format {}", header.format));
-    }
-    if header.key != key || header.meta.key != key {
-        return Err("key does not match".into());
-    }
-    let payload = &bytes[nl + 1..];
+        serde_json::from_slice(&body[..nl]).map_err(|e| format!("bad header: {e}"))?;
+    let payload = &body[nl + 1..];
     if payload.len() != header.payload_len {
         return Err(format!(
             "payload is {} bytes, header says {}",
@@ -369,8 +451,8 @@ fn decode_entry(bytes: &[u8], key: &str) -> Result<Compiled, String> {
             header.payload_len
         ));
     }
-    if sha256_hex(payload) != header.payload_sha256 {
-        return Err("payload hash does not match".into());
+    if let Some(why) = want.mismatch(&header.meta) {
+        return Err(why);
     }
     let mut c = header.meta;
     c.cubin = payload.to_vec();
@@ -382,31 +464,31 @@ fn decode_entry(bytes: &[u8], key: &str) -> Result<Compiled, String> {
 pub fn compile(spec: &CompileSpec, cache: &Cache) -> Result<Compiled, CudaError> {
     let nvrtc_version = version()?;
     let toolkit = toolkit_include_dir();
-    let key = cache_key(spec, toolkit.as_deref(), &nvrtc_version);
+    let want = KeyFields::of(spec, toolkit.as_deref(), &nvrtc_version);
     let mut notes = Vec::new();
-    if let Some(path) = cache.entry_path(&key) {
-        match fs::read(&path) {
-            Ok(bytes) => match decode_entry(&bytes, &key) {
+    if let Some(path) = cache.entry_path(&want.key) {
+        match artifact::read_regular(&path, Input::CACHE_ENTRY) {
+            Ok(bytes) => match decode_entry(&bytes, &want) {
                 Ok(c) => return Ok(c),
                 Err(why) => notes.push(format!(
                     "cache entry {} could not be trusted ({why}); recompiled",
                     path.display()
                 )),
             },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => notes.push(format!(
-                "cache entry {} unreadable ({e}); recompiled",
-                path.display()
-            )),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => notes.push(format!("{e}; recompiled")),
         }
     }
-    let mut compiled = compile_uncached(spec, toolkit.as_deref(), &nvrtc_version, key)?;
+    let mut compiled = compile_uncached(spec, &want)?;
     if let Some(path) = cache.entry_path(&compiled.key) {
         let stored = path
             .parent()
             .map(fs::create_dir_all)
             .transpose()
-            .and_then(|_| write_atomic(&path, &encode_entry(&compiled)));
+            .map_err(|e| e.to_string())
+            .and_then(|_| {
+                artifact::write_atomic(&path, &encode_entry(&compiled)).map_err(|e| e.to_string())
+            });
         if let Err(e) = stored {
             notes.push(format!(
                 "could not write cache entry {} ({e})",
@@ -422,17 +504,12 @@ fn nvrtc_err(what: &str, r: impl std::fmt::Debug) -> CudaError {
     CudaError::Nvrtc(format!("{what} failed: {r:?}"))
 }
 
-fn compile_uncached(
-    spec: &CompileSpec,
-    toolkit: Option<&Path>,
-    nvrtc_version: &str,
-    key: String,
-) -> Result<Compiled, CudaError> {
+fn compile_uncached(spec: &CompileSpec, fields: &KeyFields) -> Result<Compiled, CudaError> {
     let src = CString::new(spec.source.as_bytes())
         .map_err(|_| CudaError::Nvrtc(format!("{} contains a NUL byte", spec.program)))?;
     let name = CString::new(spec.program.as_bytes())
         .map_err(|_| CudaError::Nvrtc("program name contains a NUL byte".into()))?;
-    let options = spec.options(toolkit);
+    let options = fields.options.clone();
     let expressions = spec
         .name_expressions
         .iter()
@@ -509,13 +586,13 @@ fn compile_uncached(
     let cubin = cubin?;
     let lowered_names = lowered.transpose()?.unwrap_or_default();
     Ok(Compiled {
-        program: spec.program.clone(),
-        arch: spec.arch.clone(),
+        program: fields.program.clone(),
+        arch: fields.arch.clone(),
         options,
-        nvrtc_version: nvrtc_version.to_string(),
-        source_sha256: sha256_hex(spec.source.as_bytes()),
-        toolkit_include: toolkit.map(|d| d.display().to_string()),
-        key,
+        nvrtc_version: fields.nvrtc_version.clone(),
+        source_sha256: fields.source_sha256.clone(),
+        toolkit_include: fields.toolkit_include.clone(),
+        key: fields.key.clone(),
         log,
         lowered_names,
         compile_ms,
@@ -537,17 +614,24 @@ mod tests {
         )
     }
 
+    /// The request [`compiled`] answers: [`spec`] naming one template instance.
+    fn want() -> KeyFields {
+        let mut s = spec();
+        s.name_expressions = vec!["k<int>".into()];
+        KeyFields::of(&s, None, "13.0")
+    }
+
     fn compiled() -> Compiled {
-        let s = spec();
+        let f = want();
         Compiled {
-            program: s.program.clone(),
-            arch: s.arch.clone(),
-            options: s.options(None),
-            nvrtc_version: "13.0".into(),
-            source_sha256: sha256_hex(s.source.as_bytes()),
-            toolkit_include: None,
-            key: cache_key(&s, None, "13.0"),
-            log: "ptxas info".into(),
+            program: f.program,
+            arch: f.arch,
+            options: f.options,
+            nvrtc_version: f.nvrtc_version,
+            source_sha256: f.source_sha256,
+            toolkit_include: f.toolkit_include,
+            key: f.key,
+            log: "ptxas info    : Used 8 registers, used 0 barriers\n".into(),
             lowered_names: BTreeMap::from([("k<int>".into(), "_Z1kIiEvv".into())]),
             compile_ms: 1.5,
             cubin: vec![1, 2, 3, 10, 0, 255],
@@ -695,7 +779,7 @@ ptxas info    : Used 4 registers, used 0 barriers\n"
     fn entries_round_trip_and_corruption_is_detected() {
         let c = compiled();
         let bytes = encode_entry(&c);
-        let back = decode_entry(&bytes, &c.key).unwrap();
+        let back = decode_entry(&bytes, &want()).unwrap();
         assert_eq!(back.cubin, c.cubin);
         assert!(back.from_cache);
         assert_eq!(back.log, c.log);
@@ -706,21 +790,61 @@ ptxas info    : Used 4 registers, used 0 barriers\n"
 
         let mut flipped = bytes.clone();
         *flipped.last_mut().unwrap() ^= 1;
-        assert_eq!(
-            decode_entry(&flipped, &c.key).unwrap_err(),
-            "payload hash does not match"
-        );
-        let truncated = &bytes[..bytes.len() - 1];
-        assert!(decode_entry(truncated, &c.key)
+        assert!(decode_entry(&flipped, &want())
             .unwrap_err()
-            .contains("header says"));
-        assert_eq!(
-            decode_entry(&bytes, "other").unwrap_err(),
-            "key does not match"
-        );
-        assert!(decode_entry(b"garbage", &c.key).is_err());
-        assert!(decode_entry(b"{}\n", &c.key)
+            .starts_with("entry hash does not match"));
+        let truncated = &bytes[..bytes.len() - 1];
+        assert!(decode_entry(truncated, &want())
+            .unwrap_err()
+            .starts_with("entry hash does not match"));
+        let mut other = want();
+        other.key = "other".into();
+        assert!(decode_entry(&bytes, &other)
+            .unwrap_err()
+            .starts_with("its key is "));
+        assert!(decode_entry(b"garbage", &want()).is_err());
+        assert!(decode_entry(b"{}\n", &want())
+            .unwrap_err()
+            .starts_with("unknown format"));
+        let empty_header = format!("{CACHE_FORMAT} {}\n{{}}\n", sha256_hex(b"{}\n"));
+        assert!(decode_entry(empty_header.as_bytes(), &want())
             .unwrap_err()
             .starts_with("bad header"));
+    }
+
+    /// Issue 15: the entry's header was not hashed, so an edited register count ("Used 31
+    /// registers") was reported as ptxas's.
+    #[test]
+    fn an_edited_register_count_in_a_cache_entry_header_is_a_miss() {
+        let bytes = encode_entry(&compiled());
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        assert!(text.contains("Used 8 registers"));
+        let edited = text.replace("Used 8 registers", "Used 31 registers");
+        let e = decode_entry(edited.as_bytes(), &want()).unwrap_err();
+        assert!(e.starts_with("entry hash does not match"), "{e}");
+    }
+
+    /// Issue 15: a hit checked only the key it was stored under, so an entry whose header
+    /// records another architecture, option list or NVRTC version (re-hashed, or copied
+    /// under this key) was taken.
+    #[test]
+    fn a_cache_entry_recording_other_key_fields_is_a_miss() {
+        type Edit = fn(&mut Compiled);
+        let cases: [(&str, Edit); 6] = [
+            ("its architecture is sm_80", |c| c.arch = "sm_80".into()),
+            ("its options are", |c| c.options.push("-G".into())),
+            ("its NVRTC version is 12.9", |c| {
+                c.nvrtc_version = "12.9".into()
+            }),
+            ("its source sha256 is", |c| c.source_sha256 = "00".into()),
+            ("its program is", |c| c.program = "u.cu".into()),
+            ("its template instances are", |c| c.lowered_names.clear()),
+        ];
+        for (why, edit) in cases {
+            let mut c = compiled();
+            edit(&mut c);
+            let e = decode_entry(&encode_entry(&c), &want()).unwrap_err();
+            assert!(e.starts_with(why), "{why}: {e}");
+        }
     }
 }

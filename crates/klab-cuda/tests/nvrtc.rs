@@ -73,7 +73,7 @@ fn the_cache_hits_and_rebuilds_a_corrupt_entry() {
     let third = nvrtc::compile(&spec, &cache).unwrap();
     assert!(!third.from_cache, "a corrupt entry must not be trusted");
     assert!(
-        third.notes[0].contains("payload hash does not match"),
+        third.notes[0].contains("entry hash does not match"),
         "{:?}",
         third.notes
     );
@@ -87,6 +87,68 @@ fn the_cache_hits_and_rebuilds_a_corrupt_entry() {
     let mut other = spec.clone();
     other.arch = "sm_80".into();
     assert!(!nvrtc::compile(&other, &cache).unwrap().from_cache);
+}
+
+/// Issue 15: an entry's header was trusted unhashed, so an edited register count was
+/// reported as ptxas's; now any edit of the header is a miss that recompiles, with a note.
+#[test]
+fn an_edited_cache_entry_header_recompiles_with_a_note() {
+    if !nvrtc_or_skip("an_edited_cache_entry_header_recompiles_with_a_note") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::at(dir.path());
+    let spec = transpose_spec();
+    let first = nvrtc::compile(&spec, &cache).unwrap();
+    let registers = first.ptxas_resources()[0].registers;
+    let entry = dir.path().join(format!("{}.cubin", first.key));
+    let bytes = std::fs::read(&entry).unwrap();
+    let nl = bytes.iter().position(|b| *b == b'\n').unwrap();
+    let header_end = nl + 1 + bytes[nl + 1..].iter().position(|b| *b == b'\n').unwrap();
+    let header = String::from_utf8(bytes[nl + 1..header_end].to_vec()).unwrap();
+    let used = format!("Used {registers} registers");
+    assert!(header.contains(&used), "{header}");
+    let edited_header = header.replacen(&used, "Used 31 registers", 1);
+    let mut edited = bytes[..=nl].to_vec();
+    edited.extend_from_slice(edited_header.as_bytes());
+    edited.extend_from_slice(&bytes[header_end..]);
+    std::fs::write(&entry, &edited).unwrap();
+
+    let again = nvrtc::compile(&spec, &cache).unwrap();
+    assert!(!again.from_cache, "an edited header must not be trusted");
+    assert_eq!(again.ptxas_resources()[0].registers, registers);
+    assert_eq!(again.notes.len(), 1, "{:?}", again.notes);
+    assert!(
+        again.notes[0].contains("could not be trusted (entry hash does not match"),
+        "{:?}",
+        again.notes
+    );
+    assert!(nvrtc::compile(&spec, &cache).unwrap().from_cache);
+}
+
+/// Issue 15: a FIFO at a cache entry's path blocked the compile forever.
+#[test]
+fn a_fifo_as_a_cache_entry_is_a_note_not_a_hang() {
+    if !nvrtc_or_skip("a_fifo_as_a_cache_entry_is_a_note_not_a_hang") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::at(dir.path());
+    let spec = transpose_spec();
+    let key = nvrtc::compile(&spec, &Cache::disabled()).unwrap().key;
+    let entry = dir.path().join(format!("{key}.cubin"));
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&entry)
+        .status()
+        .unwrap()
+        .success());
+    let c = nvrtc::compile(&spec, &cache).unwrap();
+    assert!(!c.from_cache);
+    assert!(
+        c.notes.iter().any(|n| n.contains("is a FIFO (named pipe)")),
+        "{:?}",
+        c.notes
+    );
 }
 
 #[test]

@@ -9,16 +9,10 @@ pub enum LabError {
     /// The plan is not one the lab can run (checked before any step).
     #[error("{what}: {why}")]
     Plan { what: String, why: String },
-    #[error("reading {}: {source}", .path.display())]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("writing {}: {source}", .path.display())]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// A file the lab reads (its plan, what it hashes) or writes, refused or failed; the
+    /// error names the path.
+    #[error(transparent)]
+    File(#[from] klab_core::artifact::FileError),
     #[error("creating a run folder under {}: {source}", .base.display())]
     RunDir {
         base: PathBuf,

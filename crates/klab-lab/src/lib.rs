@@ -320,7 +320,7 @@ impl Lab<'_> {
     /// step's artifact list.
     pub fn write(&self, name: &str, bytes: impl AsRef<[u8]>) -> Result<String, LabError> {
         let path = self.dir.join(name);
-        write_atomic(&path, bytes.as_ref()).map_err(|source| LabError::Write { path, source })?;
+        write_atomic(&path, bytes.as_ref())?;
         Ok(name.to_string())
     }
 
@@ -424,10 +424,7 @@ fn write_record(lab: &Lab<'_>, started: &str) -> Result<(), LabError> {
         for name in &s.artifacts {
             let path = lab.dir.join(name);
             let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-            let sha256 = sha256_file(&path).map_err(|source| LabError::Read {
-                path: path.clone(),
-                source,
-            })?;
+            let sha256 = sha256_file(&path)?;
             artifacts.push(LabArtifact {
                 path: name.clone(),
                 bytes: Some(bytes),

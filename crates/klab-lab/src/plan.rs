@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use klab_core::artifact::{read_regular, Input};
 use klab_core::registry::{self, Scope};
 use klab_core::schema::LabPlan;
 use klab_tools::sanitizer::ToolList;
@@ -15,10 +16,7 @@ pub fn load_plan(path: Option<&Path>) -> Result<LabPlan, LabError> {
         check_plan(&plan)?;
         return Ok(plan);
     };
-    let bytes = std::fs::read(p).map_err(|source| LabError::Read {
-        path: p.to_path_buf(),
-        source,
-    })?;
+    let bytes = read_regular(p, Input::PLAN)?;
     let what = format!("the plan {}", p.display());
     let plan: LabPlan = serde_json::from_slice(&bytes).map_err(|e| LabError::Plan {
         what: what.clone(),

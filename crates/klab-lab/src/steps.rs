@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use klab_core::artifact::{sha256_file, sha256_hex};
+use klab_core::artifact::{read_regular, read_text, sha256_file, sha256_hex, Input};
 use klab_core::backend::Backend;
 use klab_core::child::{ChildResult, Verdict};
 use klab_core::device::{resources_csv, KernelResources};
@@ -77,10 +77,7 @@ pub(crate) fn environment(lab: &mut Lab<'_>) -> Result<(), LabError> {
         // What the steps below run, written before any of them.
         lab.write("plan.json", pretty(lab.plan()))?,
     ];
-    let binary_sha = sha256_file(&exe).map_err(|source| LabError::Read {
-        path: exe.clone(),
-        source,
-    })?;
+    let binary_sha = sha256_file(&exe)?;
     a.push(lab.write(
         "source.sha256",
         format!(
@@ -383,12 +380,12 @@ fn rounds_into(
         ),
         _ => lab.step(Status::Error, child.failure, a),
     }
-    Ok(std::fs::read_to_string(dir.join("summary.txt")).unwrap_or_default())
+    Ok(read_text(&dir.join("summary.txt"), Input::ARTIFACT).unwrap_or_default())
 }
 
 /// Each kernel's median rate and share of the ceiling, from a rounds folder's summary.json.
 fn rates_line(dir: &Path) -> String {
-    let rates: Vec<String> = std::fs::read(dir.join("summary.json"))
+    let rates: Vec<String> = read_regular(&dir.join("summary.json"), Input::ARTIFACT)
         .ok()
         .and_then(|b| serde_json::from_slice::<RoundsSummary>(&b).ok())
         .map(|s| s.rates)
@@ -479,7 +476,7 @@ pub(crate) fn sanitize(lab: &mut Lab<'_>) -> Result<(), LabError> {
     let mut a = files_under(&lab.dir, "sanitize");
     a.extend(files_under(&lab.dir, "sanitize-broken"));
     let kernels_of = |rel: &str| -> Vec<SanitizedKernel> {
-        std::fs::read(lab.dir.join(rel).join("sanitize.json"))
+        read_regular(&lab.dir.join(rel).join("sanitize.json"), Input::ARTIFACT)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default()
@@ -549,7 +546,7 @@ pub(crate) fn profile(lab: &mut Lab<'_>) -> Result<(), LabError> {
         )?;
     }
     let a = files_under(&lab.dir, "profile");
-    let disagreements = std::fs::read_to_string(lab.dir.join("profile/counters.csv"))
+    let disagreements = read_text(&lab.dir.join("profile/counters.csv"), Input::ARTIFACT)
         .unwrap_or_default()
         .lines()
         .filter(|l| l.contains("DISAGREES"))

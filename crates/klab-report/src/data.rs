@@ -5,9 +5,10 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use klab_core::artifact::{self, FileError, Input};
 use klab_core::bound::{ProfileRecord, PROFILE_SCHEMA};
 use klab_core::device::DeviceFacts;
-use klab_core::receipt::{check_relative_path, Receipt};
+use klab_core::receipt::{check_relative_path, Receipt, ReceiptError};
 use klab_core::row::{self, TransposeRow};
 use serde::Deserialize;
 
@@ -173,17 +174,12 @@ pub fn load(run_dir: &Path) -> Result<RunData, ReportError> {
         return Err(ReportError::NotAFolder(run_dir.to_path_buf()));
     }
     let lab_path = run_dir.join("lab.json");
-    let text = match std::fs::read(&lab_path) {
+    let text = match artifact::resolve_inside(run_dir, Path::new("lab.json"), Input::LAB_RECORD)
+        .and_then(|p| artifact::read_regular(&p, Input::LAB_RECORD))
+    {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ReportError::NotARun(run_dir.to_path_buf()))
-        }
-        Err(source) => {
-            return Err(ReportError::Read {
-                path: lab_path,
-                source,
-            })
-        }
+        Err(e) if e.is_not_found() => return Err(ReportError::NotARun(run_dir.to_path_buf())),
+        Err(e) => return Err(e.into()),
     };
     let lab: LabRecord = serde_json::from_slice(&text).map_err(|e| ReportError::NotALabRecord {
         path: lab_path.clone(),
@@ -250,15 +246,23 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// `rel` in the run folder, through symbolic links only while they stay inside it.
+    fn resolve(&self, rel: &str, kind: Input) -> Result<PathBuf, FileError> {
+        artifact::resolve_inside(self.dir, Path::new(rel), kind)
+    }
+
     /// The file's text; `Err` with the step's note when it is missing or unreadable.
     fn text(&self, rel: &str, step: &str) -> Part<String> {
-        match std::fs::read(self.dir.join(rel)) {
-            Ok(bytes) => String::from_utf8(bytes)
-                .map_err(|_| Note(format!("could not read {rel}: not UTF-8 text"))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Err(absent_note(self.lab, step, rel))
-            }
-            Err(e) => Err(Note(format!("could not read {rel}: {e}"))),
+        match self
+            .resolve(rel, Input::ARTIFACT)
+            .and_then(|p| artifact::read_text(&p, Input::ARTIFACT))
+        {
+            Ok(text) => Ok(text),
+            Err(e) if e.is_not_found() => Err(absent_note(self.lab, step, rel)),
+            Err(e) => Err(Note(format!(
+                "could not read {rel}: {}",
+                relative(e.to_string(), self.dir)
+            ))),
         }
     }
 
@@ -355,12 +359,16 @@ impl Reader<'_> {
                     Ok(()) if !self.dir.join(&path).is_file() => {
                         Err(Note(format!("not in this run: {path} is missing")))
                     }
-                    Ok(()) => Receipt::read(&self.dir.join(&path)).map_err(|e| {
-                        Note(format!(
-                            "could not read {path}: {}",
-                            relative(e.to_string(), self.dir)
-                        ))
-                    }),
+                    Ok(()) => self
+                        .resolve(&path, Input::RECEIPT)
+                        .map_err(ReceiptError::from)
+                        .and_then(|p| Receipt::read(&p))
+                        .map_err(|e| {
+                            Note(format!(
+                                "could not read {path}: {}",
+                                relative(e.to_string(), self.dir)
+                            ))
+                        }),
                 };
                 ReceiptEntry { path, receipt }
             })
@@ -381,12 +389,20 @@ impl Reader<'_> {
 
 /// Error text with the run folder's path removed (the report shows paths relative to it).
 fn relative(message: String, dir: &Path) -> String {
-    let d = dir.display().to_string();
-    let d = d.trim_end_matches('/');
-    if d.is_empty() {
-        return message;
-    }
-    message.replace(&format!("{d}/"), "")
+    // Paths that went through resolve_inside are canonical.
+    let canonical = dir.canonicalize().ok();
+    [Some(dir), canonical.as_deref()]
+        .into_iter()
+        .flatten()
+        .fold(message, |message, dir| {
+            let d = dir.display().to_string();
+            let d = d.trim_end_matches('/');
+            if d.is_empty() {
+                message
+            } else {
+                message.replace(&format!("{d}/"), "")
+            }
+        })
 }
 
 fn device(env: &Part<Environment>, lab: &LabRecord) -> Part<DeviceFacts> {
@@ -436,21 +452,22 @@ fn check_artifacts(dir: &Path, lab: &LabRecord) -> Vec<ArtifactCheck> {
         .map(|a| {
             let status = match check_relative_path(&a.path) {
                 Err(why) => ArtifactStatus::Refused(format!("the path {why}")),
-                Ok(()) => {
-                    let path = dir.join(&a.path);
-                    if !path.exists() {
-                        ArtifactStatus::Missing
-                    } else {
-                        match (&a.sha256, klab_core::artifact::sha256_file(&path)) {
-                            (_, Err(e)) => ArtifactStatus::Unreadable(e.to_string()),
-                            (None, Ok(_)) => ArtifactStatus::NoHash,
-                            (Some(want), Ok(got)) if want.eq_ignore_ascii_case(&got) => {
-                                ArtifactStatus::Verified
-                            }
-                            (Some(_), Ok(got)) => ArtifactStatus::Mismatch { actual: got },
-                        }
+                // A link out of the folder is not followed: the report must not hash (and
+                // so confirm) a file the run does not hold, such as /etc/shadow.
+                Ok(()) => match artifact::resolve_inside(dir, Path::new(&a.path), Input::ARTIFACT)
+                    .and_then(|p| artifact::sha256_file(&p))
+                {
+                    Err(e) if e.is_not_found() => ArtifactStatus::Missing,
+                    Err(e @ FileError::Escapes { .. }) => {
+                        ArtifactStatus::Refused(relative(e.to_string(), dir))
                     }
-                }
+                    Err(e) => ArtifactStatus::Unreadable(relative(e.to_string(), dir)),
+                    Ok(got) => match &a.sha256 {
+                        None => ArtifactStatus::NoHash,
+                        Some(want) if want.eq_ignore_ascii_case(&got) => ArtifactStatus::Verified,
+                        Some(_) => ArtifactStatus::Mismatch { actual: got },
+                    },
+                },
             };
             ArtifactCheck {
                 path: a.path.clone(),

@@ -12,14 +12,10 @@ pub enum ReportError {
     /// The folder has no `lab.json`.
     #[error("{} is not a klab run folder: it has no lab.json", .0.display())]
     NotARun(PathBuf),
-    /// `lab.json` exists but cannot be read.
-    #[error("cannot read {}: {source}", .path.display())]
-    Read {
-        /// lab.json.
-        path: PathBuf,
-        /// The read error.
-        source: std::io::Error,
-    },
+    /// `lab.json` exists but cannot be read (or is not a regular file inside the folder),
+    /// or a report file cannot be written over what is at its path.
+    #[error(transparent)]
+    File(#[from] klab_core::artifact::FileError),
     /// `lab.json` is not a lab record.
     #[error("{} is not a klab lab record: {message}", .path.display())]
     NotALabRecord {
@@ -30,11 +26,11 @@ pub enum ReportError {
     },
     /// Writing the report failed (no partial file is left: every file is written to a
     /// temporary name and renamed).
-    #[error("cannot write {}: {source}", .path.display())]
+    #[error("cannot write {}: {error}", .path.display())]
     Write {
-        /// The file.
+        /// The file or folder.
         path: PathBuf,
         /// The write error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }

@@ -17,14 +17,14 @@ pub fn write(run_dir: &Path, report: &Report) -> Result<Vec<PathBuf>, ReportErro
 /// Write into `dir` (created if needed). Returns the paths written, page first.
 pub fn write_into(dir: &Path, report: &Report) -> Result<Vec<PathBuf>, ReportError> {
     let plots = dir.join("plots");
-    std::fs::create_dir_all(&plots).map_err(|source| ReportError::Write {
+    std::fs::create_dir_all(&plots).map_err(|error| ReportError::Write {
         path: plots.clone(),
-        source,
+        error,
     })?;
     let put = |path: PathBuf, bytes: &str| {
         write_atomic(&path, bytes.as_bytes())
             .map(|_| path.clone())
-            .map_err(|source| ReportError::Write { path, source })
+            .map_err(ReportError::from)
     };
     let mut plot_paths = Vec::new();
     for (name, svg) in &report.plots {
@@ -32,7 +32,7 @@ pub fn write_into(dir: &Path, report: &Report) -> Result<Vec<PathBuf>, ReportErr
         if file.file_name() != Some(file.as_os_str()) {
             return Err(ReportError::Write {
                 path: plots.join(name),
-                source: std::io::Error::new(
+                error: std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
                     "a plot name must be a plain file name",
                 ),

@@ -16,7 +16,7 @@ use std::ffi::{c_void, CString, OsString};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use klab_core::artifact::{sha256_hex, write_atomic};
+use klab_core::artifact::{open_regular, sha256_hex, write_atomic, Input};
 
 use crate::process;
 
@@ -202,9 +202,8 @@ impl CReference {
             return Err(bad(format!("'{}' is not a C identifier", spec.function)));
         }
         let source = std::fs::canonicalize(&spec.source).map_err(|e| bad(e.to_string()))?;
-        if !source.is_file() {
-            return Err(bad("not a regular file".into()));
-        }
+        // The compiler reads it: a FIFO or device node would hang or flood it.
+        open_regular(&source, Input::C_SOURCE).map_err(|e| bad(e.to_string()))?;
         let shim_text = shim(spec, &source)?;
         let cc = compiler();
         let version = compiler_version(&cc)?;
@@ -263,7 +262,9 @@ impl CReference {
             why: e.to_string(),
         })?;
         let library = dir.join(format!("{}-{}.so", spec.function, &key[..16]));
-        let from_cache = library.is_file();
+        // Anything but a regular file at the library's path (a FIFO would hang dlopen) is
+        // not a hit; the rename below replaces it.
+        let from_cache = std::fs::symlink_metadata(&library).is_ok_and(|m| m.is_file());
         if !from_cache {
             let shim_path = dir.join(format!("{}-{}.c", spec.function, &key[..16]));
             write_atomic(&shim_path, shim_text.as_bytes()).map_err(|e| CRefError::Load {
@@ -609,6 +610,29 @@ mod tests {
             CReference::build(&s, None),
             Err(CRefError::Source { .. })
         ));
+    }
+
+    /// Issue 15: a C source that is a FIFO or a device node is refused before the compiler
+    /// is started on it (no compiler is needed to see the refusal).
+    #[test]
+    fn a_c_source_that_is_a_fifo_or_a_device_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("ref.c");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        for (source, is) in [
+            (fifo, "is a FIFO (named pipe)"),
+            (PathBuf::from("/dev/zero"), "is a character device"),
+        ] {
+            let mut s = spec(tmp.path(), AXPY, axpy_params());
+            s.source = source;
+            let e = CReference::build(&s, None).unwrap_err().to_string();
+            assert!(e.contains(is), "{e}");
+            assert!(e.contains("klab reads a C reference source only"), "{e}");
+        }
     }
 
     #[test]

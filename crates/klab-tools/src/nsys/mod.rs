@@ -87,6 +87,9 @@ pub enum NsysError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// Not a regular file (a FIFO, a device node) or larger than klab opens.
+    #[error(transparent)]
+    File(klab_core::artifact::FileError),
     #[error("{}: not an SQLite database (make one with `nsys export --type sqlite REPORT.nsys-rep`)", .path.display())]
     NotSqlite { path: PathBuf },
     #[error("{}: not an Nsight Systems export (no StringIds / CUPTI tables)", .path.display())]

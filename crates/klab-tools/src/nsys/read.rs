@@ -4,6 +4,7 @@ use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
+use klab_core::artifact::{open_regular, Input};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use super::schema::{self, MissingColumn, Schema, Select};
@@ -15,24 +16,20 @@ use super::{
 
 /// See [`super::open`].
 pub fn open(path: &Path) -> Result<Trace, NsysError> {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => {
-            return Err(NsysError::IsDirectory {
-                path: path.to_path_buf(),
-            })
-        }
+    // SQLite would wait on a FIFO and read a device node: only a regular file is opened.
+    match open_regular(path, Input::NSYS_EXPORT) {
         Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(e) if e.is_not_found() => {
             return Err(NsysError::NotFound {
                 path: path.to_path_buf(),
             })
         }
-        Err(source) => {
-            return Err(NsysError::Io {
+        Err(e) if e.is_folder() => {
+            return Err(NsysError::IsDirectory {
                 path: path.to_path_buf(),
-                source,
             })
         }
+        Err(e) => return Err(NsysError::File(e)),
     }
     let uri = immutable_uri(path).map_err(|source| NsysError::Io {
         path: path.to_path_buf(),
