@@ -65,6 +65,27 @@ pub fn check_plan(plan: &LabPlan) -> Result<(), LabError> {
             registry::expand_one(n, Scope::Default).map_err(|e| bad(format!("{field}: {e}")))?;
         }
     }
+    // These steps pass their size as --n, which sets an operation's one size variable: a
+    // declared operation with several is timed at its bench shape in receipt_kernels.
+    for (field, names, size) in [
+        ("round_variants", &plan.round_variants, "bench_n"),
+        ("profile_kernels", &plan.profile_kernels, "bench_n"),
+        ("ceiling_kernels", &plan.ceiling_kernels, "ceiling_n"),
+    ] {
+        for n in names {
+            let (_, decl) = registry::expand_one(n, Scope::Default)
+                .and_then(|k| k.load())
+                .map_err(|e| bad(format!("{field}: {e}")))?;
+            let sizes = &decl.op.spec.sizes;
+            if sizes.len() != 1 {
+                return Err(bad(format!(
+                    "{field}: '{n}' has {} size variables ({}); this step times its kernels at {size} (their one size variable), so name it in receipt_kernels, which times each kernel at its own bench shape",
+                    sizes.len(),
+                    sizes.keys().cloned().collect::<Vec<_>>().join(", ")
+                )));
+            }
+        }
+    }
     for (field, kernels, baseline) in [
         (
             "round_variants",

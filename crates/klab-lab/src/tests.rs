@@ -308,3 +308,33 @@ fn the_rounds_step_reads_its_rates_from_summary_json_and_prints_the_table() {
     assert_eq!(lab.steps[0].status, "failed");
     assert_eq!(lab.steps[0].name, "ceilings");
 }
+
+/// A kernel of one of the repository's examples, by its manifest's absolute path.
+fn example(rel: &str) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ops");
+    root.join(rel).canonicalize().unwrap().display().to_string()
+}
+
+#[test]
+fn a_plan_takes_declared_kernels_and_refuses_one_a_step_cannot_size() {
+    let gelu = example("gelu/gelu.toml");
+    let gemm = example("gemm/gemm.toml");
+    // One size variable: --n sets it, so every step can take it.
+    let mut plan = LabPlan {
+        round_variants: vec![format!("{gelu}:gelu"), format!("{gelu}:gelu_strided")],
+        rounds_baseline: format!("{gelu}:gelu"),
+        profile_kernels: vec![format!("{gelu}:gelu")],
+        sanitize_accepted: vec![format!("{gelu}:gelu"), format!("{gemm}:gemm")],
+        receipt_kernels: vec![format!("{gemm}:gemm")],
+        ..LabPlan::default()
+    };
+    crate::check_plan(&plan).unwrap();
+    // A GEMM has M, N and K: the rounds step's --n cannot shape it.
+    plan.round_variants.push(format!("{gemm}:gemm"));
+    let e = crate::check_plan(&plan).unwrap_err().to_string();
+    assert!(
+        e.contains("round_variants") && e.contains("3 size variables (K, M, N)"),
+        "{e}"
+    );
+    assert!(e.contains("receipt_kernels"), "{e}");
+}
