@@ -3,7 +3,6 @@
 //! engine with NVML state around each, and write raw samples plus a receipt.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::{bail, Context};
 use klab_core::artifact::{sha256_file, sha256_hex, utc_timestamp, write_atomic};
@@ -308,13 +307,42 @@ pub fn workload_info(kernel: &Kernel, n: u64, device: u32) -> anyhow::Result<Wor
     })
 }
 
-fn git(args: &[&str]) -> Option<String> {
-    let out = Command::new("git").args(args).output().ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let s = String::from_utf8(out.stdout).ok()?.trim().to_string();
-    (!s.is_empty()).then_some(s)
+/// Where the kernel's source is versioned: (repository URL, commit). A built-in kernel's
+/// source is embedded in klab, so it is klab's build commit (`-dirty` when the tree had
+/// changes); a manifest's is the git repository holding the manifest's folder, when there
+/// is one (its file hash in the receipt pins the exact bytes either way).
+fn source_version(kernel: &Kernel) -> (Option<String>, Option<String>) {
+    let KernelRef::Manifest { path, .. } = &kernel.kref else {
+        return (None, option_env!("KLAB_BUILD_COMMIT").map(str::to_string));
+    };
+    let Some(dir) = path.parent() else {
+        return (None, None);
+    };
+    let git = |args: &[&str]| -> Option<String> {
+        let mut argv: Vec<std::ffi::OsString> = vec!["-C".into(), dir.as_os_str().into()];
+        argv.extend(args.iter().map(|a| a.into()));
+        let out = klab_tools::process::run_captured(
+            Path::new("git"),
+            &argv,
+            std::time::Duration::from_secs(10),
+        )
+        .ok()?;
+        if out.exit_code != Some(0) {
+            return None;
+        }
+        let s = String::from_utf8(out.stdout).ok()?.trim().to_string();
+        (!s.is_empty()).then_some(s)
+    };
+    (
+        git(&["config", "--get", "remote.origin.url"]),
+        git(&[
+            "describe",
+            "--always",
+            "--dirty",
+            "--abbrev=40",
+            "--match=NO-TAGS",
+        ]),
+    )
 }
 
 /// Describe a check for stdout.
@@ -409,6 +437,7 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receip
     let flagged = states.iter().filter(|s| !s.flags.is_empty()).count() as u64;
     let power = states.first().and_then(|s| s.before.power_limit_w);
     let exe = std::env::current_exe()?;
+    let (repository, commit) = source_version(&spec.kernel);
     let r = Receipt {
         schema: RECEIPT_SCHEMA.into(),
         claim: spec.claim.clone().unwrap_or_else(|| {
@@ -421,8 +450,8 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receip
         created_utc: utc_timestamp(),
         klab_version: env!("CARGO_PKG_VERSION").into(),
         source: receipt::Source {
-            repository: git(&["config", "--get", "remote.origin.url"]),
-            commit: git(&["rev-parse", "HEAD"]),
+            repository: repository.clone(),
+            commit: commit.clone(),
             file: path.into(),
             file_sha256: source.sha256(),
             entry: info.entry.clone(),
@@ -574,5 +603,69 @@ impl klab_core::general::Reference for GpuReference {
 
     fn describe(&self) -> String {
         klab_core::gpuref::describe(&self.spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    #[test]
+    fn a_receipt_names_the_commit_of_the_repository_holding_the_manifest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::write(
+            dir.join("k.cu"),
+            "extern \"C\" __global__ void k(float *o, const float *i, int n) {}",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("k.toml"),
+            "source = \"k.cu\"\n[[kernel]]\nname = \"mine\"\nentry = \"k\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32, 8]\nelements_per_block = [32, 32]\n",
+        )
+        .unwrap();
+        let kernel = Kernel::parse(&format!("{}:mine", dir.join("k.toml").display())).unwrap();
+        // Not in a repository: nothing is claimed.
+        assert_eq!(source_version(&kernel), (None, None));
+        git(dir, &["init", "-q"]);
+        git(dir, &["add", "."]);
+        git(
+            dir,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                "k",
+            ],
+        );
+        let head = git(dir, &["rev-parse", "HEAD"]);
+        assert_eq!(source_version(&kernel), (None, Some(head.clone())));
+        std::fs::write(dir.join("k.cu"), "// edited").unwrap();
+        assert_eq!(source_version(&kernel).1, Some(format!("{head}-dirty")));
+        // A built-in kernel's source is klab's own: its build commit, recorded by build.rs
+        // whenever klab is built from a checkout (CI builds from a clone).
+        let builtin = source_version(&Kernel::parse("padded").unwrap()).1;
+        if Path::new(env!("CARGO_MANIFEST_DIR")).join(".git").exists() {
+            let c = builtin.expect("built from a checkout: the build commit is known");
+            let hash = c.strip_suffix("-dirty").unwrap_or(&c);
+            assert!(
+                hash.len() == 40 && hash.bytes().all(|b| b.is_ascii_hexdigit()),
+                "{c}"
+            );
+        }
     }
 }
