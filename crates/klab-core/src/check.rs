@@ -193,6 +193,9 @@ pub fn run<B: Backend>(
         general::InputCase::Structural
     };
     let determinism_at: Vec<usize> = [shapes.len() / 2, shapes.len().saturating_sub(1)].into();
+    // The reference's (work, seconds) at the smallest and the largest shape it was timed at.
+    type Point = (f64, f64);
+    let mut reference_cost: Option<(Point, Point)> = None;
     let resources = backend.resources(kernel);
     let mut rng = Rng::new(opts.seed);
     let mut cases = Vec::new();
@@ -235,6 +238,21 @@ pub fn run<B: Backend>(
                     break;
                 }
             };
+            // The reference's cost on the random input, the measure the index-overflow
+            // case's estimate scales (a failure shows in the case below, as before).
+            if matches!(input, general::InputCase::Uniform { .. }) && !w.empty() {
+                let t0 = std::time::Instant::now();
+                if w.prepare().is_ok() {
+                    let point = (shape_work(&op, shape), t0.elapsed().as_secs_f64());
+                    reference_cost = Some(match reference_cost {
+                        None => (point, point),
+                        Some((small, large)) => (
+                            if point.0 < small.0 { point } else { small },
+                            if point.0 > large.0 { point } else { large },
+                        ),
+                    });
+                }
+            }
             let (result, bufs) =
                 declared_case(backend, kernel, &resources, &w, &at, &what, poison, false)?;
             push(result, &mut cases);
@@ -335,6 +353,19 @@ pub fn run<B: Backend>(
                 };
                 let what = format!("{}, poison {:#04x}", input.describe(), POISON_BYTES[0]);
                 let flops = op.spec.flops.as_ref().and_then(|f| f.eval_u64(&shape).ok());
+                // The reference's time at the largest shape it ran, extended to this shape
+                // at the rate its time grew between the smallest and the largest (so a
+                // fixed cost, a command reference's process start, is not multiplied): an
+                // estimate for references whose flops are not declared.
+                let estimate = reference_cost.map(|((w0, t0), (w1, t1))| {
+                    let rate = if w1 > w0 {
+                        ((t1 - t0) / (w1 - w0)).max(0.0)
+                    } else {
+                        t1 / w1.max(1.0)
+                    };
+                    let t = t1 + rate * (shape_work(&op, &shape) - w1).max(0.0);
+                    (format!("{t1:.2} s at the ladder's largest shape"), t)
+                });
                 match general::DeclaredWorkload::new(
                     decl.clone(),
                     shape.clone(),
@@ -343,6 +374,18 @@ pub fn run<B: Backend>(
                     reference.clone(),
                 ) {
                     Err(e) => push(fail(format!("{at}: {what}"), 0, e.0), &mut cases),
+                    Ok(_) if estimate.as_ref().is_some_and(|(_, t)| *t > MAX_OVERFLOW_REFERENCE_S) => {
+                        let (at_shape, t) = estimate.expect("guarded");
+                        push(
+                            skip(
+                                format!("{at}: {what}"),
+                                format!(
+                                    "not run: the reference took {at_shape}; at this shape it would take about {t:.0} s (limit {MAX_OVERFLOW_REFERENCE_S:.0} s)"
+                                ),
+                            ),
+                            &mut cases,
+                        )
+                    }
                     Ok(_) if flops.is_some_and(|f| f > MAX_OVERFLOW_FLOPS) => push(
                         skip(
                             format!("{at}: {what}"),
@@ -413,6 +456,19 @@ fn memory_refusal(device: u64, free: u64, host: Option<u64>) -> Option<String> {
         )),
         _ => None,
     }
+}
+
+/// The index-overflow case is skipped when the reference would run longer than this at
+/// that shape, as estimated from its time at the largest shape of the ladder.
+pub const MAX_OVERFLOW_REFERENCE_S: f64 = 120.0;
+
+/// A measure of the work at `shape` that grows at least as fast as a reference's cost for
+/// the operations klab sees: the larger of the largest buffer's length and the product of
+/// the size variables (a GEMM's M N K, where the output holds only M N).
+fn shape_work(op: &crate::declared::DeclaredOp, shape: &general::Shape) -> f64 {
+    let product: f64 = shape.values().map(|v| (*v).max(1) as f64).product();
+    let largest = general::largest_buffer(op, shape).unwrap_or(0) as f64;
+    product.max(largest)
 }
 
 /// The index-overflow case is skipped above this many FLOPs (a CPU reference at a few
@@ -731,6 +787,87 @@ buffers.y = { dtype = "f32", len = "n", role = "out", compare = "bitwise" }
         );
         // Where the user chose the shape, the same failure is an error, not a skip.
         assert!(declared_case(&mut b, &k, &res, &w, "n=40", "exact", 0xff, false).is_err());
+    }
+
+    #[test]
+    fn an_index_overflow_case_whose_reference_would_run_for_hours_is_a_skip() {
+        // A reference whose time grows with n (100 us per element) and no declared flops:
+        // klab extends its ladder timings to the overflow shape and says why it skips.
+        struct Slow;
+        impl general::Reference for Slow {
+            fn run(
+                &self,
+                s: &general::Shape,
+                b: &mut [&mut [u8]],
+                _: &[i64],
+                _: &[f64],
+            ) -> Result<(), String> {
+                std::thread::sleep(std::time::Duration::from_micros(100 * s["n"] as u64));
+                let x = b[0].to_vec();
+                b[1].copy_from_slice(&x);
+                Ok(())
+            }
+            fn describe(&self) -> String {
+                "a slow reference".into()
+            }
+        }
+        let m = crate::manifest::parse(
+            "m.toml",
+            r#"
+source = "k.cu"
+[[kernel]]
+name = "k"
+entry = "k"
+operation = "declared"
+params = ["x", "y", "n:u64"]
+[kernel.op]
+grid = ["ceil_div(n, 32)"]
+block = ["32"]
+useful_bytes = "8 * n"
+reference = { c = "r.c:r" }
+sizes.n = {}
+buffers.x = { dtype = "f32", len = "n", role = "in" }
+buffers.y = { dtype = "f32", len = "n", role = "out", compare = "bitwise" }
+"#,
+            crate::manifest::Files::Given(&|_| Ok(("k.cu".into(), "k".into()))),
+        )
+        .unwrap();
+        fn copy(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+            let [HostArg::Buffer(x), HostArg::Buffer(y), _] = a else {
+                panic!()
+            };
+            let v = mem[*x].clone();
+            mem[*y].copy_from_slice(&v);
+        }
+        let mut b = HostBackend::new().with_general_kernel("k", copy);
+        let k = b.kernel("k").unwrap();
+        let opts = CheckOptions {
+            seed: 1,
+            sizes: None,
+            quick: false,
+        };
+        let r = run(
+            &mut b,
+            &m.kernels[0],
+            &k,
+            std::rc::Rc::new(Slow),
+            &opts,
+            &mut |_| {},
+        )
+        .unwrap();
+        let c = r
+            .cases
+            .iter()
+            .find(|c| c.case.starts_with("index overflow"))
+            .unwrap();
+        assert!(c.skipped, "{}", r.render());
+        assert!(
+            c.detail.contains("at this shape it would take about")
+                && c.detail.contains("limit 120 s"),
+            "{}",
+            c.detail
+        );
+        assert!(r.passed(), "{}", r.render());
     }
 
     fn transpose_ok(out: &mut [u32], input: &[u32], n: u64, _: u64) {
