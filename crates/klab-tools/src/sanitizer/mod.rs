@@ -1,5 +1,6 @@
 //! Compute Sanitizer: build the command, run it as a child process under a watchdog, and
-//! parse its report into findings and one outcome.
+//! parse its report into findings and one outcome; or [`import`] a report saved elsewhere
+//! and parse it the same way.
 //!
 //! # What a report looks like
 //!
@@ -59,6 +60,7 @@
 //! decides it); it is said in [`Report::summary_mismatch`] and in the describe line, never
 //! silently.
 
+mod import;
 mod parse;
 mod run;
 
@@ -72,6 +74,7 @@ pub use klab_core::sanitize::{
     ToolList, UnknownTool,
 };
 
+pub use import::{import, ImportError, EXPECTED_FORMAT};
 pub use parse::parse;
 pub use run::run;
 

@@ -12,7 +12,7 @@ const PREFIX: &str = "=========";
 /// The lines of a report, whatever its line endings (`\n`, `\r\n`, or a lone `\r` as old
 /// Mac tools and some log collectors write). A `\r\n` yields an extra empty line, which is
 /// application output (no prefix) and so changes nothing.
-fn report_lines(output: &str) -> impl Iterator<Item = &str> {
+pub(super) fn report_lines(output: &str) -> impl DoubleEndedIterator<Item = &str> {
     output.split(['\n', '\r'])
 }
 
@@ -144,7 +144,7 @@ enum Line<'a> {
 /// Where the tool's part of a line starts: the first `=========` that is neither part of a
 /// longer rule of `=` nor preceded by one. Usually at the start, but an application that
 /// printed without a final newline leaves its text in front of the tool's line.
-fn prefix_at(raw: &str) -> Option<usize> {
+pub(super) fn prefix_at(raw: &str) -> Option<usize> {
     let bytes = raw.as_bytes();
     (0..raw.len()).find(|&i| {
         bytes[i..].starts_with(PREFIX.as_bytes())
