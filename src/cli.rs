@@ -211,19 +211,50 @@ pub struct AuditArgs {
     pub device: u32,
 }
 
+/// A Compute Sanitizer tool as `--tool` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SanitizerTool {
+    Memcheck,
+    Racecheck,
+    Synccheck,
+    Initcheck,
+}
+
+impl From<SanitizerTool> for klab_tools::sanitizer::Tool {
+    fn from(t: SanitizerTool) -> Self {
+        use klab_tools::sanitizer::Tool;
+        match t {
+            SanitizerTool::Memcheck => Tool::Memcheck,
+            SanitizerTool::Racecheck => Tool::Racecheck,
+            SanitizerTool::Synccheck => Tool::Synccheck,
+            SanitizerTool::Initcheck => Tool::Initcheck,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Args)]
 #[command(
     after_help = "Runs compute-sanitizer once per tool and kernel (memcheck with --padding 32 \
 and --leak-check full; every tool with --destroy-on-device-error kernel and --error-exitcode 99) \
 over `klab check KERNEL --in-process` at a ragged and a full-tile size. Reports are saved and \
-parsed into findings (kind, access size, hazard, kernel, source line, thread, block, count). \
-Exit 0 when every accepted kernel is clean, 2 when one is not or a known-broken kernel was \
-included, 1 when the tool could not run."
+parsed into findings (kind, severity, access size, hazard, kernel, source line, thread, block, \
+count). Racecheck warnings fail like errors; infos are shown and never fail. A summary count \
+that disagrees with the findings is said. Exit 0 when every accepted kernel is clean, 2 when \
+one is not or a known-broken kernel was included, 1 when the tool could not run. \
+--import REPORT --tool T parses a text report saved elsewhere the same way: exit 0 clean, 2 \
+findings (or the application failed), 1 an unreadable file or a report of a tool that could \
+not run."
 )]
 pub struct SanitizeArgs {
     /// Kernels (built-in names or manifest paths)
-    #[arg(required = true)]
+    #[arg(required_unless_present = "import", conflicts_with = "import")]
     pub kernels: Vec<String>,
+    /// Parse this saved Compute Sanitizer text report instead of running the tool
+    #[arg(long, value_name = "REPORT", requires = "tool")]
+    pub import: Option<PathBuf>,
+    /// The tool that wrote the --import report
+    #[arg(long, value_enum, requires = "import")]
+    pub tool: Option<SanitizerTool>,
     /// Tools, comma-separated
     #[arg(long, default_value = "memcheck,racecheck,synccheck,initcheck")]
     pub tools: ToolList,

@@ -120,6 +120,7 @@ fn help_is_stable() {
         ("compare_help", &["compare", "--help"][..]),
         ("check_help", &["check", "--help"][..]),
         ("init_help", &["init", "--help"][..]),
+        ("sanitize_help", &["sanitize", "--help"][..]),
     ] {
         let out = klab()
             .args(args)

@@ -108,6 +108,8 @@ impl Children {
                 out,
             } => ChildCmd::Sanitize(SanitizeArgs {
                 kernels,
+                import: None,
+                tool: None,
                 tools,
                 sanitizer: Some(sanitizer),
                 timeout,

@@ -3,6 +3,8 @@
 //! and a full-tile size; each report is parsed into findings and classified (clean, errors
 //! found, the application failed, the tool could not run). Accepted kernels must be clean
 //! under every tool; known-broken kernels are expected failures.
+//! `klab sanitize --import REPORT --tool T` skips the run and gives a saved report to the
+//! same parser and describe line ([`sanitizer::import`]).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -57,7 +59,25 @@ pub(crate) fn sanitize_target(kernel: &Kernel, device: u32) -> (CheckArgs, Vec<u
     (args, vec![ragged, full], format!("n={ragged},{full}"))
 }
 
+/// `--import REPORT --tool T`: the same parser and describe line as a run; exit 0 clean,
+/// 2 findings or a failed application, 1 a file that cannot be read or a report of a tool
+/// that could not run (as a run's exit says).
+fn import(path: &Path, tool: Tool) -> anyhow::Result<ExitCode> {
+    let report = sanitizer::import(tool, path)?;
+    println!("{}: {}", path.display(), report.describe());
+    Ok(match report.outcome {
+        Outcome::Clean => ExitCode::SUCCESS,
+        Outcome::ToolFailed { .. } => ExitCode::from(EXIT_ERROR),
+        Outcome::FoundErrors | Outcome::ApplicationFailed { .. } => {
+            ExitCode::from(EXIT_GATE_FAILED)
+        }
+    })
+}
+
 pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
+    if let (Some(path), Some(tool)) = (&args.import, args.tool) {
+        return import(path, tool.into());
+    }
     let kernels = Kernel::parse_all(&args.kernels, klab_core::registry::Scope::Default)?;
     let tools: Vec<Tool> = args.tools.0.clone();
     if tools.is_empty() {

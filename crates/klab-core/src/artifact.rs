@@ -49,6 +49,8 @@ impl Input {
     /// A file of a run or receipt folder (summaries, CSVs, reports, logs), and any file
     /// klab hashes ([`sha256_file`]).
     pub const ARTIFACT: Input = Input::new("run artifact", 1024 * MIB);
+    /// A Compute Sanitizer text report given to `klab sanitize --import`.
+    pub const SANITIZER_REPORT: Input = Input::new("Compute Sanitizer report", 256 * MIB);
     pub const CACHE_ENTRY: Input = Input::new("cache entry", 256 * MIB);
     pub const NPY: Input = Input::new(".npy array", 4096 * MIB);
     /// Checked, not read whole: SQLite reads the pages it needs.

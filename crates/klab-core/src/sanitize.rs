@@ -120,6 +120,44 @@ impl fmt::Display for Hazard {
     }
 }
 
+/// How serious the tool says a finding is. Only racecheck grades its reports (`Error:`,
+/// `Warning:`/`WARN:`, `Info:`/`INFO:`); every other tool's finding is an error.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Fails the gate.
+    #[default]
+    Error,
+    /// Fails the gate too (a possible race is evidence against a kernel); counted apart.
+    Warning,
+    /// Shown, never fails the gate: the tool itself says the accesses are benign (e.g.
+    /// "identical data being written" by every thread).
+    Info,
+}
+
+impl Severity {
+    pub fn label(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+
+    /// Whether a finding of this severity fails the gate.
+    pub fn fails(self) -> bool {
+        self != Severity::Info
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
 /// What a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -174,6 +212,10 @@ impl fmt::Display for FindingKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
     pub kind: FindingKind,
+    /// As the tool graded it; error when it does not say (and in records older than this
+    /// field).
+    #[serde(default)]
+    pub severity: Severity,
     /// Bytes of the access (`of size 4 bytes`).
     #[serde(default)]
     pub access_size: Option<u32>,
@@ -216,6 +258,7 @@ impl Finding {
     pub fn new(kind: FindingKind, raw: String) -> Self {
         Finding {
             kind,
+            severity: Severity::Error,
             access_size: None,
             hazard: None,
             kernel: None,
@@ -231,9 +274,13 @@ impl Finding {
         }
     }
 
-    /// One line: kind, size, kernel, location, thread and block where known.
+    /// One line: severity (when not an error), kind, size, kernel, location, thread and
+    /// block where known.
     pub fn describe(&self) -> String {
         let mut s = String::new();
+        if self.severity != Severity::Error {
+            s.push_str(&format!("{} ", self.severity));
+        }
         if let Some(h) = self.hazard {
             s.push_str(&format!("{h} "));
         }
@@ -331,6 +378,10 @@ pub struct Report {
     /// The first message saying the tool could not work, recorded whatever the outcome.
     #[serde(default)]
     pub tool_failure: Option<String>,
+    /// How the tool's own summary count disagrees with the findings parsed from the same
+    /// report, in words; `None` when they agree or there is no count to compare.
+    #[serde(default)]
+    pub summary_mismatch: Option<String>,
     /// Every block that is neither a finding nor a summary, verbatim without the prefix
     /// (leak summary, application and tool failure messages, unused-memory notes).
     #[serde(default)]
@@ -352,6 +403,7 @@ impl Report {
             exit_status: None,
             app_failure: None,
             tool_failure: None,
+            summary_mismatch: None,
             notes: Vec::new(),
             outcome: Outcome::Clean,
         }
@@ -362,25 +414,30 @@ impl Report {
         self.outcome == Outcome::Clean
     }
 
-    /// Findings per kind, in [`FindingKind`] order.
-    pub fn counts_by_kind(&self) -> Vec<(FindingKind, usize)> {
-        let mut m: BTreeMap<FindingKind, usize> = BTreeMap::new();
+    /// Findings per kind and severity, in [`FindingKind`] then [`Severity`] order.
+    pub fn counts_by_kind(&self) -> Vec<(FindingKind, Severity, usize)> {
+        let mut m: BTreeMap<(FindingKind, Severity), usize> = BTreeMap::new();
         for f in &self.findings {
-            *m.entry(f.kind).or_default() += 1;
+            *m.entry((f.kind, f.severity)).or_default() += 1;
         }
-        m.into_iter().collect()
+        m.into_iter().map(|((k, s), n)| (k, s, n)).collect()
     }
 
-    /// Sum of [`Finding::count`] over race findings.
+    /// Sum of [`Finding::count`] over race findings of every severity.
     pub fn race_hazards(&self) -> u64 {
+        self.race_hazards_of(|_| true)
+    }
+
+    fn race_hazards_of(&self, severity: impl Fn(Severity) -> bool) -> u64 {
         self.findings
             .iter()
-            .filter(|f| f.kind == FindingKind::Race)
+            .filter(|f| f.kind == FindingKind::Race && severity(f.severity))
             .fold(0u64, |a, f| a.saturating_add(f.count))
     }
 
-    /// One line: tool, outcome, summary, counts by kind, the first finding with a location
-    /// (else the first finding), exit status.
+    /// One line: tool, outcome, summary, counts by kind (and severity, when not an error),
+    /// a disagreement between the summary and the findings, the first failing finding with
+    /// a location (else the first failing finding, else the first), exit status.
     pub fn describe(&self) -> String {
         let mut parts = vec![format!("{}: {}", self.tool, self.outcome)];
         parts.push(match (self.error_summary, self.warnings) {
@@ -402,20 +459,30 @@ impl Report {
             let counts: Vec<String> = self
                 .counts_by_kind()
                 .into_iter()
-                .map(|(k, n)| {
+                .map(|(k, sev, n)| {
+                    let graded = match sev {
+                        Severity::Error => k.to_string(),
+                        _ => format!("{k} {sev}"),
+                    };
                     if k == FindingKind::Race {
-                        format!("{n} {k} ({} hazards)", self.race_hazards())
+                        let h = self.race_hazards_of(|s| s == sev);
+                        format!("{n} {graded} ({h} hazards)")
                     } else {
-                        format!("{n} {k}")
+                        format!("{n} {graded}")
                     }
                 })
                 .collect();
             parts.push(format!("findings: {}", counts.join(", ")));
-            let first = self
-                .findings
-                .iter()
-                .find(|f| f.location.is_some())
-                .unwrap_or(&self.findings[0]);
+        }
+        if let Some(m) = &self.summary_mismatch {
+            parts.push(format!("summary disagrees: {m}"));
+        }
+        let failing = || self.findings.iter().filter(|f| f.severity.fails());
+        let first = failing()
+            .find(|f| f.location.is_some())
+            .or_else(|| failing().next())
+            .or_else(|| self.findings.first());
+        if let Some(first) = first {
             parts.push(format!("first: {}", first.describe()));
         }
         parts.push(match self.exit_status {

@@ -1,10 +1,14 @@
 //! Compute Sanitizer: build the command, run it as a child process under a watchdog, and
-//! parse its report into findings and one outcome.
+//! parse its report into findings and one outcome; or [`import`] a report saved elsewhere
+//! and parse it the same way.
 //!
 //! # What a report looks like
 //!
 //! Every line the tool writes starts with the prefix `=========`; the application's own
-//! output is interleaved without it. A *block* is a header line (prefix, one space, text)
+//! output is interleaved without it. Lines end in `\n`, `\r\n` or a lone `\r`, and the
+//! prefix is found anywhere in a line (an application that printed without a final newline
+//! leaves its text in front of the tool's line; the finding keeps only the tool's part).
+//! A *block* is a header line (prefix, one space, text)
 //! followed by indented continuation lines, ended by a bare prefix line or the next header.
 //! The parser works on that structure, not on particular kernels: every block becomes a
 //! finding, the summary, or a note (kept verbatim in [`Report::notes`]); nothing is dropped.
@@ -36,10 +40,27 @@
 //! 7. Otherwise [`Outcome::Clean`]. An unknown status (`None`, e.g. a saved log) does not by
 //!    itself fail a run in [`parse`]; [`run`] turns a signal death into `ToolFailed`.
 //!
-//! Racecheck warnings count as errors for the outcome (a race is evidence against a kernel
-//! whatever its severity); [`Report::error_summary`] keeps the tool's error count and
-//! [`Report::warnings`] its warning count.
+//! # Severity
+//!
+//! Racecheck grades each hazard (`Error:`, `Warning:`/`WARN:`, `Info:`/`INFO:`, or a
+//! trailing `(Warning)`); every finding keeps its [`Severity`] and [`Report::describe`]
+//! shows it. Errors and warnings fail the gate alike (a possible race is evidence against
+//! a kernel; a demanding user would rather read a false alarm than ship a race), counted
+//! apart in [`Report::error_summary`] and [`Report::warnings`]. Infos never fail: the tool
+//! itself says those accesses are benign (every thread writing the same value), and a
+//! report whose only findings are infos is [`Outcome::Clean`] with the infos listed. In the
+//! rules above, "finding" means a finding that is not an info.
+//!
+//! # The summary against the findings
+//!
+//! The tool's own count is checked against the blocks parsed: `ERROR SUMMARY: N errors`
+//! against every finding block plus those `not printed`, `RACECHECK SUMMARY: N hazards
+//! displayed (E errors, W warnings)` against the race blocks (errors and warnings; infos
+//! are in neither count). A disagreement does not change the outcome (either side already
+//! decides it); it is said in [`Report::summary_mismatch`] and in the describe line, never
+//! silently.
 
+mod import;
 mod parse;
 mod run;
 
@@ -49,10 +70,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use klab_core::sanitize::{
-    Finding, FindingKind, Hazard, Outcome, Report, RunRecord, SanitizedKernel, Tool, ToolList,
-    UnknownTool,
+    Finding, FindingKind, Hazard, Outcome, Report, RunRecord, SanitizedKernel, Severity, Tool,
+    ToolList, UnknownTool,
 };
 
+pub use import::{import, ImportError, EXPECTED_FORMAT};
 pub use parse::parse;
 pub use run::run;
 

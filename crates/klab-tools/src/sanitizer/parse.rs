@@ -4,10 +4,17 @@
 //! lowercasing keeps byte offsets), parses numbers with `checked` arithmetic, and never
 //! indexes past a length it has checked, so no input makes it panic.
 
-use super::{Finding, FindingKind, Hazard, Outcome, Report, Tool};
+use super::{Finding, FindingKind, Hazard, Outcome, Report, Severity, Tool};
 
 /// The prefix of every line the tool writes (`--prefix`'s default).
 const PREFIX: &str = "=========";
+
+/// The lines of a report, whatever its line endings (`\n`, `\r\n`, or a lone `\r` as old
+/// Mac tools and some log collectors write). A `\r\n` yields an extra empty line, which is
+/// application output (no prefix) and so changes nothing.
+pub(super) fn report_lines(output: &str) -> impl DoubleEndedIterator<Item = &str> {
+    output.split(['\n', '\r'])
+}
 
 /// Parse a report. `output` is the captured text (stdout and stderr; application lines
 /// without the prefix are ignored), `exit_status` the command's status when known, and
@@ -33,6 +40,7 @@ pub(crate) fn parse_with(
         i += consumed.max(1);
     }
 
+    let summary_mismatch = st.mismatch();
     let mut report = Report {
         tool,
         findings: st.findings,
@@ -48,6 +56,7 @@ pub(crate) fn parse_with(
         exit_status,
         app_failure: st.app_failure,
         tool_failure: st.tool_failure,
+        summary_mismatch,
         notes: st.notes,
         outcome: Outcome::Clean,
     };
@@ -62,8 +71,10 @@ fn decide(
     error_exitcode: i32,
     external_failure: Option<String>,
 ) -> Outcome {
+    // Infos never fail: the tool itself grades them benign.
+    let mut failing = r.findings.iter().filter(|f| f.severity.fails());
     // 1. Findings of a known kind.
-    if r.findings.iter().any(|f| f.kind != FindingKind::Other) {
+    if failing.clone().any(|f| f.kind != FindingKind::Other) {
         return Outcome::FoundErrors;
     }
     // 2. The tool said it could not work, or the caller knows it did not finish.
@@ -75,7 +86,7 @@ fn decide(
         .error_summary
         .unwrap_or(0)
         .saturating_add(r.warnings.unwrap_or(0));
-    if !r.findings.is_empty() || count > 0 {
+    if failing.next().is_some() || count > 0 {
         return Outcome::FoundErrors;
     }
     let status = match r.exit_status {
@@ -112,7 +123,9 @@ fn decide(
 /// For a tool that did not run: its first non-empty line (the tool prints its complaint
 /// before any usage text), clipped.
 fn telling_line(output: &str) -> Option<String> {
-    let line = output.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let line = report_lines(output)
+        .map(str::trim)
+        .find(|l| !l.is_empty())?;
     Some(klab_core::text::first_line_clipped(line, 200))
 }
 
@@ -128,26 +141,37 @@ enum Line<'a> {
     Cont(&'a str),
 }
 
-fn classify_line(raw: &str) -> Line<'_> {
-    let s = raw.trim_start();
-    let Some(rest) = s.strip_prefix(PREFIX) else {
-        return Line::App;
+/// Where the tool's part of a line starts: the first `=========` that is neither part of a
+/// longer rule of `=` nor preceded by one. Usually at the start, but an application that
+/// printed without a final newline leaves its text in front of the tool's line.
+pub(super) fn prefix_at(raw: &str) -> Option<usize> {
+    let bytes = raw.as_bytes();
+    (0..raw.len()).find(|&i| {
+        bytes[i..].starts_with(PREFIX.as_bytes())
+            && (i == 0 || bytes[i - 1] != b'=')
+            && bytes.get(i + PREFIX.len()) != Some(&b'=')
+    })
+}
+
+/// A line and the tool's part of it (from the prefix on; the whole line when there is none).
+fn classify_line(raw: &str) -> (Line<'_>, &str) {
+    let Some(at) = prefix_at(raw) else {
+        return (Line::App, raw);
     };
-    if rest.starts_with('=') {
-        // A rule of '=' characters (another tool's banner), not the prefix.
-        return Line::App;
-    }
+    let tool_part = &raw[at..];
+    let rest = &tool_part[PREFIX.len()..];
     let rest = rest.strip_prefix(' ').unwrap_or(rest);
-    if rest.trim().is_empty() {
+    let line = if rest.trim().is_empty() {
         Line::Blank
     } else if rest.starts_with(char::is_whitespace) {
         Line::Cont(rest.trim())
     } else {
         Line::Header(rest.trim_end())
-    }
+    };
+    (line, tool_part)
 }
 
-/// A header and its continuation lines; `raw` lines are verbatim (minus a trailing `\r`).
+/// A header and its continuation lines; `raw` lines are verbatim from the prefix on.
 struct Block<'a> {
     header: &'a str,
     header_raw: &'a str,
@@ -180,9 +204,9 @@ impl Block<'_> {
 fn blocks(output: &str) -> Vec<Block<'_>> {
     let mut out = Vec::new();
     let mut cur: Option<Block<'_>> = None;
-    for raw in output.lines() {
-        let raw = raw.strip_suffix('\r').unwrap_or(raw);
-        match classify_line(raw) {
+    for line in report_lines(output) {
+        let (kind, raw) = classify_line(line);
+        match kind {
             Line::App => {}
             Line::Blank => out.extend(cur.take()),
             Line::Header(h) => {
@@ -213,6 +237,14 @@ fn blocks(output: &str) -> Vec<Block<'_>> {
 #[derive(Default)]
 struct State {
     findings: Vec<Finding>,
+    /// Finding blocks as the tool counts them (one per header; a race block holds several
+    /// pairs): racecheck's by severity, every other block in `others`.
+    races: Graded,
+    others: u64,
+    /// `ERROR SUMMARY: N errors`, summed, apart from racecheck's counts.
+    error_count: Option<u64>,
+    /// `RACECHECK SUMMARY: N hazards displayed`, summed.
+    displayed: Option<u64>,
     error_summary: Option<u64>,
     warnings: Option<u64>,
     not_printed: Option<u64>,
@@ -287,14 +319,19 @@ impl State {
             return 1;
         }
         if l.contains("race reported between") {
-            self.findings.extend(race_pairs(b));
+            let (severity, pairs) = race_pairs(b);
+            self.races.add(severity);
+            self.findings.extend(pairs);
             return 1;
         }
         if l.contains("hazard detected") {
-            self.findings.push(race_hazard(b));
+            let f = race_hazard(b);
+            self.races.add(f.severity);
+            self.findings.push(f);
             return 1;
         }
         if let Some(kind) = finding_kind(&l, b) {
+            self.others += 1;
             self.findings.push(generic_finding(kind, b));
             return 1;
         }
@@ -313,8 +350,50 @@ impl State {
             return 1;
         }
         // `Program hit ...` API errors and every block this parser does not know.
+        self.others += 1;
         self.findings.push(generic_finding(FindingKind::Other, b));
         1
+    }
+
+    /// The tool's own counts against the blocks parsed, in words when they disagree.
+    /// `ERROR SUMMARY` counts every error it printed plus those it did not (`N errors were
+    /// not printed`); `RACECHECK SUMMARY` counts the hazard blocks it displayed, and its
+    /// `(E errors, W warnings)` grades them when every one was displayed. Infos are in
+    /// neither count.
+    fn mismatch(&self) -> Option<String> {
+        let mut said = Vec::new();
+        if let Some(n) = self.error_count {
+            let printed = n.saturating_sub(self.not_printed.unwrap_or(0));
+            let parsed = self.others + self.races.error + self.races.warning;
+            if printed != parsed {
+                let hidden = match self.not_printed {
+                    Some(h) => format!(" ({h} not printed)"),
+                    None => String::new(),
+                };
+                said.push(format!(
+                    "ERROR SUMMARY counts {n} errors{hidden} but the report itemises {parsed}"
+                ));
+            }
+        }
+        if let Some(d) = self.displayed {
+            let parsed = self.races.error + self.races.warning;
+            let graded = (self.error_summary, self.warnings.unwrap_or(0));
+            if d != parsed {
+                said.push(format!(
+                    "RACECHECK SUMMARY displays {d} hazards but the report itemises {parsed} ({} errors, {} warnings)",
+                    self.races.error, self.races.warning
+                ));
+            } else if let (Some(e), w) = graded {
+                let all_shown = e.saturating_add(w) == d;
+                if all_shown && (e, w) != (self.races.error, self.races.warning) {
+                    said.push(format!(
+                        "RACECHECK SUMMARY grades {e} errors and {w} warnings but the report itemises {} and {}",
+                        self.races.error, self.races.warning
+                    ));
+                }
+            }
+        }
+        (!said.is_empty()).then(|| said.join("; "))
     }
 
     fn error_summary_line(&mut self, h: &str, rest: &str, b: &Block<'_>) {
@@ -327,6 +406,7 @@ impl State {
             }
             Some(n) if after_l.starts_with("error") => {
                 self.error_summary = Some(self.error_summary.unwrap_or(0).saturating_add(n));
+                self.error_count = Some(self.error_count.unwrap_or(0).saturating_add(n));
                 self.summary_lines.push(klab_core::text::one_line(h));
             }
             // A summary this parser cannot read: keep it, count nothing.
@@ -336,6 +416,9 @@ impl State {
 
     fn racecheck_summary(&mut self, h: &str, rest: &str, next: Option<&Block<'_>>) -> usize {
         let (displayed, after) = leading_number(rest.trim());
+        if let Some(d) = displayed {
+            self.displayed = Some(self.displayed.unwrap_or(0).saturating_add(d));
+        }
         let mut line = klab_core::text::one_line(h);
         let mut counts = paren_counts(after);
         let mut used = 1;
@@ -369,6 +452,56 @@ impl State {
         }
         used
     }
+}
+
+/// Racecheck blocks by severity.
+#[derive(Default)]
+struct Graded {
+    error: u64,
+    warning: u64,
+    info: u64,
+}
+
+impl Graded {
+    fn add(&mut self, s: Severity) {
+        let n = match s {
+            Severity::Error => &mut self.error,
+            Severity::Warning => &mut self.warning,
+            Severity::Info => &mut self.info,
+        };
+        *n += 1;
+    }
+}
+
+/// A severity word as racecheck writes it (`Error`, `ERROR`, `Warning`, `WARN`, `Info`,
+/// `INFO`).
+fn severity_word(w: &str) -> Option<Severity> {
+    match w.trim().to_ascii_lowercase().as_str() {
+        "error" | "err" => Some(Severity::Error),
+        "warning" | "warn" => Some(Severity::Warning),
+        "info" | "information" => Some(Severity::Info),
+        _ => None,
+    }
+}
+
+/// A race block header's severity and the header without it: a leading `Error: ` /
+/// `WARN:(reason) ` / `INFO:(reason) `, or a trailing `(Warning)` / `(Info)`. No grade is
+/// an error (the tool's own default).
+fn race_severity(header: &str) -> (Severity, &str) {
+    let h = header.trim();
+    if let Some((word, rest)) = h.split_once(':') {
+        if let Some(s) = severity_word(word) {
+            let rest = rest.trim_start();
+            // `WARN:(Warp Level Programming) Potential ...`: the reason stays in the text.
+            return (s, rest);
+        }
+    }
+    if let Some(open) = h.strip_suffix(')').and_then(|t| t.rfind('(')) {
+        if let Some(s) = severity_word(&h[open + 1..h.len() - 1]) {
+            return (s, h[..open].trim_end());
+        }
+    }
+    (Severity::Error, h)
 }
 
 /// `(E errors, W warnings)` anywhere in `s`: (errors, warnings), each when present; `None`
@@ -788,9 +921,18 @@ fn race_finding(first: &Access, second: Option<&Access>, raw: String) -> Finding
     f
 }
 
-/// `Race reported between A access ... and B access ... [N hazards]`: one finding per pair.
-fn race_pairs(b: &Block<'_>) -> Vec<Finding> {
-    let h = b.header;
+/// `Race reported between A access ... and B access ... [N hazards]`: the block's
+/// severity and one finding per pair, each with that severity.
+fn race_pairs(b: &Block<'_>) -> (Severity, Vec<Finding>) {
+    let (severity, h) = race_severity(b.header);
+    let mut pairs = race_pairs_of(h, b);
+    for f in &mut pairs {
+        f.severity = severity;
+    }
+    (severity, pairs)
+}
+
+fn race_pairs_of(h: &str, b: &Block<'_>) -> Vec<Finding> {
     let l = h.to_ascii_lowercase();
     let Some(i) = l.find("race reported between") else {
         return vec![generic_finding(FindingKind::Race, b)];
@@ -827,6 +969,7 @@ fn race_pairs(b: &Block<'_>) -> Vec<Finding> {
 /// threads' accesses in the body (racecheck `--racecheck-report hazard`).
 fn race_hazard(b: &Block<'_>) -> Finding {
     let mut f = Finding::new(FindingKind::Race, b.raw());
+    f.severity = race_severity(b.header).0;
     let l = b.header.to_ascii_lowercase();
     f.hazard = if l.contains("raw hazard") {
         Some(Hazard::Raw)

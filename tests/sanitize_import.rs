@@ -1,0 +1,119 @@
+//! `klab sanitize --import REPORT --tool T`: reports klab did not run, read by the same
+//! parser as a run, with the documented exit codes (issue 15, item 6).
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use common::klab;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/klab-tools/tests/fixtures")
+        .join(name)
+}
+
+fn import(path: &std::path::Path, tool: &str) -> Output {
+    klab()
+        .args(["sanitize", "--import"])
+        .arg(path)
+        .args(["--tool", tool])
+        .output()
+        .expect("klab runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn import_prints_the_findings_and_exits_2_on_errors() {
+    let o = import(&fixture("san_racecheck_broken_33.txt"), "racecheck");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(
+        out.contains("racecheck: found errors; summary 12 errors, 0 warnings; findings: 48 race (12648 hazards)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn import_of_a_clean_report_exits_0() {
+    let o = import(&fixture("san_memcheck_padded_clean.txt"), "memcheck");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("memcheck: clean; summary 0 errors; no findings; exit 0"));
+}
+
+#[test]
+fn import_reads_a_cr_only_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("cr.txt");
+    let t = std::fs::read_to_string(fixture("san_racecheck_broken_33.txt")).unwrap();
+    std::fs::write(&p, t.replace('\n', "\r")).unwrap();
+    let o = import(&p, "racecheck");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("findings: 48 race"));
+}
+
+#[test]
+fn import_refuses_another_format_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("report.xml");
+    std::fs::write(&p, "<?xml version=\"1.0\"?>\n<ComputeSanitizerOutput/>\n").unwrap();
+    for path in [p, fixture("san_version.txt")] {
+        let o = import(&path, "memcheck");
+        assert_eq!(o.status.code(), Some(1));
+        let err = text(&o.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(
+            err.contains("expected a Compute Sanitizer text report"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn import_refuses_unreadable_inputs_and_bad_arguments_with_exit_1() {
+    for (args, needle) in [
+        (
+            &["--import", "/dev/zero", "--tool", "memcheck"][..],
+            "not a regular file",
+        ),
+        (
+            &["--import", "/nonexistent/r.txt", "--tool", "memcheck"][..],
+            "cannot read",
+        ),
+        (
+            &["--import", "r.txt", "--tool", "leakcheck"][..],
+            "possible values",
+        ),
+        (&["--import", "r.txt"][..], "--tool"),
+        (&["--tool", "memcheck"][..], "--import"),
+        (
+            &["padded", "--import", "r.txt", "--tool", "memcheck"][..],
+            "cannot be used",
+        ),
+    ] {
+        let o = klab().arg("sanitize").args(args).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&o.stderr).contains(needle),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+    }
+}
+
+#[test]
+fn tool_values_are_the_tool_names() {
+    // The CLI's value enum and klab's tool list stay one list.
+    let o = klab().args(["sanitize", "--help"]).output().unwrap();
+    let names: Vec<&str> = klab_tools::sanitizer::Tool::ALL
+        .iter()
+        .map(|t| t.as_str())
+        .collect();
+    let want = format!("[possible values: {}]", names.join(", "));
+    assert!(text(&o.stdout).contains(&want), "{}", text(&o.stdout));
+}
