@@ -23,7 +23,10 @@
 //! Each operation fixes the roles its kernel must take: copy and transpose `out`, `in` and
 //! `n` (i32); triad `x`, `z`, `y`, `n` (u64) and `alpha` (f32); reduce-sum `in`, `partials`
 //! and `n` (u64). A manifest whose parameters don't match its operation is an error that
-//! names the field.
+//! names the field. These fields state a built-in contract, which
+//! [`crate::ops::contract::declare`] writes into the same [`crate::declared::DeclaredOp`]
+//! an `operation = "declared"` kernel gives in `[kernel.op]`: [`KernelDecl::op`] is what
+//! every gate reads.
 //!
 //! A manifest read from disk ([`load`], [`Files::Dir`]) may name include folders; each is
 //! read into an [`IncludeDir`] (its files' digest, which the compile cache keys on).
