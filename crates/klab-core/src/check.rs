@@ -711,6 +711,43 @@ mod tests {
         crate::registry::resolve(spec, crate::registry::Scope::Audit)
     }
 
+    /// A declared 1-D copy `k(x, y, n)`, n passed as `n_type`.
+    fn copy_manifest(n_type: &str) -> crate::manifest::Manifest {
+        let text = format!(
+            r#"
+source = "k.cu"
+[[kernel]]
+name = "k"
+entry = "k"
+operation = "declared"
+params = ["x", "y", "n:{n_type}"]
+[kernel.op]
+grid = ["ceil_div(n, 32)"]
+block = ["32"]
+useful_bytes = "8 * n"
+reference = {{ c = "r.c:r" }}
+sizes.n = {{}}
+buffers.x = {{ dtype = "f32", len = "n", role = "in" }}
+buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
+"#
+        );
+        crate::manifest::parse(
+            "m.toml",
+            &text,
+            crate::manifest::Files::Given(&|_| Ok(("k.cu".into(), "k".into()))),
+        )
+        .unwrap()
+    }
+
+    /// The host stand-in for [`copy_manifest`]'s kernel.
+    fn host_copy(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+        let [HostArg::Buffer(x), HostArg::Buffer(y), _] = a else {
+            panic!()
+        };
+        let v = mem[*x].clone();
+        mem[*y].copy_from_slice(&v);
+    }
+
     #[test]
     fn a_reference_that_fails_where_klab_chose_the_shape_is_a_skip() {
         struct Fails;
@@ -728,36 +765,9 @@ mod tests {
                 "a failing reference".into()
             }
         }
-        let m = crate::manifest::parse(
-            "m.toml",
-            r#"
-source = "k.cu"
-[[kernel]]
-name = "k"
-entry = "k"
-operation = "declared"
-params = ["x", "y", "n:i32"]
-[kernel.op]
-grid = ["ceil_div(n, 32)"]
-block = ["32"]
-useful_bytes = "8 * n"
-reference = { c = "r.c:r" }
-sizes.n = {}
-buffers.x = { dtype = "f32", len = "n", role = "in" }
-buffers.y = { dtype = "f32", len = "n", role = "out", compare = "bitwise" }
-"#,
-            crate::manifest::Files::Given(&|_| Ok(("k.cu".into(), "k".into()))),
-        )
-        .unwrap();
+        let m = copy_manifest("i32");
         let d = m.kernels[0].clone();
-        fn copy(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
-            let [HostArg::Buffer(x), HostArg::Buffer(y), _] = a else {
-                panic!()
-            };
-            let v = mem[*x].clone();
-            mem[*y].copy_from_slice(&v);
-        }
-        let mut b = HostBackend::new().with_general_kernel("k", copy);
+        let mut b = HostBackend::new().with_general_kernel("k", host_copy);
         let k = b.kernel("k").unwrap();
         let w = general::DeclaredWorkload::new(
             d,
@@ -811,35 +821,8 @@ buffers.y = { dtype = "f32", len = "n", role = "out", compare = "bitwise" }
                 "a slow reference".into()
             }
         }
-        let m = crate::manifest::parse(
-            "m.toml",
-            r#"
-source = "k.cu"
-[[kernel]]
-name = "k"
-entry = "k"
-operation = "declared"
-params = ["x", "y", "n:u64"]
-[kernel.op]
-grid = ["ceil_div(n, 32)"]
-block = ["32"]
-useful_bytes = "8 * n"
-reference = { c = "r.c:r" }
-sizes.n = {}
-buffers.x = { dtype = "f32", len = "n", role = "in" }
-buffers.y = { dtype = "f32", len = "n", role = "out", compare = "bitwise" }
-"#,
-            crate::manifest::Files::Given(&|_| Ok(("k.cu".into(), "k".into()))),
-        )
-        .unwrap();
-        fn copy(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
-            let [HostArg::Buffer(x), HostArg::Buffer(y), _] = a else {
-                panic!()
-            };
-            let v = mem[*x].clone();
-            mem[*y].copy_from_slice(&v);
-        }
-        let mut b = HostBackend::new().with_general_kernel("k", copy);
+        let m = copy_manifest("u64");
+        let mut b = HostBackend::new().with_general_kernel("k", host_copy);
         let k = b.kernel("k").unwrap();
         let opts = CheckOptions {
             seed: 1,
