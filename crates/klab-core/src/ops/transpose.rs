@@ -107,12 +107,6 @@ fn affine_index(value: u32) -> u64 {
     u64::from(value.wrapping_sub(ADD).wrapping_mul(MUL_INV))
 }
 
-/// Fill `out` (length N*N) with the input for `n`, as 32-bit patterns.
-pub fn fill_input(n: u64, out: &mut [u32]) {
-    debug_assert_eq!(out.len() as u64, n * n);
-    fill_words(out);
-}
-
 /// Fill `out` with the exact integers `0, 1, 2, ...` as float32 while every one of them
 /// is exact (up to 2^24 words, an N x N matrix with N <= 4096), else with distinct 32-bit
 /// patterns ([`InputPattern::DistinctBits`]).
@@ -226,7 +220,7 @@ mod tests {
 
     fn input(n: u64) -> Vec<u32> {
         let mut v = vec![0; (n * n) as usize];
-        fill_input(n, &mut v);
+        fill_words(&mut v);
         v
     }
 
