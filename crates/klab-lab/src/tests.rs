@@ -251,12 +251,43 @@ fn the_sanitizer_step_needs_the_accepted_clean_and_the_broken_caught() {
     assert!(detail.ends_with("broken: found by memcheck"), "{detail}");
     let (status, detail) = run("clean", "clean", (0, 2));
     assert_eq!(status, "failed");
-    assert!(detail.contains("no sanitizer tool reported it"), "{detail}");
+    assert!(
+        detail.contains("no sanitizer tool caught broken: broken: no sanitizer tool reported it"),
+        "{detail}"
+    );
     let (status, detail) = run("found_errors", "found_errors", (2, 2));
     assert_eq!(status, "failed");
     assert!(
         detail.starts_with("an accepted variant is not clean: copy"),
         "{detail}"
+    );
+}
+
+/// Two known-broken kernels, one caught: the one caught must not vouch for the other.
+#[test]
+fn the_sanitizer_step_needs_every_broken_kernel_caught() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut opts = options(tmp.path());
+    opts.plan.sanitize_broken = vec!["broken".into(), "naive".into()];
+    let mut fake = Fake::default();
+    fake.answer(
+        outcome(Some(0), ""),
+        vec![("sanitize.json", sanitized("copy", "clean", false))],
+    );
+    let two = format!(
+        "[{},{}]",
+        sanitized("broken", "found_errors", true).trim_matches(['[', ']']),
+        sanitized("naive", "clean", true).trim_matches(['[', ']'])
+    );
+    fake.answer(outcome(Some(2), ""), vec![("sanitize.json", two)]);
+    let mut lab = lab_at(&opts, &mut fake, tmp.path(), "sanitize");
+    steps::sanitize(&mut lab).unwrap();
+    let s = &lab.steps[0];
+    assert_eq!(s.status, "failed", "{}", s.detail);
+    assert!(
+        s.detail.starts_with("no sanitizer tool caught naive: broken: found by memcheck; naive: no sanitizer tool reported it"),
+        "{}",
+        s.detail
     );
 }
 
