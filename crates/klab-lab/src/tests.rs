@@ -369,3 +369,22 @@ fn a_plan_takes_declared_kernels_and_refuses_one_a_step_cannot_size() {
     );
     assert!(e.contains("receipt_kernels"), "{e}");
 }
+
+/// The examples' plan (`klab lab --plan examples/ops/lab-plan.json`, run from the
+/// repository root) passes the plan check: every kernel resolves and every step can size it.
+#[test]
+fn the_examples_lab_plan_is_a_valid_plan() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap();
+    let text = std::fs::read_to_string(root.join("examples/ops/lab-plan.json")).unwrap();
+    // Its manifest paths are relative to the repository root; the test runs elsewhere.
+    let text = text.replace("\"examples/", &format!("\"{}/examples/", root.display()));
+    let plan: LabPlan = serde_json::from_str(&text).unwrap();
+    crate::check_plan(&plan).unwrap();
+    assert!(plan
+        .sanitize_broken
+        .iter()
+        .any(|k| k.ends_with("gemm.toml:gemm_no_second_sync")));
+}
