@@ -391,7 +391,7 @@ pub fn run_on(
         }
     }
     write_record(&lab, &started)?;
-    lab.current = ("report", &[]);
+    lab.current = (klab_report::REPORT_DIR, &[]);
     steps::report(&mut lab);
     write_record(&lab, &started)?;
     let skipped: Vec<String> = lab

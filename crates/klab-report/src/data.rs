@@ -181,10 +181,12 @@ pub fn load(run_dir: &Path) -> Result<RunData, ReportError> {
         Err(e) if e.is_not_found() => return Err(ReportError::NotARun(run_dir.to_path_buf())),
         Err(e) => return Err(e.into()),
     };
-    let lab: LabRecord = serde_json::from_slice(&text).map_err(|e| ReportError::NotALabRecord {
-        path: lab_path.clone(),
-        message: e.to_string(),
-    })?;
+    let mut lab: LabRecord =
+        serde_json::from_slice(&text).map_err(|e| ReportError::NotALabRecord {
+            path: lab_path.clone(),
+            message: e.to_string(),
+        })?;
+    without_the_report_itself(&mut lab);
     let name = run_dir
         .canonicalize()
         .ok()
@@ -444,6 +446,16 @@ fn parse_resources(text: &str) -> Result<Vec<ResourceRow>, String> {
             })
         })
         .collect()
+}
+
+/// The report describes the run up to itself: the lab's report step and the report's own
+/// files (which `klab lab` records after writing them) are left out, so that the report
+/// rendered inside the lab and `klab report RUN` run on its folder any number of times are
+/// the same bytes, and a report never checks its own earlier copy.
+fn without_the_report_itself(lab: &mut LabRecord) {
+    let own = format!("{}/", crate::REPORT_DIR);
+    lab.steps.retain(|s| s.name != crate::REPORT_DIR);
+    lab.artifacts.retain(|a| !a.path.starts_with(&own));
 }
 
 fn check_artifacts(dir: &Path, lab: &LabRecord) -> Vec<ArtifactCheck> {

@@ -28,7 +28,7 @@ pub mod verdict;
 
 pub use data::{load, Note, RunData};
 pub use error::ReportError;
-pub use output::{write, write_into};
+pub use output::{write, write_into, REPORT_DIR};
 
 /// A rendered report, not yet written.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,9 +9,12 @@ use klab_core::artifact::write_atomic;
 use crate::error::ReportError;
 use crate::Report;
 
+/// The report's folder in a run, and the name of the lab step that writes it there.
+pub const REPORT_DIR: &str = "report";
+
 /// Write into `<run_dir>/report/`. Returns the paths written, page first.
 pub fn write(run_dir: &Path, report: &Report) -> Result<Vec<PathBuf>, ReportError> {
-    write_into(&run_dir.join("report"), report)
+    write_into(&run_dir.join(REPORT_DIR), report)
 }
 
 /// Write into `dir` (created if needed). Returns the paths written, page first.

@@ -135,6 +135,53 @@ fn the_same_run_renders_byte_identical_files() {
     );
 }
 
+/// `klab lab` writes the report, then records the report step and the report's files in
+/// lab.json: `klab report RUN` run on that folder, again and again, writes the same bytes
+/// and never checks the report's own earlier copy (it used to list and re-hash its files
+/// and grow by a step row each time).
+#[test]
+fn the_report_is_a_fixed_point_of_its_own_run_folder() {
+    let (_tmp, run) = common::fixture_copy();
+    let first = render(&load(&run).unwrap());
+    let written = klab_report::write(&run, &first).unwrap();
+    // What the lab's report step adds to lab.json after writing.
+    edit_json(&run.join("lab.json"), |v| {
+        let rel: Vec<String> = written
+            .iter()
+            .map(|p| p.strip_prefix(&run).unwrap().display().to_string())
+            .collect();
+        let steps = v["steps"].as_array_mut().unwrap();
+        steps.retain(|s| s["name"] != "report");
+        steps.push(serde_json::json!({"name": "report", "status": "ran",
+            "detail": "report/index.html and report/report.md", "artifacts": rel}));
+        let artifacts = v["artifacts"].as_array_mut().unwrap();
+        for (p, r) in written.iter().zip(&rel) {
+            let bytes = fs::read(p).unwrap();
+            artifacts.push(serde_json::json!({"path": r, "bytes": bytes.len(),
+                "sha256": klab_core::artifact::sha256_hex(&bytes)}));
+        }
+    });
+    let files = |run: &Path| -> Vec<Vec<u8>> {
+        let mut v = vec![
+            fs::read(run.join("report/index.html")).unwrap(),
+            fs::read(run.join("report/report.md")).unwrap(),
+        ];
+        for (name, _) in &first.plots {
+            v.push(fs::read(run.join("report/plots").join(name)).unwrap());
+        }
+        v
+    };
+    let before = files(&run);
+    for _ in 0..2 {
+        let again = render(&load(&run).unwrap());
+        assert_eq!(again, first);
+        klab_report::write(&run, &again).unwrap();
+        assert_eq!(files(&run), before);
+    }
+    let md = String::from_utf8(before[1].clone()).unwrap();
+    assert!(!md.contains("report/index.html |"), "lists its own files");
+}
+
 #[test]
 fn plot_snapshots() {
     let r = render(&load(&common::fixture()).unwrap());
