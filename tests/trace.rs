@@ -416,3 +416,95 @@ fn the_summary_csv_has_one_row_per_kernel_name_with_the_median_rate() {
     assert_eq!(o.status.code(), Some(1));
     assert!(!dir.path().join("s2.csv").exists());
 }
+
+/// A scenario export of `testdata` written as `name` into `dir`.
+fn scenario(dir: &Path, name: &str, build: fn(&Path) -> testdata::Result<()>) {
+    build(&dir.join(name)).unwrap();
+}
+
+#[test]
+fn unified_memory_migrations_inside_a_kernel_are_reported_as_demand_paging() {
+    let dir = tempfile::tempdir().unwrap();
+    scenario(dir.path(), "um.sqlite", testdata::unified_memory_in_kernel);
+    let o = trace(dir.path(), &["um.sqlite"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    // The old report: "memory copies took 67.00 ms in total, 1.1x the 60.00 ms of kernel
+    // time".
+    assert!(!out.contains("memory copies took"), "{out}");
+    let by_direction: String = out
+        .split("\n\n")
+        .find(|s| s.starts_with("memcpy by direction"))
+        .unwrap()
+        .to_string();
+    let findings = &out[out.find("findings:").unwrap()..];
+    insta::assert_snapshot!(
+        "um_in_kernel_directions_and_findings",
+        format!("{by_direction}\n\n{findings}")
+    );
+}
+
+#[test]
+fn copies_on_four_streams_are_reported_as_wall_clock_time() {
+    let dir = tempfile::tempdir().unwrap();
+    scenario(
+        dir.path(),
+        "streams.sqlite",
+        testdata::copies_on_four_streams,
+    );
+    let o = trace(dir.path(), &["streams.sqlite"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The old report: "memory copies took 26.20 ms in total, 6.5x the 4.00 ms of kernel
+    // time".
+    insta::assert_snapshot!("four_streams_report", stdout(&o));
+}
+
+#[test]
+fn a_newline_in_a_kernel_name_does_not_split_a_trace_table_row() {
+    let dir = fixtures();
+    testdata::edit(
+        &dir.path().join(TRANSPOSE32),
+        "UPDATE StringIds SET value = 'mat' || char(10) || 'copy' WHERE value LIKE 'mat_copy%'",
+    )
+    .unwrap();
+    let o = trace(dir.path(), &[TRANSPOSE32]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(!out.lines().any(|l| l == "copy"), "{out}");
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.ends_with("cudaLaunchKernel  mat\\ncopy"))
+            .count(),
+        2,
+        "{out}"
+    );
+}
+
+#[test]
+fn a_wal_export_is_read_through_its_wal_or_refused_in_one_line() {
+    let dir = fixtures();
+    let path = dir.path().join(TRANSPOSE32);
+    testdata::commit_to_wal(&path, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL;").unwrap();
+    let before = names_in(dir.path());
+    let o = trace(dir.path(), &[TRANSPOSE32]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    // As sqlite3 sees it: no kernels (the old report listed the 6 still in the file).
+    assert!(out.contains("kernel launches: none\n"), "{out}");
+    assert!(
+        out.contains("-wal holds changes not yet checkpointed into the export (WAL mode)"),
+        "{out}"
+    );
+    assert_eq!(names_in(dir.path()), before);
+
+    fs::remove_file(dir.path().join(format!("{TRANSPOSE32}-shm"))).unwrap();
+    let before = names_in(dir.path());
+    let o = trace(dir.path(), &[TRANSPOSE32]);
+    assert_one_line_error(&o, &format!("{TRANSPOSE32}: has changes in "));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("sqlite3 {TRANSPOSE32} 'PRAGMA wal_checkpoint'")),
+        "{err}"
+    );
+    assert_eq!(names_in(dir.path()), before, "no -shm created");
+}

@@ -1,6 +1,6 @@
 //! `klab trace <export.sqlite>...`: Nsight Systems SQLite exports as tables (kernel
-//! launches, copies and sets, a per-kernel summary), with findings such as API calls that
-//! launched nothing. Reading is done by `klab_tools::nsys`; this file is arguments, output
+//! launches, copies and sets, a per-direction copy summary, a per-kernel summary), with
+//! findings such as API calls that launched nothing. Reading is done by `klab_tools::nsys`; this file is arguments, output
 //! and the CSV file.
 
 use std::io::Write as _;
@@ -17,7 +17,10 @@ use crate::EXIT_ERROR;
 const AFTER_HELP: &str = "\
 Make an export with: nsys export --type sqlite report.nsys-rep
 Exports from nsys 2022.1 to 2026.1 are read (columns are found by name); the file is opened
-read-only and nothing is written beside it.
+read-only and nothing is written beside it. An export in WAL mode whose changes are still in
+its -wal file is read through that file and its -shm (a note says so); without a -shm that
+cannot be done without writing one, and the export is an error that says how to fold the
+changes in (sqlite3 EXPORT 'PRAGMA wal_checkpoint').
 
 Each file gets its own section:
   header     path, nsys and schema version, GPUs, API call count
@@ -27,12 +30,19 @@ Each file gets its own section:
              dynamic shared memory in bytes, the launching API call, the demangled name
   copies     one row per memcpy (direction, source -> destination memory) and memset:
              bytes, duration_ns, GB/s = bytes / duration_ns
+  directions per copy direction (unified-memory migrations, copy kinds 11-13, are their
+             own directions, so labelled): count, timed, bytes, total (durations summed),
+             median / min / max, wall (time covered: copies that overlap, on several
+             streams, count once) and in_kernels (the part of wall while a kernel ran), ns
   summary    per kernel name: launches, timed launches, min / median / max ns (the median
              of an even count is the mean of the two middle values), GB/s at the median
   findings   facts to act on, e.g. 'N runtime API calls and zero kernels: launches failed':
              calls were recorded but no kernel ran (typically a launch error nobody
              checked, such as more than 1024 threads per block); API calls that returned
-             an error; rows without timestamps; copies that took longer than the kernels
+             an error; rows without timestamps; copies that took more wall-clock time than
+             the kernels (with their summed durations when they overlap, and the part
+             during kernels); unified-memory migrations, and how much of their time fell
+             inside kernels (demand paging: part of the kernels' time, not added to it)
   notes      what the export lacked (tables, columns, ENUM tables) and how it was read
 
 Units: ns, bytes, GB/s = 10^9 bytes per second.

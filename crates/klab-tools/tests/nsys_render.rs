@@ -228,3 +228,38 @@ fn control_characters_in_names_reach_the_text_report_escaped() {
     assert!(!out.contains('\u{1b}'), "{out}");
     assert!(out.contains("evil\\u{1b}[2Jname"), "{out}");
 }
+
+#[test]
+fn a_newline_in_a_kernel_name_does_not_split_a_table_row() {
+    let (_d, path) = write(TRANSPOSE32);
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute(
+        "UPDATE StringIds SET value = 'two' || char(10) || 'lines' || char(13) || char(9) || 'k' WHERE value LIKE 'mat_copy%'",
+        [],
+    )
+    .unwrap();
+    drop(c);
+    let t = klab_tools::nsys::open(&path).unwrap();
+    let out = render::text(&t, &Rates::default());
+    // The old report printed the raw line break: "  ...  two" then "lines\r\tk" alone.
+    assert!(!out.lines().any(|l| l.starts_with("lines")), "{out}");
+    assert!(!out.contains('\r') && !out.contains('\t'), "{out}");
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("two\\nlines\\r\\tk"))
+        .collect();
+    // Two launches in the kernel table, one row in the per-kernel summary.
+    assert_eq!(rows.len(), 3, "{out}");
+    // Every kernel table row still has all its columns.
+    let table: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("kernel launches ("))
+        .skip(2)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(table.len(), 6, "{out}");
+    assert!(
+        table.iter().all(|l| l.split_whitespace().count() >= 10),
+        "{out}"
+    );
+}

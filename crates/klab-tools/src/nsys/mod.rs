@@ -3,8 +3,14 @@
 //!
 //! # What is read
 //!
-//! [`open`] opens an export read-only (an `immutable=1` URI: no `-wal`, `-shm` or journal
-//! file is created beside it) and reads:
+//! [`open`] opens an export read-only and never writes beside it. A finished export is opened
+//! with an `immutable=1` URI (SQLite takes no locks and creates no `-wal`, `-shm` or journal
+//! file). An export left in WAL mode with changes still in its `-wal` file (a writer still
+//! open, or one that closed without a checkpoint) would read stale through `immutable=1`, so
+//! it is read through the `-wal` and an existing `-shm` opened read-only
+//! (`mode=ro&readonly_shm=1`), with a note; without a `-shm` that cannot be done without
+//! creating one, and [`open`] fails with [`NsysError::UncheckpointedWal`], which says how to
+//! fold the changes in. Then it reads:
 //!
 //! - the export's version from `META_DATA_EXPORT` (schema 3.4.0 on), else
 //!   `EXPORT_META_DATA` (up to 3.0.0), else "unknown";
@@ -28,12 +34,22 @@
 //! optional column (for example `correlationId`) leaves the values it would give unknown,
 //! also with a note. NULLs (and non-integer values) in integer columns are read as unknown.
 //!
-//! # Findings
+//! # Findings and summaries
 //!
 //! [`Trace::findings`] states facts about the run that a reader should not miss, such as
 //! "15 runtime API calls and zero kernels: launches failed" (a lazy export with API calls and
 //! no kernel table, the signature of launches that returned an error nobody checked). Findings
 //! are information; they are not a gate.
+//!
+//! Time is compared as wall-clock time: [`Intervals`] is the union of a set of rows' spans,
+//! so copies that run at once on four streams count once, and its overlap with the kernels'
+//! union is the part that hid behind kernel execution. [`Trace::summary`] groups kernel
+//! launches by name ([`KernelSummary`]); [`Trace::copy_summary`] groups copies by direction
+//! ([`CopySummary`]: count, bytes, summed / median / min / max durations as nsys's own
+//! `cuda_gpu_mem_time_sum` gives them, plus the union and its overlap with kernels).
+//! Unified-memory migrations ([`Memcpy::is_unified`]) are their own directions and their own
+//! finding: pages moved on demand while a kernel ran are part of that kernel's time, not
+//! time added to it.
 
 mod analyze;
 mod read;
@@ -47,7 +63,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use analyze::{median, summarize, KernelSummary, Rates};
+pub use analyze::{
+    median, summarize, summarize_copies, CopySummary, Intervals, KernelSummary, Rates,
+};
 
 /// Table names, as nsys writes them.
 pub mod tables {
@@ -94,6 +112,17 @@ pub enum NsysError {
     NotSqlite { path: PathBuf },
     #[error("{}: not an Nsight Systems export (no StringIds / CUPTI tables)", .path.display())]
     NotNsys { path: PathBuf },
+    /// The export is in WAL mode with changes in its `-wal` file that SQLite cannot read
+    /// without writing beside the export (no `-shm` to open read-only).
+    #[error(
+        "{}: has changes in {} not yet written into the database (WAL mode), which cannot be read without writing beside it ({reason}); run `sqlite3 {} 'PRAGMA wal_checkpoint'` to write them into it, or export again",
+        .path.display(), .wal.display(), .path.display()
+    )]
+    UncheckpointedWal {
+        path: PathBuf,
+        wal: PathBuf,
+        reason: String,
+    },
     #[error("{}: SQLite: {source}", .path.display())]
     Sqlite {
         path: PathBuf,
@@ -266,6 +295,14 @@ impl Memcpy {
     pub fn gb_s(&self) -> Option<f64> {
         gb_per_s(self.bytes, self.span.duration_ns)
     }
+
+    /// A unified-memory migration: copyKind 11, 12 or 13 (`CUDA_MEMCPY_KIND_UVM_HTOD`,
+    /// `_DTOH`, `_DTOD`, nsys's own additions to CUPTI's copy kinds, the same ids in every
+    /// export seen). Pages the driver moved, on demand or by prefetch; no API call issued
+    /// them (correlationId 0).
+    pub fn is_unified(&self) -> bool {
+        matches!(self.copy_kind, 11..=13)
+    }
 }
 
 /// One row of `CUPTI_ACTIVITY_KIND_MEMSET`.
@@ -373,8 +410,10 @@ pub enum FindingKind {
     NoTimestamps,
     /// Activity rows that end before they start.
     ReversedTimestamps,
-    /// Copies took longer than the kernels.
+    /// Copies took more wall-clock time than the kernels.
     CopiesDominate,
+    /// Unified-memory migrations, and whether they happened while kernels ran.
+    UnifiedMemory,
 }
 
 /// A fact about the run, one line.
@@ -416,5 +455,10 @@ impl Trace {
     /// The per-kernel summary (see [`summarize`]).
     pub fn summary(&self) -> Vec<KernelSummary> {
         summarize(&self.kernels)
+    }
+
+    /// The per-direction copy summary (see [`summarize_copies`]).
+    pub fn copy_summary(&self) -> Vec<CopySummary> {
+        summarize_copies(&self.memcpys, &self.kernels)
     }
 }

@@ -2,7 +2,7 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use klab_core::artifact::{open_regular, Input};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
@@ -31,34 +31,106 @@ pub fn open(path: &Path) -> Result<Trace, NsysError> {
         }
         Err(e) => return Err(NsysError::File(e)),
     }
-    let uri = immutable_uri(path).map_err(|source| NsysError::Io {
+    let wal = pending_wal(path)?;
+    let query = match &wal {
+        None => "immutable=1",
+        Some(_) => "mode=ro&readonly_shm=1",
+    };
+    let uri = file_uri(path, query).map_err(|source| NsysError::Io {
         path: path.to_path_buf(),
         source,
     })?;
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
-    let conn = Connection::open_with_flags(&uri, flags).map_err(sql_error(path))?;
-    let schema = Schema::load(&conn).map_err(sql_error(path))?;
+    // Through the WAL, a `-shm` that cannot be opened read-only (or that vanished since it
+    // was seen) is a CANTOPEN on the first read; said as the WAL problem it is.
+    let open_error = |e: rusqlite::Error| match &wal {
+        Some(w) if e.sqlite_error_code() == Some(ErrorCode::CannotOpen) => {
+            NsysError::UncheckpointedWal {
+                path: path.to_path_buf(),
+                wal: w.wal.clone(),
+                reason: format!("SQLite could not read it through {}: {e}", w.shm.display()),
+            }
+        }
+        _ => sql_error(path)(e),
+    };
+    let conn = Connection::open_with_flags(&uri, flags).map_err(open_error)?;
+    // One read transaction for every query: a writer still open on a WAL export cannot
+    // change the rows between them.
+    conn.execute_batch("BEGIN").map_err(open_error)?;
+    let schema = Schema::load(&conn).map_err(open_error)?;
     if !schema.looks_like_nsys() {
         return Err(NsysError::NotNsys {
             path: path.to_path_buf(),
         });
     }
+    let notes = wal
+        .iter()
+        .map(|w| {
+            format!(
+                "{} holds changes not yet checkpointed into the export (WAL mode): read through it and {}, read-only",
+                w.wal.display(),
+                w.shm.display()
+            )
+        })
+        .collect();
     Reader {
         conn: &conn,
         schema: &schema,
-        notes: Vec::new(),
+        notes,
     }
     .read(path)
     .map_err(sql_error(path))
 }
 
-/// `file:/abs/path?immutable=1`: SQLite then takes no locks and creates no `-wal`, `-shm`
-/// or journal files (the export must not change while it is read, which holds for a
-/// finished export). Every byte outside the URI-unreserved set is percent-encoded, so `?`,
-/// `#`, `%` and spaces in a path are safe.
-fn immutable_uri(path: &Path) -> std::io::Result<String> {
+/// The `-wal` and `-shm` files of an export whose `-wal` holds frames.
+struct Wal {
+    wal: PathBuf,
+    shm: PathBuf,
+}
+
+/// The WAL header; a `-wal` no longer than this holds no frames.
+const WAL_HEADER_BYTES: u64 = 32;
+
+/// Whether the export has a `-wal` beside it that holds frames: changes committed by a
+/// writer that is still open or that closed without a checkpoint. `immutable=1` would ignore
+/// them, and SQLite reads them only through a `-shm` wal-index: an existing one opened
+/// read-only (`readonly_shm=1`; with no writer alive SQLite rebuilds the index in its own
+/// memory from the `-wal`), since creating one would write beside the export. No `-shm`:
+/// [`NsysError::UncheckpointedWal`]. The names are SQLite's: the database's path, symbolic
+/// links resolved, plus `-wal` / `-shm`.
+fn pending_wal(path: &Path) -> Result<Option<Wal>, NsysError> {
+    let real = std::fs::canonicalize(path).map_err(|source| NsysError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let beside = |suffix: &str| {
+        let mut p = real.clone().into_os_string();
+        p.push(suffix);
+        PathBuf::from(p)
+    };
+    let (wal, shm) = (beside("-wal"), beside("-shm"));
+    let frames = std::fs::metadata(&wal).is_ok_and(|m| m.is_file() && m.len() > WAL_HEADER_BYTES);
+    if !frames {
+        return Ok(None);
+    }
+    if !shm.is_file() {
+        return Err(NsysError::UncheckpointedWal {
+            path: path.to_path_buf(),
+            reason: format!("there is no {}", shm.display()),
+            wal,
+        });
+    }
+    Ok(Some(Wal { wal, shm }))
+}
+
+/// `file:/abs/path?QUERY`: with `immutable=1` SQLite takes no locks and creates no `-wal`,
+/// `-shm` or journal files (the export must not change while it is read, which holds for a
+/// finished export); with `mode=ro&readonly_shm=1` it reads a pending `-wal` through an
+/// existing `-shm` without writing either. Every byte outside the URI-unreserved set is
+/// percent-encoded, so `?`, `#`, `%` and spaces in a path are safe.
+fn file_uri(path: &Path, query: &str) -> std::io::Result<String> {
     let abs = std::path::absolute(path)?;
     let raw = abs.as_os_str().as_encoded_bytes();
     #[cfg(windows)]
@@ -74,7 +146,8 @@ fn immutable_uri(path: &Path) -> std::io::Result<String> {
             uri.push_str(&format!("%{b:02X}"));
         }
     }
-    uri.push_str("?immutable=1");
+    uri.push('?');
+    uri.push_str(query);
     Ok(uri)
 }
 

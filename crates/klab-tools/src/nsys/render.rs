@@ -203,17 +203,40 @@ fn or_dash(s: String) -> String {
     }
 }
 
+/// Text from the export (names, labels, versions) or the command line (paths) made safe
+/// for one line of a terminal: every control character, line breaks included, is shown
+/// escaped (`\n`, `\u{1b}`), so a kernel name cannot split a table row or a finding, nor
+/// send terminal escapes.
+fn one_line(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// Aligned columns, two spaces apart, indented by two. `right[i]` right-aligns column i
-/// (numbers); the last column is not padded.
+/// (numbers); the last column is not padded. Cells go through [`one_line`].
 fn table(out: &mut String, head: &[&str], right: &[bool], rows: &[Vec<String>]) {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| one_line(c)).collect())
+        .collect();
     let mut width: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
+    for r in &rows {
         for (w, c) in width.iter_mut().zip(r) {
             *w = (*w).max(c.chars().count());
         }
     }
     let head: Vec<String> = head.iter().map(|h| h.to_string()).collect();
-    for r in std::iter::once(&head).chain(rows) {
+    for r in std::iter::once(&head).chain(&rows) {
         let mut line = String::from(" ");
         for (i, c) in r.iter().enumerate() {
             let pad = width[i].saturating_sub(c.chars().count());
@@ -247,12 +270,18 @@ fn empty_reason(state: TableState, table: &str) -> String {
 
 /// The report of one trace: a header line (`== PATH: nsys VERSION, schema VERSION`), the
 /// GPUs and API call count, the kernel launch table, the memcpy/memset table, the
-/// per-kernel summary, findings and notes. GB/s and % of peak columns appear when `rates`
-/// has `bytes_moved` (and `peak_gbs`).
+/// per-direction copy summary, the per-kernel summary, findings and notes. GB/s and % of
+/// peak columns appear when `rates` has `bytes_moved` (and `peak_gbs`). Text from the
+/// export is shown on one line (see [`one_line`]).
 pub fn text(t: &Trace, rates: &Rates) -> String {
     use super::tables::{KERNEL, MEMCPY, MEMSET};
     let mut out = String::new();
-    let _ = writeln!(out, "== {}: {}", t.path.display(), t.version);
+    let _ = writeln!(
+        out,
+        "== {}: {}",
+        one_line(&t.path.display().to_string()),
+        one_line(&t.version.to_string())
+    );
     for g in &t.gpus {
         let mut facts = vec![g.name.clone().unwrap_or_else(|| "unnamed GPU".into())];
         if let Some(n) = g.sm_count {
@@ -265,7 +294,11 @@ pub fn text(t: &Trace, rates: &Rates) -> String {
             .cuda_device
             .map(|d| d.to_string())
             .unwrap_or_else(|| "?".into());
-        let _ = writeln!(out, "GPU: CUDA device {dev}: {}", facts.join(", "));
+        let _ = writeln!(
+            out,
+            "GPU: CUDA device {dev}: {}",
+            one_line(&facts.join(", "))
+        );
     }
     let _ = writeln!(
         out,
@@ -395,6 +428,52 @@ pub fn text(t: &Trace, rates: &Rates) -> String {
         table(&mut out, &head, &right, &rows);
     }
 
+    // Per-direction copy summary.
+    let copies = t.copy_summary();
+    if !copies.is_empty() {
+        out.push('\n');
+        out.push_str(
+            "memcpy by direction (ns; wall counts time that copies share once; in_kernels is \
+             the part of wall while a kernel ran):\n",
+        );
+        let head = [
+            "count",
+            "timed",
+            "bytes",
+            "total",
+            "median",
+            "min",
+            "max",
+            "wall",
+            "in_kernels",
+            "direction",
+        ];
+        let mut right = [true; 10];
+        right[9] = false;
+        let rows: Vec<Vec<String>> = copies
+            .iter()
+            .map(|c| {
+                vec![
+                    c.count.to_string(),
+                    c.timed.to_string(),
+                    c.bytes.to_string(),
+                    c.total_ns.to_string(),
+                    ns_f(c.median_ns),
+                    or_dash(opt(c.min_ns)),
+                    or_dash(opt(c.max_ns)),
+                    c.wall_ns.to_string(),
+                    c.during_kernels_ns.to_string(),
+                    if c.unified {
+                        format!("{} (unified-memory migration)", c.direction)
+                    } else {
+                        c.direction.clone()
+                    },
+                ]
+            })
+            .collect();
+        table(&mut out, &head, &right, &rows);
+    }
+
     // Per-kernel summary.
     let summary = t.summary();
     if !summary.is_empty() {
@@ -446,26 +525,16 @@ pub fn text(t: &Trace, rates: &Rates) -> String {
     } else {
         out.push_str("findings:\n");
         for f in &t.findings {
-            let _ = writeln!(out, "  - {f}");
+            let _ = writeln!(out, "  - {}", one_line(&f.text));
         }
     }
     if !t.notes.is_empty() {
         out.push_str("notes:\n");
         for n in &t.notes {
-            let _ = writeln!(out, "  - {n}");
+            let _ = writeln!(out, "  - {}", one_line(n));
         }
     }
-    // Names come from someone else's file: no control characters (terminal escapes) reach
-    // the terminal; they are shown escaped.
-    out.chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    out
 }
 
 #[cfg(test)]
@@ -481,6 +550,25 @@ mod tests {
         );
         assert_eq!(csv_field("a\"b"), "\"a\"\"b\"");
         assert_eq!(csv_field("a\nb"), "\"a\nb\"");
+    }
+
+    #[test]
+    fn one_line_escapes_every_control_character() {
+        assert_eq!(one_line("saxpy(float *, int)"), "saxpy(float *, int)");
+        assert_eq!(one_line("a\nb\r\tc"), "a\\nb\\r\\tc");
+        assert_eq!(one_line("evil\u{1b}[2J"), "evil\\u{1b}[2J");
+    }
+
+    #[test]
+    fn a_line_break_in_a_cell_does_not_split_the_row() {
+        let mut out = String::new();
+        table(
+            &mut out,
+            &["n", "name"],
+            &[true, false],
+            &[vec!["1".into(), "two\nlines".into()]],
+        );
+        assert_eq!(out, "  n  name\n  1  two\\nlines\n");
     }
 
     #[test]

@@ -18,6 +18,12 @@
 //!
 //! The memset layout is known only from the 2022.2 export; the 2024.5 fixture assumes it
 //! unchanged.
+//!
+//! Besides these fixtures, scenario builders write 2024.5-layout exports for one finding
+//! each: [`unified_memory_in_kernel`] (migrations that sum to more than the kernel's time
+//! but all happen inside it), [`copies_on_four_streams`] (copies whose durations sum to
+//! 26.2 ms in 18.4 ms of wall-clock time); [`commit_to_wal`] and [`open_wal_writer`] leave
+//! an export's changes in its `-wal` file.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -1656,4 +1662,182 @@ pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>> {
             Ok(p)
         })
         .collect()
+}
+
+// Scenario exports: not in [`FIXTURES`], each built for the findings it must get right.
+
+/// A 2024.5-layout export with the usual tables (metadata, ENUM tables, one H200), empty,
+/// for the scenarios below.
+fn scenario(path: &Path) -> Result<Db> {
+    let v = Version::V2024_5;
+    let refs = v.refs();
+    let db = Db::create(path, refs)?;
+    write_meta(
+        &db,
+        super::tables::META_DATA_EXPORT,
+        &meta_2024_5(true, "scenario.sqlite"),
+    )?;
+    add_enum_tables(&db)?;
+    add_gpu(&db, refs, 0, 0, "NVIDIA H200", 132, 4_800_000_000_000)?;
+    db.table(super::tables::KERNEL, &kernel_cols(v), refs)?;
+    db.table(super::tables::MEMCPY, &memcpy_cols(v), refs)?;
+    db.table(super::tables::RUNTIME, &runtime_cols(), refs)?;
+    Ok(db)
+}
+
+/// A kernel of the scenarios, launched by call `correlation_id`.
+fn scenario_kernel(
+    name: &'static str,
+    start: i64,
+    duration: i64,
+    correlation_id: i64,
+    stream: i64,
+) -> Kernel<'static> {
+    Kernel {
+        demangled: name,
+        short: name,
+        mangled: None,
+        grid: [1024, 1, 1],
+        block: [256, 1, 1],
+        start,
+        duration,
+        correlation_id,
+        registers: 16,
+        static_shared: 0,
+        dynamic_shared: 0,
+        device: 0,
+        stream,
+        pid: PID,
+    }
+}
+
+/// Start of the scenarios' timelines, ns.
+pub const SCENARIO_T0: i64 = 90_000_000_000;
+
+/// Unified memory, demand paging: one 60 ms kernel `touch` and 80 migrations, all inside
+/// it. 50 Host-to-Device migrations (copyKind 11) of 0.8 ms start at 1, 2, …, 50 ms; 30
+/// Device-to-Host ones (copyKind 12, evictions) of 0.9 ms start at 1.1, 2.1, …, 30.1 ms,
+/// overlapping them. Their durations sum to 67 ms, 1.1x the kernel; they cover 30 x 1.0 +
+/// 20 x 0.8 = 46 ms of wall-clock time, all of it while the kernel ran. Each migration moves
+/// 64 KiB; correlationId 0 and stream 0, as nsys writes migrations.
+pub fn unified_memory_in_kernel(path: &Path) -> Result<()> {
+    let v = Version::V2024_5;
+    let mut db = scenario(path)?;
+    let t0 = SCENARIO_T0;
+    add_call(
+        &mut db,
+        &call("cudaMallocManaged_v6000", 1, t0 - 500_000, 100_000),
+    )?;
+    add_call(
+        &mut db,
+        &call("cudaLaunchKernel_v7000", 2, t0 - 20_000, 10_000),
+    )?;
+    add_call(
+        &mut db,
+        &call("cudaDeviceSynchronize_v3020", 3, t0 - 5_000, 60_100_000),
+    )?;
+    add_kernel(
+        &mut db,
+        v,
+        &scenario_kernel("touch(float *, long)", t0, 60_000_000, 2, 7),
+        1,
+    )?;
+    let um = |kind, start, duration| Copy {
+        copy_kind: kind,
+        src_kind: 7,
+        dst_kind: 7,
+        bytes: 65_536,
+        start,
+        duration,
+        correlation_id: 0,
+        stream: 0,
+        migration: Some((if kind == 11 { 1 } else { 3 }, 0x7f00_0000_0000 + start)),
+        pid: PID,
+    };
+    for k in 1..=50 {
+        add_copy(&db, v, &um(11, t0 + k * 1_000_000, 800_000))?;
+    }
+    for k in 1..=30 {
+        add_copy(&db, v, &um(12, t0 + k * 1_000_000 + 100_000, 900_000))?;
+    }
+    Ok(())
+}
+
+/// Copies on four streams at once, and a kernel. Host-to-Device (pinned) on streams 11 and
+/// 12: [0, 8.0) and [3.0, 9.2) ms; Device-to-Host on streams 13 and 14: [10.0, 17.0) and
+/// [14.2, 19.2) ms. The durations sum to 26.2 ms and cover 18.4 ms; the kernel `step`
+/// ([8.5, 12.5) ms, stream 7) overlaps 0.7 + 2.5 = 3.2 ms of them. Each copy moves 64 MB.
+pub fn copies_on_four_streams(path: &Path) -> Result<()> {
+    let v = Version::V2024_5;
+    let mut db = scenario(path)?;
+    let t0 = SCENARIO_T0;
+    let ms = 1_000_000;
+    let copies = [
+        (true, 11, 0, 8_000_000),
+        (true, 12, 3 * ms, 6_200_000),
+        (false, 13, 10 * ms, 7 * ms),
+        (false, 14, 14_200_000, 5 * ms),
+    ];
+    for (i, &(htod, stream, start, duration)) in copies.iter().enumerate() {
+        let corr = 10 + i as i64;
+        add_call(
+            &mut db,
+            &call("cudaMemcpyAsync_v3020", corr, t0 + start - 10_000, 5_000),
+        )?;
+        let c = plain_copy(htod, 64_000_000, t0 + start, duration, corr);
+        let pinned = Copy {
+            stream,
+            src_kind: if htod { 1 } else { 2 },
+            dst_kind: if htod { 2 } else { 1 },
+            ..c
+        };
+        add_copy(&db, v, &pinned)?;
+    }
+    add_call(
+        &mut db,
+        &call("cudaLaunchKernel_v7000", 20, t0 + 8 * ms, 10_000),
+    )?;
+    add_kernel(
+        &mut db,
+        v,
+        &scenario_kernel("step(float *)", t0 + 8_500_000, 4 * ms, 20, 7),
+        1,
+    )?;
+    Ok(())
+}
+
+/// Runs SQL on a built export and closes it (no `-wal` or journal left), for tests that
+/// alter one.
+pub fn edit(path: &Path, sql: &str) -> Result<()> {
+    let conn = Connection::open(path)?;
+    conn.execute_batch(sql)?;
+    conn.close().map_err(|(_, e)| e)?;
+    Ok(())
+}
+
+/// Leaves changes in an export's `-wal`: switches it to WAL mode, commits `sql` there, and
+/// closes without a checkpoint (`SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE`), so that the `-wal` and
+/// `-shm` stay beside it and the database file itself still holds the rows as they were,
+/// as a writer that crashed or never checkpointed leaves them.
+pub fn commit_to_wal(path: &Path, sql: &str) -> Result<()> {
+    let conn = open_wal_writer(path)?;
+    conn.execute_batch(sql)?;
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        true,
+    )?;
+    conn.close().map_err(|(_, e)| e)?;
+    Ok(())
+}
+
+/// A writer connection to an export in WAL mode, with automatic checkpoints off: what it
+/// commits stays in the `-wal` while it is open.
+pub fn open_wal_writer(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    if mode != "wal" {
+        return Err(format!("{}: journal_mode is {mode}, not wal", path.display()).into());
+    }
+    conn.execute_batch("PRAGMA wal_autocheckpoint = 0; PRAGMA foreign_keys = OFF;")?;
+    Ok(conn)
 }
