@@ -46,6 +46,7 @@ impl Cli {
             Command::Model(_)
             | Command::Kernels(_)
             | Command::Compare(_)
+            | Command::Receipt(_)
             | Command::Trace(_)
             | Command::Report(_)
             | Command::Init(_) => {}
@@ -74,6 +75,8 @@ pub enum Command {
     Rounds(RoundsArgs),
     /// Re-check two receipts and their artifacts, then print the speedup
     Compare(CompareArgs),
+    /// Re-check receipts on their own, as `klab compare` checks each side
+    Receipt(ReceiptArgs),
     /// The reference-verification gate: oracle, size ladder, two poisons, determinism, properties
     Check(CheckArgs),
     /// The reduction lab: the weak and the hardened suite on both launch variants
@@ -535,6 +538,14 @@ pub struct RoundsArgs {
 pub const BOOTSTRAP_SEED: u64 = 0x6b6c_6162;
 
 #[derive(Debug, Clone, PartialEq, Args)]
+#[command(
+    after_help = "Each receipt is re-checked first, as `klab receipt check` does: strict schema, \
+every field's domain, every artifact re-hashed, the raw samples re-parsed (none below the CUDA \
+event resolution), and every figure recomputed from them and from its block receipts; a \
+receipt that contradicts its own files is refused naming the field and both values. The pair \
+must be two measurements (not one receipt twice, no sample file shared) of like with like. \
+Exit 0 when the pair compares, 1 when a receipt or the pair is refused."
+)]
 pub struct CompareArgs {
     /// Baseline receipt (JSON)
     pub baseline: PathBuf,
@@ -546,6 +557,32 @@ pub struct CompareArgs {
     /// Bootstrap seed (recorded)
     #[arg(long, default_value_t = 0x6b6c_6162)]
     pub seed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct ReceiptArgs {
+    #[command(subcommand)]
+    pub command: ReceiptCommand,
+}
+
+#[derive(Debug, Clone, PartialEq, Subcommand)]
+pub enum ReceiptCommand {
+    /// Re-check receipts on their own: everything `klab compare` checks of one side
+    Check(ReceiptCheckArgs),
+}
+
+#[derive(Debug, Clone, PartialEq, Args)]
+#[command(
+    after_help = "Each receipt is parsed strictly and validated (every field's domain and the \
+figures it determines), every artifact and raw sample file is re-hashed, the samples are \
+re-parsed, and the median, p10 and p90 and a combined receipt's block receipts are \
+recomputed and compared with what it states. Exit 0 when every receipt passes, 1 at the \
+first one refused (one line naming the receipt, the field and both values)."
+)]
+pub struct ReceiptCheckArgs {
+    /// Receipts (JSON)
+    #[arg(required = true)]
+    pub receipts: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Args)]

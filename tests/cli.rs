@@ -118,6 +118,8 @@ fn help_is_stable() {
         ("triad_help", &["triad", "--help"][..]),
         ("rounds_help", &["rounds", "--help"][..]),
         ("compare_help", &["compare", "--help"][..]),
+        ("receipt_help", &["receipt", "--help"][..]),
+        ("receipt_check_help", &["receipt", "check", "--help"][..]),
         ("check_help", &["check", "--help"][..]),
         ("init_help", &["init", "--help"][..]),
         ("sanitize_help", &["sanitize", "--help"][..]),
