@@ -75,7 +75,7 @@ pub enum Command {
     Rounds(RoundsArgs),
     /// Re-check two receipts and their artifacts, then print the speedup
     Compare(CompareArgs),
-    /// Re-check receipts on their own, as `klab compare` checks each side
+    /// Re-check one receipt on its own; sign it or verify its signature (ssh-keygen -Y)
     Receipt(ReceiptArgs),
     /// The reference-verification gate: oracle, size ladder, two poisons, determinism, properties
     Check(CheckArgs),
@@ -569,6 +569,10 @@ pub struct ReceiptArgs {
 pub enum ReceiptCommand {
     /// Re-check receipts on their own: everything `klab compare` checks of one side
     Check(ReceiptCheckArgs),
+    /// Sign a receipt with an SSH key (ssh-keygen -Y sign), writing FILE.sig
+    Sign(ReceiptSignArgs),
+    /// Verify a receipt's SSH signature for one identity (ssh-keygen -Y verify)
+    Verify(ReceiptVerifyArgs),
 }
 
 #[derive(Debug, Clone, PartialEq, Args)]
@@ -583,6 +587,57 @@ pub struct ReceiptCheckArgs {
     /// Receipts (JSON)
     #[arg(required = true)]
     pub receipts: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Args)]
+#[command(
+    after_help = "The receipt is re-checked first (as `klab receipt check`); only a receipt that \
+passes is signed. ssh-keygen signs its bytes under the namespace klab-receipt, and the \
+signature is written atomically beside it as FILE.sig (or --signature). The signature \
+covers the receipt, which binds its artifacts by SHA-256. A key with a passphrase must be in \
+ssh-agent (pass its public key): ssh-keygen runs in the background and cannot ask for one. \
+Exit 0 when signed, 1 when the receipt is refused, the key cannot sign or ssh-keygen is \
+missing."
+)]
+pub struct ReceiptSignArgs {
+    /// The receipt (JSON)
+    pub receipt: PathBuf,
+    /// SSH private key, or public key whose private half is in ssh-agent
+    #[arg(long)]
+    pub key: PathBuf,
+    /// Where to write the signature [default: the receipt's path with .sig appended]
+    #[arg(long)]
+    pub signature: Option<PathBuf>,
+    /// The ssh-keygen binary [default: from PATH or /usr/bin]
+    #[arg(long)]
+    pub ssh_keygen: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Args)]
+#[command(
+    after_help = "ssh-keygen checks that the signature (FILE.sig, or --signature) was made over \
+the receipt's exact bytes under the namespace klab-receipt by a key the allowed-signers file \
+lists for the identity (ssh-keygen's ALLOWED SIGNERS format: `IDENTITY KEYTYPE KEY` per \
+line). The receipt's artifacts are not re-checked here; run `klab receipt check` for that. \
+Exit 0 when the signature verifies, 2 when ssh-keygen does not accept it (a failed gate: the \
+receipt or the signature changed, another key signed it, or the allowed-signers file does not \
+list that key for the identity), 1 when a file is missing or ssh-keygen cannot be run."
+)]
+pub struct ReceiptVerifyArgs {
+    /// The receipt (JSON)
+    pub receipt: PathBuf,
+    /// ssh-keygen allowed-signers file: the identities and their public keys
+    #[arg(long)]
+    pub allowed_signers: PathBuf,
+    /// The identity the receipt must be signed by (as the allowed-signers file names it)
+    #[arg(long)]
+    pub identity: String,
+    /// The signature [default: the receipt's path with .sig appended]
+    #[arg(long)]
+    pub signature: Option<PathBuf>,
+    /// The ssh-keygen binary [default: from PATH or /usr/bin]
+    #[arg(long)]
+    pub ssh_keygen: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Args)]

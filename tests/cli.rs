@@ -120,6 +120,8 @@ fn help_is_stable() {
         ("compare_help", &["compare", "--help"][..]),
         ("receipt_help", &["receipt", "--help"][..]),
         ("receipt_check_help", &["receipt", "check", "--help"][..]),
+        ("receipt_sign_help", &["receipt", "sign", "--help"][..]),
+        ("receipt_verify_help", &["receipt", "verify", "--help"][..]),
         ("check_help", &["check", "--help"][..]),
         ("init_help", &["init", "--help"][..]),
         ("sanitize_help", &["sanitize", "--help"][..]),

@@ -1,5 +1,5 @@
-//! Receipts that contradict their own files, and `klab receipt check`, through the command
-//! line. Each defect of the issue ("receipts that contradict their own files are
+//! Receipts that contradict their own files, and `klab receipt check|sign|verify`, through the
+//! command line. Each defect of the issue ("receipts that contradict their own files are
 //! accepted") has a test here: the receipt is forged the way the defect describes, with every
 //! other field kept consistent so that only the check under test can object, and `klab
 //! compare` must exit 1 with one line naming the field and both values. The forgeries start
@@ -340,4 +340,156 @@ impl AssertSuccess for std::process::Command {
             String::from_utf8_lossy(&o.stderr)
         );
     }
+}
+
+/// The ssh-keygen on this machine, if any (the test is skipped, saying so, without one).
+fn ssh_keygen() -> Option<PathBuf> {
+    let found = klab_tools::sshsig::locate(None).ok();
+    if found.is_none() {
+        eprintln!("SKIPPED: no ssh-keygen on this machine (apt-get install openssh-client)");
+    }
+    found
+}
+
+/// `klab receipt sign` and `verify` with a throwaway ed25519 key: a signed receipt verifies
+/// for its identity (exit 0); a modified receipt, another identity or another key's
+/// allowed-signers entry fail verification (exit 2); a missing signature or tool is exit 1.
+#[test]
+fn receipts_are_signed_and_verified_with_ssh_keygen() {
+    let Some(tool) = ssh_keygen() else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let (b, _) = pair(d.path());
+    let key = d.path().join("id_ed25519");
+    let made = std::process::Command::new(&tool)
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "lab@h200", "-f"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let public = fs::read_to_string(d.path().join("id_ed25519.pub")).unwrap();
+    let mut parts = public.split_whitespace();
+    let (kind, blob) = (parts.next().unwrap(), parts.next().unwrap());
+    let allowed = d.path().join("allowed_signers");
+    fs::write(&allowed, format!("lab@h200 {kind} {blob}\n")).unwrap();
+
+    let signed = klab()
+        .args(["receipt", "sign"])
+        .arg(&b)
+        .arg("--key")
+        .arg(&key)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&signed.stdout);
+    assert_eq!(
+        signed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&signed.stderr)
+    );
+    let sig = d.path().join("baseline/receipt.json.sig");
+    assert!(out.contains("receipt.json.sig"), "{out}");
+    assert!(fs::read_to_string(&sig)
+        .unwrap()
+        .starts_with("-----BEGIN SSH SIGNATURE-----"));
+    // Atomic: nothing but the signature beside the receipt.
+    let names: Vec<String> = fs::read_dir(d.path().join("baseline"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("sig") || n.starts_with('.'))
+        .collect();
+    assert_eq!(names, ["receipt.json.sig"]);
+
+    let verify = |identity: &str, signers: &Path| {
+        klab()
+            .args(["receipt", "verify"])
+            .arg(&b)
+            .arg("--allowed-signers")
+            .arg(signers)
+            .args(["--identity", identity])
+            .output()
+            .unwrap()
+    };
+    let ok = verify("lab@h200", &allowed);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&ok.stdout)
+            .contains("Good \"klab-receipt\" signature for lab@h200"),
+        "{}",
+        String::from_utf8_lossy(&ok.stdout)
+    );
+
+    // Another identity: exit 2, one line.
+    let other = verify("mallory@elsewhere", &allowed);
+    assert_eq!(other.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&other.stderr).contains("is not signed by mallory@elsewhere"));
+
+    // Another key under the same identity: exit 2.
+    let key2 = d.path().join("other");
+    std::process::Command::new(&tool)
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&key2)
+        .output()
+        .unwrap();
+    let public2 = fs::read_to_string(d.path().join("other.pub")).unwrap();
+    let p2: Vec<&str> = public2.split_whitespace().collect();
+    let allowed2 = d.path().join("allowed_other");
+    fs::write(&allowed2, format!("lab@h200 {} {}\n", p2[0], p2[1])).unwrap();
+    assert_eq!(verify("lab@h200", &allowed2).status.code(), Some(2));
+
+    // A modified receipt (one more space in its claim): exit 2, naming the receipt.
+    let text = fs::read_to_string(&b).unwrap();
+    fs::write(&b, text.replacen("\"claim\": \"", "\"claim\": \" ", 1)).unwrap();
+    let bad = verify("lab@h200", &allowed);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(
+            "baseline/receipt.json is not signed by lab@h200 under namespace klab-receipt"
+        ),
+        "{err}"
+    );
+    fs::write(&b, &text).unwrap();
+    assert_eq!(verify("lab@h200", &allowed).status.code(), Some(0));
+
+    // A missing signature or ssh-keygen: exit 1, one line.
+    fs::remove_file(&sig).unwrap();
+    refused(&verify("lab@h200", &allowed), &["receipt.json.sig"]);
+    refused(
+        &klab()
+            .args(["receipt", "sign"])
+            .arg(&b)
+            .arg("--key")
+            .arg(&key)
+            .args(["--ssh-keygen", "/nonexistent/ssh-keygen"])
+            .output()
+            .unwrap(),
+        &["cannot start /nonexistent/ssh-keygen"],
+    );
+    // A receipt that does not stand up is not signed.
+    edit_json(&b, |v| {
+        v["hardware"]["compute_capability"] = json!("banana")
+    });
+    refused(
+        &klab()
+            .args(["receipt", "sign"])
+            .arg(&b)
+            .arg("--key")
+            .arg(&key)
+            .output()
+            .unwrap(),
+        &["hardware.compute_capability 'banana'"],
+    );
+    assert!(!sig.exists());
 }
