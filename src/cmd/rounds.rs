@@ -112,7 +112,7 @@ fn combine(name: &str, rows: &[&BlockRow], rounds: u32, dir: &Path) -> anyhow::R
             sha256: sha256_file(&dir.join(&block_receipt))?,
             bytes: std::fs::metadata(dir.join(&block_receipt))?.len(),
             path: block_receipt,
-            role: "block-receipt".into(),
+            role: receipt::BLOCK_RECEIPT_ROLE.into(),
         });
         r.measurement
             .gpu_state
