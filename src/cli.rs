@@ -46,6 +46,7 @@ impl Cli {
             Command::Model(_)
             | Command::Kernels(_)
             | Command::Compare(_)
+            | Command::Receipt(_)
             | Command::Trace(_)
             | Command::Report(_)
             | Command::Init(_) => {}
@@ -74,6 +75,8 @@ pub enum Command {
     Rounds(RoundsArgs),
     /// Re-check two receipts and their artifacts, then print the speedup
     Compare(CompareArgs),
+    /// Re-check one receipt on its own; sign it or verify its signature (ssh-keygen -Y)
+    Receipt(ReceiptArgs),
     /// The reference-verification gate: oracle, size ladder, two poisons, determinism, properties
     Check(CheckArgs),
     /// The reduction lab: the weak and the hardened suite on both launch variants
@@ -535,6 +538,14 @@ pub struct RoundsArgs {
 pub const BOOTSTRAP_SEED: u64 = 0x6b6c_6162;
 
 #[derive(Debug, Clone, PartialEq, Args)]
+#[command(
+    after_help = "Each receipt is re-checked first, as `klab receipt check` does: strict schema, \
+every field's domain, every artifact re-hashed, the raw samples re-parsed (none below the CUDA \
+event resolution), and every figure recomputed from them and from its block receipts; a \
+receipt that contradicts its own files is refused naming the field and both values. The pair \
+must be two measurements (not one receipt twice, no sample file shared) of like with like. \
+Exit 0 when the pair compares, 1 when a receipt or the pair is refused."
+)]
 pub struct CompareArgs {
     /// Baseline receipt (JSON)
     pub baseline: PathBuf,
@@ -546,6 +557,87 @@ pub struct CompareArgs {
     /// Bootstrap seed (recorded)
     #[arg(long, default_value_t = 0x6b6c_6162)]
     pub seed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct ReceiptArgs {
+    #[command(subcommand)]
+    pub command: ReceiptCommand,
+}
+
+#[derive(Debug, Clone, PartialEq, Subcommand)]
+pub enum ReceiptCommand {
+    /// Re-check receipts on their own: everything `klab compare` checks of one side
+    Check(ReceiptCheckArgs),
+    /// Sign a receipt with an SSH key (ssh-keygen -Y sign), writing FILE.sig
+    Sign(ReceiptSignArgs),
+    /// Verify a receipt's SSH signature for one identity (ssh-keygen -Y verify)
+    Verify(ReceiptVerifyArgs),
+}
+
+#[derive(Debug, Clone, PartialEq, Args)]
+#[command(
+    after_help = "Each receipt is parsed strictly and validated (every field's domain and the \
+figures it determines), every artifact and raw sample file is re-hashed, the samples are \
+re-parsed, and the median, p10 and p90 and a combined receipt's block receipts are \
+recomputed and compared with what it states. Exit 0 when every receipt passes, 1 at the \
+first one refused (one line naming the receipt, the field and both values)."
+)]
+pub struct ReceiptCheckArgs {
+    /// Receipts (JSON)
+    #[arg(required = true)]
+    pub receipts: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Args)]
+#[command(
+    after_help = "The receipt is re-checked first (as `klab receipt check`); only a receipt that \
+passes is signed. ssh-keygen signs its bytes under the namespace klab-receipt, and the \
+signature is written atomically beside it as FILE.sig (or --signature). The signature \
+covers the receipt, which binds its artifacts by SHA-256. A key with a passphrase must be in \
+ssh-agent (pass its public key): ssh-keygen runs in the background and cannot ask for one. \
+Exit 0 when signed, 1 when the receipt is refused, the key cannot sign or ssh-keygen is \
+missing."
+)]
+pub struct ReceiptSignArgs {
+    /// The receipt (JSON)
+    pub receipt: PathBuf,
+    /// SSH private key, or public key whose private half is in ssh-agent
+    #[arg(long)]
+    pub key: PathBuf,
+    /// Where to write the signature [default: the receipt's path with .sig appended]
+    #[arg(long)]
+    pub signature: Option<PathBuf>,
+    /// The ssh-keygen binary [default: from PATH or /usr/bin]
+    #[arg(long)]
+    pub ssh_keygen: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Args)]
+#[command(
+    after_help = "ssh-keygen checks that the signature (FILE.sig, or --signature) was made over \
+the receipt's exact bytes under the namespace klab-receipt by a key the allowed-signers file \
+lists for the identity (ssh-keygen's ALLOWED SIGNERS format: `IDENTITY KEYTYPE KEY` per \
+line). The receipt's artifacts are not re-checked here; run `klab receipt check` for that. \
+Exit 0 when the signature verifies, 2 when ssh-keygen does not accept it (a failed gate: the \
+receipt or the signature changed, another key signed it, or the allowed-signers file does not \
+list that key for the identity), 1 when a file is missing or ssh-keygen cannot be run."
+)]
+pub struct ReceiptVerifyArgs {
+    /// The receipt (JSON)
+    pub receipt: PathBuf,
+    /// ssh-keygen allowed-signers file: the identities and their public keys
+    #[arg(long)]
+    pub allowed_signers: PathBuf,
+    /// The identity the receipt must be signed by (as the allowed-signers file names it)
+    #[arg(long)]
+    pub identity: String,
+    /// The signature [default: the receipt's path with .sig appended]
+    #[arg(long)]
+    pub signature: Option<PathBuf>,
+    /// The ssh-keygen binary [default: from PATH or /usr/bin]
+    #[arg(long)]
+    pub ssh_keygen: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Args)]

@@ -113,14 +113,15 @@ fn conditions(v: &serde_json::Value) -> String {
     .join(" | ")
 }
 
-/// Every committed receipt re-checks: `klab compare` re-hashes every artifact a receipt lists
-/// (sample files and block receipts) and re-parses its samples before it compares anything.
+/// Every committed receipt re-checks: `klab receipt check` runs on each what `klab compare`
+/// runs on each side (every artifact re-hashed, the samples re-parsed, median and quantiles
+/// recomputed from them, a combined receipt's block receipts read and held against it).
 /// Within one folder, receipts with the same conditions (a rounds folder holds one per kernel of
-/// the same rounds; copies and transposes differ in `workload.operation`) are compared first
-/// against each other one; a receipt with no such partner is compared with itself, which
-/// `klab compare` accepts and which checks its artifacts all the same. No refusal is tolerated:
-/// a pair is formed only when the conditions match, so any exit other than 0 is a missing or
-/// changed artifact, a sample file that does not parse, or a receipt that fails its own checks.
+/// the same rounds; copies and transposes differ in `workload.operation`) are also compared,
+/// first against each other one (a receipt is never compared with itself: `klab compare`
+/// refuses that). No refusal is tolerated: a pair is formed only when the conditions match, so
+/// any exit other than 0 is a missing or changed artifact, a sample file that does not parse,
+/// a receipt that contradicts its own files, or two receipts that share a measurement.
 #[test]
 fn every_committed_receipt_rechecks_with_compare() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("evidence");
@@ -163,14 +164,21 @@ fn every_committed_receipt_rechecks_with_compare() {
 
     let mut failures = Vec::new();
     let mut runs = 0;
+    for (p, _) in &found {
+        runs += 1;
+        let o = klab().args(["receipt", "check"]).arg(p).output().unwrap();
+        if o.status.code() != Some(0) {
+            failures.push(format!(
+                "klab receipt check {}: exit {:?}: {}",
+                p.strip_prefix(&root).unwrap().display(),
+                o.status.code(),
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+        }
+    }
     for ((folder, _), receipts) in &groups {
         let first = &receipts[0];
-        let others: Vec<&PathBuf> = if receipts.len() == 1 {
-            vec![first]
-        } else {
-            receipts[1..].iter().collect()
-        };
-        for other in others {
+        for other in &receipts[1..] {
             runs += 1;
             let o = klab()
                 .arg("compare")
@@ -192,7 +200,7 @@ fn every_committed_receipt_rechecks_with_compare() {
     }
     assert!(
         failures.is_empty(),
-        "{} of {runs} comparisons over {} receipts failed:\n{}",
+        "{} of {runs} checks and comparisons over {} receipts failed:\n{}",
         failures.len(),
         found.len(),
         failures.join("\n")

@@ -12,6 +12,7 @@ mod lab;
 mod measure;
 mod model;
 mod profile;
+mod receipt;
 mod reduce_lab;
 mod report;
 mod rounds;
@@ -35,6 +36,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Triad(a) => triad::run(a),
         Command::Rounds(a) => rounds::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Receipt(a) => receipt::run(a),
         Command::Check(a) => check::run(a),
         Command::ReduceLab(a) => reduce_lab::run(a),
         Command::Sanitize(a) => sanitize::run(a),

@@ -112,7 +112,7 @@ fn combine(name: &str, rows: &[&BlockRow], rounds: u32, dir: &Path) -> anyhow::R
             sha256: sha256_file(&dir.join(&block_receipt))?,
             bytes: std::fs::metadata(dir.join(&block_receipt))?.len(),
             path: block_receipt,
-            role: "block-receipt".into(),
+            role: receipt::BLOCK_RECEIPT_ROLE.into(),
         });
         r.measurement
             .gpu_state
@@ -473,10 +473,12 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
         if lines[k].ok == mine.len() {
             let mut r = combine(name, &mine, args.rounds, &dir)?;
             let ratio = ratios.iter().find(|x| x.0 == *name);
+            // The share of the ceiling is of the receipt's own rate, which is what a reader
+            // recomputes it from (the table's rate is at `n`, a declared shape's may differ).
             r.result.rounds = Some(place_in_rounds(
                 &names,
                 ceiling.as_ref(),
-                lines[k].gb_s,
+                Some(r.result.useful_gb_s),
                 &baseline,
                 ratio.map(|x| (x.1, x.2)),
             ));

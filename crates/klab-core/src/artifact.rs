@@ -607,14 +607,120 @@ pub fn format_utc(secs: u64) -> String {
     )
 }
 
+/// Seconds since the Unix epoch of an RFC 3339 date-time (`2026-11-30T09:04:56Z`,
+/// `2026-11-30T10:04:56.250+01:00`); `None` for anything else. Strict: four-digit year,
+/// a real calendar day, `T` between date and time, seconds up to 60 (a leap second), and
+/// an offset (`Z` or `+HH:MM`/`-HH:MM`) always present. Fractional seconds are dropped.
+pub fn parse_utc(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    let digits = |from: usize, len: usize| -> Option<i64> {
+        let part = b.get(from..from + len)?;
+        if !part.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(part).ok()?.parse().ok()
+    };
+    let at = |i: usize, c: u8| b.get(i).is_some_and(|x| x.eq_ignore_ascii_case(&c));
+    if !(at(4, b'-') && at(7, b'-') && at(10, b'T') && at(13, b':') && at(16, b':')) {
+        return None;
+    }
+    let (year, month, day) = (digits(0, 4)?, digits(5, 2)?, digits(8, 2)?);
+    let (hour, minute, second) = (digits(11, 2)?, digits(14, 2)?, digits(17, 2)?);
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    let month_days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    if day < 1 || day > month_days || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let mut i = 19;
+    if at(i, b'.') {
+        i += 1;
+        let start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+    }
+    let offset = if at(i, b'Z') && b.len() == i + 1 {
+        0
+    } else if matches!(b.get(i), Some(b'+' | b'-')) && at(i + 3, b':') && b.len() == i + 6 {
+        let (oh, om) = (digits(i + 1, 2)?, digits(i + 4, 2)?);
+        if oh > 23 || om > 59 {
+            return None;
+        }
+        let sign = if b[i] == b'-' { -1 } else { 1 };
+        sign * (oh * 3600 + om * 60)
+    } else {
+        return None;
+    };
+    // Days-from-civil (Howard Hinnant's algorithm), the inverse of `format_utc`.
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hour * 3600 + minute * 60 + second - offset)
+}
+
+/// Seconds since the Unix epoch now (0 if the clock is before it).
+pub fn now_utc_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod time_tests {
-    use super::format_utc;
+    use super::{format_utc, parse_utc};
 
     #[test]
     fn formats_known_instants() {
         assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(format_utc(1_796_029_496), "2026-11-30T09:04:56Z");
+    }
+
+    #[test]
+    fn parses_rfc3339_and_inverts_format_utc() {
+        for secs in [0, 951_782_400, 1_796_029_496, 4_102_444_800] {
+            assert_eq!(parse_utc(&format_utc(secs)), Some(secs as i64));
+        }
+        assert_eq!(
+            parse_utc("2026-11-30T10:04:56.250+01:00"),
+            Some(1_796_029_496)
+        );
+        assert_eq!(parse_utc("2026-11-30t09:04:56z"), Some(1_796_029_496));
+        assert_eq!(parse_utc("1969-12-31T23:59:59Z"), Some(-1));
+        for bad in [
+            "",
+            "banana",
+            "2026-11-30",
+            "2026-11-30 09:04:56Z",
+            "2026-11-30T09:04:56",
+            "2026-13-01T00:00:00Z",
+            "2026-02-29T00:00:00Z",
+            "2026-04-31T00:00:00Z",
+            "2026-11-30T24:00:00Z",
+            "2026-11-30T09:60:00Z",
+            "2026-11-30T09:04:61Z",
+            "2026-11-30T09:04:56.Z",
+            "2026-11-30T09:04:56+0100",
+            "2026-11-30T09:04:56Zjunk",
+            "+026-11-30T09:04:56Z",
+            "2026-11-30T09:04:5６Z",
+        ] {
+            assert_eq!(parse_utc(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse_utc("2024-02-29T00:00:00Z"), Some(1_709_164_800));
     }
 }

@@ -1,17 +1,24 @@
 //! `klab compare BASELINE CANDIDATE`: re-check both receipts and everything they rely on,
 //! require like-with-like conditions, then compare round by round.
 //!
-//! Before any ratio is printed, for each receipt: it parses under the strict schema and
-//! validates ([`Receipt::load`]); every artifact and raw sample file resolves inside the
-//! receipt's folder (also after following symlinks), exists, and still has its recorded
-//! SHA-256 (and, for artifacts, its recorded size); every raw sample file passes
-//! [`parse_samples_csv`] under the receipt's rotation and holds exactly `samples_per_round`
-//! samples. Then the pair must agree on operation, dtype, n, cache regime, rotation slots,
-//! GPU UUID, timer, samples per round and rounds (every difference is named), both must
-//! record a passing correctness check and clean sanitizer runs, and neither may have been
-//! timed under a profiler. Rounds are matched by round number and handed to
-//! [`analyze_speedup`]; the headline ratio is its round-level ratio
-//! (baseline / candidate, > 1 means the candidate is faster).
+//! Before any ratio is printed, for each receipt ([`check`]): it parses under the strict
+//! schema and validates ([`Receipt::load`]: every field's domain and every figure the receipt
+//! alone determines); every artifact and raw sample file resolves inside the receipt's folder
+//! (also after following symlinks), exists, and still has its recorded SHA-256 (and, for
+//! artifacts, its recorded size); every raw sample file passes [`parse_samples_csv`] under
+//! the receipt's rotation, holds exactly `samples_per_round` samples, none shorter than a
+//! CUDA event pair resolves ([`check_resolution`]); the stated median, p10 and p90 are what
+//! the samples give ([`Receipt::check_figures`]); and a combined receipt agrees with the
+//! block receipts it lists ([`Receipt::check_blocks`]: failures, sample hashes, GPU state,
+//! workload). Then the pair must be two measurements: not the same receipt, and no sample
+//! file (by resolved path or by content) on both sides. The pair must agree on operation,
+//! dtype, n, cache regime, rotation slots, GPU UUID, timer, samples per round and rounds
+//! (every difference is named), both must record a passing correctness check and clean
+//! sanitizer runs, and neither may have been timed under a profiler. Rounds are matched by
+//! round number and handed to [`analyze_speedup`]; the headline ratio is its round-level
+//! ratio (baseline / candidate, > 1 means the candidate is faster). When the pair is a
+//! `klab rounds` baseline and a candidate of the same run, the candidate's stated
+//! `result.rounds.ratio_to_baseline` must be that ratio.
 
 use std::fmt;
 use std::fs;
@@ -21,8 +28,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::artifact::{self, sha256_hex, FileError, Input};
-use crate::receipt::{Receipt, ReceiptError};
-use crate::samples::{parse_samples_csv, SampleError};
+use crate::receipt::{BlockReceipt, Receipt, ReceiptError, BLOCK_RECEIPT_ROLE, RECEIPT_SCHEMA};
+use crate::samples::{check_resolution, parse_samples_csv, SampleError};
 use crate::stats::{
     analyze_speedup, render_analysis, BootstrapConfig, SpeedupAnalysis, StatsError, Summary,
     QUANTILE_RULE,
@@ -61,8 +68,8 @@ pub enum CompareError {
     /// The receipt cannot be read, does not parse, or does not validate.
     #[error(transparent)]
     Receipt(#[from] ReceiptError),
-    #[error("receipt {}: cannot resolve its folder: {source}", .receipt.display())]
-    Folder { receipt: PathBuf, source: io::Error },
+    #[error("receipt {}: cannot resolve its folder: {error}", .receipt.display())]
+    Folder { receipt: PathBuf, error: io::Error },
     #[error("receipt {}: artifact {path} is missing", .receipt.display())]
     Missing { receipt: PathBuf, path: String },
     #[error("receipt {}: artifact {path} resolves to {}, outside the receipt's folder {}", .receipt.display(), .resolved.display(), .folder.display())]
@@ -94,11 +101,13 @@ pub enum CompareError {
         recorded: u64,
         found: u64,
     },
-    #[error("receipt {}: raw samples {path}: {source}", .receipt.display())]
+    // `error`, not `source`: the message already says it, and a source would be said twice
+    // by a caller that prints the error's chain.
+    #[error("receipt {}: raw samples {path}: {error}", .receipt.display())]
     Samples {
         receipt: PathBuf,
         path: String,
-        source: SampleError,
+        error: SampleError,
     },
     #[error("receipt {}: raw samples {path} hold {found} samples but the receipt declares {declared} per round", .receipt.display())]
     SampleCount {
@@ -106,6 +115,17 @@ pub enum CompareError {
         path: String,
         found: usize,
         declared: u64,
+    },
+    #[error("baseline and candidate are the same receipt ({}): a receipt compared with itself shows nothing", .path.display())]
+    SameReceipt { path: PathBuf },
+    #[error("baseline raw samples {baseline_file} and candidate raw samples {candidate_file} {how}: the two sides share a measurement (baseline {}, candidate {})", .baseline.display(), .candidate.display())]
+    SharedSamples {
+        baseline: PathBuf,
+        baseline_file: String,
+        candidate: PathBuf,
+        candidate_file: String,
+        /// `are the same file (PATH)` or `hold the same bytes (sha256 ...)`.
+        how: String,
     },
     #[error("receipts do not measure like with like: {}", join_differences(.0))]
     Conditions(Vec<Difference>),
@@ -225,11 +245,13 @@ struct Resolver<'a> {
 
 impl Resolver<'_> {
     /// Resolve `rel` inside the folder, following symlinks only while they stay in it, and
-    /// read it (a regular file of at most `kind.cap` bytes).
-    fn read(&self, rel: &str, kind: Input) -> Result<Vec<u8>, CompareError> {
+    /// read it (a regular file of at most `kind.cap` bytes). Returns the resolved path too.
+    fn read(&self, rel: &str, kind: Input) -> Result<(PathBuf, Vec<u8>), CompareError> {
         let receipt = self.receipt.to_path_buf();
-        let read = artifact::resolve_inside(&self.folder, Path::new(rel), kind)
-            .and_then(|resolved| artifact::read_regular(&resolved, kind));
+        let read =
+            artifact::resolve_inside(&self.folder, Path::new(rel), kind).and_then(|resolved| {
+                artifact::read_regular(&resolved, kind).map(|bytes| (resolved, bytes))
+            });
         read.map_err(|e| match e {
             e if e.is_not_found() => CompareError::Missing {
                 receipt,
@@ -258,23 +280,50 @@ fn hash_mismatch(bytes: &[u8], recorded: &str) -> Option<String> {
     (found != recorded).then_some(found)
 }
 
-/// Read and validate a receipt, re-check every artifact and raw sample file it names, and
-/// parse the raw samples. Returns the receipt and, for each `measurement.raw_samples` entry
-/// in that order, its elapsed times in microseconds (acquisition order).
-pub fn load_checked(path: &Path) -> Result<(Receipt, Vec<Vec<f64>>), CompareError> {
+/// A receipt that passed every check of one side (see the module documentation), with what
+/// the checks read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked {
+    pub receipt: Receipt,
+    /// For each `measurement.raw_samples` entry, in that order, its elapsed times in
+    /// microseconds (acquisition order).
+    pub rounds: Vec<Vec<f64>>,
+    /// For each `measurement.raw_samples` entry, the file it resolved to.
+    pub sample_files: Vec<PathBuf>,
+    /// The block receipts it lists, as read and validated.
+    pub blocks: Vec<BlockReceipt>,
+}
+
+/// Whether an artifact is a block receipt: listed as one, or a JSON file of the receipt
+/// schema under another role (so a relabelled block receipt is still checked).
+fn is_block_receipt(role: &str, path: &str, bytes: &[u8]) -> bool {
+    if role == BLOCK_RECEIPT_ROLE {
+        return true;
+    }
+    path.ends_with(".json")
+        && bytes.len() as u64 <= Input::RECEIPT.cap
+        && serde_json::from_slice::<serde_json::Value>(bytes)
+            .ok()
+            .is_some_and(|v| v.get("schema").and_then(|s| s.as_str()) == Some(RECEIPT_SCHEMA))
+}
+
+/// Read and validate a receipt, re-check every artifact and raw sample file it names, parse
+/// the raw samples, and recompute its figures from them and from its block receipts.
+pub fn check(path: &Path) -> Result<Checked, CompareError> {
     let receipt = Receipt::load(path)?;
     let folder = receipt_folder(path);
-    fs::canonicalize(&folder).map_err(|source| CompareError::Folder {
+    fs::canonicalize(&folder).map_err(|error| CompareError::Folder {
         receipt: path.to_path_buf(),
-        source,
+        error,
     })?;
     let r = Resolver {
         receipt: path,
-        folder,
+        folder: folder.clone(),
     };
 
+    let mut blocks = Vec::new();
     for a in &receipt.artifacts {
-        let bytes = r.read(&a.path, Input::ARTIFACT)?;
+        let (_, bytes) = r.read(&a.path, Input::ARTIFACT)?;
         let found_bytes = bytes.len() as u64;
         if let Some(found) = hash_mismatch(&bytes, &a.sha256) {
             return Err(CompareError::Changed {
@@ -293,12 +342,28 @@ pub fn load_checked(path: &Path) -> Result<(Receipt, Vec<Vec<f64>>), CompareErro
                 found: found_bytes,
             });
         }
+        if is_block_receipt(&a.role, &a.path, &bytes) {
+            // The bytes just hashed, not a second read of the file.
+            let at = folder.join(&a.path);
+            let text = String::from_utf8(bytes).map_err(|_| ReceiptError::Parse {
+                path: at.clone(),
+                message: "not UTF-8 text".to_string(),
+                context: None,
+            })?;
+            let block = Receipt::from_json(&text, &at)?;
+            block.validate().map_err(|e| e.in_file(&at))?;
+            blocks.push(BlockReceipt {
+                path: a.path.clone(),
+                receipt: block,
+            });
+        }
     }
 
     let m = &receipt.measurement;
     let mut rounds = Vec::with_capacity(m.raw_samples.len());
+    let mut sample_files = Vec::with_capacity(m.raw_samples.len());
     for raw in &m.raw_samples {
-        let bytes = r.read(&raw.path, Input::SAMPLES)?;
+        let (resolved, bytes) = r.read(&raw.path, Input::SAMPLES)?;
         if let Some(found) = hash_mismatch(&bytes, &raw.sha256) {
             return Err(CompareError::Changed {
                 receipt: path.to_path_buf(),
@@ -308,14 +373,14 @@ pub fn load_checked(path: &Path) -> Result<(Receipt, Vec<Vec<f64>>), CompareErro
                 sizes: None,
             });
         }
+        let samples_error = |error| CompareError::Samples {
+            receipt: path.to_path_buf(),
+            path: raw.path.clone(),
+            error,
+        };
         let samples =
-            parse_samples_csv(&bytes, receipt.workload.rotation_slots).map_err(|source| {
-                CompareError::Samples {
-                    receipt: path.to_path_buf(),
-                    path: raw.path.clone(),
-                    source,
-                }
-            })?;
+            parse_samples_csv(&bytes, receipt.workload.rotation_slots).map_err(samples_error)?;
+        check_resolution(&samples, m.timer).map_err(samples_error)?;
         if samples.len() as u64 != m.samples_per_round {
             return Err(CompareError::SampleCount {
                 receipt: path.to_path_buf(),
@@ -325,8 +390,92 @@ pub fn load_checked(path: &Path) -> Result<(Receipt, Vec<Vec<f64>>), CompareErro
             });
         }
         rounds.push(samples.into_iter().map(|s| s.elapsed_us).collect());
+        sample_files.push(resolved);
     }
-    Ok((receipt, rounds))
+    receipt
+        .check_figures(&rounds)
+        .and_then(|()| receipt.check_blocks(&blocks, &rounds, &folder))
+        .map_err(|e| e.in_file(path))?;
+    Ok(Checked {
+        receipt,
+        rounds,
+        sample_files,
+        blocks,
+    })
+}
+
+/// [`check`], returning the receipt and its raw samples (one entry per
+/// `measurement.raw_samples` entry, in that order).
+pub fn load_checked(path: &Path) -> Result<(Receipt, Vec<Vec<f64>>), CompareError> {
+    check(path).map(|c| (c.receipt, c.rounds))
+}
+
+/// Refuse a pair that is one measurement twice: the same receipt file, or a raw sample file
+/// on both sides (the same file after resolving links, or the same bytes elsewhere).
+fn require_two_measurements(
+    baseline: &Path,
+    b: &Checked,
+    candidate: &Path,
+    c: &Checked,
+) -> Result<(), CompareError> {
+    if let (Ok(x), Ok(y)) = (fs::canonicalize(baseline), fs::canonicalize(candidate)) {
+        if x == y {
+            return Err(CompareError::SameReceipt { path: x });
+        }
+    }
+    let br = &b.receipt.measurement.raw_samples;
+    let cr = &c.receipt.measurement.raw_samples;
+    for (i, bf) in b.sample_files.iter().enumerate() {
+        for (j, cf) in c.sample_files.iter().enumerate() {
+            let how = if bf == cf {
+                format!("are the same file ({})", bf.display())
+            } else if br[i].sha256 == cr[j].sha256 {
+                format!("hold the same bytes (sha256 {})", br[i].sha256)
+            } else {
+                continue;
+            };
+            return Err(CompareError::SharedSamples {
+                baseline: baseline.to_path_buf(),
+                baseline_file: br[i].path.clone(),
+                candidate: candidate.to_path_buf(),
+                candidate_file: cr[j].path.clone(),
+                how,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// When the pair is the baseline and a candidate of one `klab rounds` run (both combined
+/// receipts in the run's folder, the baseline's file named after the run's baseline), the
+/// candidate's stated `result.rounds.ratio_to_baseline` was computed from these very
+/// samples: it must be `ratio`. Other pairs' stated ratios were against other samples.
+fn check_stated_ratio(
+    baseline: &Path,
+    b: &Receipt,
+    candidate: &Path,
+    c: &Receipt,
+    ratio: f64,
+) -> Result<(), CompareError> {
+    let (Some(bc), Some(cc)) = (&b.result.rounds, &c.result.rounds) else {
+        return Ok(());
+    };
+    let Some(stated) = cc.ratio_to_baseline else {
+        return Ok(());
+    };
+    let folder = |p: &Path| fs::canonicalize(receipt_folder(p)).ok();
+    let same_run = bc.kernels == cc.kernels
+        && bc.baseline == cc.baseline
+        && bc.ratio_to_baseline.is_none()
+        && folder(baseline).is_some()
+        && folder(baseline) == folder(candidate)
+        && baseline.file_name().and_then(|n| n.to_str())
+            == Some(format!("{}.receipt.json", cc.baseline).as_str());
+    if !same_run {
+        return Ok(());
+    }
+    c.check_ratio_to_baseline(stated, ratio)
+        .map_err(|e| CompareError::Receipt(e.in_file(candidate)))
 }
 
 /// The conditions that must match, as (field, baseline, candidate) strings.
@@ -489,13 +638,6 @@ fn notes_for(role: &str, r: &Receipt, notes: &mut Vec<String>) {
             "{role}: GPU state flagged in {} block(s): {}",
             flagged.len(),
             flagged.join("; ")
-        ));
-    }
-    if r.result.flagged_blocks != flagged.len() as u64 {
-        notes.push(format!(
-            "{role}: result.flagged_blocks is {} but {} block(s) in measurement.gpu_state carry flags",
-            r.result.flagged_blocks,
-            flagged.len()
         ));
     }
     if r.measurement.gpu_state.is_empty() {
@@ -663,8 +805,11 @@ pub fn compare(
     candidate: &Path,
     cfg: &BootstrapConfig,
 ) -> Result<Comparison, CompareError> {
-    let (b, b_rounds) = load_checked(baseline)?;
-    let (c, c_rounds) = load_checked(candidate)?;
+    let bc = check(baseline)?;
+    let cc = check(candidate)?;
+    require_two_measurements(baseline, &bc, candidate, &cc)?;
+    let (b, b_rounds) = (bc.receipt, bc.rounds);
+    let (c, c_rounds) = (cc.receipt, cc.rounds);
 
     let differences = like_with_like(&b, &c);
     if !differences.is_empty() {
@@ -704,6 +849,7 @@ pub fn compare(
         });
     }
     let analysis = analyze_speedup(&b_sorted, &c_sorted, cfg)?;
+    check_stated_ratio(baseline, &b, candidate, &c, analysis.ratio)?;
     let positions: Vec<(u64, Vec<u64>, Vec<u64>)> = bn
         .iter()
         .zip(bpos)

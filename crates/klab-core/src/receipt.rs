@@ -7,6 +7,18 @@
 //! empty labels, hashes that are not SHA-256, a slot count the cache regime cannot have, too
 //! few samples or rounds, non-finite results, and paths that leave the receipt's folder.
 //! Paths inside a receipt are relative to the folder that holds it.
+//!
+//! A receipt cannot contradict itself. [`Receipt::validate`] checks every field's domain
+//! (RFC 3339 timestamps after 2000 and not ahead of this machine's clock by more than
+//! [`MAX_CLOCK_AHEAD_S`], GPU state observed before the receipt was written, a `major.minor`
+//! compute capability, a launch inside CUDA's limits and, for a built-in operation, a grid and
+//! useful work that follow from `n`) and recomputes every figure the receipt alone
+//! determines: useful GB/s and % of peak from the median, each block's GPU-state flags from
+//! its observations, the flagged-block count, the % of ceiling. What needs the hashed files
+//! is recomputed once `compare` has read them: [`Receipt::check_figures`] (median, p10, p90
+//! from the raw samples) and [`Receipt::check_blocks`] (a combined receipt against the block
+//! receipts it lists: failures, samples, GPU state, workload). A disagreement names the
+//! field, the stated value and the recomputed one.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -14,12 +26,38 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::artifact::{read_regular, write_atomic, FileError, Input};
-use crate::gpustate::BlockState;
-use crate::samples::{Regime, Timer};
+use crate::artifact::{format_utc, now_utc_secs, parse_utc, read_regular, write_atomic};
+use crate::artifact::{FileError, Input};
+use crate::device::DeviceLimits;
+use crate::gpustate::{self, BlockState};
+use crate::manifest::OpKind;
+use crate::ops::contract::builtin_work;
+use crate::plan::{self, Dim3, LaunchPlan};
+use crate::samples::{Regime, Timer, SAMPLES_CSV_HALF_UNIT_US};
+use crate::stats::{gb_per_s, Summary, QUANTILE_RULE};
 
 /// The schema string every receipt carries.
 pub const RECEIPT_SCHEMA: &str = "klab-receipt/1";
+
+/// The earliest timestamp a receipt may carry, seconds since the Unix epoch
+/// (2000-01-01T00:00:00Z): an earlier one is a clock that was never set.
+pub const EARLIEST_UTC_SECS: i64 = 946_684_800;
+
+/// How far ahead of this machine's clock a timestamp may be: two machines' clocks disagree,
+/// but not by a day.
+pub const MAX_CLOCK_AHEAD_S: i64 = 86_400;
+
+/// How much a GPU state observation may postdate the receipt that records it: one clock
+/// wrote both, so only a step of that clock (NTP) between them explains any.
+const CLOCK_STEP_S: i64 = 60;
+
+/// Relative tolerance for a figure recomputed from other stated figures: the writer did the
+/// same arithmetic on the same values, and serde_json round-trips every f64, so only the
+/// order of operations can move the last bits.
+const DERIVED_RTOL: f64 = 1e-9;
+
+/// The role of a block receipt among a combined receipt's artifacts (`klab rounds`).
+pub const BLOCK_RECEIPT_ROLE: &str = "block-receipt";
 
 /// One receipt: a claim and everything needed to inspect and rerun it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -237,7 +275,8 @@ pub enum ReceiptError {
         message: String,
         context: Option<String>,
     },
-    /// A value serde accepted but a receipt cannot hold.
+    /// A value serde accepted but a receipt cannot hold, or a stated figure that disagrees
+    /// with the figure recomputed from what it was computed from (`problem` says both).
     #[error("{}{field} {problem}", file_prefix(.file))]
     Invalid {
         file: Option<PathBuf>,
@@ -360,6 +399,8 @@ impl Receipt {
         }
         label("command[0]", &self.command[0])?;
         label("created_utc", &self.created_utc)?;
+        let now = now_utc_secs();
+        let created = timestamp("created_utc", &self.created_utc, now)?;
         label("klab_version", &self.klab_version)?;
         self.source.validate("source")?;
         if let Some(b) = &self.baseline_source {
@@ -369,6 +410,7 @@ impl Receipt {
         self.workload.validate()?;
         self.correctness.validate()?;
         self.measurement.validate()?;
+        self.measurement.validate_states(created, now)?;
 
         let mut seen = BTreeSet::new();
         for (i, a) in self.artifacts.iter().enumerate() {
@@ -394,8 +436,369 @@ impl Receipt {
                 ));
             }
         }
-        self.result.validate()
+        self.result.validate()?;
+        self.derived_figures()
     }
+
+    /// The figures the receipt alone determines, recomputed: useful GB/s and % of peak from
+    /// the median, the flagged-block count, the % of ceiling from the ceiling's rate.
+    fn derived_figures(&self) -> Result<(), ReceiptError> {
+        let r = &self.result;
+        agree(
+            "result.useful_gb_s",
+            r.useful_gb_s,
+            gb_per_s(self.workload.useful_bytes_per_launch, r.median_us),
+            "workload.useful_bytes_per_launch / result.median_us",
+        )?;
+        agree(
+            "result.pct_of_peak",
+            r.pct_of_peak,
+            100.0 * r.useful_gb_s / self.hardware.theoretical_peak_gb_s,
+            "100 x result.useful_gb_s / hardware.theoretical_peak_gb_s",
+        )?;
+        let flagged = self
+            .measurement
+            .gpu_state
+            .iter()
+            .filter(|b| !b.flags.is_empty())
+            .count() as u64;
+        if r.flagged_blocks != flagged {
+            return Err(ReceiptError::invalid(
+                "result.flagged_blocks",
+                format!(
+                    "is {}, but {flagged} block(s) in measurement.gpu_state carry flags",
+                    r.flagged_blocks
+                ),
+            ));
+        }
+        let Some(c) = &r.rounds else {
+            return Ok(());
+        };
+        match (c.ceiling_gb_s, c.pct_of_ceiling) {
+            (Some(g), Some(p)) => agree(
+                "result.rounds.pct_of_ceiling",
+                p,
+                100.0 * r.useful_gb_s / g,
+                "100 x result.useful_gb_s / result.rounds.ceiling_gb_s",
+            ),
+            (Some(g), None) if g > 0.0 => Err(ReceiptError::invalid(
+                "result.rounds.pct_of_ceiling",
+                format!("is absent, but result.rounds.ceiling_gb_s is {g}"),
+            )),
+            (None, Some(p)) => Err(ReceiptError::invalid(
+                "result.rounds.pct_of_ceiling",
+                format!("is {p}, but there is no result.rounds.ceiling_gb_s to be a share of"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Refuse a stated `result.rounds.ratio_to_baseline` that is not `found`, the
+    /// round-level ratio recomputed from the baseline's and this receipt's samples.
+    pub fn check_ratio_to_baseline(&self, stated: f64, found: f64) -> Result<(), ReceiptError> {
+        agree(
+            "result.rounds.ratio_to_baseline",
+            stated,
+            found,
+            "the baseline's and these raw samples",
+        )
+    }
+
+    /// Recompute median, p10 and p90 (by [`QUANTILE_RULE`]) over all samples of all raw
+    /// sample files (`samples`, one entry per `measurement.raw_samples` entry, as `compare`
+    /// parsed them) and refuse a stated value further from them than the sample files'
+    /// printed precision explains ([`SAMPLES_CSV_HALF_UNIT_US`]).
+    pub fn check_figures(&self, samples: &[Vec<f64>]) -> Result<(), ReceiptError> {
+        let all: Vec<f64> = samples.iter().flatten().copied().collect();
+        let s = Summary::of(&all).ok_or_else(|| {
+            ReceiptError::invalid("measurement.raw_samples", "hold no finite samples")
+        })?;
+        let r = &self.result;
+        for (field, stated, found) in [
+            ("result.median_us", r.median_us, s.median),
+            ("result.p10_us", r.p10_us, s.p10),
+            ("result.p90_us", r.p90_us, s.p90),
+        ] {
+            let tol = SAMPLES_CSV_HALF_UNIT_US + DERIVED_RTOL * found.abs();
+            // A NaN difference is not within tolerance either.
+            let within = (stated - found).abs() <= tol;
+            if !within {
+                return Err(ReceiptError::invalid(
+                    field,
+                    format!(
+                        "is {stated}, but its {} raw samples give {found} ({QUANTILE_RULE}; tolerance {tol:.1e} us)",
+                        all.len()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Check a combined receipt against the block receipts it lists among its artifacts
+    /// (`klab rounds` writes one per block, in the order it combined them): each block's own
+    /// figures from its samples, the same kernel, device and workload, each block's sample
+    /// files listed here with the same hash and every one of ours owned by a block, the
+    /// failures summed, the GPU state concatenated, the warmup the largest. `samples` is
+    /// [`Receipt::check_figures`]'s. A block's own problem names the block's file, found as
+    /// `folder`/its path.
+    pub fn check_blocks(
+        &self,
+        blocks: &[BlockReceipt],
+        samples: &[Vec<f64>],
+        folder: &Path,
+    ) -> Result<(), ReceiptError> {
+        if blocks.is_empty() {
+            return Ok(());
+        }
+        let ours: Vec<PathBuf> = self
+            .measurement
+            .raw_samples
+            .iter()
+            .map(|r| normalized(&r.path))
+            .collect();
+        let mut owned = vec![false; ours.len()];
+        let mut failures = 0u64;
+        let mut states = Vec::new();
+        let mut warmup = 0;
+        let mut per_block = Vec::new();
+        for b in blocks {
+            let in_block = |e: ReceiptError| e.in_file(&folder.join(&b.path));
+            let r = &b.receipt;
+            if let Some(a) = r.artifacts.iter().find(|a| a.role == BLOCK_RECEIPT_ROLE) {
+                return Err(in_block(ReceiptError::invalid(
+                    "artifacts",
+                    format!(
+                        "list a block receipt ({}) of their own; block receipts do not nest",
+                        a.path
+                    ),
+                )));
+            }
+            let dir = Path::new(&b.path).parent().unwrap_or(Path::new(""));
+            let mut mine = Vec::new();
+            for raw in &r.measurement.raw_samples {
+                let at = normalized(&dir.join(&raw.path).to_string_lossy());
+                let Some(k) = ours.iter().position(|p| *p == at) else {
+                    return Err(ReceiptError::invalid(
+                        "measurement.raw_samples",
+                        format!(
+                            "do not list {}, a sample file of block receipt {}",
+                            at.display(),
+                            b.path
+                        ),
+                    ));
+                };
+                let stated = &self.measurement.raw_samples[k].sha256;
+                if *stated != raw.sha256 {
+                    return Err(ReceiptError::invalid(
+                        format!("measurement.raw_samples[{k}].sha256"),
+                        format!(
+                            "is {stated}, but block receipt {} records {} for {}",
+                            b.path,
+                            raw.sha256,
+                            at.display()
+                        ),
+                    ));
+                }
+                if owned[k] {
+                    return Err(ReceiptError::invalid(
+                        format!("measurement.raw_samples[{k}].path"),
+                        format!("{} belongs to more than one block receipt", at.display()),
+                    ));
+                }
+                owned[k] = true;
+                mine.push(samples.get(k).cloned().unwrap_or_default());
+            }
+            r.check_figures(&mine).map_err(in_block)?;
+            for (field, ours, theirs) in [
+                ("source", to_value(&self.source), to_value(&r.source)),
+                ("workload", to_value(&self.workload), to_value(&r.workload)),
+                (
+                    "hardware",
+                    device_identity(&self.hardware),
+                    device_identity(&r.hardware),
+                ),
+                (
+                    "measurement",
+                    timing_identity(&self.measurement),
+                    timing_identity(&r.measurement),
+                ),
+            ] {
+                if let Some((f, a, t)) = first_difference(field, &ours, &theirs) {
+                    return Err(ReceiptError::invalid(
+                        f,
+                        format!("is {a}, but block receipt {} says {t}", b.path),
+                    ));
+                }
+            }
+            failures = failures.saturating_add(r.correctness.failures);
+            per_block.push(format!("{}: {}", b.path, r.correctness.failures));
+            states.extend(r.measurement.gpu_state.iter().cloned());
+            warmup = warmup.max(r.measurement.warmup.launches);
+        }
+        if let Some(k) = owned.iter().position(|o| !o) {
+            return Err(ReceiptError::invalid(
+                format!("measurement.raw_samples[{k}].path"),
+                format!(
+                    "'{}' belongs to none of the {} block receipts listed",
+                    self.measurement.raw_samples[k].path,
+                    blocks.len()
+                ),
+            ));
+        }
+        if self.correctness.failures != failures {
+            let nonzero: Vec<&String> = per_block.iter().filter(|l| !l.ends_with(": 0")).collect();
+            return Err(ReceiptError::invalid(
+                "correctness.failures",
+                format!(
+                    "is {}, but its {} block receipts record {failures}{}",
+                    self.correctness.failures,
+                    blocks.len(),
+                    if nonzero.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " ({})",
+                            nonzero
+                                .iter()
+                                .map(|s| s.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    }
+                ),
+            ));
+        }
+        if self.measurement.gpu_state != states {
+            let i = self
+                .measurement
+                .gpu_state
+                .iter()
+                .zip(&states)
+                .position(|(a, b)| a != b)
+                .unwrap_or(states.len().min(self.measurement.gpu_state.len()));
+            return Err(ReceiptError::invalid(
+                "measurement.gpu_state",
+                format!(
+                    "holds {} observation(s), but its block receipts hold {} (first difference at [{i}])",
+                    self.measurement.gpu_state.len(),
+                    states.len()
+                ),
+            ));
+        }
+        if self.measurement.warmup.launches != warmup {
+            return Err(ReceiptError::invalid(
+                "measurement.warmup.launches",
+                format!(
+                    "is {}, but the largest of its block receipts' is {warmup}",
+                    self.measurement.warmup.launches
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A receipt listed among another's artifacts: one block of a `klab rounds` run, read and
+/// validated from the bytes whose hash the combined receipt records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockReceipt {
+    /// Its path as the combined receipt lists it (relative to that receipt's folder).
+    pub path: String,
+    pub receipt: Receipt,
+}
+
+fn to_value(v: &impl Serialize) -> serde_json::Value {
+    serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
+}
+
+/// The facts of the device itself (a combined receipt takes power and policy from its
+/// first block, so only these must agree across blocks).
+fn device_identity(h: &Hardware) -> serde_json::Value {
+    serde_json::json!({
+        "gpu_uuid": h.gpu_uuid,
+        "gpu_name": h.gpu_name,
+        "compute_capability": h.compute_capability,
+        "driver": h.driver,
+        "l2_bytes": h.l2_bytes,
+        "theoretical_peak_gb_s": h.theoretical_peak_gb_s,
+    })
+}
+
+/// How each sample was taken (rounds, order and warmup are the combination's own).
+fn timing_identity(m: &Measurement) -> serde_json::Value {
+    serde_json::json!({
+        "timer": m.timer,
+        "samples_per_round": m.samples_per_round,
+        "quantiles": m.quantiles,
+        "profiler_attached": m.profiler_attached,
+        "l2_scrub_bytes": m.l2_scrub_bytes,
+    })
+}
+
+/// The first field (dotted, under `at`) where two JSON objects differ, with both values.
+fn first_difference(
+    at: &str,
+    a: &serde_json::Value,
+    b: &serde_json::Value,
+) -> Option<(String, String, String)> {
+    match (a, b) {
+        (serde_json::Value::Object(x), serde_json::Value::Object(y)) => {
+            for (k, v) in x {
+                let w = y.get(k).unwrap_or(&serde_json::Value::Null);
+                if let Some(d) = first_difference(&format!("{at}.{k}"), v, w) {
+                    return Some(d);
+                }
+            }
+            y.keys()
+                .find(|k| !x.contains_key(*k))
+                .map(|k| (format!("{at}.{k}"), "absent".to_string(), y[k].to_string()))
+        }
+        _ if a != b => Some((at.to_string(), a.to_string(), b.to_string())),
+        _ => None,
+    }
+}
+
+/// Refuse `stated` unless it is `found` (recomputed `from` other stated figures) within
+/// [`DERIVED_RTOL`].
+fn agree(field: &str, stated: f64, found: f64, from: &str) -> Result<(), ReceiptError> {
+    let tol = DERIVED_RTOL * stated.abs().max(found.abs());
+    if (stated - found).abs() <= tol {
+        Ok(())
+    } else {
+        Err(ReceiptError::invalid(
+            field,
+            format!("is {stated}, but {from} give {found}"),
+        ))
+    }
+}
+
+/// An RFC 3339 timestamp no earlier than 2000 and no further ahead of `now` than
+/// [`MAX_CLOCK_AHEAD_S`]; its seconds since the epoch.
+fn timestamp(field: &str, value: &str, now: i64) -> Result<i64, ReceiptError> {
+    let t = parse_utc(value).ok_or_else(|| {
+        ReceiptError::invalid(
+            field,
+            format!("'{value}' is not an RFC 3339 timestamp (e.g. 2026-11-30T09:04:56Z)"),
+        )
+    })?;
+    if t < EARLIEST_UTC_SECS {
+        return Err(ReceiptError::invalid(
+            field,
+            format!("'{value}' is before 2000-01-01T00:00:00Z: the clock was not set"),
+        ));
+    }
+    if t > now.saturating_add(MAX_CLOCK_AHEAD_S) {
+        return Err(ReceiptError::invalid(
+            field,
+            format!(
+                "'{value}' is {:.1} hours ahead of this machine's clock ({})",
+                (t - now) as f64 / 3600.0,
+                format_utc(u64::try_from(now).unwrap_or(0))
+            ),
+        ));
+    }
+    Ok(t)
 }
 
 impl Source {
@@ -420,6 +823,15 @@ impl Hardware {
         label("hardware.gpu_uuid", &self.gpu_uuid)?;
         label("hardware.gpu_name", &self.gpu_name)?;
         label("hardware.compute_capability", &self.compute_capability)?;
+        if !is_compute_capability(&self.compute_capability) {
+            return Err(ReceiptError::invalid(
+                "hardware.compute_capability",
+                format!(
+                    "'{}' is not a compute capability (major.minor digits, e.g. 9.0)",
+                    self.compute_capability
+                ),
+            ));
+        }
         label("hardware.driver", &self.driver)?;
         if let Some(v) = &self.cuda_runtime {
             label("hardware.cuda_runtime", v)?;
@@ -454,6 +866,7 @@ impl Workload {
                 ));
             }
         }
+        self.validate_launch()?;
         if !self.cache_regime.accepts_slots(self.rotation_slots) {
             let want = match self.cache_regime {
                 Regime::BufferRotated => "at least 2",
@@ -469,6 +882,130 @@ impl Workload {
         }
         Ok(())
     }
+}
+
+impl Workload {
+    /// The launch against CUDA's limits and, for a built-in operation, against `n`.
+    ///
+    /// A built-in operation (copy, transpose, triad, reduce-sum, named by the label's
+    /// prefix as klab writes it) launches `ceil(n / e)` or `n / e` blocks along each of its
+    /// axes (1 for a vector, 2 for an n x n matrix) for the whole number `e` of elements per
+    /// block its manifest declares, and 1 along the others; its useful bytes and FLOPs are
+    /// the contract's ([`builtin_work`]). The receipt does not record the manifest (only
+    /// the kernel's source hash), so `e` is not known here: a grid is refused when no `e`
+    /// gives it, which catches a grid from another size or shape, but not one from another
+    /// `e` at this `n`. A declared operation's launch is an expression over sizes the
+    /// receipt does not keep, so only CUDA's limits are checked for it.
+    fn validate_launch(&self) -> Result<(), ReceiptError> {
+        let d = |v: [u32; 3]| Dim3::new(v[0], v[1], v[2]);
+        let launch = LaunchPlan {
+            grid: d(self.grid),
+            block: d(self.block),
+            dynamic_shared_bytes: self.dynamic_shared_bytes,
+        };
+        plan::validate(&launch, &any_device_limits(), None, true).map_err(|e| {
+            ReceiptError::invalid(
+                "workload",
+                format!("launch grid {:?} block {:?}: {e}", self.grid, self.block),
+            )
+        })?;
+        let Some(op) = builtin_operation(&self.operation) else {
+            return Ok(());
+        };
+        let n = self.n;
+        for (axis, &g) in self.grid.iter().enumerate() {
+            let name = ["x", "y", "z"][axis];
+            let g = u64::from(g);
+            if axis >= op.dims() {
+                if g != 1 {
+                    return Err(ReceiptError::invalid(
+                        format!("workload.grid.{name}"),
+                        format!(
+                            "is {g}, but {op} spans {} grid axis(es): grid {:?} does not launch it at n = {n}",
+                            op.dims(),
+                            self.grid
+                        ),
+                    ));
+                }
+            } else if !grid_fits(n, g) {
+                return Err(ReceiptError::invalid(
+                    format!("workload.grid.{name}"),
+                    format!(
+                        "is {g}, but no whole number e of elements per block gives ceil(n / e) or n / e = {g} at n = {n}: grid {:?} is not a {op} launch at this n",
+                        self.grid
+                    ),
+                ));
+            }
+        }
+        let (bytes, flops) = builtin_work(op, n).ok_or_else(|| {
+            ReceiptError::invalid(
+                "workload.n",
+                format!("is {n}, too large for {op}'s useful-byte count"),
+            )
+        })?;
+        for (field, stated, found) in [
+            (
+                "workload.useful_bytes_per_launch",
+                self.useful_bytes_per_launch,
+                bytes,
+            ),
+            ("workload.flops_per_launch", self.flops_per_launch, flops),
+        ] {
+            if stated != found {
+                return Err(ReceiptError::invalid(
+                    field,
+                    format!("is {stated}, but {op} at n = {n} gives {found}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The built-in operation a workload label names (`transpose: out[c][r] = in[r][c]`, as
+/// klab writes it: the operation's name before the colon); `None` for a declared one.
+pub fn builtin_operation(label: &str) -> Option<OpKind> {
+    let name = label.split_once(':')?.0.trim();
+    [
+        OpKind::Copy,
+        OpKind::Transpose,
+        OpKind::Triad,
+        OpKind::ReduceSum,
+    ]
+    .into_iter()
+    .find(|k| k.name() == name)
+}
+
+/// Whether `g` blocks is `ceil(n / e)` or `floor(n / e)` for some whole `e >= 1`. The
+/// smallest `e` with `ceil(n / e) <= g` is `ceil(n / g)`, so `g` is a ceiling when that `e`
+/// gives it; likewise `floor(n / g)` is the largest `e` with `floor(n / e) >= g`.
+fn grid_fits(n: u64, g: u64) -> bool {
+    if g == 0 || n == 0 {
+        return false;
+    }
+    let e = n.div_ceil(g);
+    let e_down = n / g;
+    n.div_ceil(e) == g || (e_down >= 1 && n / e_down == g)
+}
+
+/// The launch limits every compute capability from 3.0 on shares (threads per block, block
+/// and grid dimensions). Shared memory per block differs by architecture, so it is not
+/// limited here.
+fn any_device_limits() -> DeviceLimits {
+    DeviceLimits {
+        max_shared_per_block: u32::MAX,
+        max_shared_per_block_optin: u32::MAX,
+        ..DeviceLimits::hopper()
+    }
+}
+
+/// `major.minor`, each one or two digits, the major without a leading zero.
+fn is_compute_capability(s: &str) -> bool {
+    let Some((major, minor)) = s.split_once('.') else {
+        return false;
+    };
+    let digits = |p: &str| (1..=2).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit());
+    digits(major) && digits(minor) && !major.starts_with('0')
 }
 
 impl Correctness {
@@ -553,8 +1090,58 @@ impl Measurement {
             ));
         }
         label("measurement.quantiles", &self.quantiles)?;
+        if self.quantiles != QUANTILE_RULE {
+            // Every quantile is recomputed by this rule; another rule's figures cannot be.
+            return Err(ReceiptError::invalid(
+                "measurement.quantiles",
+                format!(
+                    "is '{}'; klab states and recomputes quantiles only by '{QUANTILE_RULE}'",
+                    self.quantiles
+                ),
+            ));
+        }
         for (i, b) in self.gpu_state.iter().enumerate() {
             label(&format!("measurement.gpu_state[{i}].label"), &b.label)?;
+        }
+        Ok(())
+    }
+
+    /// Each block's observations: timestamps, before no later than after, neither later
+    /// than the receipt (`created`), and the flags the observations give.
+    fn validate_states(&self, created: i64, now: i64) -> Result<(), ReceiptError> {
+        for (i, b) in self.gpu_state.iter().enumerate() {
+            let f = |name: &str| format!("measurement.gpu_state[{i}].{name}");
+            let before = timestamp(&f("before.utc"), &b.before.utc, now)?;
+            let after = timestamp(&f("after.utc"), &b.after.utc, now)?;
+            if after < before {
+                return Err(ReceiptError::invalid(
+                    f("after.utc"),
+                    format!(
+                        "'{}' is earlier than before.utc '{}'",
+                        b.after.utc, b.before.utc
+                    ),
+                ));
+            }
+            if after > created.saturating_add(CLOCK_STEP_S) {
+                return Err(ReceiptError::invalid(
+                    f("after.utc"),
+                    format!(
+                        "'{}' is later than created_utc '{}': a receipt cannot predate its measurements",
+                        b.after.utc,
+                        format_utc(u64::try_from(created).unwrap_or(0))
+                    ),
+                ));
+            }
+            let flags = gpustate::flags(&b.before, &b.after);
+            if flags != b.flags {
+                return Err(ReceiptError::invalid(
+                    f("flags"),
+                    format!(
+                        "is {:?}, but its before and after observations give {flags:?}",
+                        b.flags
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -572,15 +1159,7 @@ impl ResultSummary {
             non_negative(&format!("result.{name}"), v)?;
         }
         if let Some(c) = &self.rounds {
-            for (name, v) in [
-                ("ceiling_gb_s", c.ceiling_gb_s),
-                ("pct_of_ceiling", c.pct_of_ceiling),
-                ("ratio_to_baseline", c.ratio_to_baseline),
-            ] {
-                if let Some(v) = v {
-                    non_negative(&format!("result.rounds.{name}"), v)?;
-                }
-            }
+            c.validate()?;
         }
         if !(self.p10_us <= self.median_us && self.median_us <= self.p90_us) {
             return Err(ReceiptError::invalid(
@@ -590,6 +1169,75 @@ impl ResultSummary {
                     self.p10_us, self.median_us, self.p90_us
                 ),
             ));
+        }
+        Ok(())
+    }
+}
+
+impl RoundsContext {
+    fn validate(&self) -> Result<(), ReceiptError> {
+        for (name, v) in [
+            ("ceiling_gb_s", self.ceiling_gb_s),
+            ("pct_of_ceiling", self.pct_of_ceiling),
+            ("ratio_to_baseline", self.ratio_to_baseline),
+        ] {
+            if let Some(v) = v {
+                non_negative(&format!("result.rounds.{name}"), v)?;
+            }
+        }
+        if self.kernels.is_empty() {
+            return Err(ReceiptError::invalid("result.rounds.kernels", "is empty"));
+        }
+        for (i, k) in self.kernels.iter().enumerate() {
+            label(&format!("result.rounds.kernels[{i}]"), k)?;
+        }
+        let named = |field: &str, k: &str| {
+            if self.kernels.iter().any(|x| x == k) {
+                Ok(())
+            } else {
+                Err(ReceiptError::invalid(
+                    field,
+                    format!(
+                        "'{k}' is not one of result.rounds.kernels {:?}",
+                        self.kernels
+                    ),
+                ))
+            }
+        };
+        named("result.rounds.baseline", &self.baseline)?;
+        match (&self.ceiling_kernel, self.ceiling_gb_s) {
+            (Some(k), Some(_)) => named("result.rounds.ceiling_kernel", k)?,
+            (None, None) => {}
+            (k, g) => {
+                return Err(ReceiptError::invalid(
+                    "result.rounds.ceiling_gb_s",
+                    format!(
+                    "is {g:?} with ceiling_kernel {k:?}: a ceiling names its kernel and its rate"
+                ),
+                ))
+            }
+        }
+        if let Some([lo, hi]) = self.ratio_interval {
+            if self.ratio_to_baseline.is_none() {
+                return Err(ReceiptError::invalid(
+                    "result.rounds.ratio_interval",
+                    "is present without a ratio_to_baseline",
+                ));
+            }
+            for v in [lo, hi] {
+                if !(v.is_finite() && v > 0.0) {
+                    return Err(ReceiptError::invalid(
+                        "result.rounds.ratio_interval",
+                        format!("[{lo}, {hi}] holds a value that is not a finite positive ratio"),
+                    ));
+                }
+            }
+            if lo > hi {
+                return Err(ReceiptError::invalid(
+                    "result.rounds.ratio_interval",
+                    format!("[{lo}, {hi}] has its bounds out of order"),
+                ));
+            }
         }
         Ok(())
     }

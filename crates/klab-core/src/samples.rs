@@ -10,6 +10,19 @@ use serde::{Deserialize, Serialize};
 /// Header of a raw sample file.
 pub const SAMPLES_CSV_HEADER: &str = "sample,slot,elapsed_us";
 
+/// Decimals of `elapsed_us` in a sample file klab writes (nanosecond-exact for event times).
+pub const SAMPLES_CSV_DECIMALS: usize = 6;
+
+/// The most a figure computed from unrounded samples can differ from the same figure
+/// recomputed from the file: half a unit in the last printed decimal. Quantiles interpolate
+/// between two samples, so their error is no larger than either sample's.
+pub const SAMPLES_CSV_HALF_UNIT_US: f64 = 0.5e-6;
+
+/// The resolution of a CUDA event pair, microseconds ("around 0.5 microseconds", CUDA
+/// Runtime API, `cudaEventElapsedTime`). One event pair cannot measure less, so a sample
+/// below it (divided by the launches the pair spans) was not measured.
+pub const EVENT_RESOLUTION_US: f64 = 0.5;
+
 /// Which buffers a timed launch touches, and so what the cache holds when it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -173,19 +186,22 @@ pub struct Sample {
     pub elapsed_us: f64,
 }
 
-/// Write samples as CSV. Microseconds with 6 decimals (nanosecond-exact for event times).
+/// Write samples as CSV. Microseconds with [`SAMPLES_CSV_DECIMALS`] decimals.
 pub fn samples_csv(samples: &[Sample]) -> String {
     let mut s = String::with_capacity(24 * (samples.len() + 1));
     s.push_str(SAMPLES_CSV_HEADER);
     s.push('\n');
     for x in samples {
-        s.push_str(&format!("{},{},{:.6}\n", x.sample, x.slot, x.elapsed_us));
+        s.push_str(&format!(
+            "{},{},{:.*}\n",
+            x.sample, x.slot, SAMPLES_CSV_DECIMALS, x.elapsed_us
+        ));
     }
     s
 }
 
 /// Why a sample file cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SampleError {
     #[error("sample file is not UTF-8")]
     NotText,
@@ -208,6 +224,44 @@ pub enum SampleError {
     Duration { line: usize, got: String },
     #[error("sample file holds {0} sample(s); at least two are required")]
     TooFew(usize),
+    #[error("sample file line {line}: duration {} us is below the CUDA event resolution ({min} us per sample for timer {timer}: {EVENT_RESOLUTION_US} us per event pair over {launches} launch(es))", plain_or_exponent(*.got))]
+    BelowResolution {
+        line: usize,
+        got: f64,
+        min: f64,
+        timer: String,
+        launches: u32,
+    },
+}
+
+/// `0.25`, but `1e-320` rather than 320 zeros.
+fn plain_or_exponent(v: f64) -> String {
+    if v != 0.0 && v.abs() < 1e-3 {
+        format!("{v:e}")
+    } else {
+        v.to_string()
+    }
+}
+
+/// Refuse a sample shorter than one event pair can measure under `timer`: a per-launch
+/// sample below [`EVENT_RESOLUTION_US`], a batch or graph sample (the mean over K launches)
+/// below that divided by K.
+pub fn check_resolution(samples: &[Sample], timer: Timer) -> Result<(), SampleError> {
+    let launches = timer.launches_per_sample().max(1);
+    let min = EVENT_RESOLUTION_US / f64::from(launches);
+    match samples
+        .iter()
+        .position(|s| s.elapsed_us.is_nan() || s.elapsed_us < min)
+    {
+        Some(i) => Err(SampleError::BelowResolution {
+            line: i + 2,
+            got: samples[i].elapsed_us,
+            min,
+            timer: timer.spec(),
+            launches,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Parse a sample file, requiring the exact header, samples numbered 0, 1, 2, ..., slots
@@ -353,6 +407,22 @@ mod tests {
             parse_samples_csv(&[0xff, 0xfe], 1).unwrap_err(),
             SampleError::NotText
         ));
+    }
+
+    #[test]
+    fn durations_below_the_event_resolution_are_refused() {
+        let v = [s(0, 0, 48.6), s(1, 0, 1e-320), s(2, 0, 48.6)];
+        let e = check_resolution(&v, Timer::PerLaunch).unwrap_err();
+        assert!(
+            matches!(e, SampleError::BelowResolution { line: 3, min, .. } if min == 0.5),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("duration 1e-320 us is below"), "{e}");
+        // A batch of 10 launches measures 0.5 us in all: 0.05 us each.
+        let v = [s(0, 0, 0.06), s(1, 0, 0.05)];
+        assert!(check_resolution(&v, Timer::Batch { launches: 10 }).is_ok());
+        assert!(check_resolution(&v, Timer::PerLaunch).is_err());
+        assert!(check_resolution(&[s(0, 0, 0.5), s(1, 0, 7.0)], Timer::PerLaunch).is_ok());
     }
 
     #[test]

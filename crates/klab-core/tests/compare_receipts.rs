@@ -226,7 +226,7 @@ fn wrong_csv_header_is_refused() {
         matches!(
             e,
             CompareError::Samples {
-                source: SampleError::Schema(_),
+                error: SampleError::Schema(_),
                 ..
             }
         ),
@@ -255,7 +255,7 @@ fn broken_sample_sequence_is_refused() {
         matches!(
             e,
             CompareError::Samples {
-                source: SampleError::Sequence { line: 4, .. },
+                error: SampleError::Sequence { line: 4, .. },
                 ..
             }
         ),
@@ -272,7 +272,7 @@ fn slots_not_following_the_rotation_are_refused() {
         matches!(
             e,
             CompareError::Samples {
-                source: SampleError::Rotation { slots: 2, .. },
+                error: SampleError::Rotation { slots: 2, .. },
                 ..
             }
         ),
@@ -289,7 +289,7 @@ fn zero_negative_and_nan_durations_are_refused() {
             matches!(
                 e,
                 CompareError::Samples {
-                    source: SampleError::Duration { line: 4, .. },
+                    error: SampleError::Duration { line: 4, .. },
                     ..
                 }
             ),
@@ -305,7 +305,7 @@ fn a_single_sample_is_refused() {
         matches!(
             e,
             CompareError::Samples {
-                source: SampleError::TooFew(1),
+                error: SampleError::TooFew(1),
                 ..
             }
         ),
@@ -355,7 +355,7 @@ fn differing(edit: impl FnOnce(&mut Receipt)) -> Vec<String> {
 
 #[test]
 fn each_differing_condition_is_refused_and_named() {
-    assert_eq!(differing(|r| r.workload.n = 1_000_000), ["workload.n"]);
+    assert_eq!(differing(|r| set_n(r, 1_000_000)), ["workload.n"]);
     assert_eq!(
         differing(|r| r.workload.dtype = "float16".into()),
         ["workload.dtype"]
@@ -441,7 +441,7 @@ fn different_sample_counts_and_rounds_are_refused() {
 #[test]
 fn every_difference_is_named_at_once() {
     let fields = differing(|r| {
-        r.workload.n = 7;
+        set_n(r, 7);
         r.workload.dtype = "float16".into();
         r.hardware.gpu_uuid = "GPU-other".into();
         r.measurement.timer = Timer::GraphReplay { launches: 20 };
@@ -544,6 +544,7 @@ fn flagged_gpu_state_is_noted() {
     let d = tempfile::tempdir().unwrap();
     let (b, c) = pair(d.path());
     edit_json(&c, |v| {
+        v["measurement"]["gpu_state"][1]["after"]["clock_event_reasons"] = json!(["sw_power_cap"]);
         v["measurement"]["gpu_state"][1]["flags"] = json!(["sw_power_cap after"]);
         v["result"]["flagged_blocks"] = json!(1);
     });
@@ -632,4 +633,148 @@ fn an_artifact_linked_to_dev_zero_is_not_followed() {
     let e = refuse(&b, &c);
     assert!(matches!(e, CompareError::Escapes { .. }), "{e:?}");
     assert!(one_line(&e).contains("/dev/zero"), "{e}");
+}
+
+/// Issue: a stated quantile the hashed samples do not give, each one named.
+#[test]
+fn quantiles_the_samples_do_not_give_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let (b, c) = pair(d.path());
+    edit_json(&c, |v| v["result"]["p90_us"] = json!(90.0));
+    let msg = one_line(&refuse(&b, &c));
+    assert!(
+        msg.contains(
+            "candidate/receipt.json: result.p90_us is 90, but its 25 raw samples give 83.2 ("
+        ),
+        "{msg}"
+    );
+    // Within the sample files' printed precision (half a microsecond's millionth) is the
+    // same figure: a writer that summarised the unrounded samples is not refused.
+    let d = tempfile::tempdir().unwrap();
+    let (b, c) = pair(d.path());
+    let r = Receipt::read(&c).unwrap();
+    edit_json(&c, |v| {
+        v["result"]["p10_us"] = json!(r.result.p10_us + 4e-7)
+    });
+    compare(&b, &c, &cfg()).unwrap();
+}
+
+/// A copy of real rounds from the H200 (five ABBA rounds of two kernels, block receipts).
+fn h200_rounds() -> (tempfile::TempDir, std::path::PathBuf) {
+    fn copy_dir(from: &Path, to: &Path) {
+        fs::create_dir_all(to).unwrap();
+        for e in fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            let dst = to.join(e.file_name());
+            if e.file_type().unwrap().is_dir() {
+                copy_dir(&e.path(), &dst);
+            } else {
+                fs::copy(e.path(), dst).unwrap();
+            }
+        }
+    }
+    let t = tempfile::tempdir().unwrap();
+    let run = t.path().join("user-rounds");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../evidence/2026-12-01-engine/engine/user-rounds"),
+        &run,
+    );
+    (t, run)
+}
+
+/// Edit a block receipt as JSON and record its new hash and size in the combined receipt,
+/// so only the cross-checks can object.
+fn edit_block(combined: &Path, rel: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+    let p = combined.parent().unwrap().join(rel);
+    edit_json(&p, edit);
+    let bytes = fs::read(&p).unwrap();
+    let sha = klab_core::artifact::sha256_hex(&bytes);
+    edit_json(combined, |v| {
+        for a in v["artifacts"].as_array_mut().unwrap() {
+            if a["path"] == json!(rel) {
+                a["sha256"] = json!(sha);
+                a["bytes"] = json!(bytes.len());
+            }
+        }
+    });
+}
+
+#[test]
+fn a_combined_receipt_is_held_against_its_block_receipts() {
+    let (_t, run) = h200_rounds();
+    let tiled = run.join("my_tiled.receipt.json");
+    let c = klab_core::compare::check(&tiled).unwrap();
+    assert_eq!(c.blocks.len(), 10);
+    assert_eq!(c.sample_files.len(), 10);
+    let rel = "blocks/r02-p1-my_tiled/receipt.json";
+    let check = |edit: fn(&mut serde_json::Value)| {
+        let (_t, run) = h200_rounds();
+        let tiled = run.join("my_tiled.receipt.json");
+        edit_block(&tiled, rel, edit);
+        let e = klab_core::compare::check(&tiled).unwrap_err();
+        one_line(&e)
+    };
+    // A block's sample hash that is not the combined receipt's.
+    let msg = check(|v| v["measurement"]["raw_samples"][0]["sha256"] = json!("ab".repeat(32)));
+    assert!(
+        msg.contains(&format!(
+            "measurement.raw_samples[2].sha256 is c4b7b3c52ebf8862a6f322b794dd6770f40fada62bbca55c7ed96477cbee9839, but block receipt {rel} records {}",
+            "ab".repeat(32)
+        )),
+        "{msg}"
+    );
+    // Another size in a block.
+    let msg = check(|v| {
+        v["workload"]["n"] = json!(1024);
+        v["workload"]["grid"] = json!([32, 32, 1]);
+        v["workload"]["useful_bytes_per_launch"] = json!(8 * 1024 * 1024);
+        v["result"]["useful_gb_s"] = json!(klab_core::stats::gb_per_s(
+            8 * 1024 * 1024,
+            v["result"]["median_us"].as_f64().unwrap()
+        ));
+        v["result"]["pct_of_peak"] =
+            json!(100.0 * v["result"]["useful_gb_s"].as_f64().unwrap() / 4814.304);
+    });
+    assert!(
+        msg.contains(&format!(
+            "workload.grid is [128,128,1], but block receipt {rel} says [32,32,1]"
+        )),
+        "{msg}"
+    );
+    // A block's own median that its samples do not give: the block's file is named.
+    let msg = check(|v| {
+        v["result"]["median_us"] = json!(43.0);
+        let gb = klab_core::stats::gb_per_s(134_217_728, 43.0);
+        v["result"]["useful_gb_s"] = json!(gb);
+        v["result"]["pct_of_peak"] = json!(100.0 * gb / 4814.304);
+    });
+    assert!(
+        msg.contains(&format!(
+            "{rel}: result.median_us is 43, but its 100 raw samples give"
+        )),
+        "{msg}"
+    );
+    // GPU state that is not the blocks'.
+    let msg = check(|v| v["measurement"]["gpu_state"][0]["before"]["temperature_c"] = json!(90));
+    assert!(
+        msg.contains("measurement.gpu_state holds 10 observation(s), but its block receipts hold 10 (first difference at [2])"),
+        "{msg}"
+    );
+    // Relabelling a block receipt does not hide it: it is still a receipt, still checked.
+    let (_t, run) = h200_rounds();
+    let tiled = run.join("my_tiled.receipt.json");
+    edit_block(&tiled, rel, |v| v["correctness"]["failures"] = json!(3));
+    edit_json(&tiled, |v| {
+        for a in v["artifacts"].as_array_mut().unwrap() {
+            if a["path"] == json!(rel) {
+                a["role"] = json!("notes");
+            }
+        }
+    });
+    let msg = one_line(&klab_core::compare::check(&tiled).unwrap_err());
+    assert!(
+        msg.contains("correctness.failures is 0, but its 10 block receipts record 3"),
+        "{msg}"
+    );
 }

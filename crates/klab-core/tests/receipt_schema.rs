@@ -372,35 +372,198 @@ fn baseline_source_is_validated_when_present() {
 /// written before it still load; when present it round-trips, and its numbers are checked.
 #[test]
 fn the_rounds_context_is_optional_kept_and_checked() {
-    let context = json!({
-        "kernels": ["sgeam", "copy_vec16", "own4_64"],
-        "ceiling_kernel": "copy_vec16",
-        "ceiling_gb_s": 4094.0,
-        "pct_of_ceiling": 77.4,
-        "baseline": "sgeam",
-        "ratio_to_baseline": 0.95,
-        "ratio_interval": [0.93, 0.95]
-    });
     let (_d, r) = load_after(|v| {
         assert!(
             v["result"].get("rounds").is_none(),
             "the fixture has no context"
         );
     });
-    assert_eq!(r.unwrap().result.rounds, None);
+    let r = r.unwrap();
+    assert_eq!(r.result.rounds, None);
+    // The share of the ceiling is recomputed from the receipt's own rate.
+    let pct = 100.0 * r.result.useful_gb_s / 4094.0;
+    let context = json!({
+        "kernels": ["sgeam", "copy_vec16", "own4_64"],
+        "ceiling_kernel": "copy_vec16",
+        "ceiling_gb_s": 4094.0,
+        "pct_of_ceiling": pct,
+        "baseline": "sgeam",
+        "ratio_to_baseline": 0.95,
+        "ratio_interval": [0.93, 0.95]
+    });
     let c = context.clone();
     let (_d, r) = load_after(move |v| v["result"]["rounds"] = c);
     let r = r.unwrap();
     let got = r.result.rounds.as_ref().unwrap();
-    assert_eq!(got.pct_of_ceiling, Some(77.4));
+    assert_eq!(got.pct_of_ceiling, Some(pct));
     assert_eq!(got.ratio_interval, Some([0.93, 0.95]));
     assert_eq!(serde_json::to_value(got).unwrap(), context);
     let mut bad = context.clone();
     bad["ratio_to_baseline"] = json!(-1.0);
     let msg = refused(move |v| v["result"]["rounds"] = bad);
     assert!(msg.contains("result.rounds.ratio_to_baseline"), "{msg}");
+    let mut wrong = context.clone();
+    wrong["pct_of_ceiling"] = json!(77.4);
+    let msg = refused(move |v| v["result"]["rounds"] = wrong);
+    assert!(
+        msg.contains(&format!(
+            "result.rounds.pct_of_ceiling is 77.4, but 100 x result.useful_gb_s / result.rounds.ceiling_gb_s give {pct}"
+        )),
+        "{msg}"
+    );
+    let mut stranger = context.clone();
+    stranger["baseline"] = json!("cublas");
+    let msg = refused(move |v| v["result"]["rounds"] = stranger);
+    assert!(
+        msg.contains("result.rounds.baseline 'cublas' is not one of result.rounds.kernels"),
+        "{msg}"
+    );
+    let mut backwards = context.clone();
+    backwards["ratio_interval"] = json!([0.96, 0.93]);
+    let msg = refused(move |v| v["result"]["rounds"] = backwards);
+    assert!(msg.contains("bounds out of order"), "{msg}");
     let mut extra = context;
     extra["speedup"] = json!(2.0);
     let msg = refused(move |v| v["result"]["rounds"] = extra);
     assert!(msg.contains("speedup"), "{msg}");
+}
+
+/// Issue: domains serde lets through. Each field named with the value it holds.
+#[test]
+fn timestamps_must_be_rfc3339_after_2000_and_not_ahead_of_the_clock() {
+    for (bad, says) in [
+        ("yesterday", "'yesterday' is not an RFC 3339 timestamp"),
+        ("2026-11-30 09:04:56", "is not an RFC 3339 timestamp"),
+        ("2026-02-30T09:04:56Z", "is not an RFC 3339 timestamp"),
+        ("1970-01-01T00:00:00Z", "is before 2000-01-01T00:00:00Z"),
+        (
+            "2999-01-01T00:00:00Z",
+            "hours ahead of this machine's clock",
+        ),
+    ] {
+        let msg = refused(|v| v["created_utc"] = json!(bad));
+        assert!(msg.contains(&format!("created_utc '{bad}'")), "{msg}");
+        assert!(msg.contains(says), "{bad}: {msg}");
+    }
+    // An offset other than Z is RFC 3339 too.
+    let (_d, r) = load_after(|v| v["created_utc"] = json!("2026-11-30T10:04:56+01:00"));
+    r.unwrap();
+    let msg = refused(|v| v["measurement"]["gpu_state"][2]["before"]["utc"] = json!("banana"));
+    assert!(
+        msg.contains("measurement.gpu_state[2].before.utc 'banana' is not an RFC 3339 timestamp"),
+        "{msg}"
+    );
+    let msg = refused(|v| {
+        v["measurement"]["gpu_state"][0]["before"]["utc"] = json!("2026-11-30T09:05:00Z")
+    });
+    assert!(
+        msg.contains("measurement.gpu_state[0].after.utc '2026-11-30T09:04:56Z' is earlier than before.utc '2026-11-30T09:05:00Z'"),
+        "{msg}"
+    );
+    let msg = refused(|v| {
+        v["measurement"]["gpu_state"][0]["after"]["utc"] = json!("2026-11-30T10:00:00Z")
+    });
+    assert!(
+        msg.contains("is later than created_utc '2026-11-30T09:04:56Z'"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn compute_capability_must_be_major_minor() {
+    for ok in ["9.0", "10.0", "12.1", "8.9"] {
+        let (_d, r) = load_after(|v| v["hardware"]["compute_capability"] = json!(ok));
+        r.unwrap_or_else(|e| panic!("{ok}: {e}"));
+    }
+    for bad in [
+        "banana", "9", "9.", ".0", "9.0.1", "09.0", "sm_90", "9.0a", "-9.0", "123.4",
+    ] {
+        let msg = refused(|v| v["hardware"]["compute_capability"] = json!(bad));
+        assert!(
+            msg.contains(&format!(
+                "hardware.compute_capability '{bad}' is not a compute capability"
+            )),
+            "{bad}: {msg}"
+        );
+    }
+}
+
+#[test]
+fn a_launch_outside_cuda_limits_or_the_builtin_contract_is_refused() {
+    let msg = refused(|v| v["workload"]["block"] = json!([2048, 1, 1]));
+    assert!(
+        msg.contains("workload launch grid [3907, 1, 1] block [2048, 1, 1]: block 2048x1x1 has 2048 threads, over the device limit of 1024"),
+        "{msg}"
+    );
+    let msg = refused(|v| v["workload"]["grid"] = json!([3907, 70000, 1]));
+    assert!(
+        msg.contains("grid y dimension 70000 exceeds the device limit 65535"),
+        "{msg}"
+    );
+    let msg = refused(|v| v["workload"]["flops_per_launch"] = json!(0));
+    assert!(
+        msg.contains("workload.flops_per_launch is 0, but triad at n = 1000003 gives 2000006"),
+        "{msg}"
+    );
+    // Every grid ceil(n / e) or floor(n / e) is a triad launch at this n (e = 256, 1, n).
+    for grid in [3907, 1_000_003, 1, 3906, 500_002, 500_001] {
+        let (_d, r) = load_after(|v| v["workload"]["grid"] = json!([grid, 1, 1]));
+        r.unwrap_or_else(|e| panic!("{grid}: {e}"));
+    }
+    // A declared operation's launch is not a function of n that the receipt records.
+    let (_d, r) = load_after(|v| {
+        v["workload"]["operation"] = json!("declared: y (f32) at n=1000003");
+        v["workload"]["grid"] = json!([700000, 1, 1]);
+        v["workload"]["flops_per_launch"] = json!(5);
+    });
+    r.unwrap();
+}
+
+/// Figures the receipt alone determines, recomputed: a forged one names the field, what
+/// it says and what the other figures give.
+#[test]
+fn figures_that_follow_from_other_figures_are_recomputed() {
+    let msg = refused(|v| v["result"]["useful_gb_s"] = json!(4000.0));
+    assert!(
+        msg.contains("result.useful_gb_s is 4000, but workload.useful_bytes_per_launch / result.median_us give 118.8"),
+        "{msg}"
+    );
+    let msg = refused(|v| v["result"]["pct_of_peak"] = json!(99.0));
+    assert!(
+        msg.contains("result.pct_of_peak is 99, but 100 x result.useful_gb_s / hardware.theoretical_peak_gb_s give 2.4"),
+        "{msg}"
+    );
+    // Was a note; a count the states contradict is now refused.
+    let msg = refused(|v| v["result"]["flagged_blocks"] = json!(2));
+    assert!(
+        msg.contains(
+            "result.flagged_blocks is 2, but 0 block(s) in measurement.gpu_state carry flags"
+        ),
+        "{msg}"
+    );
+    // Flags are what the before and after observations give.
+    let msg = refused(|v| {
+        v["measurement"]["gpu_state"][1]["flags"] = json!(["sw_power_cap after"]);
+        v["result"]["flagged_blocks"] = json!(1);
+    });
+    assert!(
+        msg.contains("measurement.gpu_state[1].flags is [\"sw_power_cap after\"], but its before and after observations give []"),
+        "{msg}"
+    );
+    let msg = refused(|v| v["measurement"]["gpu_state"][1]["after"]["sm_clock_mhz"] = json!(1500));
+    assert!(
+        msg.contains("measurement.gpu_state[1].flags is [], but"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("SM clock moved 24.2% (1980 -> 1500 MHz)"),
+        "{msg}"
+    );
+    let msg = refused(|v| v["measurement"]["quantiles"] = json!("nearest rank"));
+    assert!(
+        msg.contains(
+            "measurement.quantiles is 'nearest rank'; klab states and recomputes quantiles only by"
+        ),
+        "{msg}"
+    );
 }

@@ -2,7 +2,8 @@
 //! here: the tools run as child processes (argument vectors, never a shell) and their
 //! reports are parsed into findings. A declared operation's reference is built here
 //! (`reference`): a user's C function compiled by the system C compiler and loaded
-//! (`cref`), or a program that reads and writes `.npy` files (`cmdref`).
+//! (`cref`), or a program that reads and writes `.npy` files (`cmdref`). Receipts are
+//! signed and verified by OpenSSH's `ssh-keygen -Y` (`sshsig`).
 
 pub mod cmdref;
 pub mod cref;
@@ -11,3 +12,4 @@ pub mod nsys;
 pub mod process;
 pub mod reference;
 pub mod sanitizer;
+pub mod sshsig;

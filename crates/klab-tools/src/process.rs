@@ -59,6 +59,13 @@ pub enum ProcessError {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// The file given as the child's standard input could not be opened.
+    #[error("input for {}: {source}", .program.display())]
+    Stdin {
+        /// The binary as given.
+        program: PathBuf,
+        source: klab_core::artifact::FileError,
+    },
     /// Waiting for the child failed.
     #[error("waiting for {}: {source}", .program.display())]
     Wait {
@@ -102,6 +109,10 @@ pub struct RunOptions {
     /// running (a background helper of a user's program) outlives the call. Off for the
     /// tools whose launchers klab waits for through [`DRAIN_GRACE`].
     pub end_group_on_exit: bool,
+    /// The child's standard input: this file, opened as klab opens every file it reads (a
+    /// regular file within the kind's cap, see [`klab_core::artifact::open_regular`]);
+    /// `/dev/null` when `None`.
+    pub stdin: Option<(PathBuf, klab_core::artifact::Input)>,
 }
 
 impl RunOptions {
@@ -113,6 +124,7 @@ impl RunOptions {
             dir: None,
             env: Vec::new(),
             end_group_on_exit: false,
+            stdin: None,
         }
     }
 }
@@ -126,7 +138,7 @@ pub fn run_captured(
     run(program, args, &RunOptions::new(timeout))
 }
 
-/// Run `program` with `args` (no shell), stdin from `/dev/null`, capturing stdout and
+/// Run `program` with `args` (no shell), stdin from `/dev/null` (or `opts.stdin`), capturing stdout and
 /// stderr, and kill it and everything it started if it runs past the timeout.
 ///
 /// The child runs in its own process group (Unix) so the watchdog can also kill what it
@@ -136,10 +148,19 @@ pub fn run_captured(
 pub fn run(program: &Path, args: &[OsString], opts: &RunOptions) -> Result<Captured, ProcessError> {
     let timeout = opts.timeout;
     let mut cmd = Command::new(program);
+    let stdin = match &opts.stdin {
+        Some((path, kind)) => Stdio::from(klab_core::artifact::open_regular(path, *kind).map_err(
+            |source| ProcessError::Stdin {
+                program: program.to_path_buf(),
+                source,
+            },
+        )?),
+        None => Stdio::null(),
+    };
     cmd.args(args)
         .env(CHILD_ENV, "1")
         .env(PARENT_ENV, self_identity())
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if let Some(d) = &opts.dir {
@@ -731,6 +752,39 @@ mod tests {
             thread::sleep(Duration::from_millis(20));
         }
         assert!(gone(bg), "the background child outlived the call");
+    }
+
+    #[test]
+    fn a_child_reads_a_regular_file_as_its_stdin_and_never_a_fifo() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.txt");
+        std::fs::write(&input, "from the file\n").unwrap();
+        let (p, a) = sh("cat");
+        let kind = klab_core::artifact::Input::RECEIPT;
+        let opts = RunOptions {
+            stdin: Some((input, kind)),
+            ..RunOptions::new(Duration::from_secs(10))
+        };
+        let c = run(&p, &a, &opts).unwrap();
+        assert_eq!(c.stdout, b"from the file\n");
+        // Without it, stdin is /dev/null.
+        let c = run_captured(&p, &a, Duration::from_secs(10)).unwrap();
+        assert!(c.stdout.is_empty());
+        let fifo = dir.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let opts = RunOptions {
+            stdin: Some((fifo, kind)),
+            ..RunOptions::new(Duration::from_secs(10))
+        };
+        let e = run(&p, &a, &opts).unwrap_err().to_string();
+        assert!(
+            e.contains("is a FIFO (named pipe), not a regular file"),
+            "{e}"
+        );
     }
 
     #[test]

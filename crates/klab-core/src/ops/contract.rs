@@ -150,7 +150,7 @@ pub fn declare(decl: &Contract) -> Result<DeclaredOp, FieldError> {
     ];
     let mut buffers = BTreeMap::new();
     let mut scalars = BTreeMap::new();
-    let (useful_bytes, flops, oracle, min) = match op {
+    let (oracle, min) = match op {
         OpKind::Copy | OpKind::Transpose => {
             let mut out = f32_buffer("n * n", Role::Out);
             out.shape = Some(vec![expr("n"), expr("n")]);
@@ -166,7 +166,7 @@ pub fn declare(decl: &Contract) -> Result<DeclaredOp, FieldError> {
             } else {
                 BuiltinOracle::Transpose
             };
-            ("8 * n * n", None, oracle, 1)
+            (oracle, 1)
         }
         OpKind::Triad => {
             buffers.insert("x".to_string(), f32_buffer("n", Role::In));
@@ -185,12 +185,7 @@ pub fn declare(decl: &Contract) -> Result<DeclaredOp, FieldError> {
                     range: None,
                 },
             );
-            (
-                &*format!("{} * n", triad::BYTES_PER_ELEMENT),
-                Some(&*format!("{} * n", triad::FLOPS_PER_ELEMENT)),
-                BuiltinOracle::Triad,
-                0,
-            )
+            (BuiltinOracle::Triad, 0)
         }
         OpKind::ReduceSum => {
             let chunk = per(0);
@@ -198,12 +193,7 @@ pub fn declare(decl: &Contract) -> Result<DeclaredOp, FieldError> {
             let mut partials = f32_buffer(&format!("ceil_div(n, {chunk})"), Role::Out);
             partials.compare = Some(RuleSpec::ScaledSum(chunk.to_string()));
             buffers.insert("partials".to_string(), partials);
-            (
-                "4 * n",
-                Some("max(n, 1) - 1"),
-                BuiltinOracle::ReduceSum { chunk },
-                0,
-            )
+            (BuiltinOracle::ReduceSum { chunk }, 0)
         }
         OpKind::Declared => {
             return Err((
@@ -212,6 +202,12 @@ pub fn declare(decl: &Contract) -> Result<DeclaredOp, FieldError> {
             ))
         }
     };
+    let (useful_bytes, flops) = work_exprs(op).ok_or_else(|| {
+        (
+            "operation".to_string(),
+            "a declared operation states its own [kernel.op]".to_string(),
+        )
+    })?;
     let spec = DeclaredOpSpec {
         sizes: BTreeMap::from([(
             "n".to_string(),
@@ -227,13 +223,42 @@ pub fn declare(decl: &Contract) -> Result<DeclaredOp, FieldError> {
         block,
         dynamic_shared_bytes: (decl.dynamic_shared_bytes != 0)
             .then(|| expr(&decl.dynamic_shared_bytes.to_string())),
-        useful_bytes: expr(useful_bytes),
-        flops: flops.map(expr),
+        useful_bytes: expr(&useful_bytes),
+        flops: flops.as_deref().map(expr),
         reference: ReferenceSpec::Builtin(oracle),
         bench: Some(BTreeMap::from([("n".to_string(), bench_n(op))])),
         cases: Vec::new(),
     };
     spec.validate(&param_texts(decl.params))
+}
+
+/// A built-in operation's useful bytes and FLOPs per launch, as expressions in `n`: what
+/// its contract declares ([`declare`]) and what a receipt's workload is checked against
+/// ([`builtin_work`]). `None` for a declared operation, which states its own.
+fn work_exprs(op: OpKind) -> Option<(String, Option<String>)> {
+    match op {
+        OpKind::Copy | OpKind::Transpose => Some(("8 * n * n".into(), None)),
+        OpKind::Triad => Some((
+            format!("{} * n", triad::BYTES_PER_ELEMENT),
+            Some(format!("{} * n", triad::FLOPS_PER_ELEMENT)),
+        )),
+        OpKind::ReduceSum => Some(("4 * n".into(), Some("max(n, 1) - 1".into()))),
+        OpKind::Declared => None,
+    }
+}
+
+/// The useful bytes and FLOPs (0 when the contract declares none) one launch of built-in
+/// `op` does at size `n`, from the same expressions its contract declares; `None` for a
+/// declared operation, or when `n` is so large the counts do not fit.
+pub fn builtin_work(op: OpKind, n: u64) -> Option<(u64, u64)> {
+    let (bytes, flops) = work_exprs(op)?;
+    let vars = BTreeMap::from([("n".to_string(), i64::try_from(n).ok()?)]);
+    let bytes = expr(&bytes).eval_u64(&vars).ok()?;
+    let flops = match flops {
+        Some(f) => expr(&f).eval_u64(&vars).ok()?,
+        None => 0,
+    };
+    Some((bytes, flops))
 }
 
 /// A built-in oracle bound to a kernel's buffer order.
@@ -392,6 +417,23 @@ mod tests {
 
     fn bytes(v: &[f32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn builtin_work_is_what_the_contracts_declare() {
+        assert_eq!(
+            builtin_work(OpKind::Transpose, 4096),
+            Some((134_217_728, 0))
+        );
+        assert_eq!(builtin_work(OpKind::Copy, 4097), Some((134_283_272, 0)));
+        assert_eq!(
+            builtin_work(OpKind::Triad, 1_000_003),
+            Some((12_000_036, 2_000_006))
+        );
+        assert_eq!(builtin_work(OpKind::ReduceSum, 10), Some((40, 9)));
+        assert_eq!(builtin_work(OpKind::Declared, 10), None);
+        assert_eq!(builtin_work(OpKind::Transpose, u64::MAX), None);
+        assert_eq!(builtin_work(OpKind::Transpose, 1 << 40), None, "overflows");
     }
 
     #[test]

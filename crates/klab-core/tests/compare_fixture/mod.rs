@@ -13,7 +13,7 @@ use klab_core::receipt::{
     Source, Warmup, Workload, RECEIPT_SCHEMA,
 };
 use klab_core::samples::{samples_csv, Regime, Sample, Timer};
-use klab_core::stats::{BootstrapConfig, Summary, QUANTILE_RULE};
+use klab_core::stats::{gb_per_s, BootstrapConfig, Summary, QUANTILE_RULE};
 use serde_json::Value;
 
 pub const UUID: &str = "GPU-0e2f0c4a-fixture-only";
@@ -83,7 +83,7 @@ pub fn template(entry: &str) -> Receipt {
             theoretical_peak_gb_s: 4_800.0,
         },
         workload: Workload {
-            operation: "y[i] = fmaf(1.25f, x[i], z[i])".into(),
+            operation: "triad: y[i] = fmaf(1.25f, x[i], z[i])".into(),
             dtype: "float32".into(),
             n: 1_000_003,
             grid: [3907, 1, 1],
@@ -130,6 +130,17 @@ pub fn template(entry: &str) -> Receipt {
             rounds: None,
         },
     }
+}
+
+/// Move a (triad) template to size `n` with everything that follows from it: a grid of
+/// `ceil(n / 256)` blocks and the contract's useful bytes and FLOPs.
+pub fn set_n(r: &mut Receipt, n: u64) {
+    r.workload.n = n;
+    r.workload.grid = [n.div_ceil(256) as u32, 1, 1];
+    let (bytes, flops) =
+        klab_core::ops::contract::builtin_work(klab_core::manifest::OpKind::Triad, n).unwrap();
+    r.workload.useful_bytes_per_launch = bytes;
+    r.workload.flops_per_launch = flops;
 }
 
 /// The sample CSV of one round, slots following `sample mod slots`.
@@ -207,12 +218,9 @@ pub fn write_run(dir: &Path, mut r: Receipt, rounds: &[Vec<f64>], first: bool) -
         r.result.median_us = s.median;
         r.result.p10_us = s.p10;
         r.result.p90_us = s.p90;
-        // Rounded: serde_json without its `float_roundtrip` feature may read a 17-digit
-        // float back one ulp off, and the round-trip test compares exactly.
-        let round3 = |x: f64| (x * 1e3).round() / 1e3;
-        r.result.useful_gb_s = round3(r.workload.useful_bytes_per_launch as f64 / (s.median * 1e3));
-        r.result.pct_of_peak =
-            round3(100.0 * r.result.useful_gb_s / r.hardware.theoretical_peak_gb_s);
+        // As klab computes them: `compare` recomputes both from the median.
+        r.result.useful_gb_s = gb_per_s(r.workload.useful_bytes_per_launch, s.median);
+        r.result.pct_of_peak = 100.0 * r.result.useful_gb_s / r.hardware.theoretical_peak_gb_s;
     }
     let path = dir.join("receipt.json");
     r.write(&path).unwrap();

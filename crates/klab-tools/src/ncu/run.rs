@@ -106,6 +106,11 @@ pub fn run(argv: &[OsString], timeout: Duration) -> Result<RunOutput, NcuError> 
     let cap = process::run_captured(program, args, timeout).map_err(|e| match e {
         ProcessError::Spawn { program, source } => NcuError::Spawn { program, source },
         ProcessError::Wait { program, source } => NcuError::Wait { program, source },
+        // run_captured gives the child no input file, so this cannot happen; kept total.
+        e @ ProcessError::Stdin { .. } => NcuError::Spawn {
+            program: program.to_path_buf(),
+            source: std::io::Error::other(e.to_string()),
+        },
     })?;
     Ok(RunOutput {
         argv: argv

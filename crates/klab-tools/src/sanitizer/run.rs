@@ -33,6 +33,11 @@ pub fn run(
     let cap = process::run_captured(sanitizer, &full[1..], timeout).map_err(|e| match e {
         ProcessError::Spawn { program, source } => SanitizerError::Spawn { program, source },
         ProcessError::Wait { program, source } => SanitizerError::Wait { program, source },
+        // run_captured gives the child no input file, so this cannot happen; kept total.
+        e @ ProcessError::Stdin { .. } => SanitizerError::Spawn {
+            program: sanitizer.to_path_buf(),
+            source: std::io::Error::other(e.to_string()),
+        },
     })?;
 
     let output = String::from_utf8_lossy(&cap.merged).into_owned();
