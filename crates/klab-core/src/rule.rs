@@ -38,9 +38,9 @@
 //! declared to be expected (`nan = "nan-equal"` or `"nan-any-payload"`) to pass.
 //!
 //! [`compare`] returns a [`Verdict`]: failures over all elements, `max_abs` and `max_rel`
-//! over the elements where both sides are finite (under `Bitwise`, `max_abs` is infinite
-//! when a failing element has a NaN or an infinity on either side), `max_ulp` likewise for
-//! float dtypes, and
+//! over the elements where both sides are finite (`max_abs` is infinite when a failing
+//! element has a NaN or an infinity on either side, under every rule), `max_ulp` likewise
+//! for float dtypes, and
 //! the first (lowest-index) failure with its multi-dimensional coordinates.
 
 use std::fmt;
@@ -791,10 +791,11 @@ impl Judge<'_> {
             }
             if !o.pass {
                 v.failures += 1;
-                // A bitwise failure with a NaN or an infinity on either side has no
-                // finite error: it counts as infinite, so max_abs never hides it (the
-                // transpose lab's rule for its max_abs_error column).
-                if o.error.is_none() && self.rule == Rule::Bitwise {
+                // A failure with a NaN or an infinity on either side has no finite error:
+                // it counts as infinite, so max_abs never hides it ("max abs 0" beside a
+                // NaN output read as a near miss; the transpose lab's rule for its
+                // max_abs_error column).
+                if o.error.is_none() {
                     v.max_abs = f64::INFINITY;
                 }
                 if v.first.is_none() {
@@ -996,6 +997,37 @@ mod tests {
         ));
     }
 
+    /// A poisoned (NaN) element left unwritten under a tolerance rule: max_abs says
+    /// infinite, not 0 (the error over the finite elements alone).
+    #[test]
+    fn a_non_finite_failure_is_an_infinite_max_abs_under_every_rule() {
+        let want = f32b(&[0x0000_0000, 0x3f80_0000]);
+        let got = f32b(&[0xffff_ffff, 0x3f80_0000]);
+        for rule in [
+            Comparison::new(Rule::AllClose {
+                atol: 1e-4,
+                rtol: 1e-4,
+            }),
+            Comparison::new(Rule::Ulp { max: 1 }),
+        ] {
+            let v = run(Dtype::F32, rule, &got, &want);
+            assert_eq!((v.failures, v.max_abs), (1, f64::INFINITY), "{rule:?}");
+        }
+        // Passing elements with matching NaNs (declared expected) add no error.
+        let nan = f32b(&[0x7fc0_0000]);
+        let v = run(
+            Dtype::F32,
+            Comparison::new(Rule::AllClose {
+                atol: 1e-4,
+                rtol: 1e-4,
+            })
+            .with_nan(NanRule::NanEqual),
+            &nan,
+            &nan,
+        );
+        assert_eq!((v.failures, v.max_abs), (0, 0.0));
+    }
+
     #[test]
     fn bitwise_distinguishes_zero_signs_and_nan_payloads() {
         let want = f32b(&[0x0000_0000, 0x7fc0_0001, 0x3f80_0000, 0x7fc0_0000]);
@@ -1149,9 +1181,12 @@ mod tests {
         let v = run(Dtype::F64, cmp, &got, &want);
         assert_eq!(v.failures, 3);
         assert_eq!(v.first.as_ref().unwrap().index, 1);
-        assert!((v.max_abs - 0.102).abs() < 1e-12);
+        // -inf vs inf and NaN vs 1 fail with no finite error: max_abs is infinite.
+        assert_eq!(v.max_abs, f64::INFINITY);
         assert_eq!(v.max_rel, f64::INFINITY); // 0.0009 vs 0
-                                              // NaN vs NaN under the rules.
+        let v = run(Dtype::F64, cmp, &got[..24], &want[..24]);
+        assert!((v.max_abs - 0.102).abs() < 1e-12);
+        // NaN vs NaN under the rules.
         let nan = f32b(&[0x7fc0_0000]);
         let nan2 = f32b(&[0x7fc0_0001]);
         assert!(!run(Dtype::F32, cmp, &nan, &nan).passed());
