@@ -282,6 +282,8 @@ fn run_workload<W: Workload>(
 pub struct WorkloadInfo {
     pub entry: String,
     pub operation: String,
+    /// The workload's own n (its one size variable, else its first output's elements).
+    pub n: u64,
     pub dtype: String,
     pub plan: klab_core::plan::LaunchPlan,
     pub useful_bytes: u64,
@@ -297,6 +299,7 @@ pub fn workload_info(kernel: &Kernel, n: u64, device: u32) -> anyhow::Result<Wor
     Ok(WorkloadInfo {
         entry: w.entry().to_string(),
         operation: w.operation(),
+        n: w.n(),
         dtype: w.dtype().to_string(),
         plan: w.plan(),
         useful_bytes: w.useful_bytes(),
@@ -479,7 +482,7 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receip
         workload: receipt::Workload {
             operation: info.operation,
             dtype: info.dtype,
-            n: spec.n,
+            n: info.n,
             grid: [info.plan.grid.x, info.plan.grid.y, info.plan.grid.z],
             block: [info.plan.block.x, info.plan.block.y, info.plan.block.z],
             dynamic_shared_bytes: info.plan.dynamic_shared_bytes,
@@ -667,5 +670,27 @@ mod tests {
                 "{c}"
             );
         }
+    }
+
+    /// An operation with several size variables is timed at its bench shape: its receipt's
+    /// n is the first output's element count and its operation states the shape (before,
+    /// n was the `--n` default of 1).
+    #[test]
+    fn a_multi_variable_workload_is_described_at_its_bench_shape() {
+        let gemm = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/ops/gemm/gemm.toml");
+        let kernel = Kernel::parse(&format!("{}:gemm", gemm.display())).unwrap();
+        let info = workload_info(&kernel, kernel.default_n(), 0).unwrap();
+        assert!(
+            info.operation.ends_with(" at K=1024 M=2048 N=2048"),
+            "{}",
+            info.operation
+        );
+        assert_eq!(info.n, 2048 * 2048);
+        let padded = Kernel::parse("padded").unwrap();
+        let info = workload_info(&padded, 4096, 0).unwrap();
+        assert_eq!(
+            (info.n, info.operation.ends_with(" at n=4096")),
+            (4096, true)
+        );
     }
 }

@@ -867,9 +867,7 @@ pub fn compare(
             "the round table numbers rounds 1 to {k}; the receipts number them {bn:?}"
         ));
     }
-    if let Some(n) = &analysis.note {
-        notes.push(n.clone());
-    }
+    // The analysis's own note (few rounds) is printed with the analysis, not again here.
 
     let (bname, cname) = names(baseline, &b, candidate, &c);
     let side = |path: &Path,

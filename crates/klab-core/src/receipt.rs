@@ -128,9 +128,12 @@ pub struct Hardware {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Workload {
+    /// What runs and at which shape, e.g. `transpose: out (f32) at n=4096` or
+    /// `declared: C (f32) at K=1024 M=2048 N=2048`.
     pub operation: String,
     pub dtype: String,
-    /// Element count.
+    /// The operation's one size variable; for an operation with several, the element
+    /// count of its first compared output (the shape is in `operation`).
     pub n: u64,
     pub grid: [u32; 3],
     pub block: [u32; 3],
@@ -140,6 +143,17 @@ pub struct Workload {
     pub rotation_slots: u64,
     pub useful_bytes_per_launch: u64,
     pub flops_per_launch: u64,
+}
+
+impl Workload {
+    /// The shape as `operation` states it (`n=4096`, `K=1024 M=2048 N=2048`); `n = N` for
+    /// a receipt whose operation does not say.
+    pub fn shape(&self) -> String {
+        match self.operation.rsplit_once(" at ") {
+            Some((_, shape)) if !shape.is_empty() => shape.to_string(),
+            _ => format!("n = {}", self.n),
+        }
+    }
 }
 
 /// Gates 1 and 2: the reference check and the sanitizer runs.
@@ -1325,6 +1339,25 @@ fn normalized(p: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_workloads_shape_is_what_its_operation_states_else_its_n() {
+        let mut w = Workload {
+            operation: "declared: C (f32) at K=1024 M=2048 N=2048".into(),
+            dtype: "f32".into(),
+            n: 4_194_304,
+            grid: [128, 128, 1],
+            block: [16, 16, 1],
+            dynamic_shared_bytes: 0,
+            cache_regime: Regime::SameBuffer,
+            rotation_slots: 1,
+            useful_bytes_per_launch: 1,
+            flops_per_launch: 0,
+        };
+        assert_eq!(w.shape(), "K=1024 M=2048 N=2048");
+        w.operation = "copy: out[r][c] = in[r][c]".into();
+        assert_eq!(w.shape(), "n = 4194304");
+    }
 
     #[test]
     fn relative_paths() {

@@ -778,3 +778,24 @@ fn a_combined_receipt_is_held_against_its_block_receipts() {
         "{msg}"
     );
 }
+
+/// Three rounds: the few-rounds note is printed once, with the analysis (it used to be
+/// printed again among the comparison's notes).
+#[test]
+fn the_few_rounds_note_is_printed_once() {
+    let d = tempfile::tempdir().unwrap();
+    let b = write_run(
+        &d.path().join("baseline"),
+        template("triad_baseline"),
+        &baseline_rounds()[..3],
+        true,
+    );
+    let c = write_run(
+        &d.path().join("candidate"),
+        template("triad_candidate"),
+        &candidate_rounds()[..3],
+        false,
+    );
+    let text = compare(&b, &c, &cfg()).unwrap().render_text();
+    assert_eq!(text.matches("rests on few rounds").count(), 1, "{text}");
+}

@@ -660,7 +660,7 @@ fn receipts(run: &RunData, entries: &[crate::data::ReceiptEntry]) -> Vec<Block> 
                 let w = &r.workload;
                 t.rows.push(vec![
                     Cell::mono(&e.path),
-                    Cell::plain(format!("{} (n = {})", r.source.entry, w.n)),
+                    Cell::plain(format!("{} ({})", r.source.entry, w.shape())),
                     verdict_cell(verdict::for_receipt(run, r)),
                     Cell::plain(format!(
                         "{}, {}, {} samples x {} round(s)",
