@@ -89,11 +89,17 @@ impl CheckReport {
             s.push('\n');
         }
         let verdict = if let Some(why) = &self.known_broken {
-            format!(
-                "verdict: REJECTED (known-broken: {why}; {} of {} cases failed)",
-                self.failures(),
-                self.cases.len()
-            )
+            // Rejected for its label; say whether the oracle saw the bug too.
+            match self.failures() {
+                0 => format!(
+                    "verdict: REJECTED (known-broken: {why}); the oracle passed all {} cases: this bug is for another gate",
+                    self.cases.len()
+                ),
+                f => format!(
+                    "verdict: REJECTED (known-broken: {why}; {f} of {} cases failed)",
+                    self.cases.len()
+                ),
+            }
         } else if self.passed() {
             format!("verdict: PASS ({} cases)", self.cases.len())
         } else {
@@ -703,6 +709,33 @@ pub fn device_sum<B: Backend>(
 
 #[cfg(test)]
 mod tests {
+    /// A known-broken kernel whose bug the oracle cannot see (a race, an over-read) is
+    /// rejected for its label, and its verdict says the oracle passed it rather than
+    /// "0 of N cases failed" beside REJECTED.
+    #[test]
+    fn a_labelled_bug_the_oracle_passes_says_so() {
+        let case = |pass| super::CaseResult {
+            case: "exact input".into(),
+            n: 33,
+            pass,
+            detail: String::new(),
+            skipped: false,
+        };
+        let mut r = super::CheckReport {
+            kernel: "k".into(),
+            operation: "declared".into(),
+            known_broken: Some("a race".into()),
+            seed: 1,
+            cases: vec![case(true), case(true)],
+        };
+        assert!(r.render().ends_with(
+            "verdict: REJECTED (known-broken: a race); the oracle passed all 2 cases: this bug is for another gate\n"
+        ));
+        r.cases[1].pass = false;
+        assert!(r
+            .render()
+            .ends_with("verdict: REJECTED (known-broken: a race; 1 of 2 cases failed)\n"));
+    }
     use super::*;
     use crate::backend::host::{HostArg, HostBackend};
     fn resolve(
