@@ -509,8 +509,9 @@ fn precompiled_modules_and_template_entries_stop_only_at_the_missing_driver() {
 }
 
 #[test]
-fn a_closed_stdout_is_one_line_and_exit_1_not_a_panic() {
-    // `klab model | head -0`: the reader is gone before klab prints.
+fn a_closed_stdout_ends_an_output_only_command_quietly_with_exit_0() {
+    // `klab model | head -0`: the reader is gone before klab prints (or, in a race, just
+    // after it printed into the pipe): either way exit 0 and nothing on stderr.
     for args in [vec!["model"], vec!["model", "--json"], vec!["kernels"]] {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_klab"))
             .args(&args)
@@ -523,11 +524,7 @@ fn a_closed_stdout_is_one_line_and_exit_1_not_a_panic() {
         let o = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!err.contains("panicked"), "{args:?}: {err}");
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-        assert!(
-            err.contains("SIGPIPE (its output was closed)"),
-            "{args:?}: {err}"
-        );
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+        assert_eq!(err, "", "{args:?}");
     }
 }

@@ -205,7 +205,7 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
     let config = args.timing.config();
     let ops: Vec<String> = kernels
         .iter()
-        .map(|k| measure::workload_info(k, 1, args.device).map(|i| i.operation))
+        .map(|k| measure::workload_info(k, n, args.device).map(|i| i.operation))
         .collect::<Result<_, _>>()?;
     let dir = measure::output_dir(args.out.as_deref(), "rounds")?;
     let dir = std::path::absolute(&dir).unwrap_or(dir);

@@ -483,6 +483,13 @@ extern "C" fn on_signal(sig: libc::c_int) {
             ended = ended.saturating_add(1);
         }
     }
+    // A closed stdout with no child running is the reader having read enough (`klab
+    // model | head`): end quietly with exit 0, as ripgrep does. With children running,
+    // work was cut short: say so and exit 1.
+    if sig == libc::SIGPIPE && ended == 0 {
+        // SAFETY: _exit(2) is async-signal-safe.
+        unsafe { libc::_exit(0) }
+    }
     let name: &[u8] = match sig {
         libc::SIGINT => b"SIGINT",
         libc::SIGTERM => b"SIGTERM",
@@ -513,7 +520,8 @@ extern "C" fn on_signal(sig: libc::c_int) {
 
 /// SIGINT, SIGTERM, SIGHUP and SIGPIPE kill the process group of every running child, print
 /// one line on stderr and exit 1. SIGPIPE too: Rust ignores it, so a closed stdout (`klab
-/// model | head`) would otherwise make the next print panic, and the children outlive that.
+/// model | head`) would otherwise make the next print panic, and the children outlive that;
+/// with no child running, SIGPIPE ends klab quietly with exit 0.
 pub fn install_signal_handlers() {
     #[cfg(unix)]
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
