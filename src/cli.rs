@@ -105,12 +105,32 @@ set beside the address model's predictions (built-in transpose variants) under s
 tolerances, and a bound statement is written per kernel: profile.json, bound.txt, \
 counters.csv in --out. Profiler durations are diagnostics, never benchmark results. \
 Exit 0 when every kernel was profiled, 2 when one failed its correctness check (known-broken \
-kernels always do, and are not profiled), 1 when ncu could not run."
+kernels always do, and are not profiled), 1 when ncu could not run. \
+--import FILE reads a profile made elsewhere instead of running anything: an .ncu-rep (through \
+`ncu --import FILE --csv --page raw`, so ncu is needed) or its raw or details CSV page (told \
+apart by the header). Every launch in it gets the same counters, table and bound statement, \
+its correctness marked not checked; without --kernel nothing is predicted but the measured \
+counters are shown. --kernel NAME (a klab kernel or manifest.toml:name; again for more) picks \
+the launches of that kernel's entry and sets them beside its predictions at --n, after their \
+grid and block are checked against klab's own launch at that size. Counters that disagree \
+with a prediction are reported, as for a capture, not a failed gate. Exit 0 when the file was \
+read, 1 when it cannot be, is another format (one line naming the format expected and `ncu \
+--csv --page raw`), or has no launch of a --kernel."
 )]
 pub struct ProfileArgs {
     /// Kernels (built-in names or manifest paths)
-    #[arg(required = true)]
+    #[arg(required_unless_present = "import", conflicts_with = "import")]
     pub kernels: Vec<String>,
+    /// Read this profile instead of running ncu: an .ncu-rep, or its raw or details CSV page
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["sections", "metrics", "warmup", "cache_control", "out", "in_process"]
+    )]
+    pub import: Option<PathBuf>,
+    /// With --import: the kernel of klab's whose launches to predict (repeatable)
+    #[arg(long = "kernel", value_name = "NAME", requires = "import")]
+    pub import_kernels: Vec<String>,
     /// Problem size [default: 4096 for matrices, the operation's default otherwise]
     #[arg(long)]
     pub n: Option<u64>,

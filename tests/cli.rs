@@ -125,6 +125,7 @@ fn help_is_stable() {
         ("check_help", &["check", "--help"][..]),
         ("init_help", &["init", "--help"][..]),
         ("sanitize_help", &["sanitize", "--help"][..]),
+        ("profile_help", &["profile", "--help"][..]),
     ] {
         let out = klab()
             .args(args)

@@ -5,6 +5,14 @@
 //! The parent builds ncu's argument vector (never a shell) around `klab profile KERNEL
 //! --in-process`, whose launch sequence is `timing::profile_sequence`: the launch skip is
 //! computed from that same sequence and checked against what the child reports.
+//!
+//! `klab profile --import FILE [--kernel NAME]...` reads a profile someone else made
+//! (`ncu::import_file`: an `.ncu-rep` through ncu, or a raw or details CSV page) and gives
+//! every launch in it to the same step a capture ends with, [`read_launch`]: the counters,
+//! the rows against the predictions, the bound statement. What differs is only what klab
+//! can say around the counters ([`Framing`]): no correctness verdict (klab ran nothing), and
+//! predictions only for a launch of a `--kernel` whose grid and block are the ones klab
+//! would launch at `--n`.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -13,9 +21,11 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use klab_core::artifact::{utc_timestamp, write_atomic};
 use klab_core::bound::{
-    self, KernelProfile, Measured, ProfileRecord, RejectedKernel, PROFILE_SCHEMA,
+    self, BoundStatement, CounterRow, KernelProfile, Measured, ProfileRecord, RejectedKernel,
+    PROFILE_SCHEMA,
 };
 use klab_core::model::predict::{predict, VariantPrediction};
+use klab_core::plan::Dim3;
 use klab_core::timing::{self, profile_launch_skip};
 use klab_core::variant::{BLOCK_ROWS, TILE};
 use klab_core::workload::Workload;
@@ -36,6 +46,9 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
             bail!("--in-process takes exactly one kernel");
         };
         return child(&args, name);
+    }
+    if let Some(path) = &args.import {
+        return import_file(&args, path);
     }
     let cache = args.cache_control;
     let sections = split_list(&args.sections);
@@ -62,14 +75,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         if kernels[..i].iter().any(|(_, o)| o.name() == k.name()) {
             bail!("kernel '{}' is listed twice", k.name());
         }
-        if klab_core::manifest::LibraryRoutine::from_entry(&k.decl.entry).is_some() {
-            bail!(
-                "'{}' is a library routine ({}), not a kernel of {}: klab profile selects one kernel launch by its entry name",
-                k.name(),
-                k.decl.entry,
-                k.manifest.program
-            );
-        }
+        refuse_library_routine(k)?;
         k.refuse_n_for_declared(args.n)?;
         // A size the workload refuses is an error before ncu starts.
         k.workload(args.n.unwrap_or_else(|| k.default_n()), None, args.device)?;
@@ -146,6 +152,19 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// klab profile selects launches by their entry name, which a library routine does not have.
+fn refuse_library_routine(k: &Kernel) -> anyhow::Result<()> {
+    if klab_core::manifest::LibraryRoutine::from_entry(&k.decl.entry).is_some() {
+        bail!(
+            "'{}' is a library routine ({}), not a kernel of {}: klab profile selects one kernel launch by its entry name",
+            k.name(),
+            k.decl.entry,
+            k.manifest.program
+        );
+    }
+    Ok(())
 }
 
 fn write_outputs(dir: &Path, record: &ProfileRecord) -> anyhow::Result<()> {
@@ -368,23 +387,7 @@ fn profile_one(
     if device.is_none() {
         *device = record.device_name().map(String::from);
     }
-    let measured = measured_from(record);
-    if measured.compute_pct.is_none()
-        && measured.dram_pct.is_none()
-        && measured.global_load_sectors.is_none()
-        && measured.global_store_sectors.is_none()
-    {
-        bail!("{raw_rel}: none of the counters the bound statement needs is in the report (SpeedOfLight throughput, global sectors); see {log_rel}");
-    }
-    let absent_metrics: Vec<String> = metrics
-        .iter()
-        .filter(|m| record.metric(m).is_absent())
-        .cloned()
-        .collect();
-    let prediction = model_prediction(kernel, n);
     let w = kernel.workload(n, None, args.device)?;
-    let mut counters = bound::compare(prediction.as_ref(), &measured);
-    counters.push(bound::dram_row(w.useful_bytes(), &measured));
     let plan = w.plan();
     let workload = format!(
         "{} {} ({}), block {}x{}x{}, grid {}x{}x{}; the launch after {} validation and {} warmup launches (ncu --launch-skip {skip} --launch-count 1, --clock-control none, --cache-control {})",
@@ -407,27 +410,378 @@ fn profile_one(
         w.reference(),
         w.rule()
     );
-    let statement = bound::statement(workload, correctness, &report_rel, &measured, &counters);
-    // The built-in operations' rows have their n; a declared one's its whole shape.
-    let shape = (kernel.decl.operation == klab_core::manifest::OpKind::Declared)
-        .then(|| klab_core::general::describe_shape(&w.shape));
+    let reading = read_launch(
+        record,
+        metrics,
+        Framing {
+            prediction: model_prediction(kernel, n),
+            useful_bytes: Some(w.useful_bytes()),
+            workload,
+            correctness,
+            evidence: report_rel.clone(),
+        },
+        &format!("{raw_rel} (log {log_rel})"),
+    )?;
+    // klab asked for these by name: a capture without any of them went wrong (an import
+    // reads whatever its author collected).
+    let m = &reading.measured;
+    if m.compute_pct.is_none()
+        && m.dram_pct.is_none()
+        && m.global_load_sectors.is_none()
+        && m.global_store_sectors.is_none()
+    {
+        bail!("{raw_rel}: none of the counters the bound statement needs is in the report (SpeedOfLight throughput, global sectors); see {log_rel}");
+    }
     Ok(Some(KernelProfile {
         kernel: name,
         entry: kernel.decl.entry.clone(),
         operation: kernel.decl.operation.name().to_string(),
         n: w.n(),
-        shape,
+        shape: declared_shape(kernel, &w),
         launch_skip: skip,
         argv: shown,
         report: report_rel,
         raw_csv: raw_rel,
         log: log_rel,
         mismatches: Some(child.before_failures + measured_failures),
+        measured: reading.measured,
+        absent_metrics: reading.absent_metrics,
+        counters: reading.counters,
+        bound: reading.bound,
+    }))
+}
+
+/// The built-in operations' rows have their n; a declared one's its whole shape.
+fn declared_shape(kernel: &Kernel, w: &klab_core::general::DeclaredWorkload) -> Option<String> {
+    (kernel.decl.operation == klab_core::manifest::OpKind::Declared)
+        .then(|| klab_core::general::describe_shape(&w.shape))
+}
+
+/// What is set beside one launch's counters and said around them: everything in a bound
+/// statement that does not come from the report.
+struct Framing {
+    /// The address model's prediction (built-in transposes only, [`model_prediction`]).
+    prediction: Option<VariantPrediction>,
+    /// The useful bytes the operation declares; `None` for a launch of no kernel klab knows.
+    useful_bytes: Option<u64>,
+    /// The statement's Workload line.
+    workload: String,
+    /// Its Correctness line.
+    correctness: String,
+    /// The report its Source evidence line cites.
+    evidence: String,
+}
+
+/// One launch's counters, read and judged.
+struct Reading {
+    measured: Measured,
+    absent_metrics: Vec<String>,
+    counters: Vec<CounterRow>,
+    bound: BoundStatement,
+}
+
+/// The step after a capture, the one code path for klab's own capture and for `--import`:
+/// the counters the bound statement reads, the metrics in `metrics` the report lacks, the
+/// rows against the predictions (the address model's, then DRAM traffic against the useful
+/// bytes), and the statement. A launch without any counter klab reads is an error naming
+/// `source`; one with some gets a statement whose missing figures say `n/a`.
+fn read_launch(
+    record: &KernelRecord,
+    metrics: &[String],
+    framing: Framing,
+    source: &str,
+) -> anyhow::Result<Reading> {
+    let measured = measured_from(record);
+    if measured == Measured::default() {
+        bail!("{source}: none of the counters klab reads is in the report (SpeedOfLight throughput, global sectors and requests, shared bank conflicts, DRAM bytes, launch statistics, occupancy)");
+    }
+    let absent_metrics: Vec<String> = metrics
+        .iter()
+        .filter(|m| record.metric(m).is_absent())
+        .cloned()
+        .collect();
+    let mut counters = bound::compare(framing.prediction.as_ref(), &measured);
+    // Without a declared operation there are no useful bytes: the row shows the measured
+    // traffic as "no prediction".
+    counters.push(bound::dram_row(
+        framing.useful_bytes.unwrap_or(0),
+        &measured,
+    ));
+    let bound = bound::statement(
+        framing.workload,
+        framing.correctness,
+        &framing.evidence,
+        &measured,
+        &counters,
+    );
+    Ok(Reading {
         measured,
         absent_metrics,
         counters,
-        bound: statement,
-    }))
+        bound,
+    })
+}
+
+/// `--import FILE [--kernel NAME]...`: every launch of the file (or of each `--kernel`'s
+/// entry) through [`read_launch`], printed as a capture prints; nothing is written. Exit 0
+/// when read (disagreeing rows included, as for a capture), 1 otherwise.
+fn import_file(args: &ProfileArgs, path: &Path) -> anyhow::Result<ExitCode> {
+    // Names first: a wrong one is refused before the file is read or ncu runs.
+    let kernels = args
+        .import_kernels
+        .iter()
+        .map(|k| Kernel::parse(k))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    for (i, k) in kernels.iter().enumerate() {
+        if kernels[..i].iter().any(|o| o.name() == k.name()) {
+            bail!("kernel '{}' is listed twice", k.name());
+        }
+        refuse_library_routine(k)?;
+        k.refuse_n_for_declared(args.n)?;
+    }
+    if kernels.is_empty() && args.n.is_some() {
+        bail!("--n is the size of a --kernel's launch; without --kernel an imported launch's size is not known");
+    }
+    let imported = ncu::import_file(path, args.ncu.as_deref(), Duration::from_secs(args.timeout))
+        .map_err(|e| match e {
+        // These name the file already.
+        e @ (ncu::NcuError::File(_)
+        | ncu::NcuError::NotAProfile { .. }
+        | ncu::NcuError::NcuMissing { .. }) => anyhow::Error::new(e),
+        e => anyhow::Error::new(e).context(path.display().to_string()),
+    })?;
+    let file = path.display().to_string();
+
+    // Which launches, each with the kernel of klab's it is set beside (if any).
+    let mut chosen: Vec<(&KernelRecord, Option<&Kernel>)> = Vec::new();
+    if kernels.is_empty() {
+        chosen.extend(imported.kernels.iter().map(|r| (r, None)));
+    }
+    for k in &kernels {
+        let before = chosen.len();
+        chosen.extend(
+            imported
+                .kernels
+                .iter()
+                .filter(|r| r.is_named(&k.decl.entry))
+                .map(|r| (r, Some(k))),
+        );
+        if chosen.len() == before {
+            bail!(
+                "{file}: no launch of {}'s entry {}; the file has {}",
+                k.name(),
+                k.decl.entry,
+                launch_names(&imported.kernels)
+            );
+        }
+    }
+    let metrics: Vec<String> = ncu::KLAB_METRICS.iter().map(|s| s.to_string()).collect();
+    let mut profiles = Vec::new();
+    let names: Vec<String> = chosen
+        .iter()
+        .map(|(r, k)| k.map_or_else(|| r.function_name().to_string(), Kernel::name))
+        .collect();
+    for (&(record, kernel), base) in chosen.iter().zip(&names) {
+        // Several launches of one kernel: ncu's result ID tells them apart.
+        let label = if names.iter().filter(|n| *n == base).count() > 1 {
+            format!("{base}#{}", record.id)
+        } else {
+            base.clone()
+        };
+        profiles.push(match kernel {
+            None => imported_unknown(record, label, &file, &metrics)?,
+            Some(k) => imported_as(args, k, record, label, &file, &metrics)?,
+        });
+    }
+    // Printed once every launch was read: a refusal leaves no half-printed profile.
+    println!(
+        "{file}: {}, {} profiled launch{}",
+        imported.format.describe(),
+        imported.kernels.len(),
+        if imported.kernels.len() == 1 {
+            ""
+        } else {
+            "es"
+        }
+    );
+    for p in &profiles {
+        println!(
+            "== {} ({}) ==\n{}",
+            p.kernel,
+            p.size_label(),
+            p.bound.render()
+        );
+    }
+    print!("{}", bound::render_table(&profiles));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `naive_k (3), tiled_k (1)`: the function names of a file's launches, with counts.
+fn launch_names(records: &[KernelRecord]) -> String {
+    let mut names: Vec<(&str, usize)> = Vec::new();
+    for r in records {
+        match names.iter_mut().find(|(n, _)| *n == r.function_name()) {
+            Some((_, c)) => *c += 1,
+            None => names.push((r.function_name(), 1)),
+        }
+    }
+    names
+        .iter()
+        .map(|(n, c)| format!("{n} ({c})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn dim3(d: Option<[u32; 3]>) -> Option<Dim3> {
+    d.map(|[x, y, z]| Dim3::new(x, y, z))
+}
+
+fn shown(d: Option<Dim3>) -> String {
+    d.map_or_else(|| "not given".to_string(), |d| d.to_string())
+}
+
+/// klab did not run an imported launch: no verdict on its output exists.
+const NOT_CHECKED: &str =
+    "not checked: an imported report holds counters, not a verdict on the launch's output";
+
+/// An imported launch of no kernel klab knows: what ncu recorded, nothing predicted.
+fn imported_unknown(
+    record: &KernelRecord,
+    label: String,
+    file: &str,
+    metrics: &[String],
+) -> anyhow::Result<KernelProfile> {
+    let (grid, block) = (shown(dim3(record.grid)), shown(dim3(record.block)));
+    let device = match (record.device_name(), record.device) {
+        (Some(name), _) => name.to_string(),
+        (None, Some(d)) => format!("device {d}"),
+        (None, None) => "device not given".to_string(),
+    };
+    let workload = format!(
+        "{} as ncu recorded it: grid {grid}, block {block}, {device} (CC {}), ncu result {}; klab did not run it, so its operation, size and inputs are not known (--kernel NAME sets a kernel of klab's beside it)",
+        record.kernel_name,
+        if record.cc.is_empty() { "not given" } else { &record.cc },
+        record.id
+    );
+    let reading = read_launch(
+        record,
+        metrics,
+        Framing {
+            prediction: None,
+            useful_bytes: None,
+            workload,
+            correctness: NOT_CHECKED.to_string(),
+            evidence: file.to_string(),
+        },
+        file,
+    )?;
+    Ok(imported_profile(
+        record,
+        label,
+        "unknown",
+        0,
+        Some(format!(
+            "ncu result {}: grid {grid}, block {block}",
+            record.id
+        )),
+        file,
+        reading,
+    ))
+}
+
+/// An imported launch of `kernel`'s entry, set beside its predictions at `--n`: only when it
+/// was launched with the grid and block klab launches at that size (the model predicts one
+/// size; another size's counters would disagree for no fault of the kernel).
+fn imported_as(
+    args: &ProfileArgs,
+    kernel: &Kernel,
+    record: &KernelRecord,
+    label: String,
+    file: &str,
+    metrics: &[String],
+) -> anyhow::Result<KernelProfile> {
+    let n = args.n.unwrap_or_else(|| kernel.default_n());
+    let w = kernel.workload(n, None, args.device)?;
+    let plan = w.plan();
+    let (grid, block) = (dim3(record.grid), dim3(record.block));
+    if grid != Some(plan.grid) || block != Some(plan.block) {
+        bail!(
+            "{file}: ncu result {} ({}) was launched with grid {}, block {}, but klab's {} launches grid {}, block {} at {}: give --n the size it was profiled at",
+            record.id,
+            record.function_name(),
+            shown(grid),
+            shown(block),
+            kernel.name(),
+            plan.grid,
+            plan.block,
+            declared_shape(kernel, &w).unwrap_or_else(|| format!("n = {}", w.n()))
+        );
+    }
+    let workload = format!(
+        "{} {} ({}), block {}, grid {}; ncu result {} of {file}, launched with that grid and block; klab did not run it, so which launch of its program it was (validation, warmup, timed) is not known",
+        w.dtype(),
+        w.operation(),
+        kernel.name(),
+        plan.block,
+        plan.grid,
+        record.id
+    );
+    let correctness = format!(
+        "{NOT_CHECKED}; `klab check {}` checks the kernel at this size against {} ({})",
+        kernel.name(),
+        w.reference(),
+        w.rule()
+    );
+    let reading = read_launch(
+        record,
+        metrics,
+        Framing {
+            prediction: model_prediction(kernel, n),
+            useful_bytes: Some(w.useful_bytes()),
+            workload,
+            correctness,
+            evidence: file.to_string(),
+        },
+        file,
+    )?;
+    Ok(imported_profile(
+        record,
+        label,
+        kernel.decl.operation.name(),
+        w.n(),
+        declared_shape(kernel, &w),
+        file,
+        reading,
+    ))
+}
+
+/// The record of an imported launch: no launch sequence, no log, no mismatch count.
+fn imported_profile(
+    record: &KernelRecord,
+    label: String,
+    operation: &str,
+    n: u64,
+    shape: Option<String>,
+    file: &str,
+    reading: Reading,
+) -> KernelProfile {
+    KernelProfile {
+        kernel: label,
+        entry: record.function_name().to_string(),
+        operation: operation.to_string(),
+        n,
+        shape,
+        launch_skip: 0,
+        argv: Vec::new(),
+        report: file.to_string(),
+        raw_csv: String::new(),
+        log: String::new(),
+        mismatches: None,
+        measured: reading.measured,
+        absent_metrics: reading.absent_metrics,
+        counters: reading.counters,
+        bound: reading.bound,
+    }
 }
 
 /// ncu's `==ERROR==` lines.

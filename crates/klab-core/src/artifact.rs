@@ -51,6 +51,12 @@ impl Input {
     pub const ARTIFACT: Input = Input::new("run artifact", 1024 * MIB);
     /// A Compute Sanitizer text report given to `klab sanitize --import`.
     pub const SANITIZER_REPORT: Input = Input::new("Compute Sanitizer report", 256 * MIB);
+    /// A file given to `klab profile --import`, before its kind is known: only its first
+    /// bytes are read as that ([`read_prefix`]); a report goes to ncu whole, a CSV page is
+    /// read as [`Input::NCU_CSV`].
+    pub const NCU_IMPORT: Input = Input::new("Nsight Compute report or CSV page", 64 * 1024 * MIB);
+    /// A CSV page of an Nsight Compute report (`--page raw` or `--page details`).
+    pub const NCU_CSV: Input = Input::new("Nsight Compute CSV page", 1024 * MIB);
     pub const CACHE_ENTRY: Input = Input::new("cache entry", 256 * MIB);
     pub const NPY: Input = Input::new(".npy array", 4096 * MIB);
     /// Checked, not read whole: SQLite reads the pages it needs.
@@ -208,6 +214,21 @@ pub fn read_regular(path: &Path, kind: Input) -> Result<Vec<u8>, FileError> {
             size: None,
         });
     }
+    Ok(bytes)
+}
+
+/// At most the first `n` bytes of the regular file at `path` ([`open_regular`]; fewer when
+/// it is shorter): enough to tell a format by its signature without reading the rest.
+pub fn read_prefix(path: &Path, kind: Input, n: usize) -> Result<Vec<u8>, FileError> {
+    let f = open_regular(path, kind)?;
+    let mut bytes = Vec::with_capacity(n);
+    f.take(n as u64)
+        .read_to_end(&mut bytes)
+        .map_err(|error| FileError::Open {
+            path: path.to_path_buf(),
+            kind,
+            error,
+        })?;
     Ok(bytes)
 }
 
@@ -420,6 +441,22 @@ mod tests {
             )
         );
         assert!(sha256_file(&p).is_err());
+    }
+
+    #[test]
+    fn a_prefix_is_read_from_regular_files_only() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("r.ncu-rep");
+        fs::write(&p, b"NVR\0rest of the report").unwrap();
+        assert_eq!(read_prefix(&p, Input::NCU_IMPORT, 4).unwrap(), b"NVR\0");
+        fs::write(&p, b"NV").unwrap();
+        assert_eq!(read_prefix(&p, Input::NCU_IMPORT, 4).unwrap(), b"NV");
+        let fifo = d.path().join("f.csv");
+        mkfifo(&fifo);
+        let e = read_prefix(&fifo, Input::NCU_IMPORT, 4).unwrap_err();
+        assert!(matches!(e, FileError::NotRegular { .. }), "{e}");
+        let e = read_prefix(Path::new("/dev/zero"), Input::NCU_IMPORT, 4).unwrap_err();
+        assert!(matches!(e, FileError::NotRegular { .. }), "{e}");
     }
 
     /// Issue 15: `/dev/zero` as an artifact was read until memory ran out.

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use klab_tools::ncu::{
     self, metrics, parse_details, parse_query_metrics, parse_raw, parse_version, CacheControl,
-    ColumnKind, Lookup, MessageLevel, NcuError, ProfileRequest, RawReport, Value, DEFAULT_SECTIONS,
-    KLAB_METRICS, UNLISTED_PREFIXES,
+    ColumnKind, Lookup, MessageLevel, NcuError, Page, ProfileRequest, RawReport, Value,
+    DEFAULT_SECTIONS, KLAB_METRICS, SECTION_METRICS, UNLISTED_PREFIXES,
 };
 
 fn fixture(name: &str) -> String {
@@ -529,6 +529,145 @@ fn imported_details_match_the_raw_page_of_the_same_report() {
         assert_eq!(sol.len(), 1);
         assert_eq!(sol[0].rule_type, "INF");
     }
+}
+
+// ---------------------------------------------------------------- pages told apart
+
+/// The details fixture with every metric row padded to the header's width (the four rule
+/// columns left empty), as a CSV tool that rewrites rows writes it; still a details page.
+fn details_with_full_rows() -> String {
+    let text = fixture("ncu_details_padded.csv");
+    let mut out = String::new();
+    for line in text.lines() {
+        out.push_str(line);
+        if line.starts_with("\"0\"") && line.ends_with(',') {
+            out.push_str(",,,,");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Issue 15, item 6: the raw-page parser given a details page returned its launches with no
+/// metrics (every details column has a space in its name, so all of them were identity
+/// columns) whenever the rows were as wide as the header, and refused the real page's short
+/// rows as "ragged". It now names the page.
+#[test]
+fn the_raw_parser_refuses_a_details_page() {
+    let full = details_with_full_rows();
+    // The padded page is a valid details page with the same content.
+    assert_eq!(
+        parse_details(&full).unwrap().kernels,
+        parse_details(&fixture("ncu_details_padded.csv"))
+            .unwrap()
+            .kernels
+    );
+    for (what, text) in [
+        ("full rows", full),
+        ("as captured", fixture("ncu_details_padded.csv")),
+        ("imported", fixture("dev_import_details_tiled.csv")),
+    ] {
+        let e = match parse_raw(&text) {
+            Ok(r) => panic!(
+                "{what}: read as a raw page: {} launches, {} metrics in the first",
+                r.kernels.len(),
+                r.kernels[0].metrics.len()
+            ),
+            Err(e) => e,
+        };
+        assert!(
+            matches!(
+                e,
+                NcuError::WrongPage {
+                    expected: Page::Raw,
+                    found: Page::Details
+                }
+            ),
+            "{what}: {e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "the CSV is ncu's details page (--page details: one row per section metric or rule result), not the raw page (--page raw: one row per launch, one column per metric) this parser reads",
+            "{what}"
+        );
+    }
+}
+
+#[test]
+fn the_details_parser_refuses_a_raw_page() {
+    let e = parse_details(&fixture("ncu_raw_naive_metrics.csv")).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            NcuError::WrongPage {
+                expected: Page::Details,
+                found: Page::Raw
+            }
+        ),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn read_page_tells_the_pages_apart_by_the_header() {
+    for (name, page, launches) in [
+        ("ncu_raw_naive_metrics.csv", Page::Raw, 3),
+        ("ncu_raw_tiled_bankconflicts.csv", Page::Raw, 3),
+        ("ncu_raw_sections_tiled.csv", Page::Raw, 1),
+        ("dev_import_raw_tiled.csv", Page::Raw, 2),
+        ("ncu_details_padded.csv", Page::Details, 1),
+        ("dev_import_details_tiled.csv", Page::Details, 2),
+    ] {
+        let i = ncu::read_page(&fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(i.format, ncu::Format::Page(page), "{name}");
+        assert_eq!(i.kernels.len(), launches, "{name}");
+        assert!(i.ncu_argv.is_none());
+    }
+}
+
+/// A details launch read as a raw-page record has the raw page's metrics of the same report
+/// (up to the details page's display rounding), under their raw names and units.
+#[test]
+fn a_details_launch_reads_as_the_raw_page_of_the_same_report() {
+    let d = parse_details(&fixture("dev_import_details_tiled.csv")).unwrap();
+    let r = raw("dev_import_raw_tiled.csv");
+    for (dk, rk) in d.kernels.iter().zip(&r.kernels) {
+        let rec = dk.to_record();
+        assert_eq!(
+            (rec.id, &rec.kernel_name, rec.grid, rec.block),
+            (rk.id, &rk.kernel_name, rk.grid, rk.block)
+        );
+        let names = SECTION_METRICS
+            .iter()
+            .map(|(_, _, raw)| *raw)
+            .chain(KLAB_METRICS);
+        for name in names {
+            let (got, want) = (&rec.metrics[name], &rk.metrics[name]);
+            assert_eq!(got.unit, want.unit, "{name}");
+            let (g, w) = (
+                got.value.as_number().unwrap(),
+                want.value.as_number().unwrap(),
+            );
+            assert!(
+                (g - w).abs() <= 0.005 + w.abs() * 1e-9,
+                "{name}: {g} vs {w}"
+            );
+        }
+        assert!(rec.device_attributes.is_empty());
+    }
+    // Every displayed name is one ncu prints in a --set full details page.
+    let full = parse_details(&fixture("ncu_details_padded.csv")).unwrap();
+    let rec = full.kernels[0].to_record();
+    for (section, shown, raw) in SECTION_METRICS {
+        assert!(
+            rec.number(raw).is_some(),
+            "{section} / {shown} ({raw}) not in the --set full page"
+        );
+    }
+    assert_eq!(
+        rec.number_in("gpu__time_duration.sum", "ns"),
+        Some(36_064.0)
+    );
 }
 
 // ---------------------------------------------------------------- listings and version

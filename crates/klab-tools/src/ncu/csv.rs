@@ -107,6 +107,24 @@ pub(crate) fn scan(text: &str) -> Result<Scan, NcuError> {
     Ok(out)
 }
 
+/// The header's fields, as [`scan`] would find them (the first line that is not an ncu
+/// message and whose first field is `ID`), without reading the rest of the table; `None`
+/// when there is no header or it cannot be read.
+pub(crate) fn header_fields(text: &str) -> Option<Vec<String>> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut pos = 0usize;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let bare = line.trim_end_matches(['\n', '\r']);
+        if message(bare, i + 1).is_none() && is_header(bare) {
+            return read_record(text, pos, i + 1)
+                .ok()
+                .map(|(fields, _, _)| fields);
+        }
+        pos += line.len();
+    }
+    None
+}
+
 /// A header line: first field `ID`, and at least one more field.
 fn is_header(line: &str) -> bool {
     let rest = if let Some(r) = line.strip_prefix("\"ID\"") {
@@ -249,6 +267,18 @@ mod tests {
         assert_eq!(s.records.len(), 3);
         assert_eq!(s.records[2].fields, ["1", "y"]);
         assert!(s.other_lines.is_empty());
+    }
+
+    #[test]
+    fn header_fields_are_found_after_messages_and_output() {
+        let text = "==PROF== x\napp\n\"ID\",\"Section Name\"\r\n\"0\",\"S\"\n";
+        assert_eq!(header_fields(text).unwrap(), ["ID", "Section Name"]);
+        assert_eq!(
+            header_fields("\u{feff}ID,a\n0,1"),
+            Some(vec!["ID".into(), "a".into()])
+        );
+        assert_eq!(header_fields("==PROF== only\n  Section: x\n"), None);
+        assert_eq!(header_fields("\"ID\",\"unclosed\n"), None);
     }
 
     #[test]

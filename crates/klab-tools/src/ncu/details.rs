@@ -11,13 +11,117 @@
 //!   empty fields; a row longer than the header is an error.
 //! * rule rows name their section by its identifier (`SpeedOfLight`), metric rows by its
 //!   display name (`GPU Speed Of Light Throughput`). Both are kept as printed.
+//!
+//! [`DetailsKernel::to_record`] turns one launch into the raw page's [`KernelRecord`]
+//! (metrics under their raw names, see [`SECTION_METRICS`]), so whatever reads a raw page
+//! (the bound statement) reads a details page through the same code.
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
 use super::csv::Scan;
-use super::raw::{scan_checked, Identity};
-use super::value::{parse_number, parse_value, Lookup, Value};
-use super::{MessageLevel, NcuError, NcuMessage};
+use super::raw::{scan_checked, Identity, KernelRecord};
+use super::value::{parse_number, parse_value, Lookup, MetricValue, Value};
+use super::{MessageLevel, NcuError, NcuMessage, Page};
+
+/// Columns only the details page has: a header with both is a details page, and
+/// [`super::parse_raw`] refuses it.
+pub const DETAILS_COLUMNS: [&str; 2] = ["Section Name", "Metric Name"];
+
+/// Whether a CSV header (its field names) is the details page's.
+pub(crate) fn is_details_header<S: AsRef<str>>(names: &[S]) -> bool {
+    DETAILS_COLUMNS
+        .iter()
+        .all(|c| names.iter().any(|n| n.as_ref().trim() == *c))
+}
+
+/// The section that holds the metrics asked for with `--metrics`, each row under the
+/// metric's own (raw) name.
+pub const COMMAND_LINE_SECTION: &str = "Command line profiler metrics";
+
+/// Section rows that show a raw-page metric under a display name: (section, metric as
+/// displayed, raw metric name). Each pair was checked against the raw page of the same
+/// report (`tests/fixtures/ncu/dev_import_{details,raw}_tiled.csv`, ncu 2025.3.1): same unit,
+/// same value up to the details page's rounding. `Block Limit SM` is ncu's name for the
+/// block-count limit.
+pub const SECTION_METRICS: [(&str, &str, &str); 15] = [
+    (SOL, "Duration", "gpu__time_duration.sum"),
+    (
+        SOL,
+        "DRAM Throughput",
+        "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+    ),
+    (
+        SOL,
+        "Memory Throughput",
+        "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    ),
+    (
+        SOL,
+        "Compute (SM) Throughput",
+        "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    ),
+    (
+        SOL,
+        "L1/TEX Cache Throughput",
+        "l1tex__throughput.avg.pct_of_peak_sustained_active",
+    ),
+    (
+        SOL,
+        "L2 Cache Throughput",
+        "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+    ),
+    (
+        LAUNCH,
+        "Registers Per Thread",
+        "launch__registers_per_thread",
+    ),
+    (
+        LAUNCH,
+        "Static Shared Memory Per Block",
+        "launch__shared_mem_per_block_static",
+    ),
+    (
+        OCCUPANCY,
+        "Theoretical Occupancy",
+        "sm__maximum_warps_per_active_cycle_pct",
+    ),
+    (
+        OCCUPANCY,
+        "Achieved Occupancy",
+        "sm__warps_active.avg.pct_of_peak_sustained_active",
+    ),
+    (
+        OCCUPANCY,
+        "Block Limit Registers",
+        "launch__occupancy_limit_registers",
+    ),
+    (
+        OCCUPANCY,
+        "Block Limit Shared Mem",
+        "launch__occupancy_limit_shared_mem",
+    ),
+    (
+        OCCUPANCY,
+        "Block Limit Warps",
+        "launch__occupancy_limit_warps",
+    ),
+    (
+        OCCUPANCY,
+        "Block Limit SM",
+        "launch__occupancy_limit_blocks",
+    ),
+    (
+        OCCUPANCY,
+        "Block Limit Barriers",
+        "launch__occupancy_limit_barriers",
+    ),
+];
+
+const SOL: &str = "GPU Speed Of Light Throughput";
+const LAUNCH: &str = "Launch Statistics";
+const OCCUPANCY: &str = "Occupancy";
 
 /// One metric row of a section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,6 +135,14 @@ pub struct DetailsMetric {
 }
 
 impl DetailsMetric {
+    /// The value with its unit, as the raw page holds one.
+    pub fn value_with_unit(&self) -> MetricValue {
+        MetricValue {
+            unit: self.unit.clone(),
+            value: self.value.clone(),
+        }
+    }
+
     /// The value as a [`Lookup`].
     pub fn lookup(&self) -> Lookup<'_> {
         match &self.value {
@@ -123,6 +235,42 @@ impl DetailsKernel {
     pub fn rules_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a RuleResult> {
         self.rules.iter().filter(move |r| r.name == name)
     }
+
+    /// This launch as a raw-page record: the identity as printed; as metrics, every row of
+    /// [`COMMAND_LINE_SECTION`] under its own name and the rows of [`SECTION_METRICS`] under
+    /// their raw names. A command-line row wins over a section row of the same metric (it
+    /// is what was asked for by name). Other section rows have no raw name here and are
+    /// left out; the page has no device attributes. Values keep the page's display
+    /// rounding (`84.48 us`).
+    pub fn to_record(&self) -> KernelRecord {
+        let mut metrics: BTreeMap<String, MetricValue> = BTreeMap::new();
+        for (section, shown, raw) in SECTION_METRICS {
+            if let Some(m) = self.section(section).and_then(|s| s.metric(shown)) {
+                metrics.insert(raw.to_string(), m.value_with_unit());
+            }
+        }
+        if let Some(s) = self.section(COMMAND_LINE_SECTION) {
+            for m in &s.metrics {
+                metrics.insert(m.name.clone(), m.value_with_unit());
+            }
+        }
+        KernelRecord {
+            id: self.id,
+            process_id: self.process_id,
+            process_name: self.process_name.clone(),
+            host_name: self.host_name.clone(),
+            kernel_name: self.kernel_name.clone(),
+            context: self.context,
+            stream: self.stream,
+            block: self.block,
+            grid: self.grid,
+            device: self.device,
+            cc: self.cc.clone(),
+            extra: BTreeMap::new(),
+            metrics,
+            device_attributes: BTreeMap::new(),
+        }
+    }
 }
 
 /// A parsed details page.
@@ -163,6 +311,12 @@ pub fn parse_details(text: &str) -> Result<DetailsReport, NcuError> {
     } = scan_checked(text)?;
     let header = header.expect("scan_checked ensures a header");
     let names: Vec<&str> = header.fields.iter().map(|s| s.trim()).collect();
+    if !names.iter().any(|n| DETAILS_COLUMNS.contains(n)) {
+        return Err(NcuError::WrongPage {
+            expected: Page::Details,
+            found: Page::Raw,
+        });
+    }
     let at = |want: &str| names.iter().position(|n| *n == want);
     let need = |want: &str| {
         at(want).ok_or_else(|| NcuError::MissingColumn {

@@ -14,7 +14,9 @@
 //!    not with an error).
 //!
 //! [`run`] runs any of these argument vectors; [`import_raw`] and [`import_details`] run an
-//! import and parse it in one step.
+//! import and parse it in one step. [`import_file`] takes a file someone else wrote (a
+//! report, which goes through ncu, or either CSV page, told apart by its header) to the
+//! same parsers and gives its launches as [`KernelRecord`]s whichever it was.
 //!
 //! # Units
 //!
@@ -31,6 +33,7 @@
 
 mod csv;
 mod details;
+mod import;
 mod listing;
 mod raw;
 mod run;
@@ -45,7 +48,9 @@ use serde::{Deserialize, Serialize};
 
 pub use details::{
     parse_details, DetailsKernel, DetailsMetric, DetailsReport, RuleResult, Section,
+    COMMAND_LINE_SECTION, DETAILS_COLUMNS, SECTION_METRICS,
 };
+pub use import::{import_file, read_page, Format, Imported, EXPECTED_FORMAT, REPORT_SIGNATURE};
 pub use listing::{parse_query_metrics, MetricInfo, MetricListing, UNLISTED_PREFIXES};
 pub use raw::{
     base_function_name, column_kind, parse_raw, Column, ColumnKind, KernelRecord, RawReport,
@@ -189,6 +194,16 @@ impl Page {
         match self {
             Page::Raw => "raw",
             Page::Details => "details",
+        }
+    }
+
+    /// The page in words, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Page::Raw => "raw page (--page raw: one row per launch, one column per metric)",
+            Page::Details => {
+                "details page (--page details: one row per section metric or rule result)"
+            }
         }
     }
 }
@@ -450,6 +465,47 @@ impl fmt::Display for NcuMessage {
 /// Errors of this module, one line each.
 #[derive(Debug, thiserror::Error)]
 pub enum NcuError {
+    /// A file given to [`import_file`] could not be read (missing, a FIFO, a device, too
+    /// large).
+    #[error(transparent)]
+    File(#[from] klab_core::artifact::FileError),
+    /// A file given to [`import_file`] that is neither a report nor a CSV page.
+    #[error(
+        "{} is not a profile klab reads{}: expected {EXPECTED_FORMAT}",
+        .path.display(),
+        .looks_like.as_ref().map(|l| format!(" (it looks like {l})")).unwrap_or_default()
+    )]
+    NotAProfile {
+        /// The file as given.
+        path: PathBuf,
+        /// What it seems to be instead, when that can be told.
+        looks_like: Option<String>,
+    },
+    /// A report to import, and no ncu binary to read it.
+    #[error(
+        "{} is an Nsight Compute report, and reading one takes ncu, which is neither on PATH \
+         nor at {DEFAULT_NCU_PATH}: give its path (--ncu PATH), or import a CSV page written \
+         where ncu is: ncu --import {} --csv --page raw > {}",
+        .path.display(),
+        .path.display(),
+        .path.with_extension("csv").display()
+    )]
+    NcuMissing {
+        /// The report.
+        path: PathBuf,
+    },
+    /// One CSV page given to the other page's parser.
+    #[error(
+        "the CSV is ncu's {}, not the {} this parser reads",
+        .found.describe(),
+        .expected.describe()
+    )]
+    WrongPage {
+        /// The page the parser reads.
+        expected: Page,
+        /// The page the header shows.
+        found: Page,
+    },
     /// The text to parse is empty or blank.
     #[error("the ncu output is empty")]
     Empty,

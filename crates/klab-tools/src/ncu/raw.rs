@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::csv::{scan, Record, Scan};
+use super::details::is_details_header;
 use super::value::{parse_value, Lookup, MetricValue};
-use super::{first_error, output_failure, MessageLevel, NcuError, NcuMessage};
+use super::{first_error, output_failure, MessageLevel, NcuError, NcuMessage, Page};
 
 /// The columns that identify a launch rather than measure it, as ncu 2025.3 names them.
 /// Any other column whose name contains a space is treated the same way (kept in
@@ -178,6 +179,12 @@ impl KernelRecord {
         (d != 0.0).then(|| n / d)
     }
 
+    /// Whether this launch is of the kernel `name`: its printed name, or its function name
+    /// ([`base_function_name`]), which is how `--kernel-name-base function` matches it.
+    pub fn is_named(&self, name: &str) -> bool {
+        self.kernel_name == name || self.function_name() == name
+    }
+
     /// The kernel's function name without return type, namespace, template arguments or
     /// parameters (see [`base_function_name`]).
     pub fn function_name(&self) -> &str {
@@ -223,9 +230,7 @@ impl RawReport {
 
     /// Kernels whose printed name or function name ([`base_function_name`]) is `name`.
     pub fn kernels_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a KernelRecord> {
-        self.kernels
-            .iter()
-            .filter(move |k| k.kernel_name == name || k.function_name() == name)
+        self.kernels.iter().filter(move |k| k.is_named(name))
     }
 
     /// The `==WARNING==` messages.
@@ -248,9 +253,9 @@ impl RawReport {
 ///
 /// Errors, first match wins: empty input; `ERR_NVGPUCTRPERM` anywhere
 /// ([`NcuError::CounterPermission`]); a broken quote; no header (with no data rows, ncu's
-/// `No kernels were profiled` is reported instead); a ragged row (field count differs from
-/// the header's); a non-numeric ID; a header with no kernel rows
-/// ([`NcuError::NoKernelsProfiled`]).
+/// `No kernels were profiled` is reported instead); a details page's header
+/// ([`NcuError::WrongPage`]); a ragged row (field count differs from the header's); a
+/// non-numeric ID; a header with no kernel rows ([`NcuError::NoKernelsProfiled`]).
 pub fn parse_raw(text: &str) -> Result<RawReport, NcuError> {
     let scanned = scan_checked(text)?;
     let Scan {
@@ -260,6 +265,14 @@ pub fn parse_raw(text: &str) -> Result<RawReport, NcuError> {
         other_lines,
     } = scanned;
     let header = header.expect("scan_checked ensures a header");
+    // A details page read as a raw one has only identity columns (their names have
+    // spaces): kernels with no metrics, which would read as "nothing measured".
+    if is_details_header(&header.fields) {
+        return Err(NcuError::WrongPage {
+            expected: Page::Raw,
+            found: Page::Details,
+        });
+    }
     let n = header.fields.len();
 
     let mut rows = records.into_iter().enumerate().peekable();
