@@ -470,3 +470,30 @@ fn ncus_failure_or_absence_is_one_line() {
         assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     }
 }
+
+/// klab's own capture on the H200 (the raw and details pages of naive at N = 4096): both
+/// imports put every counter beside the address model, and every one agrees, as they did
+/// in the capture; ncu's default text output of the same run is refused.
+#[test]
+fn klabs_own_h200_capture_imports_as_it_was_captured() {
+    for page in [
+        "klab_capture_naive.raw.csv",
+        "klab_capture_naive.details.csv",
+    ] {
+        let o = import(&fixture(page), &["--kernel", "naive"]);
+        let out = text(&o.stdout);
+        assert_eq!(o.status.code(), Some(0), "{page}: {}", text(&o.stderr));
+        let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("naive ")).collect();
+        assert_eq!(rows.len(), 7, "{page}: {out}");
+        assert!(rows.iter().all(|r| r.ends_with("agrees")), "{page}: {out}");
+        assert!(
+            out.contains("global store sectors/request predicted 32 measured 32.00 (agrees)"),
+            "{page}: {out}"
+        );
+        assert!(out.contains("20 registers/thread"), "{page}: {out}");
+    }
+    refused(
+        &import(&fixture("klab_capture_tiled_default_text.txt"), &[]),
+        &["ncu's default text output", "--csv --page raw"],
+    );
+}
