@@ -13,7 +13,9 @@ fn examples() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/ops");
     let mut v: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap()
-        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
+        .map(|d| d.unwrap().path())
+        .filter(|d| d.is_dir())
+        .flat_map(|d| std::fs::read_dir(d).unwrap())
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
