@@ -132,7 +132,7 @@ pub struct ProfileArgs {
     #[arg(long = "kernel", value_name = "NAME", requires = "import")]
     pub import_kernels: Vec<String>,
     /// Problem size [default: 4096 for matrices, the operation's default otherwise]
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<u64>)]
     pub n: Option<u64>,
     /// Nsight Compute sections, comma-separated
     #[arg(
@@ -153,7 +153,7 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub ncu: Option<PathBuf>,
     /// Watchdog per kernel, seconds
-    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 600, value_parser = at_least_one::<u64>)]
     pub timeout: u64,
     /// Output folder (must not exist or be empty) [default: artifacts/profile/run-NN]
     #[arg(long)]
@@ -224,7 +224,7 @@ pub struct AuditArgs {
     #[arg(long)]
     pub sanitizer: Option<PathBuf>,
     /// Watchdog per gate run, seconds
-    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 300, value_parser = at_least_one::<u64>)]
     pub timeout: u64,
     /// Output folder (must not exist or be empty) [default: artifacts/audit/run-NN]
     #[arg(long)]
@@ -285,7 +285,7 @@ pub struct SanitizeArgs {
     #[arg(long)]
     pub sanitizer: Option<PathBuf>,
     /// Watchdog per run, seconds
-    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 600, value_parser = at_least_one::<u64>)]
     pub timeout: u64,
     /// Output folder (must not exist or be empty) [default: artifacts/sanitize/run-NN]
     #[arg(long)]
@@ -320,7 +320,7 @@ pub struct CheckArgs {
     #[arg(long)]
     pub sizes: Option<String>,
     /// Watchdog per kernel, seconds (the index-overflow case alone moves gigabytes)
-    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 600, value_parser = at_least_one::<u64>)]
     pub timeout: u64,
     /// Print every case, not only failures
     #[arg(long)]
@@ -342,7 +342,7 @@ pub struct CheckArgs {
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct ReduceLabArgs {
     /// Watchdog, seconds: a kernel still running then is killed and reported as hung (exit 2)
-    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 600, value_parser = at_least_one::<u64>)]
     pub timeout: u64,
     /// Run in this process (what the watched child does)
     #[arg(long, hide = true)]
@@ -397,7 +397,7 @@ pub struct TransposeArgs {
     #[arg(value_name = "REPS")]
     pub reps: String,
     /// Watchdog, seconds: a kernel still running then is killed and reported as hung (exit 2)
-    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 600, value_parser = at_least_one::<u64>)]
     pub timeout: u64,
     /// Run in this process (what the watched child does)
     #[arg(long, hide = true)]
@@ -414,10 +414,10 @@ pub struct ModelArgs {
     #[arg(long = "n", value_delimiter = ',', default_values_t = [1u64, 7, 31, 32, 33, 65, 257, 4096])]
     pub ns: Vec<u64>,
     /// Tile edge in elements (threads per block along x)
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub tile: u32,
     /// Thread rows per block; each thread covers tile / block-rows rows
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub block_rows: u32,
     /// Shared-memory row strides (in words) for the bank map (comma-separated)
     #[arg(long = "stride", value_delimiter = ',', default_values_t = [32u32, 33, 34])]
@@ -436,10 +436,10 @@ pub struct LabArgs {
     #[arg(skip)]
     pub device: u32,
     /// Rounds of the rounds and ceilings steps (each block its own process)
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = at_least_one::<u32>)]
     pub rounds: u32,
     /// Watchdog per step process, seconds
-    #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 900, value_parser = at_least_one::<u64>)]
     pub timeout: u64,
     /// Kernels, sizes and tools of every step, as JSON [default: the built-in plan, which
     /// every run writes to plan.json]
@@ -460,12 +460,12 @@ pub struct BenchArgs {
     /// The kernel: a built-in name or path/to/manifest.toml:NAME
     pub kernel: String,
     /// Problem size (transpose: N for N x N; triad: elements) [default: 4096 / 1000003]
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<u64>)]
     pub n: Option<u64>,
     #[command(flatten)]
     pub timing: TimingArgs,
     /// Blocks of samples, run one after another in this process
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = at_least_one::<u32>)]
     pub rounds: u32,
     /// Output folder (must not exist or be empty)
     #[arg(long)]
@@ -475,7 +475,7 @@ pub struct BenchArgs {
     pub claim: Option<String>,
     /// Watchdog for the whole measurement, seconds: a kernel still running then is killed
     /// and reported as hung (exit 2)
-    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 600, value_parser = at_least_one::<u64>)]
     pub timeout: u64,
     /// Run in this process (what the watched child does)
     #[arg(long, hide = true)]
@@ -506,7 +506,7 @@ pub struct TriadArgs {
     #[arg(hide = true, allow_hyphen_values = true)]
     pub extra: Vec<String>,
     /// Watchdog, seconds: a kernel still running then is killed and reported as hung (exit 2)
-    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 600, value_parser = at_least_one::<u64>)]
     pub timeout: u64,
     /// Run in this process (what the watched child does)
     #[arg(long, hide = true)]
@@ -532,12 +532,12 @@ pub struct RoundsArgs {
     #[arg(long)]
     pub baseline: Option<String>,
     /// Problem size (as for bench)
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<u64>)]
     pub n: Option<u64>,
     #[command(flatten)]
     pub timing: TimingArgs,
     /// Rounds
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = at_least_one::<u32>)]
     pub rounds: u32,
     /// Output folder (must not exist or be empty)
     #[arg(long)]
@@ -547,7 +547,7 @@ pub struct RoundsArgs {
     pub seed: u64,
     /// Watchdog per block, seconds: a block still running then is killed, reported as
     /// hung, and the other blocks still run
-    #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 900, value_parser = at_least_one::<u64>)]
     pub timeout: u64,
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
@@ -690,6 +690,15 @@ pub struct KernelsArgs {
     /// Print JSON
     #[arg(long)]
     pub json: bool,
+}
+
+/// A count of at least 1 (clap's own range error would print `u64::MAX` as the bound).
+fn at_least_one<T: std::str::FromStr + PartialOrd + From<u8>>(s: &str) -> Result<T, String> {
+    match s.parse::<T>() {
+        Ok(v) if v >= T::from(1) => Ok(v),
+        Ok(_) => Err(format!("must be at least 1, got {s}")),
+        Err(_) => Err(format!("must be a whole number, got '{s}'")),
+    }
 }
 
 fn parse_samples(s: &str) -> Result<u32, String> {

@@ -33,7 +33,7 @@ fn main() -> ExitCode {
     let (code, result) = match cmd::run(cli) {
         Ok(code) => (code, child::take_result()),
         Err(e) => {
-            let message = one_line(&format!("{e:#}"));
+            let message = one_line(&error_text(&e));
             eprintln!("error: {message}");
             (
                 ExitCode::from(EXIT_ERROR),
@@ -89,11 +89,73 @@ fn usage_error(e: clap::Error) -> ExitCode {
     }
 }
 
+/// An error and its causes, joined by `: ` as anyhow's `{:#}` joins them, each said once.
+///
+/// A thiserror variant with a field named `source` (or marked `#[source]`/`#[from]`) prints
+/// that cause in its own message and also returns it as its source, so `{:#}` would print
+/// the cause twice (`File exists (os error 17): File exists (os error 17)`). Here a cause
+/// whose text is already in the line is left out, whichever library the error came from.
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let said = cause.to_string();
+        if text.contains(said.as_str()) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&said);
+    }
+    text
+}
+
 /// Keep an error on one line unless it carries a compiler log, which is shown whole.
 fn one_line(s: &str) -> String {
     if s.contains("NVRTC could not compile") {
         s.to_string()
     } else {
         s.lines().map(str::trim).collect::<Vec<_>>().join(" ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What thiserror derives for `#[error("...: {source}")]` over a field `source`.
+    #[derive(Debug)]
+    struct WithSource {
+        source: std::io::Error,
+    }
+
+    impl std::fmt::Display for WithSource {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "creating a run folder under f: {}", self.source)
+        }
+    }
+
+    impl std::error::Error for WithSource {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.source)
+        }
+    }
+
+    #[test]
+    fn a_cause_already_in_the_message_is_said_once() {
+        let io = || std::io::Error::from_raw_os_error(17);
+        let e = anyhow::Error::new(WithSource { source: io() });
+        assert_eq!(format!("{e:#}").matches("os error 17").count(), 2);
+        assert_eq!(
+            error_text(&e),
+            "creating a run folder under f: File exists (os error 17)"
+        );
+        // Context that does not repeat its cause keeps it, as `{:#}` does.
+        let e = anyhow::Error::new(io()).context("writing x");
+        assert_eq!(error_text(&e), "writing x: File exists (os error 17)");
+        assert_eq!(
+            error_text(&e.context("the run")),
+            "the run: writing x: File exists (os error 17)"
+        );
     }
 }

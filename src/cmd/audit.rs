@@ -86,11 +86,6 @@ impl Row {
 
 pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let tools: Vec<Tool> = args.tools.0.clone();
-    let sanitizer_bin = if tools.is_empty() {
-        None
-    } else {
-        Some(find_sanitizer(args.sanitizer.as_deref())?)
-    };
     let mut names = if args.kernels.is_empty() {
         builtin_names()
     } else {
@@ -122,7 +117,13 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
         }
         names.retain(|(n, _)| keep.contains(&n.as_str()) || keep.contains(&short(n).as_str()));
     }
-    klab_cuda::device::Device::open(args.device)?;
+    // The names first (the user's own words), then the tools, then the device.
+    let sanitizer_bin = if tools.is_empty() {
+        None
+    } else {
+        Some(find_sanitizer(args.sanitizer.as_deref())?)
+    };
+    klab_cuda::device::Device::check(args.device)?;
     let dir = measure::output_dir(args.out.as_deref(), "audit")?;
     let exe = std::env::current_exe().context("locating the klab binary")?;
     let timeout = Duration::from_secs(args.timeout);

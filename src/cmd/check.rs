@@ -105,7 +105,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     // Resolve every kernel and the sizes first: bad input is an error, not a verdict.
     let kernels = Kernel::parse_all(&args.kernels, Scope::Default)?;
     // A device must exist before children are blamed for anything.
-    klab_cuda::device::Device::open(args.device)?;
+    klab_cuda::device::Device::check(args.device)?;
     let timeout = Duration::from_secs(args.timeout);
     let mut failed = false;
     for k in &kernels {

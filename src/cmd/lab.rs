@@ -141,7 +141,7 @@ impl Launcher for Children {
             .run(Duration::from_secs(timeout_s), false)
             .map_err(|e| LabError::Launch {
                 what: format!("{child:?}"),
-                why: format!("{e:#}"),
+                why: crate::error_text(&e),
             })?;
         Ok(ChildOutcome {
             status: run.status(),

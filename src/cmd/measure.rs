@@ -590,8 +590,13 @@ impl klab_core::general::Reference for GpuReference {
         floats: &[f64],
     ) -> Result<(), String> {
         let r = self.loaded.get_or_init(|| {
-            let session = Session::open(&self.kernel, self.device)
-                .map_err(|e| format!("the reference kernel {}: {e:#}", self.spec))?;
+            let session = Session::open(&self.kernel, self.device).map_err(|e| {
+                format!(
+                    "the reference kernel {}: {}",
+                    self.spec,
+                    crate::error_text(&e)
+                )
+            })?;
             klab_core::gpuref::KernelReference::new(
                 session.backend,
                 &self.kernel.decl,

@@ -21,9 +21,19 @@ pub mod trace;
 mod transpose;
 mod triad;
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
+
+/// A tool's binary given by `flag` (`--ncu`, `--sanitizer`) must be one that can start:
+/// said in one line before any folder is made or child started, not once per kernel after.
+pub fn given_tool(flag: &str, path: Option<&Path>) -> anyhow::Result<()> {
+    match path.and_then(|p| klab_tools::process::explicit_tool_problem(p).map(|why| (p, why))) {
+        Some((p, why)) => anyhow::bail!("{flag} {}: {why}", p.display()),
+        None => Ok(()),
+    }
+}
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.into_command() {

@@ -66,11 +66,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|k| Kernel::parse(k).map(|kk| (kk.spec(), kk)))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    if let Some(p) = &args.ncu {
-        if !p.is_file() {
-            bail!("--ncu {}: no such file", p.display());
-        }
-    }
+    crate::cmd::given_tool("--ncu", args.ncu.as_deref())?;
     for (i, (_, k)) in kernels.iter().enumerate() {
         if kernels[..i].iter().any(|(_, o)| o.name() == k.name()) {
             bail!("kernel '{}' is listed twice", k.name());
@@ -84,6 +80,8 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         "Nsight Compute (ncu) not found: pass --ncu PATH or put ncu on PATH".to_string()
     })?;
     let exe = std::env::current_exe().context("locating the klab binary")?;
+    // No device check here: the device is ncu's child's, and a stand-in ncu (tests/profile.rs)
+    // profiles on a machine without one.
     let dir = output_dir(args.out.as_deref(), "profile")?;
     let version = ncu::run(&ncu::version_argv(&ncu_bin), Duration::from_secs(60))
         .ok()
@@ -123,7 +121,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
                 eprintln!(
                     "klab profile: {}: {}",
                     kernel.name(),
-                    one_line(&format!("{e:#}"))
+                    one_line(&crate::error_text(&e))
                 );
                 tool_failed = true;
             }

@@ -195,9 +195,6 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("baseline '{b}' is not one of the kernels"))?,
         None => names[0].clone(),
     };
-    if args.rounds == 0 {
-        bail!("rounds must be at least 1, got 0");
-    }
     for k in &kernels {
         k.refuse_n_for_declared(args.n)?;
     }
@@ -205,8 +202,11 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
     let config = args.timing.config();
     let ops: Vec<String> = kernels
         .iter()
+        // At the size the blocks will time: a size a workload refuses is refused here, once.
         .map(|k| measure::workload_info(k, n, args.device).map(|i| i.operation))
         .collect::<Result<_, _>>()?;
+    // Every block would fail the same way without the device: say so once, before a folder.
+    klab_cuda::device::Device::check(args.device)?;
     let dir = measure::output_dir(args.out.as_deref(), "rounds")?;
     let dir = std::path::absolute(&dir).unwrap_or(dir);
     eprintln!("klab rounds: writing {}", dir.display());

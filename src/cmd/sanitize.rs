@@ -21,6 +21,7 @@ use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 
 /// The compute-sanitizer binary: `--sanitizer`, else PATH, else the toolkit's usual place.
 pub fn find_sanitizer(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    crate::cmd::given_tool("--sanitizer", given)?;
     sanitizer::locate(given)
         .context("compute-sanitizer not found (put it on PATH or pass --sanitizer PATH)")
 }
@@ -84,7 +85,7 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
         bail!("--tools names no tool");
     }
     let sanitizer = find_sanitizer(args.sanitizer.as_deref())?;
-    klab_cuda::device::Device::open(args.device)?;
+    klab_cuda::device::Device::check(args.device)?;
     let dir = measure::output_dir(args.out.as_deref(), "sanitize")?;
     let exe = std::env::current_exe().context("locating the klab binary")?;
     let opts = Options::default();

@@ -767,7 +767,9 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
         crate::manifest::parse(
             "m.toml",
             &text,
-            crate::manifest::Files::Given(&|_| Ok(("k.cu".into(), "k".into()))),
+            crate::manifest::Files::Given(&|_| {
+                Ok(("k.cu".into(), "extern \"C\" __global__ void k() {}".into()))
+            }),
         )
         .unwrap()
     }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::Dim3;
+use crate::plan::{Dim3, CUDA_MAX_BLOCK_DIM, CUDA_MAX_THREADS_PER_BLOCK};
 
 /// The limits a launch plan is checked against.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,8 +21,8 @@ impl DeviceLimits {
     /// The compute capability 9.0 limits (H100/H200), for tests and CPU-only reports.
     pub fn hopper() -> DeviceLimits {
         DeviceLimits {
-            max_threads_per_block: 1024,
-            max_block_dim: Dim3::new(1024, 1024, 64),
+            max_threads_per_block: CUDA_MAX_THREADS_PER_BLOCK,
+            max_block_dim: CUDA_MAX_BLOCK_DIM,
             max_grid_dim: Dim3::new(2_147_483_647, 65_535, 65_535),
             max_shared_per_block: 49_152,
             max_shared_per_block_optin: 232_448,

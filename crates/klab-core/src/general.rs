@@ -1374,7 +1374,10 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             "m.toml",
             manifest,
             crate::manifest::Files::Given(&|_| {
-                Ok(("k.cu".into(), "__global__ void rowsum() {}".into()))
+                Ok((
+                    "k.cu".into(),
+                    "extern \"C\" __global__ void rowsum() {}".into(),
+                ))
             }),
         )
         .unwrap()
@@ -1675,7 +1678,10 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             "m.toml",
             &bad,
             crate::manifest::Files::Given(&|_| {
-                Ok(("k.cu".into(), "__global__ void rowsum() {}".into()))
+                Ok((
+                    "k.cu".into(),
+                    "extern \"C\" __global__ void rowsum() {}".into(),
+                ))
             }),
         )
         .unwrap_err();
@@ -1695,7 +1701,11 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             crate::npy::to_bytes(Dtype::F32, &[2, 5], &bytes).unwrap(),
         )
         .unwrap();
-        std::fs::write(tmp.path().join("k.cu"), "__global__ void rowsum() {}").unwrap();
+        std::fs::write(
+            tmp.path().join("k.cu"),
+            "extern \"C\" __global__ void rowsum() {}",
+        )
+        .unwrap();
         let text = MANIFEST.replace(
             "sizes.cols = { values = [1, 5, 33] }",
             "sizes.cols = { values = [1, 5, 33] }\ncases = [{ shape = { rows = 2, cols = 5 }, inputs = { x = \"x.npy\" } }, { shape = { rows = 1000, cols = 7 } }]",

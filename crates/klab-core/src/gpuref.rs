@@ -167,7 +167,10 @@ op = "scale"
         crate::manifest::parse(
             "m.toml",
             MANIFEST,
-            crate::manifest::Files::Given(&|_| Ok(("k.cu".into(), "scale scale_v1".into()))),
+            crate::manifest::Files::Given(&|_| Ok((
+                "k.cu".into(),
+                "extern \"C\" __global__ void scale() {}\nextern \"C\" __global__ void scale_v1() {}".into(),
+            ))),
         )
         .unwrap()
         .kernels

@@ -92,12 +92,20 @@ struct Token {
     line: usize,
 }
 
+/// A source as tokens, and whether a preprocessor line writes `__global__`.
+struct Lexed {
+    toks: Vec<Token>,
+    /// A macro declares kernels: [`kernels`] cannot see those.
+    macro_global: bool,
+}
+
 /// The source as tokens, without comments and preprocessor lines; string literals keep
 /// their text (for `extern "C"`). Never fails: an unterminated comment or literal runs to
 /// the end.
-fn tokenize(src: &str) -> Vec<Token> {
+fn tokenize(src: &str) -> Lexed {
     let c: Vec<char> = src.chars().collect();
     let mut out = Vec::new();
+    let mut macro_global = false;
     let (mut i, mut line) = (0usize, 1usize);
     let mut line_start = true;
     let at = |i: usize| c.get(i).copied().unwrap_or('\0');
@@ -132,6 +140,7 @@ fn tokenize(src: &str) -> Vec<Token> {
         }
         if ch == '#' && line_start {
             // A directive, continued by a backslash before the newline.
+            let begin = i;
             while i < c.len() && c[i] != '\n' {
                 if c[i] == '\\' && at(i + 1) == '\n' {
                     line += 1;
@@ -139,6 +148,8 @@ fn tokenize(src: &str) -> Vec<Token> {
                 }
                 i += 1;
             }
+            let directive: String = c[begin..i.min(c.len())].iter().collect();
+            macro_global |= directive.contains("__global__");
             continue;
         }
         line_start = false;
@@ -233,7 +244,10 @@ fn tokenize(src: &str) -> Vec<Token> {
         });
         i += 1;
     }
-    out
+    Lexed {
+        toks: out,
+        macro_global,
+    }
 }
 
 fn is_punct(t: Option<&Token>, p: char) -> bool {
@@ -529,9 +543,40 @@ fn template_types(list: &[Token]) -> Vec<String> {
 }
 
 /// Every `__global__` function of a CUDA source, in order; a name declared and then
-/// defined appears once (as defined).
+/// defined appears once (as defined, `extern "C"` if any declaration is: the first one
+/// gives the linkage).
 pub fn kernels(src: &str) -> Vec<Kernel> {
-    let toks = tokenize(src);
+    kernels_in(&tokenize(src).toks)
+}
+
+/// How a plain name (a manifest's `entry`, or a template's name without its arguments)
+/// stands in a CUDA source: what a manifest checks before anything is compiled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryLookup {
+    /// The `__global__` function of that name.
+    Kernel(Kernel),
+    /// No visible kernel has it, but a macro writes `__global__` and the name is a word of
+    /// the code (outside comments and literals): klab cannot tell; the compiler will.
+    Macro,
+    /// Neither: the names of the kernels the source does declare, in order.
+    Missing(Vec<String>),
+}
+
+/// Look up `name` among the source's kernels, by token (a comment, a string, a
+/// `__device__` function or a constant of that name is no kernel).
+pub fn lookup_entry(src: &str, name: &str) -> EntryLookup {
+    let lexed = tokenize(src);
+    let kernels = kernels_in(&lexed.toks);
+    if let Some(k) = kernels.iter().find(|k| k.name == name) {
+        return EntryLookup::Kernel(k.clone());
+    }
+    if lexed.macro_global && lexed.toks.iter().any(|t| ident(Some(t)) == Some(name)) {
+        return EntryLookup::Macro;
+    }
+    EntryLookup::Missing(kernels.into_iter().map(|k| k.name).collect())
+}
+
+fn kernels_in(toks: &[Token]) -> Vec<Kernel> {
     let mut out: Vec<(Kernel, bool)> = Vec::new();
     // The open braces, each true when it opens an extern "C" block.
     let mut braces: Vec<bool> = Vec::new();
@@ -551,10 +596,15 @@ pub fn kernels(src: &str) -> Vec<Kernel> {
                 braces.pop();
             }
             Tok::Ident(w) if w == "__global__" => {
-                if let Some((k, defined, next)) = global_at(&toks, i, braces.contains(&true)) {
+                if let Some((k, defined, next)) = global_at(toks, i, braces.contains(&true)) {
                     match out.iter_mut().find(|(o, _)| o.name == k.name) {
-                        Some(slot) if !slot.1 && defined => *slot = (k, defined),
-                        Some(_) => {}
+                        Some(slot) => {
+                            let extern_c = slot.0.extern_c || k.extern_c;
+                            if !slot.1 && defined {
+                                *slot = (k, defined);
+                            }
+                            slot.0.extern_c = extern_c;
+                        }
                         None => out.push((k, defined)),
                     }
                     i = next;

@@ -317,20 +317,77 @@ impl Source {
         }
     }
 
-    /// Whether `symbol` is visibly in the source: in CUDA text or a cubin or PTX. A fatbin
-    /// may be compressed, so nothing can be said of it and it always answers yes.
-    fn mentions(&self, symbol: &str) -> bool {
+    /// Why `name` (a plain name: an entry, or a template's name without its arguments) is
+    /// no kernel klab can load from this source, if it is not. CUDA C++ must declare a
+    /// `__global__` function of that name, by token ([`crate::init::lookup_entry`]), of the
+    /// kind the entry names: `extern "C"` for a plain entry (the loader asks for the name
+    /// itself), a template for an instance. A PTX module must have an `.entry` of that name,
+    /// a cubin a symbol; a fatbin may be compressed, so nothing is said of it.
+    fn entry_problem(&self, name: &str, template: bool, file: &str) -> Option<String> {
+        use crate::init::EntryLookup;
         match self {
-            Source::Cuda { text } => text.contains(symbol),
+            Source::Cuda { text } => match crate::init::lookup_entry(text, name) {
+                EntryLookup::Kernel(k) => {
+                    let at = format!("'{name}' ({file} line {})", k.line);
+                    match (&k.template, template) {
+                        (None, true) => Some(format!(
+                            "{at} is not a template: give its name, {name}, as the entry"
+                        )),
+                        (Some(params), false) => Some(format!(
+                            "{at} is a template <{params}>: name an instance, {name}<...> with its arguments"
+                        )),
+                        (None, false) if !k.extern_c => Some(format!(
+                            "{at} is not extern \"C\", so its symbol is mangled and klab cannot load it by name: declare it extern \"C\" __global__"
+                        )),
+                        _ => None,
+                    }
+                }
+                EntryLookup::Macro => None,
+                EntryLookup::Missing(names) => Some(format!(
+                    "no __global__ function '{name}' in {file} ({})",
+                    if names.is_empty() {
+                        "it declares none".to_string()
+                    } else {
+                        format!("it declares {}", names.join(", "))
+                    }
+                )),
+            },
             Source::Module {
                 kind: ModuleKind::Fatbin,
                 ..
-            } => true,
-            Source::Module { bytes, .. } => bytes
-                .windows(symbol.len().max(1))
-                .any(|w| w == symbol.as_bytes()),
+            } => None,
+            Source::Module { kind, bytes } => {
+                let found = match kind {
+                    ModuleKind::Ptx => ptx_entries(bytes).any(|e| e == name.as_bytes()),
+                    // A symbol's name stands between NULs in the string table.
+                    _ => {
+                        let symbol = [&[0u8][..], name.as_bytes(), &[0u8]].concat();
+                        bytes.windows(symbol.len()).any(|w| w == symbol)
+                    }
+                };
+                (!found).then(|| format!("'{name}' does not appear in {file}"))
+            }
         }
     }
+}
+
+/// The name after each `.entry` directive of PTX text: its kernels.
+fn ptx_entries(ptx: &[u8]) -> impl Iterator<Item = &[u8]> {
+    const ENTRY: &[u8] = b".entry";
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+    (0..ptx.len()).filter_map(move |i| {
+        let rest = ptx[i..].strip_prefix(ENTRY)?;
+        // `.entry` itself as a token, then blanks, then the name.
+        if i > 0 && !ptx[i - 1].is_ascii_whitespace() {
+            return None;
+        }
+        let blanks = rest.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        if blanks == 0 {
+            return None;
+        }
+        let rest = &rest[blanks..];
+        Some(&rest[..rest.iter().take_while(|b| word(**b)).count()])
+    })
 }
 
 /// A manifest: one source file and the kernels it declares.
@@ -365,12 +422,65 @@ impl Manifest {
 }
 
 /// A manifest that cannot be used: one line naming the file and the field.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("manifest {origin}: {field}: {problem}")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManifestError {
     pub origin: String,
     pub field: String,
     pub problem: String,
+}
+
+/// The field of a manifest that could not be read at all; its problem (a
+/// [`crate::artifact::FileError`]) names the file and says it is a manifest.
+pub const FILE_FIELD: &str = "file";
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field == FILE_FIELD {
+            f.write_str(&self.problem)
+        } else {
+            write!(
+                f,
+                "manifest {}: {}: {}",
+                self.origin, self.field, self.problem
+            )
+        }
+    }
+}
+
+impl std::error::Error for ManifestError {}
+
+/// A TOML error on one line: what the parser says, and where (`line L, column C`, from its
+/// span). The parser says nothing where the file ends inside a statement (`source = `).
+fn toml_problem(text: &str, e: &toml::de::Error) -> String {
+    let said = e
+        .message()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let Some(span) = e.span() else {
+        return said;
+    };
+    // The span is in bytes; step back to a character boundary (never slice inside one).
+    let start = (0..=span.start.min(text.len()))
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    let said = match said.is_empty() {
+        false => said,
+        true if text[start..].trim().is_empty() && text[..start].trim_end().ends_with('=') => {
+            "the file ends where a value is expected".to_string()
+        }
+        true if text[start..].trim().is_empty() => "the file ends inside a statement".to_string(),
+        true => "the parser cannot read what is here".to_string(),
+    };
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    format!(
+        "{said} (line {}, column {})",
+        text[..start].matches('\n').count() + 1,
+        text[line_start..start].chars().count() + 1
+    )
 }
 
 #[derive(Deserialize)]
@@ -581,17 +691,8 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
             format!("fill in {PLACEHOLDER} (written by klab init)"),
         ));
     }
-    let raw: RawManifest = toml::from_str(text).map_err(|e| {
-        let msg = e.message().to_string();
-        let span = e
-            .span()
-            .map(|s| {
-                let line = text[..s.start.min(text.len())].lines().count().max(1);
-                format!(" (line {line})")
-            })
-            .unwrap_or_default();
-        err("toml".into(), format!("{msg}{span}"))
-    })?;
+    let raw: RawManifest =
+        toml::from_str(text).map_err(|e| err("toml".into(), toml_problem(text, &e)))?;
     if raw.kernels.is_empty() {
         return Err(err("kernel".into(), "no [[kernel]] entries".into()));
     }
@@ -687,11 +788,10 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
         let named = template
             .and_then(|t| t.rsplit("::").next())
             .unwrap_or(&k.entry);
-        if library.is_none() && !source.mentions(named) {
-            return Err(err(
-                f("entry"),
-                format!("'{named}' does not appear in {}", raw.source),
-            ));
+        if library.is_none() {
+            if let Some(problem) = source.entry_problem(named, template.is_some(), &raw.source) {
+                return Err(err(f("entry"), problem));
+            }
         }
         let operation = match k.operation.as_str() {
             "copy" => OpKind::Copy,
@@ -813,8 +913,8 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
             [x, y, z] => Dim3::new(x, y, z),
             _ => return Err(err(f("block"), "give 1 to 3 dimensions".into())),
         };
-        if block.product() == 0 {
-            return Err(err(f("block"), "a dimension is 0".into()));
+        if let Some(problem) = crate::plan::block_problem(block) {
+            return Err(err(f("block"), problem));
         }
         if elements_per_block.len() != operation.dims() || elements_per_block.contains(&0) {
             return Err(err(
@@ -979,7 +1079,7 @@ pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
     let origin = path.display().to_string();
     let text = read_text(path, Input::MANIFEST).map_err(|e| ManifestError {
         origin: origin.clone(),
-        field: "file".into(),
+        field: FILE_FIELD.into(),
         problem: e.to_string(),
     })?;
     let dir: PathBuf = path.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -1247,7 +1347,7 @@ known_broken = "b"
             "block = [32, 0]",
             "block = [32, 8]",
             "kernel[0].block",
-            "a dimension is 0",
+            "y is 0; every dimension is at least 1",
         );
         bad(
             "elements_per_block = [32]",
@@ -1259,7 +1359,7 @@ known_broken = "b"
             "entry = \"missing\"",
             "entry = \"k\"",
             "kernel[0].entry",
-            "does not appear",
+            "no __global__ function 'missing' in k.cu (it declares k)",
         );
         bad(
             "entry = \"k k\"",
@@ -1340,7 +1440,7 @@ known_broken = "b"
                 "not a C identifier or a template instance",
             ),
             ("scale<float", "not a C identifier or a template instance"),
-            ("shift<float>", "'shift' does not appear in k.cu"),
+            ("shift<float>", "no __global__ function 'shift' in k.cu"),
         ] {
             let e = with(&[junk]).unwrap_err();
             assert_eq!(e.field, "kernel[0].entry", "{e}");
@@ -1361,7 +1461,8 @@ known_broken = "b"
     #[test]
     fn precompiled_modules_are_read_as_bytes_by_their_extension() {
         // Not UTF-8, as a cubin is not: the bytes are kept exactly, their hash is stable.
-        let elf = b"\x7fELF\x02\x01\x01\0\xff\xfe.text.k\0k\0";
+        // Its symbol `k` for a cubin, an `.entry k` for PTX.
+        let elf = b"\x7fELF\x02\x01\x01\0\xff\xfe.text.k\0k\0 .entry k(";
         for kind in ModuleKind::ALL {
             let file = format!("k.{}", kind.extension());
             let m = over(&file, elf, "").unwrap();
@@ -1507,8 +1608,147 @@ known_broken = "b"
         assert!(e.to_string().contains("no kernel matches 'zz'"), "{e}");
         let e = resolve(&d.path().join("none.toml").display().to_string()).unwrap_err();
         assert!(
-            matches!(&e, crate::registry::RegistryError::Manifest(m) if m.field == "file"),
+            matches!(&e, crate::registry::RegistryError::Manifest(m) if m.field == FILE_FIELD),
             "{e}"
+        );
+    }
+
+    /// A manifest over `src` (as k.cu) whose one kernel has `entry`.
+    fn entry_in(src: &str, entry: &str) -> Result<Manifest, ManifestError> {
+        let src = src.to_string();
+        parse(
+            "m.toml",
+            &format!(
+                "source = \"k.cu\"\n[[kernel]]\n{}",
+                OK.replace("entry = \"k\"", &format!("entry = \"{entry}\""))
+            ),
+            Files::Given(&|_| Ok(("k.cu".into(), src.clone().into_bytes()))),
+        )
+    }
+
+    #[test]
+    fn an_entry_is_a_global_function_found_by_token_not_a_substring() {
+        let problem = |src: &str, entry: &str| entry_in(src, entry).err().map(|e| e.problem);
+        let src = "#define N 4\nconst int extern_n = 1; // __global__ void gone() {}\n\
+                   __device__ int helper() { return 0; }\n\
+                   extern \"C\" __global__ void k(float* o) { const char* s = \"ghost\"; }\n";
+        for word in [
+            "extern", "N", "extern_n", "gone", "helper", "ghost", "float", "k2", "_k",
+        ] {
+            assert_eq!(
+                problem(src, word).as_deref(),
+                Some(&*format!(
+                    "no __global__ function '{word}' in k.cu (it declares k)"
+                )),
+            );
+        }
+        assert_eq!(problem(src, "k"), None);
+        assert_eq!(
+            problem("int main() {}", "k").as_deref(),
+            Some("no __global__ function 'k' in k.cu (it declares none)")
+        );
+        // extern "C" from a block, or from the first declaration (which gives the linkage).
+        assert_eq!(
+            problem("extern \"C\" {\n__global__ void k() {}\n}", "k"),
+            None
+        );
+        assert_eq!(
+            problem(
+                "extern \"C\" __global__ void k();\n__global__ void k() {}",
+                "k"
+            ),
+            None
+        );
+        let mangled = problem("__global__ void k() {}", "k").unwrap();
+        assert!(
+            mangled.starts_with("'k' (k.cu line 1) is not extern \"C\", so its symbol is mangled"),
+            "{mangled}"
+        );
+        // Templates by their name, in a namespace too; a plain entry is no instance.
+        let t = "namespace ns {\ntemplate <typename T, int B> __global__ void scale(T* o) {}\n}";
+        assert_eq!(problem(t, "ns::scale<float, 4>"), None);
+        assert_eq!(
+            problem(t, "scale").as_deref(),
+            Some("'scale' (k.cu line 2) is a template <typename T, int B>: name an instance, scale<...> with its arguments")
+        );
+        assert_eq!(
+            problem(SRC, "k<float>").as_deref(),
+            Some("'k' (k.cu line 1) is not a template: give its name, k, as the entry")
+        );
+        // Kernels a macro declares are out of sight: the name must still be a word of the code.
+        let m = "#define KERNEL(name) extern \"C\" __global__ void name(float* o)\nKERNEL(k) {}\n";
+        assert_eq!(problem(m, "k"), None);
+        assert!(problem(m, "other").is_some());
+    }
+
+    #[test]
+    fn a_module_entry_is_a_ptx_entry_or_a_cubin_symbol() {
+        let problem = |file: &str, bytes: &[u8]| over(file, bytes, "").err().map(|e| e.problem);
+        let ptx = b".version 8.0\n.extern .shared .align 4 .b8 k_smem[];\n.visible .entry k(\n";
+        assert_eq!(problem("k.ptx", ptx), None);
+        assert_eq!(
+            problem("k.ptx", b".visible .entry k_other(\n.extern .shared k"),
+            Some("'k' does not appear in k.ptx".into())
+        );
+        assert_eq!(problem("k.ptx", b".visible .entry\tk (\n"), None);
+        assert_eq!(problem("k.cubin", b"\x7fELF\0.text.k\0k\0"), None);
+        assert_eq!(
+            problem("k.cubin", b"\x7fELF\0.text.kk\0kk\0"),
+            Some("'k' does not appear in k.cubin".into())
+        );
+        assert_eq!(problem("k.fatbin", b"compressed"), None);
+    }
+
+    #[test]
+    fn a_toml_error_says_what_and_where_on_one_line() {
+        let toml = |text: &str| {
+            let e = parse(
+                "m.toml",
+                text,
+                Files::Given(&|_| Ok(("k.cu".into(), SRC.into()))),
+            )
+            .unwrap_err();
+            assert_eq!(e.field, "toml", "{e}");
+            e.problem
+        };
+        // The parser's own message is empty here.
+        assert_eq!(
+            toml("source = "),
+            "the file ends where a value is expected (line 1, column 10)"
+        );
+        assert_eq!(
+            toml("source = \n"),
+            "invalid string; expected `\"`, `'` (line 1, column 10)"
+        );
+        // A span at the start of a line is on that line, not the one before.
+        assert_eq!(
+            toml("a.b = 1\na = 2\n"),
+            "duplicate key `a` in document root (line 2, column 1)"
+        );
+        // Columns count characters, not bytes.
+        assert_eq!(
+            toml("# \u{e9}\u{e9}\n\u{e9} = 1"),
+            "invalid key (line 2, column 1)"
+        );
+        assert!(toml("s = \"\u{e9}\u{e9}\" x").ends_with("(line 1, column 10)"));
+    }
+
+    #[test]
+    fn a_manifest_that_cannot_be_read_is_named_once() {
+        let d = tempfile::tempdir().unwrap();
+        let e = load(d.path()).unwrap_err();
+        assert_eq!(e.field, FILE_FIELD);
+        let line = e.to_string();
+        assert_eq!(
+            line.matches(&*d.path().display().to_string()).count(),
+            1,
+            "{line}"
+        );
+        assert!(
+            line.ends_with(
+                "is a folder, not a regular file; klab reads a manifest only from a regular file"
+            ),
+            "{line}"
         );
     }
 }

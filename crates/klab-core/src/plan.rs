@@ -21,13 +21,48 @@ impl Dim3 {
         Dim3 { x, y, z }
     }
 
+    /// `x * y * z`, saturated at `u64::MAX` (above every limit): three u32 values can
+    /// overflow 64 bits, and a product that wrapped could read as 0.
     pub fn product(&self) -> u64 {
-        u64::from(self.x) * u64::from(self.y) * u64::from(self.z)
+        u64::from(self.x)
+            .saturating_mul(u64::from(self.y))
+            .saturating_mul(u64::from(self.z))
     }
 
     fn axes(&self) -> [(char, u32); 3] {
         [('x', self.x), ('y', self.y), ('z', self.z)]
     }
+}
+
+/// Most threads in a block on any CUDA device (every compute capability since 2.0).
+pub const CUDA_MAX_THREADS_PER_BLOCK: u32 = 1024;
+/// Most threads along each axis of a block on any CUDA device.
+pub const CUDA_MAX_BLOCK_DIM: Dim3 = Dim3::new(1024, 1024, 64);
+
+/// Why `block` cannot launch on any CUDA device, if it cannot: a zero dimension, a
+/// dimension or a thread count above the limits every device shares. What a manifest
+/// declares is checked here, before any device is asked ([`validate`] has its own).
+pub fn block_problem(block: Dim3) -> Option<String> {
+    for ((axis, value), (_, limit)) in block.axes().into_iter().zip(CUDA_MAX_BLOCK_DIM.axes()) {
+        if value == 0 {
+            return Some(format!("{axis} is 0; every dimension is at least 1"));
+        }
+        if value > limit {
+            return Some(format!(
+                "{axis} is {value}, above {limit}, the most threads along {axis} any CUDA device allows (MAX_BLOCK_DIM_{})",
+                axis.to_ascii_uppercase()
+            ));
+        }
+    }
+    let threads = u64::from(block.x)
+        .checked_mul(u64::from(block.y))
+        .and_then(|t| t.checked_mul(u64::from(block.z)))
+        .unwrap_or(u64::MAX);
+    (threads > u64::from(CUDA_MAX_THREADS_PER_BLOCK)).then(|| {
+        format!(
+            "{block} is {threads} threads, above {CUDA_MAX_THREADS_PER_BLOCK}, the most any CUDA device allows in a block (MAX_THREADS_PER_BLOCK)"
+        )
+    })
 }
 
 impl fmt::Display for Dim3 {
@@ -294,5 +329,44 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_block_past_the_limits_of_every_device_is_named_by_the_limit() {
+        let huge = 2_147_483_648;
+        // 2^31 cubed wraps a u64 to 0: the product saturates instead.
+        assert_eq!(Dim3::new(huge, huge, huge).product(), u64::MAX);
+        assert_eq!(Dim3::new(32, 8, 1).product(), 256);
+        assert_eq!(
+            block_problem(Dim3::new(huge, huge, huge)).as_deref(),
+            Some("x is 2147483648, above 1024, the most threads along x any CUDA device allows (MAX_BLOCK_DIM_X)")
+        );
+        assert_eq!(
+            block_problem(Dim3::new(1, 1, 65)).as_deref(),
+            Some("z is 65, above 64, the most threads along z any CUDA device allows (MAX_BLOCK_DIM_Z)")
+        );
+        assert_eq!(
+            block_problem(Dim3::new(32, 33, 1)).as_deref(),
+            Some("32x33x1 is 1056 threads, above 1024, the most any CUDA device allows in a block (MAX_THREADS_PER_BLOCK)")
+        );
+        assert_eq!(
+            block_problem(Dim3::new(32, 0, 1)).as_deref(),
+            Some("y is 0; every dimension is at least 1")
+        );
+        assert_eq!(block_problem(Dim3::new(1024, 1, 1)), None);
+        assert_eq!(block_problem(Dim3::new(16, 1, 64)), None);
+        // The device check is not fooled by the wrap either.
+        let plan = LaunchPlan {
+            grid: Dim3::new(1, 1, 1),
+            block: Dim3::new(huge, huge, huge),
+            dynamic_shared_bytes: 0,
+        };
+        assert!(matches!(
+            validate(&plan, &DeviceLimits::hopper(), None, false),
+            Err(PlanError::TooManyThreads {
+                threads: u64::MAX,
+                ..
+            })
+        ));
     }
 }

@@ -19,6 +19,16 @@ pub struct Device {
 impl Device {
     /// Open device `ordinal` and read its facts. Fails cleanly without a driver or device.
     pub fn open(ordinal: u32) -> Result<Device, CudaError> {
+        Device::check(ordinal)?;
+        let ctx = CudaContext::new(ordinal as usize)
+            .ctx(|| format!("creating a context on device {ordinal}"))?;
+        let facts = read_facts(&ctx, ordinal)?;
+        Ok(Device { ctx, facts })
+    }
+
+    /// Whether device `ordinal` is there to open, without opening it (no context): what a
+    /// command whose children use the device asks before it makes an output folder.
+    pub fn check(ordinal: u32) -> Result<(), CudaError> {
         probe::require_driver()?;
         if let Err(e) = result::init() {
             return Err(CudaError::NoDevice(format!(
@@ -32,15 +42,12 @@ impl Device {
                 "the driver loaded but reports no devices".into(),
             ));
         }
-        if ordinal as i32 >= count {
+        if i64::from(ordinal) >= i64::from(count) {
             return Err(CudaError::NoDevice(format!(
                 "device {ordinal} asked for, but only {count} present"
             )));
         }
-        let ctx = CudaContext::new(ordinal as usize)
-            .ctx(|| format!("creating a context on device {ordinal}"))?;
-        let facts = read_facts(&ctx, ordinal)?;
-        Ok(Device { ctx, facts })
+        Ok(())
     }
 
     pub fn facts(&self) -> &DeviceFacts {

@@ -292,10 +292,12 @@ pub fn describe_duration(d: Duration) -> String {
     }
 }
 
-/// Find a tool's binary: `explicit` if given (returned as is, even if it does not exist, so
-/// that starting it fails with an error naming it), else the first executable `name` in the
-/// directories of `path_var` (a `PATH`-style list), else the first `fallbacks` entry that is
-/// an executable file.
+/// Find a tool's binary: `explicit` if given (returned even if it does not exist, so that
+/// starting it fails with an error naming it; a bare name as `./name`, which is what was
+/// given, where `Command` would look it up on PATH), else the first executable `name` in
+/// the directories of `path_var` (a `PATH`-style list), else the first `fallbacks` entry
+/// that is an executable file. [`explicit_tool_problem`] says beforehand why a given one
+/// cannot start.
 pub fn locate_tool_in(
     explicit: Option<&Path>,
     name: &str,
@@ -303,7 +305,10 @@ pub fn locate_tool_in(
     fallbacks: &[&Path],
 ) -> Option<PathBuf> {
     if let Some(p) = explicit {
-        return Some(p.to_path_buf());
+        return Some(match p.parent() {
+            Some(dir) if dir.as_os_str().is_empty() => Path::new(".").join(p),
+            _ => p.to_path_buf(),
+        });
     }
     if let Some(var) = path_var {
         for dir in std::env::split_paths(var) {
@@ -326,6 +331,17 @@ pub fn locate_tool_in(
 pub fn locate_tool(explicit: Option<&Path>, name: &str, fallbacks: &[&Path]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH");
     locate_tool_in(explicit, name, path.as_deref(), fallbacks)
+}
+
+/// Why `p`, a tool's binary given on the command line, cannot be started, if it cannot: a
+/// check cheap enough to make before any folder is made or child started.
+pub fn explicit_tool_problem(p: &Path) -> Option<&'static str> {
+    match std::fs::metadata(p) {
+        Err(_) => Some("no such file"),
+        Ok(m) if !m.is_file() => Some("not a file"),
+        Ok(_) if !is_executable_file(p) => Some("not executable"),
+        Ok(_) => None,
+    }
 }
 
 fn is_executable_file(p: &Path) -> bool {
@@ -869,5 +885,25 @@ mod tests {
             Some(exe.clone())
         );
         assert_eq!(locate_tool_in(None, "tool", None, &[]), None);
+        // A bare name given is the file of that name here, not a lookup on PATH.
+        assert_eq!(
+            locate_tool_in(Some(Path::new("tool")), "tool", Some(&path), &[]),
+            Some(PathBuf::from("./tool"))
+        );
+    }
+
+    #[test]
+    fn a_given_tool_that_cannot_start_is_said_before_it_is_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, "").unwrap();
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(explicit_tool_problem(&plain), Some("not executable"));
+        assert_eq!(explicit_tool_problem(dir.path()), Some("not a file"));
+        assert_eq!(
+            explicit_tool_problem(&dir.path().join("none")),
+            Some("no such file")
+        );
+        assert_eq!(explicit_tool_problem(Path::new("/bin/sh")), None);
     }
 }

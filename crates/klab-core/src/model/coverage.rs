@@ -315,16 +315,15 @@ impl Read {
     }
 }
 
-/// Enumerate the mapping block by block. `mapping` picks the output-phase rule.
-pub(crate) fn check_mapping(
+/// The geometry of a coverage check and its producer map's (rows, words per row), once
+/// every limit holds: cheap, so a caller with several checks to run asks for each first.
+pub(crate) fn admit(
     n: u64,
     tile: u32,
     block_rows: u32,
     padding: u32,
-    mapping: Mapping,
-) -> Result<CoverageReport, ModelError> {
+) -> Result<(Geometry, u64, u64), ModelError> {
     let g = Geometry::new(n, tile, block_rows, padding)?;
-    let (tile_param, block_rows_param) = (tile, block_rows);
     let outputs = n * n; // checked by Geometry
     check_limit("n * n outputs", u128::from(outputs), MAX_COVERAGE_OUTPUTS)?;
     // Admitted shared coordinates are < n as well as inside the loop bounds, so the
@@ -344,7 +343,20 @@ pub(crate) fn check_mapping(
         2 * u128::from(g.blocks()) * u128::from(reach) * u128::from(map_rows),
         MAX_WORK,
     )?;
+    Ok((g, map_rows, map_cols))
+}
 
+/// Enumerate the mapping block by block. `mapping` picks the output-phase rule.
+pub(crate) fn check_mapping(
+    n: u64,
+    tile: u32,
+    block_rows: u32,
+    padding: u32,
+    mapping: Mapping,
+) -> Result<CoverageReport, ModelError> {
+    let (g, map_rows, map_cols) = admit(n, tile, block_rows, padding)?;
+    let (tile_param, block_rows_param) = (tile, block_rows);
+    let outputs = n * n; // checked by Geometry
     let mut out = Bitset::new(outputs)?;
     let map_len = (map_rows * map_cols) as usize;
     let mut map: Vec<Entry> = Vec::new();

@@ -323,17 +323,12 @@ pub fn predict(
     tile: u32,
     block_rows: u32,
 ) -> Result<VariantPrediction, ModelError> {
+    let g = admit(variant, n, tile, block_rows)?;
     let padding = variant.shared_padding();
-    let g = Geometry::new(n, tile, block_rows, padding.unwrap_or(0))?;
-    let table = accesses(variant);
-    check_limit(
-        "prediction lane-steps",
-        Scope::new(&g)
-            .work(g.blocks())
-            .saturating_mul(table.len() as u128),
-        MAX_WORK,
-    )?;
-    let accesses = table.iter().map(|a| predict_access(&g, a)).collect();
+    let accesses = accesses(variant)
+        .iter()
+        .map(|a| predict_access(&g, a))
+        .collect();
     Ok(VariantPrediction {
         variant,
         n,
@@ -344,6 +339,25 @@ pub fn predict(
         blocks: g.blocks(),
         accesses,
     })
+}
+
+/// The geometry of [`predict`] once its limits hold: cheap, so a caller with several
+/// predictions to make asks for each first.
+pub(crate) fn admit(
+    variant: Variant,
+    n: u64,
+    tile: u32,
+    block_rows: u32,
+) -> Result<Geometry, ModelError> {
+    let g = Geometry::new(n, tile, block_rows, variant.shared_padding().unwrap_or(0))?;
+    check_limit(
+        "prediction lane-steps",
+        Scope::new(&g)
+            .work(g.blocks())
+            .saturating_mul(accesses(variant).len() as u128),
+        MAX_WORK,
+    )?;
+    Ok(g)
 }
 
 /// [`predict`] for every variant, in [`Variant::ALL`] order.

@@ -6,11 +6,11 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use super::banks::{bank_map, BankMap, BANKS};
-use super::coverage::{check_coverage, CoverageReport};
-use super::predict::{predict_all, Space, VariantPrediction};
+use super::coverage::{self, check_coverage, CoverageReport};
+use super::predict::{self, predict_all, Space, VariantPrediction};
 use super::sectors::{seed_sector_cases, SectorCase};
 use super::{ModelError, WARP_SIZE};
-use crate::variant::{BLOCK_ROWS, TILE};
+use crate::variant::{Variant, BLOCK_ROWS, TILE};
 
 /// What to model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,7 +59,9 @@ const HEADLINE: &str =
 per shared-memory bank, not cache misses, HBM transactions or time.";
 
 impl ModelReport {
-    /// Run every model. Errors when `ns` is empty or any model rejects the parameters.
+    /// Run every model. Errors when `ns` is empty or any model rejects the parameters;
+    /// every model's limits are checked before any of them runs, so a refusal comes at once
+    /// rather than after minutes of enumeration.
     pub fn build(params: ModelParams) -> Result<ModelReport, ModelError> {
         let prediction_n = params
             .ns
@@ -67,6 +69,12 @@ impl ModelReport {
             .copied()
             .max()
             .ok_or(ModelError::Empty { what: "ns" })?;
+        for &n in &params.ns {
+            coverage::admit(n, params.tile, params.block_rows, 0)?;
+        }
+        for &v in &Variant::ALL {
+            predict::admit(v, prediction_n, params.tile, params.block_rows)?;
+        }
         let coverage = params
             .ns
             .iter()
@@ -403,6 +411,18 @@ mod tests {
             bad(vec![1 << 40], 32, 8),
             Err(ModelError::Overflow { .. })
         ));
+        // Every limit before any work: the coverage at n = 100000 alone would enumerate for
+        // minutes before the prediction's limit refused it.
+        let started = std::time::Instant::now();
+        assert_eq!(
+            bad(vec![7, 100_000], 1, 1),
+            Err(ModelError::TooLarge {
+                what: "prediction lane-steps".into(),
+                value: 640_000_002_048,
+                limit: crate::model::MAX_WORK
+            })
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
         // A failing mapping still builds; the report says FAIL.
         let r = bad(vec![64], 32, 7).unwrap();
         assert!(!r.coverage_ok());

@@ -79,25 +79,16 @@ pub use parse::parse;
 pub use run::run;
 
 /// The compute-sanitizer binary: `explicit` if given, else the first on PATH, else the
-/// toolkit's usual places.
+/// toolkit's usual places ([`crate::process::locate_tool`]).
 pub fn locate(explicit: Option<&Path>) -> Option<PathBuf> {
-    if let Some(p) = explicit {
-        return Some(p.to_path_buf());
-    }
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("compute-sanitizer"))
-            .find(|p| p.is_file())
-    });
-    on_path.or_else(|| {
-        [
-            "/usr/local/cuda/bin/compute-sanitizer",
-            "/usr/local/cuda/compute-sanitizer/compute-sanitizer",
-        ]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-    })
+    crate::process::locate_tool(
+        explicit,
+        "compute-sanitizer",
+        &[
+            Path::new("/usr/local/cuda/bin/compute-sanitizer"),
+            Path::new("/usr/local/cuda/compute-sanitizer/compute-sanitizer"),
+        ],
+    )
 }
 
 /// Command-line options. Every one is written out explicitly by [`argv`], so a saved command
