@@ -207,6 +207,12 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|k| measure::workload_info(k, n, args.device).map(|i| i.operation))
         .collect::<Result<_, _>>()?;
+    // Every block runs in a child that would fail alike: without a driver, say it once and
+    // make no run folder, as bench does (the parent opens no device: a context here would
+    // share the GPU with the blocks it times).
+    if !klab_cuda::probe::driver_present() {
+        return Err(klab_cuda::CudaError::NoDriver.into());
+    }
     let dir = measure::output_dir(args.out.as_deref(), "rounds")?;
     let dir = std::path::absolute(&dir).unwrap_or(dir);
     eprintln!("klab rounds: writing {}", dir.display());
