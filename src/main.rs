@@ -26,7 +26,13 @@ fn write_stdout(args: std::fmt::Arguments<'_>, newline: bool) {
     let mut out = std::io::stdout().lock();
     let written = out
         .write_fmt(args)
-        .and_then(|()| if newline { out.write_all(b"\n") } else { Ok(()) })
+        .and_then(|()| {
+            if newline {
+                out.write_all(b"\n")
+            } else {
+                Ok(())
+            }
+        })
         .and_then(|()| out.flush());
     if let Err(e) = written {
         klab_tools::process::exit_on_stdout_error(&e);

@@ -57,7 +57,10 @@ fn parse_manifest(text: &str, files: &BTreeMap<String, Vec<u8>>) -> Result<(), T
         manifest::parse("fuzz.toml", text, Files::Given(&loader))
     })?;
     match got {
-        Ok(m) => prop_assert!(!m.kernels.is_empty(), "a manifest with no kernel was accepted"),
+        Ok(m) => prop_assert!(
+            !m.kernels.is_empty(),
+            "a manifest with no kernel was accepted"
+        ),
         Err(e) => {
             prop_assert_eq!(&e.origin, "fuzz.toml");
             prop_assert!(!e.to_string().is_empty());
@@ -209,9 +212,16 @@ fn check_receipt(text: &str) -> Result<(), TestCaseError> {
     })?;
     if let Ok(r) = got {
         let again = Receipt::from_json(&r.to_json(), path);
-        prop_assert!(again.is_ok(), "a valid receipt does not re-read: {:?}", again.err());
+        prop_assert!(
+            again.is_ok(),
+            "a valid receipt does not re-read: {:?}",
+            again.err()
+        );
         let again = again.unwrap();
-        prop_assert!(again.validate().is_ok(), "a valid receipt's JSON does not validate");
+        prop_assert!(
+            again.validate().is_ok(),
+            "a valid receipt's JSON does not validate"
+        );
         prop_assert_eq!(again.to_json(), r.to_json());
     }
     Ok(())
@@ -228,9 +238,13 @@ fn the_real_receipts_validate_unmutated() {
 /// Every leaf of a JSON document, as a JSON pointer.
 fn leaves(v: &Value, at: String, out: &mut Vec<String>) {
     match v {
-        Value::Object(m) => m
-            .iter()
-            .for_each(|(k, v)| leaves(v, format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")), out)),
+        Value::Object(m) => m.iter().for_each(|(k, v)| {
+            leaves(
+                v,
+                format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")),
+                out,
+            )
+        }),
         Value::Array(a) => a
             .iter()
             .enumerate()
@@ -260,7 +274,8 @@ fn hostile_value() -> impl Strategy<Value = Value> {
         Just(serde_json::json!({})),
         Just(serde_json::json!(true)),
         any::<i64>().prop_map(|v| serde_json::json!(v)),
-        any::<f64>().prop_filter("JSON holds finite numbers", |v| v.is_finite())
+        any::<f64>()
+            .prop_filter("JSON holds finite numbers", |v| v.is_finite())
             .prop_map(|v| serde_json::json!(v)),
     ]
 }
@@ -323,7 +338,8 @@ proptest! {
 // ---------------------------------------------------------------------------------------
 // Sample CSVs
 
-const SAMPLES: &str = "evidence/2026-11-30-timing/transpose-rotated/blocks/r01-p0-tiled/samples-r01-p0.csv";
+const SAMPLES: &str =
+    "evidence/2026-11-30-timing/transpose-rotated/blocks/r01-p0-tiled/samples-r01-p0.csv";
 
 fn check_samples(bytes: &[u8], slots: u64) -> Result<(), TestCaseError> {
     if let Ok(samples) = timed("parse_samples_csv", || parse_samples_csv(bytes, slots))? {
@@ -382,7 +398,13 @@ fn check_npy(bytes: &[u8]) -> Result<(), TestCaseError> {
 
 fn dtype() -> impl Strategy<Value = klab_core::dtype::Dtype> {
     use klab_core::dtype::Dtype;
-    proptest::sample::select(vec![Dtype::F32, Dtype::F64, Dtype::U8, Dtype::I64, Dtype::F16])
+    proptest::sample::select(vec![
+        Dtype::F32,
+        Dtype::F64,
+        Dtype::U8,
+        Dtype::I64,
+        Dtype::F16,
+    ])
 }
 
 proptest! {

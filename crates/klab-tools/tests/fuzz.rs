@@ -18,7 +18,9 @@ use std::path::Path;
 use support::{apply_text, config, edits, timed};
 
 fn fixture(name: &str) -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
     String::from_utf8_lossy(&std::fs::read(&p).unwrap_or_else(|e| panic!("{name}: {e}")))
         .into_owned()
 }
@@ -188,12 +190,20 @@ fn tool() -> impl Strategy<Value = Tool> {
 }
 
 fn exit() -> impl Strategy<Value = Option<i32>> {
-    prop_oneof![Just(None), Just(Some(0)), Just(Some(1)), Just(Some(86)), any::<Option<i32>>()]
+    prop_oneof![
+        Just(None),
+        Just(Some(0)),
+        Just(Some(1)),
+        Just(Some(86)),
+        any::<Option<i32>>()
+    ]
 }
 
 /// The gate's own rules: a report passes only on a clean exit with no failing finding.
 fn check_sanitizer(tool: Tool, text: &str, exit: Option<i32>) -> Result<(), TestCaseError> {
-    let r = timed("sanitizer::parse", || sanitizer::parse(tool, text, exit, 86))?;
+    let r = timed("sanitizer::parse", || {
+        sanitizer::parse(tool, text, exit, 86)
+    })?;
     prop_assert_eq!(r.tool, tool);
     prop_assert_eq!(r.exit_status, exit);
     if r.passes() {
