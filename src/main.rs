@@ -4,9 +4,40 @@
 //! and `klab-cuda` (the runtime layer). Exit codes: 0 success, 1 runtime or argument
 //! error, 2 a correctness gate failed.
 
+// Before the modules, so that theirs are these (macro_rules! scope is textual). std's
+// panic when stdout cannot be written (`klab model > /dev/full`: exit 101 and a backtrace);
+// these end in one line and exit 1, as any other error does.
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::write_stdout(format_args!($($arg)*), false) };
+}
+macro_rules! println {
+    () => { $crate::write_stdout(format_args!(""), true) };
+    ($($arg:tt)*) => { $crate::write_stdout(format_args!($($arg)*), true) };
+}
+
 mod child;
 mod cli;
 mod cmd;
+
+/// What [`print!`] and [`println!`] do: write, flush (so a failure is seen here and not
+/// lost at exit), and on failure end through [`klab_tools::process::exit_on_stdout_error`].
+fn write_stdout(args: std::fmt::Arguments<'_>, newline: bool) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let written = out
+        .write_fmt(args)
+        .and_then(|()| {
+            if newline {
+                out.write_all(b"\n")
+            } else {
+                Ok(())
+            }
+        })
+        .and_then(|()| out.flush());
+    if let Err(e) = written {
+        klab_tools::process::exit_on_stdout_error(&e);
+    }
+}
 
 use std::process::ExitCode;
 

@@ -10,7 +10,7 @@
 //! compute-sanitizer or ncu dies with the tool that started it.
 
 use std::ffi::{OsStr, OsString};
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -486,7 +486,10 @@ impl Drop for GroupGuard {
 }
 
 #[cfg(unix)]
-extern "C" fn on_signal(sig: libc::c_int) {
+/// SIGKILL the process group of every running child; how many there were. Only
+/// async-signal-safe calls: [`on_signal`] runs it.
+#[cfg(unix)]
+fn kill_running_groups() -> u8 {
     use std::sync::atomic::Ordering;
     let mut ended = 0u8;
     for g in &GROUPS {
@@ -499,6 +502,12 @@ extern "C" fn on_signal(sig: libc::c_int) {
             ended = ended.saturating_add(1);
         }
     }
+    ended
+}
+
+#[cfg(unix)]
+extern "C" fn on_signal(sig: libc::c_int) {
+    let ended = kill_running_groups();
     // A closed stdout with no child running is the reader having read enough (`klab
     // model | head`): end quietly with exit 0, as ripgrep does. With children running,
     // work was cut short: say so and exit 1.
@@ -532,6 +541,22 @@ extern "C" fn on_signal(sig: libc::c_int) {
         libc::write(2, line.as_ptr().cast(), len);
         libc::_exit(1);
     }
+}
+
+/// A write to stdout failed (`klab model > /dev/full`, a full disk, an I/O error): end the
+/// running children as a signal does, say so in one line and exit 1, where `println!`
+/// would panic. A closed pipe is SIGPIPE's case, and ends the same way as there: quietly
+/// with exit 0 when no child was running.
+pub fn exit_on_stdout_error(e: &std::io::Error) -> ! {
+    #[cfg(unix)]
+    let ended = kill_running_groups();
+    #[cfg(not(unix))]
+    let ended = 0u8;
+    if e.kind() == std::io::ErrorKind::BrokenPipe && ended == 0 {
+        std::process::exit(0);
+    }
+    let _ = writeln!(std::io::stderr(), "error: cannot write to stdout: {e}");
+    std::process::exit(1)
 }
 
 /// SIGINT, SIGTERM, SIGHUP and SIGPIPE kill the process group of every running child, print
