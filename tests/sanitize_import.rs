@@ -117,3 +117,27 @@ fn tool_values_are_the_tool_names() {
     let want = format!("[possible values: {}]", names.join(", "));
     assert!(text(&o.stdout).contains(&want), "{}", text(&o.stdout));
 }
+
+/// Reports klab's own audit wrote on the H200 (evidence/2026-12-01-declared-rerun, call 1:
+/// a `$ command` line before the tool's output and `exit=99` after it), imported: the same
+/// findings and summary as the audit printed, warnings kept apart from errors.
+#[test]
+fn klabs_own_h200_audit_reports_import_as_the_audit_read_them() {
+    for (file, tool, want) in [
+        (
+            "klab_audit_racecheck_gemm_no_second_sync.txt",
+            "racecheck",
+            "racecheck: found errors; summary 22 errors, 22 warnings; findings: 352 race (149248 hazards), 88 race warning (119040 hazards); first: RAW race in gemm_no_second_sync at gemm.cu:49 with gemm.cu:51 [256 hazards]",
+        ),
+        (
+            "klab_audit_memcheck_gelu_pair_overread.txt",
+            "memcheck",
+            "memcheck: found errors; summary 5 errors; findings: 5 invalid global read; first: invalid global read of 4 bytes in gelu_pair_overread at gelu.cu:50",
+        ),
+    ] {
+        let o = import(&fixture(file), tool);
+        assert_eq!(o.status.code(), Some(2), "{file}: {}", text(&o.stderr));
+        let out = text(&o.stdout);
+        assert!(out.contains(want), "{file}: {out}");
+    }
+}
