@@ -273,7 +273,12 @@ pub struct SanitizeArgs {
     #[arg(required_unless_present = "import", conflicts_with = "import")]
     pub kernels: Vec<String>,
     /// Parse this saved Compute Sanitizer text report instead of running the tool
-    #[arg(long, value_name = "REPORT", requires = "tool")]
+    #[arg(
+        long,
+        value_name = "REPORT",
+        requires = "tool",
+        conflicts_with_all = ["tools", "sanitizer", "timeout", "out"]
+    )]
     pub import: Option<PathBuf>,
     /// The tool that wrote the --import report
     #[arg(long, value_enum, requires = "import")]

@@ -141,3 +141,28 @@ fn klabs_own_h200_audit_reports_import_as_the_audit_read_them() {
         assert!(out.contains(want), "{file}: {out}");
     }
 }
+
+/// An import runs nothing and writes nothing: the options of a run are refused beside it
+/// rather than silently ignored (`--out` was).
+#[test]
+fn import_refuses_the_options_of_a_run() {
+    let f = fixture("san_memcheck_padded_clean.txt");
+    for extra in [
+        &["--out", "somewhere"][..],
+        &["--tools", "memcheck"][..],
+        &["--timeout", "5"][..],
+        &["--sanitizer", "/bin/true"][..],
+    ] {
+        let o = klab()
+            .args(["sanitize", "--import"])
+            .arg(&f)
+            .args(["--tool", "memcheck"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{extra:?}: {err}");
+        assert!(err.contains("cannot be used with"), "{extra:?}: {err}");
+    }
+}
