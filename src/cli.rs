@@ -22,6 +22,14 @@ pub struct Cli {
     /// CUDA device ordinal for the commands that use one, before or after the command's name
     #[arg(long, global = true, default_value_t = 0)]
     pub device: u32,
+    /// Who judges kernel outputs: klab's device checker (the first validation of every
+    /// workload with at most 128 MiB of output also on the CPU oracle; a disagreement is
+    /// an error) or the CPU oracle alone
+    #[arg(long, global = true, value_enum, env = "KLAB_CHECKER", default_value_t = klab_core::verify::Checker::Device)]
+    pub checker: klab_core::verify::Checker,
+    /// Cross-check every validation on the CPU oracle, at every size
+    #[arg(long, global = true, env = "KLAB_PARANOID")]
+    pub paranoid: bool,
     #[command(subcommand)]
     pub command: Command,
 }

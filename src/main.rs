@@ -61,6 +61,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
+    set_verify_policy(&cli);
     let (code, result) = match cmd::run(cli) {
         Ok(code) => (code, child::take_result()),
         Err(e) => {
@@ -189,4 +190,22 @@ mod tests {
             "the run: writing x: File exists (os error 17)"
         );
     }
+}
+
+/// The verification policy for this process and, through the environment, for every klab
+/// process it starts (a block, a sanitized check).
+fn set_verify_policy(cli: &cli::Cli) {
+    use clap::ValueEnum;
+    let checker = cli.checker;
+    if let Some(v) = checker.to_possible_value() {
+        std::env::set_var("KLAB_CHECKER", v.get_name());
+    }
+    if cli.paranoid {
+        std::env::set_var("KLAB_PARANOID", "true");
+    }
+    klab_core::verify::set_process_policy(klab_core::verify::VerifyPolicy {
+        checker,
+        paranoid: cli.paranoid,
+        mutant: None,
+    });
 }

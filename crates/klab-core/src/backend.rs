@@ -36,7 +36,8 @@ pub enum Arg<'a, B> {
 
 /// What the gates need from a device.
 pub trait Backend {
-    type Buffer;
+    /// A device allocation ('static: a workload keeps its uploaded expected values).
+    type Buffer: 'static;
     type Kernel;
     /// A captured sequence of launches that can be replayed as one unit (a CUDA graph).
     type Graph;
@@ -84,6 +85,33 @@ pub trait Backend {
     ) -> Result<Self::Graph, BackendError>;
     /// Submit one replay of a captured graph to the kernel's stream.
     fn replay(&mut self, graph: &Self::Graph) -> Result<(), BackendError>;
+
+    /// How this process verifies outputs (the CPU oracle alone unless set).
+    fn verify_policy(&self) -> crate::verify::VerifyPolicy {
+        crate::verify::VerifyPolicy {
+            checker: crate::verify::Checker::Cpu,
+            ..Default::default()
+        }
+    }
+
+    /// Judge one output with the device checker. `Ok(None)`: this backend has none, and
+    /// the CPU oracle judges (see [`crate::verify`]).
+    fn device_check(
+        &mut self,
+        _check: &crate::verify::DeviceCheck<'_, Self::Buffer>,
+    ) -> Result<Option<crate::verify::DeviceSummary>, BackendError> {
+        Ok(None)
+    }
+
+    /// Fill `dst` with a generated input on the device. `Ok(false)`: this backend cannot,
+    /// and the host makes and uploads the bytes.
+    fn device_generate(
+        &mut self,
+        _dst: &mut Self::Buffer,
+        _generator: &crate::inputs::Generator,
+    ) -> Result<bool, BackendError> {
+        Ok(false)
+    }
 
     /// Launch `launches` times between one timing-event pair in the kernel's stream and
     /// return the interval in milliseconds (checking every launch and the completion).

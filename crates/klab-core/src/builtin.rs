@@ -25,3 +25,7 @@ pub const MUTANTS_PATH: &str = "kernels/mutants.cu";
 /// (kernels/fast.toml, which also declares the memcpy and cuBLAS baselines).
 pub const FAST_SOURCE: &str = include_str!("../../../kernels/fast.cu");
 pub const FAST_PATH: &str = "kernels/fast.cu";
+
+/// `kernels/verify.cu`: klab's device checker and input generator (not a lab kernel).
+pub const VERIFY_SOURCE: &str = include_str!("../../../kernels/verify.cu");
+pub const VERIFY_PROGRAM: &str = "klab_verify.cu";

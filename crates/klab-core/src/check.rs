@@ -523,12 +523,7 @@ fn declared_case<B: Backend>(
         return Ok((fail(label, w.n(), why), None));
     }
     let free = backend.free_memory_bytes()?;
-    // The host holds the inputs, the reference's copy of every buffer and one downloaded
-    // output; scaled-sum adds the absolute inputs, a second reference run and f64
-    // magnitudes.
-    let host_need = w
-        .slot_bytes()
-        .saturating_mul(if w.uses_scaled_sum() { 4 } else { 2 });
+    let host_need = w.host_bytes(backend);
     let too_big = memory_refusal(w.slot_bytes(), free, skip_when_too_big.then_some(host_need));
     if let Some(why) = too_big {
         let c = CaseResult {
@@ -564,7 +559,7 @@ fn declared_case<B: Backend>(
     }
     // Likewise a reference that cannot compute the expected values at that shape (a
     // command reference past its timeout, say): said, not a failure of the kernel.
-    if skip_when_too_big {
+    if skip_when_too_big && !w.inputs_on_device(backend) {
         if let Err(e) = w.prepare() {
             return Ok((skip(e.0), None));
         }
@@ -573,7 +568,7 @@ fn declared_case<B: Backend>(
     w.poison(backend, &mut bufs, poison)?;
     backend.launch(kernel, &w.plan(), &w.args::<B>(&bufs))?;
     backend.synchronize()?;
-    let verdicts = w.verdicts(backend, &bufs)?;
+    let verdicts = w.judge(backend, &bufs)?;
     let pass = verdicts.iter().all(|(_, v)| v.passed());
     let c = CaseResult {
         skipped: false,

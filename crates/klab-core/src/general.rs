@@ -14,7 +14,6 @@ use crate::dtype::Dtype;
 use crate::manifest::KernelDecl;
 use crate::plan::{Dim3, LaunchPlan};
 use crate::rule::{self, Comparison, Verdict};
-use crate::stats::Rng;
 use crate::workload::{CheckOutcome, Workload};
 
 /// A value for each size variable.
@@ -44,6 +43,18 @@ pub trait Reference {
     ) -> Result<(), String>;
     /// One line for verdicts and receipts (`C reference ref.c:my_ref (gcc 12.2.0)`).
     fn describe(&self) -> String;
+    /// Outputs whose expected values a device checker can read from an input without
+    /// running this reference, as (output, input, map) buffer positions at `shape`: a
+    /// copy's and a transpose's. Empty (the default): the reference must run.
+    fn device_expectation(&self, _shape: &Shape) -> Vec<(usize, usize, crate::verify::ExpectMap)> {
+        Vec::new()
+    }
+}
+
+/// A workload's expected values and magnitudes on one backend's device, uploaded once.
+struct DeviceExpected<D> {
+    want: Vec<Option<D>>,
+    magnitude: Vec<Option<D>>,
 }
 
 /// How the inputs are filled.
@@ -140,6 +151,14 @@ pub struct DeclaredWorkload {
     expected: Arc<OnceLock<Result<Vec<Vec<u8>>, String>>>,
     /// Per buffer, the scaled-sum magnitudes (only for outputs compared by scaled-sum).
     magnitudes: Arc<OnceLock<Result<Vec<Magnitudes>, String>>>,
+    /// The inputs were given ([`DeclaredWorkload::with_inputs`]), never generated.
+    given_inputs: bool,
+    /// The expected values on the device (a `DeviceExpected` of the backend's buffers).
+    device_cache: std::rc::Rc<std::cell::RefCell<Option<Box<dyn std::any::Any>>>>,
+    /// No validation has been judged yet: the first is cross-checked on the CPU.
+    first_judgement: std::rc::Rc<std::cell::Cell<bool>>,
+    /// Validations the CPU oracle cross-checked.
+    cross_checked: std::rc::Rc<std::cell::Cell<u64>>,
 }
 
 impl std::fmt::Debug for DeclaredWorkload {
@@ -325,6 +344,10 @@ impl DeclaredWorkload {
             inputs: Default::default(),
             expected: Default::default(),
             magnitudes: Default::default(),
+            given_inputs: false,
+            device_cache: Default::default(),
+            first_judgement: std::rc::Rc::new(std::cell::Cell::new(true)),
+            cross_checked: Default::default(),
         })
     }
 
@@ -417,6 +440,10 @@ impl DeclaredWorkload {
         w.inputs = Arc::new(OnceLock::from(Ok(inputs)));
         w.expected = Default::default();
         w.magnitudes = Default::default();
+        w.given_inputs = true;
+        w.device_cache = Default::default();
+        w.first_judgement = std::rc::Rc::new(std::cell::Cell::new(true));
+        w.cross_checked = Default::default();
         Ok(w)
     }
 
@@ -640,6 +667,186 @@ impl DeclaredWorkload {
         Ok(out)
     }
 
+    /// Every compared buffer's verdict, by the checker the backend's policy chooses: the
+    /// device checker where it has one (the first judgement of a workload with at most
+    /// [`crate::verify::CROSS_CHECK_MAX_BYTES`] of compared output, or every judgement
+    /// under `paranoid`, also by the CPU oracle: a disagreement is a klab error), else
+    /// the CPU oracle ([`Self::verdicts`]).
+    pub fn judge<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &[B::Buffer],
+    ) -> Result<Vec<(String, Verdict)>, BackendError> {
+        let policy = b.verify_policy();
+        if policy.checker == crate::verify::Checker::Cpu {
+            return self.verdicts(b, bufs);
+        }
+        let Some(device) = self.device_verdicts(b, bufs)? else {
+            return self.verdicts(b, bufs);
+        };
+        let first = self.first_judgement.replace(false);
+        if policy.paranoid
+            || (first && self.compared_bytes() <= crate::verify::CROSS_CHECK_MAX_BYTES)
+        {
+            let cpu = self.verdicts(b, bufs)?;
+            for ((name, d), (_, c)) in device.iter().zip(&cpu) {
+                if let Some(why) = crate::verify::disagreement(d, c) {
+                    return Err(BackendError(format!(
+                        "klab error: the device checker and the CPU oracle disagree on output {name} of {} at {}: {why} (a fault in klab's checking, not a verdict on the kernel)",
+                        self.decl.name,
+                        describe_shape(&self.shape)
+                    )));
+                }
+            }
+            self.cross_checked.set(self.cross_checked.get() + 1);
+        }
+        Ok(device)
+    }
+
+    /// Judgements the CPU oracle cross-checked so far.
+    pub fn cross_checked(&self) -> u64 {
+        self.cross_checked.get()
+    }
+
+    /// Bytes of the compared outputs.
+    pub fn compared_bytes(&self) -> u64 {
+        self.buffers
+            .iter()
+            .filter(|b| b.comparison.is_some())
+            .map(|b| b.bytes() as u64)
+            .sum()
+    }
+
+    /// Whether the inputs are generated on the device: the policy chooses the device
+    /// checker, every input has a device generator, and every compared output's expected
+    /// values come from an input (so the host needs the inputs only to cross-check).
+    pub fn inputs_on_device<B: Backend>(&self, b: &B) -> bool {
+        if self.given_inputs || b.verify_policy().checker != crate::verify::Checker::Device {
+            return false;
+        }
+        let maps = self.reference.device_expectation(&self.shape);
+        self.buffers
+            .iter()
+            .enumerate()
+            .all(|(i, buf)| match buf.role {
+                Role::In | Role::Inout => self.generator_of(i).is_some(),
+                _ if buf.comparison.is_some() => maps.iter().any(|m| m.0 == i),
+                _ => true,
+            })
+    }
+
+    /// The host memory a validation needs, in bytes: none beyond small buffers when the
+    /// inputs are made and judged on the device and nothing is cross-checked; else the
+    /// inputs, the reference's copy of every buffer and a downloaded output (scaled-sum:
+    /// also the absolute inputs, a second reference run and f64 magnitudes).
+    pub fn host_bytes<B: Backend>(&self, b: &B) -> u64 {
+        let cross = b.verify_policy().paranoid
+            || self.compared_bytes() <= crate::verify::CROSS_CHECK_MAX_BYTES;
+        if self.inputs_on_device(b) && !cross {
+            return 0;
+        }
+        self.slot_bytes()
+            .saturating_mul(if self.uses_scaled_sum() { 4 } else { 2 })
+    }
+
+    /// Buffer `i`'s device generator, if it is an input the case can make on a device.
+    fn generator_of(&self, i: usize) -> Option<crate::inputs::Generator> {
+        let k = self.buffers[..i]
+            .iter()
+            .filter(|b| matches!(b.role, Role::In | Role::Inout))
+            .count();
+        generator(&self.buffers[i], k, self.case)
+    }
+
+    /// Set input buffer `i` on the device: generated there when [`Self::inputs_on_device`],
+    /// else uploaded from the host's bytes.
+    fn put_input<B: Backend>(
+        &self,
+        b: &mut B,
+        d: &mut B::Buffer,
+        i: usize,
+        on_device: bool,
+    ) -> Result<(), BackendError> {
+        if on_device {
+            if let Some(g) = self.generator_of(i) {
+                if b.device_generate(d, &g)? {
+                    return Ok(());
+                }
+            }
+        }
+        let inputs = self.inputs()?;
+        b.upload_bytes(d, &inputs[i])
+    }
+
+    /// The device checker's verdicts (None: the backend has no device checker).
+    fn device_verdicts<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &[B::Buffer],
+    ) -> Result<Option<Vec<(String, Verdict)>>, BackendError> {
+        let maps = self.reference.device_expectation(&self.shape);
+        let mut cache = self.device_cache.borrow_mut();
+        if !cache
+            .as_ref()
+            .is_some_and(|c| c.is::<DeviceExpected<B::Buffer>>())
+        {
+            let n = self.buffers.len();
+            *cache = Some(Box::new(DeviceExpected::<B::Buffer> {
+                want: (0..n).map(|_| None).collect(),
+                magnitude: (0..n).map(|_| None).collect(),
+            }));
+        }
+        let dev = cache
+            .as_mut()
+            .and_then(|c| c.downcast_mut::<DeviceExpected<B::Buffer>>())
+            .expect("made above");
+        let mut out = Vec::new();
+        for (i, buf) in self.buffers.iter().enumerate() {
+            let Some(cmp) = &buf.comparison else { continue };
+            let mapped = maps.iter().find(|m| m.0 == i).map(|m| (m.1, m.2));
+            if mapped.is_none() && dev.want[i].is_none() {
+                let expected = self.expected()?;
+                let mut d = b.alloc_bytes(buf.bytes())?;
+                b.upload_bytes(&mut d, &expected[i])?;
+                dev.want[i] = Some(d);
+            }
+            let scaled = matches!(cmp.rule, rule::Rule::ScaledSum { .. });
+            if scaled && dev.magnitude[i].is_none() {
+                let m = self.magnitudes()?[i]
+                    .as_deref()
+                    .ok_or_else(|| BackendError("scaled-sum without magnitudes".into()))?;
+                let bytes: Vec<u8> = m.iter().flat_map(|v| v.to_le_bytes()).collect();
+                let mut d = b.alloc_bytes(bytes.len())?;
+                b.upload_bytes(&mut d, &bytes)?;
+                dev.magnitude[i] = Some(d);
+            }
+            let (want, map) = match mapped {
+                Some((src, map)) => (&bufs[src], map),
+                None => (
+                    dev.want[i].as_ref().expect("uploaded above"),
+                    crate::verify::ExpectMap::Direct,
+                ),
+            };
+            let check = crate::verify::DeviceCheck {
+                got: &bufs[i],
+                want,
+                map,
+                magnitude: dev.magnitude[i].as_ref().filter(|_| scaled),
+                dtype: buf.dtype,
+                comparison: *cmp,
+                elements: buf.elements,
+            };
+            let Some(summary) = b.device_check(&check)? else {
+                return Ok(None);
+            };
+            out.push((
+                buf.name.clone(),
+                summary.verdict(buf.dtype, cmp, &buf.shape),
+            ));
+        }
+        Ok(Some(out))
+    }
+
     /// Buffer `index` of `bufs` against `want` (its bytes) under that buffer's rule (a
     /// property check's expected values, not the reference's).
     pub fn compare_buffer<B: Backend>(
@@ -693,181 +900,73 @@ fn load(b: &Buffer, path: &str) -> Result<Vec<u8>, String> {
     Ok(npy.data)
 }
 
-/// The buffer's initial bytes for a case; `k` (the input's position among the inputs)
-/// makes two inputs of one shape differ, so a kernel that swaps them is caught.
-fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
-    let mut out = host_zeroed(b.bytes(), &b.name)?;
+/// The buffer's range: declared, else [-1, 1] for floats, [-100, 100] for signed and
+/// [0, 200] for unsigned integers.
+fn range_of(b: &Buffer) -> [f64; 2] {
     let dt = b.dtype;
-    let [lo, hi] = b.range.unwrap_or(if dt.is_float() {
+    b.range.unwrap_or(if dt.is_float() {
         [-1.0, 1.0]
     } else if dt.is_signed() {
         [-100.0, 100.0]
     } else {
         [0.0, 200.0]
-    });
-    let whole = |v: f64| if dt.is_float() { v } else { v.floor() };
-    // Each chunk of a random input has its own stream, from the seed, the input and the
-    // chunk's index (chunk 0 keeps the seed's own stream): any chunk can be made alone,
-    // and the bytes do not depend on the number of threads.
-    let rng = |seed: u64, chunk: usize| {
-        let s = seed ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        Rng::new(if chunk == 0 {
-            s
-        } else {
-            Rng::new(s ^ (chunk as u64).wrapping_mul(0xd1b5_4a32_d192_ed03)).next_u64()
-        })
-    };
-    let special = special_bits(dt);
-    let size = dt.size_bytes();
-    match case {
-        InputCase::Distinct => {
-            distinct(b, k, &mut out);
-            return Ok(out);
-        }
-        // Loaded by the workload (`load`); a buffer the case names no file for is uniform.
-        InputCase::Data { case } => return fill(b, k, InputCase::Uniform { seed: case as u64 }),
-        _ => {}
-    }
-    crate::par::for_chunks(&mut out, size, |c, chunk| {
-        let base = c * crate::par::CHUNK_ELEMENTS;
-        let n = chunk.len() / size;
-        match case {
-            InputCase::Structural => {
-                for j in 0..n {
-                    // Small integers: exact in every dtype (f16 and bf16 included).
-                    let v = (((base + j) * 7 + 3 + 5 * k) % 17) as f64;
-                    let v = if dt.is_signed() || dt.is_float() {
-                        v - 8.0
-                    } else {
-                        v
-                    };
-                    dt.write_f64(chunk, j, v);
-                }
-            }
-            InputCase::Uniform { seed } | InputCase::Large { seed } => {
-                let scale = if matches!(case, InputCase::Large { .. }) {
-                    1000.0
-                } else {
-                    1.0
-                };
-                let mut r = rng(seed, c);
-                for j in 0..n {
-                    let v = (lo + (hi - lo) * r.next_f64()) * scale;
-                    dt.write_f64(chunk, j, whole(v));
-                }
-            }
-            InputCase::Normal { seed } => {
-                let mut r = rng(seed, c);
-                let (mid, sd) = ((lo + hi) / 2.0, (hi - lo) / 6.0);
-                for j in 0..n {
-                    // Box-Muller; 1 - u keeps the logarithm finite.
-                    let (u1, u2) = (1.0 - r.next_f64(), r.next_f64());
-                    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-                    dt.write_f64(chunk, j, whole(mid + sd * z));
-                }
-            }
-            InputCase::Constant => {
-                for j in 0..n {
-                    dt.write_f64(chunk, j, whole((lo + hi) / 2.0 + 1.0));
-                }
-            }
-            InputCase::Special => {
-                for j in 0..n {
-                    dt.write_bits(chunk, j, special[(base + j + k) % special.len()]);
-                }
-            }
-            InputCase::Distinct | InputCase::Data { .. } => unreachable!("made above"),
-        }
-    });
-    Ok(out)
+    })
 }
 
-/// [`InputCase::Distinct`]'s values: for f32 the transpose lab's input (exact integers
-/// while they fit, then distinct 32-bit patterns); for other dtypes the element's index,
-/// wrapped to the integers the dtype holds exactly. Buffer `k > 0` is offset so that two
-/// inputs differ.
-fn distinct(b: &Buffer, k: usize, out: &mut [u8]) {
-    let n = b.elements as usize;
+/// The element-wise generator of a case's input (`k`: the input's position among the
+/// inputs, which makes two inputs of one shape differ, so a kernel that swaps them is
+/// caught). None for the cases made otherwise: the normal case (host only) and user data.
+fn generator(b: &Buffer, k: usize, case: InputCase) -> Option<crate::inputs::Generator> {
+    use crate::inputs::{distinct_cap, special_bits, stream_key, Generator, Pattern};
+    let [lo, hi] = range_of(b);
     let dt = b.dtype;
-    if dt == Dtype::F32 {
-        let fill = |words: &mut [u32]| {
-            crate::ops::transpose::fill_words(words);
-            if k > 0 {
-                words.rotate_left((k * 7919) % n.max(1));
-            }
-        };
-        // SAFETY: every bit pattern is a valid u32; `align_to_mut` splits off what is
-        // not aligned (a large allocation is, so the words are filled in place).
-        let (head, words, tail) = unsafe { out.align_to_mut::<u32>() };
-        if head.is_empty() && tail.is_empty() && cfg!(target_endian = "little") {
-            fill(words);
-        } else {
-            let mut words = vec![0u32; n];
-            fill(&mut words);
-            for (c, w) in out.chunks_exact_mut(4).zip(&words) {
-                c.copy_from_slice(&w.to_le_bytes());
-            }
-        }
-        return;
-    }
-    // The integers a float dtype holds exactly: 2^(mantissa + 1).
-    let cap: u64 = match dt {
-        Dtype::F16 => 1 << 11,
-        Dtype::Bf16 => 1 << 8,
-        Dtype::F64 => 1 << 53,
-        _ if dt.bit_width() == 64 => u64::MAX,
-        _ => 1 << dt.bit_width(),
+    let pattern = match case {
+        InputCase::Structural => Pattern::Structural,
+        InputCase::Uniform { seed } | InputCase::Large { seed } => Pattern::Uniform {
+            key: stream_key(seed, k as u64),
+            lo,
+            hi,
+            scale: if matches!(case, InputCase::Large { .. }) {
+                1000.0
+            } else {
+                1.0
+            },
+        },
+        InputCase::Constant => Pattern::Constant { lo, hi },
+        InputCase::Special => Pattern::Special(special_bits(dt)),
+        // The transpose lab's input for f32; the index for the other dtypes.
+        InputCase::Distinct if dt == Dtype::F32 => Pattern::DistinctF32 {
+            rotate: (k as u64 * 7919) % b.elements.max(1),
+        },
+        InputCase::Distinct => Pattern::Distinct {
+            cap: distinct_cap(dt),
+        },
+        InputCase::Normal { .. } | InputCase::Data { .. } => return None,
     };
-    for i in 0..n {
-        let v = (i as u64).wrapping_add(k as u64 * 7919) % cap;
-        if dt.is_float() {
-            dt.write_f64(out, i, v as f64);
-        } else {
-            dt.write_bits(out, i, v);
-        }
-    }
+    Some(Generator {
+        dtype: dt,
+        elements: b.elements,
+        k: k as u64,
+        pattern,
+    })
 }
 
-/// The special bit patterns of a dtype: for floats +0, -0, the smallest subnormal (both
-/// signs), 1, -1, +inf, -inf and two NaN payloads; for integers 0, 1, the maximum, the
-/// minimum and (signed) -1.
-fn special_bits(dt: Dtype) -> Vec<u64> {
-    let bits = dt.bit_width();
-    let sign = 1u64 << (bits - 1);
-    if dt.is_float() {
-        let one = dt.bits_of_f64(1.0);
-        let inf = dt.bits_of_f64(f64::INFINITY);
-        let mantissa = match dt {
-            Dtype::F16 => 10,
-            Dtype::Bf16 => 7,
-            Dtype::F32 => 23,
-            _ => 52,
-        };
-        let quiet = 1u64 << (mantissa - 1);
-        vec![
-            0,
-            sign,
-            1,
-            sign | 1,
-            one,
-            sign | one,
-            inf,
-            sign | inf,
-            inf | 1,
-            sign | inf | quiet | 5,
-        ]
-    } else {
-        let all = if bits == 64 {
-            u64::MAX
-        } else {
-            (1u64 << bits) - 1
-        };
-        if dt.is_signed() {
-            vec![0, 1, sign - 1, sign, all]
-        } else {
-            vec![0, 1, all, all - 1]
+/// The buffer's initial bytes for a case (see [`generator`]; user data is loaded by the
+/// workload, and a buffer the case names no file for is uniform).
+fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
+    let mut out = host_zeroed(b.bytes(), &b.name)?;
+    match case {
+        InputCase::Data { case } => return fill(b, k, InputCase::Uniform { seed: case as u64 }),
+        InputCase::Normal { seed } => {
+            let [lo, hi] = range_of(b);
+            let key = crate::inputs::stream_key(seed, k as u64);
+            crate::inputs::normal(b.dtype, key, (lo + hi) / 2.0, (hi - lo) / 6.0, &mut out);
         }
+        _ => generator(b, k, case)
+            .expect("every other case has a generator")
+            .fill(&mut out),
     }
+    Ok(out)
 }
 
 impl Workload for DeclaredWorkload {
@@ -946,12 +1045,12 @@ impl Workload for DeclaredWorkload {
         b: &mut B,
         _slot: u64,
     ) -> Result<Vec<B::Buffer>, BackendError> {
-        let inputs = self.inputs()?;
+        let on_device = self.inputs_on_device(b);
         let mut out = Vec::with_capacity(self.buffers.len());
-        for (buf, init) in self.buffers.iter().zip(inputs) {
+        for (i, buf) in self.buffers.iter().enumerate() {
             let mut d = b.alloc_bytes(buf.bytes())?;
             match buf.role {
-                Role::In | Role::Inout => b.upload_bytes(&mut d, init)?,
+                Role::In | Role::Inout => self.put_input(b, &mut d, i, on_device)?,
                 Role::Out | Role::Scratch => {
                     b.fill_bytes(&mut d, crate::workload::POISON_BYTES[0])?
                 }
@@ -970,12 +1069,12 @@ impl Workload for DeclaredWorkload {
         bufs: &mut [B::Buffer],
         byte: u8,
     ) -> Result<(), BackendError> {
-        let inputs = self.inputs()?;
-        for ((buf, d), init) in self.buffers.iter().zip(bufs.iter_mut()).zip(inputs) {
+        let on_device = self.inputs_on_device(b);
+        for (i, (buf, d)) in self.buffers.iter().zip(bufs.iter_mut()).enumerate() {
             match buf.role {
                 Role::Out | Role::Scratch => b.fill_bytes(d, byte)?,
                 // Set again before each launch, so a launch never sees the last one's result.
-                Role::Inout => b.upload_bytes(d, init)?,
+                Role::Inout => self.put_input(b, d, i, on_device)?,
                 Role::In => {}
             }
         }
@@ -1005,7 +1104,7 @@ impl Workload for DeclaredWorkload {
         bufs: &[B::Buffer],
         _slot: u64,
     ) -> Result<CheckOutcome, BackendError> {
-        let verdicts = self.verdicts(b, bufs)?;
+        let verdicts = self.judge(b, bufs)?;
         let mut outcome = CheckOutcome {
             failures: 0,
             max_abs: 0.0,

@@ -23,6 +23,7 @@ pub mod gpuref;
 pub mod gpustate;
 pub mod include;
 pub mod init;
+pub mod inputs;
 pub mod manifest;
 pub mod model;
 pub mod npy;
@@ -41,6 +42,7 @@ pub mod stats;
 pub mod text;
 pub mod timing;
 pub mod variant;
+pub mod verify;
 pub mod workload;
 
 pub use variant::Variant;

@@ -223,7 +223,7 @@ impl Rule {
     }
 }
 
-fn scaled_factor(eps: f64, k: f64) -> f64 {
+pub(crate) fn scaled_factor(eps: f64, k: f64) -> f64 {
     4.0 * eps * k.sqrt()
 }
 
@@ -558,6 +558,10 @@ pub struct Verdict {
     pub max_ulp: Option<u64>,
     /// The failure with the lowest flat index.
     pub first: Option<Failure>,
+    /// The flat indices of the first [`FIRST_FAILURES`] failures, in index order (what the
+    /// device checker's compaction returns; the cross-check compares them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failing: Vec<u64>,
     /// The comparison, described for the dtype ([`Comparison::describe_for`]).
     pub rule: String,
 }
@@ -618,6 +622,9 @@ fn sci(v: f64) -> String {
 
 /// Elements per block that [`compare`] first compares as bytes.
 const BLOCK: usize = 4096;
+
+/// How many failing indices a verdict lists ([`Verdict::failing`]).
+pub const FIRST_FAILURES: usize = 8;
 
 /// Compare the kernel's output `got` with the reference's `want`, both little-endian
 /// elements of `dtype` laid out row-major in `shape` (`[]` is a scalar).
@@ -703,6 +710,7 @@ pub fn compare(
         max_rel: 0.0,
         max_ulp: dtype.is_float().then_some(0),
         first: None,
+        failing: Vec::new(),
         rule: cmp.describe_for(dtype),
     };
     // Ranges of whole blocks (par's chunks are a multiple of BLOCK), judged on the cores
@@ -742,6 +750,8 @@ pub fn compare(
         if v.first.is_none() {
             v.first = p.first;
         }
+        let room = FIRST_FAILURES - v.failing.len();
+        v.failing.extend(p.failing.into_iter().take(room));
     }
     Ok(v)
 }
@@ -797,6 +807,9 @@ impl Judge<'_> {
                 // max_abs_error column).
                 if o.error.is_none() {
                     v.max_abs = f64::INFINITY;
+                }
+                if v.failing.len() < FIRST_FAILURES {
+                    v.failing.push(i as u64);
                 }
                 if v.first.is_none() {
                     v.first = Some(Failure {
@@ -884,7 +897,7 @@ pub fn ulp_distance(dtype: Dtype, a: u64, b: u64) -> u64 {
 }
 
 /// Row-major coordinates of flat index `i` in `shape`.
-fn coords(i: u64, shape: &[u64]) -> Vec<u64> {
+pub(crate) fn coords(i: u64, shape: &[u64]) -> Vec<u64> {
     let mut c = vec![0; shape.len()];
     let mut rem = i;
     for (k, &d) in shape.iter().enumerate().rev() {
@@ -896,7 +909,7 @@ fn coords(i: u64, shape: &[u64]) -> Vec<u64> {
 
 /// A value for a failure line: `1.5 (0x3fc00000)` for floats (Rust's shortest
 /// round-trip decimal of the dtype's value, then the raw bits), decimal for integers.
-fn show(dtype: Dtype, bits: u64) -> String {
+pub(crate) fn show(dtype: Dtype, bits: u64) -> String {
     match dtype {
         Dtype::F16 => format!("{:?} (0x{bits:04x})", f16_to_f32(bits as u16)),
         Dtype::Bf16 => format!("{:?} (0x{bits:04x})", bf16_to_f32(bits as u16)),

@@ -83,6 +83,9 @@ pub struct CudaBackend {
     start: CudaEvent,
     stop: CudaEvent,
     cublas: Option<Cublas>,
+    policy: klab_core::verify::VerifyPolicy,
+    /// klab's device checker, loaded on first use (Err: unavailable, said once).
+    checker: Option<Result<crate::checker::CheckerModule, String>>,
 }
 
 fn backend_err(e: CudaError) -> BackendError {
@@ -141,7 +144,89 @@ impl CudaBackend {
             start,
             stop,
             cublas: None,
+            policy: klab_core::verify::process_policy(),
+            checker: None,
         })
+    }
+
+    /// Verify outputs as `policy` says (the process's policy otherwise).
+    pub fn set_verify_policy(&mut self, policy: klab_core::verify::VerifyPolicy) {
+        if policy.mutant != self.policy.mutant {
+            self.checker = None;
+        }
+        self.policy = policy;
+    }
+
+    /// The device checker, compiled or loaded from the cache on first use; None when it
+    /// cannot be (no NVRTC, say), which is said once on stderr: the CPU oracle then judges.
+    fn checker(&mut self) -> Option<&crate::checker::CheckerModule> {
+        if self.policy.checker != klab_core::verify::Checker::Device {
+            return None;
+        }
+        if self.checker.is_none() {
+            let arch = self.device.facts().arch();
+            let loaded =
+                crate::checker::CheckerModule::load(&self.device.ctx, &arch, self.policy.mutant)
+                    .map_err(|e| e.to_string());
+            if let Err(e) = &loaded {
+                eprintln!("klab: the device checker is unavailable ({e}); the CPU oracle judges every output");
+            }
+            self.checker = Some(loaded);
+        }
+        self.checker.as_ref().and_then(|c| c.as_ref().ok())
+    }
+
+    /// How the device checker was obtained, once it was: (from the cache, compile ms).
+    pub fn checker_origin(&self) -> Option<(bool, f64)> {
+        match &self.checker {
+            Some(Ok(c)) => Some((c.from_cache, c.compile_ms)),
+            _ => None,
+        }
+    }
+
+    /// Launch `func` on a 1-D grid with 64-bit parameter words (pointers and integers).
+    fn launch_words(
+        &self,
+        func: &CudaFunction,
+        blocks: u32,
+        threads: u32,
+        words: &[u64],
+        what: &str,
+    ) -> Result<(), BackendError> {
+        let mut storage = words.to_vec();
+        let mut params: Vec<*mut c_void> = storage
+            .iter_mut()
+            .map(|s| (s as *mut u64).cast::<c_void>())
+            .collect();
+        // SAFETY: the function is klab's own, whose parameters are all 8-byte pointers or
+        // integers in this order; the buffers outlive the synchronisation that follows.
+        let r = unsafe {
+            result::launch_kernel(
+                func.cu_function(),
+                (blocks.max(1), 1, 1),
+                (threads, 1, 1),
+                0,
+                self.stream.cu_stream(),
+                &mut params,
+            )
+        };
+        self.check(r.map_err(|e| e.0), what)
+    }
+
+    fn words_buffer(&mut self, words: &[u64]) -> Result<DeviceBuffer, BackendError> {
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let mut d = self.alloc_bytes(bytes.len())?;
+        self.upload_bytes(&mut d, &bytes)?;
+        Ok(d)
+    }
+
+    fn read_words(&mut self, src: &DeviceBuffer) -> Result<Vec<u64>, BackendError> {
+        let mut bytes = vec![0u8; src.bytes];
+        self.download_bytes(src, &mut bytes)?;
+        Ok(bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect())
     }
 
     pub fn facts(&self) -> &DeviceFacts {
@@ -280,6 +365,84 @@ impl Backend for CudaBackend {
     type Buffer = DeviceBuffer;
     type Kernel = Kernel;
     type Graph = CudaGraph;
+
+    fn verify_policy(&self) -> klab_core::verify::VerifyPolicy {
+        self.policy
+    }
+
+    fn device_check(
+        &mut self,
+        check: &klab_core::verify::DeviceCheck<'_, DeviceBuffer>,
+    ) -> Result<Option<klab_core::verify::DeviceSummary>, BackendError> {
+        use klab_core::verify::{self, DeviceSummary, SUMMARY_WORDS, VERIFY_THREADS};
+        let sms = u64::from(self.device.facts().sm_count.max(1));
+        let Some(c) = self.checker() else {
+            return Ok(None);
+        };
+        let (reduce, compact) = (c.reduce.clone(), c.compact.clone());
+        let (blocks, chunk) = verify::grid(check.elements, 8 * sms);
+        let params = self.words_buffer(&check.words(chunk))?;
+        let mut summary = self.alloc_bytes(8 * SUMMARY_WORDS)?;
+        self.fill_bytes(&mut summary, 0)?;
+        let counts = self.alloc_bytes(8 * blocks as usize)?;
+        let magnitude = check.magnitude.map(|m| m.ptr).unwrap_or(0);
+        let words = [
+            check.got.ptr,
+            check.want.ptr,
+            magnitude,
+            params.ptr,
+            summary.ptr,
+            counts.ptr,
+        ];
+        let what = "running klab's device checker";
+        self.launch_words(&reduce, blocks as u32, VERIFY_THREADS, &words, what)?;
+        let mut out = self.read_words(&summary)?;
+        if out[0] > 0 {
+            self.launch_words(&compact, blocks as u32, VERIFY_THREADS, &words, what)?;
+            out = self.read_words(&summary)?;
+        }
+        Ok(Some(DeviceSummary::from_words(&out)))
+    }
+
+    fn device_generate(
+        &mut self,
+        dst: &mut DeviceBuffer,
+        generator: &klab_core::inputs::Generator,
+    ) -> Result<bool, BackendError> {
+        let sms = self.device.facts().sm_count.max(1);
+        let Some(c) = self.checker() else {
+            return Ok(false);
+        };
+        let (generate, patch) = (c.generate.clone(), c.patch.clone());
+        let bytes = generator.elements as usize * generator.dtype.size_bytes();
+        if bytes != dst.bytes {
+            return Err(BackendError(format!(
+                "generating {bytes} bytes into a buffer of {}",
+                dst.bytes
+            )));
+        }
+        if bytes == 0 {
+            return Ok(true);
+        }
+        let params = self.words_buffer(&generator.device_words())?;
+        let threads = 256u32;
+        let blocks = generator
+            .elements
+            .div_ceil(u64::from(threads))
+            .min(u64::from(16 * sms)) as u32;
+        let what = "generating an input on the device";
+        self.launch_words(&generate, blocks, threads, &[dst.ptr, params.ptr], what)?;
+        let patches = generator.patches();
+        if !patches.is_empty() {
+            let pairs: Vec<u64> = patches.iter().flat_map(|&(i, b)| [i, b]).collect();
+            let pairs = self.words_buffer(&pairs)?;
+            let size = generator.dtype.size_bytes() as u64;
+            let words = [dst.ptr, pairs.ptr, patches.len() as u64, size];
+            self.launch_words(&patch, 1, 64, &words, what)?;
+        }
+        self.synchronize()?;
+        Ok(true)
+    }
 
     fn limits(&self) -> &DeviceLimits {
         &self.device.facts().limits

@@ -8,9 +8,11 @@
 //!   headers' digest), template instances and NVRTC version;
 //! - [`module`]: what a manifest's kernels run from, compiled by [`nvrtc`] or brought
 //!   precompiled (cubin, PTX, fatbin);
+//! - [`checker`]: klab's own device module, the device checker and input generator;
 //! - [`gpu`]: [`gpu::CudaBackend`], the implementation of klab-core's `Backend`, over a
 //!   loaded module.
 
+pub mod checker;
 pub mod device;
 pub mod error;
 pub mod gpu;

@@ -54,6 +54,10 @@ pub enum Call {
         launches: u32,
     },
     Replay,
+    /// A device-checker judgement of an output.
+    Verify(usize),
+    /// A device-generated input.
+    Generate(usize),
 }
 
 /// Host buffers are indices into the backend's memory.
@@ -87,6 +91,9 @@ pub struct HostBackend {
     pub calls: Vec<Call>,
     /// Synthetic milliseconds charged per timed launch.
     pub ms_per_launch: f64,
+    policy: crate::verify::VerifyPolicy,
+    /// Whether it has a device checker (computed on the host; wrong as `policy.mutant` says).
+    checker: bool,
 }
 
 impl HostBackend {
@@ -101,7 +108,40 @@ impl HostBackend {
             launches_at_start: None,
             calls: Vec::new(),
             ms_per_launch: 0.01,
+            policy: crate::verify::VerifyPolicy {
+                checker: crate::verify::Checker::Cpu,
+                ..Default::default()
+            },
+            checker: false,
         }
+    }
+
+    /// A device checker (correct, or the wrong one `mutant`) and device input generation,
+    /// both computed on the host, with the device checker chosen as the policy.
+    pub fn with_device_checker(
+        mut self,
+        mutant: Option<crate::verify::CheckerMutant>,
+    ) -> HostBackend {
+        self.checker = true;
+        self.policy.checker = crate::verify::Checker::Device;
+        self.policy.mutant = mutant;
+        self
+    }
+
+    /// Cross-check every validation on the CPU.
+    pub fn with_paranoid(mut self) -> HostBackend {
+        self.policy.paranoid = true;
+        self
+    }
+
+    /// The first `bytes` bytes of a buffer.
+    fn bytes_of(&self, buffer: &HostBuffer, bytes: usize) -> Vec<u8> {
+        let mut out: Vec<u8> = self.memory[buffer.0]
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        out.truncate(bytes);
+        out
     }
 
     pub fn with_kernel(mut self, entry: &str, f: HostKernelFn) -> HostBackend {
@@ -186,6 +226,63 @@ impl Backend for HostBackend {
     type Buffer = HostBuffer;
     type Kernel = HostKernel;
     type Graph = HostGraph;
+
+    fn verify_policy(&self) -> crate::verify::VerifyPolicy {
+        self.policy
+    }
+
+    fn device_check(
+        &mut self,
+        check: &crate::verify::DeviceCheck<'_, HostBuffer>,
+    ) -> Result<Option<crate::verify::DeviceSummary>, BackendError> {
+        if !self.checker {
+            return Ok(None);
+        }
+        let mutant = self.policy.mutant;
+        self.calls.push(Call::Verify(check.got.0));
+        let size = check.dtype.size_bytes();
+        let bytes = check.elements as usize * size;
+        let got = self.bytes_of(check.got, bytes);
+        let source = self.bytes_of(check.want, bytes);
+        let mut want = vec![0u8; bytes];
+        for i in 0..check.elements {
+            let from = check.map.source_index(i) as usize;
+            want[i as usize * size..(i as usize + 1) * size]
+                .copy_from_slice(&source[from * size..(from + 1) * size]);
+        }
+        let magnitude: Option<Vec<f64>> = check.magnitude.map(|m| {
+            self.bytes_of(m, check.elements as usize * 8)
+                .chunks_exact(8)
+                .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect()
+        });
+        crate::verify::host_summary(
+            check.dtype,
+            &check.comparison,
+            &got,
+            &want,
+            magnitude.as_deref(),
+            mutant,
+        )
+        .map(Some)
+        .map_err(|e| BackendError(e.to_string()))
+    }
+
+    fn device_generate(
+        &mut self,
+        dst: &mut HostBuffer,
+        generator: &crate::inputs::Generator,
+    ) -> Result<bool, BackendError> {
+        if !self.checker {
+            return Ok(false);
+        }
+        self.calls.push(Call::Generate(dst.0));
+        let mut bytes = vec![0u8; generator.elements as usize * generator.dtype.size_bytes()];
+        generator.fill(&mut bytes);
+        self.upload_bytes(dst, &bytes)?;
+        self.calls.pop(); // the upload is the generation's, not a call of its own
+        Ok(true)
+    }
 
     fn limits(&self) -> &DeviceLimits {
         &self.limits

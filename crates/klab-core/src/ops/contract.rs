@@ -378,6 +378,19 @@ impl Reference for BuiltinReference {
         Ok(())
     }
 
+    fn device_expectation(&self, shape: &Shape) -> Vec<(usize, usize, crate::verify::ExpectMap)> {
+        let n = shape.get("n").copied().unwrap_or(0).max(0) as u64;
+        let map = match self.oracle {
+            BuiltinOracle::Copy => crate::verify::ExpectMap::Direct,
+            BuiltinOracle::Transpose => crate::verify::ExpectMap::Transpose { rows: n, cols: n },
+            BuiltinOracle::Triad | BuiltinOracle::ReduceSum { .. } => return Vec::new(),
+        };
+        match (self.index("out"), self.index("in")) {
+            (Ok(out), Ok(input)) => vec![(out, input, map)],
+            _ => Vec::new(),
+        }
+    }
+
     fn describe(&self) -> String {
         match self.oracle {
             BuiltinOracle::Copy | BuiltinOracle::Transpose => {

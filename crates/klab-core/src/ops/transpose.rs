@@ -111,61 +111,80 @@ fn affine_index(value: u32) -> u64 {
 /// is exact (up to 2^24 words, an N x N matrix with N <= 4096), else with distinct 32-bit
 /// patterns ([`InputPattern::DistinctBits`]).
 pub fn fill_words(out: &mut [u32]) {
-    if out.len() as u64 <= EXACT_INTEGER_LIMIT * EXACT_INTEGER_LIMIT {
-        par_fill(out, |i| (i as f32).to_bits());
-    } else {
-        fill_distinct(out);
+    let len = out.len() as u64;
+    par_fill(out, |i| base_word(i as u64, len));
+    for (i, w) in distinct_patches(len) {
+        out[i as usize] = w;
     }
 }
 
-fn fill_distinct(out: &mut [u32]) {
-    let len = out.len();
-    par_fill(out, |i| {
-        let v = affine(i as u64);
-        // Beyond 2^32 words the affine map wraps; keep the poison words out regardless.
-        if v == POISON_WORD {
-            0x7fbf_ffff
-        } else if v == FORBIDDEN_WORDS[1] {
-            0x7fbf_fffe
-        } else {
-            v
-        }
-    });
-    if len < SPECIAL_PATTERNS.len() {
-        return;
+/// Word `i` of a `len`-word input before [`distinct_patches`]: the integer `i` as float32
+/// while the input is exact, else the affine pattern with the poison words kept out. A
+/// pure function of `i`, so the device makes the same words (`kernels/verify.cu`).
+pub fn base_word(i: u64, len: u64) -> u32 {
+    if len <= EXACT_INTEGER_LIMIT * EXACT_INTEGER_LIMIT {
+        return (i as f32).to_bits();
     }
-    let distinct = (len as u64) < DISTINCT_LIMIT;
+    let v = affine(i);
+    // Beyond 2^32 words the affine map wraps; keep the poison words out regardless.
+    if v == POISON_WORD {
+        0x7fbf_ffff
+    } else if v == FORBIDDEN_WORDS[1] {
+        0x7fbf_fffe
+    } else {
+        v
+    }
+}
+
+/// The words a `len`-word distinct input holds in place of [`base_word`], as (index,
+/// word): every special pattern moved to a target spread from the first word to the last
+/// (swapped with its own occurrence while the patterns are distinct), then fresh patterns
+/// where a poison word would be. Empty for exact-integer inputs.
+pub fn distinct_patches(len: u64) -> Vec<(u64, u32)> {
+    use std::collections::BTreeMap;
+    if len <= EXACT_INTEGER_LIMIT * EXACT_INTEGER_LIMIT || len < SPECIAL_PATTERNS.len() as u64 {
+        return Vec::new();
+    }
+    let mut over: BTreeMap<u64, u32> = BTreeMap::new();
+    let get = |over: &BTreeMap<u64, u32>, i: u64| {
+        over.get(&i).copied().unwrap_or_else(|| base_word(i, len))
+    };
+    let distinct = len < DISTINCT_LIMIT;
     let last = len - 1;
-    let count = SPECIAL_PATTERNS.len();
-    let mut touched: Vec<usize> = Vec::with_capacity(2 * count);
-    let locate = |out: &[u32], touched: &[usize], value: u32| -> Option<usize> {
+    let count = SPECIAL_PATTERNS.len() as u64;
+    let mut touched: Vec<u64> = Vec::with_capacity(2 * count as usize);
+    let locate = |over: &BTreeMap<u64, u32>, touched: &[u64], value: u32| -> Option<u64> {
         let m = affine_index(value);
-        if m < len as u64 && out[m as usize] == value {
-            return Some(m as usize);
+        if m < len && get(over, m) == value {
+            return Some(m);
         }
-        touched.iter().copied().find(|&p| out[p] == value)
+        touched.iter().copied().find(|&p| get(over, p) == value)
     };
     for (k, &special) in SPECIAL_PATTERNS.iter().enumerate() {
         // Targets spread from the first element to the last.
-        let target = ((k as u128 * last as u128) / (count as u128 - 1)) as usize;
+        let target = ((k as u128 * last as u128) / (count as u128 - 1)) as u64;
         if distinct {
-            match locate(out, &touched, special) {
+            match locate(&over, &touched, special) {
                 Some(p) => {
-                    out.swap(p, target);
+                    let (a, b) = (get(&over, p), get(&over, target));
+                    over.insert(p, b);
+                    over.insert(target, a);
                     touched.push(p);
                 }
-                None => out[target] = special,
+                None => {
+                    over.insert(target, special);
+                }
             }
         } else {
-            out[target] = special;
+            over.insert(target, special);
         }
         touched.push(target);
     }
     if distinct {
         // The indexes that map to a poison word (if in range) get unused patterns.
-        let mut next = len as u64;
+        let mut next = len;
         for forbidden in FORBIDDEN_WORDS {
-            if let Some(p) = locate(out, &touched, forbidden) {
+            if let Some(p) = locate(&over, &touched, forbidden) {
                 let unused = loop {
                     let v = affine(next);
                     next += 1;
@@ -173,10 +192,11 @@ fn fill_distinct(out: &mut [u32]) {
                         break v;
                     }
                 };
-                out[p] = unused;
+                over.insert(p, unused);
             }
         }
     }
+    over.into_iter().collect()
 }
 
 fn par_fill(out: &mut [u32], f: impl Fn(usize) -> u32 + Sync) {
@@ -247,7 +267,7 @@ mod tests {
     #[test]
     fn distinct_input_is_distinct_holds_every_special_and_never_poison() {
         let mut v = vec![0u32; 4099 * 4099];
-        fill_distinct(&mut v);
+        fill_words(&mut v);
         let set: HashSet<u32> = v.iter().copied().collect();
         assert_eq!(set.len(), v.len(), "patterns repeat");
         for s in SPECIAL_PATTERNS {
@@ -261,10 +281,30 @@ mod tests {
     }
 
     #[test]
+    fn the_patches_are_what_makes_the_affine_pattern_a_distinct_input() {
+        let len = 4097u64 * 4097;
+        let patches = distinct_patches(len);
+        assert!(!patches.is_empty() && patches.len() <= 2 * SPECIAL_PATTERNS.len() + 2);
+        assert!(
+            distinct_patches(4096 * 4096).is_empty(),
+            "exact integers need none"
+        );
+        let mut v = vec![0u32; len as usize];
+        fill_words(&mut v);
+        for (i, w) in &patches {
+            assert_eq!(v[*i as usize], *w);
+        }
+        let unpatched = (0..len)
+            .filter(|i| v[*i as usize] != base_word(*i, len))
+            .count();
+        assert!(unpatched <= patches.len());
+    }
+
+    #[test]
     fn distinct_input_replaces_the_pattern_that_would_be_poison() {
         assert_eq!(affine(POISON_INDEX), POISON_WORD);
         let mut v = vec![0u32; 4097 * 4097];
-        fill_distinct(&mut v);
+        fill_words(&mut v);
         assert_ne!(v[POISON_INDEX as usize], POISON_WORD);
         assert!(!v.contains(&POISON_WORD));
     }
