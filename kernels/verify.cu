@@ -365,24 +365,27 @@ extern "C" __global__ void klab_verify_compact(const void* got, const void* want
       w = load_bits(want, want_index(p, k), size);
       flag = judge(p, g, w, magnitude ? magnitude[i] : 0.0).pass ? 0u : 1u;
     }
-    // Inclusive scan (Hillis-Steele) of the flags.
-    s_scan[t] = flag;
-    __syncthreads();
-    for (int off = 1; off < (int)blockDim.x; off *= 2) {
-      const unsigned int add = t >= off ? s_scan[t - off] : 0u;
+    // A tile without failures needs no scan (one barrier, which also orders this tile's
+    // use of s_scan after the previous tile's).
+    const unsigned int total = (unsigned int)__syncthreads_count(flag);
+    if (total) {
+      // Inclusive scan (Hillis-Steele) of the flags.
+      s_scan[t] = flag;
       __syncthreads();
-      s_scan[t] += add;
-      __syncthreads();
+      for (int off = 1; off < (int)blockDim.x; off *= 2) {
+        const unsigned int add = t >= off ? s_scan[t - off] : 0u;
+        __syncthreads();
+        s_scan[t] += add;
+        __syncthreads();
+      }
+      const u64 rank = written + s_scan[t] - flag;
+      if (flag && rank < K) {
+        u64* slot = out + VO_FIRST + 3 * rank;
+        slot[0] = i;
+        slot[1] = g;
+        slot[2] = w;
+      }
     }
-    const u64 rank = written + s_scan[t] - flag;
-    if (flag && rank < K) {
-      u64* slot = out + VO_FIRST + 3 * rank;
-      slot[0] = i;
-      slot[1] = g;
-      slot[2] = w;
-    }
-    const unsigned int total = s_scan[blockDim.x - 1];
-    __syncthreads();  // every thread has read the total before the next tile's scan
     written += total;
   }
 }

@@ -180,13 +180,24 @@ impl ChildCmd {
 
     /// Run it under the watchdog.
     pub fn run(&self, timeout: Duration, echo: bool) -> anyhow::Result<ChildRun> {
+        self.run_with(&[], timeout, echo)
+    }
+
+    /// [`ChildCmd::run`] with global options after the command's own (`--checker cpu`).
+    pub fn run_with(
+        &self,
+        global: &[&str],
+        timeout: Duration,
+        echo: bool,
+    ) -> anyhow::Result<ChildRun> {
         let exe = std::env::current_exe().context("locating the klab binary")?;
         let opts = RunOptions {
             echo,
             quiet_prefix: Some(RESULT_TAG),
             ..RunOptions::new(timeout)
         };
-        let argv = self.argv();
+        let mut argv = self.argv();
+        argv.extend(global.iter().map(OsString::from));
         let captured = process::run(&exe, &argv, &opts)
             .with_context(|| format!("starting {}", exe.display()))?;
         let stdout = String::from_utf8_lossy(&captured.stdout).into_owned();

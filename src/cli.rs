@@ -30,6 +30,9 @@ pub struct Cli {
     /// Cross-check every validation on the CPU oracle, at every size
     #[arg(long, global = true, env = "KLAB_PARANOID")]
     pub paranoid: bool,
+    /// A wrong device checker (the mutation audit's)
+    #[arg(long, global = true, value_enum, hide = true)]
+    pub checker_mutant: Option<klab_core::verify::CheckerMutant>,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -206,6 +206,6 @@ fn set_verify_policy(cli: &cli::Cli) {
     klab_core::verify::set_process_policy(klab_core::verify::VerifyPolicy {
         checker,
         paranoid: cli.paranoid,
-        mutant: None,
+        mutant: cli.checker_mutant,
     });
 }

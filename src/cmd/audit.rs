@@ -10,8 +10,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use clap::ValueEnum;
 use klab_core::artifact::write_atomic;
 use klab_core::child::ChildResult;
+use klab_core::verify::{Checker, CheckerMutant};
 use klab_tools::sanitizer::{self, Options, Outcome, Tool};
 use serde::Serialize;
 
@@ -21,6 +23,9 @@ use crate::cmd::check;
 use crate::cmd::measure::{self, Kernel};
 use crate::cmd::sanitize::{find_sanitizer, sanitize_target};
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
+
+/// What a check stopped by the CPU cross-check says (`DeclaredWorkload::judge`).
+const DISAGREEMENT: &str = "the device checker and the CPU oracle disagree";
 
 /// The built-in variants that are deliberately broken (audited like the mutants).
 pub const BUILTIN_BROKEN: [&str; 3] = ["broken", "triad_buggy", "reduce_drop_tail"];
@@ -224,6 +229,57 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
         rows.push(row);
     }
 
+    // The device checker's mutants, each on the labelled kernel whose output exposes it:
+    // the CPU cross-check must stop the check with a disagreement.
+    let mut checker_rows = Vec::new();
+    if args.kernels.is_empty() && klab_core::verify::process_policy().checker == Checker::Device {
+        for m in CheckerMutant::ALL {
+            if args
+                .only
+                .as_ref()
+                .is_some_and(|o| !o.split(',').any(|k| k.trim() == m.name()))
+            {
+                continue;
+            }
+            let kernel = Kernel::parse_in_child(m.exposed_by())?;
+            let value = m.to_possible_value().expect("not skipped");
+            let o = ChildCmd::Check(check::child_args(kernel.spec(), args.device)).run_with(
+                &["--checker-mutant", value.get_name()],
+                timeout,
+                false,
+            )?;
+            write_atomic(
+                &dir.join(format!("{}-cross-check.txt", m.name())),
+                format!("{}\n{}", o.stdout, o.stderr).as_bytes(),
+            )?;
+            let caught = o.stderr.contains(DISAGREEMENT);
+            let detail = if caught {
+                o.stderr
+                    .lines()
+                    .find(|l| l.contains(DISAGREEMENT))
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string()
+            } else {
+                format!(
+                    "the check of {} ended without a disagreement: {}",
+                    m.exposed_by(),
+                    o.failure()
+                )
+            };
+            eprintln!(
+                "klab audit: {}: {}",
+                m.name(),
+                if caught {
+                    "caught by the CPU cross-check"
+                } else {
+                    "NOT caught"
+                }
+            );
+            checker_rows.push((m, caught, detail));
+        }
+    }
+
     // The matrix.
     let gates: Vec<String> = std::iter::once("oracle".to_string())
         .chain(tools.iter().map(|t| t.as_str().to_string()))
@@ -276,6 +332,26 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
         ));
         for c in r.cells.iter().filter(|c| c.verdict == "kill") {
             text.push_str(&format!("    {}: {}\n", c.gate, c.detail));
+        }
+    }
+    if !checker_rows.is_empty() {
+        text.push_str(
+            "\ndevice checker mutants (each run on the labelled kernel that exposes it):\n",
+        );
+        for (m, caught, detail) in &checker_rows {
+            text.push_str(&format!(
+                "{:<22} {} on {}: {}\n    {detail}\n",
+                m.name(),
+                if *caught { "CAUGHT" } else { "SURVIVED" },
+                m.exposed_by(),
+                m.describe()
+            ));
+            if !caught {
+                problems.push(format!(
+                    "checker mutant {} survived the CPU cross-check",
+                    m.name()
+                ));
+            }
         }
     }
     write_atomic(&dir.join("matrix.txt"), text.as_bytes())?;

@@ -2,8 +2,6 @@
 //! arguments into its options, starts its children as klab commands under the watchdog,
 //! and prints what it reports.
 
-use std::io::IsTerminal;
-
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -167,7 +165,10 @@ impl Launcher for Children {
             return;
         }
         if self.bar.as_ref().is_none_or(|(s, _)| s != step) {
-            self.bar = Some((step.to_string(), progress_bar(total, step)));
+            self.bar = Some((
+                step.to_string(),
+                crate::cmd::progress_bar("lab", total, step),
+            ));
         }
         if let Some((_, bar)) = &self.bar {
             bar.set_position(done);
@@ -178,23 +179,6 @@ impl Launcher for Children {
     fn print(&mut self, text: &str) {
         println!("{text}");
     }
-}
-
-/// A progress bar on stderr for a long step, hidden when stderr is not a terminal.
-fn progress_bar(len: u64, what: &str) -> indicatif::ProgressBar {
-    let target = if std::io::stderr().is_terminal() {
-        indicatif::ProgressDrawTarget::stderr()
-    } else {
-        indicatif::ProgressDrawTarget::hidden()
-    };
-    let bar = indicatif::ProgressBar::with_draw_target(Some(len), target);
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "klab lab: {prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})",
-    ) {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar.set_prefix(what.to_string());
-    bar
 }
 
 /// The timing options' defaults, as the command line gives them.

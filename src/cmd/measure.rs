@@ -187,27 +187,49 @@ pub struct Session {
     pub backend: CudaBackend,
     pub module: Module,
     pub state: StateReader,
+    /// Seconds spent opening the device (context, stream, events) and compiling or
+    /// loading the modules, charged to the first block this session measures.
+    setup_s: f64,
+    compile_s: f64,
 }
 
 impl Session {
     pub fn open(kernel: &Kernel, ordinal: u32) -> anyhow::Result<Session> {
+        let t = std::time::Instant::now();
         let device = Device::open(ordinal)?;
+        let mut setup_s = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
         let module = module::build(
             &kernel.manifest,
             &kernel.decl,
             &device.facts().arch(),
             &Cache::from_env(),
         )?;
+        let mut compile_s = t.elapsed().as_secs_f64();
         for note in module.notes() {
             eprintln!("klab: {note}");
         }
+        let t = std::time::Instant::now();
         let state = StateReader::new(&device.facts().uuid);
-        let backend = CudaBackend::from_module(device, &module)?;
+        let mut backend = CudaBackend::from_module(device, &module)?;
+        setup_s += t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        backend.prepare_checker();
+        compile_s += t.elapsed().as_secs_f64();
         Ok(Session {
             backend,
             module,
             state,
+            setup_s,
+            compile_s,
         })
+    }
+
+    /// The setup and compile seconds not yet charged to a block (then zero).
+    fn take_open_time(&mut self) -> (f64, f64) {
+        let t = (self.setup_s, self.compile_s);
+        (self.setup_s, self.compile_s) = (0.0, 0.0);
+        t
     }
 }
 
@@ -269,6 +291,10 @@ fn run_workload<W: Workload>(
             &format!("round {round}"),
             &mut || state.read(),
         )?;
+        let mut outcome = outcome;
+        if let Outcome::Measured(m) = &mut outcome {
+            (m.phases.setup_s, m.phases.compile_s) = session.take_open_time();
+        }
         let stop = matches!(outcome, Outcome::Rejected { .. });
         blocks.push(Block { round, outcome });
         if stop {
@@ -515,6 +541,7 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receip
             profiler_attached: false,
             l2_scrub_bytes: scrub,
             gpu_state: states,
+            phases: blocks.iter().map(|(_, _, m)| m.phases.clone()).collect(),
         },
         artifacts,
         result: receipt::ResultSummary {

@@ -57,3 +57,22 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Init(a) => init::run(a),
     }
 }
+
+/// A progress bar on stderr (`klab COMMAND: PREFIX [====>   ] 3/12 MSG (12s, about 40s
+/// left)`), hidden when stderr is not a terminal.
+pub fn progress_bar(command: &str, len: u64, prefix: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    let target = if std::io::stderr().is_terminal() {
+        indicatif::ProgressDrawTarget::stderr()
+    } else {
+        indicatif::ProgressDrawTarget::hidden()
+    };
+    let bar = indicatif::ProgressBar::with_draw_target(Some(len), target);
+    let template =
+        format!("klab {command}: {{prefix}} [{{bar:30}}] {{pos}}/{{len}} {{msg}} ({{elapsed}}, about {{eta}} left)");
+    if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_prefix(prefix.to_string());
+    bar
+}

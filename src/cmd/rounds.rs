@@ -215,6 +215,16 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
     let mut log = String::new();
     let mut errors = Vec::new();
     let order: Vec<&Kernel> = round_order(&kernels.iter().collect::<Vec<_>>());
+    let bar = crate::cmd::progress_bar(
+        "rounds",
+        u64::from(args.rounds) * order.len() as u64,
+        "blocks",
+    );
+    let mut phases_csv = String::from(
+        "round,position,kernel,wall_s,setup_s,compile_s,inputs_s,validations_s,timed_s,other_s,checker\n",
+    );
+    let mut totals = klab_core::timing::Phases::default();
+    let mut wall_total = 0.0;
     for round in 1..=args.rounds {
         for (position, kernel) in order.iter().enumerate() {
             let name = kernel.name();
@@ -234,7 +244,12 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
                 in_process: true,
                 device: args.device,
             });
+            bar.set_message(format!("round {round} {name}"));
+            let started = std::time::Instant::now();
             let out = cmd.run(Duration::from_secs(args.timeout), false)?;
+            let wall_s = started.elapsed().as_secs_f64();
+            wall_total += wall_s;
+            bar.inc(1);
             log.push_str(&format!(
                 "# round {round} position {position}\n{}",
                 out.log_block()
@@ -262,12 +277,27 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
                         let s = parse_samples_csv(&bytes, r.workload.rotation_slots)?;
                         row.samples.extend(s.iter().map(|x| x.elapsed_us));
                     }
+                    let median = Summary::of(&row.samples).map(|s| s.median).unwrap_or(0.0);
+                    let time = match r.measurement.phases.first() {
+                        Some(p) => {
+                            let other = (wall_s - p.total_s()).max(0.0);
+                            phases_csv.push_str(&format!(
+                                "{round},{position},{name},{wall_s:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{other:.4},{}\n",
+                                p.setup_s, p.compile_s, p.inputs_s, p.validations_s, p.timed_s,
+                                klab_core::csv::field(&p.checker)
+                            ));
+                            totals.setup_s += p.setup_s;
+                            totals.compile_s += p.compile_s;
+                            totals.inputs_s += p.inputs_s;
+                            totals.validations_s += p.validations_s;
+                            totals.timed_s += p.timed_s;
+                            format!("; {wall_s:.2} s: {}, other {other:.2} s", p.describe())
+                        }
+                        None => format!("; {wall_s:.2} s"),
+                    };
                     row.correct = true;
                     row.receipt = Some(r);
-                    format!(
-                        "median {:.3} us",
-                        Summary::of(&row.samples).map(|s| s.median).unwrap_or(0.0)
-                    )
+                    format!("median {median:.3} us{time}")
                 }
                 Some(ChildResult::Bench { detail, .. }) => format!("FAILED: {detail}"),
                 // A hang or a crash is this kernel's failure; the other blocks still run.
@@ -279,10 +309,21 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
                     format!("ERROR: {}", out.failure())
                 }
             };
-            eprintln!("klab rounds: round {round} position {position} {name}: {status}");
+            bar.suspend(|| {
+                eprintln!("klab rounds: round {round} position {position} {name}: {status}")
+            });
             rows.push(row);
         }
     }
+    bar.finish_and_clear();
+    // Where the time went, over every block: what the command costs beyond the kernels.
+    eprintln!(
+        "klab rounds: {} blocks in {wall_total:.1} s: {}, other (process start, receipts) {:.2} s",
+        rows.len(),
+        totals.describe(),
+        (wall_total - totals.total_s()).max(0.0)
+    );
+    write_atomic(&dir.join("phases.csv"), phases_csv.as_bytes())?;
     write_atomic(&dir.join("rounds.log"), log.as_bytes())?;
     let records: Vec<RoundsBlock> = rows.iter().map(block_record).collect();
     write_atomic(&dir.join("rounds.csv"), rounds_csv(&records).as_bytes())?;

@@ -29,30 +29,7 @@
 #include <thread>
 #include <vector>
 
-struct Dim {
-  int x = 0, y = 0, z = 0;
-};
-thread_local Dim threadIdx;
-static Dim blockIdx, gridDim, blockDim;
-static std::barrier<>* block_barrier;
-
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __shared__ static
-#define __restrict__
-#define __align__(x) __attribute__((aligned(x)))
-#define __launch_bounds__(...)
-inline void __syncthreads() { block_barrier->arrive_and_wait(); }
-using std::min;
-struct float4 {
-  float x, y, z, w;
-};
-struct float2 {
-  float x, y;
-};
-inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
-inline float2 make_float2(float a, float b) { return {a, b}; }
+#include "cuda_emu.h"
 
 // The shared-access log (--banks): every lane's accesses of one block, in program order.
 struct Access {

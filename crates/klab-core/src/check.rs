@@ -1006,6 +1006,133 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
         assert!(r.passed());
     }
 
+    fn check_with(
+        decl: &str,
+        host: HostBackend,
+        sizes: Option<Vec<u64>>,
+    ) -> (Result<CheckReport, BackendError>, HostBackend) {
+        let (_, d) = resolve(decl).unwrap();
+        let mut b = host;
+        let k = b.kernel(&d.entry).unwrap();
+        let oracle = crate::ops::contract::BuiltinReference::for_op(&d.op).unwrap();
+        let r = run(
+            &mut b,
+            &d,
+            &k,
+            std::rc::Rc::new(oracle),
+            &CheckOptions {
+                seed: 1,
+                sizes,
+                quick: false,
+            },
+            &mut |_| {},
+        );
+        (r, b)
+    }
+
+    #[test]
+    fn the_device_checker_gives_the_cpu_oracles_verdicts_and_is_cross_checked() {
+        use crate::backend::host::Call;
+        let sizes = Some(vec![1, 33, 64]);
+        let host = || HostBackend::new().with_kernel("transpose_padded", transpose_skips_corner);
+        let cpu = check("padded", host(), sizes.clone());
+        let (device, b) = check_with("padded", host().with_device_checker(None), sizes);
+        let device = device.unwrap();
+        // The same cases and verdicts, word for word, whichever checker judged.
+        assert_eq!(device.render(), cpu.render());
+        assert!(!device.passed());
+        // The device judged, the inputs were made on the device, and the CPU oracle
+        // cross-checked (every case is a new workload: its first judgement).
+        assert!(b.calls.iter().any(|c| matches!(c, Call::Verify(_))));
+        assert!(b.calls.iter().any(|c| matches!(c, Call::Generate(_))));
+    }
+
+    #[test]
+    fn each_wrong_device_checker_is_a_klab_error_not_a_verdict() {
+        use crate::verify::CheckerMutant;
+        // Wrong at the ragged sizes' last element: every checker mutant misjudges it, and
+        // the skipped-store pattern 0x7f7f7f7f is compared under the bitwise rule.
+        for m in [CheckerMutant::NoFailures, CheckerMutant::SkipsLast] {
+            let host = HostBackend::new()
+                .with_kernel("transpose_padded", transpose_skips_corner)
+                .with_device_checker(Some(m));
+            let (r, _) = check_with("padded", host, Some(vec![33]));
+            let e = r.expect_err("the cross-check must stop the check");
+            assert!(
+                e.0.contains("the device checker and the CPU oracle disagree"),
+                "{m:?}: {e}"
+            );
+        }
+        // A correct kernel under a wrong checker: nothing to disagree on, the check passes.
+        let host = HostBackend::new()
+            .with_kernel("transpose_padded", transpose_ok)
+            .with_device_checker(Some(CheckerMutant::NoFailures));
+        let (r, _) = check_with("padded", host, Some(vec![33]));
+        assert!(r.unwrap().passed());
+    }
+
+    /// Writes +0.0 wherever the input holds -0.0 (a canonicalising kernel).
+    fn transpose_canonical_zero(out: &mut [u32], input: &[u32], n: u64, k: u64) {
+        transpose_ok(out, input, n, k);
+        for w in out.iter_mut().take((n * n) as usize) {
+            if *w == 0x8000_0000 {
+                *w = 0;
+            }
+        }
+    }
+
+    #[test]
+    fn a_checker_that_takes_negative_zero_for_positive_zero_is_caught_on_the_special_values() {
+        let host = || {
+            HostBackend::new()
+                .with_kernel("transpose_padded", transpose_canonical_zero)
+                .with_device_checker(Some(crate::verify::CheckerMutant::NegativeZero))
+        };
+        // One element: its special value is +0.0, nothing for the mutant to misjudge.
+        let (r, _) = check_with("padded", host(), Some(vec![1]));
+        assert!(r.unwrap().passed());
+        // The special-values case at the middle shape holds -0.0.
+        let (r, _) = check_with("padded", host(), Some(vec![1, 33, 64]));
+        let e = r.expect_err("the special-values case holds -0.0");
+        assert!(e.0.contains("disagree") && e.0.contains("n=33"), "{e}");
+    }
+
+    #[test]
+    fn paranoid_cross_checks_every_judgement_of_a_timed_block() {
+        use crate::timing::{measure, TimingConfig, WarmupPolicy};
+        let (_, d) = resolve("padded").unwrap();
+        let w = general::DeclaredWorkload::builtin(d.clone(), 64, general::InputCase::Distinct, 0)
+            .unwrap();
+        let cfg = TimingConfig {
+            timer: crate::samples::Timer::PerLaunch,
+            regime: crate::samples::Regime::SameBuffer,
+            samples: 4,
+            warmup: WarmupPolicy::Count { launches: 2 },
+        };
+        for (paranoid, want) in [(false, 1), (true, 3)] {
+            let mut b = HostBackend::new()
+                .with_kernel("transpose_padded", transpose_ok)
+                .with_device_checker(None);
+            if paranoid {
+                b = b.with_paranoid();
+            }
+            let w = w.with_decl(d.clone()).unwrap();
+            let k = b.kernel(&d.entry).unwrap();
+            let o = measure(&mut b, &w, &k, &cfg, "block", &mut Default::default).unwrap();
+            let crate::timing::Outcome::Measured(m) = o else {
+                panic!("not measured")
+            };
+            assert!(m.correct());
+            // before, after timing (one warm slot), revalidation.
+            assert_eq!(w.cross_checked(), want, "paranoid = {paranoid}");
+            assert!(
+                m.phases.checker.starts_with("device checker (3 judgements"),
+                "{}",
+                m.phases.checker
+            );
+        }
+    }
+
     #[test]
     fn nondeterminism_is_caught() {
         let r = check(

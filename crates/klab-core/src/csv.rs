@@ -148,6 +148,16 @@ fn split(line: &str) -> Vec<String> {
     out
 }
 
+/// A CSV field as written: quoted (inner quotes doubled) when it holds a comma, a quote or
+/// a line break.
+pub fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -159,6 +159,8 @@ pub struct DeclaredWorkload {
     first_judgement: std::rc::Rc<std::cell::Cell<bool>>,
     /// Validations the CPU oracle cross-checked.
     cross_checked: std::rc::Rc<std::cell::Cell<u64>>,
+    /// Judgements the device checker made.
+    device_judged: std::rc::Rc<std::cell::Cell<u64>>,
 }
 
 impl std::fmt::Debug for DeclaredWorkload {
@@ -348,6 +350,7 @@ impl DeclaredWorkload {
             device_cache: Default::default(),
             first_judgement: std::rc::Rc::new(std::cell::Cell::new(true)),
             cross_checked: Default::default(),
+            device_judged: Default::default(),
         })
     }
 
@@ -444,6 +447,7 @@ impl DeclaredWorkload {
         w.device_cache = Default::default();
         w.first_judgement = std::rc::Rc::new(std::cell::Cell::new(true));
         w.cross_checked = Default::default();
+        w.device_judged = Default::default();
         Ok(w)
     }
 
@@ -700,6 +704,7 @@ impl DeclaredWorkload {
             }
             self.cross_checked.set(self.cross_checked.get() + 1);
         }
+        self.device_judged.set(self.device_judged.get() + 1);
         Ok(device)
     }
 
@@ -1039,6 +1044,16 @@ impl Workload for DeclaredWorkload {
             })
             .collect::<Vec<_>>()
             .join("; ")
+    }
+    fn verification(&self) -> String {
+        match self.device_judged.get() {
+            0 => "CPU oracle".into(),
+            n => format!(
+                "device checker ({n} judgement{}, {} cross-checked on the CPU oracle)",
+                if n == 1 { "" } else { "s" },
+                self.cross_checked.get()
+            ),
+        }
     }
     fn create_slot<B: Backend>(
         &self,

@@ -207,6 +207,9 @@ pub struct Measurement {
     pub l2_scrub_bytes: Option<u64>,
     /// GPU state before and after each timed block.
     pub gpu_state: Vec<BlockState>,
+    /// Where each block's time went (absent in receipts written before it was kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<crate::timing::Phases>,
 }
 
 /// The warmup before timing.

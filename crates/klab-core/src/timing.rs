@@ -7,7 +7,7 @@
 //! sample (outside the interval) in the flushed regime; the GPU state after; every slot's
 //! output checked as the timed launches left it; one more poisoned validation.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::backend::{Backend, BackendError};
 use crate::gpustate::{BlockState, GpuState};
@@ -145,6 +145,43 @@ pub fn scrub_bytes(l2_bytes: u64) -> u64 {
     (2 * l2_bytes).max(1 << 20)
 }
 
+/// Where one block's time went, in seconds of the host's monotonic clock. The caller that
+/// opened the device fills `setup_s` and `compile_s`; [`measure`] the others.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Phases {
+    /// Opening the device: its context, stream and timing events.
+    pub setup_s: f64,
+    /// The kernel's module and klab's device checker, compiled or loaded from the NVRTC
+    /// cache.
+    pub compile_s: f64,
+    /// Allocating the slots and making their inputs (on the device, or on the host and
+    /// uploaded).
+    pub inputs_s: f64,
+    /// The poisoned validation launches and their judgements (with the reference's
+    /// expected values, made when first needed, and the CPU cross-check).
+    pub validations_s: f64,
+    /// Warmup and timed launches.
+    pub timed_s: f64,
+    /// Who judged the outputs ([`Workload::verification`]).
+    pub checker: String,
+}
+
+impl Phases {
+    /// `setup 0.21 s, compile 0.03 s, inputs 0.40 s, validations 0.12 s, timed 0.05 s`.
+    pub fn describe(&self) -> String {
+        format!(
+            "setup {:.2} s, compile {:.2} s, inputs {:.2} s, validations {:.2} s, timed {:.2} s",
+            self.setup_s, self.compile_s, self.inputs_s, self.validations_s, self.timed_s
+        )
+    }
+
+    /// The phases' sum.
+    pub fn total_s(&self) -> f64 {
+        self.setup_s + self.compile_s + self.inputs_s + self.validations_s + self.timed_s
+    }
+}
+
 /// A completed measurement.
 #[derive(Debug, Clone, Serialize)]
 pub struct Measurement {
@@ -160,6 +197,7 @@ pub struct Measurement {
     /// A fresh poisoned validation after timing.
     pub revalidation: CheckOutcome,
     pub state: BlockState,
+    pub phases: Phases,
 }
 
 impl Measurement {
@@ -291,11 +329,18 @@ pub fn measure<B: Backend, W: Workload>(
             slots
         )));
     }
+    let made = std::time::Instant::now();
     let mut bufs = Vec::with_capacity(slots as usize);
     for s in 0..slots {
         bufs.push(workload.create_slot(backend, s)?);
     }
-    measure_in(backend, workload, kernel, cfg, label, &mut bufs, observe)
+    backend.synchronize()?;
+    let inputs_s = made.elapsed().as_secs_f64();
+    let mut outcome = measure_in(backend, workload, kernel, cfg, label, &mut bufs, observe)?;
+    if let Outcome::Measured(m) = &mut outcome {
+        m.phases.inputs_s = inputs_s;
+    }
+    Ok(outcome)
 }
 
 /// [`measure`] over slots the caller made with `workload.create_slot` (one per slot; the
@@ -326,7 +371,9 @@ pub fn measure_in<B: Backend, W: Workload>(
     let slots = bufs.len() as u64;
 
     // Validation before anything is timed.
+    let validating = std::time::Instant::now();
     let before = validate_once(backend, workload, kernel, &mut bufs[0], 0, POISON_BYTES[0])?;
+    let mut validations_s = validating.elapsed().as_secs_f64();
     if !before.passed() || workload.known_broken() {
         return Ok(Outcome::Rejected {
             before,
@@ -375,6 +422,7 @@ pub fn measure_in<B: Backend, W: Workload>(
     };
 
     // Warmup.
+    let timing = std::time::Instant::now();
     let mut warmup_launches = 0u64;
     let mut warmup_medians_us = Vec::new();
     match cfg.warmup {
@@ -432,13 +480,16 @@ pub fn measure_in<B: Backend, W: Workload>(
     }
     let state_after = observe();
     backend.synchronize()?;
+    let timed_s = timing.elapsed().as_secs_f64();
 
+    let validating = std::time::Instant::now();
     let mut after_timing = Vec::with_capacity(slots as usize);
     for (s, b) in bufs.iter().enumerate() {
         after_timing.push(workload.check(backend, b, s as u64)?);
     }
     // The second poison pattern: a kernel that writes the first one can't pass both.
     let revalidation = validate_once(backend, workload, kernel, &mut bufs[0], 0, POISON_BYTES[1])?;
+    validations_s += validating.elapsed().as_secs_f64();
 
     Ok(Outcome::Measured(Box::new(Measurement {
         samples,
@@ -450,6 +501,12 @@ pub fn measure_in<B: Backend, W: Workload>(
         after_timing,
         revalidation,
         state: BlockState::new(label, state_before, state_after),
+        phases: Phases {
+            validations_s,
+            timed_s,
+            checker: workload.verification(),
+            ..Phases::default()
+        },
     })))
 }
 

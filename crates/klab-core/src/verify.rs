@@ -43,7 +43,7 @@ pub enum Checker {
 
 /// A wrong device checker, for the mutation audit (`KLAB_VERIFY_MUTANT` in
 /// `kernels/verify.cu`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum CheckerMutant {
     /// Reports no failures.
@@ -75,6 +75,16 @@ impl CheckerMutant {
             CheckerMutant::NoFailures => "checker_no_failures",
             CheckerMutant::SkipsLast => "checker_skips_last",
             CheckerMutant::NegativeZero => "checker_negative_zero",
+        }
+    }
+
+    /// The labelled wrong kernel whose output exposes this checker: one that fails (every
+    /// mutant), fails at the last element (skips-last), and writes +0.0 for -0.0
+    /// (negative-zero).
+    pub fn exposed_by(self) -> &'static str {
+        match self {
+            CheckerMutant::NoFailures | CheckerMutant::SkipsLast => "mut_skip_ragged_tile",
+            CheckerMutant::NegativeZero => "mut_canonical_zero",
         }
     }
 

@@ -91,7 +91,11 @@ pub trait Workload {
     ) -> Result<(), BackendError>;
     /// The slot's raw output words (for determinism checks).
     fn output<B: Backend>(&self, b: &mut B, bufs: &[B::Buffer]) -> Result<Vec<u32>, BackendError>;
-    /// Download the slot's outputs and check them against the oracle.
+    /// Who judged the outputs so far, in one phrase (`CPU oracle`).
+    fn verification(&self) -> String {
+        "CPU oracle".into()
+    }
+    /// Judge the slot's outputs against the oracle.
     fn check<B: Backend>(
         &self,
         b: &mut B,

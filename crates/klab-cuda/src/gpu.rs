@@ -176,6 +176,12 @@ impl CudaBackend {
         self.checker.as_ref().and_then(|c| c.as_ref().ok())
     }
 
+    /// Load the device checker now (when the policy uses it), so that its compile or cache
+    /// load is not charged to the first validation.
+    pub fn prepare_checker(&mut self) {
+        let _ = self.checker();
+    }
+
     /// How the device checker was obtained, once it was: (from the cache, compile ms).
     pub fn checker_origin(&self) -> Option<(bool, f64)> {
         match &self.checker {

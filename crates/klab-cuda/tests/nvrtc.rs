@@ -512,3 +512,33 @@ fn precompiled_cubin_and_ptx_become_modules_without_compiling_and_stop_at_the_dr
         assert!(e.to_string().starts_with("no CUDA driver"), "{e}");
     }
 }
+
+#[test]
+fn the_device_checker_and_its_mutants_compile_without_spills() {
+    if !nvrtc_or_skip("the_device_checker_and_its_mutants_compile_without_spills") {
+        return;
+    }
+    let mutants = klab_core::verify::CheckerMutant::ALL.map(Some);
+    for mutant in [None].into_iter().chain(mutants) {
+        let spec = klab_cuda::checker::spec(nvrtc::DEFAULT_ARCH, mutant);
+        let c =
+            nvrtc::compile(&spec, &Cache::disabled()).unwrap_or_else(|e| panic!("{mutant:?}: {e}"));
+        let mut names: Vec<(String, u32)> = c
+            .ptxas_resources()
+            .into_iter()
+            .map(|k| (k.kernel, k.local_bytes))
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                ("klab_generate".to_string(), 0),
+                ("klab_patch".to_string(), 0),
+                ("klab_verify_compact".to_string(), 0),
+                ("klab_verify_reduce".to_string(), 0),
+            ],
+            "{mutant:?}: NVRTC log:\n{}",
+            c.log
+        );
+    }
+}

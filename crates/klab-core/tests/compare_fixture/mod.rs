@@ -118,6 +118,7 @@ pub fn template(entry: &str) -> Receipt {
             profiler_attached: false,
             l2_scrub_bytes: None,
             gpu_state: vec![],
+            phases: vec![],
         },
         artifacts: vec![],
         result: ResultSummary {

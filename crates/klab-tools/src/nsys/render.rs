@@ -35,14 +35,7 @@ use super::{Rates, TableState, Trace};
 /// The CSV header line (without the line break).
 pub const CSV_HEADER: &str = "file,kind,name,device,stream,grid,block,registers,shared_mem_bytes,memory,value,start_ns,end_ns,duration_ns,bytes,gb_s,pct_of_peak,api,correlation_id";
 
-/// A CSV field, quoted when needed.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
+use klab_core::csv::field as csv_field;
 
 fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
