@@ -1,6 +1,8 @@
 //! Shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod planted;
+
 use std::path::PathBuf;
 use std::process::Command;
 

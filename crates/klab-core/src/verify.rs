@@ -33,11 +33,12 @@ pub const CROSS_CHECK_MAX_BYTES: u64 = 1 << 27;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Checker {
-    /// The device checker where the backend has one, cross-checked on the CPU (see the
-    /// module documentation); the CPU oracle alone elsewhere.
+    /// Inputs made and outputs judged on the device, cross-checked on the CPU oracle (the
+    /// oracle alone where klab's checker cannot be loaded)
     #[default]
     Device,
-    /// The CPU oracle alone: every output is downloaded and judged on the host.
+    /// The CPU oracle alone: inputs made on the host, every output downloaded and judged
+    /// there
     Cpu,
 }
 
