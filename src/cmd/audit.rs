@@ -21,7 +21,7 @@ use crate::child::ChildCmd;
 use crate::cli::{AuditArgs, CheckArgs};
 use crate::cmd::check;
 use crate::cmd::measure::{self, Kernel};
-use crate::cmd::sanitize::{find_sanitizer, sanitize_target};
+use crate::cmd::sanitize::{find_sanitizer, sanitize_target, sanitized_check};
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 
 /// What a check stopped by the CPU cross-check says (`DeclaredWorkload::judge`).
@@ -177,11 +177,10 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
         cells.push(cell);
         // The sanitizer gates.
         let (check_args, _, _) = sanitize_target(&kernel, args.device);
-        let target = ChildCmd::Check(CheckArgs {
+        let target = sanitized_check(CheckArgs {
             quick: true,
             ..check_args
-        })
-        .argv();
+        });
         for &tool in &tools {
             let bin = sanitizer_bin
                 .as_ref()

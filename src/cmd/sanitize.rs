@@ -75,6 +75,14 @@ fn import(path: &Path, tool: Tool) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// The argument vector of the check a sanitizer runs: its outputs are judged on the CPU, so
+/// that the tools see only the kernel's own launches, never klab's device checker.
+pub fn sanitized_check(args: CheckArgs) -> Vec<std::ffi::OsString> {
+    let mut argv = ChildCmd::Check(args).argv();
+    argv.extend(["--checker".into(), "cpu".into()]);
+    argv
+}
+
 pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
     if let (Some(path), Some(tool)) = (&args.import, args.tool) {
         return import(path, tool.into());
@@ -93,10 +101,7 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
     let (mut failed, mut tool_broke) = (false, false);
     for k in &kernels {
         let (check_args, sizes, at) = sanitize_target(k, args.device);
-        let mut target = ChildCmd::Check(check_args).argv();
-        // The tools judge the kernel's own accesses: its outputs are checked on the CPU, so
-        // no klab kernel runs under them.
-        target.extend(["--checker".into(), "cpu".into()]);
+        let target = sanitized_check(check_args);
         let mut runs = Vec::new();
         let mut hung = false;
         for &tool in &tools {

@@ -379,17 +379,24 @@ pub fn run_on(
         launcher,
         current: ("", &[]),
     };
+    // Where the time goes, per step (printed, never recorded: lab.json and the report stay
+    // byte-identical for the same measurements).
+    let mut times = Vec::new();
     for def in STEPS {
         lab.current = (def.name, def.needs);
         let unmet = def
             .needs
             .iter()
             .find_map(|&n| lab.machine.unmet(n, lab.built));
+        let t = std::time::Instant::now();
         match unmet {
             Some(why) => lab.step(Status::Skipped, why, vec![]),
             None => (def.run)(&mut lab)?,
         }
+        times.push(format!("{} {:.1} s", def.name, t.elapsed().as_secs_f64()));
     }
+    lab.launcher
+        .note(&format!("klab lab: time per step: {}", times.join(", ")));
     write_record(&lab, &started)?;
     lab.current = (klab_report::REPORT_DIR, &[]);
     steps::report(&mut lab);
