@@ -286,24 +286,61 @@ extern "C" __global__ void klab_verify_reduce(const void* got, const void* want,
   const u64 end = chunk_end(p);
   u64 fails = 0, max_ulp = 0;
   double max_abs = 0.0, max_rel = 0.0;
-  if (start + threadIdx.x < end) {
-    Cursor k = cursor_at(p, start + threadIdx.x);
-    for (; k.i < end; advance(p, k, blockDim.x)) {
-      const u64 g = load_bits(got, k.i, size);
-      const u64 w = load_bits(want, want_index(p, k), size);
-      const Judged j = judge(p, g, w, magnitude ? magnitude[k.i] : 0.0);
-      if (j.has_error) {
-        max_abs = fmax(max_abs, j.abs);
-        max_rel = fmax(max_rel, j.rel);
-        max_ulp = j.ulp > max_ulp ? j.ulp : max_ulp;
+  // One element into the running reductions.
+#define KLAB_TAKE(i, g, w)                                                   \
+  do {                                                                       \
+    const Judged j = judge(p, g, w, magnitude ? magnitude[i] : 0.0);         \
+    if (j.has_error) {                                                       \
+      max_abs = fmax(max_abs, j.abs);                                        \
+      max_rel = fmax(max_rel, j.rel);                                        \
+      max_ulp = j.ulp > max_ulp ? j.ulp : max_ulp;                           \
+    }                                                                        \
+    if (!j.pass) {                                                           \
+      ++fails;                                                               \
+      /* A failure with a NaN or an infinity on either side has no finite error. */ \
+      if (!j.has_error) max_abs = f64_of(0x7ff0000000000000ull);             \
+    }                                                                        \
+  } while (0)
+  if (p[VP_MAP] == 1) {
+    // Through the transpose map: the chunk is a band of whole output rows, walked in 16 x 16
+    // tiles with the row fastest across threads, so that the expected values (a column of
+    // the output is a row of the input) are read contiguously and the output's sectors are
+    // shared by the tile's threads.
+    const u64 cols = p[VP_COLS], rows = p[VP_ROWS];
+    const u64 tr = threadIdx.x % 16, tc = threadIdx.x / 16;
+    const u64 r_first = start / cols;
+    const u64 r_end = (end + cols - 1) / cols;
+    for (u64 r0 = r_first; r0 < r_end; r0 += 16) {
+      const u64 r = r0 + tr;
+      for (u64 c0 = 0; c0 < cols; c0 += blockDim.x / 16) {
+        const u64 c = c0 + tc;
+        const u64 i = r * cols + c;
+        if (r < rows && c < cols && i >= start && i < end) {
+          const u64 g = load_bits(got, i, size);
+          const u64 w = load_bits(want, c * rows + r, size);
+          KLAB_TAKE(i, g, w);
+        }
       }
-      if (!j.pass) {
-        ++fails;
-        // A failure with a NaN or an infinity on either side has no finite error.
-        if (!j.has_error) max_abs = f64_of(0x7ff0000000000000ull);
+    }
+  } else {
+    // Directly: four elements a thread in flight at a time.
+    const u64 T = blockDim.x;
+    for (u64 i = start + threadIdx.x; i < end; i += 4 * T) {
+      u64 g[4], w[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const u64 e = i + u * T;
+        g[u] = e < end ? load_bits(got, e, size) : 0;
+        w[u] = e < end ? load_bits(want, e, size) : 0;
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const u64 e = i + u * T;
+        if (e < end) KLAB_TAKE(e, g[u], w[u]);
       }
     }
   }
+#undef KLAB_TAKE
 #if KLAB_VERIFY_MUTANT == 1
   fails = 0;
 #endif

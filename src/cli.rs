@@ -31,7 +31,13 @@ pub struct Cli {
     #[arg(long, global = true, env = "KLAB_PARANOID")]
     pub paranoid: bool,
     /// A wrong device checker (the mutation audit's)
-    #[arg(long, global = true, value_enum, hide = true)]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        hide = true,
+        env = "KLAB_CHECKER_MUTANT"
+    )]
     pub checker_mutant: Option<klab_core::verify::CheckerMutant>,
     #[command(subcommand)]
     pub command: Command,

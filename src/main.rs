@@ -203,6 +203,10 @@ fn set_verify_policy(cli: &cli::Cli) {
     if cli.paranoid {
         std::env::set_var("KLAB_PARANOID", "true");
     }
+    // The audit's wrong checker reaches the process that checks (a check's per-kernel child).
+    if let Some(v) = cli.checker_mutant.and_then(|m| m.to_possible_value()) {
+        std::env::set_var("KLAB_CHECKER_MUTANT", v.get_name());
+    }
     klab_core::verify::set_process_policy(klab_core::verify::VerifyPolicy {
         checker,
         paranoid: cli.paranoid,

@@ -403,7 +403,7 @@ fn device_verdicts(exe: &Path, dir: &Path, cases: &[Case]) -> Vec<rule::Verdict>
             ),
             None => "-".into(),
         };
-        let (blocks, chunk) = verify::grid(c.elements(), 3);
+        let (blocks, chunk) = verify::grid(c.elements(), c.map, 3);
         let check = DeviceCheck::<()> {
             got: &(),
             want: &(),

@@ -170,12 +170,20 @@ pub fn dtype_code(dt: Dtype) -> u64 {
     }
 }
 
-/// Blocks of the device checker's grid for `elements` (at most `max_blocks`), and the
-/// contiguous chunk of elements each owns.
-pub fn grid(elements: u64, max_blocks: u64) -> (u64, u64) {
+/// Blocks of the device checker's grid for `elements` under `map` (at most `max_blocks`),
+/// and the contiguous chunk of elements each owns: under the transpose map a whole number
+/// of bands of 16 output rows (the checker walks a band in 16 x 16 tiles).
+pub fn grid(elements: u64, map: ExpectMap, max_blocks: u64) -> (u64, u64) {
     let max_blocks = max_blocks.max(1);
-    // At least a tile of threads per block, so small outputs take few blocks.
-    let chunk = elements.div_ceil(max_blocks).max(u64::from(VERIFY_THREADS));
+    let chunk = match map {
+        ExpectMap::Transpose { rows, cols } if cols > 0 => {
+            let band_rows = rows.div_ceil(max_blocks).div_ceil(16).max(1) * 16;
+            band_rows * cols
+        }
+        // At least a tile of threads per block, so small outputs take few blocks.
+        _ => elements.div_ceil(max_blocks).max(u64::from(VERIFY_THREADS)),
+    };
+    let chunk = chunk.max(1);
     (elements.div_ceil(chunk).max(1), chunk)
 }
 
@@ -424,12 +432,26 @@ mod tests {
             (1 << 28, 1056),
             (12345, 1),
         ] {
-            let (blocks, chunk) = grid(n, max);
+            let (blocks, chunk) = grid(n, ExpectMap::Direct, max);
             assert!(blocks <= max.max(1));
             assert!(blocks * chunk >= n, "n = {n}");
             assert!(
                 n == 0 || (blocks - 1) * chunk < n,
                 "n = {n}: an empty block"
+            );
+        }
+        for (side, max) in [(1u64, 8), (33, 3), (4097, 3), (16384, 1056), (46341, 1056)] {
+            let map = ExpectMap::Transpose {
+                rows: side,
+                cols: side,
+            };
+            let n = side * side;
+            let (blocks, chunk) = grid(n, map, max);
+            assert!(blocks <= max, "side {side}");
+            assert_eq!(chunk % (16 * side), 0, "side {side}: whole bands");
+            assert!(
+                blocks * chunk >= n && (blocks - 1) * chunk < n,
+                "side {side}"
             );
         }
     }

@@ -386,7 +386,7 @@ impl Backend for CudaBackend {
             return Ok(None);
         };
         let (reduce, compact) = (c.reduce.clone(), c.compact.clone());
-        let (blocks, chunk) = verify::grid(check.elements, 8 * sms);
+        let (blocks, chunk) = verify::grid(check.elements, check.map, 8 * sms);
         let params = self.words_buffer(&check.words(chunk))?;
         let mut summary = self.alloc_bytes(8 * SUMMARY_WORDS)?;
         self.fill_bytes(&mut summary, 0)?;
