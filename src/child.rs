@@ -88,6 +88,15 @@ impl Argv {
 
 impl ChildCmd {
     /// The arguments after the program name. Parsing them gives back `self`.
+    /// [`ChildCmd::argv`] with global options right after the command's name, before its
+    /// own options and the positional `--` (after which they would be taken for names).
+    pub fn argv_with(&self, global: &[&str]) -> Vec<OsString> {
+        let mut argv = self.argv();
+        let at = 1.min(argv.len());
+        argv.splice(at..at, global.iter().map(OsString::from));
+        argv
+    }
+
     pub fn argv(&self) -> Vec<OsString> {
         let mut a = Argv::default();
         match self {
@@ -196,8 +205,7 @@ impl ChildCmd {
             quiet_prefix: Some(RESULT_TAG),
             ..RunOptions::new(timeout)
         };
-        let mut argv = self.argv();
-        argv.extend(global.iter().map(OsString::from));
+        let argv = self.argv_with(global);
         let captured = process::run(&exe, &argv, &opts)
             .with_context(|| format!("starting {}", exe.display()))?;
         let stdout = String::from_utf8_lossy(&captured.stdout).into_owned();
@@ -397,6 +405,34 @@ mod tests {
         assert!(finished(Some(0), None, false, None)
             .log_block()
             .ends_with("[exit 0]\n\n"));
+    }
+
+    /// Appended after the kernels they were taken for kernel names (`-- k --checker cpu`):
+    /// the audit's wrong checkers never ran and sanitized checks named a kernel `cpu`.
+    #[test]
+    fn global_options_are_options_of_the_child_not_kernel_names() {
+        let check = parsed(&["check", "padded"], |c| match c {
+            Command::Check(a) => Some(a),
+            _ => None,
+        });
+        let argv = ChildCmd::Check(check).argv_with(&[
+            "--checker",
+            "cpu",
+            "--checker-mutant",
+            "skips-last",
+        ]);
+        let mut full = vec![OsString::from("klab")];
+        full.extend(argv);
+        let cli = Cli::try_parse_from(full).unwrap();
+        assert_eq!(cli.checker, klab_core::verify::Checker::Cpu);
+        assert_eq!(
+            cli.checker_mutant,
+            Some(klab_core::verify::CheckerMutant::SkipsLast)
+        );
+        let Command::Check(a) = cli.into_command() else {
+            panic!("not a check")
+        };
+        assert_eq!(a.kernels, ["padded"]);
     }
 
     #[test]

@@ -78,9 +78,7 @@ fn import(path: &Path, tool: Tool) -> anyhow::Result<ExitCode> {
 /// The argument vector of the check a sanitizer runs: its outputs are judged on the CPU, so
 /// that the tools see only the kernel's own launches, never klab's device checker.
 pub fn sanitized_check(args: CheckArgs) -> Vec<std::ffi::OsString> {
-    let mut argv = ChildCmd::Check(args).argv();
-    argv.extend(["--checker".into(), "cpu".into()]);
-    argv
+    ChildCmd::Check(args).argv_with(&["--checker", "cpu"])
 }
 
 pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
