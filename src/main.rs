@@ -151,6 +151,28 @@ fn one_line(s: &str) -> String {
     }
 }
 
+/// The verification policy for this process and, through the environment, for every klab
+/// process it starts (a block, a sanitized check).
+fn set_verify_policy(cli: &cli::Cli) {
+    use clap::ValueEnum;
+    let checker = cli.checker;
+    if let Some(v) = checker.to_possible_value() {
+        std::env::set_var("KLAB_CHECKER", v.get_name());
+    }
+    if cli.paranoid {
+        std::env::set_var("KLAB_PARANOID", "true");
+    }
+    // The audit's wrong checker reaches the process that checks (a check's per-kernel child).
+    if let Some(v) = cli.checker_mutant.and_then(|m| m.to_possible_value()) {
+        std::env::set_var("KLAB_CHECKER_MUTANT", v.get_name());
+    }
+    klab_core::verify::set_process_policy(klab_core::verify::VerifyPolicy {
+        checker,
+        paranoid: cli.paranoid,
+        mutant: cli.checker_mutant,
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,26 +212,4 @@ mod tests {
             "the run: writing x: File exists (os error 17)"
         );
     }
-}
-
-/// The verification policy for this process and, through the environment, for every klab
-/// process it starts (a block, a sanitized check).
-fn set_verify_policy(cli: &cli::Cli) {
-    use clap::ValueEnum;
-    let checker = cli.checker;
-    if let Some(v) = checker.to_possible_value() {
-        std::env::set_var("KLAB_CHECKER", v.get_name());
-    }
-    if cli.paranoid {
-        std::env::set_var("KLAB_PARANOID", "true");
-    }
-    // The audit's wrong checker reaches the process that checks (a check's per-kernel child).
-    if let Some(v) = cli.checker_mutant.and_then(|m| m.to_possible_value()) {
-        std::env::set_var("KLAB_CHECKER_MUTANT", v.get_name());
-    }
-    klab_core::verify::set_process_policy(klab_core::verify::VerifyPolicy {
-        checker,
-        paranoid: cli.paranoid,
-        mutant: cli.checker_mutant,
-    });
 }
