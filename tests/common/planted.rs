@@ -6,6 +6,22 @@ use klab_core::inputs::{Generator, Pattern};
 use klab_core::rule::{self, Comparison, NanRule, Rule};
 use klab_core::verify::ExpectMap;
 
+/// Every dtype klab compares, the float ones first.
+pub const DTYPES: [Dtype; 12] = [
+    Dtype::F32,
+    Dtype::F16,
+    Dtype::Bf16,
+    Dtype::F64,
+    Dtype::I32,
+    Dtype::U8,
+    Dtype::I8,
+    Dtype::U16,
+    Dtype::I16,
+    Dtype::U32,
+    Dtype::I64,
+    Dtype::U64,
+];
+
 /// One output to judge: the kernel's bytes, the expected buffer (mapped by `map`), and the
 /// magnitudes for scaled-sum.
 pub struct Case {
@@ -215,20 +231,7 @@ pub fn ladder_cases(mut judge: impl FnMut(Vec<Case>)) {
     sizes.extend(ladder("reduce_guarded"));
     sizes.sort_unstable();
     sizes.dedup();
-    let dtypes = [
-        Dtype::F32,
-        Dtype::F16,
-        Dtype::Bf16,
-        Dtype::F64,
-        Dtype::I32,
-        Dtype::U8,
-        Dtype::I8,
-        Dtype::U16,
-        Dtype::I16,
-        Dtype::U32,
-        Dtype::I64,
-        Dtype::U64,
-    ];
+    let dtypes = DTYPES;
     let full = [0u64, 1, 257, 611, 16_483];
     let mut cases = Vec::new();
     for (s, &n) in sizes.iter().enumerate() {
@@ -269,20 +272,7 @@ pub fn ladder_cases(mut judge: impl FnMut(Vec<Case>)) {
 /// one past a chunk of 2^20 elements), and the transpose lab's f32 input at N = 4096 (exact
 /// integers) and 4097 (distinct patterns with their patches, also rotated as a second input).
 pub fn generators() -> Vec<Generator> {
-    let dtypes = [
-        Dtype::F32,
-        Dtype::F16,
-        Dtype::Bf16,
-        Dtype::F64,
-        Dtype::I32,
-        Dtype::U8,
-        Dtype::I8,
-        Dtype::U16,
-        Dtype::I16,
-        Dtype::U32,
-        Dtype::I64,
-        Dtype::U64,
-    ];
+    let dtypes = DTYPES;
     let mut v = Vec::new();
     for dt in dtypes {
         for (lo, hi) in [(-1.0, 1.0), (-300.0, 1e6), (0.0, 200.0)] {

@@ -930,23 +930,7 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
     }
 
     fn check(decl: &str, host: HostBackend, sizes: Option<Vec<u64>>) -> CheckReport {
-        let (_, d) = resolve(decl).unwrap();
-        let mut b = host;
-        let k = b.kernel(&d.entry).unwrap();
-        let oracle = crate::ops::contract::BuiltinReference::for_op(&d.op).unwrap();
-        run(
-            &mut b,
-            &d,
-            &k,
-            std::rc::Rc::new(oracle),
-            &CheckOptions {
-                seed: 1,
-                sizes,
-                quick: false,
-            },
-            &mut |_| {},
-        )
-        .unwrap()
+        check_with(decl, host, sizes).0.unwrap()
     }
 
     #[test]
