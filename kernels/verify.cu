@@ -78,6 +78,10 @@ typedef long long i64;
 #define NAN_FAILS 2
 
 #define VERIFY_THREADS 256
+// The transpose map's tile: 16 output rows (a band's granule: crates/klab-core/src/verify.rs
+// grid) by 64 output columns.
+#define TILE_ROWS 16
+#define TILE_COLS 64
 
 __device__ __forceinline__ int dt_size(int dt) {
   switch (dt) {
@@ -230,6 +234,19 @@ __device__ __forceinline__ Judged judge(const u64* p, u64 g, u64 w, double magni
   return j;
 }
 
+// Identical bits pass under every rule with zero error, so they leave the maxima alone:
+// the common case of a correct output costs a compare. Not a NaN under NAN_FAILS (which
+// fails), and not scaled-sum (whose bound the magnitude sets, and a NaN magnitude fails).
+__device__ __forceinline__ bool identical_pass(const u64* p, u64 g, u64 w) {
+  if (g != w || (int)p[VP_RULE] == RULE_SCALED) return false;
+  const int dt = (int)p[VP_DTYPE];
+  return !(dt_float(dt) && (int)p[VP_NAN] == NAN_FAILS && is_nan_bits(dt, g));
+}
+
+__device__ __forceinline__ bool passes(const u64* p, u64 g, u64 w, double magnitude) {
+  return identical_pass(p, g, w) || judge(p, g, w, magnitude).pass;
+}
+
 // Walks element indices [start, end) of a block's chunk, `step` apart, with the index of
 // the expected value under the map kept incrementally (no 64-bit division per element).
 struct Cursor {
@@ -289,6 +306,7 @@ extern "C" __global__ void klab_verify_reduce(const void* got, const void* want,
   // One element into the running reductions.
 #define KLAB_TAKE(i, g, w)                                                   \
   do {                                                                       \
+    if (identical_pass(p, g, w)) break;                                      \
     const Judged j = judge(p, g, w, magnitude ? magnitude[i] : 0.0);         \
     if (j.has_error) {                                                       \
       max_abs = fmax(max_abs, j.abs);                                        \
@@ -302,24 +320,40 @@ extern "C" __global__ void klab_verify_reduce(const void* got, const void* want,
     }                                                                        \
   } while (0)
   if (p[VP_MAP] == 1) {
-    // Through the transpose map: the chunk is a band of whole output rows, walked in 16 x 16
-    // tiles with the row fastest across threads, so that the expected values (a column of
-    // the output is a row of the input) are read contiguously and the output's sectors are
-    // shared by the tile's threads.
+    // Through the transpose map: the chunk is a band of whole output rows, walked in tiles
+    // of 16 output rows x 64 output columns. The tile's expected values (a column of the
+    // output is a row of the input) are read contiguously into shared memory, then the
+    // output is read contiguously along its rows against them.
+    __shared__ u64 s_want[TILE_COLS][TILE_ROWS + 1];
     const u64 cols = p[VP_COLS], rows = p[VP_ROWS];
-    const u64 tr = threadIdx.x % 16, tc = threadIdx.x / 16;
     const u64 r_first = start / cols;
     const u64 r_end = (end + cols - 1) / cols;
-    for (u64 r0 = r_first; r0 < r_end; r0 += 16) {
-      const u64 r = r0 + tr;
-      for (u64 c0 = 0; c0 < cols; c0 += blockDim.x / 16) {
-        const u64 c = c0 + tc;
-        const u64 i = r * cols + c;
-        if (r < rows && c < cols && i >= start && i < end) {
-          const u64 g = load_bits(got, i, size);
-          const u64 w = load_bits(want, c * rows + r, size);
-          KLAB_TAKE(i, g, w);
+    const int t = threadIdx.x;
+    for (u64 r0 = r_first; r0 < r_end; r0 += TILE_ROWS) {
+      for (u64 c0 = 0; c0 < cols; c0 += TILE_COLS) {
+        // Expected values: output (r, c) is input (c, r), contiguous in r.
+#pragma unroll
+        for (int k = 0; k < TILE_ROWS * TILE_COLS / VERIFY_THREADS; ++k) {
+          const int e = t + k * VERIFY_THREADS;
+          const u64 r = r0 + e % TILE_ROWS, c = c0 + e / TILE_ROWS;
+          if (r < rows && c < cols) {
+            s_want[e / TILE_ROWS][e % TILE_ROWS] = load_bits(want, c * rows + r, size);
+          }
         }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < TILE_ROWS * TILE_COLS / VERIFY_THREADS; ++k) {
+          const int e = t + k * VERIFY_THREADS;
+          const u64 r = r0 + e / TILE_COLS, c = c0 + e % TILE_COLS;
+          const u64 i = r * cols + c;
+          if (r < rows && c < cols && i >= start && i < end) {
+            const u64 g = load_bits(got, i, size);
+            const u64 w = s_want[e % TILE_COLS][e / TILE_COLS];
+            KLAB_TAKE(i, g, w);
+          }
+        }
+        // The next tile overwrites s_want.
+        __syncthreads();
       }
     }
   } else {
@@ -400,7 +434,7 @@ extern "C" __global__ void klab_verify_compact(const void* got, const void* want
       const Cursor k = cursor_at(p, i);
       g = load_bits(got, i, size);
       w = load_bits(want, want_index(p, k), size);
-      flag = judge(p, g, w, magnitude ? magnitude[i] : 0.0).pass ? 0u : 1u;
+      flag = passes(p, g, w, magnitude ? magnitude[i] : 0.0) ? 0u : 1u;
     }
     // A tile without failures needs no scan (one barrier, which also orders this tile's
     // use of s_scan after the previous tile's).

@@ -111,6 +111,7 @@ impl Children {
                 tools,
                 sanitizer: Some(sanitizer),
                 timeout,
+                jobs: None,
                 out: Some(out),
                 device,
             }),

@@ -366,11 +366,18 @@ fn profile_one(
         bail!("ncu wrote no report {report_rel}; see {log_rel}");
     }
 
-    // Import: raw page (every metric) and details page (sections as ncu shows them).
+    // Import: raw page (every metric) and details page (sections as ncu shows them), two
+    // ncu processes at once (neither touches the GPU).
     let raw_rel = format!("{stem}.raw.csv");
-    let raw = import(ncu_bin, &dir.join(&report_rel), Page::Raw, args.timeout)?;
+    let report = dir.join(&report_rel);
+    let (raw, details) = std::thread::scope(|s| {
+        let details = s.spawn(|| import(ncu_bin, &report, Page::Details, args.timeout));
+        let raw = import(ncu_bin, &report, Page::Raw, args.timeout);
+        (raw, details.join().expect("the import thread panicked"))
+    });
+    let raw = raw?;
     write_atomic(&dir.join(&raw_rel), raw.as_bytes())?;
-    if let Ok(details) = import(ncu_bin, &dir.join(&report_rel), Page::Details, args.timeout) {
+    if let Ok(details) = details {
         write_atomic(&dir.join(format!("{stem}.details.csv")), details.as_bytes())?;
     }
     let parsed = ncu::parse_raw(&raw).with_context(|| format!("reading {raw_rel}"))?;

@@ -1,6 +1,6 @@
-//! `klab sanitize <kernel>...`: the Compute Sanitizer gate. Each tool runs once per kernel,
-//! as an argument vector (no shell), over `klab check <kernel> --in-process` at a ragged
-//! and a full-tile size; each report is parsed into findings and classified (clean, errors
+//! `klab sanitize <kernel>...`: the Compute Sanitizer gate. Each tool runs once per kernel
+//! (up to `--jobs` runs at once), as an argument vector (no shell), over `klab check
+//! <kernel> --in-process` at a ragged and a full-tile size; each report is parsed into findings and classified (clean, errors
 //! found, the application failed, the tool could not run). Accepted kernels must be clean
 //! under every tool; known-broken kernels are expected failures.
 //! `klab sanitize --import REPORT --tool T` skips the run and gives a saved report to the
@@ -24,6 +24,15 @@ pub fn find_sanitizer(given: Option<&Path>) -> anyhow::Result<PathBuf> {
     crate::cmd::given_tool("--sanitizer", given)?;
     sanitizer::locate(given)
         .context("compute-sanitizer not found (put it on PATH or pass --sanitizer PATH)")
+}
+
+/// Sanitizer runs at once when `--jobs` is not given: half the cores, at most 4 (each run
+/// is a compute-sanitizer process that instruments the kernel on the host).
+fn default_jobs() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get() / 2)
+        .unwrap_or(1)
+        .clamp(1, 4)
 }
 
 /// A ragged and a full-tile size for a kernel's launch (its one size variable's chunk).
@@ -95,48 +104,73 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
     let dir = measure::output_dir(args.out.as_deref(), "sanitize")?;
     let exe = std::env::current_exe().context("locating the klab binary")?;
     let opts = Options::default();
+    // Every (kernel, tool) run at once up to --jobs: each is its own process under its own
+    // watchdog, and none is timed, so they may share the GPU. Each report is written as its
+    // run ends; the lines below come in kernel and tool order.
+    let targets: Vec<_> = kernels
+        .iter()
+        .map(|k| sanitize_target(k, args.device))
+        .collect();
+    let pairs: Vec<(usize, Tool)> = (0..kernels.len())
+        .flat_map(|k| tools.iter().map(move |&t| (k, t)))
+        .collect();
+    let jobs = args.jobs.unwrap_or_else(default_jobs);
+    let finished = std::sync::atomic::AtomicUsize::new(0);
+    let records = klab_core::par::map_jobs(jobs, &pairs, |&(k, tool)| {
+        let rec = sanitizer::run(
+            tool,
+            &opts,
+            &exe,
+            &sanitized_check(targets[k].0.clone()),
+            &sanitizer,
+            Duration::from_secs(args.timeout),
+        )?;
+        let name = format!("{}-{}.txt", kernels[k].name(), tool.as_str());
+        let text = format!(
+            "$ {}\n{}\nexit={}\n",
+            rec.argv.join(" "),
+            rec.output,
+            rec.exit_status
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "signal".into())
+        );
+        write_atomic(&dir.join(&name), text.as_bytes())?;
+        let done = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        eprintln!(
+            "klab sanitize: {} {} finished ({done}/{})",
+            kernels[k].name(),
+            tool.as_str(),
+            pairs.len()
+        );
+        anyhow::Ok(rec)
+    });
+    let mut records = records.into_iter();
     let mut all = Vec::new();
     let (mut failed, mut tool_broke) = (false, false);
-    for k in &kernels {
-        let (check_args, sizes, at) = sanitize_target(k, args.device);
-        let target = sanitized_check(check_args);
+    for (k, (_, sizes, at)) in kernels.iter().zip(targets) {
         let mut runs = Vec::new();
         let mut hung = false;
-        for &tool in &tools {
-            let rec = sanitizer::run(
-                tool,
-                &opts,
-                &exe,
-                &target,
-                &sanitizer,
-                Duration::from_secs(args.timeout),
-            )?;
-            let name = format!("{}-{}.txt", k.name(), tool.as_str());
-            let text = format!(
-                "$ {}\n{}\nexit={}\n",
-                rec.argv.join(" "),
-                rec.output,
-                rec.exit_status
-                    .map(|s| s.to_string())
-                    .unwrap_or_else(|| "signal".into())
-            );
-            write_atomic(&dir.join(&name), text.as_bytes())?;
+        for _ in &tools {
+            let rec = records.next().expect("one record per kernel and tool")?;
             if rec.timed_out {
-                // The kernel hung under the tool: that kernel's failure, not the tool's. The
-                // other tools would hang the same way; the other kernels still run.
+                // The kernel hung under the tool: that kernel's failure, not the tool's.
                 println!(
-                    "{} {}: FAIL: hung: killed by the watchdog after {} s; the remaining tools were not run",
+                    "{} {}: FAIL: hung: killed by the watchdog after {} s",
                     k.name(),
-                    tool.as_str(),
+                    rec.tool.as_str(),
                     args.timeout
                 );
                 hung = true;
-                runs.push(rec);
-                break;
-            }
-            println!("{} {}: {}", k.name(), tool.as_str(), rec.report.describe());
-            if let Outcome::ToolFailed { .. } = rec.report.outcome {
-                tool_broke = true;
+            } else {
+                println!(
+                    "{} {}: {}",
+                    k.name(),
+                    rec.tool.as_str(),
+                    rec.report.describe()
+                );
+                if let Outcome::ToolFailed { .. } = rec.report.outcome {
+                    tool_broke = true;
+                }
             }
             runs.push(rec);
         }
@@ -171,9 +205,11 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
             ),
             (None, false) if hung => format!(
                 "FAIL: hung under {}",
-                runs.last()
+                runs.iter()
+                    .filter(|r| r.timed_out)
                     .map(|r| r.tool.as_str())
-                    .unwrap_or("the sanitizer")
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             (None, false) => {
                 failed = true;

@@ -95,9 +95,68 @@ where
     })
 }
 
+/// `f(item)` for every item on at most `jobs` threads, each taking the next item not yet
+/// started; the results in the items' order. For independent slow tasks (a child process
+/// each), where `map_ranges`' equal split would leave threads idle.
+pub fn map_jobs<T, R, F>(jobs: usize, items: &[T], f: F) -> Vec<R>
+where
+    T: Sync,
+    R: Send,
+    F: Fn(&T) -> R + Sync,
+{
+    let jobs = jobs.clamp(1, items.len().max(1));
+    if jobs == 1 {
+        return items.iter().map(&f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, R)> = thread::scope(|s| {
+        let handles: Vec<_> = (0..jobs)
+            .map(|_| {
+                let (f, next) = (&f, &next);
+                s.spawn(move || {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else {
+                            return mine;
+                        };
+                        mine.push((i, f(item)));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a job thread panicked"))
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jobs_run_at_once_and_come_back_in_order() {
+        let items: Vec<u64> = (0..12).collect();
+        let running = std::sync::atomic::AtomicUsize::new(0);
+        let most = std::sync::atomic::AtomicUsize::new(0);
+        let out = map_jobs(4, &items, |&i| {
+            use std::sync::atomic::Ordering::SeqCst;
+            let now = running.fetch_add(1, SeqCst) + 1;
+            most.fetch_max(now, SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            running.fetch_sub(1, SeqCst);
+            i * 10
+        });
+        assert_eq!(out, items.iter().map(|i| i * 10).collect::<Vec<_>>());
+        let most = most.load(std::sync::atomic::Ordering::SeqCst);
+        assert!((2..=4).contains(&most), "{most} jobs at once");
+        assert_eq!(map_jobs(1, &items, |&i| i), items);
+        assert!(map_jobs(3, &[] as &[u64], |&i| i).is_empty());
+    }
 
     #[test]
     fn every_chunk_is_visited_once_with_its_index() {

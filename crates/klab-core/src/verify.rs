@@ -172,7 +172,7 @@ pub fn dtype_code(dt: Dtype) -> u64 {
 
 /// Blocks of the device checker's grid for `elements` under `map` (at most `max_blocks`),
 /// and the contiguous chunk of elements each owns: under the transpose map a whole number
-/// of bands of 16 output rows (the checker walks a band in 16 x 16 tiles).
+/// of bands of 16 output rows (the checker walks a band in tiles of 16 rows by 64 columns).
 pub fn grid(elements: u64, map: ExpectMap, max_blocks: u64) -> (u64, u64) {
     let max_blocks = max_blocks.max(1);
     let chunk = match map {

@@ -86,6 +86,9 @@ pub struct CudaBackend {
     policy: klab_core::verify::VerifyPolicy,
     /// klab's device checker, loaded on first use (Err: unavailable, said once).
     checker: Option<Result<crate::checker::CheckerModule, String>>,
+    /// The checker's parameters, summary and per-block counts, allocated on its first use
+    /// and reused: a check is one upload, its launches and one download.
+    check_scratch: Option<DeviceBuffer>,
 }
 
 fn backend_err(e: CudaError) -> BackendError {
@@ -146,6 +149,7 @@ impl CudaBackend {
             cublas: None,
             policy: klab_core::verify::process_policy(),
             checker: None,
+            check_scratch: None,
         })
     }
 
@@ -226,9 +230,25 @@ impl CudaBackend {
         Ok(d)
     }
 
-    fn read_words(&mut self, src: &DeviceBuffer) -> Result<Vec<u64>, BackendError> {
-        let mut bytes = vec![0u8; src.bytes];
-        self.download_bytes(src, &mut bytes)?;
+    /// `src` into device memory at `dst`, synchronised.
+    fn copy_to(&mut self, dst: CUdeviceptr, src: &[u8], what: &str) -> Result<(), BackendError> {
+        // SAFETY: callers pass a pointer into a live buffer with room for `src`; the stream
+        // is synchronised before `src` can go away.
+        let r = unsafe { result::memcpy_htod_async(dst, src, self.stream.cu_stream()) };
+        self.check(r.map_err(|e| e.0), what)?;
+        self.synchronize()
+    }
+
+    /// The device checker's summary words at `src` (after its launches, in stream order).
+    fn summary_words(&mut self, src: CUdeviceptr) -> Result<Vec<u64>, BackendError> {
+        let mut bytes = vec![0u8; 8 * klab_core::verify::SUMMARY_WORDS];
+        // SAFETY: `src` points at the summary inside the live scratch buffer.
+        let r = unsafe { result::memcpy_dtoh_async(&mut bytes, src, self.stream.cu_stream()) };
+        self.check(
+            r.map_err(|e| e.0),
+            "copying the checker's summary to the host",
+        )?;
+        self.synchronize()?;
         Ok(bytes
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
@@ -386,26 +406,45 @@ impl Backend for CudaBackend {
             return Ok(None);
         };
         let (reduce, compact) = (c.reduce.clone(), c.compact.clone());
-        let (blocks, chunk) = verify::grid(check.elements, check.map, 8 * sms);
-        let params = self.words_buffer(&check.words(chunk))?;
-        let mut summary = self.alloc_bytes(8 * SUMMARY_WORDS)?;
-        self.fill_bytes(&mut summary, 0)?;
-        let counts = self.alloc_bytes(8 * blocks as usize)?;
+        let max_blocks = 8 * sms;
+        let (blocks, chunk) = verify::grid(check.elements, check.map, max_blocks);
+        // Scratch: [parameters | summary | per-block counts]; the parameters and a zeroed
+        // summary go up in one copy (reduce writes every block's count).
+        let mut head = check.words(chunk);
+        let param_words = head.len();
+        head.extend(std::iter::repeat_n(0, SUMMARY_WORDS));
+        let scratch_bytes = 8 * (head.len() + max_blocks as usize);
+        if self
+            .check_scratch
+            .as_ref()
+            .is_none_or(|s| s.bytes < scratch_bytes)
+        {
+            self.check_scratch = Some(self.alloc_bytes(scratch_bytes)?);
+        }
+        let base = self.check_scratch.as_ref().expect("allocated above").ptr;
+        let bytes: Vec<u8> = head.iter().flat_map(|w| w.to_le_bytes()).collect();
+        self.copy_to(
+            base,
+            &bytes,
+            "copying the checker's parameters to the device",
+        )?;
+        let (params, summary) = (base, base + 8 * param_words as u64);
+        let counts = summary + 8 * SUMMARY_WORDS as u64;
         let magnitude = check.magnitude.map(|m| m.ptr).unwrap_or(0);
         let words = [
             check.got.ptr,
             check.want.ptr,
             magnitude,
-            params.ptr,
-            summary.ptr,
-            counts.ptr,
+            params,
+            summary,
+            counts,
         ];
         let what = "running klab's device checker";
         self.launch_words(&reduce, blocks as u32, VERIFY_THREADS, &words, what)?;
-        let mut out = self.read_words(&summary)?;
+        let mut out = self.summary_words(summary)?;
         if out[0] > 0 {
             self.launch_words(&compact, blocks as u32, VERIFY_THREADS, &words, what)?;
-            out = self.read_words(&summary)?;
+            out = self.summary_words(summary)?;
         }
         Ok(Some(DeviceSummary::from_words(&out)))
     }
