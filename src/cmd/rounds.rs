@@ -317,12 +317,21 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
     }
     bar.finish_and_clear();
     // Where the time went, over every block: what the command costs beyond the kernels.
-    eprintln!(
-        "klab rounds: {} blocks in {wall_total:.1} s: {}, other (process start, receipts) {:.2} s",
-        rows.len(),
-        totals.describe(),
-        (wall_total - totals.total_s()).max(0.0)
-    );
+    let mut checkers: Vec<&str> = Vec::new();
+    for r in rows.iter().filter_map(|r| r.receipt.as_ref()) {
+        for p in &r.measurement.phases {
+            if !checkers.contains(&p.checker.as_str()) {
+                checkers.push(&p.checker);
+            }
+        }
+    }
+    totals.checker = checkers.join("; ");
+    let time = klab_core::schema::RoundsTime {
+        wall_s: wall_total,
+        other_s: (wall_total - totals.total_s()).max(0.0),
+        phases: totals,
+    };
+    eprintln!("klab rounds: {}", time.describe(rows.len() as u64));
     write_atomic(&dir.join("phases.csv"), phases_csv.as_bytes())?;
     write_atomic(&dir.join("rounds.log"), log.as_bytes())?;
     let records: Vec<RoundsBlock> = rows.iter().map(block_record).collect();
@@ -546,6 +555,7 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             gb_s: c.1,
         }),
         theoretical_peak_gb_s: peak,
+        time: Some(time),
     };
     write_atomic(
         &dir.join("summary.json"),

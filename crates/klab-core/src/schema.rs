@@ -211,6 +211,32 @@ pub struct RoundsSummary {
     /// 2 x memory clock x bus width of the device, GB/s.
     #[serde(default)]
     pub theoretical_peak_gb_s: Option<f64>,
+    /// Where the blocks' time went: every block's wall seconds, and the phases of those
+    /// that wrote a receipt.
+    #[serde(default)]
+    pub time: Option<RoundsTime>,
+}
+
+/// The rounds' time: the blocks' wall seconds as the parent saw them, their phases summed
+/// (`checker`: the distinct checkers, `; `-joined), and the rest (process start, context
+/// teardown, receipts).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundsTime {
+    pub wall_s: f64,
+    pub phases: crate::timing::Phases,
+    pub other_s: f64,
+}
+
+impl RoundsTime {
+    /// `40.1 s over 40 blocks: setup 6.00 s, ..., other 5.33 s`.
+    pub fn describe(&self, blocks: u64) -> String {
+        format!(
+            "{:.1} s over {blocks} blocks: {}, other (process start, receipts) {:.2} s",
+            self.wall_s,
+            self.phases.describe(),
+            self.other_s
+        )
+    }
 }
 
 /// The ceiling of a `klab rounds` summary.
@@ -413,9 +439,28 @@ mod tests {
                 gb_s: 4100.0,
             }),
             theoretical_peak_gb_s: Some(4814.3),
+            time: Some(RoundsTime {
+                wall_s: 12.5,
+                phases: crate::timing::Phases {
+                    setup_s: 3.0,
+                    compile_s: 0.5,
+                    inputs_s: 0.25,
+                    validations_s: 1.0,
+                    timed_s: 2.0,
+                    checker: "device checker".into(),
+                },
+                other_s: 5.75,
+            }),
         };
         let back: RoundsSummary =
             serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
+        assert_eq!(
+            s.time.unwrap().describe(20),
+            "12.5 s over 20 blocks: setup 3.00 s, compile 0.50 s, inputs 0.25 s, validations 1.00 s, timed 2.00 s, other (process start, receipts) 5.75 s"
+        );
+        // A summary written before the time breakdown still reads.
+        let old: RoundsSummary = serde_json::from_str(r#"{"baseline": "naive"}"#).unwrap();
+        assert_eq!(old.time, None);
     }
 }

@@ -367,9 +367,10 @@ fn rounds_into(
         Some(0) => lab.step(
             Status::Ran,
             format!(
-                "klab rounds {} --baseline {baseline} --n {n}: {}; ratios against {baseline} in {rel}/summary.txt",
+                "klab rounds {} --baseline {baseline} --n {n}: {}; ratios against {baseline} in {rel}/summary.txt{}",
                 kernels.join(" "),
-                rates_line(&dir)
+                rates_line(&dir),
+                time_line(&dir)
             ),
             a,
         ),
@@ -383,11 +384,23 @@ fn rounds_into(
     Ok(read_text(&dir.join("summary.txt"), Input::ARTIFACT).unwrap_or_default())
 }
 
-/// Each kernel's median rate and share of the ceiling, from a rounds folder's summary.json.
-fn rates_line(dir: &Path) -> String {
-    let rates: Vec<String> = read_regular(&dir.join("summary.json"), Input::ARTIFACT)
+/// A rounds folder's summary.json, if it reads.
+fn rounds_summary(dir: &Path) -> Option<RoundsSummary> {
+    read_regular(&dir.join("summary.json"), Input::ARTIFACT)
         .ok()
         .and_then(|b| serde_json::from_slice::<RoundsSummary>(&b).ok())
+}
+
+/// Where a rounds folder's time went (`; time: ...`), when its summary says.
+fn time_line(dir: &Path) -> String {
+    rounds_summary(dir)
+        .and_then(|s| Some(format!("; time: {}", s.time?.describe(s.blocks?))))
+        .unwrap_or_default()
+}
+
+/// Each kernel's median rate and share of the ceiling, from a rounds folder's summary.json.
+fn rates_line(dir: &Path) -> String {
+    let rates: Vec<String> = rounds_summary(dir)
         .map(|s| s.rates)
         .unwrap_or_default()
         .iter()

@@ -400,6 +400,7 @@ mod tests {
             rates,
             ceiling: None,
             theoretical_peak_gb_s: None,
+            time: None,
         }
     }
 
