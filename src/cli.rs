@@ -60,6 +60,7 @@ impl Cli {
             Command::Sanitize(a) => a.device = d,
             Command::Audit(a) => a.device = d,
             Command::Profile(a) => a.device = d,
+            Command::Sweep(a) => a.device = d,
             Command::Model(_)
             | Command::Kernels(_)
             | Command::Compare(_)
@@ -90,6 +91,8 @@ pub enum Command {
     Triad(TriadArgs),
     /// Alternating rounds (ABBA), each block in its own process, with round-level ratios
     Rounds(RoundsArgs),
+    /// Kernels over axes of sizes and cache regimes: every point checked, timed, receipted
+    Sweep(SweepArgs),
     /// Re-check two receipts and their artifacts, then print the speedup
     Compare(CompareArgs),
     /// Re-check one receipt on its own; sign it or verify its signature (ssh-keygen -Y)
@@ -578,6 +581,84 @@ pub struct RoundsArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    after_help = "Every point of the axes' product is a group: each kernel is checked at that \
+shape (`klab check --sizes N`), then the kernels that passed are timed there in the point's \
+regime (`klab bench` each, or with --rounds R one `klab rounds` of them all, whose ratios \
+against --baseline come with a round-level interval), each with its receipt. A point whose \
+gate fails is recorded as failed and the sweep goes on. The folder holds sweep-plan.json \
+(written first), tasks/G/ per group (its group.json, receipts and logs), sweep.csv and \
+sweep.json, and report/ (a page with plots of GB/s and speedup against size). \
+--devices runs groups on several GPUs at once, one group at a time per GPU. --slurm writes a \
+job array (sweep.sbatch, one task per group) and submits it with sbatch (--dry-run: only \
+print it); `klab sweep collect DIR` then re-checks every receipt and builds the table and \
+report, listing tasks that failed or never ran. Exit 0 when every point passed, 2 when a \
+point failed a gate, 1 when a point could not run or a task left no record."
+)]
+pub struct SweepArgs {
+    #[command(subcommand)]
+    pub command: Option<SweepCommand>,
+    /// Kernels (built-in names, globs or manifest paths)
+    #[arg(required_unless_present = "file")]
+    pub kernels: Vec<String>,
+    /// An axis: n=1024:16384:x2 (xK multiplies, +K adds), n=4097,8193, or
+    /// regime=same-buffer,l2-flushed; several axes give their product
+    #[arg(long = "axis", value_name = "NAME=VALUES", conflicts_with = "file")]
+    pub axes: Vec<klab_core::sweep::Axis>,
+    /// A TOML sweep file (kernels, baseline, rounds, timing and [axes]) instead of the
+    /// kernels and --axis
+    #[arg(long, conflicts_with_all = ["kernels", "baseline", "rounds"])]
+    pub file: Option<PathBuf>,
+    /// The kernel the others are compared with at each point
+    #[arg(long)]
+    pub baseline: Option<String>,
+    /// Rounds per point (the kernels alternate ABBA); 0: one bench per kernel and point
+    #[arg(long, default_value_t = 0)]
+    pub rounds: u32,
+    #[command(flatten)]
+    pub timing: TimingArgs,
+    /// GPUs to spread the points over: all, or CUDA ordinals such as 0,1,3
+    #[arg(long, conflicts_with = "slurm")]
+    pub devices: Option<klab_core::sweep::DeviceList>,
+    /// Write a SLURM job array (one task per point) and submit it with sbatch
+    #[arg(long)]
+    pub slurm: bool,
+    /// The SLURM partition
+    #[arg(long, requires = "slurm")]
+    pub partition: Option<String>,
+    /// Each task's --gres (none: leave it out)
+    #[arg(long, requires = "slurm", default_value = "gpu:1")]
+    pub gres: String,
+    /// Write the job array and print it; submit nothing
+    #[arg(long, requires = "slurm")]
+    pub dry_run: bool,
+    /// Output folder (must not exist or be empty) [default: artifacts/sweep/run-NN]
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Watchdog per check and per timed block, seconds
+    #[arg(long, default_value_t = 900, value_parser = at_least_one::<u64>)]
+    pub timeout: u64,
+    /// The CUDA device: filled from the global `--device`
+    #[arg(skip)]
+    pub device: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Subcommand)]
+pub enum SweepCommand {
+    /// Merge a sweep folder's task records into its table and report, re-checking every
+    /// receipt and listing the tasks that failed or never ran
+    Collect {
+        /// The sweep folder
+        dir: PathBuf,
+    },
+    /// Run one group of a planned sweep (what each SLURM array task does)
+    #[command(hide = true)]
+    Task { dir: PathBuf, group: u32 },
 }
 
 /// The bootstrap's default seed ("klab").

@@ -126,6 +126,8 @@ fn help_is_stable() {
         ("init_help", &["init", "--help"][..]),
         ("sanitize_help", &["sanitize", "--help"][..]),
         ("profile_help", &["profile", "--help"][..]),
+        ("sweep_help", &["sweep", "--help"][..]),
+        ("sweep_collect_help", &["sweep", "collect", "--help"][..]),
     ] {
         let out = klab()
             .args(args)

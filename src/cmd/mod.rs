@@ -17,6 +17,7 @@ mod reduce_lab;
 mod report;
 mod rounds;
 mod sanitize;
+mod sweep;
 pub mod trace;
 mod transpose;
 mod triad;
@@ -50,6 +51,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Check(a) => check::run(a),
         Command::ReduceLab(a) => reduce_lab::run(a),
         Command::Sanitize(a) => sanitize::run(a),
+        Command::Sweep(a) => sweep::run(a),
         Command::Audit(a) => audit::run(a),
         Command::Profile(a) => profile::run(a),
         Command::Trace(a) => trace::run(a),

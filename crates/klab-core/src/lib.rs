@@ -39,6 +39,7 @@ pub mod samples;
 pub mod sanitize;
 pub mod schema;
 pub mod stats;
+pub mod sweep;
 pub mod text;
 pub mod timing;
 pub mod variant;

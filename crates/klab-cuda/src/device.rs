@@ -26,6 +26,13 @@ impl Device {
         Ok(Device { ctx, facts })
     }
 
+    /// How many CUDA devices the driver reports (none: an error saying why).
+    pub fn count() -> Result<u32, CudaError> {
+        Device::check(0)?;
+        let count = result::device::get_count().ctx(|| "counting CUDA devices".into())?;
+        Ok(count.max(0) as u32)
+    }
+
     /// Whether device `ordinal` is there to open, without opening it (no context): what a
     /// command whose children use the device asks before it makes an output folder.
     pub fn check(ordinal: u32) -> Result<(), CudaError> {

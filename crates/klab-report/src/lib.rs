@@ -24,6 +24,7 @@ pub mod metrics;
 mod output;
 pub mod plots;
 mod sections;
+pub mod sweep;
 pub mod verdict;
 
 pub use data::{load, Note, RunData};

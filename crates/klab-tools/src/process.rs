@@ -113,6 +113,10 @@ pub struct RunOptions {
     /// regular file within the kind's cap, see [`klab_core::artifact::open_regular`]);
     /// `/dev/null` when `None`.
     pub stdin: Option<(PathBuf, klab_core::artifact::Input)>,
+    /// The child hands work to a scheduler that runs it after this process is gone
+    /// (`sbatch`): it gets none of klab's child markers, so what the scheduler starts from
+    /// its environment is not taken for an orphan of this klab.
+    pub detached: bool,
 }
 
 impl RunOptions {
@@ -125,6 +129,7 @@ impl RunOptions {
             env: Vec::new(),
             end_group_on_exit: false,
             stdin: None,
+            detached: false,
         }
     }
 }
@@ -157,9 +162,12 @@ pub fn run(program: &Path, args: &[OsString], opts: &RunOptions) -> Result<Captu
         )?),
         None => Stdio::null(),
     };
+    if opts.detached {
+        cmd.env_remove(CHILD_ENV).env_remove(PARENT_ENV);
+    } else {
+        cmd.env(CHILD_ENV, "1").env(PARENT_ENV, self_identity());
+    }
     cmd.args(args)
-        .env(CHILD_ENV, "1")
-        .env(PARENT_ENV, self_identity())
         .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -1,0 +1,477 @@
+//! The report of a `klab sweep` folder: the points table, the spread of each point over
+//! GPUs, the tasks, and two plots against size: each kernel's GB/s (with the copy ceiling
+//! of its rounds and the theoretical peak) and its ratio to the baseline with the
+//! round-level interval. Rendered through the same [`Document`] as the lab's report, so
+//! the page and the markdown agree; byte-identical for the same table.
+
+use std::collections::BTreeMap;
+
+use klab_core::sweep::{PointRecord, PointStatus, SweepTable};
+use plotters::prelude::*;
+
+use crate::document::{Block, Cell, Document, Section, Table, Tone};
+use crate::format;
+use crate::plots::{font, missing, rgb, svg, Plot, Rgb, CEILING, PEAK};
+use crate::Report;
+
+const SIZE: (u32, u32) = (900, 480);
+const BANDWIDTH_FILE: &str = "sweep-bandwidth.svg";
+const SPEEDUP_FILE: &str = "sweep-speedup.svg";
+
+/// One colour per series, in kernel order (repeating past the end).
+const SERIES: [Rgb; 8] = [
+    (27, 126, 163),
+    (201, 58, 114),
+    (46, 140, 60),
+    (156, 108, 24),
+    (90, 70, 180),
+    (20, 150, 150),
+    (178, 34, 52),
+    (100, 100, 100),
+];
+
+/// Render a collected sweep.
+pub fn render(t: &SweepTable) -> Report {
+    let plots = vec![bandwidth_plot(t), speedup_plot(t)];
+    let doc = document(t);
+    Report {
+        html: crate::html::render(&doc, &plots),
+        markdown: crate::markdown::render(&doc, &plots),
+        plots: plots
+            .iter()
+            .map(|p| (p.file_name.clone(), p.svg.clone()))
+            .collect(),
+    }
+}
+
+/// A series: a kernel in a regime (the regime named only when the sweep has several).
+fn series_of(t: &SweepTable) -> Vec<(String, Vec<&PointRecord>)> {
+    let regimes: std::collections::BTreeSet<_> = t.points.iter().map(|p| p.regime.name()).collect();
+    let mut out: Vec<(String, Vec<&PointRecord>)> = Vec::new();
+    for p in &t.points {
+        let name = if regimes.len() > 1 {
+            format!("{} ({})", p.kernel, p.regime)
+        } else {
+            p.kernel.clone()
+        };
+        match out.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, v)) => v.push(p),
+            None => out.push((name, vec![p])),
+        }
+    }
+    for (_, v) in &mut out {
+        v.sort_by_key(|p| p.n);
+    }
+    out
+}
+
+fn status_cell(s: PointStatus) -> Cell {
+    let tone = match s {
+        PointStatus::Passed => Tone::Good,
+        PointStatus::CheckFailed | PointStatus::TimingFailed => Tone::Bad,
+        PointStatus::Error | PointStatus::NotRun => Tone::Unknown,
+    };
+    Cell::toned(s.name(), tone)
+}
+
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> Cell {
+    Cell::mono(v.map(f).unwrap_or_else(|| "-".into()))
+}
+
+fn document(t: &SweepTable) -> Document {
+    let plan = &t.plan;
+    let passed = t
+        .points
+        .iter()
+        .filter(|p| p.status == PointStatus::Passed)
+        .count();
+    let mut facts = vec![
+        ("Created".to_string(), plan.created_utc.clone()),
+        ("klab".to_string(), plan.klab_version.clone()),
+        (
+            "Kernels".to_string(),
+            plan.kernels
+                .iter()
+                .map(|k| k.name.clone())
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        ("Axes".to_string(), plan.axes.join("; ")),
+        (
+            "Timing".to_string(),
+            format!(
+                "{}; {} samples a block; warmup {}",
+                if plan.rounds > 0 {
+                    format!("{} rounds per point (ABBA)", plan.rounds)
+                } else {
+                    "one klab bench per kernel and point".into()
+                },
+                plan.samples,
+                plan.warmup.spec()
+            ),
+        ),
+        (
+            "Points".to_string(),
+            format!("{passed} of {} passed", t.points.len()),
+        ),
+    ];
+    if let Some(b) = &plan.baseline {
+        facts.push(("Baseline".into(), b.clone()));
+    }
+    let mut points = Table::new(&[
+        "kernel",
+        "n",
+        "regime",
+        "status",
+        "median us",
+        "GB/s",
+        "% of ceiling",
+        "% of peak",
+        "ratio to baseline",
+        "GPU",
+        "detail",
+    ]);
+    for p in &t.points {
+        let ratio = match (p.ratio_to_baseline, p.ratio_interval) {
+            (Some(r), Some([lo, hi])) => format!(
+                "{} [{}-{}]",
+                format::ratio(r),
+                format::ratio(lo),
+                format::ratio(hi)
+            ),
+            (Some(r), None) => format!("{} (medians)", format::ratio(r)),
+            _ => "-".into(),
+        };
+        points.rows.push(vec![
+            Cell::plain(&p.kernel),
+            Cell::mono(p.n.to_string()),
+            Cell::plain(p.regime.name()),
+            status_cell(p.status),
+            opt(p.median_us, format::us),
+            opt(p.gb_s, format::gb_s),
+            opt(p.pct_of_ceiling, format::pct),
+            opt(p.pct_of_peak, format::pct),
+            Cell::mono(ratio),
+            Cell::mono(short_uuid(p.gpu_uuid.as_deref())),
+            Cell::plain(&p.detail),
+        ]);
+    }
+    let mut sections = vec![Section {
+        id: "points".into(),
+        title: "Points".into(),
+        blocks: vec![
+            Block::Paragraph("Every kernel at every point of the axes: checked at that shape first; only a kernel that passed is timed. A ratio above 1 means faster than the baseline; under rounds it is the median of per-round ratios with a bootstrap interval over rounds, computed within one GPU.".into()),
+            Block::Plots(vec![BANDWIDTH_FILE.into(), SPEEDUP_FILE.into()]),
+            Block::Table(points),
+        ],
+    }];
+    // The same kernel, shape and regime on each GPU.
+    let gpus: Vec<String> = {
+        let mut g: Vec<String> = t.points.iter().filter_map(|p| p.gpu_uuid.clone()).collect();
+        g.sort();
+        g.dedup();
+        g
+    };
+    let mut blocks = Vec::new();
+    if gpus.len() < 2 {
+        blocks.push(Block::Note(format!(
+            "{} GPU in this sweep: no spread across GPUs to show.",
+            gpus.len()
+        )));
+    }
+    if !gpus.is_empty() {
+        let mut cols: Vec<String> = vec!["kernel".into(), "n".into(), "regime".into()];
+        cols.extend(
+            gpus.iter()
+                .map(|g| format!("% ceiling, GB/s on {}", short_uuid(Some(g)))),
+        );
+        cols.push("spread (points of the ceiling)".into());
+        let col_refs: Vec<&str> = cols.iter().map(String::as_str).collect();
+        let mut table = Table::new(&col_refs);
+        let mut by_point: BTreeMap<(String, u64, &str), Vec<&PointRecord>> = BTreeMap::new();
+        for p in t.points.iter().filter(|p| p.status == PointStatus::Passed) {
+            by_point
+                .entry((p.kernel.clone(), p.n, p.regime.name()))
+                .or_default()
+                .push(p);
+        }
+        for ((kernel, n, regime), ps) in by_point {
+            let mut row = vec![
+                Cell::plain(kernel),
+                Cell::mono(n.to_string()),
+                Cell::plain(regime),
+            ];
+            let mut pcts = Vec::new();
+            for g in &gpus {
+                let p = ps
+                    .iter()
+                    .find(|p| p.gpu_uuid.as_deref() == Some(g.as_str()));
+                if let Some(pc) = p.and_then(|p| p.pct_of_ceiling) {
+                    pcts.push(pc);
+                }
+                row.push(Cell::mono(match p {
+                    Some(p) => format!(
+                        "{}, {}",
+                        p.pct_of_ceiling
+                            .map(format::pct)
+                            .unwrap_or_else(|| "-".into()),
+                        p.gb_s.map(format::gb_s).unwrap_or_else(|| "-".into())
+                    ),
+                    None => "-".into(),
+                }));
+            }
+            let spread = if pcts.len() >= 2 {
+                let hi = pcts.iter().cloned().fold(f64::MIN, f64::max);
+                let lo = pcts.iter().cloned().fold(f64::MAX, f64::min);
+                format!("{:.1}", hi - lo)
+            } else {
+                "-".into()
+            };
+            row.push(Cell::mono(spread));
+            table.rows.push(row);
+        }
+        blocks.push(Block::Table(table));
+    }
+    sections.push(Section {
+        id: "gpus".into(),
+        title: "Per GPU".into(),
+        blocks,
+    });
+    let mut tasks = Table::new(&[
+        "group",
+        "host",
+        "device",
+        "started (unix s)",
+        "seconds",
+        "timed spans",
+    ]);
+    for task in &t.tasks {
+        tasks.rows.push(vec![
+            Cell::mono(task.group.to_string()),
+            Cell::plain(&task.host),
+            Cell::mono(task.device.to_string()),
+            Cell::mono(format!("{:.1}", task.started_unix_s)),
+            Cell::mono(format!("{:.1}", task.ended_unix_s - task.started_unix_s)),
+            Cell::mono(task.timed_spans.len().to_string()),
+        ]);
+    }
+    let mut task_blocks = vec![Block::Table(tasks)];
+    for p in &t.task_problems {
+        task_blocks.push(Block::Note(p.why.clone()));
+    }
+    let overlaps = t.overlapping_spans();
+    task_blocks.push(if overlaps.is_empty() {
+        Block::Paragraph("No two timed blocks overlapped on one GPU (each task's timed spans, by GPU UUID).".into())
+    } else {
+        Block::Note(format!(
+            "{} pairs of timed spans overlapped on one GPU: their numbers are not clean measurements.",
+            overlaps.len()
+        ))
+    });
+    sections.push(Section {
+        id: "tasks".into(),
+        title: "Tasks".into(),
+        blocks: task_blocks,
+    });
+    Document {
+        title: "klab sweep".into(),
+        facts,
+        sections,
+    }
+}
+
+fn short_uuid(u: Option<&str>) -> String {
+    match u {
+        Some(u) => u.chars().take(12).collect(),
+        None => "-".into(),
+    }
+}
+
+/// The x range of sizes (log2), a little wider than the data.
+fn x_range(t: &SweepTable) -> Option<(f64, f64)> {
+    let ns: Vec<f64> = t.points.iter().map(|p| p.n as f64).collect();
+    let lo = ns.iter().cloned().fold(f64::MAX, f64::min);
+    let hi = ns.iter().cloned().fold(f64::MIN, f64::max);
+    (lo.is_finite() && hi.is_finite() && lo > 0.0).then(|| (lo / 1.2, hi * 1.2))
+}
+
+fn bandwidth_plot(t: &SweepTable) -> Plot {
+    let title = "GB/s against size";
+    let series = series_of(t);
+    let any = t.points.iter().any(|p| p.gb_s.is_some());
+    let Some((x0, x1)) = x_range(t).filter(|_| any) else {
+        return missing(BANDWIDTH_FILE, SIZE, title, "no point was timed".into());
+    };
+    let peak = t
+        .points
+        .iter()
+        .filter_map(|p| p.theoretical_peak_gb_s)
+        .fold(0.0f64, f64::max);
+    let top = t
+        .points
+        .iter()
+        .filter_map(|p| p.gb_s)
+        .chain(std::iter::once(peak))
+        .fold(0.0f64, f64::max)
+        * 1.15;
+    let svg = svg(SIZE, |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, font(20))
+            .margin(14)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d((x0..x1).log_scale(), 0f64..top.max(1.0))?;
+        chart
+            .configure_mesh()
+            .x_desc("n")
+            .y_desc("GB/s (useful bytes / time)")
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(&|v| format::tick(*v))
+            .label_style(font(13))
+            .light_line_style(RGBColor(242, 242, 242))
+            .draw()?;
+        for (i, (name, ps)) in series.iter().enumerate() {
+            let c = rgb(SERIES[i % SERIES.len()]);
+            let pts: Vec<(f64, f64)> = ps
+                .iter()
+                .filter_map(|p| Some((p.n as f64, p.gb_s?)))
+                .collect();
+            if pts.is_empty() {
+                continue;
+            }
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+                .label(name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
+                });
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
+        }
+        // The copy ceiling of each point's rounds.
+        let mut ceil: Vec<(f64, f64)> = t
+            .points
+            .iter()
+            .filter_map(|p| Some((p.n as f64, p.ceiling_gb_s?)))
+            .collect();
+        ceil.sort_by(|a, b| a.0.total_cmp(&b.0));
+        ceil.dedup_by(|a, b| a.0 == b.0);
+        if !ceil.is_empty() {
+            let c = rgb(CEILING);
+            chart
+                .draw_series(LineSeries::new(ceil, c.stroke_width(3)))?
+                .label("copy ceiling (fastest copy in the point's rounds)")
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(3))
+                });
+        }
+        if peak > 0.0 {
+            let c = rgb(PEAK);
+            chart
+                .draw_series(LineSeries::new([(x0, peak), (x1, peak)], c.stroke_width(2)))?
+                .label(format!("theoretical peak: {} GB/s", format::gb_s(peak)))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .label_font(font(12))
+            .draw()?;
+        Ok(())
+    });
+    Plot {
+        file_name: BANDWIDTH_FILE.into(),
+        svg,
+        caption: "Each kernel's median effective bandwidth at each size (log scale), the copy ceiling of the point's rounds and the theoretical peak.".into(),
+        missing: None,
+    }
+}
+
+fn speedup_plot(t: &SweepTable) -> Plot {
+    let title = "Ratio to the baseline against size";
+    let series = series_of(t);
+    let any = t.points.iter().any(|p| p.ratio_to_baseline.is_some());
+    let Some((x0, x1)) = x_range(t).filter(|_| any) else {
+        return missing(
+            SPEEDUP_FILE,
+            SIZE,
+            title,
+            "no ratio to a baseline (no --baseline, or the baseline was not timed)".into(),
+        );
+    };
+    let vals: Vec<f64> = t
+        .points
+        .iter()
+        .flat_map(|p| {
+            p.ratio_to_baseline
+                .into_iter()
+                .chain(p.ratio_interval.into_iter().flatten())
+        })
+        .collect();
+    let hi = vals.iter().cloned().fold(1.0f64, f64::max) * 1.1;
+    let lo = vals.iter().cloned().fold(1.0f64, f64::min) * 0.9;
+    let svg = svg(SIZE, |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, font(20))
+            .margin(14)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d((x0..x1).log_scale(), lo..hi)?;
+        chart
+            .configure_mesh()
+            .x_desc("n")
+            .y_desc("baseline median / kernel median")
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(&|v| format!("{v:.2}x"))
+            .label_style(font(13))
+            .light_line_style(RGBColor(242, 242, 242))
+            .draw()?;
+        chart.draw_series(LineSeries::new(
+            [(x0, 1.0), (x1, 1.0)],
+            BLACK.stroke_width(1),
+        ))?;
+        for (i, (name, ps)) in series.iter().enumerate() {
+            let c = rgb(SERIES[i % SERIES.len()]);
+            let pts: Vec<(f64, f64)> = ps
+                .iter()
+                .filter_map(|p| Some((p.n as f64, p.ratio_to_baseline?)))
+                .collect();
+            if pts.is_empty() {
+                continue;
+            }
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+                .label(name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
+                });
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
+            for p in ps {
+                if let Some([a, b]) = p.ratio_interval {
+                    let x = p.n as f64;
+                    chart.draw_series(std::iter::once(PathElement::new(
+                        vec![(x, a), (x, b)],
+                        c.stroke_width(2),
+                    )))?;
+                }
+            }
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .label_font(font(12))
+            .draw()?;
+        Ok(())
+    });
+    Plot {
+        file_name: SPEEDUP_FILE.into(),
+        svg,
+        caption: "Each kernel's ratio to the baseline at each size (above 1: faster), with the round-level 95% interval as a vertical bar under rounds.".into(),
+        missing: None,
+    }
+}

@@ -1,0 +1,748 @@
+//! `klab sweep`: kernels over axes, every point gated and timed with its receipt.
+//!
+//! The plan ([`klab_core::sweep::SweepPlan`]) is written first; each group (one point of
+//! the axes, every kernel) runs through [`run_group`]: `klab check --sizes N` per kernel,
+//! then `klab bench` per kernel that passed, or one `klab rounds` of them all, each a
+//! watched child. The group's record goes to `tasks/G/group.json`, whoever ran it: a
+//! worker per GPU here (`--devices`), or a SLURM array task (`klab sweep task DIR G`,
+//! written into `sweep.sbatch` by `--slurm`). [`collect`] merges the records, re-checks
+//! every receipt as `klab compare` does, and writes the table and the report.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use klab_core::artifact::{read_regular, utc_timestamp, write_atomic, Input};
+use klab_core::child::{ChildResult, Verdict};
+use klab_core::receipt::Receipt;
+use klab_core::registry::Scope;
+use klab_core::sweep::{
+    self, Axis, DeviceList, Group, GroupRecord, PlannedKernel, PointRecord, PointStatus, SweepFile,
+    SweepPlan, SweepTable, TaskProblem, TaskSummary, TimedSpan,
+};
+
+use crate::child::{ChildCmd, ChildRun};
+use crate::cli::{BenchArgs, RoundsArgs, SweepArgs, SweepCommand, TimingArgs};
+use crate::cmd::measure::{self, Kernel};
+
+pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
+    match &args.command {
+        Some(SweepCommand::Collect { dir }) => {
+            let table = collect(dir)?;
+            return Ok(ExitCode::from(table.exit_code()));
+        }
+        Some(SweepCommand::Task { dir, group }) => return task(dir, *group, args.device),
+        None => {}
+    }
+    let plan = plan(&args)?;
+    let devices = if args.slurm {
+        Vec::new()
+    } else {
+        devices(&args)?
+    };
+    let dir = measure::output_dir(args.out.as_deref(), "sweep")?;
+    let dir = std::path::absolute(&dir).unwrap_or(dir);
+    write_json(&dir.join(sweep::PLAN_FILE), &plan)?;
+    for g in &plan.groups {
+        let t = dir.join(SweepPlan::task_rel(g.id));
+        std::fs::create_dir_all(&t).with_context(|| format!("creating {}", t.display()))?;
+    }
+    let points = plan.groups.len() * plan.kernels.len();
+    if args.slurm {
+        return slurm(&args, &plan, &dir);
+    }
+    eprintln!(
+        "klab sweep: {points} points ({} kernels x {} groups) on {} GPU(s): writing {}",
+        plan.kernels.len(),
+        plan.groups.len(),
+        devices.len(),
+        dir.display()
+    );
+    let bar = crate::cmd::progress_bar("sweep", plan.groups.len() as u64, "groups");
+    sweep::run_on_devices(&devices, &plan.groups, |d, g| {
+        let r = run_group(&plan, &dir, d, g);
+        bar.inc(1);
+        bar.suspend(|| match &r {
+            Ok(rec) => eprintln!("klab sweep: {}", group_line(rec)),
+            Err(e) => eprintln!("klab sweep: group {}: {e:#}", g.id),
+        });
+    });
+    bar.finish_and_clear();
+    let table = collect(&dir)?;
+    Ok(ExitCode::from(table.exit_code()))
+}
+
+/// The plan from the command line or the sweep file, every kernel resolved now.
+fn plan(args: &SweepArgs) -> anyhow::Result<SweepPlan> {
+    let (specs, axes, baseline, rounds, timing) = match &args.file {
+        Some(path) => {
+            let f = SweepFile::load(path)?;
+            let timing = TimingArgs {
+                regime: args.timing.regime,
+                timer: f.timer.unwrap_or(args.timing.timer),
+                samples: f.samples.unwrap_or(args.timing.samples),
+                warmup: match &f.warmup {
+                    Some(w) => w
+                        .parse()
+                        .map_err(|e: String| anyhow::anyhow!("{}: warmup: {e}", path.display()))?,
+                    None => args.timing.warmup,
+                },
+            };
+            if timing.samples < 2 {
+                bail!("{}: samples must be at least 2", path.display());
+            }
+            let axes = f.axes(path)?;
+            (
+                f.kernels.clone(),
+                axes,
+                f.baseline.clone(),
+                f.rounds.unwrap_or(0),
+                timing,
+            )
+        }
+        None => (
+            args.kernels.clone(),
+            args.axes.clone(),
+            args.baseline.clone(),
+            args.rounds,
+            args.timing.clone(),
+        ),
+    };
+    let mut axes = axes;
+    if !axes.iter().any(|a| matches!(a, Axis::Regime(_))) {
+        axes.push(Axis::Regime(vec![timing.regime]));
+    }
+    let groups = SweepPlan::groups_of(&axes)?;
+    let kernels = Kernel::parse_all(&specs, Scope::Default)?;
+    if kernels.is_empty() {
+        bail!("a sweep needs at least one kernel");
+    }
+    for k in &kernels {
+        if k.size_variable().is_none() {
+            k.refuse_n_for_declared(Some(1))
+                .context("a sweep varies each kernel's one size variable (n)")?;
+        }
+    }
+    if rounds > 0 && kernels.len() < 2 {
+        bail!("--rounds alternates at least two kernels; give more kernels or leave --rounds out");
+    }
+    let baseline = match baseline {
+        Some(b) => Some(
+            kernels
+                .iter()
+                .find(|k| k.name() == b || k.spec() == b)
+                .map(|k| k.name())
+                .with_context(|| format!("baseline '{b}' is not one of the kernels"))?,
+        ),
+        None => None,
+    };
+    let points = groups.len() * kernels.len();
+    if points > sweep::MAX_POINTS {
+        bail!(
+            "{points} points ({} kernels x {} groups): at most {} in one sweep",
+            kernels.len(),
+            groups.len(),
+            sweep::MAX_POINTS
+        );
+    }
+    Ok(SweepPlan {
+        schema: sweep::PLAN_SCHEMA.into(),
+        created_utc: utc_timestamp(),
+        klab_version: env!("CARGO_PKG_VERSION").into(),
+        kernels: kernels
+            .iter()
+            .map(|k| PlannedKernel {
+                spec: k.spec(),
+                name: k.name(),
+            })
+            .collect(),
+        baseline,
+        rounds,
+        timer: timing.timer,
+        samples: timing.samples,
+        warmup: timing.warmup,
+        timeout_s: args.timeout,
+        axes: axes.iter().map(describe_axis).collect(),
+        groups,
+    })
+}
+
+fn describe_axis(a: &Axis) -> String {
+    match a {
+        Axis::N(v) => format!(
+            "n={}",
+            v.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+        ),
+        Axis::Regime(v) => format!(
+            "regime={}",
+            v.iter().map(|r| r.name()).collect::<Vec<_>>().join(",")
+        ),
+    }
+}
+
+/// The GPUs of a local sweep, each checked before any folder is made.
+fn devices(args: &SweepArgs) -> anyhow::Result<Vec<u32>> {
+    let list = match &args.devices {
+        None => vec![args.device],
+        Some(DeviceList::Ordinals(v)) => v.clone(),
+        Some(DeviceList::All) => (0..klab_cuda::device::Device::count()?).collect(),
+    };
+    for &d in &list {
+        klab_cuda::device::Device::check(d)?;
+    }
+    Ok(list)
+}
+
+fn write_json<T: serde::Serialize>(path: &Path, v: &T) -> anyhow::Result<()> {
+    write_atomic(path, (serde_json::to_string_pretty(v)? + "\n").as_bytes())
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+fn now_unix() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// `klab sweep task DIR G`: one group of a planned sweep, on this process's device.
+fn task(dir: &Path, group: u32, device: u32) -> anyhow::Result<ExitCode> {
+    let plan = SweepPlan::load(dir)?;
+    let Some(g) = plan.groups.get(group as usize) else {
+        bail!(
+            "{}: the plan has {} groups; there is no group {group}",
+            dir.display(),
+            plan.groups.len()
+        );
+    };
+    let rec = run_group(&plan, dir, device, g)?;
+    println!("{}", group_line(&rec));
+    let worst = rec.points.iter().map(|p| p.status);
+    let code = worst.fold(0u8, |c, s| match s {
+        PointStatus::Error | PointStatus::NotRun => 1,
+        s if s.is_gate_failure() && c == 0 => 2,
+        _ => c,
+    });
+    Ok(ExitCode::from(code))
+}
+
+fn group_line(rec: &GroupRecord) -> String {
+    let passed = rec
+        .points
+        .iter()
+        .filter(|p| p.status == PointStatus::Passed)
+        .count();
+    format!(
+        "group {} (n = {}, {}) on device {}: {passed}/{} passed in {:.1} s",
+        rec.group.id,
+        rec.group.n,
+        rec.group.regime,
+        rec.device,
+        rec.points.len(),
+        rec.ended_unix_s - rec.started_unix_s
+    )
+}
+
+/// Run one group and write its record (atomically, last): the checks, then the timing.
+fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Result<GroupRecord> {
+    let rel = SweepPlan::task_rel(g.id);
+    let tdir = dir.join(&rel);
+    std::fs::create_dir_all(&tdir).with_context(|| format!("creating {}", tdir.display()))?;
+    let started = now_unix();
+    let mut log = String::new();
+    let timeout = Duration::from_secs(plan.timeout_s);
+    let point = |k: &PlannedKernel, status: PointStatus, detail: String| PointRecord {
+        group: g.id,
+        kernel: k.name.clone(),
+        n: g.n,
+        regime: g.regime,
+        status,
+        detail,
+        device,
+        gpu_uuid: None,
+        median_us: None,
+        gb_s: None,
+        pct_of_ceiling: None,
+        ceiling_gb_s: None,
+        pct_of_peak: None,
+        theoretical_peak_gb_s: None,
+        ratio_to_baseline: None,
+        ratio_interval: None,
+        receipt: None,
+    };
+    let mut points: Vec<PointRecord> = Vec::new();
+    let mut passed: Vec<(usize, Kernel)> = Vec::new();
+    for (i, k) in plan.kernels.iter().enumerate() {
+        let kernel = match Kernel::parse_in_child(&k.spec) {
+            Ok(kernel) => kernel,
+            Err(e) => {
+                points.push(point(k, PointStatus::Error, format!("{e:#}")));
+                continue;
+            }
+        };
+        let mut c = crate::cmd::check::child_args(k.spec.clone(), device);
+        c.sizes = Some(g.n.to_string());
+        c.timeout = plan.timeout_s;
+        let run = ChildCmd::Check(c).run(timeout + Duration::from_secs(60), false);
+        let (status, detail) = match run {
+            Err(e) => (PointStatus::Error, format!("{e:#}")),
+            Ok(r) => {
+                log.push_str(&r.log_block());
+                match r.status() {
+                    Some(0) => {
+                        passed.push((i, kernel));
+                        (PointStatus::Passed, "checked".into())
+                    }
+                    Some(2) => (PointStatus::CheckFailed, check_failure(&r)),
+                    _ if r.hung() => (PointStatus::CheckFailed, r.failure()),
+                    _ => (PointStatus::Error, r.failure()),
+                }
+            }
+        };
+        points.push(point(k, status, detail));
+    }
+    let timing = TimingArgs {
+        regime: g.regime,
+        timer: plan.timer,
+        samples: plan.samples,
+        warmup: plan.warmup,
+    };
+    let mut spans = Vec::new();
+    let by_name = |points: &[PointRecord], name: &str| {
+        points
+            .iter()
+            .position(|p| p.kernel == name)
+            .expect("a point per kernel")
+    };
+    if plan.rounds > 0 && passed.len() >= 2 {
+        let rdir = tdir.join("rounds");
+        let names: Vec<String> = passed.iter().map(|(_, k)| k.name()).collect();
+        let baseline = plan
+            .baseline
+            .clone()
+            .filter(|b| names.contains(b))
+            .unwrap_or_else(|| names[0].clone());
+        let blocks = u64::from(plan.rounds) * passed.len() as u64 * 2;
+        let cmd = ChildCmd::Rounds(RoundsArgs {
+            kernels: passed.iter().map(|(_, k)| k.spec()).collect(),
+            baseline: Some(baseline),
+            n: Some(g.n),
+            timing: timing.clone(),
+            rounds: plan.rounds,
+            out: Some(rdir.clone()),
+            seed: crate::cli::BOOTSTRAP_SEED,
+            timeout: plan.timeout_s,
+            device,
+        });
+        let t0 = now_unix();
+        let run = cmd.run(timeout * (blocks as u32 + 1), false);
+        let t1 = now_unix();
+        let (failed_as, why) = match &run {
+            Ok(r) => {
+                log.push_str(&r.log_block());
+                match r.status() {
+                    Some(2) => (
+                        PointStatus::TimingFailed,
+                        format!(
+                            "a timed block failed its validation (see {rel}/rounds/rounds.csv)"
+                        ),
+                    ),
+                    _ => (PointStatus::Error, r.failure()),
+                }
+            }
+            Err(e) => (PointStatus::Error, format!("{e:#}")),
+        };
+        let mut uuid = None;
+        for (_, k) in &passed {
+            let i = by_name(&points, &k.name());
+            let path = rdir.join(format!("{}.receipt.json", k.name()));
+            match path.is_file().then(|| Receipt::load(&path)) {
+                Some(Ok(r)) => {
+                    uuid = Some(r.hardware.gpu_uuid.clone());
+                    fill(
+                        &mut points[i],
+                        &r,
+                        format!("{rel}/rounds/{}.receipt.json", k.name()),
+                    );
+                    points[i].detail = format!("{} rounds", plan.rounds);
+                }
+                Some(Err(e)) => {
+                    points[i].status = PointStatus::Error;
+                    points[i].detail = format!("{e}");
+                }
+                None => {
+                    points[i].status = failed_as;
+                    points[i].detail = why.clone();
+                }
+            }
+        }
+        spans.push(TimedSpan {
+            what: format!("klab rounds at n = {} ({})", g.n, g.regime),
+            gpu_uuid: uuid,
+            device,
+            started_unix_s: t0,
+            ended_unix_s: t1,
+        });
+    } else {
+        for (_, k) in &passed {
+            let i = by_name(&points, &k.name());
+            let bdir = tdir.join("bench").join(safe_name(&k.name()));
+            let cmd = ChildCmd::Bench(BenchArgs {
+                kernel: k.spec(),
+                n: Some(g.n),
+                timing: timing.clone(),
+                rounds: 1,
+                out: Some(bdir.clone()),
+                claim: None,
+                timeout: plan.timeout_s,
+                in_process: true,
+                device,
+            });
+            let t0 = now_unix();
+            let run = cmd.run(timeout, false);
+            let t1 = now_unix();
+            let mut uuid = None;
+            match run {
+                Err(e) => {
+                    points[i].status = PointStatus::Error;
+                    points[i].detail = format!("{e:#}");
+                }
+                Ok(r) => {
+                    log.push_str(&r.log_block());
+                    match &r.result {
+                        Some(ChildResult::Bench {
+                            verdict: Verdict::Pass,
+                            ..
+                        }) => match Receipt::load(&bdir.join("receipt.json")) {
+                            Ok(rec) => {
+                                uuid = Some(rec.hardware.gpu_uuid.clone());
+                                let at =
+                                    format!("{rel}/bench/{}/receipt.json", safe_name(&k.name()));
+                                fill(&mut points[i], &rec, at);
+                                points[i].detail = "bench".into();
+                            }
+                            Err(e) => {
+                                points[i].status = PointStatus::Error;
+                                points[i].detail = e.to_string();
+                            }
+                        },
+                        Some(ChildResult::Bench { detail, .. }) => {
+                            points[i].status = PointStatus::TimingFailed;
+                            points[i].detail = detail.clone();
+                        }
+                        _ if r.hung() => {
+                            points[i].status = PointStatus::TimingFailed;
+                            points[i].detail = r.failure();
+                        }
+                        _ => {
+                            points[i].status = PointStatus::Error;
+                            points[i].detail = r.failure();
+                        }
+                    }
+                }
+            }
+            spans.push(TimedSpan {
+                what: format!("klab bench {} at n = {} ({})", k.name(), g.n, g.regime),
+                gpu_uuid: uuid,
+                device,
+                started_unix_s: t0,
+                ended_unix_s: t1,
+            });
+        }
+        // Without rounds, the ratio of two receipts' medians (no interval).
+        if let Some(base) = plan.baseline.as_ref().and_then(|b| {
+            points
+                .iter()
+                .find(|p| &p.kernel == b && p.status == PointStatus::Passed)
+                .and_then(|p| p.median_us)
+        }) {
+            for p in points
+                .iter_mut()
+                .filter(|p| p.status == PointStatus::Passed)
+            {
+                if Some(&p.kernel) != plan.baseline.as_ref() {
+                    p.ratio_to_baseline = p.median_us.map(|m| base / m);
+                }
+            }
+        }
+    }
+    write_atomic(&tdir.join("sweep-task.log"), log.as_bytes())?;
+    let rec = GroupRecord {
+        schema: sweep::GROUP_SCHEMA.into(),
+        group: g.clone(),
+        host: host_name(),
+        device,
+        started_unix_s: started,
+        ended_unix_s: now_unix(),
+        timed_spans: spans,
+        points,
+    };
+    write_json(&tdir.join(sweep::GROUP_FILE), &rec)?;
+    Ok(rec)
+}
+
+/// A receipt's numbers into its point.
+fn fill(p: &mut PointRecord, r: &Receipt, rel: String) {
+    p.gpu_uuid = Some(r.hardware.gpu_uuid.clone());
+    p.median_us = Some(r.result.median_us);
+    p.gb_s = Some(r.result.useful_gb_s);
+    p.pct_of_peak = Some(r.result.pct_of_peak);
+    p.theoretical_peak_gb_s = Some(r.hardware.theoretical_peak_gb_s);
+    if let Some(c) = &r.result.rounds {
+        p.pct_of_ceiling = c.pct_of_ceiling;
+        p.ceiling_gb_s = c.ceiling_gb_s;
+        p.ratio_to_baseline = c.ratio_to_baseline;
+        p.ratio_interval = c.ratio_interval;
+    }
+    p.receipt = Some(rel);
+}
+
+/// The first FAIL line a check printed, else a pointer to the log.
+fn check_failure(r: &ChildRun) -> String {
+    r.stdout
+        .lines()
+        .find(|l| l.contains("FAIL") || l.contains("REJECTED"))
+        .map(|l| l.trim().to_string())
+        .unwrap_or_else(|| "the check failed (see sweep-task.log)".into())
+}
+
+fn safe_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// `--slurm`: the job array, written, then submitted with sbatch (or printed).
+fn slurm(args: &SweepArgs, plan: &SweepPlan, dir: &Path) -> anyhow::Result<ExitCode> {
+    let exe = std::env::current_exe().context("locating the klab binary")?;
+    let exe = std::path::absolute(&exe).unwrap_or(exe);
+    let blocks_per_kernel = if plan.rounds > 0 {
+        2 * u64::from(plan.rounds)
+    } else {
+        1
+    };
+    let worst_s = plan.timeout_s * plan.kernels.len() as u64 * (1 + blocks_per_kernel);
+    let gres = (args.gres != "none").then_some(args.gres.as_str());
+    let script = sweep::sbatch_script(&sweep::SlurmJob {
+        klab: &exe,
+        dir,
+        tasks: plan.groups.len() as u32,
+        partition: args.partition.as_deref(),
+        gres,
+        time_limit_min: worst_s.div_ceil(60),
+    });
+    let path = dir.join("sweep.sbatch");
+    write_atomic(&path, script.as_bytes())?;
+    if args.dry_run {
+        print!("{script}");
+        println!(
+            "# written to {}; nothing submitted (--dry-run). Submit: sbatch {}; then: klab sweep collect {}",
+            path.display(),
+            path.display(),
+            dir.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(sbatch) = klab_tools::process::locate_tool(None, "sbatch", &[]) else {
+        bail!(
+            "SLURM is not installed here (no sbatch on PATH); the job array is written to {} (submit it with sbatch where SLURM runs)",
+            path.display()
+        );
+    };
+    let argv: Vec<std::ffi::OsString> = vec!["--parsable".into(), path.clone().into()];
+    // Detached: SLURM passes sbatch's environment to the tasks, which start long after
+    // this klab, and must not take themselves for its orphaned children.
+    let opts = klab_tools::process::RunOptions {
+        detached: true,
+        ..klab_tools::process::RunOptions::new(Duration::from_secs(120))
+    };
+    let out = klab_tools::process::run(&sbatch, &argv, &opts)
+        .with_context(|| format!("running {}", sbatch.display()))?;
+    if out.exit_code != Some(0) {
+        bail!(
+            "sbatch refused the job array {} (exit {:?}): {}",
+            path.display(),
+            out.exit_code,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let id = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .to_string();
+    write_atomic(&dir.join("slurm-job.txt"), format!("{id}\n").as_bytes())?;
+    println!(
+        "submitted SLURM job {id}: {} array tasks; when it is done: klab sweep collect {}",
+        plan.groups.len(),
+        dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Merge the task records of `dir` into sweep.json, sweep.csv and the report; every
+/// receipt is re-checked first. Prints the table.
+pub fn collect(dir: &Path) -> anyhow::Result<SweepTable> {
+    let plan = SweepPlan::load(dir)?;
+    let mut points = Vec::new();
+    let mut tasks = Vec::new();
+    let mut problems = Vec::new();
+    for g in &plan.groups {
+        let rel = format!("{}/{}", SweepPlan::task_rel(g.id), sweep::GROUP_FILE);
+        let rec = read_regular(&dir.join(&rel), Input::ARTIFACT)
+            .map_err(|e| e.to_string())
+            .and_then(|b| {
+                serde_json::from_slice::<GroupRecord>(&b).map_err(|e| format!("{rel}: {e}"))
+            })
+            .and_then(|r| {
+                if r.schema != sweep::GROUP_SCHEMA || r.group != *g {
+                    Err(format!(
+                        "{rel}: not the record of group {} of this plan",
+                        g.id
+                    ))
+                } else {
+                    Ok(r)
+                }
+            });
+        match rec {
+            Ok(mut r) => {
+                for p in &mut r.points {
+                    if let Some(receipt) = &p.receipt {
+                        if let Err(e) = klab_core::compare::check(&dir.join(receipt)) {
+                            p.status = PointStatus::Error;
+                            p.detail = format!("its receipt was refused: {e}");
+                        }
+                    }
+                }
+                tasks.push(TaskSummary {
+                    group: g.id,
+                    host: r.host.clone(),
+                    device: r.device,
+                    started_unix_s: r.started_unix_s,
+                    ended_unix_s: r.ended_unix_s,
+                    timed_spans: r.timed_spans.clone(),
+                });
+                points.extend(r.points);
+            }
+            Err(why) => {
+                let why = format!(
+                    "task {} (n = {}, {}) left no record: {why} (killed, failed before its end, or never ran; see {}/)",
+                    g.id,
+                    g.n,
+                    g.regime,
+                    SweepPlan::task_rel(g.id)
+                );
+                for k in &plan.kernels {
+                    points.push(PointRecord {
+                        group: g.id,
+                        kernel: k.name.clone(),
+                        n: g.n,
+                        regime: g.regime,
+                        status: PointStatus::NotRun,
+                        detail: "its task left no record".into(),
+                        device: 0,
+                        gpu_uuid: None,
+                        median_us: None,
+                        gb_s: None,
+                        pct_of_ceiling: None,
+                        ceiling_gb_s: None,
+                        pct_of_peak: None,
+                        theoretical_peak_gb_s: None,
+                        ratio_to_baseline: None,
+                        ratio_interval: None,
+                        receipt: None,
+                    });
+                }
+                problems.push(TaskProblem { group: g.id, why });
+            }
+        }
+    }
+    let table = SweepTable {
+        schema: sweep::TABLE_SCHEMA.into(),
+        plan,
+        points,
+        tasks,
+        task_problems: problems,
+    };
+    write_json(&dir.join("sweep.json"), &table)?;
+    write_atomic(
+        &dir.join("sweep.csv"),
+        sweep::points_csv(&table.points).as_bytes(),
+    )?;
+    let report = klab_report::sweep::render(&table);
+    klab_report::write_into(&dir.join(klab_report::REPORT_DIR), &report)?;
+    print!("{}", render_text(&table));
+    println!("table: {}", dir.join("sweep.csv").display());
+    println!(
+        "report: {}",
+        dir.join(klab_report::REPORT_DIR)
+            .join("index.html")
+            .display()
+    );
+    Ok(table)
+}
+
+/// The table as text: one line per point, then the task problems and the GPU overlap check.
+fn render_text(t: &SweepTable) -> String {
+    let mut s = format!(
+        "{:<16} {:>7} {:<14} {:<14} {:>10} {:>9} {:>8}  {}\n",
+        "kernel", "n", "regime", "status", "GB/s", "% ceil", "ratio", "detail"
+    );
+    let f = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
+    for p in &t.points {
+        let ratio = match (p.ratio_to_baseline, p.ratio_interval) {
+            (Some(r), Some([lo, hi])) => format!("{r:.3}x [{lo:.3}-{hi:.3}]"),
+            (Some(r), None) => format!("{r:.3}x"),
+            _ => "-".into(),
+        };
+        s.push_str(&format!(
+            "{:<16} {:>7} {:<14} {:<14} {:>10} {:>9} {:>8}  {}\n",
+            p.kernel,
+            p.n,
+            p.regime.name(),
+            p.status.name(),
+            f(p.gb_s, 1),
+            f(p.pct_of_ceiling, 1),
+            ratio,
+            p.detail
+        ));
+    }
+    for p in &t.task_problems {
+        s.push_str(&format!("MISSING: {}\n", p.why));
+    }
+    let overlaps = t.overlapping_spans();
+    if overlaps.is_empty() {
+        let gpus: std::collections::BTreeSet<String> = t
+            .tasks
+            .iter()
+            .flat_map(|x| &x.timed_spans)
+            .filter_map(|x| x.gpu_uuid.clone())
+            .collect();
+        s.push_str(&format!(
+            "timed blocks: none overlapped on one GPU ({} GPU(s) in the receipts)\n",
+            gpus.len()
+        ));
+    } else {
+        for (a, b) in overlaps {
+            s.push_str(&format!(
+                "OVERLAP on one GPU: '{}' and '{}'\n",
+                a.what, b.what
+            ));
+        }
+    }
+    s
+}

@@ -1,0 +1,406 @@
+//! `klab sweep` without a GPU: the plan and its refusals, the job array, a task that finds
+//! no device (its points recorded as errors, not dropped), `collect` of a folder with a
+//! missing task, and the whole SLURM path against a real one-node SLURM on this machine
+//! (`scripts/slurm-local`; the test command installs Debian's slurm-wlm and munge).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn klab(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = assert_cmd::Command::new(common::klab_bin());
+    c.args(args).timeout(Duration::from_secs(120));
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn has_driver() -> bool {
+    klab_cuda::probe::driver_present()
+}
+
+#[test]
+fn bad_sweeps_are_one_line_and_exit_1_before_any_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let o = out.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec!["sweep", "copy", "--axis", "k=1,2", "--out", o],
+            "unknown axis 'k'",
+        ),
+        (
+            vec!["sweep", "copy", "--axis", "n=8:4:x2", "--out", o],
+            "LO <= HI",
+        ),
+        (
+            vec!["sweep", "copy", "--axis", "n=1:100000:+1", "--out", o],
+            "more than 4096",
+        ),
+        (vec!["sweep", "copy", "--out", o], "needs an n axis"),
+        (
+            vec![
+                "sweep", "copy", "--axis", "n=4", "--axis", "n=8", "--out", o,
+            ],
+            "given twice",
+        ),
+        (
+            vec!["sweep", "nosuchkernel", "--axis", "n=4", "--out", o],
+            "nosuchkernel",
+        ),
+        (
+            vec![
+                "sweep", "copy", "--axis", "n=4", "--rounds", "3", "--out", o,
+            ],
+            "at least two kernels",
+        ),
+        (
+            vec![
+                "sweep",
+                "copy",
+                "naive",
+                "--axis",
+                "n=4",
+                "--baseline",
+                "tiled",
+                "--out",
+                o,
+            ],
+            "baseline 'tiled'",
+        ),
+        (
+            vec![
+                "sweep",
+                "copy",
+                "--axis",
+                "n=4",
+                "--devices",
+                "0,0",
+                "--out",
+                o,
+            ],
+            "listed twice",
+        ),
+        (
+            vec![
+                "sweep",
+                "copy",
+                "--axis",
+                "n=4",
+                "--devices",
+                "0",
+                "--slurm",
+                "--out",
+                o,
+            ],
+            "cannot be used with",
+        ),
+        (
+            vec!["sweep", "copy", "--axis", "n=4", "--dry-run", "--out", o],
+            "--slurm",
+        ),
+    ] {
+        let r = klab(&args, &[]);
+        let (_, err) = text(&r);
+        assert_eq!(r.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?} made a folder");
+    }
+    if !has_driver() {
+        // No GPU: a local sweep says so once, before a folder.
+        for devices in [None, Some("all"), Some("0,1")] {
+            let mut args = vec!["sweep", "copy", "--axis", "n=4", "--out", o];
+            if let Some(d) = devices {
+                args.extend(["--devices", d]);
+            }
+            let r = klab(&args, &[]);
+            let (_, err) = text(&r);
+            assert_eq!(r.status.code(), Some(1), "{err}");
+            assert!(err.contains("no CUDA driver"), "{err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(!out.exists());
+        }
+    }
+}
+
+#[test]
+fn a_sweep_file_plans_the_same_as_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sweep.toml");
+    std::fs::write(
+        &file,
+        "kernels = [\"copy\", \"naive\"]\nbaseline = \"naive\"\nrounds = 2\n[axes]\nn = \"32:64:x2\"\nregime = [\"same-buffer\", \"l2-flushed\"]\n",
+    )
+    .unwrap();
+    let plan_of = |args: &[&str], out: &Path| -> serde_json::Value {
+        let mut a = args.to_vec();
+        let o = out.to_str().unwrap();
+        a.extend(["--slurm", "--dry-run", "--gres", "none", "--out", o]);
+        let r = klab(&a, &[]);
+        assert_eq!(r.status.code(), Some(0), "{:?}", text(&r));
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("sweep-plan.json")).unwrap()).unwrap();
+        v["created_utc"] = serde_json::Value::Null;
+        v
+    };
+    let f = plan_of(
+        &["sweep", "--file", file.to_str().unwrap()],
+        &dir.path().join("a"),
+    );
+    let c = plan_of(
+        &[
+            "sweep",
+            "copy",
+            "naive",
+            "--baseline",
+            "naive",
+            "--rounds",
+            "2",
+            "--axis",
+            "n=32,64",
+            "--axis",
+            "regime=same-buffer,l2-flushed",
+        ],
+        &dir.path().join("b"),
+    );
+    assert_eq!(f, c);
+    assert_eq!(f["groups"].as_array().unwrap().len(), 4);
+    // The job array: one task per group, each running `klab sweep task DIR G`.
+    let script = std::fs::read_to_string(dir.path().join("a/sweep.sbatch")).unwrap();
+    assert!(script.contains("#SBATCH --array=0-3\n"), "{script}");
+    assert!(!script.contains("--gres"), "{script}");
+    assert!(script.contains("sweep task"), "{script}");
+    for g in 0..4 {
+        assert!(dir.path().join(format!("a/tasks/{g}")).is_dir());
+    }
+    // A sweep file with an unknown field is refused in one line.
+    std::fs::write(&file, "kernels = [\"copy\"]\nrepeat = 3\n[axes]\nn = [4]\n").unwrap();
+    let r = klab(&["sweep", "--file", file.to_str().unwrap()], &[]);
+    let (_, err) = text(&r);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(err.contains("unknown field `repeat`"), "{err}");
+}
+
+#[test]
+fn a_task_without_a_device_records_its_points_and_collect_names_the_missing_task() {
+    if has_driver() {
+        eprintln!("SKIPPED: this machine has a CUDA driver; the no-device records are not made");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    let so = s.to_str().unwrap();
+    let r = klab(
+        &[
+            "sweep",
+            "copy",
+            "naive",
+            "--axis",
+            "n=32,33",
+            "--baseline",
+            "naive",
+            "--slurm",
+            "--dry-run",
+            "--out",
+            so,
+        ],
+        &[],
+    );
+    assert_eq!(r.status.code(), Some(0), "{:?}", text(&r));
+    let r = klab(&["sweep", "task", so, "0"], &[]);
+    let (out, err) = text(&r);
+    assert_eq!(r.status.code(), Some(1), "{out}{err}");
+    assert!(
+        out.contains("group 0 (n = 32, same-buffer) on device 0: 0/2 passed"),
+        "{out}"
+    );
+    let r = klab(&["sweep", "task", so, "7"], &[]);
+    assert!(text(&r).1.contains("there is no group 7"), "{:?}", text(&r));
+    let r = klab(&["sweep", "collect", so], &[]);
+    let (out, _) = text(&r);
+    assert_eq!(r.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("MISSING: task 1 (n = 33, same-buffer) left no record"),
+        "{out}"
+    );
+    let csv = std::fs::read_to_string(s.join("sweep.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    assert_eq!(csv.matches(",error,").count(), 2, "{csv}");
+    assert_eq!(csv.matches(",not-run,").count(), 2, "{csv}");
+    assert!(csv.contains("no CUDA driver"), "{csv}");
+    let page = std::fs::read_to_string(s.join("report/index.html")).unwrap();
+    assert!(
+        page.contains("left no record"),
+        "the report names the missing task"
+    );
+    assert!(s.join("report/plots/sweep-bandwidth.svg").is_file());
+    // Collect twice: the same bytes (the report is a function of the records).
+    let before = std::fs::read(s.join("report/index.html")).unwrap();
+    klab(&["sweep", "collect", so], &[]);
+    assert_eq!(std::fs::read(s.join("report/index.html")).unwrap(), before);
+    // Not a sweep folder.
+    let r = klab(&["sweep", "collect", dir.path().to_str().unwrap()], &[]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(
+        text(&r).1.contains("is this a klab sweep folder?"),
+        "{:?}",
+        text(&r)
+    );
+}
+
+/// The local SLURM's daemons, stopped when the test ends however it ends.
+struct Slurm {
+    state: PathBuf,
+}
+
+impl Drop for Slurm {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(root().join("scripts/slurm-local"))
+            .arg("stop")
+            .arg(&self.state)
+            .status();
+    }
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn tool(name: &str) -> bool {
+    ["/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"]
+        .iter()
+        .any(|d| Path::new(d).join(name).is_file())
+}
+
+#[test]
+fn a_sweep_runs_as_a_slurm_job_array_and_collect_reports_the_cancelled_task() {
+    let test = "a_sweep_runs_as_a_slurm_job_array_and_collect_reports_the_cancelled_task";
+    let required = std::env::var_os("KLAB_REQUIRE_SLURM").is_some();
+    if !["sbatch", "slurmctld", "slurmd", "munged"]
+        .iter()
+        .all(|t| tool(t))
+    {
+        if required {
+            panic!(
+                "{test}: KLAB_REQUIRE_SLURM is set but SLURM (slurm-wlm, munge) is not installed"
+            );
+        }
+        eprintln!("SKIPPED {test}: SLURM is not installed (apt-get install slurm-wlm munge)");
+        return;
+    }
+    if has_driver() {
+        eprintln!("SKIPPED {test}: the tasks here would use the GPU; this test wants points that need none");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("slurm");
+    let started = Command::new("bash")
+        .arg(root().join("scripts/slurm-local"))
+        .arg("start")
+        .arg(&state)
+        .output()
+        .unwrap();
+    let _slurm = Slurm {
+        state: state.clone(),
+    };
+    assert!(
+        started.status.success(),
+        "{test}: the local SLURM did not start: {}{}",
+        String::from_utf8_lossy(&started.stdout),
+        String::from_utf8_lossy(&started.stderr)
+    );
+    let conf = state.join("slurm.conf");
+    let conf = conf.to_str().unwrap();
+    let client = |args: &[&str]| -> String {
+        let o = Command::new(args[0])
+            .args(&args[1..])
+            .env("SLURM_CONF", conf)
+            .env(
+                "PATH",
+                format!("{}:/usr/sbin", std::env::var("PATH").unwrap_or_default()),
+            )
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+    };
+    let s = dir.path().join("sweep");
+    let so = s.to_str().unwrap();
+    // Held at submission, so that one task can be cancelled before it runs.
+    let r = klab(
+        &[
+            "sweep",
+            "copy",
+            "naive",
+            "--axis",
+            "n=32,33,65",
+            "--baseline",
+            "naive",
+            "--slurm",
+            "--gres",
+            "none",
+            "--out",
+            so,
+        ],
+        &[("SLURM_CONF", conf), ("SBATCH_HOLD", "1")],
+    );
+    let (out, err) = text(&r);
+    assert_eq!(r.status.code(), Some(0), "{out}{err}");
+    let job = std::fs::read_to_string(s.join("slurm-job.txt"))
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(
+        out.contains(&format!("submitted SLURM job {job}: 3 array tasks")),
+        "{out}"
+    );
+    client(&["scancel", &format!("{job}_2")]);
+    client(&["scontrol", "release", &job]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let q = client(&["squeue", "-h", "-j", &job, "-t", "PD,R,CG"]);
+        if q.trim().is_empty() || q.contains("Invalid job id") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{test}: the job did not finish: {q}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let r = klab(&["sweep", "collect", so], &[]);
+    let (out, err) = text(&r);
+    assert_eq!(r.status.code(), Some(1), "{out}{err}");
+    assert!(
+        out.contains("MISSING: task 2 (n = 65, same-buffer) left no record"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("MISSING: task 0") && !out.contains("MISSING: task 1"),
+        "{out}"
+    );
+    // The tasks that ran recorded their points as failed (no device), not dropped.
+    for g in 0..2 {
+        let rec = std::fs::read_to_string(s.join(format!("tasks/{g}/group.json"))).unwrap();
+        assert!(rec.contains("no CUDA driver"), "{rec}");
+        let log = std::fs::read_dir(s.join(format!("tasks/{g}")))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| e.file_name().to_string_lossy().starts_with("slurm-"));
+        assert!(log, "task {g} has its SLURM output file");
+    }
+    let csv = std::fs::read_to_string(s.join("sweep.csv")).unwrap();
+    assert_eq!(csv.matches(",error,").count(), 4, "{csv}");
+    assert_eq!(csv.matches(",not-run,").count(), 2, "{csv}");
+}
