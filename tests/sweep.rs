@@ -135,6 +135,34 @@ fn bad_sweeps_are_one_line_and_exit_1_before_any_folder() {
 }
 
 #[test]
+fn without_slurm_the_sweep_says_so_and_keeps_the_job_array() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty-path");
+    std::fs::create_dir(&empty).unwrap();
+    let s = dir.path().join("s");
+    let r = klab(
+        &[
+            "sweep",
+            "copy",
+            "--axis",
+            "n=32",
+            "--slurm",
+            "--out",
+            s.to_str().unwrap(),
+        ],
+        &[("PATH", empty.to_str().unwrap())],
+    );
+    let (_, err) = text(&r);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("SLURM is not installed here (no sbatch on PATH)"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(s.join("sweep.sbatch").is_file() && s.join("sweep-plan.json").is_file());
+}
+
+#[test]
 fn a_sweep_file_plans_the_same_as_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("sweep.toml");
