@@ -258,24 +258,8 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
     let started = now_unix();
     let mut log = String::new();
     let timeout = Duration::from_secs(plan.timeout_s);
-    let point = |k: &PlannedKernel, status: PointStatus, detail: String| PointRecord {
-        group: g.id,
-        kernel: k.name.clone(),
-        n: g.n,
-        regime: g.regime,
-        status,
-        detail,
-        device,
-        gpu_uuid: None,
-        median_us: None,
-        gb_s: None,
-        pct_of_ceiling: None,
-        ceiling_gb_s: None,
-        pct_of_peak: None,
-        theoretical_peak_gb_s: None,
-        ratio_to_baseline: None,
-        ratio_interval: None,
-        receipt: None,
+    let point = |k: &PlannedKernel, status: PointStatus, detail: String| {
+        PointRecord::unmeasured(g, &k.name, device, status, detail)
     };
     let mut points: Vec<PointRecord> = Vec::new();
     let mut passed: Vec<(usize, Kernel)> = Vec::new();
@@ -647,25 +631,13 @@ pub fn collect(dir: &Path) -> anyhow::Result<SweepTable> {
                     SweepPlan::task_rel(g.id)
                 );
                 for k in &plan.kernels {
-                    points.push(PointRecord {
-                        group: g.id,
-                        kernel: k.name.clone(),
-                        n: g.n,
-                        regime: g.regime,
-                        status: PointStatus::NotRun,
-                        detail: "its task left no record".into(),
-                        device: 0,
-                        gpu_uuid: None,
-                        median_us: None,
-                        gb_s: None,
-                        pct_of_ceiling: None,
-                        ceiling_gb_s: None,
-                        pct_of_peak: None,
-                        theoretical_peak_gb_s: None,
-                        ratio_to_baseline: None,
-                        ratio_interval: None,
-                        receipt: None,
-                    });
+                    points.push(PointRecord::unmeasured(
+                        g,
+                        &k.name,
+                        0,
+                        PointStatus::NotRun,
+                        "its task left no record".into(),
+                    ));
                 }
                 problems.push(TaskProblem { group: g.id, why });
             }

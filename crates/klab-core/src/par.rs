@@ -108,10 +108,28 @@ where
     if jobs == 1 {
         return items.iter().map(&f).collect();
     }
+    let workers = vec![(); jobs];
+    map_workers(&workers, items, |_, item| f(item))
+}
+
+/// `f(worker, item)` for every item, one thread per worker (a GPU, a job slot), each
+/// worker taking the next item not yet started; results in the items' order. No worker
+/// runs two items at once.
+pub fn map_workers<W, T, R, F>(workers: &[W], items: &[T], f: F) -> Vec<R>
+where
+    W: Sync,
+    T: Sync,
+    R: Send,
+    F: Fn(&W, &T) -> R + Sync,
+{
+    if workers.is_empty() {
+        return Vec::new();
+    }
     let next = std::sync::atomic::AtomicUsize::new(0);
     let mut done: Vec<(usize, R)> = thread::scope(|s| {
-        let handles: Vec<_> = (0..jobs)
-            .map(|_| {
+        let handles: Vec<_> = workers
+            .iter()
+            .map(|w| {
                 let (f, next) = (&f, &next);
                 s.spawn(move || {
                     let mut mine = Vec::new();
@@ -120,14 +138,14 @@ where
                         let Some(item) = items.get(i) else {
                             return mine;
                         };
-                        mine.push((i, f(item)));
+                        mine.push((i, f(w, item)));
                     }
                 })
             })
             .collect();
         handles
             .into_iter()
-            .flat_map(|h| h.join().expect("a job thread panicked"))
+            .flat_map(|h| h.join().expect("a worker thread panicked"))
             .collect()
     });
     done.sort_by_key(|(i, _)| *i);

@@ -441,6 +441,37 @@ pub struct PointRecord {
     pub receipt: Option<String>,
 }
 
+impl PointRecord {
+    /// A point with a status and no measurement (yet).
+    pub fn unmeasured(
+        g: &Group,
+        kernel: &str,
+        device: u32,
+        status: PointStatus,
+        detail: String,
+    ) -> PointRecord {
+        PointRecord {
+            group: g.id,
+            kernel: kernel.to_string(),
+            n: g.n,
+            regime: g.regime,
+            status,
+            detail,
+            device,
+            gpu_uuid: None,
+            median_us: None,
+            gb_s: None,
+            pct_of_ceiling: None,
+            ceiling_gb_s: None,
+            pct_of_peak: None,
+            theoretical_peak_gb_s: None,
+            ratio_to_baseline: None,
+            ratio_interval: None,
+            receipt: None,
+        }
+    }
+}
+
 /// A group's record: what ran where and when (seconds since the Unix epoch, the host's
 /// clock), and its points in the plan's kernel order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -580,34 +611,7 @@ where
     R: Send,
     F: Fn(u32, &G) -> R + Sync,
 {
-    if devices.is_empty() {
-        return Vec::new();
-    }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut done: Vec<(usize, R)> = std::thread::scope(|s| {
-        let handles: Vec<_> = devices
-            .iter()
-            .map(|&d| {
-                let (run, next) = (&run, &next);
-                s.spawn(move || {
-                    let mut mine = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(g) = groups.get(i) else {
-                            return mine;
-                        };
-                        mine.push((i, run(d, g)));
-                    }
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("a device worker panicked"))
-            .collect()
-    });
-    done.sort_by_key(|(i, _)| *i);
-    done.into_iter().map(|(_, r)| r).collect()
+    crate::par::map_workers(devices, groups, |&d, g| run(d, g))
 }
 
 /// `--devices`: `all` or a comma-separated list of CUDA ordinals.
