@@ -188,15 +188,7 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             let rec = sanitizer::run(tool, &Options::default(), &exe, &target, bin, timeout)?;
             write_atomic(
                 &dir.join(format!("{name}-{}.txt", tool.as_str())),
-                format!(
-                    "$ {}\n{}\nexit={}\n",
-                    rec.argv.join(" "),
-                    rec.output,
-                    rec.exit_status
-                        .map(|s| s.to_string())
-                        .unwrap_or_else(|| "signal".into())
-                )
-                .as_bytes(),
+                rec.log_text().as_bytes(),
             )?;
             let verdict = match &rec.report.outcome {
                 Outcome::FoundErrors => "kill",

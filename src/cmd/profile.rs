@@ -229,7 +229,7 @@ fn profile_one(
     let name = kernel.name();
     let n = args.n.unwrap_or_else(|| kernel.default_n());
     let skip = profile_launch_skip(args.warmup);
-    let stem = safe_stem(&name);
+    let stem = klab_core::artifact::safe_stem(&name);
     let report_rel = format!("{stem}.ncu-rep");
     let request = ProfileRequest {
         kernel_name: kernel.decl.entry.clone(),
@@ -865,19 +865,6 @@ pub fn measured_from(r: &KernelRecord) -> Measured {
     }
 }
 
-/// A file-name stem from a kernel name (manifest names are free text).
-fn safe_stem(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
 /// The child: the launch sequence ncu profiles, then one line for the parent.
 fn child(args: &ProfileArgs, spec: &str) -> anyhow::Result<ExitCode> {
     use klab_core::backend::Backend;
@@ -912,12 +899,6 @@ fn child(args: &ProfileArgs, spec: &str) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stems_are_file_safe() {
-        assert_eq!(safe_stem("naive"), "naive");
-        assert_eq!(safe_stem("my kernel/../x"), "my_kernel____x");
-    }
 
     #[test]
     fn lists_split_and_trim() {

@@ -126,15 +126,7 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
             Duration::from_secs(args.timeout),
         )?;
         let name = format!("{}-{}.txt", kernels[k].name(), tool.as_str());
-        let text = format!(
-            "$ {}\n{}\nexit={}\n",
-            rec.argv.join(" "),
-            rec.output,
-            rec.exit_status
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| "signal".into())
-        );
-        write_atomic(&dir.join(&name), text.as_bytes())?;
+        write_atomic(&dir.join(&name), rec.log_text().as_bytes())?;
         let done = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         eprintln!(
             "klab sanitize: {} {} finished ({done}/{})",

@@ -377,7 +377,9 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
     } else {
         for (_, k) in &passed {
             let i = by_name(&points, &k.name());
-            let bdir = tdir.join("bench").join(safe_name(&k.name()));
+            let bdir = tdir
+                .join("bench")
+                .join(klab_core::artifact::safe_stem(&k.name()));
             let cmd = ChildCmd::Bench(BenchArgs {
                 kernel: k.spec(),
                 n: Some(g.n),
@@ -407,8 +409,10 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
                         }) => match Receipt::load(&bdir.join("receipt.json")) {
                             Ok(rec) => {
                                 uuid = Some(rec.hardware.gpu_uuid.clone());
-                                let at =
-                                    format!("{rel}/bench/{}/receipt.json", safe_name(&k.name()));
+                                let at = format!(
+                                    "{rel}/bench/{}/receipt.json",
+                                    klab_core::artifact::safe_stem(&k.name())
+                                );
                                 fill(&mut points[i], &rec, at);
                                 points[i].detail = "bench".into();
                             }
@@ -495,18 +499,6 @@ fn check_failure(r: &ChildRun) -> String {
         .find(|l| l.contains("FAIL") || l.contains("REJECTED"))
         .map(|l| l.trim().to_string())
         .unwrap_or_else(|| "the check failed (see sweep-task.log)".into())
-}
-
-fn safe_name(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 /// `--slurm`: the job array, written, then submitted with sbatch (or printed).

@@ -324,6 +324,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
 }
 
 /// SHA-256 of bytes, lowercase hex.
+/// A file-name stem from a kernel name (manifest names are free text): every character
+/// but ASCII letters, digits, `_` and `-` becomes `_`.
+pub fn safe_stem(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
@@ -404,6 +418,12 @@ fn cache_dir_in(env: impl Fn(&str) -> Option<std::ffi::OsString>, kind: &str) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stems_are_file_safe() {
+        assert_eq!(safe_stem("naive"), "naive");
+        assert_eq!(safe_stem("my kernel/../x"), "my_kernel____x");
+    }
 
     #[test]
     fn atomic_write_replaces_and_leaves_no_temporaries() {

@@ -512,6 +512,20 @@ pub struct RunRecord {
     pub report: Report,
 }
 
+impl RunRecord {
+    /// The run as its report file holds it: `$ ARGV`, the output, `exit=N` (or `signal`).
+    pub fn log_text(&self) -> String {
+        format!(
+            "$ {}\n{}\nexit={}\n",
+            self.argv.join(" "),
+            self.output,
+            self.exit_status
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "signal".into())
+        )
+    }
+}
+
 fn one() -> u64 {
     1
 }
@@ -556,6 +570,28 @@ impl SanitizedKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_logs_its_command_output_and_exit() {
+        let mut r = RunRecord {
+            tool: Tool::Memcheck,
+            argv: vec![
+                "compute-sanitizer".into(),
+                "--tool".into(),
+                "memcheck".into(),
+            ],
+            exit_status: Some(0),
+            timed_out: false,
+            output: "========= ERROR SUMMARY: 0 errors".into(),
+            report: Report::empty(Tool::Memcheck),
+        };
+        assert_eq!(
+            r.log_text(),
+            "$ compute-sanitizer --tool memcheck\n========= ERROR SUMMARY: 0 errors\nexit=0\n"
+        );
+        r.exit_status = None;
+        assert!(r.log_text().ends_with("\nexit=signal\n"));
+    }
 
     #[test]
     fn a_trimmed_record_still_reads() {

@@ -314,39 +314,16 @@ fn bandwidth_plot(t: &SweepTable) -> Plot {
         .chain(std::iter::once(peak))
         .fold(0.0f64, f64::max)
         * 1.15;
-    let svg = svg(SIZE, |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, font(20))
-            .margin(14)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d((x0..x1).log_scale(), 0f64..top.max(1.0))?;
-        chart
-            .configure_mesh()
-            .x_desc("n")
-            .y_desc("GB/s (useful bytes / time)")
-            .x_label_formatter(&|v| format!("{v:.0}"))
-            .y_label_formatter(&|v| format::tick(*v))
-            .label_style(font(13))
-            .light_line_style(RGBColor(242, 242, 242))
-            .draw()?;
-        for (i, (name, ps)) in series.iter().enumerate() {
-            let c = rgb(SERIES[i % SERIES.len()]);
-            let pts: Vec<(f64, f64)> = ps
-                .iter()
-                .filter_map(|p| Some((p.n as f64, p.gb_s?)))
-                .collect();
-            if pts.is_empty() {
-                continue;
-            }
-            chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
-                .label(name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
-                });
-            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
-        }
+    let frame = Frame {
+        title,
+        x: (x0, x1),
+        y: (0.0, top.max(1.0)),
+        y_desc: "GB/s (useful bytes / time)",
+        y_label: &|v| format::tick(*v),
+        legend_low: true,
+    };
+    let svg = against_size(&frame, |chart| {
+        kernel_lines(chart, &series, |p| p.gb_s, false)?;
         // The copy ceiling of each point's rounds.
         let mut ceil: Vec<(f64, f64)> = t
             .points
@@ -356,30 +333,18 @@ fn bandwidth_plot(t: &SweepTable) -> Plot {
         ceil.sort_by(|a, b| a.0.total_cmp(&b.0));
         ceil.dedup_by(|a, b| a.0 == b.0);
         if !ceil.is_empty() {
-            let c = rgb(CEILING);
-            chart
-                .draw_series(LineSeries::new(ceil, c.stroke_width(3)))?
-                .label("copy ceiling (fastest copy in the point's rounds)")
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(3))
-                });
+            labelled_line(
+                chart,
+                ceil,
+                rgb(CEILING),
+                3,
+                "copy ceiling (fastest copy in the point's rounds)".into(),
+            )?;
         }
         if peak > 0.0 {
-            let c = rgb(PEAK);
-            chart
-                .draw_series(LineSeries::new([(x0, peak), (x1, peak)], c.stroke_width(2)))?
-                .label(format!("theoretical peak: {} GB/s", format::gb_s(peak)))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
-                });
+            let label = format!("theoretical peak: {} GB/s", format::gb_s(peak));
+            labelled_line(chart, vec![(x0, peak), (x1, peak)], rgb(PEAK), 2, label)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .label_font(font(12))
-            .draw()?;
         Ok(())
     });
     Plot {
@@ -413,42 +378,119 @@ fn speedup_plot(t: &SweepTable) -> Plot {
         .collect();
     let hi = vals.iter().cloned().fold(1.0f64, f64::max) * 1.1;
     let lo = vals.iter().cloned().fold(1.0f64, f64::min) * 0.9;
-    let svg = svg(SIZE, |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, font(20))
-            .margin(14)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d((x0..x1).log_scale(), lo..hi)?;
-        chart
-            .configure_mesh()
-            .x_desc("n")
-            .y_desc("baseline median / kernel median")
-            .x_label_formatter(&|v| format!("{v:.0}"))
-            .y_label_formatter(&|v| format!("{v:.2}x"))
-            .label_style(font(13))
-            .light_line_style(RGBColor(242, 242, 242))
-            .draw()?;
+    let frame = Frame {
+        title,
+        x: (x0, x1),
+        y: (lo, hi),
+        y_desc: "baseline median / kernel median",
+        y_label: &|v| format!("{v:.2}x"),
+        legend_low: false,
+    };
+    let svg = against_size(&frame, |chart| {
         chart.draw_series(LineSeries::new(
             [(x0, 1.0), (x1, 1.0)],
             BLACK.stroke_width(1),
         ))?;
-        for (i, (name, ps)) in series.iter().enumerate() {
-            let c = rgb(SERIES[i % SERIES.len()]);
-            let pts: Vec<(f64, f64)> = ps
-                .iter()
-                .filter_map(|p| Some((p.n as f64, p.ratio_to_baseline?)))
-                .collect();
-            if pts.is_empty() {
-                continue;
-            }
-            chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
-                .label(name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
-                });
-            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
+        kernel_lines(chart, &series, |p| p.ratio_to_baseline, true)
+    });
+    Plot {
+        file_name: SPEEDUP_FILE.into(),
+        svg,
+        caption: "Each kernel's ratio to the baseline at each size (above 1: faster), with the round-level 95% interval as a vertical bar under rounds.".into(),
+        missing: None,
+    }
+}
+
+type DrawResult = Result<(), Box<dyn std::error::Error>>;
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<
+        plotters::coord::combinators::LogCoord<f64>,
+        plotters::coord::types::RangedCoordf64,
+    >,
+>;
+
+/// A plot against size: its title, ranges and y axis.
+struct Frame<'a> {
+    title: &'a str,
+    x: (f64, f64),
+    y: (f64, f64),
+    y_desc: &'a str,
+    y_label: &'a dyn Fn(&f64) -> String,
+    /// The legend in the lower right (else the upper left).
+    legend_low: bool,
+}
+
+/// An SVG with a log-scale size axis, the series `draw` adds and their legend.
+fn against_size(f: &Frame<'_>, draw: impl FnOnce(&mut Chart<'_, '_>) -> DrawResult) -> String {
+    svg(SIZE, |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(f.title, font(20))
+            .margin(14)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d((f.x.0..f.x.1).log_scale(), f.y.0..f.y.1)?;
+        chart
+            .configure_mesh()
+            .x_desc("n")
+            .y_desc(f.y_desc)
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(f.y_label)
+            .label_style(font(13))
+            .light_line_style(RGBColor(242, 242, 242))
+            .draw()?;
+        draw(&mut chart)?;
+        chart
+            .configure_series_labels()
+            .position(if f.legend_low {
+                SeriesLabelPosition::LowerRight
+            } else {
+                SeriesLabelPosition::UpperLeft
+            })
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .label_font(font(12))
+            .draw()?;
+        Ok(())
+    })
+}
+
+/// A line with a legend entry.
+fn labelled_line(
+    chart: &mut Chart<'_, '_>,
+    points: Vec<(f64, f64)>,
+    c: RGBColor,
+    width: u32,
+    label: String,
+) -> DrawResult {
+    chart
+        .draw_series(LineSeries::new(points, c.stroke_width(width)))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(width)));
+    Ok(())
+}
+
+/// Each series' `value` against n, a line with its points (and, with `whiskers`, each
+/// point's ratio interval as a vertical bar).
+fn kernel_lines(
+    chart: &mut Chart<'_, '_>,
+    series: &[(String, Vec<&PointRecord>)],
+    value: impl Fn(&PointRecord) -> Option<f64>,
+    whiskers: bool,
+) -> DrawResult {
+    for (i, (name, ps)) in series.iter().enumerate() {
+        let c = rgb(SERIES[i % SERIES.len()]);
+        let pts: Vec<(f64, f64)> = ps
+            .iter()
+            .filter_map(|p| Some((p.n as f64, value(p)?)))
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        labelled_line(chart, pts.clone(), c, 2, name.clone())?;
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
+        if whiskers {
             for p in ps {
                 if let Some([a, b]) = p.ratio_interval {
                     let x = p.n as f64;
@@ -459,19 +501,106 @@ fn speedup_plot(t: &SweepTable) -> Plot {
                 }
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .label_font(font(12))
-            .draw()?;
-        Ok(())
-    });
-    Plot {
-        file_name: SPEEDUP_FILE.into(),
-        svg,
-        caption: "Each kernel's ratio to the baseline at each size (above 1: faster), with the round-level 95% interval as a vertical bar under rounds.".into(),
-        missing: None,
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use klab_core::samples::{Regime, Timer};
+    use klab_core::sweep::{Group, PlannedKernel, SweepPlan, TaskProblem};
+    use klab_core::timing::WarmupPolicy;
+
+    fn point(
+        kernel: &str,
+        n: u64,
+        uuid: &str,
+        gb_s: f64,
+        pct: f64,
+        ratio: Option<f64>,
+    ) -> PointRecord {
+        let g = Group {
+            id: 0,
+            n,
+            regime: Regime::SameBuffer,
+        };
+        let mut p = PointRecord::unmeasured(&g, kernel, 0, PointStatus::Passed, "3 rounds".into());
+        p.gpu_uuid = Some(uuid.into());
+        p.gb_s = Some(gb_s);
+        p.median_us = Some(100.0);
+        p.pct_of_ceiling = Some(pct);
+        p.ceiling_gb_s = Some(gb_s * 100.0 / pct);
+        p.theoretical_peak_gb_s = Some(4800.0);
+        p.ratio_to_baseline = ratio;
+        p.ratio_interval = ratio.map(|r| [r * 0.98, r * 1.02]);
+        p
+    }
+
+    fn table(points: Vec<PointRecord>) -> SweepTable {
+        SweepTable {
+            schema: klab_core::sweep::TABLE_SCHEMA.into(),
+            plan: SweepPlan {
+                schema: klab_core::sweep::PLAN_SCHEMA.into(),
+                created_utc: "2026-12-02T00:00:00Z".into(),
+                klab_version: "0.1.0".into(),
+                kernels: ["sgeam", "lean"]
+                    .iter()
+                    .map(|k| PlannedKernel {
+                        spec: k.to_string(),
+                        name: k.to_string(),
+                    })
+                    .collect(),
+                baseline: Some("sgeam".into()),
+                rounds: 3,
+                timer: Timer::PerLaunch,
+                samples: 100,
+                warmup: WarmupPolicy::Count { launches: 20 },
+                timeout_s: 900,
+                axes: vec!["n=4096,8192".into()],
+                groups: Vec::new(),
+            },
+            points,
+            tasks: Vec::new(),
+            task_problems: vec![TaskProblem {
+                group: 2,
+                why: "task 2 (n = 16384, same-buffer) left no record".into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn the_report_draws_both_plots_and_the_spread_over_gpus() {
+        let t = table(vec![
+            point("sgeam", 4096, "GPU-aaaaaaaaaaaa-1", 2500.0, 90.0, None),
+            point("lean", 4096, "GPU-aaaaaaaaaaaa-1", 2700.0, 97.0, Some(1.08)),
+            point("lean", 4096, "GPU-bbbbbbbbbbbb-2", 2650.0, 95.5, Some(1.06)),
+            point("lean", 8192, "GPU-aaaaaaaaaaaa-1", 2800.0, 98.0, Some(1.1)),
+        ]);
+        let r = render(&t);
+        assert_eq!(r.plots.len(), 2);
+        let (bw, sp) = (&r.plots[0].1, &r.plots[1].1);
+        for svg in [bw, sp] {
+            assert!(svg.contains("lean"), "a series per kernel");
+            assert!(!svg.contains("not drawn"));
+        }
+        assert!(bw.contains("theoretical peak"));
+        assert!(bw.contains("copy ceiling"));
+        // The per-GPU table: lean at 4096 on both GPUs, 1.5 points of the ceiling apart.
+        assert!(r.markdown.contains("GPU-aaaaaaaa"), "{}", r.markdown);
+        assert!(r.markdown.contains("| 1.5 |"), "{}", r.markdown);
+        assert!(r.markdown.contains("left no record"));
+        assert!(r.html.contains("1.08"));
+        // Byte-identical for the same table.
+        assert_eq!(render(&t), r);
+        // Nothing timed: both plots say why instead of drawing.
+        let mut empty = t.clone();
+        for p in &mut empty.points {
+            p.gb_s = None;
+            p.ratio_to_baseline = None;
+        }
+        let e = render(&empty);
+        assert!(e.plots[0].1.contains("no point was timed"));
+        assert!(e.plots[1].1.contains("no ratio to a baseline"));
     }
 }
