@@ -444,22 +444,12 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
                 ended_unix_s: t1,
             });
         }
-        // Without rounds, the ratio of two receipts' medians (no interval).
-        if let Some(base) = plan.baseline.as_ref().and_then(|b| {
-            points
-                .iter()
-                .find(|p| &p.kernel == b && p.status == PointStatus::Passed)
-                .and_then(|p| p.median_us)
-        }) {
-            for p in points
-                .iter_mut()
-                .filter(|p| p.status == PointStatus::Passed)
-            {
-                if Some(&p.kernel) != plan.baseline.as_ref() {
-                    p.ratio_to_baseline = p.median_us.map(|m| base / m);
-                }
-            }
-        }
+        let copies: Vec<String> = passed
+            .iter()
+            .filter(|(_, k)| k.decl.operation == klab_core::manifest::OpKind::Copy)
+            .map(|(_, k)| k.name())
+            .collect();
+        sweep::place_benched(&mut points, &copies, plan.baseline.as_deref());
     }
     write_atomic(&tdir.join("sweep-task.log"), log.as_bytes())?;
     let rec = GroupRecord {

@@ -428,7 +428,8 @@ pub struct PointRecord {
     pub gpu_uuid: Option<String>,
     pub median_us: Option<f64>,
     pub gb_s: Option<f64>,
-    /// Against the fastest copy kernel timed in the same rounds (rounds only).
+    /// Against the fastest copy kernel timed at the same point (in the same rounds, under
+    /// rounds).
     pub pct_of_ceiling: Option<f64>,
     pub ceiling_gb_s: Option<f64>,
     pub pct_of_peak: Option<f64>,
@@ -468,6 +469,34 @@ impl PointRecord {
             ratio_to_baseline: None,
             ratio_interval: None,
             receipt: None,
+        }
+    }
+}
+
+/// A group's points timed by one bench each (no rounds): the ceiling is the fastest of the
+/// `copies` that passed, and the ratio to `baseline` is the ratio of the two receipts'
+/// medians, with no interval (that takes rounds).
+pub fn place_benched(points: &mut [PointRecord], copies: &[String], baseline: Option<&str>) {
+    let passed = |p: &PointRecord| p.status == PointStatus::Passed;
+    let ceiling = points
+        .iter()
+        .filter(|p| passed(p) && copies.contains(&p.kernel))
+        .filter_map(|p| p.gb_s)
+        .filter(|g| *g > 0.0)
+        .reduce(f64::max);
+    let base = baseline.and_then(|b| {
+        points
+            .iter()
+            .find(|p| passed(p) && p.kernel == b)
+            .and_then(|p| p.median_us)
+    });
+    for p in points.iter_mut().filter(|p| passed(p)) {
+        if let Some(c) = ceiling {
+            p.ceiling_gb_s = Some(c);
+            p.pct_of_ceiling = p.gb_s.map(|g| 100.0 * g / c);
+        }
+        if Some(p.kernel.as_str()) != baseline {
+            p.ratio_to_baseline = base.zip(p.median_us).map(|(b, m)| b / m);
         }
     }
 }
@@ -778,6 +807,49 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("at least 1"));
+    }
+
+    #[test]
+    fn benched_points_take_the_fastest_copy_as_ceiling_and_the_medians_ratio() {
+        let g = Group {
+            id: 0,
+            n: 4096,
+            regime: Regime::SameBuffer,
+        };
+        let timed = |k: &str, us: f64, gb: f64| {
+            let mut p = PointRecord::unmeasured(&g, k, 0, PointStatus::Passed, "bench".into());
+            p.median_us = Some(us);
+            p.gb_s = Some(gb);
+            p
+        };
+        let mut failed_copy = timed("copy_fast", 1.0, 9999.0);
+        failed_copy.status = PointStatus::TimingFailed;
+        let mut points = vec![
+            timed("copy", 50.0, 2000.0),
+            timed("memcpy", 45.0, 2500.0),
+            failed_copy,
+            timed("sgeam", 60.0, 1500.0),
+            timed("lean", 40.0, 2250.0),
+        ];
+        let copies = ["copy".to_string(), "memcpy".into(), "copy_fast".into()];
+        place_benched(&mut points, &copies, Some("sgeam"));
+        // The failed copy's rate is no ceiling.
+        assert_eq!(points[4].ceiling_gb_s, Some(2500.0));
+        assert_eq!(points[4].pct_of_ceiling, Some(90.0));
+        assert_eq!(points[4].ratio_to_baseline, Some(1.5));
+        assert_eq!(points[4].ratio_interval, None);
+        assert_eq!(points[3].ratio_to_baseline, None, "the baseline itself");
+        assert_eq!(
+            points[2].pct_of_ceiling, None,
+            "a failed point gets no numbers"
+        );
+        // No copy and no baseline timed: nothing is made up.
+        let mut alone = vec![timed("lean", 40.0, 2250.0)];
+        place_benched(&mut alone, &copies, Some("sgeam"));
+        assert_eq!(
+            (alone[0].pct_of_ceiling, alone[0].ratio_to_baseline),
+            (None, None)
+        );
     }
 
     #[test]
