@@ -277,6 +277,24 @@ fn a_task_without_a_device_records_its_points_and_collect_names_the_missing_task
     let before = std::fs::read(s.join("report/index.html")).unwrap();
     klab(&["sweep", "collect", so], &[]);
     assert_eq!(std::fs::read(s.join("report/index.html")).unwrap(), before);
+    // A record whose receipt lies outside the folder, or is no receipt, is refused.
+    std::fs::write(dir.path().join("outside.json"), "{}").unwrap();
+    std::fs::write(s.join("tasks/0/fake.json"), "{\"schema\": 1}").unwrap();
+    let rec_path = s.join("tasks/0/group.json");
+    let mut rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&rec_path).unwrap()).unwrap();
+    for (i, receipt) in ["../outside.json", "tasks/0/fake.json"].iter().enumerate() {
+        rec["points"][i]["status"] = "passed".into();
+        rec["points"][i]["receipt"] = (*receipt).into();
+    }
+    std::fs::write(&rec_path, serde_json::to_vec(&rec).unwrap()).unwrap();
+    let r = klab(&["sweep", "collect", so], &[]);
+    let (out, _) = text(&r);
+    assert_eq!(r.status.code(), Some(1), "{out}");
+    assert_eq!(out.matches("its receipt was refused").count(), 2, "{out}");
+    // Refused for where it is, before anything reads it.
+    assert!(out.contains("leads out of"), "{out}");
+    assert!(!out.contains(" passed "), "{out}");
     // Not a sweep folder.
     let r = klab(&["sweep", "collect", dir.path().to_str().unwrap()], &[]);
     assert_eq!(r.status.code(), Some(1));

@@ -588,7 +588,17 @@ pub fn collect(dir: &Path) -> anyhow::Result<SweepTable> {
             Ok(mut r) => {
                 for p in &mut r.points {
                     if let Some(receipt) = &p.receipt {
-                        if let Err(e) = klab_core::compare::check(&dir.join(receipt)) {
+                        // A record names its receipt inside the sweep folder, never elsewhere.
+                        let checked = klab_core::artifact::resolve_inside(
+                            dir,
+                            Path::new(receipt),
+                            Input::RECEIPT,
+                        )
+                        .map_err(|e| e.to_string())
+                        .and_then(|path| {
+                            klab_core::compare::check(&path).map_err(|e| e.to_string())
+                        });
+                        if let Err(e) = checked {
                             p.status = PointStatus::Error;
                             p.detail = format!("its receipt was refused: {e}");
                         }
