@@ -195,6 +195,8 @@ impl CudaBackend {
     }
 
     /// Launch `func` on a 1-D grid with 64-bit parameter words (pointers and integers).
+    /// A launch of klab's own checker or generator: a 1-D grid, every parameter an 8-byte
+    /// word (a pointer or an integer).
     fn launch_words(
         &self,
         func: &CudaFunction,
@@ -203,24 +205,50 @@ impl CudaBackend {
         words: &[u64],
         what: &str,
     ) -> Result<(), BackendError> {
-        let mut storage = words.to_vec();
+        self.launch_8byte_params(
+            func,
+            (blocks.max(1), 1, 1),
+            (threads, 1, 1),
+            0,
+            words.to_vec(),
+            || what.to_string(),
+        )
+    }
+
+    /// Launch `func` with each parameter in an 8-byte slot whose first bytes hold its value
+    /// (little-endian): what a kernel's pointer, integer and float parameters read.
+    fn launch_8byte_params(
+        &self,
+        func: &CudaFunction,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        dynamic_shared_bytes: u32,
+        mut storage: Vec<u64>,
+        what: impl FnOnce() -> String,
+    ) -> Result<(), BackendError> {
         let mut params: Vec<*mut c_void> = storage
             .iter_mut()
             .map(|s| (s as *mut u64).cast::<c_void>())
             .collect();
-        // SAFETY: the function is klab's own, whose parameters are all 8-byte pointers or
-        // integers in this order; the buffers outlive the synchronisation that follows.
+        // SAFETY: the function belongs to a loaded module whose parameters match the slots'
+        // order and sizes (the caller's contract); buffers outlive the synchronisation that
+        // follows every launch sequence.
         let r = unsafe {
             result::launch_kernel(
                 func.cu_function(),
-                (blocks.max(1), 1, 1),
-                (threads, 1, 1),
-                0,
+                grid,
+                block,
+                dynamic_shared_bytes,
                 self.stream.cu_stream(),
                 &mut params,
             )
         };
-        self.check(r.map_err(|e| e.0), what)
+        // The message is made only for a failed launch: nothing but the enqueue may stand
+        // between a timed launch's start event and its kernel.
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) => self.check(Err(e.0), &what()),
+        }
     }
 
     fn words_buffer(&mut self, words: &[u64]) -> Result<DeviceBuffer, BackendError> {
@@ -346,7 +374,7 @@ impl CudaBackend {
             (Some(f), None) => f,
             (None, None) => return Err(BackendError("a kernel without a function".into())),
         };
-        let mut storage: Vec<u64> = args
+        let words: Vec<u64> = args
             .iter()
             .map(|a| match a {
                 Arg::Buffer(b) => b.ptr,
@@ -358,31 +386,19 @@ impl CudaBackend {
                 Arg::F64(v) => v.to_bits(),
             })
             .collect();
-        let mut params: Vec<*mut c_void> = storage
-            .iter_mut()
-            .map(|s| (s as *mut u64).cast::<c_void>())
-            .collect();
-        // SAFETY: the function belongs to the loaded module; each parameter points to an
-        // 8-byte slot whose first bytes hold the value (little-endian), matching the
-        // kernel's pointer and int parameters; buffers outlive the synchronisation that
-        // follows every launch sequence.
-        let r = unsafe {
-            result::launch_kernel(
-                func.cu_function(),
-                (plan.grid.x, plan.grid.y, plan.grid.z),
-                (plan.block.x, plan.block.y, plan.block.z),
-                plan.dynamic_shared_bytes,
-                self.stream.cu_stream(),
-                &mut params,
-            )
-        };
-        self.check(
-            r.map_err(|e| e.0),
-            &format!(
-                "launching {} with {}",
-                kernel.resources.kernel,
-                plan.describe()
-            ),
+        self.launch_8byte_params(
+            func,
+            (plan.grid.x, plan.grid.y, plan.grid.z),
+            (plan.block.x, plan.block.y, plan.block.z),
+            plan.dynamic_shared_bytes,
+            words,
+            || {
+                format!(
+                    "launching {} with {}",
+                    kernel.resources.kernel,
+                    plan.describe()
+                )
+            },
         )
     }
 }

@@ -91,6 +91,26 @@ fn args(list: &[&std::ffi::OsStr]) -> Vec<OsString> {
     list.iter().map(|a| a.to_os_string()).collect()
 }
 
+/// ssh-keygen with `argv`, `file` (a receipt) on its standard input, under the watchdog;
+/// a timeout is an error naming `action`.
+fn run_over(
+    ssh_keygen: &Path,
+    argv: &[OsString],
+    file: &Path,
+    action: &'static str,
+) -> Result<process::Captured, SigError> {
+    let opts = RunOptions {
+        stdin: Some((file.to_path_buf(), Input::RECEIPT)),
+        end_group_on_exit: true,
+        ..RunOptions::new(TIMEOUT)
+    };
+    let c = process::run(ssh_keygen, argv, &opts)?;
+    if c.timed_out {
+        return Err(SigError::TimedOut { action });
+    }
+    Ok(c)
+}
+
 /// Sign the bytes of `file` (a receipt, at most [`Input::RECEIPT`]'s cap) with `key` (a
 /// private key file, or a public key whose private half is in ssh-agent). Returns the
 /// armored signature; the caller writes it.
@@ -103,15 +123,7 @@ pub fn sign(ssh_keygen: &Path, key: &Path, file: &Path) -> Result<Vec<u8>, SigEr
         "-n".as_ref(),
         NAMESPACE.as_ref(),
     ]);
-    let opts = RunOptions {
-        stdin: Some((file.to_path_buf(), Input::RECEIPT)),
-        end_group_on_exit: true,
-        ..RunOptions::new(TIMEOUT)
-    };
-    let c = process::run(ssh_keygen, &argv, &opts)?;
-    if c.timed_out {
-        return Err(SigError::TimedOut { action: "sign" });
-    }
+    let c = run_over(ssh_keygen, &argv, file, "sign")?;
     if c.exit_code != Some(0) {
         return Err(SigError::Sign {
             key: key.to_path_buf(),
@@ -147,15 +159,7 @@ pub fn verify(
         "-s".as_ref(),
         signature.as_os_str(),
     ]);
-    let opts = RunOptions {
-        stdin: Some((file.to_path_buf(), Input::RECEIPT)),
-        end_group_on_exit: true,
-        ..RunOptions::new(TIMEOUT)
-    };
-    let c = process::run(ssh_keygen, &argv, &opts)?;
-    if c.timed_out {
-        return Err(SigError::TimedOut { action: "verify" });
-    }
+    let c = run_over(ssh_keygen, &argv, file, "verify")?;
     if c.exit_code != Some(0) {
         return Err(SigError::Rejected {
             file: file.to_path_buf(),
