@@ -212,6 +212,28 @@ fn a_sweep_file_plans_the_same_as_the_command_line() {
     for g in 0..4 {
         assert!(dir.path().join(format!("a/tasks/{g}")).is_dir());
     }
+    // A manifest the file names by a relative path is the one beside the file.
+    let ops = dir.path().join("ops");
+    std::fs::create_dir(&ops).unwrap();
+    for f in std::fs::read_dir(root().join("examples/ops/gelu")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, ops.join(f.file_name().unwrap())).unwrap();
+    }
+    let beside = ops.join("sweep.toml");
+    std::fs::write(
+        &beside,
+        "kernels = [\"gelu.toml:gelu\"]\n[axes]\nn = [1000]\n",
+    )
+    .unwrap();
+    let plan = plan_of(
+        &["sweep", "--file", beside.to_str().unwrap()],
+        &dir.path().join("c"),
+    );
+    let spec = plan["kernels"][0]["spec"].as_str().unwrap().to_string();
+    assert!(
+        spec.starts_with(ops.to_str().unwrap()) && spec.ends_with("gelu.toml:gelu"),
+        "{spec}"
+    );
     // A sweep file with an unknown field is refused in one line.
     std::fs::write(&file, "kernels = [\"copy\"]\nrepeat = 3\n[axes]\nn = [4]\n").unwrap();
     let r = klab(&["sweep", "--file", file.to_str().unwrap()], &[]);

@@ -94,7 +94,7 @@ fn plan(args: &SweepArgs) -> anyhow::Result<SweepPlan> {
             }
             let axes = f.axes(path)?;
             (
-                f.kernels.clone(),
+                f.kernels.iter().map(|k| beside(path, k)).collect(),
                 axes,
                 f.baseline.clone(),
                 f.rounds.unwrap_or(0),
@@ -166,6 +166,20 @@ fn plan(args: &SweepArgs) -> anyhow::Result<SweepPlan> {
         axes: axes.iter().map(describe_axis).collect(),
         groups,
     })
+}
+
+/// A sweep file's kernel: a manifest named by a relative path is the one beside the file
+/// (as a manifest's own source paths are), wherever klab runs.
+fn beside(file: &Path, spec: &str) -> String {
+    let Some(end) = spec.find(".toml").map(|i| i + ".toml".len()) else {
+        return spec.to_string();
+    };
+    let (manifest, rest) = spec.split_at(end);
+    let dir = file.parent().unwrap_or(Path::new(""));
+    if Path::new(manifest).is_absolute() {
+        return spec.to_string();
+    }
+    format!("{}{rest}", dir.join(manifest).display())
 }
 
 fn describe_axis(a: &Axis) -> String {
