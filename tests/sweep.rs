@@ -275,6 +275,11 @@ fn a_task_without_a_device_records_its_points_and_collect_names_the_missing_task
         out.contains("group 0 (n = 32, same-buffer) on device 0: 0/2 passed"),
         "{out}"
     );
+    // Run again (a requeued task): a fresh attempt folder, the record replaced.
+    let r = klab(&["sweep", "task", so, "0"], &[]);
+    assert_eq!(r.status.code(), Some(1), "{:?}", text(&r));
+    assert!(s.join("tasks/0/run-01/sweep-task.log").is_file());
+    assert!(s.join("tasks/0/run-02/sweep-task.log").is_file());
     let r = klab(&["sweep", "task", so, "7"], &[]);
     assert!(text(&r).1.contains("there is no group 7"), "{:?}", text(&r));
     let r = klab(&["sweep", "collect", so], &[]);

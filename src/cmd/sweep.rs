@@ -265,10 +265,17 @@ fn group_line(rec: &GroupRecord) -> String {
 }
 
 /// Run one group and write its record (atomically, last): the checks, then the timing.
+/// Each attempt works in a fresh `tasks/G/run-NN/` (a requeued or re-run task never meets
+/// an earlier attempt's folders); the record at `tasks/G/group.json` is the last one's.
 fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Result<GroupRecord> {
-    let rel = SweepPlan::task_rel(g.id);
-    let tdir = dir.join(&rel);
-    std::fs::create_dir_all(&tdir).with_context(|| format!("creating {}", tdir.display()))?;
+    let task_dir = dir.join(SweepPlan::task_rel(g.id));
+    let tdir = klab_core::artifact::create_run_dir(&task_dir)
+        .with_context(|| format!("creating an attempt folder under {}", task_dir.display()))?;
+    let rel = format!(
+        "{}/{}",
+        SweepPlan::task_rel(g.id),
+        tdir.file_name().expect("a run folder").to_string_lossy()
+    );
     let started = now_unix();
     let mut log = String::new();
     let timeout = Duration::from_secs(plan.timeout_s);
@@ -476,7 +483,7 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
         timed_spans: spans,
         points,
     };
-    write_json(&tdir.join(sweep::GROUP_FILE), &rec)?;
+    write_json(&task_dir.join(sweep::GROUP_FILE), &rec)?;
     Ok(rec)
 }
 
