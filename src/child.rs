@@ -72,6 +72,13 @@ impl Argv {
         }
         self
     }
+    /// `--flag=v` once for each value.
+    fn each<T: ToString>(&mut self, flag: &str, vs: &[T]) -> &mut Self {
+        for v in vs {
+            self.opt(flag, v.to_string());
+        }
+        self
+    }
     fn flag(&mut self, flag: &str, on: bool) -> &mut Self {
         if on {
             self.0.push(flag.into());
@@ -104,6 +111,7 @@ impl ChildCmd {
                 a.arg("check")
                     .opt("--seed", c.seed)
                     .maybe("--sizes", &c.sizes)
+                    .each("--shape", &c.shape)
                     .opt("--timeout", c.timeout)
                     .flag("--verbose", c.verbose)
                     .flag("--quick", c.quick)
@@ -115,6 +123,7 @@ impl ChildCmd {
             ChildCmd::Bench(b) => {
                 a.arg("bench")
                     .maybe("--n", &b.n)
+                    .maybe("--shape", &b.shape)
                     .timing(&b.timing)
                     .opt("--rounds", b.rounds)
                     .path("--out", &b.out)
@@ -166,6 +175,7 @@ impl ChildCmd {
                 a.arg("rounds")
                     .maybe("--baseline", &r.baseline)
                     .maybe("--n", &r.n)
+                    .maybe("--shape", &r.shape)
                     .timing(&r.timing)
                     .opt("--rounds", r.rounds)
                     .path("--out", &r.out)
@@ -177,6 +187,7 @@ impl ChildCmd {
             ChildCmd::Sanitize(s) => {
                 a.arg("sanitize")
                     .opt("--tools", &s.tools)
+                    .maybe("--jobs", &s.jobs)
                     .path("--sanitizer", &s.sanitizer)
                     .opt("--timeout", s.timeout)
                     .path("--out", &s.out)
@@ -449,6 +460,12 @@ mod tests {
         check.quick = true;
         check.json = true;
         check.device = 3;
+        round_trip(ChildCmd::Check(check.clone()));
+        check.sizes = None;
+        check.shape = vec![
+            "M=64,N=8,K=3".parse().unwrap(),
+            "M=1,N=1,K=1".parse().unwrap(),
+        ];
         round_trip(ChildCmd::Check(check));
 
         let mut bench = parsed(&["bench", "x"], |c| match c {
@@ -470,6 +487,9 @@ mod tests {
         }
         bench.claim = Some("--looks like a flag".into());
         bench.in_process = true;
+        round_trip(ChildCmd::Bench(bench.clone()));
+        bench.n = None;
+        bench.shape = Some("M=2048,N=2048,K=1024".parse().unwrap());
         round_trip(ChildCmd::Bench(bench));
 
         let mut t = parsed(&["transpose", "all", "33", "1"], |c| match c {
@@ -522,6 +542,8 @@ mod tests {
         rounds.kernels = vec![spaced.into(), "-odd.toml:b".into()];
         rounds.baseline = Some("/x.toml:b".into());
         rounds.out = Some("out dir".into());
+        round_trip(ChildCmd::Rounds(rounds.clone()));
+        rounds.shape = Some("rows=33,cols=7".parse().unwrap());
         round_trip(ChildCmd::Rounds(rounds));
 
         let mut s = parsed(&["sanitize", "padded"], |c| match c {
@@ -531,6 +553,7 @@ mod tests {
         round_trip(ChildCmd::Sanitize(s.clone()));
         s.sanitizer = Some("/opt/cs".into());
         s.out = Some("o".into());
+        s.jobs = Some(3);
         round_trip(ChildCmd::Sanitize(s));
     }
 }

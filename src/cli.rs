@@ -348,6 +348,10 @@ pub struct CheckArgs {
     /// Sizes instead of the ladder, comma-separated
     #[arg(long)]
     pub sizes: Option<String>,
+    /// A shape instead of the ladder, a value for every size variable (m=64,n=128,k=32);
+    /// again for more
+    #[arg(long, value_name = "VAR=V,...", conflicts_with = "sizes")]
+    pub shape: Vec<klab_core::general::ShapeArg>,
     /// Watchdog per kernel, seconds (the index-overflow case alone moves gigabytes)
     #[arg(long, default_value_t = 600, value_parser = at_least_one::<u64>)]
     pub timeout: u64,
@@ -491,6 +495,10 @@ pub struct BenchArgs {
     /// Problem size (transpose: N for N x N; triad: elements) [default: 4096 / 1000003]
     #[arg(long, value_parser = at_least_one::<u64>)]
     pub n: Option<u64>,
+    /// The shape to time instead of the manifest's bench shape: a value for every size
+    /// variable, e.g. m=64,n=128,k=32
+    #[arg(long, value_name = "VAR=V,...", conflicts_with = "n")]
+    pub shape: Option<klab_core::general::ShapeArg>,
     #[command(flatten)]
     pub timing: TimingArgs,
     /// Blocks of samples, run one after another in this process
@@ -563,6 +571,9 @@ pub struct RoundsArgs {
     /// Problem size (as for bench)
     #[arg(long, value_parser = at_least_one::<u64>)]
     pub n: Option<u64>,
+    /// The shape every kernel is timed at (as for bench)
+    #[arg(long, value_name = "VAR=V,...", conflicts_with = "n")]
+    pub shape: Option<klab_core::general::ShapeArg>,
     #[command(flatten)]
     pub timing: TimingArgs,
     /// Rounds

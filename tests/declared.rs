@@ -288,6 +288,7 @@ fn a_command_reference_checks_a_declared_kernel_through_npy_files() {
     let opts = klab_core::check::CheckOptions {
         seed: 1,
         sizes: None,
+        shapes: None,
         quick: false,
     };
     let check = |f: klab_core::backend::host::GeneralKernelFn| {

@@ -468,3 +468,37 @@ fn audit_only_names_the_unknown_kernel_before_looking_for_tools() {
     refused(&out, "--only: 'BAD2' is not one of the audited kernels");
     assert!(!t.path().join("artifacts").exists());
 }
+
+/// `--shape` names every size variable of the operation, each in its range, or is refused
+/// in one line before any device is asked for.
+#[test]
+fn a_shape_that_does_not_fit_the_operation_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let gemm = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/ops/gemm/gemm.toml");
+    let gemm_k = format!("{}:gemm", gemm.display());
+    for (args, needle) in [
+        (
+            vec!["bench", gemm_k.as_str(), "--shape", "M=64"],
+            "give K too",
+        ),
+        (
+            vec!["bench", gemm_k.as_str(), "--shape", "m=64,N=1,K=1"],
+            "'m' is not a size variable",
+        ),
+        (
+            vec!["check", gemm_k.as_str(), "--shape", "M=0,N=1,K=1"],
+            "M = 0 is outside",
+        ),
+        (
+            vec!["rounds", "copy", "naive", "--shape", "M=64"],
+            "'M' is not a size variable",
+        ),
+        (
+            vec!["bench", "copy", "--shape", "n=64", "--n", "64"],
+            "cannot be used with",
+        ),
+        (vec!["bench", "copy", "--shape", "n=6,n=7"], "given twice"),
+    ] {
+        refused(&klab(dir.path(), &args), needle);
+    }
+}

@@ -15,7 +15,7 @@ use crate::EXIT_GATE_FAILED;
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if !args.in_process {
         // Bad input is one line from here, before any child starts.
-        let kernel = Kernel::parse(&args.kernel)?;
+        let kernel = Kernel::parse(&args.kernel)?.at_shape(args.shape.as_ref())?;
         check_args(&args, &kernel)?;
         let what = format!("bench {}", kernel.name());
         let timeout = args.timeout;
@@ -26,7 +26,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         });
         return child::relay(child, timeout, &what);
     }
-    let kernel = Kernel::parse_in_child(&args.kernel)?;
+    let kernel = Kernel::parse_in_child(&args.kernel)?.at_shape(args.shape.as_ref())?;
     let n = check_args(&args, &kernel)?;
     let config = args.timing.config();
     let spec = BenchSpec {

@@ -22,6 +22,7 @@ pub fn child_args(spec: String, device: u32) -> CheckArgs {
         kernels: vec![spec],
         seed: 1,
         sizes: None,
+        shape: Vec::new(),
         timeout: 60,
         verbose: false,
         quick: false,
@@ -50,11 +51,20 @@ fn sizes(s: &Option<String>) -> anyhow::Result<Option<Vec<u64>>> {
 fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
     use klab_core::backend::Backend;
     let kernel = Kernel::parse_in_child(name)?;
+    for shape in &args.shape {
+        kernel.check_shape(shape)?;
+    }
     let mut session = Session::open(&kernel, args.device)?;
     let k = session.backend.kernel(&kernel.decl.entry)?;
     let opts = CheckOptions {
         seed: args.seed,
         sizes: sizes(&args.sizes)?,
+        shapes: (!args.shape.is_empty()).then(|| {
+            args.shape
+                .iter()
+                .map(|s| s.0.iter().map(|(k, v)| (k.clone(), *v as i64)).collect())
+                .collect()
+        }),
         quick: args.quick,
     };
     let verbose = args.verbose;
@@ -104,6 +114,11 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     // Resolve every kernel and the sizes first: bad input is an error, not a verdict.
     let kernels = Kernel::parse_all(&args.kernels, Scope::Default)?;
+    for k in &kernels {
+        for shape in &args.shape {
+            k.check_shape(shape)?;
+        }
+    }
     // A device must exist before children are blamed for anything.
     klab_cuda::device::Device::check(args.device)?;
     let timeout = Duration::from_secs(args.timeout);

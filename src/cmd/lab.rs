@@ -67,6 +67,7 @@ impl Children {
             } => ChildCmd::Bench(BenchArgs {
                 kernel,
                 n,
+                shape: None,
                 timing: TimingArgs {
                     samples,
                     ..default_timing()
@@ -89,6 +90,7 @@ impl Children {
                 kernels,
                 baseline: Some(baseline),
                 n: Some(n),
+                shape: None,
                 timing: TimingArgs {
                     samples,
                     ..default_timing()

@@ -77,6 +77,31 @@ impl Kernel {
         }
     }
 
+    /// This kernel timed at `shape` (`--shape`) instead of its manifest's bench shape; a
+    /// shape that misses a size variable, names another or leaves a range is refused.
+    pub fn at_shape(
+        mut self,
+        shape: Option<&klab_core::general::ShapeArg>,
+    ) -> anyhow::Result<Kernel> {
+        let Some(shape) = shape else {
+            return Ok(self);
+        };
+        self.check_shape(shape)?;
+        let mut op = (*self.decl.op).clone();
+        op.spec.bench = Some(shape.0.clone());
+        self.decl.op = std::sync::Arc::new(op);
+        Ok(self)
+    }
+
+    /// [`Kernel::at_shape`]'s check alone.
+    pub fn check_shape(&self, shape: &klab_core::general::ShapeArg) -> anyhow::Result<()> {
+        self.decl
+            .op
+            .spec
+            .shape_problem(&shape.0)
+            .map_err(|why| anyhow::anyhow!("{}: --shape {shape}: {why}", self.name()))
+    }
+
     /// The operation's size variable when it has exactly one (what `--n` sets).
     pub fn size_variable(&self) -> Option<&str> {
         let sizes = &self.decl.op.spec.sizes;

@@ -173,7 +173,10 @@ fn place_in_rounds(
 }
 
 pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
-    let kernels = Kernel::parse_all(&args.kernels, Scope::Default)?;
+    let kernels = Kernel::parse_all(&args.kernels, Scope::Default)?
+        .into_iter()
+        .map(|k| k.at_shape(args.shape.as_ref()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     if kernels.len() < 2 {
         bail!(
             "rounds alternate at least two kernels; {} names one",
@@ -235,7 +238,8 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             let cmd = ChildCmd::Bench(BenchArgs {
                 kernel: kernel.spec(),
                 // An operation with several size variables is timed at its bench shape.
-                n: kernel.size_variable().is_some().then_some(n),
+                n: (args.shape.is_none() && kernel.size_variable().is_some()).then_some(n),
+                shape: args.shape.clone(),
                 timing: args.timing.clone(),
                 rounds: 1,
                 out: Some(block_dir.clone()),

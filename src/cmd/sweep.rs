@@ -339,6 +339,7 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
             kernels: passed.iter().map(|(_, k)| k.spec()).collect(),
             baseline: Some(baseline),
             n: Some(g.n),
+            shape: None,
             timing: timing.clone(),
             rounds: plan.rounds,
             out: Some(rdir.clone()),
@@ -404,6 +405,7 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
             let cmd = ChildCmd::Bench(BenchArgs {
                 kernel: k.spec(),
                 n: Some(g.n),
+                shape: None,
                 timing: timing.clone(),
                 rounds: 1,
                 out: Some(bdir.clone()),

@@ -123,6 +123,8 @@ pub struct CheckOptions {
     pub seed: u64,
     /// Sizes to use instead of the ladder.
     pub sizes: Option<Vec<u64>>,
+    /// Whole shapes to use instead of the ladder (`--shape`, checked against the operation).
+    pub shapes: Option<Vec<general::Shape>>,
     /// Only the exact-input case per size (what a sanitizer run needs to exercise the paths).
     pub quick: bool,
 }
@@ -145,6 +147,7 @@ pub fn run<B: Backend>(
 ) -> Result<CheckReport, BackendError> {
     let op = decl.op.clone();
     let shapes = match &opts.sizes {
+        _ if opts.shapes.is_some() => opts.shapes.clone().expect("some"),
         Some(v) if op.spec.sizes.len() == 1 => {
             let var = op
                 .spec
@@ -296,7 +299,7 @@ pub fn run<B: Backend>(
     }
     // The user's data, each at its case's shape.
     for (i, c) in op.spec.cases.iter().enumerate() {
-        if c.inputs.is_empty() || opts.sizes.is_some() {
+        if c.inputs.is_empty() || opts.sizes.is_some() || opts.shapes.is_some() {
             continue;
         }
         let shape: general::Shape = c
@@ -332,7 +335,7 @@ pub fn run<B: Backend>(
     // The index-overflow case: the smallest shape past 2^31 elements, where an offset
     // computed in 32-bit arithmetic wraps (skipped, and said so, when memory or the
     // reference's cost does not allow it).
-    if opts.sizes.is_none() && !opts.quick {
+    if opts.sizes.is_none() && opts.shapes.is_none() && !opts.quick {
         let base = &shapes[shapes.len() / 2];
         let limit = general::INDEX_OVERFLOW_ELEMENTS;
         let skip = |case: String, detail: String| CaseResult {
@@ -857,6 +860,7 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
         let opts = CheckOptions {
             seed: 1,
             sizes: None,
+            shapes: None,
             quick: false,
         };
         let r = run(
@@ -1007,6 +1011,7 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
             &CheckOptions {
                 seed: 1,
                 sizes,
+                shapes: None,
                 quick: false,
             },
             &mut |_| {},

@@ -312,6 +312,28 @@ pub type FieldError = (String, String);
 
 impl DeclaredOpSpec {
     /// Check the spec against the kernel's `params` (`"x"`, `"rows:i32"`, ...).
+    /// Why `shape` is not a shape of this operation: a name that is no size variable, a
+    /// value outside its range, or a variable left out.
+    pub fn shape_problem(&self, shape: &BTreeMap<String, u64>) -> Result<(), String> {
+        for (k, v) in shape {
+            match self.sizes.get(k) {
+                None => return Err(format!("'{k}' is not a size variable")),
+                Some(s) if *v < s.min || *v > s.upper() => {
+                    return Err(format!(
+                        "{k} = {v} is outside min = {} to max = {}",
+                        s.min,
+                        s.upper()
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(k) = self.sizes.keys().find(|k| !shape.contains_key(*k)) {
+            return Err(format!("give {k} too: the shape needs every size variable"));
+        }
+        Ok(())
+    }
+
     pub fn validate(self, params: &[String]) -> Result<DeclaredOp, FieldError> {
         let bad = |field: &str, problem: String| Err((field.to_string(), problem));
         if self.sizes.is_empty() {
@@ -480,27 +502,8 @@ impl DeclaredOpSpec {
                 .map(|(i, c)| (format!("cases[{i}].shape"), &c.shape)),
         );
         for (field, shape) in shapes {
-            for (k, v) in shape {
-                match self.sizes.get(k) {
-                    None => return bad(&field, format!("'{k}' is not a size variable")),
-                    Some(s) if *v < s.min || *v > s.upper() => {
-                        return bad(
-                            &field,
-                            format!(
-                                "{k} = {v} is outside min = {} to max = {}",
-                                s.min,
-                                s.upper()
-                            ),
-                        )
-                    }
-                    Some(_) => {}
-                }
-            }
-            if let Some(k) = sizes.iter().find(|k| !shape.contains_key(*k)) {
-                return bad(
-                    &field,
-                    format!("give {k} too: the shape needs every size variable"),
-                );
+            if let Err(why) = self.shape_problem(shape) {
+                return bad(&field, why);
             }
         }
         for (i, c) in self.cases.iter().enumerate() {

@@ -19,6 +19,47 @@ use crate::workload::{CheckOutcome, Workload};
 /// A value for each size variable.
 pub type Shape = BTreeMap<String, i64>;
 
+/// `--shape m=64,k=32`: a value for each size variable of an operation (checked against the
+/// operation by [`crate::declared::DeclaredOpSpec::shape_problem`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ShapeArg(pub BTreeMap<String, u64>);
+
+impl std::str::FromStr for ShapeArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ShapeArg, String> {
+        let mut out = BTreeMap::new();
+        for part in s.split(',') {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("'{part}': expected VAR=VALUE, e.g. m=64,n=64,k=32"))?;
+            let k = k.trim();
+            let named = k
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !named {
+                return Err(format!("'{k}' is not a size variable's name"));
+            }
+            let v: u64 = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("{k}: '{}' is not a whole number", v.trim()))?;
+            if out.insert(k.to_string(), v).is_some() {
+                return Err(format!("{k} is given twice"));
+            }
+        }
+        Ok(ShapeArg(out))
+    }
+}
+
+impl std::fmt::Display for ShapeArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
 /// `rows=7 cols=33`.
 pub fn describe_shape(shape: &Shape) -> String {
     shape
@@ -1350,6 +1391,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn shapes_parse_and_print_back() {
+        let s: ShapeArg = "m=64, n=128,k=32".parse().unwrap();
+        assert_eq!(s.to_string(), "k=32,m=64,n=128");
+        assert_eq!(s.to_string().parse::<ShapeArg>().unwrap(), s);
+        for (bad, says) in [
+            ("m", "expected VAR=VALUE"),
+            ("m=1,m=2", "given twice"),
+            ("m=-1", "not a whole number"),
+            ("9x=3", "not a size variable's name"),
+            ("=3", "not a size variable's name"),
+        ] {
+            let e = bad.parse::<ShapeArg>().unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn a_large_random_input_is_the_same_on_any_number_of_cores_and_keeps_small_streams() {
         let buffer = |elements: u64| Buffer {
             name: "x".into(),
@@ -1464,9 +1522,44 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         let opts = CheckOptions {
             seed: 1,
             sizes: None,
+            shapes: None,
             quick: false,
         };
         run(&mut b, d, &k, std::rc::Rc::new(RowSum), &opts, &mut |_| {}).unwrap()
+    }
+
+    #[test]
+    fn given_shapes_replace_the_ladder() {
+        let run_at = |f: crate::backend::host::GeneralKernelFn, shapes: Vec<Shape>| {
+            let mut b = HostBackend::new().with_general_kernel("rowsum", f);
+            let k = b.kernel("rowsum").unwrap();
+            let opts = CheckOptions {
+                seed: 1,
+                sizes: None,
+                shapes: Some(shapes),
+                quick: false,
+            };
+            run(
+                &mut b,
+                &decl(),
+                &k,
+                std::rc::Rc::new(RowSum),
+                &opts,
+                &mut |_| {},
+            )
+            .unwrap()
+        };
+        let at = |rows: i64, cols: i64| Shape::from([("rows".into(), rows), ("cols".into(), cols)]);
+        let ragged = run_at(drops_tail, vec![at(33, 5)]);
+        assert!(!ragged.passed(), "{}", ragged.render());
+        let exact = run_at(drops_tail, vec![at(64, 3)]);
+        assert!(exact.passed(), "{}", exact.render());
+        let text = exact.render();
+        assert!(text.contains("rows=64"), "{text}");
+        assert!(
+            !text.contains("rows=128") && !text.contains("rows=1 "),
+            "only the given shape: {text}"
+        );
     }
 
     #[test]
@@ -1577,6 +1670,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         let opts = CheckOptions {
             seed: 1,
             sizes: None,
+            shapes: None,
             quick: false,
         };
         let r = run(&mut b, &d, &k, std::rc::Rc::new(RowSum), &opts, &mut |_| {}).unwrap();

@@ -206,6 +206,7 @@ op = "scale"
         let opts = CheckOptions {
             seed: 3,
             sizes: None,
+            shapes: None,
             quick: false,
         };
         run(&mut b, &d[0], &k, std::rc::Rc::new(r), &opts, &mut |_| {}).unwrap()
