@@ -599,7 +599,7 @@ pub struct RoundsArgs {
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
     after_help = "Every point of the axes' product is a group: each kernel is checked at that \
-shape (`klab check --sizes N`), then the kernels that passed are timed there in the point's \
+shape (`klab check --sizes N`, or `--shape` for an operation's several size variables), then the kernels that passed are timed there in the point's \
 regime (`klab bench` each, or with --rounds R one `klab rounds` of them all, whose ratios \
 against --baseline come with a round-level interval), each with its receipt. A point whose \
 gate fails is recorded as failed and the sweep goes on. The folder holds sweep-plan.json \
@@ -617,8 +617,9 @@ pub struct SweepArgs {
     /// Kernels (built-in names, globs or manifest paths)
     #[arg(required_unless_present = "file")]
     pub kernels: Vec<String>,
-    /// An axis: n=1024:16384:x2 (xK multiplies, +K adds), n=4097,8193, or
-    /// regime=same-buffer,l2-flushed; several axes give their product
+    /// An axis: n=1024:16384:x2 (xK multiplies, +K adds), n=4097,8193 (each kernel's one
+    /// size variable), VAR=... (a size variable of an operation with several: M=64,128),
+    /// or regime=same-buffer,l2-flushed; several axes give their product
     #[arg(long = "axis", value_name = "NAME=VALUES", conflicts_with = "file")]
     pub axes: Vec<klab_core::sweep::Axis>,
     /// A TOML sweep file (kernels, baseline, rounds, timing and [axes]) instead of the

@@ -37,7 +37,7 @@ fn bad_sweeps_are_one_line_and_exit_1_before_any_folder() {
     for (args, says) in [
         (
             vec!["sweep", "copy", "--axis", "k=1,2", "--out", o],
-            "unknown axis 'k'",
+            "'k' is not a size variable",
         ),
         (
             vec!["sweep", "copy", "--axis", "n=8:4:x2", "--out", o],
@@ -47,7 +47,7 @@ fn bad_sweeps_are_one_line_and_exit_1_before_any_folder() {
             vec!["sweep", "copy", "--axis", "n=1:100000:+1", "--out", o],
             "more than 4096",
         ),
-        (vec!["sweep", "copy", "--out", o], "needs an n axis"),
+        (vec!["sweep", "copy", "--out", o], "needs a size axis"),
         (
             vec![
                 "sweep", "copy", "--axis", "n=4", "--axis", "n=8", "--out", o,
@@ -234,6 +234,45 @@ fn a_sweep_file_plans_the_same_as_the_command_line() {
         spec.starts_with(ops.to_str().unwrap()) && spec.ends_with("gelu.toml:gelu"),
         "{spec}"
     );
+    // An operation with several size variables is swept by them, their product.
+    let gemm = format!(
+        "{}:gemm",
+        root().join("examples/ops/gemm/gemm.toml").display()
+    );
+    let plan = plan_of(
+        &[
+            "sweep", &gemm, "--axis", "M=64,128", "--axis", "N=64", "--axis", "K=16,17",
+        ],
+        &dir.path().join("d"),
+    );
+    let shapes: Vec<String> = plan["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["shape"].to_string())
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            r#"{"K":16,"M":64,"N":64}"#,
+            r#"{"K":17,"M":64,"N":64}"#,
+            r#"{"K":16,"M":128,"N":64}"#,
+            r#"{"K":17,"M":128,"N":64}"#
+        ]
+    );
+    let e_out = dir.path().join("e");
+    for (axes, says) in [
+        (vec!["--axis", "M=64", "--axis", "K=16"], "give N too"),
+        (vec!["--axis", "n=64"], "sweep this one by its variables"),
+    ] {
+        let mut a = vec!["sweep", gemm.as_str()];
+        a.extend(axes);
+        a.extend(["--out", e_out.to_str().unwrap()]);
+        let r = klab(&a, &[]);
+        assert_eq!(r.status.code(), Some(1), "{:?}", text(&r));
+        assert!(text(&r).1.contains(says), "{:?}", text(&r));
+        assert!(!e_out.exists());
+    }
     // A sweep file with an unknown field is refused in one line.
     std::fs::write(&file, "kernels = [\"copy\"]\nrepeat = 3\n[axes]\nn = [4]\n").unwrap();
     let r = klab(&["sweep", "--file", file.to_str().unwrap()], &[]);
@@ -272,9 +311,39 @@ fn a_task_without_a_device_records_its_points_and_collect_names_the_missing_task
     let (out, err) = text(&r);
     assert_eq!(r.status.code(), Some(1), "{out}{err}");
     assert!(
-        out.contains("group 0 (n = 32, same-buffer) on device 0: 0/2 passed"),
+        out.contains("group 0 (n=32, same-buffer) on device 0: 0/2 passed"),
         "{out}"
     );
+    // A group of a several-variable operation reaches its check as --shape.
+    let g = dir.path().join("g");
+    let gemm = format!(
+        "{}:gemm",
+        root().join("examples/ops/gemm/gemm.toml").display()
+    );
+    let r = klab(
+        &[
+            "sweep",
+            &gemm,
+            "--axis",
+            "M=64",
+            "--axis",
+            "N=64",
+            "--axis",
+            "K=16",
+            "--slurm",
+            "--dry-run",
+            "--out",
+            g.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(r.status.code(), Some(0), "{:?}", text(&r));
+    let r = klab(&["sweep", "task", g.to_str().unwrap(), "0"], &[]);
+    assert_eq!(r.status.code(), Some(1), "{:?}", text(&r));
+    let rec = std::fs::read_to_string(g.join("tasks/0/group.json")).unwrap();
+    assert!(rec.contains("no CUDA driver"), "{rec}");
+    let log = std::fs::read_to_string(g.join("tasks/0/run-01/sweep-task.log")).unwrap();
+    assert!(log.contains("--shape=K=16,M=64,N=64"), "{log}");
     // Run again (a requeued task): a fresh attempt folder, the record replaced.
     let r = klab(&["sweep", "task", so, "0"], &[]);
     assert_eq!(r.status.code(), Some(1), "{:?}", text(&r));
@@ -286,7 +355,7 @@ fn a_task_without_a_device_records_its_points_and_collect_names_the_missing_task
     let (out, _) = text(&r);
     assert_eq!(r.status.code(), Some(1), "{out}");
     assert!(
-        out.contains("MISSING: task 1 (n = 33, same-buffer) left no record"),
+        out.contains("MISSING: task 1 (n=33, same-buffer) left no record"),
         "{out}"
     );
     let csv = std::fs::read_to_string(s.join("sweep.csv")).unwrap();
@@ -456,7 +525,7 @@ fn a_sweep_runs_as_a_slurm_job_array_and_collect_reports_the_cancelled_task() {
     let (out, err) = text(&r);
     assert_eq!(r.status.code(), Some(1), "{out}{err}");
     assert!(
-        out.contains("MISSING: task 2 (n = 65, same-buffer) left no record"),
+        out.contains("MISSING: task 2 (n=65, same-buffer) left no record"),
         "{out}"
     );
     assert!(

@@ -22,6 +22,8 @@ use klab_core::sweep::{
     SweepPlan, SweepTable, TaskProblem, TaskSummary, TimedSpan,
 };
 
+use klab_core::general::ShapeArg;
+
 use crate::child::{ChildCmd, ChildRun};
 use crate::cli::{BenchArgs, RoundsArgs, SweepArgs, SweepCommand, TimingArgs};
 use crate::cmd::measure::{self, Kernel};
@@ -118,10 +120,18 @@ fn plan(args: &SweepArgs) -> anyhow::Result<SweepPlan> {
     if kernels.is_empty() {
         bail!("a sweep needs at least one kernel");
     }
+    // Every kernel takes every group's sizes, said now rather than as failed points.
     for k in &kernels {
-        if k.size_variable().is_none() {
-            k.refuse_n_for_declared(Some(1))
-                .context("a sweep varies each kernel's one size variable (n)")?;
+        for g in &groups {
+            match g.one_size() {
+                Some(_) if k.size_variable().is_none() => {
+                    k.refuse_n_for_declared(Some(1)).context(
+                        "the axis n is each kernel's one size variable; sweep this one by its variables (--axis VAR=...)",
+                    )?;
+                }
+                Some(_) => {}
+                None => k.check_shape(&ShapeArg(g.shape.clone()))?,
+            }
         }
     }
     if rounds > 0 && kernels.len() < 2 {
@@ -184,9 +194,13 @@ fn beside(file: &Path, spec: &str) -> String {
 
 fn describe_axis(a: &Axis) -> String {
     match a {
-        Axis::N(v) => format!(
-            "n={}",
-            v.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+        Axis::Size { var, values } => format!(
+            "{var}={}",
+            values
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
         ),
         Axis::Regime(v) => format!(
             "regime={}",
@@ -254,9 +268,9 @@ fn group_line(rec: &GroupRecord) -> String {
         .filter(|p| p.status == PointStatus::Passed)
         .count();
     format!(
-        "group {} (n = {}, {}) on device {}: {passed}/{} passed in {:.1} s",
+        "group {} ({}, {}) on device {}: {passed}/{} passed in {:.1} s",
         rec.group.id,
-        rec.group.n,
+        rec.group.shape_text(),
         rec.group.regime,
         rec.device,
         rec.points.len(),
@@ -293,7 +307,10 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
             }
         };
         let mut c = crate::cmd::check::child_args(k.spec.clone(), device);
-        c.sizes = Some(g.n.to_string());
+        match g.one_size() {
+            Some(n) => c.sizes = Some(n.to_string()),
+            None => c.shape = vec![ShapeArg(g.shape.clone())],
+        }
         c.timeout = plan.timeout_s;
         let run = ChildCmd::Check(c).run(timeout + Duration::from_secs(60), false);
         let (status, detail) = match run {
@@ -338,8 +355,8 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
         let cmd = ChildCmd::Rounds(RoundsArgs {
             kernels: passed.iter().map(|(_, k)| k.spec()).collect(),
             baseline: Some(baseline),
-            n: Some(g.n),
-            shape: None,
+            n: g.one_size(),
+            shape: shape_arg(g),
             timing: timing.clone(),
             rounds: plan.rounds,
             out: Some(rdir.clone()),
@@ -390,7 +407,7 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
             }
         }
         spans.push(TimedSpan {
-            what: format!("klab rounds at n = {} ({})", g.n, g.regime),
+            what: format!("klab rounds at {} ({})", g.shape_text(), g.regime),
             gpu_uuid: uuid,
             device,
             started_unix_s: t0,
@@ -404,8 +421,8 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
                 .join(klab_core::artifact::safe_stem(&k.name()));
             let cmd = ChildCmd::Bench(BenchArgs {
                 kernel: k.spec(),
-                n: Some(g.n),
-                shape: None,
+                n: g.one_size(),
+                shape: shape_arg(g),
                 timing: timing.clone(),
                 rounds: 1,
                 out: Some(bdir.clone()),
@@ -460,7 +477,12 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
                 }
             }
             spans.push(TimedSpan {
-                what: format!("klab bench {} at n = {} ({})", k.name(), g.n, g.regime),
+                what: format!(
+                    "klab bench {} at {} ({})",
+                    k.name(),
+                    g.shape_text(),
+                    g.regime
+                ),
                 gpu_uuid: uuid,
                 device,
                 started_unix_s: t0,
@@ -503,6 +525,11 @@ fn fill(p: &mut PointRecord, r: &Receipt, rel: String) {
         p.ratio_interval = c.ratio_interval;
     }
     p.receipt = Some(rel);
+}
+
+/// `--shape` for a group that names an operation's size variables (none for `n`).
+fn shape_arg(g: &Group) -> Option<ShapeArg> {
+    g.one_size().is_none().then(|| ShapeArg(g.shape.clone()))
 }
 
 /// The first FAIL line a check printed, else a pointer to the log.
@@ -639,9 +666,9 @@ pub fn collect(dir: &Path) -> anyhow::Result<SweepTable> {
             }
             Err(why) => {
                 let why = format!(
-                    "task {} (n = {}, {}) left no record: {why} (killed, failed before its end, or never ran; see {}/)",
+                    "task {} ({}, {}) left no record: {why} (killed, failed before its end, or never ran; see {}/)",
                     g.id,
-                    g.n,
+                    g.shape_text(),
                     g.regime,
                     SweepPlan::task_rel(g.id)
                 );
@@ -686,8 +713,8 @@ pub fn collect(dir: &Path) -> anyhow::Result<SweepTable> {
 /// The table as text: one line per point, then the task problems and the GPU overlap check.
 fn render_text(t: &SweepTable) -> String {
     let mut s = format!(
-        "{:<16} {:>7} {:<14} {:<14} {:>10} {:>9} {:>8}  {}\n",
-        "kernel", "n", "regime", "status", "GB/s", "% ceil", "ratio", "detail"
+        "{:<16} {:>12} {:<14} {:<14} {:>10} {:>9} {:>8}  {}\n",
+        "kernel", "shape", "regime", "status", "GB/s", "% ceil", "ratio", "detail"
     );
     let f = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
     for p in &t.points {
@@ -697,9 +724,9 @@ fn render_text(t: &SweepTable) -> String {
             _ => "-".into(),
         };
         s.push_str(&format!(
-            "{:<16} {:>7} {:<14} {:<14} {:>10} {:>9} {:>8}  {}\n",
+            "{:<16} {:>12} {:<14} {:<14} {:>10} {:>9} {:>8}  {}\n",
             p.kernel,
-            p.n,
+            sweep::shape_text(&p.shape),
             p.regime.name(),
             p.status.name(),
             f(p.gb_s, 1),

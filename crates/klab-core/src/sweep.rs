@@ -48,21 +48,25 @@ pub enum SweepError {
 /// One axis: its name and values, in the order given (repeats dropped).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Axis {
-    /// The kernels' size (their one size variable, as `--n` sets it).
-    N(Vec<u64>),
+    /// A size variable's values. `n` is each kernel's one size variable, as `--n` sets
+    /// it; any other name is a size variable of the kernels' operation (`--shape`).
+    Size { var: String, values: Vec<u64> },
     /// The cache regime of the timing.
     Regime(Vec<Regime>),
 }
 
+/// The size axis that means each kernel's one size variable, whatever its name.
+pub const ONE_SIZE: &str = "n";
+
 impl Axis {
-    pub fn name(&self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
-            Axis::N(_) => "n",
+            Axis::Size { var, .. } => var,
             Axis::Regime(_) => "regime",
         }
     }
 
-    /// `n=...` or `regime=...`.
+    /// `n=...`, `VAR=...` (a size variable) or `regime=...`.
     pub fn parse(given: &str) -> Result<Axis, SweepError> {
         let bad = |why: String| SweepError::Axis {
             given: given.to_string(),
@@ -71,22 +75,32 @@ impl Axis {
         let (name, values) = given.split_once('=').ok_or_else(|| {
             bad("expected NAME=VALUES, e.g. n=1024:16384:x2 or n=4097,8193".into())
         })?;
-        match name.trim() {
-            "n" => parse_sizes(values).map(Axis::N).map_err(bad),
-            "regime" => {
-                let mut out = Vec::new();
-                for v in values.split(',') {
-                    let r: Regime = v.trim().parse().map_err(bad)?;
-                    if !out.contains(&r) {
-                        out.push(r);
-                    }
+        let name = name.trim();
+        if name == "regime" {
+            let mut out = Vec::new();
+            for v in values.split(',') {
+                let r: Regime = v.trim().parse().map_err(bad)?;
+                if !out.contains(&r) {
+                    out.push(r);
                 }
-                Ok(Axis::Regime(out))
             }
-            other => Err(bad(format!(
-                "unknown axis '{other}': a sweep varies n (the kernels' size) and regime (same-buffer, buffer-rotated, l2-flushed)"
-            ))),
+            return Ok(Axis::Regime(out));
         }
+        let named = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !named {
+            return Err(bad(format!(
+                "'{name}' is not an axis: name n (the kernels' size), a size variable of their operation, or regime"
+            )));
+        }
+        let values = parse_sizes(values).map_err(bad)?;
+        Ok(Axis::Size {
+            var: name.to_string(),
+            values,
+        })
     }
 }
 
@@ -188,13 +202,16 @@ pub struct SweepFile {
     pub axes: FileAxes,
 }
 
-/// The `[axes]` table: `n = "1024:16384:x2"` or `n = [4097, 8193]`; `regime = [...]`.
+/// The `[axes]` table: `n = "1024:16384:x2"` or `n = [4097, 8193]` (or a size variable
+/// of the operation, `M = [...]`), and `regime = [...]`.
+/// (Every other key is a size axis, so unknown names are refused by [`Axis::parse`] and the
+/// plan, not by serde.)
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct FileAxes {
-    pub n: SizesValue,
     #[serde(default)]
     pub regime: Option<Vec<Regime>>,
+    #[serde(flatten)]
+    pub sizes: std::collections::BTreeMap<String, SizesValue>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -232,14 +249,18 @@ impl SweepFile {
             path: path.to_path_buf(),
             why,
         };
-        let sizes = match &self.axes.n {
-            SizesValue::Text(t) => parse_sizes(t).map_err(|e| bad(format!("axes.n: {e}")))?,
-            SizesValue::List(l) => {
-                let text: Vec<String> = l.iter().map(u64::to_string).collect();
-                parse_sizes(&text.join(",")).map_err(|e| bad(format!("axes.n: {e}")))?
-            }
-        };
-        let mut axes = vec![Axis::N(sizes)];
+        let mut axes = Vec::new();
+        for (var, v) in &self.axes.sizes {
+            let text = match v {
+                SizesValue::Text(t) => t.clone(),
+                SizesValue::List(l) => l.iter().map(u64::to_string).collect::<Vec<_>>().join(","),
+            };
+            let axis = Axis::parse(&format!("{var}={text}")).map_err(|e| match e {
+                SweepError::Axis { why, .. } => bad(format!("axes.{var}: {why}")),
+                other => other,
+            })?;
+            axes.push(axis);
+        }
         if let Some(r) = &self.axes.regime {
             if r.is_empty() {
                 return Err(bad("axes.regime names no regime".into()));
@@ -261,8 +282,33 @@ impl SweepFile {
 #[serde(deny_unknown_fields)]
 pub struct Group {
     pub id: u32,
-    pub n: u64,
+    /// A value per size axis: `{n: 4096}` (each kernel's one size variable) or a whole
+    /// shape of the operation (`{K: 32, M: 64, N: 64}`).
+    pub shape: std::collections::BTreeMap<String, u64>,
     pub regime: Regime,
+}
+
+impl Group {
+    /// The one size when the sweep varies `n`, the size `--n` and `--sizes` take.
+    pub fn one_size(&self) -> Option<u64> {
+        (self.shape.len() == 1)
+            .then(|| self.shape.get(ONE_SIZE).copied())
+            .flatten()
+    }
+
+    /// `n=4096` or `K=32,M=64,N=64`, as `--shape` takes it.
+    pub fn shape_text(&self) -> String {
+        shape_text(&self.shape)
+    }
+}
+
+/// `K=32,M=64,N=64`.
+pub fn shape_text(shape: &std::collections::BTreeMap<String, u64>) -> String {
+    shape
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// A warmup policy in JSON as the text `--warmup` takes, read back strictly.
@@ -311,13 +357,18 @@ pub struct PlannedKernel {
 }
 
 impl SweepPlan {
-    /// The groups of `axes`' product: sizes outermost, in the order given.
+    /// The groups of `axes`' product: the size axes in the order given (the first
+    /// outermost), then the regime.
     pub fn groups_of(axes: &[Axis]) -> Result<Vec<Group>, SweepError> {
-        let mut sizes: Option<&Vec<u64>> = None;
+        let mut sizes: Vec<(&str, &Vec<u64>)> = Vec::new();
         let mut regimes: Option<&Vec<Regime>> = None;
         for a in axes {
             let twice = match a {
-                Axis::N(v) => sizes.replace(v).is_some(),
+                Axis::Size { var, values } => {
+                    let twice = sizes.iter().any(|(v, _)| v == var);
+                    sizes.push((var, values));
+                    twice
+                }
                 Axis::Regime(v) => regimes.replace(v).is_some(),
             };
             if twice {
@@ -327,22 +378,56 @@ impl SweepPlan {
                 )));
             }
         }
-        let sizes = sizes.ok_or_else(|| {
-            SweepError::Plan("a sweep needs an n axis, e.g. --axis n=1024:16384:x2".into())
-        })?;
+        if sizes.is_empty() {
+            return Err(SweepError::Plan(
+                "a sweep needs a size axis, e.g. --axis n=1024:16384:x2 (or one per size variable: --axis M=... --axis K=...)".into(),
+            ));
+        }
+        if sizes.len() > 1 && sizes.iter().any(|(v, _)| *v == ONE_SIZE) {
+            return Err(SweepError::Plan(
+                "n is each kernel's one size variable; with several size axes, name the operation's variables instead".into(),
+            ));
+        }
         let default = vec![Regime::SameBuffer];
         let regimes = regimes.unwrap_or(&default);
+        let mut shapes = vec![std::collections::BTreeMap::new()];
+        for (var, values) in &sizes {
+            shapes = shapes
+                .into_iter()
+                .flat_map(|s| {
+                    values.iter().map(move |v| {
+                        let mut s = s.clone();
+                        s.insert(var.to_string(), *v);
+                        s
+                    })
+                })
+                .collect();
+            if shapes.len() > MAX_POINTS {
+                return Err(SweepError::Plan(format!(
+                    "the size axes give more than {MAX_POINTS} shapes"
+                )));
+            }
+        }
         let mut groups = Vec::new();
-        for &n in sizes {
+        for shape in shapes {
             for &regime in regimes {
                 groups.push(Group {
                     id: groups.len() as u32,
-                    n,
+                    shape: shape.clone(),
                     regime,
                 });
             }
         }
         Ok(groups)
+    }
+
+    /// The axis points are drawn against: the first size axis.
+    pub fn x_axis(&self) -> String {
+        self.axes
+            .iter()
+            .find(|a| !a.starts_with("regime="))
+            .and_then(|a| a.split_once('=').map(|(k, _)| k.to_string()))
+            .unwrap_or_else(|| ONE_SIZE.to_string())
     }
 
     /// Read a plan (a sweep folder's [`PLAN_FILE`]).
@@ -419,7 +504,8 @@ impl PointStatus {
 pub struct PointRecord {
     pub group: u32,
     pub kernel: String,
-    pub n: u64,
+    /// The group's shape ([`Group::shape`]).
+    pub shape: std::collections::BTreeMap<String, u64>,
     pub regime: Regime,
     pub status: PointStatus,
     pub detail: String,
@@ -454,7 +540,7 @@ impl PointRecord {
         PointRecord {
             group: g.id,
             kernel: kernel.to_string(),
-            n: g.n,
+            shape: g.shape.clone(),
             regime: g.regime,
             status,
             detail,
@@ -600,7 +686,7 @@ impl SweepTable {
 /// The CSV of the points, one row each (the table's columns, empty where absent).
 pub fn points_csv(points: &[PointRecord]) -> String {
     let mut s = String::from(
-        "group,kernel,n,regime,status,device,gpu_uuid,median_us,gb_s,pct_of_ceiling,pct_of_peak,ratio_to_baseline,ratio_low,ratio_high,receipt,detail\n",
+        "group,kernel,shape,regime,status,device,gpu_uuid,median_us,gb_s,pct_of_ceiling,pct_of_peak,ratio_to_baseline,ratio_low,ratio_high,receipt,detail\n",
     );
     let f = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_default();
     for p in points {
@@ -612,7 +698,7 @@ pub fn points_csv(points: &[PointRecord]) -> String {
             "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             p.group,
             crate::csv::field(&p.kernel),
-            p.n,
+            crate::csv::field(&shape_text(&p.shape)),
             p.regime,
             p.status.name(),
             p.device,
@@ -765,10 +851,30 @@ mod tests {
         ];
         let g = SweepPlan::groups_of(&axes).unwrap();
         assert_eq!(g.len(), 4);
-        assert_eq!((g[1].n, g[1].regime, g[1].id), (4096, Regime::L2Flushed, 1));
-        assert_eq!((g[2].n, g[2].regime), (8193, Regime::SameBuffer));
-        let e = Axis::parse("k=1,2").unwrap_err().to_string();
-        assert!(e.contains("unknown axis 'k'"), "{e}");
+        assert_eq!(
+            (g[1].one_size(), g[1].regime, g[1].id),
+            (Some(4096), Regime::L2Flushed, 1)
+        );
+        assert_eq!(
+            (g[2].one_size(), g[2].regime),
+            (Some(8193), Regime::SameBuffer)
+        );
+        assert_eq!(g[2].shape_text(), "n=8193");
+        // Size variables of an operation: their product, the first axis outermost.
+        let gemm = [
+            Axis::parse("M=64,128").unwrap(),
+            Axis::parse("K=16,17,32").unwrap(),
+        ];
+        let g = SweepPlan::groups_of(&gemm).unwrap();
+        assert_eq!(g.len(), 6);
+        assert_eq!(g[1].shape_text(), "K=17,M=64");
+        assert_eq!(g[3].shape_text(), "K=16,M=128");
+        assert_eq!(g[3].one_size(), None);
+        let mixed = [Axis::parse("n=4").unwrap(), Axis::parse("K=1").unwrap()];
+        let e = SweepPlan::groups_of(&mixed).unwrap_err().to_string();
+        assert!(e.contains("name the operation's variables"), "{e}");
+        let e = Axis::parse("9k=1,2").unwrap_err().to_string();
+        assert!(e.contains("'9k' is not an axis"), "{e}");
         assert!(Axis::parse("n")
             .unwrap_err()
             .to_string()
@@ -783,7 +889,7 @@ mod tests {
         assert!(SweepPlan::groups_of(&none)
             .unwrap_err()
             .to_string()
-            .contains("needs an n axis"));
+            .contains("needs a size axis"));
     }
 
     #[test]
@@ -799,9 +905,20 @@ mod tests {
         let g = SweepPlan::groups_of(&f.axes(&p).unwrap()).unwrap();
         assert_eq!(g.len(), 6);
         assert_eq!(f.timer, Some(Timer::Batch { launches: 10 }));
-        std::fs::write(&p, "kernels = [\"copy\"]\n[axes]\nn = [1, 2]\nm = [3]\n").unwrap();
+        std::fs::write(&p, "kernels = [\"copy\"]\nrepeat = 2\n[axes]\nn = [1, 2]\n").unwrap();
         let e = SweepFile::load(&p).unwrap_err().to_string();
-        assert!(e.contains("unknown field `m`"), "{e}");
+        assert!(e.contains("unknown field `repeat`"), "{e}");
+        std::fs::write(
+            &p,
+            "kernels = [\"g\"]\n[axes]\nM = [1, 2]\nK = \"16:32:x2\"\n",
+        )
+        .unwrap();
+        let f = SweepFile::load(&p).unwrap();
+        let g = SweepPlan::groups_of(&f.axes(&p).unwrap()).unwrap();
+        assert_eq!(g.len(), 4);
+        std::fs::write(&p, "kernels = [\"g\"]\n[axes]\n\"9x\" = [1]\n").unwrap();
+        let e = SweepFile::load(&p).unwrap_err().to_string();
+        assert!(e.contains("axes.9x"), "{e}");
         std::fs::write(&p, "kernels = [\"copy\"]\n[axes]\nn = [0]\n").unwrap();
         assert!(SweepFile::load(&p)
             .unwrap_err()
@@ -813,7 +930,7 @@ mod tests {
     fn benched_points_take_the_fastest_copy_as_ceiling_and_the_medians_ratio() {
         let g = Group {
             id: 0,
-            n: 4096,
+            shape: [("n".to_string(), 4096)].into(),
             regime: Regime::SameBuffer,
         };
         let timed = |k: &str, us: f64, gb: f64| {

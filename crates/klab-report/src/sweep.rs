@@ -44,23 +44,42 @@ pub fn render(t: &SweepTable) -> Report {
     }
 }
 
-/// A series: a kernel in a regime (the regime named only when the sweep has several).
-fn series_of(t: &SweepTable) -> Vec<(String, Vec<&PointRecord>)> {
+/// A series: a kernel at the values of every axis but the first size axis (named only
+/// when the sweep varies them), its points against that axis in order.
+type Series<'a> = (String, Vec<(f64, &'a PointRecord)>);
+
+/// Where a point lies on the plots' size axis.
+fn x_of(p: &PointRecord, var: &str) -> Option<f64> {
+    p.shape.get(var).map(|v| *v as f64)
+}
+
+fn series_of(t: &SweepTable) -> Vec<Series<'_>> {
+    let x = t.plan.x_axis();
     let regimes: std::collections::BTreeSet<_> = t.points.iter().map(|p| p.regime.name()).collect();
-    let mut out: Vec<(String, Vec<&PointRecord>)> = Vec::new();
+    let mut out: Vec<Series<'_>> = Vec::new();
     for p in &t.points {
-        let name = if regimes.len() > 1 {
-            format!("{} ({})", p.kernel, p.regime)
-        } else {
+        let Some(px) = x_of(p, &x) else { continue };
+        let mut rest: Vec<String> = p
+            .shape
+            .iter()
+            .filter(|(k, _)| **k != x)
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if regimes.len() > 1 {
+            rest.push(p.regime.name().to_string());
+        }
+        let name = if rest.is_empty() {
             p.kernel.clone()
+        } else {
+            format!("{} ({})", p.kernel, rest.join(", "))
         };
         match out.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, v)) => v.push(p),
-            None => out.push((name, vec![p])),
+            Some((_, v)) => v.push((px, p)),
+            None => out.push((name, vec![(px, p)])),
         }
     }
     for (_, v) in &mut out {
-        v.sort_by_key(|p| p.n);
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     out
 }
@@ -144,7 +163,7 @@ fn document(t: &SweepTable) -> Document {
         };
         points.rows.push(vec![
             Cell::plain(&p.kernel),
-            Cell::mono(p.n.to_string()),
+            Cell::mono(klab_core::sweep::shape_text(&p.shape)),
             Cell::plain(p.regime.name()),
             status_cell(p.status),
             opt(p.median_us, format::us),
@@ -188,10 +207,14 @@ fn document(t: &SweepTable) -> Document {
         cols.push("spread (points of the ceiling)".into());
         let col_refs: Vec<&str> = cols.iter().map(String::as_str).collect();
         let mut table = Table::new(&col_refs);
-        let mut by_point: BTreeMap<(String, u64, &str), Vec<&PointRecord>> = BTreeMap::new();
+        let mut by_point: BTreeMap<(String, String, &str), Vec<&PointRecord>> = BTreeMap::new();
         for p in t.points.iter().filter(|p| p.status == PointStatus::Passed) {
             by_point
-                .entry((p.kernel.clone(), p.n, p.regime.name()))
+                .entry((
+                    p.kernel.clone(),
+                    klab_core::sweep::shape_text(&p.shape),
+                    p.regime.name(),
+                ))
                 .or_default()
                 .push(p);
         }
@@ -289,7 +312,8 @@ fn short_uuid(u: Option<&str>) -> String {
 
 /// The x range of sizes (log2), a little wider than the data.
 fn x_range(t: &SweepTable) -> Option<(f64, f64)> {
-    let ns: Vec<f64> = t.points.iter().map(|p| p.n as f64).collect();
+    let x = t.plan.x_axis();
+    let ns: Vec<f64> = t.points.iter().filter_map(|p| x_of(p, &x)).collect();
     let lo = ns.iter().cloned().fold(f64::MAX, f64::min);
     let hi = ns.iter().cloned().fold(f64::MIN, f64::max);
     (lo.is_finite() && hi.is_finite() && lo > 0.0).then(|| (lo / 1.2, hi * 1.2))
@@ -314,8 +338,10 @@ fn bandwidth_plot(t: &SweepTable) -> Plot {
         .chain(std::iter::once(peak))
         .fold(0.0f64, f64::max)
         * 1.15;
+    let x_var = t.plan.x_axis();
     let frame = Frame {
         title,
+        x_desc: &x_var,
         x: (x0, x1),
         y: (0.0, top.max(1.0)),
         y_desc: "GB/s (useful bytes / time)",
@@ -328,7 +354,7 @@ fn bandwidth_plot(t: &SweepTable) -> Plot {
         let mut ceil: Vec<(f64, f64)> = t
             .points
             .iter()
-            .filter_map(|p| Some((p.n as f64, p.ceiling_gb_s?)))
+            .filter_map(|p| Some((x_of(p, &t.plan.x_axis())?, p.ceiling_gb_s?)))
             .collect();
         ceil.sort_by(|a, b| a.0.total_cmp(&b.0));
         ceil.dedup_by(|a, b| a.0 == b.0);
@@ -378,8 +404,10 @@ fn speedup_plot(t: &SweepTable) -> Plot {
         .collect();
     let hi = vals.iter().cloned().fold(1.0f64, f64::max) * 1.1;
     let lo = vals.iter().cloned().fold(1.0f64, f64::min) * 0.9;
+    let x_var = t.plan.x_axis();
     let frame = Frame {
         title,
+        x_desc: &x_var,
         x: (x0, x1),
         y: (lo, hi),
         y_desc: "baseline median / kernel median",
@@ -414,6 +442,8 @@ type Chart<'a, 'b> = ChartContext<
 /// A plot against size: its title, ranges and y axis.
 struct Frame<'a> {
     title: &'a str,
+    /// The size variable along x.
+    x_desc: &'a str,
     x: (f64, f64),
     y: (f64, f64),
     y_desc: &'a str,
@@ -433,7 +463,7 @@ fn against_size(f: &Frame<'_>, draw: impl FnOnce(&mut Chart<'_, '_>) -> DrawResu
             .build_cartesian_2d((f.x.0..f.x.1).log_scale(), f.y.0..f.y.1)?;
         chart
             .configure_mesh()
-            .x_desc("n")
+            .x_desc(f.x_desc)
             .y_desc(f.y_desc)
             .x_label_formatter(&|v| format!("{v:.0}"))
             .y_label_formatter(f.y_label)
@@ -475,7 +505,7 @@ fn labelled_line(
 /// point's ratio interval as a vertical bar).
 fn kernel_lines(
     chart: &mut Chart<'_, '_>,
-    series: &[(String, Vec<&PointRecord>)],
+    series: &[Series<'_>],
     value: impl Fn(&PointRecord) -> Option<f64>,
     whiskers: bool,
 ) -> DrawResult {
@@ -483,7 +513,7 @@ fn kernel_lines(
         let c = rgb(SERIES[i % SERIES.len()]);
         let pts: Vec<(f64, f64)> = ps
             .iter()
-            .filter_map(|p| Some((p.n as f64, value(p)?)))
+            .filter_map(|(x, p)| Some((*x, value(p)?)))
             .collect();
         if pts.is_empty() {
             continue;
@@ -491,11 +521,10 @@ fn kernel_lines(
         labelled_line(chart, pts.clone(), c, 2, name.clone())?;
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
         if whiskers {
-            for p in ps {
+            for (x, p) in ps {
                 if let Some([a, b]) = p.ratio_interval {
-                    let x = p.n as f64;
                     chart.draw_series(std::iter::once(PathElement::new(
-                        vec![(x, a), (x, b)],
+                        vec![(*x, a), (*x, b)],
                         c.stroke_width(2),
                     )))?;
                 }
@@ -522,7 +551,7 @@ mod tests {
     ) -> PointRecord {
         let g = Group {
             id: 0,
-            n,
+            shape: [("n".to_string(), n)].into(),
             regime: Regime::SameBuffer,
         };
         let mut p = PointRecord::unmeasured(&g, kernel, 0, PointStatus::Passed, "3 rounds".into());
@@ -601,6 +630,20 @@ mod tests {
         }
         let e = render(&empty);
         assert!(e.plots[0].1.contains("no point was timed"));
+        // Two size axes: drawn against the first, a series per value of the other.
+        let mut gemm = t.clone();
+        gemm.plan.axes = vec!["M=64,128".into(), "K=16,32".into()];
+        for (p, (m, k)) in gemm
+            .points
+            .iter_mut()
+            .zip([(64, 16), (128, 16), (64, 32), (128, 32)])
+        {
+            p.kernel = "gemm".into();
+            p.shape = [("M".to_string(), m), ("K".to_string(), k)].into();
+        }
+        let g = render(&gemm);
+        assert!(g.plots[0].1.contains("gemm (K=16)") && g.plots[0].1.contains("gemm (K=32)"));
+        assert!(g.markdown.contains("K=32,M=128"), "{}", g.markdown);
         assert!(e.plots[1].1.contains("no ratio to a baseline"));
     }
 }
