@@ -129,11 +129,20 @@ fn every_reading_command_refuses_every_hostile_input_in_one_line() {
                 "x",
             ],
             vec!["init", h, "-o", "init-out.toml"],
+            vec!["sweep", "--file", h, "--out", "sweep-out"],
+            vec!["sweep", "collect", h],
+            vec!["sweep", "task", h, "0"],
         ];
         for args in runs {
             one_line_error(&klab(d, &args), &format!("{what}: klab {args:?}"));
         }
-        for out in ["bench-out", "rounds-out", "init-out.toml", "artifacts"] {
+        for out in [
+            "bench-out",
+            "rounds-out",
+            "init-out.toml",
+            "sweep-out",
+            "artifacts",
+        ] {
             assert!(!d.join(out).exists(), "{what}: {out} was made");
         }
     }

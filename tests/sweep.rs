@@ -546,3 +546,95 @@ fn a_sweep_runs_as_a_slurm_job_array_and_collect_reports_the_cancelled_task() {
     assert_eq!(csv.matches(",error,").count(), 4, "{csv}");
     assert_eq!(csv.matches(",not-run,").count(), 2, "{csv}");
 }
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+/// Collect with real receipts: a rounds folder of the H200 (evidence/2026-11-30-timing) in
+/// a group's attempt folder passes the re-check; one raw sample changed is refused.
+#[test]
+fn collect_keeps_real_receipts_and_refuses_a_changed_one() {
+    if has_driver() {
+        eprintln!("SKIPPED: this machine has a CUDA driver; the no-device records are not made");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    let so = s.to_str().unwrap();
+    let r = klab(
+        &[
+            "sweep",
+            "tiled",
+            "padded",
+            "--axis",
+            "n=4096",
+            "--baseline",
+            "tiled",
+            "--rounds",
+            "2",
+            "--slurm",
+            "--dry-run",
+            "--out",
+            so,
+        ],
+        &[],
+    );
+    assert_eq!(r.status.code(), Some(0), "{:?}", text(&r));
+    // The task runs (no device: its points are errors), then its record is given the
+    // numbers a GPU run would have written, from the real receipts put where it would have.
+    klab(&["sweep", "task", so, "0"], &[]);
+    copy_tree(
+        &root().join("evidence/2026-11-30-timing/transpose-rotated"),
+        &s.join("tasks/0/run-01/rounds"),
+    );
+    let rec_path = s.join("tasks/0/group.json");
+    let mut rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&rec_path).unwrap()).unwrap();
+    for p in rec["points"].as_array_mut().unwrap() {
+        let kernel = p["kernel"].as_str().unwrap().to_string();
+        let receipt: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(s.join(format!("tasks/0/run-01/rounds/{kernel}.receipt.json"))).unwrap(),
+        )
+        .unwrap();
+        p["status"] = "passed".into();
+        p["detail"] = "2 rounds".into();
+        p["receipt"] = format!("tasks/0/run-01/rounds/{kernel}.receipt.json").into();
+        p["gb_s"] = receipt["result"]["useful_gb_s"].clone();
+        p["median_us"] = receipt["result"]["median_us"].clone();
+        p["gpu_uuid"] = receipt["hardware"]["gpu_uuid"].clone();
+        p["ratio_to_baseline"] = receipt["result"]["rounds"]["ratio_to_baseline"].clone();
+    }
+    std::fs::write(&rec_path, serde_json::to_vec(&rec).unwrap()).unwrap();
+    let r = klab(&["sweep", "collect", so], &[]);
+    let (out, err) = text(&r);
+    assert_eq!(r.status.code(), Some(0), "{out}{err}");
+    assert_eq!(out.matches(" passed ").count(), 2, "{out}");
+    let page = std::fs::read_to_string(s.join("report/index.html")).unwrap();
+    assert!(page.contains("GPU-96453395"), "the report names the GPU");
+    let bw = std::fs::read_to_string(s.join("report/plots/sweep-bandwidth.svg")).unwrap();
+    assert!(
+        bw.contains("padded") && bw.contains("tiled"),
+        "both kernels drawn"
+    );
+    // One raw sample of one block changed: that receipt no longer matches its bytes.
+    let block = s.join("tasks/0/run-01/rounds/blocks/r01-p0-tiled/samples-r01-p0.csv");
+    let csv = std::fs::read_to_string(&block).unwrap();
+    let changed = csv.replacen(",0,", ",1,", 1);
+    assert_ne!(changed, csv);
+    std::fs::write(&block, changed).unwrap();
+    let r = klab(&["sweep", "collect", so], &[]);
+    let (out, _) = text(&r);
+    assert_eq!(r.status.code(), Some(1), "{out}");
+    assert!(out.contains("its receipt was refused"), "{out}");
+    assert_eq!(out.matches(" passed ").count(), 1, "{out}");
+}
