@@ -598,9 +598,9 @@ pub struct RoundsArgs {
 #[command(
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
-    after_help = "Every point of the axes' product is a group: each kernel is checked at that \
-shape (`klab check --sizes N`, or `--shape` for an operation's several size variables), then the kernels that passed are timed there in the point's \
-regime (`klab bench` each, or with --rounds R one `klab rounds` of them all, whose ratios \
+    after_help = "Every shape of the size axes is a group: each kernel is checked at that \
+shape once (`klab check --sizes N`, or `--shape` for an operation's several size variables), \
+then the kernels that passed are timed there in each regime (`klab bench` each, or with --rounds R one `klab rounds` of them all, whose ratios \
 against --baseline come with a round-level interval), each with its receipt. A point whose \
 gate fails is recorded as failed and the sweep goes on. The folder holds sweep-plan.json \
 (written first), tasks/G/ per group (its group.json, receipts and logs), sweep.csv and \

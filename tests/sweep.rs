@@ -203,13 +203,17 @@ fn a_sweep_file_plans_the_same_as_the_command_line() {
         &dir.path().join("b"),
     );
     assert_eq!(f, c);
-    assert_eq!(f["groups"].as_array().unwrap().len(), 4);
+    assert_eq!(
+        f["groups"].as_array().unwrap().len(),
+        2,
+        "a group per shape"
+    );
     // The job array: one task per group, each running `klab sweep task DIR G`.
     let script = std::fs::read_to_string(dir.path().join("a/sweep.sbatch")).unwrap();
-    assert!(script.contains("#SBATCH --array=0-3\n"), "{script}");
+    assert!(script.contains("#SBATCH --array=0-1\n"), "{script}");
     assert!(!script.contains("--gres"), "{script}");
     assert!(script.contains("sweep task"), "{script}");
-    for g in 0..4 {
+    for g in 0..2 {
         assert!(dir.path().join(format!("a/tasks/{g}")).is_dir());
     }
     // A manifest the file names by a relative path is the one beside the file.
@@ -344,6 +348,36 @@ fn a_task_without_a_device_records_its_points_and_collect_names_the_missing_task
     assert!(rec.contains("no CUDA driver"), "{rec}");
     let log = std::fs::read_to_string(g.join("tasks/0/run-01/sweep-task.log")).unwrap();
     assert!(log.contains("--shape=K=16,M=64,N=64"), "{log}");
+    // Two regimes at one shape: one group, each kernel checked once, a point per regime.
+    let two = dir.path().join("two");
+    let r = klab(
+        &[
+            "sweep",
+            "copy",
+            "--axis",
+            "n=32",
+            "--axis",
+            "regime=same-buffer,l2-flushed",
+            "--slurm",
+            "--dry-run",
+            "--out",
+            two.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(r.status.code(), Some(0), "{:?}", text(&r));
+    klab(&["sweep", "task", two.to_str().unwrap(), "0"], &[]);
+    let rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(two.join("tasks/0/group.json")).unwrap()).unwrap();
+    let regimes: Vec<&str> = rec["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["regime"].as_str().unwrap())
+        .collect();
+    assert_eq!(regimes, ["same-buffer", "l2-flushed"]);
+    let log = std::fs::read_to_string(two.join("tasks/0/run-01/sweep-task.log")).unwrap();
+    assert_eq!(log.matches("$ klab check").count(), 1, "{log}");
     // Run again (a requeued task): a fresh attempt folder, the record replaced.
     let r = klab(&["sweep", "task", so, "0"], &[]);
     assert_eq!(r.status.code(), Some(1), "{:?}", text(&r));
@@ -595,7 +629,7 @@ fn collect_keeps_real_receipts_and_refuses_a_changed_one() {
     klab(&["sweep", "task", so, "0"], &[]);
     copy_tree(
         &root().join("evidence/2026-11-30-timing/transpose-rotated"),
-        &s.join("tasks/0/run-01/rounds"),
+        &s.join("tasks/0/run-01/same-buffer/rounds"),
     );
     let rec_path = s.join("tasks/0/group.json");
     let mut rec: serde_json::Value =
@@ -603,12 +637,15 @@ fn collect_keeps_real_receipts_and_refuses_a_changed_one() {
     for p in rec["points"].as_array_mut().unwrap() {
         let kernel = p["kernel"].as_str().unwrap().to_string();
         let receipt: serde_json::Value = serde_json::from_slice(
-            &std::fs::read(s.join(format!("tasks/0/run-01/rounds/{kernel}.receipt.json"))).unwrap(),
+            &std::fs::read(s.join(format!(
+                "tasks/0/run-01/same-buffer/rounds/{kernel}.receipt.json"
+            )))
+            .unwrap(),
         )
         .unwrap();
         p["status"] = "passed".into();
         p["detail"] = "2 rounds".into();
-        p["receipt"] = format!("tasks/0/run-01/rounds/{kernel}.receipt.json").into();
+        p["receipt"] = format!("tasks/0/run-01/same-buffer/rounds/{kernel}.receipt.json").into();
         p["gb_s"] = receipt["result"]["useful_gb_s"].clone();
         p["median_us"] = receipt["result"]["median_us"].clone();
         p["gpu_uuid"] = receipt["hardware"]["gpu_uuid"].clone();
@@ -627,7 +664,7 @@ fn collect_keeps_real_receipts_and_refuses_a_changed_one() {
         "both kernels drawn"
     );
     // One raw sample of one block changed: that receipt no longer matches its bytes.
-    let block = s.join("tasks/0/run-01/rounds/blocks/r01-p0-tiled/samples-r01-p0.csv");
+    let block = s.join("tasks/0/run-01/same-buffer/rounds/blocks/r01-p0-tiled/samples-r01-p0.csv");
     let csv = std::fs::read_to_string(&block).unwrap();
     let changed = csv.replacen(",0,", ",1,", 1);
     assert_ne!(changed, csv);

@@ -50,12 +50,13 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
         let t = dir.join(SweepPlan::task_rel(g.id));
         std::fs::create_dir_all(&t).with_context(|| format!("creating {}", t.display()))?;
     }
-    let points = plan.groups.len() * plan.kernels.len();
+    let points: usize =
+        plan.groups.iter().map(|g| g.regimes.len()).sum::<usize>() * plan.kernels.len();
     if args.slurm {
         return slurm(&args, &plan, &dir);
     }
     eprintln!(
-        "klab sweep: {points} points ({} kernels x {} groups) on {} GPU(s): writing {}",
+        "klab sweep: {points} points ({} kernels, {} shapes) on {} GPU(s): writing {}",
         plan.kernels.len(),
         plan.groups.len(),
         devices.len(),
@@ -147,10 +148,10 @@ fn plan(args: &SweepArgs) -> anyhow::Result<SweepPlan> {
         ),
         None => None,
     };
-    let points = groups.len() * kernels.len();
+    let points: usize = groups.iter().map(|g| g.regimes.len()).sum::<usize>() * kernels.len();
     if points > sweep::MAX_POINTS {
         bail!(
-            "{points} points ({} kernels x {} groups): at most {} in one sweep",
+            "{points} points ({} kernels, {} shapes, every regime): at most {} in one sweep",
             kernels.len(),
             groups.len(),
             sweep::MAX_POINTS
@@ -268,10 +269,9 @@ fn group_line(rec: &GroupRecord) -> String {
         .filter(|p| p.status == PointStatus::Passed)
         .count();
     format!(
-        "group {} ({}, {}) on device {}: {passed}/{} passed in {:.1} s",
+        "group {} ({}) on device {}: {passed}/{} passed in {:.1} s",
         rec.group.id,
-        rec.group.shape_text(),
-        rec.group.regime,
+        rec.group.describe(),
         rec.device,
         rec.points.len(),
         rec.ended_unix_s - rec.started_unix_s
@@ -293,16 +293,14 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
     let started = now_unix();
     let mut log = String::new();
     let timeout = Duration::from_secs(plan.timeout_s);
-    let point = |k: &PlannedKernel, status: PointStatus, detail: String| {
-        PointRecord::unmeasured(g, &k.name, device, status, detail)
-    };
-    let mut points: Vec<PointRecord> = Vec::new();
+    // Each kernel is checked once at the group's shape, whatever the regimes it is timed in.
+    let mut checks: Vec<(PointStatus, String)> = Vec::new();
     let mut passed: Vec<(usize, Kernel)> = Vec::new();
     for (i, k) in plan.kernels.iter().enumerate() {
         let kernel = match Kernel::parse_in_child(&k.spec) {
             Ok(kernel) => kernel,
             Err(e) => {
-                points.push(point(k, PointStatus::Error, format!("{e:#}")));
+                checks.push((PointStatus::Error, format!("{e:#}")));
                 continue;
             }
         };
@@ -328,173 +326,182 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
                 }
             }
         };
-        points.push(point(k, status, detail));
+        checks.push((status, detail));
     }
-    let timing = TimingArgs {
-        regime: g.regime,
-        timer: plan.timer,
-        samples: plan.samples,
-        warmup: plan.warmup,
-    };
     let mut spans = Vec::new();
-    let by_name = |points: &[PointRecord], name: &str| {
-        points
+    let mut all_points: Vec<PointRecord> = Vec::new();
+    for &regime in &g.regimes {
+        let mut points: Vec<PointRecord> = plan
+            .kernels
             .iter()
-            .position(|p| p.kernel == name)
-            .expect("a point per kernel")
-    };
-    if plan.rounds > 0 && passed.len() >= 2 {
-        let rdir = tdir.join("rounds");
-        let names: Vec<String> = passed.iter().map(|(_, k)| k.name()).collect();
-        let baseline = plan
-            .baseline
-            .clone()
-            .filter(|b| names.contains(b))
-            .unwrap_or_else(|| names[0].clone());
-        let blocks = u64::from(plan.rounds) * passed.len() as u64 * 2;
-        let cmd = ChildCmd::Rounds(RoundsArgs {
-            kernels: passed.iter().map(|(_, k)| k.spec()).collect(),
-            baseline: Some(baseline),
-            n: g.one_size(),
-            shape: shape_arg(g),
-            timing: timing.clone(),
-            rounds: plan.rounds,
-            out: Some(rdir.clone()),
-            seed: crate::cli::BOOTSTRAP_SEED,
-            timeout: plan.timeout_s,
-            device,
-        });
-        let t0 = now_unix();
-        let run = cmd.run(timeout * (blocks as u32 + 1), false);
-        let t1 = now_unix();
-        let (failed_as, why) = match &run {
-            Ok(r) => {
-                log.push_str(&r.log_block());
-                match r.status() {
-                    Some(2) => (
-                        PointStatus::TimingFailed,
-                        format!(
-                            "a timed block failed its validation (see {rel}/rounds/rounds.csv)"
-                        ),
-                    ),
-                    _ => (PointStatus::Error, r.failure()),
-                }
-            }
-            Err(e) => (PointStatus::Error, format!("{e:#}")),
+            .zip(&checks)
+            .map(|(k, (status, detail))| {
+                PointRecord::unmeasured(g, &k.name, regime, device, *status, detail.clone())
+            })
+            .collect();
+        let rel = format!("{rel}/{}", regime.name());
+        let tdir = tdir.join(regime.name());
+        let timing = TimingArgs {
+            regime,
+            timer: plan.timer,
+            samples: plan.samples,
+            warmup: plan.warmup,
         };
-        let mut uuid = None;
-        for (_, k) in &passed {
-            let i = by_name(&points, &k.name());
-            let path = rdir.join(format!("{}.receipt.json", k.name()));
-            match path.is_file().then(|| Receipt::load(&path)) {
-                Some(Ok(r)) => {
-                    uuid = Some(r.hardware.gpu_uuid.clone());
-                    fill(
-                        &mut points[i],
-                        &r,
-                        format!("{rel}/rounds/{}.receipt.json", k.name()),
-                    );
-                    points[i].detail = format!("{} rounds", plan.rounds);
-                }
-                Some(Err(e)) => {
-                    points[i].status = PointStatus::Error;
-                    points[i].detail = format!("{e}");
-                }
-                None => {
-                    points[i].status = failed_as;
-                    points[i].detail = why.clone();
-                }
-            }
-        }
-        spans.push(TimedSpan {
-            what: format!("klab rounds at {} ({})", g.shape_text(), g.regime),
-            gpu_uuid: uuid,
-            device,
-            started_unix_s: t0,
-            ended_unix_s: t1,
-        });
-    } else {
-        for (_, k) in &passed {
-            let i = by_name(&points, &k.name());
-            let bdir = tdir
-                .join("bench")
-                .join(klab_core::artifact::safe_stem(&k.name()));
-            let cmd = ChildCmd::Bench(BenchArgs {
-                kernel: k.spec(),
+        let by_name = |points: &[PointRecord], name: &str| {
+            points
+                .iter()
+                .position(|p| p.kernel == name)
+                .expect("a point per kernel")
+        };
+        if plan.rounds > 0 && passed.len() >= 2 {
+            let rdir = tdir.join("rounds");
+            let names: Vec<String> = passed.iter().map(|(_, k)| k.name()).collect();
+            let baseline = plan
+                .baseline
+                .clone()
+                .filter(|b| names.contains(b))
+                .unwrap_or_else(|| names[0].clone());
+            let blocks = u64::from(plan.rounds) * passed.len() as u64 * 2;
+            let cmd = ChildCmd::Rounds(RoundsArgs {
+                kernels: passed.iter().map(|(_, k)| k.spec()).collect(),
+                baseline: Some(baseline),
                 n: g.one_size(),
                 shape: shape_arg(g),
                 timing: timing.clone(),
-                rounds: 1,
-                out: Some(bdir.clone()),
-                claim: None,
+                rounds: plan.rounds,
+                out: Some(rdir.clone()),
+                seed: crate::cli::BOOTSTRAP_SEED,
                 timeout: plan.timeout_s,
-                in_process: true,
                 device,
             });
             let t0 = now_unix();
-            let run = cmd.run(timeout, false);
+            let run = cmd.run(timeout * (blocks as u32 + 1), false);
             let t1 = now_unix();
-            let mut uuid = None;
-            match run {
-                Err(e) => {
-                    points[i].status = PointStatus::Error;
-                    points[i].detail = format!("{e:#}");
-                }
+            let (failed_as, why) = match &run {
                 Ok(r) => {
                     log.push_str(&r.log_block());
-                    match &r.result {
-                        Some(ChildResult::Bench {
-                            verdict: Verdict::Pass,
-                            ..
-                        }) => match Receipt::load(&bdir.join("receipt.json")) {
-                            Ok(rec) => {
-                                uuid = Some(rec.hardware.gpu_uuid.clone());
-                                let at = format!(
-                                    "{rel}/bench/{}/receipt.json",
-                                    klab_core::artifact::safe_stem(&k.name())
-                                );
-                                fill(&mut points[i], &rec, at);
-                                points[i].detail = "bench".into();
-                            }
-                            Err(e) => {
-                                points[i].status = PointStatus::Error;
-                                points[i].detail = e.to_string();
-                            }
-                        },
-                        Some(ChildResult::Bench { detail, .. }) => {
-                            points[i].status = PointStatus::TimingFailed;
-                            points[i].detail = detail.clone();
-                        }
-                        _ if r.hung() => {
-                            points[i].status = PointStatus::TimingFailed;
-                            points[i].detail = r.failure();
-                        }
-                        _ => {
-                            points[i].status = PointStatus::Error;
-                            points[i].detail = r.failure();
-                        }
+                    match r.status() {
+                        Some(2) => (
+                            PointStatus::TimingFailed,
+                            format!(
+                                "a timed block failed its validation (see {rel}/rounds/rounds.csv)"
+                            ),
+                        ),
+                        _ => (PointStatus::Error, r.failure()),
+                    }
+                }
+                Err(e) => (PointStatus::Error, format!("{e:#}")),
+            };
+            let mut uuid = None;
+            for (_, k) in &passed {
+                let i = by_name(&points, &k.name());
+                let path = rdir.join(format!("{}.receipt.json", k.name()));
+                match path.is_file().then(|| Receipt::load(&path)) {
+                    Some(Ok(r)) => {
+                        uuid = Some(r.hardware.gpu_uuid.clone());
+                        fill(
+                            &mut points[i],
+                            &r,
+                            format!("{rel}/rounds/{}.receipt.json", k.name()),
+                        );
+                        points[i].detail = format!("{} rounds", plan.rounds);
+                    }
+                    Some(Err(e)) => {
+                        points[i].status = PointStatus::Error;
+                        points[i].detail = format!("{e}");
+                    }
+                    None => {
+                        points[i].status = failed_as;
+                        points[i].detail = why.clone();
                     }
                 }
             }
             spans.push(TimedSpan {
-                what: format!(
-                    "klab bench {} at {} ({})",
-                    k.name(),
-                    g.shape_text(),
-                    g.regime
-                ),
+                what: format!("klab rounds at {} ({regime})", g.shape_text()),
                 gpu_uuid: uuid,
                 device,
                 started_unix_s: t0,
                 ended_unix_s: t1,
             });
+        } else {
+            for (_, k) in &passed {
+                let i = by_name(&points, &k.name());
+                let bdir = tdir
+                    .join("bench")
+                    .join(klab_core::artifact::safe_stem(&k.name()));
+                let cmd = ChildCmd::Bench(BenchArgs {
+                    kernel: k.spec(),
+                    n: g.one_size(),
+                    shape: shape_arg(g),
+                    timing: timing.clone(),
+                    rounds: 1,
+                    out: Some(bdir.clone()),
+                    claim: None,
+                    timeout: plan.timeout_s,
+                    in_process: true,
+                    device,
+                });
+                let t0 = now_unix();
+                let run = cmd.run(timeout, false);
+                let t1 = now_unix();
+                let mut uuid = None;
+                match run {
+                    Err(e) => {
+                        points[i].status = PointStatus::Error;
+                        points[i].detail = format!("{e:#}");
+                    }
+                    Ok(r) => {
+                        log.push_str(&r.log_block());
+                        match &r.result {
+                            Some(ChildResult::Bench {
+                                verdict: Verdict::Pass,
+                                ..
+                            }) => match Receipt::load(&bdir.join("receipt.json")) {
+                                Ok(rec) => {
+                                    uuid = Some(rec.hardware.gpu_uuid.clone());
+                                    let at = format!(
+                                        "{rel}/bench/{}/receipt.json",
+                                        klab_core::artifact::safe_stem(&k.name())
+                                    );
+                                    fill(&mut points[i], &rec, at);
+                                    points[i].detail = "bench".into();
+                                }
+                                Err(e) => {
+                                    points[i].status = PointStatus::Error;
+                                    points[i].detail = e.to_string();
+                                }
+                            },
+                            Some(ChildResult::Bench { detail, .. }) => {
+                                points[i].status = PointStatus::TimingFailed;
+                                points[i].detail = detail.clone();
+                            }
+                            _ if r.hung() => {
+                                points[i].status = PointStatus::TimingFailed;
+                                points[i].detail = r.failure();
+                            }
+                            _ => {
+                                points[i].status = PointStatus::Error;
+                                points[i].detail = r.failure();
+                            }
+                        }
+                    }
+                }
+                spans.push(TimedSpan {
+                    what: format!("klab bench {} at {} ({regime})", k.name(), g.shape_text()),
+                    gpu_uuid: uuid,
+                    device,
+                    started_unix_s: t0,
+                    ended_unix_s: t1,
+                });
+            }
+            let copies: Vec<String> = passed
+                .iter()
+                .filter(|(_, k)| k.decl.operation == klab_core::manifest::OpKind::Copy)
+                .map(|(_, k)| k.name())
+                .collect();
+            sweep::place_benched(&mut points, &copies, plan.baseline.as_deref());
         }
-        let copies: Vec<String> = passed
-            .iter()
-            .filter(|(_, k)| k.decl.operation == klab_core::manifest::OpKind::Copy)
-            .map(|(_, k)| k.name())
-            .collect();
-        sweep::place_benched(&mut points, &copies, plan.baseline.as_deref());
+        all_points.extend(points);
     }
     write_atomic(&tdir.join("sweep-task.log"), log.as_bytes())?;
     let rec = GroupRecord {
@@ -505,7 +512,7 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
         started_unix_s: started,
         ended_unix_s: now_unix(),
         timed_spans: spans,
-        points,
+        points: all_points,
     };
     write_json(&task_dir.join(sweep::GROUP_FILE), &rec)?;
     Ok(rec)
@@ -550,7 +557,14 @@ fn slurm(args: &SweepArgs, plan: &SweepPlan, dir: &Path) -> anyhow::Result<ExitC
     } else {
         1
     };
-    let worst_s = plan.timeout_s * plan.kernels.len() as u64 * (1 + blocks_per_kernel);
+    // A check per kernel, then its blocks in each regime.
+    let regimes = plan
+        .groups
+        .iter()
+        .map(|g| g.regimes.len())
+        .max()
+        .unwrap_or(1) as u64;
+    let worst_s = plan.timeout_s * plan.kernels.len() as u64 * (1 + regimes * blocks_per_kernel);
     let gres = (args.gres != "none").then_some(args.gres.as_str());
     let script = sweep::sbatch_script(&sweep::SlurmJob {
         klab: &exe,
@@ -666,20 +680,22 @@ pub fn collect(dir: &Path) -> anyhow::Result<SweepTable> {
             }
             Err(why) => {
                 let why = format!(
-                    "task {} ({}, {}) left no record: {why} (killed, failed before its end, or never ran; see {}/)",
+                    "task {} ({}) left no record: {why} (killed, failed before its end, or never ran; see {}/)",
                     g.id,
-                    g.shape_text(),
-                    g.regime,
+                    g.describe(),
                     SweepPlan::task_rel(g.id)
                 );
-                for k in &plan.kernels {
-                    points.push(PointRecord::unmeasured(
-                        g,
-                        &k.name,
-                        0,
-                        PointStatus::NotRun,
-                        "its task left no record".into(),
-                    ));
+                for &regime in &g.regimes {
+                    for k in &plan.kernels {
+                        points.push(PointRecord::unmeasured(
+                            g,
+                            &k.name,
+                            regime,
+                            0,
+                            PointStatus::NotRun,
+                            "its task left no record".into(),
+                        ));
+                    }
                 }
                 problems.push(TaskProblem { group: g.id, why });
             }

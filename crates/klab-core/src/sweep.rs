@@ -285,10 +285,17 @@ pub struct Group {
     /// A value per size axis: `{n: 4096}` (each kernel's one size variable) or a whole
     /// shape of the operation (`{K: 32, M: 64, N: 64}`).
     pub shape: std::collections::BTreeMap<String, u64>,
-    pub regime: Regime,
+    /// The regimes its kernels are timed in, one after another (checked once for all).
+    pub regimes: Vec<Regime>,
 }
 
 impl Group {
+    /// `n=4096, same-buffer` or `K=32,M=64, same-buffer,l2-flushed`.
+    pub fn describe(&self) -> String {
+        let regimes: Vec<&str> = self.regimes.iter().map(|r| r.name()).collect();
+        format!("{}, {}", self.shape_text(), regimes.join(","))
+    }
+
     /// The one size when the sweep varies `n`, the size `--n` and `--sizes` take.
     pub fn one_size(&self) -> Option<u64> {
         (self.shape.len() == 1)
@@ -357,8 +364,8 @@ pub struct PlannedKernel {
 }
 
 impl SweepPlan {
-    /// The groups of `axes`' product: the size axes in the order given (the first
-    /// outermost), then the regime.
+    /// The groups of `axes`' product: one per shape, the size axes in the order given
+    /// (the first outermost), each timed in every regime.
     pub fn groups_of(axes: &[Axis]) -> Result<Vec<Group>, SweepError> {
         let mut sizes: Vec<(&str, &Vec<u64>)> = Vec::new();
         let mut regimes: Option<&Vec<Regime>> = None;
@@ -408,17 +415,15 @@ impl SweepPlan {
                 )));
             }
         }
-        let mut groups = Vec::new();
-        for shape in shapes {
-            for &regime in regimes {
-                groups.push(Group {
-                    id: groups.len() as u32,
-                    shape: shape.clone(),
-                    regime,
-                });
-            }
-        }
-        Ok(groups)
+        Ok(shapes
+            .into_iter()
+            .enumerate()
+            .map(|(id, shape)| Group {
+                id: id as u32,
+                shape,
+                regimes: regimes.clone(),
+            })
+            .collect())
     }
 
     /// The axis points are drawn against: the first size axis.
@@ -533,6 +538,7 @@ impl PointRecord {
     pub fn unmeasured(
         g: &Group,
         kernel: &str,
+        regime: Regime,
         device: u32,
         status: PointStatus,
         detail: String,
@@ -541,7 +547,7 @@ impl PointRecord {
             group: g.id,
             kernel: kernel.to_string(),
             shape: g.shape.clone(),
-            regime: g.regime,
+            regime,
             status,
             detail,
             device,
@@ -850,16 +856,13 @@ mod tests {
             Axis::parse("regime=same-buffer,l2-flushed,same-buffer").unwrap(),
         ];
         let g = SweepPlan::groups_of(&axes).unwrap();
-        assert_eq!(g.len(), 4);
-        assert_eq!(
-            (g[1].one_size(), g[1].regime, g[1].id),
-            (Some(4096), Regime::L2Flushed, 1)
-        );
-        assert_eq!(
-            (g[2].one_size(), g[2].regime),
-            (Some(8193), Regime::SameBuffer)
-        );
-        assert_eq!(g[2].shape_text(), "n=8193");
+        // One group per shape, timed in each regime (checked once).
+        assert_eq!(g.len(), 2);
+        assert_eq!(g[1].id, 1);
+        assert_eq!(g[1].one_size(), Some(8193));
+        assert_eq!(g[1].regimes, [Regime::SameBuffer, Regime::L2Flushed]);
+        assert_eq!(g[1].describe(), "n=8193, same-buffer,l2-flushed");
+        assert_eq!(g[1].shape_text(), "n=8193");
         // Size variables of an operation: their product, the first axis outermost.
         let gemm = [
             Axis::parse("M=64,128").unwrap(),
@@ -903,7 +906,8 @@ mod tests {
         .unwrap();
         let f = SweepFile::load(&p).unwrap();
         let g = SweepPlan::groups_of(&f.axes(&p).unwrap()).unwrap();
-        assert_eq!(g.len(), 6);
+        assert_eq!(g.len(), 3);
+        assert_eq!(g[0].regimes.len(), 2);
         assert_eq!(f.timer, Some(Timer::Batch { launches: 10 }));
         std::fs::write(&p, "kernels = [\"copy\"]\nrepeat = 2\n[axes]\nn = [1, 2]\n").unwrap();
         let e = SweepFile::load(&p).unwrap_err().to_string();
@@ -931,10 +935,17 @@ mod tests {
         let g = Group {
             id: 0,
             shape: [("n".to_string(), 4096)].into(),
-            regime: Regime::SameBuffer,
+            regimes: vec![Regime::SameBuffer],
         };
         let timed = |k: &str, us: f64, gb: f64| {
-            let mut p = PointRecord::unmeasured(&g, k, 0, PointStatus::Passed, "bench".into());
+            let mut p = PointRecord::unmeasured(
+                &g,
+                k,
+                Regime::SameBuffer,
+                0,
+                PointStatus::Passed,
+                "bench".into(),
+            );
             p.median_us = Some(us);
             p.gb_s = Some(gb);
             p

@@ -552,9 +552,16 @@ mod tests {
         let g = Group {
             id: 0,
             shape: [("n".to_string(), n)].into(),
-            regime: Regime::SameBuffer,
+            regimes: vec![Regime::SameBuffer],
         };
-        let mut p = PointRecord::unmeasured(&g, kernel, 0, PointStatus::Passed, "3 rounds".into());
+        let mut p = PointRecord::unmeasured(
+            &g,
+            kernel,
+            Regime::SameBuffer,
+            0,
+            PointStatus::Passed,
+            "3 rounds".into(),
+        );
         p.gpu_uuid = Some(uuid.into());
         p.gb_s = Some(gb_s);
         p.median_us = Some(100.0);
