@@ -17,6 +17,7 @@ use crate::Report;
 const SIZE: (u32, u32) = (900, 480);
 const BANDWIDTH_FILE: &str = "sweep-bandwidth.svg";
 const SPEEDUP_FILE: &str = "sweep-speedup.svg";
+const CEILING_FILE: &str = "sweep-ceiling.svg";
 
 /// One colour per series, in kernel order (repeating past the end).
 const SERIES: [Rgb; 8] = [
@@ -32,7 +33,7 @@ const SERIES: [Rgb; 8] = [
 
 /// Render a collected sweep.
 pub fn render(t: &SweepTable) -> Report {
-    let plots = vec![bandwidth_plot(t), speedup_plot(t)];
+    let plots = vec![bandwidth_plot(t), ceiling_plot(t), speedup_plot(t)];
     let doc = document(t);
     Report {
         html: crate::html::render(&doc, &plots),
@@ -180,7 +181,11 @@ fn document(t: &SweepTable) -> Document {
         title: "Points".into(),
         blocks: vec![
             Block::Paragraph("Every kernel at every point of the axes: checked at that shape first; only a kernel that passed is timed. A ratio above 1 means faster than the baseline; under rounds it is the median of per-round ratios with a bootstrap interval over rounds, computed within one GPU.".into()),
-            Block::Plots(vec![BANDWIDTH_FILE.into(), SPEEDUP_FILE.into()]),
+            Block::Plots(vec![
+                BANDWIDTH_FILE.into(),
+                CEILING_FILE.into(),
+                SPEEDUP_FILE.into(),
+            ]),
             Block::Table(points),
         ],
     }];
@@ -377,6 +382,47 @@ fn bandwidth_plot(t: &SweepTable) -> Plot {
         file_name: BANDWIDTH_FILE.into(),
         svg,
         caption: "Each kernel's median effective bandwidth at each size (log scale), the copy ceiling of the point's rounds and the theoretical peak.".into(),
+        missing: None,
+    }
+}
+
+fn ceiling_plot(t: &SweepTable) -> Plot {
+    let title = "% of the copy ceiling against size";
+    let series = series_of(t);
+    let top = t
+        .points
+        .iter()
+        .filter_map(|p| p.pct_of_ceiling)
+        .fold(0.0f64, f64::max);
+    let Some((x0, x1)) = x_range(t).filter(|_| top > 0.0) else {
+        return missing(
+            CEILING_FILE,
+            SIZE,
+            title,
+            "no point has a share of a ceiling (no copy kernel was timed beside it)".into(),
+        );
+    };
+    let x_var = t.plan.x_axis();
+    let frame = Frame {
+        title,
+        x_desc: &x_var,
+        x: (x0, x1),
+        y: (0.0, (top * 1.1).max(110.0)),
+        y_desc: "% of the fastest copy at the point",
+        y_label: &|v| format!("{v:.0}%"),
+        legend_low: true,
+    };
+    let svg = against_size(&frame, |chart| {
+        chart.draw_series(LineSeries::new(
+            [(x0, 100.0), (x1, 100.0)],
+            rgb(CEILING).stroke_width(2),
+        ))?;
+        kernel_lines(chart, &series, |p| p.pct_of_ceiling, false)
+    });
+    Plot {
+        file_name: CEILING_FILE.into(),
+        svg,
+        caption: "Each kernel's median bandwidth as a share of the fastest copy kernel timed at the same point (100%: the ceiling line).".into(),
         missing: None,
     }
 }
@@ -614,9 +660,9 @@ mod tests {
             point("lean", 8192, "GPU-aaaaaaaaaaaa-1", 2800.0, 98.0, Some(1.1)),
         ]);
         let r = render(&t);
-        assert_eq!(r.plots.len(), 2);
-        let (bw, sp) = (&r.plots[0].1, &r.plots[1].1);
-        for svg in [bw, sp] {
+        assert_eq!(r.plots.len(), 3);
+        let (bw, ce, sp) = (&r.plots[0].1, &r.plots[1].1, &r.plots[2].1);
+        for svg in [bw, ce, sp] {
             assert!(svg.contains("lean"), "a series per kernel");
             assert!(!svg.contains("not drawn"));
         }
@@ -651,6 +697,6 @@ mod tests {
         let g = render(&gemm);
         assert!(g.plots[0].1.contains("gemm (K=16)") && g.plots[0].1.contains("gemm (K=32)"));
         assert!(g.markdown.contains("K=32,M=128"), "{}", g.markdown);
-        assert!(e.plots[1].1.contains("no ratio to a baseline"));
+        assert!(e.plots[2].1.contains("no ratio to a baseline"));
     }
 }
