@@ -35,18 +35,11 @@ fn klab(dir: &Path, args: &[&str]) -> Output {
     out
 }
 
-/// Exit 1 and exactly one stderr line, starting `error: ` and containing `needle`, with no
-/// clause said twice. Returns the line.
+/// [`common::refused`], with no clause said twice. Returns the line.
 fn refused(out: &Output, needle: &str) -> String {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "one line expected: {stderr}");
-    let line = lines[0];
-    assert!(line.starts_with("error: "), "{stderr}");
-    assert!(line.contains(needle), "{needle:?} not in: {stderr}");
-    said_once(line);
-    line.to_string()
+    let line = common::refused(out, needle);
+    said_once(&line);
+    line
 }
 
 /// No clause of `line` (the pieces between `: ` and `; `) is said twice.

@@ -16,6 +16,8 @@ use std::time::Duration;
 
 use klab_tools::nsys::testdata;
 
+mod common;
+
 /// Every refusal here is immediate; a hang ends here and fails the test.
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -37,16 +39,7 @@ fn klab(dir: &Path, args: &[&str]) -> Output {
     cmd(dir, args).output().unwrap()
 }
 
-/// Exit 1 and exactly one stderr line, `error: ...`, without a panic.
-fn one_line_error(out: &Output, what: &str) -> String {
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!stderr.contains("panicked"), "{what}: {stderr}");
-    assert_eq!(out.status.code(), Some(1), "{what}: {stderr}");
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "{what}: one line expected: {stderr}");
-    assert!(lines[0].starts_with("error: "), "{what}: {stderr}");
-    stderr
-}
+use common::one_line_error;
 
 fn is_root() -> bool {
     // SAFETY: a plain system call without arguments.

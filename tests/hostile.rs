@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use klab_tools::nsys::testdata;
 
+mod common;
+
 /// A refusal must come at once; a hang (the old FIFO read) ends here and fails the test.
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -36,15 +38,7 @@ fn klab(dir: &Path, args: &[&str]) -> Output {
     out
 }
 
-/// Exit 1 and exactly one stderr line, starting `error: ` and containing `needle`.
-fn refused(out: &Output, needle: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "one line expected: {stderr}");
-    assert!(lines[0].starts_with("error: "), "{stderr}");
-    assert!(lines[0].contains(needle), "{needle:?} not in: {stderr}");
-}
+use common::refused;
 
 #[test]
 fn a_fifo_as_a_manifest_is_refused_not_waited_on() {

@@ -4,7 +4,7 @@
 pub mod planted;
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// The klab binary: `KLAB_BIN` when set (the GPU machine runs a copied bundle), else the
 /// one Cargo built for this test.
@@ -91,4 +91,23 @@ pub fn nvrtc_or_skip(test: &str) -> bool {
     }
     eprintln!("SKIPPED {test}: NVRTC not found (libnvrtc.so.13 not on the library path)");
     false
+}
+
+/// Exit 1 and exactly one stderr line, `error: ...`, never a panic: how klab refuses bad
+/// input. Returns the line.
+pub fn one_line_error(out: &Output, what: &str) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+    assert_eq!(out.status.code(), Some(1), "{what}: stderr: {stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{what}: one line expected: {stderr}");
+    assert!(lines[0].starts_with("error: "), "{what}: {stderr}");
+    lines[0].to_string()
+}
+
+/// [`one_line_error`] whose line contains `needle`.
+pub fn refused(out: &Output, needle: &str) -> String {
+    let line = one_line_error(out, needle);
+    assert!(line.contains(needle), "{needle:?} not in: {line}");
+    line
 }
