@@ -313,7 +313,7 @@ pub struct SanitizeArgs {
     #[arg(long, default_value_t = 600, value_parser = at_least_one::<u64>)]
     pub timeout: u64,
     /// Sanitizer runs at once (each its own process on the one GPU; none is timed)
-    /// [default: half the cores, at most 4]
+    /// [default: half the cores, at most 8]
     #[arg(long, value_parser = at_least_one::<usize>, conflicts_with = "import")]
     pub jobs: Option<usize>,
     /// Output folder (must not exist or be empty) [default: artifacts/sanitize/run-NN]

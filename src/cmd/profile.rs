@@ -93,40 +93,60 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     let mut rejected: Vec<RejectedKernel> = Vec::new();
     let mut gate_failed = false;
     let mut tool_failed = false;
-    for (spec, kernel) in &kernels {
-        match profile_one(
-            &args,
-            spec,
-            kernel,
-            &ncu_bin,
-            &exe,
-            &dir,
-            cache,
-            &sections,
-            &metrics,
-            &mut device,
-            &mut rejected,
-        ) {
-            Ok(Some(p)) => {
-                println!(
-                    "== {} ({}) ==\n{}",
-                    p.kernel,
-                    p.size_label(),
-                    p.bound.render()
-                );
-                profiles.push(p);
-            }
-            Ok(None) => gate_failed = true,
-            Err(e) => {
-                eprintln!(
-                    "klab profile: {}: {}",
-                    kernel.name(),
-                    one_line(&crate::error_text(&e))
-                );
-                tool_failed = true;
+    // The captures run one after another (one profiled process on the GPU at a time); each
+    // capture's imports (ncu reading its report on the host, never the GPU) run on a thread
+    // while the next kernel is captured. Results are read back in kernel order.
+    std::thread::scope(|s| {
+        let mut pending = Vec::new();
+        for (spec, kernel) in &kernels {
+            let captured = capture_one(
+                &args,
+                spec,
+                kernel,
+                &ncu_bin,
+                &exe,
+                &dir,
+                cache,
+                &sections,
+                &metrics,
+                &mut rejected,
+            );
+            let (args, ncu_bin, dir, metrics) = (&args, &ncu_bin, &dir, &metrics);
+            let finished = captured.map(|c| {
+                c.map(|c| s.spawn(move || finish_one(args, kernel, ncu_bin, dir, metrics, c)))
+            });
+            pending.push((kernel, finished));
+        }
+        for (kernel, finished) in pending {
+            let result = finished.and_then(|f| {
+                f.map(|h| h.join().expect("an import thread panicked"))
+                    .transpose()
+            });
+            match result {
+                Ok(Some((p, on))) => {
+                    if device.is_none() {
+                        device = on;
+                    }
+                    println!(
+                        "== {} ({}) ==\n{}",
+                        p.kernel,
+                        p.size_label(),
+                        p.bound.render()
+                    );
+                    profiles.push(p);
+                }
+                Ok(None) => gate_failed = true,
+                Err(e) => {
+                    eprintln!(
+                        "klab profile: {}: {}",
+                        kernel.name(),
+                        one_line(&crate::error_text(&e))
+                    );
+                    tool_failed = true;
+                }
             }
         }
-    }
+    });
     let record = ProfileRecord {
         schema: PROFILE_SCHEMA.into(),
         created_utc: utc_timestamp(),
@@ -212,8 +232,22 @@ fn model_prediction(kernel: &Kernel, n: u64) -> Option<VariantPrediction> {
     predict(v, n, TILE, BLOCK_ROWS).ok()
 }
 
+/// A capture that gave a report of a launch whose output was right: what its import needs.
+struct Captured {
+    stem: String,
+    n: u64,
+    skip: u64,
+    shown: Vec<String>,
+    report_rel: String,
+    log_rel: String,
+    child: ProfileChild,
+    measured_failures: u64,
+}
+
+/// ncu on one measured launch of `kernel`: `None` (recorded in `rejected`) when the kernel
+/// hung or its output was wrong; an error when ncu or the child did not deliver.
 #[allow(clippy::too_many_arguments)]
-fn profile_one(
+fn capture_one(
     args: &ProfileArgs,
     spec: &str,
     kernel: &Kernel,
@@ -223,9 +257,8 @@ fn profile_one(
     cache: CacheControl,
     sections: &[String],
     metrics: &[String],
-    device: &mut Option<String>,
     rejected: &mut Vec<RejectedKernel>,
-) -> anyhow::Result<Option<KernelProfile>> {
+) -> anyhow::Result<Option<Captured>> {
     let name = kernel.name();
     let n = args.n.unwrap_or_else(|| kernel.default_n());
     let skip = profile_launch_skip(args.warmup);
@@ -365,6 +398,39 @@ fn profile_one(
     if !dir.join(&report_rel).is_file() {
         bail!("ncu wrote no report {report_rel}; see {log_rel}");
     }
+    Ok(Some(Captured {
+        stem,
+        n,
+        skip,
+        shown,
+        report_rel,
+        log_rel,
+        child,
+        measured_failures,
+    }))
+}
+
+/// A capture's imports and reading: the counters beside the predictions, the bound
+/// statement, and the device ncu named.
+fn finish_one(
+    args: &ProfileArgs,
+    kernel: &Kernel,
+    ncu_bin: &Path,
+    dir: &Path,
+    metrics: &[String],
+    captured: Captured,
+) -> anyhow::Result<(KernelProfile, Option<String>)> {
+    let Captured {
+        stem,
+        n,
+        skip,
+        shown,
+        report_rel,
+        log_rel,
+        child,
+        measured_failures,
+    } = captured;
+    let name = kernel.name();
 
     // Import: raw page (every metric) and details page (sections as ncu shows them), two
     // ncu processes at once (neither touches the GPU).
@@ -389,9 +455,7 @@ fn profile_one(
             more.len()
         ),
     };
-    if device.is_none() {
-        *device = record.device_name().map(String::from);
-    }
+    let device = record.device_name().map(String::from);
     let w = kernel.workload(n, None, args.device)?;
     let plan = w.plan();
     let workload = format!(
@@ -437,7 +501,7 @@ fn profile_one(
     {
         bail!("{raw_rel}: none of the counters the bound statement needs is in the report (SpeedOfLight throughput, global sectors); see {log_rel}");
     }
-    Ok(Some(KernelProfile {
+    let profile = KernelProfile {
         kernel: name,
         entry: kernel.decl.entry.clone(),
         operation: kernel.decl.operation.name().to_string(),
@@ -453,7 +517,8 @@ fn profile_one(
         absent_metrics: reading.absent_metrics,
         counters: reading.counters,
         bound: reading.bound,
-    }))
+    };
+    Ok((profile, device))
 }
 
 /// The built-in operations' rows have their n; a declared one's its whole shape.

@@ -454,51 +454,71 @@ pub(crate) fn ceilings(lab: &mut Lab<'_>) -> Result<(), LabError> {
 }
 
 /// The sanitizer gate: the accepted kernels clean under every tool, the known-broken ones
-/// caught by at least one.
+/// caught by at least one. One `klab sanitize` runs them all, so its `--jobs` spreads every
+/// (kernel, tool) run over the cores at once; the verdict is read per kernel from its
+/// sanitize.json, since its exit status is 2 whenever a known-broken kernel is rejected.
 pub(crate) fn sanitize(lab: &mut Lab<'_>) -> Result<(), LabError> {
     let plan = lab.plan().clone();
     let sanitizer = lab.machine.sanitizer.clone().expect("a declared need");
     let tools: klab_tools::sanitizer::ToolList =
         plan.sanitize_tools.parse().expect("the plan was checked");
-    let mut statuses = Vec::new();
-    for (i, (rel, kernels)) in [
-        ("sanitize", &plan.sanitize_accepted),
-        ("sanitize-broken", &plan.sanitize_broken),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        lab.progress(i as u64, 2, &kernels.join(" "));
-        let child = Child::Sanitize {
-            kernels: kernels.clone(),
-            tools: tools.clone(),
-            sanitizer: sanitizer.clone(),
-            out: lab.dir.join(rel),
-        };
-        // Each kernel runs once per tool, each under its own watchdog.
-        let child = lab.child(&child, (kernels.len() * tools.0.len()) as u64 + 1)?;
-        if lab.dir.join(rel).is_dir() {
-            lab.write(
-                &format!("{rel}/sanitize.log"),
-                format!("{}{}", child.stdout, child.log),
-            )?;
+    let mut kernels: Vec<String> = Vec::new();
+    for k in plan.sanitize_accepted.iter().chain(&plan.sanitize_broken) {
+        if !kernels.contains(k) {
+            kernels.push(k.clone());
         }
-        statuses.push(child);
     }
-    lab.progress(2, 2, "");
-    let mut a = files_under(&lab.dir, "sanitize");
-    a.extend(files_under(&lab.dir, "sanitize-broken"));
-    let kernels_of = |rel: &str| -> Vec<SanitizedKernel> {
-        read_regular(&lab.dir.join(rel).join("sanitize.json"), Input::ARTIFACT)
+    lab.progress(0, 1, &kernels.join(" "));
+    let child = Child::Sanitize {
+        kernels: kernels.clone(),
+        tools: tools.clone(),
+        sanitizer,
+        out: lab.dir.join("sanitize"),
+    };
+    // Each kernel runs once per tool, each under its own watchdog.
+    let child = lab.child(&child, (kernels.len() * tools.0.len()) as u64 + 1)?;
+    lab.progress(1, 1, "");
+    if lab.dir.join("sanitize").is_dir() {
+        lab.write(
+            "sanitize/sanitize.log",
+            format!("{}{}", child.stdout, child.log),
+        )?;
+    }
+    let a = files_under(&lab.dir, "sanitize");
+    if !matches!(child.status, Some(0 | 2)) {
+        lab.step(Status::Error, child.failure, a);
+        return Ok(());
+    }
+    let records: Vec<SanitizedKernel> =
+        read_regular(&lab.dir.join("sanitize/sanitize.json"), Input::ARTIFACT)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default()
+            .unwrap_or_default();
+    let record_of = |spec: &str| {
+        records
+            .iter()
+            .find(|r| registry_name_matches(spec, &r.kernel))
     };
+    let unrecorded: Vec<&str> = kernels
+        .iter()
+        .filter(|k| record_of(k).is_none())
+        .map(String::as_str)
+        .collect();
+    if !unrecorded.is_empty() {
+        let why = format!(
+            "sanitize/sanitize.json has no record of {} ({})",
+            unrecorded.join(", "),
+            child.failure
+        );
+        lab.step(Status::Error, why, a);
+        return Ok(());
+    }
     // Each known-broken kernel must be caught by some tool: one caught kernel must not
     // vouch for another that no tool saw.
-    let broken_kernels = kernels_of("sanitize-broken");
-    let found: Vec<(String, Vec<String>)> = broken_kernels
+    let found: Vec<(String, Vec<String>)> = plan
+        .sanitize_broken
         .iter()
+        .filter_map(|spec| record_of(spec))
         .map(|k| {
             let by = k.found_by().iter().map(|t| t.to_string()).collect();
             (k.kernel.clone(), by)
@@ -507,11 +527,7 @@ pub(crate) fn sanitize(lab: &mut Lab<'_>) -> Result<(), LabError> {
     let missed: Vec<String> = plan
         .sanitize_broken
         .iter()
-        .filter(|name| {
-            !found
-                .iter()
-                .any(|(k, by)| !by.is_empty() && registry_name_matches(name, k))
-        })
+        .filter(|spec| record_of(spec).is_some_and(|k| k.found_by().is_empty()))
         .cloned()
         .collect();
     let broken_line = found
@@ -526,43 +542,33 @@ pub(crate) fn sanitize(lab: &mut Lab<'_>) -> Result<(), LabError> {
         .collect::<Vec<_>>()
         .join("; ");
     let broken_line = if broken_line.is_empty() {
-        "no sanitizer report of the known-broken kernels".to_string()
+        "no known-broken kernel in the plan".to_string()
     } else {
         broken_line
     };
-    let unclean: Vec<String> = kernels_of("sanitize")
+    let unclean: Vec<String> = plan
+        .sanitize_accepted
         .iter()
+        .filter_map(|spec| record_of(spec))
         .filter(|k| !k.clean())
         .map(|k| format!("{}: {}", k.kernel, k.verdict))
         .collect();
-    let (accepted, broken) = (&statuses[0], &statuses[1]);
-    match (accepted.status, broken.status) {
-        (Some(0), Some(2)) if missed.is_empty() => lab.step(
-            Status::Ran,
-            format!(
-                "{} clean under {} at a ragged and a full-tile size; {broken_line}",
-                plan.sanitize_accepted.join(", "),
-                plan.sanitize_tools
-            ),
-            a,
-        ),
-        (Some(0), Some(2)) => lab.step(
-            Status::Failed,
-            format!(
-                "no sanitizer tool caught {}: {broken_line}",
-                missed.join(", ")
-            ),
-            a,
-        ),
-        (Some(2), _) => lab.step(
-            Status::Failed,
-            format!("an accepted variant is not clean: {}", unclean.join("; ")),
-            a,
-        ),
-        _ => {
-            let why = format!("{} / {}", accepted.failure, broken.failure);
-            lab.step(Status::Error, why, a)
-        }
+    if !unclean.is_empty() {
+        let why = format!("an accepted variant is not clean: {}", unclean.join("; "));
+        lab.step(Status::Failed, why, a);
+    } else if !missed.is_empty() {
+        let why = format!(
+            "no sanitizer tool caught {}: {broken_line}",
+            missed.join(", ")
+        );
+        lab.step(Status::Failed, why, a);
+    } else {
+        let ok = format!(
+            "{} clean under {} at a ragged and a full-tile size; {broken_line}",
+            plan.sanitize_accepted.join(", "),
+            plan.sanitize_tools
+        );
+        lab.step(Status::Ran, ok, a);
     }
     Ok(())
 }

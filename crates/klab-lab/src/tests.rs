@@ -217,49 +217,99 @@ fn the_ladder_fails_when_broken_is_accepted_and_errs_when_a_size_did_not_run() {
     );
 }
 
-fn sanitized(kernel: &str, outcome: &str, broken: bool) -> String {
-    format!(
-        r#"[{{"kernel":"{kernel}","known_broken":{},"sizes":[33,1024],"verdict":"v",
-            "runs":[{{"tool":"memcheck","report":{{"tool":"memcheck","outcome":{{"kind":"{outcome}"}}}}}}]}}]"#,
-        if broken { "\"racy\"" } else { "null" }
-    )
+/// A sanitize.json of `kernels`: (name, memcheck's outcome, known-broken).
+fn sanitized(kernels: &[(&str, &str, bool)]) -> String {
+    let records: Vec<String> = kernels
+        .iter()
+        .map(|(kernel, outcome, broken)| {
+            format!(
+                r#"{{"kernel":"{kernel}","known_broken":{},"sizes":[33,1024],"verdict":"v",
+            "runs":[{{"tool":"memcheck","report":{{"tool":"memcheck","outcome":{{"kind":"{outcome}"}}}}}}]}}"#,
+                if *broken { "\"racy\"" } else { "null" }
+            )
+        })
+        .collect();
+    format!("[{}]", records.join(","))
+}
+
+/// The default plan's accepted kernels with `accepted`'s outcome, and broken with `broken`'s.
+fn lab_sanitized(accepted: &str, broken: &str) -> String {
+    sanitized(&[
+        ("copy", accepted, false),
+        ("naive", "clean", false),
+        ("tiled", "clean", false),
+        ("padded", "clean", false),
+        ("broken", broken, true),
+    ])
+}
+
+/// The sanitize step of `opts` answered by one child with `status` and `json`.
+fn sanitize_step(
+    opts: &LabOptions,
+    status: Option<i32>,
+    json: Option<String>,
+) -> (Vec<Child>, LabStep) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fake = Fake::default();
+    let files = json.map(|j| vec![("sanitize.json", j)]).unwrap_or_default();
+    fake.answer(outcome(status, ""), files);
+    let mut lab = lab_at(opts, &mut fake, dir.path(), "sanitize");
+    steps::sanitize(&mut lab).unwrap();
+    let s = lab.steps[0].clone();
+    drop(lab);
+    (fake.ran, s)
 }
 
 #[test]
 fn the_sanitizer_step_needs_the_accepted_clean_and_the_broken_caught() {
     let tmp = tempfile::tempdir().unwrap();
     let opts = options(tmp.path());
-    let run = |accepted: &str, broken: &str, status: (i32, i32)| {
-        let dir = tempfile::tempdir().unwrap();
-        let mut fake = Fake::default();
-        fake.answer(
-            outcome(Some(status.0), ""),
-            vec![("sanitize.json", sanitized("copy", accepted, false))],
-        );
-        fake.answer(
-            outcome(Some(status.1), ""),
-            vec![("sanitize.json", sanitized("broken", broken, true))],
-        );
-        let mut lab = lab_at(&opts, &mut fake, dir.path(), "sanitize");
-        steps::sanitize(&mut lab).unwrap();
-        let s = lab.steps[0].clone();
+    let run = |accepted: &str, broken: &str| {
+        let (ran, s) = sanitize_step(&opts, Some(2), Some(lab_sanitized(accepted, broken)));
+        // One child for every kernel of both lists, so --jobs spreads all their runs.
+        let [Child::Sanitize { kernels, .. }] = ran.as_slice() else {
+            panic!("one sanitize child: {ran:?}")
+        };
+        assert_eq!(kernels, &["copy", "naive", "tiled", "padded", "broken"]);
         assert!(s.artifacts.contains(&"sanitize/sanitize.json".to_string()));
         (s.status, s.detail)
     };
-    let (status, detail) = run("clean", "found_errors", (0, 2));
+    let (status, detail) = run("clean", "found_errors");
     assert_eq!(status, "ran");
     assert!(detail.ends_with("broken: found by memcheck"), "{detail}");
-    let (status, detail) = run("clean", "clean", (0, 2));
+    let (status, detail) = run("clean", "clean");
     assert_eq!(status, "failed");
     assert!(
         detail.contains("no sanitizer tool caught broken: broken: no sanitizer tool reported it"),
         "{detail}"
     );
-    let (status, detail) = run("found_errors", "found_errors", (2, 2));
+    let (status, detail) = run("found_errors", "found_errors");
     assert_eq!(status, "failed");
     assert!(
         detail.starts_with("an accepted variant is not clean: copy"),
         "{detail}"
+    );
+}
+
+/// The child's exit is not the verdict (2 whenever a known-broken kernel is rejected), but a
+/// child that could not run, or a record that lacks a kernel, is an error, never a pass.
+#[test]
+fn the_sanitizer_step_is_an_error_without_a_record_of_every_kernel() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = options(tmp.path());
+    let (_, s) = sanitize_step(&opts, Some(1), Some(lab_sanitized("clean", "found_errors")));
+    assert_eq!(s.status, "error", "{}", s.detail);
+    let (_, s) = sanitize_step(&opts, None, None);
+    assert_eq!(s.status, "error", "{}", s.detail);
+    assert!(s.detail.contains("watchdog"), "{}", s.detail);
+    let partial = sanitized(&[("copy", "clean", false), ("broken", "found_errors", true)]);
+    let (_, s) = sanitize_step(&opts, Some(2), Some(partial));
+    assert_eq!(s.status, "error", "{}", s.detail);
+    assert!(
+        s.detail
+            .starts_with("sanitize/sanitize.json has no record of naive, tiled, padded"),
+        "{}",
+        s.detail
     );
 }
 
@@ -268,21 +318,14 @@ fn the_sanitizer_step_needs_the_accepted_clean_and_the_broken_caught() {
 fn the_sanitizer_step_needs_every_broken_kernel_caught() {
     let tmp = tempfile::tempdir().unwrap();
     let mut opts = options(tmp.path());
+    opts.plan.sanitize_accepted = vec!["copy".into()];
     opts.plan.sanitize_broken = vec!["broken".into(), "naive".into()];
-    let mut fake = Fake::default();
-    fake.answer(
-        outcome(Some(0), ""),
-        vec![("sanitize.json", sanitized("copy", "clean", false))],
-    );
-    let two = format!(
-        "[{},{}]",
-        sanitized("broken", "found_errors", true).trim_matches(['[', ']']),
-        sanitized("naive", "clean", true).trim_matches(['[', ']'])
-    );
-    fake.answer(outcome(Some(2), ""), vec![("sanitize.json", two)]);
-    let mut lab = lab_at(&opts, &mut fake, tmp.path(), "sanitize");
-    steps::sanitize(&mut lab).unwrap();
-    let s = &lab.steps[0];
+    let json = sanitized(&[
+        ("copy", "clean", false),
+        ("broken", "found_errors", true),
+        ("naive", "clean", true),
+    ]);
+    let (_, s) = sanitize_step(&opts, Some(2), Some(json));
     assert_eq!(s.status, "failed", "{}", s.detail);
     assert!(
         s.detail.starts_with("no sanitizer tool caught naive: broken: found by memcheck; naive: no sanitizer tool reported it"),
