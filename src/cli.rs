@@ -279,7 +279,7 @@ impl From<SanitizerTool> for klab_tools::sanitizer::Tool {
 #[command(
     after_help = "Runs compute-sanitizer once per tool and kernel (memcheck with --padding 32 \
 and --leak-check full; every tool with --destroy-on-device-error kernel and --error-exitcode 99) \
-over `klab check KERNEL --in-process` at a ragged and a full-tile size. Reports are saved and \
+over `klab check KERNEL --in-process --quick` (its exact inputs) at a ragged and a full-tile size (a declared operation: every shape of its ladder). Reports are saved and \
 parsed into findings (kind, severity, access size, hazard, kernel, source line, thread, block, \
 count). Racecheck warnings fail like errors; infos are shown and never fail. A summary count \
 that disagrees with the findings is said. Exit 0 when every accepted kernel is clean, 2 when \

@@ -1,7 +1,8 @@
 //! `klab sanitize <kernel>...`: the Compute Sanitizer gate. Each tool runs once per kernel
 //! (up to `--jobs` runs at once), as an argument vector (no shell), over `klab check
-//! <kernel> --in-process` at a ragged and a full-tile size; each report is parsed into findings and classified (clean, errors
-//! found, the application failed, the tool could not run). Accepted kernels must be clean
+//! <kernel> --in-process --quick` (its exact inputs) at a ragged and a full-tile size; each
+//! report is parsed into findings and classified (clean, errors found, the application
+//! failed, the tool could not run). Accepted kernels must be clean
 //! under every tool; known-broken kernels are expected failures.
 //! `klab sanitize --import REPORT --tool T` skips the run and gives a saved report to the
 //! same parser and describe line ([`sanitizer::import`]).
@@ -47,8 +48,11 @@ pub fn sizes_for(kernel: &Kernel) -> (u64, u64) {
 }
 
 /// The `klab check` a tool runs for `kernel`, the sizes it covers and how to say where:
-/// a ragged and a full-tile size for a built-in operation; the exact-input case of every
-/// shape of a declared operation's ladder.
+/// the exact-input case (`--quick`) at a ragged and a full-tile size for a built-in
+/// operation, at every shape of the ladder for a declared one. The tools judge the
+/// launches' accesses, not their values: the value cases (random, special, determinism)
+/// are the oracle's, and under racecheck each one multiplied a run's time (the lab's
+/// sanitize step took 18.6 s with them, nearly all of it one racecheck run of a racy kernel).
 pub(crate) fn sanitize_target(kernel: &Kernel, device: u32) -> (CheckArgs, Vec<u64>, String) {
     let base = crate::cmd::check::child_args(kernel.spec(), device);
     if kernel.decl.operation == klab_core::manifest::OpKind::Declared {
@@ -65,9 +69,14 @@ pub(crate) fn sanitize_target(kernel: &Kernel, device: u32) -> (CheckArgs, Vec<u
     let (ragged, full) = sizes_for(kernel);
     let args = CheckArgs {
         sizes: Some(format!("{ragged},{full}")),
+        quick: true,
         ..base
     };
-    (args, vec![ragged, full], format!("n={ragged},{full}"))
+    (
+        args,
+        vec![ragged, full],
+        format!("n={ragged},{full} (exact inputs)"),
+    )
 }
 
 /// `--import REPORT --tool T`: the same parser and describe line as a run; exit 0 clean,

@@ -564,7 +564,7 @@ pub(crate) fn sanitize(lab: &mut Lab<'_>) -> Result<(), LabError> {
         lab.step(Status::Failed, why, a);
     } else {
         let ok = format!(
-            "{} clean under {} at a ragged and a full-tile size; {broken_line}",
+            "{} clean under {} at a ragged and a full-tile size (exact inputs); {broken_line}",
             plan.sanitize_accepted.join(", "),
             plan.sanitize_tools
         );
