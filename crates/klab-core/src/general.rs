@@ -174,6 +174,18 @@ fn host_zeroed(bytes: usize, what: &str) -> Result<Vec<u8>, String> {
     Ok(vec![0u8; bytes])
 }
 
+/// [`host_zeroed`] with every page already mapped, by all the cores: a download into
+/// unmapped pages takes each page fault on the driver's one copying thread.
+fn host_for_download(bytes: usize, what: &str) -> Result<Vec<u8>, String> {
+    let mut v = host_zeroed(bytes, what)?;
+    crate::par::for_chunks(&mut v, 1, |_, part| {
+        part.fill(0);
+        // The allocator's pages are known zero: keep the stores that map them.
+        std::hint::black_box(part);
+    });
+    Ok(v)
+}
+
 /// One buffer's scaled-sum magnitudes (None: not compared by scaled-sum).
 type Magnitudes = Option<Vec<f64>>;
 
@@ -709,7 +721,7 @@ impl DeclaredWorkload {
         let mut out = Vec::new();
         for (i, buf) in self.buffers.iter().enumerate() {
             let Some(cmp) = &buf.comparison else { continue };
-            let mut got = host_zeroed(buf.bytes(), &buf.name).map_err(BackendError)?;
+            let mut got = host_for_download(buf.bytes(), &buf.name).map_err(BackendError)?;
             b.download_bytes(&bufs[i], &mut got)?;
             let magnitude = magnitudes[i].as_deref();
             let v = rule::compare(buf.dtype, cmp, &got, &expected[i], magnitude, &buf.shape)
@@ -911,7 +923,7 @@ impl DeclaredWorkload {
     ) -> Result<Verdict, BackendError> {
         let buf = &self.buffers[index];
         let cmp = buf.comparison.unwrap_or_default();
-        let mut got = host_zeroed(buf.bytes(), &buf.name).map_err(BackendError)?;
+        let mut got = host_for_download(buf.bytes(), &buf.name).map_err(BackendError)?;
         b.download_bytes(&bufs[index], &mut got)?;
         rule::compare(buf.dtype, &cmp, &got, want, None, &buf.shape)
             .map_err(|e| BackendError(format!("buffer {}: {e}", buf.name)))
@@ -1147,7 +1159,7 @@ impl Workload for DeclaredWorkload {
         let mut bytes = Vec::new();
         for (buf, d) in self.buffers.iter().zip(bufs) {
             if buf.role.compared() {
-                let mut got = host_zeroed(buf.bytes(), &buf.name).map_err(BackendError)?;
+                let mut got = host_for_download(buf.bytes(), &buf.name).map_err(BackendError)?;
                 b.download_bytes(d, &mut got)?;
                 bytes.extend(got);
             }
