@@ -641,3 +641,39 @@ extern "C" __global__ void klab_patch(void* out, const u64* pairs, u64 count, u6
     store_bits(out, pairs[2 * j], (int)size, pairs[2 * j + 1]);
   }
 }
+
+// The invalidation before a timed launch: every byte of `out` from the counter-based
+// generator, 8-byte word w = splitmix_at(seed, w) little-endian, the tail from the next word
+// (crates/klab-core/src/inputs.rs random_bytes writes the same bytes). Allocations are
+// 256-byte aligned, so the words are aligned.
+extern "C" __global__ void klab_scramble(unsigned char* out, u64 bytes, u64 seed) {
+  const u64 words = bytes / 8;
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+  for (u64 w = (u64)blockIdx.x * blockDim.x + threadIdx.x; w < words; w += stride) {
+    reinterpret_cast<u64*>(out)[w] = splitmix_at(seed, w);
+  }
+  if (blockIdx.x == 0 && threadIdx.x < bytes % 8) {
+    out[words * 8 + threadIdx.x] = (unsigned char)(splitmix_at(seed, words) >> (8 * threadIdx.x));
+  }
+}
+
+#ifndef KLAB_EMULATED
+// The L2 ceiling of the physical floor (crates/klab-core/src/floor.rs): `passes` reads of
+// `words` 16-byte words, through L2 only (ld.global.cg), by a grid that fills the device.
+// The buffer is a fraction of L2, so after the first pass every read hits L2. The sum is
+// stored only when it takes a value it never does, so the loads cannot be removed.
+extern "C" __global__ void klab_l2_read(const ulonglong2* in, u64 words, u64 passes, u64* sink) {
+  u64 acc = 0;
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+  const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+  for (u64 p = 0; p < passes; ++p) {
+    for (u64 i = first; i < words; i += stride) {
+      const ulonglong2 v = __ldcg(in + i);
+      acc += v.x ^ v.y;
+    }
+  }
+  if (acc == 0x9e3779b97f4a7c15ull) {
+    sink[0] = acc;
+  }
+}
+#endif

@@ -103,7 +103,7 @@ pub enum Command {
     ReduceLab(ReduceLabArgs),
     /// The Compute Sanitizer gate: memcheck, racecheck, synccheck, initcheck, parsed
     Sanitize(SanitizeArgs),
-    /// Mutation audit: every gate on every built-in mutant and correct variant; the kill matrix
+    /// Mutation and exploit audits: every gate on every labelled bug, every timing gate on every cheating kernel; the kill matrices
     Audit(AuditArgs),
     /// Nsight Compute on one measured launch: counters, the bound statement, predicted vs measured
     Profile(ProfileArgs),
@@ -240,6 +240,11 @@ pub struct AuditArgs {
     /// Only these kernels, comma-separated
     #[arg(long)]
     pub only: Option<String>,
+    /// Which audit: the mutation audit (labelled bugs through the oracle and the
+    /// sanitizers), the exploit audit (exploits, their controls and the correct kernels
+    /// timed in every regime under every timer), or both
+    #[arg(long, value_enum, default_value_t = AuditPart::All)]
+    pub part: AuditPart,
     /// The compute-sanitizer binary [default: from PATH or /usr/local/cuda/bin]
     #[arg(long)]
     pub sanitizer: Option<PathBuf>,
@@ -252,6 +257,14 @@ pub struct AuditArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
+}
+
+/// Which half of `klab audit` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuditPart {
+    Mutants,
+    Exploits,
+    All,
 }
 
 /// A Compute Sanitizer tool as `--tool` takes it.
@@ -391,7 +404,8 @@ pub struct TimingArgs {
     /// Cache regime: same-buffer, buffer-rotated or l2-flushed
     #[arg(long, default_value = "same-buffer")]
     pub regime: Regime,
-    /// Timer: per-launch (one event pair per launch), batch:K or graph:K
+    /// Timer: per-launch (one event pair per launch), batch:K or graph:K (each of the K
+    /// launches on a slot of its own, its outputs invalidated before the interval)
     #[arg(long, default_value = "per-launch")]
     pub timer: Timer,
     /// Samples per block (at least 2)
@@ -415,7 +429,11 @@ two validation launches (one before warmup, one after timing) the output is fill
 (non-finite mismatches count as inf, -0.0 vs +0.0 as 0); the mismatch count decides.\n\n\
 Timing: 5 warmup launches, then REPS launches between one CUDA event pair in the kernel's \
 stream; average_ms is per launch; effective_gb_s = 2 x N^2 x 4 bytes / average time. \
-Buffers are reused (a warm, same-buffer regime).\n\n\
+Buffers are reused (a warm, same-buffer regime): the lab's contract, so outputs are not \
+invalidated between the timed launches as they are in bench and rounds. Instead, an average \
+below the physical floor (the declared bytes at the HBM peak beyond L2 and the measured L2 \
+ceiling within it) fails the variant like a failed check, and a batch average far below \
+the validation launches' own times is flagged on stderr.\n\n\
 A failed check leaves the performance fields empty and exits 2. 'broken' is a known race: \
 it always exits 2 and is never timed. 'all' runs copy, naive, tiled, padded, broken."
 )]
@@ -797,6 +815,7 @@ impl TimingArgs {
             regime: self.regime,
             samples: self.samples,
             warmup: self.warmup,
+            invalidation: klab_core::samples::Invalidation::EveryLaunch,
         }
     }
 }

@@ -7,7 +7,7 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::{klab, stdout_of_success};
+use common::{add_integrity, klab, stdout_of_success};
 
 fn copy_dir(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
@@ -31,13 +31,29 @@ fn committed_h200_receipts_compare_and_tampering_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("transpose-rotated");
     copy_dir(&evidence(), &run);
+    // Measured before klab invalidated outputs before every timed launch: the receipts
+    // still re-check byte for byte, and compare refuses them, naming what they lack.
     let out = stdout_of_success(
         klab()
-            .arg("compare")
-            .arg(run.join("tiled.receipt.json"))
+            .args(["receipt", "check"])
             .arg(run.join("padded.receipt.json")),
     );
-    assert!(out.contains("candidate faster: ratio 1.96x"), "{out}");
+    assert!(
+        out.contains("note") && out.contains("it lacks the invalidation policy"),
+        "{out}"
+    );
+    let o = klab()
+        .arg("compare")
+        .arg(run.join("tiled.receipt.json"))
+        .arg(run.join("padded.receipt.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("tiled.receipt.json: it lacks the invalidation policy, the physical floor and the checked median"),
+        "{err}"
+    );
 
     // Change one byte of one raw sample file.
     let block = run.join("blocks/r03-p1-padded/samples-r01-p0.csv");
@@ -50,8 +66,7 @@ fn committed_h200_receipts_compare_and_tampering_is_refused() {
     };
     fs::write(&block, bytes).unwrap();
     let o = klab()
-        .arg("compare")
-        .arg(run.join("tiled.receipt.json"))
+        .args(["receipt", "check"])
         .arg(run.join("padded.receipt.json"))
         .output()
         .unwrap();
@@ -119,9 +134,11 @@ fn conditions(v: &serde_json::Value) -> String {
 /// Within one folder, receipts with the same conditions (a rounds folder holds one per kernel of
 /// the same rounds; copies and transposes differ in `workload.operation`) are also compared,
 /// first against each other one (a receipt is never compared with itself: `klab compare`
-/// refuses that). No refusal is tolerated: a pair is formed only when the conditions match, so
-/// any exit other than 0 is a missing or changed artifact, a sample file that does not parse,
-/// a receipt that contradicts its own files, or two receipts that share a measurement.
+/// refuses that). A pair with a receipt from before invalidation (no `integrity` section)
+/// must be refused with the note naming what it lacks; no other refusal is tolerated: a pair
+/// is formed only when the conditions match, so any other exit than 0 is a missing or changed
+/// artifact, a sample file that does not parse, a receipt that contradicts its own files, or
+/// two receipts that share a measurement.
 #[test]
 fn every_committed_receipt_rechecks_with_compare() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("evidence");
@@ -176,6 +193,11 @@ fn every_committed_receipt_rechecks_with_compare() {
             ));
         }
     }
+    let lacking: std::collections::BTreeSet<&PathBuf> = found
+        .iter()
+        .filter(|(_, v)| v["integrity"].is_null())
+        .map(|(p, _)| p)
+        .collect();
     for ((folder, _), receipts) in &groups {
         let first = &receipts[0];
         for other in &receipts[1..] {
@@ -186,6 +208,20 @@ fn every_committed_receipt_rechecks_with_compare() {
                 .arg(other)
                 .output()
                 .unwrap();
+            // A receipt from before invalidation: refused, and the refusal says why.
+            if lacking.contains(first) || lacking.contains(other) {
+                let err = String::from_utf8_lossy(&o.stderr);
+                if o.status.code() != Some(1) || !err.contains("it lacks the invalidation policy") {
+                    failures.push(format!(
+                        "klab compare {} {} (a receipt without integrity): exit {:?}: {}",
+                        first.display(),
+                        other.display(),
+                        o.status.code(),
+                        err.trim()
+                    ));
+                }
+                continue;
+            }
             if o.status.code() != Some(0) {
                 failures.push(format!(
                     "{}: klab compare {} {}: exit {:?}: {}",
@@ -223,13 +259,28 @@ fn fast4_final_ratios_in_the_readme_recheck() {
             "candidate faster: ratio 1.04x, 95% interval 1.04x-1.05x",
         ),
     ] {
-        let dir = run.join(format!("rounds-{n}"));
-        let out = stdout_of_success(
-            klab()
-                .arg("compare")
-                .arg(dir.join("sgeam.receipt.json"))
-                .arg(dir.join(format!("{candidate}.receipt.json"))),
+        // These receipts predate invalidation, so compare refuses them as they are; with
+        // the section added (the receipts themselves are not hashed) the ratio the README
+        // quotes is still the one their hashed samples give.
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("rounds");
+        copy_dir(&run.join(format!("rounds-{n}")), &dir);
+        let (base, cand) = (
+            dir.join("sgeam.receipt.json"),
+            dir.join(format!("{candidate}.receipt.json")),
         );
+        let o = klab()
+            .arg("compare")
+            .arg(&base)
+            .arg(&cand)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("it lacks"));
+        for r in [&base, &cand] {
+            add_integrity(r);
+        }
+        let out = stdout_of_success(klab().arg("compare").arg(&base).arg(&cand));
         assert!(out.contains(verdict), "{n} {candidate}: {out}");
     }
 }

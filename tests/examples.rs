@@ -102,7 +102,16 @@ fn every_example_compiles_with_nvrtc() {
 /// The example's C reference, compiled (None, said loudly, without a C compiler).
 fn reference(name: &str) -> Option<klab_tools::cref::CReference> {
     let (path, m) = load(name);
-    let op = m.kernels[0].op.clone();
+    c_reference(name, &path, &m.kernels[0].op)
+}
+
+/// `op`'s C reference, declared in the manifest at `path`, compiled (None, said loudly,
+/// without a C compiler).
+fn c_reference(
+    name: &str,
+    path: &Path,
+    op: &std::sync::Arc<klab_core::declared::DeclaredOp>,
+) -> Option<klab_tools::cref::CReference> {
     let klab_core::declared::ReferenceSpec::C(s) = &op.spec.reference else {
         panic!("{name}: not a C reference")
     };
@@ -110,7 +119,7 @@ fn reference(name: &str) -> Option<klab_tools::cref::CReference> {
     let spec = klab_tools::cref::CReferenceSpec {
         source: path.parent().unwrap().join(file),
         function: function.into(),
-        params: klab_tools::cref::params_for(&op),
+        params: klab_tools::cref::params_for(op),
     };
     match klab_tools::cref::CReference::build(&spec, None) {
         Ok(r) => Some(r),
@@ -233,4 +242,94 @@ fn the_sort_reference_sorts_each_tile_of_1024_keys_unsigned() {
         keys.iter().any(|k| *k >= 1 << 31),
         "keys past 2^31 are tested"
     );
+}
+
+/// examples/exploits/declared.toml: the exploit audit's cheats in two declared operations.
+fn declared_exploits() -> (PathBuf, Manifest) {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/exploits/declared.toml");
+    let m = manifest::load(&p).unwrap_or_else(|e| panic!("{e}"));
+    (p, m)
+}
+
+#[test]
+fn the_declared_exploits_pair_each_exploit_with_its_control_and_compile() {
+    let (p, m) = declared_exploits();
+    // One operation per reference.
+    let ops: std::collections::BTreeSet<String> = m
+        .kernels
+        .iter()
+        .map(|k| format!("{:?}", k.op.spec.reference))
+        .collect();
+    assert!(ops.len() >= 2, "{ops:?}");
+    for k in &m.kernels {
+        let control = k.name.replacen("ex_", "ctl_", 1);
+        if k.name.starts_with("ex_") {
+            assert!(k.exploit.is_some(), "{} has no exploit label", k.name);
+            let c = m.kernels.iter().find(|c| c.name == control);
+            assert!(c.is_some_and(|c| c.exploit.is_none()), "{}", k.name);
+        } else {
+            assert!(
+                k.exploit.is_none() && k.name.starts_with("ctl_"),
+                "{}",
+                k.name
+            );
+        }
+    }
+    if !nvrtc_or_skip("the_declared_exploits_pair_each_exploit_with_its_control_and_compile") {
+        return;
+    }
+    let spec = klab_cuda::nvrtc::CompileSpec::for_kernel(
+        &m,
+        &m.kernels[0],
+        klab_cuda::nvrtc::DEFAULT_ARCH,
+    )
+    .unwrap();
+    let c = klab_cuda::nvrtc::compile(&spec, &klab_cuda::nvrtc::Cache::disabled())
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let names: Vec<String> = c.ptxas_resources().into_iter().map(|r| r.kernel).collect();
+    for k in &m.kernels {
+        assert!(names.contains(&k.entry), "{} in {names:?}", k.entry);
+    }
+}
+
+/// One of declared.toml's C references, by its operation's kernels' names.
+fn exploit_reference(name: &str) -> Option<klab_tools::cref::CReference> {
+    let (path, m) = declared_exploits();
+    let k = m.kernels.iter().find(|k| k.name.contains(name)).unwrap();
+    c_reference(name, &path, &k.op)
+}
+
+fn f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn the_softmax_and_silu_references_compute_their_operations() {
+    if let Some(r) = exploit_reference("softmax") {
+        let x: [f32; 6] = [1.0, 2.0, 3.0, -1e30, 0.0, f32::NEG_INFINITY];
+        let mut xb = bytes(&x, f32::to_le_bytes);
+        let mut yb = vec![0u8; 24];
+        r.call(&mut [&mut xb, &mut yb], &[2, 3], &[]).unwrap();
+        let y = f32s(&yb);
+        let e = [(-2f64).exp(), (-1f64).exp(), 1.0];
+        let s: f64 = e.iter().sum();
+        for (got, want) in y[..3].iter().zip(e.iter().map(|v| (v / s) as f32)) {
+            assert_eq!(*got, want);
+        }
+        // A row of one finite maximum: 0, 1, 0 (exp of -inf is 0).
+        assert_eq!(&y[3..], &[0.0, 1.0, 0.0]);
+    }
+    if let Some(r) = exploit_reference("silu") {
+        let x: [f32; 4] = [0.0, 1.0, -2.0, 1e30];
+        let mut xb = bytes(&x, f32::to_le_bytes);
+        let mut yb = vec![0u8; 16];
+        r.call(&mut [&mut xb, &mut yb], &[4], &[]).unwrap();
+        let want: Vec<f32> = x
+            .iter()
+            .map(|v| (f64::from(*v) / (1.0 + (-f64::from(*v)).exp())) as f32)
+            .collect();
+        assert_eq!(f32s(&yb), want);
+    }
 }

@@ -17,6 +17,8 @@ use std::time::Duration;
 use klab_tools::nsys::testdata;
 
 mod common;
+#[path = "../crates/klab-core/tests/compare_fixture/mod.rs"]
+mod compare_fixture;
 
 /// Every refusal here is immediate; a hang ends here and fails the test.
 const LIMIT: Duration = Duration::from_secs(20);
@@ -170,20 +172,20 @@ fn bench_and_rounds_without_a_gpu_fail_in_one_line_and_make_no_folder() {
 }
 
 /// The commands that only print, with arguments that succeed.
-fn printing_commands() -> Vec<Vec<String>> {
+/// The commands that only print; `dir` receives the receipts `compare` reads (a fixture
+/// pair: the committed H200 receipts predate invalidation, and compare refuses them).
+fn printing_commands(dir: &Path) -> Vec<Vec<String>> {
     let r = repo().join("evidence/2026-11-30-timing/transpose-rotated");
     let p = |f: &str| r.join(f).to_string_lossy().into_owned();
+    let (base, cand) = compare_fixture::pair(&dir.join("pair"));
+    let s = |p: PathBuf| p.to_string_lossy().into_owned();
     let fixture = repo().join("crates/klab-tools/tests/fixtures/ncu/ncu_raw_naive_metrics.csv");
     vec![
         vec!["model".into()],
         vec!["model".into(), "--json".into()],
         vec!["kernels".into()],
         vec!["receipt".into(), "check".into(), p("tiled.receipt.json")],
-        vec![
-            "compare".into(),
-            p("padded.receipt.json"),
-            p("tiled.receipt.json"),
-        ],
+        vec!["compare".into(), s(base), s(cand)],
         vec![
             "profile".into(),
             "--import".into(),
@@ -218,7 +220,7 @@ fn with_stdout(dir: &Path, args: &[String], stdout: Stdio) -> Output {
 #[test]
 fn a_closed_stdout_ends_output_only_commands_quietly_with_exit_0() {
     let t = tempfile::tempdir().unwrap();
-    for args in printing_commands() {
+    for args in printing_commands(t.path()) {
         let mut fds = [0; 2];
         // SAFETY: pipe(2) fills the two descriptors; the read end is closed at once.
         unsafe {
@@ -238,7 +240,7 @@ fn a_closed_stdout_ends_output_only_commands_quietly_with_exit_0() {
 #[test]
 fn stdout_on_a_full_device_is_one_line_not_a_panic() {
     let t = tempfile::tempdir().unwrap();
-    for args in printing_commands() {
+    for args in printing_commands(t.path()) {
         let full = fs::OpenOptions::new()
             .write(true)
             .open("/dev/full")

@@ -84,6 +84,17 @@ fn rewrite_artifact(receipt: &Path, rel: &str, bytes: &[u8]) {
 #[test]
 fn the_real_h200_rounds_compare_and_their_stated_ratio_is_recomputed() {
     let (_t, run) = h200_rounds();
+    // Measured before invalidation: refused as they are, with the note naming what they lack.
+    refused(
+        &compare(
+            &run.join("my_naive.receipt.json"),
+            &run.join("my_tiled.receipt.json"),
+        ),
+        &["my_naive.receipt.json", "it lacks the invalidation policy"],
+    );
+    for r in ["my_naive.receipt.json", "my_tiled.receipt.json"] {
+        common::add_integrity(&run.join(r));
+    }
     let o = compare(
         &run.join("my_naive.receipt.json"),
         &run.join("my_tiled.receipt.json"),

@@ -44,7 +44,7 @@ fn a_user_kernel_named_like_a_builtin_is_refused_naming_both() {
 #[test]
 fn mutants_run_only_in_the_audit_and_unknown_names_get_suggestions() {
     let o = klab().args(["bench", "mut_wild_store"]).output().unwrap();
-    assert!(one_error_line(&o).contains("only 'klab audit' runs mutants"));
+    assert!(one_error_line(&o).contains("only 'klab audit' runs them"));
     let o = klab().args(["check", "lean_64_cn"]).output().unwrap();
     let err = one_error_line(&o);
     assert!(

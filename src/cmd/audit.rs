@@ -18,8 +18,9 @@ use klab_tools::sanitizer::{self, Options, Outcome, Tool};
 use serde::Serialize;
 
 use crate::child::ChildCmd;
-use crate::cli::{AuditArgs, CheckArgs};
+use crate::cli::{AuditArgs, AuditPart, CheckArgs};
 use crate::cmd::check;
+use crate::cmd::exploit_audit::{self, Role};
 use crate::cmd::measure::{self, Kernel};
 use crate::cmd::sanitize::{find_sanitizer, sanitize_target, sanitized_check};
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
@@ -39,6 +40,39 @@ pub const CORRECT: [&str; 6] = [
     "triad_f32",
     "reduce_guarded",
 ];
+
+/// The built-in exploit audit: every kernel of the `exploits` namespace (an `exploit`
+/// label makes an exploit, the others are controls) and the correct variants.
+fn builtin_exploit_names() -> Vec<(String, Role)> {
+    let ns = klab_core::registry::registry().namespace("exploits");
+    let mut names: Vec<(String, Role)> = ns
+        .map(|ns| {
+            ns.manifest
+                .kernels
+                .iter()
+                .map(|k| {
+                    let role = if k.exploit.is_some() {
+                        Role::Exploit
+                    } else {
+                        Role::Control
+                    };
+                    (format!("exploits/{}", k.name), role)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    names.extend(
+        CORRECT
+            .iter()
+            .chain(&AT_THE_LIMIT)
+            .map(|c| (c.to_string(), Role::Builtin)),
+    );
+    names
+}
+
+/// The built-ins nearest the device's limits (the copy ceilings, cuBLAS and the fastest
+/// transposes): the physical floor and the stale-output probes must accept them too.
+pub const AT_THE_LIMIT: [&str; 5] = ["memcpy", "copy_vec16", "sgeam", "reg4_64", "leanu_64_cm"];
 
 /// The built-in audit: every mutant and known-broken variant (labelled bugs) and the
 /// correct variants, as (kernel, labelled bug).
@@ -91,15 +125,36 @@ impl Row {
 
 pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let tools: Vec<Tool> = args.tools.0.clone();
-    let mut names = if args.kernels.is_empty() {
-        builtin_names()
+    let (mut names, mut exploit_names) = if args.kernels.is_empty() {
+        (builtin_names(), builtin_exploit_names())
     } else {
-        // The user's kernels: a labelled bug must be rejected, any other accepted.
-        Kernel::parse_all(&args.kernels, klab_core::registry::Scope::Default)?
-            .into_iter()
-            .map(|k| (k.spec(), k.decl.known_broken.is_some()))
-            .collect()
+        // The user's kernels: a labelled bug must be rejected, any other accepted; in the
+        // exploit audit a labelled exploit must be rejected in every lane, any other
+        // accepted.
+        let user = Kernel::parse_all(&args.kernels, klab_core::registry::Scope::Default)?;
+        (
+            user.iter()
+                .map(|k| (k.spec(), k.decl.known_broken.is_some()))
+                .collect(),
+            user.iter()
+                .filter(|k| k.decl.known_broken.is_none())
+                .map(|k| {
+                    let role = if k.decl.exploit.is_some() {
+                        Role::Exploit
+                    } else {
+                        Role::Control
+                    };
+                    (k.spec(), role)
+                })
+                .collect(),
+        )
     };
+    if args.part == AuditPart::Exploits {
+        names.clear();
+    }
+    if args.part == AuditPart::Mutants {
+        exploit_names.clear();
+    }
     if let Some(only) = &args.only {
         let keep: Vec<&str> = only.split(',').map(str::trim).collect();
         // `--only mut_wild_store` names a mutant by its short name.
@@ -108,23 +163,27 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             n.rsplit(':').next().unwrap_or(n).to_string()
         };
         let checker_mutant = |k: &str| CheckerMutant::ALL.iter().any(|m| m.name() == k);
-        if let Some(bad) = keep
-            .iter()
-            .find(|k| !checker_mutant(k) && !names.iter().any(|(n, _)| n == *k || short(n) == **k))
-        {
+        let known = |k: &str| {
+            names.iter().any(|(n, _)| n == k || short(n) == k)
+                || exploit_names.iter().any(|(n, _)| n == k || short(n) == k)
+        };
+        if let Some(bad) = keep.iter().find(|k| !checker_mutant(k) && !known(k)) {
             anyhow::bail!(
                 "--only: '{bad}' is not one of the audited kernels ({})",
                 names
                     .iter()
                     .map(|(n, _)| short(n))
+                    .chain(exploit_names.iter().map(|(n, _)| short(n)))
                     .collect::<Vec<_>>()
                     .join(", ")
             );
         }
         names.retain(|(n, _)| keep.contains(&n.as_str()) || keep.contains(&short(n).as_str()));
+        exploit_names
+            .retain(|(n, _)| keep.contains(&n.as_str()) || keep.contains(&short(n).as_str()));
     }
     // The names first (the user's own words), then the tools, then the device.
-    let sanitizer_bin = if tools.is_empty() {
+    let sanitizer_bin = if tools.is_empty() || names.is_empty() {
         None
     } else {
         Some(find_sanitizer(args.sanitizer.as_deref())?)
@@ -224,7 +283,10 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     // The device checker's mutants, each on the labelled kernel whose output exposes it:
     // the CPU cross-check must stop the check with a disagreement.
     let mut checker_rows = Vec::new();
-    if args.kernels.is_empty() && klab_core::verify::process_policy().checker == Checker::Device {
+    if args.kernels.is_empty()
+        && args.part != AuditPart::Exploits
+        && klab_core::verify::process_policy().checker == Checker::Device
+    {
         for m in CheckerMutant::ALL {
             if args
                 .only
@@ -345,6 +407,25 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
                 ));
             }
         }
+    }
+    if !exploit_names.is_empty() {
+        let kernels = exploit_names
+            .iter()
+            .map(|(n, role)| Ok((Kernel::parse_in_child(n)?, *role)))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let lanes_dir = dir.join("exploits");
+        std::fs::create_dir_all(&lanes_dir)?;
+        let rows = exploit_audit::run(&kernels, args.device, args.timeout, &lanes_dir, &mut |l| {
+            eprintln!("klab audit: {l}")
+        })?;
+        let (matrix, exploit_problems) = exploit_audit::matrix(&rows);
+        text.push('\n');
+        text.push_str(&matrix);
+        problems.extend(exploit_problems);
+        write_atomic(
+            &dir.join("exploits.json"),
+            (serde_json::to_string_pretty(&rows)? + "\n").as_bytes(),
+        )?;
     }
     write_atomic(&dir.join("matrix.txt"), text.as_bytes())?;
     write_atomic(

@@ -54,6 +54,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     println!("regime_caveat=\"{}\"", spec.config.regime.caveat());
     let mut timed = Vec::new();
     let mut failed = false;
+    let mut why_failed: Option<String> = None;
     for b in &blocks {
         match &b.outcome {
             Outcome::Rejected {
@@ -61,6 +62,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 known_broken,
             } => {
                 failed = true;
+                why_failed.get_or_insert_with(|| "the correctness gate failed".into());
                 println!(
                     "round {}: REJECTED before timing: {}{}",
                     b.round,
@@ -74,29 +76,29 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             }
             Outcome::Measured(m) => {
                 println!("round {}: {}", b.round, measure::check_line(m));
-                if m.correct() {
-                    println!("{}", measure::block_line(b.round, m, info.useful_bytes));
-                } else {
+                println!("{}", measure::integrity_line(b.round, m));
+                if let Some(why) = m.gate_failure() {
                     failed = true;
-                    println!(
-                        "round {}: timing withheld: the output failed its check",
-                        b.round
-                    );
+                    println!("round {}: timing withheld: {why}", b.round);
+                    why_failed.get_or_insert(why);
+                } else {
+                    println!("{}", measure::block_line(b.round, m, info.useful_bytes));
                 }
                 timed.push((b.round, 0u32, m.as_ref()));
             }
         }
     }
     if failed {
+        let why = why_failed.unwrap_or_else(|| "the correctness gate failed".into());
         println!(
-            "result: correctness gate FAILED; no receipt written (raw folder: {})",
+            "result: gate FAILED: {why}; no receipt written (raw folder: {})",
             dir.display()
         );
         child::set_result(ChildResult::Bench {
             kernel: kernel.name(),
             verdict: Verdict::Fail,
             receipt: None,
-            detail: "the correctness gate failed".into(),
+            detail: why,
         });
         return Ok(ExitCode::from(EXIT_GATE_FAILED));
     }

@@ -486,6 +486,7 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receip
         });
     }
     let summary = Summary::of(&all).context("no samples to summarise")?;
+    let integrity = integrity(&blocks).context("no block to vouch for")?;
     let gbs = gb_per_s(info.useful_bytes, summary.median);
     let peak = facts.theoretical_peak_gb_s();
     let flagged = states.iter().filter(|s| !s.flags.is_empty()).count() as u64;
@@ -578,12 +579,61 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receip
             flagged_blocks: flagged,
             rounds: None,
         },
+        integrity: Some(integrity),
     };
     r.validate()
         .context("the receipt klab built does not validate")?;
     let path = dir.join(receipt_name);
     r.write(&path)?;
     Ok((path, r))
+}
+
+/// The receipt's integrity section over every block: the policy, the floor (the same for
+/// every block of one kernel and shape), the checked and probe medians over all blocks.
+pub fn integrity(blocks: &[(u32, u32, &Measurement)]) -> Option<receipt::Integrity> {
+    let first = blocks.first()?.2;
+    let checked: Vec<f64> = blocks.iter().flat_map(|b| b.2.checked_us.clone()).collect();
+    let probes: Vec<f64> = blocks.iter().flat_map(|b| b.2.probe_us.clone()).collect();
+    let pairs: Vec<f64> = blocks
+        .iter()
+        .flat_map(|b| b.2.probe_invalidated_us.clone())
+        .collect();
+    Some(receipt::Integrity {
+        invalidation: first.invalidation,
+        policy: first.invalidation.describe().into(),
+        slots_per_sample: first.slots_per_sample,
+        verified_samples: blocks.iter().map(|b| b.2.verified.len() as u64).sum(),
+        floor: first.floor.clone(),
+        checked_median_us: Summary::of(&checked).map(|s| s.median),
+        checked_launches: checked.len() as u64,
+        probe_median_us: Summary::of(&probes).map(|s| s.median),
+        probe_invalidated_median_us: Summary::of(&pairs).map(|s| s.median),
+        probes: probes.len() as u64,
+        flags: blocks
+            .iter()
+            .filter_map(|(round, _, m)| m.checked_flag().map(|f| format!("round {round}: {f}")))
+            .collect(),
+    })
+}
+
+/// The block's integrity line: the floor, the checked and probe medians, and a flag.
+pub fn integrity_line(round: u32, m: &Measurement) -> String {
+    let us = |v: Option<f64>| {
+        v.map(|x| format!("{x:.3}"))
+            .unwrap_or_else(|| "none".into())
+    };
+    let probe = Summary::of(&m.probe_us).map(|s| s.median);
+    let pair = Summary::of(&m.probe_invalidated_us).map(|s| s.median);
+    format!(
+        "round {round}: floor_us={} checked_median_us={} probe_median_us={} probe_invalidated_median_us={} verified_samples={} slots_per_sample={}{}",
+        us(m.floor.as_ref().map(|f| f.us)),
+        us(m.checked_median_us()),
+        us(probe),
+        us(pair),
+        m.verified.len(),
+        m.slots_per_sample,
+        m.checked_flag().map(|f| format!(" FLAG: {f}")).unwrap_or_default()
+    )
 }
 
 /// The standard stdout line for one measured block.

@@ -5,6 +5,7 @@ mod bench;
 mod check;
 mod compare;
 mod env;
+mod exploit_audit;
 mod gpu;
 mod init;
 mod kernels;

@@ -44,6 +44,13 @@ fn check(args: ReceiptCheckArgs) -> anyhow::Result<ExitCode> {
             c.blocks.len(),
             c.receipt.result.median_us
         );
+        if c.receipt.integrity.is_none() {
+            println!(
+                "note {}: it lacks {}; klab compare refuses it",
+                path.display(),
+                klab_core::receipt::Integrity::LACKING
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

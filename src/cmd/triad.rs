@@ -194,6 +194,7 @@ fn bench(session: &mut Session, regime: Regime, path: Option<&Path>) -> anyhow::
             regime,
             samples: 200,
             warmup: WarmupPolicy::Count { launches: 20 },
+            invalidation: klab_core::samples::Invalidation::EveryLaunch,
         },
         rounds: 1,
         claim: None,
@@ -222,11 +223,12 @@ fn bench(session: &mut Session, regime: Regime, path: Option<&Path>) -> anyhow::
         m.before.max_abs,
         m.before.max_rel
     );
-    if !m.correct() {
+    if let Some(why) = m.gate_failure() {
         println!("{}", measure::check_line(m));
-        eprintln!("error: post-timing verification failed; timing withheld");
+        eprintln!("error: {why}; timing withheld");
         return Ok(ExitCode::from(EXIT_GATE_FAILED));
     }
+    println!("{}", measure::integrity_line(1, m));
     println!("post_timing_slots_checked={}", m.after_timing.len());
     if regime == Regime::BufferRotated {
         println!("rotation_working_set_bytes={}", m.slots * 3 * triad::N * 4);

@@ -111,3 +111,25 @@ pub fn refused(out: &Output, needle: &str) -> String {
     assert!(line.contains(needle), "{needle:?} not in: {line}");
     line
 }
+
+/// Give a receipt from before invalidation an integrity section (every launch invalidated,
+/// no floor), as a test's stand-in for measuring it again.
+pub fn add_integrity(receipt: &std::path::Path) {
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(receipt).unwrap()).unwrap();
+    let policy = klab_core::samples::Invalidation::EveryLaunch;
+    v["integrity"] = serde_json::json!({
+        "invalidation": policy,
+        "policy": policy.describe(),
+        "slots_per_sample": 1,
+        "verified_samples": 4,
+        "floor": null,
+        "checked_median_us": v["result"]["median_us"],
+        "checked_launches": 6,
+        "probe_median_us": v["result"]["median_us"],
+        "probe_invalidated_median_us": v["result"]["median_us"],
+        "probes": 4,
+        "flags": [],
+    });
+    std::fs::write(receipt, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+}

@@ -75,16 +75,35 @@ pub trait Backend {
     /// Record the stop event in the kernel's stream, wait for it, and return the
     /// milliseconds since the start event (a fault during the interval is an error).
     fn event_stop_ms(&mut self) -> Result<f64, BackendError>;
-    /// Capture `launches` launches of `kernel` into a replayable graph.
+    /// Capture one launch of `kernel` per argument list, in order, into a replayable graph.
     fn capture_graph(
         &mut self,
         kernel: &Self::Kernel,
         plan: &LaunchPlan,
-        args: &[Arg<'_, Self::Buffer>],
-        launches: u32,
+        launches: &[Vec<Arg<'_, Self::Buffer>>],
     ) -> Result<Self::Graph, BackendError>;
     /// Submit one replay of a captured graph to the kernel's stream.
     fn replay(&mut self, graph: &Self::Graph) -> Result<(), BackendError>;
+
+    /// Overwrite every byte of `dst` with pseudo-random bytes drawn from `seed` (the
+    /// invalidation before a timed launch: no word a kernel could recognise). The default
+    /// makes them on the host and uploads them.
+    fn scramble(
+        &mut self,
+        dst: &mut Self::Buffer,
+        bytes: usize,
+        seed: u64,
+    ) -> Result<(), BackendError> {
+        let mut v = vec![0u8; bytes];
+        crate::inputs::random_bytes(seed, &mut v);
+        self.upload_bytes(dst, &v)
+    }
+
+    /// The fastest rates this device allows, for the physical floor ([`crate::floor`]);
+    /// `None` when the backend cannot say (no floor is applied).
+    fn rates(&mut self) -> Result<Option<crate::floor::DeviceRates>, BackendError> {
+        Ok(None)
+    }
 
     /// How this process verifies outputs (the CPU oracle alone unless set).
     fn verify_policy(&self) -> crate::verify::VerifyPolicy {

@@ -21,6 +21,11 @@ pub const REDUCE_PATH: &str = "kernels/reduce.cu";
 pub const MUTANTS_SOURCE: &str = include_str!("../../../kernels/mutants.cu");
 pub const MUTANTS_PATH: &str = "kernels/mutants.cu";
 
+/// `kernels/exploits.cu`: the exploit audit's cheating kernels and their honest controls
+/// (kernels/exploits.toml).
+pub const EXPLOITS_SOURCE: &str = include_str!("../../../kernels/exploits.cu");
+pub const EXPLOITS_PATH: &str = "kernels/exploits.cu";
+
 /// `kernels/fast.cu`: the 16-byte copy ceiling and the vectorized transposes
 /// (kernels/fast.toml, which also declares the memcpy and cuBLAS baselines).
 pub const FAST_SOURCE: &str = include_str!("../../../kernels/fast.cu");

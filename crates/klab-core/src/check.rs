@@ -1101,8 +1101,12 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
             regime: crate::samples::Regime::SameBuffer,
             samples: 4,
             warmup: WarmupPolicy::Count { launches: 2 },
+            invalidation: crate::samples::Invalidation::EveryLaunch,
         };
-        for (paranoid, want) in [(false, 1), (true, 3)] {
+        // before, the 4 samples drawn for verification (all 4 of 4), the 4 stale-output
+        // probes' verified halves, after timing (one warm slot), revalidation: 11
+        // judgements, the first cross-checked, or all when paranoid.
+        for (paranoid, want) in [(false, 1), (true, 11)] {
             let mut b = HostBackend::new()
                 .with_kernel("transpose_padded", transpose_ok)
                 .with_device_checker(None);
@@ -1116,10 +1120,11 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
                 panic!("not measured")
             };
             assert!(m.correct());
-            // before, after timing (one warm slot), revalidation.
             assert_eq!(w.cross_checked(), want, "paranoid = {paranoid}");
             assert!(
-                m.phases.checker.starts_with("device checker (3 judgements"),
+                m.phases
+                    .checker
+                    .starts_with("device checker (11 judgements"),
                 "{}",
                 m.phases.checker
             );

@@ -136,6 +136,10 @@ pub enum CompareError {
         baseline: Vec<u64>,
         candidate: Vec<u64>,
     },
+    #[error("receipt {}: it lacks {}", .receipt.display(), crate::receipt::Integrity::LACKING)]
+    NoIntegrity { receipt: PathBuf },
+    #[error("receipt {}: its launches were timed without invalidation ({policy}): a timed launch may have found its previous result in place", .receipt.display())]
+    NotInvalidated { receipt: PathBuf, policy: String },
     #[error("receipt {}: correctness check recorded {failures} failure(s) against {reference}; a failing kernel's timing is not a result", .receipt.display())]
     Incorrect {
         receipt: PathBuf,
@@ -538,9 +542,21 @@ fn like_with_like(b: &Receipt, c: &Receipt) -> Vec<Difference> {
         .collect()
 }
 
-/// Refuse a receipt whose kernel failed its correctness check or a sanitizer run, or whose
-/// samples were taken under a profiler.
+/// Refuse a receipt that lacks the integrity section or was timed without invalidation,
+/// whose kernel failed its correctness check or a sanitizer run, or whose samples were
+/// taken under a profiler (a median below the floor is refused when the receipt validates).
 fn require_evidence(path: &Path, r: &Receipt) -> Result<(), CompareError> {
+    let Some(integrity) = &r.integrity else {
+        return Err(CompareError::NoIntegrity {
+            receipt: path.to_path_buf(),
+        });
+    };
+    if integrity.invalidation != crate::samples::Invalidation::EveryLaunch {
+        return Err(CompareError::NotInvalidated {
+            receipt: path.to_path_buf(),
+            policy: integrity.policy.clone(),
+        });
+    }
     if r.correctness.failures > 0 {
         return Err(CompareError::Incorrect {
             receipt: path.to_path_buf(),

@@ -14,7 +14,7 @@ use crate::dtype::Dtype;
 use crate::manifest::KernelDecl;
 use crate::plan::{Dim3, LaunchPlan};
 use crate::rule::{self, Comparison, Verdict};
-use crate::workload::{CheckOutcome, Workload};
+use crate::workload::{CheckOutcome, NewInputs, Workload};
 
 /// A value for each size variable.
 pub type Shape = BTreeMap<String, i64>;
@@ -217,7 +217,13 @@ pub struct DeclaredWorkload {
     cross_checked: std::rc::Rc<std::cell::Cell<u64>>,
     /// Judgements the device checker made.
     device_judged: std::rc::Rc<std::cell::Cell<u64>>,
+    /// Seconds the reference took for the expected values, once it ran.
+    reference_s: Arc<OnceLock<f64>>,
 }
+
+/// A reference slower than this (seconds, on the first inputs) makes no expected values
+/// for fresh inputs inside a timed block ([`Workload::with_fresh_inputs`]).
+pub const FRESH_REFERENCE_BUDGET_S: f64 = 2.0;
 
 impl std::fmt::Debug for DeclaredWorkload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -407,6 +413,7 @@ impl DeclaredWorkload {
             first_judgement: std::rc::Rc::new(std::cell::Cell::new(true)),
             cross_checked: Default::default(),
             device_judged: Default::default(),
+            reference_s: Default::default(),
         })
     }
 
@@ -466,6 +473,7 @@ impl DeclaredWorkload {
             w.inputs = self.inputs.clone();
             w.expected = self.expected.clone();
             w.magnitudes = self.magnitudes.clone();
+            w.reference_s = self.reference_s.clone();
         }
         Ok(w)
     }
@@ -648,7 +656,12 @@ impl DeclaredWorkload {
     /// The reference's outputs, computed once per workload.
     fn expected(&self) -> Result<&[Vec<u8>], BackendError> {
         let inputs = self.inputs()?;
-        let r = self.expected.get_or_init(|| self.run_reference(inputs));
+        let r = self.expected.get_or_init(|| {
+            let t = std::time::Instant::now();
+            let r = self.run_reference(inputs);
+            let _ = self.reference_s.set(t.elapsed().as_secs_f64());
+            r
+        });
         r.as_deref()
             .map_err(|e| BackendError(format!("the reference failed: {e}")))
     }
@@ -1034,6 +1047,22 @@ fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// Elements of each input a perturbed sample draws again ([`NewInputs::Perturbed`]).
+pub const PERTURBED_ELEMENTS: u64 = 64;
+
+/// Copy [`PERTURBED_ELEMENTS`] elements of `size` bytes, at positions drawn from `seed`,
+/// from `drawn` into `held`.
+fn perturb(held: &mut [u8], drawn: &[u8], size: usize, seed: u64) {
+    let elements = (held.len() / size.max(1)) as u64;
+    if elements == 0 {
+        return;
+    }
+    for i in 0..PERTURBED_ELEMENTS {
+        let at = (crate::inputs::splitmix_at(seed, i) % elements) as usize * size;
+        held[at..at + size].copy_from_slice(&drawn[at..at + size]);
+    }
+}
+
 impl Workload for DeclaredWorkload {
     fn decl(&self) -> &KernelDecl {
         &self.decl
@@ -1151,6 +1180,99 @@ impl Workload for DeclaredWorkload {
                 // Set again before each launch, so a launch never sees the last one's result.
                 Role::Inout => self.put_input(b, d, i, on_device)?,
                 Role::In => {}
+            }
+        }
+        Ok(())
+    }
+    fn invalidate<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &mut [B::Buffer],
+        seed: u64,
+    ) -> Result<(), BackendError> {
+        let on_device = self.inputs_on_device(b);
+        for (i, (buf, d)) in self.buffers.iter().zip(bufs.iter_mut()).enumerate() {
+            match buf.role {
+                Role::Out | Role::Scratch => {
+                    let key = crate::inputs::stream_key(seed, i as u64);
+                    b.scramble(d, buf.bytes(), key)?
+                }
+                Role::Inout => self.put_input(b, d, i, on_device)?,
+                Role::In => {}
+            }
+        }
+        Ok(())
+    }
+    fn with_new_inputs(&self, seed: u64, kind: NewInputs) -> Option<DeclaredWorkload> {
+        // The user's own data, or inputs given by a property check, are not redrawn: what
+        // they may hold is theirs to say.
+        if self.given_inputs || matches!(self.case, InputCase::Data { .. }) {
+            return None;
+        }
+        if self
+            .reference_s
+            .get()
+            .is_some_and(|s| *s > FRESH_REFERENCE_BUDGET_S)
+        {
+            return None;
+        }
+        let case = match self.case {
+            InputCase::Normal { .. } => InputCase::Normal { seed },
+            InputCase::Large { .. } => InputCase::Large { seed },
+            _ => InputCase::Uniform { seed },
+        };
+        let mut w = match kind {
+            NewInputs::Fresh => DeclaredWorkload::new(
+                self.decl.clone(),
+                self.shape.clone(),
+                case,
+                self.scalar_index,
+                self.reference.clone(),
+            )
+            .ok()?,
+            NewInputs::Perturbed => {
+                let mut bytes = self.inputs().ok()?.to_vec();
+                let mut k = 0;
+                for (b, held) in self.buffers.iter().zip(bytes.iter_mut()) {
+                    if matches!(b.role, Role::In | Role::Inout) {
+                        let drawn = fill(b, k, case).ok()?;
+                        perturb(held, &drawn, b.dtype.size_bytes(), seed ^ k as u64);
+                        k += 1;
+                    }
+                }
+                self.with_inputs(bytes).ok()?
+            }
+        };
+        w.reference_s = self.reference_s.clone();
+        // One block's judgements are counted together; the new inputs' are cross-checked
+        // on the CPU only when every judgement is.
+        w.first_judgement = self.first_judgement.clone();
+        w.cross_checked = self.cross_checked.clone();
+        w.device_judged = self.device_judged.clone();
+        Some(w)
+    }
+    fn restore_inouts<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &mut [B::Buffer],
+    ) -> Result<(), BackendError> {
+        let on_device = self.inputs_on_device(b);
+        for (i, (buf, d)) in self.buffers.iter().zip(bufs.iter_mut()).enumerate() {
+            if buf.role == Role::Inout {
+                self.put_input(b, d, i, on_device)?;
+            }
+        }
+        Ok(())
+    }
+    fn put_inputs<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &mut [B::Buffer],
+    ) -> Result<(), BackendError> {
+        let on_device = self.inputs_on_device(b);
+        for (i, (buf, d)) in self.buffers.iter().zip(bufs.iter_mut()).enumerate() {
+            if matches!(buf.role, Role::In | Role::Inout) {
+                self.put_input(b, d, i, on_device)?;
             }
         }
         Ok(())
@@ -2047,5 +2169,107 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         );
         // Block-exact shapes pass: the bug is only in the tail.
         assert!(r.cases.iter().any(|c| c.case.contains("rows=32") && c.pass));
+    }
+
+    /// y[r] += sum of row r of x: the accumulating form of the row sum (C = AB + C in a
+    /// GEMM), with y declared inout.
+    struct RowSumAcc;
+    impl Reference for RowSumAcc {
+        fn run(
+            &self,
+            _: &Shape,
+            b: &mut [&mut [u8]],
+            ints: &[i64],
+            _: &[f64],
+        ) -> Result<(), String> {
+            let (rows, cols) = (ints[0] as usize, ints[1] as usize);
+            for r in 0..rows {
+                let mut s = 0f32;
+                for c in 0..cols {
+                    let at = 4 * (r * cols + c);
+                    s += f32::from_le_bytes(b[0][at..at + 4].try_into().unwrap());
+                }
+                let y = f32::from_le_bytes(b[1][4 * r..4 * r + 4].try_into().unwrap());
+                b[1][4 * r..4 * r + 4].copy_from_slice(&(y + s).to_le_bytes());
+            }
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "a Rust accumulating row sum".into()
+        }
+    }
+    fn accumulates(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+        let (x, y, rows, cols) = args(a);
+        for r in 0..rows {
+            let s: f32 = (0..cols)
+                .map(|c| f32::from_bits(mem[x][r * cols + c]))
+                .sum();
+            mem[y][r] = (f32::from_bits(mem[y][r]) + s).to_bits();
+        }
+    }
+
+    /// An honest kernel that accumulates into an inout output is timed on its declared
+    /// input every launch (restored outside the interval), so the output checked after the
+    /// block is one launch's, under every timer and regime; before invalidation the timed
+    /// launches kept accumulating and a correct kernel failed the gate.
+    #[test]
+    fn an_accumulating_inout_kernel_is_accepted_under_every_timer_and_regime() {
+        use crate::samples::{Invalidation, Regime, Timer};
+        use crate::timing::{measure, Outcome, TimingConfig, WarmupPolicy};
+        let d = with(&MANIFEST.replace("role = \"out\"", "role = \"inout\""));
+        let shape: Shape = [("rows".to_string(), 40), ("cols".to_string(), 33)].into();
+        let w = DeclaredWorkload::new(
+            d,
+            shape,
+            InputCase::Uniform { seed: 3 },
+            0,
+            std::rc::Rc::new(RowSumAcc),
+        )
+        .unwrap();
+        for invalidation in [Invalidation::EveryLaunch, Invalidation::LabContract] {
+            for regime in Regime::ALL {
+                for timer in [
+                    Timer::PerLaunch,
+                    Timer::Batch { launches: 3 },
+                    Timer::GraphReplay { launches: 2 },
+                ] {
+                    // One sample as well: the sample run on fresh inputs is then the last
+                    // launch of its slots, judged against the fresh inputs' reference.
+                    for samples in [1, 12] {
+                        let cfg = TimingConfig {
+                            timer,
+                            regime,
+                            samples,
+                            warmup: WarmupPolicy::Count { launches: 3 },
+                            invalidation,
+                        };
+                        let mut b = HostBackend::new()
+                            .with_general_kernel("rowsum", accumulates)
+                            .with_l2_bytes(4096);
+                        let k = b.kernel("rowsum").unwrap();
+                        let o = measure(&mut b, &w, &k, &cfg, "b", &mut Default::default).unwrap();
+                        let Outcome::Measured(m) = o else {
+                            panic!("{o:?}")
+                        };
+                        let at = format!("{timer} {regime} {samples} {invalidation:?}");
+                        match invalidation {
+                            Invalidation::EveryLaunch => {
+                                assert_eq!(m.gate_failure(), None, "{at}");
+                                assert!(
+                                    m.verified
+                                        .iter()
+                                        .any(|v| v.inputs == Some(NewInputs::Fresh)),
+                                    "{at}"
+                                );
+                            }
+                            // The lab's contract leaves the output in place: accumulated.
+                            Invalidation::LabContract => {
+                                assert!(!m.correct(), "{at}")
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }

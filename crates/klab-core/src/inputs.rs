@@ -62,6 +62,16 @@ pub fn splitmix_at(key: u64, i: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Pseudo-random bytes: 8-byte word `w` of `out` is [`splitmix_at`]`(seed, w)` in
+/// little-endian order (the tail takes the low bytes of the next word). klab's device
+/// scramble (`klab_scramble` in kernels/verify.cu) writes the same bytes.
+pub fn random_bytes(seed: u64, out: &mut [u8]) {
+    for (w, chunk) in out.chunks_mut(8).enumerate() {
+        let word = splitmix_at(seed, w as u64).to_le_bytes();
+        chunk.copy_from_slice(&word[..chunk.len()]);
+    }
+}
+
 /// Uniform in [0, 1) with 53 bits, from position `i` of stream `key`.
 pub fn unit_at(key: u64, i: u64) -> f64 {
     (splitmix_at(key, i) >> 11) as f64 * (1.0 / (1u64 << 53) as f64)

@@ -18,6 +18,7 @@ pub mod declared;
 pub mod device;
 pub mod dtype;
 pub mod expr;
+pub mod floor;
 pub mod general;
 pub mod gpuref;
 pub mod gpustate;

@@ -16,6 +16,9 @@
 //! dynamic_shared_bytes = 0
 //! options = []                     # extra NVRTC options
 //! known_broken = "why"             # optional: always rejected, never timed
+//! exploit = "how it cheats"        # optional: a labelled harness exploit (correct when
+//!                                  # checked, skips work when timed); `klab audit` must
+//!                                  # reject it through the timing gates
 //! prediction = "what and why"      # optional: the expected result, written before measuring;
 //!                                  # rounds summaries and reports show it beside the outcome
 //! ```
@@ -193,6 +196,9 @@ pub struct KernelDecl {
     pub operation: OpKind,
     pub options: Vec<String>,
     pub known_broken: Option<String>,
+    /// How the kernel games a harness, when it is a labelled exploit (`klab audit` times it
+    /// and must reject it); unlike `known_broken`, the label stops nothing.
+    pub exploit: Option<String>,
     /// The author's prediction for this kernel, written before measuring (one line).
     pub prediction: Option<String>,
     /// What the kernel computes: its size variables, launch, buffers, rules and
@@ -548,6 +554,8 @@ struct RawKernel {
     options: Vec<String>,
     #[serde(default)]
     known_broken: Option<String>,
+    #[serde(default)]
+    exploit: Option<String>,
     #[serde(default)]
     equality: Option<String>,
     #[serde(default)]
@@ -945,9 +953,9 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
                 }
             },
         };
-        if let Some(b) = &k.known_broken {
-            if b.trim().is_empty() {
-                return Err(err(f("known_broken"), "give the reason".into()));
+        for (field, label) in [("known_broken", &k.known_broken), ("exploit", &k.exploit)] {
+            if label.as_ref().is_some_and(|b| b.trim().is_empty()) {
+                return Err(err(f(field), "give the reason".into()));
             }
         }
         if let Some(p) = &k.prediction {
@@ -974,6 +982,7 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
             operation,
             options: k.options,
             known_broken: k.known_broken,
+            exploit: k.exploit,
             prediction: k.prediction.map(|p| p.trim().to_string()),
             op: std::sync::Arc::new(op),
         });
@@ -1058,9 +1067,9 @@ fn declared_kernel(
                 true => (f(&field), problem),
                 false => (format!("{at}.{field}"), problem),
             })?;
-    if let Some(b) = &k.known_broken {
-        if b.trim().is_empty() {
-            return Err((f("known_broken"), "give the reason".into()));
+    for (field, label) in [("known_broken", &k.known_broken), ("exploit", &k.exploit)] {
+        if label.as_ref().is_some_and(|b| b.trim().is_empty()) {
+            return Err((f(field), "give the reason".into()));
         }
     }
     Ok(KernelDecl {
@@ -1069,6 +1078,7 @@ fn declared_kernel(
         operation: OpKind::Declared,
         options: k.options,
         known_broken: k.known_broken,
+        exploit: k.exploit,
         prediction: k.prediction.map(|p| p.trim().to_string()),
         op: std::sync::Arc::new(op),
     })

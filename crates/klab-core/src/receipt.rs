@@ -29,11 +29,12 @@ use serde::{Deserialize, Serialize};
 use crate::artifact::{format_utc, now_utc_secs, parse_utc, read_regular, write_atomic};
 use crate::artifact::{FileError, Input};
 use crate::device::DeviceLimits;
+use crate::floor::Floor;
 use crate::gpustate::{self, BlockState};
 use crate::manifest::OpKind;
 use crate::ops::contract::builtin_work;
 use crate::plan::{self, Dim3, LaunchPlan};
-use crate::samples::{Regime, Timer, SAMPLES_CSV_HALF_UNIT_US};
+use crate::samples::{Invalidation, Regime, Timer, SAMPLES_CSV_HALF_UNIT_US};
 use crate::stats::{gb_per_s, Summary, QUANTILE_RULE};
 
 /// The schema string every receipt carries.
@@ -83,6 +84,70 @@ pub struct Receipt {
     /// Every file the receipt relies on, hashed.
     pub artifacts: Vec<Artifact>,
     pub result: ResultSummary,
+    /// What kept the timed launches honest. Absent in receipts written before klab
+    /// invalidated outputs before every timed launch; `klab compare` refuses those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integrity: Option<Integrity>,
+}
+
+/// How the timed launches were kept from reusing earlier results, and the times that
+/// vouch for them ([`crate::timing`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Integrity {
+    pub invalidation: Invalidation,
+    /// The invalidation policy in words.
+    pub policy: String,
+    /// Slots one sample launches on (one per launch of its interval).
+    pub slots_per_sample: u64,
+    /// Timed samples verified right after their intervals, over all blocks.
+    pub verified_samples: u64,
+    /// The physical floor of one launch (absent when the backend had no rates).
+    pub floor: Option<Floor>,
+    /// Median per-launch time of the launches klab verified, over all blocks.
+    pub checked_median_us: Option<f64>,
+    pub checked_launches: u64,
+    /// Median per-launch time of the stale-output probes, over all blocks.
+    pub probe_median_us: Option<f64>,
+    /// Median of their pairs: the same launches on invalidated outputs.
+    pub probe_invalidated_median_us: Option<f64>,
+    pub probes: u64,
+    /// Flags (a timed median far below the checked one), one line each.
+    pub flags: Vec<String>,
+}
+
+impl Integrity {
+    /// What a receipt without this section lacks, for the refusal.
+    pub const LACKING: &'static str = "the invalidation policy, the physical floor and the checked median (it was written before klab overwrote outputs before every timed launch); measure it again";
+
+    fn validate(&self, median_us: f64) -> Result<(), ReceiptError> {
+        label("integrity.policy", &self.policy)?;
+        if self.slots_per_sample == 0 {
+            return Err(ReceiptError::invalid("integrity.slots_per_sample", "is 0"));
+        }
+        if let Some(f) = &self.floor {
+            non_negative("integrity.floor.us", f.us)?;
+            if f.breached_by(median_us) {
+                return Err(ReceiptError::invalid(
+                    "result.median_us",
+                    f.breach_line(median_us),
+                ));
+            }
+        }
+        for (name, v) in [
+            ("checked_median_us", self.checked_median_us),
+            ("probe_median_us", self.probe_median_us),
+            (
+                "probe_invalidated_median_us",
+                self.probe_invalidated_median_us,
+            ),
+        ] {
+            if let Some(v) = v {
+                non_negative(&format!("integrity.{name}"), v)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Source identity of one kernel.
@@ -454,6 +519,9 @@ impl Receipt {
             }
         }
         self.result.validate()?;
+        if let Some(i) = &self.integrity {
+            i.validate(self.result.median_us)?;
+        }
         self.derived_figures()
     }
 

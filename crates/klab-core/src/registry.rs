@@ -136,7 +136,7 @@ pub enum RegistryError {
         first: String,
         second: String,
     },
-    #[error("'{name}' is a mutant of the audit; only 'klab audit' runs mutants")]
+    #[error("'{name}' is one of the audit's kernels (a mutant or an exploit); only 'klab audit' runs them")]
     AuditOnly { name: String },
     #[error("'{spec}' names {} kernels ({}); this command takes one", .names.len(), .names.join(", "))]
     NotOne { spec: String, names: Vec<String> },
@@ -165,7 +165,7 @@ pub fn registry() -> &'static Registry {
 
 impl Registry {
     fn builtin() -> Registry {
-        let table: [(&str, Visibility, &str, &str, &str, &str); 6] = [
+        let table: [(&str, Visibility, &str, &str, &str, &str); 7] = [
             (
                 "transpose",
                 Visibility::Default,
@@ -213,6 +213,14 @@ impl Registry {
                 include_str!("../../../kernels/mutants.toml"),
                 builtin::MUTANTS_PATH,
                 builtin::MUTANTS_SOURCE,
+            ),
+            (
+                "exploits",
+                Visibility::Audit,
+                "the exploit audit's cheating kernels and their honest controls; only 'klab audit' runs them",
+                include_str!("../../../kernels/exploits.toml"),
+                builtin::EXPLOITS_PATH,
+                builtin::EXPLOITS_SOURCE,
             ),
         ];
         let namespaces = table

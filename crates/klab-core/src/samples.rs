@@ -85,6 +85,30 @@ impl FromStr for Regime {
     }
 }
 
+/// How the engine keeps a timed launch from finding the previous launch's result in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Invalidation {
+    /// Before every timed launch (outside the event interval) the outputs and scratch of
+    /// its slot get fresh pseudo-random words, a new seed each time, and its in-out buffers
+    /// their inputs again; the launches of one interval (batch, graph) each have a slot of
+    /// their own. Timed launches are verified: the last of every slot, and samples drawn at
+    /// random before the block started.
+    EveryLaunch,
+    /// The transpose lab's contract (`klab transpose`): one buffer pair, the launches of
+    /// the batch back to back, the output checked as they left it.
+    LabContract,
+}
+
+impl Invalidation {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Invalidation::EveryLaunch => "every timed launch: outputs and scratch overwritten with fresh random words and in-out buffers restored before it, outside the interval; each launch of an interval on its own slot; the last launch of every slot and random samples verified",
+            Invalidation::LabContract => "none (the transpose lab's contract: one buffer pair, launches back to back); the physical floor and the checked time still apply",
+        }
+    }
+}
+
 /// How one sample was timed.
 /// In JSON a timer is its spec string (`per-launch`, `batch:K`, `graph:K`), parsed
 /// strictly.

@@ -1,20 +1,26 @@
 //! The timing engine: one implementation for every command that times a kernel.
 //!
-//! Per measurement: check the plan; allocate the regime's slots; one poisoned validation
-//! (a failure stops here, nothing is timed); warmup by a declared policy; the GPU state
-//! before; `samples` samples, each one event pair around one launch, a batch of launches
-//! or one graph replay, slot `i mod slots` for sample `i`, with an L2 scrub before each
-//! sample (outside the interval) in the flushed regime; the GPU state after; every slot's
-//! output checked as the timed launches left it; one more poisoned validation.
+//! Per measurement: check the plan; allocate the regime's slots ([`SlotLayout`]: a group
+//! per rotation step, a slot per launch of an interval); one poisoned validation, timed in
+//! its own event pair (a failure stops here, nothing is timed); warmup by a declared
+//! policy; the samples to verify drawn at random; the GPU state before; `samples` samples,
+//! each one event pair around one launch, a batch of launches or one graph replay on group
+//! `i mod groups`, after the invalidation of its slots ([`Invalidation`]) and, in the
+//! flushed regime, an L2 scrub (both outside the interval); each drawn sample verified right
+//! after its interval; the GPU state after; every slot's output checked as its last timed
+//! launch left it; one more poisoned, timed validation. The block then has a correctness
+//! verdict, a checked time beside its timed time, and the physical floor its median must
+//! not break ([`Measurement::gate_failure`]).
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{Backend, BackendError};
+use crate::backend::{Arg, Backend, BackendError};
+use crate::floor::Floor;
 use crate::gpustate::{BlockState, GpuState};
 use crate::plan::{self, PlanError};
-use crate::samples::{Regime, Sample, Timer};
+use crate::samples::{Invalidation, Regime, Sample, Timer};
 use crate::stats::{self, Summary};
-use crate::workload::{CheckOutcome, Workload, POISON_BYTES};
+use crate::workload::{CheckOutcome, NewInputs, Workload, POISON_BYTES};
 
 /// How long to warm up before sampling.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -96,6 +102,7 @@ pub struct TimingConfig {
     pub regime: Regime,
     pub samples: u32,
     pub warmup: WarmupPolicy,
+    pub invalidation: Invalidation,
 }
 
 /// Why a measurement could not be made (never a correctness verdict).
@@ -182,20 +189,63 @@ impl Phases {
     }
 }
 
+/// A timed sample whose launches klab verified right after its interval.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifiedSample {
+    pub sample: u64,
+    /// Its time per launch, microseconds.
+    pub elapsed_us: f64,
+    /// Other inputs than the block's it ran on ([`Workload::with_new_inputs`]).
+    pub inputs: Option<NewInputs>,
+    /// The invalidated half of a stale-output probe: launched right after a launch on the
+    /// same slot with the same arguments.
+    pub back_to_back: bool,
+    /// Its launches' outputs, judged together.
+    pub outcome: CheckOutcome,
+}
+
+/// A timed median this many times below the checked median is flagged: the timed launches
+/// ran faster than the launches klab verified. Chosen from honest kernels on the H200
+/// (README, "Timing a kernel cannot game").
+pub const CHECKED_RATIO_FLAG: f64 = 2.0;
+
+/// ...when the two also differ by more than this, microseconds. A checked launch is timed
+/// alone, so it carries the launch latency that a batch or a graph replay spreads over its
+/// launches: honest graph:10 samples of kernels of a few microseconds were up to 5.5x (and
+/// up to 5.0 us) below their checked launches on the H200.
+pub const CHECKED_MIN_GAP_US: f64 = 10.0;
+
 /// A completed measurement.
 #[derive(Debug, Clone, Serialize)]
 pub struct Measurement {
     pub samples: Vec<Sample>,
+    /// Buffer groups the samples rotate through (the regime's slots).
     pub slots: u64,
+    /// Slots one sample launches on: one per launch of its interval under invalidation.
+    pub slots_per_sample: u64,
+    pub invalidation: Invalidation,
     pub warmup_launches: u64,
     /// Window medians (us) the until-stable policy saw.
     pub warmup_medians_us: Vec<f64>,
     pub scrub_bytes: Option<u64>,
     pub before: CheckOutcome,
-    /// Each slot's output as the timed launches left it.
+    /// The samples drawn at random before timing, verified after their intervals.
+    pub verified: Vec<VerifiedSample>,
+    /// Each slot's output as its last timed launch left it.
     pub after_timing: Vec<CheckOutcome>,
     /// A fresh poisoned validation after timing.
     pub revalidation: CheckOutcome,
+    /// Per-launch times of the launches klab verified: the validation before timing, the
+    /// verified samples, the validation after.
+    pub checked_us: Vec<f64>,
+    /// Per-launch times of the stale-output probes ([`STALE_PROBES`]): each launch found
+    /// its previous output in place.
+    pub probe_us: Vec<f64>,
+    /// Their pairs: the same launch right after, on the same slot, invalidated first.
+    pub probe_invalidated_us: Vec<f64>,
+    /// The fastest the device allows for the declared work (absent: the backend has no
+    /// rates).
+    pub floor: Option<Floor>,
     pub state: BlockState,
     pub phases: Phases,
 }
@@ -204,12 +254,18 @@ impl Measurement {
     /// Every check passed.
     pub fn correct(&self) -> bool {
         self.before.passed()
+            && self.verified.iter().all(|v| v.outcome.passed())
             && self.after_timing.iter().all(|c| c.passed())
             && self.revalidation.passed()
     }
 
     pub fn failures(&self) -> u64 {
         self.before.failures
+            + self
+                .verified
+                .iter()
+                .map(|v| v.outcome.failures)
+                .sum::<u64>()
             + self.after_timing.iter().map(|c| c.failures).sum::<u64>()
             + self.revalidation.failures
     }
@@ -217,6 +273,47 @@ impl Measurement {
     pub fn summary(&self) -> Option<Summary> {
         let v: Vec<f64> = self.samples.iter().map(|s| s.elapsed_us).collect();
         Summary::of(&v)
+    }
+
+    /// The median of the checked launches' times.
+    pub fn checked_median_us(&self) -> Option<f64> {
+        Summary::of(&self.checked_us).map(|s| s.median)
+    }
+
+    /// Why this block fails a gate, in one line: a failed check, or a median below the
+    /// physical floor. `None`: it passed.
+    pub fn gate_failure(&self) -> Option<String> {
+        if !self.correct() {
+            return Some(format!(
+                "correctness gate failed: {} failure(s) in the outputs klab verified",
+                self.failures()
+            ));
+        }
+        let median = self.summary()?.median;
+        if let Some(f) = self.floor.as_ref().filter(|f| f.breached_by(median)) {
+            return Some(f.breach_line(median));
+        }
+        let stale = Summary::of(&self.probe_us)?.median;
+        let invalidated = Summary::of(&self.probe_invalidated_us)?.median;
+        (stale * STALE_RATIO_LIMIT < invalidated && invalidated - stale > STALE_MIN_GAIN_US).then(|| {
+            format!(
+                "the launches that found their previous output in place ran {:.1}x faster (median {stale:.3} us) than the same launches on invalidated outputs (median {invalidated:.3} us): the kernel's work depends on what its outputs hold",
+                invalidated / stale
+            )
+        })
+    }
+
+    /// A flag when the timed median is more than [`CHECKED_RATIO_FLAG`] times below the
+    /// checked median.
+    pub fn checked_flag(&self) -> Option<String> {
+        let timed = self.summary()?.median;
+        let checked = self.checked_median_us()?;
+        (timed * CHECKED_RATIO_FLAG < checked && checked - timed > CHECKED_MIN_GAP_US).then(|| {
+            format!(
+                "timed median {timed:.3} us is {:.1}x below the checked median {checked:.3} us (launches klab verified)",
+                checked / timed
+            )
+        })
     }
 }
 
@@ -304,6 +401,55 @@ pub fn profile_sequence<B: Backend, W: Workload>(
     })
 }
 
+/// The buffer sets of one measurement: `groups` sets of `per_sample` slots. Sample `i`
+/// launches on group `i mod groups`, one slot per launch of its interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotLayout {
+    /// The regime's rotation: 1, or the buffer-rotated count.
+    pub groups: u64,
+    /// Slots per sample: the launches of one interval under invalidation, else 1.
+    pub per_sample: u64,
+}
+
+impl SlotLayout {
+    pub fn total(self) -> u64 {
+        self.groups * self.per_sample
+    }
+
+    /// The slots sample `i` launches on, in launch order.
+    pub fn slots_of(self, sample: u64) -> std::ops::Range<u64> {
+        let g = sample % self.groups;
+        g * self.per_sample..(g + 1) * self.per_sample
+    }
+}
+
+/// The layout for a configuration: the regime's groups (each group the size of one
+/// sample's slots), and a slot per launch of an interval under invalidation. Refused, in
+/// one line naming the need, where a quarter of free memory cannot hold them.
+pub fn layout_for(
+    cfg: &TimingConfig,
+    slot_bytes: u64,
+    l2_bytes: u64,
+    free_bytes: u64,
+) -> Result<SlotLayout, TimingError> {
+    let per_sample = match cfg.invalidation {
+        Invalidation::EveryLaunch => u64::from(cfg.timer.launches_per_sample()),
+        Invalidation::LabContract => 1,
+    };
+    let group_bytes = slot_bytes.max(1).saturating_mul(per_sample);
+    let groups = slots_for(cfg.regime, group_bytes, l2_bytes, free_bytes)?;
+    let need = groups.saturating_mul(group_bytes);
+    if per_sample > 1 && need > free_bytes / 4 {
+        return Err(TimingError::Config(format!(
+            "the {} timer puts {per_sample} launches in one interval, each on a slot of its own with freshly invalidated outputs: {} slot(s) need {need} bytes, over the conservative allocation budget of {} bytes (a quarter of free device memory); use fewer launches per sample",
+            cfg.timer.spec(),
+            groups * per_sample,
+            free_bytes / 4
+        )));
+    }
+    Ok(SlotLayout { groups, per_sample })
+}
+
 /// Run one measurement block of `workload` on `backend`.
 pub fn measure<B: Backend, W: Workload>(
     backend: &mut B,
@@ -321,12 +467,14 @@ pub fn measure<B: Backend, W: Workload>(
     let resources = backend.resources(kernel);
     plan::validate(&plan, backend.limits(), Some(&resources), false)?;
     let free = backend.free_memory_bytes()?;
-    let slots = slots_for(cfg.regime, workload.slot_bytes(), backend.l2_bytes(), free)?;
+    let layout = layout_for(cfg, workload.slot_bytes(), backend.l2_bytes(), free)?;
+    // Under invalidation the validations get a slot of their own, after the timed ones: a
+    // kernel that works only on the buffers it was checked on is then timed skipping.
+    let slots = layout.total() + u64::from(cfg.invalidation == Invalidation::EveryLaunch);
     let needed = slots.saturating_mul(workload.slot_bytes());
     if needed > free {
         return Err(TimingError::Config(format!(
-            "{} slot(s) need {needed} bytes of device memory; {free} bytes are free",
-            slots
+            "{slots} slot(s) need {needed} bytes of device memory; {free} bytes are free"
         )));
     }
     let made = std::time::Instant::now();
@@ -336,17 +484,18 @@ pub fn measure<B: Backend, W: Workload>(
     }
     backend.synchronize()?;
     let inputs_s = made.elapsed().as_secs_f64();
-    let mut outcome = measure_in(backend, workload, kernel, cfg, label, &mut bufs, observe)?;
+    let mut outcome = measure_laid_out(
+        backend, workload, kernel, cfg, label, &mut bufs, layout, observe,
+    )?;
     if let Outcome::Measured(m) = &mut outcome {
         m.phases.inputs_s = inputs_s;
     }
     Ok(outcome)
 }
 
-/// [`measure`] over slots the caller made with `workload.create_slot` (one per slot; the
-/// regime's slot count is the caller's to choose): a command that measures several kernels
-/// of one shape on the same buffers, as the transpose lab's harness does, keeps their
-/// placement in memory the same for all of them.
+/// [`measure`] over slots the caller made with `workload.create_slot` (one group per slot,
+/// one slot per sample: the transpose lab's harness, which measures several kernels of one
+/// shape on the same buffers so that their placement in memory is the same for all).
 pub fn measure_in<B: Backend, W: Workload>(
     backend: &mut B,
     workload: &W,
@@ -356,10 +505,106 @@ pub fn measure_in<B: Backend, W: Workload>(
     bufs: &mut [Vec<B::Buffer>],
     observe: &mut dyn FnMut() -> GpuState,
 ) -> Result<Outcome, TimingError> {
-    if cfg.samples < 1 || bufs.is_empty() {
-        return Err(TimingError::Config(
-            "at least 1 sample and 1 slot are needed".into(),
-        ));
+    let per_sample = match cfg.invalidation {
+        Invalidation::EveryLaunch => u64::from(cfg.timer.launches_per_sample()),
+        Invalidation::LabContract => 1,
+    };
+    if bufs.is_empty() || bufs.len() as u64 % per_sample != 0 {
+        return Err(TimingError::Config(format!(
+            "at least 1 slot, and a whole number of {per_sample}-slot groups, are needed"
+        )));
+    }
+    let layout = SlotLayout {
+        groups: bufs.len() as u64 / per_sample,
+        per_sample,
+    };
+    measure_laid_out(backend, workload, kernel, cfg, label, bufs, layout, observe)
+}
+
+/// How many timed samples are verified at random (besides the last launch of every slot).
+pub const RANDOM_VERIFIED_SAMPLES: u64 = 4;
+
+/// How many stale-output probe pairs a block takes, at samples drawn in advance: a launch
+/// that finds its previous output in place, then the same launch on invalidated outputs,
+/// both timed alone and kept apart from the samples. An honest kernel never reads what its
+/// outputs hold, so the two take the same time; one that skips work when its previous
+/// result is in place runs faster in the first ([`STALE_RATIO_LIMIT`]).
+pub const STALE_PROBES: u64 = 4;
+
+/// The probes' median on invalidated outputs over their median on stale outputs above
+/// which a block fails: the kernel's work depends on what its outputs hold. On the H200
+/// honest kernels reached 1.26 (a memory-bound kernel whose launches fall into two speeds)
+/// and, at a few microseconds, 1.5; the skipping exploits 2.3 and more (README, "Timing a
+/// kernel cannot game"). A smaller skip is still timed honestly: the timed launches are
+/// invalidated whatever the probes say.
+pub const STALE_RATIO_LIMIT: f64 = 2.0;
+
+/// ...and the difference, microseconds, above which it fails. At small sizes the half on
+/// invalidated outputs ran up to 2.7 us (1.5x) slower than the stale half for honest
+/// kernels on the H200 (README); the timed samples are invalidated whatever the probes
+/// say, so a smaller skip buys a receipt nothing.
+pub const STALE_MIN_GAIN_US: f64 = 5.0;
+
+/// Mixed into the block's seed for the warmup's and the probes' invalidations.
+const WARMUP_SEED: u64 = 0x5741_524d_5550;
+const PROBE_SEED: u64 = 0x0050_524f_4245;
+
+/// A seed no kernel can predict: the process's hasher keys, the clock and a counter.
+fn fresh_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.finish()
+}
+
+/// `count` distinct sample indices below `samples`, drawn from `seed`, ascending.
+pub fn draw_samples(seed: u64, samples: u64, count: u64) -> Vec<u64> {
+    let mut chosen = std::collections::BTreeSet::new();
+    let want = count.min(samples);
+    let mut i = 0;
+    while (chosen.len() as u64) < want {
+        chosen.insert(crate::inputs::splitmix_at(seed, i) % samples);
+        i += 1;
+    }
+    chosen.into_iter().collect()
+}
+
+/// One poisoned validation, its launch timed in an event pair of its own: the checked
+/// time of a launch whose output klab verified.
+fn validate_timed<B: Backend, W: Workload>(
+    backend: &mut B,
+    workload: &W,
+    kernel: &B::Kernel,
+    bufs: &mut [B::Buffer],
+    poison: u8,
+) -> Result<(CheckOutcome, f64), BackendError> {
+    workload.poison(backend, bufs, poison)?;
+    backend.event_start()?;
+    backend.launch(kernel, &workload.plan(), &workload.args::<B>(bufs))?;
+    let us = backend.event_stop_ms()? * 1000.0;
+    Ok((workload.check(backend, bufs, 0)?, us))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn measure_laid_out<B: Backend, W: Workload>(
+    backend: &mut B,
+    workload: &W,
+    kernel: &B::Kernel,
+    cfg: &TimingConfig,
+    label: &str,
+    bufs: &mut [Vec<B::Buffer>],
+    layout: SlotLayout,
+    observe: &mut dyn FnMut() -> GpuState,
+) -> Result<Outcome, TimingError> {
+    if cfg.samples < 1 {
+        return Err(TimingError::Config("at least 1 sample is needed".into()));
     }
     let plan = workload.plan();
     plan::validate(
@@ -368,11 +613,17 @@ pub fn measure_in<B: Backend, W: Workload>(
         Some(&backend.resources(kernel)),
         false,
     )?;
-    let slots = bufs.len() as u64;
 
+    // The validations' slot: one of its own after the timed ones when the caller made it.
+    let vslot = if bufs.len() as u64 > layout.total() {
+        layout.total() as usize
+    } else {
+        0
+    };
     // Validation before anything is timed.
     let validating = std::time::Instant::now();
-    let before = validate_once(backend, workload, kernel, &mut bufs[0], 0, POISON_BYTES[0])?;
+    let (before, before_us) =
+        validate_timed(backend, workload, kernel, &mut bufs[vslot], POISON_BYTES[0])?;
     let mut validations_s = validating.elapsed().as_secs_f64();
     if !before.passed() || workload.known_broken() {
         return Ok(Outcome::Rejected {
@@ -380,45 +631,104 @@ pub fn measure_in<B: Backend, W: Workload>(
             known_broken: workload.known_broken(),
         });
     }
+    let floor = backend
+        .rates()?
+        .map(|r| Floor::of(workload.useful_bytes(), workload.flops(), &r));
 
     let per_sample = cfg.timer.launches_per_sample();
+    let invalidate = cfg.invalidation == Invalidation::EveryLaunch;
     let graphs = match cfg.timer {
         Timer::GraphReplay { launches } => {
-            let mut g = Vec::with_capacity(slots as usize);
-            for b in bufs.iter() {
-                g.push(backend.capture_graph(kernel, &plan, &workload.args::<B>(b), launches)?);
+            let mut g = Vec::with_capacity(layout.groups as usize);
+            for group in 0..layout.groups {
+                let slots = layout.slots_of(group);
+                let args: Vec<Vec<Arg<'_, B::Buffer>>> = (0..launches as u64)
+                    .map(|j| {
+                        let s = slots.start + j % layout.per_sample;
+                        workload.args::<B>(&bufs[s as usize])
+                    })
+                    .collect();
+                g.push(backend.capture_graph(kernel, &plan, &args)?);
             }
             g
         }
         _ => Vec::new(),
     };
-    let scrub = match cfg.regime {
+    // Shared by the samples and the probes, one borrow at a time.
+    let scrub = std::cell::RefCell::new(match cfg.regime {
         Regime::L2Flushed => {
             let bytes = scrub_bytes(backend.l2_bytes());
             Some((backend.alloc((bytes / 4) as usize)?, bytes))
         }
         _ => None,
-    };
-    let mut scrub = scrub;
+    });
+    let seed = fresh_seed();
+    let mut launch_seed = 0u64;
 
-    // One sample: scrub (outside the interval), then the timed unit.
-    let mut take = |backend: &mut B, i: u64| -> Result<f64, TimingError> {
-        let slot = (i % slots) as usize;
-        if let Some((buf, _)) = scrub.as_mut() {
+    // One sample: invalidate its slots, scrub (both outside the interval), time the unit.
+    let mut take = |backend: &mut B,
+                    bufs: &mut [Vec<B::Buffer>],
+                    i: u64,
+                    invalidate: bool,
+                    inputs: &W|
+     -> Result<f64, TimingError> {
+        let slots = layout.slots_of(i);
+        if invalidate {
+            for s in slots.clone() {
+                launch_seed += 1;
+                let key = crate::inputs::stream_key(seed, launch_seed);
+                inputs.invalidate(backend, &mut bufs[s as usize], key)?;
+            }
+        }
+        if let Some((buf, _)) = scrub.borrow_mut().as_mut() {
             backend.fill_bytes(buf, (i % 251) as u8)?;
         }
         backend.event_start()?;
         match cfg.timer {
-            Timer::GraphReplay { .. } => backend.replay(&graphs[slot])?,
+            Timer::GraphReplay { .. } => backend.replay(&graphs[(i % layout.groups) as usize])?,
             _ => {
-                let args = workload.args::<B>(&bufs[slot]);
-                for _ in 0..per_sample {
-                    backend.launch(kernel, &plan, &args)?;
+                for j in 0..u64::from(per_sample) {
+                    let s = slots.start + j % layout.per_sample;
+                    backend.launch(kernel, &plan, &workload.args::<B>(&bufs[s as usize]))?;
                 }
             }
         }
         let ms = backend.event_stop_ms()?;
         Ok(ms * 1000.0 / f64::from(per_sample))
+    };
+
+    // A stale-output probe pair on one slot, outside the samples. Each half launches the
+    // kernel (leaving its output), restores the in-out buffers, runs one invalidation and
+    // times the same launch again: in the first half the invalidation writes a decoy slot,
+    // so the launch finds its previous output in place; in the second it writes this slot,
+    // and that launch is verified. The halves differ only in what the outputs hold (the
+    // same kernels ran before each, the same bytes were written), so an honest kernel takes
+    // the same time in both, and any work that depends on the previous result, or on being
+    // launched again on the same pointers, shows.
+    let probe = |backend: &mut B,
+                 bufs: &mut [Vec<B::Buffer>],
+                 slot: usize,
+                 key: u64|
+     -> Result<(f64, f64, CheckOutcome), TimingError> {
+        let decoy = (vslot != slot).then_some(vslot);
+        let mut timed = [0.0; 2];
+        for (half, t) in timed.iter_mut().enumerate() {
+            backend.launch(kernel, &plan, &workload.args::<B>(&bufs[slot]))?;
+            workload.restore_inouts(backend, &mut bufs[slot])?;
+            let target = if half == 0 { decoy } else { Some(slot) };
+            if let Some(target) = target {
+                let key = crate::inputs::stream_key(key, half as u64);
+                workload.invalidate(backend, &mut bufs[target], key)?;
+            }
+            if let Some((buf, _)) = scrub.borrow_mut().as_mut() {
+                backend.fill_bytes(buf, 0x5a)?;
+            }
+            backend.event_start()?;
+            backend.launch(kernel, &plan, &workload.args::<B>(&bufs[slot]))?;
+            *t = backend.event_stop_ms()? * 1000.0;
+        }
+        let outcome = workload.check(backend, &bufs[slot], slot as u64)?;
+        Ok((timed[0], timed[1], outcome))
     };
 
     // Warmup.
@@ -427,9 +737,15 @@ pub fn measure_in<B: Backend, W: Workload>(
     let mut warmup_medians_us = Vec::new();
     match cfg.warmup {
         WarmupPolicy::Count { launches } => {
-            let count = launches.max(2 * slots);
+            let count = launches.max(2 * layout.total());
             for i in 0..count {
-                let slot = (i % slots) as usize;
+                let slot = (i % layout.total()) as usize;
+                // Invalidated like a timed launch: the warmup is then the same work, and a
+                // slot no sample uses holds one launch's output (an inout kept accumulating).
+                if invalidate {
+                    let key = crate::inputs::stream_key(seed ^ WARMUP_SEED, i);
+                    workload.invalidate(backend, &mut bufs[slot], key)?;
+                }
                 backend.launch(kernel, &plan, &workload.args::<B>(&bufs[slot]))?;
             }
             backend.synchronize()?;
@@ -444,7 +760,7 @@ pub fn measure_in<B: Backend, W: Workload>(
             loop {
                 let mut w = Vec::with_capacity(window as usize);
                 for _ in 0..window {
-                    w.push(take(backend, i)?);
+                    w.push(take(backend, bufs, i, invalidate, workload)?);
                     i += 1;
                 }
                 warmup_launches += u64::from(window) * u64::from(per_sample);
@@ -462,10 +778,70 @@ pub fn measure_in<B: Backend, W: Workload>(
         }
     }
 
+    // The samples verified at random are drawn now, before the first timed launch, from a
+    // seed the kernel cannot see; the lab's contract verifies only its one slot at the end.
+    let (drawn, probes) = if invalidate {
+        let n = u64::from(cfg.samples);
+        let drawn = draw_samples(seed, n, RANDOM_VERIFIED_SAMPLES);
+        let probes = draw_samples(seed.rotate_left(17) ^ 0x0053_5441_4c45, n, STALE_PROBES);
+        (drawn, probes)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let (mut probe_us, mut probe_invalidated_us) = (Vec::new(), Vec::new());
     let state_before = observe();
     let mut samples = Vec::with_capacity(cfg.samples as usize);
+    let mut verified = Vec::new();
+    let mut checking_s = 0.0;
+    // The slots that hold other inputs since a sample on them: the block's inputs go back
+    // in before their next launch, and a slot no later sample used is judged after the
+    // block against the reference of the inputs its last launch ran on.
+    let mut held: Vec<(W, std::ops::Range<u64>)> = Vec::new();
     for i in 0..u64::from(cfg.samples) {
-        let us = take(backend, i)?;
+        let now = layout.slots_of(i);
+        let mut kept = Vec::with_capacity(held.len());
+        for (w, slots) in held.drain(..) {
+            if slots.start < now.end && now.start < slots.end {
+                for s in slots {
+                    workload.put_inputs(backend, &mut bufs[s as usize])?;
+                }
+            } else {
+                kept.push((w, slots));
+            }
+        }
+        held = kept;
+        if probes.binary_search(&i).is_ok() {
+            let t = std::time::Instant::now();
+            let slot = layout.slots_of(i).start;
+            let key = crate::inputs::stream_key(seed ^ PROBE_SEED, i);
+            let (stale, invalidated, outcome) = probe(backend, bufs, slot as usize, key)?;
+            probe_us.push(stale);
+            probe_invalidated_us.push(invalidated);
+            verified.push(VerifiedSample {
+                sample: i,
+                elapsed_us: invalidated,
+                inputs: None,
+                back_to_back: true,
+                outcome,
+            });
+            checking_s += t.elapsed().as_secs_f64();
+        }
+        // The first sample drawn for verification runs on inputs no launch has seen, the
+        // second on the block's inputs with a few elements drawn again.
+        let new_inputs = match drawn.iter().position(|d| *d == i) {
+            Some(0) => Some(NewInputs::Fresh),
+            Some(1) => Some(NewInputs::Perturbed),
+            _ => None,
+        };
+        let fresh =
+            new_inputs.and_then(|kind| workload.with_new_inputs(seed ^ i ^ 0x0046_5245_5348, kind));
+        if let Some(fw) = &fresh {
+            for s in layout.slots_of(i) {
+                fw.put_inputs(backend, &mut bufs[s as usize])?;
+            }
+        }
+        let inputs = fresh.as_ref().unwrap_or(workload);
+        let us = take(backend, bufs, i, invalidate, inputs)?;
         if !(us.is_finite() && us > 0.0) {
             return Err(TimingError::InvalidSample {
                 index: i,
@@ -474,32 +850,71 @@ pub fn measure_in<B: Backend, W: Workload>(
         }
         samples.push(Sample {
             sample: i,
-            slot: i % slots,
+            slot: i % layout.groups,
             elapsed_us: us,
         });
+        if drawn.binary_search(&i).is_ok() {
+            let t = std::time::Instant::now();
+            let mut outcomes = Vec::new();
+            for s in layout.slots_of(i) {
+                outcomes.push(inputs.check(backend, &bufs[s as usize], s)?);
+            }
+            verified.push(VerifiedSample {
+                sample: i,
+                elapsed_us: us,
+                inputs: new_inputs.filter(|_| fresh.is_some()),
+                back_to_back: false,
+                outcome: merge_outcomes(outcomes),
+            });
+            checking_s += t.elapsed().as_secs_f64();
+        }
+        if let Some(fw) = fresh {
+            held.push((fw, layout.slots_of(i)));
+        }
     }
     let state_after = observe();
     backend.synchronize()?;
-    let timed_s = timing.elapsed().as_secs_f64();
+    let timed_s = timing.elapsed().as_secs_f64() - checking_s;
 
     let validating = std::time::Instant::now();
-    let mut after_timing = Vec::with_capacity(slots as usize);
-    for (s, b) in bufs.iter().enumerate() {
-        after_timing.push(workload.check(backend, b, s as u64)?);
+    let mut after_timing = Vec::with_capacity(bufs.len());
+    for (s, b) in bufs[..layout.total() as usize].iter().enumerate() {
+        let judge = held
+            .iter()
+            .find(|(_, slots)| slots.contains(&(s as u64)))
+            .map_or(workload, |(w, _)| w);
+        after_timing.push(judge.check(backend, b, s as u64)?);
+    }
+    for (_, slots) in held.drain(..) {
+        for s in slots {
+            workload.put_inputs(backend, &mut bufs[s as usize])?;
+        }
     }
     // The second poison pattern: a kernel that writes the first one can't pass both.
-    let revalidation = validate_once(backend, workload, kernel, &mut bufs[0], 0, POISON_BYTES[1])?;
-    validations_s += validating.elapsed().as_secs_f64();
+    let (revalidation, revalidation_us) =
+        validate_timed(backend, workload, kernel, &mut bufs[vslot], POISON_BYTES[1])?;
+    validations_s += validating.elapsed().as_secs_f64() + checking_s;
+    let scrub_bytes = scrub.borrow().as_ref().map(|(_, b)| *b);
+    let mut checked_us = vec![before_us];
+    checked_us.extend(verified.iter().map(|v| v.elapsed_us));
+    checked_us.push(revalidation_us);
 
     Ok(Outcome::Measured(Box::new(Measurement {
         samples,
-        slots,
+        slots: layout.groups,
+        slots_per_sample: layout.per_sample,
+        invalidation: cfg.invalidation,
         warmup_launches,
         warmup_medians_us,
-        scrub_bytes: scrub.as_ref().map(|(_, b)| *b),
+        scrub_bytes,
         before,
+        verified,
         after_timing,
         revalidation,
+        checked_us,
+        probe_us,
+        probe_invalidated_us,
+        floor,
         state: BlockState::new(label, state_before, state_after),
         phases: Phases {
             validations_s,
@@ -508,6 +923,27 @@ pub fn measure_in<B: Backend, W: Workload>(
             ..Phases::default()
         },
     })))
+}
+
+/// Several slots' checks as one: failures summed, the largest errors, the first failure.
+fn merge_outcomes(outcomes: Vec<CheckOutcome>) -> CheckOutcome {
+    let mut all = CheckOutcome {
+        failures: 0,
+        max_abs: 0.0,
+        max_rel: 0.0,
+        first_failure: None,
+    };
+    for (s, o) in outcomes.into_iter().enumerate() {
+        all.failures += o.failures;
+        all.max_abs = all.max_abs.max(o.max_abs);
+        all.max_rel = all.max_rel.max(o.max_rel);
+        if all.first_failure.is_none() {
+            all.first_failure = o
+                .first_failure
+                .map(|f| format!("launch {s} of the interval: {f}"));
+        }
+    }
+    all
 }
 
 #[cfg(test)]
@@ -553,6 +989,7 @@ mod tests {
             regime,
             samples: 10,
             warmup: WarmupPolicy::Count { launches: 20 },
+            invalidation: Invalidation::EveryLaunch,
         }
     }
 
@@ -659,7 +1096,7 @@ mod tests {
             "0.01 ms per launch"
         );
         assert_eq!(m.after_timing.len(), 8);
-        assert!(m.correct());
+        assert!(m.correct(), "{:?}", m.gate_failure());
     }
 
     #[test]
@@ -685,12 +1122,18 @@ mod tests {
             .unwrap(),
         );
         assert!(m.samples.iter().all(|s| (s.elapsed_us - 10.0).abs() < 1e-9));
+        // 10 samples, each one replay of 5 launches; the stale-output probes are plain
+        // launches, four each (each half's launch that leaves its output, and its timed one).
         assert_eq!(
             b.calls.iter().filter(|c| matches!(c, Call::Replay)).count(),
             10
         );
-        // validation + 20 warmup + 10 replays of 5 + revalidation
-        assert_eq!(b.launch_count() - before, 1 + 20 + 50 + 1);
+        assert_eq!(m.probe_us.len() as u64, STALE_PROBES);
+        // validation + 20 warmup + the replays of 5 + the probes' four + revalidation
+        assert_eq!(
+            b.launch_count() - before,
+            1 + 20 + 5 * 10 + 4 * STALE_PROBES + 1
+        );
     }
 
     #[test]
@@ -701,22 +1144,27 @@ mod tests {
         let w = builtin("triad_f32", 256);
         let m = measured(run(&mut b, &w, &cfg(Regime::L2Flushed, Timer::PerLaunch)).unwrap());
         assert_eq!(m.scrub_bytes, Some(1 << 22));
-        // Every EventStart is immediately preceded by a fill of the scrub buffer.
-        let scrub = 3; // x, z, y, then the scrub buffer
-        let mut starts = 0;
-        for pair in b.calls.windows(2) {
-            if pair[1] == Call::EventStart {
-                starts += 1;
-                assert_eq!(
-                    pair[0],
-                    Call::Fill {
-                        buffer: scrub,
-                        byte: ((starts - 1) % 251) as u8
-                    }
-                );
+        // Every sample's EventStart is immediately preceded by a fill of the scrub buffer,
+        // and that by the invalidation of the output (so the scrub evicts it too); a stale-
+        // output probe's first half invalidates the validations' slot instead (a decoy, so
+        // its launch finds its previous output in place); the two validations' event pairs
+        // follow their poison fill.
+        // x, z, y of the timed slot, x, z, y of the validations' slot, the scrub buffer
+        let (y, decoy_y, scrub) = (2, 5, 6);
+        let (mut scrubbed, mut invalidated, mut decoyed) = (0, 0, 0);
+        for w in b.calls.windows(3) {
+            if w[2] == Call::EventStart
+                && matches!(w[1], Call::Fill { buffer, .. } if buffer == scrub)
+            {
+                scrubbed += 1;
+                invalidated += usize::from(w[0] == Call::Scramble(y));
+                decoyed += usize::from(w[0] == Call::Scramble(decoy_y));
             }
         }
-        assert_eq!(starts, 10);
+        // Each probe pair is scrubbed twice, after each half's invalidation.
+        assert_eq!(scrubbed, 10 + 2 * STALE_PROBES as usize);
+        assert_eq!(invalidated, 10 + STALE_PROBES as usize);
+        assert_eq!(decoyed, STALE_PROBES as usize);
     }
 
     #[test]
@@ -739,7 +1187,8 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(!b.calls.contains(&Call::EventStart), "nothing timed");
+        let pairs = b.calls.iter().filter(|c| **c == Call::EventStart).count();
+        assert_eq!(pairs, 1, "nothing timed but the validation's own launch");
 
         let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_decays);
         let m = measured(run(&mut b, &w, &cfg(Regime::SameBuffer, Timer::PerLaunch)).unwrap());
@@ -761,7 +1210,8 @@ mod tests {
                 ..
             }
         ));
-        assert!(!b.calls.contains(&Call::EventStart));
+        let pairs = b.calls.iter().filter(|c| **c == Call::EventStart).count();
+        assert_eq!(pairs, 1, "nothing timed but the validation's own launch");
     }
 
     #[test]
@@ -823,16 +1273,398 @@ mod tests {
         c.samples = 1;
         c.timer = Timer::Batch { launches: 4 };
         assert_eq!(measured(run(&mut b, &w, &c).unwrap()).samples.len(), 1);
-        // Caller-made slots: none is a configuration error, one is a measurement on it.
+        // Caller-made slots: none is a configuration error; one slot cannot hold a batch of
+        // 4 invalidated launches; under the lab's contract it is a measurement on it.
         let k = b.kernel("triad_f32").unwrap();
         let none = measure_in(&mut b, &w, &k, &c, "b", &mut [], &mut GpuState::default);
         assert!(matches!(none, Err(TimingError::Config(_))));
         let mut slot = [w.create_slot(&mut b, 0).unwrap()];
+        let one = measure_in(&mut b, &w, &k, &c, "b", &mut slot, &mut GpuState::default);
+        assert!(matches!(one, Err(TimingError::Config(_))));
+        c.invalidation = Invalidation::LabContract;
         let allocs = b.calls.len();
         let o = measure_in(&mut b, &w, &k, &c, "b", &mut slot, &mut GpuState::default).unwrap();
         assert!(measured(o).correct());
         assert!(!b.calls[allocs..]
             .iter()
             .any(|c| matches!(c, Call::Alloc(_))));
+    }
+}
+
+/// Exploits of a harness that leaves the last launch's output in place, emulated on the
+/// host backend: each passes the validations and (before invalidation existed) every check
+/// after timing; each must now fail the block under every timer and regime.
+#[cfg(test)]
+mod exploit_tests {
+    use super::*;
+    use crate::backend::host::{HostArg, HostBackend};
+    use crate::floor::DeviceRates;
+    use crate::general::{DeclaredWorkload, InputCase};
+
+    fn triad_args(args: &[HostArg]) -> (usize, usize, usize, usize, f32) {
+        let [HostArg::Buffer(x), HostArg::Buffer(z), HostArg::Buffer(y), HostArg::U64(n), HostArg::F32(a)] =
+            args
+        else {
+            panic!("triad args");
+        };
+        (*x, *z, *y, *n as usize, *a)
+    }
+    fn want(mem: &[Vec<u32>], x: usize, z: usize, a: f32, i: usize) -> u32 {
+        a.mul_add(f32::from_bits(mem[x][i]), f32::from_bits(mem[z][i]))
+            .to_bits()
+    }
+    fn work(mem: &mut [Vec<u32>], args: &[HostArg]) {
+        let (x, z, y, n, a) = triad_args(args);
+        for i in 0..n {
+            mem[y][i] = want(mem, x, z, a, i);
+        }
+    }
+    fn poisoned(w: u32) -> bool {
+        w == 0xffff_ffff || w == 0x7f7f_7f7f
+    }
+    fn honest(mem: &mut [Vec<u32>], args: &[HostArg], _: u64) {
+        work(mem, args)
+    }
+    /// A launch that skipped: it costs a tenth of the work on the host backend's clock.
+    fn skipped() {
+        crate::backend::host::report_work(0.1)
+    }
+    /// Skips when its first output already holds the answer.
+    fn skip_if_done(mem: &mut [Vec<u32>], args: &[HostArg], _: u64) {
+        let (x, z, y, _, a) = triad_args(args);
+        if mem[y][0] != want(mem, x, z, a, 0) {
+            work(mem, args)
+        } else {
+            skipped()
+        }
+    }
+    /// Works only when its output looks like a poison word.
+    fn skip_unless_poison(mem: &mut [Vec<u32>], args: &[HostArg], _: u64) {
+        let (_, _, y, _, _) = triad_args(args);
+        if poisoned(mem[y][0]) {
+            work(mem, args)
+        } else {
+            skipped()
+        }
+    }
+    /// Works on the first launches and every 8th (a launch counter in device memory).
+    fn counts_launches(mem: &mut [Vec<u32>], args: &[HostArg], launch: u64) {
+        if launch < 2 || launch % 8 == 0 {
+            work(mem, args)
+        } else {
+            skipped()
+        }
+    }
+    /// Computes every element only on a poisoned output, else every 4th.
+    fn samples_elements(mem: &mut [Vec<u32>], args: &[HostArg], _: u64) {
+        let (x, z, y, n, a) = triad_args(args);
+        let step = if poisoned(mem[y][0]) { 1 } else { 4 };
+        for i in (0..n).step_by(step) {
+            mem[y][i] = want(mem, x, z, a, i);
+        }
+        if step > 1 {
+            crate::backend::host::report_work(0.25)
+        }
+    }
+    /// Skips when its output already holds a finite value that is not a poison word (it
+    /// "looks like a result"), whatever the value.
+    fn skip_plausible(mem: &mut [Vec<u32>], args: &[HostArg], _: u64) {
+        let (_, _, y, _, _) = triad_args(args);
+        if poisoned(mem[y][0]) || !f32::from_bits(mem[y][0]).is_finite() {
+            work(mem, args)
+        } else {
+            skipped()
+        }
+    }
+
+    thread_local! {
+        /// The output buffer of the previous launch, and the first one ever seen.
+        static SEEN: std::cell::Cell<(Option<usize>, Option<usize>)> =
+            const { std::cell::Cell::new((None, None)) };
+    }
+    /// Skips when launched on its previous launch's buffers (a memo keyed on the pointers),
+    /// unless the output is poisoned.
+    fn same_pointers(mem: &mut [Vec<u32>], args: &[HostArg], _: u64) {
+        let (_, _, y, _, _) = triad_args(args);
+        let (last, first) = SEEN.with(|s| s.get());
+        SEEN.with(|s| s.set((Some(y), first.or(Some(y)))));
+        if last == Some(y) && !poisoned(mem[y][0]) {
+            skipped()
+        } else {
+            work(mem, args)
+        }
+    }
+    /// Works only on the first output buffer it ever saw (the one it was checked on).
+    fn first_slot(mem: &mut [Vec<u32>], args: &[HostArg], _: u64) {
+        let (_, _, y, _, _) = triad_args(args);
+        let (_, first) = SEEN.with(|s| s.get());
+        let first = first.unwrap_or(y);
+        SEEN.with(|s| s.set((Some(y), Some(first))));
+        if first == y {
+            work(mem, args)
+        } else {
+            skipped()
+        }
+    }
+
+    thread_local! {
+        /// A memo: the first input element, and the output computed with it.
+        static MEMO: std::cell::RefCell<Option<(Vec<u32>, Vec<u32>)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    /// Memoizes by the content of its first input elements: a hit copies the memo (a tenth
+    /// of the work, never reading the rest of the inputs).
+    fn content_memo(mem: &mut [Vec<u32>], args: &[HostArg], _: u64) {
+        let (x, _, y, n, _) = triad_args(args);
+        let key = vec![mem[x][0]];
+        let hit = MEMO.with(|m| match &*m.borrow() {
+            Some((k, out)) if *k == key => Some(out.clone()),
+            _ => None,
+        });
+        match hit {
+            Some(out) => {
+                mem[y][..n].copy_from_slice(&out);
+                skipped()
+            }
+            None => {
+                work(mem, args);
+                MEMO.with(|m| *m.borrow_mut() = Some((key, mem[y][..n].to_vec())));
+            }
+        }
+    }
+
+    const EXPLOITS: [(&str, crate::backend::host::GeneralKernelFn); 8] = [
+        ("skip_if_done", skip_if_done),
+        ("skip_unless_poison", skip_unless_poison),
+        ("counts_launches", counts_launches),
+        ("samples_elements", samples_elements),
+        ("skip_plausible", skip_plausible),
+        ("same_pointers", same_pointers),
+        ("first_slot", first_slot),
+        ("content_memo", content_memo),
+    ];
+
+    /// Large enough that the 64 elements a perturbed sample draws again almost never hit a
+    /// memo's key (x[0]): a hit lets the memo recompute and pass, with a chance of
+    /// 64 / 2^18 = 0.02% per block.
+    const N: u64 = 1 << 18;
+
+    fn workload(n: u64) -> DeclaredWorkload {
+        let (_, decl) =
+            crate::registry::resolve("triad_f32", crate::registry::Scope::Audit).unwrap();
+        DeclaredWorkload::builtin(decl, n, InputCase::Uniform { seed: 7 }, 0).unwrap()
+    }
+
+    fn block(f: crate::backend::host::GeneralKernelFn, cfg: &TimingConfig) -> Measurement {
+        SEEN.with(|s| s.set((None, None)));
+        MEMO.with(|m| *m.borrow_mut() = None);
+        let mut b = HostBackend::new()
+            .with_general_kernel("triad_f32", f)
+            .with_l2_bytes(4096);
+        let w = workload(N);
+        let k = b.kernel("triad_f32").unwrap();
+        match measure(&mut b, &w, &k, cfg, "block", &mut GpuState::default).unwrap() {
+            Outcome::Measured(m) => *m,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn configs(invalidation: Invalidation) -> Vec<TimingConfig> {
+        let mut v = Vec::new();
+        for regime in Regime::ALL {
+            for timer in [
+                Timer::PerLaunch,
+                Timer::Batch { launches: 4 },
+                Timer::GraphReplay { launches: 3 },
+            ] {
+                v.push(TimingConfig {
+                    timer,
+                    regime,
+                    samples: 20,
+                    warmup: WarmupPolicy::Count { launches: 5 },
+                    invalidation,
+                });
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn every_exploit_fails_under_every_timer_and_regime_and_the_honest_kernel_passes() {
+        for cfg in configs(Invalidation::EveryLaunch) {
+            let at = format!("{} {}", cfg.timer, cfg.regime);
+            let m = block(honest, &cfg);
+            assert!(
+                m.gate_failure().is_none(),
+                "honest at {at}: {:?}",
+                m.gate_failure()
+            );
+            assert_eq!(
+                m.slots_per_sample,
+                u64::from(cfg.timer.launches_per_sample())
+            );
+            for (name, f) in EXPLOITS {
+                let m = block(f, &cfg);
+                assert!(m.gate_failure().is_some(), "{name} at {at} was accepted");
+            }
+        }
+    }
+
+    #[test]
+    fn without_invalidation_the_exploits_pass_which_is_the_gap_it_closes() {
+        // The lab's contract (one buffer pair, back-to-back launches) on a single slot: the
+        // output-reading exploits find the previous result and are accepted, as every
+        // timed block was before invalidation. Rotation is left out: the lab never rotates.
+        for cfg in configs(Invalidation::LabContract)
+            .into_iter()
+            .filter(|c| c.regime != Regime::BufferRotated)
+        {
+            for (name, f) in [
+                (
+                    "skip_if_done",
+                    skip_if_done as crate::backend::host::GeneralKernelFn,
+                ),
+                ("skip_unless_poison", skip_unless_poison),
+                ("same_pointers", same_pointers),
+                ("first_slot", first_slot),
+            ] {
+                let m = block(f, &cfg);
+                assert!(
+                    m.gate_failure().is_none(),
+                    "{name} at {} {}",
+                    cfg.timer,
+                    cfg.regime
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn each_launch_of_an_interval_has_its_own_slot_and_every_slot_is_checked() {
+        let cfg = TimingConfig {
+            timer: Timer::Batch { launches: 4 },
+            regime: Regime::SameBuffer,
+            samples: 6,
+            warmup: WarmupPolicy::Count { launches: 1 },
+            invalidation: Invalidation::EveryLaunch,
+        };
+        let m = block(honest, &cfg);
+        assert_eq!((m.slots, m.slots_per_sample), (1, 4));
+        assert_eq!(m.after_timing.len(), 4);
+        // The drawn samples and the probes' verified halves.
+        let verified = RANDOM_VERIFIED_SAMPLES + STALE_PROBES;
+        assert_eq!(m.verified.len() as u64, verified);
+        assert_eq!(
+            m.verified.iter().filter(|v| v.back_to_back).count() as u64,
+            STALE_PROBES
+        );
+        // The checked times: the two validations and the verified launches.
+        assert_eq!(m.checked_us.len() as u64, 2 + verified);
+        let layout = SlotLayout {
+            groups: 3,
+            per_sample: 4,
+        };
+        assert_eq!(layout.slots_of(4), 4..8);
+        assert_eq!(layout.total(), 12);
+    }
+
+    #[test]
+    fn a_batch_that_memory_cannot_hold_is_refused_in_one_line() {
+        let cfg = TimingConfig {
+            timer: Timer::Batch { launches: 100 },
+            regime: Regime::SameBuffer,
+            samples: 2,
+            warmup: WarmupPolicy::Count { launches: 1 },
+            invalidation: Invalidation::EveryLaunch,
+        };
+        let e = layout_for(&cfg, 1 << 30, 0, 80 << 30)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("batch:100") && e.contains("fewer launches per sample"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'));
+        let lab = TimingConfig {
+            invalidation: Invalidation::LabContract,
+            ..cfg
+        };
+        assert_eq!(layout_for(&lab, 1 << 30, 0, 80 << 30).unwrap().total(), 1);
+    }
+
+    #[test]
+    fn the_random_samples_differ_between_blocks_and_stay_in_range() {
+        let a = draw_samples(fresh_seed(), 100, 4);
+        assert_eq!(a.len(), 4);
+        assert!(a.iter().all(|i| *i < 100) && a.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(draw_samples(1, 3, 4), vec![0, 1, 2]);
+        let draws: std::collections::BTreeSet<Vec<u64>> = (0..8)
+            .map(|_| draw_samples(fresh_seed(), 1000, 4))
+            .collect();
+        assert!(draws.len() > 1, "every block draws anew");
+    }
+
+    fn rates(hbm_gb_s: f64) -> DeviceRates {
+        DeviceRates {
+            hbm_gb_s,
+            l2_measured_gb_s: hbm_gb_s,
+            l2_method: "test".into(),
+            l2_bytes: 0,
+            peak_ops_per_s: None,
+            ops_method: "test".into(),
+        }
+    }
+
+    #[test]
+    fn a_median_below_the_physical_floor_fails_the_gate() {
+        // 12,000 useful bytes a launch; the host backend's launch takes 10 us. At 1 GB/s
+        // the floor is 12 us: impossible. At 1000 GB/s it is 0.012 us: fine.
+        let cfg = &configs(Invalidation::EveryLaunch)[0];
+        for (gb_s, fails) in [(1.0, true), (1000.0, false)] {
+            let mut b = HostBackend::new()
+                .with_general_kernel("triad_f32", honest)
+                .with_rates(rates(gb_s));
+            let w = workload(1000);
+            let k = b.kernel("triad_f32").unwrap();
+            let Outcome::Measured(m) =
+                measure(&mut b, &w, &k, cfg, "b", &mut GpuState::default).unwrap()
+            else {
+                panic!()
+            };
+            assert!(m.correct());
+            let f = m.floor.as_ref().unwrap();
+            assert!((f.us - 12_000.0 / (gb_s * 1e3)).abs() < 1e-9);
+            assert_eq!(m.gate_failure().is_some(), fails, "{:?}", m.gate_failure());
+            if fails {
+                assert!(m
+                    .gate_failure()
+                    .unwrap()
+                    .starts_with("faster than this device allows"));
+            }
+        }
+    }
+
+    #[test]
+    fn a_timed_median_far_below_the_checked_median_is_flagged() {
+        let mut m = block(honest, &configs(Invalidation::EveryLaunch)[0]);
+        assert!(
+            m.checked_flag().is_none(),
+            "honest: timed and checked agree"
+        );
+        m.checked_us = vec![10.0 * CHECKED_RATIO_FLAG * 1.01; 3];
+        assert!(m
+            .checked_flag()
+            .unwrap()
+            .contains("below the checked median"));
+        m.checked_us = vec![10.0 * CHECKED_RATIO_FLAG * 0.99; 3];
+        assert!(m.checked_flag().is_none());
+        // Far apart in ratio, close in time: a short kernel's launch latency, not a flag.
+        for s in &mut m.samples {
+            s.elapsed_us = 1.0;
+        }
+        m.checked_us = vec![1.0 + CHECKED_MIN_GAP_US * 0.99; 3];
+        assert!(m.checked_flag().is_none());
+        m.checked_us = vec![1.0 + CHECKED_MIN_GAP_US * 1.01; 3];
+        assert!(m.checked_flag().is_some());
     }
 }

@@ -46,6 +46,18 @@ impl CheckOutcome {
     }
 }
 
+/// How the inputs of a verified timed sample differ from the block's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NewInputs {
+    /// Every input drawn again from a new seed (a memo keyed on pointers returns stale
+    /// outputs).
+    Fresh,
+    /// The block's inputs with a few elements at random positions drawn again (a memo
+    /// keyed on a hash of part of the inputs misses the change).
+    Perturbed,
+}
+
 /// A kernel and its contract.
 pub trait Workload {
     /// The kernel's declaration (its entry, label and operation).
@@ -89,6 +101,37 @@ pub trait Workload {
         bufs: &mut [B::Buffer],
         byte: u8,
     ) -> Result<(), BackendError>;
+    /// Before a timed launch: overwrite the slot's outputs and scratch with pseudo-random
+    /// bytes from `seed` (a new seed every launch, so no pattern can be recognised) and set
+    /// its in-out buffers to their inputs again, so that no launch finds the last one's result.
+    fn invalidate<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &mut [B::Buffer],
+        seed: u64,
+    ) -> Result<(), BackendError>;
+    /// The same workload on inputs no launch has seen, made from `seed` as `kind` says, for
+    /// a timed sample that is verified: a kernel that memoises its results (keyed on
+    /// pointers, or on a glance at part of its inputs) returns stale outputs there. `None`
+    /// where other inputs cannot be made at a bounded cost (a slow reference).
+    fn with_new_inputs(&self, _seed: u64, _kind: NewInputs) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
+    /// Set the slot's in-out buffers to their inputs again, leaving outputs and scratch as
+    /// they are (a stale-output probe: only what the kernel wrote stays in place).
+    fn restore_inouts<B: Backend>(
+        &self,
+        _b: &mut B,
+        _bufs: &mut [B::Buffer],
+    ) -> Result<(), BackendError> {
+        Ok(())
+    }
+    /// Write the slot's inputs and in-out buffers again (after a sample on fresh inputs).
+    fn put_inputs<B: Backend>(&self, b: &mut B, bufs: &mut [B::Buffer])
+        -> Result<(), BackendError>;
     /// The slot's raw output words (for determinism checks).
     fn output<B: Backend>(&self, b: &mut B, bufs: &[B::Buffer]) -> Result<Vec<u32>, BackendError>;
     /// Who judged the outputs so far, in one phrase (`CPU oracle`).

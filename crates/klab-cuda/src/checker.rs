@@ -13,13 +13,15 @@ use crate::error::DriverContext;
 use crate::nvrtc::{self, Cache, CompileSpec};
 use crate::CudaError;
 
-/// The loaded module and its four entry points.
+/// The loaded module and its entry points.
 pub struct CheckerModule {
     _module: Arc<CudaModule>,
     pub reduce: CudaFunction,
     pub compact: CudaFunction,
     pub generate: CudaFunction,
     pub patch: CudaFunction,
+    pub scramble: CudaFunction,
+    pub l2_read: CudaFunction,
     /// How it was obtained (compiled, or from the cache), for the time breakdown.
     pub from_cache: bool,
     pub compile_ms: f64,
@@ -61,6 +63,8 @@ impl CheckerModule {
             compact: f("klab_verify_compact")?,
             generate: f("klab_generate")?,
             patch: f("klab_patch")?,
+            scramble: f("klab_scramble")?,
+            l2_read: f("klab_l2_read")?,
             from_cache: compiled.from_cache,
             compile_ms: compiled.compile_ms,
             _module: module,

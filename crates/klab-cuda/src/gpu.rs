@@ -89,6 +89,8 @@ pub struct CudaBackend {
     /// The checker's parameters, summary and per-block counts, allocated on its first use
     /// and reused: a check is one upload, its launches and one download.
     check_scratch: Option<DeviceBuffer>,
+    /// The floor's rates, measured on first use.
+    rates: Option<klab_core::floor::DeviceRates>,
 }
 
 fn backend_err(e: CudaError) -> BackendError {
@@ -150,6 +152,7 @@ impl CudaBackend {
             policy: klab_core::verify::process_policy(),
             checker: None,
             check_scratch: None,
+            rates: None,
         })
     }
 
@@ -509,6 +512,70 @@ impl Backend for CudaBackend {
         &self.device.facts().limits
     }
 
+    fn scramble(
+        &mut self,
+        dst: &mut DeviceBuffer,
+        bytes: usize,
+        seed: u64,
+    ) -> Result<(), BackendError> {
+        if bytes != dst.bytes {
+            return Err(BackendError(format!(
+                "scrambling {bytes} bytes of a buffer of {}",
+                dst.bytes
+            )));
+        }
+        if bytes == 0 {
+            return Ok(());
+        }
+        let sms = self.device.facts().sm_count.max(1);
+        let Some(c) = self.checker() else {
+            let mut v = vec![0u8; bytes];
+            klab_core::inputs::random_bytes(seed, &mut v);
+            return self.upload_bytes(dst, &v);
+        };
+        let f = c.scramble.clone();
+        let blocks = (bytes as u64 / 8)
+            .div_ceil(256)
+            .clamp(1, u64::from(16 * sms)) as u32;
+        let words = [dst.ptr, bytes as u64, seed];
+        self.launch_words(
+            &f,
+            blocks,
+            256,
+            &words,
+            "invalidating an output before a timed launch",
+        )
+    }
+
+    fn rates(&mut self) -> Result<Option<klab_core::floor::DeviceRates>, BackendError> {
+        if self.rates.is_none() {
+            let (l2_measured_gb_s, l2_method) = self.measure_l2_gb_s()?;
+            let f = self.device.facts();
+            let per_sm = klab_core::floor::peak_ops_per_sm_clock(f.compute_capability);
+            let peak_ops_per_s = match (per_sm, f.sm_clock_khz) {
+                (Some(ops), Some(khz)) => {
+                    Some(f64::from(f.sm_count) * f64::from(ops) * khz as f64 * 1e3)
+                }
+                _ => None,
+            };
+            self.rates = Some(klab_core::floor::DeviceRates {
+                hbm_gb_s: f.theoretical_peak_gb_s(),
+                l2_measured_gb_s,
+                l2_method,
+                l2_bytes: f.l2_bytes,
+                peak_ops_per_s,
+                ops_method: match per_sm {
+                    Some(ops) => format!(
+                        "{} SMs x {ops} dense tensor operations per SM per clock (the narrowest type) x the maximum SM clock",
+                        f.sm_count
+                    ),
+                    None => "no entry for this architecture: no arithmetic floor".into(),
+                },
+            });
+        }
+        Ok(self.rates.clone())
+    }
+
     fn l2_bytes(&self) -> u64 {
         self.device.facts().l2_bytes
     }
@@ -716,8 +783,7 @@ impl Backend for CudaBackend {
         &mut self,
         kernel: &Kernel,
         plan: &LaunchPlan,
-        args: &[Arg<'_, DeviceBuffer>],
-        launches: u32,
+        launches: &[Vec<Arg<'_, DeviceBuffer>>],
     ) -> Result<CudaGraph, BackendError> {
         let stream = self.stream.cu_stream();
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
@@ -725,7 +791,7 @@ impl Backend for CudaBackend {
         let r = unsafe { result::stream::begin_capture(stream, mode) };
         self.check(r.map_err(|e| e.0), "starting graph capture")?;
         let mut launched = Ok(());
-        for _ in 0..launches {
+        for args in launches {
             launched = self.raw_launch(kernel, plan, args);
             if launched.is_err() {
                 break;
@@ -764,6 +830,44 @@ impl Backend for CudaBackend {
 }
 
 impl CudaBackend {
+    /// The L2 read ceiling in GB/s, with its method: klab's `klab_l2_read` over a buffer of
+    /// a quarter of L2 (at most 16 MiB), 32 passes a launch, the fastest of five timed
+    /// launches after one untimed.
+    fn measure_l2_gb_s(&mut self) -> Result<(f64, String), BackendError> {
+        let sms = self.device.facts().sm_count.max(1);
+        let l2 = self.device.facts().l2_bytes;
+        let Some(c) = self.checker() else {
+            return Ok((
+                0.0,
+                "not measured: klab's device kernels are unavailable".into(),
+            ));
+        };
+        let read = c.l2_read.clone();
+        let bytes = ((l2 / 4).min(16 << 20) / 16 * 16).max(16) as usize;
+        let mut buf = self.alloc_bytes(bytes)?;
+        self.fill_bytes(&mut buf, 0x5a)?;
+        let sink = self.alloc_bytes(8)?;
+        let passes = 32u64;
+        let words = [buf.ptr, (bytes / 16) as u64, passes, sink.ptr];
+        let (blocks, threads) = (4 * sms, 512);
+        let what = "measuring the L2 read ceiling";
+        self.launch_words(&read, blocks, threads, &words, what)?;
+        self.synchronize()?;
+        let mut best = f64::INFINITY;
+        for _ in 0..5 {
+            self.event_start()?;
+            self.launch_words(&read, blocks, threads, &words, what)?;
+            best = best.min(self.event_stop_ms()?);
+        }
+        let gb_s = (bytes as u64 * passes) as f64 / (best * 1e-3) / 1e9;
+        Ok((
+            gb_s,
+            format!(
+                "klab_l2_read: {passes} passes over {bytes} bytes (L2-resident, ld.global.cg, 16-byte loads, {blocks} blocks of {threads} threads), fastest of 5 launches: {best:.4} ms"
+            ),
+        ))
+    }
+
     /// (free, total) device memory in bytes.
     pub fn memory_info(&self) -> Result<(u64, u64), CudaError> {
         self.device.memory_info()

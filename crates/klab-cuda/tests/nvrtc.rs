@@ -533,12 +533,54 @@ fn the_device_checker_and_its_mutants_compile_without_spills() {
             names,
             [
                 ("klab_generate".to_string(), 0),
+                ("klab_l2_read".to_string(), 0),
                 ("klab_patch".to_string(), 0),
+                ("klab_scramble".to_string(), 0),
                 ("klab_verify_compact".to_string(), 0),
                 ("klab_verify_reduce".to_string(), 0),
             ],
             "{mutant:?}: NVRTC log:\n{}",
             c.log
         );
+    }
+}
+
+/// The audits' kernels (the mutation audit's bugs, the exploit audit's cheats and controls)
+/// only reach a GPU through `klab audit`; each entry their manifests name must compile, with
+/// nothing spilled, so that an audit on the H200 never stops at a typo.
+#[test]
+fn every_audit_kernel_compiles_and_each_declared_entry_exists() {
+    if !nvrtc_or_skip("every_audit_kernel_compiles_and_each_declared_entry_exists") {
+        return;
+    }
+    let audits = [
+        (
+            "mutants.cu",
+            builtin::MUTANTS_SOURCE,
+            include_str!("../../../kernels/mutants.toml"),
+        ),
+        (
+            "exploits.cu",
+            builtin::EXPLOITS_SOURCE,
+            include_str!("../../../kernels/exploits.toml"),
+        ),
+    ];
+    for (program, source, manifest) in audits {
+        let spec = CompileSpec::new(program, source, nvrtc::DEFAULT_ARCH);
+        let c = nvrtc::compile(&spec, &Cache::disabled()).unwrap_or_else(|e| panic!("{e}"));
+        let compiled: std::collections::BTreeMap<String, u32> = c
+            .ptxas_resources()
+            .into_iter()
+            .map(|k| (k.kernel, k.local_bytes))
+            .collect();
+        let entries: Vec<&str> = manifest
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("entry = \""))
+            .filter_map(|l| l.strip_suffix('"'))
+            .collect();
+        assert!(entries.len() >= 8, "{program}: {entries:?}");
+        for e in entries {
+            assert_eq!(compiled.get(e), Some(&0), "{program}: {e} in {compiled:?}");
+        }
     }
 }

@@ -15,6 +15,18 @@ pub type HostKernelFn = fn(out: &mut [u32], input: &[u32], n: u64, launch_index:
 /// A host stand-in for any kernel: all buffers, the launch's arguments, its index.
 pub type GeneralKernelFn = fn(memory: &mut [Vec<u32>], args: &[HostArg], launch_index: u64);
 
+thread_local! {
+    /// The share of its work the running host kernel says it did ([`report_work`]).
+    static WORK_DONE: std::cell::Cell<f64> = const { std::cell::Cell::new(1.0) };
+}
+
+/// Called by a host kernel that did only `fraction` of its work (an emulated exploit that
+/// skipped it): the launch is charged that share of [`HostBackend::ms_per_launch`], as a GPU
+/// would take less time. A launch that reports nothing is charged in full.
+pub fn report_work(fraction: f64) {
+    WORK_DONE.with(|w| w.set(fraction));
+}
+
 /// A kernel argument as the host backend sees it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum HostArg {
@@ -58,6 +70,8 @@ pub enum Call {
     Verify(usize),
     /// A device-generated input.
     Generate(usize),
+    /// An invalidation's random bytes written over a buffer.
+    Scramble(usize),
 }
 
 /// Host buffers are indices into the backend's memory.
@@ -70,12 +84,11 @@ pub struct HostKernel {
     f: HostImpl,
 }
 
-/// A captured launch sequence: the kernel, its arguments, the count.
+/// A captured launch sequence: the kernel and each launch's arguments.
 #[derive(Debug, Clone)]
 pub struct HostGraph {
     kernel: HostKernel,
-    args: Vec<HostArg>,
-    launches: u32,
+    launches: Vec<Vec<HostArg>>,
 }
 
 /// The host backend.
@@ -86,7 +99,8 @@ pub struct HostBackend {
     free_bytes: u64,
     l2_bytes: u64,
     launches: u64,
-    launches_at_start: Option<u64>,
+    /// Synthetic milliseconds charged since the start event (None: no event pending).
+    elapsed_ms: Option<f64>,
     /// Every call, in order.
     pub calls: Vec<Call>,
     /// Synthetic milliseconds charged per timed launch.
@@ -94,6 +108,8 @@ pub struct HostBackend {
     policy: crate::verify::VerifyPolicy,
     /// Whether it has a device checker (computed on the host; wrong as `policy.mutant` says).
     checker: bool,
+    /// The rates the physical floor is computed from (none unless set).
+    rates: Option<crate::floor::DeviceRates>,
 }
 
 impl HostBackend {
@@ -105,7 +121,7 @@ impl HostBackend {
             free_bytes: 1 << 31,
             l2_bytes: 1 << 20,
             launches: 0,
-            launches_at_start: None,
+            elapsed_ms: None,
             calls: Vec::new(),
             ms_per_launch: 0.01,
             policy: crate::verify::VerifyPolicy {
@@ -113,7 +129,14 @@ impl HostBackend {
                 ..Default::default()
             },
             checker: false,
+            rates: None,
         }
+    }
+
+    /// Rates for the physical floor ([`crate::floor`]).
+    pub fn with_rates(mut self, rates: crate::floor::DeviceRates) -> HostBackend {
+        self.rates = Some(rates);
+        self
     }
 
     /// A device checker (correct, or the wrong one `mutant`) and device input generation,
@@ -196,6 +219,13 @@ impl HostBackend {
     fn run_raw(&mut self, kernel: &HostKernel, args: &[HostArg]) -> Result<(), BackendError> {
         let index = self.launches;
         self.launches += 1;
+        WORK_DONE.with(|w| w.set(1.0));
+        let charge = |me: &mut HostBackend| {
+            let share = WORK_DONE.with(|w| w.get());
+            if let Some(ms) = me.elapsed_ms.as_mut() {
+                *ms += me.ms_per_launch * share;
+            }
+        };
         match kernel.f {
             HostImpl::Transpose(f) => {
                 let (out, inp, n) = match args {
@@ -207,6 +237,7 @@ impl HostBackend {
             }
             HostImpl::General(f) => f(&mut self.memory, args, index),
         }
+        charge(self);
         Ok(())
     }
 
@@ -401,43 +432,61 @@ impl Backend for HostBackend {
 
     fn event_start(&mut self) -> Result<(), BackendError> {
         self.calls.push(Call::EventStart);
-        self.launches_at_start = Some(self.launches);
+        self.elapsed_ms = Some(0.0);
         Ok(())
     }
 
     fn event_stop_ms(&mut self) -> Result<f64, BackendError> {
         self.calls.push(Call::EventStop);
-        let start = self
-            .launches_at_start
+        self.elapsed_ms
             .take()
-            .ok_or_else(|| BackendError("stop event without a start event".into()))?;
-        Ok(self.ms_per_launch * (self.launches - start) as f64)
+            .ok_or_else(|| BackendError("stop event without a start event".into()))
     }
 
     fn capture_graph(
         &mut self,
         kernel: &HostKernel,
         _plan: &LaunchPlan,
-        args: &[Arg<'_, HostBuffer>],
-        launches: u32,
+        launches: &[Vec<Arg<'_, HostBuffer>>],
     ) -> Result<HostGraph, BackendError> {
         self.calls.push(Call::Capture {
             kernel: kernel.entry.clone(),
-            launches,
+            launches: launches.len() as u32,
         });
         Ok(HostGraph {
             kernel: kernel.clone(),
-            args: Self::host_args(args),
-            launches,
+            launches: launches.iter().map(|a| Self::host_args(a)).collect(),
         })
     }
 
     fn replay(&mut self, graph: &HostGraph) -> Result<(), BackendError> {
         self.calls.push(Call::Replay);
-        for _ in 0..graph.launches {
-            self.run_raw(&graph.kernel, &graph.args)?;
+        for args in &graph.launches {
+            self.run_raw(&graph.kernel, args)?;
         }
         Ok(())
+    }
+
+    fn scramble(
+        &mut self,
+        dst: &mut HostBuffer,
+        bytes: usize,
+        seed: u64,
+    ) -> Result<(), BackendError> {
+        self.calls.push(Call::Scramble(dst.0));
+        let mut v = vec![0u8; bytes];
+        crate::inputs::random_bytes(seed, &mut v);
+        let words = &mut self.memory[dst.0];
+        for (w, chunk) in words.iter_mut().zip(v.chunks(4)) {
+            let mut b = w.to_le_bytes();
+            b[..chunk.len()].copy_from_slice(chunk);
+            *w = u32::from_le_bytes(b);
+        }
+        Ok(())
+    }
+
+    fn rates(&mut self) -> Result<Option<crate::floor::DeviceRates>, BackendError> {
+        Ok(self.rates.clone())
     }
 }
 

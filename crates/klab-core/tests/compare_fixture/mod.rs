@@ -130,6 +130,35 @@ pub fn template(entry: &str) -> Receipt {
             flagged_blocks: 0,
             rounds: None,
         },
+        integrity: Some(integrity()),
+    }
+}
+
+/// What a receipt of today's engine says of its timed launches: invalidated before each,
+/// a floor far below the fixture's samples, checked and probe times beside them.
+pub fn integrity() -> klab_core::receipt::Integrity {
+    let rates = klab_core::floor::DeviceRates {
+        hbm_gb_s: 4_800.0,
+        l2_measured_gb_s: 10_000.0,
+        l2_method: "klab_l2_read (fixture)".into(),
+        l2_bytes: 62_914_560,
+        peak_ops_per_s: Some(2.0e15),
+        ops_method: "fixture".into(),
+    };
+    klab_core::receipt::Integrity {
+        invalidation: klab_core::samples::Invalidation::EveryLaunch,
+        policy: klab_core::samples::Invalidation::EveryLaunch
+            .describe()
+            .into(),
+        slots_per_sample: 1,
+        verified_samples: 8,
+        floor: Some(klab_core::floor::Floor::of(12_000_036, 2_000_006, &rates)),
+        checked_median_us: Some(10.0),
+        checked_launches: 12,
+        probe_median_us: Some(10.0),
+        probe_invalidated_median_us: Some(10.0),
+        probes: 8,
+        flags: vec![],
     }
 }
 
