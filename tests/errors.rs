@@ -191,6 +191,29 @@ fn a_manifest_that_is_not_toml_says_what_is_wrong_and_where() {
 // 3. Launch limits with checked arithmetic.
 
 #[test]
+fn a_chunk_past_the_size_type_is_refused_in_one_line_not_a_panic_or_an_abort() {
+    // Once "capacity overflow" (exit 101) and a 34 GB allocation (SIGABRT): the ladder
+    // enumerated one size per remainder of the chunk. It samples them now, and sizes the
+    // n:i32 parameter cannot hold are named.
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("k.cu"), SOURCE).unwrap();
+    for chunk in ["9223372036854775807", "4294967296"] {
+        fs::write(
+            dir.path().join("k.toml"),
+            format!(
+                "source = \"k.cu\"\n\n[[kernel]]\nname = \"t\"\nentry = \"k\"\n\
+                 operation = \"transpose\"\nparams = [\"out\", \"in\", \"n:i32\"]\n\
+                 block = [32, 8, 1]\nelements_per_block = [{chunk}, 32]\n"
+            ),
+        )
+        .unwrap();
+        let out = klab(dir.path(), &["check", "k.toml"]);
+        assert_eq!(out.status.code(), Some(1), "{chunk}: {out:?}");
+        refused(&out, "is not a whole number that i32 holds");
+    }
+}
+
+#[test]
 fn a_block_past_the_cuda_limits_is_named_by_its_limit_not_called_zero() {
     let t = tempfile::tempdir().unwrap();
     for (block, needle) in [

@@ -134,14 +134,18 @@ pub fn slots_for(
     if regime != Regime::BufferRotated {
         return Ok(1);
     }
+    // Saturating: a group of K launches' slots can be past u64 (batch:2147483648), and is
+    // then refused like any other group too large, never wrapped to 0.
     let slot = slot_bytes.max(1);
-    let target = (8 * slot).max(2 * l2_bytes + slot);
+    let target = slot
+        .saturating_mul(8)
+        .max(l2_bytes.saturating_mul(2).saturating_add(slot));
     let desired = target.div_ceil(slot);
-    let affordable = (free_bytes / (4 * slot)).max(1);
+    let affordable = (free_bytes / slot.saturating_mul(4)).max(1);
     if desired > affordable {
         return Err(TimingError::RotationBudget {
-            need: desired * slot,
-            budget: affordable * slot,
+            need: desired.saturating_mul(slot),
+            budget: affordable.saturating_mul(slot),
         });
     }
     Ok(desired)
@@ -443,7 +447,7 @@ pub fn layout_for(
         return Err(TimingError::Config(format!(
             "the {} timer puts {per_sample} launches in one interval, each on a slot of its own with freshly invalidated outputs: {} slot(s) need {need} bytes, over the conservative allocation budget of {} bytes (a quarter of free device memory); use fewer launches per sample",
             cfg.timer.spec(),
-            groups * per_sample,
+            groups.saturating_mul(per_sample),
             free_bytes / 4
         )));
     }
@@ -1073,6 +1077,26 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "buffer rotation needs 144000432 bytes but conservative allocation budget is 24000072 bytes"
+        );
+    }
+
+    #[test]
+    fn a_group_past_u64_is_refused_not_wrapped() {
+        // 2^31-byte slots (a 16384 transpose) under batch:2147483648: the group is 2^62
+        // bytes; 4 x 2^62 once wrapped to 0 and divided by it.
+        let c = cfg(Regime::BufferRotated, Timer::Batch { launches: 1 << 31 });
+        for regime in [Regime::BufferRotated, Regime::SameBuffer] {
+            let c = TimingConfig {
+                regime,
+                ..c.clone()
+            };
+            let e = layout_for(&c, 1 << 31, 62_914_560, 140 << 30).unwrap_err();
+            assert!(e.to_string().contains("bytes"), "{e}");
+        }
+        // No overflow at the very edge either: one slot, which the memory check then judges.
+        assert_eq!(
+            slots_for(Regime::BufferRotated, u64::MAX, u64::MAX, u64::MAX).unwrap(),
+            1
         );
     }
 

@@ -88,8 +88,7 @@ pub trait Workload {
     fn known_broken(&self) -> bool {
         self.decl().known_broken.is_some()
     }
-    /// Allocate one slot (exact lengths), upload its inputs (distinct per slot where the
-    /// operation allows) and poison its outputs.
+    /// Allocate one slot (exact lengths), upload the block's inputs and poison its outputs.
     fn create_slot<B: Backend>(&self, b: &mut B, slot: u64)
         -> Result<Vec<B::Buffer>, BackendError>;
     /// The kernel's arguments for a slot.

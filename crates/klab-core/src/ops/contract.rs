@@ -63,14 +63,16 @@ pub fn bench_n(op: OpKind) -> u64 {
     }
 }
 
-/// The check's sizes for a built-in contract: 1, one ragged size in every remainder class
-/// of the launch's chunk e (e + r for r in 1..e), block-exact contrasts (e, 4e, 1024) and
-/// the operation's own large sizes; 0 for the vector operations. The index-overflow size
-/// is added by the ladder itself ([`crate::general::overflow_shape`]).
+/// The check's sizes for a built-in contract: 1, ragged sizes e + r over the remainder
+/// classes r of the launch's chunk e ([`remainders`]), block-exact contrasts (e, 4e, 1024)
+/// and the operation's own large sizes; 0 for the vector operations. The index-overflow size
+/// is added by the ladder itself ([`crate::general::overflow_shape`]). Sizes past u64 are
+/// left out (a chunk that large is refused later, when its buffers cannot be sized).
 pub fn ladder_values(op: OpKind, elements_per_block: &[u64]) -> Vec<u64> {
     let e = elements_per_block.first().copied().unwrap_or(1).max(1);
-    let mut v: Vec<u64> = vec![1, e, 4 * e, 1024];
-    v.extend((1..e).map(|r| e + r));
+    let mut v: Vec<u64> = vec![1, e, 1024];
+    v.extend(e.checked_mul(4));
+    v.extend(remainders(e).into_iter().filter_map(|r| e.checked_add(r)));
     match op {
         OpKind::Copy | OpKind::Transpose => v.push(4097),
         OpKind::Triad => v.extend([0, triad::N]),
@@ -80,6 +82,32 @@ pub fn ladder_values(op: OpKind, elements_per_block: &[u64]) -> Vec<u64> {
     v.sort_unstable();
     v.dedup();
     v
+}
+
+/// Chunks up to this many elements (every built-in's) get every remainder class in the
+/// ladder: at most 1023 ragged sizes.
+pub const ALL_REMAINDERS_UP_TO: u64 = 1024;
+
+/// How many remainder classes a larger chunk gets.
+pub const SAMPLED_REMAINDERS: usize = 32;
+
+/// The remainders r in 1..e the ladder tries: all of them for a chunk of at most
+/// [`ALL_REMAINDERS_UP_TO`], else [`SAMPLED_REMAINDERS`] of them, never enumerated: the
+/// edges (1, 2, e/2, e - 2, e - 1) and the rest drawn from a generator seeded by e, so the
+/// same manifest always gets the same sizes.
+pub fn remainders(e: u64) -> Vec<u64> {
+    if e <= ALL_REMAINDERS_UP_TO {
+        return (1..e).collect();
+    }
+    let mut r = vec![1, 2, e / 2, e - 2, e - 1];
+    let mut i = 0;
+    while r.len() < SAMPLED_REMAINDERS {
+        r.push(1 + crate::inputs::splitmix_at(e, i) % (e - 1));
+        i += 1;
+    }
+    r.sort_unstable();
+    r.dedup();
+    r
 }
 
 fn expr(text: &str) -> Expr {
@@ -619,5 +647,24 @@ mod tests {
         assert!(v.contains(&4097) && v.contains(&1) && !v.contains(&0));
         let t = ladder_values(OpKind::Triad, &[256]);
         assert!(t.contains(&0) && t.contains(&triad::N));
+    }
+
+    #[test]
+    fn a_huge_chunk_gets_a_bounded_sample_of_remainders() {
+        // Once a panic (capacity overflow), a 34 GB allocation and 1e8 sizes.
+        for e in [u64::MAX, i64::MAX as u64, 1 << 32, 100_000_000, 1025] {
+            let v = ladder_values(OpKind::Transpose, &[e, 32]);
+            assert!(v.len() <= SAMPLED_REMAINDERS + 6, "{e}: {} sizes", v.len());
+            assert!(v.contains(&1) && v.contains(&e) && v.contains(&1024));
+            if let Some(last) = e.checked_add(e - 1) {
+                assert!(v.contains(&(e + 1)) && v.contains(&last), "{e}");
+            }
+            let r = remainders(e);
+            assert!(r.iter().all(|r| (1..e).contains(r)));
+            // Beyond the five edges, a sample from inside the range.
+            assert!(r.len() > 5, "{e}: {r:?}");
+        }
+        assert_eq!(remainders(1024), (1..1024).collect::<Vec<_>>());
+        assert_eq!(remainders(1), Vec::<u64>::new());
     }
 }
