@@ -506,3 +506,62 @@ fn receipts_are_signed_and_verified_with_ssh_keygen() {
     );
     assert!(!sig.exists());
 }
+
+/// Defect: a combined receipt carried its first block's integrity section (4 verified
+/// samples, that block's flags) as if it were the whole run's. It must be the blocks'
+/// sections combined: counts summed, flags in order, medians the median of the blocks'.
+#[test]
+fn a_combined_integrity_section_must_be_its_blocks_combined() {
+    let (_t, run) = h200_rounds();
+    let tiled = run.join("my_tiled.receipt.json");
+    let combined: Value = serde_json::from_slice(&fs::read(&tiled).unwrap()).unwrap();
+    let blocks: Vec<String> = combined["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["role"] == json!(klab_core::receipt::BLOCK_RECEIPT_ROLE))
+        .map(|a| a["path"].as_str().unwrap().to_string())
+        .collect();
+    let mut sections = Vec::new();
+    for (i, rel) in blocks.iter().enumerate() {
+        let path = run.join(rel);
+        common::add_integrity(&path);
+        let mut block: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        if i == 3 {
+            block["integrity"]["flags"] = json!(["round 2: timed median far below checked"]);
+        }
+        rewrite_artifact(
+            &tiled,
+            rel,
+            serde_json::to_string_pretty(&block).unwrap().as_bytes(),
+        );
+        sections.push(
+            serde_json::from_value::<klab_core::receipt::Integrity>(block["integrity"].clone())
+                .unwrap(),
+        );
+    }
+    common::add_integrity(&run.join("my_naive.receipt.json"));
+    // The first block's section, as `klab rounds` once wrote it.
+    edit_json(&tiled, |v| {
+        v["integrity"] = serde_json::to_value(&sections[0]).unwrap()
+    });
+    refused(
+        &compare(&run.join("my_naive.receipt.json"), &tiled),
+        &[
+            "my_tiled.receipt.json: integrity.checked_launches is 6, but its block receipts give 60",
+        ],
+    );
+    let parts: Vec<&klab_core::receipt::Integrity> = sections.iter().collect();
+    let whole = klab_core::receipt::Integrity::combined(&parts).unwrap();
+    assert_eq!(whole.flags.len(), 1);
+    edit_json(&tiled, |v| {
+        v["integrity"] = serde_json::to_value(&whole).unwrap()
+    });
+    let o = compare(&run.join("my_naive.receipt.json"), &tiled);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

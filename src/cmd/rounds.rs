@@ -126,6 +126,12 @@ fn combine(name: &str, rows: &[&BlockRow], rounds: u32, dir: &Path) -> anyhow::R
         all.extend(row.samples.iter().copied());
     }
     r.correctness.failures = failures;
+    let parts: Option<Vec<&receipt::Integrity>> = rows
+        .iter()
+        .filter_map(|row| row.receipt.as_ref())
+        .map(|b| b.integrity.as_ref())
+        .collect();
+    r.integrity = parts.and_then(|p| receipt::Integrity::combined(&p));
     let s = Summary::of(&all).context("no samples")?;
     let gbs = gb_per_s(r.workload.useful_bytes_per_launch, s.median);
     r.result = receipt::ResultSummary {

@@ -1040,6 +1040,43 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
         assert!(b.calls.iter().any(|c| matches!(c, Call::Generate(_))));
     }
 
+    /// Zeroes its input and writes zeros as the transpose: wrong, but consistent with what
+    /// its input now holds.
+    fn transpose_zeroes_its_input(mem: &mut [Vec<u32>], args: &[HostArg], _: u64) {
+        let (HostArg::Buffer(out), HostArg::Buffer(input), HostArg::I32(n)) =
+            (&args[0], &args[1], &args[2])
+        else {
+            panic!("{args:?}")
+        };
+        let nn = (*n as usize).pow(2);
+        mem[*input][..nn].fill(0);
+        mem[*out][..nn].fill(0);
+    }
+
+    /// Defect: the device checker reads a transpose's expected values from the slot's
+    /// input, so a kernel that overwrote its input to agree with a wrong output passed
+    /// wherever the CPU oracle did not cross-check. Every judgement now holds each `in`
+    /// buffer to the bytes klab wrote, and the CPU oracle judges the outputs when one moved.
+    #[test]
+    fn a_kernel_that_writes_its_input_fails_under_either_checker() {
+        for device in [false, true] {
+            let mut host = HostBackend::new()
+                .with_general_kernel("transpose_padded", transpose_zeroes_its_input);
+            if device {
+                host = host.with_device_checker(None);
+            }
+            let (r, _) = check_with("padded", host, Some(vec![1, 33, 64]));
+            let r = r.unwrap();
+            assert!(!r.passed());
+            let case = r.cases.iter().find(|c| !c.skipped && !c.pass).unwrap();
+            assert!(
+                case.detail.contains("input in: FAIL") && case.detail.contains("declare it inout"),
+                "device={device}: {}",
+                case.detail
+            );
+        }
+    }
+
     #[test]
     fn each_wrong_device_checker_is_a_klab_error_not_a_verdict() {
         use crate::verify::CheckerMutant;

@@ -61,7 +61,14 @@ impl Floor {
         let bytes = useful_bytes as f64;
         let in_l2 = bytes.min(rates.l2_bytes as f64);
         let l2_rate = rates.l2_measured_gb_s * L2_HEADROOM;
-        let memory_s = (bytes - in_l2) / (rates.hbm_gb_s * 1e9)
+        // A device that reports no memory clock has no HBM peak: no floor from it, rather
+        // than an infinite one that every kernel would breach.
+        let hbm_s = if rates.hbm_gb_s.is_finite() && rates.hbm_gb_s > 0.0 {
+            (bytes - in_l2) / (rates.hbm_gb_s * 1e9)
+        } else {
+            0.0
+        };
+        let memory_s = hbm_s
             + if l2_rate > 0.0 {
                 in_l2 / (l2_rate * 1e9)
             } else {
@@ -163,6 +170,16 @@ mod tests {
         assert!(Floor::of(4, 0, &r)
             .breach_line(0.0)
             .starts_with("faster than this device allows"));
+    }
+
+    #[test]
+    fn an_unknown_hbm_peak_gives_no_memory_floor_not_an_infinite_one() {
+        let mut r = h200();
+        r.hbm_gb_s = 0.0;
+        let f = Floor::of(1 << 30, 0, &r);
+        assert!(f.us.is_finite() && !f.breached_by(1.0), "{}", f.us);
+        // The L2 share keeps its floor.
+        assert!(f.us > 0.0);
     }
 
     #[test]

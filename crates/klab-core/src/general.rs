@@ -92,10 +92,27 @@ pub trait Reference {
     }
 }
 
-/// A workload's expected values and magnitudes on one backend's device, uploaded once.
+/// A workload's expected values and magnitudes on one backend's device, uploaded once
+/// (an `in` buffer's `want` is a copy of its input, to see that no launch changed it).
 struct DeviceExpected<D> {
     want: Vec<Option<D>>,
     magnitude: Vec<Option<D>>,
+}
+
+impl<D: 'static> DeviceExpected<D> {
+    /// The workload's entry in its device cache, made empty for `buffers` on first use.
+    fn in_cache(cache: &mut Option<Box<dyn std::any::Any>>, buffers: usize) -> &mut Self {
+        if !cache.as_ref().is_some_and(|c| c.is::<Self>()) {
+            *cache = Some(Box::new(Self {
+                want: (0..buffers).map(|_| None).collect(),
+                magnitude: (0..buffers).map(|_| None).collect(),
+            }));
+        }
+        cache
+            .as_mut()
+            .and_then(|c| c.downcast_mut::<Self>())
+            .expect("made above")
+    }
 }
 
 /// How the inputs are filled.
@@ -748,8 +765,27 @@ impl DeclaredWorkload {
     /// device checker where it has one (the first judgement of a workload with at most
     /// [`crate::verify::CROSS_CHECK_MAX_BYTES`] of compared output, or every judgement
     /// under `paranoid`, also by the CPU oracle: a disagreement is a klab error), else
-    /// the CPU oracle ([`Self::verdicts`]).
+    /// the CPU oracle ([`Self::verdicts`]); then each `in` buffer the launch changed, as a
+    /// failure of its own ([`Self::changed_inputs`]).
     pub fn judge<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &[B::Buffer],
+    ) -> Result<Vec<(String, Verdict)>, BackendError> {
+        let changed = self.changed_inputs(b, bufs)?;
+        // The device checker reads a copy's or a transpose's expected values from the
+        // slot's input, which is no longer klab's: the CPU oracle judges from its own.
+        let mut verdicts = if changed.is_empty() {
+            self.outputs_judged(b, bufs)?
+        } else {
+            self.verdicts(b, bufs)?
+        };
+        verdicts.extend(changed);
+        Ok(verdicts)
+    }
+
+    /// [`Self::judge`] for the compared outputs alone.
+    fn outputs_judged<B: Backend>(
         &self,
         b: &mut B,
         bufs: &[B::Buffer],
@@ -779,6 +815,82 @@ impl DeclaredWorkload {
         }
         self.device_judged.set(self.device_judged.get() + 1);
         Ok(device)
+    }
+
+    /// The `in` buffers a launch changed, each as a failing verdict (none when every one
+    /// holds the bytes klab put there). A kernel may not write what it was declared to only
+    /// read: a mark left in an input lets a later launch find its last result, and an input
+    /// overwritten to agree with a wrong output would satisfy a checker that reads the
+    /// expected values from that input. Judged on the device against a copy made once where
+    /// the policy has a device checker, else downloaded and compared on the host.
+    fn changed_inputs<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &[B::Buffer],
+    ) -> Result<Vec<(String, Verdict)>, BackendError> {
+        let unchanged = rule::Comparison {
+            rule: rule::Rule::Bitwise,
+            nan: rule::NanRule::NanEqual,
+        };
+        let device = b.verify_policy().checker == crate::verify::Checker::Device;
+        let mut out = Vec::new();
+        for (i, buf) in self.buffers.iter().enumerate() {
+            if buf.role != Role::In {
+                continue;
+            }
+            let mut verdict = None;
+            if device {
+                verdict = self.device_unchanged(b, bufs, i, unchanged)?;
+            }
+            let mut v = match verdict {
+                Some(v) => v,
+                None => {
+                    let mut got =
+                        host_for_download(buf.bytes(), &buf.name).map_err(BackendError)?;
+                    b.download_bytes(&bufs[i], &mut got)?;
+                    let want = &self.inputs()?[i];
+                    rule::compare(buf.dtype, &unchanged, &got, want, None, &buf.shape)
+                        .map_err(|e| BackendError(format!("buffer {}: {e}", buf.name)))?
+                }
+            };
+            if !v.passed() {
+                v.rule = "declared in, so the kernel must leave it as klab wrote it (declare it inout if the kernel writes it)".into();
+                out.push((format!("input {}", buf.name), v));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Input `i` against its copy on the device (made on first use); `None` where the
+    /// backend has no device checker.
+    fn device_unchanged<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &[B::Buffer],
+        i: usize,
+        unchanged: rule::Comparison,
+    ) -> Result<Option<Verdict>, BackendError> {
+        let on_device = self.inputs_on_device(b);
+        let mut cache = self.device_cache.borrow_mut();
+        let dev = DeviceExpected::<B::Buffer>::in_cache(&mut cache, self.buffers.len());
+        let buf = &self.buffers[i];
+        if dev.want[i].is_none() {
+            // An input has no expected values of its own: its slot holds the copy.
+            let mut d = b.alloc_bytes(buf.bytes())?;
+            self.put_input(b, &mut d, i, on_device)?;
+            dev.want[i] = Some(d);
+        }
+        let check = crate::verify::DeviceCheck {
+            got: &bufs[i],
+            want: dev.want[i].as_ref().expect("made above"),
+            map: crate::verify::ExpectMap::Direct,
+            magnitude: None,
+            dtype: buf.dtype,
+            comparison: unchanged,
+            elements: buf.elements,
+        };
+        Ok(b.device_check(&check)?
+            .map(|s| s.verdict(buf.dtype, &unchanged, &buf.shape)))
     }
 
     /// Judgements the CPU oracle cross-checked so far.
@@ -864,20 +976,7 @@ impl DeclaredWorkload {
     ) -> Result<Option<Vec<(String, Verdict)>>, BackendError> {
         let maps = self.reference.device_expectation(&self.shape);
         let mut cache = self.device_cache.borrow_mut();
-        if !cache
-            .as_ref()
-            .is_some_and(|c| c.is::<DeviceExpected<B::Buffer>>())
-        {
-            let n = self.buffers.len();
-            *cache = Some(Box::new(DeviceExpected::<B::Buffer> {
-                want: (0..n).map(|_| None).collect(),
-                magnitude: (0..n).map(|_| None).collect(),
-            }));
-        }
-        let dev = cache
-            .as_mut()
-            .and_then(|c| c.downcast_mut::<DeviceExpected<B::Buffer>>())
-            .expect("made above");
+        let dev = DeviceExpected::<B::Buffer>::in_cache(&mut cache, self.buffers.len());
         let mut out = Vec::new();
         for (i, buf) in self.buffers.iter().enumerate() {
             let Some(cmp) = &buf.comparison else { continue };

@@ -120,6 +120,29 @@ impl Integrity {
     /// What a receipt without this section lacks, for the refusal.
     pub const LACKING: &'static str = "the invalidation policy, the physical floor and the checked median (it was written before klab overwrote outputs before every timed launch); measure it again";
 
+    /// A combined receipt's section from its blocks' (`klab rounds`): their counts summed,
+    /// their flags in order, and for each median the median of the blocks' medians (the
+    /// launches themselves are in the blocks' receipts). The policy and the floor are the
+    /// first block's; `check_blocks` refuses blocks that disagree on them. `None` when a
+    /// block has no section.
+    pub fn combined(blocks: &[&Integrity]) -> Option<Integrity> {
+        let first = (*blocks.first()?).clone();
+        let median = |f: fn(&Integrity) -> Option<f64>| {
+            let v: Vec<f64> = blocks.iter().filter_map(|b| f(b)).collect();
+            crate::stats::Summary::of(&v).map(|s| s.median)
+        };
+        Some(Integrity {
+            verified_samples: blocks.iter().map(|b| b.verified_samples).sum(),
+            checked_median_us: median(|b| b.checked_median_us),
+            checked_launches: blocks.iter().map(|b| b.checked_launches).sum(),
+            probe_median_us: median(|b| b.probe_median_us),
+            probe_invalidated_median_us: median(|b| b.probe_invalidated_median_us),
+            probes: blocks.iter().map(|b| b.probes).sum(),
+            flags: blocks.iter().flat_map(|b| b.flags.clone()).collect(),
+            ..first
+        })
+    }
+
     fn validate(&self, median_us: f64) -> Result<(), ReceiptError> {
         label("integrity.policy", &self.policy)?;
         if self.slots_per_sample == 0 {
@@ -778,6 +801,51 @@ impl Receipt {
                     "is {}, but the largest of its block receipts' is {warmup}",
                     self.measurement.warmup.launches
                 ),
+            ));
+        }
+        self.check_integrity_of(blocks)
+    }
+
+    /// A combined receipt's integrity section is [`Integrity::combined`] of its blocks',
+    /// and the blocks agree on the policy and the floor.
+    fn check_integrity_of(&self, blocks: &[BlockReceipt]) -> Result<(), ReceiptError> {
+        let parts: Option<Vec<&Integrity>> = blocks
+            .iter()
+            .map(|b| b.receipt.integrity.as_ref())
+            .collect();
+        let Some(parts) = parts else {
+            // A block without the section: compare refuses the pair and says what it lacks.
+            return Ok(());
+        };
+        for (b, p) in blocks.iter().zip(&parts) {
+            if (&p.invalidation, &p.policy, p.slots_per_sample, &p.floor)
+                != (
+                    &parts[0].invalidation,
+                    &parts[0].policy,
+                    parts[0].slots_per_sample,
+                    &parts[0].floor,
+                )
+            {
+                return Err(ReceiptError::invalid(
+                    "integrity",
+                    format!(
+                        "block receipt {} has another policy or floor than {}",
+                        b.path, blocks[0].path
+                    ),
+                ));
+            }
+        }
+        let want = Integrity::combined(&parts);
+        if self.integrity != want {
+            let (ours, theirs) = (to_value(&self.integrity), to_value(&want));
+            let (f, a, t) = first_difference("integrity", &ours, &theirs).unwrap_or((
+                "integrity".into(),
+                ours.to_string(),
+                theirs.to_string(),
+            ));
+            return Err(ReceiptError::invalid(
+                f,
+                format!("is {a}, but its block receipts give {t}"),
             ));
         }
         Ok(())
