@@ -657,6 +657,18 @@ extern "C" __global__ void klab_scramble(unsigned char* out, u64 bytes, u64 seed
   }
 }
 
+// A timed launch's perturbed inputs: `count` elements of `size` bytes copied from `src` to
+// `dst` (both `elements` long), element j's position splitmix_at(key, j) mod `elements`
+// (crates/klab-core/src/inputs.rs drawn_position: the host picks the same ones).
+extern "C" __global__ void klab_copy_elements(void* dst, const void* src, u64 elements, u64 size,
+                                              u64 key, u64 count) {
+  for (u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x; j < count;
+       j += (u64)gridDim.x * blockDim.x) {
+    const u64 at = splitmix_at(key, j) % elements;
+    store_bits(dst, at, (int)size, load_bits(src, at, (int)size));
+  }
+}
+
 #ifndef KLAB_EMULATED
 // The L2 ceiling of the physical floor (crates/klab-core/src/floor.rs): `passes` reads of
 // `words` 16-byte words, through L2 only (ld.global.cg), by a grid that fills the device.

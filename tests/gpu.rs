@@ -206,6 +206,39 @@ fn seed_004_block_shapes_are_refused_and_launch_status_is_checked() {
     }
 }
 
+/// A timed launch's inputs are perturbed on the device at the positions the host draws
+/// (klab_copy_elements against klab_core::inputs::drawn_position), for every element size.
+#[test]
+fn perturbation_on_the_device_copies_the_elements_the_host_draws() {
+    if !gpu_or_skip("perturbation_on_the_device_copies_the_elements_the_host_draws") {
+        return;
+    }
+    let mut b = backend();
+    for size in [1usize, 2, 4, 8] {
+        let elements = 10_007u64;
+        let bytes = elements as usize * size;
+        let (dst_bytes, src_bytes): (Vec<u8>, Vec<u8>) = (0..bytes)
+            .map(|i| ((i % 251) as u8, (i % 241) as u8 ^ 0xa5))
+            .unzip();
+        let mut dst = b.alloc_bytes(bytes).unwrap();
+        let mut src = b.alloc_bytes(bytes).unwrap();
+        b.upload_bytes(&mut dst, &dst_bytes).unwrap();
+        b.upload_bytes(&mut src, &src_bytes).unwrap();
+        let key = 0x1234_5678_9abc_def0 ^ size as u64;
+        b.copy_elements(&mut dst, &src, elements, size, key, 64)
+            .unwrap();
+        let mut got = vec![0u8; bytes];
+        b.download_bytes(&dst, &mut got).unwrap();
+        let mut want = dst_bytes.clone();
+        for j in 0..64 {
+            let at = klab_core::inputs::drawn_position(key, j, elements) as usize * size;
+            want[at..at + size].copy_from_slice(&src_bytes[at..at + size]);
+        }
+        assert_eq!(got, want, "element size {size}");
+        assert_ne!(got, dst_bytes, "element size {size}: nothing copied");
+    }
+}
+
 #[test]
 fn driver_attributes_match_the_compiler_report_and_device_facts_are_sane() {
     if !gpu_or_skip("driver_attributes_match_the_compiler_report_and_device_facts_are_sane") {

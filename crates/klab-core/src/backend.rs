@@ -99,6 +99,33 @@ pub trait Backend {
         self.upload_bytes(dst, &v)
     }
 
+    /// Copy `count` elements of `size` bytes from `src` to `dst`, both `elements` long, at
+    /// the positions [`crate::inputs::drawn_position`] draws from `key` (a timed launch's
+    /// perturbed inputs, and their restoration). The default goes through the host.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_elements(
+        &mut self,
+        dst: &mut Self::Buffer,
+        src: &Self::Buffer,
+        elements: u64,
+        size: usize,
+        key: u64,
+        count: u64,
+    ) -> Result<(), BackendError> {
+        if elements == 0 || count == 0 {
+            return Ok(());
+        }
+        let bytes = elements as usize * size;
+        let (mut to, mut from) = (vec![0u8; bytes], vec![0u8; bytes]);
+        self.download_bytes(dst, &mut to)?;
+        self.download_bytes(src, &mut from)?;
+        for j in 0..count {
+            let at = crate::inputs::drawn_position(key, j, elements) as usize * size;
+            to[at..at + size].copy_from_slice(&from[at..at + size]);
+        }
+        self.upload_bytes(dst, &to)
+    }
+
     /// The fastest rates this device allows, for the physical floor ([`crate::floor`]);
     /// `None` when the backend cannot say (no floor is applied).
     fn rates(&mut self) -> Result<Option<crate::floor::DeviceRates>, BackendError> {

@@ -14,6 +14,7 @@ use crate::dtype::Dtype;
 use crate::manifest::KernelDecl;
 use crate::plan::{Dim3, LaunchPlan};
 use crate::rule::{self, Comparison, Verdict};
+use crate::workload::PerturbSource;
 use crate::workload::{CheckOutcome, NewInputs, Workload};
 
 /// A value for each size variable.
@@ -861,6 +862,32 @@ impl DeclaredWorkload {
         Ok(out)
     }
 
+    /// A new buffer holding input `i` as the slots get it.
+    fn input_copy<B: Backend>(
+        &self,
+        b: &mut B,
+        i: usize,
+        on_device: bool,
+    ) -> Result<B::Buffer, BackendError> {
+        let mut d = b.alloc_bytes(self.buffers[i].bytes())?;
+        self.put_input(b, &mut d, i, on_device)?;
+        Ok(d)
+    }
+
+    /// The case a verified sample on new inputs draws from `seed`: the block's distribution
+    /// (normal and large-magnitude keep theirs, every other case is uniform over the range).
+    /// `None` for the user's own data.
+    fn redrawn(&self, seed: u64) -> Option<InputCase> {
+        if self.given_inputs || matches!(self.case, InputCase::Data { .. }) {
+            return None;
+        }
+        Some(match self.case {
+            InputCase::Normal { .. } => InputCase::Normal { seed },
+            InputCase::Large { .. } => InputCase::Large { seed },
+            _ => InputCase::Uniform { seed },
+        })
+    }
+
     /// Input `i` against its copy on the device (made on first use); `None` where the
     /// backend has no device checker.
     fn device_unchanged<B: Backend>(
@@ -876,9 +903,7 @@ impl DeclaredWorkload {
         let buf = &self.buffers[i];
         if dev.want[i].is_none() {
             // An input has no expected values of its own: its slot holds the copy.
-            let mut d = b.alloc_bytes(buf.bytes())?;
-            self.put_input(b, &mut d, i, on_device)?;
-            dev.want[i] = Some(d);
+            dev.want[i] = Some(self.input_copy(b, i, on_device)?);
         }
         let check = crate::verify::DeviceCheck {
             got: &bufs[i],
@@ -1146,18 +1171,19 @@ fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// Elements of each input a perturbed sample draws again ([`NewInputs::Perturbed`]).
-pub const PERTURBED_ELEMENTS: u64 = 64;
+/// The seed of the other values a timed launch's inputs are perturbed with
+/// ([`crate::workload::Workload::perturbation_sources`]); the positions change every launch.
+const OTHER_VALUES_SEED: u64 = 0x4f54_4845_5253;
 
-/// Copy [`PERTURBED_ELEMENTS`] elements of `size` bytes, at positions drawn from `seed`,
+/// Copy [`crate::workload::PERTURBED_ELEMENTS`] elements of `size` bytes, at positions drawn from `seed`,
 /// from `drawn` into `held`.
 fn perturb(held: &mut [u8], drawn: &[u8], size: usize, seed: u64) {
     let elements = (held.len() / size.max(1)) as u64;
     if elements == 0 {
         return;
     }
-    for i in 0..PERTURBED_ELEMENTS {
-        let at = (crate::inputs::splitmix_at(seed, i) % elements) as usize * size;
+    for i in 0..crate::workload::PERTURBED_ELEMENTS {
+        let at = crate::inputs::drawn_position(seed, i, elements) as usize * size;
         held[at..at + size].copy_from_slice(&drawn[at..at + size]);
     }
 }
@@ -1305,9 +1331,7 @@ impl Workload for DeclaredWorkload {
     fn with_new_inputs(&self, seed: u64, kind: NewInputs) -> Option<DeclaredWorkload> {
         // The user's own data, or inputs given by a property check, are not redrawn: what
         // they may hold is theirs to say.
-        if self.given_inputs || matches!(self.case, InputCase::Data { .. }) {
-            return None;
-        }
+        let case = self.redrawn(seed)?;
         if self
             .reference_s
             .get()
@@ -1315,11 +1339,6 @@ impl Workload for DeclaredWorkload {
         {
             return None;
         }
-        let case = match self.case {
-            InputCase::Normal { .. } => InputCase::Normal { seed },
-            InputCase::Large { .. } => InputCase::Large { seed },
-            _ => InputCase::Uniform { seed },
-        };
         let mut w = match kind {
             NewInputs::Fresh => DeclaredWorkload::new(
                 self.decl.clone(),
@@ -1349,6 +1368,45 @@ impl Workload for DeclaredWorkload {
         w.cross_checked = self.cross_checked.clone();
         w.device_judged = self.device_judged.clone();
         Some(w)
+    }
+    fn perturbation_sources<B: Backend>(
+        &self,
+        b: &mut B,
+    ) -> Result<Vec<PerturbSource<B::Buffer>>, BackendError> {
+        let Some(other_case) = self.redrawn(OTHER_VALUES_SEED) else {
+            return Ok(Vec::new());
+        };
+        let on_device = self.inputs_on_device(b);
+        let mut out = Vec::new();
+        let mut k = 0;
+        for (i, buf) in self.buffers.iter().enumerate() {
+            if !matches!(buf.role, Role::In | Role::Inout) {
+                continue;
+            }
+            let input = k;
+            k += 1;
+            let mut other = b.alloc_bytes(buf.bytes())?;
+            let made = match generator(buf, input, other_case) {
+                Some(g) if on_device => b.device_generate(&mut other, &g)?,
+                _ => false,
+            };
+            if !made {
+                let bytes = fill(buf, input, other_case).map_err(BackendError)?;
+                b.upload_bytes(&mut other, &bytes)?;
+            }
+            let block = match buf.role {
+                Role::In => Some(self.input_copy(b, i, on_device)?),
+                _ => None,
+            };
+            out.push(PerturbSource {
+                index: i,
+                elements: buf.elements,
+                size: buf.dtype.size_bytes(),
+                other,
+                block,
+            });
+        }
+        Ok(out)
     }
     fn restore_inouts<B: Backend>(
         &self,

@@ -62,6 +62,13 @@ pub fn splitmix_at(key: u64, i: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The position of element `j` of `count` drawn from `key` in a buffer of `elements`
+/// (`elements` > 0): the elements a perturbation replaces (kernels/verify.cu's
+/// klab_copy_elements picks the same).
+pub fn drawn_position(key: u64, j: u64, elements: u64) -> u64 {
+    splitmix_at(key, j) % elements
+}
+
 /// Pseudo-random bytes: 8-byte word `w` of `out` is [`splitmix_at`]`(seed, w)` in
 /// little-endian order (the tail takes the low bytes of the next word). klab's device
 /// scramble (`klab_scramble` in kernels/verify.cu) writes the same bytes.

@@ -329,7 +329,8 @@ mod tests {
         // Allocation in parameter order (out poisoned, in uploaded); a 0xff-poisoned
         // validation in an event pair of its own (its checked time); 5 warmups; one timed
         // batch of 10 on the same buffers (the lab's contract: no invalidation); the output
-        // as the batch left it; a 0x7f-poisoned, timed validation.
+        // as the batch left it; a 0x7f-poisoned, timed validation. Each judgement reads the
+        // input back (it must be as klab wrote it), then the output.
         let mut want = vec![
             Call::AllocBytes(33 * 33 * 4),
             fill(0xff),
@@ -339,18 +340,25 @@ mod tests {
             Call::EventStart,
             launch(),
             Call::EventStop,
+            Call::Download(1),
             Call::Download(0),
         ];
         want.extend(std::iter::repeat_n(launch(), 5));
         want.push(Call::Synchronize);
         want.push(Call::EventStart);
         want.extend(std::iter::repeat_n(launch(), 10));
-        want.extend([Call::EventStop, Call::Synchronize, Call::Download(0)]);
+        want.extend([
+            Call::EventStop,
+            Call::Synchronize,
+            Call::Download(1),
+            Call::Download(0),
+        ]);
         want.extend([
             fill(0x7f),
             Call::EventStart,
             launch(),
             Call::EventStop,
+            Call::Download(1),
             Call::Download(0),
         ]);
         assert_eq!(b.calls, want);

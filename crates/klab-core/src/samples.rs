@@ -90,10 +90,11 @@ impl FromStr for Regime {
 #[serde(rename_all = "kebab-case")]
 pub enum Invalidation {
     /// Before every timed launch (outside the event interval) the outputs and scratch of
-    /// its slot get fresh pseudo-random words, a new seed each time, and its in-out buffers
-    /// their inputs again; the launches of one interval (batch, graph) each have a slot of
-    /// their own. Timed launches are verified: the last of every slot, and samples drawn at
-    /// random before the block started.
+    /// its slot get fresh pseudo-random words, a new seed each time, its in-out buffers
+    /// their inputs again, and its inputs 64 elements drawn again at positions of its own;
+    /// the launches of one interval (batch, graph) each have a slot of their own. Launches
+    /// are verified: samples drawn at random before the block started, and a last unit of
+    /// every slot on the block's inputs after the samples.
     EveryLaunch,
     /// The transpose lab's contract (`klab transpose`): one buffer pair, the launches of
     /// the batch back to back, the output checked as they left it.
@@ -103,7 +104,7 @@ pub enum Invalidation {
 impl Invalidation {
     pub fn describe(self) -> &'static str {
         match self {
-            Invalidation::EveryLaunch => "every timed launch: outputs and scratch overwritten with fresh random words and in-out buffers restored before it, outside the interval; each launch of an interval on its own slot; the last launch of every slot and random samples verified",
+            Invalidation::EveryLaunch => "every timed launch: outputs and scratch overwritten with fresh random words, in-out buffers restored and 64 elements of every input drawn again at positions of its own before it, outside the interval; each launch of an interval on its own slot; inputs held unchanged by the kernel; a last launch of every slot on the block's inputs and random samples verified",
             Invalidation::LabContract => "none (the transpose lab's contract: one buffer pair, launches back to back); the physical floor and the checked time still apply",
         }
     }

@@ -20,7 +20,7 @@ use crate::gpustate::{BlockState, GpuState};
 use crate::plan::{self, PlanError};
 use crate::samples::{Invalidation, Regime, Sample, Timer};
 use crate::stats::{self, Summary};
-use crate::workload::{CheckOutcome, NewInputs, Workload, POISON_BYTES};
+use crate::workload::{perturb_inputs, CheckOutcome, NewInputs, Workload, POISON_BYTES};
 
 /// How long to warm up before sampling.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -476,10 +476,10 @@ pub fn measure<B: Backend, W: Workload>(
     // kernel that works only on the buffers it was checked on is then timed skipping.
     let slots = layout.total() + u64::from(cfg.invalidation == Invalidation::EveryLaunch);
     // Beside the slots, up to a slot's worth each for the checker's copies (expected values
-    // and inputs) and for the two verified samples on new inputs, whose copies live until
-    // the block ends.
+    // and inputs), the other values perturbations copy from, and the two verified samples
+    // on new inputs, whose copies live until the block ends.
     let beside = if cfg.invalidation == Invalidation::EveryLaunch {
-        3
+        4
     } else {
         1
     };
@@ -560,6 +560,7 @@ pub const STALE_MIN_GAIN_US: f64 = 5.0;
 /// Mixed into the block's seed for the warmup's and the probes' invalidations.
 const WARMUP_SEED: u64 = 0x5741_524d_5550;
 const PROBE_SEED: u64 = 0x0050_524f_4245;
+const PERTURB_SEED: u64 = 0x0050_4552_5455;
 
 /// A seed no kernel can predict: the process's hasher keys, the clock and a counter.
 fn fresh_seed() -> u64 {
@@ -674,22 +675,36 @@ fn measure_laid_out<B: Backend, W: Workload>(
         }
         _ => None,
     });
+    // Made before the timed launches, so that nothing is allocated among them.
+    let sources = if invalidate {
+        workload.perturbation_sources(backend)?
+    } else {
+        Vec::new()
+    };
     let seed = fresh_seed();
     let mut launch_seed = 0u64;
 
-    // One sample: invalidate its slots, scrub (both outside the interval), time the unit.
+    // One sample: invalidate its slots, perturb their inputs, scrub (all outside the
+    // interval), time the unit, put the inputs back.
     let mut take = |backend: &mut B,
                     bufs: &mut [Vec<B::Buffer>],
                     i: u64,
                     invalidate: bool,
+                    perturb: bool,
                     inputs: &W|
      -> Result<f64, TimingError> {
         let slots = layout.slots_of(i);
+        let mut perturbed = Vec::new();
         if invalidate {
             for s in slots.clone() {
                 launch_seed += 1;
                 let key = crate::inputs::stream_key(seed, launch_seed);
                 inputs.invalidate(backend, &mut bufs[s as usize], key)?;
+                if perturb {
+                    let key = crate::inputs::stream_key(seed ^ PERTURB_SEED, launch_seed);
+                    perturb_inputs(backend, &mut bufs[s as usize], &sources, key, false)?;
+                    perturbed.push((s, key));
+                }
             }
         }
         if let Some((buf, _)) = scrub.borrow_mut().as_mut() {
@@ -706,6 +721,9 @@ fn measure_laid_out<B: Backend, W: Workload>(
             }
         }
         let ms = backend.event_stop_ms()?;
+        for (s, key) in perturbed {
+            perturb_inputs(backend, &mut bufs[s as usize], &sources, key, true)?;
+        }
         Ok(ms * 1000.0 / f64::from(per_sample))
     };
 
@@ -777,7 +795,9 @@ fn measure_laid_out<B: Backend, W: Workload>(
             loop {
                 let mut w = Vec::with_capacity(window as usize);
                 for _ in 0..window {
-                    w.push(take(backend, bufs, i, invalidate, workload)?);
+                    // Not perturbed: a warmup may be a slot's last launch, judged after
+                    // the block against the block's inputs.
+                    w.push(take(backend, bufs, i, invalidate, false, workload)?);
                     for s in layout.slots_of(i) {
                         launched[s as usize] = true;
                     }
@@ -814,19 +834,18 @@ fn measure_laid_out<B: Backend, W: Workload>(
     let mut verified = Vec::new();
     let mut checking_s = 0.0;
     // The slots that hold other inputs since a sample on them: the block's inputs go back
-    // in before their next launch, and a slot no later sample used is judged after the
-    // block against the reference of the inputs its last launch ran on.
-    let mut held: Vec<(W, std::ops::Range<u64>)> = Vec::new();
+    // in before their next launch.
+    let mut held: Vec<std::ops::Range<u64>> = Vec::new();
     for i in 0..u64::from(cfg.samples) {
         let now = layout.slots_of(i);
         let mut kept = Vec::with_capacity(held.len());
-        for (w, slots) in held.drain(..) {
+        for slots in held.drain(..) {
             if slots.start < now.end && now.start < slots.end {
                 for s in slots {
                     workload.put_inputs(backend, &mut bufs[s as usize])?;
                 }
             } else {
-                kept.push((w, slots));
+                kept.push(slots);
             }
         }
         held = kept;
@@ -861,7 +880,10 @@ fn measure_laid_out<B: Backend, W: Workload>(
             }
         }
         let inputs = fresh.as_ref().unwrap_or(workload);
-        let us = take(backend, bufs, i, invalidate, inputs)?;
+        // Every timed launch runs on inputs of its own, but for the drawn samples (verified
+        // on new inputs, or on the block's).
+        let perturb = invalidate && new_inputs.is_none() && drawn.binary_search(&i).is_err();
+        let us = take(backend, bufs, i, invalidate, perturb, inputs)?;
         for s in layout.slots_of(i) {
             launched[s as usize] = true;
         }
@@ -891,8 +913,8 @@ fn measure_laid_out<B: Backend, W: Workload>(
             });
             checking_s += t.elapsed().as_secs_f64();
         }
-        if let Some(fw) = fresh {
-            held.push((fw, layout.slots_of(i)));
+        if fresh.is_some() {
+            held.push(layout.slots_of(i));
         }
     }
     let state_after = observe();
@@ -900,20 +922,28 @@ fn measure_laid_out<B: Backend, W: Workload>(
     let timed_s = timing.elapsed().as_secs_f64() - checking_s;
 
     let validating = std::time::Instant::now();
-    let mut after_timing = Vec::with_capacity(bufs.len());
-    for (s, b) in bufs[..layout.total() as usize].iter().enumerate() {
-        if !launched[s] {
-            continue;
-        }
-        let judge = held
-            .iter()
-            .find(|(_, slots)| slots.contains(&(s as u64)))
-            .map_or(workload, |(w, _)| w);
-        after_timing.push(judge.check(backend, b, s as u64)?);
-    }
-    for (_, slots) in held.drain(..) {
+    // Under invalidation the samples' inputs were perturbed, so every slot gets a last
+    // launch on the block's inputs: one more unit per group, timed like a sample (a checked
+    // time, not a sample) and judged. The lab's contract judges its slot as the batch left it.
+    // (Only drawn samples, which the lab's contract has none of, leave new inputs held.)
+    for slots in held.drain(..) {
         for s in slots {
             workload.put_inputs(backend, &mut bufs[s as usize])?;
+        }
+    }
+    let mut last_us = Vec::new();
+    if invalidate {
+        for g in 0..layout.groups {
+            last_us.push(take(backend, bufs, g, true, false, workload)?);
+            for s in layout.slots_of(g) {
+                launched[s as usize] = true;
+            }
+        }
+    }
+    let mut after_timing = Vec::with_capacity(bufs.len());
+    for (s, b) in bufs[..layout.total() as usize].iter().enumerate() {
+        if launched[s] {
+            after_timing.push(workload.check(backend, b, s as u64)?);
         }
     }
     // The second poison pattern: a kernel that writes the first one can't pass both.
@@ -923,6 +953,7 @@ fn measure_laid_out<B: Backend, W: Workload>(
     let scrub_bytes = scrub.borrow().as_ref().map(|(_, b)| *b);
     let mut checked_us = vec![before_us];
     checked_us.extend(verified.iter().map(|v| v.elapsed_us));
+    checked_us.extend(last_us);
     checked_us.push(revalidation_us);
 
     Ok(Outcome::Measured(Box::new(Measurement {
@@ -1168,17 +1199,18 @@ mod tests {
             .unwrap(),
         );
         assert!(m.samples.iter().all(|s| (s.elapsed_us - 10.0).abs() < 1e-9));
-        // 10 samples, each one replay of 5 launches; the stale-output probes are plain
-        // launches, four each (each half's launch that leaves its output, and its timed one).
+        // 10 samples and the one group's last unit, each one replay of 5 launches; the
+        // stale-output probes are plain launches, four each (each half's launch that leaves
+        // its output, and its timed one).
         assert_eq!(
             b.calls.iter().filter(|c| matches!(c, Call::Replay)).count(),
-            10
+            11
         );
         assert_eq!(m.probe_us.len() as u64, STALE_PROBES);
         // validation + 20 warmup + the replays of 5 + the probes' four + revalidation
         assert_eq!(
             b.launch_count() - before,
-            1 + 20 + 5 * 10 + 4 * STALE_PROBES + 1
+            1 + 20 + 5 * 11 + 4 * STALE_PROBES + 1
         );
     }
 
@@ -1198,18 +1230,24 @@ mod tests {
         // x, z, y of the timed slot, x, z, y of the validations' slot, the scrub buffer
         let (y, decoy_y, scrub) = (2, 5, 6);
         let (mut scrubbed, mut invalidated, mut decoyed) = (0, 0, 0);
-        for w in b.calls.windows(3) {
-            if w[2] == Call::EventStart
-                && matches!(w[1], Call::Fill { buffer, .. } if buffer == scrub)
+        for (i, w) in b.calls.windows(2).enumerate() {
+            if w[1] == Call::EventStart
+                && matches!(w[0], Call::Fill { buffer, .. } if buffer == scrub)
             {
                 scrubbed += 1;
-                invalidated += usize::from(w[0] == Call::Scramble(y));
-                decoyed += usize::from(w[0] == Call::Scramble(decoy_y));
+                // Past the perturbation of the inputs, if the sample has one.
+                let before = b.calls[..i]
+                    .iter()
+                    .rev()
+                    .find(|c| !matches!(c, Call::CopyElements(_)));
+                invalidated += usize::from(before == Some(&Call::Scramble(y)));
+                decoyed += usize::from(before == Some(&Call::Scramble(decoy_y)));
             }
         }
-        // Each probe pair is scrubbed twice, after each half's invalidation.
-        assert_eq!(scrubbed, 10 + 2 * STALE_PROBES as usize);
-        assert_eq!(invalidated, 10 + STALE_PROBES as usize);
+        // Each probe pair is scrubbed twice, after each half's invalidation; the slot's last
+        // launch after the samples once.
+        assert_eq!(scrubbed, 10 + 2 * STALE_PROBES as usize + 1);
+        assert_eq!(invalidated, 10 + STALE_PROBES as usize + 1);
         assert_eq!(decoyed, STALE_PROBES as usize);
     }
 
@@ -1285,9 +1323,9 @@ mod tests {
 
     /// Defect: with a warmup until stable that ends after one window, a block of fewer
     /// samples than rotated groups judged slots no launch had touched, and failed an honest
-    /// kernel on the poison they still held.
+    /// kernel on the poison they still held. Every slot now gets a last launch, judged.
     #[test]
-    fn slots_no_launch_reached_are_not_judged() {
+    fn every_slot_gets_a_last_launch_even_when_the_samples_are_fewer_than_the_groups() {
         let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_kernel);
         let w = builtin("triad_f32", 256);
         let mut c = cfg(Regime::BufferRotated, Timer::PerLaunch);
@@ -1300,7 +1338,7 @@ mod tests {
         let m = measured(run(&mut b, &w, &c).unwrap());
         assert!(m.slots >= 8, "{}", m.slots);
         assert!(m.correct(), "{:?}", m.after_timing);
-        assert_eq!(m.after_timing.len(), 3);
+        assert_eq!(m.after_timing.len() as u64, m.slots);
     }
 
     #[test]
@@ -1665,6 +1703,58 @@ mod exploit_tests {
         }
     }
 
+    thread_local! {
+        static HASH_MEMO: std::cell::RefCell<Option<(u64, Vec<u32>)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    /// Memoizes by a hash of every tenth element of both inputs: the 64 elements a
+    /// perturbed sample draws again almost always touch one (a tenth of the reads, then a
+    /// copy of the memo).
+    fn hashed_memo(mem: &mut [Vec<u32>], args: &[HostArg], _: u64) {
+        let (x, z, y, n, _) = triad_args(args);
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for i in (0..n).step_by(10) {
+            h = (h ^ u64::from(mem[x][i]) ^ (u64::from(mem[z][i]) << 32))
+                .wrapping_mul(0x0100_0000_01b3);
+        }
+        let hit = HASH_MEMO.with(|m| match &*m.borrow() {
+            Some((k, out)) if *k == h => Some(out.clone()),
+            _ => None,
+        });
+        match hit {
+            Some(out) => {
+                mem[y][..n].copy_from_slice(&out);
+                crate::backend::host::report_work(0.2)
+            }
+            None => {
+                work(mem, args);
+                HASH_MEMO.with(|m| *m.borrow_mut() = Some((h, mem[y][..n].to_vec())));
+            }
+        }
+    }
+
+    /// Defect: every slot held the block's inputs, so a memo keyed on a hash of a large
+    /// share of them recomputed only for the verified sample on perturbed inputs and
+    /// replayed everywhere else (timed at a fifth of the honest time, and accepted). Every
+    /// timed launch that is not verified now runs on inputs perturbed in 64 elements at
+    /// positions of its own: the memo sees the change and does the work.
+    #[test]
+    fn a_memo_keyed_on_a_hash_of_its_inputs_is_timed_doing_the_work() {
+        for cfg in configs(Invalidation::EveryLaunch) {
+            let honest = block(honest, &cfg).summary().unwrap().median;
+            HASH_MEMO.with(|m| *m.borrow_mut() = None);
+            let m = block(hashed_memo, &cfg);
+            let median = m.summary().unwrap().median;
+            assert!(
+                median > 0.9 * honest,
+                "{} {}: memo {median} us, honest {honest} us",
+                cfg.timer,
+                cfg.regime
+            );
+            assert!(m.correct(), "{:?}", m.gate_failure());
+        }
+    }
+
     #[test]
     fn without_invalidation_the_exploits_pass_which_is_the_gap_it_closes() {
         // The lab's contract (one buffer pair, back-to-back launches) on a single slot: the
@@ -1713,8 +1803,9 @@ mod exploit_tests {
             m.verified.iter().filter(|v| v.back_to_back).count() as u64,
             STALE_PROBES
         );
-        // The checked times: the two validations and the verified launches.
-        assert_eq!(m.checked_us.len() as u64, 2 + verified);
+        // The checked times: the two validations, the verified launches and the slots'
+        // last unit.
+        assert_eq!(m.checked_us.len() as u64, 2 + verified + 1);
         let layout = SlotLayout {
             groups: 3,
             per_sample: 4,

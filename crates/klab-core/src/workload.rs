@@ -58,6 +58,51 @@ pub enum NewInputs {
     Perturbed,
 }
 
+/// Elements of each input a timed launch's inputs differ in ([`perturb_inputs`]), and a verified
+/// sample on perturbed inputs draws again ([`NewInputs::Perturbed`]).
+pub const PERTURBED_ELEMENTS: u64 = 64;
+
+/// One input's sources for perturbing it ([`Workload::perturbation_sources`]).
+pub struct PerturbSource<D> {
+    /// The buffer's index in a slot.
+    pub index: usize,
+    pub elements: u64,
+    /// Bytes per element.
+    pub size: usize,
+    /// Other values of the declared distribution.
+    pub other: D,
+    /// The block's input (`in` buffers), to put back after the launch.
+    pub block: Option<D>,
+}
+
+/// Before a timed launch that is not verified, after its invalidation: replace
+/// [`PERTURBED_ELEMENTS`] elements of each input at positions drawn from `key` with other
+/// values of the declared distribution, so that no two launches see the same inputs (a memo
+/// keyed on a hash of part of them must recompute, or return an answer to other inputs).
+/// With `restore`, after the launch: the `in` buffers' elements at those positions back.
+pub fn perturb_inputs<B: Backend>(
+    b: &mut B,
+    bufs: &mut [B::Buffer],
+    sources: &[PerturbSource<B::Buffer>],
+    key: u64,
+    restore: bool,
+) -> Result<(), BackendError> {
+    for src in sources {
+        let from = if restore {
+            match &src.block {
+                Some(block) => block,
+                None => continue,
+            }
+        } else {
+            &src.other
+        };
+        let key = crate::inputs::stream_key(key, src.index as u64);
+        let dst = &mut bufs[src.index];
+        b.copy_elements(dst, from, src.elements, src.size, key, PERTURBED_ELEMENTS)?;
+    }
+    Ok(())
+}
+
 /// A kernel and its contract.
 pub trait Workload {
     /// The kernel's declaration (its entry, label and operation).
@@ -118,6 +163,17 @@ pub trait Workload {
         Self: Sized,
     {
         None
+    }
+    /// What a timed launch's inputs are perturbed from, made once before the timed
+    /// launches: for each input, values of the declared distribution from another seed, and
+    /// for an `in` buffer a copy of the block's input to put back after the launch (in-out
+    /// buffers get all of theirs back at the next invalidation). Empty where the inputs are
+    /// the user's (nothing is perturbed).
+    fn perturbation_sources<B: Backend>(
+        &self,
+        _b: &mut B,
+    ) -> Result<Vec<PerturbSource<B::Buffer>>, BackendError> {
+        Ok(Vec::new())
     }
     /// Set the slot's in-out buffers to their inputs again, leaving outputs and scratch as
     /// they are (a stale-output probe: only what the kernel wrote stays in place).

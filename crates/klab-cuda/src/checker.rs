@@ -21,6 +21,7 @@ pub struct CheckerModule {
     pub generate: CudaFunction,
     pub patch: CudaFunction,
     pub scramble: CudaFunction,
+    pub copy_elements: CudaFunction,
     pub l2_read: CudaFunction,
     /// How it was obtained (compiled, or from the cache), for the time breakdown.
     pub from_cache: bool,
@@ -64,6 +65,7 @@ impl CheckerModule {
             generate: f("klab_generate")?,
             patch: f("klab_patch")?,
             scramble: f("klab_scramble")?,
+            copy_elements: f("klab_copy_elements")?,
             l2_read: f("klab_l2_read")?,
             from_cache: compiled.from_cache,
             compile_ms: compiled.compile_ms,

@@ -547,6 +547,47 @@ impl Backend for CudaBackend {
         )
     }
 
+    fn copy_elements(
+        &mut self,
+        dst: &mut DeviceBuffer,
+        src: &DeviceBuffer,
+        elements: u64,
+        size: usize,
+        key: u64,
+        count: u64,
+    ) -> Result<(), BackendError> {
+        let bytes = elements.saturating_mul(size as u64);
+        if bytes != dst.bytes as u64 || bytes != src.bytes as u64 {
+            return Err(BackendError(format!(
+                "copying elements of {elements} x {size} bytes between buffers of {} and {} bytes",
+                dst.bytes, src.bytes
+            )));
+        }
+        if elements == 0 || count == 0 {
+            return Ok(());
+        }
+        let Some(c) = self.checker() else {
+            // Without klab's module: through the host (slow, but the same elements).
+            let (mut to, mut from) = (vec![0u8; dst.bytes], vec![0u8; src.bytes]);
+            self.download_bytes(dst, &mut to)?;
+            self.download_bytes(src, &mut from)?;
+            for j in 0..count {
+                let at = klab_core::inputs::drawn_position(key, j, elements) as usize * size;
+                to[at..at + size].copy_from_slice(&from[at..at + size]);
+            }
+            return self.upload_bytes(dst, &to);
+        };
+        let f = c.copy_elements.clone();
+        let words = [dst.ptr, src.ptr, elements, size as u64, key, count];
+        self.launch_words(
+            &f,
+            count.div_ceil(256).min(1024) as u32,
+            256,
+            &words,
+            "perturbing an input before a timed launch",
+        )
+    }
+
     fn rates(&mut self) -> Result<Option<klab_core::floor::DeviceRates>, BackendError> {
         if self.rates.is_none() {
             let (l2_measured_gb_s, l2_method) = self.measure_l2_gb_s()?;

@@ -532,6 +532,7 @@ fn the_device_checker_and_its_mutants_compile_without_spills() {
         assert_eq!(
             names,
             [
+                ("klab_copy_elements".to_string(), 0),
                 ("klab_generate".to_string(), 0),
                 ("klab_l2_read".to_string(), 0),
                 ("klab_patch".to_string(), 0),

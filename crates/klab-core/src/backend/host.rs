@@ -72,6 +72,8 @@ pub enum Call {
     Generate(usize),
     /// An invalidation's random bytes written over a buffer.
     Scramble(usize),
+    /// Elements copied into a buffer at drawn positions (a perturbation, or its undoing).
+    CopyElements(usize),
 }
 
 /// Host buffers are indices into the backend's memory.
@@ -487,6 +489,39 @@ impl Backend for HostBackend {
 
     fn rates(&mut self) -> Result<Option<crate::floor::DeviceRates>, BackendError> {
         Ok(self.rates.clone())
+    }
+
+    fn copy_elements(
+        &mut self,
+        dst: &mut HostBuffer,
+        src: &HostBuffer,
+        elements: u64,
+        size: usize,
+        key: u64,
+        count: u64,
+    ) -> Result<(), BackendError> {
+        self.calls.push(Call::CopyElements(dst.0));
+        let bytes = elements as usize * size;
+        for b in [dst.0, src.0] {
+            if bytes.div_ceil(4) != self.memory[b].len() {
+                return Err(BackendError(
+                    "copying elements between buffers of another length".into(),
+                ));
+            }
+        }
+        if elements == 0 {
+            return Ok(());
+        }
+        let byte = |words: &[u32], i: usize| (words[i / 4] >> (8 * (i % 4))) as u8;
+        for j in 0..count {
+            let at = crate::inputs::drawn_position(key, j, elements) as usize * size;
+            for i in at..at + size {
+                let v = byte(&self.memory[src.0], i);
+                let w = &mut self.memory[dst.0][i / 4];
+                *w = (*w & !(0xff << (8 * (i % 4)))) | (u32::from(v) << (8 * (i % 4)));
+            }
+        }
+        Ok(())
     }
 }
 
