@@ -213,7 +213,21 @@ fn perturbation_on_the_device_copies_the_elements_the_host_draws() {
     if !gpu_or_skip("perturbation_on_the_device_copies_the_elements_the_host_draws") {
         return;
     }
-    let mut b = backend();
+    // With klab's module (the device checker's policy) and without it (the CPU oracle's).
+    for checker in [
+        klab_core::verify::Checker::Device,
+        klab_core::verify::Checker::Cpu,
+    ] {
+        let mut b = backend();
+        b.set_verify_policy(klab_core::verify::VerifyPolicy {
+            checker,
+            ..Default::default()
+        });
+        perturb_like_the_host(&mut b, checker);
+    }
+}
+
+fn perturb_like_the_host(b: &mut CudaBackend, checker: klab_core::verify::Checker) {
     for size in [1usize, 2, 4, 8] {
         let elements = 10_007u64;
         let bytes = elements as usize * size;
@@ -234,8 +248,11 @@ fn perturbation_on_the_device_copies_the_elements_the_host_draws() {
             let at = klab_core::inputs::drawn_position(key, j, elements) as usize * size;
             want[at..at + size].copy_from_slice(&src_bytes[at..at + size]);
         }
-        assert_eq!(got, want, "element size {size}");
-        assert_ne!(got, dst_bytes, "element size {size}: nothing copied");
+        assert_eq!(got, want, "{checker:?}, element size {size}");
+        assert_ne!(
+            got, dst_bytes,
+            "{checker:?}, element size {size}: nothing copied"
+        );
     }
 }
 

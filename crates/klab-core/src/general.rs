@@ -1386,9 +1386,10 @@ impl Workload for DeclaredWorkload {
             let input = k;
             k += 1;
             let mut other = b.alloc_bytes(buf.bytes())?;
+            // Made on the device wherever a generator can (the host never needs them).
             let made = match generator(buf, input, other_case) {
-                Some(g) if on_device => b.device_generate(&mut other, &g)?,
-                _ => false,
+                Some(g) => b.device_generate(&mut other, &g)?,
+                None => false,
             };
             if !made {
                 let bytes = fill(buf, input, other_case).map_err(BackendError)?;
