@@ -530,6 +530,23 @@ fn a_combined_integrity_section_must_be_its_blocks_combined() {
         if i == 3 {
             block["integrity"]["flags"] = json!(["round 2: timed median far below checked"]);
         }
+        // Each block's process measures the L2 ceiling anew: the floors differ a little.
+        let median = block["result"]["median_us"].as_f64().unwrap();
+        block["integrity"]["floor"] = json!({
+            "us": median / (2.0 + i as f64 / 100.0),
+            "memory_us": median / (2.0 + i as f64 / 100.0),
+            "compute_us": 0.0,
+            "useful_bytes": 1,
+            "flops": 0,
+            "rates": {
+                "hbm_gb_s": 4814.3,
+                "l2_measured_gb_s": 9000.0 + i as f64,
+                "l2_method": "test",
+                "l2_bytes": 62914560,
+                "peak_ops_per_s": null,
+                "ops_method": "test"
+            }
+        });
         rewrite_artifact(
             &tiled,
             rel,
@@ -554,6 +571,12 @@ fn a_combined_integrity_section_must_be_its_blocks_combined() {
     let parts: Vec<&klab_core::receipt::Integrity> = sections.iter().collect();
     let whole = klab_core::receipt::Integrity::combined(&parts).unwrap();
     assert_eq!(whole.flags.len(), 1);
+    // The lowest of the blocks' floors.
+    let lowest = parts
+        .iter()
+        .map(|p| p.floor.as_ref().unwrap().us)
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(whole.floor.as_ref().unwrap().us, lowest);
     edit_json(&tiled, |v| {
         v["integrity"] = serde_json::to_value(&whole).unwrap()
     });

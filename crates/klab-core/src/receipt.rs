@@ -122,11 +122,17 @@ impl Integrity {
 
     /// A combined receipt's section from its blocks' (`klab rounds`): their counts summed,
     /// their flags in order, and for each median the median of the blocks' medians (the
-    /// launches themselves are in the blocks' receipts). The policy and the floor are the
-    /// first block's; `check_blocks` refuses blocks that disagree on them. `None` when a
-    /// block has no section.
+    /// launches themselves are in the blocks' receipts). The policy is the first block's
+    /// (`check_blocks` refuses blocks that disagree on it); the floor is the lowest of the
+    /// blocks' (each block's process measures the L2 ceiling anew), which the combined
+    /// median clears whenever every block's median cleared its own. `None` when a block has
+    /// no section.
     pub fn combined(blocks: &[&Integrity]) -> Option<Integrity> {
-        let first = (*blocks.first()?).clone();
+        let mut first = (*blocks.first()?).clone();
+        first.floor = blocks
+            .iter()
+            .filter_map(|b| b.floor.clone())
+            .min_by(|a, b| a.us.total_cmp(&b.us));
         let median = |f: fn(&Integrity) -> Option<f64>| {
             let v: Vec<f64> = blocks.iter().filter_map(|b| f(b)).collect();
             crate::stats::Summary::of(&v).map(|s| s.median)
@@ -807,7 +813,7 @@ impl Receipt {
     }
 
     /// A combined receipt's integrity section is [`Integrity::combined`] of its blocks',
-    /// and the blocks agree on the policy and the floor.
+    /// and the blocks agree on the policy.
     fn check_integrity_of(&self, blocks: &[BlockReceipt]) -> Result<(), ReceiptError> {
         let parts: Option<Vec<&Integrity>> = blocks
             .iter()
@@ -818,18 +824,17 @@ impl Receipt {
             return Ok(());
         };
         for (b, p) in blocks.iter().zip(&parts) {
-            if (&p.invalidation, &p.policy, p.slots_per_sample, &p.floor)
+            if (&p.invalidation, &p.policy, p.slots_per_sample)
                 != (
                     &parts[0].invalidation,
                     &parts[0].policy,
                     parts[0].slots_per_sample,
-                    &parts[0].floor,
                 )
             {
                 return Err(ReceiptError::invalid(
                     "integrity",
                     format!(
-                        "block receipt {} has another policy or floor than {}",
+                        "block receipt {} has another invalidation policy than {}",
                         b.path, blocks[0].path
                     ),
                 ));
