@@ -588,3 +588,26 @@ fn a_combined_integrity_section_must_be_its_blocks_combined() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// A pair timed under different invalidation (one receipt from a binary that did not yet
+/// perturb the inputs) measured different work: refused, naming both policies.
+#[test]
+fn receipts_timed_under_different_invalidation_are_refused() {
+    let (_t, run) = h200_rounds();
+    let (naive, tiled) = (
+        run.join("my_naive.receipt.json"),
+        run.join("my_tiled.receipt.json"),
+    );
+    common::add_integrity(&naive);
+    common::add_integrity(&tiled);
+    edit_json(&naive, |v| {
+        v["integrity"]["policy"] = json!("every timed launch: outputs and scratch overwritten")
+    });
+    refused(
+        &compare(&naive, &tiled),
+        &[
+            "integrity.policy",
+            "every timed launch: outputs and scratch overwritten",
+        ],
+    );
+}

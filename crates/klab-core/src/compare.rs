@@ -484,7 +484,15 @@ fn check_stated_ratio(
 
 /// The conditions that must match, as (field, baseline, candidate) strings.
 fn like_with_like(b: &Receipt, c: &Receipt) -> Vec<Difference> {
-    let pairs: [(&str, String, String); 9] = [
+    // A pair timed under different invalidation (an older binary's) measured other work.
+    let policy = |r: &Receipt| {
+        r.integrity
+            .as_ref()
+            .map(|i| i.policy.clone())
+            .unwrap_or_default()
+    };
+    let pairs: [(&str, String, String); 10] = [
+        ("integrity.policy", policy(b), policy(c)),
         (
             "workload.operation",
             b.workload.operation.clone(),
