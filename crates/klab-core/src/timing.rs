@@ -475,11 +475,12 @@ pub fn measure<B: Backend, W: Workload>(
     // Under invalidation the validations get a slot of their own, after the timed ones: a
     // kernel that works only on the buffers it was checked on is then timed skipping.
     let slots = layout.total() + u64::from(cfg.invalidation == Invalidation::EveryLaunch);
-    // Beside the slots, up to a slot's worth each for the checker's copies (expected values
-    // and inputs), the other values perturbations copy from, and the two verified samples
-    // on new inputs, whose copies live until the block ends.
+    // Beside the slots, up to a slot's worth for the checker's copies (expected values and
+    // inputs), two for what perturbations copy from (other values, and the block's inputs
+    // to put back), and one for each of the two verified samples on new inputs, whose
+    // copies live until the block ends.
     let beside = if cfg.invalidation == Invalidation::EveryLaunch {
-        4
+        5
     } else {
         1
     };
@@ -764,9 +765,9 @@ fn measure_laid_out<B: Backend, W: Workload>(
     // Warmup.
     let timing = std::time::Instant::now();
     let mut warmup_launches = 0u64;
-    // The slots some launch ran on: only they hold an output to judge after the block (a
-    // warmup until stable can end before every group had a turn, and a block of fewer
-    // samples than groups leaves the rest to the warmup).
+    // The slots some launch ran on: only they hold an output to judge after the block.
+    // Under invalidation every slot gets a last unit; under the lab's contract a warmup
+    // until stable can end before every group had a turn.
     let mut launched = vec![false; layout.total() as usize];
     let mut warmup_medians_us = Vec::new();
     match cfg.warmup {
@@ -795,8 +796,7 @@ fn measure_laid_out<B: Backend, W: Workload>(
             loop {
                 let mut w = Vec::with_capacity(window as usize);
                 for _ in 0..window {
-                    // Not perturbed: a warmup may be a slot's last launch, judged after
-                    // the block against the block's inputs.
+                    // Warmups are never samples: their inputs need no perturbing.
                     w.push(take(backend, bufs, i, invalidate, false, workload)?);
                     for s in layout.slots_of(i) {
                         launched[s as usize] = true;
