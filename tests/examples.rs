@@ -244,6 +244,37 @@ fn the_sort_reference_sorts_each_tile_of_1024_keys_unsigned() {
     );
 }
 
+#[test]
+fn the_embedding_reference_adds_the_token_row_and_the_position_row() {
+    let Some(r) = reference("embedding") else {
+        return;
+    };
+    let (b, t, c, v) = (2usize, 3usize, 4usize, 5usize);
+    // Both ends of the table's domain and a repeated id.
+    let ids: Vec<i32> = vec![0, 4, 4, 2, 0, 1];
+    let wte: Vec<f32> = (0..v * c).map(|i| i as f32 * 0.5).collect();
+    let wpe: Vec<f32> = (0..t * c).map(|i| 100.0 + i as f32).collect();
+    let mut want = vec![0f32; b * t * c];
+    for bt in 0..b * t {
+        for k in 0..c {
+            want[bt * c + k] = wte[ids[bt] as usize * c + k] + wpe[(bt % t) * c + k];
+        }
+    }
+    let mut out = vec![0u8; 4 * b * t * c];
+    let (mut ib, mut wb, mut pb) = (
+        bytes(&ids, i32::to_le_bytes),
+        bytes(&wte, f32::to_le_bytes),
+        bytes(&wpe, f32::to_le_bytes),
+    );
+    r.call(
+        &mut [&mut out, &mut ib, &mut wb, &mut pb],
+        &[b as i64, t as i64, c as i64, v as i64],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(out, bytes(&want, f32::to_le_bytes));
+}
+
 /// examples/exploits/declared.toml: the exploit audit's cheats in two declared operations.
 fn declared_exploits() -> (PathBuf, Manifest) {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/exploits/declared.toml");

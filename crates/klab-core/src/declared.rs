@@ -105,9 +105,75 @@ pub struct BufferSpec {
     pub compare: Option<RuleSpec>,
     #[serde(default)]
     pub nan: Option<NanRule>,
-    /// The interval random inputs are drawn from (default by dtype).
+    /// The interval random inputs are drawn from (default by dtype); each end a number or
+    /// an expression over the size variables (`[0, "V - 1"]`). On an integer buffer it is
+    /// the buffer's domain, both ends included: every case stays inside it.
     #[serde(default)]
-    pub range: Option<[f64; 2]>,
+    pub range: Option<[Bound; 2]>,
+    /// An integer input that indexes the rows of another buffer (`index_into = "wte"`):
+    /// its domain is 0 to that buffer's first dimension less one.
+    #[serde(default)]
+    pub index_into: Option<String>,
+}
+
+/// One end of a buffer's range: a number, or an expression over the size variables.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Bound {
+    Number(f64),
+    Expr(Expr),
+}
+
+impl Bound {
+    /// Its value at `shape`.
+    pub fn eval(&self, shape: &BTreeMap<String, i64>) -> Result<f64, crate::expr::ExprError> {
+        match self {
+            Bound::Number(x) => Ok(*x),
+            Bound::Expr(e) => e.eval(shape).map(|v| v as f64),
+        }
+    }
+}
+
+impl std::fmt::Display for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bound::Number(x) => write!(f, "{x}"),
+            Bound::Expr(e) => write!(f, "\"{e}\""),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Bound {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Bound, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Bound;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number or an expression over the size variables (\"V - 1\")")
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Bound, E> {
+                Ok(Bound::Number(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Bound, E> {
+                Ok(Bound::Number(v as f64))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Bound, E> {
+                Ok(Bound::Number(v as f64))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Bound, E> {
+                Expr::parse(v).map(Bound::Expr).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+impl Serialize for Bound {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Bound::Number(x) => s.serialize_f64(*x),
+            Bound::Expr(e) => e.serialize(s),
+        }
+    }
 }
 
 /// A scalar parameter that is not a size.
@@ -455,9 +521,46 @@ impl DeclaredOpSpec {
             if b.nan.is_some() && !b.role.compared() {
                 return bad(&field("nan"), "only outputs are compared".into());
             }
-            if let Some([lo, hi]) = b.range {
-                if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
-                    return bad(&field("range"), format!("[{lo}, {hi}] is not an interval"));
+            if let Some([lo, hi]) = &b.range {
+                for end in [lo, hi] {
+                    match end {
+                        Bound::Number(x) if !x.is_finite() => {
+                            return bad(&field("range"), format!("{x} is not a finite number"))
+                        }
+                        Bound::Number(x) if b.dtype.is_integer() && x.fract() != 0.0 => {
+                            return bad(
+                                &field("range"),
+                                format!(
+                                    "{x} is not a whole number: an integer buffer's range is its domain"
+                                ),
+                            )
+                        }
+                        Bound::Number(_) => {}
+                        Bound::Expr(e) => uses_only_sizes(&field("range"), e)?,
+                    }
+                }
+                if let (Bound::Number(lo), Bound::Number(hi)) = (lo, hi) {
+                    if lo > hi {
+                        return bad(&field("range"), format!("[{lo}, {hi}] is not an interval"));
+                    }
+                }
+            }
+            if let Some(target) = &b.index_into {
+                let problem = if b.range.is_some() {
+                    Some("give range or index_into, not both".to_string())
+                } else if !b.dtype.is_integer() {
+                    Some(format!("an index is an integer; {name} is {}", b.dtype))
+                } else if !matches!(b.role, Role::In | Role::Inout) {
+                    Some("only in and inout buffers are generated".to_string())
+                } else if target == name {
+                    Some(format!("{name} cannot index itself"))
+                } else if !self.buffers.contains_key(target) {
+                    Some(format!("'{target}' is not a buffer"))
+                } else {
+                    None
+                };
+                if let Some(p) = problem {
+                    return bad(&field("index_into"), p);
                 }
             }
         }
@@ -756,6 +859,57 @@ scalars.eps = { type = "f32", values = [1e-5] }
             op.spec.reference,
             ReferenceSpec::C("layernorm_ref.c:layernorm_ref".into())
         );
+    }
+
+    #[test]
+    fn a_range_end_can_be_an_expression_and_an_index_names_its_table() {
+        let ids = |spec: &str| {
+            LAYERNORM.replace(
+                "scalars.eps",
+                &format!(
+                    "buffers.ids = {{ dtype = \"i32\", len = \"rows\", role = \"in\", {spec} }}\nscalars.eps"
+                ),
+            )
+        };
+        let with_ids = |spec: &str| {
+            let mut p = params();
+            p.push("ids".into());
+            check(&ids(spec), &p)
+        };
+        let op = with_ids("range = [0, \"cols - 1\"]").unwrap();
+        let r = op.spec.buffers["ids"].range.as_ref().unwrap();
+        assert_eq!(r[0], Bound::Number(0.0));
+        assert_eq!(r[1], Bound::Expr(Expr::parse("cols - 1").unwrap()));
+        let shape = BTreeMap::from([("rows".into(), 3), ("cols".into(), 64)]);
+        assert_eq!(r[1].eval(&shape).unwrap(), 63.0);
+        assert!(with_ids("index_into = \"x\"").is_ok());
+        for (spec, field, says) in [
+            ("range = [0, \"V - 1\"]", "buffers.ids.range", "'V'"),
+            ("range = [0, \"cols -\"]", "toml", "expression"),
+            ("range = [0.5, 4]", "buffers.ids.range", "whole number"),
+            (
+                "range = [0, 4], index_into = \"x\"",
+                "buffers.ids.index_into",
+                "not both",
+            ),
+            ("index_into = \"ids\"", "buffers.ids.index_into", "itself"),
+            (
+                "index_into = \"w\"",
+                "buffers.ids.index_into",
+                "'w' is not a buffer",
+            ),
+        ] {
+            let (f, problem) = with_ids(spec).unwrap_err();
+            assert_eq!(f, field, "{spec}: {problem}");
+            assert!(problem.contains(says), "{spec}: {problem}");
+        }
+        let float_index = LAYERNORM.replace("range = [-2.0, 2.0]", "index_into = \"y\"");
+        let (f, problem) = check(&float_index, &params()).unwrap_err();
+        assert_eq!(f, "buffers.x.index_into", "{problem}");
+        // A float range keeps its numbers, written back as they were.
+        let op = check(LAYERNORM, &params()).unwrap();
+        let back = toml::to_string(&op.spec.buffers["x"]).unwrap();
+        assert!(back.contains("range = [-2.0, 2.0]"), "{back}");
     }
 
     #[test]

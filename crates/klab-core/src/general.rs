@@ -170,7 +170,11 @@ struct Buffer {
     shape: Vec<u64>,
     axes: Vec<String>,
     comparison: Option<Comparison>,
+    /// The declared range at this shape.
     range: Option<[f64; 2]>,
+    /// An integer input's domain at this shape, both ends included: its declared range,
+    /// or the rows of the buffer it indexes. Every case stays inside it.
+    domain: Option<[i64; 2]>,
 }
 
 impl Buffer {
@@ -398,6 +402,16 @@ impl DeclaredWorkload {
                 }
                 None => None,
             };
+            let range = match &b.range {
+                Some([lo, hi]) => {
+                    let end = |x: &crate::declared::Bound| {
+                        x.eval(&shape)
+                            .map_err(|e| BackendError(format!("buffers.{name}.range at {at}: {e}")))
+                    };
+                    Some([end(lo)?, end(hi)?])
+                }
+                None => None,
+            };
             buffers.push(Buffer {
                 name: name.clone(),
                 dtype: b.dtype,
@@ -406,8 +420,12 @@ impl DeclaredWorkload {
                 shape: shape_dims,
                 axes,
                 comparison,
-                range: b.range,
+                range,
+                domain: None,
             });
+        }
+        for i in 0..buffers.len() {
+            buffers[i].domain = domain_of(&buffers, &spec.buffers[&buffers[i].name], i, &at)?;
         }
         Ok(DeclaredWorkload {
             useful_bytes: eval("useful_bytes", &spec.useful_bytes)?,
@@ -522,7 +540,7 @@ impl DeclaredWorkload {
             }
         }
         let mut w = self.clone();
-        w.inputs = Arc::new(OnceLock::from(Ok(inputs)));
+        w.inputs = Arc::new(OnceLock::from(self.within_domains(inputs)));
         w.expected = Default::default();
         w.magnitudes = Default::default();
         w.given_inputs = true;
@@ -604,7 +622,16 @@ impl DeclaredWorkload {
                             match case {
                                 InputCase::Data { case } => {
                                     match self.op.spec.cases[case].inputs.get(&b.name) {
-                                        Some(path) => load(b, path),
+                                        Some(path) => load(b, path).and_then(|bytes| {
+                                            match outside_domain(b, &bytes) {
+                                                Some((i, v)) => Err(format!(
+                                                    "buffer {}: {path}: element {i} holds {v}, outside the buffer's domain {}",
+                                                    b.name,
+                                                    describe_domain(b)
+                                                )),
+                                                None => Ok(bytes),
+                                            }
+                                        }),
                                         None => {
                                             fill(b, k - 1, InputCase::Uniform { seed: case as u64 })
                                         }
@@ -614,10 +641,27 @@ impl DeclaredWorkload {
                             }
                         }
                     })
-                    .collect()
+                    .collect::<Result<Vec<_>, String>>()
+                    .and_then(|inputs| self.within_domains(inputs))
             })
             .as_deref()
             .map_err(|e| BackendError(e.clone()))
+    }
+
+    /// `inputs` when every index holds a value of its domain; else klab's own bug (a
+    /// generated value the reference and the kernel would read out of bounds), said so.
+    fn within_domains(&self, inputs: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String> {
+        for (b, bytes) in self.buffers.iter().zip(&inputs) {
+            if let Some((i, v)) = outside_domain(b, bytes) {
+                return Err(format!(
+                    "klab's bug: the {} made {v} at element {i} of {}, outside its domain {}; please report this line",
+                    self.case.describe(),
+                    b.name,
+                    describe_domain(b)
+                ));
+            }
+        }
+        Ok(inputs)
     }
 
     /// The reference run on host copies of `inputs` (outputs and scratch zeroed).
@@ -1102,6 +1146,52 @@ fn load(b: &Buffer, path: &str) -> Result<Vec<u8>, String> {
     Ok(npy.data)
 }
 
+/// Buffer `i`'s domain at this shape (see [`Buffer::domain`]): None for a float buffer or
+/// one with neither a range nor `index_into`; an error where the domain is empty while the
+/// buffer has elements, or where the dtype cannot hold it.
+fn domain_of(
+    buffers: &[Buffer],
+    spec: &crate::declared::BufferSpec,
+    i: usize,
+    at: &str,
+) -> Result<Option<[i64; 2]>, BackendError> {
+    let b = &buffers[i];
+    if !b.dtype.is_integer() {
+        return Ok(None);
+    }
+    let (lo, hi, from) = match (&spec.index_into, b.range) {
+        (Some(target), _) => {
+            let t = buffers
+                .iter()
+                .find(|x| &x.name == target)
+                .ok_or_else(|| BackendError(format!("buffer {}: no buffer {target}", b.name)))?;
+            let rows = t.shape.first().copied().unwrap_or(t.elements);
+            (0.0, rows as f64 - 1.0, format!("the rows of {target}"))
+        }
+        (None, Some([lo, hi])) => (lo, hi, "its range".to_string()),
+        (None, None) => return Ok(None),
+    };
+    let name = &b.name;
+    if b.elements > 0 && lo > hi {
+        return Err(BackendError(format!(
+            "buffer {name}: its domain ({from}) is [{lo}, {hi}] at {at}: empty, while {name} has {} elements",
+            b.elements
+        )));
+    }
+    let holds = |v: f64| {
+        b.dtype
+            .int_of_bits(b.dtype.bits_of_f64(v))
+            .is_some_and(|x| x as f64 == v)
+    };
+    if b.elements > 0 && !(holds(lo) && holds(hi)) {
+        return Err(BackendError(format!(
+            "buffer {name}: its domain ({from}) is [{lo}, {hi}] at {at}, which {} does not hold",
+            b.dtype
+        )));
+    }
+    Ok(Some([lo as i64, hi as i64]))
+}
+
 /// The buffer's range: declared, else [-1, 1] for floats, [-100, 100] for signed and
 /// [0, 200] for unsigned integers.
 fn range_of(b: &Buffer) -> [f64; 2] {
@@ -1122,34 +1212,107 @@ fn generator(b: &Buffer, k: usize, case: InputCase) -> Option<crate::inputs::Gen
     use crate::inputs::{distinct_cap, special_bits, stream_key, Generator, Pattern};
     let [lo, hi] = range_of(b);
     let dt = b.dtype;
-    let pattern = match case {
-        InputCase::Structural => Pattern::Structural,
-        InputCase::Uniform { seed } | InputCase::Large { seed } => Pattern::Uniform {
-            key: stream_key(seed, k as u64),
-            lo,
-            hi,
-            scale: if matches!(case, InputCase::Large { .. }) {
-                1000.0
-            } else {
-                1.0
+    let pattern = match (b.domain, case) {
+        (Some(domain), _) => domain_pattern(dt, domain, k, case)?,
+        (None, case) => match case {
+            InputCase::Structural => Pattern::Structural,
+            InputCase::Uniform { seed } | InputCase::Large { seed } => Pattern::Uniform {
+                key: stream_key(seed, k as u64),
+                lo,
+                hi,
+                scale: if matches!(case, InputCase::Large { .. }) {
+                    1000.0
+                } else {
+                    1.0
+                },
             },
+            InputCase::Constant => Pattern::Constant { lo, hi },
+            InputCase::Special => Pattern::Special(special_bits(dt)),
+            // The transpose lab's input for f32; the index for the other dtypes.
+            InputCase::Distinct if dt == Dtype::F32 => Pattern::DistinctF32 {
+                rotate: (k as u64 * 7919) % b.elements.max(1),
+            },
+            InputCase::Distinct => Pattern::Distinct {
+                cap: distinct_cap(dt),
+            },
+            InputCase::Normal { .. } | InputCase::Data { .. } => return None,
         },
-        InputCase::Constant => Pattern::Constant { lo, hi },
-        InputCase::Special => Pattern::Special(special_bits(dt)),
-        // The transpose lab's input for f32; the index for the other dtypes.
-        InputCase::Distinct if dt == Dtype::F32 => Pattern::DistinctF32 {
-            rotate: (k as u64 * 7919) % b.elements.max(1),
-        },
-        InputCase::Distinct => Pattern::Distinct {
-            cap: distinct_cap(dt),
-        },
-        InputCase::Normal { .. } | InputCase::Data { .. } => return None,
     };
     Some(Generator {
         dtype: dt,
         elements: b.elements,
         k: k as u64,
         pattern,
+    })
+}
+
+/// The pattern of an integer input with domain `[lo, hi]` under `case`: each case in the
+/// domain's own terms. Exact input cycles through its first 17 values; distinct input
+/// counts through it (from `lo` = 0; a domain elsewhere is drawn uniformly); random and
+/// large-magnitude input are uniform over it; constant input is its middle; special values
+/// are its edges (`lo`, `hi`, their neighbours, the middle). The normal case is made on the
+/// host and clamped (None here).
+fn domain_pattern(
+    dt: Dtype,
+    [lo, hi]: [i64; 2],
+    k: usize,
+    case: InputCase,
+) -> Option<crate::inputs::Pattern> {
+    use crate::inputs::{stream_key, Pattern};
+    let (lo_f, hi_f) = (lo as f64, hi as f64);
+    let table = |v: &[i64]| {
+        let mut bits: Vec<u64> = Vec::new();
+        for x in v.iter().map(|x| (*x).clamp(lo, hi)) {
+            let b = dt.bits_of_f64(x as f64);
+            if !bits.contains(&b) {
+                bits.push(b);
+            }
+        }
+        Pattern::Special(bits)
+    };
+    let uniform = |seed: u64| Pattern::Uniform {
+        key: stream_key(seed, k as u64),
+        lo: lo_f,
+        // Floored, so an end just short of `hi + 1` includes `hi` (short by more than the
+        // product's rounding for any domain narrower than 2^32, so `hi + 1` never appears).
+        hi: hi_f + 1.0 - 1.0 / 65536.0,
+        scale: 1.0,
+    };
+    Some(match case {
+        InputCase::Structural => table(&(0..17).map(|j| lo.saturating_add(j)).collect::<Vec<_>>()),
+        InputCase::Distinct if lo == 0 => Pattern::Distinct {
+            cap: (hi as u64).saturating_add(1),
+        },
+        InputCase::Distinct => uniform(0),
+        InputCase::Uniform { seed } | InputCase::Large { seed } => uniform(seed),
+        // The pattern's value is (lo' + hi') / 2 + 1, floored: the domain's middle.
+        InputCase::Constant => Pattern::Constant {
+            lo: lo_f - 2.0,
+            hi: hi_f,
+        },
+        InputCase::Special => {
+            let mid = lo + (hi - lo) / 2;
+            table(&[lo, hi, lo.saturating_add(1), hi.saturating_sub(1), mid, 0])
+        }
+        InputCase::Normal { .. } | InputCase::Data { .. } => return None,
+    })
+}
+
+/// `[lo, hi]`, the buffer's domain as it reads in a message.
+fn describe_domain(b: &Buffer) -> String {
+    match b.domain {
+        Some([lo, hi]) => format!("[{lo}, {hi}]"),
+        None => "(none)".into(),
+    }
+}
+
+/// The first element of `bytes` outside buffer `b`'s domain, as (element, value).
+fn outside_domain(b: &Buffer, bytes: &[u8]) -> Option<(u64, i128)> {
+    let [lo, hi] = b.domain?;
+    let n = bytes.len() / b.dtype.size_bytes();
+    (0..n).find_map(|i| {
+        let v = b.dtype.to_i128(bytes, i)?;
+        (v < i128::from(lo) || v > i128::from(hi)).then_some((i as u64, v))
     })
 }
 
@@ -1160,9 +1323,21 @@ fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
     match case {
         InputCase::Data { case } => return fill(b, k, InputCase::Uniform { seed: case as u64 }),
         InputCase::Normal { seed } => {
-            let [lo, hi] = range_of(b);
+            let [lo, hi] = match b.domain {
+                Some([lo, hi]) => [lo as f64, hi as f64],
+                None => range_of(b),
+            };
             let key = crate::inputs::stream_key(seed, k as u64);
             crate::inputs::normal(b.dtype, key, (lo + hi) / 2.0, (hi - lo) / 6.0, &mut out);
+            if b.domain.is_some() {
+                let size = b.dtype.size_bytes();
+                crate::par::for_chunks(&mut out, size, |_, chunk| {
+                    for j in 0..chunk.len() / size {
+                        let v = b.dtype.to_f64(chunk, j).clamp(lo, hi);
+                        b.dtype.write_f64(chunk, j, v);
+                    }
+                });
+            }
         }
         _ => generator(b, k, case)
             .expect("every other case has a generator")
@@ -1717,6 +1892,7 @@ mod tests {
             axes: vec!["i".into()],
             comparison: None,
             range: None,
+            domain: None,
         };
         let big = 2 * crate::par::CHUNK_ELEMENTS as u64 + 3;
         let case = InputCase::Uniform { seed: 42 };
@@ -1891,6 +2067,180 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             .clone()
     }
 
+    /// out[i, :] = table[ids[i], :]: an embedding lookup, its ids declared as rows of the
+    /// table (`index_into`) or by a range expression.
+    const GATHER: &str = r#"
+source = "k.cu"
+[[kernel]]
+name = "gather"
+entry = "rowsum"
+operation = "declared"
+params = ["ids", "table", "out", "n:i32", "V:i32", "C:i32"]
+[kernel.op]
+grid = ["n"]
+block = ["32"]
+useful_bytes = "4 * n + 8 * n * C"
+reference = { c = "ref.c:gather_ref" }
+sizes.n = { values = [1, 40] }
+sizes.V = { values = [1, 3, 64] }
+sizes.C = { values = [1, 5] }
+buffers.ids = { dtype = "i32", len = "n", role = "in", index_into = "table" }
+buffers.table = { dtype = "f32", len = "V * C", role = "in", shape = ["V", "C"] }
+buffers.out = { dtype = "f32", len = "n * C", role = "out", shape = ["n", "C"], compare = "bitwise" }
+"#;
+
+    struct Gather;
+    impl Reference for Gather {
+        fn run(&self, _: &Shape, b: &mut [&mut [u8]], i: &[i64], _: &[f64]) -> Result<(), String> {
+            let (n, v, c) = (i[0] as usize, i[1] as usize, i[2] as usize);
+            for r in 0..n {
+                let id = i32::from_le_bytes(b[0][4 * r..4 * r + 4].try_into().unwrap());
+                let row = usize::try_from(id)
+                    .ok()
+                    .filter(|x| *x < v)
+                    .ok_or(format!("id {id} is outside the table's {v} rows"))?;
+                for k in 0..c {
+                    let at = 4 * (row * c + k);
+                    let w: [u8; 4] = b[1][at..at + 4].try_into().unwrap();
+                    b[2][4 * (r * c + k)..4 * (r * c + k) + 4].copy_from_slice(&w);
+                }
+            }
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "a Rust gather".into()
+        }
+    }
+
+    /// The lookup; an id outside the table reads nothing (as a guarded kernel would).
+    fn gather(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+        let [HostArg::Buffer(ids), HostArg::Buffer(t), HostArg::Buffer(out), HostArg::I32(n), HostArg::I32(v), HostArg::I32(c)] =
+            a
+        else {
+            panic!("{a:?}")
+        };
+        let (n, v, c) = (*n as usize, *v as usize, *c as usize);
+        for r in 0..n {
+            let id = mem[*ids][r] as i32;
+            if id < 0 || id as usize >= v {
+                continue;
+            }
+            for k in 0..c {
+                mem[*out][r * c + k] = mem[*t][id as usize * c + k];
+            }
+        }
+    }
+
+    fn check_gather(manifest: &str) -> Result<crate::check::CheckReport, BackendError> {
+        let mut b = HostBackend::new().with_general_kernel("rowsum", gather);
+        let k = b.kernel("rowsum").unwrap();
+        let opts = CheckOptions {
+            seed: 1,
+            sizes: None,
+            shapes: None,
+            quick: false,
+        };
+        let d = with(manifest);
+        run(&mut b, &d, &k, std::rc::Rc::new(Gather), &opts, &mut |_| {})
+    }
+
+    #[test]
+    fn an_index_buffer_stays_inside_its_domain_in_every_case() {
+        let by_rows = check_gather(GATHER).unwrap();
+        assert!(by_rows.passed(), "{}", by_rows.render());
+        let text = by_rows.render();
+        for case in [
+            "special values",
+            "constant input",
+            "large-magnitude",
+            "exact input",
+        ] {
+            assert!(text.contains(case), "{case} ran: {text}");
+        }
+        let by_range = GATHER.replace("index_into = \"table\"", "range = [0, \"V - 1\"]");
+        assert_ne!(by_range, GATHER);
+        let r = check_gather(&by_range).unwrap();
+        assert!(r.passed(), "{}", r.render());
+        // Before domains, the ids of most cases ran past the table and the reference
+        // refused them; a plain range without the expression still does.
+        let unbounded = GATHER.replace("index_into = \"table\"", "range = [0, 63]");
+        let e = check_gather(&unbounded).unwrap_err();
+        assert!(e.0.contains("outside the table"), "{e}");
+    }
+
+    #[test]
+    fn every_case_of_a_domain_keeps_to_it_and_reaches_both_ends() {
+        let buffer = |dtype: Dtype, domain: [i64; 2]| Buffer {
+            name: "ids".into(),
+            dtype,
+            role: Role::In,
+            elements: 5000,
+            shape: vec![5000],
+            axes: vec!["i".into()],
+            comparison: None,
+            range: None,
+            domain: Some(domain),
+        };
+        let cases = [
+            InputCase::Structural,
+            InputCase::Distinct,
+            InputCase::Uniform { seed: 3 },
+            InputCase::Normal { seed: 3 },
+            InputCase::Large { seed: 3 },
+            InputCase::Constant,
+            InputCase::Special,
+        ];
+        for (dtype, domain) in [
+            (Dtype::I32, [0, 0]),
+            (Dtype::I32, [0, 63]),
+            (Dtype::I64, [-7, 5]),
+            (Dtype::U8, [250, 255]),
+            (Dtype::U32, [0, u32::MAX as i64]),
+        ] {
+            let b = buffer(dtype, domain);
+            let mut seen = std::collections::BTreeSet::new();
+            for case in cases {
+                let bytes = fill(&b, 1, case).unwrap();
+                assert_eq!(
+                    outside_domain(&b, &bytes),
+                    None,
+                    "{dtype} {domain:?} {case:?}"
+                );
+                seen.extend((0..5000).map(|i| dtype.to_i128(&bytes, i).unwrap()));
+                let g = generator(&b, 1, case);
+                assert_eq!(
+                    g.is_none(),
+                    matches!(case, InputCase::Normal { .. }),
+                    "{case:?}"
+                );
+            }
+            let (lo, hi) = (i128::from(domain[0]), i128::from(domain[1]));
+            assert!(
+                seen.contains(&lo) && seen.contains(&hi),
+                "{dtype} {domain:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn user_data_outside_a_domain_is_refused_naming_the_file() {
+        let dir = std::env::temp_dir().join(format!("klab-domain-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ids = dir.join("ids.npy");
+        let data: Vec<u8> = [1i32, 9].iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(&ids, crate::npy::to_bytes(Dtype::I32, &[2], &data).unwrap()).unwrap();
+        let manifest = format!(
+            "{GATHER}cases = [{{ shape = {{ n = 2, V = 3, C = 1 }}, inputs = {{ ids = '{}' }} }}]\n",
+            ids.display()
+        );
+        let text = check_gather(&manifest).unwrap_err().0;
+        assert!(
+            text.contains("element 1 holds 9, outside the buffer's domain [0, 2]"),
+            "{text}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn the_index_overflow_shape_is_the_smallest_common_growth_past_the_limit() {
         let op = decl().op;
@@ -2054,6 +2404,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             axes: vec!["i".into()],
             comparison: None,
             range: Some([-2.0, 2.0]),
+            domain: None,
         };
         let f32s = |v: Vec<u8>| -> Vec<f32> {
             v.chunks(4)

@@ -124,6 +124,7 @@ fn f32_buffer(len: &str, role: Role) -> BufferSpec {
         compare: None,
         nan: None,
         range: None,
+        index_into: None,
     }
 }
 
