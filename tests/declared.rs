@@ -326,7 +326,7 @@ fn a_bad_command_reference_is_one_line_naming_its_field() {
     let dir = tmp.path();
     std::fs::write(
         dir.join("scale.cu"),
-        "extern \"C\" __global__ void scale() {}\n",
+        "extern \"C\" __global__ void scale(const float *x, float *y, int n, float a) {}\n",
     )
     .unwrap();
     for (from, to, needle) in [

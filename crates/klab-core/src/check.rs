@@ -770,7 +770,10 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
             "m.toml",
             &text,
             crate::manifest::Files::Given(&|_| {
-                Ok(("k.cu".into(), "extern \"C\" __global__ void k() {}".into()))
+                Ok((
+                    "k.cu".into(),
+                    crate::manifest::stand_in_source(&text).into(),
+                ))
             }),
         )
         .unwrap()

@@ -2052,15 +2052,11 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
     }
 
     fn with(manifest: &str) -> KernelDecl {
+        let source = crate::manifest::stand_in_source(manifest);
         crate::manifest::parse(
             "m.toml",
             manifest,
-            crate::manifest::Files::Given(&|_| {
-                Ok((
-                    "k.cu".into(),
-                    "extern \"C\" __global__ void rowsum() {}".into(),
-                ))
-            }),
+            crate::manifest::Files::Given(&|_| Ok(("k.cu".into(), source.clone().into()))),
         )
         .unwrap()
         .kernels[0]
@@ -2532,15 +2528,11 @@ buffers.out = { dtype = "f32", len = "n * C", role = "out", shape = ["n", "C"], 
             "{ allclose = { atol = 1e-5, rtol = 1e-5 } }",
             "{ scaled-sum = \"depth\" }",
         );
+        let source = crate::manifest::stand_in_source(MANIFEST);
         let e = crate::manifest::parse(
             "m.toml",
             &bad,
-            crate::manifest::Files::Given(&|_| {
-                Ok((
-                    "k.cu".into(),
-                    "extern \"C\" __global__ void rowsum() {}".into(),
-                ))
-            }),
+            crate::manifest::Files::Given(&|_| Ok(("k.cu".into(), source.clone().into()))),
         )
         .unwrap_err();
         assert!(
@@ -2561,7 +2553,7 @@ buffers.out = { dtype = "f32", len = "n * C", role = "out", shape = ["n", "C"], 
         .unwrap();
         std::fs::write(
             tmp.path().join("k.cu"),
-            "extern \"C\" __global__ void rowsum() {}",
+            crate::manifest::stand_in_source(MANIFEST),
         )
         .unwrap();
         let text = MANIFEST.replace(

@@ -167,10 +167,15 @@ op = "scale"
         crate::manifest::parse(
             "m.toml",
             MANIFEST,
-            crate::manifest::Files::Given(&|_| Ok((
-                "k.cu".into(),
-                "extern \"C\" __global__ void scale() {}\nextern \"C\" __global__ void scale_v1() {}".into(),
-            ))),
+            crate::manifest::Files::Given(&|_| {
+                // No const: scale_swapped passes its buffers the other way round.
+                Ok((
+                    "k.cu".into(),
+                    "extern \"C\" __global__ void scale(float *x, float *y, int n, float alpha) {}\n\
+                     extern \"C\" __global__ void scale_v1(float *x, float *y, int n, float alpha) {}"
+                        .into(),
+                ))
+            }),
         )
         .unwrap()
         .kernels

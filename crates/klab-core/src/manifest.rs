@@ -47,6 +47,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::artifact::{read_regular, read_text, Input};
+use crate::dtype::Dtype;
 use crate::include::IncludeDir;
 use crate::plan::Dim3;
 use crate::text::{is_identifier, template_name};
@@ -375,6 +376,102 @@ impl Source {
             }
         }
     }
+}
+
+impl Source {
+    /// Why the `__global__` function `name` cannot take the arguments `op` passes, if a
+    /// plain reading of its parameter list shows it: another count, a buffer for a value
+    /// or a value for a pointer, an output behind `const`, or an element or scalar type
+    /// of another kind or width than declared. Types klab cannot read (a struct, a macro,
+    /// `void *`) are taken on trust: a false refusal is as bad as a missed one.
+    fn signature_problem(
+        &self,
+        name: &str,
+        op: &crate::declared::DeclaredOp,
+        file: &str,
+    ) -> Option<String> {
+        use crate::declared::OpParam;
+        use crate::init::{Elem, ParamKind};
+        let Source::Cuda { text } = self else {
+            return None;
+        };
+        let crate::init::EntryLookup::Kernel(k) = crate::init::lookup_entry(text, name) else {
+            return None;
+        };
+        let at = format!("{name} ({file} line {})", k.line);
+        if k.params.len() != op.params.len() {
+            return Some(format!(
+                "the manifest passes {} argument(s); {at} takes {}: ({})",
+                op.params.len(),
+                k.params.len(),
+                k.params
+                    .iter()
+                    .map(|p| p.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        for (i, (mine, theirs)) in op.params.iter().zip(&k.params).enumerate() {
+            let written = format!("parameter {i} of {at}, `{}`", theirs.text);
+            let problem = match (mine, &theirs.kind) {
+                (OpParam::Buffer(b), ParamKind::Value(_)) => Some(format!(
+                    "'{b}' is a buffer, but {written} is passed by value"
+                )),
+                (OpParam::Size(v, _) | OpParam::Scalar(v, _), ParamKind::Pointer { .. }) => {
+                    Some(format!("'{v}' is a value, but {written} is a pointer"))
+                }
+                (OpParam::Buffer(b), ParamKind::Pointer { elem, read_only }) => {
+                    let spec = &op.spec.buffers[b];
+                    if *read_only && spec.role != crate::declared::Role::In {
+                        Some(format!(
+                            "'{b}' is declared {}, but {written} is read-only (const)",
+                            format!("{:?}", spec.role).to_lowercase()
+                        ))
+                    } else {
+                        match elem {
+                            Elem::Known(t) if !element_fits(spec.dtype, *t) => Some(format!(
+                                "'{b}' is declared {}, but {written} points to {t}",
+                                spec.dtype
+                            )),
+                            Elem::Vector { dtype, name, .. }
+                                if dtype.is_float() && !element_fits(spec.dtype, *dtype) =>
+                            {
+                                Some(format!(
+                                    "'{b}' is declared {}, but {written} points to {name}",
+                                    spec.dtype
+                                ))
+                            }
+                            _ => None,
+                        }
+                    }
+                }
+                (OpParam::Size(v, d) | OpParam::Scalar(v, d), ParamKind::Value(Elem::Known(t)))
+                    if !(d.size_bytes() == t.size_bytes() && d.is_float() == t.is_float()) =>
+                {
+                    Some(format!("'{v}' is passed as {d}, but {written} is {t}"))
+                }
+                _ => None,
+            };
+            if problem.is_some() {
+                return problem;
+            }
+        }
+        None
+    }
+}
+
+/// Whether a buffer declared `declared` can be what a kernel's `written *` points to: the
+/// same width and kind (signedness aside: the bits are the same), f16 and bf16 as 16-bit
+/// integers (their raw bits), and any buffer behind a byte pointer.
+fn element_fits(declared: Dtype, written: Dtype) -> bool {
+    if written.size_bytes() == 1 && written.is_integer() {
+        return true;
+    }
+    if declared.size_bytes() != written.size_bytes() {
+        return false;
+    }
+    declared.is_float() == written.is_float()
+        || (matches!(declared, Dtype::F16 | Dtype::Bf16) && written.is_integer())
 }
 
 /// The name after each `.entry` directive of PTX text: its kernels.
@@ -817,10 +914,15 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
             }
         };
         if operation == OpKind::Declared {
-            kernels.push(
-                declared_kernel(k, &raw.ops, &files, &f)
-                    .map_err(|(field, problem)| err(field, problem))?,
-            );
+            let plain = (library.is_none() && template.is_none()).then(|| named.to_string());
+            let decl = declared_kernel(k, &raw.ops, &files, &f)
+                .map_err(|(field, problem)| err(field, problem))?;
+            if let Some(problem) =
+                plain.and_then(|n| source.signature_problem(&n, &decl.op, &raw.source))
+            {
+                return Err(err(f("params"), problem));
+            }
+            kernels.push(decl);
             continue;
         }
         if k.op.is_some() {
@@ -1064,7 +1166,10 @@ fn declared_kernel(
         spec.validate(&k.params)
             .map_err(|(field, problem)| match field.starts_with("params") {
                 // The parameter list is the kernel's, wherever its operation is declared.
-                true => (f(&field), problem),
+                true => (
+                    f(&field),
+                    problem.replace("[kernel.op]", &format!("[{at}]")),
+                ),
                 false => (format!("{at}.{field}"), problem),
             })?;
     for (field, label) in [("known_broken", &k.known_broken), ("exploit", &k.exploit)] {
@@ -1094,6 +1199,55 @@ pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
     })?;
     let dir: PathBuf = path.parent().map(Path::to_path_buf).unwrap_or_default();
     parse(&origin, &text, Files::Dir(&dir))
+}
+
+/// A CUDA source of empty kernels with the signatures `manifest`'s declared kernels take
+/// (inputs behind `const`), for tests whose subject is not the source.
+#[cfg(test)]
+pub(crate) fn stand_in_source(manifest: &str) -> String {
+    let v: toml::Value = toml::from_str(manifest).expect("a test manifest parses");
+    let mut out = String::new();
+    let mut seen = BTreeSet::new();
+    for k in v["kernel"].as_array().expect("[[kernel]]") {
+        let entry = k["entry"].as_str().expect("entry");
+        let op = match &k.get("op") {
+            Some(toml::Value::String(name)) => &v["ops"][name.as_str()],
+            Some(t) => t,
+            None => continue,
+        };
+        if !seen.insert(entry.to_string()) {
+            continue;
+        }
+        let params: Vec<String> = k["params"]
+            .as_array()
+            .expect("params")
+            .iter()
+            .map(|p| {
+                let p = p.as_str().expect("a parameter");
+                match p.split_once(':') {
+                    Some((name, t)) => {
+                        let t: Dtype = t.parse().expect("a type");
+                        format!("{} {name}", t.c_type())
+                    }
+                    None => {
+                        let b = &op["buffers"][p];
+                        let t: Dtype = b["dtype"].as_str().unwrap().parse().unwrap();
+                        let c = if b["role"].as_str() == Some("in") {
+                            "const "
+                        } else {
+                            ""
+                        };
+                        format!("{c}{} *{p}", t.c_type())
+                    }
+                }
+            })
+            .collect();
+        out += &format!(
+            "extern \"C\" __global__ void {entry}({}) {{}}\n",
+            params.join(", ")
+        );
+    }
+    out
 }
 
 #[cfg(test)]
@@ -1237,6 +1391,74 @@ mod tests {
     }
 
     #[test]
+    fn a_declared_parameter_list_that_the_kernel_cannot_take_is_one_line_naming_both() {
+        const OP: &str = r#"
+source = "k.cu"
+[[kernel]]
+name = "k"
+entry = "k"
+operation = "declared"
+params = ["x", "y", "n:i32", "a:f32"]
+[kernel.op]
+grid = ["n"]
+block = ["32"]
+useful_bytes = "4 * n"
+reference = { c = "ref.c:r" }
+sizes.n = {}
+buffers.x = { dtype = "X", len = "n", role = "in" }
+buffers.y = { dtype = "f32", len = "n", role = "out", compare = "bitwise" }
+scalars.a = { type = "f32", values = [1.0] }
+"#;
+        let parse_with = |x: &str, sig: &str| {
+            let src = format!("extern \"C\" __global__ void k({sig}) {{}}");
+            parse(
+                "m.toml",
+                &OP.replace("\"X\"", &format!("\"{x}\"")),
+                Files::Given(&|_| Ok(("k.cu".into(), src.clone().into()))),
+            )
+        };
+        for (x, sig) in [
+            ("f32", "const float *x, float *y, int n, float a"),
+            // Constness of an input is the kernel's business; signedness is bits.
+            (
+                "f32",
+                "float *x, float *__restrict__ y, unsigned n, float a",
+            ),
+            ("bf16", "const unsigned short *x, float *y, int n, float a"),
+            ("bf16", "const __nv_bfloat16 *x, float *y, int n, float a"),
+            ("f32", "const float4 *x, float2 *y, int n, float a"),
+            ("f16", "const int4 *x, float *y, int n, float a"),
+            ("u8", "const void *x, float *y, int n, float a"),
+            ("f64", "const char *x, float *y, int n, float a"),
+            ("f32", "const T *x, float *y, int n, float a"),
+            ("f32", "const float *x, float *y, int32_t n, Scalar a"),
+        ] {
+            assert!(
+                parse_with(x, sig).is_ok(),
+                "{x} {sig}: {:?}",
+                parse_with(x, sig)
+            );
+        }
+        for (x, sig, says) in [
+            ("f32", "const float *x, float *y, int n", "passes 4 argument(s); k (k.cu line 1) takes 3"),
+            ("f32", "float *y, const float *x, int n, float a", "'y' is declared out, but parameter 1"),
+            ("f32", "const int *x, float *y, int n, float a", "'x' is declared f32, but parameter 0 of k (k.cu line 1), `const int *x` points to i32"),
+            ("f32", "const double *x, float *y, int n, float a", "points to f64"),
+            ("f32", "const float *x, float y, int n, float a", "'y' is a buffer, but parameter 1"),
+            ("f32", "const float *x, float *y, int *n, float a", "'n' is a value, but parameter 2"),
+            ("f32", "const float *x, float *y, long long n, float a", "'n' is passed as i32, but"),
+            ("f32", "const float *x, float *y, int n, double a", "'a' is passed as f32, but"),
+            ("f32", "const float *x, float *y, int n, int a", "'a' is passed as f32, but"),
+            ("f32", "const double4 *x, float *y, int n, float a", "points to double4"),
+        ] {
+            let e = parse_with(x, sig).unwrap_err();
+            assert_eq!(e.field, "kernel[0].params", "{sig}: {e}");
+            assert!(e.problem.contains(says), "{sig}: {e}");
+            assert_eq!(e.to_string().lines().count(), 1, "{e}");
+        }
+    }
+
+    #[test]
     fn kernels_share_a_declared_operation_by_name() {
         const SHARED: &str = r#"
 source = "k.cu"
@@ -1266,7 +1488,7 @@ known_broken = "b"
             parse(
                 "m.toml",
                 text,
-                Files::Given(&|_| Ok(("k.cu".into(), SRC.into()))),
+                Files::Given(&|_| Ok(("k.cu".into(), stand_in_source(SHARED).into()))),
             )
         };
         let m = parse_one(SHARED).unwrap();
