@@ -52,6 +52,10 @@ pub struct SizeSpec {
     /// index-overflow case stay at or below it.
     #[serde(default)]
     pub max: Option<u64>,
+    /// A launch parameter (a block size, a tile): only its `values` are used, never scaled
+    /// by the ladder, the index-overflow case or a sweep.
+    #[serde(default)]
+    pub launch: bool,
 }
 
 impl SizeSpec {
@@ -415,6 +419,12 @@ impl DeclaredOpSpec {
                 return bad(
                     &field,
                     format!("max = {} is below min = {}", s.upper(), s.min),
+                );
+            }
+            if s.launch && s.values.is_none() {
+                return bad(
+                    &field,
+                    "a launch parameter takes its values as given: give values".into(),
                 );
             }
             if let Some(v) = &s.values {

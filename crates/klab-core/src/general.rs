@@ -1757,15 +1757,19 @@ pub fn largest_buffer(op: &DeclaredOp, shape: &Shape) -> Option<u64> {
         .try_fold(0u64, |a, n| n.map(|n| a.max(n)))
 }
 
-/// The index-overflow shape: every size variable grown by one common factor from `base`
-/// (the ladder's middle shape; each stays within its cap), the smallest factor at which
+/// The index-overflow shape: every size variable but the launch parameters grown by one
+/// common factor from `base` (the ladder's middle shape; each stays within its cap), the smallest factor at which
 /// some buffer holds more than `limit` elements even with any one variable one smaller,
 /// so that an offset computed in 32-bit arithmetic wraps, the start of the last row
 /// included. An error says why no shape reaches it.
 pub fn overflow_shape(op: &DeclaredOp, base: &Shape, limit: u64) -> Result<Shape, String> {
+    let launch = |k: &str| op.spec.sizes.get(k).is_some_and(|s| s.launch);
     let at = |f: f64| -> Shape {
         base.iter()
             .map(|(k, v)| {
+                if launch(k) {
+                    return (k.clone(), *v);
+                }
                 let grown = ((*v).max(1) as f64 * f).ceil();
                 let v = (grown.min(size_cap(op, k) as f64) as i64).max(*v);
                 (k.clone(), v)
@@ -1781,7 +1785,7 @@ pub fn overflow_shape(op: &DeclaredOp, base: &Shape, limit: u64) -> Result<Shape
     let past = |f: f64| {
         let s = at(f);
         beyond(&s)
-            && s.iter().all(|(k, v)| {
+            && s.iter().filter(|(k, _)| !launch(k)).all(|(k, v)| {
                 let mut less = s.clone();
                 less.insert(k.clone(), (*v - 1).max(0));
                 *v <= 1 || beyond(&less)
@@ -2324,6 +2328,36 @@ buffers.out = { dtype = "f32", len = "n * C", role = "out", shape = ["n", "C"], 
         assert!(c.skipped && c.detail.starts_with("not run: "), "{c:?}");
         assert!(
             c.detail.contains("the launch at this shape") || c.detail.contains("host memory"),
+            "{}",
+            c.detail
+        );
+        assert!(r.passed(), "{}", r.render());
+    }
+
+    #[test]
+    fn an_overflow_shape_the_operation_cannot_form_is_not_applicable_never_a_failure() {
+        // The block's shared memory grows with rows * cols: past 32 bits at the overflow
+        // shape, a few KiB on the ladder.
+        let d = with(&MANIFEST.replace(
+            "block = [\"32\"]",
+            "block = [\"32\"]\ndynamic_shared_bytes = \"4 * rows * cols\"",
+        ));
+        let mut b = HostBackend::new()
+            .with_general_kernel("rowsum", good)
+            .with_free_bytes(1 << 40);
+        let k = b.kernel("rowsum").unwrap();
+        let opts = CheckOptions {
+            seed: 1,
+            sizes: None,
+            shapes: None,
+            quick: false,
+        };
+        let r = run(&mut b, &d, &k, std::rc::Rc::new(RowSum), &opts, &mut |_| {}).unwrap();
+        let c = r.cases.last().unwrap();
+        assert!(c.case.starts_with("index overflow"), "{c:?}");
+        assert!(c.skipped && c.pass, "{c:?}");
+        assert!(
+            c.detail.starts_with("not applicable: ") && c.detail.contains("32 bits"),
             "{}",
             c.detail
         );

@@ -657,6 +657,57 @@ struct RawKernel {
     equality: Option<String>,
     #[serde(default)]
     prediction: Option<String>,
+    /// This kernel's own launch of a shared declared operation.
+    #[serde(default)]
+    launch: Option<LaunchOverride>,
+}
+
+/// `launch = { block = ["128"], sizes = { bs = [128] } }`: what one kernel of a shared
+/// `[ops.NAME]` launches differently (five block sizes of one layer norm share its buffers,
+/// rule and reference): its grid, block and dynamic shared memory, and the values of the
+/// operation's launch parameters.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LaunchOverride {
+    #[serde(default)]
+    grid: Option<Vec<crate::expr::Expr>>,
+    #[serde(default)]
+    block: Option<Vec<crate::expr::Expr>>,
+    #[serde(default)]
+    dynamic_shared_bytes: Option<crate::expr::Expr>,
+    #[serde(default)]
+    sizes: BTreeMap<String, Vec<u64>>,
+}
+
+impl LaunchOverride {
+    /// `spec` launched this way; an error names the launch field.
+    fn apply(
+        self,
+        mut spec: crate::declared::DeclaredOpSpec,
+    ) -> Result<crate::declared::DeclaredOpSpec, (String, String)> {
+        if let Some(g) = self.grid {
+            spec.grid = g;
+        }
+        if let Some(b) = self.block {
+            spec.block = b;
+        }
+        if let Some(d) = self.dynamic_shared_bytes {
+            spec.dynamic_shared_bytes = Some(d);
+        }
+        for (var, values) in self.sizes {
+            match spec.sizes.get_mut(&var) {
+                Some(s) if s.launch => s.values = Some(values),
+                Some(_) => {
+                    return Err((
+                        format!("sizes.{var}"),
+                        format!("{var} is a problem size; only a launch parameter (launch = true) takes a kernel's own values"),
+                    ))
+                }
+                None => return Err((format!("sizes.{var}"), format!("'{var}' is not a size variable"))),
+            }
+        }
+        Ok(spec)
+    }
 }
 
 /// What `klab init` writes where the user must fill in a value: the whole string, or the
@@ -925,6 +976,12 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
             kernels.push(decl);
             continue;
         }
+        if k.launch.is_some() {
+            return Err(err(
+                f("launch"),
+                "launch overrides a declared operation's launch; this kernel gives block and elements_per_block".into(),
+            ));
+        }
         if k.op.is_some() {
             return Err(err(
                 f("op"),
@@ -1146,7 +1203,12 @@ fn declared_kernel(
             }
         },
     };
-    let mut spec = spec;
+    let mut spec = match k.launch {
+        Some(l) => l
+            .apply(spec)
+            .map_err(|(field, problem)| (f(&format!("launch.{field}")), problem))?,
+        None => spec,
+    };
     // User data is found relative to the manifest, and must exist when it is read.
     for (i, c) in spec.cases.iter_mut().enumerate() {
         for (name, path) in c.inputs.iter_mut() {
@@ -1455,6 +1517,88 @@ scalars.a = { type = "f32", values = [1.0] }
             assert_eq!(e.field, "kernel[0].params", "{sig}: {e}");
             assert!(e.problem.contains(says), "{sig}: {e}");
             assert_eq!(e.to_string().lines().count(), 1, "{e}");
+        }
+    }
+
+    #[test]
+    fn kernels_of_one_operation_launch_their_own_way_and_launch_parameters_stay_fixed() {
+        const LN: &str = r#"
+source = "k.cu"
+[ops.ln]
+grid = ["rows"]
+block = ["bs"]
+dynamic_shared_bytes = "4 * bs"
+useful_bytes = "8 * rows * cols"
+reference = { c = "ref.c:r" }
+sizes.rows = { values = [1, 7] }
+sizes.cols = {}
+sizes.bs = { values = [32, 256], launch = true }
+buffers.x = { dtype = "f32", len = "rows * cols", role = "in" }
+buffers.y = { dtype = "f32", len = "rows * cols", role = "out", compare = "bitwise" }
+[[kernel]]
+name = "ln"
+entry = "ln"
+operation = "declared"
+params = ["x", "y", "rows:i32", "cols:i32", "bs:i32"]
+op = "ln"
+[[kernel]]
+name = "ln_128"
+entry = "ln"
+operation = "declared"
+params = ["x", "y", "rows:i32", "cols:i32", "bs:i32"]
+op = "ln"
+launch = { sizes = { bs = [128] } }
+[[kernel]]
+name = "ln_fixed"
+entry = "ln_fixed"
+operation = "declared"
+params = ["x", "y", "rows:i32", "cols:i32", "bs:i32"]
+op = "ln"
+launch = { block = ["64"], dynamic_shared_bytes = "0" }
+"#;
+        let parse_text = |text: &str| {
+            let src = stand_in_source(LN);
+            parse(
+                "m.toml",
+                text,
+                Files::Given(&|_| Ok(("k.cu".into(), src.clone().into()))),
+            )
+        };
+        let m = parse_text(LN).unwrap();
+        let sizes = |i: usize| m.kernels[i].op.spec.sizes["bs"].values.clone().unwrap();
+        assert_eq!(sizes(0), [32, 256]);
+        assert_eq!(sizes(1), [128]);
+        assert_eq!(m.kernels[2].op.spec.block[0].source(), "64");
+        let shapes = crate::general::ladder(&m.kernels[1].op).unwrap();
+        assert!(shapes.iter().all(|s| s["bs"] == 128), "{shapes:?}");
+        // The overflow case grows the problem, never the block size.
+        let base = shapes[shapes.len() / 2].clone();
+        let big = crate::general::overflow_shape(&m.kernels[0].op, &base, 1 << 31).unwrap();
+        assert_eq!(big["bs"], base["bs"], "{big:?}");
+        assert!(big["rows"] * big["cols"] > 1 << 31, "{big:?}");
+        for (from, to, field, says) in [
+            (
+                "bs = [128]",
+                "cols = [128]",
+                "kernel[1].launch.sizes.cols",
+                "problem size",
+            ),
+            (
+                "bs = [128]",
+                "depth = [128]",
+                "kernel[1].launch.sizes.depth",
+                "not a size variable",
+            ),
+            (
+                "launch = true }",
+                "launch = true, min = 1 }\nsizes.t = { launch = true }",
+                "ops.ln.sizes.t",
+                "give values",
+            ),
+        ] {
+            let e = parse_text(&LN.replacen(from, to, 1)).unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+            assert!(e.problem.contains(says), "{e}");
         }
     }
 

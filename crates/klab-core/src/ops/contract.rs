@@ -244,6 +244,7 @@ pub fn declare(decl: &Contract) -> Result<DeclaredOp, FieldError> {
                 values: Some(ladder_values(op, decl.elements_per_block)),
                 min,
                 max: None,
+                launch: false,
             },
         )]),
         buffers,
