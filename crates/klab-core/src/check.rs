@@ -202,13 +202,8 @@ pub fn run<B: Backend>(
         general::InputCase::Structural
     };
     let determinism_at: Vec<usize> = [shapes.len() / 2, shapes.len().saturating_sub(1)].into();
-    // Only the default ladder ends with the index-overflow case, whose estimate scales the
-    // reference's cost timed below; elsewhere that timing would run the host reference on
-    // host inputs for nothing (18 s of a 16385 x 16385 transpose's check on the H200).
+    // Only the default ladder ends with the index-overflow case.
     let overflow_case = opts.sizes.is_none() && opts.shapes.is_none() && !opts.quick;
-    // The reference's (work, seconds) at the smallest and the largest shape it was timed at.
-    type Point = (f64, f64);
-    let mut reference_cost: Option<(Point, Point)> = None;
     let resources = backend.resources(kernel);
     let mut rng = Rng::new(opts.seed);
     let mut cases = Vec::new();
@@ -251,21 +246,6 @@ pub fn run<B: Backend>(
                     break;
                 }
             };
-            // The reference's cost on the random input, the measure the index-overflow
-            // case's estimate scales (a failure shows in the case below, as before).
-            if overflow_case && matches!(input, general::InputCase::Uniform { .. }) && !w.empty() {
-                let t0 = std::time::Instant::now();
-                if w.prepare().is_ok() {
-                    let point = (shape_work(&op, shape), t0.elapsed().as_secs_f64());
-                    reference_cost = Some(match reference_cost {
-                        None => (point, point),
-                        Some((small, large)) => (
-                            if point.0 < small.0 { point } else { small },
-                            if point.0 > large.0 { point } else { large },
-                        ),
-                    });
-                }
-            }
             let (result, bufs) =
                 declared_case(backend, kernel, &resources, &w, &at, &what, poison, false)?;
             push(result, &mut cases);
@@ -366,19 +346,6 @@ pub fn run<B: Backend>(
                 };
                 let what = format!("{}, poison {:#04x}", input.describe(), POISON_BYTES[0]);
                 let flops = op.spec.flops.as_ref().and_then(|f| f.eval_u64(&shape).ok());
-                // The reference's time at the largest shape it ran, extended to this shape
-                // at the rate its time grew between the smallest and the largest (so a
-                // fixed cost, a command reference's process start, is not multiplied): an
-                // estimate for references whose flops are not declared.
-                let estimate = reference_cost.map(|((w0, t0), (w1, t1))| {
-                    let rate = if w1 > w0 {
-                        ((t1 - t0) / (w1 - w0)).max(0.0)
-                    } else {
-                        t1 / w1.max(1.0)
-                    };
-                    let t = t1 + rate * (shape_work(&op, &shape) - w1).max(0.0);
-                    (format!("{t1:.2} s at the ladder's largest shape"), t)
-                });
                 match general::DeclaredWorkload::new(
                     decl.clone(),
                     shape.clone(),
@@ -392,18 +359,6 @@ pub fn run<B: Backend>(
                         skip(format!("{at}: {what}"), format!("not applicable: {}", e.0)),
                         &mut cases,
                     ),
-                    Ok(_) if estimate.as_ref().is_some_and(|(_, t)| *t > MAX_OVERFLOW_REFERENCE_S) => {
-                        let (at_shape, t) = estimate.expect("guarded");
-                        push(
-                            skip(
-                                format!("{at}: {what}"),
-                                format!(
-                                    "not run: the reference took {at_shape}; at this shape it would take about {t:.0} s (limit {MAX_OVERFLOW_REFERENCE_S:.0} s)"
-                                ),
-                            ),
-                            &mut cases,
-                        )
-                    }
                     Ok(_) if flops.is_some_and(|f| f > MAX_OVERFLOW_FLOPS) => push(
                         skip(
                             format!("{at}: {what}"),
@@ -414,19 +369,27 @@ pub fn run<B: Backend>(
                         ),
                         &mut cases,
                     ),
-                    Ok(w) => {
-                        let (c, _) = declared_case(
-                            backend,
-                            kernel,
-                            &resources,
-                            &w,
-                            &at,
-                            &what,
-                            POISON_BYTES[0],
-                            true,
-                        )?;
-                        push(c, &mut cases);
-                    }
+                    Ok(w) => match not_runnable_here(backend, &resources, &w)?
+                        .map(|why| format!("not run: {why}"))
+                        .or_else(|| reference_too_slow(decl, &reference, base, &shape, input))
+                    {
+                        Some(why) => push(skip(format!("{at}: {what}"), why), &mut cases),
+                        None => {
+                            let t0 = std::time::Instant::now();
+                            let (mut c, _) = declared_case(
+                                backend,
+                                kernel,
+                                &resources,
+                                &w,
+                                &at,
+                                &what,
+                                POISON_BYTES[0],
+                                true,
+                            )?;
+                            c.detail += &format!(" ({:.1} s)", t0.elapsed().as_secs_f64());
+                            push(c, &mut cases);
+                        }
+                    },
                 }
             }
         }
@@ -455,6 +418,24 @@ pub fn run<B: Backend>(
     })
 }
 
+/// Why a workload at a shape klab chose cannot run here, if it cannot: its device or host
+/// memory, or a launch past the device's limits.
+fn not_runnable_here<B: Backend>(
+    backend: &mut B,
+    resources: &crate::device::KernelResources,
+    w: &general::DeclaredWorkload,
+) -> Result<Option<String>, BackendError> {
+    let free = backend.free_memory_bytes()?;
+    if let Some(why) = memory_refusal(w.slot_bytes(), free, Some(w.host_bytes(backend))) {
+        return Ok(Some(why));
+    }
+    Ok(
+        plan::validate(&w.plan(), backend.limits(), Some(resources), false)
+            .err()
+            .map(|e| format!("the launch at this shape: {e}")),
+    )
+}
+
 /// Why a workload cannot run here: `device` bytes past the `free` device memory, or (when
 /// `host` is given) more host memory than is available. None: it fits.
 fn memory_refusal(device: u64, free: u64, host: Option<u64>) -> Option<String> {
@@ -479,6 +460,67 @@ fn memory_refusal(device: u64, free: u64, host: Option<u64>) -> Option<String> {
 /// The index-overflow case is skipped when the reference would run longer than this at
 /// that shape, as estimated from its time at the largest shape of the ladder.
 pub const MAX_OVERFLOW_REFERENCE_S: f64 = 120.0;
+
+/// Shapes at these fractions of the index-overflow shape's limit time the reference, in
+/// turn, until one takes long enough to measure ([`reference_too_slow`]).
+const OVERFLOW_CALIBRATION: [u64; 4] = [65536, 4096, 256, 16];
+
+/// Why the reference would take too long at the index-overflow `shape`, if it would: it is
+/// timed (inputs made, reference run) at shapes a 65536th, a 4096th, a 256th and a 16th
+/// of the way there, each grown from `base` like the overflow shape, until one takes half a
+/// second or the rate between the last two timings, carried to this shape, passes
+/// [`MAX_OVERFLOW_REFERENCE_S`]. The ladder's shapes are too small to time (microseconds
+/// scaled a millionfold made estimates of days); these timings cost at most about a
+/// fifteenth of the case itself.
+fn reference_too_slow(
+    decl: &KernelDecl,
+    reference: &std::rc::Rc<dyn general::Reference>,
+    base: &general::Shape,
+    shape: &general::Shape,
+    input: general::InputCase,
+) -> Option<String> {
+    let op = &decl.op;
+    let limit = general::INDEX_OVERFLOW_ELEMENTS;
+    let goal = shape_work(op, shape);
+    // The previous timing as (work, seconds): the rate between two timings leaves a fixed
+    // cost (a command reference's process start) unmultiplied.
+    let mut previous: Option<(f64, f64)> = None;
+    for d in OVERFLOW_CALIBRATION {
+        let Ok(at) = general::overflow_shape(op, base, limit / d) else {
+            continue;
+        };
+        let Ok(w) =
+            general::DeclaredWorkload::new(decl.clone(), at.clone(), input, 0, reference.clone())
+        else {
+            continue;
+        };
+        let t0 = std::time::Instant::now();
+        if let Err(e) = w.prepare() {
+            return Some(format!(
+                "not run: the reference failed at {}, on the way to this shape: {}",
+                general::describe_shape(&at),
+                e.0
+            ));
+        }
+        let (work, t) = (shape_work(op, &at).max(1.0), t0.elapsed().as_secs_f64());
+        let estimate = match previous {
+            Some((w0, t0)) if work > w0 => t + ((t - t0) / (work - w0)).max(0.0) * (goal - work),
+            _ => t * goal / work,
+        };
+        // One timing alone says little unless it is long itself.
+        if estimate > MAX_OVERFLOW_REFERENCE_S && (previous.is_some() || t >= 1.0) {
+            return Some(format!(
+                "not run: the reference took {t:.2} s at {}; at this shape it would take about {estimate:.0} s (limit {MAX_OVERFLOW_REFERENCE_S:.0} s)",
+                general::describe_shape(&at)
+            ));
+        }
+        if t >= 0.5 {
+            break;
+        }
+        previous = Some((work, t));
+    }
+    None
+}
 
 /// A measure of the work at `shape` that grows at least as fast as a reference's cost for
 /// the operations klab sees: the larger of the largest buffer's length and the product of
@@ -534,23 +576,6 @@ fn declared_case<B: Backend>(
     if let Some(why) = w.launch_covers_nothing() {
         return Ok((fail(label, w.n(), why), None));
     }
-    let free = backend.free_memory_bytes()?;
-    let host_need = w.host_bytes(backend);
-    let too_big = memory_refusal(w.slot_bytes(), free, skip_when_too_big.then_some(host_need));
-    if let Some(why) = too_big {
-        let c = CaseResult {
-            skipped: skip_when_too_big,
-            case: label,
-            n: w.n(),
-            pass: skip_when_too_big,
-            detail: if skip_when_too_big {
-                format!("not run: {why}")
-            } else {
-                why
-            },
-        };
-        return Ok((c, None));
-    }
     let skip = |why: String| CaseResult {
         skipped: true,
         case: label.clone(),
@@ -558,16 +583,23 @@ fn declared_case<B: Backend>(
         pass: true,
         detail: format!("not run: {why}"),
     };
-    if let Err(e) = plan::validate(&w.plan(), backend.limits(), Some(resources), false) {
-        // klab chose the overflow shape: a launch the device cannot make there is not the
-        // kernel's failure.
-        if skip_when_too_big {
-            return Ok((skip(format!("the launch at this shape: {e}")), None));
+    if skip_when_too_big {
+        // klab chose the shape: memory or a launch the device cannot make there is not
+        // the kernel's failure.
+        if let Some(why) = not_runnable_here(backend, resources, w)? {
+            return Ok((skip(why), None));
         }
-        return Ok((
-            fail(format!("{at}: launch plan"), w.n(), e.to_string()),
-            None,
-        ));
+    } else {
+        let free = backend.free_memory_bytes()?;
+        if let Some(why) = memory_refusal(w.slot_bytes(), free, None) {
+            return Ok((fail(label, w.n(), why), None));
+        }
+        if let Err(e) = plan::validate(&w.plan(), backend.limits(), Some(resources), false) {
+            return Ok((
+                fail(format!("{at}: launch plan"), w.n(), e.to_string()),
+                None,
+            ));
+        }
     }
     // Likewise a reference that cannot compute the expected values at that shape (a
     // command reference past its timeout, say): said, not a failure of the kernel.
@@ -753,6 +785,11 @@ mod tests {
 
     /// A declared 1-D copy `k(x, y, n)`, n passed as `n_type`.
     fn copy_manifest(n_type: &str) -> crate::manifest::Manifest {
+        copy_manifest_of(n_type, "f32")
+    }
+
+    /// [`copy_manifest`] of `elem` elements.
+    fn copy_manifest_of(n_type: &str, elem: &str) -> crate::manifest::Manifest {
         let text = format!(
             r#"
 source = "k.cu"
@@ -767,8 +804,8 @@ block = ["32"]
 useful_bytes = "8 * n"
 reference = {{ c = "r.c:r" }}
 sizes.n = {{}}
-buffers.x = {{ dtype = "f32", len = "n", role = "in" }}
-buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
+buffers.x = {{ dtype = "{elem}", len = "n", role = "in" }}
+buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
 "#
         );
         crate::manifest::parse(
@@ -845,9 +882,47 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
     }
 
     #[test]
+    fn a_reference_with_a_fixed_start_up_cost_still_runs_the_index_overflow_case() {
+        // 30 ms a call whatever the size (a process start), then a plain copy: the old
+        // estimate scaled a small shape's time to the overflow shape and skipped it.
+        struct Startup;
+        impl general::Reference for Startup {
+            fn run(
+                &self,
+                _: &general::Shape,
+                b: &mut [&mut [u8]],
+                _: &[i64],
+                _: &[f64],
+            ) -> Result<(), String> {
+                std::thread::sleep(std::time::Duration::from_millis(30));
+                let x = b[0].to_vec();
+                b[1].copy_from_slice(&x);
+                Ok(())
+            }
+            fn describe(&self) -> String {
+                "a reference with a start-up cost".into()
+            }
+        }
+        let m = copy_manifest_of("u64", "u8");
+        let decl = &m.kernels[0];
+        let base = general::Shape::from([("n".to_string(), 65)]);
+        let shape =
+            general::overflow_shape(&decl.op, &base, general::INDEX_OVERFLOW_ELEMENTS).unwrap();
+        let r: std::rc::Rc<dyn general::Reference> = std::rc::Rc::new(Startup);
+        let why = reference_too_slow(
+            decl,
+            &r,
+            &base,
+            &shape,
+            general::InputCase::Uniform { seed: 1 },
+        );
+        assert_eq!(why, None);
+    }
+
+    #[test]
     fn an_index_overflow_case_whose_reference_would_run_for_hours_is_a_skip() {
-        // A reference whose time grows with n (100 us per element) and no declared flops:
-        // klab extends its ladder timings to the overflow shape and says why it skips.
+        // A reference whose time grows with n (2 us per element) and no declared flops:
+        // klab times it on the way to the overflow shape and says why it skips.
         struct Slow;
         impl general::Reference for Slow {
             fn run(
@@ -857,7 +932,7 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
                 _: &[i64],
                 _: &[f64],
             ) -> Result<(), String> {
-                std::thread::sleep(std::time::Duration::from_micros(100 * s["n"] as u64));
+                std::thread::sleep(std::time::Duration::from_micros(2 * s["n"] as u64));
                 let x = b[0].to_vec();
                 b[1].copy_from_slice(&x);
                 Ok(())
@@ -866,8 +941,12 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
                 "a slow reference".into()
             }
         }
-        let m = copy_manifest("u64");
-        let mut b = HostBackend::new().with_general_kernel("k", host_copy);
+        // Bytes, so that its overflow shape fits this machine's memory and the reference
+        // is what decides.
+        let m = copy_manifest_of("u64", "u8");
+        let mut b = HostBackend::new()
+            .with_general_kernel("k", host_copy)
+            .with_free_bytes(1 << 40);
         let k = b.kernel("k").unwrap();
         let opts = CheckOptions {
             seed: 1,
