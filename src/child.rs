@@ -116,6 +116,7 @@ impl ChildCmd {
                     .flag("--verbose", c.verbose)
                     .flag("--quick", c.quick)
                     .flag("--json", c.json)
+                    .flag("--plan", c.plan)
                     .flag("--in-process", c.in_process)
                     .opt("--device", c.device)
                     .positional(&c.kernels);

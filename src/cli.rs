@@ -377,6 +377,10 @@ pub struct CheckArgs {
     /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
+    /// List the shapes and cases the check would run, run the C or command reference once
+    /// on the smallest shape, and stop: no GPU needed
+    #[arg(long, conflicts_with = "json")]
+    pub plan: bool,
     /// Run in this process (what the isolated child does)
     #[arg(long, hide = true)]
     pub in_process: bool,

@@ -365,3 +365,91 @@ fn a_bad_command_reference_is_one_line_naming_its_field() {
         }
     }
 }
+
+/// Whether a C compiler is here (else the test says it skipped, unless KLAB_REQUIRE_CC=1).
+fn cc_or_skip(test: &str) -> bool {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let found = std::process::Command::new(&cc)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert_ne!(
+            std::env::var("KLAB_REQUIRE_CC").as_deref(),
+            Ok("1"),
+            "KLAB_REQUIRE_CC=1 but no C compiler '{cc}'"
+        );
+        eprintln!("SKIPPED {test}: no C compiler '{cc}'");
+    }
+    found
+}
+
+#[test]
+fn check_plan_lists_the_cases_and_runs_the_reference_without_a_gpu() {
+    if !cc_or_skip("check_plan_lists_the_cases_and_runs_the_reference_without_a_gpu") {
+        return;
+    }
+    let o = klab()
+        .args(["check", "--plan"])
+        .arg(format!("{}:layernorm", example().display()))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.starts_with("check plan: layernorm: "), "{out}");
+    for needle in [
+        "cols=257 rows=3: exact input, poison 0xff; random input seed",
+        "special values",
+        "determinism: ",
+        "index overflow: ",
+    ] {
+        // Special values run only where every rule is bitwise; the layer norm's is allclose.
+        assert_eq!(
+            out.contains(needle),
+            needle != "special values",
+            "{needle}: {out}"
+        );
+    }
+    // The same plan twice: the seeds are the check's, drawn from --seed.
+    let again = klab()
+        .args(["check", "--plan"])
+        .arg(format!("{}:layernorm", example().display()))
+        .output()
+        .unwrap();
+    assert_eq!(again.stdout, o.stdout);
+
+    // A reference that crashes on the smallest shape is found here, before any GPU.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    for f in ["layernorm.cu", "layernorm.toml"] {
+        std::fs::copy(example().parent().unwrap().join(f), dir.join(f)).unwrap();
+    }
+    std::fs::write(
+        dir.join("layernorm_ref.c"),
+        "#include <stdint.h>\n#include <stdlib.h>\nvoid layernorm_ref(const float *x, float *y, int32_t rows, int32_t cols, float eps) { abort(); }\n",
+    )
+    .unwrap();
+    for args in [&["check", "--plan"][..], &["check"][..]] {
+        let o = klab()
+            .args(args)
+            .arg(format!(
+                "{}:layernorm",
+                dir.join("layernorm.toml").display()
+            ))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("the reference, run once on the CPU at cols=1 rows=3 before any device")
+                && err.contains("signal 6"),
+            "{err}"
+        );
+    }
+}

@@ -27,6 +27,7 @@ pub fn child_args(spec: String, device: u32) -> CheckArgs {
         verbose: false,
         quick: false,
         json: false,
+        plan: false,
         in_process: true,
         device,
     }
@@ -47,16 +48,9 @@ fn sizes(s: &Option<String>) -> anyhow::Result<Option<Vec<u64>>> {
         .transpose()
 }
 
-/// One kernel in this process (the child side).
-fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
-    use klab_core::backend::Backend;
-    let kernel = Kernel::parse_in_child(name)?;
-    for shape in &args.shape {
-        kernel.check_shape(shape)?;
-    }
-    let mut session = Session::open(&kernel, args.device)?;
-    let k = session.backend.kernel(&kernel.decl.entry)?;
-    let opts = CheckOptions {
+/// The check's options from its arguments.
+fn options(args: &CheckArgs) -> anyhow::Result<CheckOptions> {
+    Ok(CheckOptions {
         seed: args.seed,
         sizes: sizes(&args.sizes)?,
         shapes: (!args.shape.is_empty()).then(|| {
@@ -66,7 +60,38 @@ fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
                 .collect()
         }),
         quick: args.quick,
-    };
+    })
+}
+
+/// What a CPU can check of `kernel` before any device: its plan (printed with `--plan`)
+/// and, for a C or command reference, the reference built and run once on the plan's
+/// smallest shape.
+fn check_without_device(kernel: &Kernel, args: &CheckArgs) -> anyhow::Result<()> {
+    use klab_core::declared::ReferenceSpec;
+    let plan = check::plan(&kernel.decl, &options(args)?)?;
+    if args.plan {
+        print!("{}", plan.render(&kernel.decl));
+    }
+    if matches!(
+        kernel.decl.op.spec.reference,
+        ReferenceSpec::C(_) | ReferenceSpec::Command(_)
+    ) {
+        let reference = kernel.reference(args.device)?;
+        check::reference_dry_run(&kernel.decl, reference, &plan)?;
+    }
+    Ok(())
+}
+
+/// One kernel in this process (the child side).
+fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
+    use klab_core::backend::Backend;
+    let kernel = Kernel::parse_in_child(name)?;
+    for shape in &args.shape {
+        kernel.check_shape(shape)?;
+    }
+    let mut session = Session::open(&kernel, args.device)?;
+    let k = session.backend.kernel(&kernel.decl.entry)?;
+    let opts = options(args)?;
     let verbose = args.verbose;
     let mut show = |c: &check::CaseResult| {
         if verbose || !c.pass || c.skipped {
@@ -109,6 +134,11 @@ fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
 
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     sizes(&args.sizes)?;
+    if args.in_process && args.plan {
+        let kernel = Kernel::parse_in_child(&args.kernels[0])?;
+        check_without_device(&kernel, &args)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.in_process {
         return check_here(&args, &args.kernels[0]);
     }
@@ -118,6 +148,35 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         for shape in &args.shape {
             k.check_shape(shape)?;
         }
+    }
+    // The plan and the reference's first run, in a child: a C reference runs inside the
+    // process that loads it, and one that crashes must not take klab with it.
+    for k in &kernels {
+        let cmd = ChildCmd::Check(CheckArgs {
+            kernels: vec![k.spec()],
+            plan: true,
+            in_process: true,
+            ..args.clone()
+        });
+        let o = cmd.run(Duration::from_secs(args.timeout), false)?;
+        if args.plan {
+            print!("{}", o.stdout);
+        }
+        if o.status() != Some(0) {
+            let plan = check::plan(&k.decl, &options(&args)?)?;
+            let at = plan
+                .smallest(&k.decl)
+                .map(|p| format!(" at {}", klab_core::general::describe_shape(&p.shape)))
+                .unwrap_or_default();
+            anyhow::bail!(
+                "{}: the reference, run once on the CPU{at} before any device: {}",
+                k.name(),
+                o.failure()
+            );
+        }
+    }
+    if args.plan {
+        return Ok(ExitCode::SUCCESS);
     }
     // A device must exist before children are blamed for anything.
     klab_cuda::device::Device::check(args.device)?;

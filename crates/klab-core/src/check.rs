@@ -129,6 +129,219 @@ pub struct CheckOptions {
     pub quick: bool,
 }
 
+/// One shape of a check and its workloads in the order they run: (input case, poison
+/// byte, scalar index).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedShape {
+    pub shape: general::Shape,
+    pub inputs: Vec<(general::InputCase, u8, usize)>,
+}
+
+/// What a check will run, known before any launch: its shapes and workloads, and the seed
+/// of the index-overflow case when it ends with one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckPlan {
+    pub shapes: Vec<PlannedShape>,
+    /// The exact case: distinct values where every rule is bitwise, else small integers.
+    pub exact: general::InputCase,
+    /// Every rule is bitwise or exact (special values run, determinism is required).
+    pub bitwise_rules: bool,
+    /// Every rule is bitwise (data movement).
+    pub moves_data: bool,
+    pub overflow_seed: Option<u64>,
+}
+
+/// The plan of [`run`] for `decl` under `opts`: the same shapes, inputs and seeds, drawn
+/// in the same order, so `klab check --plan` lists exactly what a check runs.
+pub fn plan(decl: &KernelDecl, opts: &CheckOptions) -> Result<CheckPlan, BackendError> {
+    let op = &decl.op;
+    let shapes = match &opts.sizes {
+        _ if opts.shapes.is_some() => opts.shapes.clone().expect("some"),
+        Some(v) if op.spec.sizes.len() == 1 => {
+            let var = op
+                .spec
+                .sizes
+                .keys()
+                .next()
+                .expect("one size variable")
+                .clone();
+            let min = op.spec.sizes[&var].min;
+            let max = general::size_cap(op, &var);
+            if let Some(n) = v.iter().find(|n| **n < min || **n > max) {
+                return Err(BackendError(format!(
+                    "--sizes: {n} is outside {var}'s range ({min} to {max})"
+                )));
+            }
+            v.iter()
+                .map(|n| general::Shape::from([(var.clone(), *n as i64)]))
+                .collect()
+        }
+        Some(_) => {
+            return Err(BackendError(format!(
+                "--sizes gives one size; {} has {} size variables (declare values in the manifest)",
+                decl.name,
+                op.spec.sizes.len()
+            )))
+        }
+        None => general::ladder(op).map_err(BackendError)?,
+    };
+    let rules = || op.spec.buffers.values().filter_map(|b| b.compare.as_ref());
+    let bitwise_rules = rules().all(|c| {
+        matches!(
+            c,
+            crate::rule::RuleSpec::Bitwise | crate::rule::RuleSpec::Exact
+        )
+    });
+    // Distinct values where every output is compared bit for bit (data movement: copy,
+    // transpose, gather), so a misplaced element cannot meet an equal value; small integers
+    // where a result is computed (a sum must stay exact, a sort must see repeats).
+    let moves_data = rules().all(|c| matches!(c, crate::rule::RuleSpec::Bitwise));
+    let exact = if moves_data {
+        general::InputCase::Distinct
+    } else {
+        general::InputCase::Structural
+    };
+    let mut rng = Rng::new(opts.seed);
+    let mut planned = Vec::new();
+    for (i, shape) in shapes.iter().enumerate() {
+        let mut inputs = vec![(exact, POISON_BYTES[0], 0usize)];
+        if !opts.quick {
+            let seed = rng.next_u64() % 1_000_000;
+            inputs.push((general::InputCase::Uniform { seed }, POISON_BYTES[1], i + 1));
+            // At the middle shape, the inputs that make other bugs fire.
+            if i == shapes.len() / 2 {
+                let seed = rng.next_u64() % 1_000_000;
+                inputs.push((general::InputCase::Normal { seed }, POISON_BYTES[0], i + 2));
+                inputs.push((general::InputCase::Large { seed }, POISON_BYTES[1], i + 3));
+                inputs.push((general::InputCase::Constant, POISON_BYTES[0], i + 4));
+                if bitwise_rules {
+                    inputs.push((general::InputCase::Special, POISON_BYTES[1], i + 5));
+                }
+            }
+        }
+        planned.push(PlannedShape {
+            shape: shape.clone(),
+            inputs,
+        });
+    }
+    let overflow = opts.sizes.is_none() && opts.shapes.is_none() && !opts.quick;
+    Ok(CheckPlan {
+        shapes: planned,
+        exact,
+        bitwise_rules,
+        moves_data,
+        overflow_seed: overflow.then(|| rng.next_u64() % 1_000_000),
+    })
+}
+
+impl CheckPlan {
+    /// The shape with the least work, where the reference first runs on any machine.
+    pub fn smallest(&self, decl: &KernelDecl) -> Option<&PlannedShape> {
+        let work = |p: &PlannedShape| shape_work(&decl.op, &p.shape);
+        self.shapes
+            .iter()
+            .min_by(|a, b| work(a).total_cmp(&work(b)))
+    }
+
+    /// The plan as `klab check --plan` prints it: a line per shape with its workloads, then
+    /// the determinism shapes, the user's data and the index-overflow case.
+    pub fn render(&self, decl: &KernelDecl) -> String {
+        let op = &decl.op;
+        let workloads: usize = self.shapes.iter().map(|s| s.inputs.len()).sum();
+        let mut out = format!(
+            "check plan: {}: {} shape(s), {workloads} workload(s)\n",
+            decl.name,
+            self.shapes.len()
+        );
+        for p in &self.shapes {
+            let inputs: Vec<String> = p
+                .inputs
+                .iter()
+                .map(|(c, poison, _)| format!("{}, poison {poison:#04x}", c.describe()))
+                .collect();
+            out += &format!(
+                "  {}: {}\n",
+                general::describe_shape(&p.shape),
+                inputs.join("; ")
+            );
+        }
+        let n = self.shapes.len();
+        if !self.shapes.is_empty() && self.overflow_seed.is_some() {
+            let at: Vec<String> = [n / 2, n - 1]
+                .iter()
+                .map(|i| general::describe_shape(&self.shapes[*i].shape))
+                .collect();
+            out += &format!("  determinism: {}\n", at.join(" and "));
+        }
+        if self.overflow_seed.is_some() {
+            for (i, c) in op.spec.cases.iter().enumerate() {
+                if c.inputs.is_empty() {
+                    continue;
+                }
+                let shape: general::Shape = c
+                    .shape
+                    .iter()
+                    .map(|(k, v)| (k.clone(), *v as i64))
+                    .collect();
+                let files: Vec<String> =
+                    c.inputs.iter().map(|(b, p)| format!("{b} = {p}")).collect();
+                out += &format!(
+                    "  user data: cases[{i}] at {} ({})\n",
+                    general::describe_shape(&shape),
+                    files.join(", ")
+                );
+            }
+        }
+        if let (Some(seed), Some(base)) = (self.overflow_seed, self.shapes.get(n / 2)) {
+            out += &match general::overflow_shape(op, &base.shape, general::INDEX_OVERFLOW_ELEMENTS)
+            {
+                Ok(shape) => {
+                    let input = if self.moves_data {
+                        self.exact
+                    } else {
+                        general::InputCase::Uniform { seed }
+                    };
+                    format!(
+                        "  index overflow: {}, {} (run where memory, the launch limits and the reference's time allow)\n",
+                        general::describe_shape(&shape),
+                        input.describe()
+                    )
+                }
+                Err(why) => format!("  index overflow: not applicable: {why}\n"),
+            };
+        }
+        out
+    }
+}
+
+/// The reference run once on the plan's smallest shape with the exact input: whether it
+/// builds and computes without a GPU (`klab check` does this before it asks for a device,
+/// so a reference that crashes or refuses its inputs is known on any machine).
+pub fn reference_dry_run(
+    decl: &KernelDecl,
+    reference: std::rc::Rc<dyn general::Reference>,
+    plan: &CheckPlan,
+) -> Result<(), BackendError> {
+    let Some(smallest) = plan.smallest(decl) else {
+        return Ok(());
+    };
+    let w = general::DeclaredWorkload::new(
+        decl.clone(),
+        smallest.shape.clone(),
+        plan.exact,
+        0,
+        reference,
+    )?;
+    w.prepare().map_err(|e| {
+        BackendError(format!(
+            "{}: at {}: {}",
+            decl.name,
+            general::describe_shape(&smallest.shape),
+            e.0
+        ))
+    })
+}
+
 /// Check a kernel against `reference` on every shape of its operation's ladder
 /// ([`general::ladder`], or `opts.sizes` as values of its one size variable): per shape,
 /// exact input under the first poison (distinct values where every rule is bitwise or
@@ -146,91 +359,28 @@ pub fn run<B: Backend>(
     progress: &mut dyn FnMut(&CaseResult),
 ) -> Result<CheckReport, BackendError> {
     let op = decl.op.clone();
-    let shapes = match &opts.sizes {
-        _ if opts.shapes.is_some() => opts.shapes.clone().expect("some"),
-        Some(v) if op.spec.sizes.len() == 1 => {
-            let var = op
-                .spec
-                .sizes
-                .keys()
-                .next()
-                .expect("one size variable")
-                .clone();
-            let min = op.spec.sizes[&var].min;
-            let max = general::size_cap(&op, &var);
-            if let Some(n) = v.iter().find(|n| **n < min || **n > max) {
-                return Err(BackendError(format!(
-                    "--sizes: {n} is outside {var}'s range ({min} to {max})"
-                )));
-            }
-            v.iter()
-                .map(|n| general::Shape::from([(var.clone(), *n as i64)]))
-                .collect()
-        }
-        Some(_) => {
-            return Err(BackendError(format!(
-                "--sizes gives one size; {} has {} size variables (declare values in the manifest)",
-                decl.name,
-                op.spec.sizes.len()
-            )))
-        }
-        None => general::ladder(&op).map_err(BackendError)?,
-    };
-    let bitwise_rules = op
-        .spec
-        .buffers
-        .values()
-        .filter_map(|b| b.compare.as_ref())
-        .all(|c| {
-            matches!(
-                c,
-                crate::rule::RuleSpec::Bitwise | crate::rule::RuleSpec::Exact
-            )
-        });
-    // Distinct values where every output is compared bit for bit (data movement: copy,
-    // transpose, gather), so a misplaced element cannot meet an equal value; small integers
-    // where a result is computed (a sum must stay exact, a sort must see repeats).
-    let moves_data = op
-        .spec
-        .buffers
-        .values()
-        .filter_map(|b| b.compare.as_ref())
-        .all(|c| matches!(c, crate::rule::RuleSpec::Bitwise));
-    let exact = if moves_data {
-        general::InputCase::Distinct
-    } else {
-        general::InputCase::Structural
-    };
+    let CheckPlan {
+        shapes: planned,
+        exact,
+        bitwise_rules,
+        moves_data,
+        overflow_seed,
+    } = plan(decl, opts)?;
+    let shapes: Vec<general::Shape> = planned.iter().map(|p| p.shape.clone()).collect();
     let determinism_at: Vec<usize> = [shapes.len() / 2, shapes.len().saturating_sub(1)].into();
     // Only the default ladder ends with the index-overflow case.
-    let overflow_case = opts.sizes.is_none() && opts.shapes.is_none() && !opts.quick;
+    let overflow_case = overflow_seed.is_some();
     let resources = backend.resources(kernel);
-    let mut rng = Rng::new(opts.seed);
     let mut cases = Vec::new();
     let mut push = |c: CaseResult, cases: &mut Vec<CaseResult>| {
         progress(&c);
         cases.push(c);
     };
-    for (i, shape) in shapes.iter().enumerate() {
+    for (i, PlannedShape { shape, inputs }) in planned.iter().enumerate() {
         let at = general::describe_shape(shape);
         let case = |what: &str| format!("{at}: {what}");
-        let mut workloads = vec![(exact, POISON_BYTES[0], 0usize)];
-        if !opts.quick {
-            let seed = rng.next_u64() % 1_000_000;
-            workloads.push((general::InputCase::Uniform { seed }, POISON_BYTES[1], i + 1));
-            // At the middle shape, the inputs that make other bugs fire.
-            if i == shapes.len() / 2 {
-                let seed = rng.next_u64() % 1_000_000;
-                workloads.push((general::InputCase::Normal { seed }, POISON_BYTES[0], i + 2));
-                workloads.push((general::InputCase::Large { seed }, POISON_BYTES[1], i + 3));
-                workloads.push((general::InputCase::Constant, POISON_BYTES[0], i + 4));
-                if bitwise_rules {
-                    workloads.push((general::InputCase::Special, POISON_BYTES[1], i + 5));
-                }
-            }
-        }
         let mut first_output = None;
-        for (input, poison, scalar_index) in workloads {
+        for &(input, poison, scalar_index) in inputs {
             let what = format!("{}, poison {poison:#04x}", input.describe());
             let label = case(&what);
             let w = match general::DeclaredWorkload::new(
@@ -336,7 +486,7 @@ pub fn run<B: Backend>(
             ),
             Ok(shape) => {
                 let at = format!("index overflow, {}", general::describe_shape(&shape));
-                let seed = rng.next_u64() % 1_000_000;
+                let seed = overflow_seed.expect("planned with the overflow case");
                 // Distinct values are filled in parallel and catch a wrapped offset at
                 // any element; arithmetic gets random values.
                 let input = if moves_data {
