@@ -246,6 +246,11 @@ pub struct ChildRun {
 }
 
 impl ChildRun {
+    /// Everything the child printed on stdout, its tagged lines included.
+    pub fn captured_stdout(&self) -> String {
+        String::from_utf8_lossy(&self.captured.stdout).into_owned()
+    }
+
     pub fn hung(&self) -> bool {
         self.captured.timed_out
     }

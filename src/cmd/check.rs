@@ -93,9 +93,19 @@ fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
     let k = session.backend.kernel(&kernel.decl.entry)?;
     let opts = options(args)?;
     let verbose = args.verbose;
-    let mut show = |c: &check::CaseResult| {
-        if verbose || !c.pass || c.skipped {
-            eprintln!("klab check: {}", c.render());
+    let mut show = |p: check::Progress<'_>| match p {
+        // The parent reads this if the process dies (a fault, the watchdog) to name the case.
+        check::Progress::Starting(label) => println!(
+            "{}",
+            ChildResult::Case {
+                label: label.to_string()
+            }
+            .line()
+        ),
+        check::Progress::Done(c) => {
+            if verbose || !c.pass || c.skipped {
+                eprintln!("klab check: {}", c.render());
+            }
         }
     };
     let reference = kernel.reference(args.device)?;
@@ -196,7 +206,10 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             // A hang, a fault or an error in the kernel's process is that kernel's failure;
             // the other kernels still run.
             _ => {
-                println!("check {}: FAIL: {}", k.name(), o.failure());
+                let during = ChildResult::last_case(&o.captured_stdout())
+                    .map(|c| format!(" (while running {c})"))
+                    .unwrap_or_default();
+                println!("check {}: FAIL: {}{during}", k.name(), o.failure());
                 failed = true;
             }
         }

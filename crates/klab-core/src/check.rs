@@ -129,6 +129,15 @@ pub struct CheckOptions {
     pub quick: bool,
 }
 
+/// What a running check reports as it goes.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress<'a> {
+    /// A case is about to run (its label names the shape, the input and its seed).
+    Starting(&'a str),
+    /// A case's verdict.
+    Done(&'a CaseResult),
+}
+
 /// One shape of a check and its workloads in the order they run: (input case, poison
 /// byte, scalar index).
 #[derive(Debug, Clone, PartialEq)]
@@ -356,7 +365,7 @@ pub fn run<B: Backend>(
     kernel: &B::Kernel,
     reference: std::rc::Rc<dyn general::Reference>,
     opts: &CheckOptions,
-    progress: &mut dyn FnMut(&CaseResult),
+    progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<CheckReport, BackendError> {
     let op = decl.op.clone();
     let CheckPlan {
@@ -372,10 +381,12 @@ pub fn run<B: Backend>(
     let overflow_case = overflow_seed.is_some();
     let resources = backend.resources(kernel);
     let mut cases = Vec::new();
-    let mut push = |c: CaseResult, cases: &mut Vec<CaseResult>| {
-        progress(&c);
+    let progress = std::cell::RefCell::new(progress);
+    let push = |c: CaseResult, cases: &mut Vec<CaseResult>| {
+        (progress.borrow_mut())(Progress::Done(&c));
         cases.push(c);
     };
+    let starting = |label: &str| (progress.borrow_mut())(Progress::Starting(label));
     for (i, PlannedShape { shape, inputs }) in planned.iter().enumerate() {
         let at = general::describe_shape(shape);
         let case = |what: &str| format!("{at}: {what}");
@@ -396,6 +407,7 @@ pub fn run<B: Backend>(
                     break;
                 }
             };
+            starting(&label);
             let (result, bufs) =
                 declared_case(backend, kernel, &resources, &w, &at, &what, poison, false)?;
             push(result, &mut cases);
@@ -405,6 +417,7 @@ pub fn run<B: Backend>(
             }
         }
         if let Some((first, w)) = first_output {
+            starting(&case("determinism"));
             let mut bufs = w.create_slot(backend, 0)?;
             w.poison(backend, &mut bufs, POISON_BYTES[1])?;
             backend.launch(kernel, &w.plan(), &w.args::<B>(&bufs))?;
@@ -452,6 +465,7 @@ pub fn run<B: Backend>(
         match general::DeclaredWorkload::new(decl.clone(), shape, input, i, reference.clone()) {
             Err(e) => push(fail(format!("{at}: {what}"), 0, e.0), &mut cases),
             Ok(w) => {
+                starting(&format!("{at}: {what}"));
                 let (c, _) = declared_case(
                     backend,
                     kernel,
@@ -525,6 +539,7 @@ pub fn run<B: Backend>(
                     {
                         Some(why) => push(skip(format!("{at}: {what}"), why), &mut cases),
                         None => {
+                            starting(&format!("{at}: {what}"));
                             let t0 = std::time::Instant::now();
                             let (mut c, _) = declared_case(
                                 backend,
@@ -553,7 +568,14 @@ pub fn run<B: Backend>(
                 _ => None,
             })
             .collect();
-        properties(backend, decl, kernel, &sizes, progress, &mut cases)?;
+        properties(
+            backend,
+            decl,
+            kernel,
+            &sizes,
+            *progress.borrow_mut(),
+            &mut cases,
+        )?;
     }
     Ok(CheckReport {
         kernel: decl.name.clone(),
@@ -782,11 +804,11 @@ fn properties<B: Backend>(
     decl: &KernelDecl,
     kernel: &B::Kernel,
     determinism_at: &[u64],
-    progress: &mut dyn FnMut(&CaseResult),
+    progress: &mut dyn FnMut(Progress<'_>),
     cases: &mut Vec<CaseResult>,
 ) -> Result<(), BackendError> {
     let mut push = |c: CaseResult, cases: &mut Vec<CaseResult>| {
-        progress(&c);
+        progress(Progress::Done(&c));
         cases.push(c);
     };
     match decl.operation {

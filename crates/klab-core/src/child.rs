@@ -43,6 +43,9 @@ pub enum ChildResult {
     Exit { code: u8 },
     /// The child stopped on an error (bad input, no device, a CUDA failure).
     Error { message: String },
+    /// Not a result: the case a `klab check` child is about to run (its shape, input and
+    /// seed), printed before each, so that a child that dies names what it was doing.
+    Case { label: String },
 }
 
 /// What the profiled child saw of its own launches.
@@ -68,11 +71,24 @@ impl ChildResult {
 
     /// The last result line in a child's output, if it printed one that parses.
     pub fn find(output: &str) -> Option<ChildResult> {
+        Self::tagged(output).find(|r| !matches!(r, ChildResult::Case { .. }))
+    }
+
+    /// The last case a check child announced, if any.
+    pub fn last_case(output: &str) -> Option<String> {
+        Self::tagged(output).find_map(|r| match r {
+            ChildResult::Case { label } => Some(label),
+            _ => None,
+        })
+    }
+
+    /// The tagged lines that parse, last first.
+    fn tagged(output: &str) -> impl Iterator<Item = ChildResult> + '_ {
         output
             .lines()
             .rev()
             .filter_map(|l| l.strip_prefix(RESULT_TAG))
-            .find_map(|j| serde_json::from_str(j).ok())
+            .filter_map(|j| serde_json::from_str(j).ok())
     }
 
     /// A child's output without its result lines (what a person should see).
@@ -87,6 +103,27 @@ impl ChildResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_case_line_names_what_a_dead_child_was_running_and_is_never_its_result() {
+        let case = |l: &str| ChildResult::Case { label: l.into() }.line();
+        let out = format!(
+            "{}\nchecking\n{}\n",
+            case("n=33: exact input, poison 0xff"),
+            case("n=65: random input seed 12, poison 0x7f")
+        );
+        assert_eq!(ChildResult::find(&out), None);
+        assert_eq!(
+            ChildResult::last_case(&out).as_deref(),
+            Some("n=65: random input seed 12, poison 0x7f")
+        );
+        assert_eq!(ChildResult::strip(&out), "checking\n");
+        let done = format!("{out}{}\n", ChildResult::Exit { code: 0 }.line());
+        assert_eq!(
+            ChildResult::find(&done),
+            Some(ChildResult::Exit { code: 0 })
+        );
+    }
 
     #[test]
     fn the_last_result_line_is_found_among_prose() {

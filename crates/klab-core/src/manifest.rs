@@ -696,7 +696,15 @@ impl LaunchOverride {
         }
         for (var, values) in self.sizes {
             match spec.sizes.get_mut(&var) {
-                Some(s) if s.launch => s.values = Some(values),
+                Some(s) if s.launch => {
+                    // The bench shape launches this kernel its own way too.
+                    if let (Some(bench), Some(first)) = (spec.bench.as_mut(), values.first()) {
+                        if let Some(v) = bench.get_mut(&var) {
+                            *v = *first;
+                        }
+                    }
+                    s.values = Some(values);
+                }
                 Some(_) => {
                     return Err((
                         format!("sizes.{var}"),
@@ -1533,6 +1541,7 @@ reference = { c = "ref.c:r" }
 sizes.rows = { values = [1, 7] }
 sizes.cols = {}
 sizes.bs = { values = [32, 256], launch = true }
+bench = { rows = 64, cols = 1024, bs = 256 }
 buffers.x = { dtype = "f32", len = "rows * cols", role = "in" }
 buffers.y = { dtype = "f32", len = "rows * cols", role = "out", compare = "bitwise" }
 [[kernel]]
@@ -1568,6 +1577,8 @@ launch = { block = ["64"], dynamic_shared_bytes = "0" }
         let sizes = |i: usize| m.kernels[i].op.spec.sizes["bs"].values.clone().unwrap();
         assert_eq!(sizes(0), [32, 256]);
         assert_eq!(sizes(1), [128]);
+        assert_eq!(m.kernels[1].op.spec.bench.as_ref().unwrap()["bs"], 128);
+        assert_eq!(m.kernels[0].op.spec.bench.as_ref().unwrap()["bs"], 256);
         assert_eq!(m.kernels[2].op.spec.block[0].source(), "64");
         let shapes = crate::general::ladder(&m.kernels[1].op).unwrap();
         assert!(shapes.iter().all(|s| s["bs"] == 128), "{shapes:?}");

@@ -116,7 +116,8 @@ impl CompileSpec {
 
     /// Every option NVRTC is given: the architecture, [`BASE_OPTIONS`], the spec's own, `-I`
     /// for each of its include folders, then `-I` for the toolkit's headers when a folder of
-    /// them was found.
+    /// them was found, and for its `cccl` folder when it has one (CUDA 13 keeps libcu++'s
+    /// `nv/target`, which cooperative groups include, there; nvcc adds it by itself).
     pub fn options(&self, toolkit_include: Option<&Path>) -> Vec<String> {
         let mut o = vec![format!("--gpu-architecture={}", self.arch)];
         o.extend(BASE_OPTIONS.iter().map(|s| s.to_string()));
@@ -126,7 +127,13 @@ impl CompileSpec {
                 .iter()
                 .map(|d| format!("-I{}", d.path.display())),
         );
-        o.extend(toolkit_include.map(|d| format!("-I{}", d.display())));
+        if let Some(d) = toolkit_include {
+            o.push(format!("-I{}", d.display()));
+            let cccl = d.join("cccl");
+            if cccl.is_dir() {
+                o.push(format!("-I{}", cccl.display()));
+            }
+        }
         o
     }
 }
@@ -727,6 +734,17 @@ ptxas info    : Used 4 registers, used 0 barriers\n"
         }];
         let o = s.options(Some(Path::new("/t/include")));
         assert_eq!(o[o.len() - 2..], ["-I/m/inc", "-I/t/include"]);
+        // CUDA 13's cccl folder (nv/target, which cooperative groups include) follows it.
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("cccl")).unwrap();
+        let o = s.options(Some(tmp.path()));
+        assert_eq!(
+            o[o.len() - 2..],
+            [
+                format!("-I{}", tmp.path().display()),
+                format!("-I{}", tmp.path().join("cccl").display())
+            ]
+        );
     }
 
     #[test]
