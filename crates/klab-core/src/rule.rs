@@ -387,6 +387,7 @@ impl From<Comparison> for ComparisonRepr {
 /// bare number is accepted and kept as its text).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[serde(remote = "RuleSpec")]
 pub enum RuleSpec {
     Bitwise,
     Exact,
@@ -397,6 +398,55 @@ pub enum RuleSpec {
         rtol: f64,
     },
     ScaledSum(#[serde(deserialize_with = "size_expression")] String),
+}
+
+/// The rules as a manifest spells them, for messages.
+const RULE_FORMS: &str = "\"bitwise\", \"exact\", { ulp = K }, { allclose = { atol = A, rtol = R } } or { scaled-sum = \"K\" }";
+
+impl Serialize for RuleSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        RuleSpec::serialize(self, s)
+    }
+}
+
+/// A rule's name alone is accepted where it takes no parameters; for the others the
+/// message gives the whole form (`compare = "allclose"` says where atol and rtol go).
+impl<'de> Deserialize<'de> for RuleSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RuleSpec, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = RuleSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(f, "a rule: {RULE_FORMS}")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RuleSpec, E> {
+                match v {
+                    "bitwise" => Ok(RuleSpec::Bitwise),
+                    "exact" => Ok(RuleSpec::Exact),
+                    "allclose" => Err(E::custom(
+                        "allclose takes its tolerances: compare = { allclose = { atol = 1e-5, rtol = 1e-5 } }",
+                    )),
+                    "ulp" => Err(E::custom("ulp takes its bound: compare = { ulp = 2 }")),
+                    "scaled-sum" => Err(E::custom(
+                        "scaled-sum takes the length of its sums: compare = { scaled-sum = \"K\" }",
+                    )),
+                    other => Err(E::custom(format!("unknown rule '{other}': give {RULE_FORMS}"))),
+                }
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<RuleSpec, A::Error> {
+                let rule =
+                    RuleSpec::deserialize(serde::de::value::MapAccessDeserializer::new(&mut a))?;
+                if a.next_key::<serde::de::IgnoredAny>()?.is_some() {
+                    return Err(serde::de::Error::custom("give one rule, not two"));
+                }
+                Ok(rule)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 /// An output's `compare` and optional `nan`, as a manifest declares them. Unknown keys
@@ -1573,15 +1623,25 @@ mod tests {
     fn wrong_specs_name_what_was_expected() {
         let e = spec("compare = \"bitwize\"").unwrap_err();
         assert!(
-            e.contains("unknown variant `bitwize`") && e.contains("`scaled-sum`"),
+            e.contains("unknown rule 'bitwize'") && e.contains("{ scaled-sum = \"K\" }"),
             "{e}"
         );
+        // A rule that takes parameters, named alone, is told its whole form.
+        let e = spec("compare = \"allclose\"").unwrap_err();
+        assert!(
+            e.contains("compare = { allclose = { atol = 1e-5, rtol = 1e-5 } }"),
+            "{e}"
+        );
+        let e = spec("compare = \"ulp\"").unwrap_err();
+        assert!(e.contains("compare = { ulp = 2 }"), "{e}");
+        let e = spec("compare = { alclose = { atol = 1e-5, rtol = 1e-5 } }").unwrap_err();
+        assert!(e.contains("alclose"), "{e}");
         let e = spec("compare = { ulp = -1 }").unwrap_err();
         assert!(e.contains("u64") || e.contains("invalid value"), "{e}");
         let e = spec("compare = { allclose = { atol = 1e-5 } }").unwrap_err();
         assert!(e.contains("missing field `rtol`"), "{e}");
         let e = spec("compare = { allclose = { atol = 1e-5, rtol = 0.0, foo = 1 } }").unwrap_err();
-        assert!(e.contains("foo") && e.contains("atol, rtol"), "{e}");
+        assert!(e.contains("foo") && e.contains("`atol` or `rtol`"), "{e}");
         let e = spec("compare = { scaled-sum = true }").unwrap_err();
         assert!(e.contains("a size expression for k"), "{e}");
         let e = spec("compare = { scaled-sum = \" \" }").unwrap_err();
