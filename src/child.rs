@@ -118,6 +118,7 @@ impl ChildCmd {
                     .flag("--json", c.json)
                     .flag("--plan", c.plan)
                     .flag("--in-process", c.in_process)
+                    .opt("--resume-after", c.resume_after)
                     .opt("--device", c.device)
                     .positional(&c.kernels);
             }

@@ -384,6 +384,9 @@ pub struct CheckArgs {
     /// Run in this process (what the isolated child does)
     #[arg(long, hide = true)]
     pub in_process: bool,
+    /// The child resumes after this many cases (its predecessor died in the last of them)
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub resume_after: usize,
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,

@@ -290,6 +290,7 @@ fn a_command_reference_checks_a_declared_kernel_through_npy_files() {
         sizes: None,
         shapes: None,
         quick: false,
+        resume_after: 0,
     };
     let check = |f: klab_core::backend::host::GeneralKernelFn| {
         let mut b = klab_core::backend::host::HostBackend::new().with_general_kernel("scale", f);

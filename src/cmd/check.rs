@@ -29,6 +29,7 @@ pub fn child_args(spec: String, device: u32) -> CheckArgs {
         json: false,
         plan: false,
         in_process: true,
+        resume_after: 0,
         device,
     }
 }
@@ -60,6 +61,7 @@ fn options(args: &CheckArgs) -> anyhow::Result<CheckOptions> {
                 .collect()
         }),
         quick: args.quick,
+        resume_after: args.resume_after,
     })
 }
 
@@ -142,6 +144,61 @@ fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// At most this many processes die in one kernel's check before klab gives up on the rest.
+const MAX_FAULTS: usize = 8;
+
+/// `kernel`'s check in a child, and, when a child dies in a case (a fault poisons the CUDA
+/// context), in a fresh one from the case after it: each death is that case's failure,
+/// named with its shape, input and seed. A hang ends the check (the watchdog's time is the
+/// whole check's). Whether every case passed.
+fn check_in_children(kernel: &Kernel, args: &CheckArgs, timeout: Duration) -> anyhow::Result<bool> {
+    let mut passed = true;
+    let mut resume_after = 0;
+    for deaths in 0.. {
+        let cmd = ChildCmd::Check(CheckArgs {
+            kernels: vec![kernel.spec()],
+            in_process: true,
+            resume_after,
+            ..args.clone()
+        });
+        let o = cmd.run(timeout, false)?;
+        print!("{}", o.stdout);
+        eprint!("{}", o.stderr);
+        if let (Some(ChildResult::Check { report }), false) = (&o.result, o.hung()) {
+            return Ok(passed && report.passed());
+        }
+        let stdout = o.captured_stdout();
+        let during = ChildResult::last_case(&stdout);
+        println!(
+            "check {}: FAIL: {}{}",
+            kernel.name(),
+            o.failure(),
+            during
+                .as_ref()
+                .map(|c| format!(" (while running {c})"))
+                .unwrap_or_default()
+        );
+        passed = false;
+        let started = ChildResult::cases_started(&stdout);
+        if o.hung() || during.is_none() || started == 0 {
+            break;
+        }
+        if deaths + 1 >= MAX_FAULTS {
+            println!(
+                "check {}: {MAX_FAULTS} processes died; the cases after the last are not run",
+                kernel.name()
+            );
+            break;
+        }
+        eprintln!(
+            "klab check: {}: the cases after it run in a fresh process",
+            kernel.name()
+        );
+        resume_after += started;
+    }
+    Ok(passed)
+}
+
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     sizes(&args.sizes)?;
     if args.in_process && args.plan {
@@ -193,26 +250,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let timeout = Duration::from_secs(args.timeout);
     let mut failed = false;
     for k in &kernels {
-        let cmd = ChildCmd::Check(CheckArgs {
-            kernels: vec![k.spec()],
-            in_process: true,
-            ..args.clone()
-        });
-        let o = cmd.run(timeout, false)?;
-        print!("{}", o.stdout);
-        eprint!("{}", o.stderr);
-        match &o.result {
-            Some(ChildResult::Check { report }) if !o.hung() => failed |= !report.passed(),
-            // A hang, a fault or an error in the kernel's process is that kernel's failure;
-            // the other kernels still run.
-            _ => {
-                let during = ChildResult::last_case(&o.captured_stdout())
-                    .map(|c| format!(" (while running {c})"))
-                    .unwrap_or_default();
-                println!("check {}: FAIL: {}{during}", k.name(), o.failure());
-                failed = true;
-            }
-        }
+        failed |= !check_in_children(k, &args, timeout)?;
     }
     Ok(if failed {
         ExitCode::from(EXIT_GATE_FAILED)

@@ -127,6 +127,9 @@ pub struct CheckOptions {
     pub shapes: Option<Vec<general::Shape>>,
     /// Only the exact-input case per size (what a sanitizer run needs to exercise the paths).
     pub quick: bool,
+    /// The first cases of the plan already ran in a process that died in the last of them
+    /// (a fault poisons the CUDA context): announce and run only the cases after these.
+    pub resume_after: usize,
 }
 
 /// What a running check reports as it goes.
@@ -386,11 +389,21 @@ pub fn run<B: Backend>(
         (progress.borrow_mut())(Progress::Done(&c));
         cases.push(c);
     };
-    let starting = |label: &str| (progress.borrow_mut())(Progress::Starting(label));
+    // Cases are counted as they are announced, the same in every process (the plan fixes
+    // them), so a fresh process resumes after the case its predecessor died in.
+    let announced = std::cell::Cell::new(0usize);
+    let starting = |label: &str| {
+        announced.set(announced.get() + 1);
+        let runs = announced.get() > opts.resume_after;
+        if runs {
+            (progress.borrow_mut())(Progress::Starting(label));
+        }
+        runs
+    };
     for (i, PlannedShape { shape, inputs }) in planned.iter().enumerate() {
         let at = general::describe_shape(shape);
         let case = |what: &str| format!("{at}: {what}");
-        let mut first_output = None;
+        let mut determinism = None;
         for &(input, poison, scalar_index) in inputs {
             let what = format!("{}, poison {poison:#04x}", input.describe());
             let label = case(&what);
@@ -407,23 +420,33 @@ pub fn run<B: Backend>(
                     break;
                 }
             };
-            starting(&label);
+            if input == exact && determinism_at.contains(&i) && !opts.quick {
+                determinism = Some(w.clone());
+            }
+            if !starting(&label) {
+                continue;
+            }
             let (result, bufs) =
                 declared_case(backend, kernel, &resources, &w, &at, &what, poison, false)?;
             push(result, &mut cases);
-            let Some(bufs) = bufs else { break };
-            if input == exact && determinism_at.contains(&i) && !opts.quick {
-                first_output = Some((w.output(backend, &bufs)?, w.clone()));
+            if bufs.is_none() {
+                determinism = None;
+                break;
             }
         }
-        if let Some((first, w)) = first_output {
-            starting(&case("determinism"));
-            let mut bufs = w.create_slot(backend, 0)?;
-            w.poison(backend, &mut bufs, POISON_BYTES[1])?;
-            backend.launch(kernel, &w.plan(), &w.args::<B>(&bufs))?;
-            backend.synchronize()?;
-            let again = w.output(backend, &bufs)?;
-            let differ = first.iter().zip(&again).filter(|(a, b)| a != b).count();
+        // Two launches of the exact input of their own, compared with each other.
+        if let Some(w) = determinism.filter(|_| starting(&case("determinism"))) {
+            // Each on a slot of its own: an inout buffer starts from klab's bytes both times.
+            let mut outputs = Vec::new();
+            for poison in POISON_BYTES {
+                let mut bufs = w.create_slot(backend, 0)?;
+                w.poison(backend, &mut bufs, poison)?;
+                backend.launch(kernel, &w.plan(), &w.args::<B>(&bufs))?;
+                backend.synchronize()?;
+                outputs.push(w.output(backend, &bufs)?);
+            }
+            let (first, again) = (&outputs[0], &outputs[1]);
+            let differ = first.iter().zip(again).filter(|(a, b)| a != b).count();
             push(
                 CaseResult {
                     skipped: false,
@@ -465,7 +488,9 @@ pub fn run<B: Backend>(
         match general::DeclaredWorkload::new(decl.clone(), shape, input, i, reference.clone()) {
             Err(e) => push(fail(format!("{at}: {what}"), 0, e.0), &mut cases),
             Ok(w) => {
-                starting(&format!("{at}: {what}"));
+                if !starting(&format!("{at}: {what}")) {
+                    continue;
+                }
                 let (c, _) = declared_case(
                     backend,
                     kernel,
@@ -538,8 +563,8 @@ pub fn run<B: Backend>(
                         .or_else(|| reference_too_slow(decl, &reference, base, &shape, input))
                     {
                         Some(why) => push(skip(format!("{at}: {what}"), why), &mut cases),
+                        None if !starting(&format!("{at}: {what}")) => {}
                         None => {
-                            starting(&format!("{at}: {what}"));
                             let t0 = std::time::Instant::now();
                             let (mut c, _) = declared_case(
                                 backend,
@@ -1125,6 +1150,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
             sizes: None,
             shapes: None,
             quick: false,
+            resume_after: 0,
         };
         let r = run(
             &mut b,
@@ -1276,6 +1302,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
                 sizes,
                 shapes: None,
                 quick: false,
+                resume_after: 0,
             },
             &mut |_| {},
         );

@@ -82,6 +82,13 @@ impl ChildResult {
         })
     }
 
+    /// How many cases a check child announced.
+    pub fn cases_started(output: &str) -> usize {
+        Self::tagged(output)
+            .filter(|r| matches!(r, ChildResult::Case { .. }))
+            .count()
+    }
+
     /// The tagged lines that parse, last first.
     fn tagged(output: &str) -> impl Iterator<Item = ChildResult> + '_ {
         output
@@ -113,6 +120,7 @@ mod tests {
             case("n=65: random input seed 12, poison 0x7f")
         );
         assert_eq!(ChildResult::find(&out), None);
+        assert_eq!(ChildResult::cases_started(&out), 2);
         assert_eq!(
             ChildResult::last_case(&out).as_deref(),
             Some("n=65: random input seed 12, poison 0x7f")

@@ -2003,8 +2003,51 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             sizes: None,
             shapes: None,
             quick: false,
+            resume_after: 0,
         };
         run(&mut b, d, &k, std::rc::Rc::new(RowSum), &opts, &mut |_| {}).unwrap()
+    }
+
+    #[test]
+    fn a_check_resumed_after_a_case_runs_exactly_the_cases_after_it() {
+        let run_from = |resume_after: usize| {
+            let mut b = HostBackend::new().with_general_kernel("rowsum", good);
+            let k = b.kernel("rowsum").unwrap();
+            let opts = CheckOptions {
+                seed: 1,
+                sizes: None,
+                shapes: None,
+                quick: false,
+                resume_after,
+            };
+            let mut started = Vec::new();
+            let r = run(
+                &mut b,
+                &decl(),
+                &k,
+                std::rc::Rc::new(RowSum),
+                &opts,
+                &mut |p| {
+                    if let crate::check::Progress::Starting(l) = p {
+                        started.push(l.to_string());
+                    }
+                },
+            )
+            .unwrap();
+            (started, r.cases)
+        };
+        let (all, every) = run_from(0);
+        assert!(all.iter().any(|l| l.ends_with("determinism")), "{all:?}");
+        for skip in [1, 5, all.len() - 1] {
+            let (rest, cases) = run_from(skip);
+            assert_eq!(rest, all[skip..], "resumed after {skip}");
+            let after: Vec<_> = every
+                .iter()
+                .filter(|c| !all[..skip].contains(&c.case))
+                .cloned()
+                .collect();
+            assert_eq!(cases, after, "resumed after {skip}");
+        }
     }
 
     #[test]
@@ -2017,6 +2060,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
                 sizes: None,
                 shapes: Some(shapes),
                 quick: false,
+                resume_after: 0,
             };
             run(
                 &mut b,
@@ -2139,6 +2183,7 @@ buffers.out = { dtype = "f32", len = "n * C", role = "out", shape = ["n", "C"], 
             sizes: None,
             shapes: None,
             quick: false,
+            resume_after: 0,
         };
         let d = with(manifest);
         run(&mut b, &d, &k, std::rc::Rc::new(Gather), &opts, &mut |_| {})
@@ -2321,6 +2366,7 @@ buffers.out = { dtype = "f32", len = "n * C", role = "out", shape = ["n", "C"], 
             sizes: None,
             shapes: None,
             quick: false,
+            resume_after: 0,
         };
         let r = run(&mut b, &d, &k, std::rc::Rc::new(RowSum), &opts, &mut |_| {}).unwrap();
         let c = r.cases.last().unwrap();
@@ -2351,6 +2397,7 @@ buffers.out = { dtype = "f32", len = "n * C", role = "out", shape = ["n", "C"], 
             sizes: None,
             shapes: None,
             quick: false,
+            resume_after: 0,
         };
         let r = run(&mut b, &d, &k, std::rc::Rc::new(RowSum), &opts, &mut |_| {}).unwrap();
         let c = r.cases.last().unwrap();

@@ -213,6 +213,7 @@ op = "scale"
             sizes: None,
             shapes: None,
             quick: false,
+            resume_after: 0,
         };
         run(&mut b, &d[0], &k, std::rc::Rc::new(r), &opts, &mut |_| {}).unwrap()
     }
