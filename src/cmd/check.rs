@@ -165,6 +165,14 @@ fn check_in_children(kernel: &Kernel, args: &CheckArgs, timeout: Duration) -> an
         print!("{}", o.stdout);
         eprint!("{}", o.stderr);
         if let (Some(ChildResult::Check { report }), false) = (&o.result, o.hung()) {
+            if deaths > 0 {
+                // The last child's verdict covers only the cases after the last death.
+                println!(
+                    "check {}: verdict: FAIL ({deaths} case(s) ended their process, named above; the {} after the last ran in a fresh one)",
+                    kernel.name(),
+                    report.cases.len()
+                );
+            }
             return Ok(passed && report.passed());
         }
         let stdout = o.captured_stdout();
