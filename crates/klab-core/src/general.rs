@@ -1156,7 +1156,8 @@ fn domain_of(
     at: &str,
 ) -> Result<Option<[i64; 2]>, BackendError> {
     let b = &buffers[i];
-    if !b.dtype.is_integer() {
+    // An empty buffer holds no index (its domain may be empty too: a table of no rows).
+    if !b.dtype.is_integer() || b.elements == 0 {
         return Ok(None);
     }
     let (lo, hi, from) = match (&spec.index_into, b.range) {
@@ -2211,6 +2212,29 @@ buffers.out = { dtype = "f32", len = "n * C", role = "out", shape = ["n", "C"], 
         let unbounded = GATHER.replace("index_into = \"table\"", "range = [0, 63]");
         let e = check_gather(&unbounded).unwrap_err();
         assert!(e.0.contains("outside the table"), "{e}");
+    }
+
+    #[test]
+    fn an_empty_index_into_an_empty_table_is_made_in_every_case() {
+        let shape = Shape::from([("n".into(), 0), ("V".into(), 0), ("C".into(), 1)]);
+        for case in [
+            InputCase::Structural,
+            InputCase::Special,
+            InputCase::Normal { seed: 1 },
+        ] {
+            let w = DeclaredWorkload::new(
+                with(GATHER),
+                shape.clone(),
+                case,
+                0,
+                std::rc::Rc::new(Gather),
+            )
+            .unwrap();
+            assert!(
+                w.initial_bytes().unwrap().iter().all(Vec::is_empty),
+                "{case:?}"
+            );
+        }
     }
 
     #[test]
