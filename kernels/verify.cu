@@ -220,8 +220,8 @@ __device__ __forceinline__ Judged judge(const u64* p, u64 g, u64 w, double magni
     j.pass = ulp_distance(dt, g, w) <= p[VP_ULP_MAX];
   } else if (rule == RULE_ALLCLOSE) {
     j.pass = fabs(__dsub_rn(gv, wv)) <= __dadd_rn(atol, __dmul_rn(rtol, fabs(wv)));
-  } else {  // scaled-sum
-    j.pass = fabs(__dsub_rn(gv, wv)) <= __dmul_rn(f64_of(p[VP_FACTOR]), magnitude);
+  } else {  // scaled-sum (atol 0) and reference-error: factor * scale[i] + atol
+    j.pass = fabs(__dsub_rn(gv, wv)) <= __dadd_rn(__dmul_rn(f64_of(p[VP_FACTOR]), magnitude), atol);
   }
   j.has_error = finite;
   if (finite) {

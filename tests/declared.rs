@@ -67,6 +67,7 @@ fn the_c_reference_compiles_and_computes_a_layer_norm() {
         source: example().parent().unwrap().join("layernorm_ref.c"),
         function: "layernorm_ref".into(),
         params: klab_tools::cref::params_for(op),
+        working: op.spec.working_precision(),
     };
     let tmp = tempfile::tempdir().unwrap();
     let r = match klab_tools::cref::CReference::build(&spec, Some(tmp.path())) {

@@ -120,6 +120,7 @@ fn c_reference(
         source: path.parent().unwrap().join(file),
         function: function.into(),
         params: klab_tools::cref::params_for(op),
+        working: op.spec.working_precision(),
     };
     match klab_tools::cref::CReference::build(&spec, None) {
         Ok(r) => Some(r),

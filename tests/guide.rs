@@ -55,6 +55,7 @@ fn the_guide_example_parses_and_its_reference_computes() {
         source: dir.path().join("ref.c"),
         function: "scale_ref".into(),
         params: klab_tools::cref::params_for(&op),
+        working: op.spec.working_precision(),
     };
     let r = match klab_tools::cref::CReference::build(&spec, None) {
         Ok(r) => r,

@@ -145,6 +145,12 @@ pub fn comparisons(dt: Dtype) -> Vec<Comparison> {
             .with_nan(NanRule::NanAnyPayload),
         );
         c.push(Comparison::new(Rule::ScaledSum { k: 64.0 }));
+        // The same per-element gate with an atol (the device adds it after the product).
+        c.push(Comparison::new(Rule::ReferenceError {
+            k: 4.0,
+            atol: 1e-3,
+            precision: rule::Precision::F32,
+        }));
     } else {
         c.push(Comparison::new(Rule::Exact));
         c.push(Comparison::new(Rule::AllClose {
@@ -246,7 +252,11 @@ pub fn ladder_cases(mut judge: impl FnMut(Vec<Case>)) {
             };
             let (got, want) = planted(dt, n as usize, n ^ dt.size_bytes() as u64);
             for cmp in rules {
-                let magnitude = matches!(cmp.rule, Rule::ScaledSum { .. }).then(|| {
+                let scaled = matches!(
+                    cmp.rule,
+                    Rule::ScaledSum { .. } | Rule::ReferenceError { .. }
+                );
+                let magnitude = scaled.then(|| {
                     (0..n as usize)
                         .map(|i| (dt.to_f64(&want, i).abs() + 1.0).min(1e30) * (i % 3) as f64)
                         .collect()

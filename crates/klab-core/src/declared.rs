@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dtype::Dtype;
 use crate::expr::Expr;
-use crate::rule::{NanRule, RuleSpec};
+use crate::rule::{NanRule, Precision, RuleSpec};
 use crate::text::is_identifier;
 
 /// A size variable.
@@ -380,7 +380,23 @@ const SCALAR_TYPES: [Dtype; 6] = [
 /// A problem with a field of `[kernel.op]` (the field relative to it, e.g. `buffers.y.compare`).
 pub type FieldError = (String, String);
 
+/// The working precision of a buffer compared by reference-error.
+fn working_precision(b: &BufferSpec) -> Option<Precision> {
+    match b.compare.as_ref()? {
+        RuleSpec::ReferenceError { precision, .. } => {
+            Some(precision.unwrap_or(Precision::default_for(b.dtype)))
+        }
+        _ => None,
+    }
+}
+
 impl DeclaredOpSpec {
+    /// The working precision the reference is also built in (rule reference-error; one
+    /// per operation, checked by validation), if any output asks for one.
+    pub fn working_precision(&self) -> Option<Precision> {
+        self.buffers.values().find_map(working_precision)
+    }
+
     /// Check the spec against the kernel's `params` (`"x"`, `"rows:i32"`, ...).
     /// Why `shape` is not a shape of this operation: a name that is no size variable, a
     /// value outside its range, or a variable left out.
@@ -521,7 +537,7 @@ impl DeclaredOpSpec {
                         uses_only_sizes(&field("compare"), &k)?;
                     }
                     let rule = spec
-                        .resolve(|_| Ok(1.0))
+                        .resolve(b.dtype, |_| Ok(1.0))
                         .map_err(|e| (field("compare"), e.to_string()))?;
                     rule.check_dtype(b.dtype)
                         .map_err(|e| (field("compare"), e.to_string()))?;
@@ -671,6 +687,29 @@ impl DeclaredOpSpec {
                         );
                     }
                 }
+            }
+        }
+
+        // Rule reference-error builds the reference a second time in a working precision:
+        // only a C reference can be, and one build has one precision.
+        let working: BTreeSet<(Precision, &String)> = self
+            .buffers
+            .iter()
+            .filter_map(|(name, b)| Some((working_precision(b)?, name)))
+            .collect();
+        if let Some((_, name)) = working.first() {
+            if !matches!(self.reference, ReferenceSpec::C(_)) {
+                return bad(
+                    &format!("buffers.{name}.compare"),
+                    "reference-error computes the reference a second time in the kernel's precision, which needs a C reference (`reference = { c = \"FILE:FUNCTION\" }`) whose working type is the macro KLAB_REAL".into(),
+                );
+            }
+            let precisions: BTreeSet<Precision> = working.iter().map(|w| w.0).collect();
+            if precisions.len() > 1 {
+                return bad(
+                    &format!("buffers.{name}.compare"),
+                    "reference-error asks for more than one working precision over this operation's outputs; one C reference is built in one (give every output the same precision)".into(),
+                );
             }
         }
 
@@ -920,6 +959,48 @@ scalars.eps = { type = "f32", values = [1e-5] }
         let op = check(LAYERNORM, &params()).unwrap();
         let back = toml::to_string(&op.spec.buffers["x"]).unwrap();
         assert!(back.contains("range = [-2.0, 2.0]"), "{back}");
+    }
+
+    #[test]
+    fn reference_error_needs_a_c_reference_and_one_working_precision() {
+        let ln = LAYERNORM.replace(
+            "{ allclose = { atol = 1e-5, rtol = 1e-5 } }",
+            "{ reference-error = { k = 8, atol = 1e-6 } }",
+        );
+        let op = check(&ln, &params()).unwrap();
+        assert_eq!(op.spec.working_precision(), Some(Precision::F32));
+        assert_eq!(
+            check(LAYERNORM, &params())
+                .unwrap()
+                .spec
+                .working_precision(),
+            None
+        );
+        let command = ln.replace(
+            "reference = { c = \"layernorm_ref.c:layernorm_ref\" }",
+            "reference = { command = [\"python3\", \"ref.py\"] }",
+        );
+        assert_ne!(command, ln);
+        let (f, problem) = check(&command, &params()).unwrap_err();
+        assert_eq!(f, "buffers.y.compare", "{problem}");
+        assert!(problem.contains("needs a C reference"), "{problem}");
+        // Two outputs in two working precisions cannot share one second build.
+        let two = ln
+            .replace("scalars.eps", "buffers.z = { dtype = \"f64\", len = \"rows\", role = \"out\", compare = { reference-error = { k = 8, atol = 0 } } }\nscalars.eps");
+        let mut p = params();
+        p.push("z".into());
+        let (f, problem) = check(&two, &p).unwrap_err();
+        assert!(
+            f.ends_with(".compare") && problem.contains("one working precision"),
+            "{f}: {problem}"
+        );
+        // An integer output has no rounding error.
+        let ints = ln.replace(
+            "buffers.y = { dtype = \"f32\"",
+            "buffers.y = { dtype = \"i32\"",
+        );
+        let (f, problem) = check(&ints, &params()).unwrap_err();
+        assert_eq!(f, "buffers.y.compare", "{problem}");
     }
 
     #[test]

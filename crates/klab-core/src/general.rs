@@ -85,6 +85,24 @@ pub trait Reference {
     ) -> Result<(), String>;
     /// One line for verdicts and receipts (`C reference ref.c:my_ref (gcc 12.2.0)`).
     fn describe(&self) -> String;
+    /// [`Reference::run`] computed in the working precision `precision` instead of the
+    /// reference's own (rule reference-error: a C reference built a second time with its
+    /// working type `KLAB_REAL` set to `precision`). The default: this reference has no
+    /// such build.
+    fn run_in(
+        &self,
+        precision: rule::Precision,
+        _shape: &Shape,
+        _buffers: &mut [&mut [u8]],
+        _ints: &[i64],
+        _floats: &[f64],
+    ) -> Result<(), String> {
+        Err(format!(
+            "{} cannot be computed in {}: rule reference-error needs a C reference (`reference = {{ c = \"FILE:FUNCTION\" }}`) whose working type is the macro KLAB_REAL",
+            self.describe(),
+            precision.name()
+        ))
+    }
     /// Outputs whose expected values a device checker can read from an input without
     /// running this reference, as (output, input, map) buffer positions at `shape`: a
     /// copy's and a transpose's. Empty (the default): the reference must run.
@@ -208,8 +226,22 @@ fn host_for_download(bytes: usize, what: &str) -> Result<Vec<u8>, String> {
     Ok(v)
 }
 
-/// One buffer's scaled-sum magnitudes (None: not compared by scaled-sum).
-type Magnitudes = Option<Vec<f64>>;
+/// One buffer's per-element scale for its rule: scaled-sum's magnitudes, reference-error's
+/// reference errors (None: its rule has no per-element scale).
+type Scales = Option<Vec<f64>>;
+
+/// One byte vector per buffer, in the kernel's buffer order.
+type Buffers = Vec<Vec<u8>>;
+
+/// Whether a comparison's bound is a multiple of a per-element scale from the reference.
+fn scaled(c: Option<&Comparison>) -> bool {
+    c.is_some_and(|c| {
+        matches!(
+            c.rule,
+            rule::Rule::ScaledSum { .. } | rule::Rule::ReferenceError { .. }
+        )
+    })
+}
 
 /// A declared kernel at one shape, case and scalar choice.
 #[derive(Clone)]
@@ -227,8 +259,8 @@ pub struct DeclaredWorkload {
     flops: u64,
     inputs: Arc<OnceLock<Result<Vec<Vec<u8>>, String>>>,
     expected: Arc<OnceLock<Result<Vec<Vec<u8>>, String>>>,
-    /// Per buffer, the scaled-sum magnitudes (only for outputs compared by scaled-sum).
-    magnitudes: Arc<OnceLock<Result<Vec<Magnitudes>, String>>>,
+    /// Per buffer, the rule's per-element scale ([`Scales`]).
+    magnitudes: Arc<OnceLock<Result<Vec<Scales>, String>>>,
     /// The inputs were given ([`DeclaredWorkload::with_inputs`]), never generated.
     given_inputs: bool,
     /// The expected values on the device (a `DeviceExpected` of the backend's buffers).
@@ -387,7 +419,7 @@ impl DeclaredWorkload {
             let comparison = match &b.compare {
                 Some(c) => {
                     let rule = c
-                        .resolve(|k| {
+                        .resolve(b.dtype, |k| {
                             crate::expr::Expr::parse(k)
                                 .and_then(|x| x.eval(&shape))
                                 .map(|v| v as f64)
@@ -666,15 +698,17 @@ impl DeclaredWorkload {
 
     /// The reference run on host copies of `inputs` (outputs and scratch zeroed).
     fn run_reference(&self, inputs: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, String> {
-        self.run_reference_with(inputs, false)
+        self.run_reference_with(inputs, false, None)
     }
 
     /// [`Self::run_reference`], with the float scalars' absolute values when `abs_scalars`
-    /// (scaled-sum's magnitudes: `alpha AB + beta C` with beta < 0 must not cancel).
+    /// (scaled-sum's magnitudes: `alpha AB + beta C` with beta < 0 must not cancel), in
+    /// a working precision when `precision` is given ([`Reference::run_in`]).
     fn run_reference_with(
         &self,
         inputs: &[Vec<u8>],
         abs_scalars: bool,
+        precision: Option<rule::Precision>,
     ) -> Result<Vec<Vec<u8>>, String> {
         let mut host = Vec::with_capacity(self.buffers.len());
         for (b, i) in self.buffers.iter().zip(inputs) {
@@ -693,22 +727,27 @@ impl DeclaredWorkload {
             floats.iter_mut().for_each(|f| *f = f.abs());
         }
         let mut views: Vec<&mut [u8]> = host.iter_mut().map(|v| v.as_mut_slice()).collect();
-        self.reference
-            .run(&self.shape, &mut views, &ints, &floats)?;
+        match precision {
+            None => self
+                .reference
+                .run(&self.shape, &mut views, &ints, &floats)?,
+            Some(p) => self
+                .reference
+                .run_in(p, &self.shape, &mut views, &ints, &floats)?,
+        }
         Ok(host)
     }
 
-    /// Whether an output is compared by scaled-sum (the reference then runs twice).
-    pub fn uses_scaled_sum(&self) -> bool {
-        self.buffers.iter().any(|b| {
-            b.comparison
-                .as_ref()
-                .is_some_and(|c| matches!(c.rule, rule::Rule::ScaledSum { .. }))
-        })
+    /// Whether an output's bound takes a per-element scale from the reference (the
+    /// reference then runs again: scaled-sum once, reference-error
+    /// 2 [`crate::refscale::SAMPLES`]` - 1` times).
+    pub fn uses_scales(&self) -> bool {
+        self.buffers.iter().any(|b| scaled(b.comparison.as_ref()))
     }
 
-    /// Make the inputs, the reference's outputs and scaled-sum's magnitudes now (each is
-    /// made once and kept), so that a reference failure is known before any launch.
+    /// Make the inputs, the reference's outputs and the rules' per-element scales now
+    /// (each is made once and kept), so that a reference failure is known before any
+    /// launch.
     pub fn prepare(&self) -> Result<(), BackendError> {
         self.expected()?;
         self.magnitudes()?;
@@ -728,61 +767,130 @@ impl DeclaredWorkload {
             .map_err(|e| BackendError(format!("the reference failed: {e}")))
     }
 
+    /// Every output's per-element scale, made once: scaled-sum's magnitudes
+    /// ([`Self::abs_magnitudes`]), reference-error's reference errors
+    /// ([`Self::reference_errors`]), None for the other rules.
+    fn magnitudes(&self) -> Result<&[Scales], BackendError> {
+        let r = self.magnitudes.get_or_init(|| {
+            let mut out: Vec<Scales> = vec![None; self.buffers.len()];
+            if !self.uses_scales() {
+                return Ok(out);
+            }
+            let is = |b: &Buffer, f: fn(&rule::Rule) -> bool| {
+                b.comparison.as_ref().is_some_and(|c| f(&c.rule))
+            };
+            if self
+                .buffers
+                .iter()
+                .any(|b| is(b, |r| matches!(r, rule::Rule::ScaledSum { .. })))
+            {
+                let m = self.abs_magnitudes().map_err(|e| {
+                    format!("the reference failed on the absolute inputs (scaled-sum's magnitudes): {e}")
+                })?;
+                for (i, b) in self.buffers.iter().enumerate() {
+                    if is(b, |r| matches!(r, rule::Rule::ScaledSum { .. })) {
+                        out[i] = Some(m[i].clone());
+                    }
+                }
+            }
+            self.reference_errors(&mut out)?;
+            Ok(out)
+        });
+        r.as_deref().map_err(|e| BackendError(e.clone()))
+    }
+
     /// Scaled-sum's per-element magnitudes: the reference run again on the absolute values
     /// of the float inputs, so that for a sum of products (a dot product, a GEMM, a
     /// reduction, a convolution) each output's magnitude is `sum |a_i x_i|`, the bound the
     /// reduction lab's gate is written against. Integer inputs (indices, counts) are kept.
-    fn magnitudes(&self) -> Result<&[Magnitudes], BackendError> {
-        let r = self.magnitudes.get_or_init(|| {
-            let scaled = |b: &Buffer| {
-                b.comparison
-                    .as_ref()
-                    .is_some_and(|c| matches!(c.rule, rule::Rule::ScaledSum { .. }))
-            };
-            if !self.uses_scaled_sum() {
-                return Ok(vec![None; self.buffers.len()]);
+    /// One vector per buffer (empty for inputs).
+    fn abs_magnitudes(&self) -> Result<Vec<Vec<f64>>, String> {
+        let mut abs = self.inputs().map_err(|e| e.0)?.to_vec();
+        for (b, v) in self.buffers.iter().zip(abs.iter_mut()) {
+            // Outputs and scratch have no initial bytes (empty).
+            if b.dtype.is_float() && !v.is_empty() {
+                let dt = b.dtype;
+                crate::par::for_chunks(v, dt.size_bytes(), |_, part| {
+                    for i in 0..part.len() / dt.size_bytes() {
+                        let x = dt.to_f64(part, i);
+                        dt.write_f64(part, i, x.abs());
+                    }
+                });
             }
-            let mut abs = self.inputs().map_err(|e| e.0)?.to_vec();
-            for (b, v) in self.buffers.iter().zip(abs.iter_mut()) {
-                // Outputs and scratch have no initial bytes (empty).
-                if b.dtype.is_float() && !v.is_empty() {
-                    let dt = b.dtype;
-                    crate::par::for_chunks(v, dt.size_bytes(), |_, part| {
-                        for i in 0..part.len() / dt.size_bytes() {
-                            let x = dt.to_f64(part, i);
-                            dt.write_f64(part, i, x.abs());
+        }
+        let out = self.run_reference_with(&abs, true, None)?;
+        Ok(self
+            .buffers
+            .iter()
+            .zip(out)
+            .map(|(b, bytes)| {
+                (0..b.elements as usize)
+                    .map(|i| {
+                        // A magnitude the dtype cannot hold (an f16 sum past 65504) gives
+                        // no bound: the element must then equal the reference.
+                        let m = b.dtype.to_f64(&bytes, i).abs();
+                        if m.is_finite() {
+                            m
+                        } else {
+                            0.0
                         }
-                    });
-                }
-            }
-            let out = self.run_reference_with(&abs, true)?;
-            Ok(self
-                .buffers
-                .iter()
-                .zip(out)
-                .map(|(b, bytes)| {
-                    scaled(b).then(|| {
-                        (0..b.elements as usize)
-                            .map(|i| {
-                                // A magnitude the dtype cannot hold (an f16 sum past 65504)
-                                // gives no bound: the element must then equal the reference.
-                                let m = b.dtype.to_f64(&bytes, i).abs();
-                                if m.is_finite() {
-                                    m
-                                } else {
-                                    0.0
-                                }
-                            })
-                            .collect()
                     })
-                })
-                .collect())
-        });
-        r.as_deref().map_err(|e| {
-            BackendError(format!(
-                "the reference failed on the absolute inputs (scaled-sum's magnitudes): {e}"
-            ))
-        })
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// Reference-error's per-element scales, into `out` for each output it compares: the
+    /// reference in the rule's working precision against the reference in double, on the
+    /// inputs and on [`crate::refscale::SAMPLES`]` - 1` perturbations of them
+    /// ([`crate::refscale::errors`]).
+    fn reference_errors(&self, out: &mut [Scales]) -> Result<(), String> {
+        let precision_of = |b: &Buffer| match b.comparison.as_ref()?.rule {
+            rule::Rule::ReferenceError { precision, .. } => Some(precision),
+            _ => None,
+        };
+        // Validation allows one working precision per operation.
+        let Some(p) = self.buffers.iter().find_map(precision_of) else {
+            return Ok(());
+        };
+        let failed = |e: String| {
+            format!(
+                "the reference in {} (rule reference-error) failed: {e}",
+                p.name()
+            )
+        };
+        let inputs = self.inputs().map_err(|e| e.0)?;
+        let expected = self.expected().map_err(|e| e.0)?;
+        // Per sample, every buffer from the working-precision run and from the double one.
+        let mut samples: Vec<(Buffers, Buffers)> = Vec::new();
+        for sample in 0..crate::refscale::SAMPLES {
+            if sample == 0 {
+                let low = self
+                    .run_reference_with(inputs, false, Some(p))
+                    .map_err(failed)?;
+                samples.push((low, expected.to_vec()));
+                continue;
+            }
+            let mut moved = inputs.to_vec();
+            for (k, (b, v)) in self.buffers.iter().zip(moved.iter_mut()).enumerate() {
+                crate::refscale::perturb(b.dtype, v, sample, k as u64);
+            }
+            let low = self
+                .run_reference_with(&moved, false, Some(p))
+                .map_err(failed)?;
+            let high = self.run_reference_with(&moved, false, None)?;
+            samples.push((low, high));
+        }
+        for (i, b) in self.buffers.iter().enumerate() {
+            if precision_of(b).is_some() {
+                let pairs: Vec<(&[u8], &[u8])> = samples
+                    .iter()
+                    .map(|(low, high)| (&low[i][..], &high[i][..]))
+                    .collect();
+                out[i] = Some(crate::refscale::errors(b.dtype, &pairs));
+            }
+        }
+        Ok(())
     }
 
     /// Every compared buffer's verdict against the reference.
@@ -959,7 +1067,7 @@ impl DeclaredWorkload {
             elements: buf.elements,
         };
         Ok(b.device_check(&check)?
-            .map(|s| s.verdict(buf.dtype, &unchanged, &buf.shape)))
+            .map(|s| s.verdict(buf.dtype, &unchanged, &buf.shape, None)))
     }
 
     /// Judgements the CPU oracle cross-checked so far.
@@ -1005,7 +1113,7 @@ impl DeclaredWorkload {
             return 0;
         }
         self.slot_bytes()
-            .saturating_mul(if self.uses_scaled_sum() { 4 } else { 2 })
+            .saturating_mul(if self.uses_scales() { 4 } else { 2 })
     }
 
     /// Buffer `i`'s device generator, if it is an input the case can make on a device.
@@ -1056,11 +1164,11 @@ impl DeclaredWorkload {
                 b.upload_bytes(&mut d, &expected[i])?;
                 dev.want[i] = Some(d);
             }
-            let scaled = matches!(cmp.rule, rule::Rule::ScaledSum { .. });
+            let scaled = scaled(Some(cmp));
             if scaled && dev.magnitude[i].is_none() {
-                let m = self.magnitudes()?[i]
-                    .as_deref()
-                    .ok_or_else(|| BackendError("scaled-sum without magnitudes".into()))?;
+                let m = self.magnitudes()?[i].as_deref().ok_or_else(|| {
+                    BackendError(format!("{} without its per-element scale", cmp.rule.name()))
+                })?;
                 let bytes: Vec<u8> = m.iter().flat_map(|v| v.to_le_bytes()).collect();
                 let mut d = b.alloc_bytes(bytes.len())?;
                 b.upload_bytes(&mut d, &bytes)?;
@@ -1087,7 +1195,7 @@ impl DeclaredWorkload {
             };
             out.push((
                 buf.name.clone(),
-                summary.verdict(buf.dtype, cmp, &buf.shape),
+                summary.verdict(buf.dtype, cmp, &buf.shape, self.magnitudes()?[i].as_deref()),
             ));
         }
         Ok(Some(out))
@@ -2644,6 +2752,148 @@ buffers.out = { dtype = "f32", len = "n * C", role = "out", shape = ["n", "C"], 
             e.to_string().contains("buffers.y.compare") && e.to_string().contains("depth"),
             "{e}"
         );
+    }
+
+    /// A row sum whose oracle sums in f64 and whose working-precision build sums in f32
+    /// (what a C reference with `KLAB_REAL` gives).
+    struct RowSumReal;
+    impl Reference for RowSumReal {
+        fn run(
+            &self,
+            _: &Shape,
+            b: &mut [&mut [u8]],
+            ints: &[i64],
+            _: &[f64],
+        ) -> Result<(), String> {
+            row_sum::<f64>(b, ints);
+            Ok(())
+        }
+        fn run_in(
+            &self,
+            p: rule::Precision,
+            _: &Shape,
+            b: &mut [&mut [u8]],
+            ints: &[i64],
+            _: &[f64],
+        ) -> Result<(), String> {
+            assert_eq!(p, rule::Precision::F32);
+            row_sum::<f32>(b, ints);
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "a Rust row sum in KLAB_REAL".into()
+        }
+    }
+    fn row_sum<T: num_like::Real>(b: &mut [&mut [u8]], ints: &[i64]) {
+        let (rows, cols) = (ints[0] as usize, ints[1] as usize);
+        for r in 0..rows {
+            let mut s = T::zero();
+            for c in 0..cols {
+                let i = 4 * (r * cols + c);
+                s = s.add(f32::from_le_bytes(b[0][i..i + 4].try_into().unwrap()));
+            }
+            b[1][4 * r..4 * r + 4].copy_from_slice(&s.to_f32().to_le_bytes());
+        }
+    }
+    mod num_like {
+        pub trait Real: Copy {
+            fn zero() -> Self;
+            fn add(self, x: f32) -> Self;
+            fn to_f32(self) -> f32;
+        }
+        impl Real for f32 {
+            fn zero() -> f32 {
+                0.0
+            }
+            fn add(self, x: f32) -> f32 {
+                self + x
+            }
+            fn to_f32(self) -> f32 {
+                self
+            }
+        }
+        impl Real for f64 {
+            fn zero() -> f64 {
+                0.0
+            }
+            fn add(self, x: f32) -> f64 {
+                self + x as f64
+            }
+            fn to_f32(self) -> f32 {
+                self as f32
+            }
+        }
+    }
+    /// Sums each row in f32 but keeps only bfloat16's 8 bits of mantissa after each step:
+    /// a kernel less accurate than its working precision.
+    fn sums_in_bf16(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+        let (x, y, rows, cols) = args(a);
+        for r in 0..rows {
+            let mut s = 0f32;
+            for c in 0..cols {
+                s = f32::from_bits(
+                    (s + f32::from_bits(mem[x][r * cols + c])).to_bits() & 0xffff_0000,
+                );
+            }
+            mem[y][r] = s.to_bits();
+        }
+    }
+
+    #[test]
+    fn reference_error_accepts_another_order_that_an_absolute_tolerance_rejects() {
+        let check_with = |rule: &str, f: crate::backend::host::GeneralKernelFn| {
+            let d = with(
+                &MANIFEST
+                    .replace("{ allclose = { atol = 1e-5, rtol = 1e-5 } }", rule)
+                    .replace("values = [1, 5, 33]", "values = [1, 5, 33, 1000]"),
+            );
+            let mut b = HostBackend::new().with_general_kernel("rowsum", f);
+            let k = b.kernel("rowsum").unwrap();
+            let opts = CheckOptions {
+                seed: 1,
+                sizes: None,
+                shapes: None,
+                quick: false,
+                resume_after: 0,
+            };
+            run(
+                &mut b,
+                &d,
+                &k,
+                std::rc::Rc::new(RowSumReal),
+                &opts,
+                &mut |_| {},
+            )
+            .unwrap()
+        };
+        // The failure that motivated the rule: summing in another order than the reference
+        // is as accurate, but large-magnitude inputs put the difference above an absolute
+        // tolerance written for unit-scale inputs.
+        let r = check_with("{ allclose = { atol = 1e-5, rtol = 0 } }", reversed);
+        assert!(!r.passed(), "{}", r.render());
+        let rule = "{ reference-error = { k = 4, atol = 0 } }";
+        let r = check_with(rule, reversed);
+        assert!(r.passed(), "another order is as accurate: {}", r.render());
+        assert!(
+            r.cases[0].detail.contains("reference-error k=4"),
+            "{}",
+            r.cases[0].detail
+        );
+        // Less accurate than the reference in f32, or wrong: rejected, and the line gives
+        // the kernel's error beside the reference's own.
+        for bad in [
+            sums_in_bf16 as crate::backend::host::GeneralKernelFn,
+            drops_last_column,
+        ] {
+            let r = check_with(rule, bad);
+            assert!(!r.passed(), "{}", r.render());
+            let failed = r.cases.iter().find(|c| !c.pass).unwrap();
+            assert!(
+                failed.detail.contains("the reference in f32 is off by"),
+                "{}",
+                failed.detail
+            );
+        }
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub mod par;
 pub mod plan;
 pub mod ptxas;
 pub mod receipt;
+pub mod refscale;
 pub mod registry;
 pub mod row;
 pub mod rule;

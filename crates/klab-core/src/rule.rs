@@ -23,6 +23,11 @@
 //!   (e.g. `sum_j |a_j x_j|`, so the gate scales with the terms, not with a sum that may
 //!   cancel). An infinity matches only the same infinity. Unlike `ops::reduce` there is no
 //!   1e-6 floor: a magnitude of 0 demands exactly 0.
+//! - [`Rule::ReferenceError`] (float dtypes only): as accurate as the reference computed in
+//!   the kernel's own working precision, `|got - want| <= k * err[i] + atol`, where `want`
+//!   is the reference computed in double and `err[i]` its own error at element `i` when
+//!   computed in the working precision instead ([`Precision`]), supplied by the caller
+//!   (`general` measures it; see there for how it keeps the bound from resting on luck).
 //!
 //! For float dtypes, whenever `got` or `want` is a NaN the [`NanRule`] alone decides, for
 //! every rule but `Exact` (which only integers reach):
@@ -64,6 +69,49 @@ pub enum Rule {
     AllClose { atol: f64, rtol: f64 },
     /// `|got - want| <= 4 * eps(dtype) * sqrt(k) * magnitude[i]` (float dtypes only).
     ScaledSum { k: f64 },
+    /// `|got - want| <= k * err[i] + atol`, `err[i]` the reference's own error in
+    /// `precision` (float dtypes only).
+    ReferenceError {
+        k: f64,
+        atol: f64,
+        precision: Precision,
+    },
+}
+
+/// The working precision a reference is computed in a second time for
+/// [`Rule::ReferenceError`]: the C type its `KLAB_REAL` macro names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Precision {
+    F32,
+    F64,
+}
+
+impl Precision {
+    /// The C type: `float`, `double`.
+    pub fn c_type(self) -> &'static str {
+        match self {
+            Precision::F32 => "float",
+            Precision::F64 => "double",
+        }
+    }
+
+    /// The manifest spelling: `f32`, `f64`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F64 => "f64",
+        }
+    }
+
+    /// The precision a kernel writing `dtype` most likely works in when a manifest does
+    /// not say: f64 for f64 outputs, f32 otherwise (f16 and bf16 kernels accumulate in f32).
+    pub fn default_for(dtype: Dtype) -> Precision {
+        match dtype {
+            Dtype::F64 => Precision::F64,
+            _ => Precision::F32,
+        }
+    }
 }
 
 /// What a NaN on either side means (float dtypes; see the module documentation).
@@ -116,14 +164,12 @@ pub enum RuleError {
         elements: u64,
         dtype: Dtype,
     },
-    #[error(
-        "rule scaled-sum needs a magnitude per element from the reference, and none was supplied"
-    )]
-    MissingMagnitude,
-    #[error("the reference supplied {got} magnitudes for {want} elements")]
-    MagnitudeLength { got: usize, want: u64 },
-    #[error("magnitude[{index}] = {value:?} is not a finite number >= 0")]
-    BadMagnitude { index: u64, value: f64 },
+    #[error("rule {rule} needs a value per element from the reference (scaled-sum: a magnitude; reference-error: its own error), and none was supplied")]
+    MissingScale { rule: &'static str },
+    #[error("the reference supplied {got} values per element for {want} elements")]
+    ScaleLength { got: usize, want: u64 },
+    #[error("the reference's value for element {index} = {value:?} is not a finite number >= 0")]
+    BadScale { index: u64, value: f64 },
 }
 
 impl Rule {
@@ -135,6 +181,7 @@ impl Rule {
             Rule::Ulp { .. } => "ulp",
             Rule::AllClose { .. } => "allclose",
             Rule::ScaledSum { .. } => "scaled-sum",
+            Rule::ReferenceError { .. } => "reference-error",
         }
     }
 
@@ -144,7 +191,10 @@ impl Rule {
     pub fn default_nan(&self) -> NanRule {
         match self {
             Rule::Bitwise | Rule::Exact => NanRule::NanEqual,
-            Rule::Ulp { .. } | Rule::AllClose { .. } | Rule::ScaledSum { .. } => NanRule::NanFails,
+            Rule::Ulp { .. }
+            | Rule::AllClose { .. }
+            | Rule::ScaledSum { .. }
+            | Rule::ReferenceError { .. } => NanRule::NanFails,
         }
     }
 
@@ -191,6 +241,20 @@ impl Rule {
                     return bad(format!("k = {k:?} must be a finite number >= 0"));
                 }
             }
+            Rule::ReferenceError { .. } if !dtype.is_float() => {
+                return Err(RuleError::Dtype {
+                    rule,
+                    dtype,
+                    why: "a reference's rounding error is a float's; for integers use exact",
+                })
+            }
+            Rule::ReferenceError { k, atol, .. } => {
+                for (name, v) in [("k", k), ("atol", atol)] {
+                    if !(v.is_finite() && v >= 0.0) {
+                        return bad(format!("{name} = {v:?} must be a finite number >= 0"));
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -206,6 +270,10 @@ impl Rule {
             Rule::ScaledSum { k } => {
                 format!("scaled-sum k={k:?}: |got - want| <= 4 eps sqrt(k) magnitude")
             }
+            Rule::ReferenceError { k, atol, precision } => format!(
+                "reference-error k={k:?} atol={atol:?}: |got - want| <= {k:?} x |want_{p} - want| + {atol:?}, want_{p} the reference computed in {p}",
+                p = precision.name()
+            ),
         }
     }
 
@@ -311,6 +379,7 @@ impl Default for Comparison {
 //     compare = { ulp = 2 }
 //     compare = { allclose = { atol = 1e-5, rtol = 1e-5 } }
 //     compare = { scaled-sum = "n" }          # RuleSpec: k is a size expression
+//     compare = { reference-error = { k = 4, atol = 1e-6 } }   # precision = "f32" optional
 //     nan = "nan-equal" | "nan-any-payload" | "nan-fails"   # optional
 // ---------------------------------------------------------------------------------------
 
@@ -327,6 +396,11 @@ enum RuleRepr {
         rtol: f64,
     },
     ScaledSum(f64),
+    ReferenceError {
+        k: f64,
+        atol: f64,
+        precision: Precision,
+    },
 }
 
 impl From<RuleRepr> for Rule {
@@ -337,6 +411,9 @@ impl From<RuleRepr> for Rule {
             RuleRepr::Ulp(max) => Rule::Ulp { max },
             RuleRepr::AllClose { atol, rtol } => Rule::AllClose { atol, rtol },
             RuleRepr::ScaledSum(k) => Rule::ScaledSum { k },
+            RuleRepr::ReferenceError { k, atol, precision } => {
+                Rule::ReferenceError { k, atol, precision }
+            }
         }
     }
 }
@@ -349,6 +426,9 @@ impl From<Rule> for RuleRepr {
             Rule::Ulp { max } => RuleRepr::Ulp(max),
             Rule::AllClose { atol, rtol } => RuleRepr::AllClose { atol, rtol },
             Rule::ScaledSum { k } => RuleRepr::ScaledSum(k),
+            Rule::ReferenceError { k, atol, precision } => {
+                RuleRepr::ReferenceError { k, atol, precision }
+            }
         }
     }
 }
@@ -398,10 +478,18 @@ pub enum RuleSpec {
         rtol: f64,
     },
     ScaledSum(#[serde(deserialize_with = "size_expression")] String),
+    /// The working precision is the output's default ([`Precision::default_for`]) unless
+    /// given.
+    ReferenceError {
+        k: f64,
+        atol: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        precision: Option<Precision>,
+    },
 }
 
 /// The rules as a manifest spells them, for messages.
-const RULE_FORMS: &str = "\"bitwise\", \"exact\", { ulp = K }, { allclose = { atol = A, rtol = R } } or { scaled-sum = \"K\" }";
+const RULE_FORMS: &str = "\"bitwise\", \"exact\", { ulp = K }, { allclose = { atol = A, rtol = R } }, { scaled-sum = \"K\" } or { reference-error = { k = K, atol = A } }";
 
 impl Serialize for RuleSpec {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -429,6 +517,9 @@ impl<'de> Deserialize<'de> for RuleSpec {
                     "ulp" => Err(E::custom("ulp takes its bound: compare = { ulp = 2 }")),
                     "scaled-sum" => Err(E::custom(
                         "scaled-sum takes the length of its sums: compare = { scaled-sum = \"K\" }",
+                    )),
+                    "reference-error" => Err(E::custom(
+                        "reference-error takes its factor and floor: compare = { reference-error = { k = 4, atol = 1e-6 } }",
                     )),
                     other => Err(E::custom(format!("unknown rule '{other}': give {RULE_FORMS}"))),
                 }
@@ -463,10 +554,12 @@ pub struct ComparisonSpec {
 }
 
 impl RuleSpec {
-    /// The rule, with scaled-sum's size expression evaluated by `eval` (which says why
-    /// when it cannot). Does not check parameters against a dtype ([`Rule::check_dtype`]).
+    /// The rule for an output of `dtype`, with scaled-sum's size expression evaluated by
+    /// `eval` (which says why when it cannot) and reference-error's precision defaulted for
+    /// the dtype. Does not check parameters against the dtype ([`Rule::check_dtype`]).
     pub fn resolve(
         &self,
+        dtype: Dtype,
         eval: impl FnOnce(&str) -> Result<f64, String>,
     ) -> Result<Rule, RuleError> {
         Ok(match self {
@@ -484,6 +577,11 @@ impl RuleSpec {
                 })?;
                 Rule::ScaledSum { k }
             }
+            RuleSpec::ReferenceError { k, atol, precision } => Rule::ReferenceError {
+                k: *k,
+                atol: *atol,
+                precision: precision.unwrap_or(Precision::default_for(dtype)),
+            },
         })
     }
 }
@@ -493,9 +591,10 @@ impl ComparisonSpec {
     /// or the rule's default. A NaN rule declared with `exact` is an error.
     pub fn resolve(
         &self,
+        dtype: Dtype,
         eval: impl FnOnce(&str) -> Result<f64, String>,
     ) -> Result<Comparison, RuleError> {
-        let rule = self.compare.resolve(eval)?;
+        let rule = self.compare.resolve(dtype, eval)?;
         match (rule, self.nan) {
             (Rule::Exact, Some(nan)) => Err(RuleError::NanWithExact { nan }),
             (_, Some(nan)) => Ok(Comparison::new(rule).with_nan(nan)),
@@ -548,15 +647,44 @@ pub struct Failure {
     pub got: String,
     /// The reference's value, written the same way.
     pub want: String,
+    /// Under a rule whose bound varies per element (scaled-sum, reference-error): how far
+    /// off the kernel is and what was allowed here ([`Failure::at`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound: Option<String>,
 }
 
 impl Failure {
+    /// The failure at flat index `index` of `shape`, from the raw bits of both values;
+    /// `scale` is the rule's per-element value there (scaled-sum's magnitude,
+    /// reference-error's reference error), which the line then shows beside the error.
+    pub fn at(
+        dtype: Dtype,
+        rule: Rule,
+        index: u64,
+        shape: &[u64],
+        (got, want): (u64, u64),
+        scale: Option<f64>,
+    ) -> Failure {
+        Failure {
+            index,
+            coords: coords(index, shape),
+            got: show(dtype, got),
+            want: show(dtype, want),
+            bound: scale.and_then(|s| bound_note(dtype, rule, got, want, s)),
+        }
+    }
+
     /// `[row 3, col 256]: got 1.5 (0x3fc00000), want 1.25 (0x3fa00000)`. Axis `k` is
     /// named `axis_names[k]`, or by default `i` (1-D), `row`/`col` (2-D), `d0, d1, ...`
     /// (otherwise); a scalar's position is `[scalar]`.
     pub fn describe(&self, axis_names: &[&str]) -> String {
+        let bound = self
+            .bound
+            .as_ref()
+            .map(|b| format!(" ({b})"))
+            .unwrap_or_default();
         format!(
-            "{}: got {}, want {}",
+            "{}: got {}, want {}{bound}",
             self.position(axis_names),
             self.got,
             self.want
@@ -579,6 +707,34 @@ impl Failure {
             })
             .collect();
         format!("[{}]", parts.join(", "))
+    }
+}
+
+/// What a per-element bound allowed at a failing element whose values are both finite:
+/// `off by 4.5e-5; the reference in f32 is off by 1.0e-5, and 4 x that + 1e-6 = 4.1e-5 is
+/// allowed`.
+fn bound_note(dtype: Dtype, rule: Rule, got: u64, want: u64, scale: f64) -> Option<String> {
+    let (g, w) = (dtype.value_of_bits(got), dtype.value_of_bits(want));
+    if !(g.is_finite() && w.is_finite()) {
+        return None;
+    }
+    let off = sci((g - w).abs());
+    match rule {
+        Rule::ScaledSum { k } => {
+            let factor = scaled_factor(dtype.eps()?, k);
+            Some(format!(
+                "off by {off}; the magnitude is {}, and {factor:.3e} x that = {} is allowed",
+                sci(scale),
+                sci(factor * scale)
+            ))
+        }
+        Rule::ReferenceError { k, atol, precision } => Some(format!(
+            "off by {off}; the reference in {} is off by {}, and {k:?} x that + {atol:?} = {} is allowed",
+            precision.name(),
+            sci(scale),
+            sci(k * scale + atol)
+        )),
+        _ => None,
     }
 }
 
@@ -679,17 +835,19 @@ pub const FIRST_FAILURES: usize = 8;
 /// Compare the kernel's output `got` with the reference's `want`, both little-endian
 /// elements of `dtype` laid out row-major in `shape` (`[]` is a scalar).
 ///
-/// `magnitude` is the reference's per-element magnitude for [`Rule::ScaledSum`] (required
-/// there, one finite value >= 0 per element; ignored by the other rules). Errors: the rule
-/// does not apply to the dtype or has bad parameters, the lengths differ, they are not
-/// whole elements, the shape does not hold exactly that many elements, or the magnitude is
-/// missing, of the wrong length, or not finite and >= 0.
+/// `scale` is the reference's value per element that the rule's bound is a multiple of:
+/// the magnitude for [`Rule::ScaledSum`], the reference's own error for
+/// [`Rule::ReferenceError`] (required by those two, one finite value >= 0 per element;
+/// ignored by the other rules). Errors: the rule does not apply to the dtype or has bad
+/// parameters, the lengths differ, they are not whole elements, the shape does not hold
+/// exactly that many elements, or the scale is missing, of the wrong length, or not
+/// finite and >= 0.
 pub fn compare(
     dtype: Dtype,
     cmp: &Comparison,
     got: &[u8],
     want: &[u8],
-    magnitude: Option<&[f64]>,
+    scale: Option<&[f64]>,
     shape: &[u64],
 ) -> Result<Verdict, RuleError> {
     cmp.rule.check_dtype(dtype)?;
@@ -722,26 +880,10 @@ pub fn compare(
     }
     let gate = match cmp.rule {
         Rule::ScaledSum { k } => {
-            let mag = magnitude.ok_or(RuleError::MissingMagnitude)?;
-            if mag.len() != n {
-                return Err(RuleError::MagnitudeLength {
-                    got: mag.len(),
-                    want: n as u64,
-                });
-            }
-            if let Some((i, &v)) = mag
-                .iter()
-                .enumerate()
-                .find(|(_, v)| !(v.is_finite() && **v >= 0.0))
-            {
-                return Err(RuleError::BadMagnitude {
-                    index: i as u64,
-                    value: v,
-                });
-            }
             let eps = dtype.eps().expect("check_dtype: scaled-sum is float-only");
-            Some((scaled_factor(eps, k), mag))
+            Some((scaled_factor(eps, k), 0.0, per_element(cmp.rule, scale, n)?))
         }
+        Rule::ReferenceError { k, atol, .. } => Some((k, atol, per_element(cmp.rule, scale, n)?)),
         _ => None,
     };
 
@@ -806,6 +948,28 @@ pub fn compare(
     Ok(v)
 }
 
+/// The rule's per-element scale, checked: present, one per element, finite and >= 0.
+fn per_element(rule: Rule, scale: Option<&[f64]>, n: usize) -> Result<&[f64], RuleError> {
+    let scale = scale.ok_or(RuleError::MissingScale { rule: rule.name() })?;
+    if scale.len() != n {
+        return Err(RuleError::ScaleLength {
+            got: scale.len(),
+            want: n as u64,
+        });
+    }
+    if let Some((i, &v)) = scale
+        .iter()
+        .enumerate()
+        .find(|(_, v)| !(v.is_finite() && **v >= 0.0))
+    {
+        return Err(RuleError::BadScale {
+            index: i as u64,
+            value: v,
+        });
+    }
+    Ok(scale)
+}
+
 /// Little-endian bits of one element of N bytes.
 #[inline(always)]
 fn le_bits<const N: usize>(chunk: &[u8]) -> u64 {
@@ -818,8 +982,10 @@ struct Judge<'a> {
     dtype: Dtype,
     rule: Rule,
     nan: NanRule,
-    /// ScaledSum: 4 eps sqrt(k), and the magnitudes.
-    gate: Option<(f64, &'a [f64])>,
+    /// ScaledSum and ReferenceError: `|got - want| <= factor * scale[i] + atol` as
+    /// (factor, atol, scale): scaled-sum's 4 eps sqrt(k), 0 and the magnitudes;
+    /// reference-error's k, atol and the reference's own errors.
+    gate: Option<(f64, f64, &'a [f64])>,
 }
 
 struct ElementOutcome {
@@ -862,12 +1028,14 @@ impl Judge<'_> {
                     v.failing.push(i as u64);
                 }
                 if v.first.is_none() {
-                    v.first = Some(Failure {
-                        index: i as u64,
-                        coords: coords(i as u64, shape),
-                        got: show(self.dtype, g),
-                        want: show(self.dtype, w),
-                    });
+                    v.first = Some(Failure::at(
+                        self.dtype,
+                        self.rule,
+                        i as u64,
+                        shape,
+                        (g, w),
+                        self.gate.map(|(_, _, scale)| scale[i]),
+                    ));
                 }
             }
         }
@@ -885,7 +1053,9 @@ impl Judge<'_> {
             let pass = match self.rule {
                 Rule::Bitwise | Rule::Exact => g == w,
                 Rule::AllClose { atol, rtol } => abs <= atol + rtol * (wi as f64).abs(),
-                Rule::Ulp { .. } | Rule::ScaledSum { .. } => unreachable!("check_dtype"),
+                Rule::Ulp { .. } | Rule::ScaledSum { .. } | Rule::ReferenceError { .. } => {
+                    unreachable!("check_dtype")
+                }
             };
             return ElementOutcome {
                 pass,
@@ -907,9 +1077,9 @@ impl Judge<'_> {
             _ if !finite => gv == wv, // an infinity matches only the same infinity
             Rule::Ulp { max } => ulp_distance(dtype, g, w) <= max,
             Rule::AllClose { atol, rtol } => (gv - wv).abs() <= atol + rtol * wv.abs(),
-            Rule::ScaledSum { .. } => {
-                let (factor, mag) = self.gate.expect("compare sets the gate for scaled-sum");
-                (gv - wv).abs() <= factor * mag[i]
+            Rule::ScaledSum { .. } | Rule::ReferenceError { .. } => {
+                let (factor, atol, scale) = self.gate.expect("compare sets the gate");
+                (gv - wv).abs() <= factor * scale[i] + atol
             }
         };
         let error = finite.then(|| {
@@ -1285,14 +1455,14 @@ mod tests {
         let cmp = Comparison::new(Rule::ScaledSum { k: 4.0 });
         let (got, want) = (f32s(&[1.0, 2.0]), f32s(&[1.0, 2.0]));
         let e = compare(Dtype::F32, &cmp, &got, &want, None, &[2]).unwrap_err();
-        assert_eq!(e, RuleError::MissingMagnitude);
-        assert!(e.to_string().contains("needs a magnitude"));
+        assert_eq!(e, RuleError::MissingScale { rule: "scaled-sum" });
+        assert!(e.to_string().contains("a magnitude"));
         let e = compare(Dtype::F32, &cmp, &got, &want, Some(&[1.0]), &[2]).unwrap_err();
-        assert_eq!(e, RuleError::MagnitudeLength { got: 1, want: 2 });
+        assert_eq!(e, RuleError::ScaleLength { got: 1, want: 2 });
         let e = compare(Dtype::F32, &cmp, &got, &want, Some(&[1.0, -1.0]), &[2]).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "magnitude[1] = -1.0 is not a finite number >= 0"
+            "the reference's value for element 1 = -1.0 is not a finite number >= 0"
         );
         assert!(compare(Dtype::F32, &cmp, &got, &want, Some(&[f64::NAN, 1.0]), &[2]).is_err());
         assert!(
@@ -1300,6 +1470,86 @@ mod tests {
                 .unwrap()
                 .passed()
         );
+    }
+
+    #[test]
+    fn reference_error_allows_k_times_the_references_own_error_plus_atol() {
+        let rule = Rule::ReferenceError {
+            k: 4.0,
+            atol: 1e-6,
+            precision: Precision::F32,
+        };
+        let cmp = Comparison::new(rule);
+        assert_eq!(cmp.nan, NanRule::NanFails);
+        // Element 0: the reference in f32 was off by 1e-5, so 4e-5 + 1e-6 is allowed.
+        // Element 1: the reference in f32 was exact: only atol is allowed.
+        let want = f32s(&[1.0, 2.0]);
+        let err = [1e-5, 0.0];
+        let pass = f32s(&[1.0 + 4.0e-5, 2.0 + 9.0e-7]);
+        let v = compare(Dtype::F32, &cmp, &pass, &want, Some(&err), &[2]).unwrap();
+        assert!(v.passed(), "{}", v.describe());
+        let fail = f32s(&[1.0 + 4.5e-5, 2.0 + 2.0e-6]);
+        let v = compare(Dtype::F32, &cmp, &fail, &want, Some(&err), &[2]).unwrap();
+        assert_eq!(v.failures, 2, "{}", v.describe());
+        assert!(v.rule.contains("|want_f32 - want|"), "{}", v.rule);
+        // It needs the errors, and compares floats only.
+        let e = compare(Dtype::F32, &cmp, &pass, &want, None, &[2]).unwrap_err();
+        assert_eq!(
+            e,
+            RuleError::MissingScale {
+                rule: "reference-error"
+            }
+        );
+        assert!(rule.check_dtype(Dtype::I32).is_err());
+        let bad = Rule::ReferenceError {
+            k: -1.0,
+            atol: 0.0,
+            precision: Precision::F32,
+        };
+        assert!(bad.check_dtype(Dtype::F32).is_err());
+    }
+
+    #[test]
+    fn reference_error_is_spelled_with_k_and_atol_and_an_optional_precision() {
+        let s = spec("compare = { reference-error = { k = 4, atol = 1e-6 } }").unwrap();
+        let c = s.resolve(Dtype::F32, no_k).unwrap();
+        assert_eq!(
+            c.rule,
+            Rule::ReferenceError {
+                k: 4.0,
+                atol: 1e-6,
+                precision: Precision::F32
+            }
+        );
+        // The default precision follows the output: an f64 output is computed in f64.
+        let c = s.resolve(Dtype::F64, no_k).unwrap();
+        assert!(matches!(
+            c.rule,
+            Rule::ReferenceError {
+                precision: Precision::F64,
+                ..
+            }
+        ));
+        let s = spec("compare = { reference-error = { k = 2, atol = 0, precision = \"f32\" } }")
+            .unwrap();
+        let c = s.resolve(Dtype::F64, no_k).unwrap();
+        assert!(matches!(
+            c.rule,
+            Rule::ReferenceError {
+                precision: Precision::F32,
+                ..
+            }
+        ));
+        let e = spec("compare = \"reference-error\"").unwrap_err();
+        assert!(
+            e.contains("{ reference-error = { k = 4, atol = 1e-6 } }"),
+            "{e}"
+        );
+        assert!(spec("compare = { reference-error = { k = 4 } }").is_err());
+        assert!(spec("compare = { reference-error = { k = 4, atol = 0, rtol = 0 } }").is_err());
+        // Receipts keep the resolved rule and read it back.
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<Comparison>(&json).unwrap(), c);
     }
 
     #[test]
@@ -1457,6 +1707,7 @@ mod tests {
             coords: vec![1, 2, 3],
             got: "1".into(),
             want: "2".into(),
+            bound: None,
         };
         assert_eq!(f.describe(&["b"]), "[b 1, d1 2, d2 3]: got 1, want 2");
     }
@@ -1560,17 +1811,20 @@ mod tests {
     #[test]
     fn toml_specs() {
         let s = spec("compare = \"bitwise\"").unwrap();
-        assert_eq!(s.resolve(no_k).unwrap(), Comparison::new(Rule::Bitwise));
+        assert_eq!(
+            s.resolve(Dtype::F32, no_k).unwrap(),
+            Comparison::new(Rule::Bitwise)
+        );
         let s = spec("compare = \"exact\"").unwrap();
-        assert_eq!(s.resolve(no_k).unwrap().rule, Rule::Exact);
+        assert_eq!(s.resolve(Dtype::F32, no_k).unwrap().rule, Rule::Exact);
         let s = spec("compare = { ulp = 2 }").unwrap();
         assert_eq!(
-            s.resolve(no_k).unwrap(),
+            s.resolve(Dtype::F32, no_k).unwrap(),
             Comparison::new(Rule::Ulp { max: 2 })
         );
         let s = spec("compare = { allclose = { atol = 1e-5, rtol = 1e-5 } }\nnan = \"nan-equal\"")
             .unwrap();
-        let c = s.resolve(no_k).unwrap();
+        let c = s.resolve(Dtype::F32, no_k).unwrap();
         assert_eq!(
             c.rule,
             Rule::AllClose {
@@ -1586,7 +1840,7 @@ mod tests {
         let s = spec("compare = { scaled-sum = \"n\" }\nnan = \"nan-any-payload\"").unwrap();
         assert_eq!(s.compare, RuleSpec::ScaledSum("n".into()));
         let c = s
-            .resolve(|e| {
+            .resolve(Dtype::F32, |e| {
                 if e == "n" {
                     Ok(4096.0)
                 } else {
@@ -1601,7 +1855,7 @@ mod tests {
                 nan: NanRule::NanAnyPayload
             }
         );
-        let e = s.resolve(no_k).unwrap_err().to_string();
+        let e = s.resolve(Dtype::F32, no_k).unwrap_err().to_string();
         assert_eq!(
             e,
             "the size expression 'n' of scaled-sum cannot be evaluated: no sizes here"
@@ -1614,7 +1868,7 @@ mod tests {
         // exact with a NaN rule is refused.
         let e = spec("compare = \"exact\"\nnan = \"nan-equal\"")
             .unwrap()
-            .resolve(no_k)
+            .resolve(Dtype::F32, no_k)
             .unwrap_err();
         assert!(e.to_string().contains("exact"), "{e}");
     }

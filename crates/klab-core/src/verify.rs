@@ -145,7 +145,8 @@ pub struct DeviceCheck<'a, B> {
     pub got: &'a B,
     pub want: &'a B,
     pub map: ExpectMap,
-    /// Scaled-sum's per-element magnitudes, as f64.
+    /// The rule's per-element scale, as f64: scaled-sum's magnitudes, reference-error's
+    /// reference errors.
     pub magnitude: Option<&'a B>,
     pub dtype: Dtype,
     pub comparison: Comparison,
@@ -206,6 +207,9 @@ impl<B> DeviceCheck<'_, B> {
                 rule::scaled_factor(self.dtype.eps().unwrap_or(0.0), k),
                 0,
             ),
+            // The same gate, `|got - want| <= factor * scale[i] + atol`, over the
+            // reference's own errors.
+            Rule::ReferenceError { k, atol, .. } => (4, atol, 0.0, k, 0),
         };
         let nan = match self.comparison.nan {
             NanRule::NanEqual => 0,
@@ -262,7 +266,13 @@ impl DeviceSummary {
     }
 
     /// The verdict, exactly as [`rule::compare`] states it for the same output.
-    pub fn verdict(&self, dtype: Dtype, cmp: &Comparison, shape: &[u64]) -> Verdict {
+    pub fn verdict(
+        &self,
+        dtype: Dtype,
+        cmp: &Comparison,
+        shape: &[u64],
+        scale: Option<&[f64]>,
+    ) -> Verdict {
         let elements = shape.iter().product();
         Verdict {
             elements,
@@ -270,11 +280,9 @@ impl DeviceSummary {
             max_abs: f64::from_bits(self.max_abs_bits),
             max_rel: f64::from_bits(self.max_rel_bits),
             max_ulp: dtype.is_float().then_some(self.max_ulp),
-            first: self.first.first().map(|&(index, g, w)| Failure {
-                index,
-                coords: rule::coords(index, shape),
-                got: rule::show(dtype, g),
-                want: rule::show(dtype, w),
+            first: self.first.first().map(|&(index, g, w)| {
+                let at = scale.and_then(|s| s.get(index as usize).copied());
+                Failure::at(dtype, cmp.rule, index, shape, (g, w), at)
             }),
             failing: self.first.iter().map(|f| f.0).collect(),
             rule: cmp.describe_for(dtype),
@@ -400,9 +408,9 @@ mod tests {
         let want = f(&[1.0, 2.0, 3.0, 4.0, 0.0, 7.5]);
         let cpu = rule::compare(dt, &cmp, &got, &want, None, &[2, 3]).unwrap();
         let s = host_summary(dt, &cmp, &got, &want, None, None).unwrap();
-        assert_eq!(s.verdict(dt, &cmp, &[2, 3]), cpu);
+        assert_eq!(s.verdict(dt, &cmp, &[2, 3], None), cpu);
         assert_eq!(cpu.failing, vec![1, 2, 5]);
-        assert!(disagreement(&s.verdict(dt, &cmp, &[2, 3]), &cpu).is_none());
+        assert!(disagreement(&s.verdict(dt, &cmp, &[2, 3], None), &cpu).is_none());
     }
 
     #[test]
@@ -417,7 +425,7 @@ mod tests {
         assert_eq!(cpu.failures, 3);
         for m in CheckerMutant::ALL {
             let s = host_summary(dt, &cmp, &got, &want, None, Some(m)).unwrap();
-            let d = disagreement(&s.verdict(dt, &cmp, &[4]), &cpu);
+            let d = disagreement(&s.verdict(dt, &cmp, &[4], None), &cpu);
             assert!(d.is_some(), "{} agreed with the CPU", m.name());
         }
     }

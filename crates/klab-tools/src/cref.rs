@@ -11,6 +11,12 @@
 //! a reference cannot be called with the wrong signature. The library is compiled with
 //! `-O2 -ffp-contract=off` (no fused multiply-adds the source does not write) and cached
 //! under a key of the shim, the user's source, the compiler's version line and the flags.
+//!
+//! The shim defines `KLAB_REAL` as `double` unless the command line sets it: a reference
+//! that writes its working type as `KLAB_REAL` is the double-precision oracle, and for
+//! rule reference-error ([`CReferenceSpec::working`]) a second library is built with
+//! `-DKLAB_REAL=float` (the kernel's working precision) and called by
+//! [`klab_core::general::Reference::run_in`].
 
 use std::ffi::{c_void, CString, OsString};
 use std::path::{Path, PathBuf};
@@ -39,6 +45,8 @@ pub struct CReferenceSpec {
     /// The function in it.
     pub function: String,
     pub params: Vec<CParam>,
+    /// Also build it in this working precision (rule reference-error).
+    pub working: Option<klab_core::rule::Precision>,
 }
 
 /// Why a reference could not be built or called.
@@ -59,6 +67,12 @@ pub enum CRefError {
     Load { library: PathBuf, why: String },
     #[error("C reference call: {0}")]
     Call(String),
+    #[error("C reference {}:{function} never uses KLAB_REAL, so computed in {precision} it would be the same program: rule reference-error needs its working type written as KLAB_REAL (klab defines it as double for the oracle and as the kernel's precision for the second build)", .source_path.display())]
+    NoWorkingType {
+        source_path: PathBuf,
+        function: String,
+        precision: &'static str,
+    },
 }
 
 /// Flags every reference is compiled with (part of the cache key).
@@ -77,10 +91,28 @@ pub const CFLAGS: [&str; 9] = [
 const ENTRY: &str = "klab_reference_entry";
 const COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
 
+type Entry = unsafe extern "C" fn(*const *mut c_void, *const i64, *const f64);
+
+/// One compiled and loaded library of the reference.
+struct Library {
+    handle: *mut c_void,
+    entry: Entry,
+    path: PathBuf,
+    from_cache: bool,
+}
+
+impl Drop for Library {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from dlopen and is closed once.
+        unsafe { libc::dlclose(self.handle) };
+    }
+}
+
 /// A loaded reference.
 pub struct CReference {
-    handle: *mut c_void,
-    entry: unsafe extern "C" fn(*const *mut c_void, *const i64, *const f64),
+    oracle: Library,
+    /// The build in a working precision, when [`CReferenceSpec::working`] asked for one.
+    working: Option<(klab_core::rule::Precision, Library)>,
     params: Vec<CParam>,
     /// The user's file and function.
     pub source: PathBuf,
@@ -96,6 +128,7 @@ impl std::fmt::Debug for CReference {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CReference")
             .field("library", &self.library)
+            .field("working", &self.working.as_ref().map(|w| w.0))
             .field("compiler", &self.compiler)
             .field("from_cache", &self.from_cache)
             .finish()
@@ -147,7 +180,8 @@ pub fn shim(spec: &CReferenceSpec, source: &Path) -> Result<String, CRefError> {
     // a parameter's type, order or constness is an incompatible-pointer error, not a call
     // that converts silently.
     Ok(format!(
-        "#include <stdint.h>\n#include <stddef.h>\n#include {literal}\n\n\
+        "#include <stdint.h>\n#include <stddef.h>\n\
+         #ifndef KLAB_REAL\n#define KLAB_REAL double\n#endif\n#include {literal}\n\n\
          typedef void (*klab_signature)({});\n\n\
          void {ENTRY}(void *const *buffers, const int64_t *ints, const double *floats) {{\n    \
          (void)buffers; (void)ints; (void)floats;\n    \
@@ -190,25 +224,27 @@ fn compiler_version(cc: &str) -> Result<String, CRefError> {
     }
 }
 
-impl CReference {
-    /// Compile `spec` (or find it in `cache`, a folder; `None` compiles into a temporary
-    /// folder every time) and load it.
-    pub fn build(spec: &CReferenceSpec, cache: Option<&Path>) -> Result<CReference, CRefError> {
-        let bad = |why: String| CRefError::Source {
-            source_path: spec.source.clone(),
-            why,
-        };
-        if !klab_core::text::is_identifier(&spec.function) {
-            return Err(bad(format!("'{}' is not a C identifier", spec.function)));
-        }
-        let source = std::fs::canonicalize(&spec.source).map_err(|e| bad(e.to_string()))?;
-        // The compiler reads it: a FIFO or device node would hang or flood it.
-        open_regular(&source, Input::C_SOURCE).map_err(|e| bad(e.to_string()))?;
-        let shim_text = shim(spec, &source)?;
-        let cc = compiler();
-        let version = compiler_version(&cc)?;
+/// What every library of one reference shares.
+struct Build<'a> {
+    spec: &'a CReferenceSpec,
+    shim: &'a str,
+    cc: &'a str,
+    version: &'a str,
+    cache: Option<&'a Path>,
+}
+
+impl Build<'_> {
+    /// Compile (or find in the cache) and load the library with `KLAB_REAL` set to
+    /// `working`'s C type (None: the shim's default, double). Returns it with its cache
+    /// key, which names the preprocessed text.
+    fn library(
+        &self,
+        working: Option<klab_core::rule::Precision>,
+    ) -> Result<(Library, String), CRefError> {
+        let real = working.map_or("double", |p| p.c_type());
+        let define = OsString::from(format!("-DKLAB_REAL={real}"));
         // The key is the preprocessed shim (the user's file and every header it includes,
-        // as the compiler sees them), the compiler and the flags.
+        // as the compiler sees them, KLAB_REAL expanded), the compiler and the flags.
         let dir = std::env::temp_dir().join(format!("klab-cref-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| CRefError::Load {
             library: dir.clone(),
@@ -217,14 +253,15 @@ impl CReference {
         // One probe file per build: builds may run at once in one process.
         static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let probe = dir.join(format!("{}-shim-{n}.c", spec.function));
-        write_atomic(&probe, shim_text.as_bytes()).map_err(|e| CRefError::Load {
+        let probe = dir.join(format!("{}-shim-{n}.c", self.spec.function));
+        write_atomic(&probe, self.shim.as_bytes()).map_err(|e| CRefError::Load {
             library: probe.clone(),
             why: e.to_string(),
         })?;
         let pre = process::run_captured(
-            Path::new(&cc),
+            Path::new(self.cc),
             &[
+                define.clone(),
                 OsString::from("-E"),
                 OsString::from("-P"),
                 probe.clone().into_os_string(),
@@ -232,28 +269,29 @@ impl CReference {
             COMPILE_TIMEOUT,
         )
         .map_err(|e| CRefError::Compiler {
-            compiler: cc.clone(),
+            compiler: self.cc.to_string(),
             why: e.to_string(),
         })?;
         let _ = std::fs::remove_file(&probe);
         if pre.exit_code != Some(0) {
             let log = String::from_utf8_lossy(&pre.merged);
             return Err(CRefError::Compile {
-                source_path: spec.source.clone(),
-                function: spec.function.clone(),
-                compiler: version,
+                source_path: self.spec.source.clone(),
+                function: self.spec.function.clone(),
+                compiler: self.version.to_string(),
                 first_error: first_error(&log, pre.timed_out),
             });
         }
         let key = sha256_hex(
             format!(
-                "{}\0{version}\0{}",
+                "{}\0{}\0{}",
                 sha256_hex(&pre.stdout),
+                self.version,
                 CFLAGS.join(" ")
             )
             .as_bytes(),
         );
-        let dir = match cache {
+        let dir = match self.cache {
             Some(d) => d.to_path_buf(),
             None => dir,
         };
@@ -261,24 +299,25 @@ impl CReference {
             library: dir.clone(),
             why: e.to_string(),
         })?;
-        let library = dir.join(format!("{}-{}.so", spec.function, &key[..16]));
+        let library = dir.join(format!("{}-{}.so", self.spec.function, &key[..16]));
         // Anything but a regular file at the library's path (a FIFO would hang dlopen) is
         // not a hit; the rename below replaces it.
         let from_cache = std::fs::symlink_metadata(&library).is_ok_and(|m| m.is_file());
         if !from_cache {
-            let shim_path = dir.join(format!("{}-{}.c", spec.function, &key[..16]));
-            write_atomic(&shim_path, shim_text.as_bytes()).map_err(|e| CRefError::Load {
+            let shim_path = dir.join(format!("{}-{}.c", self.spec.function, &key[..16]));
+            write_atomic(&shim_path, self.shim.as_bytes()).map_err(|e| CRefError::Load {
                 library: shim_path.clone(),
                 why: e.to_string(),
             })?;
             // Compile to a private name, then rename: a reader never sees half a library.
             let partial = dir.join(format!(
                 ".{}-{}.{}.so",
-                spec.function,
+                self.spec.function,
                 &key[..16],
                 std::process::id()
             ));
             let mut args: Vec<OsString> = CFLAGS.iter().map(OsString::from).collect();
+            args.push(define.clone());
             args.extend([
                 OsString::from("-o"),
                 partial.clone().into_os_string(),
@@ -286,9 +325,9 @@ impl CReference {
                 OsString::from("-lm"),
             ]);
             let cap =
-                process::run_captured(Path::new(&cc), &args, COMPILE_TIMEOUT).map_err(|e| {
+                process::run_captured(Path::new(self.cc), &args, COMPILE_TIMEOUT).map_err(|e| {
                     CRefError::Compiler {
-                        compiler: cc.clone(),
+                        compiler: self.cc.to_string(),
                         why: e.to_string(),
                     }
                 })?;
@@ -297,9 +336,9 @@ impl CReference {
                 let first_error = first_error(&log, cap.timed_out);
                 let _ = std::fs::remove_file(&partial);
                 return Err(CRefError::Compile {
-                    source_path: spec.source.clone(),
-                    function: spec.function.clone(),
-                    compiler: version,
+                    source_path: self.spec.source.clone(),
+                    function: self.spec.function.clone(),
+                    compiler: self.version.to_string(),
                     first_error,
                 });
             }
@@ -339,15 +378,66 @@ impl CReference {
                 unsafe extern "C" fn(*const *mut c_void, *const i64, *const f64),
             >(sym)
         };
-        Ok(CReference {
+        let lib = Library {
             handle,
             entry,
+            path: library,
+            from_cache,
+        };
+        Ok((lib, key))
+    }
+}
+
+impl CReference {
+    /// Compile `spec` (or find it in `cache`, a folder; `None` compiles into a temporary
+    /// folder every time) and load it; also in its working precision when
+    /// [`CReferenceSpec::working`] asks.
+    pub fn build(spec: &CReferenceSpec, cache: Option<&Path>) -> Result<CReference, CRefError> {
+        let bad = |why: String| CRefError::Source {
+            source_path: spec.source.clone(),
+            why,
+        };
+        if !klab_core::text::is_identifier(&spec.function) {
+            return Err(bad(format!("'{}' is not a C identifier", spec.function)));
+        }
+        let source = std::fs::canonicalize(&spec.source).map_err(|e| bad(e.to_string()))?;
+        // The compiler reads it: a FIFO or device node would hang or flood it.
+        open_regular(&source, Input::C_SOURCE).map_err(|e| bad(e.to_string()))?;
+        let shim_text = shim(spec, &source)?;
+        let cc = compiler();
+        let version = compiler_version(&cc)?;
+        let build = Build {
+            spec,
+            shim: &shim_text,
+            cc: &cc,
+            version: &version,
+            cache,
+        };
+        let (oracle, oracle_key) = build.library(None)?;
+        let working = match spec.working {
+            None => None,
+            Some(p) => {
+                let (lib, key) = build.library(Some(p))?;
+                // The same preprocessed text: the working type is not KLAB_REAL.
+                if key == oracle_key {
+                    return Err(CRefError::NoWorkingType {
+                        source_path: spec.source.clone(),
+                        function: spec.function.clone(),
+                        precision: p.name(),
+                    });
+                }
+                Some((p, lib))
+            }
+        };
+        Ok(CReference {
+            library: oracle.path.clone(),
+            from_cache: oracle.from_cache,
+            oracle,
+            working,
             params: spec.params.clone(),
             source: spec.source.clone(),
             function: spec.function.clone(),
-            library,
             compiler: version,
-            from_cache,
         })
     }
 
@@ -356,6 +446,34 @@ impl CReference {
     /// scalars in order.
     pub fn call(
         &self,
+        buffers: &mut [&mut [u8]],
+        ints: &[i64],
+        floats: &[f64],
+    ) -> Result<(), CRefError> {
+        self.call_library(&self.oracle, buffers, ints, floats)
+    }
+
+    /// [`CReference::call`] on the build in working precision `precision`.
+    pub fn call_in(
+        &self,
+        precision: klab_core::rule::Precision,
+        buffers: &mut [&mut [u8]],
+        ints: &[i64],
+        floats: &[f64],
+    ) -> Result<(), CRefError> {
+        match &self.working {
+            Some((p, lib)) if *p == precision => self.call_library(lib, buffers, ints, floats),
+            _ => Err(CRefError::Call(format!(
+                "no build of {} in {} (CReferenceSpec::working)",
+                self.function,
+                precision.name()
+            ))),
+        }
+    }
+
+    fn call_library(
+        &self,
+        lib: &Library,
         buffers: &mut [&mut [u8]],
         ints: &[i64],
         floats: &[f64],
@@ -383,7 +501,7 @@ impl CReference {
             .collect();
         // SAFETY: the entry casts each pointer to the declared type; the caller sizes each
         // buffer for the elements the function touches (the declared lengths).
-        unsafe { (self.entry)(ptrs.as_ptr(), ints.as_ptr(), floats.as_ptr()) };
+        unsafe { (lib.entry)(ptrs.as_ptr(), ints.as_ptr(), floats.as_ptr()) };
         Ok(())
     }
 }
@@ -397,6 +515,18 @@ impl klab_core::general::Reference for CReference {
         floats: &[f64],
     ) -> Result<(), String> {
         self.call(buffers, ints, floats).map_err(|e| e.to_string())
+    }
+
+    fn run_in(
+        &self,
+        precision: klab_core::rule::Precision,
+        _shape: &klab_core::general::Shape,
+        buffers: &mut [&mut [u8]],
+        ints: &[i64],
+        floats: &[f64],
+    ) -> Result<(), String> {
+        self.call_in(precision, buffers, ints, floats)
+            .map_err(|e| e.to_string())
     }
 
     fn describe(&self) -> String {
@@ -431,13 +561,6 @@ pub fn params_for(op: &klab_core::declared::DeclaredOp) -> Vec<CParam> {
             },
         })
         .collect()
-}
-
-impl Drop for CReference {
-    fn drop(&mut self) {
-        // SAFETY: the handle came from dlopen and is closed once.
-        unsafe { libc::dlclose(self.handle) };
-    }
 }
 
 /// The compiler's first error line (else its first line).
@@ -480,6 +603,7 @@ mod tests {
             source,
             function: "axpy_ref".into(),
             params,
+            working: None,
         }
     }
 
@@ -565,6 +689,51 @@ mod tests {
         assert_eq!(y, f32s(&[6.0]));
     }
 
+    /// A sum whose working type is KLAB_REAL: 1 + 2^-30 is 1 in float, not in double.
+    const SUM: &str = "#include <stdint.h>\n\
+        void sum_ref(const float *x, float *y, int32_t n) {\n\
+            KLAB_REAL s = 0;\n\
+            for (int32_t i = 0; i < n; i++) s += (KLAB_REAL)x[i];\n\
+            y[0] = (float)(s - (KLAB_REAL)1.0);\n\
+        }\n";
+
+    #[test]
+    fn klab_real_is_double_for_the_oracle_and_the_working_precision_in_a_second_build() {
+        if !have_cc() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = spec(tmp.path(), SUM, axpy_params()[..3].to_vec());
+        s.function = "sum_ref".into();
+        let x = f32s(&[1.0, 2f32.powi(-30)]);
+        let call = |r: &CReference, p: Option<klab_core::rule::Precision>| {
+            let (mut x, mut y) = (x.clone(), f32s(&[7.0]));
+            match p {
+                None => r.call(&mut [&mut x, &mut y], &[2], &[]).unwrap(),
+                Some(p) => r.call_in(p, &mut [&mut x, &mut y], &[2], &[]).unwrap(),
+            }
+            y
+        };
+        let plain = CReference::build(&s, None).unwrap();
+        assert_eq!(call(&plain, None), f32s(&[2f32.powi(-30)]), "double");
+        assert!(plain
+            .call_in(klab_core::rule::Precision::F32, &mut [], &[], &[])
+            .is_err());
+        s.working = Some(klab_core::rule::Precision::F32);
+        let both = CReference::build(&s, None).unwrap();
+        assert_eq!(call(&both, None), f32s(&[2f32.powi(-30)]));
+        let f32_ = Some(klab_core::rule::Precision::F32);
+        assert_eq!(call(&both, f32_), f32s(&[0.0]), "float loses 2^-30");
+        // A reference that never writes KLAB_REAL would be the same program twice.
+        let plain_src = SUM.replace("KLAB_REAL", "double");
+        let mut s2 = spec(tmp.path(), &plain_src, axpy_params()[..3].to_vec());
+        s2.function = "sum_ref".into();
+        s2.working = f32_;
+        let e = CReference::build(&s2, None).unwrap_err();
+        assert!(matches!(e, CRefError::NoWorkingType { .. }), "{e}");
+        assert!(e.to_string().contains("never uses KLAB_REAL"), "{e}");
+    }
+
     #[test]
     fn a_signature_that_disagrees_or_a_missing_function_does_not_compile() {
         if !have_cc() {
@@ -641,6 +810,7 @@ mod tests {
             source: "r.c".into(),
             function: "f".into(),
             params: axpy_params(),
+            working: None,
         };
         let text = shim(&s, Path::new("/a \"b\"/r.c")).unwrap();
         assert!(text.contains("#include \"/a \\\"b\\\"/r.c\""), "{text}");

@@ -37,6 +37,7 @@ pub fn build(
                 source: manifest_dir.join(file),
                 function: function.into(),
                 params: cref::params_for(op),
+                working: op.spec.working_precision(),
             };
             let cache = klab_core::artifact::cache_dir("cref");
             Ok(Rc::new(CReference::build(&spec, cache.as_deref())?))

@@ -542,7 +542,7 @@ mod tests {
         let mut bufs = vec![bytes(x), bytes(z), vec![0u8; 4 * n]];
         run(&op, n as i64, &mut bufs, &[alpha as f64]);
         let spec = op.spec.buffers["y"].compare.clone().unwrap();
-        let cmp = crate::rule::Comparison::new(spec.resolve(|_| Ok(1.0)).unwrap());
+        let cmp = crate::rule::Comparison::new(spec.resolve(Dtype::F32, |_| Ok(1.0)).unwrap());
         crate::rule::compare(Dtype::F32, &cmp, &bytes(y), &bufs[2], None, &[n as u64]).unwrap()
     }
 
