@@ -298,8 +298,8 @@ count). Racecheck warnings fail like errors; infos are shown and never fail. A s
 that disagrees with the findings is said. Exit 0 when every accepted kernel is clean, 2 when \
 one is not or a known-broken kernel was included, 1 when the tool could not run. \
 --import REPORT --tool T parses a text report saved elsewhere the same way: exit 0 clean, 2 \
-findings (or the application failed), 1 an unreadable file or a report of a tool that could \
-not run."
+findings (or the application failed), 1 an unreadable file, a report of a tool that could \
+not run, or a report whose own lines say another tool wrote it."
 )]
 pub struct SanitizeArgs {
     /// Kernels (built-in names or manifest paths)
@@ -313,7 +313,7 @@ pub struct SanitizeArgs {
         conflicts_with_all = ["tools", "sanitizer", "timeout", "out"]
     )]
     pub import: Option<PathBuf>,
-    /// The tool that wrote the --import report
+    /// The tool that wrote the --import report (refused when the report says another did)
     #[arg(long, value_enum, requires = "import")]
     pub tool: Option<SanitizerTool>,
     /// Tools, comma-separated

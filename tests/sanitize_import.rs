@@ -74,6 +74,45 @@ fn import_refuses_another_format_in_one_line() {
     }
 }
 
+/// A report imported under a tool that did not write it is refused in one line naming both
+/// tools, with exit 1 (issue 29, item 8); racecheck's report read as memcheck's used to be
+/// judged by memcheck's rules without a word. Each report is accepted under its own tool.
+#[test]
+fn import_refuses_a_report_of_another_tool_in_one_line() {
+    for (file, tool, want) in [
+        (
+            "san_racecheck_broken_33.txt",
+            "memcheck",
+            "san_racecheck_broken_33.txt was written by racecheck, not memcheck (its RACECHECK SUMMARY line): import it with --tool racecheck",
+        ),
+        (
+            "san_memcheck_broken_33.txt",
+            "racecheck",
+            "san_memcheck_broken_33.txt was written by memcheck, synccheck or initcheck, not racecheck (it has an ERROR SUMMARY line and no RACECHECK SUMMARY line",
+        ),
+        (
+            "san_memcheck_triad_buggy.txt",
+            "initcheck",
+            "was written by memcheck, not initcheck (its invalid global read findings): import it with --tool memcheck",
+        ),
+    ] {
+        let o = import(&fixture(file), tool);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{file} {tool}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{err}");
+        assert!(o.stdout.is_empty(), "{}", text(&o.stdout));
+    }
+    for (file, tool, code) in [
+        ("san_racecheck_broken_33.txt", "racecheck", 2),
+        ("san_memcheck_broken_33.txt", "memcheck", 0),
+        ("san_memcheck_triad_buggy.txt", "memcheck", 2),
+    ] {
+        let o = import(&fixture(file), tool);
+        assert_eq!(o.status.code(), Some(code), "{file}: {}", text(&o.stderr));
+    }
+}
+
 #[test]
 fn import_refuses_unreadable_inputs_and_bad_arguments_with_exit_1() {
     for (args, needle) in [

@@ -93,8 +93,8 @@ pub(crate) fn sanitize_target(kernel: &Kernel, device: u32) -> (CheckArgs, Vec<u
 }
 
 /// `--import REPORT --tool T`: the same parser and describe line as a run; exit 0 clean,
-/// 2 findings or a failed application, 1 a file that cannot be read or a report of a tool
-/// that could not run (as a run's exit says).
+/// 2 findings or a failed application, 1 a file that cannot be read, a report of a tool
+/// that could not run (as a run's exit says), or a report that says another tool wrote it.
 fn import(path: &Path, tool: Tool) -> anyhow::Result<ExitCode> {
     let report = sanitizer::import(tool, path)?;
     println!("{}: {}", path.display(), report.describe());

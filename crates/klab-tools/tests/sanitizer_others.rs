@@ -3,8 +3,12 @@
 
 mod common;
 
-use common::fixture;
-use klab_tools::sanitizer::{parse, FindingKind, Hazard, Outcome, Report, Severity, Tool};
+use std::path::Path;
+
+use common::{all_fixtures, fixture, fixture_path};
+use klab_tools::sanitizer::{
+    import, parse, FindingKind, Hazard, ImportError, Outcome, Report, Severity, Tool,
+};
 
 fn p(tool: Tool, text: &str, exit: Option<i32>) -> Report {
     parse(tool, text, exit, 99)
@@ -85,5 +89,179 @@ fn cuda_memcheck_55_racecheck_counts_infos_in_displayed() {
     assert_eq!(
         r.summary_mismatch.as_deref(),
         Some("RACECHECK SUMMARY grades 2 errors and 0 warnings but the report itemises 1 and 1"),
+    );
+}
+
+/// The tools `klab sanitize --import` accepts the report at `path` under.
+fn accepted_under(path: &Path) -> Vec<Tool> {
+    Tool::ALL
+        .into_iter()
+        .filter(|&t| match import(t, path) {
+            Ok(_) => true,
+            Err(ImportError::OtherTool {
+                given, written_by, ..
+            }) => {
+                assert_eq!(given, t);
+                assert!(!written_by.is_empty() && !written_by.contains(&t));
+                false
+            }
+            Err(e) => panic!("{}: {e}", path.display()),
+        })
+        .collect()
+}
+
+const ALL: [Tool; 4] = Tool::ALL;
+const MEMCHECK: [Tool; 1] = [Tool::Memcheck];
+const RACECHECK: [Tool; 1] = [Tool::Racecheck];
+const INITCHECK: [Tool; 1] = [Tool::Initcheck];
+const NOT_RACECHECK: [Tool; 3] = [Tool::Memcheck, Tool::Synccheck, Tool::Initcheck];
+
+/// Every real report (the H200 captures in tests/fixtures, copied unmodified from
+/// shared/fixtures/h200/sanitizer and the cases and audit captures beside them) is
+/// accepted under the tool that wrote it, and refused under a tool its content rules out.
+/// Before the fix every one was accepted under every tool.
+#[test]
+fn a_real_report_is_refused_under_a_tool_that_did_not_write_it() {
+    let want: &[(&str, &[Tool])] = &[
+        ("cases_initcheck_uninit.txt", &INITCHECK),
+        // Clean memcheck runs: `--leak-check full` writes a LEAK SUMMARY.
+        ("cases_memcheck_clean.txt", &MEMCHECK),
+        ("cases_memcheck_exit3.txt", &MEMCHECK),
+        ("cases_memcheck_leak.txt", &MEMCHECK),
+        ("cases_memcheck_misaligned.txt", &MEMCHECK),
+        // The tool could not run: nothing says which it was.
+        ("cases_memcheck_missing_program.txt", &ALL),
+        ("cases_memcheck_not_cuda.txt", &ALL),
+        ("cases_memcheck_shared_oob.txt", &MEMCHECK),
+        ("cases_racecheck_race.txt", &RACECHECK),
+        ("cases_racecheck_race_hazard.txt", &RACECHECK),
+        // `ERROR SUMMARY: 0 errors` alone: any tool but racecheck.
+        ("cases_synccheck_syncwarp.txt", &NOT_RACECHECK),
+        ("klab_audit_memcheck_gelu_pair_overread.txt", &MEMCHECK),
+        ("klab_audit_racecheck_gemm_no_second_sync.txt", &RACECHECK),
+        ("san_initcheck_read_uninit.txt", &INITCHECK),
+        ("san_memcheck_broken_33.txt", &NOT_RACECHECK),
+        ("san_memcheck_padded_clean.txt", &MEMCHECK),
+        ("san_memcheck_square_past_end.txt", &MEMCHECK),
+        ("san_memcheck_square_past_end_noflag_default.txt", &MEMCHECK),
+        ("san_memcheck_triad_buggy.txt", &MEMCHECK),
+        ("san_racecheck_broken_33.txt", &RACECHECK),
+        ("san_racecheck_padded_clean.txt", &RACECHECK),
+        ("san_racecheck_tiled_1024.txt", &RACECHECK),
+        ("san_synccheck_sync_divergent.txt", &NOT_RACECHECK),
+        ("written/cudamemcheck55_racecheck_hazards.txt", &RACECHECK),
+    ];
+    let mut names: Vec<&str> = want.iter().map(|(n, _)| *n).collect();
+    names.push("san_version.txt");
+    assert_eq!(
+        all_fixtures()
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        names
+            .iter()
+            .filter(|n| !n.contains('/'))
+            .copied()
+            .collect::<Vec<_>>(),
+        "a new fixture needs a row here"
+    );
+    for (name, tools) in want {
+        assert_eq!(accepted_under(&fixture_path(name)), *tools, "{name}");
+    }
+
+    let path = fixture_path("san_racecheck_broken_33.txt");
+    let e = import(Tool::Memcheck, &path).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{} was written by racecheck, not memcheck (its RACECHECK SUMMARY line): import it with --tool racecheck",
+            path.display()
+        )
+    );
+    let path = fixture_path("san_memcheck_broken_33.txt");
+    let e = import(Tool::Racecheck, &path).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{} was written by memcheck, synccheck or initcheck, not racecheck (it has an ERROR SUMMARY line and no RACECHECK SUMMARY line, which Compute Sanitizer's racecheck writes in its place)",
+            path.display()
+        )
+    );
+    let path = fixture_path("san_initcheck_read_uninit.txt");
+    let e = import(Tool::Synccheck, &path).unwrap_err();
+    assert!(
+        e.to_string().ends_with(
+            "was written by initcheck, not synccheck (its uninitialized global read findings): import it with --tool initcheck"
+        ),
+        "{e}"
+    );
+}
+
+/// A report that does not say which tool wrote it is accepted under any: a clean report
+/// under the old `CUDA-MEMCHECK` banner (whose racecheck may have written an ERROR SUMMARY)
+/// or without a banner, and a file whose signs contradict each other.
+#[test]
+fn a_report_that_does_not_say_its_tool_is_accepted_under_any() {
+    let dir = tempfile::tempdir().unwrap();
+    let (clean, _) = fixture("san_memcheck_broken_33.txt");
+    let (race, _) = fixture("san_racecheck_broken_33.txt");
+    for (name, text) in [
+        (
+            "old_banner.txt",
+            clean.replace("========= COMPUTE-SANITIZER", "========= CUDA-MEMCHECK"),
+        ),
+        (
+            "no_banner.txt",
+            "========= ERROR SUMMARY: 0 errors\n".to_string(),
+        ),
+        (
+            "contradicts.txt",
+            format!("$ compute-sanitizer --tool memcheck ./probe\n{race}"),
+        ),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        assert_eq!(accepted_under(&path), ALL, "{name}");
+    }
+}
+
+/// The command line saved at the top says the tool: its `--tool` (either spelling), else
+/// memcheck, the default; an application's own `--tool` after the program is not read, and
+/// another program's command line says nothing.
+#[test]
+fn the_saved_command_line_names_the_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    // The tool could not run: without its command line the report says nothing.
+    let (failed, _) = fixture("cases_memcheck_not_cuda.txt");
+    for (line, tools) in [
+        (
+            "$ compute-sanitizer --tool synccheck ./app",
+            &[Tool::Synccheck][..],
+        ),
+        (
+            "$ CUDA_VISIBLE_DEVICES=0 /opt/cuda/bin/compute-sanitizer --tool=initcheck ./app",
+            &INITCHECK,
+        ),
+        (
+            "$ compute-sanitizer --error-exitcode 99 ./app --tool racecheck",
+            &MEMCHECK,
+        ),
+        ("$ cuda-memcheck --tool racecheck ./app", &RACECHECK),
+        ("$ klab check --tool racecheck", &ALL),
+        ("$ compute-sanitizer --tool leakcheck ./app", &ALL),
+    ] {
+        let path = dir.path().join("r.txt");
+        std::fs::write(&path, format!("{line}\n{failed}")).unwrap();
+        assert_eq!(accepted_under(&path), tools, "{line}");
+    }
+    let e = import(
+        Tool::Racecheck,
+        &fixture_path("klab_audit_memcheck_gelu_pair_overread.txt"),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("not racecheck (its command line says --tool memcheck)"),
+        "{e}"
     );
 }

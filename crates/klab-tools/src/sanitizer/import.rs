@@ -1,13 +1,29 @@
 //! Reports klab did not run: read a saved text report (capped, regular files only, through
 //! [`klab_core::artifact`]) and give it to the same [`parse`] a run uses, so an imported
 //! report gets the same findings and outcome.
+//!
+//! # Which tool wrote it
+//!
+//! A run knows its tool; an import is told it (`--tool`), and a report read under another
+//! tool's name is a wrong verdict (a clean memcheck report passed off as racecheck's says
+//! nothing about races). So the report is asked too, through the signs that name its tool
+//! unambiguously (`Sign`): a `$ compute-sanitizer ...` command line saved at the top,
+//! racecheck's summary and race blocks, memcheck's invalid accesses and leaks, initcheck's
+//! uninitialised reads and unused memory, synccheck's barrier errors, and, under a
+//! `COMPUTE-SANITIZER` banner, an `ERROR SUMMARY` without a `RACECHECK SUMMARY` (that
+//! racecheck writes the second in place of the first). Each sign allows a set of tools;
+//! the report is from a tool every sign allows. When that excludes the given tool the
+//! import is refused ([`ImportError::OtherTool`]); a report without signs (a clean report
+//! that says only `ERROR SUMMARY: 0 errors` under the old `CUDA-MEMCHECK` banner, or a tool
+//! that could not run) is accepted under any tool, and so is one whose signs contradict
+//! each other (two reports in one file): klab refuses only what the report itself says.
 
 use std::path::{Path, PathBuf};
 
 use klab_core::artifact::{read_regular, FileError, Input};
 
-use super::parse::{parse, prefix_at, report_lines};
-use super::{Options, Report, Tool};
+use super::parse::{headers, parse, prefix_at, report_lines};
+use super::{FindingKind, Options, Report, Tool};
 
 /// What klab reads, said when a file is something else.
 pub const EXPECTED_FORMAT: &str = "a Compute Sanitizer text report (lines starting `=========`, as `compute-sanitizer --tool TOOL PROGRAM > report.txt 2>&1` writes it)";
@@ -21,6 +37,16 @@ pub enum ImportError {
     NotAReport {
         path: PathBuf,
         looks_like: Option<&'static str>,
+    },
+    #[error("{} was written by {}, not {given} ({because}){}", .path.display(), tool_list(.written_by), match .written_by.as_slice() { [one] => format!(": import it with --tool {one}"), _ => String::new() })]
+    OtherTool {
+        path: PathBuf,
+        /// The tool the import was told.
+        given: Tool,
+        /// The tools the report's signs allow (one or more; never `given`).
+        written_by: Vec<Tool>,
+        /// The first sign that excludes `given`, in words.
+        because: String,
     },
 }
 
@@ -46,7 +72,185 @@ pub fn import(tool: Tool, path: &Path) -> Result<Report, ImportError> {
         .and_then(|l| l.strip_prefix("exit="))
         .and_then(|s| s.trim().parse::<i32>().ok());
     let error_exitcode = error_exitcode(&text).unwrap_or(Options::default().error_exitcode);
-    Ok(parse(tool, &text, exit, error_exitcode))
+    let report = parse(tool, &text, exit, error_exitcode);
+    let signs = signs(&text, &report);
+    let written_by: Vec<Tool> = Tool::ALL
+        .into_iter()
+        .filter(|t| signs.iter().all(|s| s.tools.contains(t)))
+        .collect();
+    // No tool fits every sign: the report contradicts itself, and says nothing for sure.
+    if written_by.is_empty() || written_by.contains(&tool) {
+        return Ok(report);
+    }
+    let because = signs
+        .into_iter()
+        .find(|s| !s.tools.contains(&tool))
+        .map(|s| s.what)
+        .unwrap_or_default();
+    Err(ImportError::OtherTool {
+        path: path.to_path_buf(),
+        given: tool,
+        written_by,
+        because,
+    })
+}
+
+/// Something in a report that says which tools can have written it.
+struct Sign {
+    tools: &'static [Tool],
+    /// What the report has, for the refusal: `its RACECHECK SUMMARY line`.
+    what: String,
+}
+
+const ONLY_MEMCHECK: &[Tool] = &[Tool::Memcheck];
+const ONLY_RACECHECK: &[Tool] = &[Tool::Racecheck];
+const ONLY_SYNCCHECK: &[Tool] = &[Tool::Synccheck];
+const ONLY_INITCHECK: &[Tool] = &[Tool::Initcheck];
+const NOT_RACECHECK: &[Tool] = &[Tool::Memcheck, Tool::Synccheck, Tool::Initcheck];
+
+fn only(tool: Tool) -> &'static [Tool] {
+    match tool {
+        Tool::Memcheck => ONLY_MEMCHECK,
+        Tool::Racecheck => ONLY_RACECHECK,
+        Tool::Synccheck => ONLY_SYNCCHECK,
+        Tool::Initcheck => ONLY_INITCHECK,
+    }
+}
+
+/// The signs of the tool that wrote a report: `text` as saved, `report` its parse (whose
+/// findings do not depend on the tool it was parsed as).
+fn signs(text: &str, report: &Report) -> Vec<Sign> {
+    let mut signs = Vec::new();
+    if let Some((tool, explicit)) = command_tool(text) {
+        signs.push(Sign {
+            tools: only(tool),
+            what: if explicit {
+                format!("its command line says --tool {tool}")
+            } else {
+                "its command line has no --tool, and memcheck is the default".to_string()
+            },
+        });
+    }
+    let headers = headers(text);
+    let has = |prefix: &str| {
+        headers.iter().any(|h| {
+            h.get(..prefix.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(prefix))
+        })
+    };
+    let racecheck_summary = has("RACECHECK SUMMARY:");
+    if racecheck_summary {
+        signs.push(Sign {
+            tools: ONLY_RACECHECK,
+            what: "its RACECHECK SUMMARY line".to_string(),
+        });
+    }
+    // Compute Sanitizer's racecheck ends with its RACECHECK SUMMARY and no ERROR SUMMARY
+    // (every racecheck report captured on the H200); cuda-memcheck's may differ, so only
+    // under the newer banner.
+    let compute_sanitizer = headers
+        .iter()
+        .any(|h| h.eq_ignore_ascii_case("COMPUTE-SANITIZER"));
+    if compute_sanitizer && !racecheck_summary && has("ERROR SUMMARY:") {
+        signs.push(Sign {
+            tools: NOT_RACECHECK,
+            what: "it has an ERROR SUMMARY line and no RACECHECK SUMMARY line, which Compute Sanitizer's racecheck writes in its place".to_string(),
+        });
+    }
+    if has("LEAK SUMMARY:") {
+        signs.push(Sign {
+            tools: ONLY_MEMCHECK,
+            what: "its LEAK SUMMARY line".to_string(),
+        });
+    }
+    if has("Unused memory") {
+        signs.push(Sign {
+            tools: ONLY_INITCHECK,
+            what: "its unused memory report".to_string(),
+        });
+    }
+    // One sign per kind of finding, in report order.
+    let mut seen: Vec<FindingKind> = Vec::new();
+    for f in &report.findings {
+        if seen.contains(&f.kind) {
+            continue;
+        }
+        seen.push(f.kind);
+        let tools = match f.kind {
+            FindingKind::InvalidGlobalRead
+            | FindingKind::InvalidGlobalWrite
+            | FindingKind::InvalidSharedRead
+            | FindingKind::InvalidSharedWrite
+            | FindingKind::InvalidLocalRead
+            | FindingKind::InvalidLocalWrite
+            | FindingKind::Leak => ONLY_MEMCHECK,
+            FindingKind::Race => ONLY_RACECHECK,
+            FindingKind::Barrier => ONLY_SYNCCHECK,
+            FindingKind::UninitializedGlobalRead => ONLY_INITCHECK,
+            // Misaligned accesses are memcheck's and initcheck's; API errors and unknown
+            // blocks any tool's.
+            FindingKind::Misaligned | FindingKind::Other => continue,
+        };
+        signs.push(Sign {
+            tools,
+            what: format!("its {} findings", f.kind),
+        });
+    }
+    signs
+}
+
+/// The tool a `$ compute-sanitizer ...` or `$ cuda-memcheck ...` command line on the first
+/// line ran, and whether it said so: its `--tool`, else memcheck (both binaries' default).
+/// `None` for another first line, or a tool klab does not know. The options end at the
+/// first word that is neither an option nor the word after one (the program), so an
+/// application's own `--tool` is not read.
+fn command_tool(text: &str) -> Option<(Tool, bool)> {
+    let line = report_lines(text).next()?.strip_prefix("$ ")?;
+    let mut words = line
+        .split_whitespace()
+        // `VAR=value` assignments before the command.
+        .skip_while(|w| !w.starts_with('-') && w.contains('='));
+    let binary = words
+        .next()?
+        .rsplit(['/', '\\'])
+        .next()?
+        .to_ascii_lowercase();
+    let binary = binary
+        .strip_suffix(".exe")
+        .or_else(|| binary.strip_suffix(".bat"))
+        .unwrap_or(&binary);
+    if binary != "compute-sanitizer" && binary != "cuda-memcheck" {
+        return None;
+    }
+    let mut after_option = false;
+    while let Some(w) = words.next() {
+        if let Some(v) = w.strip_prefix("--tool=") {
+            return Some((v.parse().ok()?, true));
+        }
+        if w == "--tool" {
+            return Some((words.next()?.parse().ok()?, true));
+        }
+        if w.starts_with('-') {
+            after_option = !w.contains('=');
+        } else if after_option {
+            after_option = false;
+        } else {
+            break;
+        }
+    }
+    Some((Tool::Memcheck, false))
+}
+
+/// `memcheck`, `memcheck or initcheck`, `memcheck, synccheck or initcheck`.
+fn tool_list(tools: &[Tool]) -> String {
+    match tools {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => {
+            let rest: Vec<&str> = rest.iter().map(|t| t.as_str()).collect();
+            format!("{} or {last}", rest.join(", "))
+        }
+    }
 }
 
 /// `--error-exitcode N` on a `$ ` command line at the top of a saved report.

@@ -201,6 +201,15 @@ impl Block<'_> {
     }
 }
 
+/// Every block's header, without the prefix: the lines that say what a report is (its
+/// banner, its summaries, its findings' kinds).
+pub(super) fn headers(output: &str) -> Vec<&str> {
+    blocks(output)
+        .into_iter()
+        .map(|b| b.header.trim())
+        .collect()
+}
+
 fn blocks(output: &str) -> Vec<Block<'_>> {
     let mut out = Vec::new();
     let mut cur: Option<Block<'_>> = None;
