@@ -6,6 +6,8 @@
 //! through a stand-in `ncu` on PATH that serves a real CSV page.
 
 mod common;
+#[path = "../crates/klab-tools/tests/common/csv_edit.rs"]
+mod csv_edit;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -214,6 +216,85 @@ fn a_kernel_with_no_launch_or_another_size_is_refused() {
             "give --n",
         ],
     );
+}
+
+/// Values a page holds under other names are shown, not `n/a` (issue 29, item 8): each
+/// page is a real H200 page (see the README of the fixtures) with columns renamed or
+/// dropped here, since no real page with those names is at hand; the values are its own.
+#[test]
+fn values_under_other_names_are_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: String| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let no_identity = [("CC", ""), ("Grid Size", ""), ("Block Size", "")];
+    // The duration without its roll-up suffix (the other roll-ups dropped), and no CC, Grid
+    // Size or Block Size columns: the device attributes and launch statistics say them.
+    let mut renames = no_identity.to_vec();
+    renames.extend([
+        ("gpu__time_duration.sum", "gpu__time_duration"),
+        ("gpu__time_duration.avg", ""),
+        ("gpu__time_duration.max", ""),
+        ("gpu__time_duration.min", ""),
+    ]);
+    let text = std::fs::read_to_string(fixture("ncu_raw_sections_tiled.csv")).unwrap();
+    let f = write("raw.csv", csv_edit::edited(&text, &renames, None));
+    let o = import(&f, &[]);
+    let out = text_of(&o);
+    for want in [
+        "== tiled_k (ncu result 0: grid 16,384 blocks, block 256 threads) ==",
+        "Workload: tiled_k as ncu recorded it: grid 16,384 blocks, block 256 threads, NVIDIA H200 (CC 9.0), ncu result 0;",
+        "duration under the profiler 78,464 ns",
+    ] {
+        assert!(out.contains(want), "{want:?} not in:\n{out}");
+    }
+    // DRAM bytes as one total (the page's read and write columns, summed into one).
+    let text = std::fs::read_to_string(fixture("dev_import_raw_tiled.csv")).unwrap();
+    let row = "tiled_k#0  DRAM bytes (read + write) vs useful bytes            n/a    114,394,112  no prediction";
+    assert!(text_of(&import(&fixture("dev_import_raw_tiled.csv"), &[])).contains(row));
+    let f = write(
+        "dram.csv",
+        csv_edit::edited(
+            &text,
+            &[
+                ("dram__bytes_read.sum", "dram__bytes.sum"),
+                ("dram__bytes_write.sum", ""),
+            ],
+            Some(("dram__bytes_read.sum", "114.394112")),
+        ),
+    );
+    let out = text_of(&import(&f, &[]));
+    assert!(out.contains(row), "{out}");
+    // The details page: Launch Statistics' Grid Size and Block Size rows.
+    let text = std::fs::read_to_string(fixture("ncu_details_padded.csv")).unwrap();
+    let f = write("details.csv", csv_edit::edited(&text, &no_identity, None));
+    let out = text_of(&import(&f, &[]));
+    assert!(
+        out.contains("== padded_k (ncu result 0: grid 16,384 blocks, block 256 threads) =="),
+        "{out}"
+    );
+    // Counts are not shapes: beside klab's predictions (which hold for one shape) such a
+    // page is refused, saying what it holds.
+    let text = std::fs::read_to_string(fixture("ncu_raw_naive_metrics.csv")).unwrap();
+    let f = write(
+        "naive.csv",
+        csv_edit::edited(&text, &no_identity, None).replace("naive_k", "transpose_naive"),
+    );
+    refused(
+        &import(&f, &["--kernel", "naive"]),
+        &[
+            "launched with grid 16,384 blocks, block 256 threads",
+            "grid 128x128x1, block 32x8x1",
+        ],
+    );
+}
+
+/// stdout, with stderr and the status when the import did not exit 0.
+fn text_of(o: &Output) -> String {
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    text(&o.stdout)
 }
 
 #[test]

@@ -31,7 +31,7 @@ use klab_core::variant::{BLOCK_ROWS, TILE};
 use klab_core::workload::Workload;
 use klab_core::{builtin, Variant};
 use klab_tools::ncu::{
-    self, CacheControl, KernelRecord, MessageLevel, Page, ProfileRequest, RunOutput,
+    self, metrics, CacheControl, KernelRecord, MessageLevel, Page, ProfileRequest, RunOutput,
 };
 
 use crate::child::ChildCmd;
@@ -706,8 +706,21 @@ fn dim3(d: Option<[u32; 3]>) -> Option<Dim3> {
     d.map(|[x, y, z]| Dim3::new(x, y, z))
 }
 
-fn shown(d: Option<Dim3>) -> String {
-    d.map_or_else(|| "not given".to_string(), |d| d.to_string())
+/// A launch's grid and block as the report gives them: their shapes (`128x128x1`), else
+/// their counts (`16,384 blocks`, from the launch statistics), else `not given`.
+fn launch_shown(record: &KernelRecord) -> (String, String) {
+    let one = |dims: Option<[u32; 3]>, total: Option<u64>, what: &str| match (dim3(dims), total) {
+        (Some(d), _) => d.to_string(),
+        (None, Some(n)) => format!(
+            "{} {what}",
+            bound::group(i64::try_from(n).unwrap_or(i64::MAX))
+        ),
+        (None, None) => "not given".to_string(),
+    };
+    (
+        one(record.grid, record.grid_total(), "blocks"),
+        one(record.block, record.block_total(), "threads"),
+    )
 }
 
 /// klab did not run an imported launch: no verdict on its output exists.
@@ -721,7 +734,7 @@ fn imported_unknown(
     file: &str,
     metrics: &[String],
 ) -> anyhow::Result<KernelProfile> {
-    let (grid, block) = (shown(dim3(record.grid)), shown(dim3(record.block)));
+    let (grid, block) = launch_shown(record);
     let device = match (record.device_name(), record.device) {
         (Some(name), _) => name.to_string(),
         (None, Some(d)) => format!("device {d}"),
@@ -730,7 +743,9 @@ fn imported_unknown(
     let workload = format!(
         "{} as ncu recorded it: grid {grid}, block {block}, {device} (CC {}), ncu result {}; klab did not run it, so its operation, size and inputs are not known (--kernel NAME sets a kernel of klab's beside it)",
         record.kernel_name,
-        if record.cc.is_empty() { "not given" } else { &record.cc },
+        record
+            .compute_capability()
+            .unwrap_or_else(|| "not given".to_string()),
         record.id
     );
     let reading = read_launch(
@@ -775,12 +790,13 @@ fn imported_as(
     let plan = w.plan();
     let (grid, block) = (dim3(record.grid), dim3(record.block));
     if grid != Some(plan.grid) || block != Some(plan.block) {
+        // Counts alone (a page without the shape columns) do not say the shape the
+        // predictions are for: refused as well, with what the page does say.
+        let (grid, block) = launch_shown(record);
         bail!(
-            "{file}: ncu result {} ({}) was launched with grid {}, block {}, but klab's {} launches grid {}, block {} at {}: give --n the size it was profiled at",
+            "{file}: ncu result {} ({}) was launched with grid {grid}, block {block}, but klab's {} launches grid {}, block {} at {}: give --n the size it was profiled at",
             record.id,
             record.function_name(),
-            shown(grid),
-            shown(block),
             kernel.name(),
             plan.grid,
             plan.block,
@@ -890,13 +906,10 @@ pub fn measured_from(r: &KernelRecord) -> Measured {
         ("barriers", "launch__occupancy_limit_barriers"),
     ];
     Measured {
-        duration_ns: get("gpu__time_duration.sum", "ns"),
-        dram_pct: get("dram__throughput.avg.pct_of_peak_sustained_elapsed", "%").or_else(|| {
-            get(
-                "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-                "%",
-            )
-        }),
+        // ncu's other names for these (no roll-up suffix, another roll-up of the one launch,
+        // a GPU-level twin, a total for its parts) are read through ncu::ALIASES.
+        duration_ns: get(metrics::DURATION, "ns"),
+        dram_pct: get(metrics::DRAM_THROUGHPUT_PCT, "%"),
         compute_pct: get("sm__throughput.avg.pct_of_peak_sustained_elapsed", "%"),
         memory_pct: get(
             "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
@@ -904,8 +917,10 @@ pub fn measured_from(r: &KernelRecord) -> Measured {
         ),
         l1tex_pct: get("l1tex__throughput.avg.pct_of_peak_sustained_active", "%"),
         l2_pct: get("lts__throughput.avg.pct_of_peak_sustained_elapsed", "%"),
-        dram_bytes_read: get("dram__bytes_read.sum", "byte"),
-        dram_bytes_write: get("dram__bytes_write.sum", "byte"),
+        dram_bytes_read: get(metrics::DRAM_BYTES_READ, "byte"),
+        dram_bytes_write: get(metrics::DRAM_BYTES_WRITE, "byte"),
+        // Read plus write, else the total where the report holds only it.
+        dram_bytes: get(metrics::DRAM_BYTES, "byte"),
         global_load_sectors: get("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "sector"),
         global_load_requests: get("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", ""),
         global_store_sectors: get("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "sector"),

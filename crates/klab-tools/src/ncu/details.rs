@@ -45,7 +45,7 @@ pub const COMMAND_LINE_SECTION: &str = "Command line profiler metrics";
 /// report (`tests/fixtures/ncu/dev_import_{details,raw}_tiled.csv`, ncu 2025.3.1): same unit,
 /// same value up to the details page's rounding. `Block Limit SM` is ncu's name for the
 /// block-count limit.
-pub const SECTION_METRICS: [(&str, &str, &str); 15] = [
+pub const SECTION_METRICS: [(&str, &str, &str); 17] = [
     (SOL, "Duration", "gpu__time_duration.sum"),
     (
         SOL,
@@ -72,6 +72,9 @@ pub const SECTION_METRICS: [(&str, &str, &str); 15] = [
         "L2 Cache Throughput",
         "lts__throughput.avg.pct_of_peak_sustained_elapsed",
     ),
+    // Counts, not shapes: 256 for a (32, 8, 1) block.
+    (LAUNCH, "Block Size", "launch__block_size"),
+    (LAUNCH, "Grid Size", "launch__grid_size"),
     (
         LAUNCH,
         "Registers Per Thread",

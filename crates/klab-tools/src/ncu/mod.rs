@@ -18,6 +18,13 @@
 //! report, which goes through ncu, or either CSV page, told apart by its header) to the
 //! same parsers and gives its launches as [`KernelRecord`]s whichever it was.
 //!
+//! # Other names
+//!
+//! A page may hold a value under another name than the one klab asks for (a counter
+//! without its roll-up suffix, a total instead of its parts, the device attributes instead
+//! of the `CC` column); [`ALIASES`] lists them, and [`KernelRecord`]'s lookups read through
+//! it.
+//!
 //! # Units
 //!
 //! ncu's default units are kept and recorded, not forced to base units: the same metric
@@ -31,6 +38,7 @@
 //! [`NcuError::CounterPermission`]: a permission policy of the machine, not a failure of
 //! the kernel.
 
+mod aliases;
 mod csv;
 mod details;
 mod import;
@@ -46,6 +54,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use aliases::{alias, Alias, ALIASES};
 pub use details::{
     parse_details, DetailsKernel, DetailsMetric, DetailsReport, RuleResult, Section,
     COMMAND_LINE_SECTION, DETAILS_COLUMNS, SECTION_METRICS,
@@ -105,6 +114,9 @@ pub mod metrics {
     pub const DRAM_BYTES_READ: &str = "dram__bytes_read.sum";
     /// Bytes written to DRAM.
     pub const DRAM_BYTES_WRITE: &str = "dram__bytes_write.sum";
+    /// Bytes read from and written to DRAM: the two above summed, else this total where a
+    /// page holds only it (see [`super::ALIASES`]). Not asked for: the parts say more.
+    pub const DRAM_BYTES: &str = "dram__bytes.sum";
     /// Registers per thread of the launch.
     pub const REGISTERS_PER_THREAD: &str = "launch__registers_per_thread";
     /// Achieved occupancy: active warps, percent of the peak per active cycle.

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::aliases::{alias, Alias, BLOCK_SIZE, CC, GRID_SIZE};
 use super::csv::{scan, Record, Scan};
 use super::details::is_details_header;
 use super::value::{parse_value, Lookup, MetricValue};
@@ -98,13 +99,15 @@ pub struct KernelRecord {
     pub context: Option<u64>,
     /// The stream's ID.
     pub stream: Option<u64>,
-    /// `(x, y, z)` threads per block, from `"(32, 8, 1)"`.
+    /// `(x, y, z)` threads per block, from `"(32, 8, 1)"`; without a `Block Size` column,
+    /// [`KernelRecord::block_total`] may still count them.
     pub block: Option<[u32; 3]>,
-    /// `(x, y, z)` blocks per grid.
+    /// `(x, y, z)` blocks per grid; see [`KernelRecord::grid_total`].
     pub grid: Option<[u32; 3]>,
     /// The device's index.
     pub device: Option<u32>,
-    /// Compute capability as printed, e.g. `9.0`.
+    /// Compute capability as printed, e.g. `9.0`; empty without a `CC` column (see
+    /// [`KernelRecord::compute_capability`]).
     pub cc: String,
     /// Identity columns not in [`IDENTITY_COLUMNS`], verbatim.
     pub extra: BTreeMap<String, String>,
@@ -115,23 +118,91 @@ pub struct KernelRecord {
 }
 
 impl KernelRecord {
-    /// A metric by its full column name (`l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum`).
-    /// Device attributes are not metrics: see [`KernelRecord::device_attribute`].
+    /// A metric by klab's name for it ([`ALIASES`](super::ALIASES); device attributes are not metrics, see
+    /// [`KernelRecord::device_attribute`]): the column `name`, else the first of
+    /// its other names with a value. A column without a value (`n/a`) is
+    /// [`Lookup::NoData`] only when no name has one. A total printed in parts is summed by
+    /// [`KernelRecord::number_in`], which brings the parts to one unit.
     pub fn metric(&self, name: &str) -> Lookup<'_> {
+        let exact = self.exact_metric(name);
+        let Some(Alias::Names(others)) = alias(name) else {
+            return exact;
+        };
+        let mut first_present = exact;
+        for l in std::iter::once(exact).chain(others.iter().map(|o| self.exact_metric(o))) {
+            match l {
+                Lookup::Number(..) | Lookup::Text(_) => return l,
+                Lookup::NoData if first_present.is_absent() => first_present = l,
+                _ => {}
+            }
+        }
+        first_present
+    }
+
+    /// A metric's number converted to `unit` (e.g. `ns`, `byte`), whatever unit ncu chose
+    /// to print it in; by klab's name for it, as [`KernelRecord::metric`], and a total
+    /// printed in parts ([`Alias::Parts`]) as their sum.
+    pub fn number_in(&self, name: &str, unit: &str) -> Option<f64> {
+        if let Some(Alias::Parts(parts)) = alias(name) {
+            let sum: Option<f64> = parts.iter().map(|p| self.metric(p).number_in(unit)).sum();
+            if sum.is_some() {
+                return sum;
+            }
+        }
+        self.metric(name).number_in(unit)
+    }
+
+    /// The compute capability: the `CC` column as printed (`9.0`), else `major.minor` from
+    /// the device attributes ([`ALIASES`](super::ALIASES)).
+    pub fn compute_capability(&self) -> Option<String> {
+        if !self.cc.trim().is_empty() {
+            return Some(self.cc.trim().to_string());
+        }
+        let Some(Alias::MajorMinor(major, minor)) = alias(CC) else {
+            return None;
+        };
+        let whole = |name: &str| {
+            self.device_attribute(name)
+                .number()
+                .filter(|x| x.fract() == 0.0 && *x >= 0.0)
+        };
+        Some(format!("{}.{}", whole(major)?, whole(minor)?))
+    }
+
+    /// Blocks in the grid: the product of the `Grid Size` column's `(x, y, z)`, else the
+    /// launch metric that counts them ([`ALIASES`](super::ALIASES)).
+    pub fn grid_total(&self) -> Option<u64> {
+        self.total(self.grid, GRID_SIZE)
+    }
+
+    /// Threads in a block: the product of the `Block Size` column's `(x, y, z)`, else the
+    /// launch metric that counts them ([`ALIASES`](super::ALIASES)).
+    pub fn block_total(&self) -> Option<u64> {
+        self.total(self.block, BLOCK_SIZE)
+    }
+
+    fn total(&self, dims: Option<[u32; 3]>, column: &str) -> Option<u64> {
+        if let Some(d) = dims {
+            return Some(d.iter().fold(1u64, |p, &x| p.saturating_mul(u64::from(x))));
+        }
+        let Some(Alias::Total(metric)) = alias(column) else {
+            return None;
+        };
+        let x = self.metric(metric).number()?;
+        // A count: a whole number within u64 (the cast saturates; the bound keeps it exact).
+        (x.fract() == 0.0 && (0.0..=9.0e15).contains(&x)).then_some(x as u64)
+    }
+
+    /// The column `name` itself, without [`ALIASES`](super::ALIASES).
+    fn exact_metric(&self, name: &str) -> Lookup<'_> {
         self.metrics
             .get(name)
             .map_or(Lookup::Absent, MetricValue::lookup)
     }
 
-    /// A metric's number, if it has one.
+    /// A metric's number, if it has one (by klab's name, as [`KernelRecord::metric`]).
     pub fn number(&self, name: &str) -> Option<f64> {
         self.metric(name).number()
-    }
-
-    /// A metric's number converted to `unit` (e.g. `ns`, `byte`), whatever unit ncu chose
-    /// to print it in.
-    pub fn number_in(&self, name: &str, unit: &str) -> Option<f64> {
-        self.metric(name).number_in(unit)
     }
 
     /// A device attribute by its full column name (`device__attribute_display_name`).
