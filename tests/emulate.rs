@@ -441,7 +441,12 @@ fn device_verdicts(exe: &Path, dir: &Path, cases: &[Case]) -> Vec<rule::Verdict>
         .zip(cases)
         .map(|(l, c)| {
             let words: Vec<u64> = l.split(' ').map(|w| w.parse().unwrap()).collect();
-            DeviceSummary::from_words(&words).verdict(c.dtype, &c.cmp, &c.shape, c.magnitude.as_deref())
+            DeviceSummary::from_words(&words).verdict(
+                c.dtype,
+                &c.cmp,
+                &c.shape,
+                c.magnitude.as_deref(),
+            )
         })
         .collect()
 }

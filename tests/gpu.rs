@@ -922,7 +922,10 @@ fn the_device_checker_agrees_with_the_cpu_oracle_on_the_gpu() {
                 .device_check(&check)
                 .unwrap()
                 .expect("the device checker loads");
-            let (dev, cpu) = (s.verdict(c.dtype, &c.cmp, &c.shape, c.magnitude.as_deref()), c.cpu());
+            let (dev, cpu) = (
+                s.verdict(c.dtype, &c.cmp, &c.shape, c.magnitude.as_deref()),
+                c.cpu(),
+            );
             assert_eq!(dev, cpu, "{}", c.describe());
             judged += 1;
         }

@@ -48,13 +48,15 @@ fn refused(o: &Output, needles: &[&str]) {
 }
 
 /// The real CSV exports: (file, the page it is, profiled launches).
-const REAL: [(&str, &str, usize); 6] = [
+const REAL: [(&str, &str, usize); 8] = [
     ("ncu_raw_naive_metrics.csv", "raw page", 3),
     ("ncu_raw_tiled_bankconflicts.csv", "raw page", 3),
     ("ncu_raw_sections_tiled.csv", "raw page", 1),
     ("dev_import_raw_tiled.csv", "raw page", 2),
     ("ncu_details_padded.csv", "details page", 1),
     ("dev_import_details_tiled.csv", "details page", 2),
+    ("dev_cupy_raw_other_names.csv", "raw page", 1),
+    ("dev_cupy_details_launchstats.csv", "details page", 1),
 ];
 
 #[test]
@@ -103,6 +105,35 @@ fn every_real_export_is_read_with_a_statement_per_launch() {
                 "{name}\n{out}"
             );
         }
+    }
+}
+
+/// Real H200 pages of another program's kernel (CuPy's fill), whose DRAM traffic is only
+/// `dram__bytes.sum` and whose duration, compute capability, grid and block come under the
+/// names ncu gives them there: every value is read, none is n/a.
+#[test]
+fn a_real_page_with_other_metric_names_is_read_in_full() {
+    let o = import(&fixture("dev_cupy_raw_other_names.csv"), &[]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    for want in [
+        "grid 131072x1x1, block 128x1x1",
+        "NVIDIA H200 (CC 9.0)",
+        "duration under the profiler 82,432 ns",
+        "39,385,344",
+    ] {
+        assert!(out.contains(want), "{want}\n{out}");
+    }
+    let o = import(&fixture("dev_cupy_details_launchstats.csv"), &[]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    for want in [
+        "grid 131072x1x1, block 128x1x1",
+        "(CC 9.0)",
+        "duration under the profiler 82,720 ns",
+        "DRAM 10.1%",
+    ] {
+        assert!(out.contains(want), "{want}\n{out}");
     }
 }
 
