@@ -276,6 +276,42 @@ fn the_embedding_reference_adds_the_token_row_and_the_position_row() {
     assert_eq!(out, bytes(&want, f32::to_le_bytes));
 }
 
+#[test]
+fn the_spmv_reference_multiplies_a_csr_matrix_in_both_precisions() {
+    let Some(r) = reference("spmv") else {
+        return;
+    };
+    // Three rows: two entries, none (an empty row), one; columns repeat.
+    let (rows, cols) = (3usize, 4usize);
+    let row_ptr: Vec<i32> = vec![0, 2, 2, 3];
+    let col: Vec<i32> = vec![3, 0, 3];
+    let val: Vec<f32> = vec![2.0, -1.0, 0.5];
+    let x: Vec<f32> = vec![10.0, 20.0, 30.0, 1.0 + f32::EPSILON];
+    let want: Vec<f32> = vec![2.0 * x[3] - 10.0, 0.0, 0.5 * x[3]];
+    let run = |p: Option<klab_core::rule::Precision>| {
+        let mut y = vec![0xffu8; 4 * rows];
+        let (mut a, mut b, mut c, mut d) = (
+            bytes(&row_ptr, i32::to_le_bytes),
+            bytes(&col, i32::to_le_bytes),
+            bytes(&val, f32::to_le_bytes),
+            bytes(&x, f32::to_le_bytes),
+        );
+        let mut bufs: [&mut [u8]; 5] = [&mut y, &mut a, &mut b, &mut c, &mut d];
+        let ints = [rows as i64, cols as i64, 3];
+        match p {
+            None => r.call(&mut bufs, &ints, &[]).unwrap(),
+            Some(p) => r.call_in(p, &mut bufs, &ints, &[]).unwrap(),
+        }
+        y
+    };
+    assert_eq!(run(None), bytes(&want, f32::to_le_bytes));
+    // Its rule is reference-error: the same program, built a second time in float.
+    assert_eq!(
+        run(Some(klab_core::rule::Precision::F32)),
+        bytes(&want, f32::to_le_bytes)
+    );
+}
+
 /// examples/exploits/declared.toml: the exploit audit's cheats in two declared operations.
 fn declared_exploits() -> (PathBuf, Manifest) {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/exploits/declared.toml");

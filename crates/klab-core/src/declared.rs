@@ -118,6 +118,12 @@ pub struct BufferSpec {
     /// its domain is 0 to that buffer's first dimension less one.
     #[serde(default)]
     pub index_into: Option<String>,
+    /// An integer input that holds the row offsets of a compressed layout (a CSR matrix's
+    /// `row_ptr`: `offsets = "nnz"`): non-decreasing from 0 to this expression, which it
+    /// reaches at its last element. Every case keeps to that, with its own spread of the
+    /// entries over the rows (even, growing, random with empty rows, all in one row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offsets: Option<Expr>,
 }
 
 /// One end of a buffer's range: a number, or an expression over the size variables.
@@ -571,6 +577,21 @@ impl DeclaredOpSpec {
                     }
                 }
             }
+            if let Some(total) = &b.offsets {
+                uses_only_sizes(&field("offsets"), total)?;
+                let problem = if b.range.is_some() || b.index_into.is_some() {
+                    Some("offsets is the buffer's domain: give it without range or index_into")
+                } else if !b.dtype.is_integer() {
+                    Some("row offsets are integers")
+                } else if b.role != Role::In {
+                    Some("only in buffers hold row offsets (klab makes them)")
+                } else {
+                    None
+                };
+                if let Some(p) = problem {
+                    return bad(&field("offsets"), p.into());
+                }
+            }
             if let Some(target) = &b.index_into {
                 let problem = if b.range.is_some() {
                     Some("give range or index_into, not both".to_string())
@@ -959,6 +980,42 @@ scalars.eps = { type = "f32", values = [1e-5] }
         let op = check(LAYERNORM, &params()).unwrap();
         let back = toml::to_string(&op.spec.buffers["x"]).unwrap();
         assert!(back.contains("range = [-2.0, 2.0]"), "{back}");
+    }
+
+    #[test]
+    fn row_offsets_are_an_integer_input_with_a_total_over_the_sizes() {
+        let with_rp = |spec: &str| {
+            let mut p = params();
+            p.push("rp".into());
+            check(
+                &LAYERNORM.replace(
+                    "scalars.eps",
+                    &format!("buffers.rp = {{ len = \"rows + 1\", {spec} }}\nscalars.eps"),
+                ),
+                &p,
+            )
+        };
+        let op = with_rp("dtype = \"i32\", role = \"in\", offsets = \"rows * cols\"").unwrap();
+        assert!(op.spec.buffers["rp"].offsets.is_some());
+        for (spec, says) in [
+            (
+                "dtype = \"f32\", role = \"in\", offsets = \"cols\"",
+                "integers",
+            ),
+            (
+                "dtype = \"i32\", role = \"out\", compare = \"exact\", offsets = \"cols\"",
+                "only in buffers",
+            ),
+            (
+                "dtype = \"i32\", role = \"in\", offsets = \"cols\", range = [0, 3]",
+                "without range",
+            ),
+            ("dtype = \"i32\", role = \"in\", offsets = \"nnz\"", "'nnz'"),
+        ] {
+            let (f, problem) = with_rp(spec).unwrap_err();
+            assert_eq!(f, "buffers.rp.offsets", "{spec}: {problem}");
+            assert!(problem.contains(says), "{spec}: {problem}");
+        }
     }
 
     #[test]

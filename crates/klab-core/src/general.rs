@@ -191,8 +191,12 @@ struct Buffer {
     /// The declared range at this shape.
     range: Option<[f64; 2]>,
     /// An integer input's domain at this shape, both ends included: its declared range,
-    /// or the rows of the buffer it indexes. Every case stays inside it.
+    /// the rows of the buffer it indexes, or 0 to its offsets' total. Every case stays
+    /// inside it.
     domain: Option<[i64; 2]>,
+    /// The input holds a compressed layout's row offsets (`offsets`): non-decreasing from 0
+    /// to the domain's end, made on the host ([`offsets_fill`]) and never perturbed.
+    offsets: bool,
 }
 
 impl Buffer {
@@ -454,10 +458,12 @@ impl DeclaredWorkload {
                 comparison,
                 range,
                 domain: None,
+                offsets: b.offsets.is_some(),
             });
         }
         for i in 0..buffers.len() {
-            buffers[i].domain = domain_of(&buffers, &spec.buffers[&buffers[i].name], i, &at)?;
+            buffers[i].domain =
+                domain_of(&buffers, &spec.buffers[&buffers[i].name], i, &shape, &at)?;
         }
         Ok(DeclaredWorkload {
             useful_bytes: eval("useful_bytes", &spec.useful_bytes)?,
@@ -1261,6 +1267,7 @@ fn domain_of(
     buffers: &[Buffer],
     spec: &crate::declared::BufferSpec,
     i: usize,
+    shape: &Shape,
     at: &str,
 ) -> Result<Option<[i64; 2]>, BackendError> {
     let b = &buffers[i];
@@ -1278,7 +1285,15 @@ fn domain_of(
             (0.0, rows as f64 - 1.0, format!("the rows of {target}"))
         }
         (None, Some([lo, hi])) => (lo, hi, "its range".to_string()),
-        (None, None) => return Ok(None),
+        (None, None) => match &spec.offsets {
+            Some(total) => {
+                let t = total.eval(shape).map_err(|e| {
+                    BackendError(format!("buffers.{}.offsets at {at}: {e}", b.name))
+                })?;
+                (0.0, t as f64, "0 to its offsets' total".to_string())
+            }
+            None => return Ok(None),
+        },
     };
     let name = &b.name;
     if b.elements > 0 && lo > hi {
@@ -1319,6 +1334,9 @@ fn range_of(b: &Buffer) -> [f64; 2] {
 /// caught). None for the cases made otherwise: the normal case (host only) and user data.
 fn generator(b: &Buffer, k: usize, case: InputCase) -> Option<crate::inputs::Generator> {
     use crate::inputs::{distinct_cap, special_bits, stream_key, Generator, Pattern};
+    if b.offsets {
+        return None;
+    }
     let [lo, hi] = range_of(b);
     let dt = b.dtype;
     let pattern = match (b.domain, case) {
@@ -1415,20 +1433,98 @@ fn describe_domain(b: &Buffer) -> String {
     }
 }
 
-/// The first element of `bytes` outside buffer `b`'s domain, as (element, value).
+/// The first element of `bytes` outside buffer `b`'s domain, as (element, value). Row
+/// offsets must also start at 0, never decrease, and end at the domain's end.
 fn outside_domain(b: &Buffer, bytes: &[u8]) -> Option<(u64, i128)> {
     let [lo, hi] = b.domain?;
     let n = bytes.len() / b.dtype.size_bytes();
+    let mut previous = i128::MIN;
     (0..n).find_map(|i| {
         let v = b.dtype.to_i128(bytes, i)?;
-        (v < i128::from(lo) || v > i128::from(hi)).then_some((i as u64, v))
+        let out = v < i128::from(lo) || v > i128::from(hi);
+        let misplaced = b.offsets
+            && (v < previous || (i == 0 && v != 0) || (i + 1 == n && n > 1 && v != i128::from(hi)));
+        previous = v;
+        (out || misplaced).then_some((i as u64, v))
     })
+}
+
+/// Row offsets for a case: `elements - 1` rows sharing `total` entries, non-decreasing from
+/// 0 to `total`. Exact input spreads them evenly, distinct input in growing rows, random
+/// input (also large-magnitude, normal and user cases without a file) at random with about
+/// a fifth of the rows empty, constant input puts them all in the last row and special
+/// values all in the first.
+fn offsets_fill(b: &Buffer, k: usize, case: InputCase, out: &mut [u8]) {
+    let n = b.elements as usize;
+    let total = b.domain.map_or(0, |d| d[1]).max(0);
+    if n == 0 {
+        return;
+    }
+    let rows = (n - 1) as i64;
+    let even = |i: i64| (i as i128 * total as i128 / rows.max(1) as i128) as i64;
+    let values: Vec<i64> = match case {
+        InputCase::Structural => (0..=rows).map(even).collect(),
+        InputCase::Distinct => (0..=rows)
+            .map(|i| (total as f64 * (i as f64 / rows.max(1) as f64).powi(2)) as i64)
+            .collect(),
+        InputCase::Constant => (0..=rows)
+            .map(|i| if i == rows { total } else { 0 })
+            .collect(),
+        InputCase::Special => (0..=rows).map(|i| if i == 0 { 0 } else { total }).collect(),
+        InputCase::Uniform { seed } | InputCase::Large { seed } | InputCase::Normal { seed } => {
+            random_offsets(rows, total, crate::inputs::stream_key(seed, k as u64))
+        }
+        InputCase::Data { case } => random_offsets(
+            rows,
+            total,
+            crate::inputs::stream_key(case as u64, k as u64),
+        ),
+    };
+    for (i, v) in values.into_iter().enumerate() {
+        // rows == 0 holds one offset, 0: no entries can be placed.
+        let v = if rows == 0 { 0 } else { v.clamp(0, total) };
+        b.dtype.write_f64(out, i, v as f64);
+    }
+}
+
+/// `rows + 1` offsets from 0 to `total` with random row lengths (about a fifth empty).
+fn random_offsets(rows: i64, total: i64, key: u64) -> Vec<i64> {
+    let weight = |r: i64| {
+        let u = (crate::inputs::splitmix_at(key, r as u64) >> 11) as f64 / (1u64 << 53) as f64;
+        if u < 0.2 {
+            0.0
+        } else {
+            u
+        }
+    };
+    let weights: Vec<f64> = (0..rows).map(weight).collect();
+    let sum: f64 = weights.iter().sum();
+    let mut out = Vec::with_capacity(rows as usize + 1);
+    let mut acc = 0.0;
+    out.push(0);
+    for w in &weights {
+        acc += w;
+        let v = if sum > 0.0 {
+            (acc / sum * total as f64).floor() as i64
+        } else {
+            0
+        };
+        out.push(v.min(total));
+    }
+    if let Some(last) = out.last_mut() {
+        *last = total;
+    }
+    out
 }
 
 /// The buffer's initial bytes for a case (see [`generator`]; user data is loaded by the
 /// workload, and a buffer the case names no file for is uniform).
 fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
     let mut out = host_zeroed(b.bytes(), &b.name)?;
+    if b.offsets {
+        offsets_fill(b, k, case, &mut out);
+        return Ok(out);
+    }
     match case {
         InputCase::Data { case } => return fill(b, k, InputCase::Uniform { seed: case as u64 }),
         InputCase::Normal { seed } => {
@@ -1669,6 +1765,11 @@ impl Workload for DeclaredWorkload {
             }
             let input = k;
             k += 1;
+            // Row offsets are a structure, not values: one element moved would send a row
+            // past the entries.
+            if buf.offsets {
+                continue;
+            }
             let mut other = b.alloc_bytes(buf.bytes())?;
             // Made on the device wherever a generator can (the host never needs them).
             let made = match generator(buf, input, other_case) {
@@ -2006,6 +2107,7 @@ mod tests {
             comparison: None,
             range: None,
             domain: None,
+            offsets: false,
         };
         let big = 2 * crate::par::CHUNK_ELEMENTS as u64 + 3;
         let case = InputCase::Uniform { seed: 42 };
@@ -2322,6 +2424,171 @@ buffers.out = { dtype = "f32", len = "n * C", role = "out", shape = ["n", "C"], 
         assert!(e.0.contains("outside the table"), "{e}");
     }
 
+    /// out[r] = sum of vals[rp[r] .. rp[r + 1]]: the rows of a compressed layout, its row
+    /// offsets declared with `offsets`.
+    const SEGMENTS: &str = r#"
+source = "k.cu"
+[[kernel]]
+name = "segsum"
+entry = "rowsum"
+operation = "declared"
+params = ["rp", "vals", "out", "rows:i32", "nnz:i32"]
+[kernel.op]
+grid = ["rows"]
+block = ["32"]
+useful_bytes = "4 * rows + 4 * nnz"
+reference = { c = "ref.c:segsum_ref" }
+sizes.rows = { values = [1, 7, 40] }
+sizes.nnz = { values = [0, 1, 33, 300], min = 0 }
+buffers.rp = { dtype = "i32", len = "rows + 1", role = "in", offsets = "nnz" }
+buffers.vals = { dtype = "f32", len = "nnz", role = "in" }
+buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose = { atol = 1e-5, rtol = 1e-5 } } }
+"#;
+
+    fn segment(rp: &[i32], r: usize, nnz: usize) -> Result<std::ops::Range<usize>, String> {
+        let (a, b) = (rp[r], rp[r + 1]);
+        if a < 0 || b < a || b as usize > nnz {
+            return Err(format!(
+                "row {r}: offsets {a}..{b} do not fit {nnz} entries"
+            ));
+        }
+        Ok(a as usize..b as usize)
+    }
+
+    struct SegSum;
+    impl Reference for SegSum {
+        fn run(&self, _: &Shape, b: &mut [&mut [u8]], i: &[i64], _: &[f64]) -> Result<(), String> {
+            let (rows, nnz) = (i[0] as usize, i[1] as usize);
+            let rp: Vec<i32> = b[0]
+                .chunks(4)
+                .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            for r in 0..rows {
+                let mut acc = 0f32;
+                for j in segment(&rp, r, nnz)? {
+                    acc += f32::from_le_bytes(b[1][4 * j..4 * j + 4].try_into().unwrap());
+                }
+                b[2][4 * r..4 * r + 4].copy_from_slice(&acc.to_le_bytes());
+            }
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "a Rust segment sum".into()
+        }
+    }
+
+    fn segsum_with(mem: &mut [Vec<u32>], a: &[HostArg], drop_last: bool) {
+        let [HostArg::Buffer(rp), HostArg::Buffer(v), HostArg::Buffer(out), HostArg::I32(rows), HostArg::I32(nnz)] =
+            a
+        else {
+            panic!("{a:?}")
+        };
+        let rp_row: Vec<i32> = mem[*rp].iter().map(|x| *x as i32).collect();
+        for r in 0..*rows as usize {
+            let mut s = segment(&rp_row, r, *nnz as usize).expect("klab made valid offsets");
+            if drop_last {
+                s.end = s.end.saturating_sub(1).max(s.start);
+            }
+            let acc: f32 = s.map(|j| f32::from_bits(mem[*v][j])).sum();
+            mem[*out][r] = acc.to_bits();
+        }
+    }
+    fn segsum(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+        segsum_with(mem, a, false)
+    }
+    fn segsum_drops_last(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+        segsum_with(mem, a, true)
+    }
+
+    #[test]
+    fn row_offsets_stay_a_valid_layout_in_every_case_and_a_dropped_entry_fails() {
+        let check_with = |f: crate::backend::host::GeneralKernelFn| {
+            let mut b = HostBackend::new().with_general_kernel("rowsum", f);
+            let k = b.kernel("rowsum").unwrap();
+            let opts = CheckOptions {
+                seed: 1,
+                sizes: None,
+                shapes: None,
+                quick: false,
+                resume_after: 0,
+            };
+            run(
+                &mut b,
+                &with(SEGMENTS),
+                &k,
+                std::rc::Rc::new(SegSum),
+                &opts,
+                &mut |_| {},
+            )
+            .unwrap()
+        };
+        let r = check_with(segsum);
+        assert!(r.passed(), "{}", r.render());
+        let r = check_with(segsum_drops_last);
+        assert!(!r.passed(), "{}", r.render());
+        // Each case spreads the entries its own way, always from 0 to nnz.
+        let shape = Shape::from([("rows".into(), 10), ("nnz".into(), 50)]);
+        let offsets = |case: InputCase| -> Vec<i32> {
+            let w = DeclaredWorkload::new(
+                with(SEGMENTS),
+                shape.clone(),
+                case,
+                0,
+                std::rc::Rc::new(SegSum),
+            )
+            .unwrap();
+            w.initial_bytes().unwrap()[0]
+                .chunks(4)
+                .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+                .collect()
+        };
+        assert_eq!(
+            offsets(InputCase::Structural),
+            [0, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50]
+        );
+        assert_eq!(
+            offsets(InputCase::Constant),
+            [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 50]
+        );
+        assert_eq!(
+            offsets(InputCase::Special),
+            [0, 50, 50, 50, 50, 50, 50, 50, 50, 50, 50]
+        );
+        let random = offsets(InputCase::Uniform { seed: 3 });
+        assert!(random.windows(2).all(|w| w[0] <= w[1]), "{random:?}");
+        assert_eq!((random[0], random[10]), (0, 50));
+        assert_ne!(random, offsets(InputCase::Uniform { seed: 4 }));
+        // Offsets that decrease, or do not end at nnz, are not a layout: said before any
+        // reference runs.
+        let mut b = buffer_for_offsets(50);
+        for bad in [vec![0, 7, 3, 50], vec![0, 7, 9, 49], vec![1, 7, 9, 50]] {
+            b.elements = bad.len() as u64;
+            let bytes: Vec<u8> = bad.iter().flat_map(|x: &i32| x.to_le_bytes()).collect();
+            assert!(outside_domain(&b, &bytes).is_some(), "{bad:?}");
+        }
+        let good: Vec<u8> = [0i32, 7, 7, 50]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        b.elements = 4;
+        assert_eq!(outside_domain(&b, &good), None);
+    }
+
+    fn buffer_for_offsets(total: i64) -> Buffer {
+        Buffer {
+            name: "rp".into(),
+            dtype: Dtype::I32,
+            role: Role::In,
+            elements: 4,
+            shape: vec![4],
+            axes: vec!["i".into()],
+            comparison: None,
+            range: None,
+            domain: Some([0, total]),
+            offsets: true,
+        }
+    }
+
     #[test]
     fn an_empty_index_into_an_empty_table_is_made_in_every_case() {
         let shape = Shape::from([("n".into(), 0), ("V".into(), 0), ("C".into(), 1)]);
@@ -2357,6 +2624,7 @@ buffers.out = { dtype = "f32", len = "n * C", role = "out", shape = ["n", "C"], 
             comparison: None,
             range: None,
             domain: Some(domain),
+            offsets: false,
         };
         let cases = [
             InputCase::Structural,
@@ -2614,6 +2882,7 @@ buffers.out = { dtype = "f32", len = "n * C", role = "out", shape = ["n", "C"], 
             comparison: None,
             range: Some([-2.0, 2.0]),
             domain: None,
+            offsets: false,
         };
         let f32s = |v: Vec<u8>| -> Vec<f32> {
             v.chunks(4)

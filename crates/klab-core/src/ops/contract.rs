@@ -125,6 +125,7 @@ fn f32_buffer(len: &str, role: Role) -> BufferSpec {
         nan: None,
         range: None,
         index_into: None,
+        offsets: None,
     }
 }
 
