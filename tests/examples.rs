@@ -312,6 +312,44 @@ fn the_spmv_reference_multiplies_a_csr_matrix_in_both_precisions() {
     );
 }
 
+#[test]
+fn the_topk_reference_orders_by_total_order_with_ties_to_the_lowest_column() {
+    let Some(r) = reference("topk") else {
+        return;
+    };
+    // One row: a tie (2.0 twice), both zeros, a NaN (largest in totalOrder), -inf.
+    let x: Vec<f32> = vec![2.0, -0.0, f32::NAN, 0.0, 2.0, f32::NEG_INFINITY];
+    let k = 8usize;
+    let mut values = vec![0u8; 4 * k];
+    let mut indices = vec![0u8; 4 * k];
+    let mut xb = bytes(&x, f32::to_le_bytes);
+    r.call(
+        &mut [&mut xb, &mut values, &mut indices],
+        &[1, x.len() as i64, k as i64],
+        &[],
+    )
+    .unwrap();
+    let idx: Vec<i32> = indices
+        .chunks(4)
+        .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(idx, [2, 0, 4, 3, 1, 5, -1, -1]);
+    let bits: Vec<u32> = values
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(bits[0], f32::NAN.to_bits());
+    assert_eq!(
+        &bits[1..6],
+        &[0x4000_0000, 0x4000_0000, 0, 0x8000_0000, 0xff80_0000]
+    );
+    assert_eq!(
+        &bits[6..],
+        &[0xff80_0000, 0xff80_0000],
+        "past the row: -inf"
+    );
+}
+
 /// examples/exploits/declared.toml: the exploit audit's cheats in two declared operations.
 fn declared_exploits() -> (PathBuf, Manifest) {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/exploits/declared.toml");
