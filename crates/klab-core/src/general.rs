@@ -234,9 +234,6 @@ fn host_for_download(bytes: usize, what: &str) -> Result<Vec<u8>, String> {
 /// reference errors (None: its rule has no per-element scale).
 type Scales = Option<Vec<f64>>;
 
-/// One byte vector per buffer, in the kernel's buffer order.
-type Buffers = Vec<Vec<u8>>;
-
 /// Whether a comparison's bound is a multiple of a per-element scale from the reference.
 fn scaled(c: Option<&Comparison>) -> bool {
     c.is_some_and(|c| {
@@ -867,33 +864,42 @@ impl DeclaredWorkload {
         };
         let inputs = self.inputs().map_err(|e| e.0)?;
         let expected = self.expected().map_err(|e| e.0)?;
-        // Per sample, every buffer from the working-precision run and from the double one.
-        let mut samples: Vec<(Buffers, Buffers)> = Vec::new();
+        let samples = crate::refscale::SAMPLES as usize;
+        // One sample's runs at a time: the running maximum per element is all that is kept.
+        let mut acc: Vec<Option<crate::refscale::Errors>> = self
+            .buffers
+            .iter()
+            .map(|b| {
+                precision_of(b)
+                    .map(|_| crate::refscale::Errors::new(b.dtype, b.elements as usize, samples))
+            })
+            .collect();
         for sample in 0..crate::refscale::SAMPLES {
-            if sample == 0 {
+            let (low, high) = if sample == 0 {
                 let low = self
                     .run_reference_with(inputs, false, Some(p))
                     .map_err(failed)?;
-                samples.push((low, expected.to_vec()));
-                continue;
+                (low, None)
+            } else {
+                let mut moved = inputs.to_vec();
+                for (k, (b, v)) in self.buffers.iter().zip(moved.iter_mut()).enumerate() {
+                    crate::refscale::perturb(b.dtype, v, sample, k as u64);
+                }
+                let low = self
+                    .run_reference_with(&moved, false, Some(p))
+                    .map_err(failed)?;
+                (low, Some(self.run_reference_with(&moved, false, None)?))
+            };
+            for (i, a) in acc.iter_mut().enumerate() {
+                if let Some(a) = a {
+                    let high = high.as_ref().map_or(&expected[i], |h| &h[i]);
+                    a.add(&low[i], high);
+                }
             }
-            let mut moved = inputs.to_vec();
-            for (k, (b, v)) in self.buffers.iter().zip(moved.iter_mut()).enumerate() {
-                crate::refscale::perturb(b.dtype, v, sample, k as u64);
-            }
-            let low = self
-                .run_reference_with(&moved, false, Some(p))
-                .map_err(failed)?;
-            let high = self.run_reference_with(&moved, false, None)?;
-            samples.push((low, high));
         }
-        for (i, b) in self.buffers.iter().enumerate() {
-            if precision_of(b).is_some() {
-                let pairs: Vec<(&[u8], &[u8])> = samples
-                    .iter()
-                    .map(|(low, high)| (&low[i][..], &high[i][..]))
-                    .collect();
-                out[i] = Some(crate::refscale::errors(b.dtype, &pairs));
+        for (slot, a) in out.iter_mut().zip(acc) {
+            if let Some(a) = a {
+                *slot = Some(a.finish());
             }
         }
         Ok(())
@@ -1109,17 +1115,34 @@ impl DeclaredWorkload {
     }
 
     /// The host memory a validation needs, in bytes: none beyond small buffers when the
-    /// inputs are made and judged on the device and nothing is cross-checked; else the
-    /// inputs, the reference's copy of every buffer and a downloaded output (scaled-sum:
-    /// also the absolute inputs, a second reference run and f64 magnitudes).
+    /// inputs are made and judged on the device and nothing is cross-checked; else that many
+    /// copies of the slot ([`Self::host_copies`]).
     pub fn host_bytes<B: Backend>(&self, b: &B) -> u64 {
         let cross = b.verify_policy().paranoid
             || self.compared_bytes() <= crate::verify::CROSS_CHECK_MAX_BYTES;
         if self.inputs_on_device(b) && !cross {
             return 0;
         }
-        self.slot_bytes()
-            .saturating_mul(if self.uses_scales() { 4 } else { 2 })
+        self.slot_bytes().saturating_mul(self.host_copies())
+    }
+
+    /// How many copies of the slot a validation holds on the host: the inputs and the
+    /// reference's buffers (2); scaled-sum adds the absolute inputs, a second run and f64
+    /// magnitudes (4); reference-error, per sample, perturbed inputs, two runs and the
+    /// running f64 maximum (6).
+    fn host_copies(&self) -> u64 {
+        let has = |f: fn(&rule::Rule) -> bool| {
+            self.buffers
+                .iter()
+                .any(|b| b.comparison.as_ref().is_some_and(|c| f(&c.rule)))
+        };
+        if has(|r| matches!(r, rule::Rule::ReferenceError { .. })) {
+            6
+        } else if has(|r| matches!(r, rule::Rule::ScaledSum { .. })) {
+            4
+        } else {
+            2
+        }
     }
 
     /// Buffer `i`'s device generator, if it is an input the case can make on a device.

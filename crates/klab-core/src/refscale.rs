@@ -79,20 +79,39 @@ fn mix(a: u64, b: u64, c: u64) -> u64 {
 /// it estimates their standard deviation.
 const MEDIAN_ABS_NORMAL: f64 = 0.674_489_750_196_081_7;
 
-/// Each element's allowed scale: the largest `|low - high|` over the samples, each a pair
-/// of one output (elements of `dtype`) computed in the working precision and in double on
-/// the same inputs; at least the output's floor (see the module documentation). Where
-/// `low` is not finite and `high` is, the working precision lost the value: its error
-/// counts as `|high|`. Where `high` is not finite the sample says nothing about the
-/// element.
-pub fn errors(dtype: Dtype, samples: &[(&[u8], &[u8])]) -> Vec<f64> {
-    let n = samples
-        .first()
-        .map_or(0, |(low, _)| low.len() / dtype.size_bytes());
-    let mut all = Vec::with_capacity(n * samples.len());
-    let mut worst = vec![0.0f64; n];
-    for (i, w) in worst.iter_mut().enumerate() {
-        for (low, high) in samples {
+/// Errors kept for the output's floor: at most about this many (element, sample) pairs, an
+/// even stride of the elements, so that the floor costs no memory at the index-overflow
+/// case's sizes.
+const FLOOR_SAMPLE: usize = 1 << 20;
+
+/// One output's allowed scale, built one sample at a time ([`Errors::add`]) so that only
+/// the running maximum per element is held, not every sample.
+pub struct Errors {
+    dtype: Dtype,
+    worst: Vec<f64>,
+    kept: Vec<f64>,
+    stride: usize,
+}
+
+impl Errors {
+    /// For an output of `elements` elements of `dtype`, compared over `samples` samples.
+    pub fn new(dtype: Dtype, elements: usize, samples: usize) -> Errors {
+        let pairs = elements.saturating_mul(samples.max(1));
+        Errors {
+            dtype,
+            worst: vec![0.0; elements],
+            kept: Vec::new(),
+            stride: pairs.div_ceil(FLOOR_SAMPLE).max(1),
+        }
+    }
+
+    /// One sample: the output computed in the working precision (`low`) and in double
+    /// (`high`) on the same inputs. Where `low` is not finite and `high` is, the working
+    /// precision lost the value: its error counts as `|high|`. Where `high` is not finite
+    /// the sample says nothing about the element.
+    pub fn add(&mut self, low: &[u8], high: &[u8]) {
+        let dtype = self.dtype;
+        for (i, w) in self.worst.iter_mut().enumerate() {
             let (low, high) = (dtype.to_f64(low, i), dtype.to_f64(high, i));
             if !high.is_finite() {
                 continue;
@@ -102,13 +121,33 @@ pub fn errors(dtype: Dtype, samples: &[(&[u8], &[u8])]) -> Vec<f64> {
             } else {
                 high.abs()
             };
-            all.push(e);
+            if i % self.stride == 0 {
+                self.kept.push(e);
+            }
             *w = w.max(e.max(spacing(dtype, high)));
         }
     }
-    let floor = floor(&mut all, n);
-    worst.iter_mut().for_each(|w| *w = w.max(floor));
-    worst
+
+    /// Each element's allowed scale: its largest error over the samples, at least one unit
+    /// in the last place of the output and the output's floor (see the module
+    /// documentation).
+    pub fn finish(mut self) -> Vec<f64> {
+        let floor = floor(&mut self.kept, self.worst.len());
+        self.worst.iter_mut().for_each(|w| *w = w.max(floor));
+        self.worst
+    }
+}
+
+/// [`Errors`] over samples given at once, each a pair (working precision, double).
+pub fn errors(dtype: Dtype, samples: &[(&[u8], &[u8])]) -> Vec<f64> {
+    let n = samples
+        .first()
+        .map_or(0, |(low, _)| low.len() / dtype.size_bytes());
+    let mut e = Errors::new(dtype, n, samples.len());
+    for (low, high) in samples {
+        e.add(low, high);
+    }
+    e.finish()
 }
 
 /// The distance from `|v|` to the next value of `dtype` away from zero (below it at the
