@@ -111,11 +111,11 @@ pub trait Reference {
     }
 }
 
-/// A workload's expected values and magnitudes on one backend's device, uploaded once
+/// A workload's expected values and per-element scales on one backend's device, uploaded once
 /// (an `in` buffer's `want` is a copy of its input, to see that no launch changed it).
 struct DeviceExpected<D> {
     want: Vec<Option<D>>,
-    magnitude: Vec<Option<D>>,
+    scale: Vec<Option<D>>,
 }
 
 impl<D: 'static> DeviceExpected<D> {
@@ -124,7 +124,7 @@ impl<D: 'static> DeviceExpected<D> {
         if !cache.as_ref().is_some_and(|c| c.is::<Self>()) {
             *cache = Some(Box::new(Self {
                 want: (0..buffers).map(|_| None).collect(),
-                magnitude: (0..buffers).map(|_| None).collect(),
+                scale: (0..buffers).map(|_| None).collect(),
             }));
         }
         cache
@@ -261,7 +261,7 @@ pub struct DeclaredWorkload {
     inputs: Arc<OnceLock<Result<Vec<Vec<u8>>, String>>>,
     expected: Arc<OnceLock<Result<Vec<Vec<u8>>, String>>>,
     /// Per buffer, the rule's per-element scale ([`Scales`]).
-    magnitudes: Arc<OnceLock<Result<Vec<Scales>, String>>>,
+    scales: Arc<OnceLock<Result<Vec<Scales>, String>>>,
     /// The inputs were given ([`DeclaredWorkload::with_inputs`]), never generated.
     given_inputs: bool,
     /// The expected values on the device (a `DeviceExpected` of the backend's buffers).
@@ -478,7 +478,7 @@ impl DeclaredWorkload {
             plan,
             inputs: Default::default(),
             expected: Default::default(),
-            magnitudes: Default::default(),
+            scales: Default::default(),
             given_inputs: false,
             device_cache: Default::default(),
             first_judgement: std::rc::Rc::new(std::cell::Cell::new(true)),
@@ -513,7 +513,7 @@ impl DeclaredWorkload {
     }
 
     /// Another kernel of the same operation at the same shape, case and scalars: the
-    /// inputs, the reference's outputs and the magnitudes are made once for both when the
+    /// inputs, the reference's outputs and the per-element scales are made once for both when the
     /// two declare the same buffers, scalars and reference (a command that runs several
     /// transposes generates the input once).
     pub fn with_decl(&self, decl: KernelDecl) -> Result<DeclaredWorkload, BackendError> {
@@ -543,7 +543,7 @@ impl DeclaredWorkload {
         if same {
             w.inputs = self.inputs.clone();
             w.expected = self.expected.clone();
-            w.magnitudes = self.magnitudes.clone();
+            w.scales = self.scales.clone();
             w.reference_s = self.reference_s.clone();
         }
         Ok(w)
@@ -577,7 +577,7 @@ impl DeclaredWorkload {
         let mut w = self.clone();
         w.inputs = Arc::new(OnceLock::from(self.within_domains(inputs)));
         w.expected = Default::default();
-        w.magnitudes = Default::default();
+        w.scales = Default::default();
         w.given_inputs = true;
         w.device_cache = Default::default();
         w.first_judgement = std::rc::Rc::new(std::cell::Cell::new(true));
@@ -753,7 +753,7 @@ impl DeclaredWorkload {
     /// launch.
     pub fn prepare(&self) -> Result<(), BackendError> {
         self.expected()?;
-        self.magnitudes()?;
+        self.scales()?;
         Ok(())
     }
 
@@ -773,8 +773,8 @@ impl DeclaredWorkload {
     /// Every output's per-element scale, made once: scaled-sum's magnitudes
     /// ([`Self::abs_magnitudes`]), reference-error's reference errors
     /// ([`Self::reference_errors`]), None for the other rules.
-    fn magnitudes(&self) -> Result<&[Scales], BackendError> {
-        let r = self.magnitudes.get_or_init(|| {
+    fn scales(&self) -> Result<&[Scales], BackendError> {
+        let r = self.scales.get_or_init(|| {
             let mut out: Vec<Scales> = vec![None; self.buffers.len()];
             if !self.uses_scales() {
                 return Ok(out);
@@ -912,14 +912,14 @@ impl DeclaredWorkload {
         bufs: &[B::Buffer],
     ) -> Result<Vec<(String, Verdict)>, BackendError> {
         let expected = self.expected()?;
-        let magnitudes = self.magnitudes()?;
+        let scales = self.scales()?;
         let mut out = Vec::new();
         for (i, buf) in self.buffers.iter().enumerate() {
             let Some(cmp) = &buf.comparison else { continue };
             let mut got = host_for_download(buf.bytes(), &buf.name).map_err(BackendError)?;
             b.download_bytes(&bufs[i], &mut got)?;
-            let magnitude = magnitudes[i].as_deref();
-            let v = rule::compare(buf.dtype, cmp, &got, &expected[i], magnitude, &buf.shape)
+            let scale = scales[i].as_deref();
+            let v = rule::compare(buf.dtype, cmp, &got, &expected[i], scale, &buf.shape)
                 .map_err(|e| BackendError(format!("buffer {}: {e}", buf.name)))?;
             out.push((buf.name.clone(), v));
         }
@@ -1194,14 +1194,14 @@ impl DeclaredWorkload {
                 dev.want[i] = Some(d);
             }
             let scaled = scaled(Some(cmp));
-            if scaled && dev.magnitude[i].is_none() {
-                let m = self.magnitudes()?[i].as_deref().ok_or_else(|| {
+            if scaled && dev.scale[i].is_none() {
+                let m = self.scales()?[i].as_deref().ok_or_else(|| {
                     BackendError(format!("{} without its per-element scale", cmp.rule.name()))
                 })?;
                 let bytes: Vec<u8> = m.iter().flat_map(|v| v.to_le_bytes()).collect();
                 let mut d = b.alloc_bytes(bytes.len())?;
                 b.upload_bytes(&mut d, &bytes)?;
-                dev.magnitude[i] = Some(d);
+                dev.scale[i] = Some(d);
             }
             let (want, map) = match mapped {
                 Some((src, map)) => (&bufs[src], map),
@@ -1214,7 +1214,7 @@ impl DeclaredWorkload {
                 got: &bufs[i],
                 want,
                 map,
-                magnitude: dev.magnitude[i].as_ref().filter(|_| scaled),
+                magnitude: dev.scale[i].as_ref().filter(|_| scaled),
                 dtype: buf.dtype,
                 comparison: *cmp,
                 elements: buf.elements,
@@ -1224,7 +1224,7 @@ impl DeclaredWorkload {
             };
             out.push((
                 buf.name.clone(),
-                summary.verdict(buf.dtype, cmp, &buf.shape, self.magnitudes()?[i].as_deref()),
+                summary.verdict(buf.dtype, cmp, &buf.shape, self.scales()?[i].as_deref()),
             ));
         }
         Ok(Some(out))
@@ -3026,8 +3026,8 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
             .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
             .collect();
         let want: f64 = x.iter().map(|v| v.abs() as f64).sum();
-        assert_eq!(w.magnitudes().unwrap()[1].as_deref(), Some(&[want][..]));
-        assert_eq!(w.magnitudes().unwrap()[0], None, "inputs have no magnitude");
+        assert_eq!(w.scales().unwrap()[1].as_deref(), Some(&[want][..]));
+        assert_eq!(w.scales().unwrap()[0], None, "inputs have no magnitude");
         // A k that is not a size expression is a manifest error naming the field.
         let bad = MANIFEST.replace(
             "{ allclose = { atol = 1e-5, rtol = 1e-5 } }",
