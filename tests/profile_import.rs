@@ -113,27 +113,32 @@ fn every_real_export_is_read_with_a_statement_per_launch() {
 /// names ncu gives them there: every value is read, none is n/a.
 #[test]
 fn a_real_page_with_other_metric_names_is_read_in_full() {
-    let o = import(&fixture("dev_cupy_raw_other_names.csv"), &[]);
-    let out = text(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    for want in [
-        "grid 131072x1x1, block 128x1x1",
-        "NVIDIA H200 (CC 9.0)",
-        "duration under the profiler 82,432 ns",
-        "39,385,344",
+    for (name, wants) in [
+        (
+            "dev_cupy_raw_other_names.csv",
+            [
+                "grid 131072x1x1, block 128x1x1",
+                "NVIDIA H200 (CC 9.0)",
+                "duration under the profiler 82,432 ns",
+                "39,385,344",
+            ],
+        ),
+        (
+            "dev_cupy_details_launchstats.csv",
+            [
+                "grid 131072x1x1, block 128x1x1",
+                "(CC 9.0)",
+                "duration under the profiler 82,720 ns",
+                "DRAM 10.1%",
+            ],
+        ),
     ] {
-        assert!(out.contains(want), "{want}\n{out}");
-    }
-    let o = import(&fixture("dev_cupy_details_launchstats.csv"), &[]);
-    let out = text(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    for want in [
-        "grid 131072x1x1, block 128x1x1",
-        "(CC 9.0)",
-        "duration under the profiler 82,720 ns",
-        "DRAM 10.1%",
-    ] {
-        assert!(out.contains(want), "{want}\n{out}");
+        let o = import(&fixture(name), &[]);
+        let out = text(&o.stdout);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", text(&o.stderr));
+        for want in wants {
+            assert!(out.contains(want), "{name}: {want}\n{out}");
+        }
     }
 }
 

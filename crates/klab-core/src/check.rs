@@ -1089,8 +1089,14 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
     #[test]
     fn a_reference_with_a_fixed_start_up_cost_still_runs_the_index_overflow_case() {
         // 30 ms a call whatever the size (a process start), then a plain copy: the old
-        // estimate scaled a small shape's time to the overflow shape and skipped it.
-        struct Startup;
+        // estimate scaled a small shape's time to the overflow shape and skipped it. With
+        // `slow_call`, that call takes 30 ms longer (a busy machine): its rate against the
+        // first (30 ms more for half a million elements) once skipped the case ("about
+        // 133 s"); a timing that short no longer decides.
+        struct Startup {
+            calls: std::cell::Cell<u32>,
+            slow_call: Option<u32>,
+        }
         impl general::Reference for Startup {
             fn run(
                 &self,
@@ -1099,7 +1105,13 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
                 _: &[i64],
                 _: &[f64],
             ) -> Result<(), String> {
-                std::thread::sleep(std::time::Duration::from_millis(30));
+                self.calls.set(self.calls.get() + 1);
+                let ms = if Some(self.calls.get()) == self.slow_call {
+                    60
+                } else {
+                    30
+                };
+                std::thread::sleep(std::time::Duration::from_millis(ms));
                 let x = b[0].to_vec();
                 b[1].copy_from_slice(&x);
                 Ok(())
@@ -1113,48 +1125,20 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         let base = general::Shape::from([("n".to_string(), 65)]);
         let shape =
             general::overflow_shape(&decl.op, &base, general::INDEX_OVERFLOW_ELEMENTS).unwrap();
-        let r: std::rc::Rc<dyn general::Reference> = std::rc::Rc::new(Startup);
-        let why = reference_too_slow(
-            decl,
-            &r,
-            &base,
-            &shape,
-            general::InputCase::Uniform { seed: 1 },
-        );
-        assert_eq!(why, None);
-        // A busy machine: the second call takes 30 ms longer. Its rate against the first
-        // (30 ms more for half a million elements) once skipped the case ("about 133 s");
-        // a timing that short no longer decides.
-        struct Busy(std::cell::Cell<u32>);
-        impl general::Reference for Busy {
-            fn run(
-                &self,
-                _: &general::Shape,
-                b: &mut [&mut [u8]],
-                _: &[i64],
-                _: &[f64],
-            ) -> Result<(), String> {
-                self.0.set(self.0.get() + 1);
-                let ms = if self.0.get() == 2 { 60 } else { 30 };
-                std::thread::sleep(std::time::Duration::from_millis(ms));
-                let x = b[0].to_vec();
-                b[1].copy_from_slice(&x);
-                Ok(())
-            }
-            fn describe(&self) -> String {
-                "a reference on a busy machine".into()
-            }
+        for slow_call in [None, Some(2)] {
+            let r: std::rc::Rc<dyn general::Reference> = std::rc::Rc::new(Startup {
+                calls: std::cell::Cell::new(0),
+                slow_call,
+            });
+            let why = reference_too_slow(
+                decl,
+                &r,
+                &base,
+                &shape,
+                general::InputCase::Uniform { seed: 1 },
+            );
+            assert_eq!(why, None, "slow call {slow_call:?}");
         }
-        let r: std::rc::Rc<dyn general::Reference> =
-            std::rc::Rc::new(Busy(std::cell::Cell::new(0)));
-        let why = reference_too_slow(
-            decl,
-            &r,
-            &base,
-            &shape,
-            general::InputCase::Uniform { seed: 1 },
-        );
-        assert_eq!(why, None);
     }
 
     #[test]

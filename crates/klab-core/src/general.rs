@@ -2226,10 +2226,13 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         check_decl(&decl(), f)
     }
 
-    fn check_decl(
+    /// `klab check` of `d` on the host backend, its kernel `f` standing in for the entry
+    /// (every test manifest's entry is "rowsum"), seed 1, every case.
+    fn check_on_host(
         d: &KernelDecl,
         f: crate::backend::host::GeneralKernelFn,
-    ) -> crate::check::CheckReport {
+        reference: impl Reference + 'static,
+    ) -> Result<crate::check::CheckReport, BackendError> {
         let mut b = HostBackend::new().with_general_kernel("rowsum", f);
         let k = b.kernel("rowsum").unwrap();
         let opts = CheckOptions {
@@ -2239,7 +2242,21 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             quick: false,
             resume_after: 0,
         };
-        run(&mut b, d, &k, std::rc::Rc::new(RowSum), &opts, &mut |_| {}).unwrap()
+        run(
+            &mut b,
+            d,
+            &k,
+            std::rc::Rc::new(reference),
+            &opts,
+            &mut |_| {},
+        )
+    }
+
+    fn check_decl(
+        d: &KernelDecl,
+        f: crate::backend::host::GeneralKernelFn,
+    ) -> crate::check::CheckReport {
+        check_on_host(d, f, RowSum).unwrap()
     }
 
     #[test]
@@ -2410,17 +2427,7 @@ buffers.out = { dtype = "f32", len = "n * C", role = "out", shape = ["n", "C"], 
     }
 
     fn check_gather(manifest: &str) -> Result<crate::check::CheckReport, BackendError> {
-        let mut b = HostBackend::new().with_general_kernel("rowsum", gather);
-        let k = b.kernel("rowsum").unwrap();
-        let opts = CheckOptions {
-            seed: 1,
-            sizes: None,
-            shapes: None,
-            quick: false,
-            resume_after: 0,
-        };
-        let d = with(manifest);
-        run(&mut b, &d, &k, std::rc::Rc::new(Gather), &opts, &mut |_| {})
+        check_on_host(&with(manifest), gather, Gather)
     }
 
     #[test]
@@ -2526,24 +2533,7 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
     #[test]
     fn row_offsets_stay_a_valid_layout_in_every_case_and_a_dropped_entry_fails() {
         let check_with = |f: crate::backend::host::GeneralKernelFn| {
-            let mut b = HostBackend::new().with_general_kernel("rowsum", f);
-            let k = b.kernel("rowsum").unwrap();
-            let opts = CheckOptions {
-                seed: 1,
-                sizes: None,
-                shapes: None,
-                quick: false,
-                resume_after: 0,
-            };
-            run(
-                &mut b,
-                &with(SEGMENTS),
-                &k,
-                std::rc::Rc::new(SegSum),
-                &opts,
-                &mut |_| {},
-            )
-            .unwrap()
+            check_on_host(&with(SEGMENTS), f, SegSum).unwrap()
         };
         let r = check_with(segsum);
         assert!(r.passed(), "{}", r.render());
@@ -3139,24 +3129,7 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
                     .replace("{ allclose = { atol = 1e-5, rtol = 1e-5 } }", rule)
                     .replace("values = [1, 5, 33]", "values = [1, 5, 33, 1000]"),
             );
-            let mut b = HostBackend::new().with_general_kernel("rowsum", f);
-            let k = b.kernel("rowsum").unwrap();
-            let opts = CheckOptions {
-                seed: 1,
-                sizes: None,
-                shapes: None,
-                quick: false,
-                resume_after: 0,
-            };
-            run(
-                &mut b,
-                &d,
-                &k,
-                std::rc::Rc::new(RowSumReal),
-                &opts,
-                &mut |_| {},
-            )
-            .unwrap()
+            check_on_host(&d, f, RowSumReal).unwrap()
         };
         // The failure that motivated the rule: summing in another order than the reference
         // is as accurate, but large-magnitude inputs put the difference above an absolute
