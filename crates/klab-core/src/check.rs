@@ -313,8 +313,13 @@ impl CheckPlan {
                     } else {
                         general::InputCase::Uniform { seed }
                     };
+                    let sample = match crate::slices::Sample::at(&op.spec, &shape, seed) {
+                        Ok(Some(s)) => format!("; {}", s.describe()),
+                        Ok(None) => String::new(),
+                        Err(why) => format!("; slices: {why}"),
+                    };
                     format!(
-                        "  index overflow: {}, {} (run where memory, the launch limits and the reference's time allow)\n",
+                        "  index overflow: {}, {}{sample} (run where memory, the launch limits and the reference's time allow)\n",
                         general::describe_shape(&shape),
                         input.describe()
                     )
@@ -534,14 +539,20 @@ pub fn run<B: Backend>(
                     general::InputCase::Uniform { seed }
                 };
                 let what = format!("{}, poison {:#04x}", input.describe(), POISON_BYTES[0]);
-                let flops = op.spec.flops.as_ref().and_then(|f| f.eval_u64(&shape).ok());
-                match general::DeclaredWorkload::new(
+                let made = general::DeclaredWorkload::new(
                     decl.clone(),
                     shape.clone(),
                     input,
                     0,
                     reference.clone(),
-                ) {
+                )
+                .and_then(|w| w.sampled(seed));
+                // The reference's FLOPs: those of the slices it computes.
+                let flops = made.as_ref().ok().and_then(|w| {
+                    let f = op.spec.flops.as_ref()?;
+                    f.eval_u64(&w.reference_shape()).ok()
+                });
+                match made {
                     // A shape klab chose that the operation cannot form (a launch
                     // dimension past 32 bits, say) says nothing about the kernel.
                     Err(e) => push(
@@ -560,8 +571,10 @@ pub fn run<B: Backend>(
                     ),
                     Ok(w) => match not_runnable_here(backend, &resources, &w)?
                         .map(|why| format!("not run: {why}"))
-                        .or_else(|| reference_too_slow(decl, &reference, base, &shape, input))
-                    {
+                        .or_else(|| {
+                            let goal = w.reference_shape();
+                            reference_too_slow(decl, &reference, base, &goal, input)
+                        }) {
                         Some(why) => push(skip(format!("{at}: {what}"), why), &mut cases),
                         None if !starting(&format!("{at}: {what}")) => {}
                         None => {
@@ -576,6 +589,9 @@ pub fn run<B: Backend>(
                                 POISON_BYTES[0],
                                 true,
                             )?;
+                            if let Some(note) = w.sample_note() {
+                                c.detail += &format!("; {note}");
+                            }
                             c.detail += &format!(" ({:.1} s)", t0.elapsed().as_secs_f64());
                             push(c, &mut cases);
                         }
@@ -666,7 +682,8 @@ const OVERFLOW_CALIBRATION: [u64; 4] = [65536, 4096, 256, 16];
 /// index-overflow case (see [`reference_too_slow`]).
 const DECISIVE_TIMING_S: f64 = 0.25;
 
-/// Why the reference would take too long at the index-overflow `shape`, if it would: it is
+/// Why the reference would take too long at `shape` (the index-overflow shape, or the
+/// sample of its slices the reference sees), if it would: it is
 /// timed (inputs made, reference run) at shapes a 65536th, a 4096th, a 256th and a 16th
 /// of the way there, each grown from `base` like the overflow shape, until one takes half a
 /// second or the rate between the last two timings, carried to this shape, passes
@@ -690,6 +707,11 @@ fn reference_too_slow(
         let Ok(at) = general::overflow_shape(op, base, limit / d) else {
             continue;
         };
+        // A reference on a sample of slices may see less than a calibration shape: what
+        // was timed on the way (if anything) then bounds it.
+        if shape_work(op, &at) >= goal {
+            break;
+        }
         let Ok(w) =
             general::DeclaredWorkload::new(decl.clone(), at.clone(), input, 0, reference.clone())
         else {

@@ -342,6 +342,12 @@ pub struct DeclaredOpSpec {
     /// Shapes the user adds to the ladder, each optionally with inputs from `.npy` files.
     #[serde(default)]
     pub cases: Vec<CaseSpec>,
+    /// The size variable whose slices are independent (`slices = "rows"`): each output
+    /// slice depends on the same slice of the inputs and on the buffers that do not grow
+    /// with it ([`crate::slices`]). The index-overflow case then runs the reference on a
+    /// sample of the slices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slices: Option<String>,
 }
 
 /// `cases = [{ shape = { rows = 4, cols = 1000 }, inputs = { x = "x.npy" } }]`: a shape
@@ -644,6 +650,9 @@ impl DeclaredOpSpec {
                 &format!("buffers.{b}"),
                 format!("'{b}' is also a size variable"),
             );
+        }
+        if let Some(var) = &self.slices {
+            crate::slices::check(&self, var).map_err(|e| ("slices".to_string(), e))?;
         }
         let shapes = self.bench.iter().map(|b| ("bench".to_string(), b)).chain(
             self.cases

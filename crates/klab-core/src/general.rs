@@ -274,6 +274,12 @@ pub struct DeclaredWorkload {
     device_judged: std::rc::Rc<std::cell::Cell<u64>>,
     /// Seconds the reference took for the expected values, once it ran.
     reference_s: Arc<OnceLock<f64>>,
+    /// The slices the reference computes and the outputs are compared on (the
+    /// index-overflow case of an operation declared with `slices`); None: all of it.
+    sample: Option<Arc<crate::slices::Sample>>,
+    /// The inputs as the reference sees them: the sample's slices gathered (unused
+    /// without a sample).
+    sampled_inputs: Arc<OnceLock<Result<Vec<Vec<u8>>, String>>>,
 }
 
 /// A reference slower than this (seconds, on the first inputs) makes no expected values
@@ -485,7 +491,65 @@ impl DeclaredWorkload {
             cross_checked: Default::default(),
             device_judged: Default::default(),
             reference_s: Default::default(),
+            sample: None,
+            sampled_inputs: Default::default(),
         })
+    }
+
+    /// This workload with the reference run, and the outputs compared, on a sample of the
+    /// operation's independent slices ([`crate::slices::Sample`], drawn from `seed`);
+    /// unchanged when the operation declares no slices or has too few to sample.
+    pub fn sampled(mut self, seed: u64) -> Result<DeclaredWorkload, BackendError> {
+        let sample = crate::slices::Sample::at(&self.op.spec, &self.shape, seed)
+            .map_err(|e| BackendError(format!("slices at {}: {e}", describe_shape(&self.shape))))?;
+        self.sample = sample.map(Arc::new);
+        self.expected = Default::default();
+        self.scales = Default::default();
+        self.sampled_inputs = Default::default();
+        Ok(self)
+    }
+
+    /// What the sample covers, when there is one ([`crate::slices::Sample::describe`]).
+    pub fn sample_note(&self) -> Option<String> {
+        self.sample.as_ref().map(|s| s.describe())
+    }
+
+    /// The shape the reference sees: the sample's, else this one.
+    pub fn reference_shape(&self) -> Shape {
+        match &self.sample {
+            Some(s) => s.shape(&self.shape),
+            None => self.shape.clone(),
+        }
+    }
+
+    /// Buffer `b`'s elements as the reference sees them.
+    fn reference_elements(&self, b: &Buffer) -> u64 {
+        match &self.sample {
+            Some(s) => s.elements(&b.name, b.elements),
+            None => b.elements,
+        }
+    }
+
+    /// The inputs as the reference sees them: the sample's slices of each, else the inputs.
+    fn reference_inputs(&self) -> Result<&[Vec<u8>], BackendError> {
+        let Some(sample) = &self.sample else {
+            return self.inputs();
+        };
+        let inputs = self.inputs()?;
+        self.sampled_inputs
+            .get_or_init(|| {
+                Ok(self
+                    .buffers
+                    .iter()
+                    .zip(inputs)
+                    .map(|(b, v)| match v.is_empty() {
+                        true => Vec::new(),
+                        false => sample.gather(&b.name, v, b.dtype.size_bytes()),
+                    })
+                    .collect())
+            })
+            .as_deref()
+            .map_err(|e| BackendError(e.clone()))
     }
 
     /// A built-in operation's kernel at size `n`, with the operation's CPU oracle.
@@ -540,11 +604,13 @@ impl DeclaredWorkload {
             self.scalar_index,
             reference,
         )?;
+        w.sample = self.sample.clone();
         if same {
             w.inputs = self.inputs.clone();
             w.expected = self.expected.clone();
             w.scales = self.scales.clone();
             w.reference_s = self.reference_s.clone();
+            w.sampled_inputs = self.sampled_inputs.clone();
         }
         Ok(w)
     }
@@ -578,6 +644,7 @@ impl DeclaredWorkload {
         w.inputs = Arc::new(OnceLock::from(self.within_domains(inputs)));
         w.expected = Default::default();
         w.scales = Default::default();
+        w.sampled_inputs = Default::default();
         w.given_inputs = true;
         w.device_cache = Default::default();
         w.first_judgement = std::rc::Rc::new(std::cell::Cell::new(true));
@@ -621,13 +688,14 @@ impl DeclaredWorkload {
         })
     }
 
-    /// The scalar values of this case, in the kernel's parameter order: (ints, floats).
-    fn scalars(&self) -> (Vec<i64>, Vec<f64>) {
+    /// The scalar values of this case at `shape`, in the kernel's parameter order: (ints,
+    /// floats).
+    fn scalars_at(&self, shape: &Shape) -> (Vec<i64>, Vec<f64>) {
         let (mut ints, mut floats) = (Vec::new(), Vec::new());
         for p in &self.op.params {
             match p {
                 OpParam::Buffer(_) => {}
-                OpParam::Size(name, _) => ints.push(self.shape[name]),
+                OpParam::Size(name, _) => ints.push(shape[name]),
                 OpParam::Scalar(name, dtype) => {
                     let x = self.op.spec.scalars[name].value(self.scalar_index);
                     if dtype.is_float() {
@@ -699,7 +767,8 @@ impl DeclaredWorkload {
         Ok(inputs)
     }
 
-    /// The reference run on host copies of `inputs` (outputs and scratch zeroed).
+    /// The reference run on host copies of `inputs` (outputs and scratch zeroed), each as
+    /// the reference sees it ([`Self::reference_inputs`]).
     fn run_reference(&self, inputs: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, String> {
         self.run_reference_with(inputs, false, None)
     }
@@ -715,7 +784,8 @@ impl DeclaredWorkload {
     ) -> Result<Vec<Vec<u8>>, String> {
         let mut host = Vec::with_capacity(self.buffers.len());
         for (b, i) in self.buffers.iter().zip(inputs) {
-            let mut v = host_zeroed(b.bytes(), &b.name)?;
+            let bytes = self.reference_elements(b) as usize * b.dtype.size_bytes();
+            let mut v = host_zeroed(bytes, &b.name)?;
             if !i.is_empty() {
                 // Spread over the cores: a copy of a large input is the reference's first cost.
                 crate::par::for_chunks(&mut v, 1, |c, part| {
@@ -725,18 +795,17 @@ impl DeclaredWorkload {
             }
             host.push(v);
         }
-        let (ints, mut floats) = self.scalars();
+        let shape = self.reference_shape();
+        let (ints, mut floats) = self.scalars_at(&shape);
         if abs_scalars {
             floats.iter_mut().for_each(|f| *f = f.abs());
         }
         let mut views: Vec<&mut [u8]> = host.iter_mut().map(|v| v.as_mut_slice()).collect();
         match precision {
-            None => self
-                .reference
-                .run(&self.shape, &mut views, &ints, &floats)?,
+            None => self.reference.run(&shape, &mut views, &ints, &floats)?,
             Some(p) => self
                 .reference
-                .run_in(p, &self.shape, &mut views, &ints, &floats)?,
+                .run_in(p, &shape, &mut views, &ints, &floats)?,
         }
         Ok(host)
     }
@@ -757,9 +826,10 @@ impl DeclaredWorkload {
         Ok(())
     }
 
-    /// The reference's outputs, computed once per workload.
+    /// The reference's outputs (of the sample, when there is one), computed once per
+    /// workload.
     fn expected(&self) -> Result<&[Vec<u8>], BackendError> {
-        let inputs = self.inputs()?;
+        let inputs = self.reference_inputs()?;
         let r = self.expected.get_or_init(|| {
             let t = std::time::Instant::now();
             let r = self.run_reference(inputs);
@@ -808,7 +878,7 @@ impl DeclaredWorkload {
     /// reduction lab's gate is written against. Integer inputs (indices, counts) are kept.
     /// One vector per buffer (empty for inputs).
     fn abs_magnitudes(&self) -> Result<Vec<Vec<f64>>, String> {
-        let mut abs = self.inputs().map_err(|e| e.0)?.to_vec();
+        let mut abs = self.reference_inputs().map_err(|e| e.0)?.to_vec();
         for (b, v) in self.buffers.iter().zip(abs.iter_mut()) {
             // Outputs and scratch have no initial bytes (empty).
             if b.dtype.is_float() && !v.is_empty() {
@@ -827,7 +897,7 @@ impl DeclaredWorkload {
             .iter()
             .zip(out)
             .map(|(b, bytes)| {
-                (0..b.elements as usize)
+                (0..self.reference_elements(b) as usize)
                     .map(|i| {
                         // A magnitude the dtype cannot hold (an f16 sum past 65504) gives
                         // no bound: the element must then equal the reference.
@@ -862,7 +932,7 @@ impl DeclaredWorkload {
                 p.name()
             )
         };
-        let inputs = self.inputs().map_err(|e| e.0)?;
+        let inputs = self.reference_inputs().map_err(|e| e.0)?;
         let expected = self.expected().map_err(|e| e.0)?;
         let samples = crate::refscale::SAMPLES as usize;
         // One sample's runs at a time: the running maximum per element is all that is kept.
@@ -870,8 +940,10 @@ impl DeclaredWorkload {
             .buffers
             .iter()
             .map(|b| {
-                precision_of(b)
-                    .map(|_| crate::refscale::Errors::new(b.dtype, b.elements as usize, samples))
+                precision_of(b).map(|_| {
+                    let n = self.reference_elements(b) as usize;
+                    crate::refscale::Errors::new(b.dtype, n, samples)
+                })
             })
             .collect();
         for sample in 0..crate::refscale::SAMPLES {
@@ -919,8 +991,18 @@ impl DeclaredWorkload {
             let mut got = host_for_download(buf.bytes(), &buf.name).map_err(BackendError)?;
             b.download_bytes(&bufs[i], &mut got)?;
             let scale = scales[i].as_deref();
-            let v = rule::compare(buf.dtype, cmp, &got, &expected[i], scale, &buf.shape)
-                .map_err(|e| BackendError(format!("buffer {}: {e}", buf.name)))?;
+            let failed = |e| BackendError(format!("buffer {}: {e}", buf.name));
+            let v = match &self.sample {
+                None => rule::compare(buf.dtype, cmp, &got, &expected[i], scale, &buf.shape)
+                    .map_err(failed)?,
+                Some(sample) => {
+                    let got = sample.gather(&buf.name, &got, buf.dtype.size_bytes());
+                    let shape = self.sampled_dims(buf);
+                    rule::compare(buf.dtype, cmp, &got, &expected[i], scale, &shape)
+                        .map_err(failed)?
+                        .relocated(|k| sample.full_index(&buf.name, k), &buf.shape)
+                }
+            };
             out.push((buf.name.clone(), v));
         }
         Ok(out)
@@ -1100,7 +1182,10 @@ impl DeclaredWorkload {
     /// checker, every input has a device generator, and every compared output's expected
     /// values come from an input (so the host needs the inputs only to cross-check).
     pub fn inputs_on_device<B: Backend>(&self, b: &B) -> bool {
-        if self.given_inputs || b.verify_policy().checker != crate::verify::Checker::Device {
+        if self.given_inputs
+            || self.sample.is_some()
+            || b.verify_policy().checker != crate::verify::Checker::Device
+        {
             return false;
         }
         let maps = self.reference.device_expectation(&self.shape);
@@ -1122,6 +1207,17 @@ impl DeclaredWorkload {
             || self.compared_bytes() <= crate::verify::CROSS_CHECK_MAX_BYTES;
         if self.inputs_on_device(b) && !cross {
             return 0;
+        }
+        if self.sample.is_some() {
+            // The whole inputs and one downloaded output beside the sample's copies.
+            let sampled: u64 = self
+                .buffers
+                .iter()
+                .map(|b| self.reference_elements(b) * b.dtype.size_bytes() as u64)
+                .sum();
+            return self
+                .slot_bytes()
+                .saturating_add(sampled.saturating_mul(self.host_copies()));
         }
         self.slot_bytes().saturating_mul(self.host_copies())
     }
@@ -1174,12 +1270,28 @@ impl DeclaredWorkload {
         b.upload_bytes(d, &inputs[i])
     }
 
-    /// The device checker's verdicts (None: the backend has no device checker).
+    /// Buffer `buf`'s dimensions in the sample: the first (the slices') shrunk to the
+    /// chosen slices.
+    fn sampled_dims(&self, buf: &Buffer) -> Vec<u64> {
+        let mut dims = buf.shape.clone();
+        if let (Some(s), Some(first)) = (&self.sample, dims.first_mut()) {
+            if let crate::slices::Part::Sliced { .. } = s.part(&buf.name) {
+                *first = *first / s.total * s.chosen.len() as u64;
+            }
+        }
+        dims
+    }
+
+    /// The device checker's verdicts (None: the backend has no device checker, or the
+    /// outputs are compared on a sample of their slices, which the host does).
     fn device_verdicts<B: Backend>(
         &self,
         b: &mut B,
         bufs: &[B::Buffer],
     ) -> Result<Option<Vec<(String, Verdict)>>, BackendError> {
+        if self.sample.is_some() {
+            return Ok(None);
+        }
         let maps = self.reference.device_expectation(&self.shape);
         let mut cache = self.device_cache.borrow_mut();
         let dev = DeviceExpected::<B::Buffer>::in_cache(&mut cache, self.buffers.len());
@@ -1692,7 +1804,7 @@ impl Workload for DeclaredWorkload {
         Ok(out)
     }
     fn args<'a, B: Backend>(&self, bufs: &'a [B::Buffer]) -> Vec<Arg<'a, B::Buffer>> {
-        let (ints, floats) = self.scalars();
+        let (ints, floats) = self.scalars_at(&self.shape);
         args_for(&self.op, bufs, &ints, &floats)
     }
     fn poison<B: Backend>(
@@ -2257,6 +2369,83 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         f: crate::backend::host::GeneralKernelFn,
     ) -> crate::check::CheckReport {
         check_on_host(d, f, RowSum).unwrap()
+    }
+
+    /// [`good`], with the last row wrong.
+    fn wrong_last_row(mem: &mut [Vec<u32>], a: &[HostArg], n: u64) {
+        good(mem, a, n);
+        let (_, y, rows, _) = args(a);
+        mem[y][rows - 1] = 12345.0f32.to_bits();
+    }
+
+    #[test]
+    fn a_sampled_workload_runs_the_reference_on_its_slices_and_names_failures_in_the_whole_buffer()
+    {
+        struct Seen(std::cell::RefCell<Vec<i64>>);
+        impl Reference for Seen {
+            fn run(
+                &self,
+                s: &Shape,
+                b: &mut [&mut [u8]],
+                i: &[i64],
+                f: &[f64],
+            ) -> Result<(), String> {
+                self.0.borrow_mut().push(s["rows"]);
+                assert_eq!(b[0].len(), 4 * 5 * s["rows"] as usize, "the gathered rows");
+                RowSum.run(s, b, i, f)
+            }
+            fn describe(&self) -> String {
+                "a row sum that notes its shapes".into()
+            }
+        }
+        let d = with(&MANIFEST.replace("sizes.rows = {}", "slices = \"rows\"\nsizes.rows = {}"));
+        let seen = std::rc::Rc::new(Seen(Default::default()));
+        // A million rows: the sample's runs (13,108 rows each, 65,536 elements of x) cover
+        // part of them.
+        let rows = 1_000_000;
+        let shape = Shape::from([("rows".into(), rows), ("cols".into(), 5)]);
+        let w = DeclaredWorkload::new(d, shape, InputCase::Uniform { seed: 1 }, 0, seen.clone())
+            .unwrap()
+            .sampled(3)
+            .unwrap();
+        let chosen = w.sample.as_ref().unwrap().chosen.clone();
+        let last = rows as u64 - 1;
+        assert!(chosen.len() < rows as usize / 2 && chosen.contains(&0) && chosen.contains(&last));
+        let note = w.sample_note().unwrap();
+        assert!(
+            note.contains(&format!("{} of {rows} slices of rows", chosen.len())),
+            "{note}"
+        );
+        for (kernel, fails) in [
+            (good as crate::backend::host::GeneralKernelFn, false),
+            (wrong_last_row, true),
+        ] {
+            let mut b = HostBackend::new().with_general_kernel("rowsum", kernel);
+            let k = b.kernel("rowsum").unwrap();
+            let mut bufs = w.create_slot(&mut b, 0).unwrap();
+            w.poison(&mut b, &mut bufs, 0xff).unwrap();
+            b.launch(&k, &w.plan(), &w.args::<HostBackend>(&bufs))
+                .unwrap();
+            b.synchronize().unwrap();
+            let v = &w.judge(&mut b, &bufs).unwrap()[0].1;
+            assert_eq!(
+                v.elements,
+                chosen.len() as u64,
+                "only the sample is compared"
+            );
+            assert_eq!(v.passed(), !fails, "{v:?}");
+            if fails {
+                let f = v.first.as_ref().unwrap();
+                assert_eq!(
+                    (f.index, f.coords.clone()),
+                    (last, vec![last]),
+                    "the whole buffer's place"
+                );
+                assert_eq!(v.failing, vec![last]);
+            }
+        }
+        // The reference ran once, on the chosen rows alone.
+        assert_eq!(*seen.0.borrow(), vec![chosen.len() as i64]);
     }
 
     #[test]

@@ -777,6 +777,19 @@ impl Verdict {
         self.failures == 0
     }
 
+    /// This verdict on a sample of a buffer (a few slices of it, compared on their own),
+    /// with every failing index moved to its place in the whole buffer by `to_whole` and
+    /// its coordinates given in the whole buffer's `shape`. Failing indices stay in order:
+    /// `to_whole` keeps order (slices are sampled in ascending order).
+    pub fn relocated(mut self, to_whole: impl Fn(u64) -> u64, shape: &[u64]) -> Verdict {
+        if let Some(f) = &mut self.first {
+            f.index = to_whole(f.index);
+            f.coords = coords(f.index, shape);
+        }
+        self.failing.iter_mut().for_each(|i| *i = to_whole(*i));
+        self
+    }
+
     /// [`Verdict::describe_with`] with the default axis names.
     pub fn describe(&self) -> String {
         self.describe_with(&[])

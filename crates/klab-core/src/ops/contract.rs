@@ -259,6 +259,7 @@ pub fn declare(decl: &Contract) -> Result<DeclaredOp, FieldError> {
         reference: ReferenceSpec::Builtin(oracle),
         bench: Some(BTreeMap::from([("n".to_string(), bench_n(op))])),
         cases: Vec::new(),
+        slices: None,
     };
     spec.validate(&param_texts(decl.params))
 }
