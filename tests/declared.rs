@@ -457,3 +457,58 @@ fn check_plan_lists_the_cases_and_runs_the_reference_without_a_gpu() {
         );
     }
 }
+
+#[test]
+fn a_smallest_shape_this_machine_cannot_hold_skips_the_cpu_run_in_one_line() {
+    if !cc_or_skip("a_smallest_shape_this_machine_cannot_hold_skips_the_cpu_run_in_one_line") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("k.cu"),
+        "extern \"C\" __global__ void k(const unsigned long long *x, unsigned long long *y, long long n) {}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("r.c"),
+        "#include <stdint.h>\nvoid r(const uint64_t *x, uint64_t *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = x[i]; }\n",
+    )
+    .unwrap();
+    // 2^36 elements of 8 bytes in each buffer: 1.1 TB for the smallest (and only) shape.
+    std::fs::write(
+        dir.join("m.toml"),
+        r#"source = "k.cu"
+[[kernel]]
+name = "k"
+entry = "k"
+operation = "declared"
+params = ["x", "y", "n:i64"]
+[kernel.op]
+grid = ["ceil_div(n, 32)"]
+block = ["32"]
+useful_bytes = "16 * n"
+reference = { c = "r.c:r" }
+sizes.n = { values = [68719476736] }
+buffers.x = { dtype = "u64", len = "n", role = "in" }
+buffers.y = { dtype = "u64", len = "n", role = "out", compare = "exact" }
+"#,
+    )
+    .unwrap();
+    let o = klab()
+        .args(["check", "--plan"])
+        .arg(dir.join("m.toml"))
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    // One line, and no announcement of a run that will not happen.
+    let says: Vec<&str> = err.lines().filter(|l| l.contains("k:")).collect();
+    assert_eq!(says.len(), 1, "{err}");
+    assert!(
+        says[0].starts_with("klab check: k: the reference's run without a GPU is skipped: at n=68719476736, the smallest shape, it needs about")
+            && says[0].contains("of host memory"),
+        "{err}"
+    );
+}

@@ -65,21 +65,34 @@ fn options(args: &CheckArgs) -> anyhow::Result<CheckOptions> {
     })
 }
 
+/// Whether `kernel`'s reference runs on the host (a C or command reference), so that a CPU
+/// can run it before any device.
+fn runs_on_the_host(kernel: &Kernel) -> bool {
+    use klab_core::declared::ReferenceSpec;
+    matches!(
+        kernel.decl.op.spec.reference,
+        ReferenceSpec::C(_) | ReferenceSpec::Command(_)
+    )
+}
+
 /// What a CPU can check of `kernel` before any device: its plan (printed with `--plan`)
 /// and, for a C or command reference, the reference built and run once on the plan's
 /// smallest shape.
 fn check_without_device(kernel: &Kernel, args: &CheckArgs) -> anyhow::Result<()> {
-    use klab_core::declared::ReferenceSpec;
     let plan = check::plan(&kernel.decl, &options(args)?)?;
     if args.plan {
         print!("{}", plan.render(&kernel.decl));
     }
-    if matches!(
-        kernel.decl.op.spec.reference,
-        ReferenceSpec::C(_) | ReferenceSpec::Command(_)
-    ) {
+    if runs_on_the_host(kernel) {
         let reference = kernel.reference(args.device)?;
-        check::reference_dry_run(&kernel.decl, reference, &plan)?;
+        if let check::DryRun::NotRun(why) =
+            check::reference_dry_run(&kernel.decl, reference, &plan)?
+        {
+            eprintln!(
+                "klab check: {}: the reference's run without a GPU is skipped: {why}",
+                kernel.decl.name
+            );
+        }
     }
     Ok(())
 }
@@ -124,13 +137,15 @@ fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
     } else {
         let r = report.render();
         // The per-case lines went to stderr as they ran (failures always); stdout gets the
-        // summary: header, failures, verdict.
+        // summary: header, failures, verdict. A check resumed after a case that ended its
+        // process holds only the cases after it: the parent says the verdict.
+        let resumed = args.resume_after > 0;
         let mut lines = r.lines();
         if let Some(h) = lines.next() {
             println!("{h}");
         }
         for l in lines {
-            if !l.starts_with("PASS ") {
+            if !(l.starts_with("PASS ") || (resumed && l.starts_with("verdict: "))) {
                 println!("{l}");
             }
         }
@@ -142,6 +157,26 @@ fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(EXIT_GATE_FAILED)
     })
+}
+
+/// The verdict of a check in which `deaths` cases ended their process, `last` being the
+/// report of the fresh process that ran the cases after the last of them: a failure, or for
+/// a known-broken kernel its rejection (the deaths are the gate failing, never "another
+/// gate's bug").
+fn verdict_after_deaths(
+    known_broken: Option<&str>,
+    deaths: usize,
+    last: &check::CheckReport,
+) -> String {
+    let ended = format!(
+        "{deaths} case(s) ended their process, named above; of the {} after the last, run in a fresh one, {} failed",
+        last.cases.len(),
+        last.failures()
+    );
+    match known_broken {
+        Some(why) => format!("REJECTED (known-broken: {why}; {ended})"),
+        None => format!("FAIL ({ended})"),
+    }
 }
 
 /// At most this many processes die in one kernel's check before klab gives up on the rest.
@@ -166,11 +201,10 @@ fn check_in_children(kernel: &Kernel, args: &CheckArgs, timeout: Duration) -> an
         eprint!("{}", o.stderr);
         if let (Some(ChildResult::Check { report }), false) = (&o.result, o.hung()) {
             if deaths > 0 {
-                // The last child's verdict covers only the cases after the last death.
                 println!(
-                    "check {}: verdict: FAIL ({deaths} case(s) ended their process, named above; the {} after the last ran in a fresh one)",
+                    "check {}: verdict: {}",
                     kernel.name(),
-                    report.cases.len()
+                    verdict_after_deaths(kernel.decl.known_broken.as_deref(), deaths, report)
                 );
             }
             return Ok(passed && report.passed());
@@ -233,12 +267,17 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             in_process: true,
             ..args.clone()
         });
+        let plan = check::plan(&k.decl, &options(&args)?)?;
+        if runs_on_the_host(k) {
+            if let Some(line) = check::dry_run_announcement(&k.decl, &plan) {
+                eprintln!("klab check: {}: {line}", k.name());
+            }
+        }
         let o = cmd.run(Duration::from_secs(args.timeout), false)?;
         if args.plan {
             print!("{}", o.stdout);
         }
         if o.status() != Some(0) {
-            let plan = check::plan(&k.decl, &options(&args)?)?;
             let at = plan
                 .smallest(&k.decl)
                 .map(|p| format!(" at {}", klab_core::general::describe_shape(&p.shape)))
@@ -249,6 +288,8 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 o.failure()
             );
         }
+        // What the child said on its way (a reference's run skipped, and why).
+        eprint!("{}", o.stderr);
     }
     if args.plan {
         return Ok(ExitCode::SUCCESS);
@@ -265,4 +306,43 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_known_broken_kernel_whose_case_ended_its_process_is_rejected_not_for_another_gate() {
+        // The fresh process after a fault ran no case: its own report once said "the oracle
+        // passed all 0 cases: this bug is for another gate" for a bug the fault had shown.
+        let pass = check::CaseResult {
+            skipped: false,
+            case: "n=3: exact".into(),
+            n: 3,
+            pass: true,
+            detail: String::new(),
+        };
+        let last = check::CheckReport {
+            kernel: "k".into(),
+            operation: "declared".into(),
+            known_broken: Some("a 32-bit offset".into()),
+            seed: 1,
+            cases: vec![
+                pass.clone(),
+                check::CaseResult {
+                    pass: false,
+                    ..pass
+                },
+            ],
+        };
+        assert_eq!(
+            verdict_after_deaths(Some("a 32-bit offset"), 1, &last),
+            "REJECTED (known-broken: a 32-bit offset; 1 case(s) ended their process, named above; of the 2 after the last, run in a fresh one, 1 failed)"
+        );
+        assert_eq!(
+            verdict_after_deaths(None, 2, &last),
+            "FAIL (2 case(s) ended their process, named above; of the 2 after the last, run in a fresh one, 1 failed)"
+        );
+    }
 }

@@ -331,17 +331,73 @@ impl CheckPlan {
     }
 }
 
+/// What [`reference_dry_run`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DryRun {
+    /// The reference computed the smallest shape (or the plan has no shape).
+    Ran,
+    /// Not run, and why: this machine cannot hold the smallest shape.
+    NotRun(String),
+}
+
+/// A dry run whose buffers take at least this many bytes is announced before it starts: it
+/// can take a minute on one core.
+pub const DRY_RUN_ANNOUNCED_BYTES: u64 = 256 << 20;
+
+/// The line to print before [`reference_dry_run`] when it will run and its buffers take
+/// [`DRY_RUN_ANNOUNCED_BYTES`] or more (None: it is quick, this machine cannot hold it, or
+/// there is nothing to run).
+pub fn dry_run_announcement(decl: &KernelDecl, plan: &CheckPlan) -> Option<String> {
+    /// Sizes a workload without running anything.
+    struct NotRun;
+    impl general::Reference for NotRun {
+        fn run(
+            &self,
+            _: &general::Shape,
+            _: &mut [&mut [u8]],
+            _: &[i64],
+            _: &[f64],
+        ) -> Result<(), String> {
+            Err("only sized, never run".into())
+        }
+        fn describe(&self) -> String {
+            "none".into()
+        }
+    }
+    let smallest = plan.smallest(decl)?;
+    let at = &smallest.shape;
+    let w = general::DeclaredWorkload::new(
+        decl.clone(),
+        at.clone(),
+        plan.exact,
+        0,
+        std::rc::Rc::new(NotRun),
+    )
+    .ok()?;
+    let bytes = w.slot_bytes();
+    let fits = memory_refusal(0, u64::MAX, Some(w.reference_host_bytes())).is_none();
+    (fits && bytes >= DRY_RUN_ANNOUNCED_BYTES).then(|| {
+        format!(
+            "running the reference once at {} ({:.1} GB of buffers) without a GPU",
+            general::describe_shape(at),
+            bytes as f64 / 1e9
+        )
+    })
+}
+
 /// The reference run once on the plan's smallest shape with the exact input: whether it
 /// builds and computes without a GPU (`klab check` does this before it asks for a device,
-/// so a reference that crashes or refuses its inputs is known on any machine).
+/// so a reference that crashes or refuses its inputs is known on any machine). A shape
+/// this machine's memory cannot hold is not run ([`DryRun::NotRun`]).
 pub fn reference_dry_run(
     decl: &KernelDecl,
     reference: std::rc::Rc<dyn general::Reference>,
     plan: &CheckPlan,
-) -> Result<(), BackendError> {
+) -> Result<DryRun, BackendError> {
     let Some(smallest) = plan.smallest(decl) else {
-        return Ok(());
+        return Ok(DryRun::Ran);
     };
+    let at = general::describe_shape(&smallest.shape);
     let w = general::DeclaredWorkload::new(
         decl.clone(),
         smallest.shape.clone(),
@@ -349,14 +405,14 @@ pub fn reference_dry_run(
         0,
         reference,
     )?;
-    w.prepare().map_err(|e| {
-        BackendError(format!(
-            "{}: at {}: {}",
-            decl.name,
-            general::describe_shape(&smallest.shape),
-            e.0
-        ))
-    })
+    if let Some(why) = memory_refusal(0, u64::MAX, Some(w.reference_host_bytes())) {
+        return Ok(DryRun::NotRun(format!(
+            "at {at}, the smallest shape, it {why}"
+        )));
+    }
+    w.prepare()
+        .map_err(|e| BackendError(format!("{}: at {at}: {}", decl.name, e.0)))?;
+    Ok(DryRun::Ran)
 }
 
 /// Check a kernel against `reference` on every shape of its operation's ladder
@@ -818,7 +874,8 @@ fn declared_case<B: Backend>(
         }
     } else {
         let free = backend.free_memory_bytes()?;
-        if let Some(why) = memory_refusal(w.slot_bytes(), free, None) {
+        let host = Some(w.host_bytes(backend));
+        if let Some(why) = memory_refusal(w.slot_bytes(), free, host) {
             return Ok((fail(label, w.n(), why), None));
         }
         if let Err(e) = plan::validate(&w.plan(), backend.limits(), Some(resources), false) {
@@ -1055,6 +1112,62 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         };
         let v = mem[*x].clone();
         mem[*y].copy_from_slice(&v);
+    }
+
+    #[test]
+    fn a_dry_run_this_machine_cannot_hold_is_said_and_a_large_one_announced() {
+        struct Copy;
+        impl general::Reference for Copy {
+            fn run(
+                &self,
+                _: &general::Shape,
+                b: &mut [&mut [u8]],
+                _: &[i64],
+                _: &[f64],
+            ) -> Result<(), String> {
+                let x = b[0].to_vec();
+                b[1].copy_from_slice(&x);
+                Ok(())
+            }
+            fn describe(&self) -> String {
+                "a copy".into()
+            }
+        }
+        let dry = |elem: &str, n: i64, announced: &mut Vec<String>| {
+            let m = copy_manifest_of("u64", elem);
+            let decl = &m.kernels[0];
+            let opts = CheckOptions {
+                seed: 1,
+                sizes: None,
+                shapes: Some(vec![general::Shape::from([("n".to_string(), n)])]),
+                quick: false,
+                resume_after: 0,
+            };
+            let p = plan(decl, &opts).unwrap();
+            announced.extend(dry_run_announcement(decl, &p));
+            reference_dry_run(decl, std::rc::Rc::new(Copy), &p).unwrap()
+        };
+        // 2^39 bytes per buffer: once an allocation the kernel's overcommit allowed and a
+        // kill when its pages were touched; now refused before anything is allocated.
+        let mut lines = Vec::new();
+        match dry("u64", 1 << 36, &mut lines) {
+            DryRun::NotRun(why) => assert!(
+                why.starts_with("at n=68719476736, the smallest shape, it needs about")
+                    && why.contains("of host memory"),
+                "{why}"
+            ),
+            r => panic!("{r:?}"),
+        }
+        assert!(lines.is_empty());
+        assert_eq!(dry("u8", 1000, &mut lines), DryRun::Ran);
+        assert!(lines.is_empty(), "a small shape runs without a line");
+        let big = DRY_RUN_ANNOUNCED_BYTES as i64 / 2;
+        assert_eq!(dry("u8", big, &mut lines), DryRun::Ran);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("running the reference once at n=134217728 (0.3 GB of buffers)"),
+            "{lines:?}"
+        );
     }
 
     #[test]

@@ -1208,6 +1208,13 @@ impl DeclaredWorkload {
         if self.inputs_on_device(b) && !cross {
             return 0;
         }
+        self.reference_host_bytes()
+    }
+
+    /// The host memory the inputs, the reference's outputs and the rules' scales take, in
+    /// bytes: that many copies of the slot ([`Self::host_copies`]); with a sample, the
+    /// whole inputs and one downloaded output beside the sample's copies.
+    pub fn reference_host_bytes(&self) -> u64 {
         if self.sample.is_some() {
             // The whole inputs and one downloaded output beside the sample's copies.
             let sampled: u64 = self
