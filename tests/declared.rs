@@ -512,3 +512,61 @@ buffers.y = { dtype = "u64", len = "n", role = "out", compare = "exact" }
         "{err}"
     );
 }
+
+#[test]
+fn a_slices_declaration_the_reference_breaks_is_refused_without_a_gpu() {
+    if !cc_or_skip("a_slices_declaration_the_reference_breaks_is_refused_without_a_gpu") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("k.cu"),
+        "extern \"C\" __global__ void k(const float *x, float *y, int rows, int cols) {}\n",
+    )
+    .unwrap();
+    // Each row's output adds every row before it: the rows are not independent.
+    std::fs::write(
+        dir.join("r.c"),
+        "#include <stdint.h>\nvoid r(const float *x, float *y, int32_t rows, int32_t cols) {\n  float acc = 0;\n  for (int32_t i = 0; i < rows; i++) { for (int32_t j = 0; j < cols; j++) acc += x[i * cols + j]; y[i] = acc; }\n}\n",
+    )
+    .unwrap();
+    let manifest = |slices: &str| {
+        format!(
+            r#"source = "k.cu"
+[[kernel]]
+name = "k"
+entry = "k"
+operation = "declared"
+params = ["x", "y", "rows:i32", "cols:i32"]
+[kernel.op]
+grid = ["rows"]
+block = ["32"]
+useful_bytes = "4 * rows * cols + 4 * rows"
+reference = {{ c = "r.c:r" }}
+{slices}
+sizes.rows = {{ values = [1, 3, 40] }}
+sizes.cols = {{ values = [1, 5] }}
+buffers.x = {{ dtype = "f32", len = "rows * cols", role = "in", shape = ["rows", "cols"] }}
+buffers.y = {{ dtype = "f32", len = "rows", role = "out", shape = ["rows"], compare = "bitwise" }}
+"#
+        )
+    };
+    for (slices, code) in [("", 0), ("slices = \"rows\"", 1)] {
+        std::fs::write(dir.join("m.toml"), manifest(slices)).unwrap();
+        let o = klab()
+            .args(["check", "--plan"])
+            .arg(dir.join("m.toml"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{slices}: {err}");
+        if code == 1 {
+            assert!(
+                err.contains("slices = \"rows\" does not hold for the reference at cols=1 rows=40: computed on rows slices [0, 20, 39] alone it gives y[20] = "),
+                "{err}"
+            );
+            assert_eq!(err.lines().count(), 1, "one line: {err}");
+        }
+    }
+}

@@ -499,14 +499,75 @@ impl DeclaredWorkload {
     /// This workload with the reference run, and the outputs compared, on a sample of the
     /// operation's independent slices ([`crate::slices::Sample`], drawn from `seed`);
     /// unchanged when the operation declares no slices or has too few to sample.
-    pub fn sampled(mut self, seed: u64) -> Result<DeclaredWorkload, BackendError> {
+    pub fn sampled(self, seed: u64) -> Result<DeclaredWorkload, BackendError> {
         let sample = crate::slices::Sample::at(&self.op.spec, &self.shape, seed)
             .map_err(|e| BackendError(format!("slices at {}: {e}", describe_shape(&self.shape))))?;
-        self.sample = sample.map(Arc::new);
-        self.expected = Default::default();
-        self.scales = Default::default();
-        self.sampled_inputs = Default::default();
-        Ok(self)
+        Ok(self.with_sample(sample))
+    }
+
+    /// This workload on `sample` (None: all of it), its inputs shared, everything the
+    /// reference computes made again.
+    fn with_sample(&self, sample: Option<crate::slices::Sample>) -> DeclaredWorkload {
+        let mut w = self.clone();
+        w.sample = sample.map(Arc::new);
+        w.expected = Default::default();
+        w.scales = Default::default();
+        w.sampled_inputs = Default::default();
+        w.reference_s = Default::default();
+        w
+    }
+
+    /// Why the operation's declared slices are not independent for its reference, if they
+    /// are not: the reference run on the first, the middle and the last slice alone must
+    /// give, bit for bit, the values it gives them at this whole shape (a prefix sum along
+    /// the rows declared `slices = "rows"` would not). Checked before a sample is trusted.
+    pub fn slices_disagree(&self) -> Result<Option<String>, BackendError> {
+        let Some(var) = self.op.spec.slices.clone() else {
+            return Ok(None);
+        };
+        let total = u64::try_from(self.shape.get(&var).copied().unwrap_or(0)).unwrap_or(0);
+        if total < 2 {
+            return Ok(None);
+        }
+        let parts = crate::slices::parts(&self.op.spec, &self.shape, &var).map_err(BackendError)?;
+        let mut chosen = vec![0, total / 2, total - 1];
+        chosen.dedup();
+        let sample = crate::slices::Sample {
+            var: var.clone(),
+            total,
+            chosen,
+            parts,
+        };
+        let alone = self.with_sample(Some(sample.clone()));
+        let (whole, apart) = (self.expected()?, alone.expected()?);
+        for (i, b) in self.buffers.iter().enumerate() {
+            if !b.role.compared() {
+                continue;
+            }
+            let size = b.dtype.size_bytes();
+            let want = sample.gather(&b.name, &whole[i], size);
+            let Some(k) = (0..want.len() / size)
+                .find(|k| want[k * size..(k + 1) * size] != apart[i][k * size..(k + 1) * size])
+            else {
+                continue;
+            };
+            let at = sample.full_index(&b.name, k as u64);
+            let value = |bytes: &[u8]| rule::show_value(b.dtype, &bytes[k * size..(k + 1) * size]);
+            return Ok(Some(format!(
+                "slices = \"{var}\" does not hold for the reference at {}: computed on {var} slices {:?} alone it gives {}[{at}] = {}, the whole shape gives {}; each slice must depend only on its own slice of the inputs (remove slices, or fix the reference)",
+                describe_shape(&self.shape),
+                sample.chosen,
+                b.name,
+                value(&apart[i]),
+                value(&want),
+            )));
+        }
+        Ok(None)
+    }
+
+    /// The reference this workload computes with.
+    pub fn reference_rc(&self) -> std::rc::Rc<dyn Reference> {
+        self.reference.clone()
     }
 
     /// What the sample covers, when there is one ([`crate::slices::Sample::describe`]).
@@ -2453,6 +2514,76 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         }
         // The reference ran once, on the chosen rows alone.
         assert_eq!(*seen.0.borrow(), vec![chosen.len() as i64]);
+    }
+
+    /// y[r] = the sum of rows 0 to r of x: rows that are not independent.
+    struct Prefix;
+    impl Reference for Prefix {
+        fn run(
+            &self,
+            _: &Shape,
+            b: &mut [&mut [u8]],
+            ints: &[i64],
+            _: &[f64],
+        ) -> Result<(), String> {
+            let (rows, cols) = (ints[0] as usize, ints[1] as usize);
+            let x = |i: usize| f32::from_le_bytes(b[0][4 * i..4 * i + 4].try_into().unwrap());
+            let mut acc = 0f32;
+            let mut y = vec![0f32; rows];
+            for (r, out) in y.iter_mut().enumerate() {
+                acc += (0..cols).map(|c| x(r * cols + c)).sum::<f32>();
+                *out = acc;
+            }
+            for (r, v) in y.iter().enumerate() {
+                b[1][4 * r..4 * r + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "a prefix sum over the rows".into()
+        }
+    }
+    fn prefix(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+        let (x, y, rows, cols) = args(a);
+        let mut acc = 0f32;
+        for r in 0..rows {
+            acc += (0..cols)
+                .map(|c| f32::from_bits(mem[x][r * cols + c]))
+                .sum::<f32>();
+            mem[y][r] = acc.to_bits();
+        }
+    }
+
+    #[test]
+    fn a_slices_declaration_the_reference_does_not_honour_is_caught_before_any_sample_is_trusted() {
+        let d = with(&MANIFEST.replace("sizes.rows = {}", "slices = \"rows\"\nsizes.rows = {}"));
+        let shape = Shape::from([("rows".into(), 10), ("cols".into(), 5)]);
+        let at = |r: std::rc::Rc<dyn Reference>| {
+            DeclaredWorkload::new(d.clone(), shape.clone(), InputCase::Structural, 0, r).unwrap()
+        };
+        let why = at(std::rc::Rc::new(Prefix))
+            .slices_disagree()
+            .unwrap()
+            .unwrap();
+        assert!(
+            why.starts_with("slices = \"rows\" does not hold for the reference at cols=5 rows=10: computed on rows slices [0, 5, 9] alone it gives y[5] = "),
+            "{why}"
+        );
+        assert_eq!(
+            at(std::rc::Rc::new(RowSum)).slices_disagree().unwrap(),
+            None
+        );
+        // In a check the kernel (a right prefix sum) passes every case, and the index-overflow
+        // case is not applicable: a sample of rows would have judged it against wrong values.
+        let r = check_on_host(&d, prefix, Prefix).unwrap();
+        let c = r.cases.iter().find(|c| c.case == "index overflow").unwrap();
+        assert!(
+            c.skipped
+                && c.detail
+                    .starts_with("not applicable: slices = \"rows\" does not hold"),
+            "{c:?}"
+        );
+        assert!(r.passed(), "{}", r.render());
     }
 
     #[test]

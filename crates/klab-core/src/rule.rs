@@ -1140,6 +1140,14 @@ pub(crate) fn coords(i: u64, shape: &[u64]) -> Vec<u64> {
     c
 }
 
+/// One element's little-endian `bytes` of `dtype`, written as a failure line writes it
+/// ([`show`]).
+pub fn show_value(dtype: Dtype, bytes: &[u8]) -> String {
+    let mut word = [0u8; 8];
+    word[..bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
+    show(dtype, u64::from_le_bytes(word))
+}
+
 /// A value for a failure line: `1.5 (0x3fc00000)` for floats (Rust's shortest
 /// round-trip decimal of the dtype's value, then the raw bits), decimal for integers.
 pub(crate) fn show(dtype: Dtype, bits: u64) -> String {
