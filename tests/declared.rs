@@ -514,8 +514,8 @@ buffers.y = { dtype = "u64", len = "n", role = "out", compare = "exact" }
 }
 
 #[test]
-fn a_slices_declaration_the_reference_breaks_is_refused_without_a_gpu() {
-    if !cc_or_skip("a_slices_declaration_the_reference_breaks_is_refused_without_a_gpu") {
+fn a_slices_declaration_the_reference_breaks_is_said_without_a_gpu() {
+    if !cc_or_skip("a_slices_declaration_the_reference_breaks_is_said_without_a_gpu") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -552,7 +552,7 @@ buffers.y = {{ dtype = "f32", len = "rows", role = "out", shape = ["rows"], comp
 "#
         )
     };
-    for (slices, code) in [("", 0), ("slices = \"rows\"", 1)] {
+    for slices in ["", "slices = \"rows\""] {
         std::fs::write(dir.join("m.toml"), manifest(slices)).unwrap();
         let o = klab()
             .args(["check", "--plan"])
@@ -560,10 +560,14 @@ buffers.y = {{ dtype = "f32", len = "rows", role = "out", shape = ["rows"], comp
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(code), "{slices}: {err}");
-        if code == 1 {
+        // The declaration only decides how the index-overflow case computes its reference:
+        // one line says it will not be sampled, and the check goes on.
+        assert_eq!(o.status.code(), Some(0), "{slices}: {err}");
+        if slices.is_empty() {
+            assert!(err.is_empty(), "{err}");
+        } else {
             assert!(
-                err.contains("slices = \"rows\" does not hold for the reference at cols=1 rows=40: computed on rows slices [0, 20, 39] alone it gives y[20] = "),
+                err.starts_with("klab check: k: the index-overflow case will not be sampled: slices = \"rows\" does not hold for the reference at cols=1 rows=40: computed on rows slices [20, 39] alone it gives y[20] = "),
                 "{err}"
             );
             assert_eq!(err.lines().count(), 1, "one line: {err}");

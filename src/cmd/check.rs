@@ -85,13 +85,15 @@ fn check_without_device(kernel: &Kernel, args: &CheckArgs) -> anyhow::Result<()>
     }
     if runs_on_the_host(kernel) {
         let reference = kernel.reference(args.device)?;
-        if let check::DryRun::NotRun(why) =
-            check::reference_dry_run(&kernel.decl, reference, &plan)?
-        {
-            eprintln!(
-                "klab check: {}: the reference's run without a GPU is skipped: {why}",
-                kernel.decl.name
-            );
+        let name = &kernel.decl.name;
+        match check::reference_dry_run(&kernel.decl, reference, &plan)? {
+            check::DryRun::Ran => {}
+            check::DryRun::NotRun(why) => {
+                eprintln!("klab check: {name}: the reference's run without a GPU is skipped: {why}")
+            }
+            check::DryRun::SlicesDoNotHold(why) => {
+                eprintln!("klab check: {name}: the index-overflow case will not be sampled: {why}")
+            }
         }
     }
     Ok(())

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::declared::{BufferSpec, DeclaredOpSpec};
+use crate::declared::{BufferSpec, DeclaredOpSpec, Role};
 
 /// A shape: each size variable's value.
 type Shape = BTreeMap<String, i64>;
@@ -70,6 +70,8 @@ fn part(name: &str, b: &BufferSpec, shape: &Shape, var: &str) -> Result<Part, St
 }
 
 /// Every buffer's [`Part`] at `shape`, by name, for an operation sliced along `var`.
+/// Scratch is left out: the reference gets it zeroed, as long as its length at the
+/// sample's own shape.
 pub fn parts(
     spec: &DeclaredOpSpec,
     shape: &Shape,
@@ -77,6 +79,7 @@ pub fn parts(
 ) -> Result<BTreeMap<String, Part>, String> {
     spec.buffers
         .iter()
+        .filter(|(_, b)| b.role != Role::Scratch)
         .map(|(name, b)| Ok((name.clone(), part(name, b, shape, var)?)))
         .collect()
 }
@@ -99,14 +102,19 @@ pub fn check(spec: &DeclaredOpSpec, var: &str) -> Result<(), String> {
     }
     let mut sliced = BTreeSet::new();
     for probe in [5, 13] {
-        let shape: Shape = spec.sizes.keys().map(|k| (k.clone(), probe)).collect();
+        // Each variable within its own bounds (a length like `T - 8` needs T > 8).
+        let shape: Shape = spec
+            .sizes
+            .iter()
+            .map(|(k, s)| (k.clone(), probe.max(s.min).min(s.upper()) as i64))
+            .collect();
         for (name, p) in parts(spec, &shape, var)? {
             if p != Part::Whole {
                 sliced.insert(name);
             }
         }
     }
-    for (name, b) in &spec.buffers {
+    for (name, b) in spec.buffers.iter().filter(|(_, b)| b.role != Role::Scratch) {
         let is_sliced = sliced.contains(name);
         if b.role.compared() && !is_sliced {
             return Err(format!(
@@ -185,8 +193,8 @@ pub struct Sample {
 impl Sample {
     /// The sample at `shape` for `spec` (None: the operation declares no slices, or it has
     /// so few that the sample would be all of them): the slices around every 2^31-element
-    /// offset of each sliced buffer, the first and the last, and [`RANDOM_SLICES`] drawn
-    /// from `seed`.
+    /// offset of each sliced buffer, the first and the last, and [`RANDOM_RUNS`] runs
+    /// drawn from `seed`.
     pub fn at(spec: &DeclaredOpSpec, shape: &Shape, seed: u64) -> Result<Option<Sample>, String> {
         let Some(var) = &spec.slices else {
             return Ok(None);
