@@ -313,7 +313,7 @@ impl CheckPlan {
                     } else {
                         general::InputCase::Uniform { seed }
                     };
-                    let sample = match crate::slices::Sample::at(&op.spec, &shape, seed) {
+                    let sample = match crate::declared::slices::Sample::at(&op.spec, &shape, seed) {
                         Ok(Some(s)) => format!("; {}", s.describe()),
                         Ok(None) => String::new(),
                         Err(why) => format!("; slices: {why}"),
@@ -351,34 +351,10 @@ pub const DRY_RUN_ANNOUNCED_BYTES: u64 = 256 << 20;
 /// [`DRY_RUN_ANNOUNCED_BYTES`] or more (None: it is quick, this machine cannot hold it, or
 /// there is nothing to run).
 pub fn dry_run_announcement(decl: &KernelDecl, plan: &CheckPlan) -> Option<String> {
-    /// Sizes a workload without running anything.
-    struct NotRun;
-    impl general::Reference for NotRun {
-        fn run(
-            &self,
-            _: &general::Shape,
-            _: &mut [&mut [u8]],
-            _: &[i64],
-            _: &[f64],
-        ) -> Result<(), String> {
-            Err("only sized, never run".into())
-        }
-        fn describe(&self) -> String {
-            "none".into()
-        }
-    }
-    let smallest = plan.smallest(decl)?;
-    let at = &smallest.shape;
-    let w = general::DeclaredWorkload::new(
-        decl.clone(),
-        at.clone(),
-        plan.exact,
-        0,
-        std::rc::Rc::new(NotRun),
-    )
-    .ok()?;
-    let bytes = w.slot_bytes();
-    let fits = memory_refusal(0, u64::MAX, Some(w.reference_host_bytes())).is_none();
+    let at = &plan.smallest(decl)?.shape;
+    let bytes = general::slot_bytes_at(&decl.op, at)?;
+    let need = bytes.saturating_mul(general::host_copies(&decl.op));
+    let fits = memory_refusal(0, u64::MAX, Some(need)).is_none();
     (fits && bytes >= DRY_RUN_ANNOUNCED_BYTES).then(|| {
         format!(
             "running the reference once at {} ({:.1} GB of buffers) without a GPU",
@@ -437,7 +413,7 @@ fn slices_problem(
     let var = op.spec.slices.as_ref()?;
     let base = shapes.get(shapes.len() / 2)?;
     let overflow = general::overflow_shape(op, base, general::INDEX_OVERFLOW_ELEMENTS).ok()?;
-    crate::slices::Sample::at(&op.spec, &overflow, seed).ok()??;
+    crate::declared::slices::Sample::at(&op.spec, &overflow, seed).ok()??;
     let count = |s: &general::Shape| s.get(var).copied().unwrap_or(0);
     let mut probe = shapes
         .iter()

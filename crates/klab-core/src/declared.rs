@@ -28,6 +28,9 @@
 //! [`DeclaredOpSpec`] is the TOML as written; [`DeclaredOpSpec::validate`] checks it
 //! against the kernel's parameter list and gives a [`DeclaredOp`], or the field and the
 //! problem. Values that depend on a shape (lengths, the launch) are evaluated per case.
+//! [`slices`] holds what `slices = "VAR"` means for the buffers, and its validation.
+
+pub mod slices;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -344,7 +347,7 @@ pub struct DeclaredOpSpec {
     pub cases: Vec<CaseSpec>,
     /// The size variable whose slices are independent (`slices = "rows"`): each output
     /// slice depends on the same slice of the inputs and on the buffers that do not grow
-    /// with it ([`crate::slices`]). The index-overflow case then runs the reference on a
+    /// with it ([`slices`]). The index-overflow case then runs the reference on a
     /// sample of the slices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slices: Option<String>,
@@ -652,7 +655,7 @@ impl DeclaredOpSpec {
             );
         }
         if let Some(var) = &self.slices {
-            crate::slices::check(&self, var).map_err(|e| ("slices".to_string(), e))?;
+            slices::check(&self, var).map_err(|e| ("slices".to_string(), e))?;
         }
         let shapes = self.bench.iter().map(|b| ("bench".to_string(), b)).chain(
             self.cases

@@ -276,7 +276,7 @@ pub struct DeclaredWorkload {
     reference_s: Arc<OnceLock<f64>>,
     /// The slices the reference computes and the outputs are compared on (the
     /// index-overflow case of an operation declared with `slices`); None: all of it.
-    sample: Option<Arc<crate::slices::Sample>>,
+    sample: Option<Arc<crate::declared::slices::Sample>>,
     /// The inputs as the reference sees them: the sample's slices gathered (unused
     /// without a sample).
     sampled_inputs: Arc<OnceLock<Result<Vec<Vec<u8>>, String>>>,
@@ -501,17 +501,17 @@ impl DeclaredWorkload {
     }
 
     /// This workload with the reference run, and the outputs compared, on a sample of the
-    /// operation's independent slices ([`crate::slices::Sample`], drawn from `seed`);
+    /// operation's independent slices ([`crate::declared::slices::Sample`], drawn from `seed`);
     /// unchanged when the operation declares no slices or has too few to sample.
     pub fn sampled(self, seed: u64) -> Result<DeclaredWorkload, BackendError> {
-        let sample = crate::slices::Sample::at(&self.op.spec, &self.shape, seed)
+        let sample = crate::declared::slices::Sample::at(&self.op.spec, &self.shape, seed)
             .map_err(|e| BackendError(format!("slices at {}: {e}", describe_shape(&self.shape))))?;
         Ok(self.with_sample(sample))
     }
 
     /// This workload on `sample` (None: all of it), its inputs shared, everything the
     /// reference computes made again.
-    fn with_sample(&self, sample: Option<crate::slices::Sample>) -> DeclaredWorkload {
+    fn with_sample(&self, sample: Option<crate::declared::slices::Sample>) -> DeclaredWorkload {
         let mut w = self.clone();
         w.sample = sample.map(Arc::new);
         w.expected = Default::default();
@@ -541,11 +541,11 @@ impl DeclaredWorkload {
                 "slices = \"{var}\" does not hold for the reference at {at}: computed on {var} slices {chosen:?} alone {why}; each slice must depend only on its own slice of the inputs (remove slices, or fix the reference)"
             ))
         };
-        let parts = match crate::slices::parts(&self.op.spec, &self.shape, &var) {
+        let parts = match crate::declared::slices::parts(&self.op.spec, &self.shape, &var) {
             Ok(p) => p,
             Err(e) => return not_held(format!("it cannot be sliced: {e}")),
         };
-        let sample = crate::slices::Sample {
+        let sample = crate::declared::slices::Sample {
             var: var.clone(),
             total,
             chosen: chosen.clone(),
@@ -599,7 +599,7 @@ impl DeclaredWorkload {
         self.reference.clone()
     }
 
-    /// What the sample covers, when there is one ([`crate::slices::Sample::describe`]).
+    /// What the sample covers, when there is one ([`crate::declared::slices::Sample::describe`]).
     pub fn sample_note(&self) -> Option<String> {
         self.sample.as_ref().map(|s| s.describe())
     }
@@ -1333,23 +1333,8 @@ impl DeclaredWorkload {
         self.slot_bytes().saturating_mul(self.host_copies())
     }
 
-    /// How many copies of the slot a validation holds on the host: the inputs and the
-    /// reference's buffers (2); scaled-sum adds the absolute inputs, a second run and f64
-    /// magnitudes (4); reference-error, per sample, perturbed inputs, two runs and the
-    /// running f64 maximum (6).
     fn host_copies(&self) -> u64 {
-        let has = |f: fn(&rule::Rule) -> bool| {
-            self.buffers
-                .iter()
-                .any(|b| b.comparison.as_ref().is_some_and(|c| f(&c.rule)))
-        };
-        if has(|r| matches!(r, rule::Rule::ReferenceError { .. })) {
-            6
-        } else if has(|r| matches!(r, rule::Rule::ScaledSum { .. })) {
-            4
-        } else {
-            2
-        }
+        host_copies(&self.op)
     }
 
     /// Buffer `i`'s device generator, if it is an input the case can make on a device.
@@ -1386,7 +1371,7 @@ impl DeclaredWorkload {
     fn sampled_dims(&self, buf: &Buffer) -> Vec<u64> {
         let mut dims = buf.shape.clone();
         if let Some(s) = &self.sample {
-            if let crate::slices::Part::Sliced { per } = s.part(&buf.name) {
+            if let crate::declared::slices::Part::Sliced { per } = s.part(&buf.name) {
                 // The sample's elements over the other dimensions' product (the first
                 // dimension may be `B * T` or `B * T / 4`, not always a multiple of B).
                 let rest: u64 = dims.iter().skip(1).product();
@@ -2186,6 +2171,39 @@ fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
         ));
     }
     Ok(v)
+}
+
+/// How many copies of the slot a validation of `op` holds on the host: the inputs and the
+/// reference's buffers (2); scaled-sum adds the absolute inputs, a second run and f64
+/// magnitudes (4); reference-error, per sample, perturbed inputs, two runs and the running
+/// f64 maximum (6).
+pub fn host_copies(op: &DeclaredOp) -> u64 {
+    let has = |f: fn(&rule::RuleSpec) -> bool| {
+        op.spec
+            .buffers
+            .values()
+            .any(|b| b.compare.as_ref().is_some_and(f))
+    };
+    if has(|r| matches!(r, rule::RuleSpec::ReferenceError { .. })) {
+        6
+    } else if has(|r| matches!(r, rule::RuleSpec::ScaledSum(_))) {
+        4
+    } else {
+        2
+    }
+}
+
+/// Every buffer's bytes at `shape`, summed: a workload's slot there (None when an
+/// expression fails or the sum passes u64).
+pub fn slot_bytes_at(op: &DeclaredOp, shape: &Shape) -> Option<u64> {
+    op.spec.buffers.values().try_fold(0u64, |sum, b| {
+        let bytes = b
+            .len
+            .eval_u64(shape)
+            .ok()?
+            .checked_mul(b.dtype.size_bytes() as u64)?;
+        sum.checked_add(bytes)
+    })
 }
 
 /// Element offsets at or past this do not fit a 32-bit signed int.

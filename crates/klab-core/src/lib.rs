@@ -40,7 +40,6 @@ pub mod rule;
 pub mod samples;
 pub mod sanitize;
 pub mod schema;
-pub mod slices;
 pub mod stats;
 pub mod sweep;
 pub mod text;

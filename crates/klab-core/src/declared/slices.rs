@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::declared::{BufferSpec, DeclaredOpSpec, Role};
+use super::{Bound, BufferSpec, DeclaredOpSpec, Role};
 
 /// A shape: each size variable's value.
 type Shape = BTreeMap<String, i64>;
@@ -145,8 +145,8 @@ pub fn check(spec: &DeclaredOpSpec, var: &str) -> Result<(), String> {
         }
         if let Some(range) = &b.range {
             let over_var = range.iter().any(|e| match e {
-                crate::declared::Bound::Expr(x) => x.variables().contains(var),
-                crate::declared::Bound::Number(_) => false,
+                Bound::Expr(x) => x.variables().contains(var),
+                Bound::Number(_) => false,
             });
             if over_var {
                 return Err(format!(
