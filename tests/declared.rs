@@ -295,7 +295,7 @@ fn a_command_reference_checks_a_declared_kernel_through_npy_files() {
     };
     let check = |f: klab_core::backend::host::GeneralKernelFn| {
         let mut b = klab_core::backend::host::HostBackend::new().with_general_kernel("scale", f);
-        let k = b.kernel("scale").unwrap();
+        let k = [b.kernel("scale").unwrap()];
         klab_core::check::run(&mut b, &decl, &k, reference.clone(), &opts, &mut |_| {})
     };
     let good = check(scale_good).unwrap();

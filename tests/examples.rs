@@ -351,6 +351,36 @@ fn the_topk_reference_orders_by_total_order_with_ties_to_the_lowest_column() {
 }
 
 /// examples/exploits/declared.toml: the exploit audit's cheats in two declared operations.
+#[test]
+fn the_staged_layer_norm_reference_writes_the_means_rstds_and_rows() {
+    let Some(r) = reference("layernorm_staged") else {
+        return;
+    };
+    // Two rows of three: 1 2 3 (mean 2, variance 2/3) and a constant row (variance 0).
+    let x: Vec<f32> = vec![1.0, 2.0, 3.0, 5.0, 5.0, 5.0];
+    let eps = 1e-5f32 as f64; // the f32 scalar, as the reference widens it
+    let inv = [1.0 / (2.0f64 / 3.0 + eps).sqrt(), 1.0 / eps.sqrt()];
+    let want_y: Vec<f32> = [-inv[0], 0.0, inv[0], 0.0, 0.0, 0.0]
+        .iter()
+        .map(|v| *v as f32)
+        .collect();
+    let (mut xb, mut y, mut mean, mut rstd) = (
+        bytes(&x, f32::to_le_bytes),
+        vec![0xffu8; 24],
+        vec![0xffu8; 8],
+        vec![0xffu8; 8],
+    );
+    // The operation's parameter order: x, y, mean, rstd, rows, cols, eps.
+    let mut bufs: [&mut [u8]; 4] = [&mut xb, &mut y, &mut mean, &mut rstd];
+    r.call(&mut bufs, &[2, 3], &[eps]).unwrap();
+    assert_eq!(y, bytes(&want_y, f32::to_le_bytes));
+    assert_eq!(mean, bytes(&[2.0f32, 5.0], f32::to_le_bytes));
+    assert_eq!(
+        rstd,
+        bytes(&[inv[0] as f32, inv[1] as f32], f32::to_le_bytes)
+    );
+}
+
 fn declared_exploits() -> (PathBuf, Manifest) {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/exploits/declared.toml");
     let m = manifest::load(&p).unwrap_or_else(|e| panic!("{e}"));

@@ -101,13 +101,12 @@ fn check_without_device(kernel: &Kernel, args: &CheckArgs) -> anyhow::Result<()>
 
 /// One kernel in this process (the child side).
 fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
-    use klab_core::backend::Backend;
     let kernel = Kernel::parse_in_child(name)?;
     for shape in &args.shape {
         kernel.check_shape(shape)?;
     }
     let mut session = Session::open(&kernel, args.device)?;
-    let k = session.backend.kernel(&kernel.decl.entry)?;
+    let k = klab_core::workload::load_kernels(&mut session.backend, &kernel.decl)?;
     let opts = options(args)?;
     let verbose = args.verbose;
     let mut show = |p: check::Progress<'_>| match p {

@@ -295,23 +295,22 @@ fn run_workload<W: Workload>(
     blocks: &mut Vec<Block>,
     log: &mut dyn FnMut(String),
 ) -> anyhow::Result<()> {
-    use klab_core::backend::Backend;
     if w.n() == 0 {
         bail!("n must be at least 1 to time a kernel");
     }
-    let kernel = session.backend.kernel(w.entry())?;
+    let kernels = klab_core::workload::load_kernels(&mut session.backend, w.decl())?;
     log(format!(
         "{}: {}; {}",
         w.entry(),
-        w.plan().describe(),
-        session.backend.resources(&kernel).describe()
+        klab_core::workload::describe_plans(w),
+        klab_core::workload::describe_resources(&session.backend, &kernels)
     ));
     for round in 1..=spec.rounds {
         let state = &session.state;
         let outcome = timing::measure(
             &mut session.backend,
             w,
-            &kernel,
+            &kernels,
             &spec.config,
             &format!("round {round}"),
             &mut || state.read(),
@@ -352,7 +351,7 @@ pub fn workload_info(kernel: &Kernel, n: u64, device: u32) -> anyhow::Result<Wor
         operation: w.operation(),
         n: w.n(),
         dtype: w.dtype().to_string(),
-        plan: w.plan(),
+        plan: w.plans()[0],
         useful_bytes: w.useful_bytes(),
         flops: w.flops(),
         reference: w.reference().to_string(),

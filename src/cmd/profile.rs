@@ -71,7 +71,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         if kernels[..i].iter().any(|(_, o)| o.name() == k.name()) {
             bail!("kernel '{}' is listed twice", k.name());
         }
-        refuse_library_routine(k)?;
+        refuse_unprofilable(k)?;
         k.refuse_n_for_declared(args.n)?;
         // A size the workload refuses is an error before ncu starts.
         k.workload(args.n.unwrap_or_else(|| k.default_n()), None, args.device)?;
@@ -172,8 +172,18 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// klab profile selects launches by their entry name, which a library routine does not have.
-fn refuse_library_routine(k: &Kernel) -> anyhow::Result<()> {
+/// klab profile selects one launch by its entry name, which a library routine does not
+/// have and a sequence of several kernels has several of.
+fn refuse_unprofilable(k: &Kernel) -> anyhow::Result<()> {
+    let launches = k.decl.launches();
+    if launches.len() > 1 {
+        bail!(
+            "'{}' is a sequence of {} launches ({}): klab profile measures one kernel launch against one address model; check, sanitize and bench time the sequence as one unit",
+            k.name(),
+            launches.len(),
+            k.decl.entry
+        );
+    }
     if klab_core::manifest::LibraryRoutine::from_entry(&k.decl.entry).is_some() {
         bail!(
             "'{}' is a library routine ({}), not a kernel of {}: klab profile selects one kernel launch by its entry name",
@@ -457,7 +467,7 @@ fn finish_one(
     };
     let device = record.device_name().map(String::from);
     let w = kernel.workload(n, None, args.device)?;
-    let plan = w.plan();
+    let plan = w.plans()[0];
     let workload = format!(
         "{} {} ({}), block {}x{}x{}, grid {}x{}x{}; the launch after {} validation and {} warmup launches (ncu --launch-skip {skip} --launch-count 1, --clock-control none, --cache-control {})",
         w.dtype(),
@@ -606,7 +616,7 @@ fn import_file(args: &ProfileArgs, path: &Path) -> anyhow::Result<ExitCode> {
         if kernels[..i].iter().any(|o| o.name() == k.name()) {
             bail!("kernel '{}' is listed twice", k.name());
         }
-        refuse_library_routine(k)?;
+        refuse_unprofilable(k)?;
         k.refuse_n_for_declared(args.n)?;
     }
     if kernels.is_empty() && args.n.is_some() {
@@ -787,7 +797,7 @@ fn imported_as(
 ) -> anyhow::Result<KernelProfile> {
     let n = args.n.unwrap_or_else(|| kernel.default_n());
     let w = kernel.workload(n, None, args.device)?;
-    let plan = w.plan();
+    let plan = w.plans()[0];
     let (grid, block) = (dim3(record.grid), dim3(record.block));
     if grid != Some(plan.grid) || block != Some(plan.block) {
         // Counts alone (a page without the shape columns) do not say the shape the
@@ -947,12 +957,11 @@ pub fn measured_from(r: &KernelRecord) -> Measured {
 
 /// The child: the launch sequence ncu profiles, then one line for the parent.
 fn child(args: &ProfileArgs, spec: &str) -> anyhow::Result<ExitCode> {
-    use klab_core::backend::Backend;
     let kernel = Kernel::parse_in_child(spec)?;
     let n = args.n.unwrap_or_else(|| kernel.default_n());
     let w = kernel.workload(n, None, args.device)?;
     let mut session = Session::open(&kernel, args.device)?;
-    let k = session.backend.kernel(&kernel.decl.entry)?;
+    let k = klab_core::workload::load_kernels(&mut session.backend, &kernel.decl)?;
     let p = timing::profile_sequence(&mut session.backend, &w, &k, args.warmup)?;
     let report = ProfileChild {
         entry: kernel.decl.entry.clone(),

@@ -7,7 +7,6 @@
 
 use std::process::ExitCode;
 
-use klab_core::backend::Backend;
 use klab_core::ops::reduce::{self, SuiteReport};
 
 use crate::child::{self, ChildCmd};
@@ -17,7 +16,7 @@ use crate::EXIT_GATE_FAILED;
 
 fn suites(session: &mut Session, name: &str) -> anyhow::Result<(SuiteReport, SuiteReport)> {
     let kernel = Kernel::parse(name)?;
-    let k = session.backend.kernel(&kernel.decl.entry)?;
+    let k = klab_core::workload::load_kernels(&mut session.backend, &kernel.decl)?;
     let decl = kernel.decl.clone();
     let backend = &mut session.backend;
     let mut sum = |x: &[f32]| klab_core::check::device_sum(backend, &decl, &k, x);

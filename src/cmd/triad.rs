@@ -94,7 +94,7 @@ fn workload(buggy: bool, n: u64, seed: u32) -> anyhow::Result<DeclaredWorkload> 
 }
 
 fn check(session: &mut Session) -> anyhow::Result<ExitCode> {
-    let kernel = session.backend.kernel("triad_f32")?;
+    let kernel = [session.backend.kernel("triad_f32")?];
     let mut failed = false;
     for (n, seed) in triad::CHECK_CASES {
         let w = workload(false, n, seed)?;
@@ -139,7 +139,7 @@ fn check(session: &mut Session) -> anyhow::Result<ExitCode> {
 
 fn single(session: &mut Session, buggy: bool) -> anyhow::Result<ExitCode> {
     let w = workload(buggy, triad::N, 7)?;
-    let kernel = session.backend.kernel(w.entry())?;
+    let kernel = klab_core::workload::load_kernels(&mut session.backend, w.decl())?;
     let mut bufs = w.create_slot(&mut session.backend, 0)?;
     let c = timing::validate_once(
         &mut session.backend,

@@ -34,6 +34,16 @@ pub enum Arg<'a, B> {
     F64(f64),
 }
 
+/// One launch of a workload's sequence: which kernel, how, and with what (a declared
+/// operation computed by several kernels in order is several; see
+/// [`crate::workload::Workload::launches`]).
+#[derive(Debug)]
+pub struct Launch<'a, K, T> {
+    pub kernel: &'a K,
+    pub plan: LaunchPlan,
+    pub args: Vec<Arg<'a, T>>,
+}
+
 /// What the gates need from a device.
 pub trait Backend {
     /// A device allocation ('static: a workload keeps its uploaded expected values).
@@ -75,12 +85,10 @@ pub trait Backend {
     /// Record the stop event in the kernel's stream, wait for it, and return the
     /// milliseconds since the start event (a fault during the interval is an error).
     fn event_stop_ms(&mut self) -> Result<f64, BackendError>;
-    /// Capture one launch of `kernel` per argument list, in order, into a replayable graph.
+    /// Capture `launches`, in order, into a replayable graph.
     fn capture_graph(
         &mut self,
-        kernel: &Self::Kernel,
-        plan: &LaunchPlan,
-        launches: &[Vec<Arg<'_, Self::Buffer>>],
+        launches: &[Launch<'_, Self::Kernel, Self::Buffer>],
     ) -> Result<Self::Graph, BackendError>;
     /// Submit one replay of a captured graph to the kernel's stream.
     fn replay(&mut self, graph: &Self::Graph) -> Result<(), BackendError>;
@@ -159,19 +167,15 @@ pub trait Backend {
         Ok(false)
     }
 
-    /// Launch `launches` times between one timing-event pair in the kernel's stream and
-    /// return the interval in milliseconds (checking every launch and the completion).
-    fn time_launches(
+    /// Launch a workload's sequence once, in order (each launch the device refuses is an
+    /// error).
+    fn launch_all(
         &mut self,
-        kernel: &Self::Kernel,
-        plan: &LaunchPlan,
-        args: &[Arg<'_, Self::Buffer>],
-        launches: u32,
-    ) -> Result<f64, BackendError> {
-        self.event_start()?;
-        for _ in 0..launches {
-            self.launch(kernel, plan, args)?;
+        sequence: &[Launch<'_, Self::Kernel, Self::Buffer>],
+    ) -> Result<(), BackendError> {
+        for l in sequence {
+            self.launch(l.kernel, &l.plan, &l.args)?;
         }
-        self.event_stop_ms()
+        Ok(())
     }
 }

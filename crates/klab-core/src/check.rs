@@ -10,10 +10,10 @@ use crate::backend::{Backend, BackendError};
 use crate::general;
 use crate::manifest::{KernelDecl, OpKind};
 use crate::ops::reduce;
-use crate::plan;
+
 use crate::stats::Rng;
 use crate::timing::validate_once;
-use crate::workload::{Workload, POISON_BYTES};
+use crate::workload::{validate_launches, Workload, POISON_BYTES};
 
 /// One case's verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -445,7 +445,7 @@ fn slices_problem(
 pub fn run<B: Backend>(
     backend: &mut B,
     decl: &KernelDecl,
-    kernel: &B::Kernel,
+    kernels: &[B::Kernel],
     reference: std::rc::Rc<dyn general::Reference>,
     opts: &CheckOptions,
     progress: &mut dyn FnMut(Progress<'_>),
@@ -462,7 +462,6 @@ pub fn run<B: Backend>(
     let determinism_at: Vec<usize> = [shapes.len() / 2, shapes.len().saturating_sub(1)].into();
     // Only the default ladder ends with the index-overflow case.
     let overflow_case = overflow_seed.is_some();
-    let resources = backend.resources(kernel);
     let mut cases = Vec::new();
     let progress = std::cell::RefCell::new(progress);
     let push = |c: CaseResult, cases: &mut Vec<CaseResult>| {
@@ -506,8 +505,7 @@ pub fn run<B: Backend>(
             if !starting(&label) {
                 continue;
             }
-            let (result, bufs) =
-                declared_case(backend, kernel, &resources, &w, &at, &what, poison, false)?;
+            let (result, bufs) = declared_case(backend, kernels, &w, &at, &what, poison, false)?;
             push(result, &mut cases);
             if bufs.is_none() {
                 determinism = None;
@@ -521,7 +519,7 @@ pub fn run<B: Backend>(
             for poison in POISON_BYTES {
                 let mut bufs = w.create_slot(backend, 0)?;
                 w.poison(backend, &mut bufs, poison)?;
-                backend.launch(kernel, &w.plan(), &w.args::<B>(&bufs))?;
+                backend.launch_all(&w.launches::<B>(kernels, &bufs))?;
                 backend.synchronize()?;
                 outputs.push(w.output(backend, &bufs)?);
             }
@@ -571,16 +569,8 @@ pub fn run<B: Backend>(
                 if !starting(&format!("{at}: {what}")) {
                     continue;
                 }
-                let (c, _) = declared_case(
-                    backend,
-                    kernel,
-                    &resources,
-                    &w,
-                    &at,
-                    &what,
-                    POISON_BYTES[0],
-                    false,
-                )?;
+                let (c, _) =
+                    declared_case(backend, kernels, &w, &at, &what, POISON_BYTES[0], false)?;
                 push(c, &mut cases);
             }
         }
@@ -658,7 +648,7 @@ pub fn run<B: Backend>(
                         ),
                         &mut cases,
                     ),
-                    Ok(w) => match not_runnable_here(backend, &resources, &w)?
+                    Ok(w) => match not_runnable_here(backend, kernels, &w)?
                         .map(|why| format!("not run: {why}"))
                         .or_else(|| {
                             let goal = w.reference_shape();
@@ -670,8 +660,7 @@ pub fn run<B: Backend>(
                             let t0 = std::time::Instant::now();
                             let (mut c, _) = declared_case(
                                 backend,
-                                kernel,
-                                &resources,
+                                kernels,
                                 &w,
                                 &at,
                                 &what,
@@ -701,7 +690,7 @@ pub fn run<B: Backend>(
         properties(
             backend,
             decl,
-            kernel,
+            kernels,
             &sizes,
             *progress.borrow_mut(),
             &mut cases,
@@ -724,18 +713,16 @@ pub fn run<B: Backend>(
 /// memory, or a launch past the device's limits.
 fn not_runnable_here<B: Backend>(
     backend: &mut B,
-    resources: &crate::device::KernelResources,
+    kernels: &[B::Kernel],
     w: &general::DeclaredWorkload,
 ) -> Result<Option<String>, BackendError> {
     let free = backend.free_memory_bytes()?;
     if let Some(why) = memory_refusal(w.slot_bytes(), free, Some(w.host_bytes(backend))) {
         return Ok(Some(why));
     }
-    Ok(
-        plan::validate(&w.plan(), backend.limits(), Some(resources), false)
-            .err()
-            .map(|e| format!("the launch at this shape: {e}")),
-    )
+    Ok(validate_launches(backend, w, kernels)
+        .err()
+        .map(|e| format!("the launch at this shape: {e}")))
 }
 
 /// Why a workload cannot run here: `device` bytes past the `free` device memory, or (when
@@ -869,8 +856,7 @@ fn fail(case: String, n: u64, detail: String) -> CaseResult {
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn declared_case<B: Backend>(
     backend: &mut B,
-    kernel: &B::Kernel,
-    resources: &crate::device::KernelResources,
+    kernels: &[B::Kernel],
     w: &general::DeclaredWorkload,
     at: &str,
     what: &str,
@@ -902,7 +888,7 @@ fn declared_case<B: Backend>(
     if skip_when_too_big {
         // klab chose the shape: memory or a launch the device cannot make there is not
         // the kernel's failure.
-        if let Some(why) = not_runnable_here(backend, resources, w)? {
+        if let Some(why) = not_runnable_here(backend, kernels, w)? {
             return Ok((skip(why), None));
         }
     } else {
@@ -917,7 +903,7 @@ fn declared_case<B: Backend>(
                 "{label}: this machine cannot run the case: it {why}"
             )));
         }
-        if let Err(e) = plan::validate(&w.plan(), backend.limits(), Some(resources), false) {
+        if let Err(e) = validate_launches(backend, w, kernels) {
             return Ok((
                 fail(format!("{at}: launch plan"), w.n(), e.to_string()),
                 None,
@@ -933,7 +919,7 @@ fn declared_case<B: Backend>(
     }
     let mut bufs = w.create_slot(backend, 0)?;
     w.poison(backend, &mut bufs, poison)?;
-    backend.launch(kernel, &w.plan(), &w.args::<B>(&bufs))?;
+    backend.launch_all(&w.launches::<B>(kernels, &bufs))?;
     backend.synchronize()?;
     let verdicts = w.judge(backend, &bufs)?;
     let pass = verdicts.iter().all(|(_, v)| v.passed());
@@ -953,7 +939,7 @@ fn declared_case<B: Backend>(
 fn properties<B: Backend>(
     backend: &mut B,
     decl: &KernelDecl,
-    kernel: &B::Kernel,
+    kernels: &[B::Kernel],
     determinism_at: &[u64],
     progress: &mut dyn FnMut(Progress<'_>),
     cases: &mut Vec<CaseResult>,
@@ -965,13 +951,13 @@ fn properties<B: Backend>(
     match decl.operation {
         OpKind::Transpose => {
             for &n in determinism_at {
-                push(involution(backend, decl, kernel, n)?, cases);
+                push(involution(backend, decl, kernels, n)?, cases);
             }
         }
         OpKind::ReduceSum => {
             let n = reduce::BIG_N as usize;
             let mut sum =
-                |x: &[f32]| -> Result<f32, String> { device_sum(backend, decl, kernel, x) };
+                |x: &[f32]| -> Result<f32, String> { device_sum(backend, decl, kernels, x) };
             let x = reduce::exact_input(n);
             for t in [
                 reduce::swap_ends_check(&mut sum, &x),
@@ -997,7 +983,7 @@ fn properties<B: Backend>(
 fn involution<B: Backend>(
     backend: &mut B,
     decl: &KernelDecl,
-    kernel: &B::Kernel,
+    kernels: &[B::Kernel],
     n: u64,
 ) -> Result<CaseResult, BackendError> {
     let w = general::DeclaredWorkload::builtin(decl.clone(), n, general::InputCase::Distinct, 0)?;
@@ -1005,12 +991,12 @@ fn involution<B: Backend>(
         return Err(BackendError("a transpose has buffers out and in".into()));
     };
     let mut bufs = w.create_slot(backend, 0)?;
-    validate_once(backend, &w, kernel, &mut bufs, 0, POISON_BYTES[0])?;
+    validate_once(backend, &w, kernels, &mut bufs, 0, POISON_BYTES[0])?;
     // [out, in] -> [in, out]: the second launch reads the first launch's output and
     // writes over the (poisoned) original input buffer.
     bufs.swap(out, input);
     backend.fill_bytes(&mut bufs[out], POISON_BYTES[1])?;
-    backend.launch(kernel, &w.plan(), &w.args::<B>(&bufs))?;
+    backend.launch_all(&w.launches::<B>(kernels, &bufs))?;
     backend.synchronize()?;
     let original = w.initial_bytes()?[input].clone();
     let v = w.compare_buffer(backend, &bufs, out, &original)?;
@@ -1031,7 +1017,7 @@ fn involution<B: Backend>(
 pub fn device_sum<B: Backend>(
     backend: &mut B,
     decl: &KernelDecl,
-    kernel: &B::Kernel,
+    kernels: &[B::Kernel],
     x: &[f32],
 ) -> Result<f32, String> {
     let run = |backend: &mut B| -> Result<f32, BackendError> {
@@ -1041,7 +1027,7 @@ pub fn device_sum<B: Backend>(
             general::InputCase::Structural,
             0,
         )?;
-        if w.plan().grid.x == 0 && !x.is_empty() {
+        if w.plans()[0].grid.x == 0 && !x.is_empty() {
             return Err(BackendError(format!(
                 "launch of 0 blocks for n = {}: nothing runs",
                 x.len()
@@ -1054,12 +1040,12 @@ pub fn device_sum<B: Backend>(
         inputs[input] = x.iter().flat_map(|v| v.to_le_bytes()).collect();
         let w = w.with_inputs(inputs)?;
         let mut bufs = w.create_slot(backend, 0)?;
-        validate_once(backend, &w, kernel, &mut bufs, 0, POISON_BYTES[0])?;
+        validate_once(backend, &w, kernels, &mut bufs, 0, POISON_BYTES[0])?;
         // The partials of the blocks the launch ran, folded in block order: a grid that
         // rounds down leaves the tail out of the sum (the reduction lab's bug), where the
         // contract's check sees its last partial still poisoned.
         let raw = w.output(backend, &bufs)?;
-        let launched = w.plan().grid.x as usize;
+        let launched = w.plans()[0].grid.x as usize;
         Ok(raw
             .iter()
             .take(launched)
@@ -1229,7 +1215,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         let m = copy_manifest("i32");
         let d = m.kernels[0].clone();
         let mut b = HostBackend::new().with_general_kernel("k", host_copy);
-        let k = b.kernel("k").unwrap();
+        let k = [b.kernel("k").unwrap()];
         let w = general::DeclaredWorkload::new(
             d,
             [("n".to_string(), 40)].into(),
@@ -1238,18 +1224,8 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
             std::rc::Rc::new(Fails),
         )
         .unwrap();
-        let res = b.resources(&k);
-        let (c, bufs) = declared_case(
-            &mut b,
-            &k,
-            &res,
-            &w,
-            "index overflow, n=40",
-            "exact",
-            0xff,
-            true,
-        )
-        .unwrap();
+        let (c, bufs) =
+            declared_case(&mut b, &k, &w, "index overflow, n=40", "exact", 0xff, true).unwrap();
         assert!(bufs.is_none() && c.skipped, "{c:?}");
         assert!(
             c.detail.contains("killed by its 120 s watchdog"),
@@ -1257,7 +1233,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
             c.detail
         );
         // Where the user chose the shape, the same failure is an error, not a skip.
-        assert!(declared_case(&mut b, &k, &res, &w, "n=40", "exact", 0xff, false).is_err());
+        assert!(declared_case(&mut b, &k, &w, "n=40", "exact", 0xff, false).is_err());
     }
 
     #[test]
@@ -1343,7 +1319,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         let mut b = HostBackend::new()
             .with_general_kernel("k", host_copy)
             .with_free_bytes(1 << 40);
-        let k = b.kernel("k").unwrap();
+        let k = [b.kernel("k").unwrap()];
         let opts = CheckOptions {
             seed: 1,
             sizes: None,
@@ -1489,7 +1465,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
     ) -> (Result<CheckReport, BackendError>, HostBackend) {
         let (_, d) = resolve(decl).unwrap();
         let mut b = host;
-        let k = b.kernel(&d.entry).unwrap();
+        let k = [b.kernel(&d.entry).unwrap()];
         let oracle = crate::ops::contract::BuiltinReference::for_op(&d.op).unwrap();
         let r = run(
             &mut b,
@@ -1636,7 +1612,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
                 b = b.with_paranoid();
             }
             let w = w.with_decl(d.clone()).unwrap();
-            let k = b.kernel(&d.entry).unwrap();
+            let k = [b.kernel(&d.entry).unwrap()];
             let o = measure(&mut b, &w, &k, &cfg, "block", &mut Default::default).unwrap();
             let crate::timing::Outcome::Measured(m) = o else {
                 panic!("not measured")
@@ -1700,7 +1676,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         // tail's partial was never written and is not part of the kernel's sum.
         let (_, d) = resolve("reduce_drop_tail").unwrap();
         let mut b = HostBackend::new().with_general_kernel("reduce_block_tree", reduce_drop_model);
-        let k = b.kernel(&d.entry).unwrap();
+        let k = [b.kernel(&d.entry).unwrap()];
         let x = reduce::exact_input(611);
         let got = device_sum(&mut b, &d, &k, &x).unwrap();
         assert_eq!(got, reduce::GOLDEN_611);

@@ -28,8 +28,10 @@
 //! [`DeclaredOpSpec`] is the TOML as written; [`DeclaredOpSpec::validate`] checks it
 //! against the kernel's parameter list and gives a [`DeclaredOp`], or the field and the
 //! problem. Values that depend on a shape (lengths, the launch) are evaluated per case.
-//! [`slices`] holds what `slices = "VAR"` means for the buffers, and its validation.
+//! [`slices`] holds what `slices = "VAR"` means for the buffers, and its validation;
+//! [`launches`] how the kernel is launched: once, or as a sequence of kernels.
 
+pub mod launches;
 pub mod slices;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -330,8 +332,11 @@ pub struct DeclaredOpSpec {
     pub buffers: BTreeMap<String, BufferSpec>,
     #[serde(default)]
     pub scalars: BTreeMap<String, ScalarSpec>,
-    /// 1 to 3 expressions each.
+    /// 1 to 3 expressions each; empty where every kernel of the operation gives its own
+    /// (`launches`, [`launches`]).
+    #[serde(default)]
     pub grid: Vec<Expr>,
+    #[serde(default)]
     pub block: Vec<Expr>,
     #[serde(default)]
     pub dynamic_shared_bytes: Option<Expr>,
@@ -375,11 +380,26 @@ pub enum OpParam {
     Scalar(String, Dtype),
 }
 
+impl OpParam {
+    /// The buffer, size or scalar passed.
+    pub fn name(&self) -> &str {
+        match self {
+            OpParam::Buffer(n) | OpParam::Size(n, _) | OpParam::Scalar(n, _) => n,
+        }
+    }
+}
+
 /// A validated declared operation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeclaredOp {
     pub spec: DeclaredOpSpec,
+    /// The operation's parameters, in the order its kernel (a kernel of one launch) and
+    /// its reference take them.
     pub params: Vec<OpParam>,
+    /// The kernel's launches when it is a sequence of several ([`launches`]); empty: one
+    /// launch of the kernel's entry with `params` and the spec's grid and block.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sequence: Vec<launches::OpLaunch>,
 }
 
 /// Types a scalar parameter can take.
@@ -470,24 +490,12 @@ impl DeclaredOpSpec {
                 }
             }
         }
-        let uses_only_sizes = |field: &str, e: &Expr| -> Result<(), FieldError> {
-            match e.variables().difference(&sizes).next() {
-                Some(v) => Err((
-                    field.to_string(),
-                    format!(
-                        "'{e}' uses '{v}', which is not a size variable (sizes: {})",
-                        sizes.iter().cloned().collect::<Vec<_>>().join(", ")
-                    ),
-                )),
-                None => Ok(()),
-            }
-        };
+        let uses_only_sizes = |field: &str, e: &Expr| self.uses_only_sizes(field, e);
+        // Empty: each kernel gives its own (`launches`); the manifest asks for them where
+        // a kernel launches once.
         for (what, dims) in [("grid", &self.grid), ("block", &self.block)] {
-            if dims.is_empty() || dims.len() > 3 {
-                return bad(what, "give 1 to 3 dimensions".into());
-            }
-            for (i, e) in dims.iter().enumerate() {
-                uses_only_sizes(&format!("{what}[{i}]"), e)?;
+            if !dims.is_empty() {
+                self.check_launch_dims(what, dims)?;
             }
         }
         uses_only_sizes("useful_bytes", &self.useful_bytes)?;
@@ -746,7 +754,63 @@ impl DeclaredOpSpec {
             }
         }
 
-        // The kernel's parameters: every buffer once, sizes and scalars with their type.
+        let out = self.parse_params(params)?;
+        let seen: BTreeSet<&str> = out.iter().map(OpParam::name).collect();
+        if let Some(b) = self.buffers.keys().find(|b| !seen.contains(b.as_str())) {
+            return bad(
+                "params",
+                format!("buffer '{b}' is not among the kernel's parameters"),
+            );
+        }
+        if let Some(s) = self.scalars.keys().find(|s| !seen.contains(s.as_str())) {
+            return bad(
+                "params",
+                format!("scalar '{s}' is not among the kernel's parameters"),
+            );
+        }
+        Ok(DeclaredOp {
+            spec: self,
+            params: out,
+            sequence: Vec::new(),
+        })
+    }
+
+    /// Why expression `e` of `field` is not over this operation's size variables, if it
+    /// is not.
+    fn uses_only_sizes(&self, field: &str, e: &Expr) -> Result<(), FieldError> {
+        match e
+            .variables()
+            .into_iter()
+            .find(|v| !self.sizes.contains_key(v))
+        {
+            Some(v) => Err((
+                field.to_string(),
+                format!(
+                    "'{e}' uses '{v}', which is not a size variable (sizes: {})",
+                    self.sizes.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// A launch's `grid` or `block` (`what`): 1 to 3 expressions over the sizes.
+    fn check_launch_dims(&self, what: &str, dims: &[Expr]) -> Result<(), FieldError> {
+        if dims.is_empty() || dims.len() > 3 {
+            return Err((what.to_string(), "give 1 to 3 dimensions".into()));
+        }
+        for (i, e) in dims.iter().enumerate() {
+            self.uses_only_sizes(&format!("{what}[{i}]"), e)?;
+        }
+        Ok(())
+    }
+
+    /// A kernel's parameter list (`"x"`, `"rows:i32"`, ...): each a buffer, or a size or
+    /// scalar with its type, each once, and every value it can be given (declared, bench
+    /// and case values) one its type holds. The field is `params[i]`, or the size's or
+    /// scalar's own.
+    fn parse_params(&self, params: &[String]) -> Result<Vec<OpParam>, FieldError> {
+        let bad = |field: &str, problem: String| Err((field.to_string(), problem));
         let mut out = Vec::new();
         let mut seen = BTreeSet::new();
         for (i, p) in params.iter().enumerate() {
@@ -765,7 +829,7 @@ impl DeclaredOpSpec {
                 out.push(OpParam::Buffer(name.to_string()));
                 continue;
             }
-            let is_size = sizes.contains(name);
+            let is_size = self.sizes.contains_key(name);
             if !is_size && !self.scalars.contains_key(name) {
                 return bad(
                     &field,
@@ -840,22 +904,7 @@ impl DeclaredOpSpec {
                 );
             }
         }
-        if let Some(b) = self.buffers.keys().find(|b| !seen.contains(*b)) {
-            return bad(
-                "params",
-                format!("buffer '{b}' is not among the kernel's parameters"),
-            );
-        }
-        if let Some(s) = self.scalars.keys().find(|s| !seen.contains(*s)) {
-            return bad(
-                "params",
-                format!("scalar '{s}' is not among the kernel's parameters"),
-            );
-        }
-        Ok(DeclaredOp {
-            spec: self,
-            params: out,
-        })
+        Ok(out)
     }
 }
 
@@ -1102,7 +1151,11 @@ scalars.eps = { type = "f32", values = [1e-5] }
                 "buffers.x.compare",
             ),
             ("grid = [\"rows\"]", "grid = [\"rows\", \"eps\"]", "grid[1]"),
-            ("grid = [\"rows\"]", "grid = []", "grid"),
+            (
+                "grid = [\"rows\"]",
+                "grid = [\"rows\", \"1\", \"1\", \"1\"]",
+                "grid",
+            ),
             (
                 "c = \"layernorm_ref.c:layernorm_ref\"",
                 "c = \"layernorm_ref.c\"",

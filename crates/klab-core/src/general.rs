@@ -12,7 +12,7 @@ use crate::backend::{Arg, Backend, BackendError};
 use crate::declared::{DeclaredOp, OpParam, Role};
 use crate::dtype::Dtype;
 use crate::manifest::KernelDecl;
-use crate::plan::{Dim3, LaunchPlan};
+use crate::plan::LaunchPlan;
 use crate::rule::{self, Comparison, Verdict};
 use crate::workload::PerturbSource;
 use crate::workload::{CheckOutcome, NewInputs, Workload};
@@ -255,7 +255,8 @@ pub struct DeclaredWorkload {
     scalar_index: usize,
     reference: std::rc::Rc<dyn Reference>,
     buffers: Vec<Buffer>,
-    plan: LaunchPlan,
+    /// One plan per launch of the kernel's sequence.
+    plans: Vec<LaunchPlan>,
     useful_bytes: u64,
     flops: u64,
     inputs: Arc<OnceLock<Result<Vec<Vec<u8>>, String>>>,
@@ -300,82 +301,6 @@ impl std::fmt::Debug for DeclaredWorkload {
     }
 }
 
-fn dim3(v: &[u64]) -> Result<Dim3, String> {
-    let c = |x: u64| u32::try_from(x).map_err(|_| format!("{x} does not fit a launch dimension"));
-    Ok(match v {
-        [x] => Dim3::new(c(*x)?, 1, 1),
-        [x, y] => Dim3::new(c(*x)?, c(*y)?, 1),
-        [x, y, z] => Dim3::new(c(*x)?, c(*y)?, c(*z)?),
-        _ => return Err("give 1 to 3 dimensions".into()),
-    })
-}
-
-/// The launch of `op` at `shape`: its grid, block and dynamic shared memory evaluated (an
-/// expression that fails there is an error naming it).
-pub fn launch_plan(op: &DeclaredOp, shape: &Shape) -> Result<LaunchPlan, BackendError> {
-    let at = describe_shape(shape);
-    let eval = |field: &str, x: &crate::expr::Expr| {
-        x.eval_u64(shape)
-            .map_err(|e| BackendError(format!("op.{field} at {at}: {e}")))
-    };
-    let all = |field: &str, v: &[crate::expr::Expr]| -> Result<Vec<u64>, BackendError> {
-        v.iter().map(|x| eval(field, x)).collect()
-    };
-    let spec = &op.spec;
-    let grid = all("grid", &spec.grid)?;
-    let block = all("block", &spec.block)?;
-    let dynamic_shared_bytes = match &spec.dynamic_shared_bytes {
-        Some(x) => u32::try_from(eval("dynamic_shared_bytes", x)?)
-            .map_err(|_| BackendError("dynamic_shared_bytes does not fit 32 bits".into()))?,
-        None => 0,
-    };
-    Ok(LaunchPlan {
-        grid: dim3(&grid).map_err(|m| BackendError(format!("grid: {m}")))?,
-        block: dim3(&block).map_err(|m| BackendError(format!("block: {m}")))?,
-        dynamic_shared_bytes,
-    })
-}
-
-/// The kernel's arguments in `op`'s parameter order: the buffers in order, and the integer
-/// and float parameters (sizes and scalars) from `ints` and `floats`, each in the order
-/// they appear, converted to the parameter's type.
-pub fn args_for<'a, T>(
-    op: &DeclaredOp,
-    bufs: &'a [T],
-    ints: &[i64],
-    floats: &[f64],
-) -> Vec<Arg<'a, T>> {
-    let (mut i, mut f, mut k) = (0, 0, 0);
-    let mut args = Vec::new();
-    for p in &op.params {
-        match p {
-            OpParam::Buffer(_) => {
-                args.push(Arg::Buffer(&bufs[k]));
-                k += 1;
-            }
-            OpParam::Size(_, dt) | OpParam::Scalar(_, dt) if !dt.is_float() => {
-                let v = ints[i];
-                i += 1;
-                args.push(match dt {
-                    Dtype::I32 => Arg::I32(v as i32),
-                    Dtype::U32 => Arg::U32(v as u32),
-                    Dtype::U64 => Arg::U64(v as u64),
-                    _ => Arg::I64(v),
-                });
-            }
-            OpParam::Size(_, dt) | OpParam::Scalar(_, dt) => {
-                let v = floats[f];
-                f += 1;
-                args.push(match dt {
-                    Dtype::F32 => Arg::F32(v as f32),
-                    _ => Arg::F64(v),
-                });
-            }
-        }
-    }
-    args
-}
-
 impl DeclaredWorkload {
     /// Evaluate every expression of `decl`'s operation at `shape`. A size that makes an
     /// expression fail (division by zero, a negative length) is an error naming it.
@@ -396,7 +321,11 @@ impl DeclaredWorkload {
             v.iter().map(|x| eval(field, x)).collect()
         };
         let spec = &op.spec;
-        let plan = launch_plan(&op, &shape)?;
+        let plans = decl
+            .launches()
+            .iter()
+            .map(|l| l.plan(&shape))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut buffers = Vec::new();
         for p in &op.params {
             let OpParam::Buffer(name) = p else { continue };
@@ -485,7 +414,7 @@ impl DeclaredWorkload {
             scalar_index,
             reference,
             buffers,
-            plan,
+            plans,
             inputs: Default::default(),
             expected: Default::default(),
             scales: Default::default(),
@@ -774,14 +703,16 @@ impl DeclaredWorkload {
             .buffers
             .iter()
             .find(|b| b.role.compared() && b.elements > 0)?;
-        (self.plan.grid.product() == 0 || self.plan.block.product() == 0).then(|| {
-            format!(
-                "the launch ({}) has a zero dimension while {} has {} elements",
-                self.plan.describe(),
-                out.name,
-                out.elements
-            )
-        })
+        let plan = self
+            .plans
+            .iter()
+            .find(|p| p.grid.product() == 0 || p.block.product() == 0)?;
+        Some(format!(
+            "the launch ({}) has a zero dimension while {} has {} elements",
+            plan.describe(),
+            out.name,
+            out.elements
+        ))
     }
 
     /// The scalar values of this case at `shape`, in the kernel's parameter order: (ints,
@@ -1840,8 +1771,8 @@ impl Workload for DeclaredWorkload {
                 .unwrap_or(0),
         }
     }
-    fn plan(&self) -> LaunchPlan {
-        self.plan
+    fn plans(&self) -> Vec<LaunchPlan> {
+        self.plans.clone()
     }
     fn slot_bytes(&self) -> u64 {
         self.buffers.iter().map(|b| b.bytes() as u64).sum()
@@ -1904,9 +1835,9 @@ impl Workload for DeclaredWorkload {
         }
         Ok(out)
     }
-    fn args<'a, B: Backend>(&self, bufs: &'a [B::Buffer]) -> Vec<Arg<'a, B::Buffer>> {
+    fn args<'a, B: Backend>(&self, step: usize, bufs: &'a [B::Buffer]) -> Vec<Arg<'a, B::Buffer>> {
         let (ints, floats) = self.scalars_at(&self.shape);
-        args_for(&self.op, bufs, &ints, &floats)
+        self.decl.launches()[step].args(&self.op, &self.shape, bufs, &ints, &floats)
     }
     fn poison<B: Backend>(
         &self,
@@ -2115,18 +2046,29 @@ pub fn chunk(op: &DeclaredOp, var: &str) -> u64 {
             .map(|(k, s)| (k.clone(), if k == var { n } else { s.min.max(1) as i64 }))
             .collect()
     };
-    let grid = |n: i64| -> Option<u64> {
-        op.spec
-            .grid
+    // A sequence's chunk is the first size at which any of its grids grows.
+    let launches = op.launches("");
+    let grids = |n: i64| -> Vec<Option<u64>> {
+        launches
             .iter()
-            .map(|e| e.eval_u64(&at(n)).ok())
-            .try_fold(1u64, |a, d| d.and_then(|d| a.checked_mul(d)))
+            .map(|l| {
+                l.grid
+                    .iter()
+                    .map(|e| e.eval_u64(&at(n)).ok())
+                    .try_fold(1u64, |a, d| d.and_then(|d| a.checked_mul(d)))
+            })
+            .collect()
     };
-    let first = grid(1);
+    let first = grids(1);
     (2..=4097i64)
-        .find(|&n| grid(n) != first)
+        .find(|&n| grids(n) != first)
         .map(|n| (n - 1) as u64)
-        .or_else(|| op.spec.block.first().and_then(|b| b.eval_u64(&at(1)).ok()))
+        .or_else(|| {
+            launches
+                .first()
+                .and_then(|l| l.block.first())
+                .and_then(|b| b.eval_u64(&at(1)).ok())
+        })
         .unwrap_or(32)
         .max(2)
 }
@@ -2480,7 +2422,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         reference: impl Reference + 'static,
     ) -> Result<crate::check::CheckReport, BackendError> {
         let mut b = HostBackend::new().with_general_kernel("rowsum", f);
-        let k = b.kernel("rowsum").unwrap();
+        let k = [b.kernel("rowsum").unwrap()];
         let opts = CheckOptions {
             seed: 1,
             sizes: None,
@@ -2555,11 +2497,10 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             (wrong_last_row, true),
         ] {
             let mut b = HostBackend::new().with_general_kernel("rowsum", kernel);
-            let k = b.kernel("rowsum").unwrap();
+            let k = [b.kernel("rowsum").unwrap()];
             let mut bufs = w.create_slot(&mut b, 0).unwrap();
             w.poison(&mut b, &mut bufs, 0xff).unwrap();
-            b.launch(&k, &w.plan(), &w.args::<HostBackend>(&bufs))
-                .unwrap();
+            b.launch_all(&w.launches::<HostBackend>(&k, &bufs)).unwrap();
             b.synchronize().unwrap();
             let v = &w.judge(&mut b, &bufs).unwrap()[0].1;
             assert_eq!(
@@ -2660,7 +2601,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
     fn a_check_resumed_after_a_case_runs_exactly_the_cases_after_it() {
         let run_from = |resume_after: usize| {
             let mut b = HostBackend::new().with_general_kernel("rowsum", good);
-            let k = b.kernel("rowsum").unwrap();
+            let k = [b.kernel("rowsum").unwrap()];
             let opts = CheckOptions {
                 seed: 1,
                 sizes: None,
@@ -2702,7 +2643,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
     fn given_shapes_replace_the_ladder() {
         let run_at = |f: crate::backend::host::GeneralKernelFn, shapes: Vec<Shape>| {
             let mut b = HostBackend::new().with_general_kernel("rowsum", f);
-            let k = b.kernel("rowsum").unwrap();
+            let k = [b.kernel("rowsum").unwrap()];
             let opts = CheckOptions {
                 seed: 1,
                 sizes: None,
@@ -3170,7 +3111,7 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
         let mut b = HostBackend::new()
             .with_general_kernel("rowsum", good)
             .with_free_bytes(1 << 40);
-        let k = b.kernel("rowsum").unwrap();
+        let k = [b.kernel("rowsum").unwrap()];
         let opts = CheckOptions {
             seed: 1,
             sizes: None,
@@ -3201,7 +3142,7 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
         let mut b = HostBackend::new()
             .with_general_kernel("rowsum", good)
             .with_free_bytes(1 << 40);
-        let k = b.kernel("rowsum").unwrap();
+        let k = [b.kernel("rowsum").unwrap()];
         let opts = CheckOptions {
             seed: 1,
             sizes: None,
@@ -3764,7 +3705,7 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
                         let mut b = HostBackend::new()
                             .with_general_kernel("rowsum", accumulates)
                             .with_l2_bytes(4096);
-                        let k = b.kernel("rowsum").unwrap();
+                        let k = [b.kernel("rowsum").unwrap()];
                         let o = measure(&mut b, &w, &k, &cfg, "b", &mut Default::default).unwrap();
                         let Outcome::Measured(m) = o else {
                             panic!("{o:?}")

@@ -14,13 +14,15 @@ use std::cell::RefCell;
 
 use crate::backend::Backend;
 use crate::declared::{DeclaredOp, OpParam};
-use crate::general::{args_for, launch_plan, Reference, Shape};
+use crate::general::{Reference, Shape};
 use crate::manifest::KernelDecl;
 
 /// A reference kernel, compiled and loaded on `backend`.
 pub struct KernelReference<B: Backend> {
     backend: RefCell<B>,
-    kernel: B::Kernel,
+    /// One per launch of the reference's sequence.
+    kernels: Vec<B::Kernel>,
+    reference: KernelDecl,
     op: std::sync::Arc<DeclaredOp>,
     /// What the manifest names (`ref.toml:gemm_v1`).
     spec: String,
@@ -54,12 +56,12 @@ impl<B: Backend> KernelReference<B> {
                 ).to_lowercase());
             }
         }
-        let kernel = backend
-            .kernel(&reference.entry)
+        let kernels = crate::workload::load_kernels(&mut backend, reference)
             .map_err(|e| format!("the reference kernel {spec}: {e}"))?;
         Ok(KernelReference {
             backend: RefCell::new(backend),
-            kernel,
+            kernels,
+            reference: reference.clone(),
             op,
             spec: spec.to_string(),
         })
@@ -90,7 +92,12 @@ impl<B: Backend> Reference for KernelReference<B> {
         ints: &[i64],
         floats: &[f64],
     ) -> Result<(), String> {
-        let plan = launch_plan(&self.op, shape).map_err(|e| e.0)?;
+        let launches = self.reference.launches();
+        let plans = launches
+            .iter()
+            .map(|l| l.plan(shape))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.0)?;
         let mut b = self.backend.borrow_mut();
         let mut bufs = Vec::with_capacity(buffers.len());
         for host in buffers.iter() {
@@ -99,13 +106,19 @@ impl<B: Backend> Reference for KernelReference<B> {
             b.upload_bytes(&mut d, host).map_err(|e| e.0)?;
             bufs.push(d);
         }
-        b.launch(
-            &self.kernel,
-            &plan,
-            &args_for(&self.op, &bufs, ints, floats),
-        )
-        .and_then(|()| b.synchronize())
-        .map_err(|e| format!("the reference kernel {} failed: {e}", self.spec))?;
+        let sequence: Vec<_> = launches
+            .iter()
+            .zip(plans)
+            .zip(&self.kernels)
+            .map(|((l, plan), kernel)| crate::backend::Launch {
+                kernel,
+                plan,
+                args: l.args(&self.op, shape, &bufs, ints, floats),
+            })
+            .collect();
+        b.launch_all(&sequence)
+            .and_then(|()| b.synchronize())
+            .map_err(|e| format!("the reference kernel {} failed: {e}", self.spec))?;
         let names = self.op.params.iter().filter_map(|p| match p {
             OpParam::Buffer(n) => Some(n),
             _ => None,
@@ -207,7 +220,7 @@ op = "scale"
         let refb = HostBackend::new().with_general_kernel("scale_v1", scale);
         let r = KernelReference::new(refb, &d[1], "ref.toml:scale_v1", &op).unwrap();
         let mut b = HostBackend::new().with_general_kernel("scale", kernel);
-        let k = b.kernel("scale").unwrap();
+        let k = [b.kernel("scale").unwrap()];
         let opts = CheckOptions {
             seed: 3,
             sizes: None,

@@ -208,6 +208,14 @@ pub struct KernelDecl {
     pub op: std::sync::Arc<crate::declared::DeclaredOp>,
 }
 
+impl KernelDecl {
+    /// Its launches, in order: one of `entry`, or the sequence its operation declares
+    /// ([`crate::declared::launches`]).
+    pub fn launches(&self) -> Vec<crate::declared::launches::DeclaredLaunch<'_>> {
+        self.op.launches(&self.entry)
+    }
+}
+
 /// What a precompiled module is, by its file's extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -379,7 +387,7 @@ impl Source {
 }
 
 impl Source {
-    /// Why the `__global__` function `name` cannot take the arguments `op` passes, if a
+    /// Why the `__global__` function `name` cannot take `params` (of `op`), if a
     /// plain reading of its parameter list shows it: another count, a buffer for a value
     /// or a value for a pointer, an output behind `const`, or an element or scalar type
     /// of another kind or width than declared. Types klab cannot read (a struct, a macro,
@@ -387,6 +395,7 @@ impl Source {
     fn signature_problem(
         &self,
         name: &str,
+        params: &[crate::declared::OpParam],
         op: &crate::declared::DeclaredOp,
         file: &str,
     ) -> Option<String> {
@@ -399,10 +408,10 @@ impl Source {
             return None;
         };
         let at = format!("{name} ({file} line {})", k.line);
-        if k.params.len() != op.params.len() {
+        if k.params.len() != params.len() {
             return Some(format!(
                 "the manifest passes {} argument(s); {at} takes {}: ({})",
-                op.params.len(),
+                params.len(),
                 k.params.len(),
                 k.params
                     .iter()
@@ -411,7 +420,7 @@ impl Source {
                     .join(", ")
             ));
         }
-        for (i, (mine, theirs)) in op.params.iter().zip(&k.params).enumerate() {
+        for (i, (mine, theirs)) in params.iter().zip(&k.params).enumerate() {
             let written = format!("parameter {i} of {at}, `{}`", theirs.text);
             let problem = match (mine, &theirs.kind) {
                 (OpParam::Buffer(b), ParamKind::Value(_)) => Some(format!(
@@ -422,7 +431,12 @@ impl Source {
                 }
                 (OpParam::Buffer(b), ParamKind::Pointer { elem, read_only }) => {
                     let spec = &op.spec.buffers[b];
-                    if *read_only && spec.role != crate::declared::Role::In {
+                    // In a sequence, a launch may read what another writes: whether some
+                    // launch writes each output is checked over all of them.
+                    if *read_only
+                        && spec.role != crate::declared::Role::In
+                        && op.sequence.is_empty()
+                    {
                         Some(format!(
                             "'{b}' is declared {}, but {written} is read-only (const)",
                             format!("{:?}", spec.role).to_lowercase()
@@ -457,6 +471,40 @@ impl Source {
             }
         }
         None
+    }
+}
+
+impl Source {
+    /// The buffers `params` passes to `__global__` function `name` through pointers that
+    /// are not `const`; None where its parameter list cannot be read.
+    fn written_buffers<'a>(
+        &self,
+        name: &str,
+        params: &'a [crate::declared::OpParam],
+    ) -> Option<BTreeSet<&'a str>> {
+        use crate::declared::OpParam;
+        use crate::init::ParamKind;
+        let Source::Cuda { text } = self else {
+            return None;
+        };
+        let crate::init::EntryLookup::Kernel(k) = crate::init::lookup_entry(text, name) else {
+            return None;
+        };
+        Some(
+            params
+                .iter()
+                .zip(&k.params)
+                .filter_map(|(mine, theirs)| match (mine, &theirs.kind) {
+                    (
+                        OpParam::Buffer(b),
+                        ParamKind::Pointer {
+                            read_only: false, ..
+                        },
+                    ) => Some(b.as_str()),
+                    _ => None,
+                })
+                .collect(),
+        )
     }
 }
 
@@ -517,9 +565,11 @@ impl Manifest {
         let mut seen = BTreeSet::new();
         self.kernels
             .iter()
-            .filter(|k| template_name(&k.entry).is_some())
-            .filter(|k| seen.insert(k.entry.as_str()))
-            .map(|k| k.entry.clone())
+            .flat_map(|k| k.launches())
+            .map(|l| l.entry)
+            .filter(|e| template_name(e).is_some())
+            .filter(|e| seen.insert(*e))
+            .map(str::to_string)
             .collect()
     }
 }
@@ -633,7 +683,9 @@ impl<'de> Deserialize<'de> for RawOp {
 #[serde(deny_unknown_fields)]
 struct RawKernel {
     name: String,
-    entry: String,
+    /// Absent for a kernel that gives `launches`.
+    #[serde(default)]
+    entry: Option<String>,
     operation: String,
     params: Vec<String>,
     #[serde(default)]
@@ -660,6 +712,9 @@ struct RawKernel {
     /// This kernel's own launch of a shared declared operation.
     #[serde(default)]
     launch: Option<LaunchOverride>,
+    /// A declared operation computed by several kernels in order.
+    #[serde(default)]
+    launches: Option<Vec<crate::declared::launches::LaunchSpec>>,
 }
 
 /// `launch = { block = ["128"], sizes = { bs = [128] } }`: what one kernel of a shared
@@ -680,6 +735,11 @@ struct LaunchOverride {
 }
 
 impl LaunchOverride {
+    /// Whether it sets a grid, block or dynamic shared memory (beside sizes).
+    fn sets_the_launch(&self) -> bool {
+        self.grid.is_some() || self.block.is_some() || self.dynamic_shared_bytes.is_some()
+    }
+
     /// `spec` launched this way; an error names the launch field.
     fn apply(
         self,
@@ -902,43 +962,6 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
         if !names.insert(k.name.clone()) {
             return Err(err(f("name"), format!("'{}' is declared twice", k.name)));
         }
-        let library = LibraryRoutine::from_entry(&k.entry);
-        if k.entry.starts_with('@') && library.is_none() {
-            return Err(err(
-                f("entry"),
-                format!(
-                    "'{}' is not a library routine klab knows ({})",
-                    k.entry,
-                    LibraryRoutine::ALL
-                        .iter()
-                        .map(|r| r.entry())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            ));
-        }
-        // A template instance is compiled by name (NVRTC lowers it to its mangled symbol);
-        // the source must then hold the template's name.
-        let template = template_name(&k.entry);
-        if library.is_none() && template.is_none() && !is_identifier(&k.entry) {
-            return Err(err(
-                f("entry"),
-                format!(
-                    "'{}' is not a C identifier or a template instance such as scale<float, 128>",
-                    k.entry
-                ),
-            ));
-        }
-        if template.is_some() && source.module_kind().is_some() {
-            return Err(err(
-                f("entry"),
-                format!(
-                    "{} is {}: it has no template to instantiate; give the instance's symbol (its mangled name, which cuobjdump -symbols lists)",
-                    raw.source,
-                    source.describe()
-                ),
-            ));
-        }
         if !k.options.is_empty() && source.module_kind().is_some() {
             return Err(err(
                 f("options"),
@@ -949,14 +972,21 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
                 ),
             ));
         }
-        let named = template
-            .and_then(|t| t.rsplit("::").next())
-            .unwrap_or(&k.entry);
-        if library.is_none() {
-            if let Some(problem) = source.entry_problem(named, template.is_some(), &raw.source) {
-                return Err(err(f("entry"), problem));
+        // A sequence's entries are its launches'; every other kernel names its own.
+        let entry = match (&k.launches, k.entry.as_deref()) {
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    f("entry"),
+                    "a kernel with launches names each launch's entry, not its own".into(),
+                ))
             }
-        }
+            (Some(_), None) => None,
+            (None, Some(e)) => Some(
+                checked_entry(e, &source, &raw.source)
+                    .map_err(|problem| err(f("entry"), problem))?,
+            ),
+            (None, None) => return Err(err(f("entry"), "give the kernel's entry".into())),
+        };
         let operation = match k.operation.as_str() {
             "copy" => OpKind::Copy,
             "transpose" => OpKind::Transpose,
@@ -973,17 +1003,20 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
             }
         };
         if operation == OpKind::Declared {
-            let plain = (library.is_none() && template.is_none()).then(|| named.to_string());
-            let decl = declared_kernel(k, &raw.ops, &files, &f)
+            let decl = declared_kernel(k, entry, &raw.ops, &files, &source, &raw.source, &f)
                 .map_err(|(field, problem)| err(field, problem))?;
-            if let Some(problem) =
-                plain.and_then(|n| source.signature_problem(&n, &decl.op, &raw.source))
-            {
-                return Err(err(f("params"), problem));
-            }
             kernels.push(decl);
             continue;
         }
+        if k.launches.is_some() {
+            return Err(err(
+                f("launches"),
+                format!("a sequence of launches computes a declared operation, not {operation}"),
+            ));
+        }
+        let Some(entry) = entry else {
+            unreachable!("a kernel without launches has its entry")
+        };
         if k.launch.is_some() {
             return Err(err(
                 f("launch"),
@@ -1068,7 +1101,7 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
                 ));
             }
         }
-        if let Some(r) = library {
+        if let Some(r) = LibraryRoutine::from_entry(&entry.name) {
             if operation != r.operation() {
                 return Err(err(
                     f("operation"),
@@ -1145,7 +1178,7 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
         .map_err(|(field, problem)| err(f(&field), problem))?;
         kernels.push(KernelDecl {
             name: k.name,
-            entry: k.entry,
+            entry: entry.name,
             operation,
             options: k.options,
             known_broken: k.known_broken,
@@ -1164,12 +1197,66 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
     })
 }
 
+/// An entry checked against the source it must be found in.
+struct Entry {
+    /// As the manifest gives it (`scale<float, 128>`, `@cublasSgeam`).
+    name: String,
+    /// Its plain name, where it is a function of the source whose parameters can be read
+    /// (no library routine, no template).
+    plain: Option<String>,
+}
+
+/// `entry`, checked: a library routine klab knows, or a C identifier or template instance
+/// that `source` (the file `file`) declares as klab can load it.
+fn checked_entry(entry: &str, source: &Source, file: &str) -> Result<Entry, String> {
+    let library = LibraryRoutine::from_entry(entry);
+    if entry.starts_with('@') && library.is_none() {
+        return Err(format!(
+            "'{entry}' is not a library routine klab knows ({})",
+            LibraryRoutine::ALL
+                .iter()
+                .map(|r| r.entry())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    // A template instance is compiled by name (NVRTC lowers it to its mangled symbol);
+    // the source must then hold the template's name.
+    let template = template_name(entry);
+    if library.is_none() && template.is_none() && !is_identifier(entry) {
+        return Err(format!(
+            "'{entry}' is not a C identifier or a template instance such as scale<float, 128>"
+        ));
+    }
+    if template.is_some() && source.module_kind().is_some() {
+        return Err(format!(
+            "{file} is {}: it has no template to instantiate; give the instance's symbol (its mangled name, which cuobjdump -symbols lists)",
+            source.describe()
+        ));
+    }
+    let named = template
+        .and_then(|t| t.rsplit("::").next())
+        .unwrap_or(entry);
+    if library.is_none() {
+        if let Some(problem) = source.entry_problem(named, template.is_some(), file) {
+            return Err(problem);
+        }
+    }
+    Ok(Entry {
+        name: entry.to_string(),
+        plain: (library.is_none() && template.is_none()).then(|| named.to_string()),
+    })
+}
+
 /// A `declared` kernel: `[kernel.op]` checked against its parameters; the built-in
 /// operations' launch fields are refused (the op's grid and block replace them).
 fn declared_kernel(
     k: RawKernel,
+    entry: Option<Entry>,
     ops: &BTreeMap<String, crate::declared::DeclaredOpSpec>,
     files: &Files<'_>,
+    source: &Source,
+    file: &str,
     f: &dyn Fn(&str) -> String,
 ) -> Result<KernelDecl, (String, String)> {
     for (given, name) in [
@@ -1212,6 +1299,12 @@ fn declared_kernel(
         },
     };
     let mut spec = match k.launch {
+        Some(l) if k.launches.is_some() && l.sets_the_launch() => {
+            return Err((
+                f("launch"),
+                "this kernel's launches give their own grid, block and dynamic shared memory; launch here gives only sizes".into(),
+            ))
+        }
         Some(l) => l
             .apply(spec)
             .map_err(|(field, problem)| (f(&format!("launch.{field}")), problem))?,
@@ -1242,6 +1335,26 @@ fn declared_kernel(
                 ),
                 false => (format!("{at}.{field}"), problem),
             })?;
+    let (entry, op) = match (entry, k.launches) {
+        (_, Some(launches)) => declared_sequence(op, launches, source, file, &at, f)?,
+        (Some(entry), None) => {
+            if op.spec.grid.is_empty() || op.spec.block.is_empty() {
+                return Err((
+                    format!("{at}.grid"),
+                    "give the operation's grid and block, or launches = [...] on each kernel"
+                        .into(),
+                ));
+            }
+            let sig = entry.plain.as_ref();
+            if let Some(problem) =
+                sig.and_then(|n| source.signature_problem(n, &op.params, &op, file))
+            {
+                return Err((f("params"), problem));
+            }
+            (entry.name, op)
+        }
+        (None, None) => unreachable!("a kernel without launches has its entry"),
+    };
     for (field, label) in [("known_broken", &k.known_broken), ("exploit", &k.exploit)] {
         if label.as_ref().is_some_and(|b| b.trim().is_empty()) {
             return Err((f(field), "give the reason".into()));
@@ -1249,7 +1362,7 @@ fn declared_kernel(
     }
     Ok(KernelDecl {
         name: k.name,
-        entry: k.entry,
+        entry,
         operation: OpKind::Declared,
         options: k.options,
         known_broken: k.known_broken,
@@ -1257,6 +1370,70 @@ fn declared_kernel(
         prediction: k.prediction.map(|p| p.trim().to_string()),
         op: std::sync::Arc::new(op),
     })
+}
+
+/// A declared operation computed by `launches` in order: each entry checked against the
+/// source and each launch's parameters against its `__global__` signature. Gives the
+/// name receipts and reports use for the sequence (its entries joined by ` + `).
+fn declared_sequence(
+    op: crate::declared::DeclaredOp,
+    launches: Vec<crate::declared::launches::LaunchSpec>,
+    source: &Source,
+    file: &str,
+    at: &str,
+    f: &dyn Fn(&str) -> String,
+) -> Result<(String, crate::declared::DeclaredOp), (String, String)> {
+    let mut entries = Vec::with_capacity(launches.len());
+    for (i, l) in launches.iter().enumerate() {
+        let field = f(&format!("launches[{i}].entry"));
+        if LibraryRoutine::from_entry(&l.entry).is_some() {
+            return Err((
+                field,
+                "a library routine is a kernel of its own, not a launch of a sequence".into(),
+            ));
+        }
+        entries.push(checked_entry(&l.entry, source, file).map_err(|p| (field, p))?);
+    }
+    let op = op.with_sequence(launches).map_err(|(field, problem)| {
+        (
+            f(&field),
+            problem.replace("[kernel.op]", &format!("[{at}]")),
+        )
+    })?;
+    let mut written = Some(BTreeSet::new());
+    for (i, (entry, l)) in entries.iter().zip(&op.sequence).enumerate() {
+        let sig = entry.plain.as_ref();
+        if let Some(problem) = sig.and_then(|n| source.signature_problem(n, &l.params, &op, file)) {
+            return Err((f(&format!("launches[{i}].params")), problem));
+        }
+        let by_this = sig.and_then(|n| source.written_buffers(n, &l.params));
+        written = written.zip(by_this).map(|(mut all, more)| {
+            all.extend(more);
+            all
+        });
+    }
+    // Every output is written by some launch (where every signature could be read).
+    let unwritten = written.and_then(|w| {
+        op.spec
+            .buffers
+            .iter()
+            .find(|(name, b)| b.role != crate::declared::Role::In && !w.contains(name.as_str()))
+    });
+    if let Some((name, b)) = unwritten {
+        return Err((
+            f("launches"),
+            format!(
+                "'{name}' is declared {}, but every launch takes it through a const pointer: none writes it",
+                format!("{:?}", b.role).to_lowercase()
+            ),
+        ));
+    }
+    let name = entries
+        .iter()
+        .map(|e| e.name.as_str())
+        .collect::<Vec<_>>()
+        .join(" + ");
+    Ok((name, op))
 }
 
 /// Load a manifest file; its source is resolved relative to the manifest's folder.
@@ -1279,45 +1456,55 @@ pub(crate) fn stand_in_source(manifest: &str) -> String {
     let mut out = String::new();
     let mut seen = BTreeSet::new();
     for k in v["kernel"].as_array().expect("[[kernel]]") {
-        let entry = k["entry"].as_str().expect("entry");
         let op = match &k.get("op") {
             Some(toml::Value::String(name)) => &v["ops"][name.as_str()],
             Some(t) => t,
             None => continue,
         };
-        if !seen.insert(entry.to_string()) {
-            continue;
+        // A sequence's kernels are its launches'.
+        let launches = match k.get("launches") {
+            Some(l) => l.as_array().expect("launches").iter().collect(),
+            None => vec![k],
+        };
+        for l in launches {
+            let entry = l["entry"].as_str().expect("entry");
+            if !seen.insert(entry.to_string()) {
+                continue;
+            }
+            let params: Vec<String> = l["params"]
+                .as_array()
+                .expect("params")
+                .iter()
+                .map(|p| stand_in_param(op, p.as_str().expect("a parameter")))
+                .collect();
+            out += &format!(
+                "extern \"C\" __global__ void {entry}({}) {{}}\n",
+                params.join(", ")
+            );
         }
-        let params: Vec<String> = k["params"]
-            .as_array()
-            .expect("params")
-            .iter()
-            .map(|p| {
-                let p = p.as_str().expect("a parameter");
-                match p.split_once(':') {
-                    Some((name, t)) => {
-                        let t: Dtype = t.parse().expect("a type");
-                        format!("{} {name}", t.c_type())
-                    }
-                    None => {
-                        let b = &op["buffers"][p];
-                        let t: Dtype = b["dtype"].as_str().unwrap().parse().unwrap();
-                        let c = if b["role"].as_str() == Some("in") {
-                            "const "
-                        } else {
-                            ""
-                        };
-                        format!("{c}{} *{p}", t.c_type())
-                    }
-                }
-            })
-            .collect();
-        out += &format!(
-            "extern \"C\" __global__ void {entry}({}) {{}}\n",
-            params.join(", ")
-        );
     }
     out
+}
+
+/// One parameter of a stand-in kernel, as C.
+#[cfg(test)]
+fn stand_in_param(op: &toml::Value, p: &str) -> String {
+    match p.split_once(':') {
+        Some((name, t)) => {
+            let t: Dtype = t.parse().expect("a type");
+            format!("{} {name}", t.c_type())
+        }
+        None => {
+            let b = &op["buffers"][p];
+            let t: Dtype = b["dtype"].as_str().unwrap().parse().unwrap();
+            let c = if b["role"].as_str() == Some("in") {
+                "const "
+            } else {
+                ""
+            };
+            format!("{c}{} *{p}", t.c_type())
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1415,7 +1602,8 @@ mod tests {
 
     /// A built-in contract's launch at size n.
     fn plan(decl: &KernelDecl, n: i64) -> crate::plan::LaunchPlan {
-        crate::general::launch_plan(&decl.op, &crate::general::Shape::from([("n".into(), n)]))
+        decl.launches()[0]
+            .plan(&crate::general::Shape::from([("n".into(), n)]))
             .unwrap()
     }
 

@@ -137,7 +137,10 @@ pub fn precheck<B: Backend>(
     backend: &mut B,
     workload: &DeclaredWorkload,
 ) -> Result<(), TimingError> {
-    crate::plan::validate(&workload.plan(), backend.limits(), None, false)?;
+    for plan in workload.plans() {
+        crate::plan::validate(&plan, backend.limits(), None, false)
+            .map_err(|error| crate::workload::LaunchError { entry: None, error })?;
+    }
     let free = backend.free_memory_bytes()?;
     if workload.slot_bytes() > free {
         let gb = |bytes: u64| bytes as f64 / 1e9;
@@ -165,11 +168,11 @@ pub fn transpose_row<B: Backend>(
     log: &mut dyn FnMut(String),
 ) -> Result<TransposeRow, TimingError> {
     let name = workload.decl.name.clone();
-    let kernel = backend.kernel(workload.entry())?;
+    let kernels = crate::workload::load_kernels(backend, &workload.decl)?;
     log(format!(
         "{name}: {}; {}",
-        workload.plan().describe(),
-        backend.resources(&kernel).describe()
+        crate::workload::describe_plans(workload),
+        crate::workload::describe_resources(backend, &kernels)
     ));
     let failed = |check: &CheckOutcome| TransposeRow {
         variant: name.clone(),
@@ -181,7 +184,7 @@ pub fn transpose_row<B: Backend>(
     let outcome = timing::measure_in(
         backend,
         workload,
-        &kernel,
+        &kernels,
         &batch_config(reps),
         &name,
         std::slice::from_mut(slot),

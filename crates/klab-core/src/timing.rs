@@ -14,13 +14,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{Arg, Backend, BackendError};
+use crate::backend::{Backend, BackendError};
 use crate::floor::Floor;
 use crate::gpustate::{BlockState, GpuState};
-use crate::plan::{self, PlanError};
 use crate::samples::{Invalidation, Regime, Sample, Timer};
 use crate::stats::{self, Summary};
-use crate::workload::{perturb_inputs, CheckOutcome, NewInputs, Workload, POISON_BYTES};
+use crate::workload::{
+    perturb_inputs, validate_launches, CheckOutcome, LaunchError, NewInputs, Workload, POISON_BYTES,
+};
 
 /// How long to warm up before sampling.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -109,7 +110,7 @@ pub struct TimingConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum TimingError {
     #[error("launch plan rejected: {0}")]
-    Plan(#[from] PlanError),
+    Plan(#[from] LaunchError),
     #[error(transparent)]
     Backend(#[from] BackendError),
     #[error(
@@ -337,13 +338,13 @@ pub enum Outcome {
 pub fn validate_once<B: Backend, W: Workload>(
     backend: &mut B,
     workload: &W,
-    kernel: &B::Kernel,
+    kernels: &[B::Kernel],
     bufs: &mut [B::Buffer],
     slot: u64,
     poison: u8,
 ) -> Result<CheckOutcome, BackendError> {
     workload.poison(backend, bufs, poison)?;
-    backend.launch(kernel, &workload.plan(), &workload.args::<B>(bufs))?;
+    backend.launch_all(&workload.launches::<B>(kernels, bufs))?;
     backend.synchronize()?;
     workload.check(backend, bufs, slot)
 }
@@ -376,14 +377,12 @@ pub struct ProfiledLaunch {
 pub fn profile_sequence<B: Backend, W: Workload>(
     backend: &mut B,
     workload: &W,
-    kernel: &B::Kernel,
+    kernels: &[B::Kernel],
     warmup: u64,
 ) -> Result<ProfiledLaunch, TimingError> {
-    let plan = workload.plan();
-    let resources = backend.resources(kernel);
-    plan::validate(&plan, backend.limits(), Some(&resources), false)?;
+    validate_launches(backend, workload, kernels)?;
     let mut bufs = workload.create_slot(backend, 0)?;
-    let before = validate_once(backend, workload, kernel, &mut bufs, 0, POISON_BYTES[0])?;
+    let before = validate_once(backend, workload, kernels, &mut bufs, 0, POISON_BYTES[0])?;
     let mut launches_before = 1;
     if !before.passed() || workload.known_broken() {
         return Ok(ProfiledLaunch {
@@ -393,11 +392,11 @@ pub fn profile_sequence<B: Backend, W: Workload>(
         });
     }
     for _ in 0..warmup {
-        backend.launch(kernel, &plan, &workload.args::<B>(&bufs))?;
+        backend.launch_all(&workload.launches::<B>(kernels, &bufs))?;
         launches_before += 1;
     }
     backend.synchronize()?;
-    let measured = validate_once(backend, workload, kernel, &mut bufs, 0, POISON_BYTES[1])?;
+    let measured = validate_once(backend, workload, kernels, &mut bufs, 0, POISON_BYTES[1])?;
     Ok(ProfiledLaunch {
         before,
         measured: Some(measured),
@@ -458,7 +457,7 @@ pub fn layout_for(
 pub fn measure<B: Backend, W: Workload>(
     backend: &mut B,
     workload: &W,
-    kernel: &B::Kernel,
+    kernels: &[B::Kernel],
     cfg: &TimingConfig,
     label: &str,
     observe: &mut dyn FnMut() -> GpuState,
@@ -467,9 +466,7 @@ pub fn measure<B: Backend, W: Workload>(
     if cfg.samples < 1 {
         return Err(TimingError::Config("at least 1 sample is needed".into()));
     }
-    let plan = workload.plan();
-    let resources = backend.resources(kernel);
-    plan::validate(&plan, backend.limits(), Some(&resources), false)?;
+    validate_launches(backend, workload, kernels)?;
     let free = backend.free_memory_bytes()?;
     let layout = layout_for(cfg, workload.slot_bytes(), backend.l2_bytes(), free)?;
     // Under invalidation the validations get a slot of their own, after the timed ones: a
@@ -498,7 +495,7 @@ pub fn measure<B: Backend, W: Workload>(
     backend.synchronize()?;
     let inputs_s = made.elapsed().as_secs_f64();
     let mut outcome = measure_laid_out(
-        backend, workload, kernel, cfg, label, &mut bufs, layout, observe,
+        backend, workload, kernels, cfg, label, &mut bufs, layout, observe,
     )?;
     if let Outcome::Measured(m) = &mut outcome {
         m.phases.inputs_s = inputs_s;
@@ -512,7 +509,7 @@ pub fn measure<B: Backend, W: Workload>(
 pub fn measure_in<B: Backend, W: Workload>(
     backend: &mut B,
     workload: &W,
-    kernel: &B::Kernel,
+    kernels: &[B::Kernel],
     cfg: &TimingConfig,
     label: &str,
     bufs: &mut [Vec<B::Buffer>],
@@ -531,7 +528,9 @@ pub fn measure_in<B: Backend, W: Workload>(
         groups: bufs.len() as u64 / per_sample,
         per_sample,
     };
-    measure_laid_out(backend, workload, kernel, cfg, label, bufs, layout, observe)
+    measure_laid_out(
+        backend, workload, kernels, cfg, label, bufs, layout, observe,
+    )
 }
 
 /// How many timed samples are verified at random (besides the last launch of every slot).
@@ -595,13 +594,13 @@ pub fn draw_samples(seed: u64, samples: u64, count: u64) -> Vec<u64> {
 fn validate_timed<B: Backend, W: Workload>(
     backend: &mut B,
     workload: &W,
-    kernel: &B::Kernel,
+    kernels: &[B::Kernel],
     bufs: &mut [B::Buffer],
     poison: u8,
 ) -> Result<(CheckOutcome, f64), BackendError> {
     workload.poison(backend, bufs, poison)?;
     backend.event_start()?;
-    backend.launch(kernel, &workload.plan(), &workload.args::<B>(bufs))?;
+    backend.launch_all(&workload.launches::<B>(kernels, bufs))?;
     let us = backend.event_stop_ms()? * 1000.0;
     Ok((workload.check(backend, bufs, 0)?, us))
 }
@@ -610,7 +609,7 @@ fn validate_timed<B: Backend, W: Workload>(
 fn measure_laid_out<B: Backend, W: Workload>(
     backend: &mut B,
     workload: &W,
-    kernel: &B::Kernel,
+    kernels: &[B::Kernel],
     cfg: &TimingConfig,
     label: &str,
     bufs: &mut [Vec<B::Buffer>],
@@ -620,13 +619,7 @@ fn measure_laid_out<B: Backend, W: Workload>(
     if cfg.samples < 1 {
         return Err(TimingError::Config("at least 1 sample is needed".into()));
     }
-    let plan = workload.plan();
-    plan::validate(
-        &plan,
-        backend.limits(),
-        Some(&backend.resources(kernel)),
-        false,
-    )?;
+    validate_launches(backend, workload, kernels)?;
 
     // The validations' slot: one of its own after the timed ones when the caller made it.
     let vslot = if bufs.len() as u64 > layout.total() {
@@ -636,8 +629,13 @@ fn measure_laid_out<B: Backend, W: Workload>(
     };
     // Validation before anything is timed.
     let validating = std::time::Instant::now();
-    let (before, before_us) =
-        validate_timed(backend, workload, kernel, &mut bufs[vslot], POISON_BYTES[0])?;
+    let (before, before_us) = validate_timed(
+        backend,
+        workload,
+        kernels,
+        &mut bufs[vslot],
+        POISON_BYTES[0],
+    )?;
     let mut validations_s = validating.elapsed().as_secs_f64();
     if !before.passed() || workload.known_broken() {
         return Ok(Outcome::Rejected {
@@ -656,13 +654,14 @@ fn measure_laid_out<B: Backend, W: Workload>(
             let mut g = Vec::with_capacity(layout.groups as usize);
             for group in 0..layout.groups {
                 let slots = layout.slots_of(group);
-                let args: Vec<Vec<Arg<'_, B::Buffer>>> = (0..launches as u64)
-                    .map(|j| {
+                // Each of the graph's launches is the whole sequence, on its slot.
+                let sequence: Vec<_> = (0..launches as u64)
+                    .flat_map(|j| {
                         let s = slots.start + j % layout.per_sample;
-                        workload.args::<B>(&bufs[s as usize])
+                        workload.launches::<B>(kernels, &bufs[s as usize])
                     })
                     .collect();
-                g.push(backend.capture_graph(kernel, &plan, &args)?);
+                g.push(backend.capture_graph(&sequence)?);
             }
             g
         }
@@ -717,7 +716,7 @@ fn measure_laid_out<B: Backend, W: Workload>(
             _ => {
                 for j in 0..u64::from(per_sample) {
                     let s = slots.start + j % layout.per_sample;
-                    backend.launch(kernel, &plan, &workload.args::<B>(&bufs[s as usize]))?;
+                    backend.launch_all(&workload.launches::<B>(kernels, &bufs[s as usize]))?;
                 }
             }
         }
@@ -744,7 +743,7 @@ fn measure_laid_out<B: Backend, W: Workload>(
         let decoy = (vslot != slot).then_some(vslot);
         let mut timed = [0.0; 2];
         for (half, t) in timed.iter_mut().enumerate() {
-            backend.launch(kernel, &plan, &workload.args::<B>(&bufs[slot]))?;
+            backend.launch_all(&workload.launches::<B>(kernels, &bufs[slot]))?;
             workload.restore_inouts(backend, &mut bufs[slot])?;
             let target = if half == 0 { decoy } else { Some(slot) };
             if let Some(target) = target {
@@ -755,7 +754,7 @@ fn measure_laid_out<B: Backend, W: Workload>(
                 backend.fill_bytes(buf, 0x5a)?;
             }
             backend.event_start()?;
-            backend.launch(kernel, &plan, &workload.args::<B>(&bufs[slot]))?;
+            backend.launch_all(&workload.launches::<B>(kernels, &bufs[slot]))?;
             *t = backend.event_stop_ms()? * 1000.0;
         }
         let outcome = workload.check(backend, &bufs[slot], slot as u64)?;
@@ -781,7 +780,7 @@ fn measure_laid_out<B: Backend, W: Workload>(
                     let key = crate::inputs::stream_key(seed ^ WARMUP_SEED, i);
                     workload.invalidate(backend, &mut bufs[slot], key)?;
                 }
-                backend.launch(kernel, &plan, &workload.args::<B>(&bufs[slot]))?;
+                backend.launch_all(&workload.launches::<B>(kernels, &bufs[slot]))?;
                 launched[slot] = true;
             }
             backend.synchronize()?;
@@ -947,8 +946,13 @@ fn measure_laid_out<B: Backend, W: Workload>(
         }
     }
     // The second poison pattern: a kernel that writes the first one can't pass both.
-    let (revalidation, revalidation_us) =
-        validate_timed(backend, workload, kernel, &mut bufs[vslot], POISON_BYTES[1])?;
+    let (revalidation, revalidation_us) = validate_timed(
+        backend,
+        workload,
+        kernels,
+        &mut bufs[vslot],
+        POISON_BYTES[1],
+    )?;
     validations_s += validating.elapsed().as_secs_f64() + checking_s;
     let scrub_bytes = scrub.borrow().as_ref().map(|(_, b)| *b);
     let mut checked_us = vec![before_us];
@@ -1055,7 +1059,7 @@ mod tests {
         w: &DeclaredWorkload,
         c: &TimingConfig,
     ) -> Result<Outcome, TimingError> {
-        let k = b.kernel(w.entry()).unwrap();
+        let k = [b.kernel(w.entry()).unwrap()];
         measure(b, w, &k, c, "block", &mut GpuState::default)
     }
 
@@ -1070,7 +1074,7 @@ mod tests {
     fn the_profiled_launch_is_the_one_after_the_computed_skip() {
         let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_kernel);
         let w = builtin("triad_f32", 257);
-        let k = b.kernel(w.entry()).unwrap();
+        let k = [b.kernel(w.entry()).unwrap()];
         let p = profile_sequence(&mut b, &w, &k, PROFILE_WARMUP).unwrap();
         assert_eq!(p.launches_before, profile_launch_skip(PROFILE_WARMUP));
         assert_eq!(
@@ -1104,7 +1108,7 @@ mod tests {
     fn a_kernel_that_stops_writing_fails_the_profiled_check() {
         let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_decays);
         let w = builtin("triad_f32", 257);
-        let k = b.kernel(w.entry()).unwrap();
+        let k = [b.kernel(w.entry()).unwrap()];
         let p = profile_sequence(&mut b, &w, &k, PROFILE_WARMUP).unwrap();
         assert!(p.before.passed());
         assert!(!p.measured.unwrap().passed());
@@ -1352,7 +1356,7 @@ mod tests {
         }
         let mut b = HostBackend::new().with_kernel("transpose_padded", t);
         let w = builtin(Variant::Padded.name(), 33);
-        let k = b.kernel("transpose_padded").unwrap();
+        let k = [b.kernel("transpose_padded").unwrap()];
         let o = measure(
             &mut b,
             &w,
@@ -1379,7 +1383,7 @@ mod tests {
         assert_eq!(measured(run(&mut b, &w, &c).unwrap()).samples.len(), 1);
         // Caller-made slots: none is a configuration error; one slot cannot hold a batch of
         // 4 invalidated launches; under the lab's contract it is a measurement on it.
-        let k = b.kernel("triad_f32").unwrap();
+        let k = [b.kernel("triad_f32").unwrap()];
         let none = measure_in(&mut b, &w, &k, &c, "b", &mut [], &mut GpuState::default);
         assert!(matches!(none, Err(TimingError::Config(_))));
         let mut slot = [w.create_slot(&mut b, 0).unwrap()];
@@ -1651,7 +1655,7 @@ mod exploit_tests {
             .with_general_kernel("triad_f32", f)
             .with_l2_bytes(4096);
         let w = workload(N);
-        let k = b.kernel("triad_f32").unwrap();
+        let k = [b.kernel("triad_f32").unwrap()];
         measure(&mut b, &w, &k, cfg, "block", &mut GpuState::default).unwrap()
     }
 
@@ -1871,7 +1875,7 @@ mod exploit_tests {
                 .with_general_kernel("triad_f32", honest)
                 .with_rates(rates(gb_s));
             let w = workload(1000);
-            let k = b.kernel("triad_f32").unwrap();
+            let k = [b.kernel("triad_f32").unwrap()];
             let Outcome::Measured(m) =
                 measure(&mut b, &w, &k, cfg, "b", &mut GpuState::default).unwrap()
             else {

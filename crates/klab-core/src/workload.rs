@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::backend::{Arg, Backend, BackendError};
+use crate::backend::{Arg, Backend, BackendError, Launch};
 use crate::manifest::KernelDecl;
 use crate::ops::transpose;
 use crate::plan::LaunchPlan;
@@ -103,6 +103,72 @@ pub fn perturb_inputs<B: Backend>(
     Ok(())
 }
 
+/// The kernels of `decl`'s launches, loaded on `backend`: one per launch, in order.
+pub fn load_kernels<B: Backend>(
+    backend: &mut B,
+    decl: &KernelDecl,
+) -> Result<Vec<B::Kernel>, BackendError> {
+    decl.launches()
+        .iter()
+        .map(|l| backend.kernel(l.entry))
+        .collect()
+}
+
+/// Each launch of `workload`'s sequence against the device's limits and its kernel's
+/// resources (an error in a sequence of several names the entry).
+pub fn validate_launches<B: Backend, W: Workload>(
+    backend: &B,
+    workload: &W,
+    kernels: &[B::Kernel],
+) -> Result<(), LaunchError> {
+    let plans = workload.plans();
+    let several = plans.len() > 1;
+    for (plan, kernel) in plans.iter().zip(kernels) {
+        let resources = backend.resources(kernel);
+        crate::plan::validate(plan, backend.limits(), Some(&resources), false).map_err(
+            |error| LaunchError {
+                entry: several.then(|| resources.kernel.clone()),
+                error,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// A launch of a workload's sequence the device cannot make.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{error}", entry.as_ref().map(|e| format!("{e}: ")).unwrap_or_default())]
+pub struct LaunchError {
+    /// The launch's entry, in a sequence of several.
+    pub entry: Option<String>,
+    pub error: crate::plan::PlanError,
+}
+
+/// What the kernels of a sequence are on the device, one phrase per kernel.
+pub fn describe_resources<B: Backend>(backend: &B, kernels: &[B::Kernel]) -> String {
+    kernels
+        .iter()
+        .map(|k| backend.resources(k).describe())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Each launch's plan, described (`entry: plan` in a sequence of several).
+pub fn describe_plans<W: Workload>(workload: &W) -> String {
+    let plans = workload.plans();
+    if plans.len() == 1 {
+        return plans[0].describe();
+    }
+    workload
+        .decl()
+        .launches()
+        .iter()
+        .zip(&plans)
+        .map(|(l, p)| format!("{}: {}", l.entry, p.describe()))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// A kernel and its contract.
 pub trait Workload {
     /// The kernel's declaration (its entry, label and operation).
@@ -117,7 +183,8 @@ pub trait Workload {
     /// Problem size: the value of the operation's one size variable (elements per side
     /// for transpose, elements for triad), else the first output's element count.
     fn n(&self) -> u64;
-    fn plan(&self) -> LaunchPlan;
+    /// The plan of each launch of the kernel's sequence, in order (one for most kernels).
+    fn plans(&self) -> Vec<LaunchPlan>;
     /// Device bytes one slot (all its buffers) occupies.
     fn slot_bytes(&self) -> u64;
     /// Algorithmic bytes one launch must move.
@@ -136,8 +203,26 @@ pub trait Workload {
     /// Allocate one slot (exact lengths), upload the block's inputs and poison its outputs.
     fn create_slot<B: Backend>(&self, b: &mut B, slot: u64)
         -> Result<Vec<B::Buffer>, BackendError>;
-    /// The kernel's arguments for a slot.
-    fn args<'a, B: Backend>(&self, bufs: &'a [B::Buffer]) -> Vec<Arg<'a, B::Buffer>>;
+    /// The arguments of launch `step` of the sequence, for a slot.
+    fn args<'a, B: Backend>(&self, step: usize, bufs: &'a [B::Buffer]) -> Vec<Arg<'a, B::Buffer>>;
+    /// The whole sequence on a slot, each launch with its kernel from `kernels` (loaded by
+    /// [`load_kernels`]): what every gate launches, as one unit.
+    fn launches<'a, B: Backend>(
+        &self,
+        kernels: &'a [B::Kernel],
+        bufs: &'a [B::Buffer],
+    ) -> Vec<Launch<'a, B::Kernel, B::Buffer>> {
+        self.plans()
+            .into_iter()
+            .zip(kernels)
+            .enumerate()
+            .map(|(step, (plan, kernel))| Launch {
+                kernel,
+                plan,
+                args: self.args::<B>(step, bufs),
+            })
+            .collect()
+    }
     /// Fill the slot's outputs with `byte` (one of [`POISON_BYTES`]).
     fn poison<B: Backend>(
         &self,

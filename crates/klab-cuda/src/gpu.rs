@@ -832,9 +832,7 @@ impl Backend for CudaBackend {
 
     fn capture_graph(
         &mut self,
-        kernel: &Kernel,
-        plan: &LaunchPlan,
-        launches: &[Vec<Arg<'_, DeviceBuffer>>],
+        launches: &[klab_core::backend::Launch<'_, Kernel, DeviceBuffer>],
     ) -> Result<CudaGraph, BackendError> {
         let stream = self.stream.cu_stream();
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
@@ -842,8 +840,8 @@ impl Backend for CudaBackend {
         let r = unsafe { result::stream::begin_capture(stream, mode) };
         self.check(r.map_err(|e| e.0), "starting graph capture")?;
         let mut launched = Ok(());
-        for args in launches {
-            launched = self.raw_launch(kernel, plan, args);
+        for l in launches {
+            launched = self.raw_launch(l.kernel, &l.plan, &l.args);
             if launched.is_err() {
                 break;
             }

@@ -61,10 +61,8 @@ pub enum Call {
     Download(usize),
     EventStart,
     EventStop,
-    Capture {
-        kernel: String,
-        launches: u32,
-    },
+    /// A graph captured from these launches' entries, in order.
+    Capture(Vec<String>),
     Replay,
     /// A device-checker judgement of an output.
     Verify(usize),
@@ -89,8 +87,7 @@ pub struct HostKernel {
 /// A captured launch sequence: the kernel and each launch's arguments.
 #[derive(Debug, Clone)]
 pub struct HostGraph {
-    kernel: HostKernel,
-    launches: Vec<Vec<HostArg>>,
+    launches: Vec<(HostKernel, Vec<HostArg>)>,
 }
 
 /// The host backend.
@@ -447,24 +444,23 @@ impl Backend for HostBackend {
 
     fn capture_graph(
         &mut self,
-        kernel: &HostKernel,
-        _plan: &LaunchPlan,
-        launches: &[Vec<Arg<'_, HostBuffer>>],
+        launches: &[super::Launch<'_, HostKernel, HostBuffer>],
     ) -> Result<HostGraph, BackendError> {
-        self.calls.push(Call::Capture {
-            kernel: kernel.entry.clone(),
-            launches: launches.len() as u32,
-        });
+        self.calls.push(Call::Capture(
+            launches.iter().map(|l| l.kernel.entry.clone()).collect(),
+        ));
         Ok(HostGraph {
-            kernel: kernel.clone(),
-            launches: launches.iter().map(|a| Self::host_args(a)).collect(),
+            launches: launches
+                .iter()
+                .map(|l| (l.kernel.clone(), Self::host_args(&l.args)))
+                .collect(),
         })
     }
 
     fn replay(&mut self, graph: &HostGraph) -> Result<(), BackendError> {
         self.calls.push(Call::Replay);
-        for args in &graph.launches {
-            self.run_raw(&graph.kernel, args)?;
+        for (kernel, args) in &graph.launches {
+            self.run_raw(kernel, args)?;
         }
         Ok(())
     }

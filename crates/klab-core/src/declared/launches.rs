@@ -1,0 +1,594 @@
+//! How a declared operation's kernel is launched: once, or as a sequence of kernels in
+//! order on one set of buffers.
+//!
+//! Most kernels are one launch: the kernel's `entry` with the operation's parameters, and
+//! the operation's `grid`, `block` and `dynamic_shared_bytes`. A kernel may instead give
+//! `launches = [...]`: a layer norm computed as a mean, then an rstd, then the normalised
+//! output is three entries, each with its own parameters (a selection of the operation's
+//! buffers, sizes and scalars, in that entry's order) and its own launch. What one launch
+//! writes (an intermediate declared `scratch`, or an `out` that is compared too) the next
+//! reads. The kernel's `params` stay the operation's: the order the reference takes.
+//!
+//! ```toml
+//! [[kernel]]
+//! name = "three_pass"
+//! operation = "declared"
+//! op = "layernorm"
+//! params = ["out", "mean", "rstd", "inp", "N:i32", "C:i32"]   # the reference's order
+//! launches = [
+//!   { entry = "mean_kernel", params = ["mean", "inp", "N:i32", "C:i32"], grid = ["N"], block = ["128"] },
+//!   { entry = "rstd_kernel", params = ["rstd", "inp", "mean", "N:i32", "C:i32"], grid = ["N"], block = ["128"] },
+//!   { entry = "norm_kernel", params = ["out", "inp", "mean", "rstd", "N:i32", "C:i32"], grid = ["ceil_div(N * C, 256)"], block = ["256"] },
+//! ]
+//! ```
+//!
+//! [`LaunchSpec`] is one launch as written; [`crate::declared::DeclaredOp::with_sequence`]
+//! validates a list of them into [`OpLaunch`]es. [`DeclaredLaunch`] is either kind borrowed, the one
+//! view every gate launches through: each gate runs the whole sequence as one unit
+//! (poisoned, checked, sanitized, and timed from the first launch to the end of the last).
+
+use serde::{Deserialize, Serialize};
+
+use super::{DeclaredOp, OpParam};
+use crate::backend::{Arg, BackendError};
+use crate::dtype::Dtype;
+use crate::expr::Expr;
+use crate::general::{describe_shape, Shape};
+use crate::plan::{Dim3, LaunchPlan};
+
+/// One launch of a sequence, as the manifest writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchSpec {
+    /// The `extern "C"` `__global__` function (or a template instance by name).
+    pub entry: String,
+    /// Its parameters in its own order: buffers, and sizes and scalars with their type.
+    pub params: Vec<String>,
+    pub grid: Vec<Expr>,
+    pub block: Vec<Expr>,
+    #[serde(default)]
+    pub dynamic_shared_bytes: Option<Expr>,
+}
+
+/// One validated launch of a sequence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OpLaunch {
+    pub entry: String,
+    pub params: Vec<OpParam>,
+    pub grid: Vec<Expr>,
+    pub block: Vec<Expr>,
+    pub dynamic_shared_bytes: Option<Expr>,
+}
+
+/// One launch of a kernel, borrowed from its declaration: what is launched, with which of
+/// the operation's values, and how.
+#[derive(Debug, Clone, Copy)]
+pub struct DeclaredLaunch<'a> {
+    pub entry: &'a str,
+    pub params: &'a [OpParam],
+    pub grid: &'a [Expr],
+    pub block: &'a [Expr],
+    pub dynamic_shared_bytes: Option<&'a Expr>,
+}
+
+impl DeclaredOp {
+    /// The launches of this operation's kernel, whose entry is `entry`: its sequence, else
+    /// one launch of `entry` with the operation's parameters and launch.
+    pub fn launches<'a>(&'a self, entry: &'a str) -> Vec<DeclaredLaunch<'a>> {
+        if self.sequence.is_empty() {
+            return vec![DeclaredLaunch {
+                entry,
+                params: &self.params,
+                grid: &self.spec.grid,
+                block: &self.spec.block,
+                dynamic_shared_bytes: self.spec.dynamic_shared_bytes.as_ref(),
+            }];
+        }
+        self.sequence
+            .iter()
+            .map(|l| DeclaredLaunch {
+                entry: &l.entry,
+                params: &l.params,
+                grid: &l.grid,
+                block: &l.block,
+                dynamic_shared_bytes: l.dynamic_shared_bytes.as_ref(),
+            })
+            .collect()
+    }
+
+    /// This operation computed by `launches` in order (validated: parameters of this
+    /// operation, launches over its sizes, every buffer passed to some launch). An error
+    /// names the field relative to the kernel (`launches[1].params[0]`).
+    pub fn with_sequence(
+        mut self,
+        launches: Vec<LaunchSpec>,
+    ) -> Result<DeclaredOp, (String, String)> {
+        if launches.is_empty() {
+            return Err(("launches".into(), "give one or more launches".into()));
+        }
+        let mut sequence = Vec::with_capacity(launches.len());
+        for (i, l) in launches.into_iter().enumerate() {
+            let at = |field: &str| format!("launches[{i}].{field}");
+            let params = self
+                .spec
+                .parse_params(&l.params)
+                .map_err(|(field, problem)| (at(&field), problem))?;
+            for (what, dims) in [("grid", &l.grid), ("block", &l.block)] {
+                self.spec
+                    .check_launch_dims(what, dims)
+                    .map_err(|(field, problem)| (at(&field), problem))?;
+            }
+            if let Some(e) = &l.dynamic_shared_bytes {
+                self.spec
+                    .uses_only_sizes("dynamic_shared_bytes", e)
+                    .map_err(|(field, problem)| (at(&field), problem))?;
+            }
+            sequence.push(OpLaunch {
+                entry: l.entry,
+                params,
+                grid: l.grid,
+                block: l.block,
+                dynamic_shared_bytes: l.dynamic_shared_bytes,
+            });
+        }
+        let passed = |name: &str| {
+            sequence
+                .iter()
+                .any(|l| l.params.iter().any(|p| p.name() == name))
+        };
+        if let Some(b) = self.spec.buffers.keys().find(|b| !passed(b)) {
+            return Err((
+                "launches".into(),
+                format!("buffer '{b}' is passed to no launch"),
+            ));
+        }
+        self.sequence = sequence;
+        Ok(self)
+    }
+}
+
+fn dim3(v: &[u64]) -> Result<Dim3, String> {
+    let c = |x: u64| u32::try_from(x).map_err(|_| format!("{x} does not fit a launch dimension"));
+    Ok(match v {
+        [x] => Dim3::new(c(*x)?, 1, 1),
+        [x, y] => Dim3::new(c(*x)?, c(*y)?, 1),
+        [x, y, z] => Dim3::new(c(*x)?, c(*y)?, c(*z)?),
+        _ => return Err("give 1 to 3 dimensions".into()),
+    })
+}
+
+impl DeclaredLaunch<'_> {
+    /// This launch at `shape`: its grid, block and dynamic shared memory evaluated (an
+    /// expression that fails there is an error naming it).
+    pub fn plan(&self, shape: &Shape) -> Result<LaunchPlan, BackendError> {
+        let at = describe_shape(shape);
+        let eval = |field: &str, x: &Expr| {
+            x.eval_u64(shape)
+                .map_err(|e| BackendError(format!("op.{field} at {at}: {e}")))
+        };
+        let all = |field: &str, v: &[Expr]| -> Result<Vec<u64>, BackendError> {
+            v.iter().map(|x| eval(field, x)).collect()
+        };
+        let grid = all("grid", self.grid)?;
+        let block = all("block", self.block)?;
+        let dynamic_shared_bytes = match self.dynamic_shared_bytes {
+            Some(x) => u32::try_from(eval("dynamic_shared_bytes", x)?)
+                .map_err(|_| BackendError("dynamic_shared_bytes does not fit 32 bits".into()))?,
+            None => 0,
+        };
+        Ok(LaunchPlan {
+            grid: dim3(&grid).map_err(|m| BackendError(format!("grid: {m}")))?,
+            block: dim3(&block).map_err(|m| BackendError(format!("block: {m}")))?,
+            dynamic_shared_bytes,
+        })
+    }
+
+    /// This launch's arguments in its parameter order. `bufs`, `ints` and `floats` are
+    /// the operation's values in the operation's parameter order (`op.params`): its
+    /// buffers, and its integer and float sizes and scalars each in the order they
+    /// appear. A size the operation's parameters leave out (a launch parameter only this
+    /// entry takes) is read from `shape`.
+    pub fn args<'a, T>(
+        &self,
+        op: &DeclaredOp,
+        shape: &Shape,
+        bufs: &'a [T],
+        ints: &[i64],
+        floats: &[f64],
+    ) -> Vec<Arg<'a, T>> {
+        let (mut i, mut f, mut k) = (0, 0, 0);
+        let mut buffer_at = std::collections::BTreeMap::new();
+        let mut value_of = std::collections::BTreeMap::new();
+        for p in &op.params {
+            match p {
+                OpParam::Buffer(name) => {
+                    buffer_at.insert(name.as_str(), k);
+                    k += 1;
+                }
+                OpParam::Size(name, dt) | OpParam::Scalar(name, dt) if !dt.is_float() => {
+                    value_of.insert(name.as_str(), Value::Int(ints[i]));
+                    i += 1;
+                }
+                OpParam::Size(name, _) | OpParam::Scalar(name, _) => {
+                    value_of.insert(name.as_str(), Value::Float(floats[f]));
+                    f += 1;
+                }
+            }
+        }
+        self.params
+            .iter()
+            .map(|p| match p {
+                OpParam::Buffer(name) => Arg::Buffer(&bufs[buffer_at[name.as_str()]]),
+                OpParam::Size(name, dt) | OpParam::Scalar(name, dt) => {
+                    let v = value_of
+                        .get(name.as_str())
+                        .copied()
+                        .unwrap_or_else(|| Value::Int(shape[name]));
+                    v.as_arg(*dt)
+                }
+            })
+            .collect()
+    }
+}
+
+/// A size's or scalar's value before it takes its parameter's type.
+#[derive(Debug, Clone, Copy)]
+enum Value {
+    Int(i64),
+    Float(f64),
+}
+
+impl Value {
+    fn as_arg<'a, T>(self, dt: Dtype) -> Arg<'a, T> {
+        let (int, float) = match self {
+            Value::Int(v) => (v, v as f64),
+            Value::Float(v) => (v as i64, v),
+        };
+        match dt {
+            Dtype::I32 => Arg::I32(int as i32),
+            Dtype::U32 => Arg::U32(int as u32),
+            Dtype::U64 => Arg::U64(int as u64),
+            Dtype::F32 => Arg::F32(float as f32),
+            Dtype::F64 => Arg::F64(float),
+            _ => Arg::I64(int),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::backend::host::{Call, HostArg, HostBackend};
+    use crate::general::{Reference, Shape};
+    use crate::manifest::KernelDecl;
+
+    /// Rows centred on their mean, in two launches: the means (into scratch), then the
+    /// centred rows. The first launch takes a size no other parameter list has (`tpb`),
+    /// the second `cols` as i64 where the operation passes it as i32.
+    const CENTRE: &str = r#"
+source = "k.cu"
+[[kernel]]
+name = "centre"
+operation = "declared"
+params = ["out", "mean", "x", "rows:i32", "cols:i32"]
+launches = [
+  { entry = "row_mean", params = ["mean", "x", "rows:i32", "cols:i32", "tpb:i32"], grid = ["rows"], block = ["tpb"] },
+  { entry = "centre", params = ["out", "x", "mean", "rows:i32", "cols:i64"], grid = ["ceil_div(rows * cols, 64)"], block = ["64"] },
+]
+[kernel.op]
+useful_bytes = "8 * rows * cols"
+reference = { c = "ref.c:centre_ref" }
+sizes.rows = { values = [1, 3, 40] }
+sizes.cols = { values = [1, 5, 33] }
+sizes.tpb = { values = [32], launch = true }
+buffers.x = { dtype = "f32", len = "rows * cols", role = "in", range = [-2.0, 2.0] }
+buffers.mean = { dtype = "f32", len = "rows", role = "scratch" }
+buffers.out = { dtype = "f32", len = "rows * cols", role = "out", shape = ["rows", "cols"], compare = "bitwise" }
+"#;
+
+    fn parse(manifest: &str) -> Result<KernelDecl, crate::manifest::ManifestError> {
+        let source = crate::manifest::stand_in_source(manifest);
+        crate::manifest::parse(
+            "m.toml",
+            manifest,
+            crate::manifest::Files::Given(&|_| Ok(("k.cu".into(), source.clone().into()))),
+        )
+        .map(|m| m.kernels[0].clone())
+    }
+
+    fn f32s(words: &[u32]) -> Vec<f32> {
+        words.iter().map(|w| f32::from_bits(*w)).collect()
+    }
+
+    fn mean_of(row: &[f32]) -> f32 {
+        row.iter().fold(0.0f32, |a, v| a + v) / row.len() as f32
+    }
+
+    fn row_mean(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+        let [HostArg::Buffer(mean), HostArg::Buffer(x), HostArg::I32(rows), HostArg::I32(cols), HostArg::I32(32)] =
+            a
+        else {
+            panic!("{a:?}")
+        };
+        let (rows, cols) = (*rows as usize, *cols as usize);
+        let xs = f32s(&mem[*x]);
+        for r in 0..rows {
+            mem[*mean][r] = mean_of(&xs[r * cols..(r + 1) * cols]).to_bits();
+        }
+    }
+
+    fn centre_with(mem: &mut [Vec<u32>], a: &[HostArg], same_mean: bool) {
+        let [HostArg::Buffer(out), HostArg::Buffer(x), HostArg::Buffer(mean), HostArg::I32(rows), HostArg::I64(cols)] =
+            a
+        else {
+            panic!("{a:?}")
+        };
+        let (rows, cols) = (*rows as usize, *cols as usize);
+        let (xs, means) = (f32s(&mem[*x]), f32s(&mem[*mean]));
+        for i in 0..rows * cols {
+            let m = if same_mean { means[0] } else { means[i / cols] };
+            mem[*out][i] = (xs[i] - m).to_bits();
+        }
+    }
+
+    fn centre(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+        centre_with(mem, a, false)
+    }
+
+    /// Centres every row on the first row's mean.
+    fn centre_on_row_0(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+        centre_with(mem, a, true)
+    }
+
+    struct CentreRef;
+    impl Reference for CentreRef {
+        fn run(&self, _: &Shape, b: &mut [&mut [u8]], i: &[i64], _: &[f64]) -> Result<(), String> {
+            let (rows, cols) = (i[0] as usize, i[1] as usize);
+            let xs: Vec<f32> = b[2]
+                .chunks(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            for r in 0..rows {
+                let m = mean_of(&xs[r * cols..(r + 1) * cols]);
+                for c in 0..cols {
+                    let v = (xs[r * cols + c] - m).to_le_bytes();
+                    b[0][4 * (r * cols + c)..4 * (r * cols + c + 1)].copy_from_slice(&v);
+                }
+            }
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "a Rust centring".into()
+        }
+    }
+
+    fn check(second: crate::backend::host::GeneralKernelFn) -> crate::check::CheckReport {
+        let decl = parse(CENTRE).unwrap();
+        let mut b = HostBackend::new()
+            .with_general_kernel("row_mean", row_mean)
+            .with_general_kernel("centre", second);
+        let k = crate::workload::load_kernels(&mut b, &decl).unwrap();
+        let opts = crate::check::CheckOptions {
+            seed: 5,
+            sizes: None,
+            shapes: None,
+            quick: false,
+            resume_after: 0,
+        };
+        crate::check::run(
+            &mut b,
+            &decl,
+            &k,
+            std::rc::Rc::new(CentreRef),
+            &opts,
+            &mut |_| {},
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_sequence_is_declared_with_each_launch_its_own_parameters_and_launch() {
+        let decl = parse(CENTRE).unwrap();
+        assert_eq!(decl.entry, "row_mean + centre");
+        let launches = decl.launches();
+        assert_eq!(
+            launches.iter().map(|l| l.entry).collect::<Vec<_>>(),
+            ["row_mean", "centre"]
+        );
+        let at = Shape::from([("rows".into(), 3), ("cols".into(), 100), ("tpb".into(), 32)]);
+        let plans: Vec<_> = launches.iter().map(|l| l.plan(&at).unwrap()).collect();
+        assert_eq!((plans[0].grid.x, plans[0].block.x), (3, 32));
+        assert_eq!((plans[1].grid.x, plans[1].block.x), (5, 64));
+        // Arguments by name: the launch-only size from the shape, cols in each launch's type.
+        let bufs = ["out", "mean", "x"];
+        let args = launches[1].args(&decl.op, &at, &bufs, &[3, 100], &[]);
+        let shown: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+        assert_eq!(
+            shown,
+            [
+                "Buffer(\"out\")",
+                "Buffer(\"x\")",
+                "Buffer(\"mean\")",
+                "I32(3)",
+                "I64(100)"
+            ]
+        );
+        let args = launches[0].args(&decl.op, &at, &bufs, &[3, 100], &[]);
+        assert_eq!(format!("{:?}", args[4]), "I32(32)");
+    }
+
+    #[test]
+    fn a_correct_sequence_passes_every_case_launched_in_order() {
+        let r = check(centre);
+        assert!(r.passed(), "{}", r.render());
+        // The second launch read what the first wrote: had they run the other way round,
+        // it would have read a poisoned or scrambled mean.
+        let decl = parse(CENTRE).unwrap();
+        let mut b = HostBackend::new()
+            .with_general_kernel("row_mean", row_mean)
+            .with_general_kernel("centre", centre);
+        let k = crate::workload::load_kernels(&mut b, &decl).unwrap();
+        let w = crate::general::DeclaredWorkload::new(
+            decl,
+            Shape::from([("rows".into(), 3), ("cols".into(), 5), ("tpb".into(), 32)]),
+            crate::general::InputCase::Structural,
+            0,
+            std::rc::Rc::new(CentreRef),
+        )
+        .unwrap();
+        use crate::workload::Workload;
+        let mut bufs = w.create_slot(&mut b, 0).unwrap();
+        b.calls.clear();
+        let outcome = crate::timing::validate_once(&mut b, &w, &k, &mut bufs, 0, 0xff).unwrap();
+        assert!(outcome.passed(), "{outcome:?}");
+        let launched: Vec<&Call> = b
+            .calls
+            .iter()
+            .filter(|c| matches!(c, Call::Launch(_)))
+            .collect();
+        assert_eq!(
+            launched,
+            [
+                &Call::Launch("row_mean".into()),
+                &Call::Launch("centre".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_wrong_launch_of_the_sequence_fails_at_its_element() {
+        let r = check(centre_on_row_0);
+        assert!(!r.passed(), "{}", r.render());
+        let f = r.first_failure().unwrap();
+        assert!(f.detail.contains("first at ["), "{}", f.detail);
+    }
+
+    #[test]
+    fn a_sequence_is_timed_and_captured_as_one_unit() {
+        use crate::gpustate::GpuState;
+        use crate::samples::{Invalidation, Regime, Timer};
+        use crate::timing::{measure, Outcome, TimingConfig, WarmupPolicy};
+        let decl = parse(CENTRE).unwrap();
+        let w = crate::general::DeclaredWorkload::new(
+            decl.clone(),
+            Shape::from([("rows".into(), 40), ("cols".into(), 33), ("tpb".into(), 32)]),
+            crate::general::InputCase::Uniform { seed: 1 },
+            0,
+            std::rc::Rc::new(CentreRef),
+        )
+        .unwrap();
+        for timer in [Timer::PerLaunch, Timer::GraphReplay { launches: 4 }] {
+            let mut b = HostBackend::new()
+                .with_general_kernel("row_mean", row_mean)
+                .with_general_kernel("centre", centre);
+            let k = crate::workload::load_kernels(&mut b, &decl).unwrap();
+            let cfg = TimingConfig {
+                timer,
+                regime: Regime::SameBuffer,
+                samples: 5,
+                warmup: WarmupPolicy::Count { launches: 4 },
+                invalidation: Invalidation::EveryLaunch,
+            };
+            let o = measure(&mut b, &w, &k, &cfg, "block", &mut GpuState::default).unwrap();
+            assert!(matches!(o, Outcome::Measured(_)), "{timer:?}: {o:?}");
+            let launches = |name: &str| {
+                b.calls
+                    .iter()
+                    .filter(|c| **c == Call::Launch(name.into()))
+                    .count()
+            };
+            // Every launch of the sequence is the whole sequence, never one kernel alone.
+            assert_eq!(launches("row_mean"), launches("centre"), "{timer:?}");
+            if let Timer::GraphReplay { .. } = timer {
+                let captured = b.calls.iter().find_map(|c| match c {
+                    Call::Capture(entries) => Some(entries.clone()),
+                    _ => None,
+                });
+                assert_eq!(
+                    captured.unwrap(),
+                    ["row_mean", "centre"].repeat(4),
+                    "each of the graph's launches is the sequence"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_sequence_that_is_not_one_is_refused_naming_its_field() {
+        let cases = [
+            // Each launch names its own entry; the kernel names none.
+            (
+                CENTRE.replace(
+                    "name = \"centre\"\n",
+                    "name = \"centre\"\nentry = \"row_mean\"\n",
+                ),
+                "kernel[0].entry",
+                "each launch's entry",
+            ),
+            (
+                {
+                    let (start, end) = (
+                        CENTRE.find("launches = [").unwrap(),
+                        CENTRE.find("\n]\n").unwrap(),
+                    );
+                    format!("{}launches = []{}", &CENTRE[..start], &CENTRE[end + 2..])
+                },
+                "kernel[0].launches",
+                "give one or more launches",
+            ),
+            (
+                CENTRE.replace(
+                    "\"mean\", \"x\", \"rows:i32\", \"cols:i32\", \"tpb:i32\"",
+                    "\"mean\", \"x\", \"rows:i32\", \"cols:i32\", \"nope:i32\"",
+                ),
+                "kernel[0].launches[0].params[4]",
+                "'nope' is not a buffer, size or scalar",
+            ),
+            (
+                CENTRE.replace(
+                    "[\"ceil_div(rows * cols, 64)\"]",
+                    "[\"ceil_div(rows * depth, 64)\"]",
+                ),
+                "kernel[0].launches[1].grid[0]",
+                "'depth', which is not a size variable",
+            ),
+            (
+                CENTRE
+                    .replace("[\"mean\", \"x\", \"rows:i32\"", "[\"x\", \"rows:i32\"")
+                    .replace(
+                        "\"out\", \"x\", \"mean\", \"rows:i32\"",
+                        "\"out\", \"x\", \"rows:i32\"",
+                    ),
+                "kernel[0].launches",
+                "buffer 'mean' is passed to no launch",
+            ),
+        ];
+        for (text, field, words) in cases {
+            let e = parse(&text).unwrap_err();
+            assert!(e.field.starts_with(field), "{field}: {e}");
+            assert!(e.to_string().contains(words), "{words}: {e}");
+        }
+        // A launch's parameters against its own __global__ signature.
+        let source =
+            crate::manifest::stand_in_source(CENTRE).replace("int64_t cols", "int32_t cols");
+        let e = crate::manifest::parse(
+            "m.toml",
+            CENTRE,
+            crate::manifest::Files::Given(&|_| Ok(("k.cu".into(), source.clone().into()))),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "kernel[0].launches[1].params", "{e}");
+        assert!(e.to_string().contains("'cols' is passed as i64"), "{e}");
+        // An operation without a launch of its own needs one for a kernel that has none.
+        let single = "source = \"k.cu\"\n[[kernel]]\nname = \"one\"\nentry = \"row_mean\"\noperation = \"declared\"\nparams = [\"mean\", \"x\", \"rows:i32\", \"cols:i32\", \"tpb:i32\"]\n[kernel.op]\nuseful_bytes = \"4\"\nreference = { c = \"ref.c:r\" }\nsizes.rows = { values = [1] }\nsizes.cols = { values = [1] }\nsizes.tpb = { values = [32], launch = true }\nbuffers.x = { dtype = \"f32\", len = \"rows * cols\", role = \"in\" }\nbuffers.mean = { dtype = \"f32\", len = \"rows\", role = \"out\", compare = \"bitwise\" }\n";
+        let e = parse(single).unwrap_err();
+        assert_eq!(e.field, "kernel[0].op.grid", "{e}");
+        assert!(e.to_string().contains("launches = [...]"), "{e}");
+    }
+
+    #[test]
+    fn the_ladder_follows_every_launch_of_a_sequence() {
+        let decl = parse(CENTRE).unwrap();
+        // Only the second launch's grid grows with cols: after 64 of them (at one row).
+        assert_eq!(crate::general::chunk(&decl.op, "cols"), 64);
+    }
+}
