@@ -88,12 +88,13 @@ fn every_example_compiles_with_nvrtc() {
         let c = klab_cuda::nvrtc::compile(&spec, &klab_cuda::nvrtc::Cache::disabled())
             .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         let names: Vec<String> = c.ptxas_resources().into_iter().map(|r| r.kernel).collect();
-        for k in &m.kernels {
+        // Every launch's entry, a sequence's too.
+        for l in m.kernels.iter().flat_map(|k| k.launches()) {
             assert!(
-                names.contains(&k.entry),
+                names.iter().any(|n| n == l.entry),
                 "{}: {} in {names:?}",
                 p.display(),
-                k.entry
+                l.entry
             );
         }
     }
@@ -423,8 +424,12 @@ fn the_declared_exploits_pair_each_exploit_with_its_control_and_compile() {
     let c = klab_cuda::nvrtc::compile(&spec, &klab_cuda::nvrtc::Cache::disabled())
         .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     let names: Vec<String> = c.ptxas_resources().into_iter().map(|r| r.kernel).collect();
-    for k in &m.kernels {
-        assert!(names.contains(&k.entry), "{} in {names:?}", k.entry);
+    for l in m.kernels.iter().flat_map(|k| k.launches()) {
+        assert!(
+            names.iter().any(|n| n == l.entry),
+            "{} in {names:?}",
+            l.entry
+        );
     }
 }
 
