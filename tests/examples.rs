@@ -351,7 +351,6 @@ fn the_topk_reference_orders_by_total_order_with_ties_to_the_lowest_column() {
     );
 }
 
-/// examples/exploits/declared.toml: the exploit audit's cheats in two declared operations.
 #[test]
 fn the_staged_layer_norm_reference_writes_the_means_rstds_and_rows() {
     let Some(r) = reference("layernorm_staged") else {
@@ -382,6 +381,7 @@ fn the_staged_layer_norm_reference_writes_the_means_rstds_and_rows() {
     );
 }
 
+/// examples/exploits/declared.toml: the exploit audit's cheats in two declared operations.
 fn declared_exploits() -> (PathBuf, Manifest) {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/exploits/declared.toml");
     let m = manifest::load(&p).unwrap_or_else(|e| panic!("{e}"));

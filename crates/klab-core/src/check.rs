@@ -10,7 +10,6 @@ use crate::backend::{Backend, BackendError};
 use crate::general;
 use crate::manifest::{KernelDecl, OpKind};
 use crate::ops::reduce;
-
 use crate::stats::Rng;
 use crate::timing::validate_once;
 use crate::workload::{validate_launches, Workload, POISON_BYTES};

@@ -92,6 +92,16 @@ impl Role {
     pub fn compared(self) -> bool {
         matches!(self, Role::Out | Role::Inout)
     }
+
+    /// As the manifest writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::In => "in",
+            Role::Out => "out",
+            Role::Inout => "inout",
+            Role::Scratch => "scratch",
+        }
+    }
 }
 
 /// One buffer parameter.

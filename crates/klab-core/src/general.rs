@@ -703,12 +703,17 @@ impl DeclaredWorkload {
             .buffers
             .iter()
             .find(|b| b.role.compared() && b.elements > 0)?;
-        let plan = self
-            .plans
+        let launches = self.decl.launches();
+        let (launch, plan) = launches
             .iter()
-            .find(|p| p.grid.product() == 0 || p.block.product() == 0)?;
+            .zip(&self.plans)
+            .find(|(_, p)| p.grid.product() == 0 || p.block.product() == 0)?;
+        let which = match launch.index {
+            Some(_) => format!("the launch of {}", launch.entry),
+            None => "the launch".into(),
+        };
         Some(format!(
-            "the launch ({}) has a zero dimension while {} has {} elements",
+            "{which} ({}) has a zero dimension while {} has {} elements",
             plan.describe(),
             out.name,
             out.elements
@@ -2047,13 +2052,11 @@ pub fn chunk(op: &DeclaredOp, var: &str) -> u64 {
             .collect()
     };
     // A sequence's chunk is the first size at which any of its grids grows.
-    let launches = op.launches("");
+    let dims = op.launch_dims();
     let grids = |n: i64| -> Vec<Option<u64>> {
-        launches
-            .iter()
-            .map(|l| {
-                l.grid
-                    .iter()
+        dims.iter()
+            .map(|(grid, _)| {
+                grid.iter()
                     .map(|e| e.eval_u64(&at(n)).ok())
                     .try_fold(1u64, |a, d| d.and_then(|d| a.checked_mul(d)))
             })
@@ -2064,9 +2067,8 @@ pub fn chunk(op: &DeclaredOp, var: &str) -> u64 {
         .find(|&n| grids(n) != first)
         .map(|n| (n - 1) as u64)
         .or_else(|| {
-            launches
-                .first()
-                .and_then(|l| l.block.first())
+            dims.first()
+                .and_then(|(_, block)| block.first())
                 .and_then(|b| b.eval_u64(&at(1)).ok())
         })
         .unwrap_or(32)

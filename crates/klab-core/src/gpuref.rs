@@ -23,7 +23,6 @@ pub struct KernelReference<B: Backend> {
     /// One per launch of the reference's sequence.
     kernels: Vec<B::Kernel>,
     reference: KernelDecl,
-    op: std::sync::Arc<DeclaredOp>,
     /// What the manifest names (`ref.toml:gemm_v1`).
     spec: String,
 }
@@ -56,13 +55,28 @@ impl<B: Backend> KernelReference<B> {
                 ).to_lowercase());
             }
         }
+        // Its launches run at the checked kernel's shapes: every size they use must be one.
+        for l in reference.launches() {
+            let exprs = l.grid.iter().chain(l.block).chain(l.dynamic_shared_bytes);
+            let sizes = l.params.iter().filter_map(|p| match p {
+                OpParam::Size(n, _) => Some(n.clone()),
+                _ => None,
+            });
+            let used: std::collections::BTreeSet<String> =
+                exprs.flat_map(|e| e.variables()).chain(sizes).collect();
+            if let Some(v) = used.iter().find(|v| !checked.spec.sizes.contains_key(*v)) {
+                return Err(format!(
+                    "the reference kernel {spec} launches {} with size '{v}', which the kernel it checks does not declare",
+                    l.entry
+                ));
+            }
+        }
         let kernels = crate::workload::load_kernels(&mut backend, reference)
             .map_err(|e| format!("the reference kernel {spec}: {e}"))?;
         Ok(KernelReference {
             backend: RefCell::new(backend),
             kernels,
             reference: reference.clone(),
-            op,
             spec: spec.to_string(),
         })
     }
@@ -113,18 +127,19 @@ impl<B: Backend> Reference for KernelReference<B> {
             .map(|((l, plan), kernel)| crate::backend::Launch {
                 kernel,
                 plan,
-                args: l.args(&self.op, shape, &bufs, ints, floats),
+                args: l.args(&self.reference.op, shape, &bufs, ints, floats),
             })
             .collect();
         b.launch_all(&sequence)
             .and_then(|()| b.synchronize())
             .map_err(|e| format!("the reference kernel {} failed: {e}", self.spec))?;
-        let names = self.op.params.iter().filter_map(|p| match p {
+        let op = &self.reference.op;
+        let names = op.params.iter().filter_map(|p| match p {
             OpParam::Buffer(n) => Some(n),
             _ => None,
         });
         for ((host, d), name) in buffers.iter_mut().zip(&bufs).zip(names) {
-            if self.op.spec.buffers[name].role.compared() {
+            if op.spec.buffers[name].role.compared() {
                 b.download_bytes(d, host).map_err(|e| e.0)?;
             }
         }

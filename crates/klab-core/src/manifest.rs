@@ -439,7 +439,7 @@ impl Source {
                     {
                         Some(format!(
                             "'{b}' is declared {}, but {written} is read-only (const)",
-                            format!("{:?}", spec.role).to_lowercase()
+                            spec.role.name()
                         ))
                     } else {
                         match elem {
@@ -954,7 +954,7 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
         .to_string();
     let mut names = BTreeSet::new();
     let mut kernels = Vec::new();
-    for (i, k) in raw.kernels.into_iter().enumerate() {
+    for (i, mut k) in raw.kernels.into_iter().enumerate() {
         let f = |name: &str| format!("kernel[{i}].{name}");
         if !is_identifier(&k.name.replace('-', "_")) {
             return Err(err(f("name"), format!("'{}' is not a usable name", k.name)));
@@ -973,19 +973,24 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
             ));
         }
         // A sequence's entries are its launches'; every other kernel names its own.
-        let entry = match (&k.launches, k.entry.as_deref()) {
+        let launched = match (k.launches.take(), k.entry.take()) {
             (Some(_), Some(_)) => {
                 return Err(err(
                     f("entry"),
                     "a kernel with launches names each launch's entry, not its own".into(),
                 ))
             }
-            (Some(_), None) => None,
-            (None, Some(e)) => Some(
-                checked_entry(e, &source, &raw.source)
+            (Some(launches), None) => Launched::Sequence(launches),
+            (None, Some(e)) => Launched::Entry(
+                checked_entry(&e, &source, &raw.source)
                     .map_err(|problem| err(f("entry"), problem))?,
             ),
-            (None, None) => return Err(err(f("entry"), "give the kernel's entry".into())),
+            (None, None) => {
+                return Err(err(
+                    f("entry"),
+                    "give the kernel's entry, or launches = [...] for a sequence of kernels".into(),
+                ))
+            }
         };
         let operation = match k.operation.as_str() {
             "copy" => OpKind::Copy,
@@ -1003,19 +1008,16 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
             }
         };
         if operation == OpKind::Declared {
-            let decl = declared_kernel(k, entry, &raw.ops, &files, &source, &raw.source, &f)
+            let decl = declared_kernel(k, launched, &raw.ops, &files, &source, &raw.source, &f)
                 .map_err(|(field, problem)| err(field, problem))?;
             kernels.push(decl);
             continue;
         }
-        if k.launches.is_some() {
+        let Launched::Entry(entry) = launched else {
             return Err(err(
                 f("launches"),
                 format!("a sequence of launches computes a declared operation, not {operation}"),
             ));
-        }
-        let Some(entry) = entry else {
-            unreachable!("a kernel without launches has its entry")
         };
         if k.launch.is_some() {
             return Err(err(
@@ -1197,6 +1199,12 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
     })
 }
 
+/// How a kernel is launched, as its manifest gives it: its own entry, or a sequence.
+enum Launched {
+    Entry(Entry),
+    Sequence(Vec<crate::declared::launches::LaunchSpec>),
+}
+
 /// An entry checked against the source it must be found in.
 struct Entry {
     /// As the manifest gives it (`scale<float, 128>`, `@cublasSgeam`).
@@ -1252,7 +1260,7 @@ fn checked_entry(entry: &str, source: &Source, file: &str) -> Result<Entry, Stri
 /// operations' launch fields are refused (the op's grid and block replace them).
 fn declared_kernel(
     k: RawKernel,
-    entry: Option<Entry>,
+    launched: Launched,
     ops: &BTreeMap<String, crate::declared::DeclaredOpSpec>,
     files: &Files<'_>,
     source: &Source,
@@ -1299,7 +1307,7 @@ fn declared_kernel(
         },
     };
     let mut spec = match k.launch {
-        Some(l) if k.launches.is_some() && l.sets_the_launch() => {
+        Some(l) if matches!(launched, Launched::Sequence(_)) && l.sets_the_launch() => {
             return Err((
                 f("launch"),
                 "this kernel's launches give their own grid, block and dynamic shared memory; launch here gives only sizes".into(),
@@ -1310,21 +1318,7 @@ fn declared_kernel(
             .map_err(|(field, problem)| (f(&format!("launch.{field}")), problem))?,
         None => spec,
     };
-    // User data is found relative to the manifest, and must exist when it is read.
-    for (i, c) in spec.cases.iter_mut().enumerate() {
-        for (name, path) in c.inputs.iter_mut() {
-            if let Files::Dir(dir) = files {
-                let p = dir.join(&*path);
-                if !p.is_file() {
-                    return Err((
-                        format!("{at}.cases[{i}].inputs.{name}"),
-                        format!("{} is not a file", p.display()),
-                    ));
-                }
-                *path = p.display().to_string();
-            }
-        }
-    }
+    resolve_case_inputs(&mut spec, files, &at)?;
     let op =
         spec.validate(&k.params)
             .map_err(|(field, problem)| match field.starts_with("params") {
@@ -1335,25 +1329,9 @@ fn declared_kernel(
                 ),
                 false => (format!("{at}.{field}"), problem),
             })?;
-    let (entry, op) = match (entry, k.launches) {
-        (_, Some(launches)) => declared_sequence(op, launches, source, file, &at, f)?,
-        (Some(entry), None) => {
-            if op.spec.grid.is_empty() || op.spec.block.is_empty() {
-                return Err((
-                    format!("{at}.grid"),
-                    "give the operation's grid and block, or launches = [...] on each kernel"
-                        .into(),
-                ));
-            }
-            let sig = entry.plain.as_ref();
-            if let Some(problem) =
-                sig.and_then(|n| source.signature_problem(n, &op.params, &op, file))
-            {
-                return Err((f("params"), problem));
-            }
-            (entry.name, op)
-        }
-        (None, None) => unreachable!("a kernel without launches has its entry"),
+    let (entry, op) = match launched {
+        Launched::Sequence(launches) => declared_sequence(op, launches, source, file, &at, f)?,
+        Launched::Entry(entry) => declared_single(op, entry, source, file, &at, f)?,
     };
     for (field, label) in [("known_broken", &k.known_broken), ("exploit", &k.exploit)] {
         if label.as_ref().is_some_and(|b| b.trim().is_empty()) {
@@ -1370,6 +1348,54 @@ fn declared_kernel(
         prediction: k.prediction.map(|p| p.trim().to_string()),
         op: std::sync::Arc::new(op),
     })
+}
+
+/// The paths of `spec`'s user data, resolved against the manifest's folder; each must be a
+/// file (`at` names the operation's table in an error).
+fn resolve_case_inputs(
+    spec: &mut crate::declared::DeclaredOpSpec,
+    files: &Files<'_>,
+    at: &str,
+) -> Result<(), (String, String)> {
+    let Files::Dir(dir) = files else {
+        return Ok(());
+    };
+    for (i, c) in spec.cases.iter_mut().enumerate() {
+        for (name, path) in c.inputs.iter_mut() {
+            let p = dir.join(&*path);
+            if !p.is_file() {
+                return Err((
+                    format!("{at}.cases[{i}].inputs.{name}"),
+                    format!("{} is not a file", p.display()),
+                ));
+            }
+            *path = p.display().to_string();
+        }
+    }
+    Ok(())
+}
+
+/// A declared operation computed by one launch of `entry`: the operation's own launch,
+/// its parameters checked against the entry's `__global__` signature.
+fn declared_single(
+    op: crate::declared::DeclaredOp,
+    entry: Entry,
+    source: &Source,
+    file: &str,
+    at: &str,
+    f: &dyn Fn(&str) -> String,
+) -> Result<(String, crate::declared::DeclaredOp), (String, String)> {
+    if op.spec.grid.is_empty() || op.spec.block.is_empty() {
+        return Err((
+            format!("{at}.grid"),
+            "give the operation's grid and block, or launches = [...] on each kernel".into(),
+        ));
+    }
+    let sig = entry.plain.as_ref();
+    if let Some(problem) = sig.and_then(|n| source.signature_problem(n, &op.params, &op, file)) {
+        return Err((f("params"), problem));
+    }
+    Ok((entry.name, op))
 }
 
 /// A declared operation computed by `launches` in order: each entry checked against the
@@ -1394,11 +1420,13 @@ fn declared_sequence(
         }
         entries.push(checked_entry(&l.entry, source, file).map_err(|p| (field, p))?);
     }
+    // A launch's own fields are the kernel's; a size's or scalar's are the operation's.
     let op = op.with_sequence(launches).map_err(|(field, problem)| {
-        (
-            f(&field),
-            problem.replace("[kernel.op]", &format!("[{at}]")),
-        )
+        let problem = problem.replace("[kernel.op]", &format!("[{at}]"));
+        match field.starts_with("launches") {
+            true => (f(&field), problem),
+            false => (format!("{at}.{field}"), problem),
+        }
     })?;
     let mut written = Some(BTreeSet::new());
     for (i, (entry, l)) in entries.iter().zip(&op.sequence).enumerate() {
@@ -1424,7 +1452,7 @@ fn declared_sequence(
             f("launches"),
             format!(
                 "'{name}' is declared {}, but every launch takes it through a const pointer: none writes it",
-                format!("{:?}", b.role).to_lowercase()
+                b.role.name()
             ),
         ));
     }
@@ -1467,7 +1495,10 @@ pub(crate) fn stand_in_source(manifest: &str) -> String {
             None => vec![k],
         };
         for l in launches {
-            let entry = l["entry"].as_str().expect("entry");
+            // A kernel that names no entry (a test of that refusal) has no stand-in.
+            let Some(entry) = l.get("entry").and_then(|e| e.as_str()) else {
+                continue;
+            };
             if !seen.insert(entry.to_string()) {
                 continue;
             }

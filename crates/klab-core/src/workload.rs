@@ -212,7 +212,9 @@ pub trait Workload {
         kernels: &'a [B::Kernel],
         bufs: &'a [B::Buffer],
     ) -> Vec<Launch<'a, B::Kernel, B::Buffer>> {
-        self.plans()
+        let plans = self.plans();
+        debug_assert_eq!(plans.len(), kernels.len(), "one kernel per launch");
+        plans
             .into_iter()
             .zip(kernels)
             .enumerate()

@@ -64,6 +64,8 @@ pub struct OpLaunch {
 /// the operation's values, and how.
 #[derive(Debug, Clone, Copy)]
 pub struct DeclaredLaunch<'a> {
+    /// Its place in a sequence of several (None: the kernel's one launch).
+    pub index: Option<usize>,
     pub entry: &'a str,
     pub params: &'a [OpParam],
     pub grid: &'a [Expr],
@@ -77,6 +79,7 @@ impl DeclaredOp {
     pub fn launches<'a>(&'a self, entry: &'a str) -> Vec<DeclaredLaunch<'a>> {
         if self.sequence.is_empty() {
             return vec![DeclaredLaunch {
+                index: None,
                 entry,
                 params: &self.params,
                 grid: &self.spec.grid,
@@ -86,13 +89,27 @@ impl DeclaredOp {
         }
         self.sequence
             .iter()
-            .map(|l| DeclaredLaunch {
+            .enumerate()
+            .map(|(i, l)| DeclaredLaunch {
+                index: Some(i),
                 entry: &l.entry,
                 params: &l.params,
                 grid: &l.grid,
                 block: &l.block,
                 dynamic_shared_bytes: l.dynamic_shared_bytes.as_ref(),
             })
+            .collect()
+    }
+
+    /// The grid and block of each of its launches, whatever the entry: the sequence's, else
+    /// the operation's own.
+    pub fn launch_dims(&self) -> Vec<(&[Expr], &[Expr])> {
+        if self.sequence.is_empty() {
+            return vec![(&self.spec.grid, &self.spec.block)];
+        }
+        self.sequence
+            .iter()
+            .map(|l| (&l.grid[..], &l.block[..]))
             .collect()
     }
 
@@ -109,10 +126,14 @@ impl DeclaredOp {
         let mut sequence = Vec::with_capacity(launches.len());
         for (i, l) in launches.into_iter().enumerate() {
             let at = |field: &str| format!("launches[{i}].{field}");
-            let params = self
-                .spec
-                .parse_params(&l.params)
-                .map_err(|(field, problem)| (at(&field), problem))?;
+            // A value a parameter's type cannot hold is the operation's size's or scalar's.
+            let params =
+                self.spec
+                    .parse_params(&l.params)
+                    .map_err(|(field, problem)| match field.starts_with("params") {
+                        true => (at(&field), problem),
+                        false => (field, problem),
+                    })?;
             for (what, dims) in [("grid", &l.grid), ("block", &l.block)] {
                 self.spec
                     .check_launch_dims(what, dims)
@@ -142,6 +163,12 @@ impl DeclaredOp {
                 format!("buffer '{b}' is passed to no launch"),
             ));
         }
+        if let Some(s) = self.spec.scalars.keys().find(|s| !passed(s)) {
+            return Err((
+                "launches".into(),
+                format!("scalar '{s}' is passed to no launch"),
+            ));
+        }
         self.sequence = sequence;
         Ok(self)
     }
@@ -158,13 +185,24 @@ fn dim3(v: &[u64]) -> Result<Dim3, String> {
 }
 
 impl DeclaredLaunch<'_> {
+    /// Where its fields are written: `op` for the operation's launch, `launches[1]
+    /// (row_rstd)` for one of a sequence.
+    pub fn field(&self) -> String {
+        match self.index {
+            Some(i) => format!("launches[{i}] ({})", self.entry),
+            None => "op".into(),
+        }
+    }
+
     /// This launch at `shape`: its grid, block and dynamic shared memory evaluated (an
-    /// expression that fails there is an error naming it).
+    /// expression that fails there, or a dimension the launch cannot take, is an error
+    /// naming its field).
     pub fn plan(&self, shape: &Shape) -> Result<LaunchPlan, BackendError> {
         let at = describe_shape(shape);
+        let of = self.field();
         let eval = |field: &str, x: &Expr| {
             x.eval_u64(shape)
-                .map_err(|e| BackendError(format!("op.{field} at {at}: {e}")))
+                .map_err(|e| BackendError(format!("{of}.{field} at {at}: {e}")))
         };
         let all = |field: &str, v: &[Expr]| -> Result<Vec<u64>, BackendError> {
             v.iter().map(|x| eval(field, x)).collect()
@@ -172,13 +210,21 @@ impl DeclaredLaunch<'_> {
         let grid = all("grid", self.grid)?;
         let block = all("block", self.block)?;
         let dynamic_shared_bytes = match self.dynamic_shared_bytes {
-            Some(x) => u32::try_from(eval("dynamic_shared_bytes", x)?)
-                .map_err(|_| BackendError("dynamic_shared_bytes does not fit 32 bits".into()))?,
+            Some(x) => u32::try_from(eval("dynamic_shared_bytes", x)?).map_err(|_| {
+                BackendError(format!("{of}.dynamic_shared_bytes does not fit 32 bits"))
+            })?,
             None => 0,
         };
+        // The operation's launch keeps the words it always had (`grid: ...`).
+        let dims = |field: &str, v: &[u64]| {
+            dim3(v).map_err(|m| match self.index {
+                Some(_) => BackendError(format!("{of}.{field} at {at}: {m}")),
+                None => BackendError(format!("{field}: {m}")),
+            })
+        };
         Ok(LaunchPlan {
-            grid: dim3(&grid).map_err(|m| BackendError(format!("grid: {m}")))?,
-            block: dim3(&block).map_err(|m| BackendError(format!("block: {m}")))?,
+            grid: dims("grid", &grid)?,
+            block: dims("block", &block)?,
             dynamic_shared_bytes,
         })
     }
@@ -562,6 +608,49 @@ buffers.out = { dtype = "f32", len = "rows * cols", role = "out", shape = ["rows
                 "buffer 'mean' is passed to no launch",
             ),
         ];
+        let scalar = CENTRE
+            .replace(
+                "params = [\"out\", \"mean\", \"x\", \"rows:i32\", \"cols:i32\"]\n",
+                "params = [\"out\", \"mean\", \"x\", \"rows:i32\", \"cols:i32\", \"k:f32\"]\n",
+            )
+            .replace(
+                "[kernel.op]\n",
+                "[kernel.op]\nscalars.k = { type = \"f32\", values = [2.0] }\n",
+            );
+        let cases = cases.into_iter().chain([
+            // A scalar the operation passes its reference but no launch takes.
+            (
+                scalar,
+                "kernel[0].launches",
+                "scalar 'k' is passed to no launch",
+            ),
+            // A value a launch's parameter type cannot hold is the operation's size's.
+            (
+                CENTRE
+                    .replace(
+                        "sizes.rows = { values = [1, 3, 40] }",
+                        "sizes.rows = { values = [1, 3, 3000000000] }",
+                    )
+                    .replace(
+                        "params = [\"out\", \"mean\", \"x\", \"rows:i32\", \"cols:i32\"]\n",
+                        "params = [\"out\", \"mean\", \"x\", \"rows:i64\", \"cols:i32\"]\n",
+                    ),
+                "kernel[0].op.sizes.rows",
+                "3000000000 is not a whole number that i32 holds",
+            ),
+            // Neither an entry nor launches.
+            (
+                {
+                    let (start, end) = (
+                        CENTRE.find("launches = [").unwrap(),
+                        CENTRE.find("\n]\n").unwrap(),
+                    );
+                    format!("{}{}", &CENTRE[..start], &CENTRE[end + 3..])
+                },
+                "kernel[0].entry",
+                "or launches = [...]",
+            ),
+        ]);
         for (text, field, words) in cases {
             let e = parse(&text).unwrap_err();
             assert!(e.field.starts_with(field), "{field}: {e}");
@@ -583,6 +672,42 @@ buffers.out = { dtype = "f32", len = "rows * cols", role = "out", shape = ["rows
         let e = parse(single).unwrap_err();
         assert_eq!(e.field, "kernel[0].op.grid", "{e}");
         assert!(e.to_string().contains("launches = [...]"), "{e}");
+    }
+
+    #[test]
+    fn a_launch_that_cannot_be_formed_names_its_place_in_the_sequence() {
+        let decl = parse(&CENTRE.replace(
+            "[\"ceil_div(rows * cols, 64)\"]",
+            "[\"ceil_div(rows * cols, cols - 1)\"]",
+        ))
+        .unwrap();
+        let at = Shape::from([("rows".into(), 3), ("cols".into(), 1), ("tpb".into(), 32)]);
+        assert!(decl.launches()[0].plan(&at).is_ok());
+        let e = decl.launches()[1].plan(&at).unwrap_err().to_string();
+        assert!(
+            e.starts_with("launches[1] (centre).grid at cols=1 rows=3 tpb=32: "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_reference_kernel_that_launches_with_a_size_the_checked_one_lacks_is_refused() {
+        let decl = parse(CENTRE).unwrap();
+        // The checked operation: the same, without the launch parameter tpb.
+        let checked = CENTRE
+            .replace("launches = [\n  { entry = \"row_mean\", params = [\"mean\", \"x\", \"rows:i32\", \"cols:i32\", \"tpb:i32\"], grid = [\"rows\"], block = [\"tpb\"] },", "launches = [\n  { entry = \"row_mean\", params = [\"mean\", \"x\", \"rows:i32\", \"cols:i32\"], grid = [\"rows\"], block = [\"32\"] },")
+            .replace("sizes.tpb = { values = [32], launch = true }\n", "");
+        let checked = parse(&checked).unwrap();
+        let b = HostBackend::new()
+            .with_general_kernel("row_mean", row_mean)
+            .with_general_kernel("centre", centre);
+        let e = crate::gpuref::KernelReference::new(b, &decl, "ref.toml:centre", &checked.op)
+            .err()
+            .unwrap();
+        assert_eq!(
+            e,
+            "the reference kernel ref.toml:centre launches row_mean with size 'tpb', which the kernel it checks does not declare"
+        );
     }
 
     #[test]
