@@ -335,7 +335,8 @@ pub struct WorkloadInfo {
     /// The workload's own n (its one size variable, else its first output's elements).
     pub n: u64,
     pub dtype: String,
-    pub plan: klab_core::plan::LaunchPlan,
+    /// Each launch's entry and plan, in order (one for most kernels).
+    pub launches: Vec<(String, klab_core::plan::LaunchPlan)>,
     pub useful_bytes: u64,
     pub flops: u64,
     pub reference: String,
@@ -351,7 +352,13 @@ pub fn workload_info(kernel: &Kernel, n: u64, device: u32) -> anyhow::Result<Wor
         operation: w.operation(),
         n: w.n(),
         dtype: w.dtype().to_string(),
-        plan: w.plans()[0],
+        launches: w
+            .decl()
+            .launches()
+            .iter()
+            .map(|l| l.entry.to_string())
+            .zip(w.plans())
+            .collect(),
         useful_bytes: w.useful_bytes(),
         flops: w.flops(),
         reference: w.reference().to_string(),
@@ -441,6 +448,8 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receip
         samples_name,
     } = input;
     let info = workload_info(&spec.kernel, spec.n, facts.ordinal)?;
+    let dims = |d: klab_core::plan::Dim3| [d.x, d.y, d.z];
+    let first = info.launches[0].1;
     let (_, source, path) = spec.kernel.program();
     let mut raw = Vec::new();
     let mut artifacts = Vec::new();
@@ -534,13 +543,27 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receip
             operation: info.operation,
             dtype: info.dtype,
             n: info.n,
-            grid: [info.plan.grid.x, info.plan.grid.y, info.plan.grid.z],
-            block: [info.plan.block.x, info.plan.block.y, info.plan.block.z],
-            dynamic_shared_bytes: info.plan.dynamic_shared_bytes,
+            grid: dims(first.grid),
+            block: dims(first.block),
+            dynamic_shared_bytes: first.dynamic_shared_bytes,
             cache_regime: spec.config.regime,
             rotation_slots: slots,
             useful_bytes_per_launch: info.useful_bytes,
             flops_per_launch: info.flops,
+            // A sequence records every launch; one launch is the fields above.
+            sequence: match info.launches.len() {
+                1 => Vec::new(),
+                _ => info
+                    .launches
+                    .iter()
+                    .map(|(entry, p)| receipt::LaunchRecord {
+                        entry: entry.clone(),
+                        grid: dims(p.grid),
+                        block: dims(p.block),
+                        dynamic_shared_bytes: p.dynamic_shared_bytes,
+                    })
+                    .collect(),
+            },
         },
         correctness: receipt::Correctness {
             reference: info.reference,

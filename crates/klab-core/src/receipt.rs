@@ -237,6 +237,31 @@ pub struct Workload {
     pub rotation_slots: u64,
     pub useful_bytes_per_launch: u64,
     pub flops_per_launch: u64,
+    /// Every launch of a kernel that is a sequence of several, in order (the first is also
+    /// `grid`, `block` and `dynamic_shared_bytes`); empty for a kernel of one launch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sequence: Vec<LaunchRecord>,
+}
+
+/// One launch of a sequence, as a receipt records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchRecord {
+    pub entry: String,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub dynamic_shared_bytes: u32,
+}
+
+impl LaunchRecord {
+    fn plan(&self) -> LaunchPlan {
+        let d = |v: [u32; 3]| Dim3::new(v[0], v[1], v[2]);
+        LaunchPlan {
+            grid: d(self.grid),
+            block: d(self.block),
+            dynamic_shared_bytes: self.dynamic_shared_bytes,
+        }
+    }
 }
 
 impl Workload {
@@ -1055,18 +1080,38 @@ impl Workload {
     /// `e` at this `n`. A declared operation's launch is an expression over sizes the
     /// receipt does not keep, so only CUDA's limits are checked for it.
     fn validate_launch(&self) -> Result<(), ReceiptError> {
-        let d = |v: [u32; 3]| Dim3::new(v[0], v[1], v[2]);
-        let launch = LaunchPlan {
-            grid: d(self.grid),
-            block: d(self.block),
+        let first = LaunchRecord {
+            entry: String::new(),
+            grid: self.grid,
+            block: self.block,
             dynamic_shared_bytes: self.dynamic_shared_bytes,
         };
-        plan::validate(&launch, &any_device_limits(), None, true).map_err(|e| {
+        plan::validate(&first.plan(), &any_device_limits(), None, true).map_err(|e| {
             ReceiptError::invalid(
                 "workload",
                 format!("launch grid {:?} block {:?}: {e}", self.grid, self.block),
             )
         })?;
+        for (i, l) in self.sequence.iter().enumerate() {
+            let field = format!("workload.sequence[{i}]");
+            label(&format!("{field}.entry"), &l.entry)?;
+            plan::validate(&l.plan(), &any_device_limits(), None, true).map_err(|e| {
+                ReceiptError::invalid(
+                    field.clone(),
+                    format!("launch grid {:?} block {:?}: {e}", l.grid, l.block),
+                )
+            })?;
+        }
+        if let Some(l) = self.sequence.first() {
+            if (l.grid, l.block, l.dynamic_shared_bytes)
+                != (self.grid, self.block, self.dynamic_shared_bytes)
+            {
+                return Err(ReceiptError::invalid(
+                    "workload.sequence[0]",
+                    "differs from the workload's grid, block and dynamic shared bytes, which are the first launch's",
+                ));
+            }
+        }
         let Some(op) = builtin_operation(&self.operation) else {
             return Ok(());
         };
@@ -1497,10 +1542,48 @@ mod tests {
             rotation_slots: 1,
             useful_bytes_per_launch: 1,
             flops_per_launch: 0,
+            sequence: Vec::new(),
         };
         assert_eq!(w.shape(), "K=1024 M=2048 N=2048");
         w.operation = "copy: out[r][c] = in[r][c]".into();
         assert_eq!(w.shape(), "n = 4194304");
+    }
+
+    #[test]
+    fn a_sequences_launches_are_each_within_cudas_limits_and_the_first_is_the_workloads() {
+        let launch = |entry: &str, grid: u32, block: u32| LaunchRecord {
+            entry: entry.into(),
+            grid: [grid, 1, 1],
+            block: [block, 1, 1],
+            dynamic_shared_bytes: 0,
+        };
+        let mut w = Workload {
+            operation: "declared: y (f32) at cols=4096 rows=16384".into(),
+            dtype: "f32".into(),
+            n: 16384 * 4096,
+            grid: [16384, 1, 1],
+            block: [256, 1, 1],
+            dynamic_shared_bytes: 0,
+            cache_regime: Regime::SameBuffer,
+            rotation_slots: 1,
+            useful_bytes_per_launch: 1,
+            flops_per_launch: 0,
+            sequence: vec![
+                launch("row_mean", 16384, 256),
+                launch("normalise", 262144, 256),
+            ],
+        };
+        assert!(w.validate().is_ok());
+        w.sequence[1].block = [2048, 1, 1];
+        let e = w.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("workload.sequence[1]") && e.contains("2048"),
+            "{e}"
+        );
+        w.sequence[1].block = [256, 1, 1];
+        w.sequence[0].grid = [1, 1, 1];
+        let e = w.validate().unwrap_err().to_string();
+        assert!(e.contains("workload.sequence[0]"), "{e}");
     }
 
     #[test]

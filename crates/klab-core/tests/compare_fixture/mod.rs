@@ -93,6 +93,7 @@ pub fn template(entry: &str) -> Receipt {
             rotation_slots: 2,
             useful_bytes_per_launch: 12_000_036,
             flops_per_launch: 2_000_006,
+            sequence: Vec::new(),
         },
         correctness: Correctness {
             reference: "CPU double FMA, one cast to float".into(),
