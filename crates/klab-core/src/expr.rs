@@ -29,6 +29,18 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+/// A value for each size variable: what expressions are evaluated at.
+pub type Shape = BTreeMap<String, i64>;
+
+/// `rows=7 cols=33`.
+pub fn describe_shape(shape: &Shape) -> String {
+    shape
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// A parsed integer expression; it keeps, prints and serializes as its source text.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]

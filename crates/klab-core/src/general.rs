@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use crate::backend::{Arg, Backend, BackendError};
+use crate::declared::launches::DeclaredLaunch;
 use crate::declared::{DeclaredOp, OpParam, Role};
 use crate::dtype::Dtype;
 use crate::manifest::KernelDecl;
@@ -17,8 +18,7 @@ use crate::rule::{self, Comparison, Verdict};
 use crate::workload::PerturbSource;
 use crate::workload::{CheckOutcome, NewInputs, Workload};
 
-/// A value for each size variable.
-pub type Shape = BTreeMap<String, i64>;
+pub use crate::expr::{describe_shape, Shape};
 
 /// `--shape m=64,k=32`: a value for each size variable of an operation (checked against the
 /// operation by [`crate::declared::DeclaredOpSpec::shape_problem`]).
@@ -59,15 +59,6 @@ impl std::fmt::Display for ShapeArg {
         let parts: Vec<String> = self.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
         f.write_str(&parts.join(","))
     }
-}
-
-/// `rows=7 cols=33`.
-pub fn describe_shape(shape: &Shape) -> String {
-    shape
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// What computes the expected outputs: called with the shape (every size variable, also
@@ -301,6 +292,78 @@ impl std::fmt::Debug for DeclaredWorkload {
     }
 }
 
+/// `launch`'s arguments in its parameter order. `bufs`, `ints` and `floats` are
+/// the operation's values in the operation's parameter order (`op.params`): its
+/// buffers, and its integer and float sizes and scalars each in the order they
+/// appear. A size the operation's parameters leave out (a launch parameter only this
+/// entry takes) is read from `shape`.
+pub fn launch_args<'a, T>(
+    launch: &DeclaredLaunch<'_>,
+    op: &DeclaredOp,
+    shape: &Shape,
+    bufs: &'a [T],
+    ints: &[i64],
+    floats: &[f64],
+) -> Vec<Arg<'a, T>> {
+    let (mut i, mut f, mut k) = (0, 0, 0);
+    let mut buffer_at = std::collections::BTreeMap::new();
+    let mut value_of = std::collections::BTreeMap::new();
+    for p in &op.params {
+        match p {
+            OpParam::Buffer(name) => {
+                buffer_at.insert(name.as_str(), k);
+                k += 1;
+            }
+            OpParam::Size(name, dt) | OpParam::Scalar(name, dt) if !dt.is_float() => {
+                value_of.insert(name.as_str(), Value::Int(ints[i]));
+                i += 1;
+            }
+            OpParam::Size(name, _) | OpParam::Scalar(name, _) => {
+                value_of.insert(name.as_str(), Value::Float(floats[f]));
+                f += 1;
+            }
+        }
+    }
+    launch
+        .params
+        .iter()
+        .map(|p| match p {
+            OpParam::Buffer(name) => Arg::Buffer(&bufs[buffer_at[name.as_str()]]),
+            OpParam::Size(name, dt) | OpParam::Scalar(name, dt) => {
+                let v = value_of
+                    .get(name.as_str())
+                    .copied()
+                    .unwrap_or_else(|| Value::Int(shape[name]));
+                v.as_arg(*dt)
+            }
+        })
+        .collect()
+}
+
+/// A size's or scalar's value before it takes its parameter's type.
+#[derive(Debug, Clone, Copy)]
+enum Value {
+    Int(i64),
+    Float(f64),
+}
+
+impl Value {
+    fn as_arg<'a, T>(self, dt: Dtype) -> Arg<'a, T> {
+        let (int, float) = match self {
+            Value::Int(v) => (v, v as f64),
+            Value::Float(v) => (v as i64, v),
+        };
+        match dt {
+            Dtype::I32 => Arg::I32(int as i32),
+            Dtype::U32 => Arg::U32(int as u32),
+            Dtype::U64 => Arg::U64(int as u64),
+            Dtype::F32 => Arg::F32(float as f32),
+            Dtype::F64 => Arg::F64(float),
+            _ => Arg::I64(int),
+        }
+    }
+}
+
 impl DeclaredWorkload {
     /// Evaluate every expression of `decl`'s operation at `shape`. A size that makes an
     /// expression fail (division by zero, a negative length) is an error naming it.
@@ -325,7 +388,8 @@ impl DeclaredWorkload {
             .launches()
             .iter()
             .map(|l| l.plan(&shape))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(BackendError)?;
         let mut buffers = Vec::new();
         for p in &op.params {
             let OpParam::Buffer(name) = p else { continue };
@@ -1842,7 +1906,14 @@ impl Workload for DeclaredWorkload {
     }
     fn args<'a, B: Backend>(&self, step: usize, bufs: &'a [B::Buffer]) -> Vec<Arg<'a, B::Buffer>> {
         let (ints, floats) = self.scalars_at(&self.shape);
-        self.decl.launches()[step].args(&self.op, &self.shape, bufs, &ints, &floats)
+        launch_args(
+            &self.decl.launches()[step],
+            &self.op,
+            &self.shape,
+            bufs,
+            &ints,
+            &floats,
+        )
     }
     fn poison<B: Backend>(
         &self,

@@ -110,8 +110,7 @@ impl<B: Backend> Reference for KernelReference<B> {
         let plans = launches
             .iter()
             .map(|l| l.plan(shape))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.0)?;
+            .collect::<Result<Vec<_>, _>>()?;
         let mut b = self.backend.borrow_mut();
         let mut bufs = Vec::with_capacity(buffers.len());
         for host in buffers.iter() {
@@ -127,7 +126,14 @@ impl<B: Backend> Reference for KernelReference<B> {
             .map(|((l, plan), kernel)| crate::backend::Launch {
                 kernel,
                 plan,
-                args: l.args(&self.reference.op, shape, &bufs, ints, floats),
+                args: crate::general::launch_args(
+                    l,
+                    &self.reference.op,
+                    shape,
+                    &bufs,
+                    ints,
+                    floats,
+                ),
             })
             .collect();
         b.launch_all(&sequence)

@@ -24,16 +24,14 @@
 //!
 //! [`LaunchSpec`] is one launch as written; [`crate::declared::DeclaredOp::with_sequence`]
 //! validates a list of them into [`OpLaunch`]es. [`DeclaredLaunch`] is either kind borrowed, the one
-//! view every gate launches through: each gate runs the whole sequence as one unit
-//! (poisoned, checked, sanitized, and timed from the first launch to the end of the last).
+//! view every gate launches through ([`crate::general::launch_args`] gives its arguments): each
+//! gate runs the whole sequence as one unit (poisoned, checked, sanitized, and timed from the
+//! first launch to the end of the last). This module holds data and validation only.
 
 use serde::{Deserialize, Serialize};
 
 use super::{DeclaredOp, OpParam};
-use crate::backend::{Arg, BackendError};
-use crate::dtype::Dtype;
-use crate::expr::Expr;
-use crate::general::{describe_shape, Shape};
+use crate::expr::{describe_shape, Expr, Shape};
 use crate::plan::{Dim3, LaunchPlan};
 
 /// One launch of a sequence, as the manifest writes it.
@@ -197,29 +195,28 @@ impl DeclaredLaunch<'_> {
     /// This launch at `shape`: its grid, block and dynamic shared memory evaluated (an
     /// expression that fails there, or a dimension the launch cannot take, is an error
     /// naming its field).
-    pub fn plan(&self, shape: &Shape) -> Result<LaunchPlan, BackendError> {
+    pub fn plan(&self, shape: &Shape) -> Result<LaunchPlan, String> {
         let at = describe_shape(shape);
         let of = self.field();
         let eval = |field: &str, x: &Expr| {
             x.eval_u64(shape)
-                .map_err(|e| BackendError(format!("{of}.{field} at {at}: {e}")))
+                .map_err(|e| format!("{of}.{field} at {at}: {e}"))
         };
-        let all = |field: &str, v: &[Expr]| -> Result<Vec<u64>, BackendError> {
+        let all = |field: &str, v: &[Expr]| -> Result<Vec<u64>, String> {
             v.iter().map(|x| eval(field, x)).collect()
         };
         let grid = all("grid", self.grid)?;
         let block = all("block", self.block)?;
         let dynamic_shared_bytes = match self.dynamic_shared_bytes {
-            Some(x) => u32::try_from(eval("dynamic_shared_bytes", x)?).map_err(|_| {
-                BackendError(format!("{of}.dynamic_shared_bytes does not fit 32 bits"))
-            })?,
+            Some(x) => u32::try_from(eval("dynamic_shared_bytes", x)?)
+                .map_err(|_| format!("{of}.dynamic_shared_bytes does not fit 32 bits"))?,
             None => 0,
         };
         // The operation's launch keeps the words it always had (`grid: ...`).
         let dims = |field: &str, v: &[u64]| {
             dim3(v).map_err(|m| match self.index {
-                Some(_) => BackendError(format!("{of}.{field} at {at}: {m}")),
-                None => BackendError(format!("{field}: {m}")),
+                Some(_) => format!("{of}.{field} at {at}: {m}"),
+                None => format!("{field}: {m}"),
             })
         };
         Ok(LaunchPlan {
@@ -227,77 +224,6 @@ impl DeclaredLaunch<'_> {
             block: dims("block", &block)?,
             dynamic_shared_bytes,
         })
-    }
-
-    /// This launch's arguments in its parameter order. `bufs`, `ints` and `floats` are
-    /// the operation's values in the operation's parameter order (`op.params`): its
-    /// buffers, and its integer and float sizes and scalars each in the order they
-    /// appear. A size the operation's parameters leave out (a launch parameter only this
-    /// entry takes) is read from `shape`.
-    pub fn args<'a, T>(
-        &self,
-        op: &DeclaredOp,
-        shape: &Shape,
-        bufs: &'a [T],
-        ints: &[i64],
-        floats: &[f64],
-    ) -> Vec<Arg<'a, T>> {
-        let (mut i, mut f, mut k) = (0, 0, 0);
-        let mut buffer_at = std::collections::BTreeMap::new();
-        let mut value_of = std::collections::BTreeMap::new();
-        for p in &op.params {
-            match p {
-                OpParam::Buffer(name) => {
-                    buffer_at.insert(name.as_str(), k);
-                    k += 1;
-                }
-                OpParam::Size(name, dt) | OpParam::Scalar(name, dt) if !dt.is_float() => {
-                    value_of.insert(name.as_str(), Value::Int(ints[i]));
-                    i += 1;
-                }
-                OpParam::Size(name, _) | OpParam::Scalar(name, _) => {
-                    value_of.insert(name.as_str(), Value::Float(floats[f]));
-                    f += 1;
-                }
-            }
-        }
-        self.params
-            .iter()
-            .map(|p| match p {
-                OpParam::Buffer(name) => Arg::Buffer(&bufs[buffer_at[name.as_str()]]),
-                OpParam::Size(name, dt) | OpParam::Scalar(name, dt) => {
-                    let v = value_of
-                        .get(name.as_str())
-                        .copied()
-                        .unwrap_or_else(|| Value::Int(shape[name]));
-                    v.as_arg(*dt)
-                }
-            })
-            .collect()
-    }
-}
-
-/// A size's or scalar's value before it takes its parameter's type.
-#[derive(Debug, Clone, Copy)]
-enum Value {
-    Int(i64),
-    Float(f64),
-}
-
-impl Value {
-    fn as_arg<'a, T>(self, dt: Dtype) -> Arg<'a, T> {
-        let (int, float) = match self {
-            Value::Int(v) => (v, v as f64),
-            Value::Float(v) => (v as i64, v),
-        };
-        match dt {
-            Dtype::I32 => Arg::I32(int as i32),
-            Dtype::U32 => Arg::U32(int as u32),
-            Dtype::U64 => Arg::U64(int as u64),
-            Dtype::F32 => Arg::F32(float as f32),
-            Dtype::F64 => Arg::F64(float),
-            _ => Arg::I64(int),
-        }
     }
 }
 
@@ -446,7 +372,7 @@ buffers.out = { dtype = "f32", len = "rows * cols", role = "out", shape = ["rows
         assert_eq!((plans[1].grid.x, plans[1].block.x), (5, 64));
         // Arguments by name: the launch-only size from the shape, cols in each launch's type.
         let bufs = ["out", "mean", "x"];
-        let args = launches[1].args(&decl.op, &at, &bufs, &[3, 100], &[]);
+        let args = crate::general::launch_args(&launches[1], &decl.op, &at, &bufs, &[3, 100], &[]);
         let shown: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
         assert_eq!(
             shown,
@@ -458,7 +384,7 @@ buffers.out = { dtype = "f32", len = "rows * cols", role = "out", shape = ["rows
                 "I64(100)"
             ]
         );
-        let args = launches[0].args(&decl.op, &at, &bufs, &[3, 100], &[]);
+        let args = crate::general::launch_args(&launches[0], &decl.op, &at, &bufs, &[3, 100], &[]);
         assert_eq!(format!("{:?}", args[4]), "I32(32)");
     }
 
@@ -683,7 +609,7 @@ buffers.out = { dtype = "f32", len = "rows * cols", role = "out", shape = ["rows
         .unwrap();
         let at = Shape::from([("rows".into(), 3), ("cols".into(), 1), ("tpb".into(), 32)]);
         assert!(decl.launches()[0].plan(&at).is_ok());
-        let e = decl.launches()[1].plan(&at).unwrap_err().to_string();
+        let e = decl.launches()[1].plan(&at).unwrap_err();
         assert!(
             e.starts_with("launches[1] (centre).grid at cols=1 rows=3 tpb=32: "),
             "{e}"
