@@ -222,6 +222,35 @@ fn the_gemm_reference_multiplies_ragged_matrices() {
 }
 
 #[test]
+fn the_stencil_reference_clamps_every_tap_to_the_image() {
+    let Some(r) = reference("stencil") else {
+        return;
+    };
+    // Small integers: every sum is exact in f32 and double alike. An image one pixel high
+    // or wide reads its single row or column for every tap.
+    for (h, w) in [(5usize, 7usize), (1, 6), (4, 1), (1, 1)] {
+        let img: Vec<f32> = (0..h * w).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
+        let wt: Vec<f32> = (0..25).map(|i| ((i * 3) % 5) as f32 - 2.0).collect();
+        let at = |y: i64, x: i64| {
+            img[(y.clamp(0, h as i64 - 1) * w as i64 + x.clamp(0, w as i64 - 1)) as usize]
+        };
+        let mut want = vec![0f32; h * w];
+        for y in 0..h as i64 {
+            for x in 0..w as i64 {
+                want[(y * w as i64 + x) as usize] = (0..25)
+                    .map(|t| wt[t as usize] * at(y + t / 5 - 2, x + t % 5 - 2))
+                    .sum();
+            }
+        }
+        let (mut ib, mut wb) = (bytes(&img, f32::to_le_bytes), bytes(&wt, f32::to_le_bytes));
+        let mut ob = vec![0u8; 4 * h * w];
+        r.call(&mut [&mut ib, &mut wb, &mut ob], &[h as i64, w as i64], &[])
+            .unwrap();
+        assert_eq!(ob, bytes(&want, f32::to_le_bytes), "H={h} W={w}");
+    }
+}
+
+#[test]
 fn the_sort_reference_sorts_each_tile_of_1024_keys_unsigned() {
     let Some(r) = reference("sort") else { return };
     let n = 2500usize;

@@ -637,12 +637,14 @@ pub fn run<B: Backend>(
                         skip(format!("{at}: {what}"), format!("not applicable: {}", e.0)),
                         &mut cases,
                     ),
-                    Ok(_) if flops.is_some_and(|f| f > MAX_OVERFLOW_FLOPS) => push(
+                    Ok(_) if flops.is_some_and(|f| f > max_overflow_flops()) => push(
                         skip(
                             format!("{at}: {what}"),
                             format!(
-                                "not run: {:.1e} FLOPs at this shape; the reference would run for minutes (limit {MAX_OVERFLOW_FLOPS:.0e})",
-                                flops.unwrap_or(0) as f64
+                                "not run: {:.1e} FLOPs at this shape; the reference would run for minutes (limit {:.1e}: {MAX_OVERFLOW_FLOPS_PER_CORE:.0e} on each of {} cores)",
+                                flops.unwrap_or(0) as f64,
+                                max_overflow_flops() as f64,
+                                crate::par::cores()
                             ),
                         ),
                         &mut cases,
@@ -833,9 +835,16 @@ fn shape_work(op: &crate::declared::DeclaredOp, shape: &general::Shape) -> f64 {
     product.max(largest)
 }
 
-/// The index-overflow case is skipped above this many FLOPs (a CPU reference at a few
-/// GFLOP/s would take minutes).
-pub const MAX_OVERFLOW_FLOPS: u64 = 100_000_000_000;
+/// The index-overflow case is skipped, before any timing, above this many FLOPs for each of
+/// the host's cores: a reference at a few GFLOP/s per core would take minutes even on all of
+/// them. Below it the reference's own timings decide ([`reference_too_slow`]), so a reference
+/// that spreads its loops over the cores (OpenMP) is judged by what it does.
+pub const MAX_OVERFLOW_FLOPS_PER_CORE: u64 = 100_000_000_000;
+
+/// [`MAX_OVERFLOW_FLOPS_PER_CORE`] on this host's cores.
+fn max_overflow_flops() -> u64 {
+    MAX_OVERFLOW_FLOPS_PER_CORE.saturating_mul(crate::par::cores() as u64)
+}
 
 fn fail(case: String, n: u64, detail: String) -> CaseResult {
     CaseResult {
@@ -1098,6 +1107,11 @@ mod tests {
 
     /// [`copy_manifest`] of `elem` elements.
     fn copy_manifest_of(n_type: &str, elem: &str) -> crate::manifest::Manifest {
+        copy_manifest_with(n_type, elem, "")
+    }
+
+    /// [`copy_manifest_of`] with `extra` lines in the op table.
+    fn copy_manifest_with(n_type: &str, elem: &str, extra: &str) -> crate::manifest::Manifest {
         let text = format!(
             r#"
 source = "k.cu"
@@ -1111,6 +1125,7 @@ grid = ["ceil_div(n, 32)"]
 block = ["32"]
 useful_bytes = "8 * n"
 reference = {{ c = "r.c:r" }}
+{extra}
 sizes.n = {{}}
 buffers.x = {{ dtype = "{elem}", len = "n", role = "in" }}
 buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
@@ -1290,31 +1305,30 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         }
     }
 
-    #[test]
-    fn an_index_overflow_case_whose_reference_would_run_for_hours_is_a_skip() {
-        // A reference whose time grows with n (2 us per element) and no declared flops:
-        // klab times it on the way to the overflow shape and says why it skips.
-        struct Slow;
-        impl general::Reference for Slow {
-            fn run(
-                &self,
-                s: &general::Shape,
-                b: &mut [&mut [u8]],
-                _: &[i64],
-                _: &[f64],
-            ) -> Result<(), String> {
-                std::thread::sleep(std::time::Duration::from_micros(2 * s["n"] as u64));
-                let x = b[0].to_vec();
-                b[1].copy_from_slice(&x);
-                Ok(())
-            }
-            fn describe(&self) -> String {
-                "a slow reference".into()
-            }
+    /// A reference whose time grows with n (2 us per element).
+    struct Slow;
+    impl general::Reference for Slow {
+        fn run(
+            &self,
+            s: &general::Shape,
+            b: &mut [&mut [u8]],
+            _: &[i64],
+            _: &[f64],
+        ) -> Result<(), String> {
+            std::thread::sleep(std::time::Duration::from_micros(2 * s["n"] as u64));
+            let x = b[0].to_vec();
+            b[1].copy_from_slice(&x);
+            Ok(())
         }
-        // Bytes, so that its overflow shape fits this machine's memory and the reference
-        // is what decides.
-        let m = copy_manifest_of("u64", "u8");
+        fn describe(&self) -> String {
+            "a slow reference".into()
+        }
+    }
+
+    /// The index-overflow case of a byte copy (its overflow shape fits this machine's
+    /// memory, so the reference is what decides) declared with `extra`, under [`Slow`].
+    fn slow_overflow_case(extra: &str) -> CaseResult {
+        let m = copy_manifest_with("u64", "u8", extra);
         let mut b = HostBackend::new()
             .with_general_kernel("k", host_copy)
             .with_free_bytes(1 << 40);
@@ -1335,19 +1349,49 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
             &mut |_| {},
         )
         .unwrap();
-        let c = r
-            .cases
-            .iter()
+        assert!(r.passed(), "{}", r.render());
+        r.cases
+            .into_iter()
             .find(|c| c.case.starts_with("index overflow"))
-            .unwrap();
-        assert!(c.skipped, "{}", r.render());
+            .unwrap()
+    }
+
+    #[test]
+    fn an_index_overflow_case_whose_reference_would_run_for_hours_is_a_skip() {
+        // No declared flops: klab times the reference on the way to the overflow shape and
+        // says why it skips.
+        let c = slow_overflow_case("");
+        assert!(c.skipped);
         assert!(
             c.detail.contains("at this shape it would take about")
                 && c.detail.contains("limit 120 s"),
             "{}",
             c.detail
         );
-        assert!(r.passed(), "{}", r.render());
+    }
+
+    #[test]
+    fn the_flop_limit_of_the_index_overflow_case_counts_every_core() {
+        // Far past any host: skipped before any timing, the limit named with the cores.
+        let c = slow_overflow_case(r#"flops = "100000 * n""#);
+        assert!(c.skipped);
+        let cores = crate::par::cores();
+        assert!(
+            c.detail.contains("FLOPs at this shape")
+                && c.detail.contains(&format!("on each of {cores} cores")),
+            "{}",
+            c.detail
+        );
+        // 60 FLOPs an element passes 1e11 at n > 2^31, within two cores' limit: the
+        // reference's own timings decide (a reference on all cores may be fast enough).
+        if cores >= 2 {
+            let c = slow_overflow_case(r#"flops = "60 * n""#);
+            assert!(
+                c.skipped && c.detail.contains("at this shape it would take about"),
+                "{}",
+                c.detail
+            );
+        }
     }
 
     fn transpose_ok(out: &mut [u32], input: &[u32], n: u64, _: u64) {

@@ -993,18 +993,17 @@ impl DeclaredWorkload {
             .iter()
             .zip(out)
             .map(|(b, bytes)| {
-                (0..self.reference_elements(b) as usize)
-                    .map(|i| {
+                let mut m = vec![0.0; self.reference_elements(b) as usize];
+                crate::par::for_chunks(&mut m, 1, |c, part| {
+                    let base = c * crate::par::CHUNK_ELEMENTS;
+                    for (j, m) in part.iter_mut().enumerate() {
                         // A magnitude the dtype cannot hold (an f16 sum past 65504) gives
                         // no bound: the element must then equal the reference.
-                        let m = b.dtype.to_f64(&bytes, i).abs();
-                        if m.is_finite() {
-                            m
-                        } else {
-                            0.0
-                        }
-                    })
-                    .collect()
+                        let v = b.dtype.to_f64(&bytes, base + j).abs();
+                        *m = if v.is_finite() { v } else { 0.0 };
+                    }
+                });
+                m
             })
             .collect())
     }

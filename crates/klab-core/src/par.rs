@@ -9,15 +9,17 @@ use std::thread;
 /// Elements per chunk (and below which work stays on the calling thread).
 pub const CHUNK_ELEMENTS: usize = 1 << 20;
 
+/// The cores this process may use (at least 1).
+pub fn cores() -> usize {
+    thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// Threads for `len` elements: one below two chunks, else the machine's cores (at most 32).
 pub fn workers(len: usize) -> usize {
     if len < 2 * CHUNK_ELEMENTS {
         return 1;
     }
-    thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .clamp(1, 32)
+    cores().clamp(1, 32)
 }
 
 /// Call `f(c, chunk)` for every chunk of `out` (chunks of `CHUNK_ELEMENTS` elements of

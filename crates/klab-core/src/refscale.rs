@@ -51,16 +51,22 @@ pub fn perturb(dtype: Dtype, bytes: &mut [u8], sample: u64, buffer: u64) {
         return;
     }
     let spread = spread(dtype);
-    for i in 0..bytes.len() / dtype.size_bytes() {
-        let x = dtype.to_f64(bytes, i);
-        if x.is_finite() && x != 0.0 {
-            let u = (mix(sample, buffer, i as u64) >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-            let y = x * (1.0 + u * spread);
-            if y.is_finite() {
-                dtype.write_f64(bytes, i, y);
+    let size = dtype.size_bytes();
+    // Each element's factor comes from its index alone, so the cores may share the work.
+    crate::par::for_chunks(bytes, size, |c, part| {
+        let base = (c * crate::par::CHUNK_ELEMENTS) as u64;
+        for i in 0..part.len() / size {
+            let x = dtype.to_f64(part, i);
+            if x.is_finite() && x != 0.0 {
+                let k = base + i as u64;
+                let u = (mix(sample, buffer, k) >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+                let y = x * (1.0 + u * spread);
+                if y.is_finite() {
+                    dtype.write_f64(part, i, y);
+                }
             }
         }
-    }
+    });
 }
 
 /// A well-mixed 64-bit value of three (splitmix64's finaliser).
@@ -111,20 +117,20 @@ impl Errors {
     /// the sample says nothing about the element.
     pub fn add(&mut self, low: &[u8], high: &[u8]) {
         let dtype = self.dtype;
-        for (i, w) in self.worst.iter_mut().enumerate() {
-            let (low, high) = (dtype.to_f64(low, i), dtype.to_f64(high, i));
-            if !high.is_finite() {
-                continue;
+        // Spread over the cores (an output past 2^31 elements at the index-overflow case);
+        // the floor's even stride is a few elements per chunk, taken after.
+        crate::par::for_chunks(&mut self.worst, 1, |c, part| {
+            let base = c * crate::par::CHUNK_ELEMENTS;
+            for (j, w) in part.iter_mut().enumerate() {
+                if let Some((e, high)) = error(dtype, low, high, base + j) {
+                    *w = w.max(e.max(spacing(dtype, high)));
+                }
             }
-            let e = if low.is_finite() {
-                (low - high).abs()
-            } else {
-                high.abs()
-            };
-            if i % self.stride == 0 {
+        });
+        for i in (0..self.worst.len()).step_by(self.stride) {
+            if let Some((e, _)) = error(dtype, low, high, i) {
                 self.kept.push(e);
             }
-            *w = w.max(e.max(spacing(dtype, high)));
         }
     }
 
@@ -148,6 +154,22 @@ pub fn errors(dtype: Dtype, samples: &[(&[u8], &[u8])]) -> Vec<f64> {
         e.add(low, high);
     }
     e.finish()
+}
+
+/// Element `i`'s error in one sample and its double-precision value: where `low` is not
+/// finite and `high` is, the working precision lost the value and its error is `|high|`;
+/// where `high` is not finite the sample says nothing about the element (None).
+fn error(dtype: Dtype, low: &[u8], high: &[u8], i: usize) -> Option<(f64, f64)> {
+    let (low, high) = (dtype.to_f64(low, i), dtype.to_f64(high, i));
+    if !high.is_finite() {
+        return None;
+    }
+    let e = if low.is_finite() {
+        (low - high).abs()
+    } else {
+        high.abs()
+    };
+    Some((e, high))
 }
 
 /// The distance from `|v|` to the next value of `dtype` away from zero (below it at the
@@ -186,6 +208,32 @@ mod tests {
         b.chunks_exact(4)
             .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
             .collect()
+    }
+
+    #[test]
+    fn a_perturbation_and_the_errors_over_several_chunks_are_each_elements_own() {
+        // Past two chunks the work is spread over threads: every element must still get
+        // the factor of its own index, and its own largest error.
+        let n = 2 * crate::par::CHUNK_ELEMENTS + 3;
+        let x: Vec<f32> = (0..n).map(|i| 1.0 + (i % 97) as f32).collect();
+        let mut moved = f32s(&x);
+        perturb(Dtype::F32, &mut moved, 3, 1);
+        let moved = from_f32s(&moved);
+        for i in [0, 1, crate::par::CHUNK_ELEMENTS, n - 1] {
+            let u = (mix(3, 1, i as u64) >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+            let want = (x[i] as f64 * (1.0 + u * spread(Dtype::F32))) as f32;
+            assert_eq!(moved[i], want, "element {i}");
+        }
+        let high = f32s(&x);
+        let mut low = x.clone();
+        low[n - 1] += 1.0;
+        let e = errors(Dtype::F32, &[(&f32s(&low), &high)]);
+        assert_eq!(
+            e[n - 1],
+            1.0,
+            "the last chunk's element carries its own error"
+        );
+        assert!(e[n - 2] < 1e-3);
     }
 
     #[test]

@@ -12,6 +12,15 @@
 //! `-O2 -ffp-contract=off` (no fused multiply-adds the source does not write) and cached
 //! under a key of the shim, the user's source, the compiler's version line and the flags.
 //!
+//! The library is built with OpenMP (`-fopenmp`) where the compiler has it, so a reference
+//! whose independent loops carry `#pragma omp parallel for` runs on every core: at the
+//! index-overflow shape of an operation without independent slices the reference computes
+//! all of a buffer past 2^31 elements. Code without pragmas compiles to the same program.
+//! A compiler without OpenMP builds the plain library instead (the pragmas are then
+//! ignored), and [`CReference::openmp`] says which was built. The library is loaded with
+//! `RTLD_NODELETE`: OpenMP's worker threads outlive a parallel loop, and must never find
+//! their runtime unmapped under them.
+//!
 //! The shim defines `KLAB_REAL` as `double` unless the command line sets it: a reference
 //! that writes its working type as `KLAB_REAL` is the double-precision oracle, and for
 //! rule reference-error ([`CReferenceSpec::working`]) a second library is built with
@@ -88,6 +97,9 @@ pub const CFLAGS: [&str; 9] = [
     "-Werror=int-to-pointer-cast",
 ];
 
+/// The flag that builds a reference with OpenMP, tried first (see the module docs).
+pub const OPENMP_FLAG: &str = "-fopenmp";
+
 const ENTRY: &str = "klab_reference_entry";
 const COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -99,6 +111,7 @@ struct Library {
     entry: Entry,
     path: PathBuf,
     from_cache: bool,
+    openmp: bool,
 }
 
 impl Drop for Library {
@@ -122,6 +135,8 @@ pub struct CReference {
     /// The compiler's first `--version` line.
     pub compiler: String,
     pub from_cache: bool,
+    /// Built with OpenMP: its `#pragma omp` loops run on every core.
+    pub openmp: bool,
 }
 
 impl std::fmt::Debug for CReference {
@@ -131,6 +146,7 @@ impl std::fmt::Debug for CReference {
             .field("working", &self.working.as_ref().map(|w| w.0))
             .field("compiler", &self.compiler)
             .field("from_cache", &self.from_cache)
+            .field("openmp", &self.openmp)
             .finish()
     }
 }
@@ -282,15 +298,7 @@ impl Build<'_> {
                 first_error: first_error(&log, pre.timed_out),
             });
         }
-        let key = sha256_hex(
-            format!(
-                "{}\0{}\0{}",
-                sha256_hex(&pre.stdout),
-                self.version,
-                CFLAGS.join(" ")
-            )
-            .as_bytes(),
-        );
+        let text = sha256_hex(&pre.stdout);
         let dir = match self.cache {
             Some(d) => d.to_path_buf(),
             None => dir,
@@ -299,61 +307,29 @@ impl Build<'_> {
             library: dir.clone(),
             why: e.to_string(),
         })?;
-        let library = dir.join(format!("{}-{}.so", self.spec.function, &key[..16]));
-        // Anything but a regular file at the library's path (a FIFO would hang dlopen) is
-        // not a hit; the rename below replaces it.
-        let from_cache = std::fs::symlink_metadata(&library).is_ok_and(|m| m.is_file());
-        if !from_cache {
-            let shim_path = dir.join(format!("{}-{}.c", self.spec.function, &key[..16]));
-            write_atomic(&shim_path, self.shim.as_bytes()).map_err(|e| CRefError::Load {
-                library: shim_path.clone(),
-                why: e.to_string(),
-            })?;
-            // Compile to a private name, then rename: a reader never sees half a library.
-            let partial = dir.join(format!(
-                ".{}-{}.{}.so",
-                self.spec.function,
-                &key[..16],
-                std::process::id()
-            ));
-            let mut args: Vec<OsString> = CFLAGS.iter().map(OsString::from).collect();
-            args.push(define.clone());
-            args.extend([
-                OsString::from("-o"),
-                partial.clone().into_os_string(),
-                shim_path.into_os_string(),
-                OsString::from("-lm"),
-            ]);
-            let cap =
-                process::run_captured(Path::new(self.cc), &args, COMPILE_TIMEOUT).map_err(|e| {
-                    CRefError::Compiler {
-                        compiler: self.cc.to_string(),
-                        why: e.to_string(),
-                    }
-                })?;
-            if cap.exit_code != Some(0) {
-                let log = String::from_utf8_lossy(&cap.merged);
-                let first_error = first_error(&log, cap.timed_out);
-                let _ = std::fs::remove_file(&partial);
-                return Err(CRefError::Compile {
-                    source_path: self.spec.source.clone(),
-                    function: self.spec.function.clone(),
-                    compiler: self.version.to_string(),
-                    first_error,
-                });
+        // OpenMP first; a compiler that refuses it builds the plain library, whose error (if
+        // it fails too) is the one about the user's code.
+        let (library, key, from_cache, openmp) = match self.compiled(&dir, &text, &define, true) {
+            Ok((library, key, from_cache)) => (library, key, from_cache, true),
+            Err(CRefError::Compile { .. }) => {
+                let (library, key, from_cache) = self.compiled(&dir, &text, &define, false)?;
+                (library, key, from_cache, false)
             }
-            std::fs::rename(&partial, &library).map_err(|e| CRefError::Load {
-                library: library.clone(),
-                why: e.to_string(),
-            })?;
-        }
+            Err(e) => return Err(e),
+        };
         let c_path =
             CString::new(library.as_os_str().as_encoded_bytes()).map_err(|_| CRefError::Load {
                 library: library.clone(),
                 why: "the path holds a NUL byte".into(),
             })?;
-        // SAFETY: a library klab compiled from the shim; RTLD_LOCAL keeps its symbols apart.
-        let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        // SAFETY: a library klab compiled from the shim; RTLD_LOCAL keeps its symbols apart,
+        // RTLD_NODELETE keeps it and its OpenMP runtime mapped while worker threads live.
+        let handle = unsafe {
+            libc::dlopen(
+                c_path.as_ptr(),
+                libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_NODELETE,
+            )
+        };
         if handle.is_null() {
             return Err(CRefError::Load {
                 library,
@@ -383,8 +359,75 @@ impl Build<'_> {
             entry,
             path: library,
             from_cache,
+            openmp,
         };
         Ok((lib, key))
+    }
+
+    /// The library for the preprocessed text hashed as `text`, compiled with `define`
+    /// (and [`OPENMP_FLAG`] when `openmp`) into `dir`, or found there: its path, its cache
+    /// key (the text, the compiler and the flags) and whether it was found.
+    fn compiled(
+        &self,
+        dir: &Path,
+        text: &str,
+        define: &OsString,
+        openmp: bool,
+    ) -> Result<(PathBuf, String, bool), CRefError> {
+        let mut flags: Vec<&str> = CFLAGS.to_vec();
+        if openmp {
+            flags.push(OPENMP_FLAG);
+        }
+        let key = sha256_hex(format!("{text}\0{}\0{}", self.version, flags.join(" ")).as_bytes());
+        let library = dir.join(format!("{}-{}.so", self.spec.function, &key[..16]));
+        // Anything but a regular file at the library's path (a FIFO would hang dlopen) is
+        // not a hit; the rename below replaces it.
+        if std::fs::symlink_metadata(&library).is_ok_and(|m| m.is_file()) {
+            return Ok((library, key, true));
+        }
+        let shim_path = dir.join(format!("{}-{}.c", self.spec.function, &key[..16]));
+        write_atomic(&shim_path, self.shim.as_bytes()).map_err(|e| CRefError::Load {
+            library: shim_path.clone(),
+            why: e.to_string(),
+        })?;
+        // Compile to a private name, then rename: a reader never sees half a library.
+        let partial = dir.join(format!(
+            ".{}-{}.{}.so",
+            self.spec.function,
+            &key[..16],
+            std::process::id()
+        ));
+        let mut args: Vec<OsString> = flags.iter().map(OsString::from).collect();
+        args.push(define.clone());
+        args.extend([
+            OsString::from("-o"),
+            partial.clone().into_os_string(),
+            shim_path.into_os_string(),
+            OsString::from("-lm"),
+        ]);
+        let cap =
+            process::run_captured(Path::new(self.cc), &args, COMPILE_TIMEOUT).map_err(|e| {
+                CRefError::Compiler {
+                    compiler: self.cc.to_string(),
+                    why: e.to_string(),
+                }
+            })?;
+        if cap.exit_code != Some(0) {
+            let log = String::from_utf8_lossy(&cap.merged);
+            let first_error = first_error(&log, cap.timed_out);
+            let _ = std::fs::remove_file(&partial);
+            return Err(CRefError::Compile {
+                source_path: self.spec.source.clone(),
+                function: self.spec.function.clone(),
+                compiler: self.version.to_string(),
+                first_error,
+            });
+        }
+        std::fs::rename(&partial, &library).map_err(|e| CRefError::Load {
+            library: library.clone(),
+            why: e.to_string(),
+        })?;
+        Ok((library, key, false))
     }
 }
 
@@ -393,6 +436,15 @@ impl CReference {
     /// folder every time) and load it; also in its working precision when
     /// [`CReferenceSpec::working`] asks.
     pub fn build(spec: &CReferenceSpec, cache: Option<&Path>) -> Result<CReference, CRefError> {
+        Self::build_with(spec, cache, &compiler())
+    }
+
+    /// [`CReference::build`] with the C compiler `cc`.
+    fn build_with(
+        spec: &CReferenceSpec,
+        cache: Option<&Path>,
+        cc: &str,
+    ) -> Result<CReference, CRefError> {
         let bad = |why: String| CRefError::Source {
             source_path: spec.source.clone(),
             why,
@@ -404,12 +456,11 @@ impl CReference {
         // The compiler reads it: a FIFO or device node would hang or flood it.
         open_regular(&source, Input::C_SOURCE).map_err(|e| bad(e.to_string()))?;
         let shim_text = shim(spec, &source)?;
-        let cc = compiler();
-        let version = compiler_version(&cc)?;
+        let version = compiler_version(cc)?;
         let build = Build {
             spec,
             shim: &shim_text,
-            cc: &cc,
+            cc,
             version: &version,
             cache,
         };
@@ -432,6 +483,7 @@ impl CReference {
         Ok(CReference {
             library: oracle.path.clone(),
             from_cache: oracle.from_cache,
+            openmp: oracle.openmp,
             oracle,
             working,
             params: spec.params.clone(),
@@ -531,10 +583,11 @@ impl klab_core::general::Reference for CReference {
 
     fn describe(&self) -> String {
         format!(
-            "C reference {}:{} ({})",
+            "C reference {}:{} ({}{})",
             self.source.display(),
             self.function,
-            self.compiler
+            self.compiler,
+            if self.openmp { ", OpenMP" } else { "" }
         )
     }
 }
@@ -591,6 +644,7 @@ fn dl_error() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use klab_core::general::Reference;
 
     fn f32s(v: &[f32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()
@@ -732,6 +786,80 @@ mod tests {
         let e = CReference::build(&s2, None).unwrap_err();
         assert!(matches!(e, CRefError::NoWorkingType { .. }), "{e}");
         assert!(e.to_string().contains("never uses KLAB_REAL"), "{e}");
+    }
+
+    /// Each element is the OpenMP thread that wrote it.
+    const THREADS: &str = "#include <stdint.h>\n#include <omp.h>\n\
+        void threads_ref(const float *x, float *y, int32_t n) {\n\
+            (void)x;\n\
+            #pragma omp parallel for schedule(static)\n\
+            for (int32_t i = 0; i < n; i++) y[i] = (float)omp_get_thread_num();\n\
+        }\n";
+
+    #[test]
+    fn a_reference_with_openmp_pragmas_runs_on_every_core_and_survives_a_rebuild() {
+        if !have_cc() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = spec(tmp.path(), THREADS, axpy_params()[..3].to_vec());
+        s.function = "threads_ref".into();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // Built, called, dropped and built again: the second call runs on the threads the
+        // first left (RTLD_NODELETE keeps their runtime mapped).
+        for round in 0..2 {
+            let r = CReference::build(&s, None).unwrap();
+            assert!(r.openmp, "gcc and clang with libomp take -fopenmp: {r:?}");
+            assert!(r.describe().ends_with(", OpenMP)"), "{}", r.describe());
+            let n = 4096;
+            let (mut x, mut y) = (f32s(&[0.0]), vec![0u8; 4 * n]);
+            r.call(&mut [&mut x, &mut y], &[n as i64], &[]).unwrap();
+            let mut seen: Vec<u32> = y
+                .chunks(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as u32)
+                .collect();
+            seen.dedup();
+            if cores >= 2 {
+                assert!(
+                    seen.len() >= 2,
+                    "round {round}: one thread wrote {n} elements on {cores} cores"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_compiler_without_openmp_builds_the_plain_library() {
+        if !have_cc() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let cc = tmp.path().join("cc-without-openmp");
+        std::fs::write(
+            &cc,
+            format!(
+                "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = {OPENMP_FLAG} ] && {{ echo \"error: unsupported option '$a'\" >&2; exit 1; }}; done\nexec {} \"$@\"\n",
+                compiler()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&cc, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let s = spec(tmp.path(), AXPY, axpy_params());
+        let cc = cc.to_str().unwrap();
+        let r = CReference::build_with(&s, None, cc).unwrap();
+        assert!(!r.openmp);
+        assert!(!r.describe().contains("OpenMP"), "{}", r.describe());
+        let (mut x, mut y) = (f32s(&[1.0, 2.0]), f32s(&[10.0, 20.0]));
+        r.call(&mut [&mut x, &mut y], &[2], &[0.5]).unwrap();
+        assert_eq!(y, f32s(&[10.5, 21.0]));
+        // An error in the user's code is still the error reported.
+        let broken = spec(
+            tmp.path(),
+            &AXPY.replace("y[i] =", "y[i] = undefined_name +"),
+            axpy_params(),
+        );
+        let e = CReference::build_with(&broken, None, cc).unwrap_err();
+        assert!(e.to_string().contains("undefined_name"), "{e}");
     }
 
     #[test]
