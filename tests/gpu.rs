@@ -7,7 +7,8 @@ use std::process::Output;
 
 use common::{gpu_or_skip, klab, stdout_of_success};
 use klab_core::backend::{Arg, Backend};
-use klab_core::plan::{self, Dim3, LaunchPlan};
+use klab_core::device::Dim3;
+use klab_core::plan::{self, LaunchPlan};
 use klab_core::row::{parse_csv, TransposeRow, CSV_HEADER};
 use klab_core::Variant;
 use klab_cuda::device::Device;

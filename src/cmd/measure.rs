@@ -448,7 +448,7 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receip
         samples_name,
     } = input;
     let info = workload_info(&spec.kernel, spec.n, facts.ordinal)?;
-    let dims = |d: klab_core::plan::Dim3| [d.x, d.y, d.z];
+    let dims = |d: klab_core::device::Dim3| [d.x, d.y, d.z];
     let first = info.launches[0].1;
     let (_, source, path) = spec.kernel.program();
     let mut raw = Vec::new();

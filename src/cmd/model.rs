@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 
 use anyhow::bail;
+use klab_core::device::CUDA_MAX_THREADS_PER_BLOCK;
 use klab_core::model::{ModelParams, ModelReport};
-use klab_core::plan::CUDA_MAX_THREADS_PER_BLOCK;
 
 use crate::cli::ModelArgs;
 use crate::EXIT_GATE_FAILED;

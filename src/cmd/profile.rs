@@ -24,8 +24,8 @@ use klab_core::bound::{
     self, BoundStatement, CounterRow, KernelProfile, Measured, ProfileRecord, RejectedKernel,
     PROFILE_SCHEMA,
 };
+use klab_core::device::Dim3;
 use klab_core::model::predict::{predict, VariantPrediction};
-use klab_core::plan::Dim3;
 use klab_core::timing::{self, profile_launch_skip};
 use klab_core::variant::{BLOCK_ROWS, TILE};
 use klab_core::workload::Workload;

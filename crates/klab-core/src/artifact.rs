@@ -40,8 +40,9 @@ impl Input {
     pub const SOURCE: Input = Input::new("CUDA source", 16 * MIB);
     /// A C reference's source (checked here, read by the C compiler).
     pub const C_SOURCE: Input = Input::new("C reference source", 16 * MIB);
-    /// One file of an include folder (the folder as a whole has its own cap).
-    pub const HEADER: Input = Input::new("header", crate::include::MAX_BYTES);
+    /// One file of an include folder; the folder as a whole holds at most as much
+    /// (`include::MAX_BYTES` is this cap).
+    pub const HEADER: Input = Input::new("header", 64 * MIB);
     pub const SAMPLES: Input = Input::new("sample CSV", 256 * MIB);
     pub const RECEIPT: Input = Input::new("receipt", 16 * MIB);
     pub const LAB_RECORD: Input = Input::new("lab record", 16 * MIB);

@@ -1,8 +1,45 @@
 //! Facts about a device and a compiled kernel, as data (filled in by the runtime layer).
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 
-use crate::plan::{Dim3, CUDA_MAX_BLOCK_DIM, CUDA_MAX_THREADS_PER_BLOCK};
+/// A launch's grid or block extent, or a device's limit on one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Dim3 {
+    pub x: u32,
+    pub y: u32,
+    pub z: u32,
+}
+
+impl Dim3 {
+    pub const fn new(x: u32, y: u32, z: u32) -> Dim3 {
+        Dim3 { x, y, z }
+    }
+
+    /// `x * y * z`, saturated at `u64::MAX` (above every limit): three u32 values can
+    /// overflow 64 bits, and a product that wrapped could read as 0.
+    pub fn product(&self) -> u64 {
+        u64::from(self.x)
+            .saturating_mul(u64::from(self.y))
+            .saturating_mul(u64::from(self.z))
+    }
+
+    pub(crate) fn axes(&self) -> [(char, u32); 3] {
+        [('x', self.x), ('y', self.y), ('z', self.z)]
+    }
+}
+
+/// Most threads in a block on any CUDA device (every compute capability since 2.0).
+pub const CUDA_MAX_THREADS_PER_BLOCK: u32 = 1024;
+/// Most threads along each axis of a block on any CUDA device.
+pub const CUDA_MAX_BLOCK_DIM: Dim3 = Dim3::new(1024, 1024, 64);
+
+impl fmt::Display for Dim3 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}x{}x{}", self.x, self.y, self.z)
+    }
+}
 
 /// The limits a launch plan is checked against.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

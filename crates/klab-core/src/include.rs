@@ -14,8 +14,9 @@ use crate::artifact::{read_regular, Input};
 
 /// The most files one include folder may hold.
 pub const MAX_FILES: usize = 2_000;
-/// The most bytes the files of one include folder may hold together.
-pub const MAX_BYTES: u64 = 64 << 20;
+/// The most bytes the files of one include folder may hold together: as much as one
+/// header may hold alone.
+pub const MAX_BYTES: u64 = Input::HEADER.cap;
 /// Folders nested deeper than this are refused (a symbolic link to a parent would loop).
 const MAX_DEPTH: usize = 32;
 

@@ -47,9 +47,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::artifact::{read_regular, read_text, Input};
+use crate::device::Dim3;
 use crate::dtype::Dtype;
 use crate::include::IncludeDir;
-use crate::plan::Dim3;
 use crate::text::{is_identifier, template_name};
 
 /// What a kernel must compute.

@@ -3,41 +3,11 @@
 //! A plan that cannot run must be an error that names the limit it breaks, never a launch
 //! that silently does nothing (seed 004: 64 x 64 and 128 x 128 blocks recorded zero kernels).
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
-use crate::device::{DeviceLimits, KernelResources};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Dim3 {
-    pub x: u32,
-    pub y: u32,
-    pub z: u32,
-}
-
-impl Dim3 {
-    pub const fn new(x: u32, y: u32, z: u32) -> Dim3 {
-        Dim3 { x, y, z }
-    }
-
-    /// `x * y * z`, saturated at `u64::MAX` (above every limit): three u32 values can
-    /// overflow 64 bits, and a product that wrapped could read as 0.
-    pub fn product(&self) -> u64 {
-        u64::from(self.x)
-            .saturating_mul(u64::from(self.y))
-            .saturating_mul(u64::from(self.z))
-    }
-
-    fn axes(&self) -> [(char, u32); 3] {
-        [('x', self.x), ('y', self.y), ('z', self.z)]
-    }
-}
-
-/// Most threads in a block on any CUDA device (every compute capability since 2.0).
-pub const CUDA_MAX_THREADS_PER_BLOCK: u32 = 1024;
-/// Most threads along each axis of a block on any CUDA device.
-pub const CUDA_MAX_BLOCK_DIM: Dim3 = Dim3::new(1024, 1024, 64);
+use crate::device::{
+    DeviceLimits, Dim3, KernelResources, CUDA_MAX_BLOCK_DIM, CUDA_MAX_THREADS_PER_BLOCK,
+};
 
 /// Why `block` cannot launch on any CUDA device, if it cannot: a zero dimension, a
 /// dimension or a thread count above the limits every device shares. What a manifest
@@ -63,12 +33,6 @@ pub fn block_problem(block: Dim3) -> Option<String> {
             "{block} is {threads} threads, above {CUDA_MAX_THREADS_PER_BLOCK}, the most any CUDA device allows in a block (MAX_THREADS_PER_BLOCK)"
         )
     })
-}
-
-impl fmt::Display for Dim3 {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}x{}x{}", self.x, self.y, self.z)
-    }
 }
 
 /// Grid, block and dynamic shared memory of one launch.

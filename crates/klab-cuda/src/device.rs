@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::CUdevice_attribute as A;
 use cudarc::driver::{result, sys, CudaContext};
+use klab_core::device::Dim3;
 use klab_core::device::{DeviceFacts, DeviceLimits};
-use klab_core::plan::Dim3;
 
 use crate::error::DriverContext;
 use crate::{nvrtc, probe, CudaError};

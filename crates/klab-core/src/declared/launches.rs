@@ -31,8 +31,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::{DeclaredOp, OpParam};
+use crate::device::Dim3;
 use crate::expr::{describe_shape, Expr, Shape};
-use crate::plan::{Dim3, LaunchPlan};
+use crate::plan::LaunchPlan;
 
 /// One launch of a sequence, as the manifest writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

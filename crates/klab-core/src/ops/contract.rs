@@ -27,12 +27,12 @@ use serde::{Deserialize, Serialize};
 use crate::declared::{
     BufferSpec, DeclaredOp, DeclaredOpSpec, FieldError, ReferenceSpec, Role, ScalarSpec, SizeSpec,
 };
+use crate::device::Dim3;
 use crate::dtype::Dtype;
 use crate::expr::Expr;
 use crate::general::{Reference, Shape};
 use crate::manifest::{OpKind, Param, Rounding, ScalarType};
 use crate::ops::{reduce, transpose, triad};
-use crate::plan::Dim3;
 use crate::rule::{NanRule, RuleSpec};
 
 /// A built-in operation's CPU oracle.
