@@ -206,7 +206,7 @@ fn host_zeroed(bytes: usize, what: &str) -> Result<Vec<u8>, String> {
     Vec::<u8>::new()
         .try_reserve_exact(bytes)
         .map_err(|_| format!("{what}: {bytes} bytes of host memory could not be allocated"))?;
-    Ok(vec![0u8; bytes])
+    Ok(crate::par::zeroed(bytes))
 }
 
 /// [`host_zeroed`] with every page already mapped, by all the cores: a download into
@@ -953,12 +953,12 @@ impl DeclaredWorkload {
                 .iter()
                 .any(|b| is(b, |r| matches!(r, rule::Rule::ScaledSum { .. })))
             {
-                let m = self.abs_magnitudes().map_err(|e| {
+                let mut m = self.abs_magnitudes().map_err(|e| {
                     format!("the reference failed on the absolute inputs (scaled-sum's magnitudes): {e}")
                 })?;
                 for (i, b) in self.buffers.iter().enumerate() {
                     if is(b, |r| matches!(r, rule::Rule::ScaledSum { .. })) {
-                        out[i] = Some(m[i].clone());
+                        out[i] = Some(std::mem::take(&mut m[i]));
                     }
                 }
             }
@@ -993,7 +993,7 @@ impl DeclaredWorkload {
             .iter()
             .zip(out)
             .map(|(b, bytes)| {
-                let mut m = vec![0.0; self.reference_elements(b) as usize];
+                let mut m = crate::par::zeroed(self.reference_elements(b) as usize);
                 crate::par::for_chunks(&mut m, 1, |c, part| {
                     let base = c * crate::par::CHUNK_ELEMENTS;
                     for (j, m) in part.iter_mut().enumerate() {
@@ -1410,7 +1410,14 @@ impl DeclaredWorkload {
                 let m = self.scales()?[i].as_deref().ok_or_else(|| {
                     BackendError(format!("{} without its per-element scale", cmp.rule.name()))
                 })?;
-                let bytes: Vec<u8> = m.iter().flat_map(|v| v.to_le_bytes()).collect();
+                // Spread over the cores: at the index-overflow case this is 17 GB.
+                let mut bytes = host_zeroed(8 * m.len(), &buf.name).map_err(BackendError)?;
+                crate::par::for_chunks(&mut bytes, 8, |c, part| {
+                    let base = c * crate::par::CHUNK_ELEMENTS;
+                    for (j, out) in part.chunks_exact_mut(8).enumerate() {
+                        out.copy_from_slice(&m[base + j].to_le_bytes());
+                    }
+                });
                 let mut d = b.alloc_bytes(bytes.len())?;
                 b.upload_bytes(&mut d, &bytes)?;
                 dev.scale[i] = Some(d);
@@ -2493,7 +2500,17 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         f: crate::backend::host::GeneralKernelFn,
         reference: impl Reference + 'static,
     ) -> Result<crate::check::CheckReport, BackendError> {
-        let mut b = HostBackend::new().with_general_kernel("rowsum", f);
+        check_on(HostBackend::new(), d, f, reference)
+    }
+
+    /// [`check_on_host`] on the backend `b` (a device checker's, say).
+    fn check_on(
+        b: HostBackend,
+        d: &KernelDecl,
+        f: crate::backend::host::GeneralKernelFn,
+        reference: impl Reference + 'static,
+    ) -> Result<crate::check::CheckReport, BackendError> {
+        let mut b = b.with_general_kernel("rowsum", f);
         let k = [b.kernel("rowsum").unwrap()];
         let opts = CheckOptions {
             seed: 1,
@@ -3410,6 +3427,16 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
         );
         let r = check_decl(&d, drops_last_column);
         assert!(!r.passed(), "a dropped term fails: {}", r.render());
+        // The device checker reads the magnitudes klab uploads (every judgement
+        // cross-checked by the CPU oracle: a wrong upload is a klab error, not a verdict).
+        for (f, pass) in [
+            (reversed as crate::backend::host::GeneralKernelFn, true),
+            (drops_last_column, false),
+        ] {
+            let b = HostBackend::new().with_device_checker(None).with_paranoid();
+            let r = check_on(b, &d, f, RowSum).unwrap();
+            assert_eq!(r.passed(), pass, "{}", r.render());
+        }
         // The magnitude is sum |x|: a row of +1 and -1 sums to 0 with magnitude cols, so
         // the gate is not a relative error against the (zero) result.
         let w = DeclaredWorkload::new(

@@ -105,7 +105,7 @@ impl Errors {
         let pairs = elements.saturating_mul(samples.max(1));
         Errors {
             dtype,
-            worst: vec![0.0; elements],
+            worst: crate::par::zeroed(elements),
             kept: Vec::new(),
             stride: pairs.div_ceil(FLOOR_SAMPLE).max(1),
         }
