@@ -100,7 +100,7 @@ fn check(session: &mut Session) -> anyhow::Result<ExitCode> {
         let w = workload(false, n, seed)?;
         let outcome = if n == 0 {
             // Nothing to launch: an empty grid. The (empty) output trivially matches.
-            klab_core::workload::CheckOutcome {
+            klab_core::rule::CheckOutcome {
                 failures: 0,
                 max_abs: 0.0,
                 max_rel: 0.0,

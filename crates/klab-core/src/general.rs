@@ -14,9 +14,10 @@ use crate::declared::{DeclaredOp, OpParam, Role};
 use crate::dtype::Dtype;
 use crate::manifest::KernelDecl;
 use crate::plan::LaunchPlan;
+use crate::rule::CheckOutcome;
 use crate::rule::{self, Comparison, Verdict};
 use crate::workload::PerturbSource;
-use crate::workload::{CheckOutcome, NewInputs, Workload};
+use crate::workload::{NewInputs, Workload};
 
 pub use crate::expr::{describe_shape, Shape};
 

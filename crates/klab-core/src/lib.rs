@@ -40,6 +40,7 @@ pub mod rule;
 pub mod samples;
 pub mod sanitize;
 pub mod schema;
+pub mod signature;
 pub mod stats;
 pub mod sweep;
 pub mod text;

@@ -334,14 +334,14 @@ impl Source {
 
     /// Why `name` (a plain name: an entry, or a template's name without its arguments) is
     /// no kernel klab can load from this source, if it is not. CUDA C++ must declare a
-    /// `__global__` function of that name, by token ([`crate::init::lookup_entry`]), of the
+    /// `__global__` function of that name, by token ([`crate::signature::lookup_entry`]), of the
     /// kind the entry names: `extern "C"` for a plain entry (the loader asks for the name
     /// itself), a template for an instance. A PTX module must have an `.entry` of that name,
     /// a cubin a symbol; a fatbin may be compressed, so nothing is said of it.
     fn entry_problem(&self, name: &str, template: bool, file: &str) -> Option<String> {
-        use crate::init::EntryLookup;
+        use crate::signature::EntryLookup;
         match self {
-            Source::Cuda { text } => match crate::init::lookup_entry(text, name) {
+            Source::Cuda { text } => match crate::signature::lookup_entry(text, name) {
                 EntryLookup::Kernel(k) => {
                     let at = format!("'{name}' ({file} line {})", k.line);
                     match (&k.template, template) {
@@ -400,11 +400,12 @@ impl Source {
         file: &str,
     ) -> Option<String> {
         use crate::declared::OpParam;
-        use crate::init::{Elem, ParamKind};
+        use crate::signature::{Elem, ParamKind};
         let Source::Cuda { text } = self else {
             return None;
         };
-        let crate::init::EntryLookup::Kernel(k) = crate::init::lookup_entry(text, name) else {
+        let crate::signature::EntryLookup::Kernel(k) = crate::signature::lookup_entry(text, name)
+        else {
             return None;
         };
         let at = format!("{name} ({file} line {})", k.line);
@@ -483,11 +484,12 @@ impl Source {
         params: &'a [crate::declared::OpParam],
     ) -> Option<BTreeSet<&'a str>> {
         use crate::declared::OpParam;
-        use crate::init::ParamKind;
+        use crate::signature::ParamKind;
         let Source::Cuda { text } = self else {
             return None;
         };
-        let crate::init::EntryLookup::Kernel(k) = crate::init::lookup_entry(text, name) else {
+        let crate::signature::EntryLookup::Kernel(k) = crate::signature::lookup_entry(text, name)
+        else {
             return None;
         };
         Some(

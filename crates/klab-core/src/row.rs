@@ -6,9 +6,10 @@ use serde::Serialize;
 use crate::backend::Backend;
 use crate::general::DeclaredWorkload;
 use crate::gpustate::GpuState;
+use crate::rule::CheckOutcome;
 use crate::samples::{Invalidation, Regime, Timer};
 use crate::timing::{self, Outcome, TimingConfig, TimingError, WarmupPolicy};
-use crate::workload::{CheckOutcome, Workload};
+use crate::workload::Workload;
 
 /// Warmup launches before the timed batch (the transpose lab's harness).
 pub const BATCH_WARMUP_LAUNCHES: u64 = 5;

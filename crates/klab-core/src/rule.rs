@@ -53,7 +53,6 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::dtype::{bf16_to_f32, f16_to_f32, Dtype};
-use crate::workload::CheckOutcome;
 
 /// How one output is judged. See the module documentation for the exact semantics.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -1157,6 +1156,37 @@ pub(crate) fn show(dtype: Dtype, bits: u64) -> String {
         Dtype::F32 => format!("{:?} (0x{bits:08x})", f32::from_bits(bits as u32)),
         Dtype::F64 => format!("{:?} (0x{bits:016x})", f64::from_bits(bits)),
         _ => dtype.int_of_bits(bits).expect("integer").to_string(),
+    }
+}
+
+/// The result of checking one slot's output.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckOutcome {
+    pub failures: u64,
+    pub max_abs: f64,
+    pub max_rel: f64,
+    /// The first failing element, described.
+    pub first_failure: Option<String>,
+}
+
+impl CheckOutcome {
+    pub fn passed(&self) -> bool {
+        self.failures == 0
+    }
+
+    /// `PASS failures=0 max_abs=... max_rel=...`
+    pub fn describe(&self) -> String {
+        format!(
+            "{} failures={} max_abs={:e} max_rel={:e}{}",
+            if self.passed() { "PASS" } else { "FAIL" },
+            self.failures,
+            self.max_abs,
+            self.max_rel,
+            self.first_failure
+                .as_ref()
+                .map(|f| format!("; first at {f}"))
+                .unwrap_or_default()
+        )
     }
 }
 

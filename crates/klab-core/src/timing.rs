@@ -17,10 +17,11 @@ use serde::{Deserialize, Serialize};
 use crate::backend::{Backend, BackendError};
 use crate::floor::Floor;
 use crate::gpustate::{BlockState, GpuState};
+use crate::rule::CheckOutcome;
 use crate::samples::{Invalidation, Regime, Sample, Timer};
 use crate::stats::{self, Summary};
 use crate::workload::{
-    perturb_inputs, validate_launches, CheckOutcome, LaunchError, NewInputs, Workload, POISON_BYTES,
+    perturb_inputs, validate_launches, LaunchError, NewInputs, Workload, POISON_BYTES,
 };
 
 /// How long to warm up before sampling.

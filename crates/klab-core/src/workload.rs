@@ -3,48 +3,16 @@
 //! timing engine runs any [`Workload`] on any [`Backend`]; every kernel, built-in or
 //! declared by a user, is one [`crate::general::DeclaredWorkload`].
 
-use serde::Serialize;
-
 use crate::backend::{Arg, Backend, BackendError, Launch};
 use crate::manifest::KernelDecl;
 use crate::ops::transpose;
 use crate::plan::LaunchPlan;
+use crate::rule::CheckOutcome;
 
 /// Poison bytes, alternated across validation runs: 0xff fills words with a NaN,
 /// 0x7f with 3.4e38. A kernel that skips a store cannot inherit a correct value, and one
 /// that happens to write one poison pattern is caught by the other.
 pub const POISON_BYTES: [u8; 2] = [transpose::POISON_BYTE, 0x7f];
-
-/// The result of checking one slot's output.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CheckOutcome {
-    pub failures: u64,
-    pub max_abs: f64,
-    pub max_rel: f64,
-    /// The first failing element, described.
-    pub first_failure: Option<String>,
-}
-
-impl CheckOutcome {
-    pub fn passed(&self) -> bool {
-        self.failures == 0
-    }
-
-    /// `PASS failures=0 max_abs=... max_rel=...`
-    pub fn describe(&self) -> String {
-        format!(
-            "{} failures={} max_abs={:e} max_rel={:e}{}",
-            if self.passed() { "PASS" } else { "FAIL" },
-            self.failures,
-            self.max_abs,
-            self.max_rel,
-            self.first_failure
-                .as_ref()
-                .map(|f| format!("; first at {f}"))
-                .unwrap_or_default()
-        )
-    }
-}
 
 /// How the inputs of a verified timed sample differ from the block's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
