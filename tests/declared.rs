@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use klab_core::manifest::OpKind;
+use klab_core::declared::builtin::OpKind;
 use klab_core::registry::{self, Scope};
 
 fn example() -> PathBuf {
@@ -99,7 +99,7 @@ fn the_c_reference_compiles_and_computes_a_layer_norm() {
         .flat_map(|v| v.to_le_bytes())
         .collect();
     assert_eq!(yb, want);
-    use klab_core::general::Reference;
+    use klab_core::reference::Reference;
     assert!(r.describe().contains("layernorm_ref.c:layernorm_ref"));
 }
 

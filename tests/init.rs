@@ -109,7 +109,7 @@ fn init_writes_beside_the_source_keeps_an_existing_file_and_check_names_the_firs
     assert!(m
         .kernels
         .iter()
-        .all(|k| k.operation == klab_core::manifest::OpKind::Declared));
+        .all(|k| k.operation == klab_core::declared::builtin::OpKind::Declared));
 
     // -o elsewhere: the source is named relative to the manifest's folder.
     std::fs::create_dir(tmp.path().join("sub")).unwrap();

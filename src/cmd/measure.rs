@@ -113,7 +113,7 @@ impl Kernel {
     pub fn reference(
         &self,
         device: u32,
-    ) -> anyhow::Result<std::rc::Rc<dyn klab_core::general::Reference>> {
+    ) -> anyhow::Result<std::rc::Rc<dyn klab_core::reference::Reference>> {
         let op = &self.decl.op;
         let dir = match &self.kref {
             KernelRef::Manifest { path, .. } => {
@@ -706,7 +706,7 @@ struct GpuReference {
     loaded: std::cell::OnceCell<Result<klab_core::gpuref::KernelReference<CudaBackend>, String>>,
 }
 
-impl klab_core::general::Reference for GpuReference {
+impl klab_core::reference::Reference for GpuReference {
     fn run(
         &self,
         shape: &klab_core::general::Shape,

@@ -533,7 +533,7 @@ fn finish_one(
 
 /// The built-in operations' rows have their n; a declared one's its whole shape.
 fn declared_shape(kernel: &Kernel, w: &klab_core::general::DeclaredWorkload) -> Option<String> {
-    (kernel.decl.operation == klab_core::manifest::OpKind::Declared)
+    (kernel.decl.operation == klab_core::declared::builtin::OpKind::Declared)
         .then(|| klab_core::general::describe_shape(&w.shape))
 }
 

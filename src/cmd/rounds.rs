@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use klab_core::artifact::{read_regular, sha256_file, utc_timestamp, write_atomic, Input};
-use klab_core::manifest::OpKind;
+use klab_core::declared::builtin::OpKind;
 use klab_core::receipt::{self, Receipt};
 use klab_core::samples::parse_samples_csv;
 use klab_core::stats::{analyze_speedup, gb_per_s, render_analysis, BootstrapConfig, Summary};

@@ -68,7 +68,7 @@ pub fn sizes_for(kernel: &Kernel) -> (u64, u64) {
 /// sanitize step took 18.6 s with them, nearly all of it one racecheck run of a racy kernel).
 pub(crate) fn sanitize_target(kernel: &Kernel, device: u32) -> (CheckArgs, Vec<u64>, String) {
     let base = crate::cmd::check::child_args(kernel.spec(), device);
-    if kernel.decl.operation == klab_core::manifest::OpKind::Declared {
+    if kernel.decl.operation == klab_core::declared::builtin::OpKind::Declared {
         let args = CheckArgs {
             quick: true,
             ..base

@@ -496,7 +496,7 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
             }
             let copies: Vec<String> = passed
                 .iter()
-                .filter(|(_, k)| k.decl.operation == klab_core::manifest::OpKind::Copy)
+                .filter(|(_, k)| k.decl.operation == klab_core::declared::builtin::OpKind::Copy)
                 .map(|(_, k)| k.name())
                 .collect();
             sweep::place_benched(&mut points, &copies, plan.baseline.as_deref());

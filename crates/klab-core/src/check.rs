@@ -7,8 +7,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{Backend, BackendError};
+use crate::declared::builtin::OpKind;
 use crate::general;
-use crate::manifest::{KernelDecl, OpKind};
+use crate::manifest::KernelDecl;
 use crate::ops::reduce;
 use crate::stats::Rng;
 use crate::timing::validate_once;
@@ -369,7 +370,7 @@ pub fn dry_run_announcement(decl: &KernelDecl, plan: &CheckPlan) -> Option<Strin
 /// this machine's memory cannot hold is not run ([`DryRun::NotRun`]).
 pub fn reference_dry_run(
     decl: &KernelDecl,
-    reference: std::rc::Rc<dyn general::Reference>,
+    reference: std::rc::Rc<dyn crate::reference::Reference>,
     plan: &CheckPlan,
 ) -> Result<DryRun, BackendError> {
     let Some(smallest) = plan.smallest(decl) else {
@@ -404,7 +405,7 @@ pub fn reference_dry_run(
 /// random inputs.
 fn slices_problem(
     decl: &KernelDecl,
-    reference: &std::rc::Rc<dyn general::Reference>,
+    reference: &std::rc::Rc<dyn crate::reference::Reference>,
     shapes: &[general::Shape],
     seed: u64,
 ) -> Option<String> {
@@ -440,12 +441,12 @@ fn slices_problem(
 /// run (required bitwise where every rule is bitwise or exact; reported otherwise); then
 /// the user's data, the index-overflow shape and the operation's properties. Each verdict
 /// names its rule; a failure its element and both values. A built-in operation is checked
-/// exactly so, with its CPU oracle as the reference ([`crate::ops::contract`]).
+/// exactly so, with its CPU oracle as the reference ([`crate::oracle`]).
 pub fn run<B: Backend>(
     backend: &mut B,
     decl: &KernelDecl,
     kernels: &[B::Kernel],
-    reference: std::rc::Rc<dyn general::Reference>,
+    reference: std::rc::Rc<dyn crate::reference::Reference>,
     opts: &CheckOptions,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<CheckReport, BackendError> {
@@ -769,7 +770,7 @@ const DECISIVE_TIMING_S: f64 = 0.25;
 /// fifteenth of the case itself.
 fn reference_too_slow(
     decl: &KernelDecl,
-    reference: &std::rc::Rc<dyn general::Reference>,
+    reference: &std::rc::Rc<dyn crate::reference::Reference>,
     base: &general::Shape,
     shape: &general::Shape,
     input: general::InputCase,
@@ -837,7 +838,7 @@ fn shape_work(op: &crate::declared::DeclaredOp, shape: &general::Shape) -> f64 {
 
 /// The index-overflow case is skipped, before any timing, above this many FLOPs for each of
 /// the host's cores: a reference at a few GFLOP/s per core would take minutes even on all of
-/// them. Below it the reference's own timings decide ([`reference_too_slow`]), so a reference
+/// them. Below it the reference's own timings decide (`reference_too_slow`), so a reference
 /// that spreads its loops over the cores (OpenMP) is judged by what it does.
 pub const MAX_OVERFLOW_FLOPS_PER_CORE: u64 = 100_000_000_000;
 
@@ -1156,7 +1157,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
     #[test]
     fn a_dry_run_this_machine_cannot_hold_is_said_and_a_large_one_announced() {
         struct Copy;
-        impl general::Reference for Copy {
+        impl crate::reference::Reference for Copy {
             fn run(
                 &self,
                 _: &general::Shape,
@@ -1212,7 +1213,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
     #[test]
     fn a_reference_that_fails_where_klab_chose_the_shape_is_a_skip() {
         struct Fails;
-        impl general::Reference for Fails {
+        impl crate::reference::Reference for Fails {
             fn run(
                 &self,
                 _: &general::Shape,
@@ -1261,7 +1262,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
             calls: std::cell::Cell<u32>,
             slow_call: Option<u32>,
         }
-        impl general::Reference for Startup {
+        impl crate::reference::Reference for Startup {
             fn run(
                 &self,
                 _: &general::Shape,
@@ -1290,7 +1291,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         let shape =
             general::overflow_shape(&decl.op, &base, general::INDEX_OVERFLOW_ELEMENTS).unwrap();
         for slow_call in [None, Some(2)] {
-            let r: std::rc::Rc<dyn general::Reference> = std::rc::Rc::new(Startup {
+            let r: std::rc::Rc<dyn crate::reference::Reference> = std::rc::Rc::new(Startup {
                 calls: std::cell::Cell::new(0),
                 slow_call,
             });
@@ -1307,7 +1308,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
 
     /// A reference whose time grows with n (2 us per element).
     struct Slow;
-    impl general::Reference for Slow {
+    impl crate::reference::Reference for Slow {
         fn run(
             &self,
             s: &general::Shape,
@@ -1509,7 +1510,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         let (_, d) = resolve(decl).unwrap();
         let mut b = host;
         let k = [b.kernel(&d.entry).unwrap()];
-        let oracle = crate::ops::contract::BuiltinReference::for_op(&d.op).unwrap();
+        let oracle = crate::oracle::BuiltinReference::for_op(&d.op).unwrap();
         let r = run(
             &mut b,
             &d,

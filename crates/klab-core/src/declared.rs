@@ -31,6 +31,7 @@
 //! [`slices`] holds what `slices = "VAR"` means for the buffers, and its validation;
 //! [`launches`] how the kernel is launched: once, or as a sequence of kernels.
 
+pub mod builtin;
 pub mod launches;
 pub mod slices;
 
@@ -245,10 +246,10 @@ pub enum ReferenceSpec {
     Kernel(String),
     /// A program that reads the inputs and writes the expected outputs as `.npy` files.
     Command(CommandSpec),
-    /// A built-in operation's CPU oracle ([`crate::ops::contract`]); stated by the
+    /// A built-in operation's CPU oracle ([`crate::oracle`]); stated by the
     /// built-in contracts, never written in a manifest.
     #[serde(skip_deserializing)]
-    Builtin(crate::ops::contract::BuiltinOracle),
+    Builtin(builtin::BuiltinOracle),
 }
 
 /// A command reference as written: `command = ["python3", "ref.py"]`, or the table

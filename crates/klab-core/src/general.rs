@@ -14,6 +14,7 @@ use crate::declared::{DeclaredOp, OpParam, Role};
 use crate::dtype::Dtype;
 use crate::manifest::KernelDecl;
 use crate::plan::LaunchPlan;
+use crate::reference::Reference;
 use crate::rule::CheckOutcome;
 use crate::rule::{self, Comparison, Verdict};
 use crate::workload::PerturbSource;
@@ -59,47 +60,6 @@ impl std::fmt::Display for ShapeArg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let parts: Vec<String> = self.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
         f.write_str(&parts.join(","))
-    }
-}
-
-/// What computes the expected outputs: called with the shape (every size variable, also
-/// those the kernel does not take), host copies of every buffer in the kernel's buffer
-/// order (inputs and in-out buffers set, outputs and scratch zeroed), the integer
-/// parameters (sizes and integer scalars) and the floating ones, each in the kernel's
-/// order, exactly as the kernel is.
-pub trait Reference {
-    fn run(
-        &self,
-        shape: &Shape,
-        buffers: &mut [&mut [u8]],
-        ints: &[i64],
-        floats: &[f64],
-    ) -> Result<(), String>;
-    /// One line for verdicts and receipts (`C reference ref.c:my_ref (gcc 12.2.0)`).
-    fn describe(&self) -> String;
-    /// [`Reference::run`] computed in the working precision `precision` instead of the
-    /// reference's own (rule reference-error: a C reference built a second time with its
-    /// working type `KLAB_REAL` set to `precision`). The default: this reference has no
-    /// such build.
-    fn run_in(
-        &self,
-        precision: rule::Precision,
-        _shape: &Shape,
-        _buffers: &mut [&mut [u8]],
-        _ints: &[i64],
-        _floats: &[f64],
-    ) -> Result<(), String> {
-        Err(format!(
-            "{} cannot be computed in {}: rule reference-error needs a C reference (`reference = {{ c = \"FILE:FUNCTION\" }}`) whose working type is the macro KLAB_REAL",
-            self.describe(),
-            precision.name()
-        ))
-    }
-    /// Outputs whose expected values a device checker can read from an input without
-    /// running this reference, as (output, input, map) buffer positions at `shape`: a
-    /// copy's and a transpose's. Empty (the default): the reference must run.
-    fn device_expectation(&self, _shape: &Shape) -> Vec<(usize, usize, crate::verify::ExpectMap)> {
-        Vec::new()
     }
 }
 
@@ -649,13 +609,12 @@ impl DeclaredWorkload {
         case: InputCase,
         scalar_index: usize,
     ) -> Result<DeclaredWorkload, BackendError> {
-        let reference =
-            crate::ops::contract::BuiltinReference::for_op(&decl.op).ok_or_else(|| {
-                BackendError(format!(
-                    "{} declares its own reference; build it first",
-                    decl.name
-                ))
-            })?;
+        let reference = crate::oracle::BuiltinReference::for_op(&decl.op).ok_or_else(|| {
+            BackendError(format!(
+                "{} declares its own reference; build it first",
+                decl.name
+            ))
+        })?;
         let n = i64::try_from(n).map_err(|_| BackendError(format!("n = {n} is too large")))?;
         DeclaredWorkload::new(
             decl,
@@ -677,7 +636,7 @@ impl DeclaredWorkload {
         };
         // The other kernel's own reference: a copy's oracle must never judge a transpose.
         let reference: std::rc::Rc<dyn Reference> =
-            match crate::ops::contract::BuiltinReference::for_op(&decl.op) {
+            match crate::oracle::BuiltinReference::for_op(&decl.op) {
                 Some(r) => std::rc::Rc::new(r),
                 None if same => self.reference.clone(),
                 None => {

@@ -14,8 +14,9 @@ use std::cell::RefCell;
 
 use crate::backend::Backend;
 use crate::declared::{DeclaredOp, OpParam};
-use crate::general::{Reference, Shape};
+use crate::expr::Shape;
 use crate::manifest::KernelDecl;
+use crate::reference::Reference;
 
 /// A reference kernel, compiled and loaded on `backend`.
 pub struct KernelReference<B: Backend> {

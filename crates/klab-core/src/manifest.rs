@@ -27,7 +27,7 @@
 //! `n` (i32); triad `x`, `z`, `y`, `n` (u64) and `alpha` (f32); reduce-sum `in`, `partials`
 //! and `n` (u64). A manifest whose parameters don't match its operation is an error that
 //! names the field. These fields state a built-in contract, which
-//! [`crate::ops::contract::declare`] writes into the same [`crate::declared::DeclaredOp`]
+//! [`crate::declared::builtin::declare`] writes into the same [`crate::declared::DeclaredOp`]
 //! an `operation = "declared"` kernel gives in `[kernel.op]`: [`KernelDecl::op`] is what
 //! every gate reads.
 //!
@@ -47,88 +47,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::artifact::{read_regular, read_text, Input};
+use crate::declared::builtin::{OpKind, Param, Rounding, ScalarType};
 use crate::device::Dim3;
 use crate::dtype::Dtype;
 use crate::include::IncludeDir;
 use crate::text::{is_identifier, template_name};
-
-/// What a kernel must compute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OpKind {
-    Copy,
-    Transpose,
-    Triad,
-    ReduceSum,
-    /// The manifest declares what the kernel computes (`[kernel.op]`, see
-    /// [`crate::declared`]).
-    Declared,
-}
-
-impl OpKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            OpKind::Copy => "copy",
-            OpKind::Transpose => "transpose",
-            OpKind::Triad => "triad",
-            OpKind::ReduceSum => "reduce-sum",
-            OpKind::Declared => "declared",
-        }
-    }
-
-    /// (buffer roles, scalar roles with their required type), in no particular order.
-    pub fn roles(
-        self,
-    ) -> (
-        &'static [&'static str],
-        &'static [(&'static str, ScalarType)],
-    ) {
-        match self {
-            OpKind::Copy | OpKind::Transpose => (&["out", "in"], &[("n", ScalarType::I32)]),
-            OpKind::Triad => (
-                &["x", "z", "y"],
-                &[("n", ScalarType::U64), ("alpha", ScalarType::F32)],
-            ),
-            OpKind::ReduceSum => (&["in", "partials"], &[("n", ScalarType::U64)]),
-            // Its parameters are whatever [kernel.op] declares.
-            OpKind::Declared => (&[], &[]),
-        }
-    }
-
-    /// Problem dimensions: 2 for an N x N matrix, 1 for a vector.
-    pub fn dims(self) -> usize {
-        match self {
-            OpKind::Copy | OpKind::Transpose => 2,
-            OpKind::Triad | OpKind::ReduceSum | OpKind::Declared => 1,
-        }
-    }
-}
-
-impl fmt::Display for OpKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// The C type of a scalar parameter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ScalarType {
-    I32,
-    U64,
-    F32,
-}
-
-impl ScalarType {
-    fn parse(s: &str) -> Option<ScalarType> {
-        match s {
-            "i32" | "int" => Some(ScalarType::I32),
-            "u64" | "size_t" | "unsigned long long" => Some(ScalarType::U64),
-            "f32" | "float" => Some(ScalarType::F32),
-            _ => None,
-        }
-    }
-}
 
 /// A library routine that stands in for a kernel: manifest entries beginning with `@`.
 /// Each takes the parameters `out, in, n:i32` of an N x N float32 matrix, so it runs
@@ -173,21 +96,6 @@ impl LibraryRoutine {
     }
 }
 
-/// One kernel parameter.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Param {
-    Buffer(String),
-    Scalar(String, ScalarType),
-}
-
-/// How the grid covers N.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Rounding {
-    Up,
-    Down,
-}
-
 /// One declared kernel.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct KernelDecl {
@@ -204,7 +112,7 @@ pub struct KernelDecl {
     pub prediction: Option<String>,
     /// What the kernel computes: its size variables, launch, buffers, rules and
     /// reference. A built-in operation's launch fields (`block`, `elements_per_block`,
-    /// `grid_rounding`, `equality`) are written into one by [`crate::ops::contract`].
+    /// `grid_rounding`, `equality`) are written into one by [`crate::declared::builtin`].
     pub op: std::sync::Arc<crate::declared::DeclaredOp>,
 }
 
@@ -1170,7 +1078,7 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
                 ));
             }
         }
-        let op = crate::ops::contract::declare(&crate::ops::contract::Contract {
+        let op = crate::declared::builtin::declare(&crate::declared::builtin::Contract {
             operation,
             params: &params,
             block,

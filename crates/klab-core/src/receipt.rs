@@ -28,12 +28,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::artifact::{format_utc, now_utc_secs, parse_utc, read_regular, write_atomic};
 use crate::artifact::{FileError, Input};
+use crate::declared::builtin::builtin_work;
+use crate::declared::builtin::OpKind;
 use crate::device::DeviceLimits;
 use crate::device::Dim3;
 use crate::floor::Floor;
 use crate::gpustate::{self, BlockState};
-use crate::manifest::OpKind;
-use crate::ops::contract::builtin_work;
 use crate::plan::{self, LaunchPlan};
 use crate::samples::{Invalidation, Regime, Timer, SAMPLES_CSV_HALF_UNIT_US};
 use crate::stats::{gb_per_s, Summary, QUANTILE_RULE};

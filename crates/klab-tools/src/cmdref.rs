@@ -29,8 +29,9 @@ use std::sync::Arc;
 
 use klab_core::declared::{CommandSpec, DeclaredOp, OpParam, Role};
 use klab_core::dtype::Dtype;
-use klab_core::general::{Reference, Shape};
+use klab_core::general::Shape;
 use klab_core::npy;
+use klab_core::reference::Reference;
 
 use crate::process::{self, RunOptions};
 

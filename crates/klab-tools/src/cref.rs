@@ -25,7 +25,7 @@
 //! that writes its working type as `KLAB_REAL` is the double-precision oracle, and for
 //! rule reference-error ([`CReferenceSpec::working`]) a second library is built with
 //! `-DKLAB_REAL=float` (the kernel's working precision) and called by
-//! [`klab_core::general::Reference::run_in`].
+//! [`klab_core::reference::Reference::run_in`].
 
 use std::ffi::{c_void, CString, OsString};
 use std::path::{Path, PathBuf};
@@ -558,7 +558,7 @@ impl CReference {
     }
 }
 
-impl klab_core::general::Reference for CReference {
+impl klab_core::reference::Reference for CReference {
     fn run(
         &self,
         _shape: &klab_core::general::Shape,
@@ -644,7 +644,7 @@ fn dl_error() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use klab_core::general::Reference;
+    use klab_core::reference::Reference;
 
     fn f32s(v: &[f32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()

@@ -231,8 +231,9 @@ impl DeclaredLaunch<'_> {
 #[cfg(test)]
 mod tests {
     use crate::backend::host::{Call, HostArg, HostBackend};
-    use crate::general::{Reference, Shape};
+    use crate::expr::Shape;
     use crate::manifest::KernelDecl;
+    use crate::reference::Reference;
 
     /// Rows centred on their mean, in two launches: the means (into scratch), then the
     /// centred rows. The first launch takes a size no other parameter list has (`tpb`),

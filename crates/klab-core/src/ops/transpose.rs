@@ -3,7 +3,7 @@
 //!
 //! Values move without arithmetic, so the oracle is exact: each output word must equal,
 //! bit for bit, the input word the operation maps to it (so -0.0 differs from +0.0 and a
-//! NaN must keep its payload). The oracle ([`crate::ops::contract::BuiltinOracle`]) is
+//! NaN must keep its payload). The oracle ([`crate::declared::builtin::BuiltinOracle`]) is
 //! plain index arithmetic on the host and shares no code or order with any kernel.
 
 use serde::Serialize;

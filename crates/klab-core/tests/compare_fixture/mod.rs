@@ -169,7 +169,8 @@ pub fn set_n(r: &mut Receipt, n: u64) {
     r.workload.n = n;
     r.workload.grid = [n.div_ceil(256) as u32, 1, 1];
     let (bytes, flops) =
-        klab_core::ops::contract::builtin_work(klab_core::manifest::OpKind::Triad, n).unwrap();
+        klab_core::declared::builtin::builtin_work(klab_core::declared::builtin::OpKind::Triad, n)
+            .unwrap();
     r.workload.useful_bytes_per_launch = bytes;
     r.workload.flops_per_launch = flops;
 }

@@ -23,18 +23,7 @@ use std::collections::BTreeMap;
 use super::csv::Scan;
 use super::raw::{scan_checked, Identity, KernelRecord};
 use super::value::{parse_number, parse_value, Lookup, MetricValue, Value};
-use super::{MessageLevel, NcuError, NcuMessage, Page};
-
-/// Columns only the details page has: a header with both is a details page, and
-/// [`super::parse_raw`] refuses it.
-pub const DETAILS_COLUMNS: [&str; 2] = ["Section Name", "Metric Name"];
-
-/// Whether a CSV header (its field names) is the details page's.
-pub(crate) fn is_details_header<S: AsRef<str>>(names: &[S]) -> bool {
-    DETAILS_COLUMNS
-        .iter()
-        .all(|c| names.iter().any(|n| n.as_ref().trim() == *c))
-}
+use super::{MessageLevel, NcuError, NcuMessage, Page, DETAILS_COLUMNS};
 
 /// The section that holds the metrics asked for with `--metrics`, each row under the
 /// metric's own (raw) name.

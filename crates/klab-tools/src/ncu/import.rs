@@ -28,10 +28,9 @@ use std::time::Duration;
 use klab_core::artifact::{read_prefix, read_regular, Input};
 
 use super::csv::{header_fields, message};
-use super::details::is_details_header;
 use super::{
-    first_error, import_argv, import_raw, locate_ncu, output_failure, parse_details, parse_raw,
-    KernelRecord, NcuError, NcuMessage, Page,
+    first_error, import_argv, import_raw, is_details_header, locate_ncu, output_failure,
+    parse_details, parse_raw, KernelRecord, NcuError, NcuMessage, Page,
 };
 
 /// The first bytes of an `.ncu-rep` file: `NVR` and a NUL, as Extra-P's reader of the

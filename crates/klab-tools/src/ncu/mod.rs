@@ -57,7 +57,7 @@ use serde::{Deserialize, Serialize};
 pub use aliases::{alias, Alias, ALIASES};
 pub use details::{
     parse_details, DetailsKernel, DetailsMetric, DetailsReport, RuleResult, Section,
-    COMMAND_LINE_SECTION, DETAILS_COLUMNS, SECTION_METRICS,
+    COMMAND_LINE_SECTION, SECTION_METRICS,
 };
 pub use import::{import_file, read_page, Format, Imported, EXPECTED_FORMAT, REPORT_SIGNATURE};
 pub use listing::{parse_query_metrics, MetricInfo, MetricListing, UNLISTED_PREFIXES};
@@ -188,6 +188,17 @@ impl std::fmt::Display for CacheControl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// Columns only the details page has: a header with both is a details page, and
+/// [`super::parse_raw`] refuses it.
+pub const DETAILS_COLUMNS: [&str; 2] = ["Section Name", "Metric Name"];
+
+/// Whether a CSV header (its field names) is the details page's.
+pub(crate) fn is_details_header<S: AsRef<str>>(names: &[S]) -> bool {
+    DETAILS_COLUMNS
+        .iter()
+        .all(|c| names.iter().any(|n| n.as_ref().trim() == *c))
 }
 
 /// Which page `--import ... --csv --page` prints.

@@ -11,9 +11,10 @@ use serde::{Deserialize, Serialize};
 
 use super::aliases::{alias, Alias, BLOCK_SIZE, CC, GRID_SIZE};
 use super::csv::{scan, Record, Scan};
-use super::details::is_details_header;
 use super::value::{parse_value, Lookup, MetricValue};
-use super::{first_error, output_failure, MessageLevel, NcuError, NcuMessage, Page};
+use super::{
+    first_error, is_details_header, output_failure, MessageLevel, NcuError, NcuMessage, Page,
+};
 
 /// The columns that identify a launch rather than measure it, as ncu 2025.3 names them.
 /// Any other column whose name contains a space is treated the same way (kept in

@@ -1,0 +1,282 @@
+//! No import circles between modules. Every `.rs` file of every crate (and of the binary)
+//! is a module; a path it names through `crate::` (in a `use` or in code) is an edge to the
+//! deepest module that path lands in, and `super::` an edge to its parent's. A circle is a
+//! strongly connected set of more than one module: a layer that reaches back up into one
+//! above it, which is what makes a change in one place ripple through ten. A module's own
+//! tests (`#[cfg(test)] mod tests`) are left out: tests may reach anywhere. A parent module
+//! that declares or re-exports its children (`mod raw; pub use raw::...`) names them
+//! without `crate::`, and that is not counted: the children are part of it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+/// The source roots, one per crate.
+fn roots() -> Vec<PathBuf> {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut v = vec![top.join("src")];
+    for e in std::fs::read_dir(top.join("crates")).unwrap() {
+        let src = e.unwrap().path().join("src");
+        if src.is_dir() {
+            v.push(src);
+        }
+    }
+    v.sort();
+    v
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// `declared/builtin.rs` -> `declared::builtin`; `ncu/mod.rs` -> `ncu`; the crate root
+/// (`lib.rs`, `main.rs`) -> "".
+fn module_of(root: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(root).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// The text that counts: up to the module's tests, without line comments.
+fn code(text: &str) -> String {
+    let end = ["#[cfg(test)]\nmod ", "#[cfg(test)]\npub(crate) mod "]
+        .iter()
+        .filter_map(|m| text.find(m))
+        .min()
+        .unwrap_or(text.len());
+    text[..end]
+        .lines()
+        .map(|l| match l.find("//") {
+            Some(i) if !l[..i].contains('"') => &l[..i],
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every path a module's code names from the crate root: `crate::a::b` as `a::b`, the
+/// items of `use crate::{a::b, c}` as `a::b` and `c` (nested groups flattened one level),
+/// and `super::x` from module `m::n` as `m::x`.
+fn named_paths(module: &str, code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let mut rest = code;
+    while let Some(i) = rest.find("crate::") {
+        let after = &rest[i + "crate::".len()..];
+        if let Some(group) = after.strip_prefix('{') {
+            let inner = &group[..group.find("};").unwrap_or(group.len())];
+            for item in inner.split(',') {
+                let p: String = item.trim().chars().take_while(|&c| word(c)).collect();
+                if !p.is_empty() {
+                    out.push(p.trim_end_matches(':').to_string());
+                }
+            }
+        } else {
+            let p: String = after.chars().take_while(|&c| word(c)).collect();
+            out.push(p.trim_end_matches(':').to_string());
+        }
+        rest = after;
+    }
+    let parent = module.rsplit_once("::").map_or("", |(p, _)| p);
+    let mut rest = code;
+    while let Some(i) = rest.find("super::") {
+        let after = &rest[i + "super::".len()..];
+        // `super::super::` and the like: only the first step up is followed.
+        let p: String = after.chars().take_while(|&c| word(c)).collect();
+        let p = p.trim_end_matches(':');
+        out.push(match parent {
+            "" => p.to_string(),
+            _ => format!("{parent}::{p}"),
+        });
+        rest = after;
+    }
+    out
+}
+
+/// The deepest module of `modules` that `path` lands in (None: the crate root or an item
+/// of it).
+fn landing(path: &str, modules: &BTreeSet<String>) -> Option<String> {
+    let parts: Vec<&str> = path.split("::").collect();
+    (1..=parts.len())
+        .rev()
+        .map(|n| parts[..n].join("::"))
+        .find(|m| modules.contains(m))
+}
+
+/// The import graph of the crate under `root`.
+fn graph(root: &Path) -> Graph {
+    let mut files = Vec::new();
+    rust_files(root, &mut files);
+    let modules: BTreeSet<String> = files
+        .iter()
+        .map(|f| module_of(root, f))
+        .filter(|m| !m.is_empty())
+        .collect();
+    let mut g = Graph::new();
+    for f in &files {
+        let m = module_of(root, f);
+        if m.is_empty() {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        let edges = g.entry(m.clone()).or_default();
+        for p in named_paths(&m, &code(&text)) {
+            if let Some(to) = landing(&p, &modules) {
+                if to != m {
+                    edges.insert(to);
+                }
+            }
+        }
+    }
+    g
+}
+
+/// The strongly connected sets of more than one node (Tarjan), each sorted.
+fn circles(g: &Graph) -> Vec<Vec<String>> {
+    struct State<'a> {
+        g: &'a Graph,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(s: &mut State<'a>, v: &'a str) {
+        let i = s.index.len();
+        s.index.insert(v, i);
+        s.low.insert(v, i);
+        s.stack.push(v);
+        s.on.insert(v);
+        for w in s.g.get(v).into_iter().flatten() {
+            let w = w.as_str();
+            if !s.index.contains_key(w) {
+                visit(s, w);
+                let lw = s.low[w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if s.on.contains(w) {
+                let iw = s.index[w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut set = Vec::new();
+            loop {
+                let w = s.stack.pop().unwrap();
+                s.on.remove(w);
+                set.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if set.len() > 1 {
+                set.sort();
+                s.out.push(set);
+            }
+        }
+    }
+    let mut s = State {
+        g,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for v in g.keys() {
+        if !s.index.contains_key(v.as_str()) {
+            visit(&mut s, v);
+        }
+    }
+    s.out
+}
+
+#[test]
+fn no_module_imports_a_module_that_imports_it_back() {
+    let mut found = Vec::new();
+    for root in roots() {
+        let g = graph(&root);
+        assert!(g.len() > 1 || root.ends_with("src"), "{}", root.display());
+        for c in circles(&g) {
+            let edges: Vec<String> = c
+                .iter()
+                .map(|m| {
+                    let to: Vec<&str> = g[m]
+                        .iter()
+                        .filter(|t| c.contains(t))
+                        .map(String::as_str)
+                        .collect();
+                    format!("{m} -> {}", to.join(", "))
+                })
+                .collect();
+            found.push(format!("{}: {}", root.display(), edges.join("; ")));
+        }
+    }
+    assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_circle_finder_finds_circles_and_only_circles() {
+    let g: Graph = [
+        ("a", vec!["b"]),
+        ("b", vec!["c"]),
+        ("c", vec!["a", "d"]),
+        ("d", vec![]),
+        ("e", vec!["d", "f"]),
+        ("f", vec!["e"]),
+        ("g", vec!["a"]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect()))
+    .collect();
+    let mut found = circles(&g);
+    found.sort();
+    assert_eq!(found, vec![vec!["a", "b", "c"], vec!["e", "f"]]);
+    let dag: Graph = [("a", vec!["b"]), ("b", vec![])]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect()))
+        .collect();
+    assert!(circles(&dag).is_empty());
+}
+
+#[test]
+fn paths_land_in_the_deepest_module_and_super_in_the_parent() {
+    let modules: BTreeSet<String> = ["declared", "declared::builtin", "ncu", "ncu::raw"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let source = "use crate::declared::builtin::{OpKind, Param};\n\
+                use crate::{declared::BufferSpec, ncu};\n\
+                let x = crate::declared::builtin::declare(&c);\n\
+                use super::raw::scan;\n";
+    let landed: BTreeSet<String> = named_paths("ncu::details", source)
+        .iter()
+        .filter_map(|p| landing(p, &modules))
+        .collect();
+    let want: BTreeSet<String> = ["declared", "declared::builtin", "ncu", "ncu::raw"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    assert_eq!(landed, want);
+    // Comments and a module's own tests name nothing.
+    let text = "// use crate::ncu::raw;\nfn f() {}\n#[cfg(test)]\nmod tests {\n    use crate::declared;\n}\n";
+    assert!(named_paths("m", &code(text)).is_empty());
+}
