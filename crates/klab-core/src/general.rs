@@ -1692,7 +1692,7 @@ fn offsets_fill(b: &Buffer, k: usize, case: InputCase, out: &mut [u8]) {
 /// `rows + 1` offsets from 0 to `total` with random row lengths (about a fifth empty).
 fn random_offsets(rows: i64, total: i64, key: u64) -> Vec<i64> {
     let weight = |r: i64| {
-        let u = (crate::inputs::splitmix_at(key, r as u64) >> 11) as f64 / (1u64 << 53) as f64;
+        let u = (crate::stats::splitmix_at(key, r as u64) >> 11) as f64 / (1u64 << 53) as f64;
         if u < 0.2 {
             0.0
         } else {

@@ -11,6 +11,7 @@
 //! library does not round as the host's does: it is made on the host only ([`normal`]).
 
 use crate::dtype::Dtype;
+use crate::stats::splitmix_at;
 
 /// What one generated input holds (the cases of [`crate::general::InputCase`] that a
 /// device can make).
@@ -51,15 +52,6 @@ pub struct Generator {
 /// The key of input `k`'s random stream under `seed`.
 pub fn stream_key(seed: u64, k: u64) -> u64 {
     seed ^ k.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
-/// SplitMix64's output at position `i` of the stream with key `key` (its state after
-/// `i + 1` steps): a counter-based generator.
-pub fn splitmix_at(key: u64, i: u64) -> u64 {
-    let mut z = key.wrapping_add(i.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// The position of element `j` of `count` drawn from `key` in a buffer of `elements`

@@ -584,7 +584,7 @@ pub fn draw_samples(seed: u64, samples: u64, count: u64) -> Vec<u64> {
     let want = count.min(samples);
     let mut i = 0;
     while (chosen.len() as u64) < want {
-        chosen.insert(crate::inputs::splitmix_at(seed, i) % samples);
+        chosen.insert(crate::stats::splitmix_at(seed, i) % samples);
         i += 1;
     }
     chosen.into_iter().collect()

@@ -195,7 +195,7 @@ pub fn remainders(e: u64) -> Vec<u64> {
     let mut r = vec![1, 2, e / 2, e - 2, e - 1];
     let mut i = 0;
     while r.len() < SAMPLED_REMAINDERS {
-        r.push(1 + crate::inputs::splitmix_at(e, i) % (e - 1));
+        r.push(1 + crate::stats::splitmix_at(e, i) % (e - 1));
         i += 1;
     }
     r.sort_unstable();

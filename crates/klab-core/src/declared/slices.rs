@@ -220,7 +220,7 @@ impl Sample {
             }
         }
         for draw in 0..RANDOM_RUNS {
-            let from = crate::inputs::splitmix_at(seed, draw) % total.max(1);
+            let from = crate::stats::splitmix_at(seed, draw) % total.max(1);
             insert_run(from, from + run, total, &mut chosen);
         }
         if chosen.len() as u64 >= total {

@@ -9,7 +9,7 @@
 mod rng;
 mod speedup;
 
-pub use rng::Rng;
+pub use rng::{splitmix_at, Rng};
 pub use speedup::{
     analyze_speedup, bootstrap_median_replicates, render_analysis, BootstrapConfig, Side,
     SpeedVerdict, SpeedupAnalysis, StatsError, BOOTSTRAP_METHOD, DEFAULT_SEED,

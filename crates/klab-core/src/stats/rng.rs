@@ -1,6 +1,15 @@
 //! A small seeded PRNG: xoshiro256** (Blackman and Vigna) with its state filled by SplitMix64,
 //! as the reference code recommends. Deterministic across platforms; no dependencies.
 
+/// SplitMix64's output at position `i` of the stream with key `key` (its state after
+/// `i + 1` steps): a counter-based generator.
+pub fn splitmix_at(key: u64, i: u64) -> u64 {
+    let mut z = key.wrapping_add(i.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// SplitMix64 step: advances `state` and returns the next output.
 fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
