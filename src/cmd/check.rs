@@ -122,6 +122,16 @@ fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
             if verbose || !c.pass || c.skipped {
                 eprintln!("klab check: {}", c.render());
             }
+            // The parent counts it if this process dies in a later case.
+            if !c.pass && !c.skipped {
+                println!(
+                    "{}",
+                    ChildResult::CaseFailed {
+                        label: c.case.clone()
+                    }
+                    .line()
+                );
+            }
         }
     };
     let reference = kernel.reference(args.device)?;
@@ -160,17 +170,18 @@ fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The verdict of a check in which `deaths` cases ended their process, `last` being the
-/// report of the fresh process that ran the cases after the last of them: a failure, or for
-/// a known-broken kernel its rejection (the deaths are the gate failing, never "another
-/// gate's bug").
+/// The verdict of a check in which `deaths` cases ended their process after `failed_before`
+/// other cases had failed in the processes they ended, `last` being the report of the fresh
+/// process that ran the cases after the last of them: a failure, or for a known-broken
+/// kernel its rejection (the deaths are the gate failing, never "another gate's bug").
 fn verdict_after_deaths(
     known_broken: Option<&str>,
     deaths: usize,
+    failed_before: usize,
     last: &check::CheckReport,
 ) -> String {
     let ended = format!(
-        "{deaths} case(s) ended their process, named above; of the {} after the last, run in a fresh one, {} failed",
+        "{deaths} case(s) ended their process and {failed_before} failed before, named above; of the {} after the last, run in a fresh one, {} failed",
         last.cases.len(),
         last.failures()
     );
@@ -190,6 +201,7 @@ const MAX_FAULTS: usize = 8;
 fn check_in_children(kernel: &Kernel, args: &CheckArgs, timeout: Duration) -> anyhow::Result<bool> {
     let mut passed = true;
     let mut resume_after = 0;
+    let mut failed_before = 0;
     for deaths in 0.. {
         let cmd = ChildCmd::Check(CheckArgs {
             kernels: vec![kernel.spec()],
@@ -205,7 +217,12 @@ fn check_in_children(kernel: &Kernel, args: &CheckArgs, timeout: Duration) -> an
                 println!(
                     "check {}: verdict: {}",
                     kernel.name(),
-                    verdict_after_deaths(kernel.decl.known_broken.as_deref(), deaths, report)
+                    verdict_after_deaths(
+                        kernel.decl.known_broken.as_deref(),
+                        deaths,
+                        failed_before,
+                        report
+                    )
                 );
             }
             return Ok(passed && report.passed());
@@ -222,6 +239,7 @@ fn check_in_children(kernel: &Kernel, args: &CheckArgs, timeout: Duration) -> an
                 .unwrap_or_default()
         );
         passed = false;
+        failed_before += ChildResult::cases_failed(&stdout);
         let started = ChildResult::cases_started(&stdout);
         if o.hung() || during.is_none() || started == 0 {
             break;
@@ -338,12 +356,12 @@ mod tests {
             ],
         };
         assert_eq!(
-            verdict_after_deaths(Some("a 32-bit offset"), 1, &last),
-            "REJECTED (known-broken: a 32-bit offset; 1 case(s) ended their process, named above; of the 2 after the last, run in a fresh one, 1 failed)"
+            verdict_after_deaths(Some("a 32-bit offset"), 1, 43, &last),
+            "REJECTED (known-broken: a 32-bit offset; 1 case(s) ended their process and 43 failed before, named above; of the 2 after the last, run in a fresh one, 1 failed)"
         );
         assert_eq!(
-            verdict_after_deaths(None, 2, &last),
-            "FAIL (2 case(s) ended their process, named above; of the 2 after the last, run in a fresh one, 1 failed)"
+            verdict_after_deaths(None, 2, 0, &last),
+            "FAIL (2 case(s) ended their process and 0 failed before, named above; of the 2 after the last, run in a fresh one, 1 failed)"
         );
     }
 }

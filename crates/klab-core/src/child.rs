@@ -46,6 +46,9 @@ pub enum ChildResult {
     /// Not a result: the case a `klab check` child is about to run (its shape, input and
     /// seed), printed before each, so that a child that dies names what it was doing.
     Case { label: String },
+    /// Not a result: a case a `klab check` child judged a failure, printed as it is judged,
+    /// so that the failures of a child that dies later are still counted.
+    CaseFailed { label: String },
 }
 
 /// What the profiled child saw of its own launches.
@@ -71,7 +74,8 @@ impl ChildResult {
 
     /// The last result line in a child's output, if it printed one that parses.
     pub fn find(output: &str) -> Option<ChildResult> {
-        Self::tagged(output).find(|r| !matches!(r, ChildResult::Case { .. }))
+        Self::tagged(output)
+            .find(|r| !matches!(r, ChildResult::Case { .. } | ChildResult::CaseFailed { .. }))
     }
 
     /// The last case a check child announced, if any.
@@ -86,6 +90,13 @@ impl ChildResult {
     pub fn cases_started(output: &str) -> usize {
         Self::tagged(output)
             .filter(|r| matches!(r, ChildResult::Case { .. }))
+            .count()
+    }
+
+    /// How many cases a check child judged failures.
+    pub fn cases_failed(output: &str) -> usize {
+        Self::tagged(output)
+            .filter(|r| matches!(r, ChildResult::CaseFailed { .. }))
             .count()
     }
 
@@ -121,6 +132,21 @@ mod tests {
         );
         assert_eq!(ChildResult::find(&out), None);
         assert_eq!(ChildResult::cases_started(&out), 2);
+        assert_eq!(ChildResult::cases_failed(&out), 0);
+        let failed = format!(
+            "{out}{}
+",
+            ChildResult::CaseFailed {
+                label: "n=65: random input seed 12, poison 0x7f".into()
+            }
+            .line()
+        );
+        assert_eq!(
+            ChildResult::find(&failed),
+            None,
+            "a failed case is no result"
+        );
+        assert_eq!(ChildResult::cases_failed(&failed), 1);
         assert_eq!(
             ChildResult::last_case(&out).as_deref(),
             Some("n=65: random input seed 12, poison 0x7f")
