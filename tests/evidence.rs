@@ -155,7 +155,7 @@ fn every_committed_receipt_rechecks_with_compare() {
             .push(p.clone());
     }
 
-    // The receipts the READMEs cite for `klab compare` must be among them.
+    // The receipts the evidence READMEs and docs/lab.md cite for `klab compare` must be among them.
     let rel: Vec<String> = found
         .iter()
         .map(|(p, _)| {

@@ -65,8 +65,8 @@ pub fn skeleton(src: &str, source: &str, file: &str) -> Result<Skeleton, InitErr
     t += &format!(
         "# A declared-operation manifest written by `klab init {}` from its __global__\n\
          # signatures. Fill in every \"{PLACEHOLDER}\" (klab check names the first one left) and\n\
-         # settle every \"# TODO\" note, then run klab check on this file. The format: README,\n\
-         # \"Bring your own kernel: declared operations\".\n",
+         # settle every \"# TODO\" note, then run klab check on this file. The format:\n\
+         # docs/declared-operations.md in klab's repository.\n",
         flat(file)
     );
     t += &format!("source = {}\n", quote(source));

@@ -212,7 +212,7 @@ pub struct VerifiedSample {
 
 /// A timed median this many times below the checked median is flagged: the timed launches
 /// ran faster than the launches klab verified. Chosen from honest kernels on the H200
-/// (README, "Timing a kernel cannot game").
+/// (docs/timing.md, "Timing a kernel cannot game").
 pub const CHECKED_RATIO_FLAG: f64 = 2.0;
 
 /// ...when the two also differ by more than this, microseconds. A checked launch is timed
@@ -547,15 +547,15 @@ pub const STALE_PROBES: u64 = 4;
 /// The probes' median on invalidated outputs over their median on stale outputs above
 /// which a block fails: the kernel's work depends on what its outputs hold. On the H200
 /// honest kernels reached 1.26 (a memory-bound kernel whose launches fall into two speeds)
-/// and, at a few microseconds, 1.5; the skipping exploits 2.3 and more (README, "Timing a
-/// kernel cannot game"). A smaller skip is still timed honestly: the timed launches are
-/// invalidated whatever the probes say.
+/// and, at a few microseconds, 1.5; the skipping exploits 2.3 and more (docs/timing.md,
+/// "Timing a kernel cannot game"). A smaller skip is still timed honestly: the timed
+/// launches are invalidated whatever the probes say.
 pub const STALE_RATIO_LIMIT: f64 = 2.0;
 
 /// ...and the difference, microseconds, above which it fails. At small sizes the half on
 /// invalidated outputs ran up to 2.7 us (1.5x) slower than the stale half for honest
-/// kernels on the H200 (README); the timed samples are invalidated whatever the probes
-/// say, so a smaller skip buys a receipt nothing.
+/// kernels on the H200 (docs/timing.md, "Timing a kernel cannot game"); the timed samples
+/// are invalidated whatever the probes say, so a smaller skip buys a receipt nothing.
 pub const STALE_MIN_GAIN_US: f64 = 5.0;
 
 /// Mixed into the block's seed for the warmup's and the probes' invalidations.
