@@ -14,14 +14,13 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::Context;
-use klab_core::child::{ChildResult, RESULT_TAG};
+use klab_core::child::{ChildResult, ChildVerdict, Ending, RESULT_TAG};
 use klab_tools::process::{self, Captured, RunOptions};
 
 use crate::cli::{
     BenchArgs, CheckArgs, ProfileArgs, ReduceLabArgs, RoundsArgs, SanitizeArgs, TimingArgs,
     TransposeArgs, TriadArgs,
 };
-use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 
 /// A klab command line that klab runs as a child.
 #[derive(Debug, Clone, PartialEq)]
@@ -222,28 +221,36 @@ impl ChildCmd {
         let captured = process::run(&exe, &argv, &opts)
             .with_context(|| format!("starting {}", exe.display()))?;
         let stdout = String::from_utf8_lossy(&captured.stdout).into_owned();
+        let result = ChildResult::find(&stdout);
+        let ending = Ending {
+            exit_code: captured.exit_code,
+            signal: captured.signal,
+            killed_after: captured.timed_out.then_some(timeout),
+        };
+        let during = ChildResult::running(&stdout);
         Ok(ChildRun {
             argv: argv
                 .iter()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
-            result: ChildResult::find(&stdout),
+            verdict: ChildVerdict::of(result.as_ref(), &ending, during.as_deref()),
+            result,
             stdout: ChildResult::strip(&stdout),
             stderr: String::from_utf8_lossy(&captured.stderr).into_owned(),
-            timeout,
             captured,
         })
     }
 }
 
-/// A finished child: its output without the result line, and the result.
+/// A finished child: its output without the result line, its result, and the verdict
+/// built once from both and how its process ended.
 pub struct ChildRun {
     pub argv: Vec<String>,
     pub captured: Captured,
     pub result: Option<ChildResult>,
+    pub verdict: ChildVerdict,
     pub stdout: String,
     pub stderr: String,
-    pub timeout: Duration,
 }
 
 impl ChildRun {
@@ -252,68 +259,35 @@ impl ChildRun {
         String::from_utf8_lossy(&self.captured.stdout).into_owned()
     }
 
-    pub fn hung(&self) -> bool {
-        self.captured.timed_out
-    }
-
-    /// The exit code, `None` when a signal (or the watchdog) ended it.
-    pub fn status(&self) -> Option<i32> {
-        if self.captured.timed_out {
-            None
-        } else {
-            self.captured.exit_code
-        }
-    }
-
-    /// Why the child did not deliver a result, in one line.
-    pub fn failure(&self) -> String {
-        if self.captured.timed_out {
-            return format!(
-                "hung: killed by the watchdog after {}",
-                process::describe_duration(self.timeout)
-            );
-        }
-        match &self.result {
-            Some(ChildResult::Error { message }) => message.clone(),
-            Some(ChildResult::Exit { code }) => format!("the process exited {code}"),
-            _ => match (self.captured.exit_code, self.captured.signal) {
-                (_, Some(sig)) => format!("the process died of signal {sig}"),
-                (Some(code), _) => format!("the process exited {code} without a result"),
-                _ => "the process ended without a result".into(),
-            },
-        }
-    }
-
-    /// `$ klab ARGS`, the output and the status, for a log file.
+    /// `$ klab ARGS`, the output and how it ended, for a log file.
     pub fn log_block(&self) -> String {
+        let ended = match (&self.verdict, self.captured.exit_code) {
+            (ChildVerdict::Hung { .. }, _) | (_, None) => self.verdict.describe(),
+            (_, Some(code)) => format!("exit {code}"),
+        };
         format!(
-            "$ klab {}\n{}{}[{}]\n\n",
+            "$ klab {}\n{}{}[{ended}]\n\n",
             self.argv.join(" "),
             self.stdout,
             self.stderr,
-            match self.status() {
-                Some(s) => format!("exit {s}"),
-                None => self.failure(),
-            }
         )
     }
 }
 
 /// Re-run a command in a child under the watchdog, its output shown as it comes, and exit
-/// as it did. A hang is the kernel's failure: one line and exit 2.
+/// as its verdict says; what is not a plain exit (a hang, a crash, an error) in one line.
 pub fn relay(cmd: ChildCmd, timeout_s: u64, what: &str) -> anyhow::Result<ExitCode> {
     let run = cmd.run(Duration::from_secs(timeout_s), true)?;
-    if run.hung() {
-        eprintln!("{what}: FAIL: {}", run.failure());
-        return Ok(ExitCode::from(EXIT_GATE_FAILED));
-    }
-    Ok(match (run.status(), &run.result) {
-        (Some(code), _) => ExitCode::from(u8::try_from(code).unwrap_or(EXIT_ERROR)),
-        (None, _) => {
-            eprintln!("error: {what}: {}", run.failure());
-            ExitCode::from(EXIT_ERROR)
+    match (&run.verdict, &run.result) {
+        (ChildVerdict::Hung { .. } | ChildVerdict::Crashed { .. }, _) => {
+            eprintln!("{what}: FAIL: {}", run.verdict.describe())
         }
-    })
+        // The child said its own error.
+        (ChildVerdict::Error { .. }, Some(ChildResult::Error { .. })) => {}
+        (ChildVerdict::Error { message }, _) => eprintln!("error: {what}: {message}"),
+        _ => {}
+    }
+    Ok(ExitCode::from(run.verdict.exit_code()))
 }
 
 /// The result a command running as a child will report (set by the command; main prints
@@ -377,6 +351,11 @@ mod tests {
         timed_out: bool,
         result: Option<ChildResult>,
     ) -> ChildRun {
+        let ending = Ending {
+            exit_code,
+            signal,
+            killed_after: timed_out.then_some(Duration::from_secs(10)),
+        };
         ChildRun {
             argv: vec!["check".into()],
             captured: Captured {
@@ -388,41 +367,24 @@ mod tests {
                 merged: Vec::new(),
                 incomplete: false,
             },
+            verdict: ChildVerdict::of(result.as_ref(), &ending, None),
             result,
             stdout: String::new(),
             stderr: String::new(),
-            timeout: Duration::from_secs(10),
         }
     }
 
     #[test]
-    fn a_child_that_gave_no_verdict_is_described_in_one_line() {
-        let hung = finished(None, Some(9), true, None);
-        assert!(hung.hung() && hung.status().is_none());
-        assert_eq!(hung.failure(), "hung: killed by the watchdog after 10.0 s");
-        let error = ChildResult::Error {
-            message: "no CUDA device".into(),
-        };
-        assert_eq!(
-            finished(Some(1), None, false, Some(error)).failure(),
-            "no CUDA device"
-        );
-        let exit = ChildResult::Exit { code: 2 };
-        assert_eq!(
-            finished(Some(2), None, false, Some(exit)).failure(),
-            "the process exited 2"
-        );
-        assert_eq!(
-            finished(None, Some(11), false, None).failure(),
-            "the process died of signal 11"
-        );
-        assert_eq!(
-            finished(Some(1), None, false, None).failure(),
-            "the process exited 1 without a result"
-        );
+    fn a_log_block_ends_with_the_exit_code_or_what_ended_the_process() {
         assert!(finished(Some(0), None, false, None)
             .log_block()
             .ends_with("[exit 0]\n\n"));
+        assert!(finished(None, Some(9), true, None)
+            .log_block()
+            .ends_with("[hung: killed by the watchdog after 10.0 s]\n\n"));
+        assert!(finished(None, Some(11), false, None)
+            .log_block()
+            .ends_with("[the process died of signal 11]\n\n"));
     }
 
     /// Appended after the kernels they were taken for kernel names (`-- k --checker cpu`):

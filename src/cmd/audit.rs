@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::ValueEnum;
 use klab_core::artifact::write_atomic;
-use klab_core::child::ChildResult;
+use klab_core::child::{ChildResult, ChildVerdict};
 use klab_core::verify::{Checker, CheckerMutant};
 use klab_tools::sanitizer::{self, Options, Outcome, Tool};
 use serde::Serialize;
@@ -24,9 +24,6 @@ use crate::cmd::exploit_audit::{self, Role};
 use crate::cmd::measure::{self, Kernel};
 use crate::cmd::sanitize::{find_sanitizer, sanitize_target, sanitized_check};
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
-
-/// What a check stopped by the CPU cross-check says (`DeclaredWorkload::judge`).
-const DISAGREEMENT: &str = "the device checker and the CPU oracle disagree";
 
 /// The built-in variants that are deliberately broken (audited like the mutants).
 pub const BUILTIN_BROKEN: [&str; 3] = ["broken", "triad_buggy", "reduce_drop_tail"];
@@ -205,8 +202,11 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             &dir.join(format!("{name}-oracle.txt")),
             format!("{}\n{}", o.stdout, o.stderr).as_bytes(),
         )?;
-        let cell = match &o.result {
-            Some(ChildResult::Check { report: r }) if !o.hung() => {
+        let cell = match (&o.result, &o.verdict) {
+            (
+                Some(ChildResult::Check { report: r }),
+                ChildVerdict::Passed | ChildVerdict::GateFailed { .. },
+            ) => {
                 let first = r.first_failure().map(|c| c.render()).unwrap_or_default();
                 if r.all_cases_pass() {
                     Cell {
@@ -227,11 +227,12 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             // A hang, a fault or a crash of the kernel's process is a rejection.
-            _ => Cell {
+            (_, v) if v.is_kernel_failure() => Cell {
                 gate: "oracle".into(),
                 verdict: "kill".into(),
-                detail: format!("the kernel's process failed: {}", o.failure()),
+                detail: format!("the kernel's process failed: {}", v.describe()),
             },
+            (_, v) => anyhow::bail!("the oracle gate on {name}: {}", v.describe()),
         };
         cells.push(cell);
         // The sanitizer gates.
@@ -306,20 +307,21 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
                 &dir.join(format!("{}-cross-check.txt", m.name())),
                 format!("{}\n{}", o.stdout, o.stderr).as_bytes(),
             )?;
-            let caught = o.stderr.contains(DISAGREEMENT);
-            let detail = if caught {
-                o.stderr
-                    .lines()
-                    .find(|l| l.contains(DISAGREEMENT))
-                    .unwrap_or_default()
-                    .trim()
-                    .to_string()
-            } else {
-                format!(
-                    "the check of {} ended without a disagreement: {}",
-                    m.exposed_by(),
-                    o.failure()
-                )
+            // The check's result decides: its error is the disagreement, or it is not caught.
+            let (caught, detail) = match &o.verdict {
+                ChildVerdict::Error { message } | ChildVerdict::Crashed { why: message }
+                    if message.contains(klab_core::verify::DISAGREEMENT) =>
+                {
+                    (true, message.clone())
+                }
+                v => (
+                    false,
+                    format!(
+                        "the check of {} ended without a disagreement: {}",
+                        m.exposed_by(),
+                        v.describe()
+                    ),
+                ),
             };
             eprintln!(
                 "klab audit: {}: {}",

@@ -40,7 +40,21 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let facts = session.backend.facts().clone();
     eprintln!("klab bench: {}", facts.describe());
     let dir = measure::output_dir(args.out.as_deref(), "bench")?;
+    // From here to the end of the blocks the kernel's code runs: a fault, an error or a
+    // death in between is the kernel's (the parent reads these lines).
+    let running = format!(
+        "{} at n={n}: its validations and timed launches",
+        kernel.name()
+    );
+    println!(
+        "{}",
+        ChildResult::Case {
+            label: running.clone()
+        }
+        .line()
+    );
     let blocks = measure::run_blocks(&mut session, &spec, &mut |l| eprintln!("klab bench: {l}"))?;
+    println!("{}", ChildResult::CaseDone { label: running }.line());
     let info = measure::workload_info(&kernel, n, args.device)?;
     println!(
         "kernel={} n={n} regime={} timer={} samples={} warmup=\"{}\" rounds={}",

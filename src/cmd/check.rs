@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use klab_core::check::{self, CheckOptions};
-use klab_core::child::ChildResult;
+use klab_core::child::{ChildResult, ChildVerdict};
 use klab_core::registry::Scope;
 
 use crate::child::{self, ChildCmd};
 use crate::cli::CheckArgs;
 use crate::cmd::measure::{Kernel, Session};
-use crate::EXIT_GATE_FAILED;
+use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 
 /// The arguments of a `klab check --in-process` child for one kernel, defaults elsewhere.
 pub fn child_args(spec: String, device: u32) -> CheckArgs {
@@ -122,16 +122,15 @@ fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
             if verbose || !c.pass || c.skipped {
                 eprintln!("klab check: {}", c.render());
             }
-            // The parent counts it if this process dies in a later case.
-            if !c.pass && !c.skipped {
-                println!(
-                    "{}",
-                    ChildResult::CaseFailed {
-                        label: c.case.clone()
-                    }
-                    .line()
-                );
-            }
+            // The parent counts a failure if this process dies in a later case, and knows
+            // that what goes wrong from here on is not this case's.
+            let label = c.case.clone();
+            let over = if !c.pass && !c.skipped {
+                ChildResult::CaseFailed { label }
+            } else {
+                ChildResult::CaseDone { label }
+            };
+            println!("{}", over.line());
         }
     };
     let reference = kernel.reference(args.device)?;
@@ -194,11 +193,34 @@ fn verdict_after_deaths(
 /// At most this many processes die in one kernel's check before klab gives up on the rest.
 const MAX_FAULTS: usize = 8;
 
+/// How one kernel's check came out, over all the processes it took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Checked {
+    Passed,
+    Failed,
+    /// A child stopped on an error before any case ran: no verdict on the kernel.
+    Error,
+}
+
+impl Checked {
+    fn new(passed: bool) -> Checked {
+        if passed {
+            Checked::Passed
+        } else {
+            Checked::Failed
+        }
+    }
+}
+
 /// `kernel`'s check in a child, and, when a child dies in a case (a fault poisons the CUDA
 /// context), in a fresh one from the case after it: each death is that case's failure,
 /// named with its shape, input and seed. A hang ends the check (the watchdog's time is the
-/// whole check's). Whether every case passed.
-fn check_in_children(kernel: &Kernel, args: &CheckArgs, timeout: Duration) -> anyhow::Result<bool> {
+/// whole check's). Each child is judged by its [`ChildVerdict`].
+fn check_in_children(
+    kernel: &Kernel,
+    args: &CheckArgs,
+    timeout: Duration,
+) -> anyhow::Result<Checked> {
     let mut passed = true;
     let mut resume_after = 0;
     let mut failed_before = 0;
@@ -212,7 +234,11 @@ fn check_in_children(kernel: &Kernel, args: &CheckArgs, timeout: Duration) -> an
         let o = cmd.run(timeout, false)?;
         print!("{}", o.stdout);
         eprint!("{}", o.stderr);
-        if let (Some(ChildResult::Check { report }), false) = (&o.result, o.hung()) {
+        if let (
+            Some(ChildResult::Check { report }),
+            ChildVerdict::Passed | ChildVerdict::GateFailed { .. },
+        ) = (&o.result, &o.verdict)
+        {
             if deaths > 0 {
                 println!(
                     "check {}: verdict: {}",
@@ -225,23 +251,19 @@ fn check_in_children(kernel: &Kernel, args: &CheckArgs, timeout: Duration) -> an
                     )
                 );
             }
-            return Ok(passed && report.passed());
+            return Ok(Checked::new(passed && report.passed()));
         }
-        let stdout = o.captured_stdout();
-        let during = ChildResult::last_case(&stdout);
-        println!(
-            "check {}: FAIL: {}{}",
-            kernel.name(),
-            o.failure(),
-            during
-                .as_ref()
-                .map(|c| format!(" (while running {c})"))
-                .unwrap_or_default()
-        );
+        if let ChildVerdict::Error { message } = &o.verdict {
+            // Before any case ran: no verdict on the kernel.
+            println!("check {}: ERROR: {message}", kernel.name());
+            return Ok(Checked::Error);
+        }
+        println!("check {}: FAIL: {}", kernel.name(), o.verdict.describe());
         passed = false;
+        let stdout = o.captured_stdout();
         failed_before += ChildResult::cases_failed(&stdout);
         let started = ChildResult::cases_started(&stdout);
-        if o.hung() || during.is_none() || started == 0 {
+        if matches!(o.verdict, ChildVerdict::Hung { .. }) || started == 0 {
             break;
         }
         if deaths + 1 >= MAX_FAULTS {
@@ -257,7 +279,7 @@ fn check_in_children(kernel: &Kernel, args: &CheckArgs, timeout: Duration) -> an
         );
         resume_after += started;
     }
-    Ok(passed)
+    Ok(Checked::new(passed))
 }
 
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
@@ -296,7 +318,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         if args.plan {
             print!("{}", o.stdout);
         }
-        if o.status() != Some(0) {
+        if o.verdict != ChildVerdict::Passed {
             let at = plan
                 .smallest(&k.decl)
                 .map(|p| format!(" at {}", klab_core::general::describe_shape(&p.shape)))
@@ -304,7 +326,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             anyhow::bail!(
                 "{}: the reference, run once on the CPU{at} before any device: {}",
                 k.name(),
-                o.failure()
+                o.verdict.describe()
             );
         }
         // What the child said on its way (a reference's run skipped, and why).
@@ -316,11 +338,14 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     // A device must exist before children are blamed for anything.
     klab_cuda::device::Device::check(args.device)?;
     let timeout = Duration::from_secs(args.timeout);
-    let mut failed = false;
+    let mut outcomes = Vec::new();
     for k in &kernels {
-        failed |= !check_in_children(k, &args, timeout)?;
+        outcomes.push(check_in_children(k, &args, timeout)?);
     }
-    Ok(if failed {
+    // An error outranks a failure, as in every command: some kernel has no verdict.
+    Ok(if outcomes.contains(&Checked::Error) {
+        ExitCode::from(EXIT_ERROR)
+    } else if outcomes.contains(&Checked::Failed) {
         ExitCode::from(EXIT_GATE_FAILED)
     } else {
         ExitCode::SUCCESS

@@ -145,9 +145,8 @@ impl Launcher for Children {
                 why: crate::error_text(&e),
             })?;
         Ok(ChildOutcome {
-            status: run.status(),
-            failure: run.failure(),
             log: run.log_block(),
+            verdict: run.verdict,
             stdout: run.stdout,
             result: run.result,
         })

@@ -309,14 +309,14 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
                     row.receipt = Some(r);
                     format!("median {median:.3} us{time}")
                 }
-                Some(ChildResult::Bench { detail, .. }) => format!("FAILED: {detail}"),
-                // A hang or a crash is this kernel's failure; the other blocks still run.
-                _ if out.hung() || out.captured.signal.is_some() => {
-                    format!("FAILED: {}", out.failure())
+                // A gate, a hang or a crash is this kernel's failure; the other blocks still run.
+                _ if out.verdict.is_kernel_failure() => {
+                    format!("FAILED: {}", out.verdict.describe())
                 }
                 _ => {
-                    errors.push(format!("round {round} {name}: {}", out.failure()));
-                    format!("ERROR: {}", out.failure())
+                    let why = out.verdict.describe();
+                    errors.push(format!("round {round} {name}: {why}"));
+                    format!("ERROR: {why}")
                 }
             };
             bar.suspend(|| {

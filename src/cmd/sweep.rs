@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use klab_core::artifact::{read_regular, utc_timestamp, write_atomic, Input};
-use klab_core::child::{ChildResult, Verdict};
+use klab_core::child::{ChildResult, ChildVerdict, Verdict};
 use klab_core::receipt::Receipt;
 use klab_core::registry::Scope;
 use klab_core::sweep::{
@@ -315,14 +315,16 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
             Err(e) => (PointStatus::Error, format!("{e:#}")),
             Ok(r) => {
                 log.push_str(&r.log_block());
-                match r.status() {
-                    Some(0) => {
+                match &r.verdict {
+                    ChildVerdict::Passed => {
                         passed.push((i, kernel));
                         (PointStatus::Passed, "checked".into())
                     }
-                    Some(2) => (PointStatus::CheckFailed, check_failure(&r)),
-                    _ if r.hung() => (PointStatus::CheckFailed, r.failure()),
-                    _ => (PointStatus::Error, r.failure()),
+                    ChildVerdict::GateFailed { .. } => {
+                        (PointStatus::CheckFailed, check_failure(&r))
+                    }
+                    v if v.is_kernel_failure() => (PointStatus::CheckFailed, v.describe()),
+                    v => (PointStatus::Error, v.describe()),
                 }
             }
         };
@@ -380,14 +382,15 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
             let (failed_as, why) = match &run {
                 Ok(r) => {
                     log.push_str(&r.log_block());
-                    match r.status() {
-                        Some(2) => (
+                    match &r.verdict {
+                        v if v.is_kernel_failure() => (
                             PointStatus::TimingFailed,
                             format!(
-                                "a timed block failed its validation (see {rel}/rounds/rounds.csv)"
+                                "a timed block failed: {} (see {rel}/rounds/rounds.csv)",
+                                v.describe()
                             ),
                         ),
-                        _ => (PointStatus::Error, r.failure()),
+                        v => (PointStatus::Error, v.describe()),
                     }
                 }
                 Err(e) => (PointStatus::Error, format!("{e:#}")),
@@ -471,17 +474,13 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
                                     points[i].detail = e.to_string();
                                 }
                             },
-                            Some(ChildResult::Bench { detail, .. }) => {
+                            _ if r.verdict.is_kernel_failure() => {
                                 points[i].status = PointStatus::TimingFailed;
-                                points[i].detail = detail.clone();
-                            }
-                            _ if r.hung() => {
-                                points[i].status = PointStatus::TimingFailed;
-                                points[i].detail = r.failure();
+                                points[i].detail = r.verdict.describe();
                             }
                             _ => {
                                 points[i].status = PointStatus::Error;
-                                points[i].detail = r.failure();
+                                points[i].detail = r.verdict.describe();
                             }
                         }
                     }

@@ -1107,7 +1107,8 @@ impl DeclaredWorkload {
             for ((name, d), (_, c)) in device.iter().zip(&cpu) {
                 if let Some(why) = crate::verify::disagreement(d, c) {
                     return Err(BackendError(format!(
-                        "klab error: the device checker and the CPU oracle disagree on output {name} of {} at {}: {why} (a fault in klab's checking, not a verdict on the kernel)",
+                        "klab error: {} on output {name} of {} at {}: {why} (a fault in klab's checking, not a verdict on the kernel)",
+                        crate::verify::DISAGREEMENT,
                         self.decl.name,
                         describe_shape(&self.shape)
                     )));

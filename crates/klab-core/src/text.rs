@@ -1,5 +1,7 @@
 //! Text for one-line messages and table cells.
 
+use std::time::Duration;
+
 /// Control characters (newlines, tabs) to spaces.
 pub fn one_line(s: &str) -> String {
     s.chars()
@@ -62,9 +64,24 @@ pub fn template_name(s: &str) -> Option<&str> {
     (depth == [0, 0]).then_some(name)
 }
 
+/// A duration as a person reads it: `1.5 s` from a second up, `250 ms` below.
+pub fn describe_duration(d: Duration) -> String {
+    if d >= Duration::from_secs(1) {
+        format!("{:.1} s", d.as_secs_f64())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(describe_duration(Duration::from_millis(250)), "250 ms");
+        assert_eq!(describe_duration(Duration::from_millis(1500)), "1.5 s");
+    }
 
     #[test]
     fn template_ids_are_a_name_and_balanced_arguments() {

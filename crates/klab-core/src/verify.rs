@@ -98,6 +98,10 @@ impl CheckerMutant {
     }
 }
 
+/// What a check's error says when the CPU cross-check catches the device checker (the
+/// mutation audit recognises its wrong checkers by it).
+pub const DISAGREEMENT: &str = "the device checker and the CPU oracle disagree";
+
 /// How outputs are verified in one process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct VerifyPolicy {

@@ -18,7 +18,7 @@ mod steps;
 use std::path::{Path, PathBuf};
 
 use klab_core::artifact::{create_run_dir, sha256_file, utc_timestamp, write_atomic};
-use klab_core::child::ChildResult;
+use klab_core::child::{ChildResult, ChildVerdict};
 use klab_core::device::DeviceFacts;
 use klab_core::schema::{LabArtifact, LabPlan, LabRecord, LabStep};
 use klab_tools::sanitizer::ToolList;
@@ -151,10 +151,8 @@ pub enum Child {
 /// A finished child, as the lab reads it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChildOutcome {
-    /// The exit code; `None` when a signal or the watchdog ended it.
-    pub status: Option<i32>,
-    /// Why it did not deliver a result, in one line (`hung: killed by the watchdog ...`).
-    pub failure: String,
+    /// What it means: the one judgement of a finished child every klab parent uses.
+    pub verdict: ChildVerdict,
     /// Its stdout without the result line.
     pub stdout: String,
     /// Its command line, output and status, for a log file.
@@ -189,6 +187,16 @@ pub enum Status {
 }
 
 impl Status {
+    /// A step whose child left nothing usable: failed when the kernel failed (a gate, a
+    /// hang, a crash), else an error.
+    pub fn unusable(verdict: &ChildVerdict) -> Status {
+        if verdict.is_kernel_failure() {
+            Status::Failed
+        } else {
+            Status::Error
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Ran => "ran",

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use klab_core::artifact::{read_regular, read_text, sha256_file, sha256_hex, Input};
 use klab_core::backend::Backend;
-use klab_core::child::{ChildResult, Verdict};
+use klab_core::child::{ChildResult, ChildVerdict, Verdict};
 use klab_core::device::{resources_csv, KernelResources};
 use klab_core::model::{ModelParams, ModelReport};
 use klab_core::row::{self, TransposeRow};
@@ -232,11 +232,14 @@ pub(crate) fn ladder(lab: &mut Lab<'_>) -> Result<(), LabError> {
         let child = lab.child(&transpose("all", n, 1), 1)?;
         log.push_str(&child.log);
         a.push(lab.write(&format!("check-{n}.csv"), &child.stdout)?);
-        match (child.status, row::parse_csv(&child.stdout)) {
-            (Some(0 | 2), Ok(rows)) if rows.len() == Variant::ALL.len() => {
+        match (&child.verdict, row::parse_csv(&child.stdout)) {
+            (ChildVerdict::Passed | ChildVerdict::GateFailed { .. }, Ok(rows))
+                if rows.len() == Variant::ALL.len() =>
+            {
                 problems.extend(unexpected(&rows).into_iter().map(|p| format!("N={n}: {p}")));
             }
-            _ => errors.push(format!("N={n}: {}", child.failure)),
+            (v, _) if v.is_kernel_failure() => problems.push(format!("N={n}: {}", v.describe())),
+            (v, _) => errors.push(format!("N={n}: {}", v.describe())),
         }
     }
     lab.progress(ladder.len() as u64, ladder.len() as u64, "");
@@ -257,8 +260,10 @@ pub(crate) fn benchmark(lab: &mut Lab<'_>) -> Result<(), LabError> {
         lab.write("benchmark.csv", &child.stdout)?,
         lab.write("benchmark-launches.txt", &child.log)?,
     ];
-    match (child.status, row::parse_csv(&child.stdout)) {
-        (Some(0 | 2), Ok(rows)) if rows.len() == Variant::ALL.len() => {
+    match (&child.verdict, row::parse_csv(&child.stdout)) {
+        (ChildVerdict::Passed | ChildVerdict::GateFailed { .. }, Ok(rows))
+            if rows.len() == Variant::ALL.len() =>
+        {
             let detail: Vec<String> = rows
                 .iter()
                 .filter_map(|r| {
@@ -273,7 +278,7 @@ pub(crate) fn benchmark(lab: &mut Lab<'_>) -> Result<(), LabError> {
             let ok = format!("all {n} {reps}: {}", detail.join(", "));
             gate(lab, &unexpected(&rows), &[], a, ok);
         }
-        _ => lab.step(Status::Error, child.failure, a),
+        (v, _) => lab.step(Status::unusable(v), v.describe(), a),
     }
     Ok(())
 }
@@ -308,8 +313,10 @@ pub(crate) fn receipts(lab: &mut Lab<'_>) -> Result<(), LabError> {
                     .into_iter()
                     .filter(|p| p.ends_with(".csv") || p.ends_with("/receipt.json")),
             ),
-            Some(ChildResult::Bench { detail, .. }) => problems.push(format!("{kernel}: {detail}")),
-            _ => errors.push(format!("{kernel}: {}", child.failure)),
+            _ if child.verdict.is_kernel_failure() => {
+                problems.push(format!("{kernel}: {}", child.verdict.describe()))
+            }
+            _ => errors.push(format!("{kernel}: {}", child.verdict.describe())),
         }
         if lab.dir.join(&rel).is_dir() {
             a.push(lab.write(
@@ -363,8 +370,8 @@ fn rounds_into(
         .into_iter()
         .filter(|p| !p.starts_with(&format!("{rel}/blocks/")))
         .collect();
-    match child.status {
-        Some(0) => lab.step(
+    match &child.verdict {
+        ChildVerdict::Passed => lab.step(
             Status::Ran,
             format!(
                 "klab rounds {} --baseline {baseline} --n {n}: {}; ratios against {baseline} in {rel}/summary.txt{}",
@@ -374,12 +381,12 @@ fn rounds_into(
             ),
             a,
         ),
-        Some(2) => lab.step(
+        ChildVerdict::GateFailed { .. } => lab.step(
             Status::Failed,
             format!("a correctness gate failed in a block; see {rel}/rounds.csv"),
             a,
         ),
-        _ => lab.step(Status::Error, child.failure, a),
+        v => lab.step(Status::unusable(v), v.describe(), a),
     }
     Ok(read_text(&dir.join("summary.txt"), Input::ARTIFACT).unwrap_or_default())
 }
@@ -485,8 +492,15 @@ pub(crate) fn sanitize(lab: &mut Lab<'_>) -> Result<(), LabError> {
         )?;
     }
     let a = files_under(&lab.dir, "sanitize");
-    if !matches!(child.status, Some(0 | 2)) {
-        lab.step(Status::Error, child.failure, a);
+    if !matches!(
+        child.verdict,
+        ChildVerdict::Passed | ChildVerdict::GateFailed { .. }
+    ) {
+        lab.step(
+            Status::unusable(&child.verdict),
+            child.verdict.describe(),
+            a,
+        );
         return Ok(());
     }
     let records: Vec<SanitizedKernel> =
@@ -508,7 +522,7 @@ pub(crate) fn sanitize(lab: &mut Lab<'_>) -> Result<(), LabError> {
         let why = format!(
             "sanitize/sanitize.json has no record of {} ({})",
             unrecorded.join(", "),
-            child.failure
+            child.verdict.describe()
         );
         lab.step(Status::Error, why, a);
         return Ok(());
@@ -599,8 +613,8 @@ pub(crate) fn profile(lab: &mut Lab<'_>) -> Result<(), LabError> {
         .lines()
         .filter(|l| l.contains("DISAGREES"))
         .count();
-    match child.status {
-        Some(0) => lab.step(
+    match &child.verdict {
+        ChildVerdict::Passed => lab.step(
             Status::Ran,
             format!(
                 "ncu on one measured launch of {} at N = {}: bound statements in profile/bound.txt; {disagreements} counter(s) disagree with the prediction (the address model, the useful bytes)",
@@ -609,12 +623,12 @@ pub(crate) fn profile(lab: &mut Lab<'_>) -> Result<(), LabError> {
             ),
             a,
         ),
-        Some(2) => lab.step(
+        ChildVerdict::GateFailed { .. } => lab.step(
             Status::Failed,
             "a profiled variant failed its correctness check; see profile/profile.log".into(),
             a,
         ),
-        _ => lab.step(Status::Error, child.failure, a),
+        v => lab.step(Status::unusable(v), v.describe(), a),
     }
     Ok(())
 }

@@ -18,16 +18,23 @@ struct Fake {
     printed: String,
 }
 
+/// A klab child that exited `status` with its exit result, or (`None`) that hung.
 fn outcome(status: Option<i32>, stdout: &str) -> ChildOutcome {
+    let result = status.map(|c| ChildResult::Exit {
+        code: u8::try_from(c).unwrap(),
+    });
+    let ending = klab_core::child::Ending {
+        exit_code: status,
+        signal: status.is_none().then_some(9),
+        killed_after: status
+            .is_none()
+            .then_some(std::time::Duration::from_secs(9)),
+    };
     ChildOutcome {
-        status,
-        failure: match status {
-            None => "hung: killed by the watchdog after 9 s".into(),
-            Some(c) => format!("the process exited {c}"),
-        },
+        verdict: ChildVerdict::of(result.as_ref(), &ending, None),
         stdout: stdout.into(),
         log: format!("$ klab ...\n{stdout}"),
-        result: None,
+        result,
     }
 }
 
@@ -188,7 +195,7 @@ const GOOD: [&str; 5] = [
 ];
 
 #[test]
-fn the_ladder_fails_when_broken_is_accepted_and_errs_when_a_size_did_not_run() {
+fn the_ladder_fails_when_broken_is_accepted_or_a_size_hung() {
     let tmp = tempfile::tempdir().unwrap();
     let mut opts = options(tmp.path());
     opts.plan.ladder = vec![7, 33];
@@ -209,7 +216,8 @@ fn the_ladder_fails_when_broken_is_accepted_and_errs_when_a_size_did_not_run() {
     fake.answer(outcome(None, ""), vec![]);
     let mut lab = lab_at(&opts, &mut fake, tmp.path(), "ladder");
     steps::ladder(&mut lab).unwrap();
-    assert_eq!(lab.steps[0].status, "error");
+    // A hang is the kernel's failure (the one child verdict), not an error of the lab.
+    assert_eq!(lab.steps[0].status, "failed");
     assert!(
         lab.steps[0].detail.contains("N=33: hung"),
         "{}",
@@ -292,15 +300,17 @@ fn the_sanitizer_step_needs_the_accepted_clean_and_the_broken_caught() {
 }
 
 /// The child's exit is not the verdict (2 whenever a known-broken kernel is rejected), but a
-/// child that could not run, or a record that lacks a kernel, is an error, never a pass.
+/// child that could not run, or a record that lacks a kernel, is an error (a hung one a
+/// failure), never a pass.
 #[test]
 fn the_sanitizer_step_is_an_error_without_a_record_of_every_kernel() {
     let tmp = tempfile::tempdir().unwrap();
     let opts = options(tmp.path());
     let (_, s) = sanitize_step(&opts, Some(1), Some(lab_sanitized("clean", "found_errors")));
     assert_eq!(s.status, "error", "{}", s.detail);
+    // A hung child is the kernel's failure, not an error.
     let (_, s) = sanitize_step(&opts, None, None);
-    assert_eq!(s.status, "error", "{}", s.detail);
+    assert_eq!(s.status, "failed", "{}", s.detail);
     assert!(s.detail.contains("watchdog"), "{}", s.detail);
     let partial = sanitized(&[("copy", "clean", false), ("broken", "found_errors", true)]);
     let (_, s) = sanitize_step(&opts, Some(2), Some(partial));

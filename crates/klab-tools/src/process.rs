@@ -291,15 +291,6 @@ pub fn run(program: &Path, args: &[OsString], opts: &RunOptions) -> Result<Captu
     })
 }
 
-/// A duration as a person reads it: `1.5 s` from a second up, `250 ms` below.
-pub fn describe_duration(d: Duration) -> String {
-    if d >= Duration::from_secs(1) {
-        format!("{:.1} s", d.as_secs_f64())
-    } else {
-        format!("{} ms", d.as_millis())
-    }
-}
-
 /// Find a tool's binary: `explicit` if given (returned even if it does not exist, so that
 /// starting it fails with an error naming it; a bare name as `./name`, which is what was
 /// given, where `Command` would look it up on PATH), else the first executable `name` in
@@ -873,12 +864,6 @@ mod tests {
         .unwrap_err();
         assert!(matches!(e, ProcessError::Spawn { .. }));
         assert!(e.to_string().contains("/nonexistent/dir/tool"), "{e}");
-    }
-
-    #[test]
-    fn durations_read_naturally() {
-        assert_eq!(describe_duration(Duration::from_millis(250)), "250 ms");
-        assert_eq!(describe_duration(Duration::from_millis(1500)), "1.5 s");
     }
 
     #[test]

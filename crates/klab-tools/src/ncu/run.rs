@@ -120,7 +120,7 @@ pub fn run(argv: &[OsString], timeout: Duration) -> Result<RunOutput, NcuError> 
         exit_status: cap.exit_code,
         signal: cap.signal,
         timed_out: cap.timed_out,
-        timeout: process::describe_duration(timeout),
+        timeout: klab_core::text::describe_duration(timeout),
         stdout: String::from_utf8_lossy(&cap.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&cap.stderr).into_owned(),
         output: String::from_utf8_lossy(&cap.merged).into_owned(),

@@ -45,7 +45,7 @@ pub fn run(
     let external = if cap.timed_out {
         Some(format!(
             "timed out after {}; the watchdog killed the sanitizer and its process group",
-            process::describe_duration(timeout)
+            klab_core::text::describe_duration(timeout)
         ))
     } else if exit_status.is_none() {
         Some(match cap.signal {
