@@ -10,17 +10,31 @@
 
 use std::ffi::OsString;
 use std::process::ExitCode;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::Context;
 use klab_core::child::{ChildResult, ChildVerdict, Ending, RESULT_TAG};
+use klab_core::verify::VerifyPolicy;
 use klab_tools::process::{self, Captured, RunOptions};
 
 use crate::cli::{
     BenchArgs, CheckArgs, ProfileArgs, ReduceLabArgs, RoundsArgs, SanitizeArgs, TimingArgs,
     TransposeArgs, TriadArgs,
 };
+
+/// The options that hand `policy` to a child.
+fn policy_argv(policy: VerifyPolicy) -> Vec<OsString> {
+    use clap::ValueEnum;
+    let mut a = Argv::default();
+    if let Some(v) = policy.checker.to_possible_value() {
+        a.opt("--checker", v.get_name());
+    }
+    a.flag("--paranoid", policy.paranoid);
+    if let Some(v) = policy.mutant.and_then(|m| m.to_possible_value()) {
+        a.opt("--checker-mutant", v.get_name());
+    }
+    a.0
+}
 
 /// A klab command line that klab runs as a child.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,16 +107,17 @@ impl Argv {
 }
 
 impl ChildCmd {
-    /// The arguments after the program name. Parsing them gives back `self`.
-    /// [`ChildCmd::argv`] with global options right after the command's name, before its
-    /// own options and the positional `--` (after which they would be taken for names).
-    pub fn argv_with(&self, global: &[&str]) -> Vec<OsString> {
+    /// [`ChildCmd::argv`] with the verification policy as options right after the
+    /// command's name, before its own options and the positional `--` (after which they
+    /// would be taken for names): a child verifies as its parent was told to.
+    pub fn argv_for(&self, policy: VerifyPolicy) -> Vec<OsString> {
         let mut argv = self.argv();
         let at = 1.min(argv.len());
-        argv.splice(at..at, global.iter().map(OsString::from));
+        argv.splice(at..at, policy_argv(policy));
         argv
     }
 
+    /// The arguments after the program name. Parsing them gives back `self`.
     pub fn argv(&self) -> Vec<OsString> {
         let mut a = Argv::default();
         match self {
@@ -199,15 +214,10 @@ impl ChildCmd {
         a.0
     }
 
-    /// Run it under the watchdog.
-    pub fn run(&self, timeout: Duration, echo: bool) -> anyhow::Result<ChildRun> {
-        self.run_with(&[], timeout, echo)
-    }
-
-    /// [`ChildCmd::run`] with global options after the command's own (`--checker cpu`).
-    pub fn run_with(
+    /// Run it under the watchdog, verifying as `policy` says.
+    pub fn run(
         &self,
-        global: &[&str],
+        policy: VerifyPolicy,
         timeout: Duration,
         echo: bool,
     ) -> anyhow::Result<ChildRun> {
@@ -217,7 +227,7 @@ impl ChildCmd {
             quiet_prefix: Some(RESULT_TAG),
             ..RunOptions::new(timeout)
         };
-        let argv = self.argv_with(global);
+        let argv = self.argv_for(policy);
         let captured = process::run(&exe, &argv, &opts)
             .with_context(|| format!("starting {}", exe.display()))?;
         let stdout = String::from_utf8_lossy(&captured.stdout).into_owned();
@@ -276,8 +286,13 @@ impl ChildRun {
 
 /// Re-run a command in a child under the watchdog, its output shown as it comes, and exit
 /// as its verdict says; what is not a plain exit (a hang, a crash, an error) in one line.
-pub fn relay(cmd: ChildCmd, timeout_s: u64, what: &str) -> anyhow::Result<ExitCode> {
-    let run = cmd.run(Duration::from_secs(timeout_s), true)?;
+pub fn relay(
+    cmd: ChildCmd,
+    policy: VerifyPolicy,
+    timeout_s: u64,
+    what: &str,
+) -> anyhow::Result<ExitCode> {
+    let run = cmd.run(policy, Duration::from_secs(timeout_s), true)?;
     match (&run.verdict, &run.result) {
         (ChildVerdict::Hung { .. } | ChildVerdict::Crashed { .. }, _) => {
             eprintln!("{what}: FAIL: {}", run.verdict.describe())
@@ -288,18 +303,6 @@ pub fn relay(cmd: ChildCmd, timeout_s: u64, what: &str) -> anyhow::Result<ExitCo
         _ => {}
     }
     Ok(ExitCode::from(run.verdict.exit_code()))
-}
-
-/// The result a command running as a child will report (set by the command; main prints
-/// it, or a plain exit result, at the end).
-static RESULT: Mutex<Option<ChildResult>> = Mutex::new(None);
-
-pub fn set_result(r: ChildResult) {
-    *RESULT.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-}
-
-pub fn take_result() -> Option<ChildResult> {
-    RESULT.lock().unwrap_or_else(|e| e.into_inner()).take()
 }
 
 /// This process was started by klab.
@@ -387,32 +390,39 @@ mod tests {
             .ends_with("[the process died of signal 11]\n\n"));
     }
 
+    /// A child verifies as its parent was told to, by its own options and nothing else.
     /// Appended after the kernels they were taken for kernel names (`-- k --checker cpu`):
     /// the audit's wrong checkers never ran and sanitized checks named a kernel `cpu`.
     #[test]
-    fn global_options_are_options_of_the_child_not_kernel_names() {
+    fn the_policy_reaches_the_child_as_its_options_not_kernel_names() {
+        use klab_core::verify::{Checker, CheckerMutant};
         let check = parsed(&["check", "padded"], |c| match c {
             Command::Check(a) => Some(a),
             _ => None,
         });
-        let argv = ChildCmd::Check(check).argv_with(&[
-            "--checker",
-            "cpu",
-            "--checker-mutant",
-            "skips-last",
-        ]);
-        let mut full = vec![OsString::from("klab")];
-        full.extend(argv);
-        let cli = Cli::try_parse_from(full).unwrap();
-        assert_eq!(cli.checker, klab_core::verify::Checker::Cpu);
-        assert_eq!(
-            cli.checker_mutant,
-            Some(klab_core::verify::CheckerMutant::SkipsLast)
-        );
-        let Command::Check(a) = cli.into_command() else {
-            panic!("not a check")
-        };
-        assert_eq!(a.kernels, ["padded"]);
+        for policy in [
+            VerifyPolicy::default(),
+            VerifyPolicy {
+                checker: Checker::Cpu,
+                paranoid: true,
+                mutant: Some(CheckerMutant::SkipsLast),
+            },
+            VerifyPolicy {
+                checker: Checker::Device,
+                paranoid: false,
+                mutant: Some(CheckerMutant::NegativeZero),
+            },
+        ] {
+            let argv = ChildCmd::Check(check.clone()).argv_for(policy);
+            let mut full = vec![OsString::from("klab")];
+            full.extend(argv);
+            let cli = Cli::try_parse_from(full).unwrap();
+            assert_eq!(cli.verify_policy(), policy);
+            let Command::Check(a) = cli.into_command() else {
+                panic!("not a check")
+            };
+            assert_eq!(a.kernels, ["padded"]);
+        }
     }
 
     #[test]

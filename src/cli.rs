@@ -31,19 +31,23 @@ pub struct Cli {
     #[arg(long, global = true, env = "KLAB_PARANOID")]
     pub paranoid: bool,
     /// A wrong device checker (the mutation audit's)
-    #[arg(
-        long,
-        global = true,
-        value_enum,
-        hide = true,
-        env = "KLAB_CHECKER_MUTANT"
-    )]
+    #[arg(long, global = true, value_enum, hide = true)]
     pub checker_mutant: Option<klab_core::verify::CheckerMutant>,
     #[command(subcommand)]
     pub command: Command,
 }
 
 impl Cli {
+    /// How this process verifies kernel outputs: one value, handed to every backend it
+    /// opens and to every klab it starts (as these options, never through the environment).
+    pub fn verify_policy(&self) -> klab_core::verify::VerifyPolicy {
+        klab_core::verify::VerifyPolicy {
+            checker: self.checker,
+            paranoid: self.paranoid,
+            mutant: self.checker_mutant,
+        }
+    }
+
     /// The command, with the global `--device` in its arguments.
     pub fn into_command(self) -> Command {
         let mut c = self.command;

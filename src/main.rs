@@ -61,9 +61,8 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
-    set_verify_policy(&cli);
     let (code, result) = match cmd::run(cli) {
-        Ok(code) => (code, child::take_result()),
+        Ok(cmd::Finished { code, result }) => (code, result),
         Err(e) => {
             let message = one_line(&error_text(&e));
             eprintln!("error: {message}");
@@ -149,28 +148,6 @@ fn one_line(s: &str) -> String {
     } else {
         s.lines().map(str::trim).collect::<Vec<_>>().join(" ")
     }
-}
-
-/// The verification policy for this process and, through the environment, for every klab
-/// process it starts (a block, a sanitized check).
-fn set_verify_policy(cli: &cli::Cli) {
-    use clap::ValueEnum;
-    let checker = cli.checker;
-    if let Some(v) = checker.to_possible_value() {
-        std::env::set_var("KLAB_CHECKER", v.get_name());
-    }
-    if cli.paranoid {
-        std::env::set_var("KLAB_PARANOID", "true");
-    }
-    // The audit's wrong checker reaches the process that checks (a check's per-kernel child).
-    if let Some(v) = cli.checker_mutant.and_then(|m| m.to_possible_value()) {
-        std::env::set_var("KLAB_CHECKER_MUTANT", v.get_name());
-    }
-    klab_core::verify::set_process_policy(klab_core::verify::VerifyPolicy {
-        checker,
-        paranoid: cli.paranoid,
-        mutant: cli.checker_mutant,
-    });
 }
 
 #[cfg(test)]

@@ -176,7 +176,7 @@ fn backend() -> CudaBackend {
     let device = Device::open(0).unwrap();
     let spec = CompileSpec::transpose_lab(&device.facts().arch());
     let compiled = nvrtc::compile(&spec, &Cache::disabled()).unwrap();
-    CudaBackend::new(device, &compiled).unwrap()
+    CudaBackend::new(device, &compiled, Default::default()).unwrap()
 }
 
 #[test]
@@ -276,7 +276,7 @@ fn driver_attributes_match_the_compiler_report_and_device_facts_are_sane() {
     let spec = CompileSpec::transpose_lab(&f.arch());
     let compiled = nvrtc::compile(&spec, &Cache::disabled()).unwrap();
     let ptxas = compiled.ptxas_resources();
-    let mut b = CudaBackend::new(device, &compiled).unwrap();
+    let mut b = CudaBackend::new(device, &compiled, Default::default()).unwrap();
     for v in Variant::ALL {
         let k = b.kernel(v.entry()).unwrap();
         let d = b.resources(&k);

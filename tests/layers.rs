@@ -6,6 +6,10 @@
 //! tests (`#[cfg(test)] mod tests`) are left out: tests may reach anywhere. A parent module
 //! that declares or re-exports its children (`mod raw; pub use raw::...`) names them
 //! without `crate::`, and that is not counted: the children are part of it.
+//!
+//! Configuration travels as values: no module sets an environment variable for its own
+//! process (a child's configuration is its command line), and none keeps a result or a policy
+//! in a process-wide lock.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -231,6 +235,59 @@ fn no_module_imports_a_module_that_imports_it_back() {
         }
     }
     assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
+}
+
+/// What configuration hidden in process state looks like in code: `what` if `code` has it.
+fn hidden_state(code: &str) -> Vec<&'static str> {
+    let mut found = Vec::new();
+    for (pattern, what) in [
+        ("set_var(", "sets an environment variable"),
+        ("remove_var(", "removes an environment variable"),
+    ] {
+        if code.contains(pattern) {
+            found.push(what);
+        }
+    }
+    let global_lock = code.lines().any(|l| {
+        let l = l.trim_start();
+        (l.starts_with("static ") || l.starts_with("pub static "))
+            && (l.contains("Mutex<") || l.contains("RwLock<"))
+    });
+    if global_lock {
+        found.push("keeps state in a static lock");
+    }
+    found
+}
+
+#[test]
+fn configuration_travels_as_values_not_through_process_state() {
+    let mut found = Vec::new();
+    for root in roots() {
+        let mut files = Vec::new();
+        rust_files(&root, &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for what in hidden_state(&code(&text)) {
+                found.push(format!("{}: {what}", f.display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn hidden_state_is_recognised() {
+    assert_eq!(
+        hidden_state("    std::env::set_var(\"KLAB_X\", \"1\");"),
+        ["sets an environment variable"]
+    );
+    assert_eq!(
+        hidden_state("static RESULT: Mutex<Option<R>> = Mutex::new(None);"),
+        ["keeps state in a static lock"]
+    );
+    assert!(
+        hidden_state("let m = Mutex::new(1);\nstatic N: AtomicU64 = AtomicU64::new(0);").is_empty()
+    );
 }
 
 #[test]

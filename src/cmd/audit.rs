@@ -6,11 +6,11 @@
 //! correct variant is rejected by any. A kernel's `known_broken` label is never a kill:
 //! only evidence is.
 
+use klab_core::verify::VerifyPolicy;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::ValueEnum;
 use klab_core::artifact::write_atomic;
 use klab_core::child::{ChildResult, ChildVerdict};
 use klab_core::verify::{Checker, CheckerMutant};
@@ -120,7 +120,7 @@ impl Row {
     }
 }
 
-pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: AuditArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     let tools: Vec<Tool> = args.tools.0.clone();
     let (mut names, mut exploit_names) = if args.kernels.is_empty() {
         (builtin_names(), builtin_exploit_names())
@@ -196,8 +196,8 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
         let name = &kernel.name();
         let mut cells = Vec::new();
         // The oracle gate, isolated.
-        let o =
-            ChildCmd::Check(check::child_args(kernel.spec(), args.device)).run(timeout, false)?;
+        let o = ChildCmd::Check(check::child_args(kernel.spec(), args.device))
+            .run(policy, timeout, false)?;
         write_atomic(
             &dir.join(format!("{name}-oracle.txt")),
             format!("{}\n{}", o.stdout, o.stderr).as_bytes(),
@@ -286,7 +286,7 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let mut checker_rows = Vec::new();
     if args.kernels.is_empty()
         && args.part != AuditPart::Exploits
-        && klab_core::verify::process_policy().checker == Checker::Device
+        && policy.checker == Checker::Device
     {
         for m in CheckerMutant::ALL {
             if args
@@ -297,12 +297,12 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
             let kernel = Kernel::parse_in_child(m.exposed_by())?;
-            let value = m.to_possible_value().expect("not skipped");
-            let o = ChildCmd::Check(check::child_args(kernel.spec(), args.device)).run_with(
-                &["--checker-mutant", value.get_name()],
-                timeout,
-                false,
-            )?;
+            let wrong = VerifyPolicy {
+                mutant: Some(m),
+                ..policy
+            };
+            let o = ChildCmd::Check(check::child_args(kernel.spec(), args.device))
+                .run(wrong, timeout, false)?;
             write_atomic(
                 &dir.join(format!("{}-cross-check.txt", m.name())),
                 format!("{}\n{}", o.stdout, o.stderr).as_bytes(),
@@ -417,9 +417,14 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             .collect::<anyhow::Result<Vec<_>>>()?;
         let lanes_dir = dir.join("exploits");
         std::fs::create_dir_all(&lanes_dir)?;
-        let rows = exploit_audit::run(&kernels, args.device, args.timeout, &lanes_dir, &mut |l| {
-            eprintln!("klab audit: {l}")
-        })?;
+        let rows = exploit_audit::run(
+            &kernels,
+            policy,
+            args.device,
+            args.timeout,
+            &lanes_dir,
+            &mut |l| eprintln!("klab audit: {l}"),
+        )?;
         let (matrix, exploit_problems) = exploit_audit::matrix(&rows);
         text.push('\n');
         text.push_str(&matrix);

@@ -2,7 +2,7 @@
 //! measurement runs in a child (`--in-process`) under the watchdog; the child reports its
 //! verdict and receipt as a result line.
 
-use std::process::ExitCode;
+use klab_core::verify::VerifyPolicy;
 
 use klab_core::child::{ChildResult, Verdict};
 use klab_core::timing::Outcome;
@@ -10,9 +10,9 @@ use klab_core::timing::Outcome;
 use crate::child::{self, ChildCmd};
 use crate::cli::BenchArgs;
 use crate::cmd::measure::{self, BenchSpec, Kernel, ReceiptInput, Session};
-use crate::EXIT_GATE_FAILED;
+use crate::cmd::Finished;
 
-pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: BenchArgs, policy: VerifyPolicy) -> anyhow::Result<Finished> {
     if !args.in_process {
         // Bad input is one line from here, before any child starts.
         let kernel = Kernel::parse(&args.kernel)?.at_shape(args.shape.as_ref())?;
@@ -24,7 +24,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             in_process: true,
             ..args
         });
-        return child::relay(child, timeout, &what);
+        return Ok(child::relay(child, policy, timeout, &what)?.into());
     }
     let kernel = Kernel::parse_in_child(&args.kernel)?.at_shape(args.shape.as_ref())?;
     let n = check_args(&args, &kernel)?;
@@ -36,7 +36,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         rounds: args.rounds,
         claim: args.claim.clone(),
     };
-    let mut session = Session::open(&kernel, args.device)?;
+    let mut session = Session::open(&kernel, args.device, policy)?;
     let facts = session.backend.facts().clone();
     eprintln!("klab bench: {}", facts.describe());
     let dir = measure::output_dir(args.out.as_deref(), "bench")?;
@@ -108,13 +108,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             "result: gate FAILED: {why}; no receipt written (raw folder: {})",
             dir.display()
         );
-        child::set_result(ChildResult::Bench {
+        let result = ChildResult::Bench {
             kernel: kernel.name(),
             verdict: Verdict::Fail,
             receipt: None,
             detail: why,
-        });
-        return Ok(ExitCode::from(EXIT_GATE_FAILED));
+        };
+        return Ok(Finished::with(result, false));
     }
     let (path, r) = measure::write_receipt(ReceiptInput {
         dir: &dir,
@@ -132,13 +132,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         r.result.median_us, r.result.p10_us, r.result.p90_us, r.result.useful_gb_s, r.result.pct_of_peak, r.result.flagged_blocks
     );
     println!("receipt={}", path.display());
-    child::set_result(ChildResult::Bench {
+    let result = ChildResult::Bench {
         kernel: kernel.name(),
         verdict: Verdict::Pass,
         receipt: Some(path.display().to_string()),
         detail: format!("median {:.3} us", r.result.median_us),
-    });
-    Ok(ExitCode::SUCCESS)
+    };
+    Ok(Finished::with(result, true))
 }
 
 /// The size, after the checks every bench makes before it starts (clap refuses a zero

@@ -3,6 +3,7 @@
 //! CUDA context) or hangs is reported as that kernel's failure and the others still run.
 //! The child's report comes back as its result line.
 
+use klab_core::verify::VerifyPolicy;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -11,9 +12,10 @@ use klab_core::check::{self, CheckOptions};
 use klab_core::child::{ChildResult, ChildVerdict};
 use klab_core::registry::Scope;
 
-use crate::child::{self, ChildCmd};
+use crate::child::ChildCmd;
 use crate::cli::CheckArgs;
 use crate::cmd::measure::{Kernel, Session};
+use crate::cmd::Finished;
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 
 /// The arguments of a `klab check --in-process` child for one kernel, defaults elsewhere.
@@ -100,12 +102,12 @@ fn check_without_device(kernel: &Kernel, args: &CheckArgs) -> anyhow::Result<()>
 }
 
 /// One kernel in this process (the child side).
-fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
+fn check_here(args: &CheckArgs, name: &str, policy: VerifyPolicy) -> anyhow::Result<Finished> {
     let kernel = Kernel::parse_in_child(name)?;
     for shape in &args.shape {
         kernel.check_shape(shape)?;
     }
-    let mut session = Session::open(&kernel, args.device)?;
+    let mut session = Session::open(&kernel, args.device, policy)?;
     let k = klab_core::workload::load_kernels(&mut session.backend, &kernel.decl)?;
     let opts = options(args)?;
     let verbose = args.verbose;
@@ -161,12 +163,7 @@ fn check_here(args: &CheckArgs, name: &str) -> anyhow::Result<ExitCode> {
         }
     }
     let passed = report.passed();
-    child::set_result(ChildResult::Check { report });
-    Ok(if passed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_GATE_FAILED)
-    })
+    Ok(Finished::with(ChildResult::Check { report }, passed))
 }
 
 /// The verdict of a check in which `deaths` cases ended their process after `failed_before`
@@ -219,6 +216,7 @@ impl Checked {
 fn check_in_children(
     kernel: &Kernel,
     args: &CheckArgs,
+    policy: VerifyPolicy,
     timeout: Duration,
 ) -> anyhow::Result<Checked> {
     let mut passed = true;
@@ -231,7 +229,7 @@ fn check_in_children(
             resume_after,
             ..args.clone()
         });
-        let o = cmd.run(timeout, false)?;
+        let o = cmd.run(policy, timeout, false)?;
         print!("{}", o.stdout);
         eprint!("{}", o.stderr);
         if let (
@@ -282,16 +280,21 @@ fn check_in_children(
     Ok(Checked::new(passed))
 }
 
-pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: CheckArgs, policy: VerifyPolicy) -> anyhow::Result<Finished> {
     sizes(&args.sizes)?;
     if args.in_process && args.plan {
         let kernel = Kernel::parse_in_child(&args.kernels[0])?;
         check_without_device(&kernel, &args)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(ExitCode::SUCCESS.into());
     }
     if args.in_process {
-        return check_here(&args, &args.kernels[0]);
+        return check_here(&args, &args.kernels[0], policy);
     }
+    Ok(check_in_the_parent(args, policy)?.into())
+}
+
+/// The parent's check: every kernel's plan, then each kernel's check in its children.
+fn check_in_the_parent(args: CheckArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     // Resolve every kernel and the sizes first: bad input is an error, not a verdict.
     let kernels = Kernel::parse_all(&args.kernels, Scope::Default)?;
     for k in &kernels {
@@ -314,7 +317,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 eprintln!("klab check: {}: {line}", k.name());
             }
         }
-        let o = cmd.run(Duration::from_secs(args.timeout), false)?;
+        let o = cmd.run(policy, Duration::from_secs(args.timeout), false)?;
         if args.plan {
             print!("{}", o.stdout);
         }
@@ -340,7 +343,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let timeout = Duration::from_secs(args.timeout);
     let mut outcomes = Vec::new();
     for k in &kernels {
-        outcomes.push(check_in_children(k, &args, timeout)?);
+        outcomes.push(check_in_children(k, &args, policy, timeout)?);
     }
     // An error outranks a failure, as in every command: some kernel has no verdict.
     Ok(if outcomes.contains(&Checked::Error) {

@@ -1,5 +1,6 @@
 //! Opening the device and building the transpose module: shared by the GPU commands.
 
+use klab_core::verify::VerifyPolicy;
 use klab_cuda::device::Device;
 use klab_cuda::gpu::CudaBackend;
 use klab_cuda::nvrtc::{self, Cache, CompileSpec, Compiled};
@@ -14,10 +15,13 @@ pub fn compile(arch: &str) -> anyhow::Result<Compiled> {
 }
 
 /// Device open, module compiled and loaded.
-pub fn open_transpose(ordinal: u32) -> anyhow::Result<(CudaBackend, Compiled)> {
+pub fn open_transpose(
+    ordinal: u32,
+    policy: VerifyPolicy,
+) -> anyhow::Result<(CudaBackend, Compiled)> {
     let device = Device::open(ordinal)?;
     klab_cuda::probe::require_nvrtc()?;
     let compiled = compile(&device.facts().arch())?;
-    let backend = CudaBackend::new(device, &compiled)?;
+    let backend = CudaBackend::new(device, &compiled, policy)?;
     Ok((backend, compiled))
 }

@@ -2,6 +2,7 @@
 //! arguments into its options, starts its children as klab commands under the watchdog,
 //! and prints what it reports.
 
+use klab_core::verify::VerifyPolicy;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use crate::cli::{
 };
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 
-pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: LabArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     let opts = LabOptions {
         out: args.out.clone(),
         device: args.device,
@@ -25,6 +26,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         command: std::env::args().collect(),
     };
     let mut launcher = Children {
+        policy,
         device: args.device,
         timeout: args.timeout,
         bar: None,
@@ -41,6 +43,8 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
 
 /// The lab's children as klab commands, and a progress bar on a terminal.
 struct Children {
+    /// How the children verify outputs (handed to each as its options).
+    policy: VerifyPolicy,
     device: u32,
     /// The watchdog each child applies to its own processes.
     timeout: u64,
@@ -139,7 +143,7 @@ impl Launcher for Children {
     fn run(&mut self, child: &Child, timeout_s: u64) -> Result<ChildOutcome, LabError> {
         let cmd = self.command(child);
         let run: ChildRun = cmd
-            .run(Duration::from_secs(timeout_s), false)
+            .run(self.policy, Duration::from_secs(timeout_s), false)
             .map_err(|e| LabError::Launch {
                 what: format!("{child:?}"),
                 why: crate::error_text(&e),

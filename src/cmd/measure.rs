@@ -14,6 +14,7 @@ use klab_core::rule::CheckOutcome;
 use klab_core::samples::samples_csv;
 use klab_core::stats::{gb_per_s, Summary, QUANTILE_RULE};
 use klab_core::timing::{self, Measurement, Outcome, TimingConfig};
+use klab_core::verify::VerifyPolicy;
 use klab_core::workload::Workload;
 use klab_cuda::device::Device;
 use klab_cuda::gpu::CudaBackend;
@@ -220,7 +221,7 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn open(kernel: &Kernel, ordinal: u32) -> anyhow::Result<Session> {
+    pub fn open(kernel: &Kernel, ordinal: u32, policy: VerifyPolicy) -> anyhow::Result<Session> {
         let t = std::time::Instant::now();
         let device = Device::open(ordinal)?;
         let mut setup_s = t.elapsed().as_secs_f64();
@@ -237,7 +238,7 @@ impl Session {
         }
         let t = std::time::Instant::now();
         let state = StateReader::new(&device.facts().uuid);
-        let mut backend = CudaBackend::from_module(device, &module)?;
+        let mut backend = CudaBackend::from_module(device, &module, policy)?;
         setup_s += t.elapsed().as_secs_f64();
         let t = std::time::Instant::now();
         backend.prepare_checker();
@@ -715,13 +716,15 @@ impl klab_core::reference::Reference for GpuReference {
         floats: &[f64],
     ) -> Result<(), String> {
         let r = self.loaded.get_or_init(|| {
-            let session = Session::open(&self.kernel, self.device).map_err(|e| {
-                format!(
-                    "the reference kernel {}: {}",
-                    self.spec,
-                    crate::error_text(&e)
-                )
-            })?;
+            // The reference's own outputs are the expected values: nothing is verified here.
+            let session = Session::open(&self.kernel, self.device, VerifyPolicy::default())
+                .map_err(|e| {
+                    format!(
+                        "the reference kernel {}: {}",
+                        self.spec,
+                        crate::error_text(&e)
+                    )
+                })?;
             klab_core::gpuref::KernelReference::new(
                 session.backend,
                 &self.kernel.decl,

@@ -26,7 +26,36 @@ mod triad;
 use std::path::Path;
 use std::process::ExitCode;
 
+use klab_core::child::ChildResult;
+
 use crate::cli::{Cli, Command};
+
+/// How a command ended: its exit code and, for a command that runs as a klab child, the
+/// result its parent reads (main prints it as the child's last line).
+pub struct Finished {
+    pub code: ExitCode,
+    pub result: Option<ChildResult>,
+}
+
+impl From<ExitCode> for Finished {
+    fn from(code: ExitCode) -> Finished {
+        Finished { code, result: None }
+    }
+}
+
+impl Finished {
+    /// A child's result and the exit code that goes with it.
+    pub fn with(result: ChildResult, passed: bool) -> Finished {
+        Finished {
+            code: if passed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(crate::EXIT_GATE_FAILED)
+            },
+            result: Some(result),
+        }
+    }
+}
 
 /// A tool's binary given by `flag` (`--ncu`, `--sanitizer`) must be one that can start:
 /// said in one line before any folder is made or child started, not once per kernel after.
@@ -37,28 +66,32 @@ pub fn given_tool(flag: &str, path: Option<&Path>) -> anyhow::Result<()> {
     }
 }
 
-pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    match cli.into_command() {
-        Command::Transpose(a) => transpose::run(a),
+/// Run the command; `policy` (how outputs are verified) goes to every command that opens a
+/// device or starts a klab that does.
+pub fn run(cli: Cli) -> anyhow::Result<Finished> {
+    let policy = cli.verify_policy();
+    let code = match cli.into_command() {
+        Command::Bench(a) => return bench::run(a, policy),
+        Command::Check(a) => return check::run(a, policy),
+        Command::Profile(a) => return profile::run(a, policy),
+        Command::Transpose(a) => transpose::run(a, policy),
         Command::Model(a) => model::run(a),
-        Command::Lab(a) => lab::run(a),
+        Command::Lab(a) => lab::run(a, policy),
         Command::Env(a) => env::run(a),
         Command::Kernels(a) => kernels::run(a),
-        Command::Bench(a) => bench::run(a),
-        Command::Triad(a) => triad::run(a),
-        Command::Rounds(a) => rounds::run(a),
+        Command::Triad(a) => triad::run(a, policy),
+        Command::Rounds(a) => rounds::run(a, policy),
         Command::Compare(a) => compare::run(a),
         Command::Receipt(a) => receipt::run(a),
-        Command::Check(a) => check::run(a),
-        Command::ReduceLab(a) => reduce_lab::run(a),
+        Command::ReduceLab(a) => reduce_lab::run(a, policy),
         Command::Sanitize(a) => sanitize::run(a),
-        Command::Sweep(a) => sweep::run(a),
-        Command::Audit(a) => audit::run(a),
-        Command::Profile(a) => profile::run(a),
+        Command::Sweep(a) => sweep::run(a, policy),
+        Command::Audit(a) => audit::run(a, policy),
         Command::Trace(a) => trace::run(a),
         Command::Report(a) => report::run(a),
         Command::Init(a) => init::run(a),
-    }
+    }?;
+    Ok(code.into())
 }
 
 /// A progress bar on stderr (`klab COMMAND: PREFIX [====>   ] 3/12 MSG (12s, about 40s

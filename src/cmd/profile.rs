@@ -14,6 +14,7 @@
 //! predictions only for a launch of a `--kernel` whose grid and block are the ones klab
 //! would launch at `--n`.
 
+use klab_core::verify::VerifyPolicy;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -37,19 +38,25 @@ use klab_tools::ncu::{
 use crate::child::ChildCmd;
 use crate::cli::ProfileArgs;
 use crate::cmd::measure::{output_dir, Kernel, Session};
+use crate::cmd::Finished;
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 use klab_core::child::{ChildResult, ProfileChild};
 
-pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Result<Finished> {
     if args.in_process {
         let [name] = args.kernels.as_slice() else {
             bail!("--in-process takes exactly one kernel");
         };
-        return child(&args, name);
+        return child(&args, name, policy);
     }
     if let Some(path) = &args.import {
-        return import_file(&args, path);
+        return Ok(import_file(&args, path)?.into());
     }
+    Ok(profile_in_children(args, policy)?.into())
+}
+
+/// ncu over a child per kernel, each profiling klab's own launch sequence.
+fn profile_in_children(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     let cache = args.cache_control;
     let sections = split_list(&args.sections);
     if sections.is_empty() {
@@ -101,6 +108,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         for (spec, kernel) in &kernels {
             let captured = capture_one(
                 &args,
+                policy,
                 spec,
                 kernel,
                 &ncu_bin,
@@ -259,6 +267,7 @@ struct Captured {
 #[allow(clippy::too_many_arguments)]
 fn capture_one(
     args: &ProfileArgs,
+    policy: VerifyPolicy,
     spec: &str,
     kernel: &Kernel,
     ncu_bin: &Path,
@@ -291,7 +300,7 @@ fn capture_one(
             out: None,
             ..args.clone()
         })
-        .argv(),
+        .argv_for(policy),
     };
     let argv = request.argv(ncu_bin);
     let shown: Vec<String> = argv
@@ -956,11 +965,11 @@ pub fn measured_from(r: &KernelRecord) -> Measured {
 }
 
 /// The child: the launch sequence ncu profiles, then one line for the parent.
-fn child(args: &ProfileArgs, spec: &str) -> anyhow::Result<ExitCode> {
+fn child(args: &ProfileArgs, spec: &str, policy: VerifyPolicy) -> anyhow::Result<Finished> {
     let kernel = Kernel::parse_in_child(spec)?;
     let n = args.n.unwrap_or_else(|| kernel.default_n());
     let w = kernel.workload(n, None, args.device)?;
-    let mut session = Session::open(&kernel, args.device)?;
+    let mut session = Session::open(&kernel, args.device, policy)?;
     let k = klab_core::workload::load_kernels(&mut session.backend, &kernel.decl)?;
     let p = timing::profile_sequence(&mut session.backend, &w, &k, args.warmup)?;
     let report = ProfileChild {
@@ -976,13 +985,8 @@ fn child(args: &ProfileArgs, spec: &str) -> anyhow::Result<ExitCode> {
             .clone()
             .or_else(|| p.measured.as_ref().and_then(|m| m.first_failure.clone())),
     };
-    crate::child::set_result(ChildResult::Profile { report });
     let ok = p.measured.as_ref().is_some_and(|m| m.passed());
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_GATE_FAILED)
-    })
+    Ok(Finished::with(ChildResult::Profile { report }, ok))
 }
 
 #[cfg(test)]

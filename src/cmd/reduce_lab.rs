@@ -5,6 +5,7 @@
 //! reproduced: weak passes drop-tail 4 for 4; hardened fails it at 611 and 16,483, passes
 //! it at 1,024, and passes the guarded variant. Any other outcome prints a GATE line.
 
+use klab_core::verify::VerifyPolicy;
 use std::process::ExitCode;
 
 use klab_core::ops::reduce::{self, SuiteReport};
@@ -31,16 +32,16 @@ fn find<'a>(r: &'a SuiteReport, name_part: &str, n: u64) -> Option<&'a reduce::T
         .find(|t| t.name.contains(name_part) && t.n == n)
 }
 
-pub fn run(args: ReduceLabArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: ReduceLabArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     if !args.in_process {
         let timeout = args.timeout;
         let cmd = ChildCmd::ReduceLab(ReduceLabArgs {
             in_process: true,
             ..args
         });
-        return child::relay(cmd, timeout, "reduce-lab");
+        return child::relay(cmd, policy, timeout, "reduce-lab");
     }
-    let mut session = Session::open(&Kernel::parse("reduce_guarded")?, args.device)?;
+    let mut session = Session::open(&Kernel::parse("reduce_guarded")?, args.device, policy)?;
     println!("klab reduce-lab: {}", session.backend.facts().describe());
     let (weak_d, hard_d) = suites(&mut session, "reduce_drop_tail")?;
     let (weak_g, hard_g) = suites(&mut session, "reduce_guarded")?;

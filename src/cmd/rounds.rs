@@ -3,6 +3,7 @@
 //! separate `klab bench` process; every block's row is kept; per-kernel receipts collect
 //! the blocks; ratios against the baseline are taken per round with a bootstrap interval.
 
+use klab_core::verify::VerifyPolicy;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -178,7 +179,7 @@ fn place_in_rounds(
     }
 }
 
-pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: RoundsArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     let kernels = Kernel::parse_all(&args.kernels, Scope::Default)?
         .into_iter()
         .map(|k| k.at_shape(args.shape.as_ref()))
@@ -256,7 +257,7 @@ pub fn run(args: RoundsArgs) -> anyhow::Result<ExitCode> {
             });
             bar.set_message(format!("round {round} {name}"));
             let started = std::time::Instant::now();
-            let out = cmd.run(Duration::from_secs(args.timeout), false)?;
+            let out = cmd.run(policy, Duration::from_secs(args.timeout), false)?;
             let wall_s = started.elapsed().as_secs_f64();
             wall_total += wall_s;
             bar.inc(1);

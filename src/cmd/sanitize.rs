@@ -7,6 +7,7 @@
 //! `klab sanitize --import REPORT --tool T` skips the run and gives a saved report to the
 //! same parser and describe line ([`sanitizer::import`]).
 
+use klab_core::verify::VerifyPolicy;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -110,7 +111,10 @@ fn import(path: &Path, tool: Tool) -> anyhow::Result<ExitCode> {
 /// The argument vector of the check a sanitizer runs: its outputs are judged on the CPU, so
 /// that the tools see only the kernel's own launches, never klab's device checker.
 pub fn sanitized_check(args: CheckArgs) -> Vec<std::ffi::OsString> {
-    ChildCmd::Check(args).argv_with(&["--checker", "cpu"])
+    ChildCmd::Check(args).argv_for(VerifyPolicy {
+        checker: klab_core::verify::Checker::Cpu,
+        ..VerifyPolicy::default()
+    })
 }
 
 pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {

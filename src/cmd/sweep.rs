@@ -8,6 +8,7 @@
 //! written into `sweep.sbatch` by `--slurm`). [`collect`] merges the records, re-checks
 //! every receipt as `klab compare` does, and writes the table and the report.
 
+use klab_core::verify::VerifyPolicy;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -28,13 +29,13 @@ use crate::child::{ChildCmd, ChildRun};
 use crate::cli::{BenchArgs, RoundsArgs, SweepArgs, SweepCommand, TimingArgs};
 use crate::cmd::measure::{self, Kernel};
 
-pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: SweepArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     match &args.command {
         Some(SweepCommand::Collect { dir }) => {
             let table = collect(dir)?;
             return Ok(ExitCode::from(table.exit_code()));
         }
-        Some(SweepCommand::Task { dir, group }) => return task(dir, *group, args.device),
+        Some(SweepCommand::Task { dir, group }) => return task(dir, *group, args.device, policy),
         None => {}
     }
     let plan = plan(&args)?;
@@ -64,7 +65,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
     );
     let bar = crate::cmd::progress_bar("sweep", plan.groups.len() as u64, "groups");
     sweep::run_on_devices(&devices, &plan.groups, |d, g| {
-        let r = run_group(&plan, &dir, d, g);
+        let r = run_group(&plan, &dir, d, g, policy);
         bar.inc(1);
         bar.suspend(|| match &r {
             Ok(rec) => eprintln!("klab sweep: {}", group_line(rec)),
@@ -242,7 +243,7 @@ fn host_name() -> String {
 }
 
 /// `klab sweep task DIR G`: one group of a planned sweep, on this process's device.
-fn task(dir: &Path, group: u32, device: u32) -> anyhow::Result<ExitCode> {
+fn task(dir: &Path, group: u32, device: u32, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     let plan = SweepPlan::load(dir)?;
     let Some(g) = plan.groups.get(group as usize) else {
         bail!(
@@ -251,7 +252,7 @@ fn task(dir: &Path, group: u32, device: u32) -> anyhow::Result<ExitCode> {
             plan.groups.len()
         );
     };
-    let rec = run_group(&plan, dir, device, g)?;
+    let rec = run_group(&plan, dir, device, g, policy)?;
     println!("{}", group_line(&rec));
     let worst = rec.points.iter().map(|p| p.status);
     let code = worst.fold(0u8, |c, s| match s {
@@ -281,7 +282,13 @@ fn group_line(rec: &GroupRecord) -> String {
 /// Run one group and write its record (atomically, last): the checks, then the timing.
 /// Each attempt works in a fresh `tasks/G/run-NN/` (a requeued or re-run task never meets
 /// an earlier attempt's folders); the record at `tasks/G/group.json` is the last one's.
-fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Result<GroupRecord> {
+fn run_group(
+    plan: &SweepPlan,
+    dir: &Path,
+    device: u32,
+    g: &Group,
+    policy: VerifyPolicy,
+) -> anyhow::Result<GroupRecord> {
     let task_dir = dir.join(SweepPlan::task_rel(g.id));
     let tdir = klab_core::artifact::create_run_dir(&task_dir)
         .with_context(|| format!("creating an attempt folder under {}", task_dir.display()))?;
@@ -310,7 +317,7 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
             None => c.shape = vec![ShapeArg(g.shape.clone())],
         }
         c.timeout = plan.timeout_s;
-        let run = ChildCmd::Check(c).run(timeout + Duration::from_secs(60), false);
+        let run = ChildCmd::Check(c).run(policy, timeout + Duration::from_secs(60), false);
         let (status, detail) = match run {
             Err(e) => (PointStatus::Error, format!("{e:#}")),
             Ok(r) => {
@@ -377,7 +384,7 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
                 device,
             });
             let t0 = now_unix();
-            let run = cmd.run(timeout * (blocks as u32 + 1), false);
+            let run = cmd.run(policy, timeout * (blocks as u32 + 1), false);
             let t1 = now_unix();
             let (failed_as, why) = match &run {
                 Ok(r) => {
@@ -445,7 +452,7 @@ fn run_group(plan: &SweepPlan, dir: &Path, device: u32, g: &Group) -> anyhow::Re
                     device,
                 });
                 let t0 = now_unix();
-                let run = cmd.run(timeout, false);
+                let run = cmd.run(policy, timeout, false);
                 let t1 = now_unix();
                 let mut uuid = None;
                 match run {

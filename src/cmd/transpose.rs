@@ -2,6 +2,7 @@
 //! the timing engine with a batch timer (`klab_core::row::transpose_row`). The kernels run
 //! in a child (`--in-process`) under the watchdog; its CSV is relayed as it comes.
 
+use klab_core::verify::VerifyPolicy;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -58,7 +59,7 @@ pub fn parse_reps(s: &str) -> anyhow::Result<u32> {
     u32::try_from(v).with_context(|| format!("reps {v} is too large (at most {})", u32::MAX))
 }
 
-pub fn run(args: TransposeArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: TransposeArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     // Every argument is checked before the GPU is touched.
     let selection = parse_selection(&args.variant)?;
     let n = parse_n(&args.n)?;
@@ -69,10 +70,10 @@ pub fn run(args: TransposeArgs) -> anyhow::Result<ExitCode> {
             in_process: true,
             ..args
         });
-        return child::relay(cmd, timeout, &what);
+        return child::relay(cmd, policy, timeout, &what);
     }
 
-    let (mut backend, compiled) = gpu::open_transpose(args.device)?;
+    let (mut backend, compiled) = gpu::open_transpose(args.device, policy)?;
     eprintln!("klab transpose: {}", backend.facts().describe());
     eprintln!(
         "klab transpose: module {} for {} ({}; NVRTC {}, toolkit headers {}, {})",

@@ -1,6 +1,7 @@
 //! `klab triad <mode> [samples.csv]`: the triad lab's program as a command. The kernels
 //! run in a child (`--in-process`) under the watchdog.
 
+use klab_core::verify::VerifyPolicy;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -20,7 +21,7 @@ use crate::EXIT_GATE_FAILED;
 const USAGE: &str =
     "usage: klab triad [--check|--buggy|--profile|--bench-hot|--bench-rotate] [samples.csv]";
 
-pub fn run(args: TriadArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: TriadArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     let mode = args.mode.as_deref().unwrap_or("--check");
     let regime = match mode {
         "--bench-hot" => Some(Regime::SameBuffer),
@@ -47,14 +48,14 @@ pub fn run(args: TriadArgs) -> anyhow::Result<ExitCode> {
             in_process: true,
             ..args
         });
-        return child::relay(cmd, timeout, &what);
+        return child::relay(cmd, policy, timeout, &what);
     }
     let kernel = Kernel::parse(if mode == "--buggy" {
         "triad_buggy"
     } else {
         "triad_f32"
     })?;
-    let mut session = Session::open(&kernel, args.device)?;
+    let mut session = Session::open(&kernel, args.device, policy)?;
     let f = session.backend.facts().clone();
     println!(
         "device={} uuid={} compute_capability={}.{} l2_bytes={} cuda_runtime={} cuda_driver_api={} nvrtc={}",

@@ -112,18 +112,6 @@ pub struct VerifyPolicy {
     pub mutant: Option<CheckerMutant>,
 }
 
-static PROCESS_POLICY: std::sync::OnceLock<VerifyPolicy> = std::sync::OnceLock::new();
-
-/// Set this process's policy (once, from the command line, before a device is opened).
-pub fn set_process_policy(policy: VerifyPolicy) {
-    let _ = PROCESS_POLICY.set(policy);
-}
-
-/// This process's policy: the one set, else the device checker, cross-checked as stated.
-pub fn process_policy() -> VerifyPolicy {
-    PROCESS_POLICY.get().copied().unwrap_or_default()
-}
-
 /// Where an output's expected value for element `i` is in the expected buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExpectMap {

@@ -16,6 +16,7 @@ use klab_core::backend::{Arg, Backend, BackendError};
 use klab_core::device::{DeviceFacts, DeviceLimits, KernelResources};
 use klab_core::manifest::LibraryRoutine;
 use klab_core::plan::LaunchPlan;
+use klab_core::verify::VerifyPolicy;
 
 use crate::device::Device;
 use crate::error::{describe, DriverContext};
@@ -83,7 +84,7 @@ pub struct CudaBackend {
     start: CudaEvent,
     stop: CudaEvent,
     cublas: Option<Cublas>,
-    policy: klab_core::verify::VerifyPolicy,
+    policy: VerifyPolicy,
     /// klab's device checker, loaded on first use (Err: unavailable, said once).
     checker: Option<Result<crate::checker::CheckerModule, String>>,
     /// The checker's parameters, summary and per-block counts, allocated on its first use
@@ -98,24 +99,36 @@ fn backend_err(e: CudaError) -> BackendError {
 }
 
 impl CudaBackend {
-    /// Load `compiled` into `device` and prepare a stream and a timing-event pair.
-    pub fn new(device: Device, compiled: &Compiled) -> Result<CudaBackend, CudaError> {
+    /// Load `compiled` into `device` and prepare a stream and a timing-event pair; outputs
+    /// are verified as `policy` says.
+    pub fn new(
+        device: Device,
+        compiled: &Compiled,
+        policy: VerifyPolicy,
+    ) -> Result<CudaBackend, CudaError> {
         CudaBackend::load(
             device,
             &compiled.cubin,
             compiled.describe(),
             compiled.lowered_names.clone(),
+            policy,
         )
     }
 
     /// Load `module` (compiled, or precompiled: the driver JIT-compiles PTX here) into
-    /// `device` and prepare a stream and a timing-event pair.
-    pub fn from_module(device: Device, module: &Module) -> Result<CudaBackend, CudaError> {
+    /// `device` and prepare a stream and a timing-event pair; outputs are verified as
+    /// `policy` says.
+    pub fn from_module(
+        device: Device,
+        module: &Module,
+        policy: VerifyPolicy,
+    ) -> Result<CudaBackend, CudaError> {
         CudaBackend::load(
             device,
             module.image(),
             module.describe(),
             module.lowered_names().clone(),
+            policy,
         )
     }
 
@@ -125,6 +138,7 @@ impl CudaBackend {
         image: &[u8],
         what: String,
         lowered_names: BTreeMap<String, String>,
+        policy: VerifyPolicy,
     ) -> Result<CudaBackend, CudaError> {
         let ctx = device.ctx.clone();
         // klab manages its own allocations; no per-buffer event tracking.
@@ -149,15 +163,15 @@ impl CudaBackend {
             start,
             stop,
             cublas: None,
-            policy: klab_core::verify::process_policy(),
+            policy,
             checker: None,
             check_scratch: None,
             rates: None,
         })
     }
 
-    /// Verify outputs as `policy` says (the process's policy otherwise).
-    pub fn set_verify_policy(&mut self, policy: klab_core::verify::VerifyPolicy) {
+    /// Verify outputs as `policy` says from now on.
+    pub fn set_verify_policy(&mut self, policy: VerifyPolicy) {
         if policy.mutant != self.policy.mutant {
             self.checker = None;
         }
@@ -411,7 +425,7 @@ impl Backend for CudaBackend {
     type Kernel = Kernel;
     type Graph = CudaGraph;
 
-    fn verify_policy(&self) -> klab_core::verify::VerifyPolicy {
+    fn verify_policy(&self) -> VerifyPolicy {
         self.policy
     }
 
