@@ -534,3 +534,53 @@ fn a_closed_stdout_ends_an_output_only_command_quietly_with_exit_0() {
         assert_eq!(err, "", "{args:?}");
     }
 }
+
+/// A fresh clone: `./scripts/test` installed NVRTC into the checkout's `.deps/`, and the klab
+/// built there finds it without `LD_LIBRARY_PATH`, from any folder, and compiles with it
+/// (the lab's build step ran on a CPU-only machine; it once said "NVRTC not found").
+#[test]
+fn the_checkouts_nvrtc_is_found_without_a_library_path() {
+    let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    if !top.join(klab_cuda::probe::CHECKOUT_NVRTC).is_file()
+        || std::env::var_os("KLAB_BIN").is_some()
+    {
+        eprintln!("SKIPPED the_checkouts_nvrtc_is_found_without_a_library_path: no NVRTC in this checkout's .deps/, or a copied binary");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let o = klab()
+        .args(["env", "--json"])
+        .env_remove("LD_LIBRARY_PATH")
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["nvrtc_loadable"], true, "{v}");
+    assert!(
+        v["nvrtc_version"].as_str().unwrap().starts_with("13."),
+        "{v}"
+    );
+    if klab_cuda::probe::driver_present() {
+        return;
+    }
+    // Without a driver the lab runs what a CPU can: the build compiles, from an empty cache.
+    let o = klab()
+        .args(["lab", "--out"])
+        .arg(tmp.path().join("runs"))
+        .env_remove("LD_LIBRARY_PATH")
+        .env("KLAB_CACHE_DIR", tmp.path().join("cache"))
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lab: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("runs/run-01/lab.json")).unwrap())
+            .unwrap();
+    let build = lab["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "build")
+        .unwrap();
+    assert_eq!(build["status"], "ran", "{build}");
+}

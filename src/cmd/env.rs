@@ -16,6 +16,7 @@ pub fn run(args: EnvArgs) -> anyhow::Result<ExitCode> {
             "driver_loadable": probe::driver_present(),
             "nvrtc_loadable": probe::nvrtc_present(),
             "nvrtc_version": nvrtc_version,
+            "nvrtc_from_checkout": probe::checkout_nvrtc(),
             "device": device.as_ref().ok().map(|d| d.facts()),
             "device_error": device.as_ref().err().map(|e| e.to_string()),
         });
@@ -30,7 +31,13 @@ pub fn run(args: EnvArgs) -> anyhow::Result<ExitCode> {
                 "not found"
             }
         );
-        println!("NVRTC: {}", nvrtc_version.as_deref().unwrap_or("not found"));
+        println!(
+            "NVRTC: {}{}",
+            nvrtc_version.as_deref().unwrap_or("not found"),
+            probe::checkout_nvrtc()
+                .map(|p| format!(" (this checkout's, {})", p.display()))
+                .unwrap_or_default()
+        );
         if let Ok(d) = &device {
             println!("{}", d.facts().describe());
         }
