@@ -29,6 +29,12 @@ fn cxx() -> Option<String> {
     None
 }
 
+/// `cmd`'s output, with a line every 30 s while it runs (an emulation can take minutes).
+fn output_of(cmd: &mut Command, what: &str) -> std::process::Output {
+    let _beat = common::Heartbeat::start(&format!("emulate: {what}"));
+    cmd.output().unwrap()
+}
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -36,17 +42,16 @@ fn root() -> PathBuf {
 /// Build the emulator over the `fast.cu` in `kernels` into `dir`.
 fn build(cxx: &str, kernels: &Path, dir: &Path) -> PathBuf {
     let exe = dir.join("fast_emu");
-    let o = Command::new(cxx)
-        .args(["-std=c++20", "-O1", "-g", "-fsanitize=address,undefined"])
+    let mut o = Command::new(cxx);
+    o.args(["-std=c++20", "-O1", "-g", "-fsanitize=address,undefined"])
         .args(["-fno-sanitize-recover=undefined", "-Wno-unknown-pragmas"])
         .arg("-I")
         .arg(kernels)
         .arg("-o")
         .arg(&exe)
         .arg(root().join("tests/emulate/fast_emu.cpp"))
-        .arg("-lpthread")
-        .output()
-        .unwrap();
+        .arg("-lpthread");
+    let o = output_of(&mut o, "compiling the fast kernels' emulator");
     assert!(
         o.status.success(),
         "building the emulator failed:\n{}",
@@ -67,12 +72,13 @@ fn run_only(exe: &Path, prefix: &str, sizes: &[u32]) -> (bool, String) {
 
 /// `run_only` with extra emulator arguments first (e.g. `--owners=8`).
 fn run_only_with(exe: &Path, extra: &[String], prefix: &str, sizes: &[u32]) -> (bool, String) {
-    let o = Command::new(exe)
-        .args(extra)
-        .arg(format!("--only={prefix}"))
-        .args(sizes.iter().map(|n| n.to_string()))
-        .output()
-        .unwrap();
+    let o = output_of(
+        Command::new(exe)
+            .args(extra)
+            .arg(format!("--only={prefix}"))
+            .args(sizes.iter().map(|n| n.to_string())),
+        &format!("kernels '{prefix}' at {sizes:?}"),
+    );
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
@@ -358,8 +364,8 @@ fn build_verify(cxx: &str, dir: &Path, mutant: Option<CheckerMutant>) -> PathBuf
         "verify_emu{}",
         mutant.map(|m| m.define()).unwrap_or(0)
     ));
-    let o = Command::new(cxx)
-        .args(["-std=c++20", "-O2", "-g", "-fsanitize=address,undefined"])
+    let mut o = Command::new(cxx);
+    o.args(["-std=c++20", "-O2", "-g", "-fsanitize=address,undefined"])
         .args(["-fno-sanitize-recover=undefined", "-ffp-contract=off"])
         .arg(format!(
             "-DKLAB_VERIFY_MUTANT={}",
@@ -372,9 +378,8 @@ fn build_verify(cxx: &str, dir: &Path, mutant: Option<CheckerMutant>) -> PathBuf
         .arg("-o")
         .arg(&exe)
         .arg(root().join("tests/emulate/verify_emu.cpp"))
-        .arg("-lpthread")
-        .output()
-        .unwrap();
+        .arg("-lpthread");
+    let o = output_of(&mut o, "compiling the device checker's emulator");
     assert!(
         o.status.success(),
         "building the checker's emulator failed:\n{}",
@@ -418,11 +423,10 @@ fn device_verdicts(exe: &Path, dir: &Path, cases: &[Case]) -> Vec<rule::Verdict>
     }
     let job_file = dir.join("jobs.txt");
     std::fs::write(&job_file, jobs).unwrap();
-    let o = Command::new(exe)
-        .arg("batch")
-        .arg(&job_file)
-        .output()
-        .unwrap();
+    let o = output_of(
+        Command::new(exe).arg("batch").arg(&job_file),
+        &format!("the device checker on {} outputs", cases.len()),
+    );
     for k in 0..cases.len() {
         for name in ["got.bin", "want.bin", "mag.bin"] {
             let _ = std::fs::remove_file(dir.join(format!("{k}-{name}")));

@@ -40,7 +40,8 @@ pub fn gpu_or_skip(test: &str) -> bool {
             if std::env::var("KLAB_REQUIRE_GPU").as_deref() == Ok("1") {
                 panic!("{test}: KLAB_REQUIRE_GPU=1 but no GPU: {e}");
             }
-            eprintln!("SKIPPED {test}: {e}");
+            // Past the harness's capture: scripts/test counts and names these at its end.
+            progress(&format!("SKIPPED (no GPU) {test}: {e}"));
             false
         }
     }
@@ -132,4 +133,49 @@ pub fn add_integrity(receipt: &std::path::Path) {
         "flags": [],
     });
     std::fs::write(receipt, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+}
+
+/// A line for the person waiting, on the real stderr: the test harness captures what
+/// `eprintln!` prints, and a long test would otherwise say nothing until it ends.
+pub fn progress(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// While it lives, says every 30 s that `what` is still running ([`progress`]), so that the
+/// test command prints a line at least every minute.
+pub struct Heartbeat {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    pub fn start(what: &str) -> Heartbeat {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let what = what.to_string();
+        let thread = std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            let every = std::time::Duration::from_secs(30);
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every)
+            {
+                progress(&format!(
+                    "  ... {what}: still running after {:.0} s",
+                    started.elapsed().as_secs_f64()
+                ));
+            }
+        });
+        Heartbeat {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        let _ = self.stop.send(());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
