@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::child::ChildCmd;
 use crate::cli::{BenchArgs, RoundsArgs};
 use crate::cmd::measure::{self, Kernel};
-use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
+use crate::EXIT_GATE_FAILED;
 use klab_core::child::{ChildResult, Verdict};
 use klab_core::registry::{self, Scope};
 use klab_core::schema::{
@@ -180,392 +180,54 @@ fn place_in_rounds(
 }
 
 pub fn run(args: RoundsArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
-    let kernels = Kernel::parse_all(&args.kernels, Scope::Default)?
-        .into_iter()
-        .map(|k| k.at_shape(args.shape.as_ref()))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    if kernels.len() < 2 {
-        bail!(
-            "rounds alternate at least two kernels; {} names one",
-            args.kernels.join(" ")
-        );
-    }
-    let names: Vec<String> = kernels.iter().map(|k| k.name()).collect();
-    // The baseline is one of these kernels: named as it was given, by its own name, or by
-    // any spec that resolves to it (never a built-in that merely shares the name).
-    let baseline = match &args.baseline {
-        Some(b) => kernels
-            .iter()
-            .find(|k| k.name() == *b || k.spec() == *b)
-            .or_else(|| {
-                let r = registry::expand_one(b, Scope::Default).ok()?;
-                kernels.iter().find(|k| k.kref == r)
-            })
-            .map(|k| k.name())
-            .with_context(|| format!("baseline '{b}' is not one of the kernels"))?,
-        None => names[0].clone(),
-    };
-    for k in &kernels {
-        k.refuse_n_for_declared(args.n)?;
-    }
-    let n = args.n.unwrap_or_else(|| kernels[0].default_n());
-    let config = args.timing.config();
-    let ops: Vec<String> = kernels
-        .iter()
-        // At the size the blocks will time: a size a workload refuses is refused here, once.
-        .map(|k| measure::workload_info(k, n, args.device).map(|i| i.operation))
-        .collect::<Result<_, _>>()?;
+    let plan = Plan::resolve(&args)?;
     // Every block would fail the same way without the device: say so once, before a folder.
     klab_cuda::device::Device::check(args.device)?;
     let dir = measure::output_dir(args.out.as_deref(), "rounds")?;
     let dir = std::path::absolute(&dir).unwrap_or(dir);
     eprintln!("klab rounds: writing {}", dir.display());
 
-    let mut rows: Vec<BlockRow> = Vec::new();
-    let mut log = String::new();
-    let mut errors = Vec::new();
-    let order: Vec<&Kernel> = round_order(&kernels.iter().collect::<Vec<_>>());
-    let bar = crate::cmd::progress_bar(
-        "rounds",
-        u64::from(args.rounds) * order.len() as u64,
-        "blocks",
-    );
-    let mut phases_csv = String::from(
-        "round,position,kernel,wall_s,setup_s,compile_s,inputs_s,validations_s,timed_s,other_s,checker\n",
-    );
-    let mut totals = klab_core::timing::Phases::default();
-    let mut wall_total = 0.0;
-    for round in 1..=args.rounds {
-        for (position, kernel) in order.iter().enumerate() {
-            let name = kernel.name();
-            let rel = format!("blocks/r{round:02}-p{position}-{name}");
-            let block_dir: PathBuf = dir.join(&rel);
-            // The child gets the kernel's full reference, so a user manifest's kernel is
-            // measured, never a built-in of the same name.
-            let cmd = ChildCmd::Bench(BenchArgs {
-                kernel: kernel.spec(),
-                // An operation with several size variables is timed at its bench shape.
-                n: (args.shape.is_none() && kernel.size_variable().is_some()).then_some(n),
-                shape: args.shape.clone(),
-                timing: args.timing.clone(),
-                rounds: 1,
-                out: Some(block_dir.clone()),
-                claim: None,
-                timeout: args.timeout,
-                in_process: true,
-                device: args.device,
-            });
-            bar.set_message(format!("round {round} {name}"));
-            let started = std::time::Instant::now();
-            let out = cmd.run(policy, Duration::from_secs(args.timeout), false)?;
-            let wall_s = started.elapsed().as_secs_f64();
-            wall_total += wall_s;
-            bar.inc(1);
-            log.push_str(&format!(
-                "# round {round} position {position}\n{}",
-                out.log_block()
-            ));
-            let mut row = BlockRow {
-                round,
-                position: position as u32,
-                variant: name.clone(),
-                correct: false,
-                dir: rel,
-                receipt: None,
-                samples: Vec::new(),
-            };
-            let status = match &out.result {
-                Some(ChildResult::Bench {
-                    verdict: Verdict::Pass,
-                    receipt: Some(_),
-                    ..
-                }) => {
-                    // The parent chose the block's folder; read the receipt from there (the
-                    // result line's path is text, a folder's name need not be).
-                    let r = Receipt::load(&block_dir.join("receipt.json"))?;
-                    for raw in &r.measurement.raw_samples {
-                        let bytes = read_regular(&block_dir.join(&raw.path), Input::SAMPLES)?;
-                        let s = parse_samples_csv(&bytes, r.workload.rotation_slots)?;
-                        row.samples.extend(s.iter().map(|x| x.elapsed_us));
-                    }
-                    let median = Summary::of(&row.samples).map(|s| s.median).unwrap_or(0.0);
-                    let time = match r.measurement.phases.first() {
-                        Some(p) => {
-                            let other = (wall_s - p.total_s()).max(0.0);
-                            phases_csv.push_str(&format!(
-                                "{round},{position},{name},{wall_s:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{other:.4},{}\n",
-                                p.setup_s, p.compile_s, p.inputs_s, p.validations_s, p.timed_s,
-                                klab_core::csv::field(&p.checker)
-                            ));
-                            totals.setup_s += p.setup_s;
-                            totals.compile_s += p.compile_s;
-                            totals.inputs_s += p.inputs_s;
-                            totals.validations_s += p.validations_s;
-                            totals.timed_s += p.timed_s;
-                            format!("; {wall_s:.2} s: {}, other {other:.2} s", p.describe())
-                        }
-                        None => format!("; {wall_s:.2} s"),
-                    };
-                    row.correct = true;
-                    row.receipt = Some(r);
-                    format!("median {median:.3} us{time}")
-                }
-                // A gate, a hang or a crash is this kernel's failure; the other blocks still run.
-                _ if out.verdict.is_kernel_failure() => {
-                    format!("FAILED: {}", out.verdict.describe())
-                }
-                _ => {
-                    let why = out.verdict.describe();
-                    errors.push(format!("round {round} {name}: {why}"));
-                    format!("ERROR: {why}")
-                }
-            };
-            bar.suspend(|| {
-                eprintln!("klab rounds: round {round} position {position} {name}: {status}")
-            });
-            rows.push(row);
-        }
-    }
-    bar.finish_and_clear();
-    // Where the time went, over every block: what the command costs beyond the kernels.
-    let mut checkers: Vec<&str> = Vec::new();
-    for r in rows.iter().filter_map(|r| r.receipt.as_ref()) {
-        for p in &r.measurement.phases {
-            if !checkers.contains(&p.checker.as_str()) {
-                checkers.push(&p.checker);
-            }
-        }
-    }
-    totals.checker = checkers.join("; ");
-    let time = klab_core::schema::RoundsTime {
-        wall_s: wall_total,
-        other_s: (wall_total - totals.total_s()).max(0.0),
-        phases: totals,
-    };
+    let blocks = run_blocks(&plan, &args, policy, &dir)?;
+    let rows = &blocks.rows;
+    let time = blocks.time();
     eprintln!("klab rounds: {}", time.describe(rows.len() as u64));
-    write_atomic(&dir.join("phases.csv"), phases_csv.as_bytes())?;
-    write_atomic(&dir.join("rounds.log"), log.as_bytes())?;
+    write_atomic(&dir.join("phases.csv"), blocks.phases_csv.as_bytes())?;
+    write_atomic(&dir.join("rounds.log"), blocks.log.as_bytes())?;
     let records: Vec<RoundsBlock> = rows.iter().map(block_record).collect();
     write_atomic(&dir.join("rounds.csv"), rounds_csv(&records).as_bytes())?;
-    if !errors.is_empty() {
+    if !blocks.errors.is_empty() {
         bail!(
             "{} block(s) could not run: {}",
-            errors.len(),
-            errors.join("; ")
+            blocks.errors.len(),
+            blocks.errors.join("; ")
         );
     }
 
-    // Per-kernel receipts and round-level analysis against the baseline. A declared
-    // operation's size is its bench shape.
-    let size = match (kernels[0].size_variable(), &kernels[0].decl.op.spec.bench) {
-        (None, Some(shape)) => format!(
-            "shape {}",
-            shape
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        ),
-        _ => format!("n = {n}"),
-    };
-    let mut text = format!(
-        "klab rounds: {} rounds, order per round: {}, {size}, regime {}, timer {}, {} samples per block\nregime caveat: {}\n\n",
-        args.rounds,
-        round_order(&names).join(" "),
-        config.regime,
-        config.timer,
-        config.samples,
-        config.regime.caveat()
-    );
-    let per_round = |name: &str| -> Vec<Vec<f64>> {
-        (1..=args.rounds)
-            .map(|r| {
-                rows.iter()
-                    .filter(|b| b.round == r && b.variant == *name)
-                    .flat_map(|b| b.samples.iter().copied())
-                    .collect()
-            })
-            .collect()
-    };
-    let gate_failed = rows.iter().any(|r| !r.correct);
-    let all_passed = |name: &str| rows.iter().filter(|r| r.variant == name).all(|r| r.correct);
-    // Every kernel's median rate first: the ceiling is the fastest copy in these rounds.
-    struct Line {
-        ok: usize,
-        blocks: usize,
-        summary: Option<Summary>,
-        gb_s: Option<f64>,
-    }
-    let mut lines = Vec::new();
-    for (k, name) in names.iter().enumerate() {
-        let mine: Vec<&BlockRow> = rows.iter().filter(|r| r.variant == *name).collect();
-        let all: Vec<f64> = mine
-            .iter()
-            .flat_map(|r| r.samples.iter().copied())
-            .collect();
-        let summary = Summary::of(&all);
-        let gb_s = match &summary {
-            Some(s) => Some(gb_per_s(
-                measure::workload_info(&kernels[k], n, args.device)?.useful_bytes,
-                s.median,
-            )),
-            None => None,
-        };
-        lines.push(Line {
-            ok: mine.iter().filter(|r| r.correct).count(),
-            blocks: mine.len(),
-            summary,
-            gb_s,
-        });
-    }
-    let ceiling = names
-        .iter()
-        .zip(&lines)
-        .zip(&kernels)
-        .filter(|(_, k)| k.decl.operation == OpKind::Copy)
-        .filter_map(|((name, l), _)| l.gb_s.map(|g| (name.clone(), g)))
-        .max_by(|a, b| a.1.total_cmp(&b.1));
-    let peak = rows
-        .iter()
-        .find_map(|r| r.receipt.as_ref())
-        .map(|r| r.hardware.theoretical_peak_gb_s);
-    text.push_str(&format!(
-        "{:<12} {:>6} {:>11} {:>23} {:>10} {:>9} {:>7}\n",
-        "kernel", "blocks", "median us", "p10 - p90 us", "GB/s", "% ceiling", "% peak"
-    ));
-    let pct = |g: Option<f64>, of: Option<f64>| match (g, of) {
-        (Some(g), Some(of)) if of > 0.0 => format!("{:.1}", 100.0 * g / of),
-        _ => "-".into(),
-    };
-    let mut rates = Vec::new();
-    let mut analyses = Vec::new();
-    for (k, (name, l)) in names.iter().zip(&lines).enumerate() {
-        let blocks = format!("{}/{}", l.ok, l.blocks);
-        match &l.summary {
-            Some(s) => text.push_str(&format!(
-                "{:<12} {:>6} {:>11.3} {:>23} {:>10.1} {:>9} {:>7}\n",
-                name,
-                blocks,
-                s.median,
-                format!("{:.3} - {:.3}", s.p10, s.p90),
-                l.gb_s.unwrap_or(0.0),
-                pct(l.gb_s, ceiling.as_ref().map(|c| c.1)),
-                pct(l.gb_s, peak),
-            )),
-            None => text.push_str(&format!("{name:<12} {blocks:>6} {:>11}\n", "-")),
-        }
-        rates.push(RateRow {
-            kernel: name.clone(),
-            blocks: Some(l.blocks as u64),
-            blocks_passed: Some(l.ok as u64),
-            median_us: l.summary.as_ref().map(|s| s.median),
-            median_gb_s: l.gb_s,
-            pct_of_ceiling: pct_of_ceiling(l.gb_s, ceiling.as_ref()),
-            pct_of_peak: l.gb_s.zip(peak).map(|(g, p)| 100.0 * g / p),
-            prediction: kernels[k].decl.prediction.clone(),
-        });
-    }
-    match &ceiling {
-        Some((name, g)) => text.push_str(&format!(
-            "ceiling: {name} at {g:.1} GB/s, the fastest copy in these rounds; peak: {} (2 x memory clock x bus width)\n",
-            peak.map(|p| format!("{p:.1} GB/s")).unwrap_or_else(|| "unknown".into())
-        )),
-        None => text.push_str("ceiling: no copy kernel in these rounds, so no % of ceiling\n"),
-    }
-    // Predictions declared in the manifests, beside the outcome above.
-    for (k, name) in names.iter().enumerate() {
-        if let Some(p) = &kernels[k].decl.prediction {
-            text.push_str(&format!("predicted before measuring, {name}: {p}\n"));
-        }
-    }
-    text.push('\n');
-    // (candidate, round-level ratio against the baseline, its interval)
-    type Ratio = (String, f64, Option<(f64, f64)>);
-    let mut ratios: Vec<Ratio> = Vec::new();
-    let mut analysis_error: Option<anyhow::Error> = None;
-    if all_passed(&baseline) {
-        let cfg = BootstrapConfig {
-            seed: args.seed,
-            ..BootstrapConfig::default()
-        };
-        let b = per_round(&baseline);
-        let bop = &ops[names.iter().position(|x| *x == baseline).unwrap_or(0)];
-        for (k, name) in names.iter().enumerate() {
-            if *name == baseline {
-                continue;
-            }
-            if !all_passed(name) {
-                text.push_str(&format!(
-                    "{name}: a block failed its gate, so no ratio is reported for it\n\n"
-                ));
-                continue;
-            }
-            // An analysis that cannot be made still leaves every receipt written (below).
-            let a = match analyze_speedup(&b, &per_round(name), &cfg) {
-                Ok(a) => a,
-                Err(e) => {
-                    analysis_error = Some(anyhow::Error::from(e));
-                    break;
-                }
-            };
-            ratios.push((name.clone(), a.ratio, a.interval));
-            if ops[k] != *bop {
-                text.push_str(&format!(
-                    "note: {name} computes '{}', {baseline} computes '{bop}': the ratio is context, not a speedup\n",
-                    ops[k]
-                ));
-            }
-            text.push_str(&render_analysis(&a, &baseline, name));
-            text.push('\n');
-            analyses.push(RoundsAnalysis {
-                baseline: baseline.clone(),
-                candidate: name.clone(),
-                analysis: a,
-            });
-        }
-    } else {
-        text.push_str(&format!(
-            "the baseline {baseline} failed a gate in at least one block: no ratios are reported\n"
-        ));
-    }
-    // Combined receipts, each with its place in these rounds (ceiling share, ratio).
-    for (k, name) in names.iter().enumerate() {
-        let mine: Vec<&BlockRow> = rows.iter().filter(|r| r.variant == *name).collect();
-        if lines[k].ok == mine.len() {
-            let mut r = combine(name, &mine, args.rounds, &dir)?;
-            let ratio = ratios.iter().find(|x| x.0 == *name);
-            // The share of the ceiling is of the receipt's own rate, which is what a reader
-            // recomputes it from (the table's rate is at `n`, a declared shape's may differ).
-            r.result.rounds = Some(place_in_rounds(
-                &names,
-                ceiling.as_ref(),
-                Some(r.result.useful_gb_s),
-                &baseline,
-                ratio.map(|x| (x.1, x.2)),
-            ));
-            r.validate()
-                .with_context(|| format!("combined receipt for {name}"))?;
-            r.write(&dir.join(format!("{name}.receipt.json")))?;
-        }
-    }
-    if let Some(e) = analysis_error {
+    let rates = Rates::of(&plan, rows, args.device)?;
+    let mut text = plan.header(&args);
+    text.push_str(&rates.table(&plan));
+    let ratios = Ratios::against_baseline(&plan, rows, args.rounds, args.seed);
+    text.push_str(&ratios.text);
+    // Every receipt is written, even when an analysis could not be made.
+    write_receipts(&plan, rows, &rates, &ratios.found, args.rounds, &dir)?;
+    if let Some(e) = ratios.error {
         return Err(e.context("analysing the rounds"));
     }
     write_atomic(&dir.join("summary.txt"), text.as_bytes())?;
     let json = RoundsSummary {
-        baseline: baseline.clone(),
-        n: Some(n),
+        baseline: plan.baseline.clone(),
+        n: Some(plan.n),
         rounds: Some(u64::from(args.rounds)),
         blocks: Some(rows.len() as u64),
-        order: round_order(&names),
-        config: Some(serde_json::to_value(&config)?),
-        analyses,
-        rates,
-        ceiling: ceiling.as_ref().map(|c| CeilingRate {
+        order: round_order(&plan.names),
+        config: Some(serde_json::to_value(args.timing.config())?),
+        analyses: ratios.analyses,
+        rates: rates.rows,
+        ceiling: rates.ceiling.as_ref().map(|c| CeilingRate {
             kernel: c.0.clone(),
             gb_s: c.1,
         }),
-        theoretical_peak_gb_s: peak,
+        theoretical_peak_gb_s: rates.peak,
         time: Some(time),
     };
     write_atomic(
@@ -574,13 +236,512 @@ pub fn run(args: RoundsArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     )?;
     print!("{text}");
     println!("artifacts: {}", dir.display());
-    Ok(if gate_failed {
+    Ok(if rows.iter().any(|r| !r.correct) {
         ExitCode::from(EXIT_GATE_FAILED)
-    } else if !errors.is_empty() {
-        ExitCode::from(EXIT_ERROR)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// What the rounds are of: the kernels, the baseline among them, the size and each
+/// kernel's operation, resolved before any block runs.
+struct Plan {
+    kernels: Vec<Kernel>,
+    names: Vec<String>,
+    baseline: String,
+    n: u64,
+    /// Each kernel's operation, at the size the blocks time.
+    ops: Vec<String>,
+}
+
+impl Plan {
+    fn resolve(args: &RoundsArgs) -> anyhow::Result<Plan> {
+        let kernels = Kernel::parse_all(&args.kernels, Scope::Default)?
+            .into_iter()
+            .map(|k| k.at_shape(args.shape.as_ref()))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        if kernels.len() < 2 {
+            bail!(
+                "rounds alternate at least two kernels; {} names one",
+                args.kernels.join(" ")
+            );
+        }
+        let names: Vec<String> = kernels.iter().map(|k| k.name()).collect();
+        // The baseline is one of these kernels: named as it was given, by its own name, or
+        // by any spec that resolves to it (never a built-in that merely shares the name).
+        let baseline = match &args.baseline {
+            Some(b) => kernels
+                .iter()
+                .find(|k| k.name() == *b || k.spec() == *b)
+                .or_else(|| {
+                    let r = registry::expand_one(b, Scope::Default).ok()?;
+                    kernels.iter().find(|k| k.kref == r)
+                })
+                .map(|k| k.name())
+                .with_context(|| format!("baseline '{b}' is not one of the kernels"))?,
+            None => names[0].clone(),
+        };
+        for k in &kernels {
+            k.refuse_n_for_declared(args.n)?;
+        }
+        let n = args.n.unwrap_or_else(|| kernels[0].default_n());
+        let ops: Vec<String> = kernels
+            .iter()
+            // At the size the blocks will time: a size a workload refuses is refused here, once.
+            .map(|k| measure::workload_info(k, n, args.device).map(|i| i.operation))
+            .collect::<Result<_, _>>()?;
+        Ok(Plan {
+            kernels,
+            names,
+            baseline,
+            n,
+            ops,
+        })
+    }
+
+    /// The summary's first lines: the order, the size and the timing method.
+    fn header(&self, args: &RoundsArgs) -> String {
+        let config = args.timing.config();
+        // A declared operation's size is its bench shape.
+        let size = match (
+            self.kernels[0].size_variable(),
+            &self.kernels[0].decl.op.spec.bench,
+        ) {
+            (None, Some(shape)) => format!(
+                "shape {}",
+                shape
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+            _ => format!("n = {}", self.n),
+        };
+        format!(
+            "klab rounds: {} rounds, order per round: {}, {size}, regime {}, timer {}, {} samples per block\nregime caveat: {}\n\n",
+            args.rounds,
+            round_order(&self.names).join(" "),
+            config.regime,
+            config.timer,
+            config.samples,
+            config.regime.caveat()
+        )
+    }
+
+    fn position_of(&self, name: &str) -> usize {
+        self.names.iter().position(|x| x == name).unwrap_or(0)
+    }
+}
+
+/// Every block's row, and where the blocks' time went.
+struct Blocks {
+    rows: Vec<BlockRow>,
+    /// Each block's command line, output and end, for rounds.log.
+    log: String,
+    /// Blocks that could not run (not a kernel's failure).
+    errors: Vec<String>,
+    phases_csv: String,
+    totals: klab_core::timing::Phases,
+    wall_total: f64,
+}
+
+impl Blocks {
+    /// Where the time went, over every block: what the command costs beyond the kernels.
+    fn time(&self) -> klab_core::schema::RoundsTime {
+        let mut checkers: Vec<&str> = Vec::new();
+        for r in self.rows.iter().filter_map(|r| r.receipt.as_ref()) {
+            for p in &r.measurement.phases {
+                if !checkers.contains(&p.checker.as_str()) {
+                    checkers.push(&p.checker);
+                }
+            }
+        }
+        let mut phases = self.totals.clone();
+        phases.checker = checkers.join("; ");
+        klab_core::schema::RoundsTime {
+            wall_s: self.wall_total,
+            other_s: (self.wall_total - phases.total_s()).max(0.0),
+            phases,
+        }
+    }
+}
+
+/// Every round's blocks, each a `klab bench` child in its own folder under `dir`.
+fn run_blocks(
+    plan: &Plan,
+    args: &RoundsArgs,
+    policy: VerifyPolicy,
+    dir: &Path,
+) -> anyhow::Result<Blocks> {
+    let mut blocks = Blocks {
+        rows: Vec::new(),
+        log: String::new(),
+        errors: Vec::new(),
+        phases_csv: String::from(
+            "round,position,kernel,wall_s,setup_s,compile_s,inputs_s,validations_s,timed_s,other_s,checker\n",
+        ),
+        totals: klab_core::timing::Phases::default(),
+        wall_total: 0.0,
+    };
+    let order: Vec<&Kernel> = round_order(&plan.kernels.iter().collect::<Vec<_>>());
+    let bar = crate::cmd::progress_bar(
+        "rounds",
+        u64::from(args.rounds) * order.len() as u64,
+        "blocks",
+    );
+    for round in 1..=args.rounds {
+        for (position, kernel) in order.iter().enumerate() {
+            bar.set_message(format!("round {round} {}", kernel.name()));
+            let status = run_block(
+                plan,
+                args,
+                policy,
+                dir,
+                &mut blocks,
+                (round, position),
+                kernel,
+            )?;
+            bar.inc(1);
+            bar.suspend(|| {
+                eprintln!(
+                    "klab rounds: round {round} position {position} {}: {status}",
+                    kernel.name()
+                )
+            });
+        }
+    }
+    bar.finish_and_clear();
+    Ok(blocks)
+}
+
+/// One block: `kernel` at `position` of `round`, in a child; its row and time go into
+/// `blocks`. What to say of it, in a few words.
+fn run_block(
+    plan: &Plan,
+    args: &RoundsArgs,
+    policy: VerifyPolicy,
+    dir: &Path,
+    blocks: &mut Blocks,
+    (round, position): (u32, usize),
+    kernel: &Kernel,
+) -> anyhow::Result<String> {
+    let name = kernel.name();
+    let rel = format!("blocks/r{round:02}-p{position}-{name}");
+    let block_dir: PathBuf = dir.join(&rel);
+    // The child gets the kernel's full reference, so a user manifest's kernel is measured,
+    // never a built-in of the same name.
+    let cmd = ChildCmd::Bench(BenchArgs {
+        kernel: kernel.spec(),
+        // An operation with several size variables is timed at its bench shape.
+        n: (args.shape.is_none() && kernel.size_variable().is_some()).then_some(plan.n),
+        shape: args.shape.clone(),
+        timing: args.timing.clone(),
+        rounds: 1,
+        out: Some(block_dir.clone()),
+        claim: None,
+        timeout: args.timeout,
+        in_process: true,
+        device: args.device,
+    });
+    let started = std::time::Instant::now();
+    let out = cmd.run(policy, Duration::from_secs(args.timeout), false)?;
+    let wall_s = started.elapsed().as_secs_f64();
+    blocks.wall_total += wall_s;
+    blocks.log.push_str(&format!(
+        "# round {round} position {position}\n{}",
+        out.log_block()
+    ));
+    let mut row = BlockRow {
+        round,
+        position: position as u32,
+        variant: name.clone(),
+        correct: false,
+        dir: rel,
+        receipt: None,
+        samples: Vec::new(),
+    };
+    let status = match &out.result {
+        Some(ChildResult::Bench {
+            verdict: Verdict::Pass,
+            receipt: Some(_),
+            ..
+        }) => {
+            // The parent chose the block's folder; read the receipt from there (the result
+            // line's path is text, a folder's name need not be).
+            let r = Receipt::load(&block_dir.join("receipt.json"))?;
+            for raw in &r.measurement.raw_samples {
+                let bytes = read_regular(&block_dir.join(&raw.path), Input::SAMPLES)?;
+                let s = parse_samples_csv(&bytes, r.workload.rotation_slots)?;
+                row.samples.extend(s.iter().map(|x| x.elapsed_us));
+            }
+            let median = Summary::of(&row.samples).map(|s| s.median).unwrap_or(0.0);
+            let time = match r.measurement.phases.first() {
+                Some(p) => {
+                    let other = (wall_s - p.total_s()).max(0.0);
+                    blocks.phases_csv.push_str(&format!(
+                        "{round},{position},{name},{wall_s:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{other:.4},{}\n",
+                        p.setup_s, p.compile_s, p.inputs_s, p.validations_s, p.timed_s,
+                        klab_core::csv::field(&p.checker)
+                    ));
+                    let t = &mut blocks.totals;
+                    t.setup_s += p.setup_s;
+                    t.compile_s += p.compile_s;
+                    t.inputs_s += p.inputs_s;
+                    t.validations_s += p.validations_s;
+                    t.timed_s += p.timed_s;
+                    format!("; {wall_s:.2} s: {}, other {other:.2} s", p.describe())
+                }
+                None => format!("; {wall_s:.2} s"),
+            };
+            row.correct = true;
+            row.receipt = Some(r);
+            format!("median {median:.3} us{time}")
+        }
+        // A gate, a hang or a crash is this kernel's failure; the other blocks still run.
+        _ if out.verdict.is_kernel_failure() => format!("FAILED: {}", out.verdict.describe()),
+        _ => {
+            let why = out.verdict.describe();
+            blocks.errors.push(format!("round {round} {name}: {why}"));
+            format!("ERROR: {why}")
+        }
+    };
+    blocks.rows.push(row);
+    Ok(status)
+}
+
+/// One kernel's line of the table: its blocks and median rate.
+struct Line {
+    ok: usize,
+    blocks: usize,
+    summary: Option<Summary>,
+    gb_s: Option<f64>,
+}
+
+/// Every kernel's median rate, the ceiling (the fastest copy in these rounds) and the
+/// device's theoretical peak.
+struct Rates {
+    lines: Vec<Line>,
+    rows: Vec<RateRow>,
+    ceiling: Option<(String, f64)>,
+    peak: Option<f64>,
+}
+
+impl Rates {
+    fn of(plan: &Plan, rows: &[BlockRow], device: u32) -> anyhow::Result<Rates> {
+        let mut lines = Vec::new();
+        for (k, name) in plan.names.iter().enumerate() {
+            let mine: Vec<&BlockRow> = rows.iter().filter(|r| r.variant == *name).collect();
+            let all: Vec<f64> = mine
+                .iter()
+                .flat_map(|r| r.samples.iter().copied())
+                .collect();
+            let summary = Summary::of(&all);
+            let gb_s = match &summary {
+                Some(s) => Some(gb_per_s(
+                    measure::workload_info(&plan.kernels[k], plan.n, device)?.useful_bytes,
+                    s.median,
+                )),
+                None => None,
+            };
+            lines.push(Line {
+                ok: mine.iter().filter(|r| r.correct).count(),
+                blocks: mine.len(),
+                summary,
+                gb_s,
+            });
+        }
+        let ceiling = plan
+            .names
+            .iter()
+            .zip(&lines)
+            .zip(&plan.kernels)
+            .filter(|(_, k)| k.decl.operation == OpKind::Copy)
+            .filter_map(|((name, l), _)| l.gb_s.map(|g| (name.clone(), g)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let peak = rows
+            .iter()
+            .find_map(|r| r.receipt.as_ref())
+            .map(|r| r.hardware.theoretical_peak_gb_s);
+        let rows = plan
+            .names
+            .iter()
+            .zip(&lines)
+            .zip(&plan.kernels)
+            .map(|((name, l), k)| RateRow {
+                kernel: name.clone(),
+                blocks: Some(l.blocks as u64),
+                blocks_passed: Some(l.ok as u64),
+                median_us: l.summary.as_ref().map(|s| s.median),
+                median_gb_s: l.gb_s,
+                pct_of_ceiling: pct_of_ceiling(l.gb_s, ceiling.as_ref()),
+                pct_of_peak: l.gb_s.zip(peak).map(|(g, p)| 100.0 * g / p),
+                prediction: k.decl.prediction.clone(),
+            })
+            .collect();
+        Ok(Rates {
+            lines,
+            rows,
+            ceiling,
+            peak,
+        })
+    }
+
+    /// The table of rates, the ceiling's line and the manifests' predictions.
+    fn table(&self, plan: &Plan) -> String {
+        let mut text = format!(
+            "{:<12} {:>6} {:>11} {:>23} {:>10} {:>9} {:>7}\n",
+            "kernel", "blocks", "median us", "p10 - p90 us", "GB/s", "% ceiling", "% peak"
+        );
+        let pct = |g: Option<f64>, of: Option<f64>| match (g, of) {
+            (Some(g), Some(of)) if of > 0.0 => format!("{:.1}", 100.0 * g / of),
+            _ => "-".into(),
+        };
+        for (name, l) in plan.names.iter().zip(&self.lines) {
+            let blocks = format!("{}/{}", l.ok, l.blocks);
+            match &l.summary {
+                Some(s) => text.push_str(&format!(
+                    "{:<12} {:>6} {:>11.3} {:>23} {:>10.1} {:>9} {:>7}\n",
+                    name,
+                    blocks,
+                    s.median,
+                    format!("{:.3} - {:.3}", s.p10, s.p90),
+                    l.gb_s.unwrap_or(0.0),
+                    pct(l.gb_s, self.ceiling.as_ref().map(|c| c.1)),
+                    pct(l.gb_s, self.peak),
+                )),
+                None => text.push_str(&format!("{name:<12} {blocks:>6} {:>11}\n", "-")),
+            }
+        }
+        match &self.ceiling {
+            Some((name, g)) => text.push_str(&format!(
+                "ceiling: {name} at {g:.1} GB/s, the fastest copy in these rounds; peak: {} (2 x memory clock x bus width)\n",
+                self.peak.map(|p| format!("{p:.1} GB/s")).unwrap_or_else(|| "unknown".into())
+            )),
+            None => text.push_str("ceiling: no copy kernel in these rounds, so no % of ceiling\n"),
+        }
+        // Predictions declared in the manifests, beside the outcome above.
+        for (k, name) in plan.names.iter().enumerate() {
+            if let Some(p) = &plan.kernels[k].decl.prediction {
+                text.push_str(&format!("predicted before measuring, {name}: {p}\n"));
+            }
+        }
+        text.push('\n');
+        text
+    }
+}
+
+/// A candidate's round-level ratio against the baseline and its interval.
+type Ratio = (String, f64, Option<(f64, f64)>);
+
+/// The round-level ratios of every candidate that passed every block against a baseline
+/// that did, their text, and an analysis that could not be made.
+struct Ratios {
+    found: Vec<Ratio>,
+    analyses: Vec<RoundsAnalysis>,
+    text: String,
+    error: Option<anyhow::Error>,
+}
+
+impl Ratios {
+    fn against_baseline(plan: &Plan, rows: &[BlockRow], rounds: u32, seed: u64) -> Ratios {
+        let mut r = Ratios {
+            found: Vec::new(),
+            analyses: Vec::new(),
+            text: String::new(),
+            error: None,
+        };
+        let baseline = &plan.baseline;
+        let all_passed = |name: &str| rows.iter().filter(|r| r.variant == name).all(|r| r.correct);
+        if !all_passed(baseline) {
+            r.text = format!(
+                "the baseline {baseline} failed a gate in at least one block: no ratios are reported\n"
+            );
+            return r;
+        }
+        let per_round = |name: &str| -> Vec<Vec<f64>> {
+            (1..=rounds)
+                .map(|round| {
+                    rows.iter()
+                        .filter(|b| b.round == round && b.variant == *name)
+                        .flat_map(|b| b.samples.iter().copied())
+                        .collect()
+                })
+                .collect()
+        };
+        let cfg = BootstrapConfig {
+            seed,
+            ..BootstrapConfig::default()
+        };
+        let b = per_round(baseline);
+        let bop = &plan.ops[plan.position_of(baseline)];
+        for (k, name) in plan.names.iter().enumerate() {
+            if name == baseline {
+                continue;
+            }
+            if !all_passed(name) {
+                r.text.push_str(&format!(
+                    "{name}: a block failed its gate, so no ratio is reported for it\n\n"
+                ));
+                continue;
+            }
+            // An analysis that cannot be made still leaves every receipt written.
+            let a = match analyze_speedup(&b, &per_round(name), &cfg) {
+                Ok(a) => a,
+                Err(e) => {
+                    r.error = Some(anyhow::Error::from(e));
+                    break;
+                }
+            };
+            r.found.push((name.clone(), a.ratio, a.interval));
+            if plan.ops[k] != *bop {
+                r.text.push_str(&format!(
+                    "note: {name} computes '{}', {baseline} computes '{bop}': the ratio is context, not a speedup\n",
+                    plan.ops[k]
+                ));
+            }
+            r.text.push_str(&render_analysis(&a, baseline, name));
+            r.text.push('\n');
+            r.analyses.push(RoundsAnalysis {
+                baseline: baseline.clone(),
+                candidate: name.clone(),
+                analysis: a,
+            });
+        }
+        r
+    }
+}
+
+/// A combined receipt for every kernel whose blocks all passed, each with its place in
+/// these rounds (its share of the ceiling, its ratio).
+fn write_receipts(
+    plan: &Plan,
+    rows: &[BlockRow],
+    rates: &Rates,
+    ratios: &[Ratio],
+    rounds: u32,
+    dir: &Path,
+) -> anyhow::Result<()> {
+    for (k, name) in plan.names.iter().enumerate() {
+        let mine: Vec<&BlockRow> = rows.iter().filter(|r| r.variant == *name).collect();
+        if rates.lines[k].ok != mine.len() {
+            continue;
+        }
+        let mut r = combine(name, &mine, rounds, dir)?;
+        let ratio = ratios.iter().find(|x| x.0 == *name);
+        // The share of the ceiling is of the receipt's own rate, which is what a reader
+        // recomputes it from (the table's rate is at `n`, a declared shape's may differ).
+        r.result.rounds = Some(place_in_rounds(
+            &plan.names,
+            rates.ceiling.as_ref(),
+            Some(r.result.useful_gb_s),
+            &plan.baseline,
+            ratio.map(|x| (x.1, x.2)),
+        ));
+        r.validate()
+            .with_context(|| format!("combined receipt for {name}"))?;
+        r.write(&dir.join(format!("{name}.receipt.json")))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
