@@ -7,6 +7,7 @@
 //! only evidence is.
 
 use klab_core::verify::VerifyPolicy;
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use klab_core::verify::{Checker, CheckerMutant};
 use klab_tools::sanitizer::{self, Options, Outcome, Tool};
 use serde::Serialize;
 
-use crate::child::ChildCmd;
+use crate::child::{ChildCmd, ChildRun};
 use crate::cli::{AuditArgs, AuditPart, CheckArgs};
 use crate::cmd::check;
 use crate::cmd::exploit_audit::{self, Role};
@@ -122,6 +123,100 @@ impl Row {
 
 pub fn run(args: AuditArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     let tools: Vec<Tool> = args.tools.0.clone();
+    let (names, exploit_names) = audited(&args)?;
+    // The names first (the user's own words), then the tools, then the device.
+    let sanitizer_bin = if tools.is_empty() || names.is_empty() {
+        None
+    } else {
+        Some(find_sanitizer(args.sanitizer.as_deref())?)
+    };
+    klab_cuda::device::Device::check(args.device)?;
+    let dir = measure::output_dir(args.out.as_deref(), "audit")?;
+    let gates = Gates {
+        policy,
+        device: args.device,
+        timeout: Duration::from_secs(args.timeout),
+        tools: &tools,
+        sanitizer: sanitizer_bin.as_deref(),
+        exe: std::env::current_exe().context("locating the klab binary")?,
+        dir: &dir,
+    };
+    let mut rows = Vec::new();
+    for (name, mutant) in &names {
+        let row = gates.audit(name, *mutant)?;
+        eprintln!(
+            "klab audit: {}: {}",
+            row.kernel,
+            if row.killed_by().is_empty() {
+                "no gate rejected it".to_string()
+            } else {
+                format!("rejected by {}", row.killed_by().join(", "))
+            }
+        );
+        rows.push(row);
+    }
+    let tool_errors = rows
+        .iter()
+        .flat_map(|r| &r.cells)
+        .filter(|c| c.verdict == "error")
+        .count();
+    // The device checker's mutants, on the built-ins only, when the device checker judges.
+    let checker_rows = if args.kernels.is_empty()
+        && args.part != AuditPart::Exploits
+        && policy.checker == Checker::Device
+    {
+        gates.checker_mutants(args.only.as_deref())?
+    } else {
+        Vec::new()
+    };
+    let (mut text, mut problems) = matrix(&rows, &tools, &checker_rows);
+    if !exploit_names.is_empty() {
+        let kernels = exploit_names
+            .iter()
+            .map(|(n, role)| Ok((Kernel::parse_in_child(n)?, *role)))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let lanes_dir = dir.join("exploits");
+        std::fs::create_dir_all(&lanes_dir)?;
+        let rows = exploit_audit::run(
+            &kernels,
+            policy,
+            args.device,
+            args.timeout,
+            &lanes_dir,
+            &mut |l| eprintln!("klab audit: {l}"),
+        )?;
+        let (matrix, exploit_problems) = exploit_audit::matrix(&rows);
+        text.push('\n');
+        text.push_str(&matrix);
+        problems.extend(exploit_problems);
+        write_atomic(
+            &dir.join("exploits.json"),
+            (serde_json::to_string_pretty(&rows)? + "\n").as_bytes(),
+        )?;
+    }
+    write_atomic(&dir.join("matrix.txt"), text.as_bytes())?;
+    write_atomic(
+        &dir.join("audit.json"),
+        (serde_json::to_string_pretty(&rows)? + "\n").as_bytes(),
+    )?;
+    print!("{text}");
+    for p in &problems {
+        println!("AUDIT: {p}");
+    }
+    println!("reports: {}", dir.display());
+    Ok(if tool_errors > 0 {
+        ExitCode::from(EXIT_ERROR)
+    } else if !problems.is_empty() {
+        ExitCode::from(EXIT_GATE_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The kernels to audit, each with whether it is a labelled bug, and the exploit audit's,
+/// each with its role: the built-ins or the user's, narrowed by `--part` and `--only`.
+#[allow(clippy::type_complexity)]
+fn audited(args: &AuditArgs) -> anyhow::Result<(Vec<(String, bool)>, Vec<(String, Role)>)> {
     let (mut names, mut exploit_names) = if args.kernels.is_empty() {
         (builtin_names(), builtin_exploit_names())
     } else {
@@ -152,111 +247,86 @@ pub fn run(args: AuditArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     if args.part == AuditPart::Mutants {
         exploit_names.clear();
     }
-    if let Some(only) = &args.only {
-        let keep: Vec<&str> = only.split(',').map(str::trim).collect();
-        // `--only mut_wild_store` names a mutant by its short name.
-        let short = |n: &str| {
-            let n = n.rsplit('/').next().unwrap_or(n);
-            n.rsplit(':').next().unwrap_or(n).to_string()
-        };
-        let checker_mutant = |k: &str| CheckerMutant::ALL.iter().any(|m| m.name() == k);
-        let known = |k: &str| {
-            names.iter().any(|(n, _)| n == k || short(n) == k)
-                || exploit_names.iter().any(|(n, _)| n == k || short(n) == k)
-        };
-        if let Some(bad) = keep.iter().find(|k| !checker_mutant(k) && !known(k)) {
-            anyhow::bail!(
-                "--only: '{bad}' is not one of the audited kernels ({})",
-                names
-                    .iter()
-                    .map(|(n, _)| short(n))
-                    .chain(exploit_names.iter().map(|(n, _)| short(n)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
-        names.retain(|(n, _)| keep.contains(&n.as_str()) || keep.contains(&short(n).as_str()));
-        exploit_names
-            .retain(|(n, _)| keep.contains(&n.as_str()) || keep.contains(&short(n).as_str()));
-    }
-    // The names first (the user's own words), then the tools, then the device.
-    let sanitizer_bin = if tools.is_empty() || names.is_empty() {
-        None
-    } else {
-        Some(find_sanitizer(args.sanitizer.as_deref())?)
+    let Some(only) = &args.only else {
+        return Ok((names, exploit_names));
     };
-    klab_cuda::device::Device::check(args.device)?;
-    let dir = measure::output_dir(args.out.as_deref(), "audit")?;
-    let exe = std::env::current_exe().context("locating the klab binary")?;
-    let timeout = Duration::from_secs(args.timeout);
-    let mut rows = Vec::new();
-    let mut tool_errors = 0;
-    for (name, mutant) in &names {
-        let kernel = Kernel::parse_in_child(name)?;
+    let keep: Vec<&str> = only.split(',').map(str::trim).collect();
+    // `--only mut_wild_store` names a mutant by its short name.
+    let short = |n: &str| {
+        let n = n.rsplit('/').next().unwrap_or(n);
+        n.rsplit(':').next().unwrap_or(n).to_string()
+    };
+    let checker_mutant = |k: &str| CheckerMutant::ALL.iter().any(|m| m.name() == k);
+    let known = |k: &str| {
+        names.iter().any(|(n, _)| n == k || short(n) == k)
+            || exploit_names.iter().any(|(n, _)| n == k || short(n) == k)
+    };
+    if let Some(bad) = keep.iter().find(|k| !checker_mutant(k) && !known(k)) {
+        anyhow::bail!(
+            "--only: '{bad}' is not one of the audited kernels ({})",
+            names
+                .iter()
+                .map(|(n, _)| short(n))
+                .chain(exploit_names.iter().map(|(n, _)| short(n)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let kept = |n: &str| keep.contains(&n) || keep.contains(&short(n).as_str());
+    names.retain(|(n, _)| kept(n));
+    exploit_names.retain(|(n, _)| kept(n));
+    Ok((names, exploit_names))
+}
+
+/// What every gate of the mutation audit runs with.
+struct Gates<'a> {
+    policy: VerifyPolicy,
+    device: u32,
+    timeout: Duration,
+    tools: &'a [Tool],
+    sanitizer: Option<&'a Path>,
+    exe: std::path::PathBuf,
+    dir: &'a Path,
+}
+
+impl Gates<'_> {
+    /// Every gate on one kernel: the oracle in a child, then each sanitizer tool.
+    fn audit(&self, spec: &str, mutant: bool) -> anyhow::Result<Row> {
+        let kernel = Kernel::parse_in_child(spec)?;
         let name = &kernel.name();
-        let mut cells = Vec::new();
-        // The oracle gate, isolated.
-        let o = ChildCmd::Check(check::child_args(kernel.spec(), args.device))
-            .run(policy, timeout, false)?;
+        let o = ChildCmd::Check(check::child_args(kernel.spec(), self.device)).run(
+            self.policy,
+            self.timeout,
+            false,
+        )?;
         write_atomic(
-            &dir.join(format!("{name}-oracle.txt")),
+            &self.dir.join(format!("{name}-oracle.txt")),
             format!("{}\n{}", o.stdout, o.stderr).as_bytes(),
         )?;
-        let cell = match (&o.result, &o.verdict) {
-            (
-                Some(ChildResult::Check { report: r }),
-                ChildVerdict::Passed | ChildVerdict::GateFailed { .. },
-            ) => {
-                let first = r.first_failure().map(|c| c.render()).unwrap_or_default();
-                if r.all_cases_pass() {
-                    Cell {
-                        gate: "oracle".into(),
-                        verdict: "pass".into(),
-                        detail: format!("{} cases pass", r.cases.len()),
-                    }
-                } else {
-                    Cell {
-                        gate: "oracle".into(),
-                        verdict: "kill".into(),
-                        detail: format!(
-                            "{} of {} cases fail; first: {first}",
-                            r.failures(),
-                            r.cases.len()
-                        ),
-                    }
-                }
-            }
-            // A hang, a fault or a crash of the kernel's process is a rejection.
-            (_, v) if v.is_kernel_failure() => Cell {
-                gate: "oracle".into(),
-                verdict: "kill".into(),
-                detail: format!("the kernel's process failed: {}", v.describe()),
-            },
-            (_, v) => anyhow::bail!("the oracle gate on {name}: {}", v.describe()),
-        };
-        cells.push(cell);
-        // The sanitizer gates.
-        let (check_args, _, _) = sanitize_target(&kernel, args.device);
+        let mut cells = vec![oracle_cell(name, &o)?];
+        let (check_args, _, _) = sanitize_target(&kernel, self.device);
         let target = sanitized_check(CheckArgs {
             quick: true,
             ..check_args
         });
-        for &tool in &tools {
-            let bin = sanitizer_bin
-                .as_ref()
-                .expect("found above when tools are given");
-            let rec = sanitizer::run(tool, &Options::default(), &exe, &target, bin, timeout)?;
+        for &tool in self.tools {
+            let bin = self.sanitizer.expect("found when tools are given");
+            let rec = sanitizer::run(
+                tool,
+                &Options::default(),
+                &self.exe,
+                &target,
+                bin,
+                self.timeout,
+            )?;
             write_atomic(
-                &dir.join(format!("{name}-{}.txt", tool.as_str())),
+                &self.dir.join(format!("{name}-{}.txt", tool.as_str())),
                 rec.log_text().as_bytes(),
             )?;
             let verdict = match &rec.report.outcome {
                 Outcome::FoundErrors => "kill",
                 Outcome::Clean | Outcome::ApplicationFailed { .. } => "pass",
-                Outcome::ToolFailed { .. } => {
-                    tool_errors += 1;
-                    "error"
-                }
+                Outcome::ToolFailed { .. } => "error",
             };
             cells.push(Cell {
                 gate: tool.as_str().into(),
@@ -264,47 +334,37 @@ pub fn run(args: AuditArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
                 detail: rec.report.describe(),
             });
         }
-        let row = Row {
+        Ok(Row {
             kernel: name.clone(),
-            mutant: *mutant,
+            mutant,
             bug: kernel.decl.known_broken.clone(),
             cells,
-        };
-        eprintln!(
-            "klab audit: {name}: {}",
-            if row.killed_by().is_empty() {
-                "no gate rejected it".to_string()
-            } else {
-                format!("rejected by {}", row.killed_by().join(", "))
-            }
-        );
-        rows.push(row);
+        })
     }
 
-    // The device checker's mutants, each on the labelled kernel whose output exposes it:
-    // the CPU cross-check must stop the check with a disagreement.
-    let mut checker_rows = Vec::new();
-    if args.kernels.is_empty()
-        && args.part != AuditPart::Exploits
-        && policy.checker == Checker::Device
-    {
+    /// Each device checker mutant (those `--only` names, or all), run on the labelled kernel
+    /// whose output exposes it: the CPU cross-check must stop the check with a disagreement.
+    fn checker_mutants(
+        &self,
+        only: Option<&str>,
+    ) -> anyhow::Result<Vec<(CheckerMutant, bool, String)>> {
+        let mut found = Vec::new();
         for m in CheckerMutant::ALL {
-            if args
-                .only
-                .as_ref()
-                .is_some_and(|o| !o.split(',').any(|k| k.trim() == m.name()))
-            {
+            if only.is_some_and(|o| !o.split(',').any(|k| k.trim() == m.name())) {
                 continue;
             }
             let kernel = Kernel::parse_in_child(m.exposed_by())?;
             let wrong = VerifyPolicy {
                 mutant: Some(m),
-                ..policy
+                ..self.policy
             };
-            let o = ChildCmd::Check(check::child_args(kernel.spec(), args.device))
-                .run(wrong, timeout, false)?;
+            let o = ChildCmd::Check(check::child_args(kernel.spec(), self.device)).run(
+                wrong,
+                self.timeout,
+                false,
+            )?;
             write_atomic(
-                &dir.join(format!("{}-cross-check.txt", m.name())),
+                &self.dir.join(format!("{}-cross-check.txt", m.name())),
                 format!("{}\n{}", o.stdout, o.stderr).as_bytes(),
             )?;
             // The check's result decides: its error is the disagreement, or it is not caught.
@@ -332,11 +392,55 @@ pub fn run(args: AuditArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
                     "NOT caught"
                 }
             );
-            checker_rows.push((m, caught, detail));
+            found.push((m, caught, detail));
         }
+        Ok(found)
     }
+}
 
-    // The matrix.
+/// The oracle gate's cell from its check child: the report's cases decide; a hang, a fault
+/// or a crash of the kernel's process is a rejection; an error is not a verdict.
+fn oracle_cell(name: &str, o: &ChildRun) -> anyhow::Result<Cell> {
+    Ok(match (&o.result, &o.verdict) {
+        (
+            Some(ChildResult::Check { report: r }),
+            ChildVerdict::Passed | ChildVerdict::GateFailed { .. },
+        ) => {
+            if r.all_cases_pass() {
+                Cell {
+                    gate: "oracle".into(),
+                    verdict: "pass".into(),
+                    detail: format!("{} cases pass", r.cases.len()),
+                }
+            } else {
+                let first = r.first_failure().map(|c| c.render()).unwrap_or_default();
+                Cell {
+                    gate: "oracle".into(),
+                    verdict: "kill".into(),
+                    detail: format!(
+                        "{} of {} cases fail; first: {first}",
+                        r.failures(),
+                        r.cases.len()
+                    ),
+                }
+            }
+        }
+        (_, v) if v.is_kernel_failure() => Cell {
+            gate: "oracle".into(),
+            verdict: "kill".into(),
+            detail: format!("the kernel's process failed: {}", v.describe()),
+        },
+        (_, v) => anyhow::bail!("the oracle gate on {name}: {}", v.describe()),
+    })
+}
+
+/// The kill matrix of the mutation audit and the checker mutants, and what is wrong in it
+/// (a mutant that survived, a correct kernel rejected, a checker mutant not caught).
+fn matrix(
+    rows: &[Row],
+    tools: &[Tool],
+    checker_rows: &[(CheckerMutant, bool, String)],
+) -> (String, Vec<String>) {
     let gates: Vec<String> = std::iter::once("oracle".to_string())
         .chain(tools.iter().map(|t| t.as_str().to_string()))
         .collect();
@@ -346,7 +450,7 @@ pub fn run(args: AuditArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     }
     text.push_str("  verdict\n");
     let mut problems = Vec::new();
-    for r in &rows {
+    for r in rows {
         text.push_str(&format!(
             "{:<22} {:<8}",
             r.kernel,
@@ -394,7 +498,7 @@ pub fn run(args: AuditArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
         text.push_str(
             "\ndevice checker mutants (each run on the labelled kernel that exposes it):\n",
         );
-        for (m, caught, detail) in &checker_rows {
+        for (m, caught, detail) in checker_rows {
             text.push_str(&format!(
                 "{:<22} {} on {}: {}\n    {detail}\n",
                 m.name(),
@@ -410,45 +514,5 @@ pub fn run(args: AuditArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    if !exploit_names.is_empty() {
-        let kernels = exploit_names
-            .iter()
-            .map(|(n, role)| Ok((Kernel::parse_in_child(n)?, *role)))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let lanes_dir = dir.join("exploits");
-        std::fs::create_dir_all(&lanes_dir)?;
-        let rows = exploit_audit::run(
-            &kernels,
-            policy,
-            args.device,
-            args.timeout,
-            &lanes_dir,
-            &mut |l| eprintln!("klab audit: {l}"),
-        )?;
-        let (matrix, exploit_problems) = exploit_audit::matrix(&rows);
-        text.push('\n');
-        text.push_str(&matrix);
-        problems.extend(exploit_problems);
-        write_atomic(
-            &dir.join("exploits.json"),
-            (serde_json::to_string_pretty(&rows)? + "\n").as_bytes(),
-        )?;
-    }
-    write_atomic(&dir.join("matrix.txt"), text.as_bytes())?;
-    write_atomic(
-        &dir.join("audit.json"),
-        (serde_json::to_string_pretty(&rows)? + "\n").as_bytes(),
-    )?;
-    print!("{text}");
-    for p in &problems {
-        println!("AUDIT: {p}");
-    }
-    println!("reports: {}", dir.display());
-    Ok(if tool_errors > 0 {
-        ExitCode::from(EXIT_ERROR)
-    } else if !problems.is_empty() {
-        ExitCode::from(EXIT_GATE_FAILED)
-    } else {
-        ExitCode::SUCCESS
-    })
+    (text, problems)
 }
