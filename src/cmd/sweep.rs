@@ -298,46 +298,17 @@ fn run_group(
         tdir.file_name().expect("a run folder").to_string_lossy()
     );
     let started = now_unix();
-    let mut log = String::new();
-    let timeout = Duration::from_secs(plan.timeout_s);
+    let mut run = GroupRun {
+        plan,
+        g,
+        device,
+        policy,
+        timeout: Duration::from_secs(plan.timeout_s),
+        log: String::new(),
+        spans: Vec::new(),
+    };
     // Each kernel is checked once at the group's shape, whatever the regimes it is timed in.
-    let mut checks: Vec<(PointStatus, String)> = Vec::new();
-    let mut passed: Vec<(usize, Kernel)> = Vec::new();
-    for (i, k) in plan.kernels.iter().enumerate() {
-        let kernel = match Kernel::parse_in_child(&k.spec) {
-            Ok(kernel) => kernel,
-            Err(e) => {
-                checks.push((PointStatus::Error, format!("{e:#}")));
-                continue;
-            }
-        };
-        let mut c = crate::cmd::check::child_args(k.spec.clone(), device);
-        match g.one_size() {
-            Some(n) => c.sizes = Some(n.to_string()),
-            None => c.shape = vec![ShapeArg(g.shape.clone())],
-        }
-        c.timeout = plan.timeout_s;
-        let run = ChildCmd::Check(c).run(policy, timeout + Duration::from_secs(60), false);
-        let (status, detail) = match run {
-            Err(e) => (PointStatus::Error, format!("{e:#}")),
-            Ok(r) => {
-                log.push_str(&r.log_block());
-                match &r.verdict {
-                    ChildVerdict::Passed => {
-                        passed.push((i, kernel));
-                        (PointStatus::Passed, "checked".into())
-                    }
-                    ChildVerdict::GateFailed { .. } => {
-                        (PointStatus::CheckFailed, check_failure(&r))
-                    }
-                    v if v.is_kernel_failure() => (PointStatus::CheckFailed, v.describe()),
-                    v => (PointStatus::Error, v.describe()),
-                }
-            }
-        };
-        checks.push((status, detail));
-    }
-    let mut spans = Vec::new();
+    let (checks, passed) = run.check_each();
     let mut all_points: Vec<PointRecord> = Vec::new();
     for &regime in &g.regimes {
         let mut points: Vec<PointRecord> = plan
@@ -348,158 +319,20 @@ fn run_group(
                 PointRecord::unmeasured(g, &k.name, regime, device, *status, detail.clone())
             })
             .collect();
-        let rel = format!("{rel}/{}", regime.name());
-        let tdir = tdir.join(regime.name());
-        let timing = TimingArgs {
-            regime,
-            timer: plan.timer,
-            samples: plan.samples,
-            warmup: plan.warmup,
-        };
-        let by_name = |points: &[PointRecord], name: &str| {
-            points
-                .iter()
-                .position(|p| p.kernel == name)
-                .expect("a point per kernel")
+        let at = Place {
+            rel: format!("{rel}/{}", regime.name()),
+            dir: tdir.join(regime.name()),
+            timing: TimingArgs {
+                regime,
+                timer: plan.timer,
+                samples: plan.samples,
+                warmup: plan.warmup,
+            },
         };
         if plan.rounds > 0 && passed.len() >= 2 {
-            let rdir = tdir.join("rounds");
-            let names: Vec<String> = passed.iter().map(|(_, k)| k.name()).collect();
-            let baseline = plan
-                .baseline
-                .clone()
-                .filter(|b| names.contains(b))
-                .unwrap_or_else(|| names[0].clone());
-            let blocks = u64::from(plan.rounds) * passed.len() as u64 * 2;
-            let cmd = ChildCmd::Rounds(RoundsArgs {
-                kernels: passed.iter().map(|(_, k)| k.spec()).collect(),
-                baseline: Some(baseline),
-                n: g.one_size(),
-                shape: shape_arg(g),
-                timing: timing.clone(),
-                rounds: plan.rounds,
-                out: Some(rdir.clone()),
-                seed: crate::cli::BOOTSTRAP_SEED,
-                timeout: plan.timeout_s,
-                device,
-            });
-            let t0 = now_unix();
-            let run = cmd.run(policy, timeout * (blocks as u32 + 1), false);
-            let t1 = now_unix();
-            let (failed_as, why) = match &run {
-                Ok(r) => {
-                    log.push_str(&r.log_block());
-                    match &r.verdict {
-                        v if v.is_kernel_failure() => (
-                            PointStatus::TimingFailed,
-                            format!(
-                                "a timed block failed: {} (see {rel}/rounds/rounds.csv)",
-                                v.describe()
-                            ),
-                        ),
-                        v => (PointStatus::Error, v.describe()),
-                    }
-                }
-                Err(e) => (PointStatus::Error, format!("{e:#}")),
-            };
-            let mut uuid = None;
-            for (_, k) in &passed {
-                let i = by_name(&points, &k.name());
-                let path = rdir.join(format!("{}.receipt.json", k.name()));
-                match path.is_file().then(|| Receipt::load(&path)) {
-                    Some(Ok(r)) => {
-                        uuid = Some(r.hardware.gpu_uuid.clone());
-                        fill(
-                            &mut points[i],
-                            &r,
-                            format!("{rel}/rounds/{}.receipt.json", k.name()),
-                        );
-                        points[i].detail = format!("{} rounds", plan.rounds);
-                    }
-                    Some(Err(e)) => {
-                        points[i].status = PointStatus::Error;
-                        points[i].detail = format!("{e}");
-                    }
-                    None => {
-                        points[i].status = failed_as;
-                        points[i].detail = why.clone();
-                    }
-                }
-            }
-            spans.push(TimedSpan {
-                what: format!("klab rounds at {} ({regime})", g.shape_text()),
-                gpu_uuid: uuid,
-                device,
-                started_unix_s: t0,
-                ended_unix_s: t1,
-            });
+            run.time_in_rounds(&at, &passed, &mut points);
         } else {
-            for (_, k) in &passed {
-                let i = by_name(&points, &k.name());
-                let bdir = tdir
-                    .join("bench")
-                    .join(klab_core::artifact::safe_stem(&k.name()));
-                let cmd = ChildCmd::Bench(BenchArgs {
-                    kernel: k.spec(),
-                    n: g.one_size(),
-                    shape: shape_arg(g),
-                    timing: timing.clone(),
-                    rounds: 1,
-                    out: Some(bdir.clone()),
-                    claim: None,
-                    timeout: plan.timeout_s,
-                    in_process: true,
-                    device,
-                });
-                let t0 = now_unix();
-                let run = cmd.run(policy, timeout, false);
-                let t1 = now_unix();
-                let mut uuid = None;
-                match run {
-                    Err(e) => {
-                        points[i].status = PointStatus::Error;
-                        points[i].detail = format!("{e:#}");
-                    }
-                    Ok(r) => {
-                        log.push_str(&r.log_block());
-                        match &r.result {
-                            Some(ChildResult::Bench {
-                                verdict: Verdict::Pass,
-                                ..
-                            }) => match Receipt::load(&bdir.join("receipt.json")) {
-                                Ok(rec) => {
-                                    uuid = Some(rec.hardware.gpu_uuid.clone());
-                                    let at = format!(
-                                        "{rel}/bench/{}/receipt.json",
-                                        klab_core::artifact::safe_stem(&k.name())
-                                    );
-                                    fill(&mut points[i], &rec, at);
-                                    points[i].detail = "bench".into();
-                                }
-                                Err(e) => {
-                                    points[i].status = PointStatus::Error;
-                                    points[i].detail = e.to_string();
-                                }
-                            },
-                            _ if r.verdict.is_kernel_failure() => {
-                                points[i].status = PointStatus::TimingFailed;
-                                points[i].detail = r.verdict.describe();
-                            }
-                            _ => {
-                                points[i].status = PointStatus::Error;
-                                points[i].detail = r.verdict.describe();
-                            }
-                        }
-                    }
-                }
-                spans.push(TimedSpan {
-                    what: format!("klab bench {} at {} ({regime})", k.name(), g.shape_text()),
-                    gpu_uuid: uuid,
-                    device,
-                    started_unix_s: t0,
-                    ended_unix_s: t1,
-                });
-            }
+            run.bench_each(&at, &passed, &mut points);
             let copies: Vec<String> = passed
                 .iter()
                 .filter(|(_, k)| k.decl.operation == klab_core::declared::builtin::OpKind::Copy)
@@ -509,7 +342,7 @@ fn run_group(
         }
         all_points.extend(points);
     }
-    write_atomic(&tdir.join("sweep-task.log"), log.as_bytes())?;
+    write_atomic(&tdir.join("sweep-task.log"), run.log.as_bytes())?;
     let rec = GroupRecord {
         schema: sweep::GROUP_SCHEMA.into(),
         group: g.clone(),
@@ -517,11 +350,239 @@ fn run_group(
         device,
         started_unix_s: started,
         ended_unix_s: now_unix(),
-        timed_spans: spans,
+        timed_spans: run.spans,
         points: all_points,
     };
     write_json(&task_dir.join(sweep::GROUP_FILE), &rec)?;
     Ok(rec)
+}
+
+/// One group's run on one device: what its children run with, and what they leave (the
+/// log of every child, the spans in which the GPU was timed).
+struct GroupRun<'a> {
+    plan: &'a SweepPlan,
+    g: &'a Group,
+    device: u32,
+    policy: VerifyPolicy,
+    timeout: Duration,
+    log: String,
+    spans: Vec<TimedSpan>,
+}
+
+/// Where one regime's timings go: the folder, its path relative to the sweep's, the method.
+struct Place {
+    rel: String,
+    dir: std::path::PathBuf,
+    timing: TimingArgs,
+}
+
+/// The point of `name` among `points`.
+fn point_of(points: &[PointRecord], name: &str) -> usize {
+    points
+        .iter()
+        .position(|p| p.kernel == name)
+        .expect("a point per kernel")
+}
+
+impl GroupRun<'_> {
+    /// Every kernel's check at the group's shape, each in a child: its status and detail,
+    /// and the kernels that passed (with their index in the plan).
+    #[allow(clippy::type_complexity)]
+    fn check_each(&mut self) -> (Vec<(PointStatus, String)>, Vec<(usize, Kernel)>) {
+        let mut checks = Vec::new();
+        let mut passed = Vec::new();
+        for (i, k) in self.plan.kernels.iter().enumerate() {
+            let kernel = match Kernel::parse_in_child(&k.spec) {
+                Ok(kernel) => kernel,
+                Err(e) => {
+                    checks.push((PointStatus::Error, format!("{e:#}")));
+                    continue;
+                }
+            };
+            let mut c = crate::cmd::check::child_args(k.spec.clone(), self.device);
+            match self.g.one_size() {
+                Some(n) => c.sizes = Some(n.to_string()),
+                None => c.shape = vec![ShapeArg(self.g.shape.clone())],
+            }
+            c.timeout = self.plan.timeout_s;
+            let run =
+                ChildCmd::Check(c).run(self.policy, self.timeout + Duration::from_secs(60), false);
+            let (status, detail) = match run {
+                Err(e) => (PointStatus::Error, format!("{e:#}")),
+                Ok(r) => {
+                    self.log.push_str(&r.log_block());
+                    match &r.verdict {
+                        ChildVerdict::Passed => {
+                            passed.push((i, kernel));
+                            (PointStatus::Passed, "checked".into())
+                        }
+                        ChildVerdict::GateFailed { .. } => {
+                            (PointStatus::CheckFailed, check_failure(&r))
+                        }
+                        v if v.is_kernel_failure() => (PointStatus::CheckFailed, v.describe()),
+                        v => (PointStatus::Error, v.describe()),
+                    }
+                }
+            };
+            checks.push((status, detail));
+        }
+        (checks, passed)
+    }
+
+    /// The kernels that passed, timed together in alternating rounds; each point gets its
+    /// kernel's combined receipt, or why there is none.
+    fn time_in_rounds(
+        &mut self,
+        at: &Place,
+        passed: &[(usize, Kernel)],
+        points: &mut [PointRecord],
+    ) {
+        let (plan, g) = (self.plan, self.g);
+        let rdir = at.dir.join("rounds");
+        let names: Vec<String> = passed.iter().map(|(_, k)| k.name()).collect();
+        let baseline = plan
+            .baseline
+            .clone()
+            .filter(|b| names.contains(b))
+            .unwrap_or_else(|| names[0].clone());
+        let blocks = u64::from(plan.rounds) * passed.len() as u64 * 2;
+        let cmd = ChildCmd::Rounds(RoundsArgs {
+            kernels: passed.iter().map(|(_, k)| k.spec()).collect(),
+            baseline: Some(baseline),
+            n: g.one_size(),
+            shape: shape_arg(g),
+            timing: at.timing.clone(),
+            rounds: plan.rounds,
+            out: Some(rdir.clone()),
+            seed: crate::cli::BOOTSTRAP_SEED,
+            timeout: plan.timeout_s,
+            device: self.device,
+        });
+        let t0 = now_unix();
+        let run = cmd.run(self.policy, self.timeout * (blocks as u32 + 1), false);
+        let t1 = now_unix();
+        let rel = &at.rel;
+        let (failed_as, why) = match &run {
+            Ok(r) => {
+                self.log.push_str(&r.log_block());
+                match &r.verdict {
+                    v if v.is_kernel_failure() => (
+                        PointStatus::TimingFailed,
+                        format!(
+                            "a timed block failed: {} (see {rel}/rounds/rounds.csv)",
+                            v.describe()
+                        ),
+                    ),
+                    v => (PointStatus::Error, v.describe()),
+                }
+            }
+            Err(e) => (PointStatus::Error, format!("{e:#}")),
+        };
+        let mut uuid = None;
+        for (_, k) in passed {
+            let i = point_of(points, &k.name());
+            let path = rdir.join(format!("{}.receipt.json", k.name()));
+            match path.is_file().then(|| Receipt::load(&path)) {
+                Some(Ok(r)) => {
+                    uuid = Some(r.hardware.gpu_uuid.clone());
+                    fill(
+                        &mut points[i],
+                        &r,
+                        format!("{rel}/rounds/{}.receipt.json", k.name()),
+                    );
+                    points[i].detail = format!("{} rounds", plan.rounds);
+                }
+                Some(Err(e)) => {
+                    points[i].status = PointStatus::Error;
+                    points[i].detail = format!("{e}");
+                }
+                None => {
+                    points[i].status = failed_as;
+                    points[i].detail = why.clone();
+                }
+            }
+        }
+        self.spans.push(TimedSpan {
+            what: format!("klab rounds at {} ({})", g.shape_text(), at.timing.regime),
+            gpu_uuid: uuid,
+            device: self.device,
+            started_unix_s: t0,
+            ended_unix_s: t1,
+        });
+    }
+
+    /// Each kernel that passed, timed alone by `klab bench`; its point gets the receipt, or
+    /// why there is none.
+    fn bench_each(&mut self, at: &Place, passed: &[(usize, Kernel)], points: &mut [PointRecord]) {
+        let (plan, g) = (self.plan, self.g);
+        for (_, k) in passed {
+            let i = point_of(points, &k.name());
+            let stem = klab_core::artifact::safe_stem(&k.name());
+            let bdir = at.dir.join("bench").join(&stem);
+            let cmd = ChildCmd::Bench(BenchArgs {
+                kernel: k.spec(),
+                n: g.one_size(),
+                shape: shape_arg(g),
+                timing: at.timing.clone(),
+                rounds: 1,
+                out: Some(bdir.clone()),
+                claim: None,
+                timeout: plan.timeout_s,
+                in_process: true,
+                device: self.device,
+            });
+            let t0 = now_unix();
+            let run = cmd.run(self.policy, self.timeout, false);
+            let t1 = now_unix();
+            let mut uuid = None;
+            match run {
+                Err(e) => {
+                    points[i].status = PointStatus::Error;
+                    points[i].detail = format!("{e:#}");
+                }
+                Ok(r) => {
+                    self.log.push_str(&r.log_block());
+                    match &r.result {
+                        Some(ChildResult::Bench {
+                            verdict: Verdict::Pass,
+                            ..
+                        }) => match Receipt::load(&bdir.join("receipt.json")) {
+                            Ok(rec) => {
+                                uuid = Some(rec.hardware.gpu_uuid.clone());
+                                let at = format!("{}/bench/{stem}/receipt.json", at.rel);
+                                fill(&mut points[i], &rec, at);
+                                points[i].detail = "bench".into();
+                            }
+                            Err(e) => {
+                                points[i].status = PointStatus::Error;
+                                points[i].detail = e.to_string();
+                            }
+                        },
+                        _ if r.verdict.is_kernel_failure() => {
+                            points[i].status = PointStatus::TimingFailed;
+                            points[i].detail = r.verdict.describe();
+                        }
+                        _ => {
+                            points[i].status = PointStatus::Error;
+                            points[i].detail = r.verdict.describe();
+                        }
+                    }
+                }
+            }
+            self.spans.push(TimedSpan {
+                what: format!(
+                    "klab bench {} at {} ({})",
+                    k.name(),
+                    g.shape_text(),
+                    at.timing.regime
+                ),
+                gpu_uuid: uuid,
+                device: self.device,
+                started_unix_s: t0,
+                ended_unix_s: t1,
+            });
+        }
+    }
 }
 
 /// A receipt's numbers into its point.
