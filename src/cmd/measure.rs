@@ -450,42 +450,17 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receip
         samples_name,
     } = input;
     let info = workload_info(&spec.kernel, spec.n, facts.ordinal)?;
-    let dims = |d: klab_core::device::Dim3| [d.x, d.y, d.z];
-    let first = info.launches[0].1;
     let (_, source, path) = spec.kernel.program();
-    let mut raw = Vec::new();
-    let mut artifacts = Vec::new();
-    let mut all = Vec::new();
-    let mut states = Vec::new();
-    let (mut failures, mut slots, mut warmup, mut scrub) = (0, 1, 0, None);
-    for (round, position, m) in &blocks {
-        let name = match (&samples_name, blocks.len()) {
-            (Some(n), 1) => n.clone(),
-            _ => format!("samples-r{round:02}-p{position}.csv"),
-        };
-        let text = samples_csv(&m.samples);
-        write_atomic(&dir.join(&name), text.as_bytes())
-            .with_context(|| format!("writing {name}"))?;
-        let sha = sha256_hex(text.as_bytes());
-        raw.push(receipt::RawSamples {
-            round: u64::from(*round),
-            position: u64::from(*position),
-            path: name.clone(),
-            sha256: sha.clone(),
-        });
-        artifacts.push(receipt::Artifact {
-            path: name,
-            sha256: sha,
-            bytes: text.len() as u64,
-            role: "raw-samples".into(),
-        });
-        all.extend(m.samples.iter().map(|s| s.elapsed_us));
-        states.push(m.state.clone());
-        failures += m.failures();
-        slots = m.slots;
-        warmup = m.warmup_launches;
-        scrub = m.scrub_bytes;
-    }
+    let BlockFiles {
+        raw,
+        mut artifacts,
+        all,
+        states,
+        failures,
+        slots,
+        warmup,
+        scrub,
+    } = write_samples(dir, &blocks, samples_name.as_deref())?;
     for (name, role) in extra_artifacts {
         let p = dir.join(&name);
         artifacts.push(receipt::Artifact {
@@ -525,51 +500,11 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receip
             flags: module.flags().to_vec(),
         },
         baseline_source: None,
-        hardware: receipt::Hardware {
-            gpu_uuid: facts.uuid.clone(),
-            gpu_name: facts.name.clone(),
-            compute_capability: format!(
-                "{}.{}",
-                facts.compute_capability.0, facts.compute_capability.1
-            ),
-            driver: facts.driver_version.clone(),
-            cuda_runtime: facts.runtime_version.clone(),
-            nvrtc: facts.nvrtc_version.clone(),
-            power_limit_w: power,
-            clock_policy: "observed (klab never changes clocks, power limits or modes)".into(),
-            isolation: "not controlled: other processes may share the GPU".into(),
-            l2_bytes: facts.l2_bytes,
-            theoretical_peak_gb_s: peak,
-        },
-        workload: receipt::Workload {
-            operation: info.operation,
-            dtype: info.dtype,
-            n: info.n,
-            grid: dims(first.grid),
-            block: dims(first.block),
-            dynamic_shared_bytes: first.dynamic_shared_bytes,
-            cache_regime: spec.config.regime,
-            rotation_slots: slots,
-            useful_bytes_per_launch: info.useful_bytes,
-            flops_per_launch: info.flops,
-            // A sequence records every launch; one launch is the fields above.
-            sequence: match info.launches.len() {
-                1 => Vec::new(),
-                _ => info
-                    .launches
-                    .iter()
-                    .map(|(entry, p)| receipt::LaunchRecord {
-                        entry: entry.clone(),
-                        grid: dims(p.grid),
-                        block: dims(p.block),
-                        dynamic_shared_bytes: p.dynamic_shared_bytes,
-                    })
-                    .collect(),
-            },
-        },
+        hardware: hardware(facts, power),
+        workload: workload_section(&info, spec, slots),
         correctness: receipt::Correctness {
-            reference: info.reference,
-            rule: info.rule,
+            reference: info.reference.clone(),
+            rule: info.rule.clone(),
             atol: info.tolerances.0,
             rtol: info.tolerances.1,
             failures,
@@ -610,6 +545,122 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> anyhow::Result<(PathBuf, Receip
     let path = dir.join(receipt_name);
     r.write(&path)?;
     Ok((path, r))
+}
+
+/// The samples of every block, written, and what the receipt says of them together.
+struct BlockFiles {
+    raw: Vec<receipt::RawSamples>,
+    artifacts: Vec<receipt::Artifact>,
+    /// Every sample of every block, in microseconds.
+    all: Vec<f64>,
+    states: Vec<klab_core::gpustate::BlockState>,
+    failures: u64,
+    slots: u64,
+    warmup: u64,
+    scrub: Option<u64>,
+}
+
+/// Each block's samples as `samples-rNN-pP.csv` (or `samples_name` for a single block) in
+/// `dir`, with their hashes.
+fn write_samples(
+    dir: &Path,
+    blocks: &[(u32, u32, &Measurement)],
+    samples_name: Option<&str>,
+) -> anyhow::Result<BlockFiles> {
+    let mut f = BlockFiles {
+        raw: Vec::new(),
+        artifacts: Vec::new(),
+        all: Vec::new(),
+        states: Vec::new(),
+        failures: 0,
+        slots: 1,
+        warmup: 0,
+        scrub: None,
+    };
+    for (round, position, m) in blocks {
+        let name = match (samples_name, blocks.len()) {
+            (Some(n), 1) => n.to_string(),
+            _ => format!("samples-r{round:02}-p{position}.csv"),
+        };
+        let text = samples_csv(&m.samples);
+        write_atomic(&dir.join(&name), text.as_bytes())
+            .with_context(|| format!("writing {name}"))?;
+        let sha = sha256_hex(text.as_bytes());
+        f.raw.push(receipt::RawSamples {
+            round: u64::from(*round),
+            position: u64::from(*position),
+            path: name.clone(),
+            sha256: sha.clone(),
+        });
+        f.artifacts.push(receipt::Artifact {
+            path: name,
+            sha256: sha,
+            bytes: text.len() as u64,
+            role: "raw-samples".into(),
+        });
+        f.all.extend(m.samples.iter().map(|s| s.elapsed_us));
+        f.states.push(m.state.clone());
+        f.failures += m.failures();
+        f.slots = m.slots;
+        f.warmup = m.warmup_launches;
+        f.scrub = m.scrub_bytes;
+    }
+    Ok(f)
+}
+
+/// The receipt's hardware section: the device's facts as klab found them.
+fn hardware(
+    facts: &klab_core::device::DeviceFacts,
+    power_limit_w: Option<f64>,
+) -> receipt::Hardware {
+    receipt::Hardware {
+        gpu_uuid: facts.uuid.clone(),
+        gpu_name: facts.name.clone(),
+        compute_capability: format!(
+            "{}.{}",
+            facts.compute_capability.0, facts.compute_capability.1
+        ),
+        driver: facts.driver_version.clone(),
+        cuda_runtime: facts.runtime_version.clone(),
+        nvrtc: facts.nvrtc_version.clone(),
+        power_limit_w,
+        clock_policy: "observed (klab never changes clocks, power limits or modes)".into(),
+        isolation: "not controlled: other processes may share the GPU".into(),
+        l2_bytes: facts.l2_bytes,
+        theoretical_peak_gb_s: facts.theoretical_peak_gb_s(),
+    }
+}
+
+/// The receipt's workload section: what was launched, at what size, in which regime.
+fn workload_section(info: &WorkloadInfo, spec: &BenchSpec, slots: u64) -> receipt::Workload {
+    let dims = |d: klab_core::device::Dim3| [d.x, d.y, d.z];
+    let first = info.launches[0].1;
+    receipt::Workload {
+        operation: info.operation.clone(),
+        dtype: info.dtype.clone(),
+        n: info.n,
+        grid: dims(first.grid),
+        block: dims(first.block),
+        dynamic_shared_bytes: first.dynamic_shared_bytes,
+        cache_regime: spec.config.regime,
+        rotation_slots: slots,
+        useful_bytes_per_launch: info.useful_bytes,
+        flops_per_launch: info.flops,
+        // A sequence records every launch; one launch is the fields above.
+        sequence: match info.launches.len() {
+            1 => Vec::new(),
+            _ => info
+                .launches
+                .iter()
+                .map(|(entry, p)| receipt::LaunchRecord {
+                    entry: entry.clone(),
+                    grid: dims(p.grid),
+                    block: dims(p.block),
+                    dynamic_shared_bytes: p.dynamic_shared_bytes,
+                })
+                .collect(),
+        },
+    }
 }
 
 /// The receipt's integrity section over every block: the policy, the floor (the same for
