@@ -310,44 +310,88 @@ fn capture_one(
     eprintln!("klab profile: {name}: {}", shown.join(" "));
     let out = ncu::run(&argv, Duration::from_secs(args.timeout))?;
     let log_rel = format!("{stem}.log");
-    write_atomic(
-        &dir.join(&log_rel),
-        format!(
-            "$ {}\n{}{}[exit {}{}]\n",
-            shown.join(" "),
-            out.stdout,
-            out.stderr,
-            out.exit_status
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| "signal".into()),
-            if out.timed_out {
-                ", killed by the watchdog"
+    write_atomic(&dir.join(&log_rel), ncu_log(&shown, &out).as_bytes())?;
+    let (child, measured_failures) = match profiled_launch(&out, skip, args.timeout, &log_rel)? {
+        Launch::Profiled(child, measured_failures) => (child, measured_failures),
+        Launch::Rejected { reason, hung } => {
+            if hung {
+                println!("profile {name}: FAIL: {reason}");
             } else {
-                ""
+                eprintln!("klab profile: {name}: {reason}");
             }
-        )
-        .as_bytes(),
-    )?;
+            rejected.push(RejectedKernel {
+                kernel: name,
+                reason,
+                log: log_rel,
+            });
+            return Ok(None);
+        }
+    };
+    if !dir.join(&report_rel).is_file() {
+        bail!("ncu wrote no report {report_rel}; see {log_rel}");
+    }
+    Ok(Some(Captured {
+        stem,
+        n,
+        skip,
+        shown,
+        report_rel,
+        log_rel,
+        child,
+        measured_failures,
+    }))
+}
+
+/// ncu's command line, its output and how it ended, for the kernel's log.
+fn ncu_log(shown: &[String], out: &RunOutput) -> String {
+    format!(
+        "$ {}\n{}{}[exit {}{}]\n",
+        shown.join(" "),
+        out.stdout,
+        out.stderr,
+        out.exit_status
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "signal".into()),
+        if out.timed_out {
+            ", killed by the watchdog"
+        } else {
+            ""
+        }
+    )
+}
+
+/// What ncu's run of the child says of the profiled launch.
+enum Launch {
+    /// The child's report and the measured launch's own mismatches (none).
+    Profiled(ProfileChild, u64),
+    /// No bound statement for this kernel, and why (`hung`: the watchdog ended it).
+    Rejected { reason: String, hung: bool },
+}
+
+/// Judge ncu's run: a hang, a kernel rejected before the measured launch or a measured
+/// launch with a wrong output is the kernel's; a run that did not complete, or measured
+/// another launch than ncu skipped to, is an error.
+fn profiled_launch(
+    out: &RunOutput,
+    skip: u64,
+    timeout_s: u64,
+    log_rel: &str,
+) -> anyhow::Result<Launch> {
     let child = match ChildResult::find(&out.stdout) {
         Some(ChildResult::Profile { report }) => Some(report),
         _ => None,
     };
     if out.timed_out {
         // A kernel that never finishes is that kernel's failure, not ncu's.
-        let reason = format!(
-            "hung: killed by the watchdog after {} s (ncu and the kernel's process)",
-            args.timeout
-        );
-        println!("profile {name}: FAIL: {reason}");
-        rejected.push(RejectedKernel {
-            kernel: name,
-            reason,
-            log: log_rel,
+        return Ok(Launch::Rejected {
+            reason: format!(
+                "hung: killed by the watchdog after {timeout_s} s (ncu and the kernel's process)"
+            ),
+            hung: true,
         });
-        return Ok(None);
     }
     let Some(child) = child else {
-        let mut why = error_lines(&out);
+        let mut why = error_lines(out);
         // The child's own one-line error (klab prints `error: ...`).
         why.extend(
             out.output
@@ -356,15 +400,13 @@ fn capture_one(
                 .map(String::from),
         );
         bail!(
-            "the profiled run did not complete (exit {:?}{}): {}; see {}",
+            "the profiled run did not complete (exit {:?}): {}; see {log_rel}",
             out.exit_status,
-            if out.timed_out { ", watchdog" } else { "" },
             if why.is_empty() {
                 "no error line".to_string()
             } else {
                 why.join("; ")
             },
-            log_rel
         );
     };
     let Some(measured_failures) = child.measured_failures else {
@@ -378,16 +420,14 @@ fn capture_one(
             child.before_failures,
             child
                 .first_failure
+                .as_ref()
                 .map(|f| format!(", first {f}"))
                 .unwrap_or_default()
         );
-        eprintln!("klab profile: {name}: {reason}");
-        rejected.push(RejectedKernel {
-            kernel: name,
+        return Ok(Launch::Rejected {
             reason,
-            log: log_rel,
+            hung: false,
         });
-        return Ok(None);
     };
     // The sequence stopped early for a rejected kernel; otherwise it must have made
     // exactly the launches ncu skipped.
@@ -403,30 +443,16 @@ fn capture_one(
             "the profiled launch's own output had {measured_failures} mismatches{}: no bound statement",
             child
                 .first_failure
+                .as_ref()
                 .map(|f| format!(" (first {f})"))
                 .unwrap_or_default()
         );
-        eprintln!("klab profile: {name}: {reason}");
-        rejected.push(RejectedKernel {
-            kernel: name,
+        return Ok(Launch::Rejected {
             reason,
-            log: log_rel,
+            hung: false,
         });
-        return Ok(None);
     }
-    if !dir.join(&report_rel).is_file() {
-        bail!("ncu wrote no report {report_rel}; see {log_rel}");
-    }
-    Ok(Some(Captured {
-        stem,
-        n,
-        skip,
-        shown,
-        report_rel,
-        log_rel,
-        child,
-        measured_failures,
-    }))
+    Ok(Launch::Profiled(child, measured_failures))
 }
 
 /// A capture's imports and reading: the counters beside the predictions, the bound
