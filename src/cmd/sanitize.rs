@@ -129,50 +129,12 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
     let sanitizer = find_sanitizer(args.sanitizer.as_deref())?;
     klab_cuda::device::Device::check(args.device)?;
     let dir = measure::output_dir(args.out.as_deref(), "sanitize")?;
-    let exe = std::env::current_exe().context("locating the klab binary")?;
-    let opts = Options::default();
-    // Every (kernel, tool) run at once up to --jobs: each is its own process under its own
-    // watchdog, and none is timed, so they may share the GPU. Each report is written as its
-    // run ends; the lines below come in kernel and tool order.
     let targets: Vec<_> = kernels
         .iter()
         .map(|k| sanitize_target(k, args.device))
         .collect();
-    let pairs: Vec<(usize, Tool)> = (0..kernels.len())
-        .flat_map(|k| tools.iter().map(move |&t| (k, t)))
-        .collect();
-    let order = start_order(&pairs, |k| kernels[k].decl.known_broken.is_some());
-    let jobs = args.jobs.unwrap_or_else(default_jobs);
-    let finished = std::sync::atomic::AtomicUsize::new(0);
-    let records = klab_core::par::map_jobs(jobs, &order, |&i| {
-        let (k, tool) = pairs[i];
-        let rec = sanitizer::run(
-            tool,
-            &opts,
-            &exe,
-            &sanitized_check(targets[k].0.clone()),
-            &sanitizer,
-            Duration::from_secs(args.timeout),
-        )?;
-        let name = format!("{}-{}.txt", kernels[k].name(), tool.as_str());
-        write_atomic(&dir.join(&name), rec.log_text().as_bytes())?;
-        let done = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        eprintln!(
-            "klab sanitize: {} {} finished ({done}/{})",
-            kernels[k].name(),
-            tool.as_str(),
-            pairs.len()
-        );
-        anyhow::Ok(rec)
-    });
-    // Back in kernel and tool order.
-    let mut slots: Vec<_> = pairs.iter().map(|_| None).collect();
-    for (&i, r) in order.iter().zip(records) {
-        slots[i] = Some(r);
-    }
-    let mut records = slots
-        .into_iter()
-        .map(|r| r.expect("one record per kernel and tool"));
+    let mut records =
+        run_every_tool(&kernels, &targets, &tools, &sanitizer, &args, &dir)?.into_iter();
     let mut all = Vec::new();
     let (mut failed, mut tool_broke) = (false, false);
     for (k, (_, sizes, at)) in kernels.iter().zip(targets) {
@@ -202,55 +164,8 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
             }
             runs.push(rec);
         }
-        if hung {
-            failed = true;
-        }
-        let clean = !hung && runs.iter().all(|r| r.report.passes());
-        let found: Vec<&str> = runs
-            .iter()
-            .filter(|r| r.report.outcome == Outcome::FoundErrors)
-            .map(|r| r.tool.as_str())
-            .collect();
-        let verdict = match (&k.decl.known_broken, clean) {
-            (Some(why), _) => {
-                failed = true;
-                if found.is_empty() {
-                    format!("REJECTED (known-broken: {why}); no sanitizer tool reported it at {at}: another gate must catch it")
-                } else {
-                    format!(
-                        "REJECTED (known-broken: {why}); found by {}",
-                        found.join(", ")
-                    )
-                }
-            }
-            (None, true) => format!(
-                "CLEAN under {} at {at}",
-                tools
-                    .iter()
-                    .map(|t| t.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            (None, false) if hung => format!(
-                "FAIL: hung under {}",
-                runs.iter()
-                    .filter(|r| r.timed_out)
-                    .map(|r| r.tool.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            (None, false) => {
-                failed = true;
-                format!(
-                    "FAIL: {}",
-                    runs.iter()
-                        .filter(|r| !r.report.passes())
-                        .map(|r| format!("{} {}", r.tool.as_str(), r.report.outcome))
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                )
-            }
-        };
+        let (verdict, rejected) = verdict_of(k, &runs, hung, &tools, &at);
+        failed |= rejected;
         println!("{}: {verdict}", k.name());
         all.push(SanitizedKernel {
             kernel: k.name(),
@@ -272,6 +187,121 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Every (kernel, tool) run, at once up to `--jobs`: each is its own process under its own
+/// watchdog, and none is timed, so they may share the GPU. Each report is written as its
+/// run ends; the records come back in kernel and tool order.
+fn run_every_tool(
+    kernels: &[Kernel],
+    targets: &[(CheckArgs, Vec<u64>, String)],
+    tools: &[Tool],
+    sanitizer: &Path,
+    args: &SanitizeArgs,
+    dir: &Path,
+) -> anyhow::Result<Vec<anyhow::Result<sanitizer::RunRecord>>> {
+    let exe = std::env::current_exe().context("locating the klab binary")?;
+    let opts = Options::default();
+    let pairs: Vec<(usize, Tool)> = (0..kernels.len())
+        .flat_map(|k| tools.iter().map(move |&t| (k, t)))
+        .collect();
+    let order = start_order(&pairs, |k| kernels[k].decl.known_broken.is_some());
+    let jobs = args.jobs.unwrap_or_else(default_jobs);
+    let finished = std::sync::atomic::AtomicUsize::new(0);
+    let records = klab_core::par::map_jobs(jobs, &order, |&i| {
+        let (k, tool) = pairs[i];
+        let rec = sanitizer::run(
+            tool,
+            &opts,
+            &exe,
+            &sanitized_check(targets[k].0.clone()),
+            sanitizer,
+            Duration::from_secs(args.timeout),
+        )?;
+        let name = format!("{}-{}.txt", kernels[k].name(), tool.as_str());
+        write_atomic(&dir.join(&name), rec.log_text().as_bytes())?;
+        let done = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        eprintln!(
+            "klab sanitize: {} {} finished ({done}/{})",
+            kernels[k].name(),
+            tool.as_str(),
+            pairs.len()
+        );
+        anyhow::Ok(rec)
+    });
+    // Back in kernel and tool order.
+    let mut slots: Vec<_> = pairs.iter().map(|_| None).collect();
+    for (&i, r) in order.iter().zip(records) {
+        slots[i] = Some(r);
+    }
+    Ok(slots
+        .into_iter()
+        .map(|r| r.expect("one record per kernel and tool"))
+        .collect())
+}
+
+/// A kernel's verdict over its tools' runs at `at`, and whether it is a rejection: a
+/// known-broken kernel always is (found by a tool, or left to another gate), a hang is, a
+/// tool's finding on any other is.
+fn verdict_of(
+    k: &Kernel,
+    runs: &[sanitizer::RunRecord],
+    hung: bool,
+    tools: &[Tool],
+    at: &str,
+) -> (String, bool) {
+    let clean = !hung && runs.iter().all(|r| r.report.passes());
+    let found: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.report.outcome == Outcome::FoundErrors)
+        .map(|r| r.tool.as_str())
+        .collect();
+    match (&k.decl.known_broken, clean) {
+        (Some(why), _) if found.is_empty() => (
+            format!("REJECTED (known-broken: {why}); no sanitizer tool reported it at {at}: another gate must catch it"),
+            true,
+        ),
+        (Some(why), _) => (
+            format!(
+                "REJECTED (known-broken: {why}); found by {}",
+                found.join(", ")
+            ),
+            true,
+        ),
+        (None, true) => (
+            format!(
+                "CLEAN under {} at {at}",
+                tools
+                    .iter()
+                    .map(|t| t.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            false,
+        ),
+        (None, false) if hung => (
+            format!(
+                "FAIL: hung under {}",
+                runs.iter()
+                    .filter(|r| r.timed_out)
+                    .map(|r| r.tool.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            true,
+        ),
+        (None, false) => (
+            format!(
+                "FAIL: {}",
+                runs.iter()
+                    .filter(|r| !r.report.passes())
+                    .map(|r| format!("{} {}", r.tool.as_str(), r.report.outcome))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            true,
+        ),
+    }
 }
 
 #[cfg(test)]
