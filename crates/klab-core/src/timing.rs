@@ -21,7 +21,8 @@ use crate::rule::CheckOutcome;
 use crate::samples::{Invalidation, Regime, Sample, Timer};
 use crate::stats::{self, Summary};
 use crate::workload::{
-    perturb_inputs, validate_launches, LaunchError, NewInputs, Workload, POISON_BYTES,
+    perturb_inputs, validate_launches, LaunchError, NewInputs, PerturbSource, Workload,
+    POISON_BYTES,
 };
 
 /// How long to warm up before sampling.
@@ -651,106 +652,230 @@ fn measure_laid_out<B: Backend, W: Workload>(
         .rates()?
         .map(|r| Floor::of(workload.useful_bytes(), workload.flops(), &r));
 
-    let per_sample = cfg.timer.launches_per_sample();
-    let invalidate = cfg.invalidation == Invalidation::EveryLaunch;
-    let graphs = match cfg.timer {
-        Timer::GraphReplay { launches } => {
-            let mut g = Vec::with_capacity(layout.groups as usize);
-            for group in 0..layout.groups {
-                let slots = layout.slots_of(group);
-                // Each of the graph's launches is the whole sequence, on its slot.
-                let sequence: Vec<_> = (0..launches as u64)
-                    .flat_map(|j| {
-                        let s = slots.start + j % layout.per_sample;
-                        workload.launches::<B>(kernels, &bufs[s as usize])
-                    })
-                    .collect();
-                g.push(backend.capture_graph(&sequence)?);
-            }
-            g
-        }
-        _ => Vec::new(),
-    };
-    // Shared by the samples and the probes, one borrow at a time.
-    let scrub = std::cell::RefCell::new(match cfg.regime {
-        Regime::L2Flushed => {
-            let bytes = scrub_bytes(backend.l2_bytes());
-            Some((backend.alloc((bytes / 4) as usize)?, bytes))
-        }
-        _ => None,
-    });
-    // Made before the timed launches, so that nothing is allocated among them.
-    let sources = if invalidate {
-        workload.perturbation_sources(backend)?
-    } else {
-        Vec::new()
-    };
-    let seed = fresh_seed();
-    let mut launch_seed = 0u64;
+    let mut block = Block::prepare(backend, workload, kernels, cfg, layout, vslot, bufs)?;
+    let timing = std::time::Instant::now();
+    let (warmup_launches, warmup_medians_us) = block.warmup(backend, bufs)?;
+    let sampled = block.sample_all(backend, bufs, observe)?;
+    backend.synchronize()?;
+    let timed_s = timing.elapsed().as_secs_f64() - sampled.checking_s;
 
-    // One sample: invalidate its slots, perturb their inputs, scrub (all outside the
-    // interval), time the unit, put the inputs back.
-    let mut take = |backend: &mut B,
-                    bufs: &mut [Vec<B::Buffer>],
-                    i: u64,
-                    invalidate: bool,
-                    perturb: bool,
-                    inputs: &W|
-     -> Result<f64, TimingError> {
+    let validating = std::time::Instant::now();
+    let (last_us, after_timing) = block.last_launches(backend, bufs, sampled.held)?;
+    // The second poison pattern: a kernel that writes the first one can't pass both.
+    let (revalidation, revalidation_us) = validate_timed(
+        backend,
+        workload,
+        kernels,
+        &mut bufs[vslot],
+        POISON_BYTES[1],
+    )?;
+    validations_s += validating.elapsed().as_secs_f64() + sampled.checking_s;
+    let scrub_bytes = block.scrub.as_ref().map(|(_, b)| *b);
+    let mut checked_us = vec![before_us];
+    checked_us.extend(sampled.verified.iter().map(|v| v.elapsed_us));
+    checked_us.extend(last_us);
+    checked_us.push(revalidation_us);
+
+    Ok(Outcome::Measured(Box::new(Measurement {
+        samples: sampled.samples,
+        slots: layout.groups,
+        slots_per_sample: layout.per_sample,
+        invalidation: cfg.invalidation,
+        warmup_launches,
+        warmup_medians_us,
+        scrub_bytes,
+        before,
+        verified: sampled.verified,
+        after_timing,
+        revalidation,
+        checked_us,
+        probe_us: sampled.probe_us,
+        probe_invalidated_us: sampled.probe_invalidated_us,
+        floor,
+        state: BlockState::new(label, sampled.state_before, sampled.state_after),
+        phases: Phases {
+            validations_s,
+            timed_s,
+            checker: workload.verification(),
+            ..Phases::default()
+        },
+    })))
+}
+
+/// One block's timed work, after its first validation: what its warmup, samples, probes
+/// and last launches share.
+struct Block<'a, B: Backend, W: Workload> {
+    workload: &'a W,
+    kernels: &'a [B::Kernel],
+    cfg: &'a TimingConfig,
+    layout: SlotLayout,
+    /// The validations' slot (a probe's decoy).
+    vslot: usize,
+    per_sample: u32,
+    invalidate: bool,
+    /// One captured graph per group of slots, under the graph timer.
+    graphs: Vec<B::Graph>,
+    /// The buffer that flushes L2 between samples, and its size, in the flushed regime.
+    scrub: Option<(B::Buffer, u64)>,
+    /// Where a timed launch's perturbed input elements come from.
+    sources: Vec<PerturbSource<B::Buffer>>,
+    /// A seed no kernel can predict, and how many slots were invalidated from it.
+    seed: u64,
+    launch_seed: u64,
+    /// The slots some launch ran on: only they hold an output to judge after the block.
+    /// Under invalidation every slot gets a last unit; under the lab's contract a warmup
+    /// until stable can end before every group had a turn.
+    launched: Vec<bool>,
+}
+
+/// What the samples left: the samples, the verified ones, the probes' times, the device's
+/// state around them, the time spent checking among them, and the slots that still hold
+/// other inputs than the block's.
+struct Sampled {
+    samples: Vec<Sample>,
+    verified: Vec<VerifiedSample>,
+    probe_us: Vec<f64>,
+    probe_invalidated_us: Vec<f64>,
+    state_before: GpuState,
+    state_after: GpuState,
+    checking_s: f64,
+    held: Vec<std::ops::Range<u64>>,
+}
+
+impl<'a, B: Backend, W: Workload> Block<'a, B, W> {
+    /// The graphs, the scrub buffer and the perturbation sources, made before any timed
+    /// launch so that nothing is allocated among them.
+    fn prepare(
+        backend: &mut B,
+        workload: &'a W,
+        kernels: &'a [B::Kernel],
+        cfg: &'a TimingConfig,
+        layout: SlotLayout,
+        vslot: usize,
+        bufs: &[Vec<B::Buffer>],
+    ) -> Result<Self, TimingError> {
+        let invalidate = cfg.invalidation == Invalidation::EveryLaunch;
+        let graphs = match cfg.timer {
+            Timer::GraphReplay { launches } => {
+                let mut g = Vec::with_capacity(layout.groups as usize);
+                for group in 0..layout.groups {
+                    let slots = layout.slots_of(group);
+                    // Each of the graph's launches is the whole sequence, on its slot.
+                    let sequence: Vec<_> = (0..launches as u64)
+                        .flat_map(|j| {
+                            let s = slots.start + j % layout.per_sample;
+                            workload.launches::<B>(kernels, &bufs[s as usize])
+                        })
+                        .collect();
+                    g.push(backend.capture_graph(&sequence)?);
+                }
+                g
+            }
+            _ => Vec::new(),
+        };
+        let scrub = match cfg.regime {
+            Regime::L2Flushed => {
+                let bytes = scrub_bytes(backend.l2_bytes());
+                Some((backend.alloc((bytes / 4) as usize)?, bytes))
+            }
+            _ => None,
+        };
+        let sources = if invalidate {
+            workload.perturbation_sources(backend)?
+        } else {
+            Vec::new()
+        };
+        Ok(Block {
+            workload,
+            kernels,
+            cfg,
+            layout,
+            vslot,
+            per_sample: cfg.timer.launches_per_sample(),
+            invalidate,
+            graphs,
+            scrub,
+            sources,
+            seed: fresh_seed(),
+            launch_seed: 0,
+            launched: vec![false; layout.total() as usize],
+        })
+    }
+
+    /// One sample: invalidate its slots, perturb their inputs, scrub (all outside the
+    /// interval), time the unit, put the inputs back. Microseconds per launch.
+    fn take(
+        &mut self,
+        backend: &mut B,
+        bufs: &mut [Vec<B::Buffer>],
+        i: u64,
+        invalidate: bool,
+        perturb: bool,
+        inputs: &W,
+    ) -> Result<f64, TimingError> {
+        let layout = self.layout;
         let slots = layout.slots_of(i);
         let mut perturbed = Vec::new();
         if invalidate {
             for s in slots.clone() {
-                launch_seed += 1;
-                let key = crate::inputs::stream_key(seed, launch_seed);
+                self.launch_seed += 1;
+                let key = crate::inputs::stream_key(self.seed, self.launch_seed);
                 inputs.invalidate(backend, &mut bufs[s as usize], key)?;
                 if perturb {
-                    let key = crate::inputs::stream_key(seed ^ PERTURB_SEED, launch_seed);
-                    perturb_inputs(backend, &mut bufs[s as usize], &sources, key, false)?;
+                    let key = crate::inputs::stream_key(self.seed ^ PERTURB_SEED, self.launch_seed);
+                    perturb_inputs(backend, &mut bufs[s as usize], &self.sources, key, false)?;
                     perturbed.push((s, key));
                 }
             }
         }
-        if let Some((buf, _)) = scrub.borrow_mut().as_mut() {
+        if let Some((buf, _)) = self.scrub.as_mut() {
             backend.fill_bytes(buf, (i % 251) as u8)?;
         }
         // The sample's launches, built before the interval: only the enqueue is timed.
-        let sequence: Vec<_> = match cfg.timer {
+        let sequence: Vec<_> = match self.cfg.timer {
             Timer::GraphReplay { .. } => Vec::new(),
-            _ => (0..u64::from(per_sample))
+            _ => (0..u64::from(self.per_sample))
                 .flat_map(|j| {
                     let s = slots.start + j % layout.per_sample;
-                    workload.launches::<B>(kernels, &bufs[s as usize])
+                    self.workload.launches::<B>(self.kernels, &bufs[s as usize])
                 })
                 .collect(),
         };
         backend.event_start()?;
-        match cfg.timer {
-            Timer::GraphReplay { .. } => backend.replay(&graphs[(i % layout.groups) as usize])?,
+        match self.cfg.timer {
+            Timer::GraphReplay { .. } => {
+                backend.replay(&self.graphs[(i % layout.groups) as usize])?
+            }
             _ => backend.launch_all(&sequence)?,
         }
         let ms = backend.event_stop_ms()?;
         drop(sequence);
         for (s, key) in perturbed {
-            perturb_inputs(backend, &mut bufs[s as usize], &sources, key, true)?;
+            perturb_inputs(backend, &mut bufs[s as usize], &self.sources, key, true)?;
         }
-        Ok(ms * 1000.0 / f64::from(per_sample))
-    };
+        for s in slots {
+            self.launched[s as usize] = true;
+        }
+        Ok(ms * 1000.0 / f64::from(self.per_sample))
+    }
 
-    // A stale-output probe pair on one slot, outside the samples. Each half launches the
-    // kernel (leaving its output), restores the in-out buffers, runs one invalidation and
-    // times the same launch again: in the first half the invalidation writes a decoy slot,
-    // so the launch finds its previous output in place; in the second it writes this slot,
-    // and that launch is verified. The halves differ only in what the outputs hold (the
-    // same kernels ran before each, the same bytes were written), so an honest kernel takes
-    // the same time in both, and any work that depends on the previous result, or on being
-    // launched again on the same pointers, shows.
-    let probe = |backend: &mut B,
-                 bufs: &mut [Vec<B::Buffer>],
-                 slot: usize,
-                 key: u64|
-     -> Result<(f64, f64, CheckOutcome), TimingError> {
-        let decoy = (vslot != slot).then_some(vslot);
+    /// A stale-output probe pair on one slot, outside the samples. Each half launches the
+    /// kernel (leaving its output), restores the in-out buffers, runs one invalidation and
+    /// times the same launch again: in the first half the invalidation writes a decoy
+    /// slot, so the launch finds its previous output in place; in the second it writes this
+    /// slot, and that launch is verified. The halves differ only in what the outputs hold
+    /// (the same kernels ran before each, the same bytes were written), so an honest kernel
+    /// takes the same time in both, and any work that depends on the previous result, or on
+    /// being launched again on the same pointers, shows.
+    fn probe(
+        &mut self,
+        backend: &mut B,
+        bufs: &mut [Vec<B::Buffer>],
+        slot: usize,
+        key: u64,
+    ) -> Result<(f64, f64, CheckOutcome), TimingError> {
+        let (workload, kernels) = (self.workload, self.kernels);
+        let decoy = (self.vslot != slot).then_some(self.vslot);
         let mut timed = [0.0; 2];
         for (half, t) in timed.iter_mut().enumerate() {
             backend.launch_all(&workload.launches::<B>(kernels, &bufs[slot]))?;
@@ -760,7 +885,7 @@ fn measure_laid_out<B: Backend, W: Workload>(
                 let key = crate::inputs::stream_key(key, half as u64);
                 workload.invalidate(backend, &mut bufs[target], key)?;
             }
-            if let Some((buf, _)) = scrub.borrow_mut().as_mut() {
+            if let Some((buf, _)) = self.scrub.as_mut() {
                 backend.fill_bytes(buf, 0x5a)?;
             }
             let sequence = workload.launches::<B>(kernels, &bufs[slot]);
@@ -770,231 +895,213 @@ fn measure_laid_out<B: Backend, W: Workload>(
         }
         let outcome = workload.check(backend, &bufs[slot], slot as u64)?;
         Ok((timed[0], timed[1], outcome))
-    };
+    }
 
-    // Warmup.
-    let timing = std::time::Instant::now();
-    let mut warmup_launches = 0u64;
-    // The slots some launch ran on: only they hold an output to judge after the block.
-    // Under invalidation every slot gets a last unit; under the lab's contract a warmup
-    // until stable can end before every group had a turn.
-    let mut launched = vec![false; layout.total() as usize];
-    let mut warmup_medians_us = Vec::new();
-    match cfg.warmup {
-        WarmupPolicy::Count { launches } => {
-            let count = launches.max(2 * layout.total());
-            for i in 0..count {
-                let slot = (i % layout.total()) as usize;
-                // Invalidated like a timed launch: the warmup is then the same work, and a
-                // slot no sample uses holds one launch's output (an inout kept accumulating).
-                if invalidate {
-                    let key = crate::inputs::stream_key(seed ^ WARMUP_SEED, i);
-                    workload.invalidate(backend, &mut bufs[slot], key)?;
-                }
-                backend.launch_all(&workload.launches::<B>(kernels, &bufs[slot]))?;
-                launched[slot] = true;
-            }
-            backend.synchronize()?;
-            warmup_launches = count;
-        }
-        WarmupPolicy::UntilStable {
-            window,
-            tolerance_pct,
-            max_launches,
-        } => {
-            let mut i = 0u64;
-            loop {
-                let mut w = Vec::with_capacity(window as usize);
-                for _ in 0..window {
-                    // Warmups are never samples: their inputs need no perturbing.
-                    w.push(take(backend, bufs, i, invalidate, false, workload)?);
-                    for s in layout.slots_of(i) {
-                        launched[s as usize] = true;
+    /// The warmup the policy asks for: its launches, and under "until stable" each
+    /// window's median.
+    fn warmup(
+        &mut self,
+        backend: &mut B,
+        bufs: &mut [Vec<B::Buffer>],
+    ) -> Result<(u64, Vec<f64>), TimingError> {
+        let (workload, kernels, layout) = (self.workload, self.kernels, self.layout);
+        let mut warmup_launches = 0u64;
+        let mut medians_us = Vec::new();
+        match self.cfg.warmup {
+            WarmupPolicy::Count { launches } => {
+                let count = launches.max(2 * layout.total());
+                for i in 0..count {
+                    let slot = (i % layout.total()) as usize;
+                    // Invalidated like a timed launch: the warmup is then the same work, and
+                    // a slot no sample uses holds one launch's output (an inout kept
+                    // accumulating).
+                    if self.invalidate {
+                        let key = crate::inputs::stream_key(self.seed ^ WARMUP_SEED, i);
+                        workload.invalidate(backend, &mut bufs[slot], key)?;
                     }
-                    i += 1;
+                    backend.launch_all(&workload.launches::<B>(kernels, &bufs[slot]))?;
+                    self.launched[slot] = true;
                 }
-                warmup_launches += u64::from(window) * u64::from(per_sample);
-                w.sort_by(f64::total_cmp);
-                let m = stats::quantile_sorted(&w, 0.5).unwrap_or(f64::NAN);
-                let stable = warmup_medians_us
-                    .last()
-                    .map(|prev: &f64| ((m - prev) / prev).abs() * 100.0 < tolerance_pct)
-                    .unwrap_or(false);
-                warmup_medians_us.push(m);
-                if stable || warmup_launches >= max_launches {
-                    break;
+                backend.synchronize()?;
+                warmup_launches = count;
+            }
+            WarmupPolicy::UntilStable {
+                window,
+                tolerance_pct,
+                max_launches,
+            } => {
+                let mut i = 0u64;
+                loop {
+                    let mut w = Vec::with_capacity(window as usize);
+                    for _ in 0..window {
+                        // Warmups are never samples: their inputs need no perturbing.
+                        w.push(self.take(backend, bufs, i, self.invalidate, false, workload)?);
+                        i += 1;
+                    }
+                    warmup_launches += u64::from(window) * u64::from(self.per_sample);
+                    w.sort_by(f64::total_cmp);
+                    let m = stats::quantile_sorted(&w, 0.5).unwrap_or(f64::NAN);
+                    let stable = medians_us
+                        .last()
+                        .map(|prev: &f64| ((m - prev) / prev).abs() * 100.0 < tolerance_pct)
+                        .unwrap_or(false);
+                    medians_us.push(m);
+                    if stable || warmup_launches >= max_launches {
+                        break;
+                    }
                 }
             }
         }
+        Ok((warmup_launches, medians_us))
     }
 
-    // The samples verified at random are drawn now, before the first timed launch, from a
-    // seed the kernel cannot see; the lab's contract verifies only its one slot at the end.
-    let (drawn, probes) = if invalidate {
-        let n = u64::from(cfg.samples);
-        let drawn = draw_samples(seed, n, RANDOM_VERIFIED_SAMPLES);
-        let probes = draw_samples(seed.rotate_left(17) ^ 0x0053_5441_4c45, n, STALE_PROBES);
-        (drawn, probes)
-    } else {
-        (Vec::new(), Vec::new())
-    };
-    let (mut probe_us, mut probe_invalidated_us) = (Vec::new(), Vec::new());
-    let state_before = observe();
-    let mut samples = Vec::with_capacity(cfg.samples as usize);
-    let mut verified = Vec::new();
-    let mut checking_s = 0.0;
-    // The slots that hold other inputs since a sample on them: the block's inputs go back
-    // in before their next launch.
-    let mut held: Vec<std::ops::Range<u64>> = Vec::new();
-    for i in 0..u64::from(cfg.samples) {
-        let now = layout.slots_of(i);
-        let mut kept = Vec::with_capacity(held.len());
-        for slots in held.drain(..) {
-            if slots.start < now.end && now.start < slots.end {
-                for s in slots {
-                    workload.put_inputs(backend, &mut bufs[s as usize])?;
-                }
-            } else {
-                kept.push(slots);
-            }
-        }
-        held = kept;
-        if probes.binary_search(&i).is_ok() {
-            let t = std::time::Instant::now();
-            let slot = layout.slots_of(i).start;
-            let key = crate::inputs::stream_key(seed ^ PROBE_SEED, i);
-            let (stale, invalidated, outcome) = probe(backend, bufs, slot as usize, key)?;
-            probe_us.push(stale);
-            probe_invalidated_us.push(invalidated);
-            verified.push(VerifiedSample {
-                sample: i,
-                elapsed_us: invalidated,
-                inputs: None,
-                back_to_back: true,
-                outcome,
-            });
-            checking_s += t.elapsed().as_secs_f64();
-        }
-        // The first sample drawn for verification runs on inputs no launch has seen, the
-        // second on the block's inputs with a few elements drawn again.
-        let new_inputs = match drawn.iter().position(|d| *d == i) {
-            Some(0) => Some(NewInputs::Fresh),
-            Some(1) => Some(NewInputs::Perturbed),
-            _ => None,
+    /// Every sample, with the stale-output probes among them and the drawn samples
+    /// verified (the first on inputs no launch has seen, the second on the block's inputs
+    /// with a few elements drawn again).
+    fn sample_all(
+        &mut self,
+        backend: &mut B,
+        bufs: &mut [Vec<B::Buffer>],
+        observe: &mut dyn FnMut() -> GpuState,
+    ) -> Result<Sampled, TimingError> {
+        let (workload, layout, seed) = (self.workload, self.layout, self.seed);
+        // The samples verified at random are drawn now, before the first timed launch, from
+        // a seed the kernel cannot see; the lab's contract verifies only its one slot at the
+        // end.
+        let (drawn, probes) = if self.invalidate {
+            let n = u64::from(self.cfg.samples);
+            let drawn = draw_samples(seed, n, RANDOM_VERIFIED_SAMPLES);
+            let probes = draw_samples(seed.rotate_left(17) ^ 0x0053_5441_4c45, n, STALE_PROBES);
+            (drawn, probes)
+        } else {
+            (Vec::new(), Vec::new())
         };
-        let fresh =
-            new_inputs.and_then(|kind| workload.with_new_inputs(seed ^ i ^ 0x0046_5245_5348, kind));
-        if let Some(fw) = &fresh {
-            for s in layout.slots_of(i) {
-                fw.put_inputs(backend, &mut bufs[s as usize])?;
+        let mut out = Sampled {
+            samples: Vec::with_capacity(self.cfg.samples as usize),
+            verified: Vec::new(),
+            probe_us: Vec::new(),
+            probe_invalidated_us: Vec::new(),
+            state_before: observe(),
+            state_after: GpuState::default(),
+            checking_s: 0.0,
+            // The slots that hold other inputs since a sample on them: the block's inputs
+            // go back in before their next launch.
+            held: Vec::new(),
+        };
+        for i in 0..u64::from(self.cfg.samples) {
+            let now = layout.slots_of(i);
+            let mut kept = Vec::with_capacity(out.held.len());
+            for slots in out.held.drain(..) {
+                if slots.start < now.end && now.start < slots.end {
+                    for s in slots {
+                        workload.put_inputs(backend, &mut bufs[s as usize])?;
+                    }
+                } else {
+                    kept.push(slots);
+                }
             }
-        }
-        let inputs = fresh.as_ref().unwrap_or(workload);
-        // Every timed launch runs on inputs of its own, but for the drawn samples (verified
-        // on new inputs, or on the block's).
-        let perturb = invalidate && new_inputs.is_none() && drawn.binary_search(&i).is_err();
-        let us = take(backend, bufs, i, invalidate, perturb, inputs)?;
-        for s in layout.slots_of(i) {
-            launched[s as usize] = true;
-        }
-        if !(us.is_finite() && us > 0.0) {
-            return Err(TimingError::InvalidSample {
-                index: i,
-                value: us,
-            });
-        }
-        samples.push(Sample {
-            sample: i,
-            slot: i % layout.groups,
-            elapsed_us: us,
-        });
-        if drawn.binary_search(&i).is_ok() {
-            let t = std::time::Instant::now();
-            let mut outcomes = Vec::new();
-            for s in layout.slots_of(i) {
-                outcomes.push(inputs.check(backend, &bufs[s as usize], s)?);
+            out.held = kept;
+            if probes.binary_search(&i).is_ok() {
+                let t = std::time::Instant::now();
+                let slot = layout.slots_of(i).start;
+                let key = crate::inputs::stream_key(seed ^ PROBE_SEED, i);
+                let (stale, invalidated, outcome) =
+                    self.probe(backend, bufs, slot as usize, key)?;
+                out.probe_us.push(stale);
+                out.probe_invalidated_us.push(invalidated);
+                out.verified.push(VerifiedSample {
+                    sample: i,
+                    elapsed_us: invalidated,
+                    inputs: None,
+                    back_to_back: true,
+                    outcome,
+                });
+                out.checking_s += t.elapsed().as_secs_f64();
             }
-            verified.push(VerifiedSample {
+            let new_inputs = match drawn.iter().position(|d| *d == i) {
+                Some(0) => Some(NewInputs::Fresh),
+                Some(1) => Some(NewInputs::Perturbed),
+                _ => None,
+            };
+            let fresh = new_inputs
+                .and_then(|kind| workload.with_new_inputs(seed ^ i ^ 0x0046_5245_5348, kind));
+            if let Some(fw) = &fresh {
+                for s in layout.slots_of(i) {
+                    fw.put_inputs(backend, &mut bufs[s as usize])?;
+                }
+            }
+            let inputs = fresh.as_ref().unwrap_or(workload);
+            // Every timed launch runs on inputs of its own, but for the drawn samples
+            // (verified on new inputs, or on the block's).
+            let perturb =
+                self.invalidate && new_inputs.is_none() && drawn.binary_search(&i).is_err();
+            let us = self.take(backend, bufs, i, self.invalidate, perturb, inputs)?;
+            if !(us.is_finite() && us > 0.0) {
+                return Err(TimingError::InvalidSample {
+                    index: i,
+                    value: us,
+                });
+            }
+            out.samples.push(Sample {
                 sample: i,
+                slot: i % layout.groups,
                 elapsed_us: us,
-                inputs: new_inputs.filter(|_| fresh.is_some()),
-                back_to_back: false,
-                outcome: merge_outcomes(outcomes),
             });
-            checking_s += t.elapsed().as_secs_f64();
-        }
-        if fresh.is_some() {
-            held.push(layout.slots_of(i));
-        }
-    }
-    let state_after = observe();
-    backend.synchronize()?;
-    let timed_s = timing.elapsed().as_secs_f64() - checking_s;
-
-    let validating = std::time::Instant::now();
-    // Under invalidation the samples' inputs were perturbed, so every slot gets a last
-    // launch on the block's inputs: one more unit per group, timed like a sample (a checked
-    // time, not a sample) and judged. The lab's contract judges its slot as the batch left it.
-    // (Only drawn samples, which the lab's contract has none of, leave new inputs held.)
-    for slots in held.drain(..) {
-        for s in slots {
-            workload.put_inputs(backend, &mut bufs[s as usize])?;
-        }
-    }
-    let mut last_us = Vec::new();
-    if invalidate {
-        for g in 0..layout.groups {
-            last_us.push(take(backend, bufs, g, true, false, workload)?);
-            for s in layout.slots_of(g) {
-                launched[s as usize] = true;
+            if drawn.binary_search(&i).is_ok() {
+                let t = std::time::Instant::now();
+                let mut outcomes = Vec::new();
+                for s in layout.slots_of(i) {
+                    outcomes.push(inputs.check(backend, &bufs[s as usize], s)?);
+                }
+                out.verified.push(VerifiedSample {
+                    sample: i,
+                    elapsed_us: us,
+                    inputs: new_inputs.filter(|_| fresh.is_some()),
+                    back_to_back: false,
+                    outcome: merge_outcomes(outcomes),
+                });
+                out.checking_s += t.elapsed().as_secs_f64();
+            }
+            if fresh.is_some() {
+                out.held.push(layout.slots_of(i));
             }
         }
+        out.state_after = observe();
+        Ok(out)
     }
-    let mut after_timing = Vec::with_capacity(bufs.len());
-    for (s, b) in bufs[..layout.total() as usize].iter().enumerate() {
-        if launched[s] {
-            after_timing.push(workload.check(backend, b, s as u64)?);
-        }
-    }
-    // The second poison pattern: a kernel that writes the first one can't pass both.
-    let (revalidation, revalidation_us) = validate_timed(
-        backend,
-        workload,
-        kernels,
-        &mut bufs[vslot],
-        POISON_BYTES[1],
-    )?;
-    validations_s += validating.elapsed().as_secs_f64() + checking_s;
-    let scrub_bytes = scrub.borrow().as_ref().map(|(_, b)| *b);
-    let mut checked_us = vec![before_us];
-    checked_us.extend(verified.iter().map(|v| v.elapsed_us));
-    checked_us.extend(last_us);
-    checked_us.push(revalidation_us);
 
-    Ok(Outcome::Measured(Box::new(Measurement {
-        samples,
-        slots: layout.groups,
-        slots_per_sample: layout.per_sample,
-        invalidation: cfg.invalidation,
-        warmup_launches,
-        warmup_medians_us,
-        scrub_bytes,
-        before,
-        verified,
-        after_timing,
-        revalidation,
-        checked_us,
-        probe_us,
-        probe_invalidated_us,
-        floor,
-        state: BlockState::new(label, state_before, state_after),
-        phases: Phases {
-            validations_s,
-            timed_s,
-            checker: workload.verification(),
-            ..Phases::default()
-        },
-    })))
+    /// After the samples, the block's inputs back where others were held. Under
+    /// invalidation the samples' inputs were perturbed, so every slot gets a last launch on
+    /// the block's inputs: one more unit per group, timed like a sample (a checked time, not
+    /// a sample). Then every slot some launch ran on is judged; the lab's contract judges its
+    /// slot as the batch left it. The last units' times and the judgements.
+    fn last_launches(
+        &mut self,
+        backend: &mut B,
+        bufs: &mut [Vec<B::Buffer>],
+        held: Vec<std::ops::Range<u64>>,
+    ) -> Result<(Vec<f64>, Vec<CheckOutcome>), TimingError> {
+        let workload = self.workload;
+        // (Only drawn samples, which the lab's contract has none of, leave new inputs held.)
+        for slots in held {
+            for s in slots {
+                workload.put_inputs(backend, &mut bufs[s as usize])?;
+            }
+        }
+        let mut last_us = Vec::new();
+        if self.invalidate {
+            for g in 0..self.layout.groups {
+                last_us.push(self.take(backend, bufs, g, true, false, workload)?);
+            }
+        }
+        let mut after_timing = Vec::with_capacity(bufs.len());
+        for (s, b) in bufs[..self.layout.total() as usize].iter().enumerate() {
+            if self.launched[s] {
+                after_timing.push(workload.check(backend, b, s as u64)?);
+            }
+        }
+        Ok((last_us, after_timing))
+    }
 }
 
 /// Several slots' checks as one: failures summed, the largest errors, the first failure.
