@@ -426,6 +426,11 @@ const SCALAR_TYPES: [Dtype; 6] = [
 /// A problem with a field of `[kernel.op]` (the field relative to it, e.g. `buffers.y.compare`).
 pub type FieldError = (String, String);
 
+/// `problem` with `field`, as validation reports it.
+fn bad<T>(field: &str, problem: String) -> Result<T, FieldError> {
+    Err((field.to_string(), problem))
+}
+
 /// The working precision of a buffer compared by reference-error.
 fn working_precision(b: &BufferSpec) -> Option<Precision> {
     match b.compare.as_ref()? {
@@ -467,11 +472,54 @@ impl DeclaredOpSpec {
     }
 
     pub fn validate(self, params: &[String]) -> Result<DeclaredOp, FieldError> {
-        let bad = |field: &str, problem: String| Err((field.to_string(), problem));
+        self.check_sizes()?;
+        // Empty: each kernel gives its own (`launches`); the manifest asks for them where
+        // a kernel launches once.
+        for (what, dims) in [("grid", &self.grid), ("block", &self.block)] {
+            if !dims.is_empty() {
+                self.check_launch_dims(what, dims)?;
+            }
+        }
+        self.uses_only_sizes("useful_bytes", &self.useful_bytes)?;
+        if let Some(e) = &self.flops {
+            self.uses_only_sizes("flops", e)?;
+        }
+        if let Some(e) = &self.dynamic_shared_bytes {
+            self.uses_only_sizes("dynamic_shared_bytes", e)?;
+        }
+        self.check_buffers()?;
+        self.check_scalars()?;
+        if let Some(var) = &self.slices {
+            slices::check(&self, var).map_err(|e| ("slices".to_string(), e))?;
+        }
+        self.check_shapes_and_cases()?;
+        self.check_reference()?;
+        let out = self.parse_params(params)?;
+        let seen: BTreeSet<&str> = out.iter().map(OpParam::name).collect();
+        if let Some(b) = self.buffers.keys().find(|b| !seen.contains(b.as_str())) {
+            return bad(
+                "params",
+                format!("buffer '{b}' is not among the kernel's parameters"),
+            );
+        }
+        if let Some(s) = self.scalars.keys().find(|s| !seen.contains(s.as_str())) {
+            return bad(
+                "params",
+                format!("scalar '{s}' is not among the kernel's parameters"),
+            );
+        }
+        Ok(DeclaredOp {
+            spec: self,
+            params: out,
+            sequence: Vec::new(),
+        })
+    }
+
+    /// Each size variable: a usable name, an interval, values inside it.
+    fn check_sizes(&self) -> Result<(), FieldError> {
         if self.sizes.is_empty() {
             return bad("sizes", "declare at least one size variable".into());
         }
-        let sizes: BTreeSet<String> = self.sizes.keys().cloned().collect();
         for (name, s) in &self.sizes {
             let field = format!("sizes.{name}");
             if !is_identifier(name) {
@@ -501,21 +549,12 @@ impl DeclaredOpSpec {
                 }
             }
         }
-        let uses_only_sizes = |field: &str, e: &Expr| self.uses_only_sizes(field, e);
-        // Empty: each kernel gives its own (`launches`); the manifest asks for them where
-        // a kernel launches once.
-        for (what, dims) in [("grid", &self.grid), ("block", &self.block)] {
-            if !dims.is_empty() {
-                self.check_launch_dims(what, dims)?;
-            }
-        }
-        uses_only_sizes("useful_bytes", &self.useful_bytes)?;
-        if let Some(e) = &self.flops {
-            uses_only_sizes("flops", e)?;
-        }
-        if let Some(e) = &self.dynamic_shared_bytes {
-            uses_only_sizes("dynamic_shared_bytes", e)?;
-        }
+        Ok(())
+    }
+
+    /// The buffers: at least one compared, each valid ([`Self::check_buffer`]), none named
+    /// as a size variable.
+    fn check_buffers(&self) -> Result<(), FieldError> {
         if self.buffers.is_empty() {
             return bad("buffers", "declare at least one buffer".into());
         }
@@ -526,122 +565,141 @@ impl DeclaredOpSpec {
             );
         }
         for (name, b) in &self.buffers {
-            let field = |f: &str| format!("buffers.{name}.{f}");
-            if !is_identifier(name) {
-                return bad(
-                    &format!("buffers.{name}"),
-                    format!("'{name}' is not a usable name"),
-                );
+            self.check_buffer(name, b)?;
+        }
+        if let Some(b) = self.buffers.keys().find(|b| self.sizes.contains_key(*b)) {
+            return bad(
+                &format!("buffers.{b}"),
+                format!("'{b}' is also a size variable"),
+            );
+        }
+        Ok(())
+    }
+
+    /// One buffer: its name, length and shape over the sizes, its rule (outputs only), its
+    /// domain (a range, row offsets, or rows of another buffer).
+    fn check_buffer(&self, name: &str, b: &BufferSpec) -> Result<(), FieldError> {
+        let uses_only_sizes = |field: &str, e: &Expr| self.uses_only_sizes(field, e);
+        let field = |f: &str| format!("buffers.{name}.{f}");
+        if !is_identifier(name) {
+            return bad(
+                &format!("buffers.{name}"),
+                format!("'{name}' is not a usable name"),
+            );
+        }
+        uses_only_sizes(&field("len"), &b.len)?;
+        if let Some(shape) = &b.shape {
+            for (i, e) in shape.iter().enumerate() {
+                uses_only_sizes(&field(&format!("shape[{i}]")), e)?;
             }
-            uses_only_sizes(&field("len"), &b.len)?;
-            if let Some(shape) = &b.shape {
-                for (i, e) in shape.iter().enumerate() {
-                    uses_only_sizes(&field(&format!("shape[{i}]")), e)?;
+            if let Some(axes) = &b.axes {
+                if axes.len() != shape.len() {
+                    return bad(
+                        &field("axes"),
+                        format!("{} names for {} dimensions", axes.len(), shape.len()),
+                    );
                 }
-                if let Some(axes) = &b.axes {
-                    if axes.len() != shape.len() {
+            }
+        } else if b.axes.is_some() {
+            return bad(
+                &field("axes"),
+                "axes name the dimensions of a shape; give shape".into(),
+            );
+        }
+        match (&b.compare, b.role.compared()) {
+            (None, true) => {
+                return bad(
+                    &field("compare"),
+                    "an output needs a rule: \"bitwise\", \"exact\" (integers), { ulp = K } or { allclose = { atol, rtol } }".into(),
+                )
+            }
+            (Some(_), false) => {
+                return bad(
+                    &field("compare"),
+                    format!("a {:?} buffer is never compared", b.role).to_lowercase(),
+                )
+            }
+            (Some(spec), true) => {
+                if let RuleSpec::ScaledSum(k) = spec {
+                    let k = Expr::parse(k).map_err(|e| (field("compare"), e.to_string()))?;
+                    uses_only_sizes(&field("compare"), &k)?;
+                }
+                let rule = spec
+                    .resolve(b.dtype, |_| Ok(1.0))
+                    .map_err(|e| (field("compare"), e.to_string()))?;
+                rule.check_dtype(b.dtype)
+                    .map_err(|e| (field("compare"), e.to_string()))?;
+            }
+            (None, false) => {}
+        }
+        if b.nan.is_some() && !b.role.compared() {
+            return bad(&field("nan"), "only outputs are compared".into());
+        }
+        if let Some([lo, hi]) = &b.range {
+            for end in [lo, hi] {
+                match end {
+                    Bound::Number(x) if !x.is_finite() => {
+                        return bad(&field("range"), format!("{x} is not a finite number"))
+                    }
+                    Bound::Number(x) if b.dtype.is_integer() && x.fract() != 0.0 => {
                         return bad(
-                            &field("axes"),
-                            format!("{} names for {} dimensions", axes.len(), shape.len()),
-                        );
+                            &field("range"),
+                            format!(
+                                "{x} is not a whole number: an integer buffer's range is its domain"
+                            ),
+                        )
                     }
-                }
-            } else if b.axes.is_some() {
-                return bad(
-                    &field("axes"),
-                    "axes name the dimensions of a shape; give shape".into(),
-                );
-            }
-            match (&b.compare, b.role.compared()) {
-                (None, true) => {
-                    return bad(
-                        &field("compare"),
-                        "an output needs a rule: \"bitwise\", \"exact\" (integers), { ulp = K } or { allclose = { atol, rtol } }".into(),
-                    )
-                }
-                (Some(_), false) => {
-                    return bad(
-                        &field("compare"),
-                        format!("a {:?} buffer is never compared", b.role).to_lowercase(),
-                    )
-                }
-                (Some(spec), true) => {
-                    if let RuleSpec::ScaledSum(k) = spec {
-                        let k = Expr::parse(k).map_err(|e| (field("compare"), e.to_string()))?;
-                        uses_only_sizes(&field("compare"), &k)?;
-                    }
-                    let rule = spec
-                        .resolve(b.dtype, |_| Ok(1.0))
-                        .map_err(|e| (field("compare"), e.to_string()))?;
-                    rule.check_dtype(b.dtype)
-                        .map_err(|e| (field("compare"), e.to_string()))?;
-                }
-                (None, false) => {}
-            }
-            if b.nan.is_some() && !b.role.compared() {
-                return bad(&field("nan"), "only outputs are compared".into());
-            }
-            if let Some([lo, hi]) = &b.range {
-                for end in [lo, hi] {
-                    match end {
-                        Bound::Number(x) if !x.is_finite() => {
-                            return bad(&field("range"), format!("{x} is not a finite number"))
-                        }
-                        Bound::Number(x) if b.dtype.is_integer() && x.fract() != 0.0 => {
-                            return bad(
-                                &field("range"),
-                                format!(
-                                    "{x} is not a whole number: an integer buffer's range is its domain"
-                                ),
-                            )
-                        }
-                        Bound::Number(_) => {}
-                        Bound::Expr(e) => uses_only_sizes(&field("range"), e)?,
-                    }
-                }
-                if let (Bound::Number(lo), Bound::Number(hi)) = (lo, hi) {
-                    if lo > hi {
-                        return bad(&field("range"), format!("[{lo}, {hi}] is not an interval"));
-                    }
+                    Bound::Number(_) => {}
+                    Bound::Expr(e) => uses_only_sizes(&field("range"), e)?,
                 }
             }
-            if let Some(total) = &b.offsets {
-                uses_only_sizes(&field("offsets"), total)?;
-                let problem = if b.range.is_some() || b.index_into.is_some() {
-                    Some("offsets is the buffer's domain: give it without range or index_into")
-                } else if !b.dtype.is_integer() {
-                    Some("row offsets are integers")
-                } else if b.role != Role::In {
-                    Some("only in buffers hold row offsets (klab makes them)")
-                } else {
-                    None
-                };
-                if let Some(p) = problem {
-                    return bad(&field("offsets"), p.into());
-                }
-            }
-            if let Some(target) = &b.index_into {
-                let problem = if b.range.is_some() {
-                    Some("give range or index_into, not both".to_string())
-                } else if !b.dtype.is_integer() {
-                    Some(format!("an index is an integer; {name} is {}", b.dtype))
-                } else if !matches!(b.role, Role::In | Role::Inout) {
-                    Some("only in and inout buffers are generated".to_string())
-                } else if target == name {
-                    Some(format!("{name} cannot index itself"))
-                } else if !self.buffers.contains_key(target) {
-                    Some(format!("'{target}' is not a buffer"))
-                } else {
-                    None
-                };
-                if let Some(p) = problem {
-                    return bad(&field("index_into"), p);
+            if let (Bound::Number(lo), Bound::Number(hi)) = (lo, hi) {
+                if lo > hi {
+                    return bad(&field("range"), format!("[{lo}, {hi}] is not an interval"));
                 }
             }
         }
+        if let Some(total) = &b.offsets {
+            uses_only_sizes(&field("offsets"), total)?;
+            let problem = if b.range.is_some() || b.index_into.is_some() {
+                Some("offsets is the buffer's domain: give it without range or index_into")
+            } else if !b.dtype.is_integer() {
+                Some("row offsets are integers")
+            } else if b.role != Role::In {
+                Some("only in buffers hold row offsets (klab makes them)")
+            } else {
+                None
+            };
+            if let Some(p) = problem {
+                return bad(&field("offsets"), p.into());
+            }
+        }
+        if let Some(target) = &b.index_into {
+            let problem = if b.range.is_some() {
+                Some("give range or index_into, not both".to_string())
+            } else if !b.dtype.is_integer() {
+                Some(format!("an index is an integer; {name} is {}", b.dtype))
+            } else if !matches!(b.role, Role::In | Role::Inout) {
+                Some("only in and inout buffers are generated".to_string())
+            } else if target == name {
+                Some(format!("{name} cannot index itself"))
+            } else if !self.buffers.contains_key(target) {
+                Some(format!("'{target}' is not a buffer"))
+            } else {
+                None
+            };
+            if let Some(p) = problem {
+                return bad(&field("index_into"), p);
+            }
+        }
+        Ok(())
+    }
+
+    /// Each scalar: its own name, a scalar type, finite values or an interval.
+    fn check_scalars(&self) -> Result<(), FieldError> {
         for (name, s) in &self.scalars {
             let field = format!("scalars.{name}");
-            if sizes.contains(name) || self.buffers.contains_key(name) {
+            if self.sizes.contains_key(name) || self.buffers.contains_key(name) {
                 return bad(&field, format!("'{name}' is also a size or a buffer"));
             }
             if !SCALAR_TYPES.contains(&s.ty) {
@@ -667,15 +725,12 @@ impl DeclaredOpSpec {
                 None => {}
             }
         }
-        if let Some(b) = self.buffers.keys().find(|b| sizes.contains(*b)) {
-            return bad(
-                &format!("buffers.{b}"),
-                format!("'{b}' is also a size variable"),
-            );
-        }
-        if let Some(var) = &self.slices {
-            slices::check(&self, var).map_err(|e| ("slices".to_string(), e))?;
-        }
+        Ok(())
+    }
+
+    /// The bench shape and each case's shape fit the sizes; a case's data goes to in and
+    /// inout buffers only.
+    fn check_shapes_and_cases(&self) -> Result<(), FieldError> {
         let shapes = self.bench.iter().map(|b| ("bench".to_string(), b)).chain(
             self.cases
                 .iter()
@@ -710,6 +765,12 @@ impl DeclaredOpSpec {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The reference: FILE:NAME, a command with a program and a sane timeout; a rule that
+    /// builds it in a working precision needs a C reference and one precision.
+    fn check_reference(&self) -> Result<(), FieldError> {
         match &self.reference {
             ReferenceSpec::C(s) | ReferenceSpec::Kernel(s) => match s.rsplit_once(':') {
                 Some((path, name)) if !path.is_empty() && is_identifier(name) => {}
@@ -765,25 +826,7 @@ impl DeclaredOpSpec {
             }
         }
 
-        let out = self.parse_params(params)?;
-        let seen: BTreeSet<&str> = out.iter().map(OpParam::name).collect();
-        if let Some(b) = self.buffers.keys().find(|b| !seen.contains(b.as_str())) {
-            return bad(
-                "params",
-                format!("buffer '{b}' is not among the kernel's parameters"),
-            );
-        }
-        if let Some(s) = self.scalars.keys().find(|s| !seen.contains(s.as_str())) {
-            return bad(
-                "params",
-                format!("scalar '{s}' is not among the kernel's parameters"),
-            );
-        }
-        Ok(DeclaredOp {
-            spec: self,
-            params: out,
-            sequence: Vec::new(),
-        })
+        Ok(())
     }
 
     /// Why expression `e` of `field` is not over this operation's size variables, if it
