@@ -864,240 +864,16 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
         .to_string();
     let mut names = BTreeSet::new();
     let mut kernels = Vec::new();
-    for (i, mut k) in raw.kernels.into_iter().enumerate() {
-        let f = |name: &str| format!("kernel[{i}].{name}");
-        if !is_identifier(&k.name.replace('-', "_")) {
-            return Err(err(f("name"), format!("'{}' is not a usable name", k.name)));
-        }
+    for (i, k) in raw.kernels.into_iter().enumerate() {
         if !names.insert(k.name.clone()) {
-            return Err(err(f("name"), format!("'{}' is declared twice", k.name)));
-        }
-        if !k.options.is_empty() && source.module_kind().is_some() {
             return Err(err(
-                f("options"),
-                format!(
-                    "{} is {}: it is not compiled, so NVRTC options do not apply",
-                    raw.source,
-                    source.describe()
-                ),
+                format!("kernel[{i}].name"),
+                format!("'{}' is declared twice", k.name),
             ));
         }
-        // A sequence's entries are its launches'; every other kernel names its own.
-        let launched = match (k.launches.take(), k.entry.take()) {
-            (Some(_), Some(_)) => {
-                return Err(err(
-                    f("entry"),
-                    "a kernel with launches names each launch's entry, not its own".into(),
-                ))
-            }
-            (Some(launches), None) => Launched::Sequence(launches),
-            (None, Some(e)) => Launched::Entry(
-                checked_entry(&e, &source, &raw.source)
-                    .map_err(|problem| err(f("entry"), problem))?,
-            ),
-            (None, None) => {
-                return Err(err(
-                    f("entry"),
-                    "give the kernel's entry, or launches = [...] for a sequence of kernels".into(),
-                ))
-            }
-        };
-        let operation = match k.operation.as_str() {
-            "copy" => OpKind::Copy,
-            "transpose" => OpKind::Transpose,
-            "triad" => OpKind::Triad,
-            "reduce-sum" | "reduce_sum" | "sum" => OpKind::ReduceSum,
-            "declared" => OpKind::Declared,
-            other => {
-                return Err(err(
-                    f("operation"),
-                    format!(
-                        "unknown operation '{other}' (copy, transpose, triad, reduce-sum, or declared with a [kernel.op] table)"
-                    ),
-                ))
-            }
-        };
-        if operation == OpKind::Declared {
-            let decl = declared_kernel(k, launched, &raw.ops, &files, &source, &raw.source, &f)
-                .map_err(|(field, problem)| err(field, problem))?;
-            kernels.push(decl);
-            continue;
-        }
-        let Launched::Entry(entry) = launched else {
-            return Err(err(
-                f("launches"),
-                format!("a sequence of launches computes a declared operation, not {operation}"),
-            ));
-        };
-        if k.launch.is_some() {
-            return Err(err(
-                f("launch"),
-                "launch overrides a declared operation's launch; this kernel gives block and elements_per_block".into(),
-            ));
-        }
-        if k.op.is_some() {
-            return Err(err(
-                f("op"),
-                format!("[kernel.op] declares an operation; set operation = \"declared\" (not {operation})"),
-            ));
-        }
-        let (Some(block_dims), Some(elements_per_block)) =
-            (k.block.clone(), k.elements_per_block.clone())
-        else {
-            let missing = if k.block.is_none() {
-                "block"
-            } else {
-                "elements_per_block"
-            };
-            return Err(err(f(missing), format!("{operation} needs {missing}")));
-        };
-        let (buffers, scalars) = operation.roles();
-        let mut params = Vec::new();
-        let mut seen = BTreeSet::new();
-        for (j, p) in k.params.iter().enumerate() {
-            let pf = f(&format!("params[{j}]"));
-            let (role, ty) = match p.split_once(':') {
-                Some((r, t)) => (r.trim(), Some(t.trim())),
-                None => (p.trim(), None),
-            };
-            if !seen.insert(role.to_string()) {
-                return Err(err(pf, format!("role '{role}' appears twice")));
-            }
-            if buffers.contains(&role) {
-                if ty.is_some() {
-                    return Err(err(pf, format!("'{role}' is a buffer; it takes no type")));
-                }
-                params.push(Param::Buffer(role.to_string()));
-            } else if let Some((_, want)) = scalars.iter().find(|(r, _)| *r == role) {
-                let Some(t) = ty else {
-                    return Err(err(
-                        pf,
-                        format!(
-                            "scalar '{role}' needs a type, e.g. '{role}:{}'",
-                            format!("{want:?}").to_lowercase()
-                        ),
-                    ));
-                };
-                match ScalarType::parse(t) {
-                    Some(t) if t == *want => params.push(Param::Scalar(role.to_string(), t)),
-                    Some(_) | None => {
-                        return Err(err(
-                            pf,
-                            format!(
-                                "'{role}' must be {} for {operation}, got '{t}'",
-                                format!("{want:?}").to_lowercase()
-                            ),
-                        ))
-                    }
-                }
-            } else {
-                return Err(err(
-                    pf,
-                    format!(
-                        "'{role}' is not a parameter of {operation} (expected {})",
-                        buffers
-                            .iter()
-                            .copied()
-                            .chain(scalars.iter().map(|(r, _)| *r))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                ));
-            }
-        }
-        for role in buffers.iter().chain(scalars.iter().map(|(r, _)| r)) {
-            if !seen.contains(*role) {
-                return Err(err(
-                    f("params"),
-                    format!("{operation} needs a '{role}' parameter"),
-                ));
-            }
-        }
-        if let Some(r) = LibraryRoutine::from_entry(&entry.name) {
-            if operation != r.operation() {
-                return Err(err(
-                    f("operation"),
-                    format!("{} computes {}, not {operation}", r.entry(), r.operation()),
-                ));
-            }
-            if params != LibraryRoutine::params() {
-                return Err(err(
-                    f("params"),
-                    format!("{} takes [\"out\", \"in\", \"n:i32\"]", r.entry()),
-                ));
-            }
-        }
-        let block = match block_dims[..] {
-            [x] => Dim3::new(x, 1, 1),
-            [x, y] => Dim3::new(x, y, 1),
-            [x, y, z] => Dim3::new(x, y, z),
-            _ => return Err(err(f("block"), "give 1 to 3 dimensions".into())),
-        };
-        if let Some(problem) = crate::plan::block_problem(block) {
-            return Err(err(f("block"), problem));
-        }
-        if elements_per_block.len() != operation.dims() || elements_per_block.contains(&0) {
-            return Err(err(
-                f("elements_per_block"),
-                format!("{operation} needs {} positive value(s)", operation.dims()),
-            ));
-        }
-        let grid_rounding = match k.grid_rounding.as_deref() {
-            None | Some("up") => Rounding::Up,
-            Some("down") => Rounding::Down,
-            Some(o) => return Err(err(f("grid_rounding"), format!("'{o}' is not up or down"))),
-        };
-        let equality = match k.equality.as_deref() {
-            None => crate::ops::transpose::Equality::Bitwise,
-            Some(e) => match crate::ops::transpose::Equality::parse(e) {
-                Some(eq) if matches!(operation, OpKind::Copy | OpKind::Transpose) => eq,
-                Some(_) => {
-                    return Err(err(
-                        f("equality"),
-                        format!("only copy and transpose take an equality, not {operation}"),
-                    ))
-                }
-                None => {
-                    return Err(err(
-                        f("equality"),
-                        format!("'{e}' is not bitwise or nan-any-payload"),
-                    ))
-                }
-            },
-        };
-        for (field, label) in [("known_broken", &k.known_broken), ("exploit", &k.exploit)] {
-            if label.as_ref().is_some_and(|b| b.trim().is_empty()) {
-                return Err(err(f(field), "give the reason".into()));
-            }
-        }
-        if let Some(p) = &k.prediction {
-            if p.trim().is_empty() || p.contains(['\n', '\r']) {
-                return Err(err(
-                    f("prediction"),
-                    "give one non-empty line (reports print it in a table cell)".into(),
-                ));
-            }
-        }
-        let op = crate::declared::builtin::declare(&crate::declared::builtin::Contract {
-            operation,
-            params: &params,
-            block,
-            elements_per_block: &elements_per_block,
-            grid_rounding,
-            dynamic_shared_bytes: k.dynamic_shared_bytes,
-            equality,
-        })
-        .map_err(|(field, problem)| err(f(&field), problem))?;
-        kernels.push(KernelDecl {
-            name: k.name,
-            entry: entry.name,
-            operation,
-            options: k.options,
-            known_broken: k.known_broken,
-            exploit: k.exploit,
-            prediction: k.prediction.map(|p| p.trim().to_string()),
-            op: std::sync::Arc::new(op),
-        });
+        let decl = kernel_decl(i, k, &raw.ops, &files, &source, &raw.source)
+            .map_err(|(field, problem)| err(field, problem))?;
+        kernels.push(decl);
     }
     Ok(Manifest {
         origin: origin.to_string(),
@@ -1107,6 +883,268 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
         include_dirs,
         kernels,
     })
+}
+
+/// The `i`th `[[kernel]]` of a manifest over `source` (the file `file`): its name, its
+/// entry or launches, and its operation, built in or declared.
+fn kernel_decl(
+    i: usize,
+    mut k: RawKernel,
+    ops: &BTreeMap<String, crate::declared::DeclaredOpSpec>,
+    files: &Files<'_>,
+    source: &Source,
+    file: &str,
+) -> Result<KernelDecl, (String, String)> {
+    let f = |name: &str| format!("kernel[{i}].{name}");
+    if !is_identifier(&k.name.replace('-', "_")) {
+        return Err((f("name"), format!("'{}' is not a usable name", k.name)));
+    }
+    if !k.options.is_empty() && source.module_kind().is_some() {
+        return Err((
+            f("options"),
+            format!(
+                "{} is {}: it is not compiled, so NVRTC options do not apply",
+                file,
+                source.describe()
+            ),
+        ));
+    }
+    // A sequence's entries are its launches'; every other kernel names its own.
+    let launched = match (k.launches.take(), k.entry.take()) {
+        (Some(_), Some(_)) => {
+            return Err((
+                f("entry"),
+                "a kernel with launches names each launch's entry, not its own".into(),
+            ))
+        }
+        (Some(launches), None) => Launched::Sequence(launches),
+        (None, Some(e)) => Launched::Entry(
+            checked_entry(&e, source, file).map_err(|problem| (f("entry"), problem))?,
+        ),
+        (None, None) => {
+            return Err((
+                f("entry"),
+                "give the kernel's entry, or launches = [...] for a sequence of kernels".into(),
+            ))
+        }
+    };
+    let operation = match k.operation.as_str() {
+        "copy" => OpKind::Copy,
+        "transpose" => OpKind::Transpose,
+        "triad" => OpKind::Triad,
+        "reduce-sum" | "reduce_sum" | "sum" => OpKind::ReduceSum,
+        "declared" => OpKind::Declared,
+        other => {
+            return Err((
+                f("operation"),
+                format!(
+                    "unknown operation '{other}' (copy, transpose, triad, reduce-sum, or declared with a [kernel.op] table)"
+                ),
+            ))
+        }
+    };
+    if operation == OpKind::Declared {
+        return declared_kernel(k, launched, ops, files, source, file, &f);
+    }
+    let Launched::Entry(entry) = launched else {
+        return Err((
+            f("launches"),
+            format!("a sequence of launches computes a declared operation, not {operation}"),
+        ));
+    };
+    builtin_kernel(k, entry, operation, &f)
+}
+
+/// A kernel of a built-in operation (copy, transpose, triad, reduce-sum): its parameters by
+/// role, its launch, and the operation's contract.
+fn builtin_kernel(
+    k: RawKernel,
+    entry: Entry,
+    operation: OpKind,
+    f: &dyn Fn(&str) -> String,
+) -> Result<KernelDecl, (String, String)> {
+    if k.launch.is_some() {
+        return Err((
+            f("launch"),
+            "launch overrides a declared operation's launch; this kernel gives block and elements_per_block".into(),
+        ));
+    }
+    if k.op.is_some() {
+        return Err((
+            f("op"),
+            format!(
+                "[kernel.op] declares an operation; set operation = \"declared\" (not {operation})"
+            ),
+        ));
+    }
+    let (Some(block_dims), Some(elements_per_block)) =
+        (k.block.clone(), k.elements_per_block.clone())
+    else {
+        let missing = if k.block.is_none() {
+            "block"
+        } else {
+            "elements_per_block"
+        };
+        return Err((f(missing), format!("{operation} needs {missing}")));
+    };
+    let params = builtin_params(&k.params, operation, f)?;
+    if let Some(r) = LibraryRoutine::from_entry(&entry.name) {
+        if operation != r.operation() {
+            return Err((
+                f("operation"),
+                format!("{} computes {}, not {operation}", r.entry(), r.operation()),
+            ));
+        }
+        if params != LibraryRoutine::params() {
+            return Err((
+                f("params"),
+                format!("{} takes [\"out\", \"in\", \"n:i32\"]", r.entry()),
+            ));
+        }
+    }
+    let block = match block_dims[..] {
+        [x] => Dim3::new(x, 1, 1),
+        [x, y] => Dim3::new(x, y, 1),
+        [x, y, z] => Dim3::new(x, y, z),
+        _ => return Err((f("block"), "give 1 to 3 dimensions".into())),
+    };
+    if let Some(problem) = crate::plan::block_problem(block) {
+        return Err((f("block"), problem));
+    }
+    if elements_per_block.len() != operation.dims() || elements_per_block.contains(&0) {
+        return Err((
+            f("elements_per_block"),
+            format!("{operation} needs {} positive value(s)", operation.dims()),
+        ));
+    }
+    let grid_rounding = match k.grid_rounding.as_deref() {
+        None | Some("up") => Rounding::Up,
+        Some("down") => Rounding::Down,
+        Some(o) => return Err((f("grid_rounding"), format!("'{o}' is not up or down"))),
+    };
+    let equality = match k.equality.as_deref() {
+        None => crate::ops::transpose::Equality::Bitwise,
+        Some(e) => match crate::ops::transpose::Equality::parse(e) {
+            Some(eq) if matches!(operation, OpKind::Copy | OpKind::Transpose) => eq,
+            Some(_) => {
+                return Err((
+                    f("equality"),
+                    format!("only copy and transpose take an equality, not {operation}"),
+                ))
+            }
+            None => {
+                return Err((
+                    f("equality"),
+                    format!("'{e}' is not bitwise or nan-any-payload"),
+                ))
+            }
+        },
+    };
+    for (field, label) in [("known_broken", &k.known_broken), ("exploit", &k.exploit)] {
+        if label.as_ref().is_some_and(|b| b.trim().is_empty()) {
+            return Err((f(field), "give the reason".into()));
+        }
+    }
+    if let Some(p) = &k.prediction {
+        if p.trim().is_empty() || p.contains(['\n', '\r']) {
+            return Err((
+                f("prediction"),
+                "give one non-empty line (reports print it in a table cell)".into(),
+            ));
+        }
+    }
+    let op = crate::declared::builtin::declare(&crate::declared::builtin::Contract {
+        operation,
+        params: &params,
+        block,
+        elements_per_block: &elements_per_block,
+        grid_rounding,
+        dynamic_shared_bytes: k.dynamic_shared_bytes,
+        equality,
+    })
+    .map_err(|(field, problem)| (f(&field), problem))?;
+    Ok(KernelDecl {
+        name: k.name,
+        entry: entry.name,
+        operation,
+        options: k.options,
+        known_broken: k.known_broken,
+        exploit: k.exploit,
+        prediction: k.prediction.map(|p| p.trim().to_string()),
+        op: std::sync::Arc::new(op),
+    })
+}
+
+/// A built-in operation's parameters, each a role it takes (a buffer, or a scalar with its
+/// type: `n:i32`), each once, and every role there.
+fn builtin_params(
+    given: &[String],
+    operation: OpKind,
+    f: &dyn Fn(&str) -> String,
+) -> Result<Vec<Param>, (String, String)> {
+    let (buffers, scalars) = operation.roles();
+    let mut params = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (j, p) in given.iter().enumerate() {
+        let pf = f(&format!("params[{j}]"));
+        let (role, ty) = match p.split_once(':') {
+            Some((r, t)) => (r.trim(), Some(t.trim())),
+            None => (p.trim(), None),
+        };
+        if !seen.insert(role.to_string()) {
+            return Err((pf, format!("role '{role}' appears twice")));
+        }
+        if buffers.contains(&role) {
+            if ty.is_some() {
+                return Err((pf, format!("'{role}' is a buffer; it takes no type")));
+            }
+            params.push(Param::Buffer(role.to_string()));
+        } else if let Some((_, want)) = scalars.iter().find(|(r, _)| *r == role) {
+            let Some(t) = ty else {
+                return Err((
+                    pf,
+                    format!(
+                        "scalar '{role}' needs a type, e.g. '{role}:{}'",
+                        format!("{want:?}").to_lowercase()
+                    ),
+                ));
+            };
+            match ScalarType::parse(t) {
+                Some(t) if t == *want => params.push(Param::Scalar(role.to_string(), t)),
+                Some(_) | None => {
+                    return Err((
+                        pf,
+                        format!(
+                            "'{role}' must be {} for {operation}, got '{t}'",
+                            format!("{want:?}").to_lowercase()
+                        ),
+                    ))
+                }
+            }
+        } else {
+            return Err((
+                pf,
+                format!(
+                    "'{role}' is not a parameter of {operation} (expected {})",
+                    buffers
+                        .iter()
+                        .copied()
+                        .chain(scalars.iter().map(|(r, _)| *r))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+    }
+    for role in buffers.iter().chain(scalars.iter().map(|(r, _)| r)) {
+        if !seen.contains(*role) {
+            return Err((
+                f("params"),
+                format!("{operation} needs a '{role}' parameter"),
+            ));
+        }
+    }
+    Ok(params)
 }
 
 /// How a kernel is launched, as its manifest gives it: its own entry, or a sequence.
