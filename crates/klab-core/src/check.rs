@@ -450,235 +450,27 @@ pub fn run<B: Backend>(
     opts: &CheckOptions,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<CheckReport, BackendError> {
-    let op = decl.op.clone();
-    let CheckPlan {
-        shapes: planned,
-        exact,
-        bitwise_rules,
-        moves_data,
-        overflow_seed,
-    } = plan(decl, opts)?;
-    let shapes: Vec<general::Shape> = planned.iter().map(|p| p.shape.clone()).collect();
+    let plan = plan(decl, opts)?;
+    let shapes: Vec<general::Shape> = plan.shapes.iter().map(|p| p.shape.clone()).collect();
     let determinism_at: Vec<usize> = [shapes.len() / 2, shapes.len().saturating_sub(1)].into();
+    let mut run = Run {
+        backend,
+        decl,
+        kernels,
+        reference,
+        opts,
+        progress,
+        announced: 0,
+        cases: Vec::new(),
+    };
+    for (i, planned) in plan.shapes.iter().enumerate() {
+        let determinism = !opts.quick && determinism_at.contains(&i);
+        run.ladder_shape(planned, plan.exact, determinism, plan.bitwise_rules)?;
+    }
+    run.user_data()?;
     // Only the default ladder ends with the index-overflow case.
-    let overflow_case = overflow_seed.is_some();
-    let mut cases = Vec::new();
-    let progress = std::cell::RefCell::new(progress);
-    let push = |c: CaseResult, cases: &mut Vec<CaseResult>| {
-        (progress.borrow_mut())(Progress::Done(&c));
-        cases.push(c);
-    };
-    // Cases are counted as they are announced, the same in every process (the plan fixes
-    // them), so a fresh process resumes after the case its predecessor died in.
-    let announced = std::cell::Cell::new(0usize);
-    let starting = |label: &str| {
-        announced.set(announced.get() + 1);
-        let runs = announced.get() > opts.resume_after;
-        if runs {
-            (progress.borrow_mut())(Progress::Starting(label));
-        }
-        runs
-    };
-    for (i, PlannedShape { shape, inputs }) in planned.iter().enumerate() {
-        let at = general::describe_shape(shape);
-        let case = |what: &str| format!("{at}: {what}");
-        let mut determinism = None;
-        for &(input, poison, scalar_index) in inputs {
-            let what = format!("{}, poison {poison:#04x}", input.describe());
-            let label = case(&what);
-            let w = match general::DeclaredWorkload::new(
-                decl.clone(),
-                shape.clone(),
-                input,
-                scalar_index,
-                reference.clone(),
-            ) {
-                Ok(w) => w,
-                Err(e) => {
-                    push(fail(label, 0, e.0), &mut cases);
-                    break;
-                }
-            };
-            if input == exact && determinism_at.contains(&i) && !opts.quick {
-                determinism = Some(w.clone());
-            }
-            if !starting(&label) {
-                continue;
-            }
-            let (result, bufs) = declared_case(backend, kernels, &w, &at, &what, poison, false)?;
-            push(result, &mut cases);
-            if bufs.is_none() {
-                determinism = None;
-                break;
-            }
-        }
-        // Two launches of the exact input of their own, compared with each other.
-        if let Some(w) = determinism.filter(|_| starting(&case("determinism"))) {
-            // Each on a slot of its own: an inout buffer starts from klab's bytes both times.
-            let mut outputs = Vec::new();
-            for poison in POISON_BYTES {
-                let mut bufs = w.create_slot(backend, 0)?;
-                w.poison(backend, &mut bufs, poison)?;
-                backend.launch_all(&w.launches::<B>(kernels, &bufs))?;
-                backend.synchronize()?;
-                outputs.push(w.output(backend, &bufs)?);
-            }
-            let (first, again) = (&outputs[0], &outputs[1]);
-            let differ = first.iter().zip(again).filter(|(a, b)| a != b).count();
-            push(
-                CaseResult {
-                    skipped: false,
-                    case: case("determinism"),
-                    n: w.n(),
-                    pass: differ == 0 || !bitwise_rules,
-                    detail: format!(
-                        "two runs of the exact input, {differ} of {} output words differ{}",
-                        first.len(),
-                        if bitwise_rules {
-                            " (bitwise rules: required equal)"
-                        } else {
-                            " (tolerance rules: reported, not required)"
-                        }
-                    ),
-                },
-                &mut cases,
-            );
-        }
-    }
-    // The user's data, each at its case's shape.
-    for (i, c) in op.spec.cases.iter().enumerate() {
-        if c.inputs.is_empty() || opts.sizes.is_some() || opts.shapes.is_some() {
-            continue;
-        }
-        let shape: general::Shape = c
-            .shape
-            .iter()
-            .map(|(k, v)| (k.clone(), *v as i64))
-            .collect();
-        let at = general::describe_shape(&shape);
-        let files: Vec<String> = c.inputs.iter().map(|(b, p)| format!("{b} = {p}")).collect();
-        let what = format!(
-            "user data (cases[{i}]: {}), poison {:#04x}",
-            files.join(", "),
-            POISON_BYTES[0]
-        );
-        let input = general::InputCase::Data { case: i };
-        match general::DeclaredWorkload::new(decl.clone(), shape, input, i, reference.clone()) {
-            Err(e) => push(fail(format!("{at}: {what}"), 0, e.0), &mut cases),
-            Ok(w) => {
-                if !starting(&format!("{at}: {what}")) {
-                    continue;
-                }
-                let (c, _) =
-                    declared_case(backend, kernels, &w, &at, &what, POISON_BYTES[0], false)?;
-                push(c, &mut cases);
-            }
-        }
-    }
-    // The index-overflow case: the smallest shape past 2^31 elements, where an offset
-    // computed in 32-bit arithmetic wraps (skipped, and said so, when memory or the
-    // reference's cost does not allow it).
-    // A sample of slices is trusted only once the reference agrees on them alone.
-    let slices_wrong =
-        overflow_seed.and_then(|seed| slices_problem(decl, &reference, &shapes, seed));
-    if let Some(why) = slices_wrong {
-        push(
-            CaseResult {
-                skipped: true,
-                case: "index overflow".into(),
-                n: 0,
-                pass: true,
-                detail: format!("not applicable: {why}"),
-            },
-            &mut cases,
-        );
-    } else if overflow_case {
-        let base = &shapes[shapes.len() / 2];
-        let limit = general::INDEX_OVERFLOW_ELEMENTS;
-        let skip = |case: String, detail: String| CaseResult {
-            skipped: true,
-            case,
-            n: 0,
-            pass: true,
-            detail,
-        };
-        match general::overflow_shape(&op, base, limit) {
-            Err(why) => push(
-                skip("index overflow".into(), format!("not applicable: {why}")),
-                &mut cases,
-            ),
-            Ok(shape) => {
-                let at = format!("index overflow, {}", general::describe_shape(&shape));
-                let seed = overflow_seed.expect("planned with the overflow case");
-                // Distinct values are filled in parallel and catch a wrapped offset at
-                // any element; arithmetic gets random values.
-                let input = if moves_data {
-                    exact
-                } else {
-                    general::InputCase::Uniform { seed }
-                };
-                let what = format!("{}, poison {:#04x}", input.describe(), POISON_BYTES[0]);
-                let made = general::DeclaredWorkload::new(
-                    decl.clone(),
-                    shape.clone(),
-                    input,
-                    0,
-                    reference.clone(),
-                )
-                .and_then(|w| w.sampled(seed));
-                // The reference's FLOPs: those of the slices it computes.
-                let flops = made.as_ref().ok().and_then(|w| {
-                    let f = op.spec.flops.as_ref()?;
-                    f.eval_u64(&w.reference_shape()).ok()
-                });
-                match made {
-                    // A shape klab chose that the operation cannot form (a launch
-                    // dimension past 32 bits, say) says nothing about the kernel.
-                    Err(e) => push(
-                        skip(format!("{at}: {what}"), format!("not applicable: {}", e.0)),
-                        &mut cases,
-                    ),
-                    Ok(_) if flops.is_some_and(|f| f > max_overflow_flops()) => push(
-                        skip(
-                            format!("{at}: {what}"),
-                            format!(
-                                "not run: {:.1e} FLOPs at this shape; the reference would run for minutes (limit {:.1e}: {MAX_OVERFLOW_FLOPS_PER_CORE:.0e} on each of {} cores)",
-                                flops.unwrap_or(0) as f64,
-                                max_overflow_flops() as f64,
-                                crate::par::cores()
-                            ),
-                        ),
-                        &mut cases,
-                    ),
-                    Ok(w) => match not_runnable_here(backend, kernels, &w)?
-                        .map(|why| format!("not run: {why}"))
-                        .or_else(|| {
-                            let goal = w.reference_shape();
-                            reference_too_slow(decl, &reference, base, &goal, input)
-                        }) {
-                        Some(why) => push(skip(format!("{at}: {what}"), why), &mut cases),
-                        None if !starting(&format!("{at}: {what}")) => {}
-                        None => {
-                            let t0 = std::time::Instant::now();
-                            let (mut c, _) = declared_case(
-                                backend,
-                                kernels,
-                                &w,
-                                &at,
-                                &what,
-                                POISON_BYTES[0],
-                                true,
-                            )?;
-                            if let Some(note) = w.sample_note() {
-                                c.detail += &format!("; {note}");
-                            }
-                            c.detail += &format!(" ({:.1} s)", t0.elapsed().as_secs_f64());
-                            push(c, &mut cases);
-                        }
-                    },
-                }
-            }
-        }
+    if let Some(seed) = plan.overflow_seed {
+        run.index_overflow(&shapes, seed, plan.moves_data, plan.exact)?;
     }
     if !opts.quick {
         let sizes: Vec<u64> = determinism_at
@@ -690,12 +482,12 @@ pub fn run<B: Backend>(
             })
             .collect();
         properties(
-            backend,
+            run.backend,
             decl,
             kernels,
             &sizes,
-            *progress.borrow_mut(),
-            &mut cases,
+            run.progress,
+            &mut run.cases,
         )?;
     }
     Ok(CheckReport {
@@ -703,12 +495,289 @@ pub fn run<B: Backend>(
         operation: format!(
             "{}, reference: {}",
             decl.operation.name(),
-            reference.describe()
+            run.reference.describe()
         ),
         known_broken: decl.known_broken.clone(),
         seed: opts.seed,
-        cases,
+        cases: run.cases,
     })
+}
+
+/// One check on its way: what every case runs with, and the cases so far.
+struct Run<'a, B: Backend> {
+    backend: &'a mut B,
+    decl: &'a KernelDecl,
+    kernels: &'a [B::Kernel],
+    reference: std::rc::Rc<dyn crate::reference::Reference>,
+    opts: &'a CheckOptions,
+    progress: &'a mut dyn FnMut(Progress<'_>),
+    /// Cases are counted as they are announced, the same in every process (the plan fixes
+    /// them), so a fresh process resumes after the case its predecessor died in.
+    announced: usize,
+    cases: Vec<CaseResult>,
+}
+
+impl<B: Backend> Run<'_, B> {
+    fn push(&mut self, c: CaseResult) {
+        (self.progress)(Progress::Done(&c));
+        self.cases.push(c);
+    }
+
+    /// Announce the case `label`; whether it runs in this process (a resumed check skips
+    /// the cases its predecessors ran).
+    fn starting(&mut self, label: &str) -> bool {
+        self.announced += 1;
+        let runs = self.announced > self.opts.resume_after;
+        if runs {
+            (self.progress)(Progress::Starting(label));
+        }
+        runs
+    }
+
+    fn workload(
+        &self,
+        shape: general::Shape,
+        input: general::InputCase,
+        scalar_index: usize,
+    ) -> Result<general::DeclaredWorkload, BackendError> {
+        general::DeclaredWorkload::new(
+            self.decl.clone(),
+            shape,
+            input,
+            scalar_index,
+            self.reference.clone(),
+        )
+    }
+
+    /// One ladder shape's cases (each input under its poison), then, where asked, two
+    /// launches of the exact input compared with each other.
+    fn ladder_shape(
+        &mut self,
+        planned: &PlannedShape,
+        exact: general::InputCase,
+        determinism: bool,
+        bitwise_rules: bool,
+    ) -> Result<(), BackendError> {
+        let PlannedShape { shape, inputs } = planned;
+        let at = general::describe_shape(shape);
+        let mut twice = None;
+        for &(input, poison, scalar_index) in inputs {
+            let what = format!("{}, poison {poison:#04x}", input.describe());
+            let label = format!("{at}: {what}");
+            let w = match self.workload(shape.clone(), input, scalar_index) {
+                Ok(w) => w,
+                Err(e) => {
+                    self.push(fail(label, 0, e.0));
+                    break;
+                }
+            };
+            if input == exact && determinism {
+                twice = Some(w.clone());
+            }
+            if !self.starting(&label) {
+                continue;
+            }
+            let (result, bufs) =
+                declared_case(self.backend, self.kernels, &w, &at, &what, poison, false)?;
+            self.push(result);
+            if bufs.is_none() {
+                twice = None;
+                break;
+            }
+        }
+        let label = format!("{at}: determinism");
+        if let Some(w) = twice.filter(|_| self.starting(&label)) {
+            let c = self.determinism(&w, label, bitwise_rules)?;
+            self.push(c);
+        }
+        Ok(())
+    }
+
+    /// Two launches of `w`'s exact input, each on a slot of its own (an inout buffer starts
+    /// from klab's bytes both times), compared with each other.
+    fn determinism(
+        &mut self,
+        w: &general::DeclaredWorkload,
+        case: String,
+        bitwise_rules: bool,
+    ) -> Result<CaseResult, BackendError> {
+        let backend = &mut *self.backend;
+        let mut outputs = Vec::new();
+        for poison in POISON_BYTES {
+            let mut bufs = w.create_slot(backend, 0)?;
+            w.poison(backend, &mut bufs, poison)?;
+            backend.launch_all(&w.launches::<B>(self.kernels, &bufs))?;
+            backend.synchronize()?;
+            outputs.push(w.output(backend, &bufs)?);
+        }
+        let (first, again) = (&outputs[0], &outputs[1]);
+        let differ = first.iter().zip(again).filter(|(a, b)| a != b).count();
+        Ok(CaseResult {
+            skipped: false,
+            case,
+            n: w.n(),
+            pass: differ == 0 || !bitwise_rules,
+            detail: format!(
+                "two runs of the exact input, {differ} of {} output words differ{}",
+                first.len(),
+                if bitwise_rules {
+                    " (bitwise rules: required equal)"
+                } else {
+                    " (tolerance rules: reported, not required)"
+                }
+            ),
+        })
+    }
+
+    /// The user's data, each at its case's shape (not when the shapes were given).
+    fn user_data(&mut self) -> Result<(), BackendError> {
+        if self.opts.sizes.is_some() || self.opts.shapes.is_some() {
+            return Ok(());
+        }
+        let op = self.decl.op.clone();
+        for (i, c) in op.spec.cases.iter().enumerate() {
+            if c.inputs.is_empty() {
+                continue;
+            }
+            let shape: general::Shape = c
+                .shape
+                .iter()
+                .map(|(k, v)| (k.clone(), *v as i64))
+                .collect();
+            let at = general::describe_shape(&shape);
+            let files: Vec<String> = c.inputs.iter().map(|(b, p)| format!("{b} = {p}")).collect();
+            let what = format!(
+                "user data (cases[{i}]: {}), poison {:#04x}",
+                files.join(", "),
+                POISON_BYTES[0]
+            );
+            match self.workload(shape, general::InputCase::Data { case: i }, i) {
+                Err(e) => self.push(fail(format!("{at}: {what}"), 0, e.0)),
+                Ok(w) => {
+                    if !self.starting(&format!("{at}: {what}")) {
+                        continue;
+                    }
+                    let (c, _) = declared_case(
+                        self.backend,
+                        self.kernels,
+                        &w,
+                        &at,
+                        &what,
+                        POISON_BYTES[0],
+                        false,
+                    )?;
+                    self.push(c);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The index-overflow case: the smallest shape past 2^31 elements grown from the
+    /// ladder's middle, where an offset computed in 32-bit arithmetic wraps; skipped, and
+    /// said so, when the operation cannot form it, memory or the reference's cost does not
+    /// allow it, or its declared slices do not hold for the reference.
+    fn index_overflow(
+        &mut self,
+        shapes: &[general::Shape],
+        seed: u64,
+        moves_data: bool,
+        exact: general::InputCase,
+    ) -> Result<(), BackendError> {
+        let skip = |case: String, detail: String| CaseResult {
+            skipped: true,
+            case,
+            n: 0,
+            pass: true,
+            detail,
+        };
+        // A sample of slices is trusted only once the reference agrees on them alone.
+        if let Some(why) = slices_problem(self.decl, &self.reference, shapes, seed) {
+            self.push(skip(
+                "index overflow".into(),
+                format!("not applicable: {why}"),
+            ));
+            return Ok(());
+        }
+        let op = self.decl.op.clone();
+        let base = &shapes[shapes.len() / 2];
+        let shape = match general::overflow_shape(&op, base, general::INDEX_OVERFLOW_ELEMENTS) {
+            Ok(shape) => shape,
+            Err(why) => {
+                self.push(skip(
+                    "index overflow".into(),
+                    format!("not applicable: {why}"),
+                ));
+                return Ok(());
+            }
+        };
+        let at = format!("index overflow, {}", general::describe_shape(&shape));
+        // Distinct values are filled in parallel and catch a wrapped offset at any element;
+        // arithmetic gets random values.
+        let input = if moves_data {
+            exact
+        } else {
+            general::InputCase::Uniform { seed }
+        };
+        let what = format!("{}, poison {:#04x}", input.describe(), POISON_BYTES[0]);
+        let label = format!("{at}: {what}");
+        let made = self.workload(shape, input, 0).and_then(|w| w.sampled(seed));
+        // The reference's FLOPs: those of the slices it computes.
+        let flops = made.as_ref().ok().and_then(|w| {
+            let f = op.spec.flops.as_ref()?;
+            f.eval_u64(&w.reference_shape()).ok()
+        });
+        let w = match made {
+            // A shape klab chose that the operation cannot form (a launch dimension past 32
+            // bits, say) says nothing about the kernel.
+            Err(e) => {
+                self.push(skip(label, format!("not applicable: {}", e.0)));
+                return Ok(());
+            }
+            Ok(_) if flops.is_some_and(|f| f > max_overflow_flops()) => {
+                self.push(skip(
+                    label,
+                    format!(
+                        "not run: {:.1e} FLOPs at this shape; the reference would run for minutes (limit {:.1e}: {MAX_OVERFLOW_FLOPS_PER_CORE:.0e} on each of {} cores)",
+                        flops.unwrap_or(0) as f64,
+                        max_overflow_flops() as f64,
+                        crate::par::cores()
+                    ),
+                ));
+                return Ok(());
+            }
+            Ok(w) => w,
+        };
+        let too_slow = not_runnable_here(self.backend, self.kernels, &w)?
+            .map(|why| format!("not run: {why}"))
+            .or_else(|| {
+                let goal = w.reference_shape();
+                reference_too_slow(self.decl, &self.reference, base, &goal, input)
+            });
+        if let Some(why) = too_slow {
+            self.push(skip(label, why));
+            return Ok(());
+        }
+        if !self.starting(&label) {
+            return Ok(());
+        }
+        let t0 = std::time::Instant::now();
+        let (mut c, _) = declared_case(
+            self.backend,
+            self.kernels,
+            &w,
+            &at,
+            &what,
+            POISON_BYTES[0],
+            true,
+        )?;
+        if let Some(note) = w.sample_note() {
+            c.detail += &format!("; {note}");
+        }
+        c.detail += &format!(" ({:.1} s)", t0.elapsed().as_secs_f64());
+        self.push(c);
+        Ok(())
+    }
 }
 
 /// Why a workload at a shape klab chose cannot run here, if it cannot: its device or host
