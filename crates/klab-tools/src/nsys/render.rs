@@ -267,8 +267,18 @@ fn empty_reason(state: TableState, table: &str) -> String {
 /// peak columns appear when `rates` has `bytes_moved` (and `peak_gbs`). Text from the
 /// export is shown on one line (see [`one_line`]).
 pub fn text(t: &Trace, rates: &Rates) -> String {
-    use super::tables::{KERNEL, MEMCPY, MEMSET};
     let mut out = String::new();
+    header(&mut out, t);
+    kernel_table(&mut out, t, rates);
+    copy_table(&mut out, t);
+    direction_summary(&mut out, t);
+    kernel_summary(&mut out, t, rates);
+    findings(&mut out, t);
+    out
+}
+
+/// The trace's path and version, its GPUs and its API call count.
+fn header(out: &mut String, t: &Trace) {
     let _ = writeln!(
         out,
         "== {}: {}",
@@ -299,10 +309,13 @@ pub fn text(t: &Trace, rates: &Rates) -> String {
         t.api.count,
         t.api.errors.len()
     );
+}
 
+/// Every kernel launch, with its rate where `rates` gives the bytes moved.
+fn kernel_table(out: &mut String, t: &Trace, rates: &Rates) {
+    use super::tables::KERNEL;
     let with_rate = rates.bytes_moved.is_some();
     let with_peak = with_rate && rates.peak_gbs.is_some();
-
     // Kernel launches.
     out.push('\n');
     if t.kernels.is_empty() {
@@ -357,9 +370,13 @@ pub fn text(t: &Trace, rates: &Rates) -> String {
                 r
             })
             .collect();
-        table(&mut out, &head, &right, &rows);
+        table(out, &head, &right, &rows);
     }
+}
 
+/// Every memcpy and memset.
+fn copy_table(out: &mut String, t: &Trace) {
+    use super::tables::{MEMCPY, MEMSET};
     // Copies and sets.
     out.push('\n');
     if t.memcpys.is_empty() && t.memsets.is_empty() {
@@ -418,9 +435,12 @@ pub fn text(t: &Trace, rates: &Rates) -> String {
                 opt(m.mem_kind.clone()),
             ]);
         }
-        table(&mut out, &head, &right, &rows);
+        table(out, &head, &right, &rows);
     }
+}
 
+/// The copies by direction: counts, bytes, times, and the wall time they overlap kernels.
+fn direction_summary(out: &mut String, t: &Trace) {
     // Per-direction copy summary.
     let copies = t.copy_summary();
     if !copies.is_empty() {
@@ -464,9 +484,14 @@ pub fn text(t: &Trace, rates: &Rates) -> String {
                 ]
             })
             .collect();
-        table(&mut out, &head, &right, &rows);
+        table(out, &head, &right, &rows);
     }
+}
 
+/// Each kernel's launches and times, with its rate at the median where `rates` allows.
+fn kernel_summary(out: &mut String, t: &Trace, rates: &Rates) {
+    let with_rate = rates.bytes_moved.is_some();
+    let with_peak = with_rate && rates.peak_gbs.is_some();
     // Per-kernel summary.
     let summary = t.summary();
     if !summary.is_empty() {
@@ -509,9 +534,12 @@ pub fn text(t: &Trace, rates: &Rates) -> String {
                 r
             })
             .collect();
-        table(&mut out, &head, &right, &rows);
+        table(out, &head, &right, &rows);
     }
+}
 
+/// The findings and the notes.
+fn findings(out: &mut String, t: &Trace) {
     out.push('\n');
     if t.findings.is_empty() {
         out.push_str("findings: none\n");
@@ -527,7 +555,6 @@ pub fn text(t: &Trace, rates: &Rates) -> String {
             let _ = writeln!(out, "  - {}", one_line(n));
         }
     }
-    out
 }
 
 #[cfg(test)]
