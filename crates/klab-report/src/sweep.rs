@@ -99,6 +99,15 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> Cell {
 }
 
 fn document(t: &SweepTable) -> Document {
+    Document {
+        title: "klab sweep".into(),
+        facts: facts(t),
+        sections: vec![points_section(t), gpus_section(t), tasks_section(t)],
+    }
+}
+
+/// The report's facts: when, which klab, the kernels, the axes, the timing, the points.
+fn facts(t: &SweepTable) -> Vec<(String, String)> {
     let plan = &t.plan;
     let passed = t
         .points
@@ -138,6 +147,11 @@ fn document(t: &SweepTable) -> Document {
     if let Some(b) = &plan.baseline {
         facts.push(("Baseline".into(), b.clone()));
     }
+    facts
+}
+
+/// Every kernel at every point: its status, time, rates and ratio, with the plots.
+fn points_section(t: &SweepTable) -> Section {
     let mut points = Table::new(&[
         "kernel",
         "n",
@@ -176,7 +190,7 @@ fn document(t: &SweepTable) -> Document {
             Cell::plain(&p.detail),
         ]);
     }
-    let mut sections = vec![Section {
+    Section {
         id: "points".into(),
         title: "Points".into(),
         blocks: vec![
@@ -188,8 +202,11 @@ fn document(t: &SweepTable) -> Document {
             ]),
             Block::Table(points),
         ],
-    }];
-    // The same kernel, shape and regime on each GPU.
+    }
+}
+
+/// The same kernel, shape and regime on each GPU, and the spread between GPUs.
+fn gpus_section(t: &SweepTable) -> Section {
     let gpus: Vec<String> = {
         let mut g: Vec<String> = t.points.iter().filter_map(|p| p.gpu_uuid.clone()).collect();
         g.sort();
@@ -260,11 +277,15 @@ fn document(t: &SweepTable) -> Document {
         }
         blocks.push(Block::Table(table));
     }
-    sections.push(Section {
+    Section {
         id: "gpus".into(),
         title: "Per GPU".into(),
         blocks,
-    });
+    }
+}
+
+/// Each task (a group on a device), its problems, and whether timed spans overlapped.
+fn tasks_section(t: &SweepTable) -> Section {
     let mut tasks = Table::new(&[
         "group",
         "host",
@@ -296,15 +317,10 @@ fn document(t: &SweepTable) -> Document {
             overlaps.len()
         ))
     });
-    sections.push(Section {
+    Section {
         id: "tasks".into(),
         title: "Tasks".into(),
         blocks: task_blocks,
-    });
-    Document {
-        title: "klab sweep".into(),
-        facts,
-        sections,
     }
 }
 
