@@ -10,7 +10,7 @@ use super::{
     font, missing, rgb, spread_labels, svg, Plot, CEILING, ROOF_COMPUTE, ROOF_MEMORY, ROOF_POINT,
 };
 use crate::format;
-use crate::metrics::{roof_axes, roof_position, Peaks, RoofPoint};
+use crate::metrics::{roof_axes, roof_position, Peaks, RoofAxes, RoofPoint};
 
 /// Pixel size.
 pub const SIZE: (u32, u32) = (860, 560);
@@ -132,22 +132,7 @@ pub fn roofline(points: &[RoofPoint], peaks: &Peaks) -> Plot {
             .collect();
         let ys = spread_labels(&pixels.iter().map(|p| p.1).collect::<Vec<_>>(), 16);
         for ((p, (px, py)), ly) in points.iter().zip(&pixels).zip(ys) {
-            let share = 100.0 * p.gb_s / peak;
-            let text = match p.intensity {
-                None => format!(
-                    "{}: {} GB/s = {} of peak",
-                    p.label,
-                    format::gb_s(p.gb_s),
-                    format::pct(share)
-                ),
-                Some(ai) => format!(
-                    "{}: {} GFLOP/s at {} FLOP/B ({} of peak GB/s)",
-                    p.label,
-                    format::tick(p.gflop_s),
-                    format::tick(ai),
-                    format::pct(share)
-                ),
-            };
+            let text = point_label(p, peak);
             if ly != *py {
                 root.draw(&PathElement::new(
                     vec![(px + 7, *py), (px + 16, ly)],
@@ -165,6 +150,17 @@ pub fn roofline(points: &[RoofPoint], peaks: &Peaks) -> Plot {
             .draw()?;
         Ok(())
     });
+    Plot {
+        file_name: FILE.into(),
+        svg: drawn,
+        caption: caption(points, peaks, peak, &axes),
+        missing: None,
+    }
+}
+
+/// What the roofline shows and how, in sentences: the roofs drawn or why not, and how
+/// kernels without FLOPs are placed.
+fn caption(points: &[RoofPoint], peaks: &Peaks, peak: f64, axes: &RoofAxes) -> String {
     let mut caption = vec![format!(
         "Log-log roofline. Memory roof: theoretical peak {} GB/s x intensity (solid).",
         format::gb_s(peak)
@@ -195,10 +191,25 @@ pub fn roofline(points: &[RoofPoint], peaks: &Peaks) -> Plot {
             "Filled markers: kernels that do FLOPs, at their real intensity (FLOPs per launch / useful bytes per launch from the receipt; triad: 2 FLOPs per 12 useful bytes).".into(),
         );
     }
-    Plot {
-        file_name: FILE.into(),
-        svg: drawn,
-        caption: caption.join(" "),
-        missing: None,
+    caption.join(" ")
+}
+
+/// A point's label: its rate and share of the peak, and its FLOP rate where it has FLOPs.
+fn point_label(p: &RoofPoint, peak: f64) -> String {
+    let share = 100.0 * p.gb_s / peak;
+    match p.intensity {
+        None => format!(
+            "{}: {} GB/s = {} of peak",
+            p.label,
+            format::gb_s(p.gb_s),
+            format::pct(share)
+        ),
+        Some(ai) => format!(
+            "{}: {} GFLOP/s at {} FLOP/B ({} of peak GB/s)",
+            p.label,
+            format::tick(p.gflop_s),
+            format::tick(ai),
+            format::pct(share)
+        ),
     }
 }
