@@ -355,9 +355,7 @@ pub(crate) fn check_mapping(
     mapping: Mapping,
 ) -> Result<CoverageReport, ModelError> {
     let (g, map_rows, map_cols) = admit(n, tile, block_rows, padding)?;
-    let (tile_param, block_rows_param) = (tile, block_rows);
     let outputs = n * n; // checked by Geometry
-    let mut out = Bitset::new(outputs)?;
     let map_len = (map_rows * map_cols) as usize;
     let mut map: Vec<Entry> = Vec::new();
     map.try_reserve_exact(map_len)
@@ -372,150 +370,24 @@ pub(crate) fn check_mapping(
             stamp: 0,
         },
     );
-
-    let (tile, rows, stride) = (g.tile, g.block_rows, g.row_stride);
-    let mut t = Tally::default();
+    let mut walk = Walk {
+        out: Bitset::new(outputs)?,
+        map,
+        map_cols,
+        t: Tally::default(),
+        mapping,
+        g,
+    };
     let mut stamp = 0u64;
     // bx outer: consecutive blocks write consecutive columns of the same output rows.
-    for bx in 0..g.grid {
-        for by in 0..g.grid {
+    for bx in 0..walk.g.grid {
+        for by in 0..walk.g.grid {
             stamp += 1;
-
-            // Load phase: tile[ty + offset][tx] = input[(by*tile + ty + offset) * n + bx*tile + tx].
-            let (in_row0, in_col0) = (by * tile, bx * tile);
-            let cols = (n - in_col0).min(tile); // tx admitted: 0..cols
-            for off in g.offsets() {
-                if in_row0 + off >= n {
-                    break;
-                }
-                for ty in 0..rows {
-                    let r = ty + off;
-                    let in_row = in_row0 + r;
-                    if in_row >= n {
-                        break;
-                    }
-                    if r >= tile {
-                        t.out_of_tile += cols;
-                        t.note(|| {
-                            format!(
-                                "block (bx={bx}, by={by}) thread (tx=0, ty={ty}) offset {off}: \
-                                 shared store tile[{r}][0] is outside tile[{tile}][{stride}] \
-                                 (input ({in_row}, {in_col0}))"
-                            )
-                        });
-                        continue;
-                    }
-                    t.shared_stores += cols;
-                    let base = (r * map_cols) as usize;
-                    let src0 = in_row * n + in_col0;
-                    let thread0 = ty * tile;
-                    // Thread (tx, ty) stores input (in_row, in_col0 + tx) at tile[r][tx].
-                    for (tx, e) in (0..cols).zip(&mut map[base..base + cols as usize]) {
-                        *e = Entry {
-                            src: src0 + tx,
-                            thread: thread0 + tx,
-                            stamp,
-                        };
-                    }
-                }
-            }
-
-            // Store phase: output[(out_row0 + ty + offset) * n + out_col0 + tx] = tile[tx][ty + offset].
-            let (out_row0, out_col0) = mapping.output_origin(bx, by, tile);
-            if out_row0 >= n || out_col0 >= n {
-                continue;
-            }
-            let out_cols = (n - out_col0).min(tile);
-            for off in g.offsets() {
-                if out_row0 + off >= n {
-                    break;
-                }
-                for ty in 0..rows {
-                    let c = ty + off;
-                    let out_row = out_row0 + c;
-                    if out_row >= n {
-                        break;
-                    }
-                    t.shared_loads += out_cols;
-                    let (dups, first_dup) = out.set_range(out_row * n + out_col0, out_cols);
-                    if dups > 0 {
-                        t.double_writes += dups;
-                        if let Some(bit) = first_dup {
-                            t.note(|| {
-                                let tx = bit - (out_row * n + out_col0);
-                                format!(
-                                    "block (bx={bx}, by={by}) thread (tx={tx}, ty={ty}) offset {off}: \
-                                     output ({out_row}, {}) is written more than once",
-                                    out_col0 + tx
-                                )
-                            });
-                        }
-                    }
-                    if c >= stride {
-                        t.out_of_tile += out_cols;
-                        t.note(|| {
-                            format!(
-                                "block (bx={bx}, by={by}) thread (tx=0, ty={ty}) offset {off}: \
-                                 shared load tile[0][{c}] is outside tile[{tile}][{stride}] \
-                                 (output ({out_row}, {out_col0}))"
-                            )
-                        });
-                        continue;
-                    }
-                    let me0 = ty * tile;
-                    // Expected source of output (out_row, out_col0 + tx): input (out_col0 + tx, out_row).
-                    let expect0 = out_col0 * n + out_row;
-                    // Tight, branch-light pass; messages come from a rescan on the rare path.
-                    let (mut missing, mut wrong, mut other_thread, mut other_warp) =
-                        (0u64, 0u64, 0u64, 0u64);
-                    let mut idx = c as usize;
-                    let (mut me, mut expect) = (me0, expect0);
-                    for _ in 0..out_cols {
-                        let e = &map[idx];
-                        if e.stamp != stamp {
-                            missing += 1;
-                        } else {
-                            wrong += u64::from(e.src != expect);
-                            other_thread += u64::from(e.thread != me);
-                            other_warp += u64::from(e.thread / WARP_SIZE != me / WARP_SIZE);
-                        }
-                        idx += map_cols as usize;
-                        me += 1;
-                        expect += n;
-                    }
-                    t.reads_without_producer += missing;
-                    t.wrong_source += wrong;
-                    t.cross_thread_reads += other_thread;
-                    t.cross_warp_reads += other_warp;
-                    let describe_problem = (missing > 0 || wrong > 0) && t.first_problem.is_none();
-                    let describe_race = other_warp > 0 && t.first_cross_warp_read.is_none();
-                    if describe_problem || describe_race {
-                        let read = Read {
-                            n,
-                            tile,
-                            bx,
-                            by,
-                            ty,
-                            off,
-                            c,
-                            out_row,
-                            out_col0,
-                        };
-                        for tx in 0..out_cols {
-                            let e = &map[(tx * map_cols + c) as usize];
-                            if describe_problem && t.first_problem.is_none() {
-                                t.first_problem = read.problem(tx, e, stamp);
-                            }
-                            if describe_race && t.first_cross_warp_read.is_none() {
-                                t.first_cross_warp_read = read.race(tx, e, stamp);
-                            }
-                        }
-                    }
-                }
-            }
+            walk.load(bx, by, stamp);
+            walk.store(bx, by, stamp);
         }
     }
-
+    let Walk { out, mut t, g, .. } = walk;
     let outputs_written = out.count_ones();
     let unwritten = outputs - outputs_written;
     if unwritten > 0 {
@@ -525,8 +397,8 @@ pub(crate) fn check_mapping(
     }
     Ok(CoverageReport {
         n,
-        tile: tile_param,
-        block_rows: block_rows_param,
+        tile,
+        block_rows,
         padding,
         blocks: g.blocks(),
         outputs_expected: outputs,
@@ -543,6 +415,163 @@ pub(crate) fn check_mapping(
         first_problem: t.first_problem,
         first_cross_warp_read: t.first_cross_warp_read,
     })
+}
+
+/// The walk over every block: the outputs written, the shared tile's producers (stamped
+/// per block), and the tally.
+struct Walk {
+    out: Bitset,
+    map: Vec<Entry>,
+    map_cols: u64,
+    t: Tally,
+    mapping: Mapping,
+    g: Geometry,
+}
+
+impl Walk {
+    /// Block (bx, by)'s load phase: which thread put which input where in the tile.
+    fn load(&mut self, bx: u64, by: u64, stamp: u64) {
+        let (n, map_cols) = (self.g.n, self.map_cols);
+        let (tile, rows, stride) = (self.g.tile, self.g.block_rows, self.g.row_stride);
+        // Load phase: tile[ty + offset][tx] = input[(by*tile + ty + offset) * n + bx*tile + tx].
+        let (in_row0, in_col0) = (by * tile, bx * tile);
+        let cols = (n - in_col0).min(tile); // tx admitted: 0..cols
+        for off in self.g.offsets() {
+            if in_row0 + off >= n {
+                break;
+            }
+            for ty in 0..rows {
+                let r = ty + off;
+                let in_row = in_row0 + r;
+                if in_row >= n {
+                    break;
+                }
+                if r >= tile {
+                    self.t.out_of_tile += cols;
+                    self.t.note(|| {
+                        format!(
+                            "block (bx={bx}, by={by}) thread (tx=0, ty={ty}) offset {off}: \
+                             shared store tile[{r}][0] is outside tile[{tile}][{stride}] \
+                             (input ({in_row}, {in_col0}))"
+                        )
+                    });
+                    continue;
+                }
+                self.t.shared_stores += cols;
+                let base = (r * map_cols) as usize;
+                let src0 = in_row * n + in_col0;
+                let thread0 = ty * tile;
+                // Thread (tx, ty) stores input (in_row, in_col0 + tx) at tile[r][tx].
+                for (tx, e) in (0..cols).zip(&mut self.map[base..base + cols as usize]) {
+                    *e = Entry {
+                        src: src0 + tx,
+                        thread: thread0 + tx,
+                        stamp,
+                    };
+                }
+            }
+        }
+    }
+
+    /// Block (bx, by)'s store phase: each output written once, from the tile element its
+    /// own input was loaded into, by a thread of the same warp.
+    fn store(&mut self, bx: u64, by: u64, stamp: u64) {
+        let (n, map_cols) = (self.g.n, self.map_cols);
+        let (tile, rows, stride) = (self.g.tile, self.g.block_rows, self.g.row_stride);
+        // Store phase: output[(out_row0 + ty + offset) * n + out_col0 + tx] = tile[tx][ty + offset].
+        let (out_row0, out_col0) = self.mapping.output_origin(bx, by, tile);
+        if out_row0 >= n || out_col0 >= n {
+            return;
+        }
+        let out_cols = (n - out_col0).min(tile);
+        for off in self.g.offsets() {
+            if out_row0 + off >= n {
+                break;
+            }
+            for ty in 0..rows {
+                let c = ty + off;
+                let out_row = out_row0 + c;
+                if out_row >= n {
+                    break;
+                }
+                self.t.shared_loads += out_cols;
+                let (dups, first_dup) = self.out.set_range(out_row * n + out_col0, out_cols);
+                if dups > 0 {
+                    self.t.double_writes += dups;
+                    if let Some(bit) = first_dup {
+                        self.t.note(|| {
+                            let tx = bit - (out_row * n + out_col0);
+                            format!(
+                                "block (bx={bx}, by={by}) thread (tx={tx}, ty={ty}) offset {off}: \
+                                 output ({out_row}, {}) is written more than once",
+                                out_col0 + tx
+                            )
+                        });
+                    }
+                }
+                if c >= stride {
+                    self.t.out_of_tile += out_cols;
+                    self.t.note(|| {
+                        format!(
+                            "block (bx={bx}, by={by}) thread (tx=0, ty={ty}) offset {off}: \
+                             shared load tile[0][{c}] is outside tile[{tile}][{stride}] \
+                             (output ({out_row}, {out_col0}))"
+                        )
+                    });
+                    continue;
+                }
+                let me0 = ty * tile;
+                // Expected source of output (out_row, out_col0 + tx): input (out_col0 + tx, out_row).
+                let expect0 = out_col0 * n + out_row;
+                // Tight, branch-light pass; messages come from a rescan on the rare path.
+                let (mut missing, mut wrong, mut other_thread, mut other_warp) =
+                    (0u64, 0u64, 0u64, 0u64);
+                let mut idx = c as usize;
+                let (mut me, mut expect) = (me0, expect0);
+                for _ in 0..out_cols {
+                    let e = &self.map[idx];
+                    if e.stamp != stamp {
+                        missing += 1;
+                    } else {
+                        wrong += u64::from(e.src != expect);
+                        other_thread += u64::from(e.thread != me);
+                        other_warp += u64::from(e.thread / WARP_SIZE != me / WARP_SIZE);
+                    }
+                    idx += map_cols as usize;
+                    me += 1;
+                    expect += n;
+                }
+                self.t.reads_without_producer += missing;
+                self.t.wrong_source += wrong;
+                self.t.cross_thread_reads += other_thread;
+                self.t.cross_warp_reads += other_warp;
+                let describe_problem = (missing > 0 || wrong > 0) && self.t.first_problem.is_none();
+                let describe_race = other_warp > 0 && self.t.first_cross_warp_read.is_none();
+                if describe_problem || describe_race {
+                    let read = Read {
+                        n,
+                        tile,
+                        bx,
+                        by,
+                        ty,
+                        off,
+                        c,
+                        out_row,
+                        out_col0,
+                    };
+                    for tx in 0..out_cols {
+                        let e = &self.map[(tx * map_cols + c) as usize];
+                        if describe_problem && self.t.first_problem.is_none() {
+                            self.t.first_problem = read.problem(tx, e, stamp);
+                        }
+                        if describe_race && self.t.first_cross_warp_read.is_none() {
+                            self.t.first_cross_warp_read = read.race(tx, e, stamp);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
