@@ -111,7 +111,16 @@ impl ModelReport {
             p.tile, p.block_rows
         );
         let _ = writeln!(out, "{HEADLINE}");
+        self.coverage_text(&mut out);
+        self.banks_text(&mut out);
+        self.sectors_text(&mut out);
+        self.predictions_text(&mut out);
+        out
+    }
 
+    /// The tiled mapping's coverage at every size, and the first problem or race.
+    fn coverage_text(&self, out: &mut String) {
+        let p = &self.params;
         // Coverage.
         let _ = writeln!(
             out,
@@ -171,7 +180,10 @@ impl ModelReport {
                 let _ = writeln!(out, "  n={}: e.g. {first}", c.n);
             }
         }
+    }
 
+    /// The bank map of a column read at each row stride.
+    fn banks_text(&self, out: &mut String) {
         // Banks.
         let _ = writeln!(
             out,
@@ -201,7 +213,10 @@ impl ModelReport {
             ]);
         }
         out.push_str(&t.render());
+    }
 
+    /// The sectors one warp's words touch in the transpose lab's cases.
+    fn sectors_text(&self, out: &mut String) {
         // Sectors.
         let _ = writeln!(
             out,
@@ -228,7 +243,11 @@ impl ModelReport {
             ]);
         }
         out.push_str(&t.render());
+    }
 
+    /// Each variant's predicted sectors and wavefronts per request over the whole grid.
+    fn predictions_text(&self, out: &mut String) {
+        let p = &self.params;
         // Predictions.
         let blocks = self.predictions.first().map_or(0, |v| v.blocks);
         let _ = writeln!(
@@ -273,7 +292,6 @@ impl ModelReport {
             out,
             "broken has padded's addresses; it differs only in the missing barrier (see cross-warp above)."
         );
-        out
     }
 }
 
