@@ -714,63 +714,9 @@ impl Receipt {
                     ),
                 )));
             }
-            let dir = Path::new(&b.path).parent().unwrap_or(Path::new(""));
-            let mut mine = Vec::new();
-            for raw in &r.measurement.raw_samples {
-                let at = normalized(&dir.join(&raw.path).to_string_lossy());
-                let Some(k) = ours.iter().position(|p| *p == at) else {
-                    return Err(ReceiptError::invalid(
-                        "measurement.raw_samples",
-                        format!(
-                            "do not list {}, a sample file of block receipt {}",
-                            at.display(),
-                            b.path
-                        ),
-                    ));
-                };
-                let stated = &self.measurement.raw_samples[k].sha256;
-                if *stated != raw.sha256 {
-                    return Err(ReceiptError::invalid(
-                        format!("measurement.raw_samples[{k}].sha256"),
-                        format!(
-                            "is {stated}, but block receipt {} records {} for {}",
-                            b.path,
-                            raw.sha256,
-                            at.display()
-                        ),
-                    ));
-                }
-                if owned[k] {
-                    return Err(ReceiptError::invalid(
-                        format!("measurement.raw_samples[{k}].path"),
-                        format!("{} belongs to more than one block receipt", at.display()),
-                    ));
-                }
-                owned[k] = true;
-                mine.push(samples.get(k).cloned().unwrap_or_default());
-            }
+            let mine = self.samples_of_block(b, &ours, &mut owned, samples)?;
             r.check_figures(&mine).map_err(in_block)?;
-            for (field, ours, theirs) in [
-                ("source", to_value(&self.source), to_value(&r.source)),
-                ("workload", to_value(&self.workload), to_value(&r.workload)),
-                (
-                    "hardware",
-                    device_identity(&self.hardware),
-                    device_identity(&r.hardware),
-                ),
-                (
-                    "measurement",
-                    timing_identity(&self.measurement),
-                    timing_identity(&r.measurement),
-                ),
-            ] {
-                if let Some((f, a, t)) = first_difference(field, &ours, &theirs) {
-                    return Err(ReceiptError::invalid(
-                        f,
-                        format!("is {a}, but block receipt {} says {t}", b.path),
-                    ));
-                }
-            }
+            self.same_as_block(b)?;
             failures = failures.saturating_add(r.correctness.failures);
             per_block.push(format!("{}: {}", b.path, r.correctness.failures));
             states.extend(r.measurement.gpu_state.iter().cloned());
@@ -836,6 +782,81 @@ impl Receipt {
             ));
         }
         self.check_integrity_of(blocks)
+    }
+
+    /// The samples of block receipt `b`, each a file of ours (`ours`, normalised paths)
+    /// with the same hash and no other block's (`owned` marks them).
+    fn samples_of_block(
+        &self,
+        b: &BlockReceipt,
+        ours: &[PathBuf],
+        owned: &mut [bool],
+        samples: &[Vec<f64>],
+    ) -> Result<Vec<Vec<f64>>, ReceiptError> {
+        let r = &b.receipt;
+        let dir = Path::new(&b.path).parent().unwrap_or(Path::new(""));
+        let mut mine = Vec::new();
+        for raw in &r.measurement.raw_samples {
+            let at = normalized(&dir.join(&raw.path).to_string_lossy());
+            let Some(k) = ours.iter().position(|p| *p == at) else {
+                return Err(ReceiptError::invalid(
+                    "measurement.raw_samples",
+                    format!(
+                        "do not list {}, a sample file of block receipt {}",
+                        at.display(),
+                        b.path
+                    ),
+                ));
+            };
+            let stated = &self.measurement.raw_samples[k].sha256;
+            if *stated != raw.sha256 {
+                return Err(ReceiptError::invalid(
+                    format!("measurement.raw_samples[{k}].sha256"),
+                    format!(
+                        "is {stated}, but block receipt {} records {} for {}",
+                        b.path,
+                        raw.sha256,
+                        at.display()
+                    ),
+                ));
+            }
+            if owned[k] {
+                return Err(ReceiptError::invalid(
+                    format!("measurement.raw_samples[{k}].path"),
+                    format!("{} belongs to more than one block receipt", at.display()),
+                ));
+            }
+            owned[k] = true;
+            mine.push(samples.get(k).cloned().unwrap_or_default());
+        }
+        Ok(mine)
+    }
+
+    /// Block receipt `b` is of the same source, workload, device and timing method.
+    fn same_as_block(&self, b: &BlockReceipt) -> Result<(), ReceiptError> {
+        let r = &b.receipt;
+        for (field, ours, theirs) in [
+            ("source", to_value(&self.source), to_value(&r.source)),
+            ("workload", to_value(&self.workload), to_value(&r.workload)),
+            (
+                "hardware",
+                device_identity(&self.hardware),
+                device_identity(&r.hardware),
+            ),
+            (
+                "measurement",
+                timing_identity(&self.measurement),
+                timing_identity(&r.measurement),
+            ),
+        ] {
+            if let Some((f, a, t)) = first_difference(field, &ours, &theirs) {
+                return Err(ReceiptError::invalid(
+                    f,
+                    format!("is {a}, but block receipt {} says {t}", b.path),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// A combined receipt's integrity section is [`Integrity::combined`] of its blocks',
