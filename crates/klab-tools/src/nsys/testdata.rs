@@ -261,84 +261,89 @@ pub fn kernel_cols(v: Version) -> Vec<Col> {
         ),
     ]);
     if v >= Version::V2026_1 {
-        cols.extend([
-            col(
-                "qmdBulkReleaseDone",
-                "INTEGER",
-                false,
-                None,
-                "QMD bulk release done timestamp (ns).",
-            ),
-            col(
-                "qmdPreexitDone",
-                "INTEGER",
-                false,
-                None,
-                "QMD pre-exit done timestamp (ns).",
-            ),
-            col(
-                "qmdLastCtaDone",
-                "INTEGER",
-                false,
-                None,
-                "QMD last CTA done timestamp (ns).",
-            ),
-            col("graphId", "INTEGER", false, None, "Graph ID."),
-            col(
-                "clusterX",
-                "INTEGER",
-                false,
-                None,
-                "X-dimension cluster size.",
-            ),
-            col(
-                "clusterY",
-                "INTEGER",
-                false,
-                None,
-                "Y-dimension cluster size.",
-            ),
-            col(
-                "clusterZ",
-                "INTEGER",
-                false,
-                None,
-                "Z-dimension cluster size.",
-            ),
-            col(
-                "clusterSchedulingPolicy",
-                "INTEGER",
-                false,
-                None,
-                "Cluster scheduling policy.",
-            ),
-            col(
-                "maxPotentialClusterSize",
-                "INTEGER",
-                false,
-                None,
-                "Maximum potential cluster size.",
-            ),
-            col(
-                "maxActiveClusters",
-                "INTEGER",
-                false,
-                None,
-                "Maximum active clusters.",
-            ),
-            col(
-                "sharedMemoryRequestedPercentage",
-                "INTEGER",
-                false,
-                None,
-                "Shared memory carveout requested (%).",
-            ),
-        ]);
+        cols.extend(kernel_cols_added_in_2026_1());
     }
     cols
 }
 
 /// `CUPTI_ACTIVITY_KIND_MEMCPY`: 19 columns (2022.1–2023.3), 20 (2024.5), 21 (2026.1).
+/// The kernel table's columns that nsys 2026.1 added after the 2024.5 ones.
+fn kernel_cols_added_in_2026_1() -> Vec<Col> {
+    vec![
+        col(
+            "qmdBulkReleaseDone",
+            "INTEGER",
+            false,
+            None,
+            "QMD bulk release done timestamp (ns).",
+        ),
+        col(
+            "qmdPreexitDone",
+            "INTEGER",
+            false,
+            None,
+            "QMD pre-exit done timestamp (ns).",
+        ),
+        col(
+            "qmdLastCtaDone",
+            "INTEGER",
+            false,
+            None,
+            "QMD last CTA done timestamp (ns).",
+        ),
+        col("graphId", "INTEGER", false, None, "Graph ID."),
+        col(
+            "clusterX",
+            "INTEGER",
+            false,
+            None,
+            "X-dimension cluster size.",
+        ),
+        col(
+            "clusterY",
+            "INTEGER",
+            false,
+            None,
+            "Y-dimension cluster size.",
+        ),
+        col(
+            "clusterZ",
+            "INTEGER",
+            false,
+            None,
+            "Z-dimension cluster size.",
+        ),
+        col(
+            "clusterSchedulingPolicy",
+            "INTEGER",
+            false,
+            None,
+            "Cluster scheduling policy.",
+        ),
+        col(
+            "maxPotentialClusterSize",
+            "INTEGER",
+            false,
+            None,
+            "Maximum potential cluster size.",
+        ),
+        col(
+            "maxActiveClusters",
+            "INTEGER",
+            false,
+            None,
+            "Maximum active clusters.",
+        ),
+        col(
+            "sharedMemoryRequestedPercentage",
+            "INTEGER",
+            false,
+            None,
+            "Shared memory carveout requested (%).",
+        ),
+    ]
+}
+
 pub fn memcpy_cols(v: Version) -> Vec<Col> {
     let mut cols = activity_head(v);
     let mem = Some("ENUM_CUDA_MEM_KIND(id)");
@@ -1365,14 +1370,11 @@ pub fn nsys_2024_5_transpose32(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// nsys 2026.1.1.204, schema 3.24.14: reductions. The 39-column kernel table, copyCount,
-/// TARGET_INFO_CUDA_DEVICE (GPU id 1 is CUDA device 0), driver calls (eventClass 1), an
-/// `extern "C"` kernel with a NULL mangledName, a reduce_v1 launch without timestamps, a
-/// launch that returned 9 (cudaErrorInvalidConfiguration) and the cudaGetLastError after it.
-pub fn nsys_2026_1_reduce(path: &Path) -> Result<()> {
+/// The 2026.1 export's metadata, device tables and the empty activity tables.
+fn reduce_schema(path: &Path) -> Result<Db> {
     let v = Version::V2026_1;
     let refs = v.refs();
-    let mut db = Db::create(path, refs)?;
+    let db = Db::create(path, refs)?;
     let mut meta = meta_pairs(
         "2026.1.1.204",
         "3.24.14",
@@ -1421,6 +1423,16 @@ pub fn nsys_2026_1_reduce(path: &Path) -> Result<()> {
     db.table(super::tables::KERNEL, &kernel_cols(v), refs)?;
     db.table(super::tables::MEMCPY, &memcpy_cols(v), refs)?;
     db.table(super::tables::RUNTIME, &runtime_cols(), refs)?;
+    Ok(db)
+}
+
+/// nsys 2026.1.1.204, schema 3.24.14: reductions. The 39-column kernel table, copyCount,
+/// TARGET_INFO_CUDA_DEVICE (GPU id 1 is CUDA device 0), driver calls (eventClass 1), an
+/// `extern "C"` kernel with a NULL mangledName, a reduce_v1 launch without timestamps, a
+/// launch that returned 9 (cudaErrorInvalidConfiguration) and the cudaGetLastError after it.
+pub fn nsys_2026_1_reduce(path: &Path) -> Result<()> {
+    let v = Version::V2026_1;
+    let mut db = reduce_schema(path)?;
     let t0 = 7_000_000_000_000;
     let driver = |name, corr, start, duration| Call {
         event_class: 1,
