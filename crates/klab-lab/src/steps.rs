@@ -101,7 +101,10 @@ pub(crate) fn environment(lab: &mut Lab<'_>) -> Result<(), LabError> {
     a.push(lab.write("nvidia-smi.txt", smi)?);
     let detail = match &lab.machine.device {
         Ok(f) => f.describe(),
-        Err(e) => format!("no GPU: {e}"),
+        // The step ran (it recorded what the machine has); what it found is no GPU.
+        Err(e) => format!(
+            "recorded in environment.json and nvidia-smi.txt; no GPU here, so the steps that need one are skipped: {e}"
+        ),
     };
     lab.step(Status::Ran, detail, a);
     Ok(())

@@ -36,7 +36,8 @@ pub fn peaks(run: &RunData) -> Peaks {
                 d.bus_width_bits
             ),
         ),
-        Err(n) => (None, format!("unknown: {n}")),
+        // Why there is none is said once, in the Device fact.
+        Err(_) => (None, "unknown: no device in this run".into()),
     };
     let (ceiling_gb_s, ceiling_basis) = ceiling(run);
     Peaks {

@@ -334,6 +334,17 @@ fn a_run_without_a_gpu_renders_with_notes_and_no_panic() {
     let r = render(&data);
     assert!(r.html.contains(&klab_report_escape(&want)));
     assert!(r.markdown.contains(&want));
+    // Why there is no device is said once, in the Device fact, not again for each figure
+    // that needs one (a CPU-only lab's report once repeated it five times).
+    assert_eq!(
+        r.markdown.matches("CUDA driver not found").count(),
+        1,
+        "{}",
+        r.markdown
+    );
+    assert!(r
+        .markdown
+        .contains("**Theoretical peak:** unknown: no device in this run"));
     for (name, svg) in &r.plots {
         assert!(svg.starts_with("<svg"), "{name}");
     }
