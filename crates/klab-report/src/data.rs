@@ -163,6 +163,8 @@ pub struct RunData {
     pub profile: Part<ProfileRecord>,
     /// `resources.csv`.
     pub resources: Part<Vec<ResourceRow>>,
+    /// `model.txt`: the address model's report, as the model step wrote it.
+    pub model: Part<String>,
     /// Every artifact of lab.json, re-hashed.
     pub artifacts: Vec<ArtifactCheck>,
 }
@@ -218,6 +220,7 @@ pub fn load(run_dir: &Path) -> Result<RunData, ReportError> {
         sanitize: r.sanitized(),
         profile: r.profile(),
         resources: r.with("resources.csv", "build", parse_resources),
+        model: r.with("model.txt", "model", |t| Ok(t.to_string())),
         artifacts: check_artifacts(run_dir, &lab),
         lab,
     })

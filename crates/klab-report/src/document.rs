@@ -36,6 +36,8 @@ pub enum Block {
     Statement(Vec<(String, String)>),
     /// Plots side by side where the page is wide enough: file names under `plots/`.
     Plots(Vec<String>),
+    /// Text shown as written, in a fixed-width font (a tool's aligned report).
+    Preformatted(String),
 }
 
 /// A table.

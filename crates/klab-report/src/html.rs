@@ -154,6 +154,7 @@ pub fn render(doc: &Document, all_plots: &[Plot]) -> String {
                     out.push_str("</dl>\n");
                 }
                 Block::Plots(names) => plots(names, all_plots, &mut out),
+                Block::Preformatted(t) => out.push_str(&format!("<pre>{}</pre>\n", esc(t))),
             }
         }
         out.push_str("</section>\n");

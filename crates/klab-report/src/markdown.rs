@@ -56,6 +56,11 @@ pub fn render(doc: &Document, plots: &[Plot]) -> String {
                     }
                     out.push('\n');
                 }
+                // A fence longer than any run of backticks in the text closes only itself.
+                Block::Preformatted(t) => {
+                    let fence = "`".repeat(longest_backtick_run(t).max(2) + 1);
+                    out.push_str(&format!("{fence}text\n{}\n{fence}\n\n", t.trim_end()));
+                }
                 Block::Plots(names) => {
                     for name in names {
                         match plots.iter().find(|p| &p.file_name == name) {
@@ -77,4 +82,32 @@ pub fn render(doc: &Document, plots: &[Plot]) -> String {
         }
     }
     out.trim_end().to_string() + "\n"
+}
+/// The longest run of backticks in `t`.
+fn longest_backtick_run(t: &str) -> usize {
+    t.split(|c| c != '`').map(str::len).max().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod preformatted_tests {
+    use super::*;
+    use crate::document::Section;
+
+    /// Text holding a fence of its own cannot close the block it is shown in.
+    #[test]
+    fn a_fence_is_longer_than_any_backtick_run_in_the_text() {
+        assert_eq!(longest_backtick_run("no ticks"), 0);
+        assert_eq!(longest_backtick_run("a `b` ```c``` d"), 3);
+        let doc = Document {
+            title: "t".into(),
+            facts: Vec::new(),
+            sections: vec![Section {
+                id: "s".into(),
+                title: "S".into(),
+                blocks: vec![Block::Preformatted("x\n```\ny".into())],
+            }],
+        };
+        let md = render(&doc, &[]);
+        assert!(md.contains("````text\nx\n```\ny\n````"), "{md}");
+    }
 }

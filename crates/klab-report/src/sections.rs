@@ -702,7 +702,16 @@ fn receipts(run: &RunData, entries: &[crate::data::ReceiptEntry]) -> Vec<Block> 
 }
 
 fn why(run: &RunData) -> Section {
-    let mut blocks = Vec::new();
+    // The prediction comes first: it was written before anything was measured, and on a
+    // machine without a GPU it is what the run has to say.
+    let mut blocks = vec![Block::Heading(
+        "The address model's prediction (model.txt)".into(),
+    )];
+    blocks.push(match &run.model {
+        Ok(text) => Block::Preformatted(text.clone()),
+        Err(n) => Block::Note(n.0.clone()),
+    });
+    blocks.push(Block::Heading("Nsight Compute (profile/)".into()));
     match &run.profile {
         Err(n) => blocks.push(Block::Note(n.0.clone())),
         Ok(p) => {
