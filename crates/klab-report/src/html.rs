@@ -23,6 +23,7 @@ th, td { border: 1px solid #d6d6d2; padding: 3px 7px; text-align: left; vertical
   overflow-wrap: break-word; }
 th { background: #efefeb; font-weight: 600; white-space: nowrap; }
 td.mono { font-family: ui-monospace, 'DejaVu Sans Mono', monospace; font-size: 12px; }
+pre { font-family: ui-monospace, 'DejaVu Sans Mono', monospace; font-size: 12px; overflow-x: auto; background: #fff; padding: 8px; border: 1px solid #ddd; }
 td.short { white-space: nowrap; }
 td.long { word-break: break-all; }
 td.good { background: #e7f4ea; color: #0d5a24; }
