@@ -286,17 +286,7 @@ impl CheckPlan {
             out += &format!("  determinism: {}\n", at.join(" and "));
         }
         if self.overflow_seed.is_some() {
-            for (i, c) in op.spec.cases.iter().enumerate() {
-                if c.inputs.is_empty() {
-                    continue;
-                }
-                let shape: general::Shape = c
-                    .shape
-                    .iter()
-                    .map(|(k, v)| (k.clone(), *v as i64))
-                    .collect();
-                let files: Vec<String> =
-                    c.inputs.iter().map(|(b, p)| format!("{b} = {p}")).collect();
+            for (i, shape, files) in user_data_cases(op) {
                 out += &format!(
                     "  user data: cases[{i}] at {} ({})\n",
                     general::describe_shape(&shape),
@@ -635,17 +625,8 @@ impl<B: Backend> Run<'_, B> {
             return Ok(());
         }
         let op = self.decl.op.clone();
-        for (i, c) in op.spec.cases.iter().enumerate() {
-            if c.inputs.is_empty() {
-                continue;
-            }
-            let shape: general::Shape = c
-                .shape
-                .iter()
-                .map(|(k, v)| (k.clone(), *v as i64))
-                .collect();
+        for (i, shape, files) in user_data_cases(&op) {
             let at = general::describe_shape(&shape);
-            let files: Vec<String> = c.inputs.iter().map(|(b, p)| format!("{b} = {p}")).collect();
             let what = format!(
                 "user data (cases[{i}]: {}), poison {:#04x}",
                 files.join(", "),
@@ -778,6 +759,27 @@ impl<B: Backend> Run<'_, B> {
         self.push(c);
         Ok(())
     }
+}
+
+/// The operation's cases that bring data of their own: each one's index, shape and
+/// `buffer = file` list.
+fn user_data_cases(
+    op: &crate::declared::DeclaredOp,
+) -> impl Iterator<Item = (usize, general::Shape, Vec<String>)> + '_ {
+    op.spec
+        .cases
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !c.inputs.is_empty())
+        .map(|(i, c)| {
+            let shape: general::Shape = c
+                .shape
+                .iter()
+                .map(|(k, v)| (k.clone(), *v as i64))
+                .collect();
+            let files = c.inputs.iter().map(|(b, p)| format!("{b} = {p}")).collect();
+            (i, shape, files)
+        })
 }
 
 /// Why a workload at a shape klab chose cannot run here, if it cannot: its device or host
