@@ -13,8 +13,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use klab_core::child::{ChildResult, ChildVerdict, Ending, RESULT_TAG};
-use klab_core::verify::VerifyPolicy;
+use klab_engine::verify::VerifyPolicy;
+use klab_run::child::{ChildResult, ChildVerdict, Ending, RESULT_TAG};
 use klab_tools::process::{self, Captured, RunOptions};
 
 use crate::cli::{
@@ -395,7 +395,7 @@ mod tests {
     /// the audit's wrong checkers never ran and sanitized checks named a kernel `cpu`.
     #[test]
     fn the_policy_reaches_the_child_as_its_options_not_kernel_names() {
-        use klab_core::verify::{Checker, CheckerMutant};
+        use klab_engine::verify::{Checker, CheckerMutant};
         let check = parsed(&["check", "padded"], |c| match c {
             Command::Check(a) => Some(a),
             _ => None,

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use klab_core::samples::{Regime, Timer};
-use klab_core::timing::WarmupPolicy;
+use klab_engine::timing::WarmupPolicy;
 use klab_tools::ncu::CacheControl;
 use klab_tools::sanitizer::ToolList;
 
@@ -25,14 +25,14 @@ pub struct Cli {
     /// Who judges kernel outputs: klab's device checker (the first validation of every
     /// workload with at most 128 MiB of output also on the CPU oracle; a disagreement is
     /// an error) or the CPU oracle alone
-    #[arg(long, global = true, value_enum, env = "KLAB_CHECKER", default_value_t = klab_core::verify::Checker::Device)]
-    pub checker: klab_core::verify::Checker,
+    #[arg(long, global = true, value_enum, env = "KLAB_CHECKER", default_value_t = klab_engine::verify::Checker::Device)]
+    pub checker: klab_engine::verify::Checker,
     /// Cross-check every validation on the CPU oracle, at every size
     #[arg(long, global = true, env = "KLAB_PARANOID")]
     pub paranoid: bool,
     /// A wrong device checker (the mutation audit's)
     #[arg(long, global = true, value_enum, hide = true)]
-    pub checker_mutant: Option<klab_core::verify::CheckerMutant>,
+    pub checker_mutant: Option<klab_engine::verify::CheckerMutant>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -40,8 +40,8 @@ pub struct Cli {
 impl Cli {
     /// How this process verifies kernel outputs: one value, handed to every backend it
     /// opens and to every klab it starts (as these options, never through the environment).
-    pub fn verify_policy(&self) -> klab_core::verify::VerifyPolicy {
-        klab_core::verify::VerifyPolicy {
+    pub fn verify_policy(&self) -> klab_engine::verify::VerifyPolicy {
+        klab_engine::verify::VerifyPolicy {
             checker: self.checker,
             paranoid: self.paranoid,
             mutant: self.checker_mutant,
@@ -368,7 +368,7 @@ pub struct CheckArgs {
     /// A shape instead of the ladder, a value for every size variable (m=64,n=128,k=32);
     /// again for more
     #[arg(long, value_name = "VAR=V,...", conflicts_with = "sizes")]
-    pub shape: Vec<klab_core::general::ShapeArg>,
+    pub shape: Vec<klab_engine::general::ShapeArg>,
     /// Watchdog per kernel, seconds (the index-overflow case alone moves gigabytes)
     #[arg(long, default_value_t = 600, value_parser = at_least_one::<u64>)]
     pub timeout: u64,
@@ -527,7 +527,7 @@ pub struct BenchArgs {
     /// The shape to time instead of the manifest's bench shape: a value for every size
     /// variable, e.g. m=64,n=128,k=32
     #[arg(long, value_name = "VAR=V,...", conflicts_with = "n")]
-    pub shape: Option<klab_core::general::ShapeArg>,
+    pub shape: Option<klab_engine::general::ShapeArg>,
     #[command(flatten)]
     pub timing: TimingArgs,
     /// Blocks of samples, run one after another in this process
@@ -602,7 +602,7 @@ pub struct RoundsArgs {
     pub n: Option<u64>,
     /// The shape every kernel is timed at (as for bench)
     #[arg(long, value_name = "VAR=V,...", conflicts_with = "n")]
-    pub shape: Option<klab_core::general::ShapeArg>,
+    pub shape: Option<klab_engine::general::ShapeArg>,
     #[command(flatten)]
     pub timing: TimingArgs,
     /// Rounds
@@ -650,7 +650,7 @@ pub struct SweepArgs {
     /// size variable), VAR=... (a size variable of an operation with several: M=64,128),
     /// or regime=same-buffer,l2-flushed; several axes give their product
     #[arg(long = "axis", value_name = "NAME=VALUES", conflicts_with = "file")]
-    pub axes: Vec<klab_core::sweep::Axis>,
+    pub axes: Vec<klab_evidence::sweep::Axis>,
     /// A TOML sweep file (kernels, baseline, rounds, timing and [axes]) instead of the
     /// kernels and --axis
     #[arg(long, conflicts_with_all = ["kernels", "baseline", "rounds"])]
@@ -665,7 +665,7 @@ pub struct SweepArgs {
     pub timing: TimingArgs,
     /// GPUs to spread the points over: all, or CUDA ordinals such as 0,1,3
     #[arg(long, conflicts_with = "slurm")]
-    pub devices: Option<klab_core::sweep::DeviceList>,
+    pub devices: Option<klab_evidence::sweep::DeviceList>,
     /// Write a SLURM job array (one task per point) and submit it with sbatch
     #[arg(long)]
     pub slurm: bool,
@@ -820,8 +820,8 @@ pub struct EnvArgs {
 
 impl TimingArgs {
     /// The timing engine's configuration.
-    pub fn config(&self) -> klab_core::timing::TimingConfig {
-        klab_core::timing::TimingConfig {
+    pub fn config(&self) -> klab_engine::timing::TimingConfig {
+        klab_engine::timing::TimingConfig {
             timer: self.timer,
             regime: self.regime,
             samples: self.samples,

@@ -1,6 +1,6 @@
 //! `klab`: GPU kernel performance work turned into evidence.
 //!
-//! A thin binary: argument parsing and exit codes here, the work in `klab-core` (no GPU)
+//! A thin binary: argument parsing and exit codes here, the work in the library crates
 //! and `klab-cuda` (the runtime layer). Exit codes: 0 success, 1 runtime or argument
 //! error, 2 a correctness gate failed.
 
@@ -68,13 +68,13 @@ fn main() -> ExitCode {
             eprintln!("error: {message}");
             (
                 ExitCode::from(EXIT_ERROR),
-                Some(klab_core::child::ChildResult::Error { message }),
+                Some(klab_run::child::ChildResult::Error { message }),
             )
         }
     };
     if is_child {
         // The parent reads this line, never the prose above it.
-        let result = result.unwrap_or(klab_core::child::ChildResult::Exit {
+        let result = result.unwrap_or(klab_run::child::ChildResult::Exit {
             code: exit_code_number(code),
         });
         println!("{}", result.line());

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use klab_core::declared::builtin::OpKind;
-use klab_core::registry::{self, Scope};
+use klab_spec::declared::builtin::OpKind;
+use klab_spec::registry::{self, Scope};
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/ops/layernorm/layernorm.toml")
@@ -29,7 +29,7 @@ fn the_layer_norm_example_declares_three_kernels_two_of_them_labelled_bugs() {
         let op = decl.op.as_ref();
         assert_eq!(op.params.len(), 5);
         assert_eq!(decl.known_broken.is_some(), decl.name != "layernorm");
-        let shapes = klab_core::general::ladder(op).unwrap();
+        let shapes = klab_engine::general::ladder(op).unwrap();
         // The grid does not depend on cols: its values come from the 256-thread block.
         for cols in [1, 255, 256, 257, 511, 513] {
             assert!(shapes.iter().any(|s| s["cols"] == cols), "cols = {cols}");
@@ -99,7 +99,7 @@ fn the_c_reference_compiles_and_computes_a_layer_norm() {
         .flat_map(|v| v.to_le_bytes())
         .collect();
     assert_eq!(yb, want);
-    use klab_core::reference::Reference;
+    use klab_engine::reference::Reference;
     assert!(r.describe().contains("layernorm_ref.c:layernorm_ref"));
 }
 
@@ -221,8 +221,8 @@ buffers.y = { dtype = "f32", len = "n", role = "out", compare = { allclose = { a
 scalars.a = { type = "f32", values = [0.5, 3.0] }
 "#;
 
-fn scale_args(a: &[klab_core::backend::host::HostArg]) -> (usize, usize, usize, f32) {
-    use klab_core::backend::host::HostArg;
+fn scale_args(a: &[klab_engine::backend::host::HostArg]) -> (usize, usize, usize, f32) {
+    use klab_engine::backend::host::HostArg;
     match a {
         [HostArg::Buffer(x), HostArg::Buffer(y), HostArg::I32(n), HostArg::F32(s)] => {
             (*x, *y, *n as usize, *s)
@@ -231,19 +231,19 @@ fn scale_args(a: &[klab_core::backend::host::HostArg]) -> (usize, usize, usize, 
     }
 }
 
-fn scale_good(mem: &mut [Vec<u32>], a: &[klab_core::backend::host::HostArg], _: u64) {
+fn scale_good(mem: &mut [Vec<u32>], a: &[klab_engine::backend::host::HostArg], _: u64) {
     scale_first(mem, a, |n| n);
 }
 
 /// Skips the last elements when n is not a multiple of the 64-thread block.
-fn scale_drops_tail(mem: &mut [Vec<u32>], a: &[klab_core::backend::host::HostArg], _: u64) {
+fn scale_drops_tail(mem: &mut [Vec<u32>], a: &[klab_engine::backend::host::HostArg], _: u64) {
     scale_first(mem, a, |n| n / 64 * 64);
 }
 
 /// y[i] = a * x[i] for the first `written(n)` elements.
 fn scale_first(
     mem: &mut [Vec<u32>],
-    a: &[klab_core::backend::host::HostArg],
+    a: &[klab_engine::backend::host::HostArg],
     written: fn(usize) -> usize,
 ) {
     let (x, y, n, s) = scale_args(a);
@@ -268,7 +268,7 @@ fn a_command_reference_checks_a_declared_kernel_through_npy_files() {
         );
         return;
     }
-    use klab_core::backend::Backend;
+    use klab_engine::backend::Backend;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(
@@ -286,17 +286,17 @@ fn a_command_reference_checks_a_declared_kernel_through_npy_files() {
         reference.describe(),
         "command reference python3 scale_ref.py"
     );
-    let opts = klab_core::check::CheckOptions {
+    let opts = klab_engine::check::CheckOptions {
         seed: 1,
         sizes: None,
         shapes: None,
         quick: false,
         resume_after: 0,
     };
-    let check = |f: klab_core::backend::host::GeneralKernelFn| {
-        let mut b = klab_core::backend::host::HostBackend::new().with_general_kernel("scale", f);
+    let check = |f: klab_engine::backend::host::GeneralKernelFn| {
+        let mut b = klab_engine::backend::host::HostBackend::new().with_general_kernel("scale", f);
         let k = [b.kernel("scale").unwrap()];
-        klab_core::check::run(&mut b, &decl, &k, reference.clone(), &opts, &mut |_| {})
+        klab_engine::check::run(&mut b, &decl, &k, reference.clone(), &opts, &mut |_| {})
     };
     let good = check(scale_good).unwrap();
     assert!(good.passed(), "{}", good.render());

@@ -354,9 +354,9 @@ fn the_emulation_catches_a_wrong_swizzle_and_a_store_past_the_row() {
 
 use common::planted::{self, Case};
 use klab_core::dtype::Dtype;
-use klab_core::inputs::Generator;
-use klab_core::rule::{self, Comparison, Rule};
-use klab_core::verify::{self, CheckerMutant, DeviceCheck, DeviceSummary, ExpectMap};
+use klab_engine::inputs::Generator;
+use klab_engine::verify::{self, CheckerMutant, DeviceCheck, DeviceSummary, ExpectMap};
+use klab_spec::rule::{self, Comparison, Rule};
 
 /// Build the checker's emulator (a wrong checker for `mutant`) into `dir`.
 fn build_verify(cxx: &str, dir: &Path, mutant: Option<CheckerMutant>) -> PathBuf {

@@ -109,7 +109,7 @@ fn receipts_under(dir: &Path, out: &mut Vec<(PathBuf, serde_json::Value)>) {
 }
 
 /// The conditions `klab compare` requires to be equal (`like_with_like` in
-/// crates/klab-core/src/compare.rs): receipts that share them measure like with like.
+/// crates/klab-evidence/src/compare.rs): receipts that share them measure like with like.
 fn conditions(v: &serde_json::Value) -> String {
     [
         &v["workload"]["operation"],
@@ -308,15 +308,15 @@ fn every_committed_rounds_csv_reads_and_rewrites_byte_for_byte() {
     let mut engine = 0;
     for f in files {
         let text = fs::read_to_string(&f).unwrap();
-        if !text.starts_with(klab_core::schema::ROUNDS_BLOCKS_CSV_HEADER) {
+        if !text.starts_with(klab_evidence::schema::ROUNDS_BLOCKS_CSV_HEADER) {
             continue; // the transpose lab's harness rounds, another file of the same name
         }
         engine += 1;
-        let rows = klab_core::schema::parse_rounds_csv(&text)
+        let rows = klab_evidence::schema::parse_rounds_csv(&text)
             .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         assert!(!rows.is_empty(), "{}", f.display());
         assert_eq!(
-            klab_core::schema::rounds_csv(&rows),
+            klab_evidence::schema::rounds_csv(&rows),
             text,
             "{}",
             f.display()

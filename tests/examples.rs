@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use klab_core::manifest::{self, Manifest};
+use klab_spec::manifest::{self, Manifest};
 
 fn examples() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/ops");
@@ -56,7 +56,7 @@ fn every_example_has_a_correct_kernel_and_two_labelled_bugs() {
         );
         for k in &m.kernels {
             let op = k.op.as_ref();
-            klab_core::general::ladder(op).unwrap();
+            klab_engine::general::ladder(op).unwrap();
         }
     }
 }
@@ -111,9 +111,9 @@ fn reference(name: &str) -> Option<klab_tools::cref::CReference> {
 fn c_reference(
     name: &str,
     path: &Path,
-    op: &std::sync::Arc<klab_core::declared::DeclaredOp>,
+    op: &std::sync::Arc<klab_spec::declared::DeclaredOp>,
 ) -> Option<klab_tools::cref::CReference> {
-    let klab_core::declared::ReferenceSpec::C(s) = &op.spec.reference else {
+    let klab_spec::declared::ReferenceSpec::C(s) = &op.spec.reference else {
         panic!("{name}: not a C reference")
     };
     let (file, function) = s.rsplit_once(':').unwrap();
@@ -318,7 +318,7 @@ fn the_spmv_reference_multiplies_a_csr_matrix_in_both_precisions() {
     let val: Vec<f32> = vec![2.0, -1.0, 0.5];
     let x: Vec<f32> = vec![10.0, 20.0, 30.0, 1.0 + f32::EPSILON];
     let want: Vec<f32> = vec![2.0 * x[3] - 10.0, 0.0, 0.5 * x[3]];
-    let run = |p: Option<klab_core::rule::Precision>| {
+    let run = |p: Option<klab_spec::rule::Precision>| {
         let mut y = vec![0xffu8; 4 * rows];
         let (mut a, mut b, mut c, mut d) = (
             bytes(&row_ptr, i32::to_le_bytes),
@@ -337,7 +337,7 @@ fn the_spmv_reference_multiplies_a_csr_matrix_in_both_precisions() {
     assert_eq!(run(None), bytes(&want, f32::to_le_bytes));
     // Its rule is reference-error: the same program, built a second time in float.
     assert_eq!(
-        run(Some(klab_core::rule::Precision::F32)),
+        run(Some(klab_spec::rule::Precision::F32)),
         bytes(&want, f32::to_le_bytes)
     );
 }

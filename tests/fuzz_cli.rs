@@ -17,7 +17,7 @@ use std::time::Duration;
 use klab_tools::nsys::testdata;
 
 mod common;
-#[path = "../crates/klab-core/tests/compare_fixture/mod.rs"]
+#[path = "../crates/klab-evidence/tests/compare_fixture/mod.rs"]
 mod compare_fixture;
 
 /// Every refusal here is immediate; a hang ends here and fails the test.

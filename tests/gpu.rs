@@ -6,14 +6,14 @@ mod common;
 use std::process::Output;
 
 use common::{gpu_or_skip, klab, stdout_of_success};
-use klab_core::backend::{Arg, Backend};
 use klab_core::device::Dim3;
-use klab_core::plan::{self, LaunchPlan};
-use klab_core::row::{parse_csv, TransposeRow, CSV_HEADER};
-use klab_core::Variant;
 use klab_cuda::device::Device;
 use klab_cuda::gpu::CudaBackend;
 use klab_cuda::nvrtc::{self, Cache, CompileSpec};
+use klab_engine::backend::{Arg, Backend};
+use klab_evidence::row::{parse_csv, TransposeRow, CSV_HEADER};
+use klab_spec::plan::{self, LaunchPlan};
+use klab_spec::Variant;
 
 const LADDER: [u64; 7] = [1, 7, 31, 32, 33, 65, 257];
 
@@ -208,7 +208,7 @@ fn seed_004_block_shapes_are_refused_and_launch_status_is_checked() {
 }
 
 /// A timed launch's inputs are perturbed on the device at the positions the host draws
-/// (klab_copy_elements against klab_core::inputs::drawn_position), for every element size.
+/// (klab_copy_elements against klab_engine::inputs::drawn_position), for every element size.
 #[test]
 fn perturbation_on_the_device_copies_the_elements_the_host_draws() {
     if !gpu_or_skip("perturbation_on_the_device_copies_the_elements_the_host_draws") {
@@ -216,11 +216,11 @@ fn perturbation_on_the_device_copies_the_elements_the_host_draws() {
     }
     // With klab's module (the device checker's policy) and without it (the CPU oracle's).
     for checker in [
-        klab_core::verify::Checker::Device,
-        klab_core::verify::Checker::Cpu,
+        klab_engine::verify::Checker::Device,
+        klab_engine::verify::Checker::Cpu,
     ] {
         let mut b = backend();
-        b.set_verify_policy(klab_core::verify::VerifyPolicy {
+        b.set_verify_policy(klab_engine::verify::VerifyPolicy {
             checker,
             ..Default::default()
         });
@@ -228,7 +228,7 @@ fn perturbation_on_the_device_copies_the_elements_the_host_draws() {
     }
 }
 
-fn perturb_like_the_host(b: &mut CudaBackend, checker: klab_core::verify::Checker) {
+fn perturb_like_the_host(b: &mut CudaBackend, checker: klab_engine::verify::Checker) {
     for size in [1usize, 2, 4, 8] {
         let elements = 10_007u64;
         let bytes = elements as usize * size;
@@ -246,7 +246,7 @@ fn perturb_like_the_host(b: &mut CudaBackend, checker: klab_core::verify::Checke
         b.download_bytes(&dst, &mut got).unwrap();
         let mut want = dst_bytes.clone();
         for j in 0..64 {
-            let at = klab_core::inputs::drawn_position(key, j, elements) as usize * size;
+            let at = klab_engine::inputs::drawn_position(key, j, elements) as usize * size;
             want[at..at + size].copy_from_slice(&src_bytes[at..at + size]);
         }
         assert_eq!(got, want, "{checker:?}, element size {size}");
@@ -348,7 +348,7 @@ fn triad_modes_follow_the_seed() {
         .unwrap();
         assert_eq!(samples.len(), 200);
         let receipt = path.with_file_name(file.replace(".csv", ".receipt.json"));
-        let r = klab_core::receipt::Receipt::load(&receipt).unwrap();
+        let r = klab_evidence::receipt::Receipt::load(&receipt).unwrap();
         assert_eq!(r.measurement.samples_per_round, 200);
         assert!(r.measurement.warmup.launches >= 20);
         if mode == "--bench-rotate" {
@@ -390,7 +390,7 @@ fn bench_every_regime_and_timer_writes_a_valid_receipt() {
             out.to_str().unwrap(),
         ]);
         assert_eq!(code, Some(0), "{k} {regime} {timer}: {stdout}{err}");
-        let r = klab_core::receipt::Receipt::load(&out.join("receipt.json")).unwrap();
+        let r = klab_evidence::receipt::Receipt::load(&out.join("receipt.json")).unwrap();
         r.validate().unwrap();
         assert_eq!(
             r.measurement.timer.label().contains("batch"),
@@ -837,7 +837,7 @@ __global__ void tcopy(float* out, const float* in, int n) {
             out_dir.to_str().unwrap(),
         ]);
         assert_eq!(code, Some(0), "{manifest}: {out}{err}");
-        let r = klab_core::receipt::Receipt::load(&out_dir.join("receipt.json")).unwrap();
+        let r = klab_evidence::receipt::Receipt::load(&out_dir.join("receipt.json")).unwrap();
         r.validate().unwrap();
         assert!(
             r.source.compiler.starts_with(compiler),
@@ -900,7 +900,7 @@ fn the_device_checker_agrees_with_the_cpu_oracle_on_the_gpu() {
         return;
     }
     let mut b = backend();
-    b.set_verify_policy(klab_core::verify::VerifyPolicy::default());
+    b.set_verify_policy(klab_engine::verify::VerifyPolicy::default());
     let mut judged = 0;
     common::planted::ladder_cases(|cases| {
         for c in &cases {
@@ -910,7 +910,7 @@ fn the_device_checker_agrees_with_the_cpu_oracle_on_the_gpu() {
                 let bytes: Vec<u8> = m.iter().flat_map(|v| v.to_le_bytes()).collect();
                 uploaded(&mut b, &bytes)
             });
-            let check = klab_core::verify::DeviceCheck {
+            let check = klab_engine::verify::DeviceCheck {
                 got: &got,
                 want: &want,
                 map: c.map,
@@ -942,7 +942,7 @@ fn the_device_generator_makes_the_hosts_bytes_on_the_gpu() {
         return;
     }
     let mut b = backend();
-    b.set_verify_policy(klab_core::verify::VerifyPolicy::default());
+    b.set_verify_policy(klab_engine::verify::VerifyPolicy::default());
     let mut made = 0;
     for g in common::planted::generators() {
         let bytes = g.elements as usize * g.dtype.size_bytes();
@@ -970,9 +970,9 @@ fn the_device_check_of_a_1_gib_output() {
     if !gpu_or_skip("the_device_check_of_a_1_gib_output") {
         return;
     }
-    use klab_core::inputs::{Generator, Pattern};
-    use klab_core::rule::Comparison;
-    use klab_core::verify::{DeviceCheck, ExpectMap, VerifyPolicy};
+    use klab_engine::inputs::{Generator, Pattern};
+    use klab_engine::verify::{DeviceCheck, ExpectMap, VerifyPolicy};
+    use klab_spec::rule::Comparison;
     let mut b = backend();
     b.set_verify_policy(VerifyPolicy::default());
     let n: u64 = 16384;
@@ -1080,7 +1080,7 @@ fn a_sweep_over_every_gpu_records_a_failed_point_and_where_each_point_ran() {
     );
     eprintln!("{test}: {:.1} s\n{text}", started.elapsed().as_secs_f64());
     assert_eq!(o.status.code(), Some(2), "a gate failed: exit 2\n{text}");
-    let table: klab_core::sweep::SweepTable =
+    let table: klab_evidence::sweep::SweepTable =
         serde_json::from_slice(&std::fs::read(out.join("sweep.json")).unwrap()).unwrap();
     assert_eq!(table.points.len(), 6, "every point recorded, none dropped");
     assert!(table.task_problems.is_empty(), "{:?}", table.task_problems);
@@ -1089,12 +1089,12 @@ fn a_sweep_over_every_gpu_records_a_failed_point_and_where_each_point_ran() {
         if p.kernel == "gelu_bf16_math" {
             assert_eq!(
                 p.status,
-                klab_core::sweep::PointStatus::CheckFailed,
+                klab_evidence::sweep::PointStatus::CheckFailed,
                 "{p:?}"
             );
             assert!(p.receipt.is_none() && p.median_us.is_none(), "{p:?}");
         } else {
-            assert_eq!(p.status, klab_core::sweep::PointStatus::Passed, "{p:?}");
+            assert_eq!(p.status, klab_evidence::sweep::PointStatus::Passed, "{p:?}");
             assert!(p.device < gpus, "{p:?}");
             let uuid = p.gpu_uuid.as_deref().unwrap_or_default();
             assert!(uuid.starts_with("GPU-"), "the point names its GPU: {p:?}");

@@ -47,9 +47,9 @@ fn the_guide_example_parses_and_its_reference_computes() {
     for (name, text) in &files {
         std::fs::write(dir.path().join(name), text).unwrap();
     }
-    let m = klab_core::manifest::load(&dir.path().join("scale.toml")).unwrap();
+    let m = klab_spec::manifest::load(&dir.path().join("scale.toml")).unwrap();
     let op = m.kernels[0].op.clone();
-    let shapes = klab_core::general::ladder(&op).unwrap();
+    let shapes = klab_engine::general::ladder(&op).unwrap();
     assert!(shapes.iter().any(|s| s["n"] == 257), "{shapes:?}");
     let spec = klab_tools::cref::CReferenceSpec {
         source: dir.path().join("ref.c"),

@@ -104,12 +104,12 @@ fn init_writes_beside_the_source_keeps_an_existing_file_and_check_names_the_firs
     );
     // Filled in, it is a manifest klab loads (its source found beside it).
     std::fs::write(&toml, fill(&text)).unwrap();
-    let m = klab_core::manifest::load(&toml).unwrap();
+    let m = klab_spec::manifest::load(&toml).unwrap();
     assert_eq!(m.kernels.len(), 3);
     assert!(m
         .kernels
         .iter()
-        .all(|k| k.operation == klab_core::declared::builtin::OpKind::Declared));
+        .all(|k| k.operation == klab_spec::declared::builtin::OpKind::Declared));
 
     // -o elsewhere: the source is named relative to the manifest's folder.
     std::fs::create_dir(tmp.path().join("sub")).unwrap();
@@ -124,7 +124,7 @@ fn init_writes_beside_the_source_keeps_an_existing_file_and_check_names_the_firs
     let text = std::fs::read_to_string(&other).unwrap();
     assert!(text.contains("source = \"../layernorm.cu\"\n"), "{text}");
     std::fs::write(&other, fill(&text)).unwrap();
-    assert_eq!(klab_core::manifest::load(&other).unwrap().kernels.len(), 3);
+    assert_eq!(klab_spec::manifest::load(&other).unwrap().kernels.len(), 3);
 }
 
 #[test]

@@ -337,3 +337,74 @@ fn paths_land_in_the_deepest_module_and_super_in_the_parent() {
     let text = "// use crate::ncu::raw;\nfn f() {}\n#[cfg(test)]\nmod tests {\n    use crate::declared;\n}\n";
     assert!(named_paths("m", &code(text)).is_empty());
 }
+
+/// klab's crates from the bottom up. A crate may depend on crates before it here and never
+/// on one after it: the facts (`klab-core`), the operation as data (`klab-spec`), the
+/// address model, the engine that runs and judges an operation, the evidence it leaves, how
+/// a child is run and judged, then the GPU, the external tools, the report, the lab and the
+/// binary. Cargo refuses a cycle between crates; this keeps the order, so the spec never
+/// reaches the engine and the engine never reaches the evidence written about it.
+const CRATE_ORDER: [&str; 11] = [
+    "klab-core",
+    "klab-spec",
+    "klab-model",
+    "klab-engine",
+    "klab-evidence",
+    "klab-run",
+    "klab-cuda",
+    "klab-tools",
+    "klab-report",
+    "klab-lab",
+    "klab",
+];
+
+/// The klab crates a manifest's `[dependencies]` names (dev-dependencies may reach anywhere,
+/// as a module's own tests may).
+fn klab_dependencies(manifest: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_deps = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]";
+        } else if in_deps && line.starts_with("klab-") {
+            let name = line.split(['.', ' ', '=']).next().unwrap_or_default();
+            out.push(name.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_crate_depends_only_on_crates_below_it() {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut seen = BTreeSet::new();
+    let mut wrong = Vec::new();
+    for (i, name) in CRATE_ORDER.iter().enumerate() {
+        let dir = if *name == "klab" {
+            top.to_path_buf()
+        } else {
+            top.join("crates").join(name)
+        };
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        for dep in klab_dependencies(&manifest) {
+            if !CRATE_ORDER[..i].contains(&dep.as_str()) {
+                wrong.push(format!("{name} depends on {dep}, which is not below it"));
+            }
+        }
+        seen.insert(name.to_string());
+    }
+    for e in std::fs::read_dir(top.join("crates")).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(
+            seen.contains(&name),
+            "crates/{name} is not in CRATE_ORDER: place it in the layers"
+        );
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn a_dependency_above_is_recognised() {
+    let m = "[package]\nname = \"x\"\n[dependencies]\nklab-core.workspace = true\nklab-engine = { workspace = true }\nserde = \"1\"\n[dev-dependencies]\nklab-lab.workspace = true\n";
+    assert_eq!(klab_dependencies(m), ["klab-core", "klab-engine"]);
+}

@@ -3,12 +3,12 @@
 //! accepted") has a test here: the receipt is forged the way the defect describes, with every
 //! other field kept consistent so that only the check under test can object, and `klab
 //! compare` must exit 1 with one line naming the field and both values. The forgeries start
-//! from the klab-core fixture (small synthetic receipts) or from a copy of real H200 rounds
+//! from the klab-evidence fixture (small synthetic receipts) or from a copy of real H200 rounds
 //! (evidence/2026-12-01-engine/engine/user-rounds: two kernels, five ABBA rounds, block
 //! receipts).
 
 mod common;
-#[path = "../crates/klab-core/tests/compare_fixture/mod.rs"]
+#[path = "../crates/klab-evidence/tests/compare_fixture/mod.rs"]
 mod compare_fixture;
 
 use std::fs;
@@ -519,7 +519,7 @@ fn a_combined_integrity_section_must_be_its_blocks_combined() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|a| a["role"] == json!(klab_core::receipt::BLOCK_RECEIPT_ROLE))
+        .filter(|a| a["role"] == json!(klab_evidence::receipt::BLOCK_RECEIPT_ROLE))
         .map(|a| a["path"].as_str().unwrap().to_string())
         .collect();
     let mut sections = Vec::new();
@@ -553,7 +553,7 @@ fn a_combined_integrity_section_must_be_its_blocks_combined() {
             serde_json::to_string_pretty(&block).unwrap().as_bytes(),
         );
         sections.push(
-            serde_json::from_value::<klab_core::receipt::Integrity>(block["integrity"].clone())
+            serde_json::from_value::<klab_evidence::receipt::Integrity>(block["integrity"].clone())
                 .unwrap(),
         );
     }
@@ -568,8 +568,8 @@ fn a_combined_integrity_section_must_be_its_blocks_combined() {
             "my_tiled.receipt.json: integrity.checked_launches is 6, but its block receipts give 60",
         ],
     );
-    let parts: Vec<&klab_core::receipt::Integrity> = sections.iter().collect();
-    let whole = klab_core::receipt::Integrity::combined(&parts).unwrap();
+    let parts: Vec<&klab_evidence::receipt::Integrity> = sections.iter().collect();
+    let whole = klab_evidence::receipt::Integrity::combined(&parts).unwrap();
     assert_eq!(whole.flags.len(), 1);
     // The lowest of the blocks' floors.
     let lowest = parts

@@ -6,15 +6,15 @@
 //! correct variant is rejected by any. A kernel's `known_broken` label is never a kill:
 //! only evidence is.
 
-use klab_core::verify::VerifyPolicy;
+use klab_engine::verify::VerifyPolicy;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use klab_core::artifact::write_atomic;
-use klab_core::child::{ChildResult, ChildVerdict};
-use klab_core::verify::{Checker, CheckerMutant};
+use klab_engine::verify::{Checker, CheckerMutant};
+use klab_run::child::{ChildResult, ChildVerdict};
 use klab_tools::sanitizer::{self, Options, Outcome, Tool};
 use serde::Serialize;
 
@@ -42,7 +42,7 @@ pub const CORRECT: [&str; 6] = [
 /// The built-in exploit audit: every kernel of the `exploits` namespace (an `exploit`
 /// label makes an exploit, the others are controls) and the correct variants.
 fn builtin_exploit_names() -> Vec<(String, Role)> {
-    let ns = klab_core::registry::registry().namespace("exploits");
+    let ns = klab_spec::registry::registry().namespace("exploits");
     let mut names: Vec<(String, Role)> = ns
         .map(|ns| {
             ns.manifest
@@ -75,7 +75,7 @@ pub const AT_THE_LIMIT: [&str; 5] = ["memcpy", "copy_vec16", "sgeam", "reg4_64",
 /// The built-in audit: every mutant and known-broken variant (labelled bugs) and the
 /// correct variants, as (kernel, labelled bug).
 fn builtin_names() -> Vec<(String, bool)> {
-    let mutants: Vec<String> = klab_core::registry::registry()
+    let mutants: Vec<String> = klab_spec::registry::registry()
         .namespace("mutants")
         .map(|ns| {
             ns.manifest
@@ -223,7 +223,7 @@ fn audited(args: &AuditArgs) -> anyhow::Result<(Vec<(String, bool)>, Vec<(String
         // The user's kernels: a labelled bug must be rejected, any other accepted; in the
         // exploit audit a labelled exploit must be rejected in every lane, any other
         // accepted.
-        let user = Kernel::parse_all(&args.kernels, klab_core::registry::Scope::Default)?;
+        let user = Kernel::parse_all(&args.kernels, klab_spec::registry::Scope::Default)?;
         (
             user.iter()
                 .map(|k| (k.spec(), k.decl.known_broken.is_some()))
@@ -370,7 +370,7 @@ impl Gates<'_> {
             // The check's result decides: its error is the disagreement, or it is not caught.
             let (caught, detail) = match &o.verdict {
                 ChildVerdict::Error { message } | ChildVerdict::Crashed { why: message }
-                    if message.contains(klab_core::verify::DISAGREEMENT) =>
+                    if message.contains(klab_engine::verify::DISAGREEMENT) =>
                 {
                     (true, message.clone())
                 }

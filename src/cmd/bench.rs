@@ -2,10 +2,10 @@
 //! measurement runs in a child (`--in-process`) under the watchdog; the child reports its
 //! verdict and receipt as a result line.
 
-use klab_core::verify::VerifyPolicy;
+use klab_engine::verify::VerifyPolicy;
 
-use klab_core::child::{ChildResult, Verdict};
-use klab_core::timing::Outcome;
+use klab_engine::timing::Outcome;
+use klab_run::child::{ChildResult, Verdict};
 
 use crate::child::{self, ChildCmd};
 use crate::cli::BenchArgs;

@@ -3,14 +3,14 @@
 //! CUDA context) or hangs is reported as that kernel's failure and the others still run.
 //! The child's report comes back as its result line.
 
-use klab_core::verify::VerifyPolicy;
+use klab_engine::verify::VerifyPolicy;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use klab_core::check::{self, CheckOptions};
-use klab_core::child::{ChildResult, ChildVerdict};
-use klab_core::registry::Scope;
+use klab_engine::check::{self, CheckOptions};
+use klab_run::child::{ChildResult, ChildVerdict};
+use klab_spec::registry::Scope;
 
 use crate::child::ChildCmd;
 use crate::cli::CheckArgs;
@@ -70,7 +70,7 @@ fn options(args: &CheckArgs) -> anyhow::Result<CheckOptions> {
 /// Whether `kernel`'s reference runs on the host (a C or command reference), so that a CPU
 /// can run it before any device.
 fn runs_on_the_host(kernel: &Kernel) -> bool {
-    use klab_core::declared::ReferenceSpec;
+    use klab_spec::declared::ReferenceSpec;
     matches!(
         kernel.decl.op.spec.reference,
         ReferenceSpec::C(_) | ReferenceSpec::Command(_)
@@ -108,7 +108,7 @@ fn check_here(args: &CheckArgs, name: &str, policy: VerifyPolicy) -> anyhow::Res
         kernel.check_shape(shape)?;
     }
     let mut session = Session::open(&kernel, args.device, policy)?;
-    let k = klab_core::workload::load_kernels(&mut session.backend, &kernel.decl)?;
+    let k = klab_engine::workload::load_kernels(&mut session.backend, &kernel.decl)?;
     let opts = options(args)?;
     let verbose = args.verbose;
     let mut show = |p: check::Progress<'_>| match p {
@@ -324,7 +324,7 @@ fn check_in_the_parent(args: CheckArgs, policy: VerifyPolicy) -> anyhow::Result<
         if o.verdict != ChildVerdict::Passed {
             let at = plan
                 .smallest(&k.decl)
-                .map(|p| format!(" at {}", klab_core::general::describe_shape(&p.shape)))
+                .map(|p| format!(" at {}", klab_engine::general::describe_shape(&p.shape)))
                 .unwrap_or_default();
             anyhow::bail!(
                 "{}: the reference, run once on the CPU{at} before any device: {}",

@@ -3,8 +3,8 @@
 
 use std::process::ExitCode;
 
-use klab_core::compare;
 use klab_core::stats::BootstrapConfig;
+use klab_evidence::compare;
 
 use crate::cli::CompareArgs;
 

@@ -1,9 +1,9 @@
 //! Opening the device and building the transpose module: shared by the GPU commands.
 
-use klab_core::verify::VerifyPolicy;
 use klab_cuda::device::Device;
 use klab_cuda::gpu::CudaBackend;
 use klab_cuda::nvrtc::{self, Cache, CompileSpec, Compiled};
+use klab_engine::verify::VerifyPolicy;
 
 /// Compile (or fetch from the cache) and report cache notes on stderr.
 pub fn compile(arch: &str) -> anyhow::Result<Compiled> {

@@ -1,4 +1,4 @@
-//! `klab init FILE.cu`: a declared-operation manifest skeleton (`klab_core::init`) written
+//! `klab init FILE.cu`: a declared-operation manifest skeleton (`klab_spec::init`) written
 //! beside the source, to `-o OUT`, or to stdout.
 
 use std::io::Write;
@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use klab_core::init;
+use klab_spec::init;
 
 use crate::cli::InitArgs;
 

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use klab_core::registry::{self, Visibility};
+use klab_spec::registry::{self, Visibility};
 
 use crate::cli::KernelsArgs;
 

@@ -2,7 +2,7 @@
 //! arguments into its options, starts its children as klab commands under the watchdog,
 //! and prints what it reports.
 
-use klab_core::verify::VerifyPolicy;
+use klab_engine::verify::VerifyPolicy;
 use std::process::ExitCode;
 use std::time::Duration;
 

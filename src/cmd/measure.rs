@@ -6,21 +6,21 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use klab_core::artifact::{sha256_file, sha256_hex, utc_timestamp, write_atomic};
-use klab_core::general::DeclaredWorkload;
-use klab_core::manifest::{KernelDecl, Manifest};
-use klab_core::receipt::{self, Receipt, RECEIPT_SCHEMA};
-use klab_core::registry::{self, KernelRef, Scope};
-use klab_core::rule::CheckOutcome;
 use klab_core::samples::samples_csv;
 use klab_core::stats::{gb_per_s, Summary, QUANTILE_RULE};
-use klab_core::timing::{self, Measurement, Outcome, TimingConfig};
-use klab_core::verify::VerifyPolicy;
-use klab_core::workload::Workload;
 use klab_cuda::device::Device;
 use klab_cuda::gpu::CudaBackend;
 use klab_cuda::module::{self, Module};
 use klab_cuda::nvml::StateReader;
 use klab_cuda::nvrtc::Cache;
+use klab_engine::general::DeclaredWorkload;
+use klab_engine::timing::{self, Measurement, Outcome, TimingConfig};
+use klab_engine::verify::VerifyPolicy;
+use klab_engine::workload::Workload;
+use klab_evidence::receipt::{self, Receipt, RECEIPT_SCHEMA};
+use klab_spec::manifest::{KernelDecl, Manifest};
+use klab_spec::registry::{self, KernelRef, Scope};
+use klab_spec::rule::CheckOutcome;
 
 /// A kernel klab can run: where it is declared ([`KernelRef`], what a child is given) and
 /// its declaration.
@@ -83,7 +83,7 @@ impl Kernel {
     /// shape that misses a size variable, names another or leaves a range is refused.
     pub fn at_shape(
         mut self,
-        shape: Option<&klab_core::general::ShapeArg>,
+        shape: Option<&klab_engine::general::ShapeArg>,
     ) -> anyhow::Result<Kernel> {
         let Some(shape) = shape else {
             return Ok(self);
@@ -96,7 +96,7 @@ impl Kernel {
     }
 
     /// [`Kernel::at_shape`]'s check alone.
-    pub fn check_shape(&self, shape: &klab_core::general::ShapeArg) -> anyhow::Result<()> {
+    pub fn check_shape(&self, shape: &klab_engine::general::ShapeArg) -> anyhow::Result<()> {
         self.decl
             .op
             .spec
@@ -114,7 +114,7 @@ impl Kernel {
     pub fn reference(
         &self,
         device: u32,
-    ) -> anyhow::Result<std::rc::Rc<dyn klab_core::reference::Reference>> {
+    ) -> anyhow::Result<std::rc::Rc<dyn klab_engine::reference::Reference>> {
         let op = &self.decl.op;
         let dir = match &self.kref {
             KernelRef::Manifest { path, .. } => {
@@ -122,7 +122,7 @@ impl Kernel {
             }
             KernelRef::Builtin { .. } => PathBuf::from("."),
         };
-        if let klab_core::declared::ReferenceSpec::Kernel(spec) = &op.spec.reference {
+        if let klab_spec::declared::ReferenceSpec::Kernel(spec) = &op.spec.reference {
             // Resolved now (a bad name is an error before anything runs), opened on the
             // device only when the reference first runs: a parent that merely describes
             // the workload never creates a CUDA context.
@@ -147,7 +147,7 @@ impl Kernel {
     }
 
     /// (program name, source, path as reports name it).
-    pub fn program(&self) -> (&str, &klab_core::manifest::Source, &str) {
+    pub fn program(&self) -> (&str, &klab_spec::manifest::Source, &str) {
         (
             &self.manifest.program,
             &self.manifest.source,
@@ -176,13 +176,13 @@ impl Kernel {
                     .join(", ")
             )
         })?;
-        let mut shape: klab_core::general::Shape =
+        let mut shape: klab_engine::general::Shape =
             shape.into_iter().map(|(k, v)| (k, v as i64)).collect();
         if let Some(var) = self.size_variable() {
             let n = i64::try_from(n).with_context(|| format!("--n {n} is too large"))?;
             shape.insert(var.to_string(), n);
         }
-        let input = klab_core::general::InputCase::Uniform {
+        let input = klab_engine::general::InputCase::Uniform {
             seed: seed.unwrap_or(1),
         };
         Ok(DeclaredWorkload::new(
@@ -300,12 +300,12 @@ fn run_workload<W: Workload>(
     if w.n() == 0 {
         bail!("n must be at least 1 to time a kernel");
     }
-    let kernels = klab_core::workload::load_kernels(&mut session.backend, w.decl())?;
+    let kernels = klab_engine::workload::load_kernels(&mut session.backend, w.decl())?;
     log(format!(
         "{}: {}; {}",
         w.entry(),
-        klab_core::workload::describe_plans(w),
-        klab_core::workload::describe_resources(&session.backend, &kernels)
+        klab_engine::workload::describe_plans(w),
+        klab_engine::workload::describe_resources(&session.backend, &kernels)
     ));
     for round in 1..=spec.rounds {
         let state = &session.state;
@@ -338,7 +338,7 @@ pub struct WorkloadInfo {
     pub n: u64,
     pub dtype: String,
     /// Each launch's entry and plan, in order (one for most kernels).
-    pub launches: Vec<(String, klab_core::plan::LaunchPlan)>,
+    pub launches: Vec<(String, klab_spec::plan::LaunchPlan)>,
     pub useful_bytes: u64,
     pub flops: u64,
     pub reference: String,
@@ -754,14 +754,14 @@ struct GpuReference {
     spec: String,
     kernel: Kernel,
     device: u32,
-    checked: std::sync::Arc<klab_core::declared::DeclaredOp>,
-    loaded: std::cell::OnceCell<Result<klab_core::gpuref::KernelReference<CudaBackend>, String>>,
+    checked: std::sync::Arc<klab_spec::declared::DeclaredOp>,
+    loaded: std::cell::OnceCell<Result<klab_engine::gpuref::KernelReference<CudaBackend>, String>>,
 }
 
-impl klab_core::reference::Reference for GpuReference {
+impl klab_engine::reference::Reference for GpuReference {
     fn run(
         &self,
-        shape: &klab_core::general::Shape,
+        shape: &klab_engine::general::Shape,
         buffers: &mut [&mut [u8]],
         ints: &[i64],
         floats: &[f64],
@@ -776,7 +776,7 @@ impl klab_core::reference::Reference for GpuReference {
                         crate::error_text(&e)
                     )
                 })?;
-            klab_core::gpuref::KernelReference::new(
+            klab_engine::gpuref::KernelReference::new(
                 session.backend,
                 &self.kernel.decl,
                 &self.spec,
@@ -789,7 +789,7 @@ impl klab_core::reference::Reference for GpuReference {
     }
 
     fn describe(&self) -> String {
-        klab_core::gpuref::describe(&self.spec)
+        klab_engine::gpuref::describe(&self.spec)
     }
 }
 

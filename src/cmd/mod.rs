@@ -26,7 +26,7 @@ mod triad;
 use std::path::Path;
 use std::process::ExitCode;
 
-use klab_core::child::ChildResult;
+use klab_run::child::ChildResult;
 
 use crate::cli::{Cli, Command};
 

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 use klab_core::device::CUDA_MAX_THREADS_PER_BLOCK;
-use klab_core::model::{ModelParams, ModelReport};
+use klab_model::{ModelParams, ModelReport};
 
 use crate::cli::ModelArgs;
 use crate::EXIT_GATE_FAILED;

@@ -14,23 +14,23 @@
 //! predictions only for a launch of a `--kernel` whose grid and block are the ones klab
 //! would launch at `--n`.
 
-use klab_core::verify::VerifyPolicy;
+use klab_engine::verify::VerifyPolicy;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use klab_core::artifact::{utc_timestamp, write_atomic};
-use klab_core::bound::{
+use klab_core::device::Dim3;
+use klab_engine::timing::{self, profile_launch_skip};
+use klab_engine::workload::Workload;
+use klab_model::bound::{
     self, BoundStatement, CounterRow, KernelProfile, Measured, ProfileRecord, RejectedKernel,
     PROFILE_SCHEMA,
 };
-use klab_core::device::Dim3;
-use klab_core::model::predict::{predict, VariantPrediction};
-use klab_core::timing::{self, profile_launch_skip};
-use klab_core::variant::{BLOCK_ROWS, TILE};
-use klab_core::workload::Workload;
-use klab_core::{builtin, Variant};
+use klab_model::predict::{predict, VariantPrediction};
+use klab_spec::variant::{BLOCK_ROWS, TILE};
+use klab_spec::{builtin, Variant};
 use klab_tools::ncu::{
     self, metrics, CacheControl, KernelRecord, MessageLevel, Page, ProfileRequest, RunOutput,
 };
@@ -40,7 +40,7 @@ use crate::cli::ProfileArgs;
 use crate::cmd::measure::{output_dir, Kernel, Session};
 use crate::cmd::Finished;
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
-use klab_core::child::{ChildResult, ProfileChild};
+use klab_run::child::{ChildResult, ProfileChild};
 
 pub fn run(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Result<Finished> {
     if args.in_process {
@@ -192,7 +192,7 @@ fn refuse_unprofilable(k: &Kernel) -> anyhow::Result<()> {
             k.decl.entry
         );
     }
-    if klab_core::manifest::LibraryRoutine::from_entry(&k.decl.entry).is_some() {
+    if klab_spec::manifest::LibraryRoutine::from_entry(&k.decl.entry).is_some() {
         bail!(
             "'{}' is a library routine ({}), not a kernel of {}: klab profile selects one kernel launch by its entry name",
             k.name(),
@@ -567,9 +567,9 @@ fn finish_one(
 }
 
 /// The built-in operations' rows have their n; a declared one's its whole shape.
-fn declared_shape(kernel: &Kernel, w: &klab_core::general::DeclaredWorkload) -> Option<String> {
-    (kernel.decl.operation == klab_core::declared::builtin::OpKind::Declared)
-        .then(|| klab_core::general::describe_shape(&w.shape))
+fn declared_shape(kernel: &Kernel, w: &klab_engine::general::DeclaredWorkload) -> Option<String> {
+    (kernel.decl.operation == klab_spec::declared::builtin::OpKind::Declared)
+        .then(|| klab_engine::general::describe_shape(&w.shape))
 }
 
 /// What is set beside one launch's counters and said around them: everything in a bound
@@ -996,7 +996,7 @@ fn child(args: &ProfileArgs, spec: &str, policy: VerifyPolicy) -> anyhow::Result
     let n = args.n.unwrap_or_else(|| kernel.default_n());
     let w = kernel.workload(n, None, args.device)?;
     let mut session = Session::open(&kernel, args.device, policy)?;
-    let k = klab_core::workload::load_kernels(&mut session.backend, &kernel.decl)?;
+    let k = klab_engine::workload::load_kernels(&mut session.backend, &kernel.decl)?;
     let p = timing::profile_sequence(&mut session.backend, &w, &k, args.warmup)?;
     let report = ProfileChild {
         entry: kernel.decl.entry.clone(),

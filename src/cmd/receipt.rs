@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use klab_core::artifact::{check_output, read_regular, sha256_hex, write_atomic, Input};
-use klab_core::compare;
+use klab_evidence::compare;
 use klab_tools::sshsig::{self, SigError};
 
 use crate::cli::{
@@ -48,7 +48,7 @@ fn check(args: ReceiptCheckArgs) -> anyhow::Result<ExitCode> {
             println!(
                 "note {}: it lacks {}; klab compare refuses it",
                 path.display(),
-                klab_core::receipt::Integrity::LACKING
+                klab_evidence::receipt::Integrity::LACKING
             );
         }
     }

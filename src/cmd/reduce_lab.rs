@@ -5,10 +5,10 @@
 //! reproduced: weak passes drop-tail 4 for 4; hardened fails it at 611 and 16,483, passes
 //! it at 1,024, and passes the guarded variant. Any other outcome prints a GATE line.
 
-use klab_core::verify::VerifyPolicy;
+use klab_engine::verify::VerifyPolicy;
 use std::process::ExitCode;
 
-use klab_core::ops::reduce::{self, SuiteReport};
+use klab_spec::ops::reduce::{self, SuiteReport};
 
 use crate::child::{self, ChildCmd};
 use crate::cli::ReduceLabArgs;
@@ -17,10 +17,10 @@ use crate::EXIT_GATE_FAILED;
 
 fn suites(session: &mut Session, name: &str) -> anyhow::Result<(SuiteReport, SuiteReport)> {
     let kernel = Kernel::parse(name)?;
-    let k = klab_core::workload::load_kernels(&mut session.backend, &kernel.decl)?;
+    let k = klab_engine::workload::load_kernels(&mut session.backend, &kernel.decl)?;
     let decl = kernel.decl.clone();
     let backend = &mut session.backend;
-    let mut sum = |x: &[f32]| klab_core::check::device_sum(backend, &decl, &k, x);
+    let mut sum = |x: &[f32]| klab_engine::check::device_sum(backend, &decl, &k, x);
     let weak = reduce::weak_suite(&mut sum);
     let hard = reduce::hardened_suite(&mut sum);
     Ok((weak, hard))

@@ -3,27 +3,27 @@
 //! separate `klab bench` process; every block's row is kept; per-kernel receipts collect
 //! the blocks; ratios against the baseline are taken per round with a bootstrap interval.
 
-use klab_core::verify::VerifyPolicy;
+use klab_engine::verify::VerifyPolicy;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use klab_core::artifact::{read_regular, sha256_file, utc_timestamp, write_atomic, Input};
-use klab_core::declared::builtin::OpKind;
-use klab_core::receipt::{self, Receipt};
 use klab_core::samples::parse_samples_csv;
 use klab_core::stats::{analyze_speedup, gb_per_s, render_analysis, BootstrapConfig, Summary};
+use klab_evidence::receipt::{self, Receipt};
+use klab_spec::declared::builtin::OpKind;
 use serde::Serialize;
 
 use crate::child::ChildCmd;
 use crate::cli::{BenchArgs, RoundsArgs};
 use crate::cmd::measure::{self, Kernel};
 use crate::EXIT_GATE_FAILED;
-use klab_core::child::{ChildResult, Verdict};
-use klab_core::registry::{self, Scope};
-use klab_core::schema::{
+use klab_evidence::schema::{
     rounds_csv, CeilingRate, RateRow, RoundsAnalysis, RoundsBlock, RoundsSummary,
 };
+use klab_run::child::{ChildResult, Verdict};
+use klab_spec::registry::{self, Scope};
 use std::time::Duration;
 
 /// The order of one round: the kernels, then the same kernels reversed.
@@ -341,13 +341,13 @@ struct Blocks {
     /// Blocks that could not run (not a kernel's failure).
     errors: Vec<String>,
     phases_csv: String,
-    totals: klab_core::timing::Phases,
+    totals: klab_engine::timing::Phases,
     wall_total: f64,
 }
 
 impl Blocks {
     /// Where the time went, over every block: what the command costs beyond the kernels.
-    fn time(&self) -> klab_core::schema::RoundsTime {
+    fn time(&self) -> klab_evidence::schema::RoundsTime {
         let mut checkers: Vec<&str> = Vec::new();
         for r in self.rows.iter().filter_map(|r| r.receipt.as_ref()) {
             for p in &r.measurement.phases {
@@ -358,7 +358,7 @@ impl Blocks {
         }
         let mut phases = self.totals.clone();
         phases.checker = checkers.join("; ");
-        klab_core::schema::RoundsTime {
+        klab_evidence::schema::RoundsTime {
             wall_s: self.wall_total,
             other_s: (self.wall_total - phases.total_s()).max(0.0),
             phases,
@@ -380,7 +380,7 @@ fn run_blocks(
         phases_csv: String::from(
             "round,position,kernel,wall_s,setup_s,compile_s,inputs_s,validations_s,timed_s,other_s,checker\n",
         ),
-        totals: klab_core::timing::Phases::default(),
+        totals: klab_engine::timing::Phases::default(),
         wall_total: 0.0,
     };
     let order: Vec<&Kernel> = round_order(&plan.kernels.iter().collect::<Vec<_>>());

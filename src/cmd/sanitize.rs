@@ -7,7 +7,7 @@
 //! `klab sanitize --import REPORT --tool T` skips the run and gives a saved report to the
 //! same parser and describe line ([`sanitizer::import`]).
 
-use klab_core::verify::VerifyPolicy;
+use klab_engine::verify::VerifyPolicy;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -55,7 +55,7 @@ fn start_order(pairs: &[(usize, Tool)], known_broken: impl Fn(usize) -> bool) ->
 pub fn sizes_for(kernel: &Kernel) -> (u64, u64) {
     let e = kernel
         .size_variable()
-        .map(|var| klab_core::general::chunk(&kernel.decl.op, var))
+        .map(|var| klab_engine::general::chunk(&kernel.decl.op, var))
         .unwrap_or(1)
         .max(1);
     (e + 1, 1024u64.max(e) / e * e)
@@ -69,7 +69,7 @@ pub fn sizes_for(kernel: &Kernel) -> (u64, u64) {
 /// sanitize step took 18.6 s with them, nearly all of it one racecheck run of a racy kernel).
 pub(crate) fn sanitize_target(kernel: &Kernel, device: u32) -> (CheckArgs, Vec<u64>, String) {
     let base = crate::cmd::check::child_args(kernel.spec(), device);
-    if kernel.decl.operation == klab_core::declared::builtin::OpKind::Declared {
+    if kernel.decl.operation == klab_spec::declared::builtin::OpKind::Declared {
         let args = CheckArgs {
             quick: true,
             ..base
@@ -112,7 +112,7 @@ fn import(path: &Path, tool: Tool) -> anyhow::Result<ExitCode> {
 /// that the tools see only the kernel's own launches, never klab's device checker.
 pub fn sanitized_check(args: CheckArgs) -> Vec<std::ffi::OsString> {
     ChildCmd::Check(args).argv_for(VerifyPolicy {
-        checker: klab_core::verify::Checker::Cpu,
+        checker: klab_engine::verify::Checker::Cpu,
         ..VerifyPolicy::default()
     })
 }
@@ -121,7 +121,7 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
     if let (Some(path), Some(tool)) = (&args.import, args.tool) {
         return import(path, tool.into());
     }
-    let kernels = Kernel::parse_all(&args.kernels, klab_core::registry::Scope::Default)?;
+    let kernels = Kernel::parse_all(&args.kernels, klab_spec::registry::Scope::Default)?;
     let tools: Vec<Tool> = args.tools.0.clone();
     if tools.is_empty() {
         bail!("--tools names no tool");

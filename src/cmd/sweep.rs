@@ -1,6 +1,6 @@
 //! `klab sweep`: kernels over axes, every point gated and timed with its receipt.
 //!
-//! The plan ([`klab_core::sweep::SweepPlan`]) is written first; each group (one point of
+//! The plan ([`klab_evidence::sweep::SweepPlan`]) is written first; each group (one point of
 //! the axes, every kernel) runs through [`run_group`]: `klab check --sizes N` per kernel,
 //! then `klab bench` per kernel that passed, or one `klab rounds` of them all, each a
 //! watched child. The group's record goes to `tasks/G/group.json`, whoever ran it: a
@@ -8,22 +8,22 @@
 //! written into `sweep.sbatch` by `--slurm`). [`collect`] merges the records, re-checks
 //! every receipt as `klab compare` does, and writes the table and the report.
 
-use klab_core::verify::VerifyPolicy;
+use klab_engine::verify::VerifyPolicy;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use klab_core::artifact::{read_regular, utc_timestamp, write_atomic, Input};
-use klab_core::child::{ChildResult, ChildVerdict, Verdict};
-use klab_core::receipt::Receipt;
-use klab_core::registry::Scope;
-use klab_core::sweep::{
+use klab_evidence::receipt::Receipt;
+use klab_evidence::sweep::{
     self, Axis, DeviceList, Group, GroupRecord, PlannedKernel, PointRecord, PointStatus, SweepFile,
     SweepPlan, SweepTable, TaskProblem, TaskSummary, TimedSpan,
 };
+use klab_run::child::{ChildResult, ChildVerdict, Verdict};
+use klab_spec::registry::Scope;
 
-use klab_core::general::ShapeArg;
+use klab_engine::general::ShapeArg;
 
 use crate::child::{ChildCmd, ChildRun};
 use crate::cli::{BenchArgs, RoundsArgs, SweepArgs, SweepCommand, TimingArgs};
@@ -335,7 +335,7 @@ fn run_group(
             run.bench_each(&at, &passed, &mut points);
             let copies: Vec<String> = passed
                 .iter()
-                .filter(|(_, k)| k.decl.operation == klab_core::declared::builtin::OpKind::Copy)
+                .filter(|(_, k)| k.decl.operation == klab_spec::declared::builtin::OpKind::Copy)
                 .map(|(_, k)| k.name())
                 .collect();
             sweep::place_benched(&mut points, &copies, plan.baseline.as_deref());
@@ -727,7 +727,7 @@ pub fn collect(dir: &Path) -> anyhow::Result<SweepTable> {
                         )
                         .map_err(|e| e.to_string())
                         .and_then(|path| {
-                            klab_core::compare::check(&path).map_err(|e| e.to_string())
+                            klab_evidence::compare::check(&path).map_err(|e| e.to_string())
                         });
                         if let Err(e) = checked {
                             p.status = PointStatus::Error;

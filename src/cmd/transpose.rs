@@ -1,19 +1,19 @@
 //! `klab transpose <variant|all> <N> <reps>`: the transpose lab's harness, a formatter over
-//! the timing engine with a batch timer (`klab_core::row::transpose_row`). The kernels run
+//! the timing engine with a batch timer (`klab_evidence::row::transpose_row`). The kernels run
 //! in a child (`--in-process`) under the watchdog; its CSV is relayed as it comes.
 
-use klab_core::verify::VerifyPolicy;
+use klab_engine::verify::VerifyPolicy;
 use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use klab_core::general::{DeclaredWorkload, InputCase};
-use klab_core::manifest::KernelDecl;
-use klab_core::ops::transpose::InputPattern;
-use klab_core::registry::{self, Scope};
-use klab_core::row::{self, CSV_HEADER};
-use klab_core::workload::Workload;
-use klab_core::Variant;
+use klab_engine::general::{DeclaredWorkload, InputCase};
+use klab_engine::workload::Workload;
+use klab_evidence::row::{self, CSV_HEADER};
+use klab_spec::manifest::KernelDecl;
+use klab_spec::ops::transpose::InputPattern;
+use klab_spec::registry::{self, Scope};
+use klab_spec::Variant;
 
 use crate::child::{self, ChildCmd};
 use crate::cli::TransposeArgs;

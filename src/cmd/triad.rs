@@ -1,17 +1,17 @@
 //! `klab triad <mode> [samples.csv]`: the triad lab's program as a command. The kernels
 //! run in a child (`--in-process`) under the watchdog.
 
-use klab_core::verify::VerifyPolicy;
+use klab_engine::verify::VerifyPolicy;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use klab_core::backend::Backend;
-use klab_core::general::{DeclaredWorkload, InputCase};
-use klab_core::ops::triad;
 use klab_core::samples::{Regime, Timer};
-use klab_core::timing::{self, Outcome, TimingConfig, WarmupPolicy};
-use klab_core::workload::{Workload, POISON_BYTES};
+use klab_engine::backend::Backend;
+use klab_engine::general::{DeclaredWorkload, InputCase};
+use klab_engine::timing::{self, Outcome, TimingConfig, WarmupPolicy};
+use klab_engine::workload::{Workload, POISON_BYTES};
+use klab_spec::ops::triad;
 
 use crate::child::{self, ChildCmd};
 use crate::cli::TriadArgs;
@@ -101,7 +101,7 @@ fn check(session: &mut Session) -> anyhow::Result<ExitCode> {
         let w = workload(false, n, seed)?;
         let outcome = if n == 0 {
             // Nothing to launch: an empty grid. The (empty) output trivially matches.
-            klab_core::rule::CheckOutcome {
+            klab_spec::rule::CheckOutcome {
                 failures: 0,
                 max_abs: 0.0,
                 max_rel: 0.0,
@@ -140,7 +140,7 @@ fn check(session: &mut Session) -> anyhow::Result<ExitCode> {
 
 fn single(session: &mut Session, buggy: bool) -> anyhow::Result<ExitCode> {
     let w = workload(buggy, triad::N, 7)?;
-    let kernel = klab_core::workload::load_kernels(&mut session.backend, w.decl())?;
+    let kernel = klab_engine::workload::load_kernels(&mut session.backend, w.decl())?;
     let mut bufs = w.create_slot(&mut session.backend, 0)?;
     let c = timing::validate_once(
         &mut session.backend,

@@ -60,7 +60,7 @@ pub fn precompiled_transposes(arch: &str) -> tempfile::TempDir {
         .cubin;
     std::fs::write(dir.path().join("t.cubin"), &cubin).unwrap();
     let ptx = cudarc::nvrtc::compile_ptx_with_opts(
-        klab_core::builtin::TRANSPOSE_SOURCE,
+        klab_spec::builtin::TRANSPOSE_SOURCE,
         cudarc::nvrtc::CompileOptions {
             arch: Some("compute_80"),
             ..Default::default()

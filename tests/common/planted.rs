@@ -2,9 +2,9 @@
 //! the same cases on the emulated device (tests/emulate.rs) and on the GPU (tests/gpu.rs).
 
 use klab_core::dtype::Dtype;
-use klab_core::inputs::{Generator, Pattern};
-use klab_core::rule::{self, Comparison, NanRule, Rule};
-use klab_core::verify::ExpectMap;
+use klab_engine::inputs::{Generator, Pattern};
+use klab_engine::verify::ExpectMap;
+use klab_spec::rule::{self, Comparison, NanRule, Rule};
 
 /// Every dtype klab compares, the float ones first.
 pub const DTYPES: [Dtype; 12] = [
@@ -169,8 +169,8 @@ pub fn comparisons(dt: Dtype) -> Vec<Comparison> {
 pub fn ladder_cases(mut judge: impl FnMut(Vec<Case>)) {
     let ladder = |kernel: &str| -> Vec<u64> {
         let (_, decl) =
-            klab_core::registry::resolve(kernel, klab_core::registry::Scope::Audit).unwrap();
-        klab_core::general::ladder(&decl.op)
+            klab_spec::registry::resolve(kernel, klab_spec::registry::Scope::Audit).unwrap();
+        klab_engine::general::ladder(&decl.op)
             .unwrap()
             .iter()
             .map(|s| s["n"] as u64)
@@ -304,9 +304,9 @@ pub fn generators() -> Vec<Generator> {
                     scale: 1000.0,
                 },
                 Pattern::Constant { lo, hi },
-                Pattern::Special(klab_core::inputs::special_bits(dt)),
+                Pattern::Special(klab_engine::inputs::special_bits(dt)),
                 Pattern::Distinct {
-                    cap: klab_core::inputs::distinct_cap(dt),
+                    cap: klab_engine::inputs::distinct_cap(dt),
                 },
             ];
             for pattern in patterns {

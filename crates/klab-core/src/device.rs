@@ -25,7 +25,8 @@ impl Dim3 {
             .saturating_mul(u64::from(self.z))
     }
 
-    pub(crate) fn axes(&self) -> [(char, u32); 3] {
+    /// The three extents with their axis letters, for messages that name an axis.
+    pub fn axes(&self) -> [(char, u32); 3] {
         [('x', self.x), ('y', self.y), ('z', self.z)]
     }
 }

@@ -12,7 +12,7 @@
 //! writes the outputs just before each launch, and the flushed regime's scrub is no proof
 //! that every line left L2.
 //!
-//! A median below the floor is a failed gate ([`crate::timing::Measurement::gate_failure`]):
+//! A median below the floor is a failed gate (`klab_engine::timing::Measurement::gate_failure`):
 //! the timed launches cannot have done the declared work.
 
 use serde::{Deserialize, Serialize};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
-use klab_core::verify::CheckerMutant;
+use klab_engine::verify::CheckerMutant;
 
 use crate::error::DriverContext;
 use crate::nvrtc::{self, Cache, CompileSpec};
@@ -31,8 +31,8 @@ pub struct CheckerModule {
 /// The compile spec of the checker for `arch` (a wrong checker for `mutant`).
 pub fn spec(arch: &str, mutant: Option<CheckerMutant>) -> CompileSpec {
     let mut s = CompileSpec::new(
-        klab_core::builtin::VERIFY_PROGRAM,
-        klab_core::builtin::VERIFY_SOURCE,
+        klab_spec::builtin::VERIFY_PROGRAM,
+        klab_spec::builtin::VERIFY_SOURCE,
         arch,
     );
     if let Some(m) = mutant {

@@ -1,4 +1,4 @@
-//! [`CudaBackend`]: klab-core's `Backend` on a CUDA device.
+//! [`CudaBackend`]: klab-engine's `Backend` on a CUDA device.
 //!
 //! Buffers are plain `cuMemAlloc` allocations of exactly the length asked for; copies,
 //! fills and launches go to one non-blocking stream created for the run; every launch's
@@ -12,11 +12,11 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{result, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
-use klab_core::backend::{Arg, Backend, BackendError};
 use klab_core::device::{DeviceFacts, DeviceLimits, KernelResources};
-use klab_core::manifest::LibraryRoutine;
-use klab_core::plan::LaunchPlan;
-use klab_core::verify::VerifyPolicy;
+use klab_engine::backend::{Arg, Backend, BackendError};
+use klab_engine::verify::VerifyPolicy;
+use klab_spec::manifest::LibraryRoutine;
+use klab_spec::plan::LaunchPlan;
 
 use crate::device::Device;
 use crate::error::{describe, DriverContext};
@@ -181,7 +181,7 @@ impl CudaBackend {
     /// The device checker, compiled or loaded from the cache on first use; None when it
     /// cannot be (no NVRTC, say), which is said once on stderr: the CPU oracle then judges.
     fn checker(&mut self) -> Option<&crate::checker::CheckerModule> {
-        if self.policy.checker != klab_core::verify::Checker::Device {
+        if self.policy.checker != klab_engine::verify::Checker::Device {
             return None;
         }
         if self.checker.is_none() {
@@ -286,7 +286,7 @@ impl CudaBackend {
 
     /// The device checker's summary words at `src` (after its launches, in stream order).
     fn summary_words(&mut self, src: CUdeviceptr) -> Result<Vec<u64>, BackendError> {
-        let mut bytes = vec![0u8; 8 * klab_core::verify::SUMMARY_WORDS];
+        let mut bytes = vec![0u8; 8 * klab_engine::verify::SUMMARY_WORDS];
         // SAFETY: `src` points at the summary inside the live scratch buffer.
         let r = unsafe { result::memcpy_dtoh_async(&mut bytes, src, self.stream.cu_stream()) };
         self.check(
@@ -431,9 +431,9 @@ impl Backend for CudaBackend {
 
     fn device_check(
         &mut self,
-        check: &klab_core::verify::DeviceCheck<'_, DeviceBuffer>,
-    ) -> Result<Option<klab_core::verify::DeviceSummary>, BackendError> {
-        use klab_core::verify::{self, DeviceSummary, SUMMARY_WORDS, VERIFY_THREADS};
+        check: &klab_engine::verify::DeviceCheck<'_, DeviceBuffer>,
+    ) -> Result<Option<klab_engine::verify::DeviceSummary>, BackendError> {
+        use klab_engine::verify::{self, DeviceSummary, SUMMARY_WORDS, VERIFY_THREADS};
         let sms = u64::from(self.device.facts().sm_count.max(1));
         let Some(c) = self.checker() else {
             return Ok(None);
@@ -485,7 +485,7 @@ impl Backend for CudaBackend {
     fn device_generate(
         &mut self,
         dst: &mut DeviceBuffer,
-        generator: &klab_core::inputs::Generator,
+        generator: &klab_engine::inputs::Generator,
     ) -> Result<bool, BackendError> {
         let sms = self.device.facts().sm_count.max(1);
         let Some(c) = self.checker() else {
@@ -544,7 +544,7 @@ impl Backend for CudaBackend {
         let sms = self.device.facts().sm_count.max(1);
         let Some(c) = self.checker() else {
             let mut v = vec![0u8; bytes];
-            klab_core::inputs::random_bytes(seed, &mut v);
+            klab_engine::inputs::random_bytes(seed, &mut v);
             return self.upload_bytes(dst, &v);
         };
         let f = c.scramble.clone();
@@ -583,7 +583,7 @@ impl Backend for CudaBackend {
         let Some(c) = self.checker() else {
             // Without klab's module: one small device-to-device copy an element.
             for j in 0..count {
-                let at = klab_core::inputs::drawn_position(key, j, elements) * size as u64;
+                let at = klab_engine::inputs::drawn_position(key, j, elements) * size as u64;
                 // SAFETY: `at + size` is within both buffers (their lengths are checked
                 // above), in stream order.
                 let r = unsafe {
@@ -846,7 +846,7 @@ impl Backend for CudaBackend {
 
     fn capture_graph(
         &mut self,
-        launches: &[klab_core::backend::Launch<'_, Kernel, DeviceBuffer>],
+        launches: &[klab_engine::backend::Launch<'_, Kernel, DeviceBuffer>],
     ) -> Result<CudaGraph, BackendError> {
         let stream = self.stream.cu_stream();
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;

@@ -9,7 +9,7 @@
 //! - [`module`]: what a manifest's kernels run from, compiled by [`nvrtc`] or brought
 //!   precompiled (cubin, PTX, fatbin);
 //! - [`checker`]: klab's own device module, the device checker and input generator;
-//! - [`gpu`]: [`gpu::CudaBackend`], the implementation of klab-core's `Backend`, over a
+//! - [`gpu`]: [`gpu::CudaBackend`], the implementation of klab-engine's `Backend`, over a
 //!   loaded module.
 
 pub mod checker;

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use klab_core::manifest::{KernelDecl, Manifest, ModuleKind, Source};
+use klab_spec::manifest::{KernelDecl, Manifest, ModuleKind, Source};
 
 use crate::nvrtc::{self, Cache, CompileSpec, Compiled};
 use crate::CudaError;

@@ -5,7 +5,7 @@
 //! for ([`toolkit_include_dir`]) and passed as one more `-I`; [`Compiled::toolkit_include`]
 //! records which folder it was.
 //!
-//! A manifest's `include_dirs` come as [`IncludeDir`]s (klab-core reads them with the
+//! A manifest's `include_dirs` come as [`IncludeDir`]s (klab-spec reads them with the
 //! manifest): each is an `-I`, and its files' digest is in the cache key.
 //!
 //! Entries that name template instances (`scale<float, 128>`) are NVRTC name expressions:
@@ -31,9 +31,9 @@ use std::time::Instant;
 use cudarc::nvrtc::{result, sys};
 use klab_core::artifact::{self, sha256_hex, Input};
 use klab_core::device::KernelResources;
-use klab_core::include::IncludeDir;
-use klab_core::manifest::{KernelDecl, Manifest};
 use klab_core::ptxas;
+use klab_spec::include::IncludeDir;
+use klab_spec::manifest::{KernelDecl, Manifest};
 use serde::{Deserialize, Serialize};
 
 use crate::{probe, CudaError};
@@ -88,8 +88,8 @@ impl CompileSpec {
     /// The transpose lab's built-in kernels (`kernels/transpose.cu`) for `arch`.
     pub fn transpose_lab(arch: &str) -> CompileSpec {
         CompileSpec::new(
-            klab_core::builtin::TRANSPOSE_PROGRAM,
-            klab_core::builtin::TRANSPOSE_SOURCE,
+            klab_spec::builtin::TRANSPOSE_PROGRAM,
+            klab_spec::builtin::TRANSPOSE_SOURCE,
             arch,
         )
     }

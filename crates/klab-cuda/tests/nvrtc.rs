@@ -2,9 +2,9 @@
 //! so, where libnvrtc is absent, unless KLAB_REQUIRE_NVRTC=1 (set by scripts/test once it
 //! has installed the NVRTC wheel), in which case absence fails them.
 
-use klab_core::builtin;
 use klab_cuda::nvrtc::{self, Cache, CompileSpec};
 use klab_cuda::{probe, CudaError};
+use klab_spec::builtin;
 
 fn nvrtc_or_skip(test: &str) -> bool {
     if probe::nvrtc_present() {
@@ -333,7 +333,7 @@ extern "C" __global__ void k(float* o, const float* i, int n) {
     .unwrap();
     let cache = Cache::at(t.path().join("cache"));
     let build = || {
-        let manifest = klab_core::manifest::load(&m).unwrap();
+        let manifest = klab_spec::manifest::load(&m).unwrap();
         let spec =
             CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH).unwrap();
         nvrtc::compile(&spec, &cache).unwrap()
@@ -376,14 +376,14 @@ __global__ void scale(T* out, const T* in, int n) {
     let kernel = |name: &str, entry: &str| {
         format!("[[kernel]]\nname = \"{name}\"\nentry = \"{entry}\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [128]\nelements_per_block = [128, 1]\n")
     };
-    let manifest = klab_core::manifest::parse(
+    let manifest = klab_spec::manifest::parse(
         "m.toml",
         &format!(
             "source = \"scale.cu\"\n{}{}",
             kernel("f128", "scale<float, 128>"),
             kernel("d64", "scale<double, 64>")
         ),
-        klab_core::manifest::Files::Given(&|_| Ok(("scale.cu".into(), source.into()))),
+        klab_spec::manifest::Files::Given(&|_| Ok(("scale.cu".into(), source.into()))),
     )
     .unwrap();
     let spec =
@@ -430,8 +430,8 @@ __global__ void scale(T* out, const T* in, int n) {
 /// NVRTC to compile them, and the first thing that needs a driver says there is none.
 #[test]
 fn precompiled_cubin_and_ptx_become_modules_without_compiling_and_stop_at_the_driver() {
-    use klab_core::manifest::{ModuleKind, Source};
     use klab_cuda::module::{self, Module};
+    use klab_spec::manifest::{ModuleKind, Source};
     let test = "precompiled_cubin_and_ptx_become_modules_without_compiling_and_stop_at_the_driver";
     if !nvrtc_or_skip(test) {
         return;
@@ -464,7 +464,7 @@ fn precompiled_cubin_and_ptx_become_modules_without_compiling_and_stop_at_the_dr
             format!("source = \"{file}\"\n[[kernel]]\nname = \"padded\"\nentry = \"transpose_padded\"\noperation = \"transpose\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32, 8, 1]\nelements_per_block = [32, 32]\n"),
         )
         .unwrap();
-        let manifest = klab_core::manifest::load(&m).unwrap();
+        let manifest = klab_spec::manifest::load(&m).unwrap();
         assert_eq!(
             manifest.source,
             Source::Module {
@@ -518,7 +518,7 @@ fn the_device_checker_and_its_mutants_compile_without_spills() {
     if !nvrtc_or_skip("the_device_checker_and_its_mutants_compile_without_spills") {
         return;
     }
-    let mutants = klab_core::verify::CheckerMutant::ALL.map(Some);
+    let mutants = klab_engine::verify::CheckerMutant::ALL.map(Some);
     for mutant in [None].into_iter().chain(mutants) {
         let spec = klab_cuda::checker::spec(nvrtc::DEFAULT_ARCH, mutant);
         let c =

@@ -8,7 +8,7 @@
 //! first unmet need's reason, never attempted. Every kernel runs in a klab child process
 //! under the watchdog; the caller says how to start one through [`Launcher`] (the binary
 //! maps each [`Child`] to its own command line) and prints what the lab reports through it.
-//! The run's record is `lab.json` ([`klab_core::schema::LabRecord`]), written after the
+//! The run's record is `lab.json` ([`klab_evidence::schema::LabRecord`]), written after the
 //! steps, again after the report, with every artifact's size and hash.
 
 mod error;
@@ -18,9 +18,9 @@ mod steps;
 use std::path::{Path, PathBuf};
 
 use klab_core::artifact::{create_run_dir, sha256_file, utc_timestamp, write_atomic};
-use klab_core::child::{ChildResult, ChildVerdict};
 use klab_core::device::DeviceFacts;
-use klab_core::schema::{LabArtifact, LabPlan, LabRecord, LabStep};
+use klab_evidence::schema::{LabArtifact, LabPlan, LabRecord, LabStep};
+use klab_run::child::{ChildResult, ChildVerdict};
 use klab_tools::sanitizer::ToolList;
 use serde::Serialize;
 

@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use klab_core::artifact::{read_regular, Input};
-use klab_core::registry::{self, Scope};
-use klab_core::schema::LabPlan;
+use klab_evidence::schema::LabPlan;
+use klab_spec::registry::{self, Scope};
 use klab_tools::sanitizer::ToolList;
 
 use crate::LabError;

@@ -6,18 +6,18 @@ use std::path::Path;
 use std::time::Duration;
 
 use klab_core::artifact::{read_regular, read_text, sha256_file, sha256_hex, Input};
-use klab_core::backend::Backend;
-use klab_core::child::{ChildResult, ChildVerdict, Verdict};
 use klab_core::device::{resources_csv, KernelResources};
-use klab_core::model::{ModelParams, ModelReport};
-use klab_core::row::{self, TransposeRow};
-use klab_core::sanitize::SanitizedKernel;
-use klab_core::schema::RoundsSummary;
-use klab_core::{builtin, Variant};
 use klab_cuda::device::Device;
 use klab_cuda::gpu::CudaBackend;
 use klab_cuda::nvrtc::{self, Cache, CompileSpec, Compiled};
 use klab_cuda::probe;
+use klab_engine::backend::Backend;
+use klab_evidence::row::{self, TransposeRow};
+use klab_evidence::sanitize::SanitizedKernel;
+use klab_evidence::schema::RoundsSummary;
+use klab_model::{ModelParams, ModelReport};
+use klab_run::child::{ChildResult, ChildVerdict, Verdict};
+use klab_spec::{builtin, Variant};
 
 use crate::{files_under, Child, Lab, LabError, Status};
 
@@ -663,7 +663,7 @@ pub(crate) fn report(lab: &mut Lab<'_>) {
 /// Whether `kernel` (a name as `klab sanitize` records it) is the kernel the plan names
 /// `spec` (an alias, a qualified name or `manifest.toml:name`).
 fn registry_name_matches(spec: &str, kernel: &str) -> bool {
-    klab_core::registry::expand_one(spec, klab_core::registry::Scope::Default)
+    klab_spec::registry::expand_one(spec, klab_spec::registry::Scope::Default)
         .map(|r| r.name() == kernel)
         .unwrap_or(spec == kernel)
 }

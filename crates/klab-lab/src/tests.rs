@@ -3,8 +3,8 @@
 
 use std::collections::VecDeque;
 
-use klab_core::row::CSV_HEADER;
-use klab_core::schema::LabRecord;
+use klab_evidence::row::CSV_HEADER;
+use klab_evidence::schema::LabRecord;
 
 use super::*;
 
@@ -23,7 +23,7 @@ fn outcome(status: Option<i32>, stdout: &str) -> ChildOutcome {
     let result = status.map(|c| ChildResult::Exit {
         code: u8::try_from(c).unwrap(),
     });
-    let ending = klab_core::child::Ending {
+    let ending = klab_run::child::Ending {
         exit_code: status,
         signal: status.is_none().then_some(9),
         killed_after: status

@@ -6,10 +6,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use klab_core::artifact::{self, FileError, Input};
-use klab_core::bound::{ProfileRecord, PROFILE_SCHEMA};
 use klab_core::device::DeviceFacts;
-use klab_core::receipt::{check_relative_path, Receipt, ReceiptError};
-use klab_core::row::{self, TransposeRow};
+use klab_evidence::receipt::{check_relative_path, Receipt, ReceiptError};
+use klab_evidence::row::{self, TransposeRow};
+use klab_model::bound::{ProfileRecord, PROFILE_SCHEMA};
 use serde::Deserialize;
 
 use crate::error::ReportError;
@@ -30,7 +30,7 @@ impl fmt::Display for Note {
 pub type Part<T> = Result<T, Note>;
 
 /// `lab.json` (the type `klab lab` writes it with).
-pub use klab_core::schema::{LabArtifact, LabRecord, LabStep};
+pub use klab_evidence::schema::{LabArtifact, LabRecord, LabStep};
 
 /// `environment.json`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -65,10 +65,10 @@ pub struct LadderSize {
 }
 
 /// One block of `rounds/rounds.csv` (the type `klab rounds` writes it with).
-pub use klab_core::schema::RoundsBlock;
+pub use klab_evidence::schema::RoundsBlock;
 
 /// `rounds/summary.json` and `ceilings/summary.json` (the types `klab rounds` writes them with).
-pub use klab_core::schema::{RateRow, RoundsAnalysis, RoundsSummary};
+pub use klab_evidence::schema::{RateRow, RoundsAnalysis, RoundsSummary};
 
 /// A receipt found in the run, by its path relative to the run folder.
 #[derive(Debug, Clone)]
@@ -80,7 +80,7 @@ pub struct ReceiptEntry {
 }
 
 /// One kernel of `sanitize/sanitize.json` (the type `klab sanitize` writes it with).
-pub use klab_core::sanitize::{
+pub use klab_evidence::sanitize::{
     Outcome as SanitizerOutcome, RunRecord as SanitizerRun, SanitizedKernel,
 };
 
@@ -212,7 +212,7 @@ pub fn load(run_dir: &Path) -> Result<RunData, ReportError> {
         round_blocks: r.with(
             "rounds/rounds.csv",
             "rounds",
-            klab_core::schema::parse_rounds_csv,
+            klab_evidence::schema::parse_rounds_csv,
         ),
         rounds: r.json::<RoundsSummary>("rounds/summary.json", "rounds"),
         ceilings: r.json::<RoundsSummary>("ceilings/summary.json", "ceilings"),

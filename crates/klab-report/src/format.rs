@@ -6,7 +6,7 @@ pub fn grouped(v: f64) -> String {
     if !v.is_finite() {
         return format!("{v}");
     }
-    klab_core::bound::group(v.round() as i64)
+    klab_model::bound::group(v.round() as i64)
 }
 
 /// A value with thousands separators and `decimals` decimals: `2885.22` -> `2,885.2`.
@@ -19,7 +19,7 @@ pub fn grouped_decimals(v: f64, decimals: usize) -> String {
         Some((i, f)) => (i, Some(f)),
         None => (s.as_str(), None),
     };
-    let int = klab_core::bound::group(int.parse::<i64>().unwrap_or(0));
+    let int = klab_model::bound::group(int.parse::<i64>().unwrap_or(0));
     let sign = if v < 0.0 && s.chars().any(|c| c.is_ascii_digit() && c != '0') {
         "-"
     } else {

@@ -5,8 +5,8 @@
 //! `klab rounds` wrote to `rounds/summary.json`; the report only adds the block ranges.
 
 use klab_core::device::{fp32_lanes_per_sm, DeviceFacts};
-use klab_core::receipt::Receipt;
 use klab_core::stats::Summary;
+use klab_evidence::receipt::Receipt;
 
 use crate::data::{Note, Part, RateRow, RoundsBlock, RoundsSummary, RunData};
 

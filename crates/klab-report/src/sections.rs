@@ -3,9 +3,9 @@
 //! Every table that shows a performance number has the kernel's correctness verdict in the
 //! same row (see [`crate::verdict`]).
 
-use klab_core::bound::{Agreement, KernelProfile};
-use klab_core::row::TransposeRow;
-use klab_core::Variant;
+use klab_evidence::row::TransposeRow;
+use klab_model::bound::{Agreement, KernelProfile};
+use klab_spec::Variant;
 
 use crate::data::{
     ArtifactStatus, Part, RoundsSummary, RunData, SanitizedKernel, SanitizerOutcome, SanitizerRun,
@@ -774,7 +774,7 @@ fn kernel_profile(k: &KernelProfile) -> Vec<Block> {
         k.entry,
         k.shape.clone().unwrap_or_else(|| format!("N = {}", k.n))
     ))];
-    // The statement as klab-core renders it, one `Label: value` line each.
+    // The statement as klab-model renders it, one `Label: value` line each.
     let lines: Vec<(String, String)> = k
         .bound
         .render()

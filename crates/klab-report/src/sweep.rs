@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use klab_core::sweep::{PointRecord, PointStatus, SweepTable};
+use klab_evidence::sweep::{PointRecord, PointStatus, SweepTable};
 use plotters::prelude::*;
 
 use crate::document::{Block, Cell, Document, Section, Table, Tone};
@@ -178,7 +178,7 @@ fn points_section(t: &SweepTable) -> Section {
         };
         points.rows.push(vec![
             Cell::plain(&p.kernel),
-            Cell::mono(klab_core::sweep::shape_text(&p.shape)),
+            Cell::mono(klab_evidence::sweep::shape_text(&p.shape)),
             Cell::plain(p.regime.name()),
             status_cell(p.status),
             opt(p.median_us, format::us),
@@ -234,7 +234,7 @@ fn gpus_section(t: &SweepTable) -> Section {
             by_point
                 .entry((
                     p.kernel.clone(),
-                    klab_core::sweep::shape_text(&p.shape),
+                    klab_evidence::sweep::shape_text(&p.shape),
                     p.regime.name(),
                 ))
                 .or_default()
@@ -600,8 +600,8 @@ fn kernel_lines(
 mod tests {
     use super::*;
     use klab_core::samples::{Regime, Timer};
-    use klab_core::sweep::{Group, PlannedKernel, SweepPlan, TaskProblem};
-    use klab_core::timing::WarmupPolicy;
+    use klab_engine::timing::WarmupPolicy;
+    use klab_evidence::sweep::{Group, PlannedKernel, SweepPlan, TaskProblem};
 
     fn point(
         kernel: &str,
@@ -637,9 +637,9 @@ mod tests {
 
     fn table(points: Vec<PointRecord>) -> SweepTable {
         SweepTable {
-            schema: klab_core::sweep::TABLE_SCHEMA.into(),
+            schema: klab_evidence::sweep::TABLE_SCHEMA.into(),
             plan: SweepPlan {
-                schema: klab_core::sweep::PLAN_SCHEMA.into(),
+                schema: klab_evidence::sweep::PLAN_SCHEMA.into(),
                 created_utc: "2026-12-02T00:00:00Z".into(),
                 klab_version: "0.1.0".into(),
                 kernels: ["sgeam", "lean"]

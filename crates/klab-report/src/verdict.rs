@@ -3,8 +3,8 @@
 //! performance number is shown only beside its kernel's verdict: every table with a
 //! number takes its verdict cell from here.
 
-use klab_core::receipt::Receipt;
-use klab_core::Variant;
+use klab_evidence::receipt::Receipt;
+use klab_spec::Variant;
 
 use crate::data::{RunData, SanitizedKernel};
 

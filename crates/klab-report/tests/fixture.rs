@@ -3,7 +3,7 @@
 
 mod common;
 
-use klab_core::bound::{Agreement, ProfileRecord, PROFILE_SCHEMA};
+use klab_model::bound::{Agreement, ProfileRecord, PROFILE_SCHEMA};
 use klab_report::data::ArtifactStatus;
 
 #[test]

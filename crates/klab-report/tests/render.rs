@@ -7,13 +7,13 @@ mod common;
 use std::fs;
 use std::path::Path;
 
-use klab_core::bound::{compare, Agreement, Measured, ProfileRecord};
-use klab_core::model::predict::predict;
-use klab_core::variant::{BLOCK_ROWS, TILE};
-use klab_core::Variant;
+use klab_model::bound::{compare, Agreement, Measured, ProfileRecord};
+use klab_model::predict::predict;
 use klab_report::metrics::{self, roof_axes, roof_position};
 use klab_report::plots;
 use klab_report::{load, render, ReportError};
+use klab_spec::variant::{BLOCK_ROWS, TILE};
+use klab_spec::Variant;
 
 fn plot<'a>(r: &'a klab_report::Report, name: &str) -> &'a str {
     &r.plots.iter().find(|(n, _)| n == name).unwrap().1
@@ -81,7 +81,7 @@ fn roofline_places_zero_flop_kernels_at_the_left_edge_and_triad_at_its_intensity
     let run = load(&common::fixture()).unwrap();
     let p = metrics::peaks(&run);
     let rows = metrics::bandwidth_rows(&run).unwrap();
-    let receipts: Vec<(String, &klab_core::receipt::Receipt)> = run
+    let receipts: Vec<(String, &klab_evidence::receipt::Receipt)> = run
         .receipts
         .as_ref()
         .unwrap()

@@ -27,11 +27,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use klab_core::declared::{CommandSpec, DeclaredOp, OpParam, Role};
 use klab_core::dtype::Dtype;
-use klab_core::general::Shape;
 use klab_core::npy;
-use klab_core::reference::Reference;
+use klab_engine::general::Shape;
+use klab_engine::reference::Reference;
+use klab_spec::declared::{CommandSpec, DeclaredOp, OpParam, Role};
 
 use crate::process::{self, RunOptions};
 
@@ -401,7 +401,7 @@ impl Drop for CallDir {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use klab_core::declared::DeclaredOpSpec;
+    use klab_spec::declared::DeclaredOpSpec;
 
     /// y = a * x and s[r] += r over x (rows x cols), in Python's standard library only: a
     /// tiny .npy reader and writer. The first argument picks a misbehaviour; the second
@@ -522,7 +522,7 @@ scalars.a = { type = "f32", values = [0.1] }
             .map(String::from)
             .to_vec();
         let op = Arc::new(spec.validate(&params).unwrap());
-        let klab_core::declared::ReferenceSpec::Command(c) = &op.spec.reference else {
+        let klab_spec::declared::ReferenceSpec::Command(c) = &op.spec.reference else {
             panic!()
         };
         let reference = CommandReference::new(c, op.clone(), dir.path()).unwrap();
@@ -750,7 +750,7 @@ scalars.a = { type = "f32", values = [0.1] }
             .map(String::from)
             .to_vec();
         let op = Arc::new(spec.validate(&params).unwrap());
-        let klab_core::declared::ReferenceSpec::Command(cmd) = &op.spec.reference else {
+        let klab_spec::declared::ReferenceSpec::Command(cmd) = &op.spec.reference else {
             panic!()
         };
         let e = CommandReference::new(cmd, op.clone(), dir.path())

@@ -25,7 +25,7 @@
 //! that writes its working type as `KLAB_REAL` is the double-precision oracle, and for
 //! rule reference-error ([`CReferenceSpec::working`]) a second library is built with
 //! `-DKLAB_REAL=float` (the kernel's working precision) and called by
-//! [`klab_core::reference::Reference::run_in`].
+//! [`klab_engine::reference::Reference::run_in`].
 
 use std::ffi::{c_void, CString, OsString};
 use std::path::{Path, PathBuf};
@@ -55,7 +55,7 @@ pub struct CReferenceSpec {
     pub function: String,
     pub params: Vec<CParam>,
     /// Also build it in this working precision (rule reference-error).
-    pub working: Option<klab_core::rule::Precision>,
+    pub working: Option<klab_spec::rule::Precision>,
 }
 
 /// Why a reference could not be built or called.
@@ -125,7 +125,7 @@ impl Drop for Library {
 pub struct CReference {
     oracle: Library,
     /// The build in a working precision, when [`CReferenceSpec::working`] asked for one.
-    working: Option<(klab_core::rule::Precision, Library)>,
+    working: Option<(klab_spec::rule::Precision, Library)>,
     params: Vec<CParam>,
     /// The user's file and function.
     pub source: PathBuf,
@@ -255,7 +255,7 @@ impl Build<'_> {
     /// key, which names the preprocessed text.
     fn library(
         &self,
-        working: Option<klab_core::rule::Precision>,
+        working: Option<klab_spec::rule::Precision>,
     ) -> Result<(Library, String), CRefError> {
         let real = working.map_or("double", |p| p.c_type());
         let define = OsString::from(format!("-DKLAB_REAL={real}"));
@@ -508,7 +508,7 @@ impl CReference {
     /// [`CReference::call`] on the build in working precision `precision`.
     pub fn call_in(
         &self,
-        precision: klab_core::rule::Precision,
+        precision: klab_spec::rule::Precision,
         buffers: &mut [&mut [u8]],
         ints: &[i64],
         floats: &[f64],
@@ -558,10 +558,10 @@ impl CReference {
     }
 }
 
-impl klab_core::reference::Reference for CReference {
+impl klab_engine::reference::Reference for CReference {
     fn run(
         &self,
-        _shape: &klab_core::general::Shape,
+        _shape: &klab_engine::general::Shape,
         buffers: &mut [&mut [u8]],
         ints: &[i64],
         floats: &[f64],
@@ -571,8 +571,8 @@ impl klab_core::reference::Reference for CReference {
 
     fn run_in(
         &self,
-        precision: klab_core::rule::Precision,
-        _shape: &klab_core::general::Shape,
+        precision: klab_spec::rule::Precision,
+        _shape: &klab_engine::general::Shape,
         buffers: &mut [&mut [u8]],
         ints: &[i64],
         floats: &[f64],
@@ -594,8 +594,8 @@ impl klab_core::reference::Reference for CReference {
 
 /// The reference's parameters for a declared operation: its kernel's, in order (inputs
 /// `const`).
-pub fn params_for(op: &klab_core::declared::DeclaredOp) -> Vec<CParam> {
-    use klab_core::declared::{OpParam, Role};
+pub fn params_for(op: &klab_spec::declared::DeclaredOp) -> Vec<CParam> {
+    use klab_spec::declared::{OpParam, Role};
     op.params
         .iter()
         .map(|p| match p {
@@ -644,7 +644,7 @@ fn dl_error() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use klab_core::reference::Reference;
+    use klab_engine::reference::Reference;
 
     fn f32s(v: &[f32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()
@@ -760,7 +760,7 @@ mod tests {
         let mut s = spec(tmp.path(), SUM, axpy_params()[..3].to_vec());
         s.function = "sum_ref".into();
         let x = f32s(&[1.0, 2f32.powi(-30)]);
-        let call = |r: &CReference, p: Option<klab_core::rule::Precision>| {
+        let call = |r: &CReference, p: Option<klab_spec::rule::Precision>| {
             let (mut x, mut y) = (x.clone(), f32s(&[7.0]));
             match p {
                 None => r.call(&mut [&mut x, &mut y], &[2], &[]).unwrap(),
@@ -771,12 +771,12 @@ mod tests {
         let plain = CReference::build(&s, None).unwrap();
         assert_eq!(call(&plain, None), f32s(&[2f32.powi(-30)]), "double");
         assert!(plain
-            .call_in(klab_core::rule::Precision::F32, &mut [], &[], &[])
+            .call_in(klab_spec::rule::Precision::F32, &mut [], &[], &[])
             .is_err());
-        s.working = Some(klab_core::rule::Precision::F32);
+        s.working = Some(klab_spec::rule::Precision::F32);
         let both = CReference::build(&s, None).unwrap();
         assert_eq!(call(&both, None), f32s(&[2f32.powi(-30)]));
-        let f32_ = Some(klab_core::rule::Precision::F32);
+        let f32_ = Some(klab_spec::rule::Precision::F32);
         assert_eq!(call(&both, f32_), f32s(&[0.0]), "float loses 2^-30");
         // A reference that never writes KLAB_REAL would be the same program twice.
         let plain_src = SUM.replace("KLAB_REAL", "double");

@@ -1,14 +1,14 @@
 //! A declared operation's reference, built from its manifest's `reference` table: a C
 //! function ([`crate::cref`], compiled into klab's cache) or a program that exchanges
 //! `.npy` files ([`crate::cmdref`]), or a built-in operation's CPU oracle
-//! ([`klab_core::oracle`]). Paths are relative to the manifest's folder.
+//! ([`klab_engine::oracle`]). Paths are relative to the manifest's folder.
 
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use klab_core::declared::{DeclaredOp, ReferenceSpec};
-use klab_core::reference::Reference;
+use klab_engine::reference::Reference;
+use klab_spec::declared::{DeclaredOp, ReferenceSpec};
 
 use crate::cmdref::{CmdRefError, CommandReference};
 use crate::cref::{self, CRefError, CReference, CReferenceSpec};
@@ -48,11 +48,11 @@ pub fn build(
             manifest_dir,
         )?)),
         ReferenceSpec::Builtin(_) => Ok(Rc::new(
-            klab_core::oracle::BuiltinReference::for_op(op)
+            klab_engine::oracle::BuiltinReference::for_op(op)
                 .expect("a built-in reference has a built-in oracle"),
         )),
         ReferenceSpec::Kernel(_) => Err(ReferenceError::Unsupported(
-            "reference.kernel runs on a device: the caller builds it with a backend (klab_core::gpuref::KernelReference)".into(),
+            "reference.kernel runs on a device: the caller builds it with a backend (klab_engine::gpuref::KernelReference)".into(),
         )),
     }
 }

@@ -4,9 +4,9 @@
 //! mutations of the real captures in `tests/fixtures`; every case must end in `Ok` or
 //! `NcuError` (the sanitizer parser always returns a report) without a panic, within
 //! [`support::BOUND`], and what is accepted must keep the parser's stated invariants.
-//! Case counts: `KLAB_FUZZ_CASES` (see klab-core's `tests/support/mutate.rs`).
+//! Case counts: `KLAB_FUZZ_CASES` (see klab-evidence's `tests/support/mutate.rs`).
 
-#[path = "../../klab-core/tests/support/mutate.rs"]
+#[path = "../../klab-evidence/tests/support/mutate.rs"]
 mod support;
 
 use klab_tools::ncu::{

@@ -39,7 +39,7 @@ pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
 }
 
 /// Median (quantile rule) of unsorted values; None when empty.
-pub(crate) fn median_unsorted(values: &[f64]) -> Option<f64> {
+pub fn median_unsorted(values: &[f64]) -> Option<f64> {
     let mut s = values.to_vec();
     s.sort_by(f64::total_cmp);
     quantile_sorted(&s, 0.5)

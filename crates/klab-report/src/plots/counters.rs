@@ -4,7 +4,7 @@
 //! y = log10(1 + count): a zero sits on the 0 line and is labelled "0"; a value that is not
 //! measured or not predicted is labelled so instead of drawn. Disagreements are marked.
 
-use klab_core::bound::{Agreement, KernelProfile};
+use klab_model::bound::{Agreement, KernelProfile};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};

@@ -159,7 +159,7 @@ pub fn all(run: &crate::data::RunData) -> Vec<Plot> {
     let peaks = crate::metrics::peaks(run);
     let rows = crate::metrics::bandwidth_rows(run);
     let rates = rows.as_deref().unwrap_or(&[]);
-    let receipts: Vec<(String, &klab_core::receipt::Receipt)> = run
+    let receipts: Vec<(String, &klab_evidence::receipt::Receipt)> = run
         .receipts
         .as_ref()
         .map(|rs| {

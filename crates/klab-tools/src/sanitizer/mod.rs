@@ -73,7 +73,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use klab_core::sanitize::{
+pub use klab_evidence::sanitize::{
     Finding, FindingKind, Hazard, Outcome, Report, RunRecord, SanitizedKernel, Severity, Tool,
     ToolList, UnknownTool,
 };

@@ -1,0 +1,258 @@
+//! A kernel plus the operation it must compute, ready to be checked and timed: what to
+//! allocate per buffer slot, which arguments to pass, and how to check an output. The
+//! timing engine runs any [`Workload`] on any [`Backend`]; every kernel, built-in or
+//! declared by a user, is one [`crate::general::DeclaredWorkload`].
+
+use crate::backend::{Arg, Backend, BackendError, Launch};
+use klab_spec::manifest::KernelDecl;
+use klab_spec::ops::transpose;
+use klab_spec::plan::LaunchPlan;
+use klab_spec::rule::CheckOutcome;
+
+/// Poison bytes, alternated across validation runs: 0xff fills words with a NaN,
+/// 0x7f with 3.4e38. A kernel that skips a store cannot inherit a correct value, and one
+/// that happens to write one poison pattern is caught by the other.
+pub const POISON_BYTES: [u8; 2] = [transpose::POISON_BYTE, 0x7f];
+
+/// How the inputs of a verified timed sample differ from the block's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NewInputs {
+    /// Every input drawn again from a new seed (a memo keyed on pointers returns stale
+    /// outputs).
+    Fresh,
+    /// The block's inputs with a few elements at random positions drawn again (a memo
+    /// keyed on a hash of part of the inputs misses the change).
+    Perturbed,
+}
+
+/// Elements of each input a timed launch's inputs differ in ([`perturb_inputs`]), and a verified
+/// sample on perturbed inputs draws again ([`NewInputs::Perturbed`]).
+pub const PERTURBED_ELEMENTS: u64 = 64;
+
+/// One input's sources for perturbing it ([`Workload::perturbation_sources`]).
+pub struct PerturbSource<D> {
+    /// The buffer's index in a slot.
+    pub index: usize,
+    pub elements: u64,
+    /// Bytes per element.
+    pub size: usize,
+    /// Other values of the declared distribution.
+    pub other: D,
+    /// The block's input (`in` buffers), to put back after the launch.
+    pub block: Option<D>,
+}
+
+/// Before a timed launch that is not verified, after its invalidation: replace
+/// [`PERTURBED_ELEMENTS`] elements of each input at positions drawn from `key` with other
+/// values of the declared distribution, so that no two launches see the same inputs (a memo
+/// keyed on a hash of part of them must recompute, or return an answer to other inputs).
+/// With `restore`, after the launch: the `in` buffers' elements at those positions back.
+pub fn perturb_inputs<B: Backend>(
+    b: &mut B,
+    bufs: &mut [B::Buffer],
+    sources: &[PerturbSource<B::Buffer>],
+    key: u64,
+    restore: bool,
+) -> Result<(), BackendError> {
+    for src in sources {
+        let from = if restore {
+            match &src.block {
+                Some(block) => block,
+                None => continue,
+            }
+        } else {
+            &src.other
+        };
+        let key = crate::inputs::stream_key(key, src.index as u64);
+        let dst = &mut bufs[src.index];
+        b.copy_elements(dst, from, src.elements, src.size, key, PERTURBED_ELEMENTS)?;
+    }
+    Ok(())
+}
+
+/// The kernels of `decl`'s launches, loaded on `backend`: one per launch, in order.
+pub fn load_kernels<B: Backend>(
+    backend: &mut B,
+    decl: &KernelDecl,
+) -> Result<Vec<B::Kernel>, BackendError> {
+    decl.launches()
+        .iter()
+        .map(|l| backend.kernel(l.entry))
+        .collect()
+}
+
+/// Each launch of `workload`'s sequence against the device's limits and its kernel's
+/// resources (an error in a sequence of several names the entry).
+pub fn validate_launches<B: Backend, W: Workload>(
+    backend: &B,
+    workload: &W,
+    kernels: &[B::Kernel],
+) -> Result<(), LaunchError> {
+    let plans = workload.plans();
+    let several = plans.len() > 1;
+    for (plan, kernel) in plans.iter().zip(kernels) {
+        let resources = backend.resources(kernel);
+        klab_spec::plan::validate(plan, backend.limits(), Some(&resources), false).map_err(
+            |error| LaunchError {
+                entry: several.then(|| resources.kernel.clone()),
+                error,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// A launch of a workload's sequence the device cannot make.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{error}", entry.as_ref().map(|e| format!("{e}: ")).unwrap_or_default())]
+pub struct LaunchError {
+    /// The launch's entry, in a sequence of several.
+    pub entry: Option<String>,
+    pub error: klab_spec::plan::PlanError,
+}
+
+/// What the kernels of a sequence are on the device, one phrase per kernel.
+pub fn describe_resources<B: Backend>(backend: &B, kernels: &[B::Kernel]) -> String {
+    kernels
+        .iter()
+        .map(|k| backend.resources(k).describe())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Each launch's plan, described (`entry: plan` in a sequence of several).
+pub fn describe_plans<W: Workload>(workload: &W) -> String {
+    let plans = workload.plans();
+    if plans.len() == 1 {
+        return plans[0].describe();
+    }
+    workload
+        .decl()
+        .launches()
+        .iter()
+        .zip(&plans)
+        .map(|(l, p)| format!("{}: {}", l.entry, p.describe()))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// A kernel and its contract.
+pub trait Workload {
+    /// The kernel's declaration (its entry, label and operation).
+    fn decl(&self) -> &KernelDecl;
+    fn entry(&self) -> &str {
+        &self.decl().entry
+    }
+    /// What it computes, e.g. `y = fmaf(alpha, x, z)`.
+    fn operation(&self) -> String;
+    /// The first output's element type (`f32`).
+    fn dtype(&self) -> &'static str;
+    /// Problem size: the value of the operation's one size variable (elements per side
+    /// for transpose, elements for triad), else the first output's element count.
+    fn n(&self) -> u64;
+    /// The plan of each launch of the kernel's sequence, in order (one for most kernels).
+    fn plans(&self) -> Vec<LaunchPlan>;
+    /// Device bytes one slot (all its buffers) occupies.
+    fn slot_bytes(&self) -> u64;
+    /// Algorithmic bytes one launch must move.
+    fn useful_bytes(&self) -> u64;
+    fn flops(&self) -> u64;
+    /// The oracle and the rule, for receipts.
+    fn reference(&self) -> String;
+    fn rule(&self) -> String;
+    fn tolerances(&self) -> (Option<f64>, Option<f64>) {
+        (None, None)
+    }
+    /// Whether the kernel is a known-broken variant that must never be accepted or timed.
+    fn known_broken(&self) -> bool {
+        self.decl().known_broken.is_some()
+    }
+    /// Allocate one slot (exact lengths), upload the block's inputs and poison its outputs.
+    fn create_slot<B: Backend>(&self, b: &mut B, slot: u64)
+        -> Result<Vec<B::Buffer>, BackendError>;
+    /// The arguments of launch `step` of the sequence, for a slot.
+    fn args<'a, B: Backend>(&self, step: usize, bufs: &'a [B::Buffer]) -> Vec<Arg<'a, B::Buffer>>;
+    /// The whole sequence on a slot, each launch with its kernel from `kernels` (loaded by
+    /// [`load_kernels`]): what every gate launches, as one unit.
+    fn launches<'a, B: Backend>(
+        &self,
+        kernels: &'a [B::Kernel],
+        bufs: &'a [B::Buffer],
+    ) -> Vec<Launch<'a, B::Kernel, B::Buffer>> {
+        let plans = self.plans();
+        debug_assert_eq!(plans.len(), kernels.len(), "one kernel per launch");
+        plans
+            .into_iter()
+            .zip(kernels)
+            .enumerate()
+            .map(|(step, (plan, kernel))| Launch {
+                kernel,
+                plan,
+                args: self.args::<B>(step, bufs),
+            })
+            .collect()
+    }
+    /// Fill the slot's outputs with `byte` (one of [`POISON_BYTES`]).
+    fn poison<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &mut [B::Buffer],
+        byte: u8,
+    ) -> Result<(), BackendError>;
+    /// Before a timed launch: overwrite the slot's outputs and scratch with pseudo-random
+    /// bytes from `seed` (a new seed every launch, so no pattern can be recognised) and set
+    /// its in-out buffers to their inputs again, so that no launch finds the last one's result.
+    fn invalidate<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &mut [B::Buffer],
+        seed: u64,
+    ) -> Result<(), BackendError>;
+    /// The same workload on inputs no launch has seen, made from `seed` as `kind` says, for
+    /// a timed sample that is verified: a kernel that memoises its results (keyed on
+    /// pointers, or on a glance at part of its inputs) returns stale outputs there. `None`
+    /// where other inputs cannot be made at a bounded cost (a slow reference).
+    fn with_new_inputs(&self, _seed: u64, _kind: NewInputs) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
+    /// What a timed launch's inputs are perturbed from, made once before the timed
+    /// launches: for each input, values of the declared distribution from another seed, and
+    /// for an `in` buffer a copy of the block's input to put back after the launch (in-out
+    /// buffers get all of theirs back at the next invalidation). Empty where the inputs are
+    /// the user's (nothing is perturbed).
+    fn perturbation_sources<B: Backend>(
+        &self,
+        _b: &mut B,
+    ) -> Result<Vec<PerturbSource<B::Buffer>>, BackendError> {
+        Ok(Vec::new())
+    }
+    /// Set the slot's in-out buffers to their inputs again, leaving outputs and scratch as
+    /// they are (a stale-output probe: only what the kernel wrote stays in place).
+    fn restore_inouts<B: Backend>(
+        &self,
+        _b: &mut B,
+        _bufs: &mut [B::Buffer],
+    ) -> Result<(), BackendError> {
+        Ok(())
+    }
+    /// Write the slot's inputs and in-out buffers again (after a sample on fresh inputs).
+    fn put_inputs<B: Backend>(&self, b: &mut B, bufs: &mut [B::Buffer])
+        -> Result<(), BackendError>;
+    /// The slot's raw output words (for determinism checks).
+    fn output<B: Backend>(&self, b: &mut B, bufs: &[B::Buffer]) -> Result<Vec<u32>, BackendError>;
+    /// Who judged the outputs so far, in one phrase (`CPU oracle`).
+    fn verification(&self) -> String {
+        "CPU oracle".into()
+    }
+    /// Judge the slot's outputs against the oracle.
+    fn check<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &[B::Buffer],
+        slot: u64,
+    ) -> Result<CheckOutcome, BackendError>;
+}

@@ -1,0 +1,466 @@
+//! The artifact files klab writes and reads back, as types: the writer serialises them and
+//! the report deserialises the same types. Fields a reader does not find default, so a
+//! record written by an older klab still reads.
+
+use serde::{Deserialize, Serialize};
+
+use klab_core::csv::Csv;
+use klab_core::stats::SpeedupAnalysis;
+
+/// Header of `klab rounds`' `rounds.csv`.
+pub const ROUNDS_BLOCKS_CSV_HEADER: &str = "round,position,variant,correct,samples,median_us,p10_us,p90_us,useful_gb_s,sm_clock_before_mhz,sm_clock_after_mhz,temperature_before_c,temperature_after_c,power_before_w,power_after_w,flags";
+
+/// One block of `klab rounds` (one process, one kernel): a row of `rounds.csv`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RoundsBlock {
+    /// 1-based round and 0-based position within it.
+    pub round: u64,
+    pub position: u64,
+    pub variant: String,
+    /// The block's outputs passed every check.
+    pub correct: bool,
+    /// Per-launch samples, and their median, p10 and p90, us.
+    pub samples: u64,
+    pub median_us: Option<f64>,
+    pub p10_us: Option<f64>,
+    pub p90_us: Option<f64>,
+    /// Useful GB/s at the median.
+    pub useful_gb_s: Option<f64>,
+    /// GPU state before and after the block (NVML).
+    pub sm_clock_before_mhz: Option<u64>,
+    pub sm_clock_after_mhz: Option<u64>,
+    pub temperature_before_c: Option<u64>,
+    pub temperature_after_c: Option<u64>,
+    pub power_before_w: Option<f64>,
+    pub power_after_w: Option<f64>,
+    /// Why the block was flagged (GPU state changed); empty when it was not.
+    pub flags: String,
+}
+
+impl RoundsBlock {
+    /// The row as `rounds.csv` holds it (no newline).
+    pub fn csv_line(&self) -> String {
+        fn o<T: ToString>(v: Option<T>) -> String {
+            v.map(|x| x.to_string()).unwrap_or_default()
+        }
+        let f = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_default();
+        format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"",
+            self.round,
+            self.position,
+            self.variant,
+            self.correct,
+            self.samples,
+            f(self.median_us, 3),
+            f(self.p10_us, 3),
+            f(self.p90_us, 3),
+            f(self.useful_gb_s, 1),
+            o(self.sm_clock_before_mhz),
+            o(self.sm_clock_after_mhz),
+            o(self.temperature_before_c),
+            o(self.temperature_after_c),
+            f(self.power_before_w, 1),
+            f(self.power_after_w, 1),
+            self.flags.replace('"', "'")
+        )
+    }
+}
+
+/// `rounds.csv`: the header, then one line per block.
+pub fn rounds_csv(blocks: &[RoundsBlock]) -> String {
+    let mut s = format!("{ROUNDS_BLOCKS_CSV_HEADER}\n");
+    for b in blocks {
+        s.push_str(&b.csv_line());
+        s.push('\n');
+    }
+    s
+}
+
+/// Read `rounds.csv` by column name (the GPU-state columns may be missing or empty).
+pub fn parse_rounds_csv(text: &str) -> Result<Vec<RoundsBlock>, String> {
+    let c = Csv::parse(text)?;
+    c.require(&["round", "position", "variant", "correct", "median_us"])?;
+    c.rows()
+        .map(|r| {
+            let count = |name: &str| -> Result<Option<u64>, String> {
+                match r.get(name) {
+                    "" => Ok(None),
+                    t => t
+                        .parse()
+                        .map(Some)
+                        .map_err(|_| format!("line {}: {name} '{t}' is not a count", r.line)),
+                }
+            };
+            Ok(RoundsBlock {
+                round: r.u64("round")?,
+                position: r.u64("position")?,
+                variant: r.text("variant")?,
+                correct: r.bool("correct")?,
+                samples: r.u64("samples").unwrap_or(0),
+                median_us: r.opt_f64("median_us")?,
+                p10_us: r.opt_f64("p10_us")?,
+                p90_us: r.opt_f64("p90_us")?,
+                useful_gb_s: r.opt_f64("useful_gb_s")?,
+                sm_clock_before_mhz: count("sm_clock_before_mhz")?,
+                sm_clock_after_mhz: count("sm_clock_after_mhz")?,
+                temperature_before_c: count("temperature_before_c")?,
+                temperature_after_c: count("temperature_after_c")?,
+                power_before_w: r.opt_f64("power_before_w")?,
+                power_after_w: r.opt_f64("power_after_w")?,
+                flags: r.get("flags").to_string(),
+            })
+        })
+        .collect()
+}
+
+/// `lab.json`: the run's record. Fields a reader does not know are ignored, so an extended
+/// record still reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabRecord {
+    /// klab's version.
+    #[serde(default)]
+    pub klab_version: Option<String>,
+    /// The command line of the run.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// When the run started, UTC.
+    #[serde(default)]
+    pub started_utc: Option<String>,
+    /// When the run finished, UTC.
+    #[serde(default)]
+    pub finished_utc: Option<String>,
+    /// The device facts (read into [`DeviceFacts`] separately, so that a device record of
+    /// another shape costs only the device).
+    #[serde(default)]
+    pub device: Option<serde_json::Value>,
+    /// The steps in the order they ran.
+    pub steps: Vec<LabStep>,
+    /// Every artifact with its size and hash.
+    #[serde(default)]
+    pub artifacts: Vec<LabArtifact>,
+}
+
+/// One step of the lab.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabStep {
+    /// Step name (`environment`, `ladder`, `profile`, ...).
+    pub name: String,
+    /// `ran`, `failed` (a gate failed), `error` (could not run) or `skipped`.
+    pub status: String,
+    /// One line: what ran, or why not.
+    #[serde(default)]
+    pub detail: String,
+    /// Artifacts the step wrote, relative to the run folder.
+    #[serde(default)]
+    pub artifacts: Vec<String>,
+    /// What the step needs from the machine (`gpu`, `nvrtc`, `kernels`, `sanitizer`,
+    /// `ncu`, `cublas`); a step whose needs were not met is `skipped`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub needs: Vec<String>,
+}
+
+/// One hashed artifact listed in `lab.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabArtifact {
+    /// Relative to the run folder.
+    pub path: String,
+    /// Size when the run recorded it.
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    /// SHA-256 when the run recorded it, lowercase hex.
+    #[serde(default)]
+    pub sha256: Option<String>,
+}
+
+impl LabRecord {
+    /// The step called `name`, if the lab recorded one.
+    pub fn step(&self, name: &str) -> Option<&LabStep> {
+        self.steps.iter().find(|s| s.name == name)
+    }
+}
+
+/// `rounds/summary.json`: the engine's round-level ratios against a baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundsSummary {
+    /// The variant every candidate is compared with.
+    pub baseline: String,
+    /// Problem size.
+    #[serde(default)]
+    pub n: Option<u64>,
+    /// Rounds.
+    #[serde(default)]
+    pub rounds: Option<u64>,
+    /// Blocks (processes) in all.
+    #[serde(default)]
+    pub blocks: Option<u64>,
+    /// Order of the blocks within a round.
+    #[serde(default)]
+    pub order: Vec<String>,
+    /// Timer, regime, samples and warmup, as written.
+    #[serde(default)]
+    pub config: Option<serde_json::Value>,
+    /// One analysis per candidate.
+    #[serde(default)]
+    pub analyses: Vec<RoundsAnalysis>,
+    /// Per kernel: median rate, % of the fastest copy in the same rounds, % of peak.
+    #[serde(default)]
+    pub rates: Vec<RateRow>,
+    /// The fastest copy kernel in these rounds, the denominator of `pct_of_ceiling`.
+    #[serde(default)]
+    pub ceiling: Option<CeilingRate>,
+    /// 2 x memory clock x bus width of the device, GB/s.
+    #[serde(default)]
+    pub theoretical_peak_gb_s: Option<f64>,
+    /// Where the blocks' time went: every block's wall seconds, and the phases of those
+    /// that wrote a receipt.
+    #[serde(default)]
+    pub time: Option<RoundsTime>,
+}
+
+/// The rounds' time: the blocks' wall seconds as the parent saw them, their phases summed
+/// (`checker`: the distinct checkers, `; `-joined), and the rest (process start, context
+/// teardown, receipts).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundsTime {
+    pub wall_s: f64,
+    pub phases: klab_engine::timing::Phases,
+    pub other_s: f64,
+}
+
+impl RoundsTime {
+    /// `40.1 s over 40 blocks: setup 6.00 s, ..., other 5.33 s`.
+    pub fn describe(&self, blocks: u64) -> String {
+        format!(
+            "{:.1} s over {blocks} blocks: {}, other (process start, receipts) {:.2} s",
+            self.wall_s,
+            self.phases.describe(),
+            self.other_s
+        )
+    }
+}
+
+/// The ceiling of a `klab rounds` summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CeilingRate {
+    pub kernel: String,
+    pub gb_s: f64,
+}
+
+/// One kernel's rate in a `klab rounds` summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RateRow {
+    /// Kernel name.
+    pub kernel: String,
+    /// Blocks run.
+    #[serde(default)]
+    pub blocks: Option<u64>,
+    /// Blocks that passed their validations.
+    #[serde(default)]
+    pub blocks_passed: Option<u64>,
+    /// Median microseconds per launch over every sample of the kernel's blocks.
+    #[serde(default)]
+    pub median_us: Option<f64>,
+    /// Median effective GB/s over every sample of the kernel's blocks.
+    #[serde(default)]
+    pub median_gb_s: Option<f64>,
+    /// Against the fastest copy kernel of the same rounds.
+    #[serde(default)]
+    pub pct_of_ceiling: Option<f64>,
+    /// Against 2 x memory clock x bus width.
+    #[serde(default)]
+    pub pct_of_peak: Option<f64>,
+    /// The manifest's prediction for this kernel, written before measuring.
+    #[serde(default)]
+    pub prediction: Option<String>,
+}
+
+/// One candidate against the baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundsAnalysis {
+    /// The variant compared.
+    pub candidate: String,
+    /// The variant it is compared with.
+    pub baseline: String,
+    /// Round-level ratio, interval and verdict.
+    pub analysis: SpeedupAnalysis,
+}
+
+/// What `klab lab` runs: which kernels, sizes and tools each step uses. The lab writes it to
+/// `plan.json` in the run folder before any step; `klab lab --plan FILE` reads one (every
+/// field required, unknown fields refused).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabPlan {
+    /// Boundary ladder: `klab transpose all N 1` at each size.
+    pub ladder: Vec<u64>,
+    /// The benchmark's matrix edge and timed launches per batch.
+    pub bench_n: u64,
+    pub bench_reps: u32,
+    /// The kernels of the rounds step at `bench_n` (in order, then reversed, within each
+    /// round) and of the receipts step; rates are shares of the fastest copy among them.
+    pub round_variants: Vec<String>,
+    /// The rounds step's baseline (one of `round_variants`).
+    pub rounds_baseline: String,
+    /// Further kernels the receipts step benches at their own default size.
+    pub receipt_kernels: Vec<String>,
+    /// Kernels the sanitizer step must find clean, and known-broken ones it must catch.
+    pub sanitize_accepted: Vec<String>,
+    pub sanitize_broken: Vec<String>,
+    /// Compute Sanitizer tools, comma-separated.
+    pub sanitize_tools: String,
+    /// Kernels profiled under Nsight Compute (at `bench_n`).
+    pub profile_kernels: Vec<String>,
+    /// The ceilings step: kernels alternating in one `klab rounds`, its baseline and size.
+    pub ceiling_kernels: Vec<String>,
+    pub ceiling_baseline: String,
+    pub ceiling_n: u64,
+}
+
+impl Default for LabPlan {
+    fn default() -> LabPlan {
+        let lab = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        LabPlan {
+            // Tiles that are not full, and a block-exact contrast.
+            ladder: vec![1, 7, 31, 32, 33, 65, 257],
+            bench_n: 4096,
+            bench_reps: 100,
+            round_variants: lab(&["copy", "naive", "tiled", "padded"]),
+            rounds_baseline: "naive".into(),
+            // The roofline's one kernel that does arithmetic (2 FLOPs per 12 useful bytes).
+            receipt_kernels: lab(&["triad_f32"]),
+            sanitize_accepted: lab(&["copy", "naive", "tiled", "padded"]),
+            sanitize_broken: lab(&["broken"]),
+            sanitize_tools: "memcheck,racecheck,synccheck".into(),
+            profile_kernels: lab(&["copy", "naive", "tiled", "padded"]),
+            // Both copies, cuBLAS sgeam, the lab's padded and klab's best transpose on the
+            // H200 (lean_64_cm: faster than sgeam at all five sizes of
+            // evidence/2026-11-30-fast4/final).
+            ceiling_kernels: lab(&["sgeam", "memcpy", "copy_vec16", "padded", "lean_64_cm"]),
+            ceiling_baseline: "sgeam".into(),
+            ceiling_n: 8192,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lab_record_round_trips_and_an_old_one_still_reads() {
+        let r = LabRecord {
+            klab_version: Some("0.1.0".into()),
+            command: vec!["klab".into(), "lab".into()],
+            started_utc: Some("2026-12-01T00:00:00Z".into()),
+            finished_utc: None,
+            device: None,
+            steps: vec![LabStep {
+                name: "model".into(),
+                status: "ran".into(),
+                detail: "ok".into(),
+                artifacts: vec!["model.txt".into()],
+                needs: vec!["gpu".into()],
+            }],
+            artifacts: vec![LabArtifact {
+                path: "model.txt".into(),
+                bytes: Some(3),
+                sha256: Some("ab".into()),
+            }],
+        };
+        let back: LabRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(back.step("model").unwrap().status, "ran");
+        let old: LabRecord =
+            serde_json::from_str(r#"{"steps": [{"name": "a", "status": "ran"}]}"#).unwrap();
+        assert!(old.artifacts.is_empty() && old.steps[0].detail.is_empty());
+    }
+
+    #[test]
+    fn the_default_plan_round_trips_and_a_stray_field_is_refused() {
+        let p = LabPlan::default();
+        let text = serde_json::to_string_pretty(&p).unwrap();
+        assert_eq!(serde_json::from_str::<LabPlan>(&text).unwrap(), p);
+        let stray = text.replacen('{', "{\"ladders\": [1],", 1);
+        assert!(serde_json::from_str::<LabPlan>(&stray).is_err());
+    }
+
+    #[test]
+    fn rounds_csv_rows_round_trip() {
+        let b = RoundsBlock {
+            round: 2,
+            position: 3,
+            variant: "lean_64_cm".into(),
+            correct: true,
+            samples: 100,
+            median_us: Some(130.25),
+            p10_us: Some(129.5),
+            p90_us: Some(131.0),
+            useful_gb_s: Some(4100.5),
+            sm_clock_before_mhz: Some(1980),
+            sm_clock_after_mhz: Some(1980),
+            temperature_before_c: Some(40),
+            temperature_after_c: Some(44),
+            power_before_w: Some(300.5),
+            power_after_w: Some(410.0),
+            flags: "power capping".into(),
+        };
+        let failed = RoundsBlock {
+            round: 1,
+            variant: "spin".into(),
+            ..RoundsBlock::default()
+        };
+        let text = rounds_csv(&[b.clone(), failed.clone()]);
+        assert_eq!(parse_rounds_csv(&text).unwrap(), vec![b, failed]);
+        assert!(parse_rounds_csv("round,position\n1,2\n").is_err());
+    }
+
+    #[test]
+    fn a_rounds_summary_round_trips() {
+        let s = RoundsSummary {
+            baseline: "sgeam".into(),
+            n: Some(8192),
+            rounds: Some(5),
+            blocks: Some(20),
+            order: vec!["sgeam".into(), "x".into(), "x".into(), "sgeam".into()],
+            config: None,
+            analyses: Vec::new(),
+            rates: vec![RateRow {
+                kernel: "x".into(),
+                blocks: Some(10),
+                blocks_passed: Some(10),
+                median_us: Some(130.0),
+                median_gb_s: Some(4000.0),
+                pct_of_ceiling: None,
+                pct_of_peak: Some(83.0),
+                prediction: None,
+            }],
+            ceiling: Some(CeilingRate {
+                kernel: "copy_vec16".into(),
+                gb_s: 4100.0,
+            }),
+            theoretical_peak_gb_s: Some(4814.3),
+            time: Some(RoundsTime {
+                wall_s: 12.5,
+                phases: klab_engine::timing::Phases {
+                    setup_s: 3.0,
+                    compile_s: 0.5,
+                    inputs_s: 0.25,
+                    validations_s: 1.0,
+                    timed_s: 2.0,
+                    checker: "device checker".into(),
+                },
+                other_s: 5.75,
+            }),
+        };
+        let back: RoundsSummary =
+            serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(
+            s.time.unwrap().describe(20),
+            "12.5 s over 20 blocks: setup 3.00 s, compile 0.50 s, inputs 0.25 s, validations 1.00 s, timed 2.00 s, other (process start, receipts) 5.75 s"
+        );
+        // A summary written before the time breakdown still reads.
+        let old: RoundsSummary = serde_json::from_str(r#"{"baseline": "naive"}"#).unwrap();
+        assert_eq!(old.time, None);
+    }
+}

@@ -1,0 +1,462 @@
+//! What a klab child process tells the klab that started it: one tagged JSON line on
+//! stdout, `klab-result: {...}`, read by the parent instead of the child's prose.
+//!
+//! A child prints its result once, at the end; the parent takes the last tagged line of its
+//! stdout ([`ChildResult::find`]), echoes everything else, and decides by the result, not by
+//! exit codes or wording. A child that died before printing one (a signal, the watchdog)
+//! has no result: the parent says so from the process status.
+//!
+//! What a finished child means is decided once, by [`ChildVerdict::of`] from its result and
+//! how its process ended ([`Ending`]); every parent (check, rounds, sweep, audit, the lab)
+//! acts on that verdict, and [`ChildVerdict::exit_code`] is the one mapping to exit codes.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use klab_engine::check::CheckReport;
+
+/// The tag every result line starts with.
+pub const RESULT_TAG: &str = "klab-result: ";
+
+/// How a gate came out for the kernel a child ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Correct (and, for a timing child, timed).
+    Pass,
+    /// A correctness gate rejected it (or it is known-broken).
+    Fail,
+}
+
+/// One child's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "kebab-case")]
+pub enum ChildResult {
+    /// `klab check --in-process`: the whole report.
+    Check { report: CheckReport },
+    /// `klab bench --in-process`: the verdict and, when timed, the receipt (a path as the
+    /// child was given its output folder).
+    Bench {
+        kernel: String,
+        verdict: Verdict,
+        receipt: Option<String>,
+        detail: String,
+    },
+    /// `klab profile --in-process`: the launch sequence ncu profiled.
+    Profile { report: ProfileChild },
+    /// A command without a result of its own finished with this exit code.
+    Exit { code: u8 },
+    /// The child stopped on an error (bad input, no device, a CUDA failure).
+    Error { message: String },
+    /// Not a result: the case a `klab check` child is about to run (its shape, input and
+    /// seed), printed before each, so that a child that dies names what it was doing.
+    Case { label: String },
+    /// Not a result: a case a `klab check` child judged a failure, printed as it is judged,
+    /// so that the failures of a child that dies later are still counted.
+    CaseFailed { label: String },
+    /// Not a result: the announced case ended (passed, or for a bench child its kernel code
+    /// finished); what fails after it is klab's, not the kernel's.
+    CaseDone { label: String },
+}
+
+/// What the profiled child saw of its own launches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileChild {
+    pub entry: String,
+    pub n: u64,
+    pub launches_before: u64,
+    pub before_failures: u64,
+    pub measured_failures: Option<u64>,
+    pub known_broken: bool,
+    pub first_failure: Option<String>,
+}
+
+impl ChildResult {
+    /// The line a child prints.
+    pub fn line(&self) -> String {
+        format!(
+            "{RESULT_TAG}{}",
+            serde_json::to_string(self).expect("a result serialises")
+        )
+    }
+
+    /// The last result line in a child's output, if it printed one that parses.
+    pub fn find(output: &str) -> Option<ChildResult> {
+        Self::tagged(output).find(|r| {
+            !matches!(
+                r,
+                ChildResult::Case { .. }
+                    | ChildResult::CaseFailed { .. }
+                    | ChildResult::CaseDone { .. }
+            )
+        })
+    }
+
+    /// The case a child was running when its output ended: the last it announced, unless
+    /// that case was said to be over.
+    pub fn running(output: &str) -> Option<String> {
+        Self::tagged(output)
+            .find_map(|r| match r {
+                ChildResult::Case { label } => Some(Some(label)),
+                ChildResult::CaseFailed { .. } | ChildResult::CaseDone { .. } => Some(None),
+                _ => None,
+            })
+            .flatten()
+    }
+
+    /// How many cases a check child announced.
+    pub fn cases_started(output: &str) -> usize {
+        Self::tagged(output)
+            .filter(|r| matches!(r, ChildResult::Case { .. }))
+            .count()
+    }
+
+    /// How many cases a check child judged failures.
+    pub fn cases_failed(output: &str) -> usize {
+        Self::tagged(output)
+            .filter(|r| matches!(r, ChildResult::CaseFailed { .. }))
+            .count()
+    }
+
+    /// The tagged lines that parse, last first.
+    fn tagged(output: &str) -> impl Iterator<Item = ChildResult> + '_ {
+        output
+            .lines()
+            .rev()
+            .filter_map(|l| l.strip_prefix(RESULT_TAG))
+            .filter_map(|j| serde_json::from_str(j).ok())
+    }
+
+    /// A child's output without its result lines (what a person should see).
+    pub fn strip(output: &str) -> String {
+        output
+            .split_inclusive('\n')
+            .filter(|l| !l.starts_with(RESULT_TAG))
+            .collect()
+    }
+}
+
+/// How a child's process ended, as its parent saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ending {
+    /// The exit code, `None` when a signal ended it.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// The watchdog killed it after this long.
+    pub killed_after: Option<Duration>,
+}
+
+/// What a finished child means for the kernel it ran: the one judgement every parent uses.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChildVerdict {
+    /// Its gates passed (or the command it ran succeeded).
+    Passed,
+    /// A gate rejected the kernel.
+    GateFailed { why: String },
+    /// The watchdog killed it: the kernel's failure (`during` the case it was running).
+    Hung {
+        after: Duration,
+        during: Option<String>,
+    },
+    /// Its process died (a signal), or stopped on an error while the kernel's code ran (a
+    /// case was announced): the kernel's failure, named with what was running.
+    Crashed { why: String },
+    /// It could not do its work (bad input, no device, klab's own fault): no verdict on the
+    /// kernel.
+    Error { message: String },
+}
+
+impl ChildVerdict {
+    /// The verdict of a child that printed `result` (its last result line, if any), ended as
+    /// `ending`, and was last running the case `during` (announced by [`ChildResult::Case`]).
+    pub fn of(result: Option<&ChildResult>, ending: &Ending, during: Option<&str>) -> ChildVerdict {
+        let running = |what: String| match during {
+            Some(case) => format!("{what} (while running {case})"),
+            None => what,
+        };
+        if let Some(after) = ending.killed_after {
+            return ChildVerdict::Hung {
+                after,
+                during: during.map(String::from),
+            };
+        }
+        match result {
+            Some(ChildResult::Check { report }) if report.passed() => ChildVerdict::Passed,
+            Some(ChildResult::Check { report }) => ChildVerdict::GateFailed {
+                why: match (&report.known_broken, report.first_failure()) {
+                    (Some(why), _) => format!("known-broken: {why}"),
+                    (None, Some(case)) => format!(
+                        "{} of {} cases fail; first: {}",
+                        report.failures(),
+                        report.cases.len(),
+                        case.render()
+                    ),
+                    (None, None) => "the check failed".into(),
+                },
+            },
+            Some(ChildResult::Bench {
+                verdict: Verdict::Pass,
+                ..
+            }) => ChildVerdict::Passed,
+            Some(ChildResult::Bench { detail, .. }) => ChildVerdict::GateFailed {
+                why: detail.clone(),
+            },
+            Some(ChildResult::Error { message }) if during.is_some() => ChildVerdict::Crashed {
+                why: running(message.clone()),
+            },
+            Some(ChildResult::Error { message }) => ChildVerdict::Error {
+                message: message.clone(),
+            },
+            // A result without a judgement of its own: the command's exit code is its verdict.
+            Some(ChildResult::Exit { code }) => Self::of_exit(i32::from(*code)),
+            Some(ChildResult::Profile { .. }) => Self::of_exit(ending.exit_code.unwrap_or(1)),
+            // Announcements are never results; `find` does not return them.
+            Some(
+                ChildResult::Case { .. }
+                | ChildResult::CaseFailed { .. }
+                | ChildResult::CaseDone { .. },
+            )
+            | None => {
+                match (ending.signal, ending.exit_code) {
+                    (Some(sig), _) => ChildVerdict::Crashed {
+                        why: running(format!("the process died of signal {sig}")),
+                    },
+                    (None, Some(code)) if during.is_some() => ChildVerdict::Crashed {
+                        why: running(format!("the process exited {code} without a result")),
+                    },
+                    // klab's own failure to report (a panic exits 101): not the kernel's.
+                    (None, Some(code)) => ChildVerdict::Error {
+                        message: format!("the process exited {code} without a result"),
+                    },
+                    (None, None) => ChildVerdict::Error {
+                        message: "the process ended without a result".into(),
+                    },
+                }
+            }
+        }
+    }
+
+    fn of_exit(code: i32) -> ChildVerdict {
+        match code {
+            0 => ChildVerdict::Passed,
+            2 => ChildVerdict::GateFailed {
+                why: "a gate failed (exit 2)".into(),
+            },
+            code => ChildVerdict::Error {
+                message: format!("the process exited {code}"),
+            },
+        }
+    }
+
+    /// The kernel failed (a gate, a hang, a crash), as opposed to passing or an error.
+    pub fn is_kernel_failure(&self) -> bool {
+        matches!(
+            self,
+            ChildVerdict::GateFailed { .. }
+                | ChildVerdict::Hung { .. }
+                | ChildVerdict::Crashed { .. }
+        )
+    }
+
+    /// The exit code a command whose outcome this is ends with: 0, 2 (the kernel failed) or
+    /// 1 (an error).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ChildVerdict::Passed => 0,
+            ChildVerdict::Error { .. } => 1,
+            _ => 2,
+        }
+    }
+
+    /// What happened, in one line.
+    pub fn describe(&self) -> String {
+        match self {
+            ChildVerdict::Passed => "passed".into(),
+            ChildVerdict::GateFailed { why } | ChildVerdict::Crashed { why } => why.clone(),
+            ChildVerdict::Hung { after, during } => format!(
+                "hung: killed by the watchdog after {}{}",
+                klab_core::text::describe_duration(*after),
+                during
+                    .as_ref()
+                    .map(|c| format!(" (while running {c})"))
+                    .unwrap_or_default()
+            ),
+            ChildVerdict::Error { message } => message.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_case_line_names_what_a_dead_child_was_running_and_is_never_its_result() {
+        let case = |l: &str| ChildResult::Case { label: l.into() }.line();
+        let out = format!(
+            "{}\nchecking\n{}\n",
+            case("n=33: exact input, poison 0xff"),
+            case("n=65: random input seed 12, poison 0x7f")
+        );
+        assert_eq!(ChildResult::find(&out), None);
+        assert_eq!(ChildResult::cases_started(&out), 2);
+        assert_eq!(ChildResult::cases_failed(&out), 0);
+        let failed = format!(
+            "{out}{}
+",
+            ChildResult::CaseFailed {
+                label: "n=65: random input seed 12, poison 0x7f".into()
+            }
+            .line()
+        );
+        assert_eq!(
+            ChildResult::find(&failed),
+            None,
+            "a failed case is no result"
+        );
+        assert_eq!(ChildResult::cases_failed(&failed), 1);
+        assert_eq!(
+            ChildResult::running(&out).as_deref(),
+            Some("n=65: random input seed 12, poison 0x7f")
+        );
+        assert_eq!(ChildResult::running(&failed), None, "a failed case is over");
+        let passed = format!(
+            "{out}{}\n",
+            ChildResult::CaseDone {
+                label: "n=65: random input seed 12, poison 0x7f".into()
+            }
+            .line()
+        );
+        assert_eq!(ChildResult::running(&passed), None, "a passed case is over");
+        assert_eq!(
+            ChildResult::find(&passed),
+            None,
+            "a passed case is no result"
+        );
+        assert_eq!(ChildResult::strip(&out), "checking\n");
+        let done = format!("{out}{}\n", ChildResult::Exit { code: 0 }.line());
+        assert_eq!(
+            ChildResult::find(&done),
+            Some(ChildResult::Exit { code: 0 })
+        );
+    }
+
+    fn ended(exit_code: Option<i32>, signal: Option<i32>) -> Ending {
+        Ending {
+            exit_code,
+            signal,
+            killed_after: None,
+        }
+    }
+
+    fn bench(verdict: Verdict, detail: &str) -> ChildResult {
+        ChildResult::Bench {
+            kernel: "k".into(),
+            verdict,
+            receipt: None,
+            detail: detail.into(),
+        }
+    }
+
+    /// One rule for every parent: results decide, then how the process ended, then whether
+    /// the kernel's code was running.
+    #[test]
+    fn a_finished_child_is_judged_once_by_one_rule() {
+        let of = ChildVerdict::of;
+        let exit = |code| ChildResult::Exit { code };
+        assert_eq!(
+            of(Some(&exit(0)), &ended(Some(0), None), None),
+            ChildVerdict::Passed
+        );
+        assert!(matches!(
+            of(Some(&exit(2)), &ended(Some(2), None), None),
+            ChildVerdict::GateFailed { .. }
+        ));
+        assert!(matches!(
+            of(Some(&exit(1)), &ended(Some(1), None), None),
+            ChildVerdict::Error { .. }
+        ));
+        assert_eq!(
+            of(
+                Some(&bench(Verdict::Pass, "median 1 us")),
+                &ended(Some(0), None),
+                None
+            ),
+            ChildVerdict::Passed
+        );
+        assert_eq!(
+            of(
+                Some(&bench(Verdict::Fail, "stale output")),
+                &ended(Some(2), None),
+                None
+            ),
+            ChildVerdict::GateFailed {
+                why: "stale output".into()
+            }
+        );
+        // The watchdog outranks whatever was printed.
+        let hung = Ending {
+            killed_after: Some(Duration::from_secs(3)),
+            ..ended(None, Some(9))
+        };
+        let v = of(Some(&exit(0)), &hung, Some("n=33: exact"));
+        assert!(v.is_kernel_failure() && v.exit_code() == 2);
+        assert_eq!(
+            v.describe(),
+            "hung: killed by the watchdog after 3.0 s (while running n=33: exact)"
+        );
+        // A signal is the kernel's failure, with or without a case running.
+        let v = of(None, &ended(None, Some(11)), None);
+        assert_eq!(
+            v,
+            ChildVerdict::Crashed {
+                why: "the process died of signal 11".into()
+            }
+        );
+        assert_eq!(v.exit_code(), 2);
+        // An error while the kernel's code ran is the kernel's; before it, klab's.
+        let fault = ChildResult::Error {
+            message: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+        };
+        let v = of(
+            Some(&fault),
+            &ended(Some(1), None),
+            Some("n=65: random seed 1"),
+        );
+        assert_eq!(
+            v.describe(),
+            "CUDA_ERROR_ILLEGAL_ADDRESS (while running n=65: random seed 1)"
+        );
+        assert!(v.is_kernel_failure());
+        let v = of(Some(&fault), &ended(Some(1), None), None);
+        assert!(!v.is_kernel_failure() && v.exit_code() == 1, "{v:?}");
+        // No result and a plain exit: a crash inside a case, klab's failure to report outside.
+        assert!(of(None, &ended(Some(3), None), Some("n=1: exact")).is_kernel_failure());
+        let v = of(None, &ended(Some(101), None), None);
+        assert_eq!(v.describe(), "the process exited 101 without a result");
+        assert_eq!(v.exit_code(), 1);
+        assert_eq!(ChildVerdict::Passed.exit_code(), 0);
+    }
+
+    #[test]
+    fn the_last_result_line_is_found_among_prose() {
+        let bench = ChildResult::Bench {
+            kernel: "a".into(),
+            verdict: Verdict::Pass,
+            receipt: Some("/x y/receipt.json".into()),
+            detail: "median 1 us".into(),
+        };
+        let out = format!(
+            "round 1: ...\n{}\nmore prose\n{}\n",
+            ChildResult::Exit { code: 2 }.line(),
+            bench.line()
+        );
+        assert_eq!(ChildResult::find(&out), Some(bench));
+        assert_eq!(ChildResult::strip(&out), "round 1: ...\nmore prose\n");
+        assert_eq!(
+            ChildResult::find("no result\nklab-result: {bad json\n"),
+            None
+        );
+    }
+}

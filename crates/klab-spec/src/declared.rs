@@ -1,0 +1,1314 @@
+//! A declared operation: what a kernel outside the built-in contracts computes, as its
+//! manifest writes it in `[kernel.op]`. Size variables (`rows`, `cols`) are the shape;
+//! every length, launch dimension and byte or FLOP count is an [`Expr`] over them. Buffers
+//! have a dtype, a length and a role; outputs name the rule they are compared by; scalars
+//! have a type and one or more values; the reference computes the expected outputs.
+//!
+//! ```toml
+//! [[kernel]]
+//! name = "layernorm"
+//! entry = "layernorm_rows"
+//! operation = "declared"
+//! params = ["x", "y", "rows:i32", "cols:i32", "eps:f32"]   # the kernel's own order
+//!
+//! [kernel.op]
+//! grid = ["rows"]
+//! block = ["256"]
+//! useful_bytes = "2 * rows * cols * 4"
+//! flops = "8 * rows * cols"
+//! reference = { c = "layernorm_ref.c:layernorm_ref" }      # same parameters as the kernel
+//! sizes.rows = { values = [1, 7, 64, 1000] }
+//! sizes.cols = { values = [1, 31, 32, 33, 1024] }
+//! buffers.x = { dtype = "f32", len = "rows * cols", role = "in", range = [-2.0, 2.0] }
+//! buffers.y = { dtype = "f32", len = "rows * cols", role = "out", shape = ["rows", "cols"],
+//!               compare = { allclose = { atol = 1e-5, rtol = 1e-5 } } }
+//! scalars.eps = { type = "f32", values = [1e-5] }
+//! ```
+//!
+//! [`DeclaredOpSpec`] is the TOML as written; [`DeclaredOpSpec::validate`] checks it
+//! against the kernel's parameter list and gives a [`DeclaredOp`], or the field and the
+//! problem. Values that depend on a shape (lengths, the launch) are evaluated per case.
+//! [`slices`] holds what `slices = "VAR"` means for the buffers, and its validation;
+//! [`launches`] how the kernel is launched: once, or as a sequence of kernels.
+
+pub mod builtin;
+pub mod launches;
+pub mod slices;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::rule::{NanRule, Precision, RuleSpec};
+use klab_core::dtype::Dtype;
+use klab_core::expr::Expr;
+use klab_core::text::is_identifier;
+
+/// A size variable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SizeSpec {
+    /// The values the check's ladder uses for this variable (else klab derives them).
+    #[serde(default)]
+    pub values: Option<Vec<u64>>,
+    /// The smallest size the kernel accepts (default 1; 0 lets the ladder try empty).
+    #[serde(default = "one")]
+    pub min: u64,
+    /// The largest size the kernel accepts (a shared-memory tile, say): the ladder and the
+    /// index-overflow case stay at or below it.
+    #[serde(default)]
+    pub max: Option<u64>,
+    /// A launch parameter (a block size, a tile): only its `values` are used, never scaled
+    /// by the ladder, the index-overflow case or a sweep.
+    #[serde(default)]
+    pub launch: bool,
+}
+
+impl SizeSpec {
+    /// The largest value this variable may take.
+    pub fn upper(&self) -> u64 {
+        self.max.unwrap_or(u64::MAX)
+    }
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// What a buffer is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Read by the kernel: generated, never compared.
+    In,
+    /// Written by the kernel: poisoned before each launch, compared.
+    Out,
+    /// Read and written: set before each launch like an input, compared afterwards.
+    Inout,
+    /// Working space: poisoned, never compared.
+    Scratch,
+}
+
+impl Role {
+    pub fn compared(self) -> bool {
+        matches!(self, Role::Out | Role::Inout)
+    }
+
+    /// As the manifest writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::In => "in",
+            Role::Out => "out",
+            Role::Inout => "inout",
+            Role::Scratch => "scratch",
+        }
+    }
+}
+
+/// One buffer parameter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BufferSpec {
+    pub dtype: Dtype,
+    /// Elements, over the size variables.
+    pub len: Expr,
+    pub role: Role,
+    /// Row-major dimensions for naming a failing element (`[row 3, col 256]`); their
+    /// product must equal `len`.
+    #[serde(default)]
+    pub shape: Option<Vec<Expr>>,
+    /// Names of the shape's axes (default: the shape's expressions).
+    #[serde(default)]
+    pub axes: Option<Vec<String>>,
+    /// How an output is compared with the reference's.
+    #[serde(default)]
+    pub compare: Option<RuleSpec>,
+    #[serde(default)]
+    pub nan: Option<NanRule>,
+    /// The interval random inputs are drawn from (default by dtype); each end a number or
+    /// an expression over the size variables (`[0, "V - 1"]`). On an integer buffer it is
+    /// the buffer's domain, both ends included: every case stays inside it.
+    #[serde(default)]
+    pub range: Option<[Bound; 2]>,
+    /// An integer input that indexes the rows of another buffer (`index_into = "wte"`):
+    /// its domain is 0 to that buffer's first dimension less one.
+    #[serde(default)]
+    pub index_into: Option<String>,
+    /// An integer input that holds the row offsets of a compressed layout (a CSR matrix's
+    /// `row_ptr`: `offsets = "nnz"`): non-decreasing from 0 to this expression, which it
+    /// reaches at its last element. Every case keeps to that, with its own spread of the
+    /// entries over the rows (even, growing, random with empty rows, all in one row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offsets: Option<Expr>,
+}
+
+/// One end of a buffer's range: a number, or an expression over the size variables.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Bound {
+    Number(f64),
+    Expr(Expr),
+}
+
+impl Bound {
+    /// Its value at `shape`.
+    pub fn eval(&self, shape: &BTreeMap<String, i64>) -> Result<f64, klab_core::expr::ExprError> {
+        match self {
+            Bound::Number(x) => Ok(*x),
+            Bound::Expr(e) => e.eval(shape).map(|v| v as f64),
+        }
+    }
+}
+
+impl std::fmt::Display for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bound::Number(x) => write!(f, "{x}"),
+            Bound::Expr(e) => write!(f, "\"{e}\""),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Bound {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Bound, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Bound;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number or an expression over the size variables (\"V - 1\")")
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Bound, E> {
+                Ok(Bound::Number(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Bound, E> {
+                Ok(Bound::Number(v as f64))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Bound, E> {
+                Ok(Bound::Number(v as f64))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Bound, E> {
+                Expr::parse(v).map(Bound::Expr).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+impl Serialize for Bound {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Bound::Number(x) => s.serialize_f64(*x),
+            Bound::Expr(e) => e.serialize(s),
+        }
+    }
+}
+
+/// A scalar parameter that is not a size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScalarSpec {
+    #[serde(rename = "type")]
+    pub ty: Dtype,
+    /// Cases cycle through these values...
+    #[serde(default)]
+    pub values: Vec<f64>,
+    /// ...or draw each case's value from this interval (whole numbers for integer types).
+    #[serde(default)]
+    pub range: Option<[f64; 2]>,
+}
+
+impl ScalarSpec {
+    /// The value for case `index`: the values cycled, or a low-discrepancy point of the
+    /// range (the golden-ratio sequence: no two cases alike, both ends approached).
+    pub fn value(&self, index: usize) -> f64 {
+        match self.range {
+            Some([lo, hi]) => {
+                let t = (index as f64 * 0.618_033_988_749_895).fract();
+                if self.ty.is_float() {
+                    lo + (hi - lo) * t
+                } else {
+                    // Every whole number of [lo, hi] is reachable, hi included.
+                    (lo.ceil() + ((hi.floor() - lo.ceil() + 1.0) * t).floor()).min(hi.floor())
+                }
+            }
+            None => self.values[index % self.values.len()],
+        }
+    }
+}
+
+/// Where the expected outputs come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+pub enum ReferenceSpec {
+    /// `"file.c:function"`: a plain C function with the kernel's parameters, compiled by the
+    /// system C compiler (the independent CPU oracle klab recommends).
+    C(String),
+    /// `"path.toml:name"`: a trusted kernel run on the same inputs.
+    Kernel(String),
+    /// A program that reads the inputs and writes the expected outputs as `.npy` files.
+    Command(CommandSpec),
+    /// A built-in operation's CPU oracle (`klab_engine::oracle`); stated by the
+    /// built-in contracts, never written in a manifest.
+    #[serde(skip_deserializing)]
+    Builtin(builtin::BuiltinOracle),
+}
+
+/// A command reference as written: `command = ["python3", "ref.py"]`, or the table
+/// `command = { argv = ["python3", "ref.py"], timeout_s = 60 }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandSpec {
+    /// The program and its arguments (no shell).
+    pub argv: Vec<String>,
+    /// The watchdog per call, seconds (default [`CommandSpec::DEFAULT_TIMEOUT_S`]).
+    pub timeout_s: Option<u64>,
+}
+
+impl CommandSpec {
+    /// How long one call may run unless `timeout_s` says otherwise.
+    pub const DEFAULT_TIMEOUT_S: u64 = 120;
+    /// The longest `timeout_s` accepted (a day): longer is a typo, not a reference.
+    pub const MAX_TIMEOUT_S: u64 = 86_400;
+
+    pub fn new(argv: Vec<String>) -> CommandSpec {
+        CommandSpec {
+            argv,
+            timeout_s: None,
+        }
+    }
+
+    /// The watchdog per call.
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.timeout_s.unwrap_or(Self::DEFAULT_TIMEOUT_S))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommandTable {
+    argv: Vec<String>,
+    #[serde(default)]
+    timeout_s: Option<u64>,
+}
+
+impl<'de> Deserialize<'de> for CommandSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<CommandSpec, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = CommandSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of strings (the program and its arguments) or a table { argv = [...], timeout_s = N }")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                a: A,
+            ) -> Result<CommandSpec, A::Error> {
+                let argv =
+                    Vec::<String>::deserialize(serde::de::value::SeqAccessDeserializer::new(a))?;
+                Ok(CommandSpec::new(argv))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                a: A,
+            ) -> Result<CommandSpec, A::Error> {
+                let t = CommandTable::deserialize(serde::de::value::MapAccessDeserializer::new(a))?;
+                Ok(CommandSpec {
+                    argv: t.argv,
+                    timeout_s: t.timeout_s,
+                })
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+impl Serialize for CommandSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self.timeout_s {
+            None => self.argv.serialize(s),
+            Some(t) => {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("argv", &self.argv)?;
+                m.serialize_entry("timeout_s", &t)?;
+                m.end()
+            }
+        }
+    }
+}
+
+/// `[kernel.op]` as written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredOpSpec {
+    pub sizes: BTreeMap<String, SizeSpec>,
+    pub buffers: BTreeMap<String, BufferSpec>,
+    #[serde(default)]
+    pub scalars: BTreeMap<String, ScalarSpec>,
+    /// 1 to 3 expressions each; empty where every kernel of the operation gives its own
+    /// (`launches`, [`launches`]).
+    #[serde(default)]
+    pub grid: Vec<Expr>,
+    #[serde(default)]
+    pub block: Vec<Expr>,
+    #[serde(default)]
+    pub dynamic_shared_bytes: Option<Expr>,
+    pub useful_bytes: Expr,
+    #[serde(default)]
+    pub flops: Option<Expr>,
+    pub reference: ReferenceSpec,
+    /// The shape `klab bench`, `rounds` and `profile` time (a value per size variable).
+    #[serde(default)]
+    pub bench: Option<BTreeMap<String, u64>>,
+    /// Shapes the user adds to the ladder, each optionally with inputs from `.npy` files.
+    #[serde(default)]
+    pub cases: Vec<CaseSpec>,
+    /// The size variable whose slices are independent (`slices = "rows"`): each output
+    /// slice depends on the same slice of the inputs and on the buffers that do not grow
+    /// with it ([`slices`]). The index-overflow case then runs the reference on a
+    /// sample of the slices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slices: Option<String>,
+}
+
+/// `cases = [{ shape = { rows = 4, cols = 1000 }, inputs = { x = "x.npy" } }]`: a shape
+/// the ladder also runs (a production shape, say) and, when `inputs` names files, a case on
+/// that data (real activations) beside the generated ones. Paths are relative to the
+/// manifest; inputs not named are generated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaseSpec {
+    pub shape: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub inputs: BTreeMap<String, String>,
+}
+
+/// One kernel parameter of a declared operation, in the kernel's order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum OpParam {
+    Buffer(String),
+    /// A size variable passed as `dtype`.
+    Size(String, Dtype),
+    /// A declared scalar.
+    Scalar(String, Dtype),
+}
+
+impl OpParam {
+    /// The buffer, size or scalar passed.
+    pub fn name(&self) -> &str {
+        match self {
+            OpParam::Buffer(n) | OpParam::Size(n, _) | OpParam::Scalar(n, _) => n,
+        }
+    }
+}
+
+/// A validated declared operation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeclaredOp {
+    pub spec: DeclaredOpSpec,
+    /// The operation's parameters, in the order its kernel (a kernel of one launch) and
+    /// its reference take them.
+    pub params: Vec<OpParam>,
+    /// The kernel's launches when it is a sequence of several ([`launches`]); empty: one
+    /// launch of the kernel's entry with `params` and the spec's grid and block.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sequence: Vec<launches::OpLaunch>,
+}
+
+/// Types a scalar parameter can take.
+const SCALAR_TYPES: [Dtype; 6] = [
+    Dtype::I32,
+    Dtype::U32,
+    Dtype::I64,
+    Dtype::U64,
+    Dtype::F32,
+    Dtype::F64,
+];
+
+/// A problem with a field of `[kernel.op]` (the field relative to it, e.g. `buffers.y.compare`).
+pub type FieldError = (String, String);
+
+/// `problem` with `field`, as validation reports it.
+fn bad<T>(field: &str, problem: String) -> Result<T, FieldError> {
+    Err((field.to_string(), problem))
+}
+
+/// The working precision of a buffer compared by reference-error.
+fn working_precision(b: &BufferSpec) -> Option<Precision> {
+    match b.compare.as_ref()? {
+        RuleSpec::ReferenceError { precision, .. } => {
+            Some(precision.unwrap_or(Precision::default_for(b.dtype)))
+        }
+        _ => None,
+    }
+}
+
+impl DeclaredOpSpec {
+    /// The working precision the reference is also built in (rule reference-error; one
+    /// per operation, checked by validation), if any output asks for one.
+    pub fn working_precision(&self) -> Option<Precision> {
+        self.buffers.values().find_map(working_precision)
+    }
+
+    /// Check the spec against the kernel's `params` (`"x"`, `"rows:i32"`, ...).
+    /// Why `shape` is not a shape of this operation: a name that is no size variable, a
+    /// value outside its range, or a variable left out.
+    pub fn shape_problem(&self, shape: &BTreeMap<String, u64>) -> Result<(), String> {
+        for (k, v) in shape {
+            match self.sizes.get(k) {
+                None => return Err(format!("'{k}' is not a size variable")),
+                Some(s) if *v < s.min || *v > s.upper() => {
+                    return Err(format!(
+                        "{k} = {v} is outside min = {} to max = {}",
+                        s.min,
+                        s.upper()
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(k) = self.sizes.keys().find(|k| !shape.contains_key(*k)) {
+            return Err(format!("give {k} too: the shape needs every size variable"));
+        }
+        Ok(())
+    }
+
+    pub fn validate(self, params: &[String]) -> Result<DeclaredOp, FieldError> {
+        self.check_sizes()?;
+        // Empty: each kernel gives its own (`launches`); the manifest asks for them where
+        // a kernel launches once.
+        for (what, dims) in [("grid", &self.grid), ("block", &self.block)] {
+            if !dims.is_empty() {
+                self.check_launch_dims(what, dims)?;
+            }
+        }
+        self.uses_only_sizes("useful_bytes", &self.useful_bytes)?;
+        if let Some(e) = &self.flops {
+            self.uses_only_sizes("flops", e)?;
+        }
+        if let Some(e) = &self.dynamic_shared_bytes {
+            self.uses_only_sizes("dynamic_shared_bytes", e)?;
+        }
+        self.check_buffers()?;
+        self.check_scalars()?;
+        if let Some(var) = &self.slices {
+            slices::check(&self, var).map_err(|e| ("slices".to_string(), e))?;
+        }
+        self.check_shapes_and_cases()?;
+        self.check_reference()?;
+        let out = self.parse_params(params)?;
+        let seen: BTreeSet<&str> = out.iter().map(OpParam::name).collect();
+        if let Some(b) = self.buffers.keys().find(|b| !seen.contains(b.as_str())) {
+            return bad(
+                "params",
+                format!("buffer '{b}' is not among the kernel's parameters"),
+            );
+        }
+        if let Some(s) = self.scalars.keys().find(|s| !seen.contains(s.as_str())) {
+            return bad(
+                "params",
+                format!("scalar '{s}' is not among the kernel's parameters"),
+            );
+        }
+        Ok(DeclaredOp {
+            spec: self,
+            params: out,
+            sequence: Vec::new(),
+        })
+    }
+
+    /// Each size variable: a usable name, an interval, values inside it.
+    fn check_sizes(&self) -> Result<(), FieldError> {
+        if self.sizes.is_empty() {
+            return bad("sizes", "declare at least one size variable".into());
+        }
+        for (name, s) in &self.sizes {
+            let field = format!("sizes.{name}");
+            if !is_identifier(name) {
+                return bad(&field, format!("'{name}' is not a usable name"));
+            }
+            if s.upper() < s.min {
+                return bad(
+                    &field,
+                    format!("max = {} is below min = {}", s.upper(), s.min),
+                );
+            }
+            if s.launch && s.values.is_none() {
+                return bad(
+                    &field,
+                    "a launch parameter takes its values as given: give values".into(),
+                );
+            }
+            if let Some(v) = &s.values {
+                if v.is_empty() {
+                    return bad(&field, "values is empty".into());
+                }
+                if let Some(x) = v.iter().find(|x| **x < s.min) {
+                    return bad(&field, format!("value {x} is below min = {}", s.min));
+                }
+                if let Some(x) = v.iter().find(|x| **x > s.upper()) {
+                    return bad(&field, format!("value {x} is above max = {}", s.upper()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The buffers: at least one compared, each valid ([`Self::check_buffer`]), none named
+    /// as a size variable.
+    fn check_buffers(&self) -> Result<(), FieldError> {
+        if self.buffers.is_empty() {
+            return bad("buffers", "declare at least one buffer".into());
+        }
+        if !self.buffers.values().any(|b| b.role.compared()) {
+            return bad(
+                "buffers",
+                "no buffer has role out or inout: nothing would be checked".into(),
+            );
+        }
+        for (name, b) in &self.buffers {
+            self.check_buffer(name, b)?;
+        }
+        if let Some(b) = self.buffers.keys().find(|b| self.sizes.contains_key(*b)) {
+            return bad(
+                &format!("buffers.{b}"),
+                format!("'{b}' is also a size variable"),
+            );
+        }
+        Ok(())
+    }
+
+    /// One buffer: its name, length and shape over the sizes, its rule (outputs only), its
+    /// domain (a range, row offsets, or rows of another buffer).
+    fn check_buffer(&self, name: &str, b: &BufferSpec) -> Result<(), FieldError> {
+        let uses_only_sizes = |field: &str, e: &Expr| self.uses_only_sizes(field, e);
+        let field = |f: &str| format!("buffers.{name}.{f}");
+        if !is_identifier(name) {
+            return bad(
+                &format!("buffers.{name}"),
+                format!("'{name}' is not a usable name"),
+            );
+        }
+        uses_only_sizes(&field("len"), &b.len)?;
+        if let Some(shape) = &b.shape {
+            for (i, e) in shape.iter().enumerate() {
+                uses_only_sizes(&field(&format!("shape[{i}]")), e)?;
+            }
+            if let Some(axes) = &b.axes {
+                if axes.len() != shape.len() {
+                    return bad(
+                        &field("axes"),
+                        format!("{} names for {} dimensions", axes.len(), shape.len()),
+                    );
+                }
+            }
+        } else if b.axes.is_some() {
+            return bad(
+                &field("axes"),
+                "axes name the dimensions of a shape; give shape".into(),
+            );
+        }
+        match (&b.compare, b.role.compared()) {
+            (None, true) => {
+                return bad(
+                    &field("compare"),
+                    "an output needs a rule: \"bitwise\", \"exact\" (integers), { ulp = K } or { allclose = { atol, rtol } }".into(),
+                )
+            }
+            (Some(_), false) => {
+                return bad(
+                    &field("compare"),
+                    format!("a {:?} buffer is never compared", b.role).to_lowercase(),
+                )
+            }
+            (Some(spec), true) => {
+                if let RuleSpec::ScaledSum(k) = spec {
+                    let k = Expr::parse(k).map_err(|e| (field("compare"), e.to_string()))?;
+                    uses_only_sizes(&field("compare"), &k)?;
+                }
+                let rule = spec
+                    .resolve(b.dtype, |_| Ok(1.0))
+                    .map_err(|e| (field("compare"), e.to_string()))?;
+                rule.check_dtype(b.dtype)
+                    .map_err(|e| (field("compare"), e.to_string()))?;
+            }
+            (None, false) => {}
+        }
+        if b.nan.is_some() && !b.role.compared() {
+            return bad(&field("nan"), "only outputs are compared".into());
+        }
+        if let Some([lo, hi]) = &b.range {
+            for end in [lo, hi] {
+                match end {
+                    Bound::Number(x) if !x.is_finite() => {
+                        return bad(&field("range"), format!("{x} is not a finite number"))
+                    }
+                    Bound::Number(x) if b.dtype.is_integer() && x.fract() != 0.0 => {
+                        return bad(
+                            &field("range"),
+                            format!(
+                                "{x} is not a whole number: an integer buffer's range is its domain"
+                            ),
+                        )
+                    }
+                    Bound::Number(_) => {}
+                    Bound::Expr(e) => uses_only_sizes(&field("range"), e)?,
+                }
+            }
+            if let (Bound::Number(lo), Bound::Number(hi)) = (lo, hi) {
+                if lo > hi {
+                    return bad(&field("range"), format!("[{lo}, {hi}] is not an interval"));
+                }
+            }
+        }
+        if let Some(total) = &b.offsets {
+            uses_only_sizes(&field("offsets"), total)?;
+            let problem = if b.range.is_some() || b.index_into.is_some() {
+                Some("offsets is the buffer's domain: give it without range or index_into")
+            } else if !b.dtype.is_integer() {
+                Some("row offsets are integers")
+            } else if b.role != Role::In {
+                Some("only in buffers hold row offsets (klab makes them)")
+            } else {
+                None
+            };
+            if let Some(p) = problem {
+                return bad(&field("offsets"), p.into());
+            }
+        }
+        if let Some(target) = &b.index_into {
+            let problem = if b.range.is_some() {
+                Some("give range or index_into, not both".to_string())
+            } else if !b.dtype.is_integer() {
+                Some(format!("an index is an integer; {name} is {}", b.dtype))
+            } else if !matches!(b.role, Role::In | Role::Inout) {
+                Some("only in and inout buffers are generated".to_string())
+            } else if target == name {
+                Some(format!("{name} cannot index itself"))
+            } else if !self.buffers.contains_key(target) {
+                Some(format!("'{target}' is not a buffer"))
+            } else {
+                None
+            };
+            if let Some(p) = problem {
+                return bad(&field("index_into"), p);
+            }
+        }
+        Ok(())
+    }
+
+    /// Each scalar: its own name, a scalar type, finite values or an interval.
+    fn check_scalars(&self) -> Result<(), FieldError> {
+        for (name, s) in &self.scalars {
+            let field = format!("scalars.{name}");
+            if self.sizes.contains_key(name) || self.buffers.contains_key(name) {
+                return bad(&field, format!("'{name}' is also a size or a buffer"));
+            }
+            if !SCALAR_TYPES.contains(&s.ty) {
+                return bad(
+                    &field,
+                    format!(
+                        "type {} is not a scalar type (i32 u32 i64 u64 f32 f64)",
+                        s.ty
+                    ),
+                );
+            }
+            match s.range {
+                Some(_) if !s.values.is_empty() => {
+                    return bad(&field, "give values or a range, not both".into())
+                }
+                Some([lo, hi]) if !(lo.is_finite() && hi.is_finite() && lo <= hi) => {
+                    return bad(&field, format!("range [{lo}, {hi}] is not an interval"))
+                }
+                Some(_) => {}
+                None if s.values.is_empty() || s.values.iter().any(|v| !v.is_finite()) => {
+                    return bad(&field, "give one or more finite values, or a range".into());
+                }
+                None => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The bench shape and each case's shape fit the sizes; a case's data goes to in and
+    /// inout buffers only.
+    fn check_shapes_and_cases(&self) -> Result<(), FieldError> {
+        let shapes = self.bench.iter().map(|b| ("bench".to_string(), b)).chain(
+            self.cases
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (format!("cases[{i}].shape"), &c.shape)),
+        );
+        for (field, shape) in shapes {
+            if let Err(why) = self.shape_problem(shape) {
+                return bad(&field, why);
+            }
+        }
+        for (i, c) in self.cases.iter().enumerate() {
+            for name in c.inputs.keys() {
+                match self.buffers.get(name) {
+                    Some(b) if matches!(b.role, Role::In | Role::Inout) => {}
+                    Some(b) => {
+                        return bad(
+                            &format!("cases[{i}].inputs.{name}"),
+                            format!(
+                                "{name} is a {:?} buffer; only in and inout buffers take data",
+                                b.role
+                            )
+                            .to_lowercase(),
+                        )
+                    }
+                    None => {
+                        return bad(
+                            &format!("cases[{i}].inputs.{name}"),
+                            format!("'{name}' is not a buffer"),
+                        )
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The reference: FILE:NAME, a command with a program and a sane timeout; a rule that
+    /// builds it in a working precision needs a C reference and one precision.
+    fn check_reference(&self) -> Result<(), FieldError> {
+        match &self.reference {
+            ReferenceSpec::C(s) | ReferenceSpec::Kernel(s) => match s.rsplit_once(':') {
+                Some((path, name)) if !path.is_empty() && is_identifier(name) => {}
+                _ => {
+                    return bad(
+                        "reference",
+                        format!("'{s}' is not FILE:NAME (e.g. \"ref.c:my_ref\")"),
+                    )
+                }
+            },
+            ReferenceSpec::Builtin(_) => {}
+            ReferenceSpec::Command(c) => {
+                if c.argv.first().is_none_or(|p| p.trim().is_empty()) {
+                    return bad(
+                        "reference",
+                        "command needs a program, e.g. [\"python3\", \"ref.py\"]".into(),
+                    );
+                }
+                if let Some(t) = c.timeout_s {
+                    if !(1..=CommandSpec::MAX_TIMEOUT_S).contains(&t) {
+                        return bad(
+                            "reference",
+                            format!(
+                                "timeout_s = {t} is not 1 to {} seconds",
+                                CommandSpec::MAX_TIMEOUT_S
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+
+        // Rule reference-error builds the reference a second time in a working precision:
+        // only a C reference can be, and one build has one precision.
+        let working: BTreeSet<(Precision, &String)> = self
+            .buffers
+            .iter()
+            .filter_map(|(name, b)| Some((working_precision(b)?, name)))
+            .collect();
+        if let Some((_, name)) = working.first() {
+            if !matches!(self.reference, ReferenceSpec::C(_)) {
+                return bad(
+                    &format!("buffers.{name}.compare"),
+                    "reference-error computes the reference a second time in the kernel's precision, which needs a C reference (`reference = { c = \"FILE:FUNCTION\" }`) whose working type is the macro KLAB_REAL".into(),
+                );
+            }
+            let precisions: BTreeSet<Precision> = working.iter().map(|w| w.0).collect();
+            if precisions.len() > 1 {
+                return bad(
+                    &format!("buffers.{name}.compare"),
+                    "reference-error asks for more than one working precision over this operation's outputs; one C reference is built in one (give every output the same precision)".into(),
+                );
+            }
+        }
+
+        Ok(())
+    }
+
+    /// Why expression `e` of `field` is not over this operation's size variables, if it
+    /// is not.
+    fn uses_only_sizes(&self, field: &str, e: &Expr) -> Result<(), FieldError> {
+        match e
+            .variables()
+            .into_iter()
+            .find(|v| !self.sizes.contains_key(v))
+        {
+            Some(v) => Err((
+                field.to_string(),
+                format!(
+                    "'{e}' uses '{v}', which is not a size variable (sizes: {})",
+                    self.sizes.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// A launch's `grid` or `block` (`what`): 1 to 3 expressions over the sizes.
+    fn check_launch_dims(&self, what: &str, dims: &[Expr]) -> Result<(), FieldError> {
+        if dims.is_empty() || dims.len() > 3 {
+            return Err((what.to_string(), "give 1 to 3 dimensions".into()));
+        }
+        for (i, e) in dims.iter().enumerate() {
+            self.uses_only_sizes(&format!("{what}[{i}]"), e)?;
+        }
+        Ok(())
+    }
+
+    /// A kernel's parameter list (`"x"`, `"rows:i32"`, ...): each a buffer, or a size or
+    /// scalar with its type, each once, and every value it can be given (declared, bench
+    /// and case values) one its type holds. The field is `params[i]`, or the size's or
+    /// scalar's own.
+    fn parse_params(&self, params: &[String]) -> Result<Vec<OpParam>, FieldError> {
+        let bad = |field: &str, problem: String| Err((field.to_string(), problem));
+        let mut out = Vec::new();
+        let mut seen = BTreeSet::new();
+        for (i, p) in params.iter().enumerate() {
+            let field = format!("params[{i}]");
+            let (name, ty) = match p.split_once(':') {
+                Some((n, t)) => (n.trim(), Some(t.trim())),
+                None => (p.trim(), None),
+            };
+            if !seen.insert(name.to_string()) {
+                return bad(&field, format!("'{name}' appears twice"));
+            }
+            if self.buffers.contains_key(name) {
+                if ty.is_some() {
+                    return bad(&field, format!("'{name}' is a buffer; it takes no type"));
+                }
+                out.push(OpParam::Buffer(name.to_string()));
+                continue;
+            }
+            let is_size = self.sizes.contains_key(name);
+            if !is_size && !self.scalars.contains_key(name) {
+                return bad(
+                    &field,
+                    format!("'{name}' is not a buffer, size or scalar of [kernel.op]"),
+                );
+            }
+            let Some(t) = ty else {
+                return bad(&field, format!("'{name}' needs a type, e.g. '{name}:i32'"));
+            };
+            let dtype: Dtype = t
+                .parse()
+                .ok()
+                .filter(|d| SCALAR_TYPES.contains(d))
+                .ok_or_else(|| {
+                    (
+                        field.clone(),
+                        format!("'{t}' is not i32, u32, i64, u64, f32 or f64"),
+                    )
+                })?;
+            if is_size && dtype.is_float() {
+                return bad(&field, format!("size '{name}' is an integer, not {dtype}"));
+            }
+            out.push(if is_size {
+                OpParam::Size(name.to_string(), dtype)
+            } else {
+                OpParam::Scalar(name.to_string(), dtype)
+            });
+        }
+        // Values a parameter's type cannot hold would reach the kernel wrapped.
+        for p in &out {
+            let (name, dtype, values): (&str, Dtype, Vec<f64>) = match p {
+                // Declared values, the bench shape and the user's case shapes.
+                OpParam::Size(n, d) => (
+                    n,
+                    *d,
+                    self.sizes[n]
+                        .values
+                        .iter()
+                        .flatten()
+                        .chain(self.bench.iter().filter_map(|b| b.get(n)))
+                        .chain(self.cases.iter().filter_map(|c| c.shape.get(n)))
+                        .map(|v| *v as f64)
+                        .collect(),
+                ),
+                OpParam::Scalar(n, d) if !d.is_float() => {
+                    let s = &self.scalars[n];
+                    let mut v = s.values.clone();
+                    v.extend(s.range.iter().flat_map(|[lo, hi]| [lo.floor(), hi.floor()]));
+                    (n, *d, v)
+                }
+                _ => continue,
+            };
+            let (lo, hi) = match dtype {
+                Dtype::I32 => (i32::MIN as f64, i32::MAX as f64),
+                Dtype::U32 => (0.0, u32::MAX as f64),
+                Dtype::I64 => (i64::MIN as f64, i64::MAX as f64),
+                // Integers travel as i64 on their way to the kernel.
+                _ => (0.0, i64::MAX as f64),
+            };
+            if let Some(v) = values
+                .iter()
+                .find(|v| v.fract() != 0.0 || **v < lo || **v > hi)
+            {
+                let field = if self.sizes.contains_key(name) {
+                    "sizes"
+                } else {
+                    "scalars"
+                };
+                return bad(
+                    &format!("{field}.{name}"),
+                    format!("{v} is not a whole number that {dtype} holds"),
+                );
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAYERNORM: &str = r#"
+grid = ["rows"]
+block = ["256"]
+useful_bytes = "2 * rows * cols * 4"
+flops = "8 * rows * cols"
+reference = { c = "layernorm_ref.c:layernorm_ref" }
+sizes.rows = { values = [1, 7, 64] }
+sizes.cols = {}
+buffers.x = { dtype = "f32", len = "rows * cols", role = "in", range = [-2.0, 2.0] }
+buffers.y = { dtype = "f32", len = "rows * cols", role = "out", shape = ["rows", "cols"], axes = ["row", "col"], compare = { allclose = { atol = 1e-5, rtol = 1e-5 } } }
+scalars.eps = { type = "f32", values = [1e-5] }
+"#;
+
+    fn params() -> Vec<String> {
+        ["x", "y", "rows:i32", "cols:i32", "eps:f32"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    fn check(text: &str, params: &[String]) -> Result<DeclaredOp, FieldError> {
+        let spec: DeclaredOpSpec =
+            toml::from_str(text).map_err(|e| ("toml".into(), e.to_string()))?;
+        spec.validate(params)
+    }
+
+    #[test]
+    fn a_scalar_range_gives_every_case_its_own_value_inside_it() {
+        let s = ScalarSpec {
+            ty: Dtype::F32,
+            values: vec![],
+            range: Some([0.25, 2.75]),
+        };
+        let v: Vec<f64> = (0..8).map(|i| s.value(i)).collect();
+        assert!(v.iter().all(|x| (0.25..=2.75).contains(x)), "{v:?}");
+        let distinct: std::collections::BTreeSet<u64> = v.iter().map(|x| x.to_bits()).collect();
+        assert_eq!(distinct.len(), v.len(), "{v:?}");
+        let i = ScalarSpec {
+            ty: Dtype::I32,
+            values: vec![],
+            range: Some([-3.0, 9.0]),
+        };
+        assert!((0..8).all(|k| i.value(k).fract() == 0.0));
+        let two = ScalarSpec {
+            ty: Dtype::I32,
+            values: vec![],
+            range: Some([0.0, 1.0]),
+        };
+        let seen: std::collections::BTreeSet<i64> = (0..8).map(|k| two.value(k) as i64).collect();
+        assert_eq!(seen, [0, 1].into(), "both ends of an integer range");
+        let lists = ScalarSpec {
+            ty: Dtype::F32,
+            values: vec![1.0, 2.0],
+            range: None,
+        };
+        assert_eq!(
+            [lists.value(0), lists.value(1), lists.value(2)],
+            [1.0, 2.0, 1.0]
+        );
+    }
+
+    #[test]
+    fn a_layer_norm_declares_its_parameters_in_the_kernels_order() {
+        let op = check(LAYERNORM, &params()).unwrap();
+        assert_eq!(
+            op.params,
+            vec![
+                OpParam::Buffer("x".into()),
+                OpParam::Buffer("y".into()),
+                OpParam::Size("rows".into(), Dtype::I32),
+                OpParam::Size("cols".into(), Dtype::I32),
+                OpParam::Scalar("eps".into(), Dtype::F32),
+            ]
+        );
+        assert_eq!(op.spec.sizes["cols"].min, 1);
+        assert_eq!(
+            op.spec.reference,
+            ReferenceSpec::C("layernorm_ref.c:layernorm_ref".into())
+        );
+    }
+
+    #[test]
+    fn a_range_end_can_be_an_expression_and_an_index_names_its_table() {
+        let ids = |spec: &str| {
+            LAYERNORM.replace(
+                "scalars.eps",
+                &format!(
+                    "buffers.ids = {{ dtype = \"i32\", len = \"rows\", role = \"in\", {spec} }}\nscalars.eps"
+                ),
+            )
+        };
+        let with_ids = |spec: &str| {
+            let mut p = params();
+            p.push("ids".into());
+            check(&ids(spec), &p)
+        };
+        let op = with_ids("range = [0, \"cols - 1\"]").unwrap();
+        let r = op.spec.buffers["ids"].range.as_ref().unwrap();
+        assert_eq!(r[0], Bound::Number(0.0));
+        assert_eq!(r[1], Bound::Expr(Expr::parse("cols - 1").unwrap()));
+        let shape = BTreeMap::from([("rows".into(), 3), ("cols".into(), 64)]);
+        assert_eq!(r[1].eval(&shape).unwrap(), 63.0);
+        assert!(with_ids("index_into = \"x\"").is_ok());
+        for (spec, field, says) in [
+            ("range = [0, \"V - 1\"]", "buffers.ids.range", "'V'"),
+            ("range = [0, \"cols -\"]", "toml", "expression"),
+            ("range = [0.5, 4]", "buffers.ids.range", "whole number"),
+            (
+                "range = [0, 4], index_into = \"x\"",
+                "buffers.ids.index_into",
+                "not both",
+            ),
+            ("index_into = \"ids\"", "buffers.ids.index_into", "itself"),
+            (
+                "index_into = \"w\"",
+                "buffers.ids.index_into",
+                "'w' is not a buffer",
+            ),
+        ] {
+            let (f, problem) = with_ids(spec).unwrap_err();
+            assert_eq!(f, field, "{spec}: {problem}");
+            assert!(problem.contains(says), "{spec}: {problem}");
+        }
+        let float_index = LAYERNORM.replace("range = [-2.0, 2.0]", "index_into = \"y\"");
+        let (f, problem) = check(&float_index, &params()).unwrap_err();
+        assert_eq!(f, "buffers.x.index_into", "{problem}");
+        // A float range keeps its numbers, written back as they were.
+        let op = check(LAYERNORM, &params()).unwrap();
+        let back = toml::to_string(&op.spec.buffers["x"]).unwrap();
+        assert!(back.contains("range = [-2.0, 2.0]"), "{back}");
+    }
+
+    #[test]
+    fn row_offsets_are_an_integer_input_with_a_total_over_the_sizes() {
+        let with_rp = |spec: &str| {
+            let mut p = params();
+            p.push("rp".into());
+            check(
+                &LAYERNORM.replace(
+                    "scalars.eps",
+                    &format!("buffers.rp = {{ len = \"rows + 1\", {spec} }}\nscalars.eps"),
+                ),
+                &p,
+            )
+        };
+        let op = with_rp("dtype = \"i32\", role = \"in\", offsets = \"rows * cols\"").unwrap();
+        assert!(op.spec.buffers["rp"].offsets.is_some());
+        for (spec, says) in [
+            (
+                "dtype = \"f32\", role = \"in\", offsets = \"cols\"",
+                "integers",
+            ),
+            (
+                "dtype = \"i32\", role = \"out\", compare = \"exact\", offsets = \"cols\"",
+                "only in buffers",
+            ),
+            (
+                "dtype = \"i32\", role = \"in\", offsets = \"cols\", range = [0, 3]",
+                "without range",
+            ),
+            ("dtype = \"i32\", role = \"in\", offsets = \"nnz\"", "'nnz'"),
+        ] {
+            let (f, problem) = with_rp(spec).unwrap_err();
+            assert_eq!(f, "buffers.rp.offsets", "{spec}: {problem}");
+            assert!(problem.contains(says), "{spec}: {problem}");
+        }
+    }
+
+    #[test]
+    fn reference_error_needs_a_c_reference_and_one_working_precision() {
+        let ln = LAYERNORM.replace(
+            "{ allclose = { atol = 1e-5, rtol = 1e-5 } }",
+            "{ reference-error = { k = 8, atol = 1e-6 } }",
+        );
+        let op = check(&ln, &params()).unwrap();
+        assert_eq!(op.spec.working_precision(), Some(Precision::F32));
+        assert_eq!(
+            check(LAYERNORM, &params())
+                .unwrap()
+                .spec
+                .working_precision(),
+            None
+        );
+        let command = ln.replace(
+            "reference = { c = \"layernorm_ref.c:layernorm_ref\" }",
+            "reference = { command = [\"python3\", \"ref.py\"] }",
+        );
+        assert_ne!(command, ln);
+        let (f, problem) = check(&command, &params()).unwrap_err();
+        assert_eq!(f, "buffers.y.compare", "{problem}");
+        assert!(problem.contains("needs a C reference"), "{problem}");
+        // Two outputs in two working precisions cannot share one second build.
+        let two = ln
+            .replace("scalars.eps", "buffers.z = { dtype = \"f64\", len = \"rows\", role = \"out\", compare = { reference-error = { k = 8, atol = 0 } } }\nscalars.eps");
+        let mut p = params();
+        p.push("z".into());
+        let (f, problem) = check(&two, &p).unwrap_err();
+        assert!(
+            f.ends_with(".compare") && problem.contains("one working precision"),
+            "{f}: {problem}"
+        );
+        // An integer output has no rounding error.
+        let ints = ln.replace(
+            "buffers.y = { dtype = \"f32\"",
+            "buffers.y = { dtype = \"i32\"",
+        );
+        let (f, problem) = check(&ints, &params()).unwrap_err();
+        assert_eq!(f, "buffers.y.compare", "{problem}");
+    }
+
+    #[test]
+    fn each_problem_names_its_field() {
+        let cases: [(&str, &str, &str); 11] = [
+            (
+                "values = [1e-5] }",
+                "values = [1e-5], range = [0.0, 1.0] }",
+                "scalars.eps",
+            ),
+            ("values = [1e-5] }", "range = [1.0, 0.0] }", "scalars.eps"),
+            (
+                "len = \"rows * cols\", role = \"in\"",
+                "len = \"rows * depth\", role = \"in\"",
+                "buffers.x.len",
+            ),
+            (
+                "compare = { allclose = { atol = 1e-5, rtol = 1e-5 } }",
+                "compare = \"exact\"",
+                "buffers.y.compare",
+            ),
+            (
+                ", compare = { allclose = { atol = 1e-5, rtol = 1e-5 } }",
+                "",
+                "buffers.y.compare",
+            ),
+            (
+                "role = \"in\", range",
+                "role = \"in\", compare = \"bitwise\", range",
+                "buffers.x.compare",
+            ),
+            ("grid = [\"rows\"]", "grid = [\"rows\", \"eps\"]", "grid[1]"),
+            (
+                "grid = [\"rows\"]",
+                "grid = [\"rows\", \"1\", \"1\", \"1\"]",
+                "grid",
+            ),
+            (
+                "c = \"layernorm_ref.c:layernorm_ref\"",
+                "c = \"layernorm_ref.c\"",
+                "reference",
+            ),
+            (
+                "range = [-2.0, 2.0]",
+                "range = [2.0, -2.0]",
+                "buffers.x.range",
+            ),
+            ("values = [1, 7, 64]", "values = [0, 7]", "sizes.rows"),
+        ];
+        for (from, to, field) in cases {
+            let text = LAYERNORM.replace(from, to);
+            assert_ne!(text, LAYERNORM, "{from}");
+            let (f, problem) = check(&text, &params()).unwrap_err();
+            assert_eq!(f, field, "{to}: {problem}");
+        }
+        let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let e = check(LAYERNORM, &p(&["x", "rows:i32", "cols:i32", "eps:f32"])).unwrap_err();
+        assert_eq!(e.0, "params");
+        assert!(e.1.contains("buffer 'y'"), "{e:?}");
+        let e = check(
+            LAYERNORM,
+            &p(&["x", "y", "rows:f32", "cols:i32", "eps:f32"]),
+        )
+        .unwrap_err();
+        assert_eq!(e.0, "params[2]");
+        let e = check(LAYERNORM, &p(&["x", "y", "rows", "cols:i32", "eps:f32"])).unwrap_err();
+        assert!(e.1.contains("needs a type"), "{e:?}");
+        let e = check(
+            LAYERNORM,
+            &p(&["x", "y", "rows:i32", "cols:i32", "eps:f32", "z:i32"]),
+        )
+        .unwrap_err();
+        assert_eq!(e.0, "params[5]");
+        let e = check(
+            LAYERNORM,
+            &p(&["x", "x", "y", "rows:i32", "cols:i32", "eps:f32"]),
+        )
+        .unwrap_err();
+        assert!(e.1.contains("twice"), "{e:?}");
+        let e = check(
+            &LAYERNORM.replace("role = \"out\"", "role = \"scratch\""),
+            &params(),
+        )
+        .unwrap_err();
+        assert_eq!(e.0, "buffers");
+        let e = check(
+            &LAYERNORM.replace("sizes.cols = {}", "sizes.cols = { vals = [1] }"),
+            &params(),
+        )
+        .unwrap_err();
+        assert_eq!(e.0, "toml", "unknown fields are refused: {e:?}");
+    }
+
+    #[test]
+    fn a_command_reference_is_a_list_or_a_table_with_a_timeout() {
+        let c = |r: &str| {
+            check(
+                &LAYERNORM.replace("{ c = \"layernorm_ref.c:layernorm_ref\" }", r),
+                &params(),
+            )
+        };
+        let op = c("{ command = [\"python3\", \"ref.py\"] }").unwrap();
+        let ReferenceSpec::Command(cmd) = &op.spec.reference else {
+            panic!("{:?}", op.spec.reference)
+        };
+        assert_eq!(
+            cmd,
+            &CommandSpec::new(vec!["python3".into(), "ref.py".into()])
+        );
+        assert_eq!(cmd.timeout().as_secs(), CommandSpec::DEFAULT_TIMEOUT_S);
+        let op = c("{ command = { argv = [\"./ref\", \"{dir}\"], timeout_s = 5 } }").unwrap();
+        let ReferenceSpec::Command(cmd) = &op.spec.reference else {
+            panic!()
+        };
+        assert_eq!(cmd.argv, ["./ref", "{dir}"]);
+        assert_eq!(cmd.timeout().as_secs(), 5);
+        // Both forms serialize back to what they were.
+        let j = serde_json::to_string(&op.spec.reference).unwrap();
+        assert_eq!(j, r#"{"command":{"argv":["./ref","{dir}"],"timeout_s":5}}"#);
+        let j = serde_json::to_string(&ReferenceSpec::Command(CommandSpec::new(vec!["x".into()])))
+            .unwrap();
+        assert_eq!(j, r#"{"command":["x"]}"#);
+        for (r, needle) in [
+            ("{ command = [] }", "needs a program"),
+            ("{ command = [\"\"] }", "needs a program"),
+            (
+                "{ command = { argv = [\"x\"], timeout_s = 0 } }",
+                "timeout_s = 0",
+            ),
+        ] {
+            let (field, problem) = c(r).unwrap_err();
+            assert_eq!(field, "reference", "{r}");
+            assert!(problem.contains(needle), "{r}: {problem}");
+        }
+        let (field, problem) = c("{ command = { argv = [\"x\"], timeout = 5 } }").unwrap_err();
+        assert_eq!(field, "toml");
+        assert!(problem.contains("timeout"), "{problem}");
+    }
+}

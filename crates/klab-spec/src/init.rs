@@ -1,0 +1,589 @@
+//! `klab init`: a declared-operation manifest skeleton from a CUDA file's `__global__`
+//! signatures (read by [`crate::signature`]).
+//!
+//! [`skeleton`] turns them into a manifest: `params` in the kernel's order, `const T*` a
+//! buffer with role `in`, `T*` one with role `out` (marked: out or inout?), an integer
+//! value a size variable, a floating one a scalar. What only the user knows (lengths, the
+//! launch, useful bytes, the reference, the rules, scalar values) is the placeholder
+//! [`PLACEHOLDER`], which the manifest parser refuses by field until it is filled in; notes
+//! that need a decision are `# TODO` comments.
+
+use std::path::{Component, Path, PathBuf};
+
+use crate::manifest::PLACEHOLDER;
+use crate::signature::{kernels, Elem, ParamKind};
+use klab_core::dtype::Dtype;
+
+/// Why no skeleton can be written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InitError {
+    #[error("{file}: no __global__ function found")]
+    NoKernel { file: String },
+}
+
+/// A written skeleton.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skeleton {
+    /// The manifest's TOML.
+    pub text: String,
+    pub kernels: usize,
+    /// How many placeholders it holds.
+    pub placeholders: usize,
+}
+
+/// The types klab passes scalars as (see `declared`).
+const SCALAR_NAMES: &str = "i32 u32 i64 u64 f32 f64";
+
+/// A TOML basic string.
+fn quote(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+/// One line for a comment.
+fn flat(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The manifest skeleton for the kernels of `src`. `source` is what the manifest's
+/// `source` names (relative to the manifest's folder); `file` names the source in errors
+/// and in the header.
+pub fn skeleton(src: &str, source: &str, file: &str) -> Result<Skeleton, InitError> {
+    let found = kernels(src);
+    if found.is_empty() {
+        return Err(InitError::NoKernel { file: file.into() });
+    }
+    let mut w = Writer::default();
+    w.text += &format!(
+        "# A declared-operation manifest written by `klab init {}` from its __global__\n\
+         # signatures. Fill in every \"{PLACEHOLDER}\" (klab check names the first one left) and\n\
+         # settle every \"# TODO\" note, then run klab check on this file. The format:\n\
+         # docs/declared-operations.md in klab's repository.\n",
+        flat(file)
+    );
+    w.text += &format!("source = {}\n", quote(source));
+    for k in &found {
+        w.kernel(k);
+    }
+    Ok(Skeleton {
+        text: w.text,
+        kernels: found.len(),
+        placeholders: w.placeholders,
+    })
+}
+
+/// The skeleton as it is written, and how many placeholders it holds.
+#[derive(Default)]
+struct Writer {
+    text: String,
+    placeholders: usize,
+}
+
+/// One kernel's parameters as the manifest's lines: the `params` entries, the size
+/// variables, the buffers and the scalars.
+#[derive(Default)]
+struct ParamLines {
+    params: Vec<String>,
+    sizes: Vec<String>,
+    size_names: Vec<String>,
+    /// `NAME BYTES` for each buffer whose element type is known.
+    element_bytes: Vec<String>,
+    buffers: Vec<String>,
+    scalars: Vec<String>,
+    any_output: bool,
+}
+
+impl Writer {
+    /// A placeholder value, counted.
+    fn todo(&mut self) -> String {
+        self.placeholders += 1;
+        quote(PLACEHOLDER)
+    }
+
+    /// A `NAME:TYPE` parameter whose type is a placeholder, counted.
+    fn typed_todo(&mut self, name: &str) -> String {
+        self.placeholders += 1;
+        quote(&format!("{name}:{PLACEHOLDER}"))
+    }
+
+    /// One `[[kernel]]` and its `[kernel.op]`, from its signature.
+    fn kernel(&mut self, k: &crate::signature::Kernel) {
+        let names: Vec<String> = k
+            .params
+            .iter()
+            .enumerate()
+            .map(|(i, p)| p.name.clone().unwrap_or_else(|| format!("arg{i}")))
+            .collect();
+        self.text += "\n";
+        self.text += &format!(
+            "# line {}: {}({})\n",
+            k.line,
+            k.name,
+            flat(
+                &k.params
+                    .iter()
+                    .map(|p| p.text.clone())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        );
+        if k.params.iter().any(|p| p.name.is_none()) {
+            self.text += "# (parameters without a name in the source are called argN here)\n";
+        }
+        let entry = match &k.template {
+            Some(list) => {
+                self.text += &format!(
+                    "# TODO: {} is a template <{}>: give the instance to run as the entry,\n\
+                 # e.g. entry = \"{}<float, 128>\" (NVRTC instantiates it by that name).\n",
+                    k.name,
+                    flat(list),
+                    k.name
+                );
+                self.todo()
+            }
+            None => {
+                if !k.extern_c {
+                    self.text += &format!(
+                    "# TODO: {} is not extern \"C\": klab loads the entry by this unmangled name;\n\
+                     # declare it extern \"C\" __global__ in the source.\n",
+                    k.name
+                );
+                }
+                quote(&k.name)
+            }
+        };
+        self.text += "[[kernel]]\n";
+        self.text += &format!("name = {}\n", quote(&k.name));
+        self.text += &format!("entry = {entry}\n");
+        self.text += "operation = \"declared\"\n";
+        let lines = self.param_lines(k, &names);
+        self.op_table(k, &names, lines);
+    }
+
+    /// Each parameter as the manifest declares it: a pointer is a buffer, an integer a size
+    /// variable, a float a scalar; what klab cannot pass is a TODO that says why.
+    fn param_lines(&mut self, k: &crate::signature::Kernel, names: &[String]) -> ParamLines {
+        let mut out = ParamLines::default();
+        for (p, name) in k.params.iter().zip(names) {
+            match &p.kind {
+                ParamKind::Pointer { elem, read_only } => {
+                    out.params.push(quote(name));
+                    let (dtype, note) = match elem {
+                        Elem::Known(d) => (quote(d.name()), None),
+                        Elem::Vector {
+                            dtype,
+                            count,
+                            name: v,
+                        } => (
+                            quote(dtype.name()),
+                            Some(format!(
+                                "{v} is {count} {dtype} an element: len counts {dtype} elements"
+                            )),
+                        ),
+                        Elem::Unknown { name: ty, why } => {
+                            (self.todo(), Some(format!("TODO: {}: {why}", flat(ty))))
+                        }
+                    };
+                    if let Elem::Known(d) | Elem::Vector { dtype: d, .. } = elem {
+                        out.element_bytes.push(format!("{name} {}", d.size_bytes()));
+                    }
+                    let integer = matches!(elem, Elem::Known(d) | Elem::Vector { dtype: d, .. } if d.is_integer());
+                    let mut line = format!(
+                        "buffers.{name} = {{ dtype = {dtype}, len = {}, role = ",
+                        self.todo()
+                    );
+                    let mut notes: Vec<String> = note.into_iter().collect();
+                    if *read_only {
+                        line += "\"in\" }";
+                    } else {
+                        out.any_output = true;
+                        line += &format!("\"out\", compare = {} }}", self.todo());
+                        notes.push(format!(
+                        "TODO: out or inout? compare: {}",
+                        if integer {
+                            "\"exact\""
+                        } else {
+                            "{ allclose = { atol = 1e-5, rtol = 1e-5 } }, { ulp = 2 } or \"bitwise\""
+                        }
+                    ));
+                    }
+                    if !notes.is_empty() {
+                        line += &format!("   # {}", notes.join("; "));
+                    }
+                    out.buffers.push(line);
+                }
+                ParamKind::Value(Elem::Known(d)) if d.is_integer() => {
+                    out.size_names.push(name.clone());
+                    if [Dtype::I32, Dtype::U32, Dtype::I64, Dtype::U64].contains(d) {
+                        out.params.push(quote(&format!("{name}:{d}")));
+                        out.sizes.push(format!("sizes.{name} = {{}}"));
+                    } else {
+                        out.params.push(self.typed_todo(name));
+                        out.sizes.push(format!(
+                        "sizes.{name} = {{}}   # TODO: {} is {d}: klab passes sizes as i32 u32 i64 u64; widen the parameter",
+                        flat(&p.text)
+                    ));
+                    }
+                }
+                ParamKind::Value(Elem::Known(d)) if matches!(d, Dtype::F32 | Dtype::F64) => {
+                    out.params.push(quote(&format!("{name}:{d}")));
+                    out.scalars.push(format!(
+                    "scalars.{name} = {{ type = \"{d}\", values = [{}] }}   # cases cycle through the values",
+                    self.todo()
+                ));
+                }
+                ParamKind::Value(elem) => {
+                    let (ty, why) = match elem {
+                        Elem::Known(d) => {
+                            (d.name().to_string(), format!("klab passes no {d} scalar"))
+                        }
+                        Elem::Vector { name, .. } => (name.clone(), "a vector type".into()),
+                        Elem::Unknown { name, why } => (name.clone(), why.clone()),
+                    };
+                    out.params.push(self.typed_todo(name));
+                    out.scalars.push(format!(
+                    "scalars.{name} = {{ type = {}, values = [{}] }}   # TODO: {}: {why}; klab passes scalars as {SCALAR_NAMES}",
+                    self.todo(),
+                    self.todo(),
+                    flat(&ty)
+                ));
+                }
+            }
+        }
+        out
+    }
+
+    /// `params`, then the `[kernel.op]` table: launch, useful bytes, reference, sizes,
+    /// buffers and scalars.
+    fn op_table(&mut self, k: &crate::signature::Kernel, names: &[String], mut lines: ParamLines) {
+        self.text += &format!("params = [{}]\n", lines.params.join(", "));
+        self.text += "\n[kernel.op]\n";
+        // A size variable for a kernel that takes none: a name no parameter has.
+        if lines.size_names.is_empty() {
+            let free = ["n", "size", "len"]
+                .into_iter()
+                .find(|c| !names.iter().any(|n| n == c))
+                .unwrap_or("n_elements");
+            lines.size_names.push(free.to_string());
+            lines.sizes.push(format!(
+            "sizes.{free} = {{}}   # TODO: the kernel takes no integer: name the size variables its lengths use"
+        ));
+        }
+        let first = &lines.size_names[0];
+        let todo = self.todo();
+        self.text += &format!(
+        "grid = [{}]         # blocks, 1 to 3 expressions over the sizes, e.g. \"ceil_div({first}, 256)\"\n",
+        todo
+    );
+        let bounds = k
+            .launch_bounds
+            .as_ref()
+            .map(|b| {
+                format!(
+                    " (__launch_bounds__({}): at most {})",
+                    flat(b),
+                    flat(b.split(',').next().unwrap_or(b))
+                )
+            })
+            .unwrap_or_default();
+        let todo = self.todo();
+        self.text += &format!(
+            "block = [{}]        # threads per block, e.g. \"256\"{bounds}\n",
+            todo
+        );
+        let per_element = if lines.element_bytes.is_empty() {
+            String::new()
+        } else {
+            format!("; bytes per element: {}", lines.element_bytes.join(", "))
+        };
+        let todo = self.todo();
+        self.text += &format!(
+        "useful_bytes = {}   # the bytes the operation must move, for GB/s{per_element}; flops = \"...\" too\n",
+        todo
+    );
+        let todo = self.todo();
+        self.text += &format!(
+        "reference = {{ c = {} }}   # \"file.c:function\" with the kernel's parameters, or command = [\"python3\", \"ref.py\"]\n",
+        todo
+    );
+        for (i, s) in lines.sizes.iter().enumerate() {
+            self.text += s;
+            if i == 0 && !s.contains('#') {
+                self.text += "   # klab derives the values from the launch, or give values = [...]";
+            }
+            self.text += "\n";
+        }
+        if !lines.buffers.is_empty() {
+            self.text += &format!(
+            "# len: elements, an expression over the sizes (e.g. \"{}\"); role in, out, inout or scratch\n",
+            lines.size_names.join(" * ")
+        );
+        }
+        if lines.buffers.is_empty() {
+            self.text +=
+                "# TODO: no pointer parameter: klab compares the buffers a kernel writes\n";
+        } else if !lines.any_output {
+            self.text += "# TODO: every pointer is const: give one buffer role out or inout, with a compare rule\n";
+        }
+        for b in lines.buffers.iter().chain(&lines.scalars) {
+            self.text += b;
+            self.text += "\n";
+        }
+    }
+}
+
+/// `file` relative to the folder `dir` (both absolute): what a manifest in `dir` writes
+/// as its `source`. Lexical: resolve symbolic links first.
+pub fn relative_to(dir: &Path, file: &Path) -> PathBuf {
+    let a: Vec<Component> = dir.components().collect();
+    let b: Vec<Component> = file.components().collect();
+    let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    if common == 0 {
+        return file.to_path_buf();
+    }
+    let mut out = PathBuf::new();
+    for _ in common..a.len() {
+        out.push("..");
+    }
+    for c in &b[common..] {
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signature::tests::SRC;
+
+    /// A kernel that takes no integer gets a size variable of a name no parameter has,
+    /// said to be a TODO (once written as `lines.sizes.n` by a refactor no test saw).
+    #[test]
+    fn a_kernel_without_an_integer_gets_a_free_size_name() {
+        let src = "extern \"C\" __global__ void fill(float *n, const float *size) {}";
+        let sk = skeleton(src, "k.cu", "k.cu").unwrap();
+        assert!(
+            sk.text.lines().any(|l| l.starts_with(
+                "sizes.len = {}   # TODO: the kernel takes no integer: name the size variables"
+            )),
+            "{}",
+            sk.text
+        );
+        assert!(!sk.text.contains("lines."), "{}", sk.text);
+    }
+
+    #[test]
+    fn no_kernel_and_broken_sources_are_an_error_never_a_panic() {
+        let e = skeleton("int main() { return 0; }", "a.cu", "a.cu").unwrap_err();
+        assert_eq!(e.to_string(), "a.cu: no __global__ function found");
+        for src in [
+            "__global__",
+            "__global__ void",
+            "__global__ void k(",
+            "__global__ void k(float *x",
+            "/* __global__ void k() {}",
+            "\"__global__ void k() {}",
+            "R\"(",
+            "__global__ void __launch_bounds__(",
+            "template < __global__ void k(T* x) {}",
+            "'",
+            "#",
+        ] {
+            let _ = kernels(src);
+            let _ = skeleton(src, "a.cu", "a.cu");
+        }
+        // A byte at a time through the test source: every prefix parses.
+        for end in (0..SRC.len()).filter(|i| SRC.is_char_boundary(*i)) {
+            let _ = kernels(&SRC[..end]);
+        }
+        // Random soups of CUDA pieces: never a panic, and every skeleton is TOML.
+        let pieces = [
+            "__global__",
+            " void ",
+            " k",
+            "(",
+            ")",
+            "{",
+            "}",
+            "<",
+            ">",
+            ",",
+            "*",
+            "&",
+            "[",
+            "]",
+            "const ",
+            "float",
+            " x",
+            " int",
+            "extern \"C\"",
+            "\"",
+            "'",
+            "/*",
+            "*/",
+            "//",
+            "\n",
+            "#",
+            "\\",
+            "template",
+            "__launch_bounds__",
+            "::",
+            "=",
+            ";",
+            "R\"(",
+            "unsigned ",
+            "long ",
+            "1'0",
+            "typename T",
+            "[[",
+            "]]",
+            " é",
+            "float4",
+            "bool ",
+        ];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            let mut soup = |n: u64| -> String {
+                (0..n)
+                    .map(|_| pieces[(next() % pieces.len() as u64) as usize])
+                    .collect()
+            };
+            // Half of them inside a kernel's parameter list.
+            let (a, b, c) = (soup(8), soup(12), soup(8));
+            let src = if a.len() % 2 == 0 {
+                format!("{a}__global__ void k({b}) {{}}{c}")
+            } else {
+                format!("{a}{b}{c}")
+            };
+            if let Ok(s) = skeleton(&src, "a.cu", "a.cu") {
+                toml::from_str::<toml::Value>(&s.text)
+                    .unwrap_or_else(|e| panic!("{src:?}: {e}\n{}", s.text));
+            }
+        }
+    }
+
+    /// Fill every placeholder with a value that fits its field.
+    fn fill(text: &str) -> String {
+        text.replace("values = [\"TODO\"]", "values = [1.5]")
+            .replace("compare = \"TODO\"", "compare = \"bitwise\"")
+            .replace("c = \"TODO\"", "c = \"ref.c:ref\"")
+            .replace("\"TODO\"", "\"1\"")
+    }
+
+    const LAYERNORM: &str = "extern \"C\" __global__ void layernorm(const float *x, float *y, int rows, int cols, float eps) {}\n\
+        extern \"C\" __global__ void count(const int *x, unsigned int *hist, size_t n) {}\n";
+
+    fn parse(text: &str) -> Result<crate::manifest::Manifest, crate::manifest::ManifestError> {
+        crate::manifest::parse(
+            "ln.toml",
+            text,
+            crate::manifest::Files::Given(&|_| Ok(("ln.cu".into(), LAYERNORM.into()))),
+        )
+    }
+
+    #[test]
+    fn the_skeleton_parses_once_filled_in_and_names_its_first_placeholder_until_then() {
+        let s = skeleton(LAYERNORM, "ln.cu", "ln.cu").unwrap();
+        assert_eq!(s.kernels, 2);
+        let t = &s.text;
+        assert!(t.contains("source = \"ln.cu\""), "{t}");
+        assert!(
+            t.contains("params = [\"x\", \"y\", \"rows:i32\", \"cols:i32\", \"eps:f32\"]"),
+            "{t}"
+        );
+        assert!(
+            t.contains("buffers.x = { dtype = \"f32\", len = \"TODO\", role = \"in\" }"),
+            "{t}"
+        );
+        assert!(
+            t.contains("role = \"out\", compare = \"TODO\" }   # TODO: out or inout?"),
+            "{t}"
+        );
+        assert!(
+            t.contains("scalars.eps = { type = \"f32\", values = [\"TODO\"] }"),
+            "{t}"
+        );
+        assert!(
+            t.contains("sizes.rows = {}") && t.contains("sizes.cols = {}"),
+            "{t}"
+        );
+        assert!(t.contains("params = [\"x\", \"hist\", \"n:u64\"]"), "{t}");
+        assert!(
+            t.contains("compare: \"exact\""),
+            "integers are compared exactly: {t}"
+        );
+        // Two kernels of 7 placeholders (grid, block, useful_bytes, reference, two lens, a
+        // compare) and the scalar's values.
+        assert_eq!(s.placeholders, 15, "{t}");
+        assert_eq!(
+            t.matches("\"TODO\"").count(),
+            15 + 1,
+            "and the header's mention: {t}"
+        );
+        let e = parse(t).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "manifest ln.toml: kernel[0].op.grid[0]: fill in TODO (written by klab init)"
+        );
+        let m = parse(&fill(t)).unwrap();
+        assert_eq!(m.kernels.len(), 2);
+        let op = m.kernels[0].op.as_ref();
+        use crate::declared::{OpParam, Role};
+        assert_eq!(
+            op.params,
+            [
+                OpParam::Buffer("x".into()),
+                OpParam::Buffer("y".into()),
+                OpParam::Size("rows".into(), Dtype::I32),
+                OpParam::Size("cols".into(), Dtype::I32),
+                OpParam::Scalar("eps".into(), Dtype::F32),
+            ]
+        );
+        assert_eq!(op.spec.buffers["x"].role, Role::In);
+        assert_eq!(op.spec.buffers["y"].role, Role::Out);
+        assert_eq!(op.spec.scalars["eps"].values, [1.5]);
+        let op = m.kernels[1].op.as_ref();
+        assert_eq!(op.spec.buffers["hist"].dtype, Dtype::U32);
+    }
+
+    #[test]
+    fn what_klab_cannot_take_is_marked_and_still_parses_as_toml() {
+        let s = skeleton(SRC, "k.cu", "k.cu").unwrap();
+        let t = &s.text;
+        assert_eq!(s.kernels, 7);
+        toml::from_str::<toml::Value>(t).unwrap_or_else(|e| panic!("{e}\n{t}"));
+        for needle in [
+            "# TODO: plain is not extern \"C\"",
+            "# TODO: tmpl is a template <typename T, int BLOCK>",
+            "entry = \"tmpl<float, 128>\" (NVRTC instantiates it by that name)",
+            "(__launch_bounds__(256, 2): at most 256)",
+            "TODO: MyStruct: klab has no dtype for it (f16 bf16",
+            "float4 is 4 f32 an element: len counts f32 elements",
+            "\"flag:TODO\"",
+            "TODO: bool: klab has no boolean dtype; klab passes scalars as i32 u32 i64 u64 f32 f64",
+            "sizes.s = {}   # TODO: short s is i16: klab passes sizes as i32 u32 i64 u64",
+            "params = [\"arg0\", \"arg1\", \"arg2:i32\"]",
+            "# TODO: the kernel takes no integer",
+            "# TODO: no pointer parameter",
+        ] {
+            assert!(t.contains(needle), "{needle}\n{t}");
+        }
+        // The template's entry is itself a placeholder.
+        let tmpl = t.split("name = \"tmpl\"").nth(1).unwrap();
+        assert!(tmpl.starts_with("\nentry = \"TODO\""), "{tmpl}");
+    }
+
+    #[test]
+    fn a_source_path_is_made_relative_to_the_manifests_folder() {
+        let r = |d: &str, f: &str| relative_to(Path::new(d), Path::new(f));
+        assert_eq!(r("/a/b", "/a/b/k.cu"), PathBuf::from("k.cu"));
+        assert_eq!(r("/a/b/c", "/a/b/k.cu"), PathBuf::from("../k.cu"));
+        assert_eq!(r("/a/x", "/a/b/k.cu"), PathBuf::from("../b/k.cu"));
+        assert_eq!(r("/", "/a/k.cu"), PathBuf::from("a/k.cu"));
+    }
+}

@@ -1,0 +1,912 @@
+//! The `__global__` functions of a CUDA source, read from its text: what `klab init`
+//! writes a skeleton from and what a manifest's `params` are checked against.
+//!
+//! [`kernels`] reads the source as tokens (comments, string and character literals and
+//! preprocessor lines cannot fake a kernel) and finds every `__global__` function: its
+//! name, whether it is `extern "C"` (inside an `extern "C" { }` block too) or a template,
+//! its `__launch_bounds__`, and each parameter ([`Param`]): a pointer (with the constness
+//! of what it points to) or a value, of an element type klab knows ([`Dtype`]), a vector
+//! type such as `float4`, or a type klab has no dtype for (kept by name, never an error).
+//! [`lookup_entry`] finds one entry by name.
+
+use klab_core::dtype::Dtype;
+
+/// An element type as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Elem {
+    Known(Dtype),
+    /// A CUDA vector type (`float4`): `count` elements of `dtype`.
+    Vector {
+        dtype: Dtype,
+        count: u32,
+        name: String,
+    },
+    /// No dtype: the type as written and why.
+    Unknown {
+        name: String,
+        why: String,
+    },
+}
+
+/// How a parameter is passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParamKind {
+    /// `T*` or `T[]`; `read_only` when what it points to is `const`.
+    Pointer { elem: Elem, read_only: bool },
+    /// By value.
+    Value(Elem),
+}
+
+/// One parameter of a kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Param {
+    /// The name, or `None` where a declaration leaves it out.
+    pub name: Option<String>,
+    pub kind: ParamKind,
+    /// The parameter as written, on one line (for notes).
+    pub text: String,
+}
+
+/// A `__global__` function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kernel {
+    pub name: String,
+    /// 1-based line of `__global__`.
+    pub line: usize,
+    pub extern_c: bool,
+    /// The template parameter list (`typename T, int B`) of a template kernel.
+    pub template: Option<String>,
+    /// The arguments of `__launch_bounds__(...)`.
+    pub launch_bounds: Option<String>,
+    pub params: Vec<Param>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    Str(String),
+    Punct(char),
+    /// A number or a character literal, as written.
+    Number(String),
+}
+
+#[derive(Debug, Clone)]
+struct Token {
+    tok: Tok,
+    line: usize,
+}
+
+/// A source as tokens, and whether a preprocessor line writes `__global__`.
+struct Lexed {
+    toks: Vec<Token>,
+    /// A macro declares kernels: [`kernels`] cannot see those.
+    macro_global: bool,
+}
+
+/// The source as tokens, without comments and preprocessor lines; string literals keep
+/// their text (for `extern "C"`). Never fails: an unterminated comment or literal runs to
+/// the end.
+fn tokenize(src: &str) -> Lexed {
+    let c: Vec<char> = src.chars().collect();
+    let mut out = Vec::new();
+    let mut macro_global = false;
+    let (mut i, mut line) = (0usize, 1usize);
+    let mut line_start = true;
+    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
+    while i < c.len() {
+        let ch = c[i];
+        if ch == '\n' {
+            line += 1;
+            line_start = true;
+            i += 1;
+            continue;
+        }
+        if ch.is_whitespace() {
+            i += 1;
+            continue;
+        }
+        if ch == '/' && at(i + 1) == '/' {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if ch == '/' && at(i + 1) == '*' {
+            i += 2;
+            while i < c.len() && !(c[i] == '*' && at(i + 1) == '/') {
+                if c[i] == '\n' {
+                    line += 1;
+                }
+                i += 1;
+            }
+            i += 2;
+            continue;
+        }
+        if ch == '#' && line_start {
+            // A directive, continued by a backslash before the newline.
+            let begin = i;
+            while i < c.len() && c[i] != '\n' {
+                if c[i] == '\\' && at(i + 1) == '\n' {
+                    line += 1;
+                    i += 1;
+                }
+                i += 1;
+            }
+            let directive: String = c[begin..i.min(c.len())].iter().collect();
+            macro_global |= directive.contains("__global__");
+            continue;
+        }
+        line_start = false;
+        let start_line = line;
+        if ch == '"' || ch == '\'' {
+            let mut text = String::new();
+            i += 1;
+            while i < c.len() && c[i] != ch {
+                if c[i] == '\\' {
+                    i += 1;
+                }
+                if at(i) == '\n' {
+                    line += 1;
+                }
+                if i < c.len() {
+                    text.push(c[i]);
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push(Token {
+                tok: if ch == '"' {
+                    Tok::Str(text)
+                } else {
+                    Tok::Number(format!("'{text}'"))
+                },
+                line: start_line,
+            });
+            continue;
+        }
+        if ch.is_ascii_digit() || (ch == '.' && at(i + 1).is_ascii_digit()) {
+            // Digits, suffixes, exponents and C++14 separators (1'000).
+            let begin = i;
+            while i < c.len() {
+                let d = c[i];
+                let exp = matches!(d, 'e' | 'E' | 'p' | 'P') && matches!(at(i + 1), '+' | '-');
+                if exp {
+                    i += 2;
+                } else if d.is_ascii_alphanumeric() || d == '.' || d == '_' || d == '\'' {
+                    i += 1;
+                } else {
+                    break;
+                }
+            }
+            out.push(Token {
+                tok: Tok::Number(c[begin..i.min(c.len())].iter().collect()),
+                line: start_line,
+            });
+            continue;
+        }
+        // ASCII identifiers only: every name klab writes is then a bare TOML key.
+        if ch.is_ascii_alphabetic() || ch == '_' {
+            let begin = i;
+            while i < c.len() && (c[i].is_ascii_alphanumeric() || c[i] == '_') {
+                i += 1;
+            }
+            let word: String = c[begin..i].iter().collect();
+            // A raw string: R"delim( ... )delim", with any encoding prefix.
+            if word.ends_with('R') && at(i) == '"' && word.len() <= 3 {
+                let mut j = i + 1;
+                let mut delim = String::new();
+                while j < c.len() && c[j] != '(' && delim.len() <= 16 {
+                    delim.push(c[j]);
+                    j += 1;
+                }
+                let close: Vec<char> = format!("){delim}\"").chars().collect();
+                let body = j + 1;
+                let mut k = body;
+                while k < c.len() && c[k..].iter().take(close.len()).ne(close.iter()) {
+                    if c[k] == '\n' {
+                        line += 1;
+                    }
+                    k += 1;
+                }
+                let text: String = c[body.min(c.len())..k.min(c.len())].iter().collect();
+                out.push(Token {
+                    tok: Tok::Str(text),
+                    line: start_line,
+                });
+                i = (k + close.len()).min(c.len());
+                continue;
+            }
+            out.push(Token {
+                tok: Tok::Ident(word),
+                line: start_line,
+            });
+            continue;
+        }
+        out.push(Token {
+            tok: Tok::Punct(ch),
+            line: start_line,
+        });
+        i += 1;
+    }
+    Lexed {
+        toks: out,
+        macro_global,
+    }
+}
+
+fn is_punct(t: Option<&Token>, p: char) -> bool {
+    matches!(t, Some(Token { tok: Tok::Punct(c), .. }) if *c == p)
+}
+
+fn ident(t: Option<&Token>) -> Option<&str> {
+    match t {
+        Some(Token {
+            tok: Tok::Ident(s), ..
+        }) => Some(s),
+        _ => None,
+    }
+}
+
+/// The index just past the bracket that closes the one at `open`.
+fn skip_balanced(toks: &[Token], open: usize) -> usize {
+    let mut depth = 0i32;
+    let mut i = open;
+    while i < toks.len() {
+        match &toks[i].tok {
+            Tok::Punct('(' | '[' | '{') => depth += 1,
+            Tok::Punct(')' | ']' | '}') => {
+                depth -= 1;
+                if depth <= 0 {
+                    return i + 1;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    toks.len()
+}
+
+/// Tokens as text on one line, C style (`const float *__restrict__ x`, `Foo<int, 3> *t`).
+fn text_of(toks: &[Token]) -> String {
+    let mut s = String::new();
+    for t in toks {
+        let piece = match &t.tok {
+            Tok::Ident(w) => w.clone(),
+            Tok::Str(x) => format!("\"{x}\""),
+            Tok::Punct(p) => p.to_string(),
+            Tok::Number(n) => n.clone(),
+        };
+        let tight_before = matches!(t.tok, Tok::Punct(',' | ')' | ']' | '>' | '[' | '<' | ':'))
+            || (matches!(t.tok, Tok::Punct('*' | '&')) && s.ends_with(['*', '&']));
+        let tight_after = s.ends_with(['(', '[', '<', ':', '*', '&']);
+        if !(s.is_empty() || tight_before || tight_after) {
+            s.push(' ');
+        }
+        s.push_str(&piece);
+    }
+    s
+}
+
+/// Words that only qualify a parameter.
+const QUALIFIERS: [&str; 9] = [
+    "__restrict__",
+    "__restrict",
+    "restrict",
+    "volatile",
+    "__grid_constant__",
+    "struct",
+    "class",
+    "register",
+    "typename",
+];
+/// Attribute-like words followed by a parenthesised argument list.
+const ATTRIBUTES: [&str; 7] = [
+    "__launch_bounds__",
+    "__maxnreg__",
+    "__cluster_dims__",
+    "__attribute__",
+    "__declspec",
+    "alignas",
+    "__align__",
+];
+/// Why a type name is no element type.
+const NO_DTYPE: &str = "klab has no dtype for it (f16 bf16 f32 f64 i8 u8 i16 u16 i32 u32 i64 u64)";
+/// The words of C's built-in integer types.
+const INT_WORDS: [&str; 6] = ["signed", "unsigned", "short", "long", "int", "char"];
+
+/// The element type of a type's words (qualifiers removed, `std::` dropped).
+fn element(words: &[String], template_types: &[String]) -> Elem {
+    let name = words.join(" ");
+    let unknown = |why: &str| Elem::Unknown {
+        name: name.clone(),
+        why: why.into(),
+    };
+    if words.is_empty() {
+        return unknown("no type");
+    }
+    if let [w] = words {
+        if template_types.contains(w) {
+            return unknown("a template parameter: the entry must be an instance");
+        }
+    }
+    if words.iter().all(|w| INT_WORDS.contains(&w.as_str())) {
+        let has = |x: &str| words.iter().any(|w| w == x);
+        let unsigned = has("unsigned");
+        return Elem::Known(if has("char") {
+            if unsigned {
+                Dtype::U8
+            } else if has("signed") {
+                Dtype::I8
+            } else {
+                return unknown(
+                    "plain char's signedness is the compiler's: write signed char or unsigned char",
+                );
+            }
+        } else if has("short") {
+            if unsigned {
+                Dtype::U16
+            } else {
+                Dtype::I16
+            }
+        } else if has("long") {
+            // LP64, as on every Linux CUDA target.
+            if unsigned {
+                Dtype::U64
+            } else {
+                Dtype::I64
+            }
+        } else if unsigned {
+            Dtype::U32
+        } else {
+            Dtype::I32
+        });
+    }
+    let [w] = words else {
+        return unknown(NO_DTYPE);
+    };
+    let known = match w.as_str() {
+        "float" => Some(Dtype::F32),
+        "double" => Some(Dtype::F64),
+        "__half" | "half" => Some(Dtype::F16),
+        "__nv_bfloat16" | "nv_bfloat16" => Some(Dtype::Bf16),
+        "int8_t" => Some(Dtype::I8),
+        "uint8_t" => Some(Dtype::U8),
+        "int16_t" => Some(Dtype::I16),
+        "uint16_t" => Some(Dtype::U16),
+        "int32_t" => Some(Dtype::I32),
+        "uint32_t" => Some(Dtype::U32),
+        "int64_t" | "ptrdiff_t" | "intptr_t" | "ssize_t" | "longlong" => Some(Dtype::I64),
+        "uint64_t" | "size_t" | "uintptr_t" | "ulonglong" => Some(Dtype::U64),
+        _ => None,
+    };
+    if let Some(d) = known {
+        return Elem::Known(d);
+    }
+    // CUDA's vector types: float4, int2, uchar4, __half2, __nv_bfloat162, ...
+    let vector = w.strip_suffix(['1', '2', '3', '4']).and_then(|base| {
+        let count = w[base.len()..].parse::<u32>().ok()?;
+        let dtype = match base {
+            "float" => Dtype::F32,
+            "double" => Dtype::F64,
+            "char" => Dtype::I8,
+            "uchar" => Dtype::U8,
+            "short" => Dtype::I16,
+            "ushort" => Dtype::U16,
+            "int" => Dtype::I32,
+            "uint" => Dtype::U32,
+            "long" | "longlong" => Dtype::I64,
+            "ulong" | "ulonglong" => Dtype::U64,
+            "__half" | "half" if count == 2 => Dtype::F16,
+            "__nv_bfloat16" | "nv_bfloat16" if count == 2 => Dtype::Bf16,
+            _ => return None,
+        };
+        Some((dtype, count))
+    });
+    match vector {
+        Some((dtype, count)) => Elem::Vector {
+            dtype,
+            count,
+            name: w.clone(),
+        },
+        None if w == "bool" => unknown("klab has no boolean dtype"),
+        None => unknown(NO_DTYPE),
+    }
+}
+
+/// One parameter from its tokens (without the separating commas).
+fn param(toks: &[Token], template_types: &[String]) -> Param {
+    // A default argument is not part of the type.
+    let end = toks
+        .iter()
+        .position(|t| matches!(t.tok, Tok::Punct('=')))
+        .unwrap_or(toks.len());
+    let toks = &toks[..end];
+    let text = text_of(toks);
+    let mut words: Vec<String> = Vec::new();
+    let (mut stars, mut refs, mut const_before_star) = (0, 0, false);
+    let mut angle = false;
+    let mut i = 0;
+    while i < toks.len() {
+        match &toks[i].tok {
+            Tok::Ident(w) if ATTRIBUTES.contains(&w.as_str()) && is_punct(toks.get(i + 1), '(') => {
+                i = skip_balanced(toks, i + 1);
+                continue;
+            }
+            Tok::Punct('[') if is_punct(toks.get(i + 1), '[') => {
+                i = skip_balanced(toks, i);
+                continue;
+            }
+            // `x[]` and `x[N]` are pointers.
+            Tok::Punct('[') => {
+                stars += 1;
+                i = skip_balanced(toks, i);
+                continue;
+            }
+            // `std::int32_t`, `::size_t`, `cuda::std::...`: the last name is the type.
+            Tok::Ident(w)
+                if w != "const"
+                    && !QUALIFIERS.contains(&w.as_str())
+                    && is_punct(toks.get(i + 1), ':')
+                    && is_punct(toks.get(i + 2), ':') =>
+            {
+                i += 3;
+                continue;
+            }
+            Tok::Punct(':') => {}
+            Tok::Punct('*') => stars += 1,
+            Tok::Punct('&') => refs += 1,
+            Tok::Punct('<') => {
+                angle = true;
+                let mut depth = 0;
+                while i < toks.len() {
+                    match toks[i].tok {
+                        Tok::Punct('<') => depth += 1,
+                        Tok::Punct('>') => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
+            }
+            // `const T *p` and `T const *p` protect what p points to; `T *const p` only p.
+            Tok::Ident(w) if w == "const" => const_before_star |= stars == 0,
+            Tok::Ident(w) if QUALIFIERS.contains(&w.as_str()) => {}
+            Tok::Ident(w) => words.push(w.clone()),
+            _ => {}
+        }
+        i += 1;
+    }
+    // The last word names the parameter unless it is all the type there is or a word of a
+    // built-in type (`unsigned int`).
+    let last_is_name = words.len() >= 2 && !INT_WORDS.contains(&words[words.len() - 1].as_str());
+    let name = if last_is_name { words.pop() } else { None };
+    let elem = if angle {
+        Elem::Unknown {
+            name: text.clone(),
+            why: format!("a template type: {NO_DTYPE}"),
+        }
+    } else {
+        element(&words, template_types)
+    };
+    let elem = match (stars, refs) {
+        (_, r) if r > 0 => Elem::Unknown {
+            name: text.clone(),
+            why: "a reference: klab passes values and flat buffers".into(),
+        },
+        (s, _) if s > 1 => Elem::Unknown {
+            name: text.clone(),
+            why: "a pointer to pointers: klab passes flat buffers".into(),
+        },
+        _ => elem,
+    };
+    let kind = if stars >= 1 {
+        ParamKind::Pointer {
+            elem,
+            read_only: const_before_star,
+        }
+    } else {
+        ParamKind::Value(elem)
+    };
+    Param { name, kind, text }
+}
+
+/// The type names a template parameter list declares (`typename T, int B` gives `T`).
+fn template_types(list: &[Token]) -> Vec<String> {
+    let mut out = Vec::new();
+    for w in list.windows(2) {
+        if let (Some("typename" | "class"), Some(name)) = (ident(Some(&w[0])), ident(Some(&w[1]))) {
+            out.push(name.to_string());
+        }
+    }
+    out
+}
+
+/// Every `__global__` function of a CUDA source, in order; a name declared and then
+/// defined appears once (as defined, `extern "C"` if any declaration is: the first one
+/// gives the linkage).
+pub fn kernels(src: &str) -> Vec<Kernel> {
+    kernels_in(&tokenize(src).toks)
+}
+
+/// How a plain name (a manifest's `entry`, or a template's name without its arguments)
+/// stands in a CUDA source: what a manifest checks before anything is compiled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryLookup {
+    /// The `__global__` function of that name.
+    Kernel(Kernel),
+    /// No visible kernel has it, but a macro writes `__global__` and the name is a word of
+    /// the code (outside comments and literals): klab cannot tell; the compiler will.
+    Macro,
+    /// Neither: the names of the kernels the source does declare, in order.
+    Missing(Vec<String>),
+}
+
+/// Look up `name` among the source's kernels, by token (a comment, a string, a
+/// `__device__` function or a constant of that name is no kernel).
+pub fn lookup_entry(src: &str, name: &str) -> EntryLookup {
+    let lexed = tokenize(src);
+    let kernels = kernels_in(&lexed.toks);
+    if let Some(k) = kernels.iter().find(|k| k.name == name) {
+        return EntryLookup::Kernel(k.clone());
+    }
+    if lexed.macro_global && lexed.toks.iter().any(|t| ident(Some(t)) == Some(name)) {
+        return EntryLookup::Macro;
+    }
+    EntryLookup::Missing(kernels.into_iter().map(|k| k.name).collect())
+}
+
+fn kernels_in(toks: &[Token]) -> Vec<Kernel> {
+    let mut out: Vec<(Kernel, bool)> = Vec::new();
+    // The open braces, each true when it opens an extern "C" block.
+    let mut braces: Vec<bool> = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        match &toks[i].tok {
+            Tok::Ident(w) if w == "extern" => {
+                let c = matches!(toks.get(i + 1), Some(Token { tok: Tok::Str(s), .. }) if s == "C");
+                if c && is_punct(toks.get(i + 2), '{') {
+                    braces.push(true);
+                    i += 3;
+                    continue;
+                }
+            }
+            Tok::Punct('{') => braces.push(false),
+            Tok::Punct('}') => {
+                braces.pop();
+            }
+            Tok::Ident(w) if w == "__global__" => {
+                if let Some((k, defined, next)) = global_at(toks, i, braces.contains(&true)) {
+                    match out.iter_mut().find(|(o, _)| o.name == k.name) {
+                        Some(slot) => {
+                            let extern_c = slot.0.extern_c || k.extern_c;
+                            if !slot.1 && defined {
+                                *slot = (k, defined);
+                            }
+                            slot.0.extern_c = extern_c;
+                        }
+                        None => out.push((k, defined)),
+                    }
+                    i = next;
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out.into_iter().map(|(k, _)| k).collect()
+}
+
+/// The function whose `__global__` is at `g`: the kernel, whether a body follows, and the
+/// index after its parameter list; `None` when no function follows (`__global__` in a
+/// macro's use, say).
+fn global_at(toks: &[Token], g: usize, in_extern_c: bool) -> Option<(Kernel, bool, usize)> {
+    // What comes before it in the same declaration: extern "C", template<...>, static.
+    let begin = toks[..g]
+        .iter()
+        .rposition(|t| matches!(t.tok, Tok::Punct(';' | '{' | '}')))
+        .map_or(0, |p| p + 1);
+    let prefix = &toks[begin..g];
+    let extern_c = in_extern_c
+        || prefix.windows(2).any(|w| {
+            ident(Some(&w[0])) == Some("extern") && matches!(&w[1].tok, Tok::Str(s) if s == "C")
+        });
+    let mut template = None;
+    let mut template_names = Vec::new();
+    if let Some(t) = prefix
+        .iter()
+        .position(|t| ident(Some(t)) == Some("template"))
+    {
+        if is_punct(prefix.get(t + 1), '<') {
+            let mut depth = 0;
+            let mut end = t + 1;
+            for (k, tok) in prefix.iter().enumerate().skip(t + 1) {
+                match tok.tok {
+                    Tok::Punct('<') => depth += 1,
+                    Tok::Punct('>') => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = k;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let list = &prefix[t + 2..end.max(t + 2)];
+            template = Some(text_of(list));
+            template_names = template_types(list);
+        }
+    }
+    let mut launch_bounds = None;
+    let mut j = g + 1;
+    let (name, open) = loop {
+        let t = toks.get(j)?;
+        match &t.tok {
+            Tok::Ident(w) if is_punct(toks.get(j + 1), '(') => {
+                if ATTRIBUTES.contains(&w.as_str()) {
+                    let end = skip_balanced(toks, j + 1);
+                    if w == "__launch_bounds__" {
+                        launch_bounds = Some(text_of(toks.get(j + 2..end - 1).unwrap_or_default()));
+                    }
+                    j = end;
+                    continue;
+                }
+                break (w.clone(), j + 1);
+            }
+            Tok::Punct('[') if is_punct(toks.get(j + 1), '[') => j = skip_balanced(toks, j),
+            Tok::Punct(';' | '{' | '}' | '(' | '=') => return None,
+            _ => j += 1,
+        }
+    };
+    let close = skip_balanced(toks, open);
+    let inner = &toks[open + 1..close.saturating_sub(1).max(open + 1)];
+    let mut params = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (k, t) in inner.iter().enumerate() {
+        match t.tok {
+            Tok::Punct('(' | '[' | '{' | '<') => depth += 1,
+            Tok::Punct(')' | ']' | '}' | '>') => depth -= 1,
+            Tok::Punct(',') if depth == 0 => {
+                params.push(param(&inner[start..k], &template_names));
+                start = k + 1;
+            }
+            _ => {}
+        }
+    }
+    let last = &inner[start..];
+    let only_void = last.len() == 1 && ident(last.first()) == Some("void") && params.is_empty();
+    if !last.is_empty() && !only_void {
+        params.push(param(last, &template_names));
+    }
+    // A body or a semicolon ends the declaration (after const, noexcept, attributes).
+    let mut k = close;
+    let defined = loop {
+        match toks.get(k).map(|t| &t.tok) {
+            Some(Tok::Punct('{')) => break true,
+            Some(Tok::Punct(';')) | None => break false,
+            _ => k += 1,
+        }
+    };
+    Some((
+        Kernel {
+            name,
+            line: toks[g].line,
+            extern_c,
+            template,
+            launch_bounds,
+            params,
+        },
+        defined,
+        close,
+    ))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    fn kind(k: &Kernel, i: usize) -> &ParamKind {
+        &k.params[i].kind
+    }
+
+    fn ptr(d: Dtype, read_only: bool) -> ParamKind {
+        ParamKind::Pointer {
+            elem: Elem::Known(d),
+            read_only,
+        }
+    }
+
+    fn val(d: Dtype) -> ParamKind {
+        ParamKind::Value(Elem::Known(d))
+    }
+
+    pub(crate) const SRC: &str = r#"
+#include <cuda_fp16.h>
+#define DECLARE(name) __global__ void name(float *p)
+// __global__ void in_a_comment(float *x) {}
+/* __global__ void in_a_block_comment(int *x) {} */
+static const char *msg = "__global__ void in_a_string(int *x) {}";
+static const char *raw = R"x(__global__ void in_a_raw_string(int *y) {})x";
+#define LONG_MACRO(a) \
+    __global__ void in_a_continued_macro(a *x) {}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+scale(const float *__restrict__ x, float *__restrict__ y, int n, float a) {
+    const char c = '}';  // a brace in a character literal
+    if (n > 1'000) { y[0] = x[0]; }
+}
+
+__global__ void plain(double *out, const std::int64_t *idx, unsigned long long count);
+
+template <typename T, int BLOCK>
+__global__ void tmpl(const T *in, T *out, size_t n) {}
+
+extern "C" {
+__global__ void in_block(const __half *h, __nv_bfloat16 *b, short s, unsigned u,
+                         const int8_t *i8, unsigned char *u8, long long ll) {}
+}
+
+__global__ void plain(double *out, const std::int64_t *idx, unsigned long long count) {}
+
+extern "C" __global__ void odd(float4 *v, const MyStruct *m, bool flag, Foo<int, 3> *t,
+                               float **pp, const float x[], char c, uint16_t w = 3) {}
+extern "C" __global__ void unnamed(const float *, float *, int);
+extern "C" __global__ void no_params(void) {}
+"#;
+
+    #[test]
+    fn comments_strings_and_macros_hide_no_kernel_and_hide_none() {
+        let ks = kernels(SRC);
+        let names: Vec<&str> = ks.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "scale",
+                "plain",
+                "tmpl",
+                "in_block",
+                "odd",
+                "unnamed",
+                "no_params"
+            ]
+        );
+    }
+
+    #[test]
+    fn each_parameter_is_read_with_its_constness_and_type() {
+        let ks = kernels(SRC);
+        let k = &ks[0];
+        assert!(k.extern_c && k.template.is_none());
+        assert_eq!(k.launch_bounds.as_deref(), Some("256, 2"));
+        assert_eq!(k.line, 11);
+        let names: Vec<_> = k.params.iter().map(|p| p.name.clone().unwrap()).collect();
+        assert_eq!(names, ["x", "y", "n", "a"]);
+        assert_eq!(kind(k, 0), &ptr(Dtype::F32, true));
+        assert_eq!(kind(k, 1), &ptr(Dtype::F32, false));
+        assert_eq!(kind(k, 2), &val(Dtype::I32));
+        assert_eq!(kind(k, 3), &val(Dtype::F32));
+        assert_eq!(k.params[0].text, "const float *__restrict__ x");
+
+        // Declared, then defined: one kernel; not extern "C".
+        let p = &ks[1];
+        assert!(!p.extern_c);
+        assert_eq!(kind(p, 0), &ptr(Dtype::F64, false));
+        assert_eq!(kind(p, 1), &ptr(Dtype::I64, true));
+        assert_eq!(kind(p, 2), &val(Dtype::U64));
+
+        let t = &ks[2];
+        assert_eq!(t.template.as_deref(), Some("typename T, int BLOCK"));
+        assert!(
+            matches!(kind(t, 0), ParamKind::Pointer { elem: Elem::Unknown { why, .. }, read_only: true } if why.contains("template parameter"))
+        );
+        assert_eq!(kind(t, 2), &val(Dtype::U64));
+
+        let b = &ks[3];
+        assert!(b.extern_c, "inside an extern \"C\" block");
+        let want = [
+            ptr(Dtype::F16, true),
+            ptr(Dtype::Bf16, false),
+            val(Dtype::I16),
+            val(Dtype::U32),
+            ptr(Dtype::I8, true),
+            ptr(Dtype::U8, false),
+            val(Dtype::I64),
+        ];
+        for (i, w) in want.iter().enumerate() {
+            assert_eq!(kind(b, i), w, "in_block parameter {i}");
+        }
+
+        let o = &ks[4];
+        assert_eq!(
+            kind(o, 0),
+            &ParamKind::Pointer {
+                elem: Elem::Vector {
+                    dtype: Dtype::F32,
+                    count: 4,
+                    name: "float4".into()
+                },
+                read_only: false
+            }
+        );
+        let why = |i: usize| match kind(o, i) {
+            ParamKind::Pointer {
+                elem: Elem::Unknown { name, why },
+                ..
+            }
+            | ParamKind::Value(Elem::Unknown { name, why }) => format!("{name}: {why}"),
+            other => panic!("{i}: {other:?}"),
+        };
+        assert!(
+            why(1).starts_with("MyStruct: klab has no dtype for it (f16 bf16"),
+            "{}",
+            why(1)
+        );
+        assert_eq!(why(2), "bool: klab has no boolean dtype");
+        assert!(why(3).contains("a template type"), "{}", why(3));
+        assert!(why(4).contains("a pointer to pointers"), "{}", why(4));
+        assert_eq!(kind(o, 5), &ptr(Dtype::F32, true), "an array is a pointer");
+        assert!(why(6).contains("plain char"), "{}", why(6));
+        assert_eq!(
+            kind(o, 7),
+            &val(Dtype::U16),
+            "a default argument is dropped"
+        );
+        assert_eq!(o.params[7].name.as_deref(), Some("w"));
+
+        let u = &ks[5];
+        assert!(u.params.iter().all(|p| p.name.is_none()));
+        assert_eq!(kind(u, 2), &val(Dtype::I32));
+        assert!(ks[6].params.is_empty());
+    }
+
+    #[test]
+    fn const_protects_what_it_stands_before() {
+        let k =
+            &kernels("__global__ void k(float const *a, float *const b, const float *const c) {}")
+                [0];
+        assert_eq!(kind(k, 0), &ptr(Dtype::F32, true));
+        assert_eq!(
+            kind(k, 1),
+            &ptr(Dtype::F32, false),
+            "only the pointer is const"
+        );
+        assert_eq!(kind(k, 2), &ptr(Dtype::F32, true));
+        assert_eq!(k.params[1].name.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn integer_spellings_map_to_their_dtypes() {
+        for (ty, d) in [
+            ("int", Dtype::I32),
+            ("signed", Dtype::I32),
+            ("unsigned", Dtype::U32),
+            ("unsigned int", Dtype::U32),
+            ("uint32_t", Dtype::U32),
+            ("long long", Dtype::I64),
+            ("long long int", Dtype::I64),
+            ("unsigned long long", Dtype::U64),
+            ("long unsigned int", Dtype::U64),
+            ("size_t", Dtype::U64),
+            ("short", Dtype::I16),
+            ("unsigned short", Dtype::U16),
+            ("signed char", Dtype::I8),
+            ("unsigned char", Dtype::U8),
+            ("std::uint8_t", Dtype::U8),
+            ("::int16_t", Dtype::I16),
+            ("half", Dtype::F16),
+            ("nv_bfloat16", Dtype::Bf16),
+        ] {
+            let k = kernels(&format!("__global__ void k({ty} v, const {ty} *p) {{}}"));
+            assert_eq!(kind(&k[0], 0), &val(d), "{ty}");
+            assert_eq!(k[0].params[0].name.as_deref(), Some("v"), "{ty}");
+            assert_eq!(kind(&k[0], 1), &ptr(d, true), "{ty}");
+        }
+    }
+}
