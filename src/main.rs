@@ -127,18 +127,7 @@ fn usage_error(e: clap::Error) -> ExitCode {
 /// the cause twice (`File exists (os error 17): File exists (os error 17)`). Here a cause
 /// whose text is already in the line is left out, whichever library the error came from.
 pub fn error_text(e: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in e.chain() {
-        let said = cause.to_string();
-        if text.contains(said.as_str()) {
-            continue;
-        }
-        if !text.is_empty() {
-            text.push_str(": ");
-        }
-        text.push_str(&said);
-    }
-    text
+    klab_core::text::error_chain(e.as_ref())
 }
 
 /// Keep an error on one line unless it carries a compiler log, which is shown whole.

@@ -340,19 +340,20 @@ fn paths_land_in_the_deepest_module_and_super_in_the_parent() {
 
 /// klab's crates from the bottom up. A crate may depend on crates before it here and never
 /// on one after it: the facts (`klab-core`), the operation as data (`klab-spec`), the
-/// address model, the engine that runs and judges an operation, the evidence it leaves, how
-/// a child is run and judged, then the GPU, the external tools, the report, the lab and the
-/// binary. Cargo refuses a cycle between crates; this keeps the order, so the spec never
-/// reaches the engine and the engine never reaches the evidence written about it.
+/// address model, the engine that runs and judges an operation, the evidence it leaves, the
+/// GPU, the external tools, then how a kernel is run and its receipt made (`klab-run`), the
+/// report, the lab and the binary. Cargo refuses a cycle between crates; this keeps the
+/// order, so the spec never reaches the engine and the engine never reaches the evidence
+/// written about it.
 const CRATE_ORDER: [&str; 11] = [
     "klab-core",
     "klab-spec",
     "klab-model",
     "klab-engine",
     "klab-evidence",
-    "klab-run",
     "klab-cuda",
     "klab-tools",
+    "klab-run",
     "klab-report",
     "klab-lab",
     "klab",

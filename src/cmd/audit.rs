@@ -22,9 +22,10 @@ use crate::child::{ChildCmd, ChildRun};
 use crate::cli::{AuditArgs, AuditPart, CheckArgs};
 use crate::cmd::check;
 use crate::cmd::exploit_audit::{self, Role};
-use crate::cmd::measure::{self, Kernel};
 use crate::cmd::sanitize::{find_sanitizer, sanitize_target, sanitized_check};
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
+use klab_run::folder::output_dir;
+use klab_run::kernel::Kernel;
 
 /// The built-in variants that are deliberately broken (audited like the mutants).
 pub const BUILTIN_BROKEN: [&str; 3] = ["broken", "triad_buggy", "reduce_drop_tail"];
@@ -131,7 +132,7 @@ pub fn run(args: AuditArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
         Some(find_sanitizer(args.sanitizer.as_deref())?)
     };
     klab_cuda::device::Device::check(args.device)?;
-    let dir = measure::output_dir(args.out.as_deref(), "audit")?;
+    let dir = output_dir(args.out.as_deref(), "audit")?;
     let gates = Gates {
         policy,
         device: args.device,

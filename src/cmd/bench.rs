@@ -9,7 +9,13 @@ use klab_run::child::{ChildResult, Verdict};
 
 use crate::child::{self, ChildCmd};
 use crate::cli::BenchArgs;
-use crate::cmd::measure::{self, BenchSpec, Kernel, ReceiptInput, Session};
+use klab_run::blocks::{run_blocks, BenchSpec};
+use klab_run::folder::output_dir;
+use klab_run::kernel::Kernel;
+use klab_run::receipt::{workload_info, write_receipt, ReceiptInput};
+use klab_run::session::Session;
+
+use crate::cmd::measure;
 use crate::cmd::Finished;
 
 pub fn run(args: BenchArgs, policy: VerifyPolicy) -> anyhow::Result<Finished> {
@@ -36,10 +42,10 @@ pub fn run(args: BenchArgs, policy: VerifyPolicy) -> anyhow::Result<Finished> {
         rounds: args.rounds,
         claim: args.claim.clone(),
     };
-    let mut session = Session::open(&kernel, args.device, policy)?;
+    let mut session = Session::open(&kernel.manifest, &kernel.decl, args.device, policy)?;
     let facts = session.backend.facts().clone();
     eprintln!("klab bench: {}", facts.describe());
-    let dir = measure::output_dir(args.out.as_deref(), "bench")?;
+    let dir = output_dir(args.out.as_deref(), "bench")?;
     // From here to the end of the blocks the kernel's code runs: a fault, an error or a
     // death in between is the kernel's (the parent reads these lines).
     let running = format!(
@@ -53,9 +59,9 @@ pub fn run(args: BenchArgs, policy: VerifyPolicy) -> anyhow::Result<Finished> {
         }
         .line()
     );
-    let blocks = measure::run_blocks(&mut session, &spec, &mut |l| eprintln!("klab bench: {l}"))?;
+    let blocks = run_blocks(&mut session, &spec, &mut |l| eprintln!("klab bench: {l}"))?;
     println!("{}", ChildResult::CaseDone { label: running }.line());
-    let info = measure::workload_info(&kernel, n, args.device)?;
+    let info = workload_info(&kernel, n, args.device)?;
     println!(
         "kernel={} n={n} regime={} timer={} samples={} warmup=\"{}\" rounds={}",
         kernel.name(),
@@ -116,7 +122,7 @@ pub fn run(args: BenchArgs, policy: VerifyPolicy) -> anyhow::Result<Finished> {
         };
         return Ok(Finished::with(result, false));
     }
-    let (path, r) = measure::write_receipt(ReceiptInput {
+    let (path, r) = write_receipt(ReceiptInput {
         dir: &dir,
         spec: &spec,
         facts: &facts,

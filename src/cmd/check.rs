@@ -14,9 +14,10 @@ use klab_spec::registry::Scope;
 
 use crate::child::ChildCmd;
 use crate::cli::CheckArgs;
-use crate::cmd::measure::{Kernel, Session};
 use crate::cmd::Finished;
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
+use klab_run::kernel::Kernel;
+use klab_run::session::Session;
 
 /// The arguments of a `klab check --in-process` child for one kernel, defaults elsewhere.
 pub fn child_args(spec: String, device: u32) -> CheckArgs {
@@ -107,7 +108,7 @@ fn check_here(args: &CheckArgs, name: &str, policy: VerifyPolicy) -> anyhow::Res
     for shape in &args.shape {
         kernel.check_shape(shape)?;
     }
-    let mut session = Session::open(&kernel, args.device, policy)?;
+    let mut session = Session::open(&kernel.manifest, &kernel.decl, args.device, policy)?;
     let k = klab_engine::workload::load_kernels(&mut session.backend, &kernel.decl)?;
     let opts = options(args)?;
     let verbose = args.verbose;

@@ -37,10 +37,12 @@ use klab_tools::ncu::{
 
 use crate::child::ChildCmd;
 use crate::cli::ProfileArgs;
-use crate::cmd::measure::{output_dir, Kernel, Session};
 use crate::cmd::Finished;
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 use klab_run::child::{ChildResult, ProfileChild};
+use klab_run::folder::output_dir;
+use klab_run::kernel::Kernel;
+use klab_run::session::Session;
 
 pub fn run(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Result<Finished> {
     if args.in_process {
@@ -72,7 +74,7 @@ fn profile_in_children(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Resul
         .kernels
         .iter()
         .map(|k| Kernel::parse(k).map(|kk| (kk.spec(), kk)))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     crate::cmd::given_tool("--ncu", args.ncu.as_deref())?;
     for (i, (_, k)) in kernels.iter().enumerate() {
         if kernels[..i].iter().any(|(_, o)| o.name() == k.name()) {
@@ -646,7 +648,7 @@ fn import_file(args: &ProfileArgs, path: &Path) -> anyhow::Result<ExitCode> {
         .import_kernels
         .iter()
         .map(|k| Kernel::parse(k))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     for (i, k) in kernels.iter().enumerate() {
         if kernels[..i].iter().any(|o| o.name() == k.name()) {
             bail!("kernel '{}' is listed twice", k.name());
@@ -995,7 +997,7 @@ fn child(args: &ProfileArgs, spec: &str, policy: VerifyPolicy) -> anyhow::Result
     let kernel = Kernel::parse_in_child(spec)?;
     let n = args.n.unwrap_or_else(|| kernel.default_n());
     let w = kernel.workload(n, None, args.device)?;
-    let mut session = Session::open(&kernel, args.device, policy)?;
+    let mut session = Session::open(&kernel.manifest, &kernel.decl, args.device, policy)?;
     let k = klab_engine::workload::load_kernels(&mut session.backend, &kernel.decl)?;
     let p = timing::profile_sequence(&mut session.backend, &w, &k, args.warmup)?;
     let report = ProfileChild {

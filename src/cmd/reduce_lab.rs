@@ -12,8 +12,9 @@ use klab_spec::ops::reduce::{self, SuiteReport};
 
 use crate::child::{self, ChildCmd};
 use crate::cli::ReduceLabArgs;
-use crate::cmd::measure::{Kernel, Session};
 use crate::EXIT_GATE_FAILED;
+use klab_run::kernel::Kernel;
+use klab_run::session::Session;
 
 fn suites(session: &mut Session, name: &str) -> anyhow::Result<(SuiteReport, SuiteReport)> {
     let kernel = Kernel::parse(name)?;
@@ -41,7 +42,8 @@ pub fn run(args: ReduceLabArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode
         });
         return child::relay(cmd, policy, timeout, "reduce-lab");
     }
-    let mut session = Session::open(&Kernel::parse("reduce_guarded")?, args.device, policy)?;
+    let kernel = Kernel::parse("reduce_guarded")?;
+    let mut session = Session::open(&kernel.manifest, &kernel.decl, args.device, policy)?;
     println!("klab reduce-lab: {}", session.backend.facts().describe());
     let (weak_d, hard_d) = suites(&mut session, "reduce_drop_tail")?;
     let (weak_g, hard_g) = suites(&mut session, "reduce_guarded")?;

@@ -17,12 +17,14 @@ use serde::Serialize;
 
 use crate::child::ChildCmd;
 use crate::cli::{BenchArgs, RoundsArgs};
-use crate::cmd::measure::{self, Kernel};
 use crate::EXIT_GATE_FAILED;
 use klab_evidence::schema::{
     rounds_csv, CeilingRate, RateRow, RoundsAnalysis, RoundsBlock, RoundsSummary,
 };
 use klab_run::child::{ChildResult, Verdict};
+use klab_run::folder::output_dir;
+use klab_run::kernel::Kernel;
+use klab_run::receipt::workload_info;
 use klab_spec::registry::{self, Scope};
 use std::time::Duration;
 
@@ -183,7 +185,7 @@ pub fn run(args: RoundsArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     let plan = Plan::resolve(&args)?;
     // Every block would fail the same way without the device: say so once, before a folder.
     klab_cuda::device::Device::check(args.device)?;
-    let dir = measure::output_dir(args.out.as_deref(), "rounds")?;
+    let dir = output_dir(args.out.as_deref(), "rounds")?;
     let dir = std::path::absolute(&dir).unwrap_or(dir);
     eprintln!("klab rounds: writing {}", dir.display());
 
@@ -259,7 +261,7 @@ impl Plan {
         let kernels = Kernel::parse_all(&args.kernels, Scope::Default)?
             .into_iter()
             .map(|k| k.at_shape(args.shape.as_ref()))
-            .collect::<anyhow::Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
         if kernels.len() < 2 {
             bail!(
                 "rounds alternate at least two kernels; {} names one",
@@ -288,7 +290,7 @@ impl Plan {
         let ops: Vec<String> = kernels
             .iter()
             // At the size the blocks will time: a size a workload refuses is refused here, once.
-            .map(|k| measure::workload_info(k, n, args.device).map(|i| i.operation))
+            .map(|k| workload_info(k, n, args.device).map(|i| i.operation))
             .collect::<Result<_, _>>()?;
         Ok(Plan {
             kernels,
@@ -538,7 +540,7 @@ impl Rates {
             let summary = Summary::of(&all);
             let gb_s = match &summary {
                 Some(s) => Some(gb_per_s(
-                    measure::workload_info(&plan.kernels[k], plan.n, device)?.useful_bytes,
+                    workload_info(&plan.kernels[k], plan.n, device)?.useful_bytes,
                     s.median,
                 )),
                 None => None,

@@ -18,8 +18,9 @@ use klab_tools::sanitizer::{self, Options, Outcome, SanitizedKernel, Tool};
 
 use crate::child::ChildCmd;
 use crate::cli::{CheckArgs, SanitizeArgs};
-use crate::cmd::measure::{self, Kernel};
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
+use klab_run::folder::output_dir;
+use klab_run::kernel::Kernel;
 
 /// The compute-sanitizer binary: `--sanitizer`, else PATH, else the toolkit's usual place.
 pub fn find_sanitizer(given: Option<&Path>) -> anyhow::Result<PathBuf> {
@@ -128,7 +129,7 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
     }
     let sanitizer = find_sanitizer(args.sanitizer.as_deref())?;
     klab_cuda::device::Device::check(args.device)?;
-    let dir = measure::output_dir(args.out.as_deref(), "sanitize")?;
+    let dir = output_dir(args.out.as_deref(), "sanitize")?;
     let targets: Vec<_> = kernels
         .iter()
         .map(|k| sanitize_target(k, args.device))

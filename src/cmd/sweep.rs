@@ -27,7 +27,8 @@ use klab_engine::general::ShapeArg;
 
 use crate::child::{ChildCmd, ChildRun};
 use crate::cli::{BenchArgs, RoundsArgs, SweepArgs, SweepCommand, TimingArgs};
-use crate::cmd::measure::{self, Kernel};
+use klab_run::folder::output_dir;
+use klab_run::kernel::Kernel;
 
 pub fn run(args: SweepArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     match &args.command {
@@ -44,7 +45,7 @@ pub fn run(args: SweepArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     } else {
         devices(&args)?
     };
-    let dir = measure::output_dir(args.out.as_deref(), "sweep")?;
+    let dir = output_dir(args.out.as_deref(), "sweep")?;
     let dir = std::path::absolute(&dir).unwrap_or(dir);
     write_json(&dir.join(sweep::PLAN_FILE), &plan)?;
     for g in &plan.groups {

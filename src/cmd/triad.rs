@@ -15,7 +15,12 @@ use klab_spec::ops::triad;
 
 use crate::child::{self, ChildCmd};
 use crate::cli::TriadArgs;
-use crate::cmd::measure::{self, BenchSpec, Kernel, ReceiptInput, Session};
+use klab_run::blocks::{run_blocks, BenchSpec};
+use klab_run::kernel::Kernel;
+use klab_run::receipt::{write_receipt, ReceiptInput};
+use klab_run::session::Session;
+
+use crate::cmd::measure;
 use crate::EXIT_GATE_FAILED;
 
 const USAGE: &str =
@@ -55,7 +60,7 @@ pub fn run(args: TriadArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     } else {
         "triad_f32"
     })?;
-    let mut session = Session::open(&kernel, args.device, policy)?;
+    let mut session = Session::open(&kernel.manifest, &kernel.decl, args.device, policy)?;
     let f = session.backend.facts().clone();
     println!(
         "device={} uuid={} compute_capability={}.{} l2_bytes={} cuda_runtime={} cuda_driver_api={} nvrtc={}",
@@ -209,7 +214,7 @@ fn bench(session: &mut Session, regime: Regime, path: Option<&Path>) -> anyhow::
             (8 * slot).max(2 * l2 + slot)
         );
     }
-    let blocks = measure::run_blocks(session, &spec, &mut |l| eprintln!("klab triad: {l}"))?;
+    let blocks = run_blocks(session, &spec, &mut |l| eprintln!("klab triad: {l}"))?;
     let m = match &blocks[0].outcome {
         Outcome::Rejected { before, .. } => {
             println!("correctness=FAIL {}", before.describe());
@@ -235,7 +240,7 @@ fn bench(session: &mut Session, regime: Regime, path: Option<&Path>) -> anyhow::
         println!("rotation_working_set_bytes={}", m.slots * 3 * triad::N * 4);
     }
     let stem = name.strip_suffix(".csv").unwrap_or(&name).to_string();
-    let (receipt, r) = measure::write_receipt(ReceiptInput {
+    let (receipt, r) = write_receipt(ReceiptInput {
         dir: &dir,
         spec: &spec,
         facts: &session.backend.facts().clone(),

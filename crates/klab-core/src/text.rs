@@ -73,6 +73,24 @@ pub fn describe_duration(d: Duration) -> String {
     }
 }
 
+/// An error and its causes as one message, `outer: inner: ...`, each said once: a cause whose
+/// words the message already holds (a wrapper that repeats its source) is not said again.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = String::new();
+    let mut next = Some(e);
+    while let Some(cause) = next {
+        let said = cause.to_string();
+        if !text.contains(said.as_str()) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&said);
+        }
+        next = cause.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,65 @@
+//! [`Session`]: one device opened with one kernel's module loaded, its backend and the
+//! reader of the GPU's state around each timing block.
+
+use klab_cuda::device::Device;
+use klab_cuda::gpu::CudaBackend;
+use klab_cuda::module::{self, Module};
+use klab_cuda::nvml::StateReader;
+use klab_cuda::nvrtc::Cache;
+use klab_engine::verify::VerifyPolicy;
+use klab_spec::manifest::{KernelDecl, Manifest};
+
+use crate::error::RunError;
+
+/// An open device with one module loaded (compiled by NVRTC, or precompiled).
+pub struct Session {
+    pub backend: CudaBackend,
+    pub module: Module,
+    pub state: StateReader,
+    /// Seconds spent opening the device (context, stream, events) and compiling or
+    /// loading the modules, charged to the first block this session measures.
+    setup_s: f64,
+    compile_s: f64,
+}
+
+impl Session {
+    /// The device `ordinal` opened, `decl`'s module compiled (or loaded) and the device
+    /// checker prepared, verifying as `policy` says.
+    pub fn open(
+        manifest: &Manifest,
+        decl: &KernelDecl,
+        ordinal: u32,
+        policy: VerifyPolicy,
+    ) -> Result<Session, RunError> {
+        let t = std::time::Instant::now();
+        let device = Device::open(ordinal)?;
+        let mut setup_s = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        let module = module::build(manifest, decl, &device.facts().arch(), &Cache::from_env())?;
+        let mut compile_s = t.elapsed().as_secs_f64();
+        for note in module.notes() {
+            eprintln!("klab: {note}");
+        }
+        let t = std::time::Instant::now();
+        let state = StateReader::new(&device.facts().uuid);
+        let mut backend = CudaBackend::from_module(device, &module, policy)?;
+        setup_s += t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        backend.prepare_checker();
+        compile_s += t.elapsed().as_secs_f64();
+        Ok(Session {
+            backend,
+            module,
+            state,
+            setup_s,
+            compile_s,
+        })
+    }
+
+    /// The setup and compile seconds not yet charged to a block (then zero).
+    pub(crate) fn take_open_time(&mut self) -> (f64, f64) {
+        let t = (self.setup_s, self.compile_s);
+        (self.setup_s, self.compile_s) = (0.0, 0.0);
+        t
+    }
+}
