@@ -1,7 +1,8 @@
 //! The one typed way klab starts itself: a [`ChildCmd`] over the clap argument structs,
 //! turned into an argument vector by one function ([`ChildCmd::argv`], which a test parses
 //! back), run by klab-tools' runner (watchdog, own process group, death with the parent),
-//! and read back through the child's tagged result line ([`ChildResult`]).
+//! and read back from the results file the parent made for it ([`ResultsFile`], named on
+//! the child's command line as `--results-to`), never from its stdout.
 //!
 //! Every command that launches kernel code does it in a child: `check`, `rounds`, `audit`
 //! and `lab` start one per kernel or step; `bench`, `transpose`, `triad` and `reduce-lab`
@@ -9,12 +10,13 @@
 //! `profile` start the tool, which starts klab.
 
 use std::ffi::OsString;
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use klab_engine::verify::VerifyPolicy;
-use klab_run::child::{ChildResult, ChildVerdict, Ending, RESULT_TAG};
+use klab_run::child::{ChildResult, ChildVerdict, Ending, ResultsFile};
 use klab_tools::process::{self, Captured, RunOptions};
 
 use crate::cli::{
@@ -114,6 +116,15 @@ impl ChildCmd {
         let mut argv = self.argv();
         let at = 1.min(argv.len());
         argv.splice(at..at, policy_argv(policy));
+        argv
+    }
+
+    /// [`ChildCmd::argv_for`] with the file the child writes its results to (a global
+    /// option, placed with the policy's before the positional `--`).
+    pub fn argv_reporting_to(&self, policy: VerifyPolicy, results: &Path) -> Vec<OsString> {
+        let mut argv = self.argv_for(policy);
+        let at = 1.min(argv.len());
+        argv.splice(at..at, [OsString::from("--results-to"), results.into()]);
         argv
     }
 
@@ -224,51 +235,53 @@ impl ChildCmd {
         let exe = std::env::current_exe().context("locating the klab binary")?;
         let opts = RunOptions {
             echo,
-            quiet_prefix: Some(RESULT_TAG),
             ..RunOptions::new(timeout)
         };
-        let argv = self.argv_for(policy);
+        let results = ResultsFile::new().context("making a file for a child's results")?;
+        let argv = self.argv_reporting_to(policy, results.path());
         let captured = process::run(&exe, &argv, &opts)
             .with_context(|| format!("starting {}", exe.display()))?;
-        let stdout = String::from_utf8_lossy(&captured.stdout).into_owned();
-        let result = ChildResult::find(&stdout);
+        let said = results
+            .read()
+            .context("reading what a child said in its results file")?;
+        let result = ChildResult::find(&said);
         let ending = Ending {
             exit_code: captured.exit_code,
             signal: captured.signal,
             killed_after: captured.timed_out.then_some(timeout),
         };
-        let during = ChildResult::running(&stdout);
+        let during = ChildResult::running(&said);
         Ok(ChildRun {
-            argv: argv
+            // The command as a person would type it: the results file is klab's own.
+            argv: self
+                .argv_for(policy)
                 .iter()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
             verdict: ChildVerdict::of(result.as_ref(), &ending, during.as_deref()),
             result,
-            stdout: ChildResult::strip(&stdout),
+            said,
+            stdout: String::from_utf8_lossy(&captured.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&captured.stderr).into_owned(),
             captured,
         })
     }
 }
 
-/// A finished child: its output without the result line, its result, and the verdict
-/// built once from both and how its process ended.
+/// A finished child: its output, what it said in its results file, its result, and the
+/// verdict built once from the result and how its process ended.
 pub struct ChildRun {
     pub argv: Vec<String>,
     pub captured: Captured,
     pub result: Option<ChildResult>,
+    /// Everything the child said in its results file (the cases it ran, then its result).
+    pub said: String,
     pub verdict: ChildVerdict,
     pub stdout: String,
     pub stderr: String,
 }
 
 impl ChildRun {
-    /// Everything the child printed on stdout, its tagged lines included.
-    pub fn captured_stdout(&self) -> String {
-        String::from_utf8_lossy(&self.captured.stdout).into_owned()
-    }
-
     /// `$ klab ARGS`, the output and how it ended, for a log file.
     pub fn log_block(&self) -> String {
         let ended = match (&self.verdict, self.captured.exit_code) {
@@ -305,9 +318,9 @@ pub fn relay(
     Ok(ExitCode::from(run.verdict.exit_code()))
 }
 
-/// This process was started by klab.
-/// This process was started by klab: both variables the runner sets are there (a stray
-/// `KLAB_CHILD` alone in someone's shell does not add result lines to their output).
+/// This process was started by klab (maybe through compute-sanitizer or ncu), so it dies
+/// with that parent: both variables the runner sets are there (a stray `KLAB_CHILD` alone in
+/// someone's shell changes nothing). Whether a parent reads results is `--results-to`'s.
 pub fn is_child() -> bool {
     std::env::var_os(process::CHILD_ENV).is_some()
         && std::env::var_os(process::PARENT_ENV).is_some()
@@ -372,6 +385,7 @@ mod tests {
             },
             verdict: ChildVerdict::of(result.as_ref(), &ending, None),
             result,
+            said: String::new(),
             stdout: String::new(),
             stderr: String::new(),
         }
@@ -423,6 +437,26 @@ mod tests {
             };
             assert_eq!(a.kernels, ["padded"]);
         }
+    }
+
+    /// The results file is the child's: its path arrives as `--results-to`, not as a kernel
+    /// name, and the command is the same with it.
+    #[test]
+    fn the_results_file_reaches_the_child_as_its_option() {
+        let check = parsed(&["check", "padded", "naive"], |c| match c {
+            Command::Check(a) => Some(a),
+            _ => None,
+        });
+        let file = Path::new("/tmp/a dir/klab-results-x");
+        let argv = ChildCmd::Check(check.clone()).argv_reporting_to(VerifyPolicy::default(), file);
+        let mut full = vec![OsString::from("klab")];
+        full.extend(argv);
+        let cli = Cli::try_parse_from(full).unwrap();
+        assert_eq!(cli.results_to.as_deref(), Some(file));
+        let Command::Check(a) = cli.into_command() else {
+            panic!("not a check")
+        };
+        assert_eq!(a, check);
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub struct Cli {
     /// A wrong device checker (the mutation audit's)
     #[arg(long, global = true, value_enum, hide = true)]
     pub checker_mutant: Option<klab_engine::verify::CheckerMutant>,
+    /// The file a parent klab reads this child's results from (it made the file)
+    #[arg(long, global = true, hide = true, value_name = "FILE")]
+    pub results_to: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -50,8 +50,7 @@ pub const EXIT_GATE_FAILED: u8 = 2;
 pub const EXIT_ERROR: u8 = 1;
 
 fn main() -> ExitCode {
-    let is_child = child::is_child();
-    if is_child {
+    if child::is_child() {
         // Started by klab (maybe through compute-sanitizer or ncu): die with that parent.
         klab_tools::process::die_with_parent();
     }
@@ -61,7 +60,21 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
-    let (code, result) = match cmd::run(cli) {
+    // A parent klab names the file it reads this child's results from; nothing of them
+    // goes to stdout, where kernels, references and tools print what they like.
+    let results = match cli
+        .results_to
+        .as_deref()
+        .map(klab_run::child::Results::open)
+    {
+        None => klab_run::child::Results::none(),
+        Some(Ok(r)) => r,
+        Some(Err(e)) => {
+            eprintln!("error: --results-to: {e}");
+            return ExitCode::from(EXIT_ERROR);
+        }
+    };
+    let (code, result) = match cmd::run(cli, &results) {
         Ok(cmd::Finished { code, result }) => (code, result),
         Err(e) => {
             let message = one_line(&error_text(&e));
@@ -72,12 +85,11 @@ fn main() -> ExitCode {
             )
         }
     };
-    if is_child {
-        // The parent reads this line, never the prose above it.
+    if results.is_open() {
         let result = result.unwrap_or(klab_run::child::ChildResult::Exit {
             code: exit_code_number(code),
         });
-        println!("{}", result.line());
+        results.say(&result);
     }
     code
 }

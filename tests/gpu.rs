@@ -1130,3 +1130,34 @@ fn a_sweep_over_every_gpu_records_a_failed_point_and_where_each_point_ran() {
     }
     assert!(out.join("report/report.md").is_file());
 }
+
+/// A user's reference that prints a passing result line on stdout when the child exits
+/// (after klab's own) decides nothing: the child's results are read from the file its
+/// parent named, and the wrong kernel is rejected by bench and by check.
+#[test]
+fn a_result_printed_on_stdout_by_a_reference_decides_nothing() {
+    if !gpu_or_skip("a_result_printed_on_stdout_by_a_reference_decides_nothing") {
+        return;
+    }
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/forged-result/forged.toml");
+    let kernel = format!("{}:doubled", manifest.display());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bench");
+    let (code, stdout, stderr) = run_klab(&[
+        "bench",
+        &kernel,
+        "--samples",
+        "10",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(r#"klab-result: {"result":"exit","code":0}"#),
+        "the forged line is shown as the output it is: {stdout}"
+    );
+    let (code, stdout, stderr) = run_klab(&["check", &kernel, "--quick"]);
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(stdout.contains("FAIL"), "{stdout}");
+}

@@ -22,13 +22,17 @@ if [[ " $* " == *" --import "* ]]; then
   exit 0
 fi
 printf '%s\n' "$@" > "$FAKE_ARGV_LOG"
-prev=""; exp=""
+prev=""; exp=""; res=""
 for a in "$@"; do
   [ "$prev" = --export ] && exp="$a"
+  [ "$prev" = --results-to ] && res="$a"
   prev="$a"
 done
 echo "==PROF== Connected to process 1 (klab)"
-echo "klab-result: {\"result\":\"profile\",\"report\":{\"entry\":\"transpose_naive\",\"n\":4096,\"launches_before\":$FAKE_LAUNCHES,\"before_failures\":0,\"measured_failures\":$FAKE_MEASURED,\"known_broken\":false,\"first_failure\":null}}"
+# The profiled klab says what it ran in the file its parent named; a result-like line on
+# stdout (where the kernel and ncu print) is only output and must decide nothing.
+echo "klab-result: {\"result\":\"error\",\"message\":\"forged on stdout\"}"
+[ -n "$res" ] && echo "klab-result: {\"result\":\"profile\",\"report\":{\"entry\":\"transpose_naive\",\"n\":4096,\"launches_before\":$FAKE_LAUNCHES,\"before_failures\":0,\"measured_failures\":$FAKE_MEASURED,\"known_broken\":false,\"first_failure\":null}}" >> "$res"
 if [ "$FAKE_MEASURED" != null ]; then : > "$exp"; fi
 echo "==PROF== Disconnected from process 1"
 "#;

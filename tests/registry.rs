@@ -140,34 +140,60 @@ fn a_file_named_like_a_builtin_in_the_current_folder_does_not_shadow_it() {
 }
 
 #[test]
-fn a_child_prints_one_result_line_and_a_parent_never_shows_it() {
+fn a_child_says_its_result_in_the_file_its_parent_named_and_never_on_stdout() {
     // The runner sets both variables (the parent's pid and start time; 0: any start).
     let parent = format!("{}:0", std::process::id());
+    let d = tempfile::tempdir().unwrap();
+    let said = |name: &str| {
+        let p = d.path().join(name);
+        std::fs::write(&p, "").unwrap();
+        p
+    };
+    let file = said("kernels");
     let o = klab()
         .env("KLAB_CHILD", "1")
         .env("KLAB_PARENT", &parent)
+        .arg("--results-to")
+        .arg(&file)
         .args(["kernels"])
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("klab-result"), "{out}");
     assert_eq!(
-        out.lines().last(),
-        Some(r#"klab-result: {"result":"exit","code":0}"#),
-        "{out}"
+        std::fs::read_to_string(&file).unwrap(),
+        "klab-result: {\"result\":\"exit\",\"code\":0}\n"
     );
+    let file = said("bench");
     let o = klab()
-        .env("KLAB_CHILD", "1")
-        .env("KLAB_PARENT", &parent)
+        .arg("--results-to")
+        .arg(&file)
         .args(["bench", "nope"])
         .output()
         .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        out.starts_with(r#"klab-result: {"result":"error","message":"unknown kernel 'nope'"#),
-        "{out}"
+        o.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
     );
-    // Started by a person, the same command prints no result line, even with a stray
-    // KLAB_CHILD in the environment.
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.starts_with(r#"klab-result: {"result":"error","message":"unknown kernel 'nope'"#),
+        "{text}"
+    );
+    // A results file is its parent's to make: a child asked to write to one that is not
+    // there says so and writes nothing.
+    let gone = d.path().join("not-made");
+    let o = klab()
+        .arg("--results-to")
+        .arg(&gone)
+        .args(["kernels"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!gone.exists());
+    assert!(String::from_utf8_lossy(&o.stderr).starts_with("error: --results-to: "));
+    // Started by a person (a stray KLAB_CHILD in the environment or not), nothing is said.
     let o = klab().args(["bench", "nope"]).output().unwrap();
     assert!(o.stdout.is_empty());
     let o = klab()

@@ -1,11 +1,11 @@
 //! `klab bench <kernel>`: one kernel through the timing engine, with a receipt. The
 //! measurement runs in a child (`--in-process`) under the watchdog; the child reports its
-//! verdict and receipt as a result line.
+//! verdict and receipt as its result.
 
 use klab_engine::verify::VerifyPolicy;
 
 use klab_engine::timing::Outcome;
-use klab_run::child::{ChildResult, Verdict};
+use klab_run::child::{ChildResult, Results, Verdict};
 
 use crate::child::{self, ChildCmd};
 use crate::cli::BenchArgs;
@@ -18,7 +18,7 @@ use klab_run::session::Session;
 use crate::cmd::measure;
 use crate::cmd::Finished;
 
-pub fn run(args: BenchArgs, policy: VerifyPolicy) -> anyhow::Result<Finished> {
+pub fn run(args: BenchArgs, policy: VerifyPolicy, results: &Results) -> anyhow::Result<Finished> {
     if !args.in_process {
         // Bad input is one line from here, before any child starts.
         let kernel = Kernel::parse(&args.kernel)?.at_shape(args.shape.as_ref())?;
@@ -52,15 +52,11 @@ pub fn run(args: BenchArgs, policy: VerifyPolicy) -> anyhow::Result<Finished> {
         "{} at n={n}: its validations and timed launches",
         kernel.name()
     );
-    println!(
-        "{}",
-        ChildResult::Case {
-            label: running.clone()
-        }
-        .line()
-    );
+    results.say(&ChildResult::Case {
+        label: running.clone(),
+    });
     let blocks = run_blocks(&mut session, &spec, &mut |l| eprintln!("klab bench: {l}"))?;
-    println!("{}", ChildResult::CaseDone { label: running }.line());
+    results.say(&ChildResult::CaseDone { label: running });
     let info = workload_info(&kernel, n, args.device)?;
     println!(
         "kernel={} n={n} regime={} timer={} samples={} warmup=\"{}\" rounds={}",

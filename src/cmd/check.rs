@@ -1,7 +1,7 @@
 //! `klab check <kernel>...`: the reference-verification gate. Each kernel runs in its own
 //! child process under a watchdog, so a kernel that faults (an illegal address poisons the
 //! CUDA context) or hangs is reported as that kernel's failure and the others still run.
-//! The child's report comes back as its result line.
+//! The child's report comes back as its result, in the results file the parent made.
 
 use klab_engine::verify::VerifyPolicy;
 use std::process::ExitCode;
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use klab_engine::check::{self, CheckOptions};
-use klab_run::child::{ChildResult, ChildVerdict};
+use klab_run::child::{ChildResult, ChildVerdict, Results};
 use klab_spec::registry::Scope;
 
 use crate::child::ChildCmd;
@@ -103,7 +103,12 @@ fn check_without_device(kernel: &Kernel, args: &CheckArgs) -> anyhow::Result<()>
 }
 
 /// One kernel in this process (the child side).
-fn check_here(args: &CheckArgs, name: &str, policy: VerifyPolicy) -> anyhow::Result<Finished> {
+fn check_here(
+    args: &CheckArgs,
+    name: &str,
+    policy: VerifyPolicy,
+    results: &Results,
+) -> anyhow::Result<Finished> {
     let kernel = Kernel::parse_in_child(name)?;
     for shape in &args.shape {
         kernel.check_shape(shape)?;
@@ -114,13 +119,9 @@ fn check_here(args: &CheckArgs, name: &str, policy: VerifyPolicy) -> anyhow::Res
     let verbose = args.verbose;
     let mut show = |p: check::Progress<'_>| match p {
         // The parent reads this if the process dies (a fault, the watchdog) to name the case.
-        check::Progress::Starting(label) => println!(
-            "{}",
-            ChildResult::Case {
-                label: label.to_string()
-            }
-            .line()
-        ),
+        check::Progress::Starting(label) => results.say(&ChildResult::Case {
+            label: label.to_string(),
+        }),
         check::Progress::Done(c) => {
             if verbose || !c.pass || c.skipped {
                 eprintln!("klab check: {}", c.render());
@@ -133,7 +134,7 @@ fn check_here(args: &CheckArgs, name: &str, policy: VerifyPolicy) -> anyhow::Res
             } else {
                 ChildResult::CaseDone { label }
             };
-            println!("{}", over.line());
+            results.say(&over);
         }
     };
     let reference = kernel.reference(args.device)?;
@@ -259,9 +260,8 @@ fn check_in_children(
         }
         println!("check {}: FAIL: {}", kernel.name(), o.verdict.describe());
         passed = false;
-        let stdout = o.captured_stdout();
-        failed_before += ChildResult::cases_failed(&stdout);
-        let started = ChildResult::cases_started(&stdout);
+        failed_before += ChildResult::cases_failed(&o.said);
+        let started = ChildResult::cases_started(&o.said);
         if matches!(o.verdict, ChildVerdict::Hung { .. }) || started == 0 {
             break;
         }
@@ -281,7 +281,7 @@ fn check_in_children(
     Ok(Checked::new(passed))
 }
 
-pub fn run(args: CheckArgs, policy: VerifyPolicy) -> anyhow::Result<Finished> {
+pub fn run(args: CheckArgs, policy: VerifyPolicy, results: &Results) -> anyhow::Result<Finished> {
     sizes(&args.sizes)?;
     if args.in_process && args.plan {
         let kernel = Kernel::parse_in_child(&args.kernels[0])?;
@@ -289,7 +289,7 @@ pub fn run(args: CheckArgs, policy: VerifyPolicy) -> anyhow::Result<Finished> {
         return Ok(ExitCode::SUCCESS.into());
     }
     if args.in_process {
-        return check_here(&args, &args.kernels[0], policy);
+        return check_here(&args, &args.kernels[0], policy, results);
     }
     Ok(check_in_the_parent(args, policy)?.into())
 }

@@ -26,12 +26,12 @@ mod triad;
 use std::path::Path;
 use std::process::ExitCode;
 
-use klab_run::child::ChildResult;
+use klab_run::child::{ChildResult, Results};
 
 use crate::cli::{Cli, Command};
 
 /// How a command ended: its exit code and, for a command that runs as a klab child, the
-/// result its parent reads (main prints it as the child's last line).
+/// result its parent reads (main says it last, to the parent's results file).
 pub struct Finished {
     pub code: ExitCode,
     pub result: Option<ChildResult>,
@@ -67,12 +67,13 @@ pub fn given_tool(flag: &str, path: Option<&Path>) -> anyhow::Result<()> {
 }
 
 /// Run the command; `policy` (how outputs are verified) goes to every command that opens a
-/// device or starts a klab that does.
-pub fn run(cli: Cli) -> anyhow::Result<Finished> {
+/// device or starts a klab that does, and `results` (where a parent reads what a child
+/// says) to the commands that announce cases as they run.
+pub fn run(cli: Cli, results: &Results) -> anyhow::Result<Finished> {
     let policy = cli.verify_policy();
     let code = match cli.into_command() {
-        Command::Bench(a) => return bench::run(a, policy),
-        Command::Check(a) => return check::run(a, policy),
+        Command::Bench(a) => return bench::run(a, policy, results),
+        Command::Check(a) => return check::run(a, policy, results),
         Command::Profile(a) => return profile::run(a, policy),
         Command::Transpose(a) => transpose::run(a, policy),
         Command::Model(a) => model::run(a),

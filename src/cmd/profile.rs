@@ -39,7 +39,7 @@ use crate::child::ChildCmd;
 use crate::cli::ProfileArgs;
 use crate::cmd::Finished;
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
-use klab_run::child::{ChildResult, ProfileChild};
+use klab_run::child::{ChildResult, ProfileChild, ResultsFile};
 use klab_run::folder::output_dir;
 use klab_run::kernel::Kernel;
 use klab_run::session::Session;
@@ -285,6 +285,9 @@ fn capture_one(
     let skip = profile_launch_skip(args.warmup);
     let stem = klab_core::artifact::safe_stem(&name);
     let report_rel = format!("{stem}.ncu-rep");
+    // ncu starts the klab child and passes its command line through; the child says what
+    // it profiled in this file, never on the stdout it shares with ncu and the kernel.
+    let results = ResultsFile::new().context("making a file for the profiled child's results")?;
     let request = ProfileRequest {
         kernel_name: kernel.decl.entry.clone(),
         launch_skip: skip,
@@ -302,7 +305,7 @@ fn capture_one(
             out: None,
             ..args.clone()
         })
-        .argv_for(policy),
+        .argv_reporting_to(policy, results.path()),
     };
     let argv = request.argv(ncu_bin);
     let shown: Vec<String> = argv
@@ -313,22 +316,26 @@ fn capture_one(
     let out = ncu::run(&argv, Duration::from_secs(args.timeout))?;
     let log_rel = format!("{stem}.log");
     write_atomic(&dir.join(&log_rel), ncu_log(&shown, &out).as_bytes())?;
-    let (child, measured_failures) = match profiled_launch(&out, skip, args.timeout, &log_rel)? {
-        Launch::Profiled(child, measured_failures) => (child, measured_failures),
-        Launch::Rejected { reason, hung } => {
-            if hung {
-                println!("profile {name}: FAIL: {reason}");
-            } else {
-                eprintln!("klab profile: {name}: {reason}");
+    let said = results
+        .read()
+        .context("reading what the profiled child said")?;
+    let (child, measured_failures) =
+        match profiled_launch(&out, &said, skip, args.timeout, &log_rel)? {
+            Launch::Profiled(child, measured_failures) => (child, measured_failures),
+            Launch::Rejected { reason, hung } => {
+                if hung {
+                    println!("profile {name}: FAIL: {reason}");
+                } else {
+                    eprintln!("klab profile: {name}: {reason}");
+                }
+                rejected.push(RejectedKernel {
+                    kernel: name,
+                    reason,
+                    log: log_rel,
+                });
+                return Ok(None);
             }
-            rejected.push(RejectedKernel {
-                kernel: name,
-                reason,
-                log: log_rel,
-            });
-            return Ok(None);
-        }
-    };
+        };
     if !dir.join(&report_rel).is_file() {
         bail!("ncu wrote no report {report_rel}; see {log_rel}");
     }
@@ -375,11 +382,12 @@ enum Launch {
 /// another launch than ncu skipped to, is an error.
 fn profiled_launch(
     out: &RunOutput,
+    said: &str,
     skip: u64,
     timeout_s: u64,
     log_rel: &str,
 ) -> anyhow::Result<Launch> {
-    let child = match ChildResult::find(&out.stdout) {
+    let child = match ChildResult::find(said) {
         Some(ChildResult::Profile { report }) => Some(report),
         _ => None,
     };

@@ -153,11 +153,11 @@ pub enum Child {
 pub struct ChildOutcome {
     /// What it means: the one judgement of a finished child every klab parent uses.
     pub verdict: ChildVerdict,
-    /// Its stdout without the result line.
+    /// Its stdout.
     pub stdout: String,
     /// Its command line, output and status, for a log file.
     pub log: String,
-    /// Its `klab-result:` line.
+    /// The result it said in its results file.
     pub result: Option<ChildResult>,
 }
 

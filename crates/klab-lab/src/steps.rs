@@ -1,5 +1,5 @@
 //! The steps of [`crate::STEPS`]. Each writes its artifacts into the run folder and ends
-//! with exactly one [`Lab::step`] record; verdicts come from the files and result lines
+//! with exactly one [`Lab::step`] record; verdicts come from the files and children's results
 //! the children write, never from their prose.
 
 use std::path::Path;

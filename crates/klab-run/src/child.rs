@@ -1,15 +1,22 @@
-//! What a klab child process tells the klab that started it: one tagged JSON line on
-//! stdout, `klab-result: {...}`, read by the parent instead of the child's prose.
+//! What a klab child process tells the klab that started it, and what that means.
 //!
-//! A child prints its result once, at the end; the parent takes the last tagged line of its
-//! stdout ([`ChildResult::find`]), echoes everything else, and decides by the result, not by
-//! exit codes or wording. A child that died before printing one (a signal, the watchdog)
-//! has no result: the parent says so from the process status.
+//! A parent names a file for the child's results ([`ResultsFile`], passed to the child as
+//! `--results-to`); the child appends one tagged JSON line per record to it
+//! ([`Results::say`]): each case it starts or finishes as it goes, then its result once, at
+//! the end. Nothing of this goes to stdout, where the kernel, a user's reference and any
+//! tool between the two klabs print what they like: a line there that looks like a result is
+//! just output. The parent reads the file when the child has ended and decides by the last
+//! result in it ([`ChildResult::find`]), not by exit codes or wording. A child that died
+//! before saying one (a signal, the watchdog) has no result: the parent says so from the
+//! process status, and from the last case the file names.
 //!
 //! What a finished child means is decided once, by [`ChildVerdict::of`] from its result and
 //! how its process ended ([`Ending`]); every parent (check, rounds, sweep, audit, the lab)
 //! acts on that verdict, and [`ChildVerdict::exit_code`] is the one mapping to exit codes.
 
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -18,6 +25,76 @@ use klab_engine::check::CheckReport;
 
 /// The tag every result line starts with.
 pub const RESULT_TAG: &str = "klab-result: ";
+
+/// The most of a results file a parent reads: a child says a few lines per case.
+const RESULTS_CAP: u64 = 64 << 20;
+
+/// A child's side of the results file: the file its parent named, opened to append, or none
+/// when no klab started this one (then nothing is said).
+#[derive(Debug, Default)]
+pub struct Results {
+    file: Option<File>,
+}
+
+impl Results {
+    /// Results for no parent: [`Results::say`] does nothing.
+    pub fn none() -> Results {
+        Results::default()
+    }
+
+    /// The file the parent made, opened to append (it must exist: a child never creates a
+    /// results file of its own).
+    pub fn open(path: &Path) -> std::io::Result<Results> {
+        let file = std::fs::OpenOptions::new().append(true).open(path)?;
+        Ok(Results { file: Some(file) })
+    }
+
+    /// Whether a parent is reading.
+    pub fn is_open(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Append `record` as one line, written through at once so that it is there if this
+    /// process dies next. A write that fails is not retried: the parent then finds no
+    /// result and says so.
+    pub fn say(&self, record: &ChildResult) {
+        if let Some(mut f) = self.file.as_ref() {
+            let _ = f.write_all(format!("{}\n", record.line()).as_bytes());
+        }
+    }
+}
+
+/// A parent's side: a new empty file in the temporary folder for one child's results,
+/// removed when this is dropped.
+#[derive(Debug)]
+pub struct ResultsFile {
+    file: tempfile::NamedTempFile,
+}
+
+impl ResultsFile {
+    /// A fresh file, made only for this child (created exclusively, readable by this user).
+    pub fn new() -> std::io::Result<ResultsFile> {
+        Ok(ResultsFile {
+            file: tempfile::Builder::new()
+                .prefix("klab-results-")
+                .tempfile()?,
+        })
+    }
+
+    /// Where the child writes (its `--results-to`).
+    pub fn path(&self) -> &Path {
+        self.file.path()
+    }
+
+    /// What the child said, as text (at most 64 MiB of it).
+    pub fn read(&self) -> std::io::Result<String> {
+        let mut bytes = Vec::new();
+        File::open(self.path())?
+            .take(RESULTS_CAP)
+            .read_to_end(&mut bytes)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
 
 /// How a gate came out for the kernel a child ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,7 +158,7 @@ impl ChildResult {
         )
     }
 
-    /// The last result line in a child's output, if it printed one that parses.
+    /// The last result in what a child said, if it said one that parses.
     pub fn find(output: &str) -> Option<ChildResult> {
         Self::tagged(output).find(|r| {
             !matches!(
@@ -93,8 +170,8 @@ impl ChildResult {
         })
     }
 
-    /// The case a child was running when its output ended: the last it announced, unless
-    /// that case was said to be over.
+    /// The case a child was running when it ended: the last it announced, unless that case
+    /// was said to be over.
     pub fn running(output: &str) -> Option<String> {
         Self::tagged(output)
             .find_map(|r| match r {
@@ -126,14 +203,6 @@ impl ChildResult {
             .rev()
             .filter_map(|l| l.strip_prefix(RESULT_TAG))
             .filter_map(|j| serde_json::from_str(j).ok())
-    }
-
-    /// A child's output without its result lines (what a person should see).
-    pub fn strip(output: &str) -> String {
-        output
-            .split_inclusive('\n')
-            .filter(|l| !l.starts_with(RESULT_TAG))
-            .collect()
     }
 }
 
@@ -334,7 +403,6 @@ mod tests {
             None,
             "a passed case is no result"
         );
-        assert_eq!(ChildResult::strip(&out), "checking\n");
         let done = format!("{out}{}\n", ChildResult::Exit { code: 0 }.line());
         assert_eq!(
             ChildResult::find(&done),
@@ -453,10 +521,40 @@ mod tests {
             bench.line()
         );
         assert_eq!(ChildResult::find(&out), Some(bench));
-        assert_eq!(ChildResult::strip(&out), "round 1: ...\nmore prose\n");
         assert_eq!(
             ChildResult::find("no result\nklab-result: {bad json\n"),
             None
         );
+    }
+
+    #[test]
+    fn what_a_child_says_reaches_its_parent_through_the_named_file_alone() {
+        let file = ResultsFile::new().unwrap();
+        let child = Results::open(file.path()).unwrap();
+        assert!(child.is_open());
+        let case = ChildResult::Case {
+            label: "n=33".into(),
+        };
+        child.say(&case);
+        // Said and not yet over: a parent reading now (the child died) names the case.
+        let said = file.read().unwrap();
+        assert_eq!(ChildResult::running(&said).as_deref(), Some("n=33"));
+        assert_eq!(ChildResult::find(&said), None);
+        child.say(&ChildResult::Exit { code: 2 });
+        let said = file.read().unwrap();
+        assert_eq!(said.lines().count(), 2);
+        assert_eq!(
+            ChildResult::find(&said),
+            Some(ChildResult::Exit { code: 2 })
+        );
+        // No parent: nothing is said, anywhere.
+        Results::none().say(&case);
+        assert!(!Results::none().is_open());
+        // A child never makes a results file of its own.
+        let gone = file.path().with_extension("missing");
+        assert!(Results::open(&gone).is_err());
+        let path = file.path().to_path_buf();
+        drop(file);
+        assert!(!path.exists(), "the parent's file is removed with it");
     }
 }

@@ -99,8 +99,6 @@ pub struct RunOptions {
     /// Write the child's output to this process's stdout and stderr as it arrives (it is
     /// captured all the same).
     pub echo: bool,
-    /// Lines beginning with this are captured but never echoed (a child's result line).
-    pub quiet_prefix: Option<&'static str>,
     /// The child's working directory (default: this process's).
     pub dir: Option<PathBuf>,
     /// Set in the child's environment, beside the inherited variables.
@@ -124,7 +122,6 @@ impl RunOptions {
         RunOptions {
             timeout,
             echo: false,
-            quiet_prefix: None,
             dir: None,
             env: Vec::new(),
             end_group_on_exit: false,
@@ -221,7 +218,6 @@ pub fn run(program: &Path, args: &[OsString], opts: &RunOptions) -> Result<Captu
 
     let mut streams = Streams {
         echo: opts.echo,
-        quiet_prefix: opts.quiet_prefix,
         ..Streams::default()
     };
     let deadline = Instant::now().checked_add(timeout);
@@ -369,16 +365,11 @@ struct Streams {
     merged: Vec<u8>,
     last: Option<u8>,
     echo: bool,
-    quiet_prefix: Option<&'static str>,
 }
 
 impl Streams {
     fn push(&mut self, stream: u8, chunk: Vec<u8>) {
-        if self.echo
-            && !self
-                .quiet_prefix
-                .is_some_and(|p| chunk.starts_with(p.as_bytes()))
-        {
+        if self.echo {
             use std::io::Write;
             // A closed stdout (klab piped into `head`) must not stop the child's capture.
             let _ = if stream == 0 {
