@@ -252,12 +252,8 @@ impl ChildCmd {
         };
         let during = ChildResult::running(&said);
         Ok(ChildRun {
-            // The command as a person would type it: the results file is klab's own.
-            argv: self
-                .argv_for(policy)
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect(),
+            // The command as a person would type it: the results file is this run's own.
+            argv: without_results_file(&argv, results.path()),
             verdict: ChildVerdict::of(result.as_ref(), &ending, during.as_deref()),
             result,
             said,
@@ -295,6 +291,21 @@ impl ChildRun {
             self.stderr,
         )
     }
+}
+
+/// `argv` as text without the `--results-to FILE` pair that names `results`: what a log or
+/// a saved command shows (the file is the parent's, for one run).
+pub fn without_results_file(argv: &[OsString], results: &Path) -> Vec<String> {
+    let mut shown = Vec::with_capacity(argv.len());
+    let mut args = argv.iter().peekable();
+    while let Some(a) = args.next() {
+        if a == "--results-to" && args.peek().is_some_and(|p| Path::new(p) == results) {
+            args.next();
+            continue;
+        }
+        shown.push(a.to_string_lossy().into_owned());
+    }
+    shown
 }
 
 /// Re-run a command in a child under the watchdog, its output shown as it comes, and exit
@@ -449,6 +460,13 @@ mod tests {
         });
         let file = Path::new("/tmp/a dir/klab-results-x");
         let argv = ChildCmd::Check(check.clone()).argv_reporting_to(VerifyPolicy::default(), file);
+        // Logged and saved without it, as a person would type the command.
+        let plain: Vec<String> = ChildCmd::Check(check.clone())
+            .argv_for(VerifyPolicy::default())
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(without_results_file(&argv, file), plain);
         let mut full = vec![OsString::from("klab")];
         full.extend(argv);
         let cli = Cli::try_parse_from(full).unwrap();

@@ -1157,7 +1157,30 @@ fn a_result_printed_on_stdout_by_a_reference_decides_nothing() {
         stdout.contains(r#"klab-result: {"result":"exit","code":0}"#),
         "the forged line is shown as the output it is: {stdout}"
     );
+    // The check's child reported its failing cases; a forged exit 0 read as its result made
+    // the parent say "FAIL: passed" and start a second child.
     let (code, stdout, stderr) = run_klab(&["check", &kernel, "--quick"]);
     assert_eq!(code, Some(2), "{stdout}\n{stderr}");
-    assert!(stdout.contains("FAIL"), "{stdout}");
+    assert!(stdout.contains("verdict: FAIL"), "{stdout}");
+    assert!(!stdout.contains("FAIL: passed"), "{stdout}");
+    assert!(!stderr.contains("fresh process"), "{stderr}");
+    // Rounds beside the correct kernel: the wrong one fails every block, the right one is
+    // timed in every block (the forged result made every block an error before).
+    let copied = format!("{}:copied", manifest.display());
+    let rounds = dir.path().join("rounds");
+    let (code, stdout, stderr) = run_klab(&[
+        "rounds",
+        &kernel,
+        &copied,
+        "--rounds",
+        "1",
+        "--samples",
+        "10",
+        "--out",
+        rounds.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(stderr.contains("doubled: FAILED"), "{stderr}");
+    assert!(!stderr.contains("ERROR"), "{stderr}");
+    assert!(rounds.join("copied.receipt.json").is_file(), "{stdout}");
 }

@@ -166,6 +166,14 @@ fn naive_is_profiled_on_one_launch_and_its_stores_agree_with_the_model() {
     assert!(out.join("naive.raw.csv").is_file());
     assert!(out.join("naive.details.csv").is_file());
     assert!(out.join("naive.log").is_file());
+    // ncu was given the child's results file; the saved command and the log, which a
+    // person may run again, are without it (the file was this run's alone).
+    assert!(argv.contains(&"--results-to"), "{argv:?}");
+    let saved = serde_json::to_string(&json).unwrap();
+    assert!(!saved.contains("--results-to"), "{saved}");
+    let log = std::fs::read_to_string(out.join("naive.log")).unwrap();
+    assert!(!log.contains("--results-to"), "{log}");
+    assert!(log.contains("transpose/naive"), "{log}");
 }
 
 #[test]

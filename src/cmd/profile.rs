@@ -35,7 +35,7 @@ use klab_tools::ncu::{
     self, metrics, CacheControl, KernelRecord, MessageLevel, Page, ProfileRequest, RunOutput,
 };
 
-use crate::child::ChildCmd;
+use crate::child::{self, ChildCmd};
 use crate::cli::ProfileArgs;
 use crate::cmd::Finished;
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
@@ -308,10 +308,9 @@ fn capture_one(
         .argv_reporting_to(policy, results.path()),
     };
     let argv = request.argv(ncu_bin);
-    let shown: Vec<String> = argv
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
+    // The command as it is logged and saved: the results file is this run's alone (and gone
+    // when it ends), so a saved command that names it could not be run again.
+    let shown: Vec<String> = child::without_results_file(&argv, results.path());
     eprintln!("klab profile: {name}: {}", shown.join(" "));
     let out = ncu::run(&argv, Duration::from_secs(args.timeout))?;
     let log_rel = format!("{stem}.log");

@@ -237,7 +237,7 @@ pub enum ChildVerdict {
 }
 
 impl ChildVerdict {
-    /// The verdict of a child that printed `result` (its last result line, if any), ended as
+    /// The verdict of a child that said `result` (the last in its results file, if any), ended as
     /// `ending`, and was last running the case `during` (announced by [`ChildResult::Case`]).
     pub fn of(result: Option<&ChildResult>, ending: &Ending, during: Option<&str>) -> ChildVerdict {
         let running = |what: String| match during {
