@@ -1,6 +1,6 @@
 //! The built-in transposes of kernels/fast.cu, run on the CPU: tests/emulate/fast_emu.cpp
-//! compiles the CUDA source as C++ (one std::thread per CUDA thread, a barrier for
-//! `__syncthreads`, exact-size buffers under AddressSanitizer) and checks every kernel against
+//! compiles the CUDA source as C++ (one fiber per CUDA thread that `__syncthreads` switches
+//! away from, exact-size buffers under AddressSanitizer; tests/emulate/cuda_emu.h) and checks every kernel against
 //! the oracle at ragged and aligned sizes. This is how kernel logic is tested without a GPU;
 //! the GPU tests and `klab check` run the same kernels for real.
 //!
@@ -11,6 +11,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 fn cxx() -> Option<String> {
     let cxx = std::env::var("KLAB_CXX").unwrap_or_else(|_| "g++".into());
@@ -43,7 +44,7 @@ fn root() -> PathBuf {
 fn build(cxx: &str, kernels: &Path, dir: &Path) -> PathBuf {
     let exe = dir.join("fast_emu");
     let mut o = Command::new(cxx);
-    o.args(["-std=c++20", "-O1", "-g", "-fsanitize=address,undefined"])
+    o.args(["-std=c++20", "-O0", "-g", "-fsanitize=address,undefined"])
         .args(["-fno-sanitize-recover=undefined", "-Wno-unknown-pragmas"])
         .arg("-I")
         .arg(kernels)
@@ -58,6 +59,30 @@ fn build(cxx: &str, kernels: &Path, dir: &Path) -> PathBuf {
         String::from_utf8_lossy(&o.stderr)
     );
     exe
+}
+
+/// An emulator of the checkout's own kernels, built once per test process by `make` (into the
+/// folder it is given) and shared by the tests; a mutant gets a build of its own. It lands in
+/// target/tmp under a fixed name by a rename, so test processes never see half an executable.
+fn shared_build(name: &str, make: impl FnOnce(&Path) -> PathBuf) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("emulate");
+    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::tempdir_in(&dir).unwrap();
+    let exe = dir.join(name);
+    std::fs::rename(make(scratch.path()), &exe).unwrap();
+    exe
+}
+
+/// The emulator of the checkout's kernels/fast.cu.
+fn fast_emulator(cxx: &str) -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| shared_build("fast_emu", |dir| build(cxx, &root().join("kernels"), dir)))
+}
+
+/// The emulator of the checkout's kernels/verify.cu (the right checker).
+fn verify_emulator(cxx: &str) -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| shared_build("verify_emu", |dir| build_verify(cxx, dir, None)))
 }
 
 fn run(exe: &Path, sizes: &[u32]) -> (bool, String) {
@@ -90,12 +115,11 @@ fn run_only_with(exe: &Path, extra: &[String], prefix: &str, sizes: &[u32]) -> (
 #[test]
 fn every_fast_kernel_matches_the_oracle_on_the_cpu() {
     let Some(cxx) = cxx() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let exe = build(&cxx, &root().join("kernels"), tmp.path());
+    let exe = fast_emulator(&cxx);
     // 1..7: smaller than a vector or a tile; 33, 65, 67, 131: every N % 4 and several tiles;
     // 64, 66, 128: aligned and 8-byte-aligned rows.
     let sizes = [1, 2, 3, 4, 5, 6, 7, 33, 64, 65, 66, 67, 128, 131];
-    let (ok, text) = run(&exe, &sizes);
+    let (ok, text) = run(exe, &sizes);
     assert!(ok, "{text}");
     assert!(text.contains("0 failing runs"), "{text}");
     for k in [
@@ -121,9 +145,8 @@ fn every_fast_kernel_matches_the_oracle_on_the_cpu() {
 #[test]
 fn the_strips_match_the_oracle_across_several_strips() {
     let Some(cxx) = cxx() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let exe = build(&cxx, &root().join("kernels"), tmp.path());
-    let (ok, text) = run_only(&exe, "strip", &[259, 517, 519, 520]);
+    let exe = fast_emulator(&cxx);
+    let (ok, text) = run_only(exe, "strip", &[259, 517, 519, 520]);
     assert!(ok, "{text}");
     for k in ["strip64_k2", "strip64_k4", "strip64_k8", "strip128x32_k8"] {
         for n in [259, 517, 519, 520] {
@@ -140,10 +163,9 @@ fn the_strips_match_the_oracle_across_several_strips() {
 #[test]
 fn the_lean_kernels_match_the_oracle_with_inside_tiles() {
     let Some(cxx) = cxx() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let exe = build(&cxx, &root().join("kernels"), tmp.path());
+    let exe = fast_emulator(&cxx);
     let sizes = [259, 261, 262, 263, 265, 266, 268];
-    let (ok, text) = run_only(&exe, "lean", &sizes);
+    let (ok, text) = run_only(exe, "lean", &sizes);
     assert!(ok, "{text}");
     for k in [
         "lean_64",
@@ -187,10 +209,9 @@ fn bank_counts(text: &str, kernel: &str, n: u32) -> (usize, usize) {
 #[test]
 fn the_lean_shared_layout_is_conflict_free() {
     let Some(cxx) = cxx() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let exe = build(&cxx, &root().join("kernels"), tmp.path());
+    let exe = fast_emulator(&cxx);
     let banks = vec!["--banks".to_string()];
-    let (ok, text) = run_only_with(&exe, &banks, "lean_64_cm,leanu_64_cm", &[261, 262, 264]);
+    let (ok, text) = run_only_with(exe, &banks, "lean_64_cm,leanu_64_cm", &[261, 262, 264]);
     assert!(ok, "{text}");
     for (k, n) in [
         ("lean_64_cm", 261),
@@ -244,10 +265,9 @@ fn shared_units(text: &str, kernel: &str, n: u32) -> usize {
 #[test]
 fn ownership_kernels_never_split_their_unit_between_blocks() {
     let Some(cxx) = cxx() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let exe = build(&cxx, &root().join("kernels"), tmp.path());
+    let exe = fast_emulator(&cxx);
     let owners = |unit: u32, prefix: &str, sizes: &[u32]| {
-        let (ok, text) = run_only_with(&exe, &[format!("--owners={unit}")], prefix, sizes);
+        let (ok, text) = run_only_with(exe, &[format!("--owners={unit}")], prefix, sizes);
         assert!(ok, "{text}");
         text
     };
@@ -464,11 +484,11 @@ fn device_verdicts(exe: &Path, dir: &Path, cases: &[Case]) -> Vec<rule::Verdict>
 fn the_device_checker_agrees_with_the_cpu_oracle_on_every_ladder_size() {
     let Some(cxx) = cxx() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let exe = build_verify(&cxx, tmp.path(), None);
+    let exe = verify_emulator(&cxx);
     let mut judged = 0;
     planted::ladder_cases(|cases| {
         let t = std::time::Instant::now();
-        let dev = device_verdicts(&exe, tmp.path(), &cases);
+        let dev = device_verdicts(exe, tmp.path(), &cases);
         eprintln!(
             "{} cases judged on the emulated device in {:.1} s",
             cases.len(),
@@ -530,7 +550,7 @@ fn the_checker_mutants_disagree_with_the_cpu_oracle() {
 fn the_device_generator_makes_the_hosts_bytes() {
     let Some(cxx) = cxx() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let exe = build_verify(&cxx, tmp.path(), None);
+    let exe = verify_emulator(&cxx);
     let gen = |g: &Generator| -> Vec<u8> {
         let out = tmp.path().join("gen.bin");
         let patches = g.patches();
@@ -541,7 +561,7 @@ fn the_device_generator_makes_the_hosts_bytes() {
             .flat_map(|w| w.to_le_bytes())
             .collect();
         std::fs::write(&pairs, &bytes).unwrap();
-        let o = Command::new(&exe)
+        let o = Command::new(exe)
             .arg("generate")
             .arg(&out)
             .arg(if patches.is_empty() {

@@ -190,7 +190,7 @@ pub fn ladder_cases(mut judge: impl FnMut(Vec<Case>)) {
         }
         // Plant in the output: first and last element, a signed zero. Past N = 1024 also
         // the next eight elements, so that the emulated compaction (a barrier per step of
-        // its scan, each one costly in threads) stops early; below it, the few failures
+        // its scan, each one a pass over the block's threads) stops early; below it, the few failures
         // are compacted across blocks.
         let last = elements - 1;
         got[0] ^= 1;

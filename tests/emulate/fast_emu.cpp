@@ -1,5 +1,5 @@
 // A CPU emulation of kernels/fast.cu (tests/emulate.rs builds and runs it): every CUDA thread
-// of a block is a std::thread, __syncthreads is a std::barrier, blocks run one at a time, and
+// of a block is a fiber (cuda_emu.h), __syncthreads a switch, blocks run one at a time, and
 // each buffer is an exact-size heap allocation, so AddressSanitizer reports any access past
 // the matrix. The device-only code paths (inline PTX) compile to their host fallbacks.
 //
@@ -18,15 +18,12 @@
 //                   groups holds. Warps whose lanes log different numbers of accesses (bounds
 //                   checks that skip some) are left out and counted.
 #include <algorithm>
-#include <barrier>
 #include <map>
-#include <mutex>
 #include <set>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "cuda_emu.h"
@@ -39,14 +36,12 @@ struct Access {
   int bytes;
 };
 static bool trace_on = false;
-static std::mutex trace_mutex;
 static std::vector<Access> trace_log;
-thread_local int trace_count = 0;  // a new std::thread per CUDA thread and block
+static std::vector<int> trace_count;  // per lane, cleared as each block starts
 void klab_emu_shared_access(const void* p, int bytes) {
   if (!trace_on) return;
-  const int k = trace_count++;
   const int lane = threadIdx.y * blockDim.x + threadIdx.x;
-  std::lock_guard<std::mutex> lock(trace_mutex);
+  const int k = trace_count[lane]++;
   trace_log.push_back({lane, k, reinterpret_cast<uintptr_t>(p), bytes});
 }
 #define KLAB_EMU_TRACE 1
@@ -163,22 +158,14 @@ static void fill(std::vector<float>& v, uint32_t pattern) {
   for (float& x : v) std::memcpy(&x, &pattern, 4);
 }
 
-// Run block (bx, by) of kernel e over n x n with one CUDA thread per std::thread.
+// Run block (bx, by) of kernel e over n x n.
 static void run_block(const Entry& e, int n, int bx, int by, float* out, const float* in) {
   const int threads = e.bx * e.by;
   gridDim = {(n + e.ex - 1) / e.ex, (n + e.ey - 1) / e.ey, 1};
   blockDim = {e.bx, e.by, 1};
-  std::barrier<> barrier(threads);
-  block_barrier = &barrier;
   blockIdx = {bx, by, 0};
-  std::vector<std::thread> team;
-  for (int t = 0; t < threads; ++t) {
-    team.emplace_back([&e, out, in, n, t] {
-      threadIdx = {t % e.bx, t / e.bx, 0};
-      e.kernel(out, in, n);
-    });
-  }
-  for (auto& t : team) t.join();
+  trace_count.assign(threads, 0);
+  emu_team(threads).run([&e, out, in, n] { e.kernel(out, in, n); });
   if (trace_on) count_banks(threads);
 }
 
