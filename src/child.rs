@@ -1,13 +1,14 @@
-//! The one typed way klab starts itself: a [`ChildCmd`] over the clap argument structs,
-//! turned into an argument vector by one function ([`ChildCmd::argv`], which a test parses
-//! back), run by klab-tools' runner (watchdog, own process group, death with the parent),
-//! and read back from the results file the parent made for it ([`ResultsFile`], named on
-//! the child's command line as `--results-to`), never from its stdout.
+//! The one way klab starts itself: a [`ChildSpec`] (the work, as the argument struct of the
+//! command that does it, and how to verify), serialized as JSON into the one argument of the
+//! hidden `klab __child`, run by klab-tools' runner (watchdog, own process group, death with
+//! the parent), and read back from the results file the parent made for it ([`ResultsFile`],
+//! named as `--results-to`), never from its stdout. The argument structs are the schema: a
+//! child's work has no second description to keep in step with the command line.
 //!
 //! Every command that launches kernel code does it in a child: `check`, `rounds`, `audit`
 //! and `lab` start one per kernel or step; `bench`, `transpose`, `triad` and `reduce-lab`
-//! re-run themselves `--in-process` under the watchdog ([`relay`]); `sanitize` and
-//! `profile` start the tool, which starts klab.
+//! run their work in one under the watchdog ([`relay`]); `sanitize` and `profile` start the
+//! tool, which starts the child.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -18,211 +19,67 @@ use anyhow::Context;
 use klab_engine::verify::VerifyPolicy;
 use klab_run::child::{ChildResult, ChildVerdict, Ending, ResultsFile};
 use klab_tools::process::{self, Captured, RunOptions};
+use serde::{Deserialize, Serialize};
 
 use crate::cli::{
-    BenchArgs, CheckArgs, ProfileArgs, ReduceLabArgs, RoundsArgs, SanitizeArgs, TimingArgs,
-    TransposeArgs, TriadArgs,
+    BenchArgs, CheckArgs, ProfileArgs, ReduceLabArgs, RoundsArgs, SanitizeArgs, TransposeArgs,
+    TriadArgs,
 };
 
-/// The options that hand `policy` to a child.
-fn policy_argv(policy: VerifyPolicy) -> Vec<OsString> {
-    use clap::ValueEnum;
-    let mut a = Argv::default();
-    if let Some(v) = policy.checker.to_possible_value() {
-        a.opt("--checker", v.get_name());
-    }
-    a.flag("--paranoid", policy.paranoid);
-    if let Some(v) = policy.mutant.and_then(|m| m.to_possible_value()) {
-        a.opt("--checker-mutant", v.get_name());
-    }
-    a.0
-}
-
-/// A klab command line that klab runs as a child.
-#[derive(Debug, Clone, PartialEq)]
+/// The work a klab child does: a command's arguments, run in the child's process (the part
+/// of `check`, `bench`, `transpose`, `triad`, `reduce-lab` and `profile` that runs kernels),
+/// or a whole `rounds` or `sanitize` (the lab's steps).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ChildCmd {
+    /// One kernel's check (its plan when `plan`; the cases after `resume_after`)
     Check(CheckArgs),
     Bench(BenchArgs),
     Transpose(TransposeArgs),
     Triad(TriadArgs),
     ReduceLab(ReduceLabArgs),
+    /// One kernel's launch sequence, which ncu profiles
     Profile(ProfileArgs),
     Rounds(RoundsArgs),
     Sanitize(SanitizeArgs),
 }
 
-/// An argument vector under construction (OS strings: a path is passed as its bytes).
-#[derive(Default)]
-struct Argv(Vec<OsString>);
+/// What a child is given: its work and how it verifies kernel outputs (its parent's way).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChildSpec {
+    pub work: ChildCmd,
+    pub policy: VerifyPolicy,
+}
 
-impl Argv {
-    fn arg(&mut self, a: impl ToString) -> &mut Self {
-        self.0.push(a.to_string().into());
-        self
+impl ChildSpec {
+    /// The spec from `klab __child`'s argument.
+    pub fn parse(json: &str) -> anyhow::Result<ChildSpec> {
+        serde_json::from_str(json)
+            .context("klab __child takes the work as JSON that klab itself wrote")
     }
-    /// `--flag=value`: a value that begins with '-' stays a value.
-    fn opt(&mut self, flag: &str, v: impl ToString) -> &mut Self {
-        self.0.push(format!("{flag}={}", v.to_string()).into());
-        self
-    }
-    /// `--flag=PATH` with the path's own bytes, when there is one.
-    fn path(&mut self, flag: &str, p: &Option<std::path::PathBuf>) -> &mut Self {
-        if let Some(p) = p {
-            let mut a = OsString::from(format!("{flag}="));
-            a.push(p.as_os_str());
-            self.0.push(a);
-        }
-        self
-    }
-    /// Everything after this is positional, even a name that begins with '-'.
-    fn positional<T: AsRef<std::ffi::OsStr>>(&mut self, items: &[T]) -> &mut Self {
-        self.0.push("--".into());
-        self.0
-            .extend(items.iter().map(|i| i.as_ref().to_os_string()));
-        self
-    }
-    fn maybe<T: ToString>(&mut self, flag: &str, v: &Option<T>) -> &mut Self {
-        if let Some(v) = v {
-            self.opt(flag, v.to_string());
-        }
-        self
-    }
-    /// `--flag=v` once for each value.
-    fn each<T: ToString>(&mut self, flag: &str, vs: &[T]) -> &mut Self {
-        for v in vs {
-            self.opt(flag, v.to_string());
-        }
-        self
-    }
-    fn flag(&mut self, flag: &str, on: bool) -> &mut Self {
-        if on {
-            self.0.push(flag.into());
-        }
-        self
-    }
-    fn timing(&mut self, t: &TimingArgs) -> &mut Self {
-        self.opt("--regime", t.regime)
-            .opt("--timer", t.timer.spec())
-            .opt("--samples", t.samples)
-            .opt("--warmup", t.warmup.spec())
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a child's spec is plain data")
     }
 }
 
 impl ChildCmd {
-    /// [`ChildCmd::argv`] with the verification policy as options right after the
-    /// command's name, before its own options and the positional `--` (after which they
-    /// would be taken for names): a child verifies as its parent was told to.
+    /// The child's arguments after the program name: `__child SPEC`, verifying as `policy`
+    /// says (as its parent was told to).
     pub fn argv_for(&self, policy: VerifyPolicy) -> Vec<OsString> {
-        let mut argv = self.argv();
-        let at = 1.min(argv.len());
-        argv.splice(at..at, policy_argv(policy));
-        argv
+        let spec = ChildSpec {
+            work: self.clone(),
+            policy,
+        };
+        vec!["__child".into(), spec.to_json().into()]
     }
 
-    /// [`ChildCmd::argv_for`] with the file the child writes its results to (a global
-    /// option, placed with the policy's before the positional `--`).
+    /// [`ChildCmd::argv_for`] with the file the child writes its results to.
     pub fn argv_reporting_to(&self, policy: VerifyPolicy, results: &Path) -> Vec<OsString> {
         let mut argv = self.argv_for(policy);
-        let at = 1.min(argv.len());
-        argv.splice(at..at, [OsString::from("--results-to"), results.into()]);
+        argv.splice(1..1, [OsString::from("--results-to"), results.into()]);
         argv
-    }
-
-    /// The arguments after the program name. Parsing them gives back `self`.
-    pub fn argv(&self) -> Vec<OsString> {
-        let mut a = Argv::default();
-        match self {
-            ChildCmd::Check(c) => {
-                a.arg("check")
-                    .opt("--seed", c.seed)
-                    .maybe("--sizes", &c.sizes)
-                    .each("--shape", &c.shape)
-                    .opt("--timeout", c.timeout)
-                    .flag("--verbose", c.verbose)
-                    .flag("--quick", c.quick)
-                    .flag("--json", c.json)
-                    .flag("--plan", c.plan)
-                    .flag("--in-process", c.in_process)
-                    .opt("--resume-after", c.resume_after)
-                    .opt("--device", c.device)
-                    .positional(&c.kernels);
-            }
-            ChildCmd::Bench(b) => {
-                a.arg("bench")
-                    .maybe("--n", &b.n)
-                    .maybe("--shape", &b.shape)
-                    .timing(&b.timing)
-                    .opt("--rounds", b.rounds)
-                    .path("--out", &b.out)
-                    .maybe("--claim", &b.claim)
-                    .opt("--timeout", b.timeout)
-                    .flag("--in-process", b.in_process)
-                    .opt("--device", b.device)
-                    .positional(std::slice::from_ref(&b.kernel));
-            }
-            ChildCmd::Transpose(t) => {
-                a.arg("transpose")
-                    .opt("--timeout", t.timeout)
-                    .flag("--in-process", t.in_process)
-                    .opt("--device", t.device)
-                    .positional(&[t.variant.clone(), t.n.clone(), t.reps.clone()]);
-            }
-            ChildCmd::Triad(t) => {
-                // The mode and path may begin with '-', so the options come first.
-                a.arg("triad")
-                    .opt("--timeout", t.timeout)
-                    .flag("--in-process", t.in_process)
-                    .opt("--device", t.device);
-                let mut rest: Vec<OsString> = t.mode.iter().map(OsString::from).collect();
-                rest.extend(t.samples_csv.iter().map(|p| p.as_os_str().to_os_string()));
-                rest.extend(t.extra.iter().map(OsString::from));
-                a.positional(&rest);
-            }
-            ChildCmd::ReduceLab(r) => {
-                a.arg("reduce-lab")
-                    .opt("--timeout", r.timeout)
-                    .flag("--in-process", r.in_process)
-                    .opt("--device", r.device);
-            }
-            ChildCmd::Profile(p) => {
-                a.arg("profile")
-                    .maybe("--n", &p.n)
-                    .opt("--sections", &p.sections)
-                    .maybe("--metrics", &p.metrics)
-                    .opt("--warmup", p.warmup)
-                    .opt("--cache-control", p.cache_control)
-                    .path("--ncu", &p.ncu)
-                    .opt("--timeout", p.timeout)
-                    .path("--out", &p.out)
-                    .flag("--in-process", p.in_process)
-                    .opt("--device", p.device)
-                    .positional(&p.kernels);
-            }
-            ChildCmd::Rounds(r) => {
-                a.arg("rounds")
-                    .maybe("--baseline", &r.baseline)
-                    .maybe("--n", &r.n)
-                    .maybe("--shape", &r.shape)
-                    .timing(&r.timing)
-                    .opt("--rounds", r.rounds)
-                    .path("--out", &r.out)
-                    .opt("--seed", r.seed)
-                    .opt("--timeout", r.timeout)
-                    .opt("--device", r.device)
-                    .positional(&r.kernels);
-            }
-            ChildCmd::Sanitize(s) => {
-                a.arg("sanitize")
-                    .opt("--tools", &s.tools)
-                    .maybe("--jobs", &s.jobs)
-                    .path("--sanitizer", &s.sanitizer)
-                    .opt("--timeout", s.timeout)
-                    .path("--out", &s.out)
-                    .opt("--device", s.device)
-                    .positional(&s.kernels);
-            }
-        }
-        a.0
     }
 
     /// Run it under the watchdog, verifying as `policy` says.
@@ -286,11 +143,20 @@ impl ChildRun {
         };
         format!(
             "$ klab {}\n{}{}[{ended}]\n\n",
-            self.argv.join(" "),
+            command_line(&self.argv),
             self.stdout,
             self.stderr,
         )
     }
+}
+
+/// Words as one line a person can paste into a shell (the spec is JSON, quoted).
+pub fn command_line(words: &[String]) -> String {
+    let quoted: Vec<String> = words
+        .iter()
+        .map(|w| klab_core::text::shell_word(w))
+        .collect();
+    quoted.join(" ")
 }
 
 /// `argv` as text without the `--results-to FILE` pair that names `results`: what a log or
@@ -351,20 +217,20 @@ mod tests {
             .into_command()
     }
 
+    /// The spec a child's command line carries, as the child reads it.
+    fn spec_of(argv: &[OsString]) -> (ChildSpec, Option<std::path::PathBuf>) {
+        match parse(argv) {
+            Command::Child(a) => (ChildSpec::parse(&a.spec).unwrap(), a.results_to),
+            other => panic!("{argv:?} parsed as {other:?}"),
+        }
+    }
+
     fn round_trip(c: ChildCmd) {
-        let argv = c.argv();
-        let back = match (parse(&argv), &c) {
-            (Command::Check(a), ChildCmd::Check(_)) => ChildCmd::Check(a),
-            (Command::Bench(a), ChildCmd::Bench(_)) => ChildCmd::Bench(a),
-            (Command::Transpose(a), ChildCmd::Transpose(_)) => ChildCmd::Transpose(a),
-            (Command::Triad(a), ChildCmd::Triad(_)) => ChildCmd::Triad(a),
-            (Command::ReduceLab(a), ChildCmd::ReduceLab(_)) => ChildCmd::ReduceLab(a),
-            (Command::Profile(a), ChildCmd::Profile(_)) => ChildCmd::Profile(a),
-            (Command::Rounds(a), ChildCmd::Rounds(_)) => ChildCmd::Rounds(a),
-            (Command::Sanitize(a), ChildCmd::Sanitize(_)) => ChildCmd::Sanitize(a),
-            (other, _) => panic!("{argv:?} parsed as {other:?}"),
-        };
-        assert_eq!(back, c, "{argv:?}");
+        let argv = c.argv_for(VerifyPolicy::default());
+        assert_eq!(argv[0], "__child");
+        let (spec, results) = spec_of(&argv);
+        assert_eq!(spec.work, c, "{argv:?}");
+        assert_eq!(results, None);
     }
 
     fn parsed<T>(argv: &[&str], pick: impl Fn(Command) -> Option<T>) -> T {
@@ -415,11 +281,11 @@ mod tests {
             .ends_with("[the process died of signal 11]\n\n"));
     }
 
-    /// A child verifies as its parent was told to, by its own options and nothing else.
-    /// Appended after the kernels they were taken for kernel names (`-- k --checker cpu`):
-    /// the audit's wrong checkers never ran and sanitized checks named a kernel `cpu`.
+    /// A child verifies as its parent was told to, by its spec and nothing else. (Options
+    /// once appended after the kernels were taken for kernel names (`-- k --checker cpu`):
+    /// the audit's wrong checkers never ran and sanitized checks named a kernel `cpu`.)
     #[test]
-    fn the_policy_reaches_the_child_as_its_options_not_kernel_names() {
+    fn the_policy_reaches_the_child_in_its_spec_not_as_kernel_names() {
         use klab_engine::verify::{Checker, CheckerMutant};
         let check = parsed(&["check", "padded"], |c| match c {
             Command::Check(a) => Some(a),
@@ -439,19 +305,17 @@ mod tests {
             },
         ] {
             let argv = ChildCmd::Check(check.clone()).argv_for(policy);
-            let mut full = vec![OsString::from("klab")];
-            full.extend(argv);
-            let cli = Cli::try_parse_from(full).unwrap();
-            assert_eq!(cli.verify_policy(), policy);
-            let Command::Check(a) = cli.into_command() else {
+            let (spec, _) = spec_of(&argv);
+            assert_eq!(spec.policy, policy);
+            let ChildCmd::Check(a) = spec.work else {
                 panic!("not a check")
             };
             assert_eq!(a.kernels, ["padded"]);
         }
     }
 
-    /// The results file is the child's: its path arrives as `--results-to`, not as a kernel
-    /// name, and the command is the same with it.
+    /// The results file is the child's: its path arrives as `--results-to`, beside the spec,
+    /// and a log or a saved command leaves it out.
     #[test]
     fn the_results_file_reaches_the_child_as_its_option() {
         let check = parsed(&["check", "padded", "naive"], |c| match c {
@@ -459,22 +323,56 @@ mod tests {
             _ => None,
         });
         let file = Path::new("/tmp/a dir/klab-results-x");
-        let argv = ChildCmd::Check(check.clone()).argv_reporting_to(VerifyPolicy::default(), file);
-        // Logged and saved without it, as a person would type the command.
-        let plain: Vec<String> = ChildCmd::Check(check.clone())
+        let cmd = ChildCmd::Check(check.clone());
+        let argv = cmd.argv_reporting_to(VerifyPolicy::default(), file);
+        let plain: Vec<String> = cmd
             .argv_for(VerifyPolicy::default())
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
         assert_eq!(without_results_file(&argv, file), plain);
-        let mut full = vec![OsString::from("klab")];
-        full.extend(argv);
-        let cli = Cli::try_parse_from(full).unwrap();
-        assert_eq!(cli.results_to.as_deref(), Some(file));
-        let Command::Check(a) = cli.into_command() else {
-            panic!("not a check")
-        };
-        assert_eq!(a, check);
+        let (spec, results) = spec_of(&argv);
+        assert_eq!(results.as_deref(), Some(file));
+        assert_eq!(spec.work, cmd);
+    }
+
+    /// A spec klab did not write is one line, not a panic.
+    #[test]
+    fn a_spec_that_is_not_klabs_json_is_refused() {
+        for bad in ["check padded", "{}", r#"{"work":{"nope":{}},"policy":{}}"#] {
+            let e = ChildSpec::parse(bad).unwrap_err();
+            assert!(
+                format!("{e}").contains("JSON that klab itself wrote"),
+                "{e:#}"
+            );
+        }
+    }
+
+    /// What a log shows can be pasted into a shell: the JSON is one quoted word.
+    #[test]
+    fn a_child_command_line_is_one_line_a_shell_takes_back() {
+        let check = parsed(&["check", "it's mine.toml:k"], |c| match c {
+            Command::Check(a) => Some(a),
+            _ => None,
+        });
+        let argv = ChildCmd::Check(check).argv_for(VerifyPolicy::default());
+        let words: Vec<String> = argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let line = command_line(&words);
+        assert!(line.starts_with("__child '{"), "{line}");
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf '%s\\n' {line}"))
+            .output()
+            .unwrap();
+        let back: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        assert_eq!(back, words);
     }
 
     #[test]
@@ -487,7 +385,6 @@ mod tests {
         round_trip(ChildCmd::Check(check.clone()));
         check.kernels = vec![spaced.into(), "transpose/tiled".into()];
         check.sizes = Some("33,1024".into());
-        check.in_process = true;
         check.quick = true;
         check.json = true;
         check.device = 3;
@@ -517,7 +414,6 @@ mod tests {
             bench.out = Some(std::ffi::OsStr::from_bytes(b"/tmp/nv\xff9").into());
         }
         bench.claim = Some("--looks like a flag".into());
-        bench.in_process = true;
         round_trip(ChildCmd::Bench(bench.clone()));
         bench.n = None;
         bench.shape = Some("M=2048,N=2048,K=1024".parse().unwrap());
@@ -529,7 +425,6 @@ mod tests {
         });
         round_trip(ChildCmd::Transpose(t.clone()));
         t.n = "-5".into();
-        t.in_process = true;
         round_trip(ChildCmd::Transpose(t));
 
         for argv in [
@@ -542,16 +437,14 @@ mod tests {
                 _ => None,
             });
             round_trip(ChildCmd::Triad(tr.clone()));
-            tr.in_process = true;
             tr.timeout = 7;
             round_trip(ChildCmd::Triad(tr));
         }
 
-        let mut r = parsed(&["reduce-lab"], |c| match c {
+        let r = parsed(&["reduce-lab"], |c| match c {
             Command::ReduceLab(a) => Some(a),
             _ => None,
         });
-        r.in_process = true;
         round_trip(ChildCmd::ReduceLab(r));
 
         let mut p = parsed(&["profile", "naive"], |c| match c {
@@ -562,7 +455,6 @@ mod tests {
         p.kernels = vec![spaced.into()];
         p.metrics = Some("a,b".into());
         p.ncu = Some("/opt/n cu/ncu".into());
-        p.in_process = true;
         round_trip(ChildCmd::Profile(p));
 
         let mut rounds = parsed(&["rounds", "a", "b"], |c| match c {

@@ -7,6 +7,10 @@ use klab_core::samples::{Regime, Timer};
 use klab_engine::timing::WarmupPolicy;
 use klab_tools::ncu::CacheControl;
 use klab_tools::sanitizer::ToolList;
+use serde::{Deserialize, Serialize};
+
+/// The heading of the options every command takes.
+const GLOBAL: &str = "Options for every command";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -20,22 +24,26 @@ CUDA device), 2 a correctness gate failed (including every run of a known-broken
 )]
 pub struct Cli {
     /// CUDA device ordinal for the commands that use one, before or after the command's name
-    #[arg(long, global = true, default_value_t = 0)]
+    #[arg(long, global = true, default_value_t = 0, help_heading = GLOBAL)]
     pub device: u32,
+    /// Watchdog, seconds: a process klab starts that is still running then is killed and
+    /// reported as hung (exit 2); one per kernel's check, bench, profile or sanitizer run,
+    /// per lab run of transpose, triad and reduce-lab, per rounds or sweep block and per
+    /// lab step [default: 300 for an audit's gate run, 900 for a rounds or sweep block and
+    /// a lab step, 600 otherwise]
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = at_least_one::<u64>, help_heading = GLOBAL)]
+    pub timeout: Option<u64>,
     /// Who judges kernel outputs: klab's device checker (the first validation of every
     /// workload with at most 128 MiB of output also on the CPU oracle; a disagreement is
     /// an error) or the CPU oracle alone
-    #[arg(long, global = true, value_enum, env = "KLAB_CHECKER", default_value_t = klab_engine::verify::Checker::Device)]
+    #[arg(long, global = true, value_enum, env = "KLAB_CHECKER", default_value_t = klab_engine::verify::Checker::Device, help_heading = GLOBAL)]
     pub checker: klab_engine::verify::Checker,
     /// Cross-check every validation on the CPU oracle, at every size
-    #[arg(long, global = true, env = "KLAB_PARANOID")]
+    #[arg(long, global = true, env = "KLAB_PARANOID", help_heading = GLOBAL)]
     pub paranoid: bool,
     /// A wrong device checker (the mutation audit's)
     #[arg(long, global = true, value_enum, hide = true)]
     pub checker_mutant: Option<klab_engine::verify::CheckerMutant>,
-    /// The file a parent klab reads this child's results from (it made the file)
-    #[arg(long, global = true, hide = true, value_name = "FILE")]
-    pub results_to: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -51,30 +59,70 @@ impl Cli {
         }
     }
 
-    /// The command, with the global `--device` in its arguments.
+    /// The command, with the global `--device` and `--timeout` in its arguments (each
+    /// command's own default watchdog where `--timeout` is not given).
     pub fn into_command(self) -> Command {
         let mut c = self.command;
         let d = self.device;
+        let watchdog = |t: &mut u64| {
+            if let Some(given) = self.timeout {
+                *t = given;
+            }
+        };
         match &mut c {
-            Command::Transpose(a) => a.device = d,
-            Command::Lab(a) => a.device = d,
+            Command::Transpose(a) => {
+                a.device = d;
+                watchdog(&mut a.timeout);
+            }
+            Command::Lab(a) => {
+                a.device = d;
+                watchdog(&mut a.timeout);
+            }
+            Command::Bench(a) => {
+                a.device = d;
+                watchdog(&mut a.timeout);
+            }
+            Command::Triad(a) => {
+                a.device = d;
+                watchdog(&mut a.timeout);
+            }
+            Command::Rounds(a) => {
+                a.device = d;
+                watchdog(&mut a.timeout);
+            }
+            Command::Check(a) => {
+                a.device = d;
+                watchdog(&mut a.timeout);
+            }
+            Command::ReduceLab(a) => {
+                a.device = d;
+                watchdog(&mut a.timeout);
+            }
+            Command::Sanitize(a) => {
+                a.device = d;
+                watchdog(&mut a.timeout);
+            }
+            Command::Audit(a) => {
+                a.device = d;
+                watchdog(&mut a.timeout);
+            }
+            Command::Profile(a) => {
+                a.device = d;
+                watchdog(&mut a.timeout);
+            }
+            Command::Sweep(a) => {
+                a.device = d;
+                watchdog(&mut a.timeout);
+            }
             Command::Env(a) => a.device = d,
-            Command::Bench(a) => a.device = d,
-            Command::Triad(a) => a.device = d,
-            Command::Rounds(a) => a.device = d,
-            Command::Check(a) => a.device = d,
-            Command::ReduceLab(a) => a.device = d,
-            Command::Sanitize(a) => a.device = d,
-            Command::Audit(a) => a.device = d,
-            Command::Profile(a) => a.device = d,
-            Command::Sweep(a) => a.device = d,
             Command::Model(_)
             | Command::Kernels(_)
             | Command::Compare(_)
             | Command::Receipt(_)
             | Command::Trace(_)
             | Command::Report(_)
-            | Command::Init(_) => {}
+            | Command::Init(_)
+            | Command::Child(_) => {}
         }
         c
     }
@@ -120,9 +168,25 @@ pub enum Command {
     Report(ReportArgs),
     /// A declared-operation manifest skeleton from a CUDA file's __global__ signatures
     Init(InitArgs),
+    /// What a parent klab starts: one piece of work, given whole as JSON
+    #[command(name = "__child", hide = true)]
+    Child(ChildArgs),
 }
 
+/// `klab __child [--results-to FILE] SPEC`: the one way klab starts itself (src/child.rs).
+/// SPEC is a [`crate::child::ChildSpec`] as JSON: the work, the device and how to verify;
+/// its results go to FILE, which the parent made and reads, never to stdout.
 #[derive(Debug, Clone, PartialEq, Args)]
+pub struct ChildArgs {
+    /// The file the parent reads this child's results from
+    #[arg(long, value_name = "FILE")]
+    pub results_to: Option<PathBuf>,
+    /// The work, as JSON
+    #[arg(value_name = "SPEC")]
+    pub spec: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
 #[command(
     after_help = "For each kernel, Nsight Compute profiles exactly one launch of klab's own sequence: \
 one poisoned validation, --warmup launches, a fresh poison, the measured launch and its check \
@@ -152,8 +216,9 @@ pub struct ProfileArgs {
     #[arg(
         long,
         value_name = "FILE",
-        conflicts_with_all = ["sections", "metrics", "warmup", "cache_control", "out", "in_process"]
+        conflicts_with_all = ["sections", "metrics", "warmup", "cache_control", "out"]
     )]
+    #[serde(with = "klab_core::os_path::option")]
     pub import: Option<PathBuf>,
     /// With --import: the kernel of klab's whose launches to predict (repeatable)
     #[arg(long = "kernel", value_name = "NAME", requires = "import")]
@@ -178,16 +243,15 @@ pub struct ProfileArgs {
     pub cache_control: CacheControl,
     /// The ncu binary [default: from PATH or /usr/local/cuda/bin]
     #[arg(long)]
+    #[serde(with = "klab_core::os_path::option")]
     pub ncu: Option<PathBuf>,
-    /// Watchdog per kernel, seconds
-    #[arg(long, default_value_t = 600, value_parser = at_least_one::<u64>)]
+    /// The watchdog, seconds: the global `--timeout`, or this command's default
+    #[arg(skip = 600u64)]
     pub timeout: u64,
     /// Output folder (must not exist or be empty) [default: artifacts/profile/run-NN]
     #[arg(long)]
+    #[serde(with = "klab_core::os_path::option")]
     pub out: Option<PathBuf>,
-    /// Run the launch sequence in this process (what ncu launches)
-    #[arg(long, hide = true)]
-    pub in_process: bool,
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
@@ -255,8 +319,8 @@ pub struct AuditArgs {
     /// The compute-sanitizer binary [default: from PATH or /usr/local/cuda/bin]
     #[arg(long)]
     pub sanitizer: Option<PathBuf>,
-    /// Watchdog per gate run, seconds
-    #[arg(long, default_value_t = 300, value_parser = at_least_one::<u64>)]
+    /// The watchdog, seconds: the global `--timeout`, or this command's default
+    #[arg(skip = 300u64)]
     pub timeout: u64,
     /// Output folder (must not exist or be empty) [default: artifacts/audit/run-NN]
     #[arg(long)]
@@ -275,7 +339,8 @@ pub enum AuditPart {
 }
 
 /// A Compute Sanitizer tool as `--tool` takes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum SanitizerTool {
     Memcheck,
     Racecheck,
@@ -295,11 +360,11 @@ impl From<SanitizerTool> for klab_tools::sanitizer::Tool {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Args)]
+#[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
 #[command(
     after_help = "Runs compute-sanitizer once per tool and kernel (memcheck with --padding 32 \
 and --leak-check full; every tool with --destroy-on-device-error kernel and --error-exitcode 99) \
-over `klab check KERNEL --in-process --quick` (its exact inputs) at a ragged and a full-tile size (a declared operation: every shape of its ladder). Reports are saved and \
+over a klab child that checks KERNEL as `klab check KERNEL --quick` does (its exact inputs) at a ragged and a full-tile size (a declared operation: every shape of its ladder). Reports are saved and \
 parsed into findings (kind, severity, access size, hazard, kernel, source line, thread, block, \
 count). Racecheck warnings fail like errors; infos are shown and never fail. A summary count \
 that disagrees with the findings is said. Exit 0 when every accepted kernel is clean, 2 when \
@@ -319,6 +384,7 @@ pub struct SanitizeArgs {
         requires = "tool",
         conflicts_with_all = ["tools", "sanitizer", "timeout", "out"]
     )]
+    #[serde(with = "klab_core::os_path::option")]
     pub import: Option<PathBuf>,
     /// The tool that wrote the --import report (refused when the report says another did)
     #[arg(long, value_enum, requires = "import")]
@@ -328,9 +394,10 @@ pub struct SanitizeArgs {
     pub tools: ToolList,
     /// The compute-sanitizer binary [default: from PATH or /usr/local/cuda/bin]
     #[arg(long)]
+    #[serde(with = "klab_core::os_path::option")]
     pub sanitizer: Option<PathBuf>,
-    /// Watchdog per run, seconds
-    #[arg(long, default_value_t = 600, value_parser = at_least_one::<u64>)]
+    /// The watchdog, seconds: the global `--timeout`, or this command's default
+    #[arg(skip = 600u64)]
     pub timeout: u64,
     /// Sanitizer runs at once (each its own process on the one GPU; none is timed)
     /// [default: half the cores, at most 8]
@@ -338,13 +405,14 @@ pub struct SanitizeArgs {
     pub jobs: Option<usize>,
     /// Output folder (must not exist or be empty) [default: artifacts/sanitize/run-NN]
     #[arg(long)]
+    #[serde(with = "klab_core::os_path::option")]
     pub out: Option<PathBuf>,
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Args)]
+#[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
 #[command(
     after_help = "KERNEL is a built-in name (copy, naive, tiled, padded, broken, triad_f32, \
 triad_buggy, reduce_guarded, reduce_drop_tail) or path/to/manifest.toml[:name]. Cases: the \
@@ -372,8 +440,8 @@ pub struct CheckArgs {
     /// again for more
     #[arg(long, value_name = "VAR=V,...", conflicts_with = "sizes")]
     pub shape: Vec<klab_engine::general::ShapeArg>,
-    /// Watchdog per kernel, seconds (the index-overflow case alone moves gigabytes)
-    #[arg(long, default_value_t = 600, value_parser = at_least_one::<u64>)]
+    /// The watchdog, seconds: the global `--timeout`, or this command's default
+    #[arg(skip = 600u64)]
     pub timeout: u64,
     /// Print every case, not only failures
     #[arg(long)]
@@ -388,9 +456,6 @@ pub struct CheckArgs {
     /// on the smallest shape, and stop: no GPU needed
     #[arg(long, conflicts_with = "json")]
     pub plan: bool,
-    /// Run in this process (what the isolated child does)
-    #[arg(long, hide = true)]
-    pub in_process: bool,
     /// The child resumes after this many cases (its predecessor died in the last of them)
     #[arg(long, hide = true, default_value_t = 0)]
     pub resume_after: usize,
@@ -399,21 +464,18 @@ pub struct CheckArgs {
     pub device: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Args)]
+#[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
 pub struct ReduceLabArgs {
-    /// Watchdog, seconds: a kernel still running then is killed and reported as hung (exit 2)
-    #[arg(long, default_value_t = 600, value_parser = at_least_one::<u64>)]
+    /// The watchdog, seconds: the global `--timeout`, or this command's default
+    #[arg(skip = 600u64)]
     pub timeout: u64,
-    /// Run in this process (what the watched child does)
-    #[arg(long, hide = true)]
-    pub in_process: bool,
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
 }
 
 /// Options shared by every command that times.
-#[derive(Debug, Clone, PartialEq, Args)]
+#[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
 pub struct TimingArgs {
     /// Cache regime: same-buffer, buffer-rotated or l2-flushed
     #[arg(long, default_value = "same-buffer")]
@@ -430,7 +492,7 @@ pub struct TimingArgs {
     pub warmup: WarmupPolicy,
 }
 
-#[derive(Debug, Clone, PartialEq, Args)]
+#[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
 #[command(
     allow_negative_numbers = true,
     after_help = "Prints CSV on stdout (header once): \
@@ -461,12 +523,9 @@ pub struct TransposeArgs {
     /// Timed launches
     #[arg(value_name = "REPS")]
     pub reps: String,
-    /// Watchdog, seconds: a kernel still running then is killed and reported as hung (exit 2)
-    #[arg(long, default_value_t = 600, value_parser = at_least_one::<u64>)]
+    /// The watchdog, seconds: the global `--timeout`, or this command's default
+    #[arg(skip = 600u64)]
     pub timeout: u64,
-    /// Run in this process (what the watched child does)
-    #[arg(long, hide = true)]
-    pub in_process: bool,
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
@@ -503,8 +562,8 @@ pub struct LabArgs {
     /// Rounds of the rounds and ceilings steps (each block its own process)
     #[arg(long, default_value_t = 5, value_parser = at_least_one::<u32>)]
     pub rounds: u32,
-    /// Watchdog per step process, seconds
-    #[arg(long, default_value_t = 900, value_parser = at_least_one::<u64>)]
+    /// The watchdog, seconds: the global `--timeout`, or this command's default
+    #[arg(skip = 900u64)]
     pub timeout: u64,
     /// Kernels, sizes and tools of every step, as JSON [default: the built-in plan, which
     /// every run writes to plan.json]
@@ -512,7 +571,7 @@ pub struct LabArgs {
     pub plan: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, PartialEq, Args)]
+#[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
 #[command(
     after_help = "Kernels: copy, naive, tiled, padded, broken (kernels/transpose.cu, N x N), \
 triad_f32, triad_buggy (kernels/triad.cu, n elements). Each block: one poisoned validation \
@@ -538,23 +597,20 @@ pub struct BenchArgs {
     pub rounds: u32,
     /// Output folder (must not exist or be empty)
     #[arg(long)]
+    #[serde(with = "klab_core::os_path::option")]
     pub out: Option<PathBuf>,
     /// The claim the receipt states
     #[arg(long)]
     pub claim: Option<String>,
-    /// Watchdog for the whole measurement, seconds: a kernel still running then is killed
-    /// and reported as hung (exit 2)
-    #[arg(long, default_value_t = 600, value_parser = at_least_one::<u64>)]
+    /// The watchdog, seconds: the global `--timeout`, or this command's default
+    #[arg(skip = 600u64)]
     pub timeout: u64,
-    /// Run in this process (what the watched child does)
-    #[arg(long, hide = true)]
-    pub in_process: bool,
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Args)]
+#[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
 #[command(
     after_help = "Modes: --check runs triad_f32 on n = 0, 1, 255, 256, 257 and \
 1,000,003 (seeds 7, 19, 101) against a CPU double-FMA reference (atol 2e-6, rtol 2e-5); \
@@ -570,22 +626,20 @@ pub struct TriadArgs {
     pub mode: Option<String>,
     /// Sample CSV path (benchmark modes only)
     #[arg(allow_hyphen_values = true)]
+    #[serde(with = "klab_core::os_path::option")]
     pub samples_csv: Option<PathBuf>,
     /// Any further argument is an error
     #[arg(hide = true, allow_hyphen_values = true)]
     pub extra: Vec<String>,
-    /// Watchdog, seconds: a kernel still running then is killed and reported as hung (exit 2)
-    #[arg(long, default_value_t = 600, value_parser = at_least_one::<u64>)]
+    /// The watchdog, seconds: the global `--timeout`, or this command's default
+    #[arg(skip = 600u64)]
     pub timeout: u64,
-    /// Run in this process (what the watched child does)
-    #[arg(long, hide = true)]
-    pub in_process: bool,
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Args)]
+#[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
 #[command(
     after_help = "Each round runs the variants in order and then in reverse (ABBA for two), \
 every block in its own `klab bench` process. Every block's row is kept (rounds.csv) with its \
@@ -613,13 +667,13 @@ pub struct RoundsArgs {
     pub rounds: u32,
     /// Output folder (must not exist or be empty)
     #[arg(long)]
+    #[serde(with = "klab_core::os_path::option")]
     pub out: Option<PathBuf>,
     /// Bootstrap seed (recorded)
     #[arg(long, default_value_t = BOOTSTRAP_SEED)]
     pub seed: u64,
-    /// Watchdog per block, seconds: a block still running then is killed, reported as
-    /// hung, and the other blocks still run
-    #[arg(long, default_value_t = 900, value_parser = at_least_one::<u64>)]
+    /// The watchdog, seconds: the global `--timeout`, or this command's default
+    #[arg(skip = 900u64)]
     pub timeout: u64,
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
@@ -684,8 +738,8 @@ pub struct SweepArgs {
     /// Output folder (must not exist or be empty) [default: artifacts/sweep/run-NN]
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Watchdog per check and per timed block, seconds
-    #[arg(long, default_value_t = 900, value_parser = at_least_one::<u64>)]
+    /// The watchdog, seconds: the global `--timeout`, or this command's default
+    #[arg(skip = 900u64)]
     pub timeout: u64,
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]

@@ -62,11 +62,11 @@ fn main() -> ExitCode {
     };
     // A parent klab names the file it reads this child's results from; nothing of them
     // goes to stdout, where kernels, references and tools print what they like.
-    let results = match cli
-        .results_to
-        .as_deref()
-        .map(klab_run::child::Results::open)
-    {
+    let results_to = match &cli.command {
+        cli::Command::Child(c) => c.results_to.clone(),
+        _ => None,
+    };
+    let results = match results_to.as_deref().map(klab_run::child::Results::open) {
         None => klab_run::child::Results::none(),
         Some(Ok(r)) => r,
         Some(Err(e)) => {

@@ -120,14 +120,17 @@ fn naive_is_profiled_on_one_launch_and_its_stores_agree_with_the_model() {
     assert!(metrics.contains("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"));
     // The profiled program: klab's own child command for exactly this kernel, by its
     // qualified name, with the launch sequence's size and warmups.
-    let program = argv.iter().position(|a| *a == "profile").unwrap();
-    let child = &argv[program..];
-    assert!(child.contains(&"--in-process"), "{child:?}");
-    assert!(
-        child.contains(&"--n=4096") && child.contains(&"--warmup=5"),
-        "{child:?}"
+    let program = argv.iter().position(|a| *a == "__child").unwrap();
+    let spec: serde_json::Value = serde_json::from_str(argv.last().unwrap()).unwrap();
+    assert!(argv[program..].contains(&"--results-to"), "{argv:?}");
+    let work = &spec["work"]["profile"];
+    assert_eq!(
+        work["kernels"],
+        serde_json::json!(["transpose/naive"]),
+        "{spec}"
     );
-    assert_eq!(child[child.len() - 2..], ["--", "transpose/naive"]);
+    assert_eq!(work["n"], 4096, "{spec}");
+    assert_eq!(work["warmup"], 5, "{spec}");
 
     // The files.
     let json: serde_json::Value =

@@ -139,6 +139,15 @@ fn a_file_named_like_a_builtin_in_the_current_folder_does_not_shadow_it() {
     assert!(!err.contains("manifest"), "{err}");
 }
 
+/// `klab __child`'s spec for `work` (one command's arguments as klab writes them), verifying
+/// as klab does by default.
+fn child_spec(work: &str) -> String {
+    format!(r#"{{"work":{work},"policy":{{"checker":"device","paranoid":false,"mutant":null}}}}"#)
+}
+
+const PLAN_PADDED: &str = r#"{"check":{"kernels":["padded"],"seed":1,"sizes":null,"shape":[],"timeout":600,"verbose":false,"quick":false,"json":false,"plan":true,"resume_after":0,"device":0}}"#;
+const BENCH_NOPE: &str = r#"{"bench":{"kernel":"nope","n":null,"shape":null,"timing":{"regime":"same-buffer","timer":"per-launch","samples":200,"warmup":{"policy":"count","launches":20}},"rounds":1,"out":null,"claim":null,"timeout":600,"device":0}}"#;
+
 #[test]
 fn a_child_says_its_result_in_the_file_its_parent_named_and_never_on_stdout() {
     // The runner sets both variables (the parent's pid and start time; 0: any start).
@@ -149,16 +158,25 @@ fn a_child_says_its_result_in_the_file_its_parent_named_and_never_on_stdout() {
         std::fs::write(&p, "").unwrap();
         p
     };
-    let file = said("kernels");
+    // A check's plan needs no GPU: it prints the plan, and its result goes to the file.
+    let file = said("plan");
     let o = klab()
         .env("KLAB_CHILD", "1")
         .env("KLAB_PARENT", &parent)
+        .arg("__child")
         .arg("--results-to")
         .arg(&file)
-        .args(["kernels"])
+        .arg(child_spec(PLAN_PADDED))
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("padded"), "{out}");
     assert!(!out.contains("klab-result"), "{out}");
     assert_eq!(
         std::fs::read_to_string(&file).unwrap(),
@@ -166,9 +184,10 @@ fn a_child_says_its_result_in_the_file_its_parent_named_and_never_on_stdout() {
     );
     let file = said("bench");
     let o = klab()
+        .arg("__child")
         .arg("--results-to")
         .arg(&file)
-        .args(["bench", "nope"])
+        .arg(child_spec(BENCH_NOPE))
         .output()
         .unwrap();
     assert!(
@@ -185,14 +204,34 @@ fn a_child_says_its_result_in_the_file_its_parent_named_and_never_on_stdout() {
     // there says so and writes nothing.
     let gone = d.path().join("not-made");
     let o = klab()
+        .arg("__child")
         .arg("--results-to")
         .arg(&gone)
-        .args(["kernels"])
+        .arg(child_spec(PLAN_PADDED))
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(!gone.exists());
     assert!(String::from_utf8_lossy(&o.stderr).starts_with("error: --results-to: "));
+    // A spec klab did not write: one line and exit 1, its result in the file.
+    let file = said("garbled");
+    let o = klab()
+        .arg("__child")
+        .arg("--results-to")
+        .arg(&file)
+        .arg("check padded")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with("error: klab __child takes the work as JSON"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(std::fs::read_to_string(&file)
+        .unwrap()
+        .starts_with(r#"klab-result: {"result":"error""#));
     // Started by a person (a stray KLAB_CHILD in the environment or not), nothing is said.
     let o = klab().args(["bench", "nope"]).output().unwrap();
     assert!(o.stdout.is_empty());
@@ -202,4 +241,10 @@ fn a_child_says_its_result_in_the_file_its_parent_named_and_never_on_stdout() {
         .output()
         .unwrap();
     serde_json::from_slice::<serde_json::Value>(&o.stdout).expect("plain JSON, no result line");
+    // The child's work is not a public command's: the hidden flag it once was is gone.
+    let o = klab()
+        .args(["bench", "--in-process", "copy"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
 }

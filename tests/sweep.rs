@@ -347,7 +347,7 @@ fn a_task_without_a_device_records_its_points_and_collect_names_the_missing_task
     let rec = std::fs::read_to_string(g.join("tasks/0/group.json")).unwrap();
     assert!(rec.contains("no CUDA driver"), "{rec}");
     let log = std::fs::read_to_string(g.join("tasks/0/run-01/sweep-task.log")).unwrap();
-    assert!(log.contains("--shape=K=16,M=64,N=64"), "{log}");
+    assert!(log.contains(r#""shape":["K=16,M=64,N=64"]"#), "{log}");
     // Two regimes at one shape: one group, each kernel checked once, a point per regime.
     let two = dir.path().join("two");
     let r = klab(
@@ -377,7 +377,11 @@ fn a_task_without_a_device_records_its_points_and_collect_names_the_missing_task
         .collect();
     assert_eq!(regimes, ["same-buffer", "l2-flushed"]);
     let log = std::fs::read_to_string(two.join("tasks/0/run-01/sweep-task.log")).unwrap();
-    assert_eq!(log.matches("$ klab check").count(), 1, "{log}");
+    assert_eq!(
+        log.matches(r#"$ klab __child '{"work":{"check""#).count(),
+        1,
+        "{log}"
+    );
     // Run again (a requeued task): a fresh attempt folder, the record replaced.
     let r = klab(&["sweep", "task", so, "0"], &[]);
     assert_eq!(r.status.code(), Some(1), "{:?}", text(&r));

@@ -1,6 +1,8 @@
 //! `klab bench <kernel>`: one kernel through the timing engine, with a receipt. The
-//! measurement runs in a child (`--in-process`) under the watchdog; the child reports its
-//! verdict and receipt as its result.
+//! measurement runs in a child under the watchdog ([`here`]); the child reports its verdict
+//! and receipt as its result.
+
+use std::process::ExitCode;
 
 use klab_engine::verify::VerifyPolicy;
 
@@ -18,20 +20,21 @@ use klab_run::session::Session;
 use crate::cmd::measure;
 use crate::cmd::Finished;
 
-pub fn run(args: BenchArgs, policy: VerifyPolicy, results: &Results) -> anyhow::Result<Finished> {
-    if !args.in_process {
-        // Bad input is one line from here, before any child starts.
-        let kernel = Kernel::parse(&args.kernel)?.at_shape(args.shape.as_ref())?;
-        check_args(&args, &kernel)?;
-        let what = format!("bench {}", kernel.name());
-        let timeout = args.timeout;
-        let child = ChildCmd::Bench(BenchArgs {
-            kernel: kernel.spec(),
-            in_process: true,
-            ..args
-        });
-        return Ok(child::relay(child, policy, timeout, &what)?.into());
-    }
+/// The parent: bad input in one line, then the measurement in a child under the watchdog.
+pub fn run(args: BenchArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
+    let kernel = Kernel::parse(&args.kernel)?.at_shape(args.shape.as_ref())?;
+    check_args(&args, &kernel)?;
+    let what = format!("bench {}", kernel.name());
+    let timeout = args.timeout;
+    let child = ChildCmd::Bench(BenchArgs {
+        kernel: kernel.spec(),
+        ..args
+    });
+    child::relay(child, policy, timeout, &what)
+}
+
+/// The child: the blocks, the receipt, and the verdict said to the parent.
+pub fn here(args: BenchArgs, policy: VerifyPolicy, results: &Results) -> anyhow::Result<Finished> {
     let kernel = Kernel::parse_in_child(&args.kernel)?.at_shape(args.shape.as_ref())?;
     let n = check_args(&args, &kernel)?;
     let config = args.timing.config();

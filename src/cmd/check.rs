@@ -19,7 +19,7 @@ use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 use klab_run::kernel::Kernel;
 use klab_run::session::Session;
 
-/// The arguments of a `klab check --in-process` child for one kernel, defaults elsewhere.
+/// The arguments of a check child for one kernel, defaults elsewhere.
 pub fn child_args(spec: String, device: u32) -> CheckArgs {
     CheckArgs {
         kernels: vec![spec],
@@ -31,7 +31,6 @@ pub fn child_args(spec: String, device: u32) -> CheckArgs {
         quick: false,
         json: false,
         plan: false,
-        in_process: true,
         resume_after: 0,
         device,
     }
@@ -227,7 +226,6 @@ fn check_in_children(
     for deaths in 0.. {
         let cmd = ChildCmd::Check(CheckArgs {
             kernels: vec![kernel.spec()],
-            in_process: true,
             resume_after,
             ..args.clone()
         });
@@ -281,17 +279,26 @@ fn check_in_children(
     Ok(Checked::new(passed))
 }
 
-pub fn run(args: CheckArgs, policy: VerifyPolicy, results: &Results) -> anyhow::Result<Finished> {
+pub fn run(args: CheckArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     sizes(&args.sizes)?;
-    if args.in_process && args.plan {
-        let kernel = Kernel::parse_in_child(&args.kernels[0])?;
+    check_in_the_parent(args, policy)
+}
+
+/// A check child: one kernel's plan (`plan`), or its cases from `resume_after` on.
+pub fn here(args: CheckArgs, policy: VerifyPolicy, results: &Results) -> anyhow::Result<Finished> {
+    sizes(&args.sizes)?;
+    let [name] = args.kernels.as_slice() else {
+        anyhow::bail!(
+            "a check child checks one kernel, not {}",
+            args.kernels.len()
+        );
+    };
+    if args.plan {
+        let kernel = Kernel::parse_in_child(name)?;
         check_without_device(&kernel, &args)?;
         return Ok(ExitCode::SUCCESS.into());
     }
-    if args.in_process {
-        return check_here(&args, &args.kernels[0], policy, results);
-    }
-    Ok(check_in_the_parent(args, policy)?.into())
+    check_here(&args, name, policy, results)
 }
 
 /// The parent's check: every kernel's plan, then each kernel's check in its children.
@@ -309,7 +316,6 @@ fn check_in_the_parent(args: CheckArgs, policy: VerifyPolicy) -> anyhow::Result<
         let cmd = ChildCmd::Check(CheckArgs {
             kernels: vec![k.spec()],
             plan: true,
-            in_process: true,
             ..args.clone()
         });
         let plan = check::plan(&k.decl, &options(&args)?)?;

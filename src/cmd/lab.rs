@@ -60,7 +60,6 @@ impl Children {
                 n: n.to_string(),
                 reps: reps.to_string(),
                 timeout,
-                in_process: true,
                 device,
             }),
             Child::Bench {
@@ -80,7 +79,6 @@ impl Children {
                 out: Some(out),
                 claim: None,
                 timeout,
-                in_process: true,
                 device,
             }),
             Child::Rounds {

@@ -28,6 +28,7 @@ use std::process::ExitCode;
 
 use klab_run::child::{ChildResult, Results};
 
+use crate::child::{ChildCmd, ChildSpec};
 use crate::cli::{Cli, Command};
 
 /// How a command ended: its exit code and, for a command that runs as a klab child, the
@@ -68,13 +69,14 @@ pub fn given_tool(flag: &str, path: Option<&Path>) -> anyhow::Result<()> {
 
 /// Run the command; `policy` (how outputs are verified) goes to every command that opens a
 /// device or starts a klab that does, and `results` (where a parent reads what a child
-/// says) to the commands that announce cases as they run.
+/// says) to a child's work.
 pub fn run(cli: Cli, results: &Results) -> anyhow::Result<Finished> {
     let policy = cli.verify_policy();
     let code = match cli.into_command() {
-        Command::Bench(a) => return bench::run(a, policy, results),
-        Command::Check(a) => return check::run(a, policy, results),
-        Command::Profile(a) => return profile::run(a, policy),
+        Command::Child(a) => return run_child(&a.spec, results),
+        Command::Bench(a) => bench::run(a, policy),
+        Command::Check(a) => check::run(a, policy),
+        Command::Profile(a) => profile::run(a, policy),
         Command::Transpose(a) => transpose::run(a, policy),
         Command::Model(a) => model::run(a),
         Command::Lab(a) => lab::run(a, policy),
@@ -91,6 +93,22 @@ pub fn run(cli: Cli, results: &Results) -> anyhow::Result<Finished> {
         Command::Trace(a) => trace::run(a),
         Command::Report(a) => report::run(a),
         Command::Init(a) => init::run(a),
+    }?;
+    Ok(code.into())
+}
+
+/// `klab __child SPEC`: the work a parent klab gave, run here, verifying as the spec says.
+fn run_child(spec: &str, results: &Results) -> anyhow::Result<Finished> {
+    let ChildSpec { work, policy } = ChildSpec::parse(spec)?;
+    let code = match work {
+        ChildCmd::Check(a) => return check::here(a, policy, results),
+        ChildCmd::Bench(a) => return bench::here(a, policy, results),
+        ChildCmd::Profile(a) => return profile::here(a, policy),
+        ChildCmd::Transpose(a) => transpose::here(a, policy),
+        ChildCmd::Triad(a) => triad::here(a, policy),
+        ChildCmd::ReduceLab(a) => reduce_lab::here(a, policy),
+        ChildCmd::Rounds(a) => rounds::run(a, policy),
+        ChildCmd::Sanitize(a) => sanitize::run(a),
     }?;
     Ok(code.into())
 }

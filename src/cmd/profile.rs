@@ -2,8 +2,8 @@
 //! launch sequence, the counters set beside the address model's predictions, and seed
 //! 000's bound statement filled from them.
 //!
-//! The parent builds ncu's argument vector (never a shell) around `klab profile KERNEL
-//! --in-process`, whose launch sequence is `timing::profile_sequence`: the launch skip is
+//! The parent builds ncu's argument vector (never a shell) around a klab child that runs
+//! one kernel's profile work (`klab __child`, [`here`]), whose launch sequence is `timing::profile_sequence`: the launch skip is
 //! computed from that same sequence and checked against what the child reports.
 //!
 //! `klab profile --import FILE [--kernel NAME]...` reads a profile someone else made
@@ -44,17 +44,19 @@ use klab_run::folder::output_dir;
 use klab_run::kernel::Kernel;
 use klab_run::session::Session;
 
-pub fn run(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Result<Finished> {
-    if args.in_process {
-        let [name] = args.kernels.as_slice() else {
-            bail!("--in-process takes exactly one kernel");
-        };
-        return child(&args, name, policy);
-    }
+pub fn run(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.import {
-        return Ok(import_file(&args, path)?.into());
+        return import_file(&args, path);
     }
-    Ok(profile_in_children(args, policy)?.into())
+    profile_in_children(args, policy)
+}
+
+/// The child ncu starts: one kernel's launch sequence.
+pub fn here(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Result<Finished> {
+    let [name] = args.kernels.as_slice() else {
+        bail!("a profile child runs exactly one kernel");
+    };
+    child(&args, name, policy)
 }
 
 /// ncu over a child per kernel, each profiling klab's own launch sequence.
@@ -301,7 +303,6 @@ fn capture_one(
             kernels: vec![spec.to_string()],
             // An operation with several size variables is profiled at its bench shape.
             n: kernel.size_variable().is_some().then_some(n),
-            in_process: true,
             out: None,
             ..args.clone()
         })
@@ -311,7 +312,7 @@ fn capture_one(
     // The command as it is logged and saved: the results file is this run's alone (and gone
     // when it ends), so a saved command that names it could not be run again.
     let shown: Vec<String> = child::without_results_file(&argv, results.path());
-    eprintln!("klab profile: {name}: {}", shown.join(" "));
+    eprintln!("klab profile: {name}: {}", child::command_line(&shown));
     let out = ncu::run(&argv, Duration::from_secs(args.timeout))?;
     let log_rel = format!("{stem}.log");
     write_atomic(&dir.join(&log_rel), ncu_log(&shown, &out).as_bytes())?;
@@ -354,7 +355,7 @@ fn capture_one(
 fn ncu_log(shown: &[String], out: &RunOutput) -> String {
     format!(
         "$ {}\n{}{}[exit {}{}]\n",
-        shown.join(" "),
+        child::command_line(shown),
         out.stdout,
         out.stderr,
         out.exit_status

@@ -33,15 +33,14 @@ fn find<'a>(r: &'a SuiteReport, name_part: &str, n: u64) -> Option<&'a reduce::T
         .find(|t| t.name.contains(name_part) && t.n == n)
 }
 
+/// The parent: the suites in a child under the watchdog.
 pub fn run(args: ReduceLabArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
-    if !args.in_process {
-        let timeout = args.timeout;
-        let cmd = ChildCmd::ReduceLab(ReduceLabArgs {
-            in_process: true,
-            ..args
-        });
-        return child::relay(cmd, policy, timeout, "reduce-lab");
-    }
+    let timeout = args.timeout;
+    child::relay(ChildCmd::ReduceLab(args), policy, timeout, "reduce-lab")
+}
+
+/// The child: both suites on both launch variants, and the lab's claims.
+pub fn here(args: ReduceLabArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     let kernel = Kernel::parse("reduce_guarded")?;
     let mut session = Session::open(&kernel.manifest, &kernel.decl, args.device, policy)?;
     println!("klab reduce-lab: {}", session.backend.facts().describe());

@@ -442,7 +442,6 @@ fn run_block(
         out: Some(block_dir.clone()),
         claim: None,
         timeout: args.timeout,
-        in_process: true,
         device: args.device,
     });
     let started = std::time::Instant::now();

@@ -1,6 +1,6 @@
 //! `klab sanitize <kernel>...`: the Compute Sanitizer gate. Each tool runs once per kernel
-//! (up to `--jobs` runs at once), as an argument vector (no shell), over `klab check
-//! <kernel> --in-process --quick` (its exact inputs) at a ragged and a full-tile size; each
+//! (up to `--jobs` runs at once), as an argument vector (no shell), over a klab child that
+//! checks the kernel as `klab check <kernel> --quick` does (its exact inputs) at a ragged and a full-tile size; each
 //! report is parsed into findings and classified (clean, errors found, the application
 //! failed, the tool could not run). Accepted kernels must be clean
 //! under every tool; known-broken kernels are expected failures.

@@ -529,7 +529,6 @@ impl GroupRun<'_> {
                 out: Some(bdir.clone()),
                 claim: None,
                 timeout: plan.timeout_s,
-                in_process: true,
                 device: self.device,
             });
             let t0 = now_unix();

@@ -1,6 +1,6 @@
 //! `klab transpose <variant|all> <N> <reps>`: the transpose lab's harness, a formatter over
 //! the timing engine with a batch timer (`klab_evidence::row::transpose_row`). The kernels run
-//! in a child (`--in-process`) under the watchdog; its CSV is relayed as it comes.
+//! in a child ([`here`]) under the watchdog; its CSV is relayed as it comes.
 
 use klab_engine::verify::VerifyPolicy;
 use std::io::Write;
@@ -59,20 +59,21 @@ pub fn parse_reps(s: &str) -> anyhow::Result<u32> {
     u32::try_from(v).with_context(|| format!("reps {v} is too large (at most {})", u32::MAX))
 }
 
+/// The parent: every argument checked before the GPU is touched, then the variants in a
+/// child under the watchdog.
 pub fn run(args: TransposeArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
-    // Every argument is checked before the GPU is touched.
+    parse_selection(&args.variant)?;
+    parse_n(&args.n)?;
+    parse_reps(&args.reps)?;
+    let (timeout, what) = (args.timeout, format!("transpose {}", args.variant));
+    child::relay(ChildCmd::Transpose(args), policy, timeout, &what)
+}
+
+/// The child: validate, time and report the variants.
+pub fn here(args: TransposeArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     let selection = parse_selection(&args.variant)?;
     let n = parse_n(&args.n)?;
     let reps = parse_reps(&args.reps)?;
-    if !args.in_process {
-        let (timeout, what) = (args.timeout, format!("transpose {}", args.variant));
-        let cmd = ChildCmd::Transpose(TransposeArgs {
-            in_process: true,
-            ..args
-        });
-        return child::relay(cmd, policy, timeout, &what);
-    }
-
     let (mut backend, compiled) = gpu::open_transpose(args.device, policy)?;
     eprintln!("klab transpose: {}", backend.facts().describe());
     eprintln!(

@@ -1,5 +1,5 @@
 //! `klab triad <mode> [samples.csv]`: the triad lab's program as a command. The kernels
-//! run in a child (`--in-process`) under the watchdog.
+//! run in a child ([`here`]) under the watchdog.
 
 use klab_engine::verify::VerifyPolicy;
 use std::path::{Path, PathBuf};
@@ -26,7 +26,9 @@ use crate::EXIT_GATE_FAILED;
 const USAGE: &str =
     "usage: klab triad [--check|--buggy|--profile|--bench-hot|--bench-rotate] [samples.csv]";
 
-pub fn run(args: TriadArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
+/// The mode and its cache regime (a benchmark mode's), every argument checked before the GPU
+/// is touched.
+fn mode_and_regime(args: &TriadArgs) -> anyhow::Result<(&str, Option<Regime>)> {
     let mode = args.mode.as_deref().unwrap_or("--check");
     let regime = match mode {
         "--bench-hot" => Some(Regime::SameBuffer),
@@ -47,14 +49,19 @@ pub fn run(args: TriadArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
         // A FIFO, device node or link given as the output: refused before the GPU work.
         klab_core::artifact::check_output(p)?;
     }
-    if !args.in_process {
-        let (timeout, what) = (args.timeout, format!("triad {mode}"));
-        let cmd = ChildCmd::Triad(TriadArgs {
-            in_process: true,
-            ..args
-        });
-        return child::relay(cmd, policy, timeout, &what);
-    }
+    Ok((mode, regime))
+}
+
+/// The parent: the arguments checked, then the kernels in a child under the watchdog.
+pub fn run(args: TriadArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
+    let (mode, _) = mode_and_regime(&args)?;
+    let (timeout, what) = (args.timeout, format!("triad {mode}"));
+    child::relay(ChildCmd::Triad(args), policy, timeout, &what)
+}
+
+/// The child: the mode's kernels and measurements.
+pub fn here(args: TriadArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
+    let (mode, regime) = mode_and_regime(&args)?;
     let kernel = Kernel::parse(if mode == "--buggy" {
         "triad_buggy"
     } else {

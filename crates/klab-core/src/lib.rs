@@ -16,6 +16,7 @@ pub mod expr;
 pub mod floor;
 pub mod gpustate;
 pub mod npy;
+pub mod os_path;
 pub mod par;
 pub mod ptxas;
 pub mod samples;

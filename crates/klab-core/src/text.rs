@@ -3,6 +3,25 @@
 use std::time::Duration;
 
 /// Control characters (newlines, tabs) to spaces.
+/// `Serialize` and `Deserialize` for a type through its `Display` and `FromStr` (the text a
+/// command line gives): `klab_core::serde_as_text!(ShapeArg);`.
+#[macro_export]
+macro_rules! serde_as_text {
+    ($t:ty) => {
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = <String as serde::Deserialize>::deserialize(d)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
 pub fn one_line(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
@@ -65,6 +84,24 @@ pub fn template_name(s: &str) -> Option<&str> {
 }
 
 /// A duration as a person reads it: `1.5 s` from a second up, `250 ms` below.
+/// `'text'` for a POSIX shell (a `'` inside as `'\''`).
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// One word of a command line as a person would type it: as it is when a shell leaves it
+/// alone, quoted otherwise.
+pub fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./:=,+@%".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        shell_quote(s)
+    }
+}
+
 pub fn describe_duration(d: Duration) -> String {
     if d >= Duration::from_secs(1) {
         format!("{:.1} s", d.as_secs_f64())
@@ -94,6 +131,14 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shell_word_is_quoted_only_when_a_shell_would_change_it() {
+        assert_eq!(shell_word("--n=4096"), "--n=4096");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(shell_word(r#"{"x":"it's"}"#), r#"'{"x":"it'\''s"}'"#);
+    }
 
     #[test]
     fn durations_read_naturally() {

@@ -24,8 +24,11 @@ pub use klab_core::expr::{describe_shape, Shape};
 
 /// `--shape m=64,k=32`: a value for each size variable of an operation (checked against the
 /// operation by [`klab_spec::declared::DeclaredOpSpec::shape_problem`]).
+/// Serialized as that text.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ShapeArg(pub BTreeMap<String, u64>);
+
+klab_core::serde_as_text!(ShapeArg);
 
 impl std::str::FromStr for ShapeArg {
     type Err = String;

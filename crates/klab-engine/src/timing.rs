@@ -26,7 +26,7 @@ use klab_core::stats::{self, Summary};
 use klab_spec::rule::CheckOutcome;
 
 /// How long to warm up before sampling.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "policy")]
 pub enum WarmupPolicy {
     /// A fixed number of launches (raised to two per rotation slot).

@@ -103,7 +103,7 @@ impl CheckerMutant {
 pub const DISAGREEMENT: &str = "the device checker and the CPU oracle disagree";
 
 /// How outputs are verified in one process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct VerifyPolicy {
     pub checker: Checker,
     /// Cross-check every validation on the CPU, at every size.

@@ -69,9 +69,11 @@ impl FromStr for Tool {
 }
 
 /// A comma-separated list of tools as a command line gives it (`memcheck,racecheck`); empty
-/// or `none` is no tool.
+/// or `none` is no tool. Serialized as that text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolList(pub Vec<Tool>);
+
+klab_core::serde_as_text!(ToolList);
 
 impl FromStr for ToolList {
     type Err = UnknownTool;

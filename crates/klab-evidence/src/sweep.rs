@@ -781,7 +781,7 @@ pub struct SlurmJob<'a> {
 /// The sbatch script of a job array with one task per group: task I runs `klab sweep task
 /// DIR I`, its output in `tasks/I/`.
 pub fn sbatch_script(job: &SlurmJob<'_>) -> String {
-    let q = |p: &Path| shell_quote(&p.display().to_string());
+    let q = |p: &Path| klab_core::text::shell_quote(&p.display().to_string());
     let mut s = String::from(
         "#!/bin/bash\n# Written by klab sweep: one array task per point of the sweep's axes.\n",
     );
@@ -809,11 +809,6 @@ pub fn sbatch_script(job: &SlurmJob<'_>) -> String {
         q(job.dir)
     ));
     s
-}
-
-/// `'text'` for a POSIX shell.
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 #[cfg(test)]

@@ -110,9 +110,9 @@ pub enum Verdict {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "result", rename_all = "kebab-case")]
 pub enum ChildResult {
-    /// `klab check --in-process`: the whole report.
+    /// A check child: the whole report.
     Check { report: CheckReport },
-    /// `klab bench --in-process`: the verdict and, when timed, the receipt (a path as the
+    /// A bench child: the verdict and, when timed, the receipt (a path as the
     /// child was given its output folder).
     Bench {
         kernel: String,
@@ -120,7 +120,7 @@ pub enum ChildResult {
         receipt: Option<String>,
         detail: String,
     },
-    /// `klab profile --in-process`: the launch sequence ncu profiled.
+    /// A profile child: the launch sequence ncu profiled.
     Profile { report: ProfileChild },
     /// A command without a result of its own finished with this exit code.
     Exit { code: u8 },
