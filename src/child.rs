@@ -28,7 +28,7 @@ use crate::cli::{
 
 /// The work a klab child does: a command's arguments, run in the child's process (the part
 /// of `check`, `bench`, `transpose`, `triad`, `reduce-lab` and `profile` that runs kernels),
-/// or a whole `rounds` or `sanitize` (the lab's steps).
+/// or a whole `rounds`, `sanitize` or `profile` (the lab's steps).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ChildCmd {
@@ -39,6 +39,8 @@ pub enum ChildCmd {
     Triad(TriadArgs),
     ReduceLab(ReduceLabArgs),
     /// One kernel's launch sequence, which ncu profiles
+    ProfiledLaunches(ProfileArgs),
+    /// A whole `klab profile` (the lab's step), which starts ncu over its own children
     Profile(ProfileArgs),
     Rounds(RoundsArgs),
     Sanitize(SanitizeArgs),
@@ -455,7 +457,8 @@ mod tests {
         p.kernels = vec![spaced.into()];
         p.metrics = Some("a,b".into());
         p.ncu = Some("/opt/n cu/ncu".into());
-        round_trip(ChildCmd::Profile(p));
+        round_trip(ChildCmd::Profile(p.clone()));
+        round_trip(ChildCmd::ProfiledLaunches(p));
 
         let mut rounds = parsed(&["rounds", "a", "b"], |c| match c {
             Command::Rounds(a) => Some(a),

@@ -123,7 +123,7 @@ fn naive_is_profiled_on_one_launch_and_its_stores_agree_with_the_model() {
     let program = argv.iter().position(|a| *a == "__child").unwrap();
     let spec: serde_json::Value = serde_json::from_str(argv.last().unwrap()).unwrap();
     assert!(argv[program..].contains(&"--results-to"), "{argv:?}");
-    let work = &spec["work"]["profile"];
+    let work = &spec["work"]["profiled-launches"];
     assert_eq!(
         work["kernels"],
         serde_json::json!(["transpose/naive"]),

@@ -103,7 +103,8 @@ fn run_child(spec: &str, results: &Results) -> anyhow::Result<Finished> {
     let code = match work {
         ChildCmd::Check(a) => return check::here(a, policy, results),
         ChildCmd::Bench(a) => return bench::here(a, policy, results),
-        ChildCmd::Profile(a) => return profile::here(a, policy),
+        ChildCmd::ProfiledLaunches(a) => return profile::here(a, policy),
+        ChildCmd::Profile(a) => profile::run(a, policy),
         ChildCmd::Transpose(a) => transpose::here(a, policy),
         ChildCmd::Triad(a) => triad::here(a, policy),
         ChildCmd::ReduceLab(a) => reduce_lab::here(a, policy),
@@ -130,4 +131,39 @@ pub fn progress_bar(command: &str, len: u64, prefix: &str) -> indicatif::Progres
     }
     bar.set_prefix(prefix.to_string());
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lab's profile step is a whole `klab profile` in a child, which starts ncu over
+    /// children of its own; ncu's child runs one kernel's launches. Both carry profile's
+    /// arguments, and the lab's step once reached the launch child ("a profile child runs
+    /// exactly one kernel") on the H200.
+    #[test]
+    fn the_labs_profile_step_runs_the_whole_command_in_its_child() {
+        use clap::Parser;
+        let Command::Profile(args) = Cli::try_parse_from([
+            "klab",
+            "profile",
+            "copy",
+            "naive",
+            "--ncu",
+            "/nonexistent/ncu",
+        ])
+        .unwrap()
+        .into_command() else {
+            panic!("not a profile")
+        };
+        let policy = Default::default();
+        let spec = |work: ChildCmd| ChildSpec { work, policy }.to_json();
+        let results = Results::none();
+        let whole = run_child(&spec(ChildCmd::Profile(args.clone())), &results);
+        let e = format!("{:#}", whole.err().expect("no ncu there"));
+        assert!(e.starts_with("--ncu /nonexistent/ncu"), "{e}");
+        let launches = run_child(&spec(ChildCmd::ProfiledLaunches(args)), &results);
+        let e = format!("{:#}", launches.err().expect("two kernels"));
+        assert!(e.contains("exactly one kernel"), "{e}");
+    }
 }

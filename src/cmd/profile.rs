@@ -299,7 +299,7 @@ fn capture_one(
         export: dir.join(&report_rel),
         cache_control: cache,
         program: exe.to_path_buf(),
-        args: ChildCmd::Profile(ProfileArgs {
+        args: ChildCmd::ProfiledLaunches(ProfileArgs {
             kernels: vec![spec.to_string()],
             // An operation with several size variables is profiled at its bench shape.
             n: kernel.size_variable().is_some().then_some(n),
