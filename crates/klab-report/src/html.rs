@@ -82,38 +82,30 @@ fn table(t: &Table, out: &mut String) {
     out.push_str("</tbody>\n</table>\n");
 }
 
+/// The drawn plots (Document::for_rendering has made notes of the others).
 fn plots(names: &[String], all: &[Plot], out: &mut String) {
     out.push_str("<div class=\"plots\">\n");
-    for name in names {
-        match all.iter().find(|p| &p.file_name == name) {
-            Some(p) if p.missing.is_none() => {
-                out.push_str(&format!(
-                    "<figure id=\"plot-{}\">\n",
-                    esc(name.trim_end_matches(".svg"))
-                ));
-                out.push_str(p.svg.trim());
-                out.push_str(&format!(
-                    "\n<figcaption><b>{}</b>: {}</figcaption>\n</figure>\n",
-                    esc(name),
-                    esc(&p.caption)
-                ));
-            }
-            Some(p) => out.push_str(&format!(
-                "<p class=\"note\">{} not drawn: {}</p>\n",
-                esc(name),
-                esc(p.missing.as_deref().unwrap_or(""))
-            )),
-            None => out.push_str(&format!(
-                "<p class=\"note\">{} was not rendered</p>\n",
-                esc(name)
-            )),
-        }
+    for p in names
+        .iter()
+        .filter_map(|n| all.iter().find(|p| &p.file_name == n))
+    {
+        out.push_str(&format!(
+            "<figure id=\"plot-{}\">\n",
+            esc(p.file_name.trim_end_matches(".svg"))
+        ));
+        out.push_str(p.svg.trim());
+        out.push_str(&format!(
+            "\n<figcaption><b>{}</b>: {}</figcaption>\n</figure>\n",
+            esc(&p.file_name),
+            esc(&p.caption)
+        ));
     }
     out.push_str("</div>\n");
 }
 
 /// The page.
 pub fn render(doc: &Document, all_plots: &[Plot]) -> String {
+    let doc = &doc.for_rendering(all_plots);
     let mut out = String::new();
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");

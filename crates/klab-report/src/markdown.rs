@@ -37,6 +37,7 @@ fn table(t: &Table, out: &mut String) {
 
 /// The summary.
 pub fn render(doc: &Document, plots: &[Plot]) -> String {
+    let doc = &doc.for_rendering(plots);
     let mut out = format!("# {}\n\n", esc(&doc.title));
     for (k, v) in &doc.facts {
         out.push_str(&format!("- **{}:** {}\n", esc(k), esc(v)));
@@ -61,21 +62,17 @@ pub fn render(doc: &Document, plots: &[Plot]) -> String {
                     let fence = "`".repeat(longest_backtick_run(t).max(2) + 1);
                     out.push_str(&format!("{fence}text\n{}\n{fence}\n\n", t.trim_end()));
                 }
+                // Only drawn plots are left here (Document::for_rendering).
                 Block::Plots(names) => {
-                    for name in names {
-                        match plots.iter().find(|p| &p.file_name == name) {
-                            Some(p) if p.missing.is_none() => out.push_str(&format!(
-                                "![{name}](plots/{name})\n\n*{}*\n\n",
-                                esc(&p.caption)
-                            )),
-                            Some(p) => out.push_str(&format!(
-                                "> **Note:** plots/{name} not drawn: {}\n\n",
-                                esc(p.missing.as_deref().unwrap_or(""))
-                            )),
-                            None => out.push_str(&format!(
-                                "> **Note:** plots/{name} was not rendered\n\n"
-                            )),
-                        }
+                    for p in names
+                        .iter()
+                        .filter_map(|n| plots.iter().find(|p| &p.file_name == n))
+                    {
+                        out.push_str(&format!(
+                            "![{0}](plots/{0})\n\n*{1}*\n\n",
+                            p.file_name,
+                            esc(&p.caption)
+                        ));
                     }
                 }
             }
