@@ -18,6 +18,7 @@ macro_rules! println {
 mod child;
 mod cli;
 mod cmd;
+mod output;
 
 /// What [`print!`] and [`println!`] do: write, flush (so a failure is seen here and not
 /// lost at exit), and on failure end through [`klab_tools::process::exit_on_stdout_error`].

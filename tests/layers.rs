@@ -409,3 +409,25 @@ fn a_dependency_above_is_recognised() {
     let m = "[package]\nname = \"x\"\n[dependencies]\nklab-core.workspace = true\nklab-engine = { workspace = true }\nserde = \"1\"\n[dev-dependencies]\nklab-lab.workspace = true\n";
     assert_eq!(klab_dependencies(m), ["klab-core", "klab-engine"]);
 }
+
+/// A command reports through src/output.rs, which renders one value per format: no
+/// command module prints JSON on stdout itself (five once did, each its own way).
+#[test]
+fn commands_print_their_reports_through_the_output_sinks() {
+    let cmd = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cmd");
+    let mut files = Vec::new();
+    rust_files(&cmd, &mut files);
+    assert!(files.len() > 10, "{files:?}");
+    let mut printing = Vec::new();
+    for f in files {
+        let text = code(&std::fs::read_to_string(&f).unwrap());
+        for statement in text.split(';') {
+            if (statement.contains("println!") || statement.contains("print!"))
+                && statement.contains("serde_json")
+            {
+                printing.push(format!("{}: {}", f.display(), statement.trim()));
+            }
+        }
+    }
+    assert!(printing.is_empty(), "{printing:#?}");
+}

@@ -15,6 +15,7 @@ use klab_spec::registry::Scope;
 use crate::child::ChildCmd;
 use crate::cli::CheckArgs;
 use crate::cmd::Finished;
+use crate::output::{self, Format, Report};
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 use klab_run::kernel::Kernel;
 use klab_run::session::Session;
@@ -145,26 +146,45 @@ fn check_here(
         &opts,
         &mut show,
     )?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        let r = report.render();
-        // The per-case lines went to stderr as they ran (failures always); stdout gets the
-        // summary: header, failures, verdict. A check resumed after a case that ended its
-        // process holds only the cases after it: the parent says the verdict.
-        let resumed = args.resume_after > 0;
-        let mut lines = r.lines();
-        if let Some(h) = lines.next() {
-            println!("{h}");
-        }
-        for l in lines {
-            if !(l.starts_with("PASS ") || (resumed && l.starts_with("verdict: "))) {
-                println!("{l}");
-            }
-        }
-    }
+    let summary = Summary {
+        report,
+        resumed: args.resume_after > 0,
+    };
+    output::emit(&summary, Format::json_if(args.json))?;
+    let report = summary.report;
     let passed = report.passed();
     Ok(Finished::with(ChildResult::Check { report }, passed))
+}
+
+/// What a check child prints on stdout: its report as JSON, or the summary a person reads.
+#[derive(serde::Serialize)]
+#[serde(transparent)]
+struct Summary {
+    report: check::CheckReport,
+    #[serde(skip)]
+    resumed: bool,
+}
+
+impl Report for Summary {
+    /// The header, the failures and the verdict: the per-case lines went to stderr as the
+    /// cases ran (failures always). A check resumed after a case that ended its process
+    /// holds only the cases after it, so the parent says the verdict.
+    fn human(&self) -> String {
+        let r = self.report.render();
+        let mut lines = r.lines();
+        let mut out = String::new();
+        if let Some(h) = lines.next() {
+            out += h;
+            out.push('\n');
+        }
+        for l in lines {
+            if !(l.starts_with("PASS ") || (self.resumed && l.starts_with("verdict: "))) {
+                out += l;
+                out.push('\n');
+            }
+        }
+        out
+    }
 }
 
 /// The verdict of a check in which `deaths` cases ended their process after `failed_before`

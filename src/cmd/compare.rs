@@ -7,6 +7,7 @@ use klab_core::stats::BootstrapConfig;
 use klab_evidence::compare;
 
 use crate::cli::CompareArgs;
+use crate::output::{self, Format};
 
 pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let cfg = BootstrapConfig {
@@ -14,10 +15,6 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
         ..BootstrapConfig::default()
     };
     let c = compare::compare(&args.baseline, &args.candidate, &cfg)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&c)?);
-    } else {
-        print!("{}", c.render_text());
-    }
+    output::emit(&c, Format::json_if(args.json))?;
     Ok(ExitCode::SUCCESS)
 }

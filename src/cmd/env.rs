@@ -1,47 +1,67 @@
 //! `klab env`: what CUDA stack this machine has.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use klab_core::device::DeviceFacts;
+use serde::Serialize;
 
 use klab_cuda::device::Device;
 use klab_cuda::{nvrtc, probe};
 
 use crate::cli::EnvArgs;
+use crate::output::{self, Format, Report};
 
-pub fn run(args: EnvArgs) -> anyhow::Result<ExitCode> {
-    let device = Device::open(args.device);
-    let nvrtc_version = nvrtc::version().ok();
-    if args.json {
-        let v = serde_json::json!({
-            "klab_version": env!("CARGO_PKG_VERSION"),
-            "driver_loadable": probe::driver_present(),
-            "nvrtc_loadable": probe::nvrtc_present(),
-            "nvrtc_version": nvrtc_version,
-            "nvrtc_from_checkout": probe::checkout_nvrtc(),
-            "device": device.as_ref().ok().map(|d| d.facts()),
-            "device_error": device.as_ref().err().map(|e| e.to_string()),
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        println!("klab {}", env!("CARGO_PKG_VERSION"));
-        println!(
-            "libcuda: {}",
-            if probe::driver_present() {
+/// What `klab env` reports (fields in the order its JSON has always had them).
+#[derive(Serialize)]
+struct EnvReport {
+    device: Option<DeviceFacts>,
+    device_error: Option<String>,
+    driver_loadable: bool,
+    klab_version: &'static str,
+    nvrtc_from_checkout: Option<PathBuf>,
+    nvrtc_loadable: bool,
+    nvrtc_version: Option<String>,
+}
+
+impl Report for EnvReport {
+    fn human(&self) -> String {
+        let mut out = format!("klab {}\n", self.klab_version);
+        out += &format!(
+            "libcuda: {}\n",
+            if self.driver_loadable {
                 "loadable"
             } else {
                 "not found"
             }
         );
-        println!(
-            "NVRTC: {}{}",
-            nvrtc_version.as_deref().unwrap_or("not found"),
-            probe::checkout_nvrtc()
+        out += &format!(
+            "NVRTC: {}{}\n",
+            self.nvrtc_version.as_deref().unwrap_or("not found"),
+            self.nvrtc_from_checkout
+                .as_ref()
                 .map(|p| format!(" (this checkout's, {})", p.display()))
                 .unwrap_or_default()
         );
-        if let Ok(d) = &device {
-            println!("{}", d.facts().describe());
+        if let Some(d) = &self.device {
+            out += &format!("{}\n", d.describe());
         }
+        out
     }
+}
+
+pub fn run(args: EnvArgs) -> anyhow::Result<ExitCode> {
+    let device = Device::open(args.device);
+    let report = EnvReport {
+        klab_version: env!("CARGO_PKG_VERSION"),
+        driver_loadable: probe::driver_present(),
+        nvrtc_loadable: probe::nvrtc_present(),
+        nvrtc_version: nvrtc::version().ok(),
+        nvrtc_from_checkout: probe::checkout_nvrtc().map(PathBuf::from),
+        device: device.as_ref().ok().map(|d| d.facts().clone()),
+        device_error: device.as_ref().err().map(|e| e.to_string()),
+    };
+    output::emit(&report, Format::json_if(args.json))?;
     match device {
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(e) => Err(e.into()),

@@ -7,6 +7,7 @@ use klab_core::device::CUDA_MAX_THREADS_PER_BLOCK;
 use klab_model::{ModelParams, ModelReport};
 
 use crate::cli::ModelArgs;
+use crate::output::{self, Format};
 use crate::EXIT_GATE_FAILED;
 
 pub fn run(args: ModelArgs) -> anyhow::Result<ExitCode> {
@@ -34,11 +35,7 @@ pub fn run(args: ModelArgs) -> anyhow::Result<ExitCode> {
         strides: args.strides,
     };
     let report = ModelReport::build(params)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report.render_text());
-    }
+    output::emit(&report, Format::json_if(args.json))?;
     Ok(if report.coverage_ok() {
         ExitCode::SUCCESS
     } else {
