@@ -15,7 +15,10 @@ use crate::output::{self, Format, Report};
 /// What `klab env` reports (fields in the order its JSON has always had them).
 #[derive(Serialize)]
 struct EnvReport {
-    device: Option<DeviceFacts>,
+    /// The device's facts as a JSON object (its keys sorted, as they always were).
+    device: Option<serde_json::Value>,
+    #[serde(skip)]
+    facts: Option<DeviceFacts>,
     device_error: Option<String>,
     driver_loadable: bool,
     klab_version: &'static str,
@@ -43,7 +46,7 @@ impl Report for EnvReport {
                 .map(|p| format!(" (this checkout's, {})", p.display()))
                 .unwrap_or_default()
         );
-        if let Some(d) = &self.device {
+        if let Some(d) = &self.facts {
             out += &format!("{}\n", d.describe());
         }
         out
@@ -58,7 +61,11 @@ pub fn run(args: EnvArgs) -> anyhow::Result<ExitCode> {
         nvrtc_loadable: probe::nvrtc_present(),
         nvrtc_version: nvrtc::version().ok(),
         nvrtc_from_checkout: probe::checkout_nvrtc().map(PathBuf::from),
-        device: device.as_ref().ok().map(|d| d.facts().clone()),
+        device: match &device {
+            Ok(d) => Some(serde_json::to_value(d.facts())?),
+            Err(_) => None,
+        },
+        facts: device.as_ref().ok().map(|d| d.facts().clone()),
         device_error: device.as_ref().err().map(|e| e.to_string()),
     };
     output::emit(&report, Format::json_if(args.json))?;
