@@ -80,9 +80,13 @@ fn main() -> ExitCode {
         Err(e) => {
             let message = one_line(&error_text(&e));
             eprintln!("error: {message}");
+            let klab_fault = klab_run::child::is_klab_fault(e.as_ref());
             (
                 ExitCode::from(EXIT_ERROR),
-                Some(klab_run::child::ChildResult::Error { message }),
+                Some(klab_run::child::ChildResult::Error {
+                    message,
+                    klab_fault,
+                }),
             )
         }
     };
@@ -172,6 +176,18 @@ mod tests {
         fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
             Some(&self.source)
         }
+    }
+
+    /// A fault in klab's checking stays one under the context a command adds.
+    #[test]
+    fn a_klab_fault_is_found_under_context() {
+        use klab_engine::backend::BackendError;
+        let e = anyhow::Error::new(BackendError::klab_fault("disagree".into()))
+            .context("checking padded");
+        assert!(klab_run::child::is_klab_fault(e.as_ref()));
+        let e = anyhow::Error::new(BackendError::from("illegal address".to_string()))
+            .context("checking padded");
+        assert!(!klab_run::child::is_klab_fault(e.as_ref()));
     }
 
     #[test]

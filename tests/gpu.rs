@@ -203,7 +203,7 @@ fn seed_004_block_shapes_are_refused_and_launch_status_is_checked() {
         let err = b
             .launch(&k, &p, &[Arg::Buffer(&out), Arg::Buffer(&inp), Arg::I32(8)])
             .unwrap_err();
-        assert!(err.0.contains("CUDA_ERROR_INVALID_VALUE"), "{err}");
+        assert!(err.message.contains("CUDA_ERROR_INVALID_VALUE"), "{err}");
     }
 }
 

@@ -272,7 +272,7 @@ fn check_in_children(
             return Ok(Checked::new(passed && report.passed()));
         }
         if let ChildVerdict::Error { message } = &o.verdict {
-            // Before any case ran: no verdict on the kernel.
+            // Before any case ran, or klab's own checking failed: no verdict on the kernel.
             println!("check {}: ERROR: {message}", kernel.name());
             return Ok(Checked::Error);
         }

@@ -95,7 +95,7 @@ pub struct CudaBackend {
 }
 
 fn backend_err(e: CudaError) -> BackendError {
-    BackendError(e.to_string())
+    BackendError::from(e.to_string())
 }
 
 impl CudaBackend {
@@ -305,7 +305,9 @@ impl CudaBackend {
     }
 
     fn check(&self, r: Result<(), sys::CUresult>, what: &str) -> Result<(), BackendError> {
-        r.map_err(|code| BackendError(format!("{what}: {}", describe(&result::DriverError(code)))))
+        r.map_err(|code| {
+            BackendError::from(format!("{what}: {}", describe(&result::DriverError(code))))
+        })
     }
 
     /// A library routine in the kernel's stream: `args` are `out, in, n` (the manifest
@@ -316,7 +318,7 @@ impl CudaBackend {
         args: &[Arg<'_, DeviceBuffer>],
     ) -> Result<(), BackendError> {
         let [Arg::Buffer(out), Arg::Buffer(input), Arg::I32(n)] = args else {
-            return Err(BackendError(format!(
+            return Err(BackendError::from(format!(
                 "{} takes (out, in, n:i32)",
                 routine.entry()
             )));
@@ -324,7 +326,7 @@ impl CudaBackend {
         let n = *n;
         let bytes = (n.max(0) as usize).pow(2) * 4;
         if out.bytes < bytes || input.bytes < bytes {
-            return Err(BackendError(format!(
+            return Err(BackendError::from(format!(
                 "{}: buffers of {} and {} bytes are smaller than {n} x {n} floats",
                 routine.entry(),
                 out.bytes,
@@ -347,7 +349,7 @@ impl CudaBackend {
                 let handle = self
                     .cublas
                     .as_ref()
-                    .ok_or_else(|| BackendError("cuBLAS was not initialised".into()))?;
+                    .ok_or_else(|| BackendError::from("cuBLAS was not initialised".to_string()))?;
                 let (alpha, beta) = (1.0f32, 0.0f32);
                 // Row-major Y = X^T is column-major Y^T = (X^T)^T: C = op(A) with A the
                 // input read column-major and op = T. beta = 0 with B = C (in place,
@@ -374,7 +376,7 @@ impl CudaBackend {
                 if status == cb::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
                     Ok(())
                 } else {
-                    Err(BackendError(format!("cublasSgeam: {status:?}")))
+                    Err(BackendError::from(format!("cublasSgeam: {status:?}")))
                 }
             }
         }
@@ -389,7 +391,11 @@ impl CudaBackend {
         let func = match (&kernel.func, kernel.library) {
             (_, Some(routine)) => return self.library_launch(routine, args),
             (Some(f), None) => f,
-            (None, None) => return Err(BackendError("a kernel without a function".into())),
+            (None, None) => {
+                return Err(BackendError::from(
+                    "a kernel without a function".to_string(),
+                ))
+            }
         };
         let words: Vec<u64> = args
             .iter()
@@ -494,7 +500,7 @@ impl Backend for CudaBackend {
         let (generate, patch) = (c.generate.clone(), c.patch.clone());
         let bytes = generator.elements as usize * generator.dtype.size_bytes();
         if bytes != dst.bytes {
-            return Err(BackendError(format!(
+            return Err(BackendError::from(format!(
                 "generating {bytes} bytes into a buffer of {}",
                 dst.bytes
             )));
@@ -533,7 +539,7 @@ impl Backend for CudaBackend {
         seed: u64,
     ) -> Result<(), BackendError> {
         if bytes != dst.bytes {
-            return Err(BackendError(format!(
+            return Err(BackendError::from(format!(
                 "scrambling {bytes} bytes of a buffer of {}",
                 dst.bytes
             )));
@@ -572,7 +578,7 @@ impl Backend for CudaBackend {
     ) -> Result<(), BackendError> {
         let bytes = elements.saturating_mul(size as u64);
         if bytes != dst.bytes as u64 || bytes != src.bytes as u64 {
-            return Err(BackendError(format!(
+            return Err(BackendError::from(format!(
                 "copying elements of {elements} x {size} bytes between buffers of {} and {} bytes",
                 dst.bytes, src.bytes
             )));
@@ -656,17 +662,17 @@ impl Backend for CudaBackend {
         if let Some(routine) = LibraryRoutine::from_entry(entry) {
             if routine == LibraryRoutine::CublasSgeam && self.cublas.is_none() {
                 if !crate::probe::cublas_present() {
-                    return Err(BackendError(
-                        "libcublas could not be loaded (install the CUDA toolkit's cuBLAS or put it on the library path)".into(),
+                    return Err(BackendError::from(
+                        "libcublas could not be loaded (install the CUDA toolkit's cuBLAS or put it on the library path)".to_string(),
                     ));
                 }
                 use cudarc::cublas::result as cr;
                 let handle = cr::create_handle()
-                    .map_err(|e| BackendError(format!("cublasCreate: {e:?}")))?;
+                    .map_err(|e| BackendError::from(format!("cublasCreate: {e:?}")))?;
                 let handle = Cublas(handle);
                 // SAFETY: the handle is live; the stream is the backend's own.
                 unsafe { cr::set_stream(handle.0, self.stream.cu_stream() as _) }
-                    .map_err(|e| BackendError(format!("cublasSetStream: {e:?}")))?;
+                    .map_err(|e| BackendError::from(format!("cublasSetStream: {e:?}")))?;
                 self.cublas = Some(handle);
             }
             return Ok(Kernel {
@@ -724,7 +730,7 @@ impl Backend for CudaBackend {
     fn alloc(&mut self, words: usize) -> Result<DeviceBuffer, BackendError> {
         let bytes = words
             .checked_mul(4)
-            .ok_or_else(|| BackendError(format!("{words} words overflow a byte count")))?;
+            .ok_or_else(|| BackendError::from(format!("{words} words overflow a byte count")))?;
         self.alloc_bytes(bytes)
     }
 
@@ -742,8 +748,8 @@ impl Backend for CudaBackend {
 
     fn upload(&mut self, dst: &mut DeviceBuffer, src: &[u32]) -> Result<(), BackendError> {
         if src.len() * 4 != dst.bytes {
-            return Err(BackendError(
-                "upload length differs from the buffer's".into(),
+            return Err(BackendError::from(
+                "upload length differs from the buffer's".to_string(),
             ));
         }
         // SAFETY: lengths match; the stream is synchronised before `src` can go away.
@@ -764,8 +770,8 @@ impl Backend for CudaBackend {
 
     fn download(&mut self, src: &DeviceBuffer, dst: &mut [u32]) -> Result<(), BackendError> {
         if dst.len() * 4 != src.bytes {
-            return Err(BackendError(
-                "download length differs from the buffer's".into(),
+            return Err(BackendError::from(
+                "download length differs from the buffer's".to_string(),
             ));
         }
         // SAFETY: lengths match; synchronised before returning.
@@ -776,8 +782,8 @@ impl Backend for CudaBackend {
 
     fn upload_bytes(&mut self, dst: &mut DeviceBuffer, src: &[u8]) -> Result<(), BackendError> {
         if src.len() != dst.bytes {
-            return Err(BackendError(
-                "upload length differs from the buffer's".into(),
+            return Err(BackendError::from(
+                "upload length differs from the buffer's".to_string(),
             ));
         }
         if src.is_empty() {
@@ -791,8 +797,8 @@ impl Backend for CudaBackend {
 
     fn download_bytes(&mut self, src: &DeviceBuffer, dst: &mut [u8]) -> Result<(), BackendError> {
         if dst.len() != src.bytes {
-            return Err(BackendError(
-                "download length differs from the buffer's".into(),
+            return Err(BackendError::from(
+                "download length differs from the buffer's".to_string(),
             ));
         }
         if dst.is_empty() {
@@ -863,8 +869,8 @@ impl Backend for CudaBackend {
         // SAFETY: ends the capture begun above.
         let graph = unsafe { result::stream::end_capture(stream) };
         launched?;
-        let graph =
-            graph.map_err(|e| BackendError(format!("ending graph capture: {}", describe(&e))))?;
+        let graph = graph
+            .map_err(|e| BackendError::from(format!("ending graph capture: {}", describe(&e))))?;
         // SAFETY: graph was just captured.
         let exec = unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) };
         let exec = match exec {
@@ -872,7 +878,7 @@ impl Backend for CudaBackend {
             Err(e) => {
                 // SAFETY: graph is valid and not used again.
                 let _ = unsafe { result::graph::destroy(graph) };
-                return Err(BackendError(format!(
+                return Err(BackendError::from(format!(
                     "instantiating the graph: {}",
                     describe(&e)
                 )));

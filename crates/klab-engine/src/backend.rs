@@ -10,13 +10,47 @@ use klab_spec::plan::LaunchPlan;
 
 pub mod host;
 
-/// A device-side failure, as text for the user.
+/// A failure while running or judging a kernel, as text for the user, and whose it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BackendError(pub String);
+pub struct BackendError {
+    pub message: String,
+    pub fault: Fault,
+}
+
+/// Whose failure a [`BackendError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fault {
+    /// What the kernel's run or its workload met (a launch error, a fault, a bad shape):
+    /// during a case, that case's failure.
+    #[default]
+    Run,
+    /// klab's own checking went wrong (its device checker disagreed with its CPU oracle):
+    /// an error, never a verdict on the kernel.
+    Klab,
+}
+
+impl From<String> for BackendError {
+    fn from(message: String) -> BackendError {
+        BackendError {
+            message,
+            fault: Fault::Run,
+        }
+    }
+}
+
+impl BackendError {
+    /// A fault in klab's own checking.
+    pub fn klab_fault(message: String) -> BackendError {
+        BackendError {
+            message,
+            fault: Fault::Klab,
+        }
+    }
+}
 
 impl fmt::Display for BackendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 

@@ -180,7 +180,7 @@ pub fn plan(decl: &KernelDecl, opts: &CheckOptions) -> Result<CheckPlan, Backend
             let min = op.spec.sizes[&var].min;
             let max = general::size_cap(op, &var);
             if let Some(n) = v.iter().find(|n| **n < min || **n > max) {
-                return Err(BackendError(format!(
+                return Err(BackendError::from(format!(
                     "--sizes: {n} is outside {var}'s range ({min} to {max})"
                 )));
             }
@@ -189,13 +189,13 @@ pub fn plan(decl: &KernelDecl, opts: &CheckOptions) -> Result<CheckPlan, Backend
                 .collect()
         }
         Some(_) => {
-            return Err(BackendError(format!(
+            return Err(BackendError::from(format!(
                 "--sizes gives one size; {} has {} size variables (declare values in the manifest)",
                 decl.name,
                 op.spec.sizes.len()
             )))
         }
-        None => general::ladder(op).map_err(BackendError)?,
+        None => general::ladder(op).map_err(BackendError::from)?,
     };
     let rules = || op.spec.buffers.values().filter_map(|b| b.compare.as_ref());
     let bitwise_rules = rules().all(|c| {
@@ -381,7 +381,7 @@ pub fn reference_dry_run(
         )));
     }
     w.prepare()
-        .map_err(|e| BackendError(format!("{}: at {at}: {}", decl.name, e.0)))?;
+        .map_err(|e| BackendError::from(format!("{}: at {at}: {}", decl.name, e.message)))?;
     let shapes: Vec<general::Shape> = plan.shapes.iter().map(|p| p.shape.clone()).collect();
     let wrong = plan
         .overflow_seed
@@ -558,7 +558,7 @@ impl<B: Backend> Run<'_, B> {
             let w = match self.workload(shape.clone(), input, scalar_index) {
                 Ok(w) => w,
                 Err(e) => {
-                    self.push(fail(label, 0, e.0));
+                    self.push(fail(label, 0, e.message));
                     break;
                 }
             };
@@ -634,7 +634,7 @@ impl<B: Backend> Run<'_, B> {
                 POISON_BYTES[0]
             );
             match self.workload(shape, general::InputCase::Data { case: i }, i) {
-                Err(e) => self.push(fail(format!("{at}: {what}"), 0, e.0)),
+                Err(e) => self.push(fail(format!("{at}: {what}"), 0, e.message)),
                 Ok(w) => {
                     if !self.starting(&format!("{at}: {what}")) {
                         continue;
@@ -713,7 +713,7 @@ impl<B: Backend> Run<'_, B> {
             // A shape klab chose that the operation cannot form (a launch dimension past 32
             // bits, say) says nothing about the kernel.
             Err(e) => {
-                self.push(skip(label, format!("not applicable: {}", e.0)));
+                self.push(skip(label, format!("not applicable: {}", e.message)));
                 return Ok(());
             }
             Ok(_) if flops.is_some_and(|f| f > max_overflow_flops()) => {
@@ -872,7 +872,7 @@ fn reference_too_slow(
             return Some(format!(
                 "not run: the reference failed at {}, on the way to this shape: {}",
                 general::describe_shape(&at),
-                e.0
+                e.message
             ));
         }
         let (work, t) = (shape_work(op, &at).max(1.0), t0.elapsed().as_secs_f64());
@@ -980,7 +980,7 @@ fn declared_case<B: Backend>(
         // This machine's host memory is not the kernel's failure: an error, before any
         // allocation the kernel's overcommit would let through and then kill.
         if let Some(why) = memory_refusal(0, u64::MAX, Some(w.host_bytes(backend))) {
-            return Err(BackendError(format!(
+            return Err(BackendError::from(format!(
                 "{label}: this machine cannot run the case: it {why}"
             )));
         }
@@ -995,7 +995,7 @@ fn declared_case<B: Backend>(
     // command reference past its timeout, say): said, not a failure of the kernel.
     if skip_when_too_big && !w.inputs_on_device(backend) {
         if let Err(e) = w.prepare() {
-            return Ok((skip(e.0), None));
+            return Ok((skip(e.message), None));
         }
     }
     let mut bufs = w.create_slot(backend, 0)?;
@@ -1069,7 +1069,9 @@ fn involution<B: Backend>(
 ) -> Result<CaseResult, BackendError> {
     let w = general::DeclaredWorkload::builtin(decl.clone(), n, general::InputCase::Distinct, 0)?;
     let (Some(out), Some(input)) = (w.buffer_index("out"), w.buffer_index("in")) else {
-        return Err(BackendError("a transpose has buffers out and in".into()));
+        return Err(BackendError::from(
+            "a transpose has buffers out and in".to_string(),
+        ));
     };
     let mut bufs = w.create_slot(backend, 0)?;
     validate_once(backend, &w, kernels, &mut bufs, 0, POISON_BYTES[0])?;
@@ -1109,14 +1111,14 @@ pub fn device_sum<B: Backend>(
             0,
         )?;
         if w.plans()[0].grid.x == 0 && !x.is_empty() {
-            return Err(BackendError(format!(
+            return Err(BackendError::from(format!(
                 "launch of 0 blocks for n = {}: nothing runs",
                 x.len()
             )));
         }
         let input = w
             .buffer_index("in")
-            .ok_or_else(|| BackendError("a sum has an input buffer in".into()))?;
+            .ok_or_else(|| BackendError::from("a sum has an input buffer in".to_string()))?;
         let mut inputs = vec![Vec::new(); w.initial_bytes()?.len()];
         inputs[input] = x.iter().flat_map(|v| v.to_le_bytes()).collect();
         let w = w.with_inputs(inputs)?;
@@ -1679,7 +1681,8 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
             let (r, _) = check_with("padded", host, Some(vec![33]));
             let e = r.expect_err("the cross-check must stop the check");
             assert!(
-                e.0.contains("the device checker and the CPU oracle disagree"),
+                e.message
+                    .contains("the device checker and the CPU oracle disagree"),
                 "{m:?}: {e}"
             );
         }
@@ -1714,7 +1717,10 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         // The special-values case at the middle shape holds -0.0.
         let (r, _) = check_with("padded", host(), Some(vec![1, 33, 64]));
         let e = r.expect_err("the special-values case holds -0.0");
-        assert!(e.0.contains("disagree") && e.0.contains("n=33"), "{e}");
+        assert!(
+            e.message.contains("disagree") && e.message.contains("n=33"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -342,7 +342,7 @@ impl DeclaredWorkload {
         let at = describe_shape(&shape);
         let eval = |field: &str, x: &klab_core::expr::Expr| {
             x.eval_u64(&shape)
-                .map_err(|e| BackendError(format!("op.{field} at {at}: {e}")))
+                .map_err(|e| BackendError::from(format!("op.{field} at {at}: {e}")))
         };
         let all = |field: &str, v: &[klab_core::expr::Expr]| -> Result<Vec<u64>, BackendError> {
             v.iter().map(|x| eval(field, x)).collect()
@@ -353,7 +353,7 @@ impl DeclaredWorkload {
             .iter()
             .map(|l| l.plan(&shape))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(BackendError)?;
+            .map_err(BackendError::from)?;
         let mut buffers = Vec::new();
         for p in &op.params {
             let OpParam::Buffer(name) = p else { continue };
@@ -364,7 +364,7 @@ impl DeclaredWorkload {
                 .and_then(|x| usize::try_from(x).ok())
                 .filter(|x| *x <= isize::MAX as usize)
                 .ok_or_else(|| {
-                    BackendError(format!(
+                    BackendError::from(format!(
                         "buffer {name}: {elements} elements of {} overflow a byte count at {at}",
                         b.dtype
                     ))
@@ -374,7 +374,7 @@ impl DeclaredWorkload {
                 None => vec![elements],
             };
             if shape_dims.iter().try_fold(1u64, |a, d| a.checked_mul(*d)) != Some(elements) {
-                return Err(BackendError(format!(
+                return Err(BackendError::from(format!(
                     "buffer {name}: shape {shape_dims:?} does not hold its {elements} elements at {}",
                     describe_shape(&shape)
                 )));
@@ -393,7 +393,7 @@ impl DeclaredWorkload {
                                 .map(|v| v as f64)
                                 .map_err(|e| e.to_string())
                         })
-                        .map_err(|e| BackendError(format!("buffer {name}: {e}")))?;
+                        .map_err(|e| BackendError::from(format!("buffer {name}: {e}")))?;
                     let mut cmp = Comparison::new(rule);
                     if let Some(n) = b.nan {
                         cmp = cmp.with_nan(n);
@@ -405,8 +405,9 @@ impl DeclaredWorkload {
             let range = match &b.range {
                 Some([lo, hi]) => {
                     let end = |x: &klab_spec::declared::Bound| {
-                        x.eval(&shape)
-                            .map_err(|e| BackendError(format!("buffers.{name}.range at {at}: {e}")))
+                        x.eval(&shape).map_err(|e| {
+                            BackendError::from(format!("buffers.{name}.range at {at}: {e}"))
+                        })
                     };
                     Some([end(lo)?, end(hi)?])
                 }
@@ -462,7 +463,9 @@ impl DeclaredWorkload {
     /// unchanged when the operation declares no slices or has too few to sample.
     pub fn sampled(self, seed: u64) -> Result<DeclaredWorkload, BackendError> {
         let sample = klab_spec::declared::slices::Sample::at(&self.op.spec, &self.shape, seed)
-            .map_err(|e| BackendError(format!("slices at {}: {e}", describe_shape(&self.shape))))?;
+            .map_err(|e| {
+                BackendError::from(format!("slices at {}: {e}", describe_shape(&self.shape)))
+            })?;
         Ok(self.with_sample(sample))
     }
 
@@ -511,11 +514,11 @@ impl DeclaredWorkload {
         let alone = self.with_sample(Some(sample.clone()));
         let whole = match self.expected() {
             Ok(w) => w,
-            Err(e) => return not_held(format!("(the whole shape failed first: {})", e.0)),
+            Err(e) => return not_held(format!("(the whole shape failed first: {})", e.message)),
         };
         let apart = match alone.expected() {
             Ok(a) => a,
-            Err(e) => return not_held(format!("it failed: {}", e.0)),
+            Err(e) => return not_held(format!("it failed: {}", e.message)),
         };
         for (i, b) in self.buffers.iter().enumerate() {
             if !b.role.compared() {
@@ -602,7 +605,7 @@ impl DeclaredWorkload {
                     .collect())
             })
             .as_deref()
-            .map_err(|e| BackendError(e.clone()))
+            .map_err(|e| BackendError::from(e.clone()))
     }
 
     /// A built-in operation's kernel at size `n`, with the operation's CPU oracle.
@@ -613,12 +616,13 @@ impl DeclaredWorkload {
         scalar_index: usize,
     ) -> Result<DeclaredWorkload, BackendError> {
         let reference = crate::oracle::BuiltinReference::for_op(&decl.op).ok_or_else(|| {
-            BackendError(format!(
+            BackendError::from(format!(
                 "{} declares its own reference; build it first",
                 decl.name
             ))
         })?;
-        let n = i64::try_from(n).map_err(|_| BackendError(format!("n = {n} is too large")))?;
+        let n =
+            i64::try_from(n).map_err(|_| BackendError::from(format!("n = {n} is too large")))?;
         DeclaredWorkload::new(
             decl,
             Shape::from([("n".to_string(), n)]),
@@ -643,7 +647,7 @@ impl DeclaredWorkload {
                 Some(r) => std::rc::Rc::new(r),
                 None if same => self.reference.clone(),
                 None => {
-                    return Err(BackendError(format!(
+                    return Err(BackendError::from(format!(
                         "{} declares another reference than {}; build it first",
                         decl.name, self.decl.name
                     )))
@@ -672,7 +676,7 @@ impl DeclaredWorkload {
     /// inputs.
     pub fn with_inputs(&self, inputs: Vec<Vec<u8>>) -> Result<DeclaredWorkload, BackendError> {
         if inputs.len() != self.buffers.len() {
-            return Err(BackendError(format!(
+            return Err(BackendError::from(format!(
                 "{} initial buffers given for {} buffers",
                 inputs.len(),
                 self.buffers.len()
@@ -685,7 +689,7 @@ impl DeclaredWorkload {
                 0
             };
             if i.len() != want {
-                return Err(BackendError(format!(
+                return Err(BackendError::from(format!(
                     "buffer {}: {} initial bytes given, it takes {want}",
                     b.name,
                     i.len()
@@ -807,7 +811,7 @@ impl DeclaredWorkload {
                     .and_then(|inputs| self.within_domains(inputs))
             })
             .as_deref()
-            .map_err(|e| BackendError(e.clone()))
+            .map_err(|e| BackendError::from(e.clone()))
     }
 
     /// `inputs` when every index holds a value of its domain; else klab's own bug (a
@@ -896,7 +900,7 @@ impl DeclaredWorkload {
             r
         });
         r.as_deref()
-            .map_err(|e| BackendError(format!("the reference failed: {e}")))
+            .map_err(|e| BackendError::from(format!("the reference failed: {e}")))
     }
 
     /// Every output's per-element scale, made once: scaled-sum's magnitudes
@@ -928,7 +932,7 @@ impl DeclaredWorkload {
             self.reference_errors(&mut out)?;
             Ok(out)
         });
-        r.as_deref().map_err(|e| BackendError(e.clone()))
+        r.as_deref().map_err(|e| BackendError::from(e.clone()))
     }
 
     /// Scaled-sum's per-element magnitudes: the reference run again on the absolute values
@@ -937,7 +941,7 @@ impl DeclaredWorkload {
     /// reduction lab's gate is written against. Integer inputs (indices, counts) are kept.
     /// One vector per buffer (empty for inputs).
     fn abs_magnitudes(&self) -> Result<Vec<Vec<f64>>, String> {
-        let mut abs = self.reference_inputs().map_err(|e| e.0)?.to_vec();
+        let mut abs = self.reference_inputs().map_err(|e| e.message)?.to_vec();
         for (b, v) in self.buffers.iter().zip(abs.iter_mut()) {
             // Outputs and scratch have no initial bytes (empty).
             if b.dtype.is_float() && !v.is_empty() {
@@ -990,8 +994,8 @@ impl DeclaredWorkload {
                 p.name()
             )
         };
-        let inputs = self.reference_inputs().map_err(|e| e.0)?;
-        let expected = self.expected().map_err(|e| e.0)?;
+        let inputs = self.reference_inputs().map_err(|e| e.message)?;
+        let expected = self.expected().map_err(|e| e.message)?;
         let samples = crate::refscale::SAMPLES as usize;
         // One sample's runs at a time: the running maximum per element is all that is kept.
         let mut acc: Vec<Option<crate::refscale::Errors>> = self
@@ -1046,10 +1050,10 @@ impl DeclaredWorkload {
         let mut out = Vec::new();
         for (i, buf) in self.buffers.iter().enumerate() {
             let Some(cmp) = &buf.comparison else { continue };
-            let mut got = host_for_download(buf.bytes(), &buf.name).map_err(BackendError)?;
+            let mut got = host_for_download(buf.bytes(), &buf.name).map_err(BackendError::from)?;
             b.download_bytes(&bufs[i], &mut got)?;
             let scale = scales[i].as_deref();
-            let failed = |e| BackendError(format!("buffer {}: {e}", buf.name));
+            let failed = |e| BackendError::from(format!("buffer {}: {e}", buf.name));
             let v = match &self.sample {
                 None => rule::compare(buf.dtype, cmp, &got, &expected[i], scale, &buf.shape)
                     .map_err(failed)?,
@@ -1109,7 +1113,7 @@ impl DeclaredWorkload {
             let cpu = self.verdicts(b, bufs)?;
             for ((name, d), (_, c)) in device.iter().zip(&cpu) {
                 if let Some(why) = crate::verify::disagreement(d, c) {
-                    return Err(BackendError(format!(
+                    return Err(BackendError::klab_fault(format!(
                         "klab error: {} on output {name} of {} at {}: {why} (a fault in klab's checking, not a verdict on the kernel)",
                         crate::verify::DISAGREEMENT,
                         self.decl.name,
@@ -1152,11 +1156,11 @@ impl DeclaredWorkload {
                 Some(v) => v,
                 None => {
                     let mut got =
-                        host_for_download(buf.bytes(), &buf.name).map_err(BackendError)?;
+                        host_for_download(buf.bytes(), &buf.name).map_err(BackendError::from)?;
                     b.download_bytes(&bufs[i], &mut got)?;
                     let want = &self.inputs()?[i];
                     rule::compare(buf.dtype, &unchanged, &got, want, None, &buf.shape)
-                        .map_err(|e| BackendError(format!("buffer {}: {e}", buf.name)))?
+                        .map_err(|e| BackendError::from(format!("buffer {}: {e}", buf.name)))?
                 }
             };
             if !v.passed() {
@@ -1372,10 +1376,10 @@ impl DeclaredWorkload {
             let scaled = scaled(Some(cmp));
             if scaled && dev.scale[i].is_none() {
                 let m = self.scales()?[i].as_deref().ok_or_else(|| {
-                    BackendError(format!("{} without its per-element scale", cmp.rule.name()))
+                    BackendError::from(format!("{} without its per-element scale", cmp.rule.name()))
                 })?;
                 // Spread over the cores: at the index-overflow case this is 17 GB.
-                let mut bytes = host_zeroed(8 * m.len(), &buf.name).map_err(BackendError)?;
+                let mut bytes = host_zeroed(8 * m.len(), &buf.name).map_err(BackendError::from)?;
                 klab_core::par::for_chunks(&mut bytes, 8, |c, part| {
                     let base = c * klab_core::par::CHUNK_ELEMENTS;
                     for (j, out) in part.chunks_exact_mut(8).enumerate() {
@@ -1424,10 +1428,10 @@ impl DeclaredWorkload {
     ) -> Result<Verdict, BackendError> {
         let buf = &self.buffers[index];
         let cmp = buf.comparison.unwrap_or_default();
-        let mut got = host_for_download(buf.bytes(), &buf.name).map_err(BackendError)?;
+        let mut got = host_for_download(buf.bytes(), &buf.name).map_err(BackendError::from)?;
         b.download_bytes(&bufs[index], &mut got)?;
         rule::compare(buf.dtype, &cmp, &got, want, None, &buf.shape)
-            .map_err(|e| BackendError(format!("buffer {}: {e}", buf.name)))
+            .map_err(|e| BackendError::from(format!("buffer {}: {e}", buf.name)))
     }
 
     fn axes(&self, name: &str) -> Vec<&str> {
@@ -1483,10 +1487,9 @@ fn domain_of(
     }
     let (lo, hi, from) = match (&spec.index_into, b.range) {
         (Some(target), _) => {
-            let t = buffers
-                .iter()
-                .find(|x| &x.name == target)
-                .ok_or_else(|| BackendError(format!("buffer {}: no buffer {target}", b.name)))?;
+            let t = buffers.iter().find(|x| &x.name == target).ok_or_else(|| {
+                BackendError::from(format!("buffer {}: no buffer {target}", b.name))
+            })?;
             let rows = t.shape.first().copied().unwrap_or(t.elements);
             (0.0, rows as f64 - 1.0, format!("the rows of {target}"))
         }
@@ -1494,7 +1497,7 @@ fn domain_of(
         (None, None) => match &spec.offsets {
             Some(total) => {
                 let t = total.eval(shape).map_err(|e| {
-                    BackendError(format!("buffers.{}.offsets at {at}: {e}", b.name))
+                    BackendError::from(format!("buffers.{}.offsets at {at}: {e}", b.name))
                 })?;
                 (0.0, t as f64, "0 to its offsets' total".to_string())
             }
@@ -1503,7 +1506,7 @@ fn domain_of(
     };
     let name = &b.name;
     if b.elements > 0 && lo > hi {
-        return Err(BackendError(format!(
+        return Err(BackendError::from(format!(
             "buffer {name}: its domain ({from}) is [{lo}, {hi}] at {at}: empty, while {name} has {} elements",
             b.elements
         )));
@@ -1514,7 +1517,7 @@ fn domain_of(
             .is_some_and(|x| x as f64 == v)
     };
     if b.elements > 0 && !(holds(lo) && holds(hi)) {
-        return Err(BackendError(format!(
+        return Err(BackendError::from(format!(
             "buffer {name}: its domain ({from}) is [{lo}, {hi}] at {at}, which {} does not hold",
             b.dtype
         )));
@@ -1990,7 +1993,7 @@ impl Workload for DeclaredWorkload {
                 None => false,
             };
             if !made {
-                let bytes = fill(buf, input, other_case).map_err(BackendError)?;
+                let bytes = fill(buf, input, other_case).map_err(BackendError::from)?;
                 b.upload_bytes(&mut other, &bytes)?;
             }
             let block = match buf.role {
@@ -2037,7 +2040,8 @@ impl Workload for DeclaredWorkload {
         let mut bytes = Vec::new();
         for (buf, d) in self.buffers.iter().zip(bufs) {
             if buf.role.compared() {
-                let mut got = host_for_download(buf.bytes(), &buf.name).map_err(BackendError)?;
+                let mut got =
+                    host_for_download(buf.bytes(), &buf.name).map_err(BackendError::from)?;
                 b.download_bytes(d, &mut got)?;
                 bytes.extend(got);
             }
@@ -2842,7 +2846,7 @@ buffers.out = { dtype = "f32", len = "n * C", role = "out", shape = ["n", "C"], 
         // refused them; a plain range without the expression still does.
         let unbounded = GATHER.replace("index_into = \"table\"", "range = [0, 63]");
         let e = check_gather(&unbounded).unwrap_err();
-        assert!(e.0.contains("outside the table"), "{e}");
+        assert!(e.message.contains("outside the table"), "{e}");
     }
 
     /// out[r] = sum of vals[rp[r] .. rp[r + 1]]: the rows of a compressed layout, its row
@@ -3086,7 +3090,7 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
             "{GATHER}cases = [{{ shape = {{ n = 2, V = 3, C = 1 }}, inputs = {{ ids = '{}' }} }}]\n",
             ids.display()
         );
-        let text = check_gather(&manifest).unwrap_err().0;
+        let text = check_gather(&manifest).unwrap_err().message;
         assert!(
             text.contains("element 1 holds 9, outside the buffer's domain [0, 2]"),
             "{text}"
@@ -3647,7 +3651,7 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
             std::rc::Rc::new(RowSum),
         )
         .unwrap();
-        let e = w.inputs().unwrap_err().0;
+        let e = w.inputs().unwrap_err().message;
         assert!(
             e.contains("holds 10 elements (shape (2, 5))") && e.contains("15"),
             "{e}"

@@ -116,8 +116,8 @@ impl<B: Backend> Reference for KernelReference<B> {
         let mut bufs = Vec::with_capacity(buffers.len());
         for host in buffers.iter() {
             // Outputs arrive zeroed, inputs set: upload them all as they are.
-            let mut d = b.alloc_bytes(host.len()).map_err(|e| e.0)?;
-            b.upload_bytes(&mut d, host).map_err(|e| e.0)?;
+            let mut d = b.alloc_bytes(host.len()).map_err(|e| e.message)?;
+            b.upload_bytes(&mut d, host).map_err(|e| e.message)?;
             bufs.push(d);
         }
         let sequence: Vec<_> = launches
@@ -147,7 +147,7 @@ impl<B: Backend> Reference for KernelReference<B> {
         });
         for ((host, d), name) in buffers.iter_mut().zip(&bufs).zip(names) {
             if op.spec.buffers[name].role.compared() {
-                b.download_bytes(d, host).map_err(|e| e.0)?;
+                b.download_bytes(d, host).map_err(|e| e.message)?;
             }
         }
         Ok(())

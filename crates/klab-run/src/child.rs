@@ -21,7 +21,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use klab_engine::backend::{BackendError, Fault};
 use klab_engine::check::CheckReport;
+use klab_engine::timing::TimingError;
 
 /// The tag every result line starts with.
 pub const RESULT_TAG: &str = "klab-result: ";
@@ -96,6 +98,30 @@ impl ResultsFile {
     }
 }
 
+/// Whether an error a child stops on is a fault in klab's own checking: a
+/// [`BackendError`] of [`Fault::Klab`] anywhere in its chain (directly, or inside a
+/// `RunError` or `TimingError`, which pass their message through).
+pub fn is_klab_fault(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        let backend = err.downcast_ref::<BackendError>().or_else(|| {
+            match err.downcast_ref::<crate::error::RunError>() {
+                Some(crate::error::RunError::Backend(b)) => Some(b),
+                Some(crate::error::RunError::Timing(TimingError::Backend(b))) => Some(b),
+                _ => err.downcast_ref::<TimingError>().and_then(|t| match t {
+                    TimingError::Backend(b) => Some(b),
+                    _ => None,
+                }),
+            }
+        });
+        if backend.is_some_and(|b| b.fault == Fault::Klab) {
+            return true;
+        }
+        next = err.source();
+    }
+    false
+}
+
 /// How a gate came out for the kernel a child ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -124,8 +150,14 @@ pub enum ChildResult {
     Profile { report: ProfileChild },
     /// A command without a result of its own finished with this exit code.
     Exit { code: u8 },
-    /// The child stopped on an error (bad input, no device, a CUDA failure).
-    Error { message: String },
+    /// The child stopped on an error (bad input, no device, a CUDA failure). `klab_fault`:
+    /// klab's own checking went wrong, so even during a case it is an error, not the kernel's
+    /// failure.
+    Error {
+        message: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        klab_fault: bool,
+    },
     /// Not a result: the case a `klab check` child is about to run (its shape, input and
     /// seed), printed before each, so that a child that dies names what it was doing.
     Case { label: String },
@@ -271,10 +303,13 @@ impl ChildVerdict {
             Some(ChildResult::Bench { detail, .. }) => ChildVerdict::GateFailed {
                 why: detail.clone(),
             },
-            Some(ChildResult::Error { message }) if during.is_some() => ChildVerdict::Crashed {
+            Some(ChildResult::Error {
+                message,
+                klab_fault: false,
+            }) if during.is_some() => ChildVerdict::Crashed {
                 why: running(message.clone()),
             },
-            Some(ChildResult::Error { message }) => ChildVerdict::Error {
+            Some(ChildResult::Error { message, .. }) => ChildVerdict::Error {
                 message: message.clone(),
             },
             // A result without a judgement of its own: the command's exit code is its verdict.
@@ -486,6 +521,7 @@ mod tests {
         // An error while the kernel's code ran is the kernel's; before it, klab's.
         let fault = ChildResult::Error {
             message: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+            klab_fault: false,
         };
         let v = of(
             Some(&fault),
@@ -499,12 +535,46 @@ mod tests {
         assert!(v.is_kernel_failure());
         let v = of(Some(&fault), &ended(Some(1), None), None);
         assert!(!v.is_kernel_failure() && v.exit_code() == 1, "{v:?}");
+        // A fault in klab's own checking during a case is klab's error, not the kernel's
+        // failure (a device checker that disagreed with the CPU oracle once failed the
+        // kernel it was judging).
+        let ours = ChildResult::Error {
+            message: "klab error: the device checker and the CPU oracle disagree".into(),
+            klab_fault: true,
+        };
+        let v = of(Some(&ours), &ended(Some(1), None), Some("n=33: exact"));
+        assert!(!v.is_kernel_failure() && v.exit_code() == 1, "{v:?}");
+        // It reaches the parent as written, and an old line without the field reads as
+        // the kernel's, as it was.
+        assert_eq!(ChildResult::find(&ours.line()), Some(ours));
+        assert_eq!(
+            ChildResult::find(r#"klab-result: {"result":"error","message":"m"}"#),
+            Some(ChildResult::Error {
+                message: "m".into(),
+                klab_fault: false
+            })
+        );
         // No result and a plain exit: a crash inside a case, klab's failure to report outside.
         assert!(of(None, &ended(Some(3), None), Some("n=1: exact")).is_kernel_failure());
         let v = of(None, &ended(Some(101), None), None);
         assert_eq!(v.describe(), "the process exited 101 without a result");
         assert_eq!(v.exit_code(), 1);
         assert_eq!(ChildVerdict::Passed.exit_code(), 0);
+    }
+
+    /// The fault travels inside the error types klab wraps a backend's error in.
+    #[test]
+    fn a_klab_fault_is_found_through_the_errors_that_wrap_it() {
+        use crate::error::RunError;
+        let ours = || BackendError::klab_fault("disagree".into());
+        let run = || BackendError::from("illegal address".to_string());
+        assert!(is_klab_fault(&ours()));
+        assert!(!is_klab_fault(&run()));
+        assert!(is_klab_fault(&RunError::Backend(ours())));
+        assert!(is_klab_fault(&RunError::Timing(TimingError::Backend(
+            ours()
+        ))));
+        assert!(!is_klab_fault(&RunError::Backend(run())));
     }
 
     #[test]

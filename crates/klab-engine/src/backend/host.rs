@@ -229,7 +229,11 @@ impl HostBackend {
             HostImpl::Transpose(f) => {
                 let (out, inp, n) = match args {
                     [HostArg::Buffer(o), HostArg::Buffer(i), HostArg::I32(n)] => (*o, *i, *n),
-                    _ => return Err(BackendError("this host kernel takes (out, in, n)".into())),
+                    _ => {
+                        return Err(BackendError::from(
+                            "this host kernel takes (out, in, n)".to_string(),
+                        ))
+                    }
                 };
                 let input = self.memory[inp].clone();
                 f(&mut self.memory[out], &input, n as u64, index);
@@ -295,7 +299,7 @@ impl Backend for HostBackend {
             mutant,
         )
         .map(Some)
-        .map_err(|e| BackendError(e.to_string()))
+        .map_err(|e| BackendError::from(e.to_string()))
     }
 
     fn device_generate(
@@ -330,7 +334,7 @@ impl Backend for HostBackend {
         let f = *self
             .kernels
             .get(entry)
-            .ok_or_else(|| BackendError(format!("no kernel named {entry}")))?;
+            .ok_or_else(|| BackendError::from(format!("no kernel named {entry}")))?;
         Ok(HostKernel {
             entry: entry.to_string(),
             f,
@@ -388,8 +392,8 @@ impl Backend for HostBackend {
         self.calls.push(Call::Upload(dst.0));
         let words = &mut self.memory[dst.0];
         if src.len().div_ceil(4) != words.len() {
-            return Err(BackendError(
-                "upload length differs from the buffer's".into(),
+            return Err(BackendError::from(
+                "upload length differs from the buffer's".to_string(),
             ));
         }
         for (w, chunk) in words.iter_mut().zip(src.chunks(4)) {
@@ -404,8 +408,8 @@ impl Backend for HostBackend {
         self.calls.push(Call::Download(src.0));
         let words = &self.memory[src.0];
         if dst.len().div_ceil(4) != words.len() {
-            return Err(BackendError(
-                "download length differs from the buffer's".into(),
+            return Err(BackendError::from(
+                "download length differs from the buffer's".to_string(),
             ));
         }
         for (chunk, w) in dst.chunks_mut(4).zip(words) {
@@ -439,7 +443,7 @@ impl Backend for HostBackend {
         self.calls.push(Call::EventStop);
         self.elapsed_ms
             .take()
-            .ok_or_else(|| BackendError("stop event without a start event".into()))
+            .ok_or_else(|| BackendError::from("stop event without a start event".to_string()))
     }
 
     fn capture_graph(
@@ -500,8 +504,8 @@ impl Backend for HostBackend {
         let bytes = elements as usize * size;
         for b in [dst.0, src.0] {
             if bytes.div_ceil(4) != self.memory[b].len() {
-                return Err(BackendError(
-                    "copying elements between buffers of another length".into(),
+                return Err(BackendError::from(
+                    "copying elements between buffers of another length".to_string(),
                 ));
             }
         }
