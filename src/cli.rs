@@ -63,58 +63,19 @@ impl Cli {
     /// command's own default watchdog where `--timeout` is not given).
     pub fn into_command(self) -> Command {
         let mut c = self.command;
-        let d = self.device;
-        let watchdog = |t: &mut u64| {
-            if let Some(given) = self.timeout {
-                *t = given;
-            }
-        };
-        match &mut c {
-            Command::Transpose(a) => {
-                a.device = d;
-                watchdog(&mut a.timeout);
-            }
-            Command::Lab(a) => {
-                a.device = d;
-                watchdog(&mut a.timeout);
-            }
-            Command::Bench(a) => {
-                a.device = d;
-                watchdog(&mut a.timeout);
-            }
-            Command::Triad(a) => {
-                a.device = d;
-                watchdog(&mut a.timeout);
-            }
-            Command::Rounds(a) => {
-                a.device = d;
-                watchdog(&mut a.timeout);
-            }
-            Command::Check(a) => {
-                a.device = d;
-                watchdog(&mut a.timeout);
-            }
-            Command::ReduceLab(a) => {
-                a.device = d;
-                watchdog(&mut a.timeout);
-            }
-            Command::Sanitize(a) => {
-                a.device = d;
-                watchdog(&mut a.timeout);
-            }
-            Command::Audit(a) => {
-                a.device = d;
-                watchdog(&mut a.timeout);
-            }
-            Command::Profile(a) => {
-                a.device = d;
-                watchdog(&mut a.timeout);
-            }
-            Command::Sweep(a) => {
-                a.device = d;
-                watchdog(&mut a.timeout);
-            }
-            Command::Env(a) => a.device = d,
+        let (device, watchdog) = match &mut c {
+            Command::Transpose(a) => (Some(&mut a.device), Some(&mut a.timeout)),
+            Command::Lab(a) => (Some(&mut a.device), Some(&mut a.timeout)),
+            Command::Bench(a) => (Some(&mut a.device), Some(&mut a.timeout)),
+            Command::Triad(a) => (Some(&mut a.device), Some(&mut a.timeout)),
+            Command::Rounds(a) => (Some(&mut a.device), Some(&mut a.timeout)),
+            Command::Check(a) => (Some(&mut a.device), Some(&mut a.timeout)),
+            Command::ReduceLab(a) => (Some(&mut a.device), Some(&mut a.timeout)),
+            Command::Sanitize(a) => (Some(&mut a.device), Some(&mut a.timeout)),
+            Command::Audit(a) => (Some(&mut a.device), Some(&mut a.timeout)),
+            Command::Profile(a) => (Some(&mut a.device), Some(&mut a.timeout)),
+            Command::Sweep(a) => (Some(&mut a.device), Some(&mut a.timeout)),
+            Command::Env(a) => (Some(&mut a.device), None),
             Command::Model(_)
             | Command::Kernels(_)
             | Command::Compare(_)
@@ -122,7 +83,13 @@ impl Cli {
             | Command::Trace(_)
             | Command::Report(_)
             | Command::Init(_)
-            | Command::Child(_) => {}
+            | Command::Child(_) => (None, None),
+        };
+        if let Some(d) = device {
+            *d = self.device;
+        }
+        if let (Some(t), Some(given)) = (watchdog, self.timeout) {
+            *t = given;
         }
         c
     }
@@ -912,5 +879,41 @@ fn parse_samples(s: &str) -> Result<u32, String> {
         Ok(v) if v >= 2 => Ok(v),
         Ok(v) => Err(format!("samples must be at least 2, got {v}")),
         Err(_) => Err(format!("samples must be a whole number, got '{s}'")),
+    }
+}
+
+#[cfg(test)]
+mod global_tests {
+    use super::*;
+
+    fn parsed(argv: &[&str]) -> Command {
+        Cli::try_parse_from(argv).unwrap().into_command()
+    }
+
+    /// `--device` and `--timeout` reach the command's arguments from before or after its
+    /// name; without `--timeout`, each command keeps its own watchdog.
+    #[test]
+    fn the_global_options_reach_every_command_that_takes_them() {
+        let Command::Check(a) = parsed(&["klab", "--timeout", "7", "check", "x", "--device", "3"])
+        else {
+            panic!("not a check")
+        };
+        assert_eq!((a.timeout, a.device), (7, 3));
+        let Command::Check(a) = parsed(&["klab", "check", "x"]) else {
+            panic!("not a check")
+        };
+        assert_eq!((a.timeout, a.device), (600, 0));
+        let Command::Rounds(a) = parsed(&["klab", "rounds", "a", "b"]) else {
+            panic!("not rounds")
+        };
+        assert_eq!(a.timeout, 900);
+        let Command::Audit(a) = parsed(&["klab", "audit", "--timeout", "9"]) else {
+            panic!("not an audit")
+        };
+        assert_eq!(a.timeout, 9);
+        let Command::Audit(a) = parsed(&["klab", "audit"]) else {
+            panic!("not an audit")
+        };
+        assert_eq!(a.timeout, 300);
     }
 }

@@ -141,6 +141,9 @@ struct EmuTeam {
     }
   }
 
+  // The team whose block is running (a barrier is only ever reached inside one).
+  static EmuTeam& active() { return *running; }
+
   // The running fiber gives way at a barrier.
   void yield() {
     Fiber& f = fibers[current];
@@ -256,10 +259,10 @@ inline EmuTeam& emu_team(int threads) {
   return *team;
 }
 
-inline void __syncthreads() { emu_team(blockDim.x * blockDim.y * blockDim.z).yield(); }
+inline void __syncthreads() { EmuTeam::active().yield(); }
 // The number of threads of the block whose `pred` is non-zero, after a barrier.
 inline int __syncthreads_count(int pred) {
-  EmuTeam& team = emu_team(blockDim.x * blockDim.y * blockDim.z);
+  EmuTeam& team = EmuTeam::active();
   team.count_pending += pred != 0;
   team.yield();
   return team.count_result;
