@@ -12,13 +12,14 @@
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use klab_engine::verify::VerifyPolicy;
 use klab_run::child::{ChildResult, ChildVerdict, Ending, ResultsFile};
-use klab_tools::process::{self, Captured, RunOptions};
+use klab_tools::process::{self, Captured, Echo, RunOptions};
+
+use crate::output::Format;
 use serde::{Deserialize, Serialize};
 
 use crate::cli::{
@@ -89,7 +90,7 @@ impl ChildCmd {
         &self,
         policy: VerifyPolicy,
         timeout: Duration,
-        echo: bool,
+        echo: Echo,
     ) -> anyhow::Result<ChildRun> {
         let exe = std::env::current_exe().context("locating the klab binary")?;
         let opts = RunOptions {
@@ -176,15 +177,22 @@ pub fn without_results_file(argv: &[OsString], results: &Path) -> Vec<String> {
     shown
 }
 
-/// Re-run a command in a child under the watchdog, its output shown as it comes, and exit
-/// as its verdict says; what is not a plain exit (a hang, a crash, an error) in one line.
+/// Re-run a command in a child under the watchdog, its output shown as it comes (all of it
+/// on stderr when the report must parse), and hand back the finished child: its exit code is
+/// its verdict's. What is not a plain exit (a hang, a crash, an error) is said in one line.
 pub fn relay(
     cmd: ChildCmd,
     policy: VerifyPolicy,
     timeout_s: u64,
     what: &str,
-) -> anyhow::Result<ExitCode> {
-    let run = cmd.run(policy, Duration::from_secs(timeout_s), true)?;
+    format: Format,
+) -> anyhow::Result<ChildRun> {
+    let echo = if format.is_for_machines() {
+        Echo::ToStderr
+    } else {
+        Echo::AsIs
+    };
+    let run = cmd.run(policy, Duration::from_secs(timeout_s), echo)?;
     match (&run.verdict, &run.result) {
         (ChildVerdict::Hung { .. } | ChildVerdict::Crashed { .. }, _) => {
             eprintln!("{what}: FAIL: {}", run.verdict.describe())
@@ -194,7 +202,7 @@ pub fn relay(
         (ChildVerdict::Error { message }, _) => eprintln!("error: {what}: {message}"),
         _ => {}
     }
-    Ok(ExitCode::from(run.verdict.exit_code()))
+    Ok(run)
 }
 
 /// This process was started by klab (maybe through compute-sanitizer or ncu), so it dies
@@ -388,7 +396,7 @@ mod tests {
         check.kernels = vec![spaced.into(), "transpose/tiled".into()];
         check.sizes = Some("33,1024".into());
         check.quick = true;
-        check.json = true;
+        check.output.format = crate::output::Format::Csv;
         check.device = 3;
         round_trip(ChildCmd::Check(check.clone()));
         check.sizes = None;

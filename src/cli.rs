@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::output::Format;
 use clap::{Args, Parser, Subcommand};
 use klab_core::samples::{Regime, Timer};
 use klab_engine::timing::WarmupPolicy;
@@ -222,6 +223,8 @@ pub struct ProfileArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Clone, PartialEq, Args)]
@@ -295,6 +298,8 @@ pub struct AuditArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// Which half of `klab audit` runs.
@@ -377,6 +382,8 @@ pub struct SanitizeArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
@@ -416,12 +423,11 @@ pub struct CheckArgs {
     /// Only the exact-input case per size (no random inputs, determinism or properties)
     #[arg(long)]
     pub quick: bool,
-    /// Print the report as JSON
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// List the shapes and cases the check would run, run the C or command reference once
     /// on the smallest shape, and stop: no GPU needed
-    #[arg(long, conflicts_with = "json")]
+    #[arg(long, conflicts_with_all = ["json", "format"])]
     pub plan: bool,
     /// The child resumes after this many cases (its predecessor died in the last of them)
     #[arg(long, hide = true, default_value_t = 0)]
@@ -439,6 +445,30 @@ pub struct ReduceLabArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
+}
+
+/// How a command that reports prints its report: one pair of options for every such
+/// command, rendered by the sinks in `output.rs`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Args, Serialize, Deserialize)]
+pub struct OutputArgs {
+    /// How the report is printed: text, one JSON value, or its table as CSV (stdout then
+    /// holds the report alone; everything else goes to stderr)
+    #[arg(long, value_enum, default_value_t, help_heading = "Output")]
+    pub format: Format,
+    /// The same as --format json
+    #[arg(long, conflicts_with = "format", help_heading = "Output")]
+    pub json: bool,
+}
+
+impl OutputArgs {
+    /// The format asked for.
+    pub fn format(&self) -> Format {
+        if self.json {
+            Format::Json
+        } else {
+            self.format
+        }
+    }
 }
 
 /// Options shared by every command that times.
@@ -513,9 +543,8 @@ pub struct ModelArgs {
     /// Shared-memory row strides (in words) for the bank map (comma-separated)
     #[arg(long = "stride", value_delimiter = ',', default_values_t = [32u32, 33, 34])]
     pub strides: Vec<u32>,
-    /// Print JSON instead of text
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Clone, PartialEq, Args)]
@@ -575,6 +604,8 @@ pub struct BenchArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
@@ -645,6 +676,8 @@ pub struct RoundsArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Clone, PartialEq, Args)]
@@ -711,6 +744,8 @@ pub struct SweepArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Clone, PartialEq, Subcommand)]
@@ -720,6 +755,8 @@ pub enum SweepCommand {
     Collect {
         /// The sweep folder
         dir: PathBuf,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Run one group of a planned sweep (what each SLURM array task does)
     #[command(hide = true)]
@@ -743,9 +780,8 @@ pub struct CompareArgs {
     pub baseline: PathBuf,
     /// Candidate receipt (JSON)
     pub candidate: PathBuf,
-    /// Print JSON
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// Bootstrap seed (recorded)
     #[arg(long, default_value_t = 0x6b6c_6162)]
     pub seed: u64,
@@ -837,9 +873,8 @@ pub struct EnvArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
-    /// Print JSON instead of text
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 impl TimingArgs {
@@ -860,9 +895,8 @@ pub struct KernelsArgs {
     /// Also the archive (exploration variants) and the audit's mutants
     #[arg(long)]
     pub all: bool,
-    /// Print JSON
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// A count of at least 1 (clap's own range error would print `u64::MAX` as the bound).

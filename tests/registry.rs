@@ -145,8 +145,8 @@ fn child_spec(work: &str) -> String {
     format!(r#"{{"work":{work},"policy":{{"checker":"device","paranoid":false,"mutant":null}}}}"#)
 }
 
-const PLAN_PADDED: &str = r#"{"check":{"kernels":["padded"],"seed":1,"sizes":null,"shape":[],"timeout":600,"verbose":false,"quick":false,"json":false,"plan":true,"resume_after":0,"device":0}}"#;
-const BENCH_NOPE: &str = r#"{"bench":{"kernel":"nope","n":null,"shape":null,"timing":{"regime":"same-buffer","timer":"per-launch","samples":200,"warmup":{"policy":"count","launches":20}},"rounds":1,"out":null,"claim":null,"timeout":600,"device":0}}"#;
+const PLAN_PADDED: &str = r#"{"check":{"kernels":["padded"],"seed":1,"sizes":null,"shape":[],"timeout":600,"verbose":false,"quick":false,"output":{"format":"human","json":false},"plan":true,"resume_after":0,"device":0}}"#;
+const BENCH_NOPE: &str = r#"{"bench":{"kernel":"nope","n":null,"shape":null,"timing":{"regime":"same-buffer","timer":"per-launch","samples":200,"warmup":{"policy":"count","launches":20}},"rounds":1,"out":null,"claim":null,"timeout":600,"device":0,"output":{"format":"human","json":false}}}"#;
 
 #[test]
 fn a_child_says_its_result_in_the_file_its_parent_named_and_never_on_stdout() {

@@ -660,6 +660,17 @@ fn collect_keeps_real_receipts_and_refuses_a_changed_one() {
     let (out, err) = text(&r);
     assert_eq!(r.status.code(), Some(0), "{out}{err}");
     assert_eq!(out.matches(" passed ").count(), 2, "{out}");
+    // The same table as CSV (sweep.csv's own rows) and as one JSON value (sweep.json's).
+    let r = klab(&["sweep", "collect", so, "--format", "csv"], &[]);
+    let (csv, _) = text(&r);
+    assert_eq!(r.status.code(), Some(0));
+    assert_eq!(csv, std::fs::read_to_string(s.join("sweep.csv")).unwrap());
+    let r = klab(&["sweep", "collect", so, "--json"], &[]);
+    let value: serde_json::Value = serde_json::from_str(&text(&r).0).unwrap();
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(s.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(value["points"], file["points"]);
+    assert_eq!(value["points"].as_array().unwrap().len(), 2);
     let page = std::fs::read_to_string(s.join("report/index.html")).unwrap();
     assert!(page.contains("GPU-96453395"), "the report names the GPU");
     let bw = std::fs::read_to_string(s.join("report/plots/sweep-bandwidth.svg")).unwrap();

@@ -6,7 +6,9 @@
 //! correct variant is rejected by any. A kernel's `known_broken` label is never a kill:
 //! only evidence is.
 
+use crate::output::{self, Report};
 use klab_engine::verify::VerifyPolicy;
+use klab_tools::process::Echo;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -171,6 +173,7 @@ pub fn run(args: AuditArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
         Vec::new()
     };
     let (mut text, mut problems) = matrix(&rows, &tools, &checker_rows);
+    let mut exploits = Vec::new();
     if !exploit_names.is_empty() {
         let kernels = exploit_names
             .iter()
@@ -178,7 +181,7 @@ pub fn run(args: AuditArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
             .collect::<anyhow::Result<Vec<_>>>()?;
         let lanes_dir = dir.join("exploits");
         std::fs::create_dir_all(&lanes_dir)?;
-        let rows = exploit_audit::run(
+        exploits = exploit_audit::run(
             &kernels,
             policy,
             args.device,
@@ -186,13 +189,13 @@ pub fn run(args: AuditArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
             &lanes_dir,
             &mut |l| eprintln!("klab audit: {l}"),
         )?;
-        let (matrix, exploit_problems) = exploit_audit::matrix(&rows);
+        let (matrix, exploit_problems) = exploit_audit::matrix(&exploits);
         text.push('\n');
         text.push_str(&matrix);
         problems.extend(exploit_problems);
         write_atomic(
             &dir.join("exploits.json"),
-            (serde_json::to_string_pretty(&rows)? + "\n").as_bytes(),
+            (serde_json::to_string_pretty(&exploits)? + "\n").as_bytes(),
         )?;
     }
     write_atomic(&dir.join("matrix.txt"), text.as_bytes())?;
@@ -200,11 +203,24 @@ pub fn run(args: AuditArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
         &dir.join("audit.json"),
         (serde_json::to_string_pretty(&rows)? + "\n").as_bytes(),
     )?;
-    print!("{text}");
-    for p in &problems {
-        println!("AUDIT: {p}");
-    }
-    println!("reports: {}", dir.display());
+    let report = AuditReport {
+        kernels: rows,
+        checker_mutants: checker_rows
+            .iter()
+            .map(|(m, caught, detail)| CheckerRow {
+                mutant: m.name().to_string(),
+                exposed_by: m.exposed_by().to_string(),
+                caught: *caught,
+                detail: detail.clone(),
+            })
+            .collect(),
+        exploits,
+        problems,
+        reports: dir.clone(),
+        text,
+    };
+    output::emit(&report, args.output.format())?;
+    let problems = &report.problems;
     Ok(if tool_errors > 0 {
         ExitCode::from(EXIT_ERROR)
     } else if !problems.is_empty() {
@@ -298,7 +314,7 @@ impl Gates<'_> {
         let o = ChildCmd::Check(check::child_args(kernel.spec(), self.device)).run(
             self.policy,
             self.timeout,
-            false,
+            Echo::Off,
         )?;
         write_atomic(
             &self.dir.join(format!("{name}-oracle.txt")),
@@ -362,7 +378,7 @@ impl Gates<'_> {
             let o = ChildCmd::Check(check::child_args(kernel.spec(), self.device)).run(
                 wrong,
                 self.timeout,
-                false,
+                Echo::Off,
             )?;
             write_atomic(
                 &self.dir.join(format!("{}-cross-check.txt", m.name())),
@@ -437,6 +453,82 @@ fn oracle_cell(name: &str, o: &ChildRun) -> anyhow::Result<Cell> {
 
 /// The kill matrix of the mutation audit and the checker mutants, and what is wrong in it
 /// (a mutant that survived, a correct kernel rejected, a checker mutant not caught).
+/// What an audit reports: every kernel's cells, the device checker's mutants, the exploit
+/// lanes and the problems; as text, matrix.txt (written from the same rows) and the
+/// problems.
+#[derive(Serialize)]
+struct AuditReport {
+    kernels: Vec<Row>,
+    checker_mutants: Vec<CheckerRow>,
+    exploits: Vec<exploit_audit::Row>,
+    problems: Vec<String>,
+    reports: std::path::PathBuf,
+    #[serde(skip)]
+    text: String,
+}
+
+#[derive(Serialize)]
+struct CheckerRow {
+    mutant: String,
+    exposed_by: String,
+    caught: bool,
+    detail: String,
+}
+
+impl Report for AuditReport {
+    fn human(&self) -> String {
+        let mut out = self.text.clone();
+        for p in &self.problems {
+            out += &format!("AUDIT: {p}\n");
+        }
+        out + &format!("reports: {}\n", self.reports.display())
+    }
+
+    /// One row per kernel and gate (`kill`, `pass` or `error`), per checker mutant (its
+    /// gate the CPU cross-check) and per exploit lane (`rejected` or `accepted`).
+    fn csv(&self) -> anyhow::Result<String> {
+        let head = ["kernel", "kind", "gate", "verdict", "detail"];
+        let mut rows = vec![head.map(String::from).to_vec()];
+        for r in &self.kernels {
+            let kind = if r.mutant { "mutant" } else { "correct" };
+            for c in &r.cells {
+                rows.push(vec![
+                    r.kernel.clone(),
+                    kind.into(),
+                    c.gate.clone(),
+                    c.verdict.clone(),
+                    c.detail.clone(),
+                ]);
+            }
+        }
+        for m in &self.checker_mutants {
+            rows.push(vec![
+                m.mutant.clone(),
+                "checker-mutant".into(),
+                "cpu-cross-check".into(),
+                if m.caught { "kill" } else { "pass" }.into(),
+                m.detail.clone(),
+            ]);
+        }
+        for r in &self.exploits {
+            let kind = serde_json::to_value(r.role)?
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            for l in &r.lanes {
+                rows.push(vec![
+                    r.kernel.clone(),
+                    kind.clone(),
+                    format!("{}/{}", l.regime, l.timer),
+                    if l.rejected { "rejected" } else { "accepted" }.into(),
+                    l.detail.clone(),
+                ]);
+            }
+        }
+        Ok(klab_core::csv::lines(&rows))
+    }
+}
+
 fn matrix(
     rows: &[Row],
     tools: &[Tool],

@@ -1,6 +1,8 @@
 //! `klab bench <kernel>`: one kernel through the timing engine, with a receipt. The
-//! measurement runs in a child under the watchdog ([`here`]); the child reports its verdict
-//! and receipt as its result.
+//! measurement runs in a child under the watchdog ([`here`]); the child hands its verdict,
+//! its receipt and its [`BenchReport`] to the parent in its result. For a person the child
+//! prints the report (its parent relays it, and a lab's or sweep's log keeps it); a machine
+//! format is printed by the parent from the result.
 
 use std::process::ExitCode;
 
@@ -17,8 +19,9 @@ use klab_run::kernel::Kernel;
 use klab_run::receipt::{workload_info, write_receipt, ReceiptInput};
 use klab_run::session::Session;
 
-use crate::cmd::measure;
 use crate::cmd::Finished;
+use crate::output::{self, Format, Report};
+use klab_run::bench::{BenchBlock, BenchReport};
 
 /// The parent: bad input in one line, then the measurement in a child under the watchdog.
 pub fn run(args: BenchArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
@@ -26,11 +29,24 @@ pub fn run(args: BenchArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     check_args(&args, &kernel)?;
     let what = format!("bench {}", kernel.name());
     let timeout = args.timeout;
+    let format = args.output.format();
     let child = ChildCmd::Bench(BenchArgs {
         kernel: kernel.spec(),
         ..args
     });
-    child::relay(child, policy, timeout, &what)
+    let run = child::relay(child, policy, timeout, &what, format)?;
+    // For a person the child printed its report; a machine format is printed here.
+    if let (
+        true,
+        Some(ChildResult::Bench {
+            report: Some(report),
+            ..
+        }),
+    ) = (format.is_for_machines(), &run.result)
+    {
+        output::emit(report.as_ref(), format)?;
+    }
+    Ok(ExitCode::from(run.verdict.exit_code()))
 }
 
 /// The child: the blocks, the receipt, and the verdict said to the parent.
@@ -61,66 +77,45 @@ pub fn here(args: BenchArgs, policy: VerifyPolicy, results: &Results) -> anyhow:
     let blocks = run_blocks(&mut session, &spec, &mut |l| eprintln!("klab bench: {l}"))?;
     results.say(&ChildResult::CaseDone { label: running });
     let info = workload_info(&kernel, n, args.device)?;
-    println!(
-        "kernel={} n={n} regime={} timer={} samples={} warmup=\"{}\" rounds={}",
+    let mut report = BenchReport::new(
         kernel.name(),
-        spec.config.regime,
-        spec.config.timer,
-        spec.config.samples,
-        spec.config.warmup.describe(),
-        spec.rounds
+        n,
+        &spec.config,
+        spec.rounds,
+        dir.display().to_string(),
     );
-    println!("regime_caveat=\"{}\"", spec.config.regime.caveat());
-    let mut timed = Vec::new();
-    let mut failed = false;
-    let mut why_failed: Option<String> = None;
-    for b in &blocks {
-        match &b.outcome {
-            Outcome::Rejected {
-                before,
-                known_broken,
-            } => {
-                failed = true;
-                why_failed.get_or_insert_with(|| "the correctness gate failed".into());
-                println!(
-                    "round {}: REJECTED before timing: {}{}",
-                    b.round,
-                    before.describe(),
-                    if *known_broken {
-                        " (known-broken kernel: never timed)"
-                    } else {
-                        ""
-                    }
-                );
-            }
-            Outcome::Measured(m) => {
-                println!("round {}: {}", b.round, measure::check_line(m));
-                println!("{}", measure::integrity_line(b.round, m));
-                if let Some(why) = m.gate_failure() {
-                    failed = true;
-                    println!("round {}: timing withheld: {why}", b.round);
-                    why_failed.get_or_insert(why);
-                } else {
-                    println!("{}", measure::block_line(b.round, m, info.useful_bytes));
-                }
-                timed.push((b.round, 0u32, m.as_ref()));
-            }
+    report.blocks = blocks
+        .iter()
+        .map(|b| BenchBlock::of(b, info.useful_bytes))
+        .collect();
+    report.failure = report
+        .blocks
+        .iter()
+        .find_map(|b| match (&b.rejected, &b.withheld) {
+            (Some(_), _) => Some("the correctness gate failed".to_string()),
+            (None, why) => why.clone(),
+        });
+    let for_a_person = !args.output.format().is_for_machines();
+    if let Some(why) = report.failure.clone() {
+        if for_a_person {
+            output::emit(&report, Format::Human)?;
         }
-    }
-    if failed {
-        let why = why_failed.unwrap_or_else(|| "the correctness gate failed".into());
-        println!(
-            "result: gate FAILED: {why}; no receipt written (raw folder: {})",
-            dir.display()
-        );
         let result = ChildResult::Bench {
             kernel: kernel.name(),
             verdict: Verdict::Fail,
             receipt: None,
             detail: why,
+            report: Some(Box::new(report)),
         };
         return Ok(Finished::with(result, false));
     }
+    let timed = blocks
+        .iter()
+        .filter_map(|b| match &b.outcome {
+            Outcome::Measured(m) => Some((b.round, 0u32, m.as_ref())),
+            Outcome::Rejected { .. } => None,
+        })
+        .collect();
     let (path, r) = write_receipt(ReceiptInput {
         dir: &dir,
         spec: &spec,
@@ -132,16 +127,18 @@ pub fn here(args: BenchArgs, policy: VerifyPolicy, results: &Results) -> anyhow:
         receipt_name: "receipt.json".into(),
         samples_name: None,
     })?;
-    println!(
-        "result: median_us={:.3} p10_us={:.3} p90_us={:.3} useful_gb_s={:.1} pct_of_peak={:.1} flagged_blocks={}",
-        r.result.median_us, r.result.p10_us, r.result.p90_us, r.result.useful_gb_s, r.result.pct_of_peak, r.result.flagged_blocks
-    );
-    println!("receipt={}", path.display());
+    let median = r.result.median_us;
+    report.result = Some(r.result);
+    report.receipt = Some(path.display().to_string());
+    if for_a_person {
+        output::emit(&report, Format::Human)?;
+    }
     let result = ChildResult::Bench {
         kernel: kernel.name(),
         verdict: Verdict::Pass,
         receipt: Some(path.display().to_string()),
-        detail: format!("median {:.3} us", r.result.median_us),
+        detail: format!("median {median:.3} us"),
+        report: Some(Box::new(report)),
     };
     Ok(Finished::with(result, true))
 }
@@ -155,4 +152,55 @@ fn check_args(args: &BenchArgs, kernel: &Kernel) -> anyhow::Result<u64> {
         anyhow::bail!("n must be at least 1, got 0");
     }
     Ok(n)
+}
+
+impl Report for BenchReport {
+    fn human(&self) -> String {
+        self.render_text()
+    }
+
+    /// One row per block; the receipt's figures are the blocks' samples pooled.
+    fn csv(&self) -> anyhow::Result<String> {
+        let head = [
+            "kernel",
+            "n",
+            "round",
+            "correct",
+            "p10_us",
+            "median_us",
+            "p90_us",
+            "useful_gb_s",
+            "slots",
+            "warmup",
+            "flags",
+            "rejected",
+            "withheld",
+            "receipt",
+        ];
+        let mut rows = vec![head.map(String::from).to_vec()];
+        let o = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
+        for b in &self.blocks {
+            let t = b.timing.as_ref();
+            rows.push(vec![
+                self.kernel.clone(),
+                self.n.to_string(),
+                b.round.to_string(),
+                b.correct.to_string(),
+                o(t.and_then(|t| t.p10_us)),
+                o(t.and_then(|t| t.median_us)),
+                o(t.and_then(|t| t.p90_us)),
+                o(t.and_then(|t| t.useful_gb_s)),
+                t.map(|t| t.slots.to_string()).unwrap_or_default(),
+                t.map(|t| t.warmup_launches.to_string()).unwrap_or_default(),
+                t.map(|t| t.flags.join("; ")).unwrap_or_default(),
+                b.rejected
+                    .as_ref()
+                    .map(|r| r.check.clone())
+                    .unwrap_or_default(),
+                b.withheld.clone().unwrap_or_default(),
+                self.receipt.clone().unwrap_or_default(),
+            ]);
+        }
+        Ok(klab_core::csv::lines(&rows))
+    }
 }

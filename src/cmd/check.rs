@@ -4,6 +4,7 @@
 //! The child's report comes back as its result, in the results file the parent made.
 
 use klab_engine::verify::VerifyPolicy;
+use klab_tools::process::Echo;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -30,7 +31,7 @@ pub fn child_args(spec: String, device: u32) -> CheckArgs {
         timeout: 60,
         verbose: false,
         quick: false,
-        json: false,
+        output: Default::default(),
         plan: false,
         resume_after: 0,
         device,
@@ -150,13 +151,17 @@ fn check_here(
         report,
         resumed: args.resume_after > 0,
     };
-    output::emit(&summary, Format::json_if(args.json))?;
+    // For a person the child prints its summary (its parent relays it and logs keep it); a
+    // machine format is printed by the parent, once, from the results.
+    if !args.output.format().is_for_machines() {
+        output::emit(&summary, Format::Human)?;
+    }
     let report = summary.report;
     let passed = report.passed();
     Ok(Finished::with(ChildResult::Check { report }, passed))
 }
 
-/// What a check child prints on stdout: its report as JSON, or the summary a person reads.
+/// One child's report as the check prints it: the summary a person reads, or its report.
 #[derive(serde::Serialize)]
 #[serde(transparent)]
 struct Summary {
@@ -184,6 +189,100 @@ impl Report for Summary {
             }
         }
         out
+    }
+}
+
+/// Every kernel's report, printed once as one value in a machine format: one kernel's
+/// report alone (as `--json` has always printed it), several as a list.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Checks {
+    One(Summary),
+    Several(Vec<Summary>),
+}
+
+impl Report for Checks {
+    fn human(&self) -> String {
+        match self {
+            Checks::One(s) => s.human(),
+            Checks::Several(all) => all.iter().map(Summary::human).collect(),
+        }
+    }
+
+    /// One row per case of every kernel.
+    fn csv(&self) -> anyhow::Result<String> {
+        let all = match self {
+            Checks::One(s) => std::slice::from_ref(s),
+            Checks::Several(all) => all.as_slice(),
+        };
+        let head = ["kernel", "case", "n", "pass", "skipped", "detail"];
+        let mut rows = vec![head.map(String::from).to_vec()];
+        for c in all
+            .iter()
+            .flat_map(|s| s.report.cases.iter().map(move |c| (s, c)))
+        {
+            let (s, c) = c;
+            rows.push(vec![
+                s.report.kernel.clone(),
+                c.case.clone(),
+                c.n.to_string(),
+                c.pass.to_string(),
+                c.skipped.to_string(),
+                c.detail.clone(),
+            ]);
+        }
+        Ok(klab_core::csv::lines(&rows))
+    }
+}
+
+/// Where a check's output goes. For a person each child's stdout (its summary) and each line
+/// about a child come as they are known, on stdout; in a machine format stdout holds the
+/// reports alone, printed once at the end from the children's results, and the rest (the
+/// lines, a kernel's own output) goes to stderr.
+struct CheckOutput {
+    format: Format,
+    reports: Vec<Summary>,
+}
+
+impl CheckOutput {
+    fn new(format: Format) -> CheckOutput {
+        CheckOutput {
+            format,
+            reports: Vec::new(),
+        }
+    }
+
+    /// A line about a kernel's children (a death, an error, a verdict after deaths).
+    fn line(&self, line: &str) {
+        self.text(&format!("{line}\n"));
+    }
+
+    /// Text as it is: a child's own stdout, or a line.
+    fn text(&self, text: &str) {
+        if self.format.is_for_machines() {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
+        }
+    }
+
+    /// A child's report: for a person the child printed it already (with its stdout).
+    fn report(&mut self, summary: Summary) {
+        if self.format.is_for_machines() {
+            self.reports.push(summary);
+        }
+    }
+
+    fn finish(mut self) -> anyhow::Result<()> {
+        if !self.format.is_for_machines() {
+            return Ok(());
+        }
+        let checks = if self.reports.len() == 1 {
+            Checks::One(self.reports.remove(0))
+        } else {
+            Checks::Several(self.reports)
+        };
+        output::emit(&checks, self.format)
     }
 }
 
@@ -239,6 +338,7 @@ fn check_in_children(
     args: &CheckArgs,
     policy: VerifyPolicy,
     timeout: Duration,
+    out: &mut CheckOutput,
 ) -> anyhow::Result<Checked> {
     let mut passed = true;
     let mut resume_after = 0;
@@ -249,34 +349,42 @@ fn check_in_children(
             resume_after,
             ..args.clone()
         });
-        let o = cmd.run(policy, timeout, false)?;
-        print!("{}", o.stdout);
+        let o = cmd.run(policy, timeout, Echo::Off)?;
+        out.text(&o.stdout);
         eprint!("{}", o.stderr);
         if let (
             Some(ChildResult::Check { report }),
             ChildVerdict::Passed | ChildVerdict::GateFailed { .. },
         ) = (&o.result, &o.verdict)
         {
-            if deaths > 0 {
-                println!(
-                    "check {}: verdict: {}",
-                    kernel.name(),
-                    verdict_after_deaths(
-                        kernel.decl.known_broken.as_deref(),
-                        deaths,
-                        failed_before,
-                        report
-                    )
-                );
+            let checked = Checked::new(passed && report.passed());
+            let after_deaths = (deaths > 0).then(|| {
+                verdict_after_deaths(
+                    kernel.decl.known_broken.as_deref(),
+                    deaths,
+                    failed_before,
+                    report,
+                )
+            });
+            out.report(Summary {
+                report: report.clone(),
+                resumed: deaths > 0,
+            });
+            if let Some(v) = after_deaths {
+                out.line(&format!("check {}: verdict: {v}", kernel.name()));
             }
-            return Ok(Checked::new(passed && report.passed()));
+            return Ok(checked);
         }
         if let ChildVerdict::Error { message } = &o.verdict {
             // Before any case ran, or klab's own checking failed: no verdict on the kernel.
-            println!("check {}: ERROR: {message}", kernel.name());
+            out.line(&format!("check {}: ERROR: {message}", kernel.name()));
             return Ok(Checked::Error);
         }
-        println!("check {}: FAIL: {}", kernel.name(), o.verdict.describe());
+        out.line(&format!(
+            "check {}: FAIL: {}",
+            kernel.name(),
+            o.verdict.describe()
+        ));
         passed = false;
         failed_before += ChildResult::cases_failed(&o.said);
         let started = ChildResult::cases_started(&o.said);
@@ -284,10 +392,10 @@ fn check_in_children(
             break;
         }
         if deaths + 1 >= MAX_FAULTS {
-            println!(
+            out.line(&format!(
                 "check {}: {MAX_FAULTS} processes died; the cases after the last are not run",
                 kernel.name()
-            );
+            ));
             break;
         }
         eprintln!(
@@ -344,7 +452,7 @@ fn check_in_the_parent(args: CheckArgs, policy: VerifyPolicy) -> anyhow::Result<
                 eprintln!("klab check: {}: {line}", k.name());
             }
         }
-        let o = cmd.run(policy, Duration::from_secs(args.timeout), false)?;
+        let o = cmd.run(policy, Duration::from_secs(args.timeout), Echo::Off)?;
         if args.plan {
             print!("{}", o.stdout);
         }
@@ -368,10 +476,12 @@ fn check_in_the_parent(args: CheckArgs, policy: VerifyPolicy) -> anyhow::Result<
     // A device must exist before children are blamed for anything.
     klab_cuda::device::Device::check(args.device)?;
     let timeout = Duration::from_secs(args.timeout);
+    let mut out = CheckOutput::new(args.output.format());
     let mut outcomes = Vec::new();
     for k in &kernels {
-        outcomes.push(check_in_children(k, &args, policy, timeout)?);
+        outcomes.push(check_in_children(k, &args, policy, timeout, &mut out)?);
     }
+    out.finish()?;
     // An error outranks a failure, as in every command: some kernel has no verdict.
     Ok(if outcomes.contains(&Checked::Error) {
         ExitCode::from(EXIT_ERROR)

@@ -7,7 +7,7 @@ use klab_core::stats::BootstrapConfig;
 use klab_evidence::compare;
 
 use crate::cli::CompareArgs;
-use crate::output::{self, Format};
+use crate::output;
 
 pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let cfg = BootstrapConfig {
@@ -15,6 +15,6 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
         ..BootstrapConfig::default()
     };
     let c = compare::compare(&args.baseline, &args.candidate, &cfg)?;
-    output::emit(&c, Format::json_if(args.json))?;
+    output::emit(&c, args.output.format())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -10,7 +10,7 @@ use klab_cuda::device::Device;
 use klab_cuda::{nvrtc, probe};
 
 use crate::cli::EnvArgs;
-use crate::output::{self, Format, Report};
+use crate::output::{self, Report};
 
 /// What `klab env` reports (fields in the order its JSON has always had them).
 #[derive(Serialize)]
@@ -68,7 +68,7 @@ pub fn run(args: EnvArgs) -> anyhow::Result<ExitCode> {
         facts: device.as_ref().ok().map(|d| d.facts().clone()),
         device_error: device.as_ref().err().map(|e| e.to_string()),
     };
-    output::emit(&report, Format::json_if(args.json))?;
+    output::emit(&report, args.output.format())?;
     match device {
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(e) => Err(e.into()),

@@ -7,7 +7,7 @@ use klab_spec::registry::{self, Visibility};
 use serde::Serialize;
 
 use crate::cli::KernelsArgs;
-use crate::output::{self, Format, Report};
+use crate::output::{self, Report};
 
 /// One kernel as `klab kernels` lists it (fields in the order its JSON has always had them).
 #[derive(Serialize)]
@@ -94,6 +94,6 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<ExitCode> {
         namespaces,
         all: args.all,
     };
-    output::emit(&listing, Format::json_if(args.json))?;
+    output::emit(&listing, args.output.format())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -3,6 +3,7 @@
 //! and prints what it reports.
 
 use klab_engine::verify::VerifyPolicy;
+use klab_tools::process::Echo;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -68,6 +69,7 @@ impl Children {
                 samples,
                 out,
             } => ChildCmd::Bench(BenchArgs {
+                output: Default::default(),
                 kernel,
                 n,
                 shape: None,
@@ -89,6 +91,7 @@ impl Children {
                 samples,
                 out,
             } => ChildCmd::Rounds(RoundsArgs {
+                output: Default::default(),
                 kernels,
                 baseline: Some(baseline),
                 n: Some(n),
@@ -109,6 +112,7 @@ impl Children {
                 sanitizer,
                 out,
             } => ChildCmd::Sanitize(SanitizeArgs {
+                output: Default::default(),
                 kernels,
                 import: None,
                 tool: None,
@@ -141,7 +145,7 @@ impl Launcher for Children {
     fn run(&mut self, child: &Child, timeout_s: u64) -> Result<ChildOutcome, LabError> {
         let cmd = self.command(child);
         let run: ChildRun = cmd
-            .run(self.policy, Duration::from_secs(timeout_s), false)
+            .run(self.policy, Duration::from_secs(timeout_s), Echo::Off)
             .map_err(|e| LabError::Launch {
                 what: format!("{child:?}"),
                 why: crate::error_text(&e),

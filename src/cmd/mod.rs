@@ -10,7 +10,6 @@ mod gpu;
 mod init;
 mod kernels;
 mod lab;
-mod measure;
 mod model;
 mod profile;
 mod receipt;

@@ -7,7 +7,7 @@ use klab_core::device::CUDA_MAX_THREADS_PER_BLOCK;
 use klab_model::{ModelParams, ModelReport};
 
 use crate::cli::ModelArgs;
-use crate::output::{self, Format};
+use crate::output;
 use crate::EXIT_GATE_FAILED;
 
 pub fn run(args: ModelArgs) -> anyhow::Result<ExitCode> {
@@ -35,7 +35,7 @@ pub fn run(args: ModelArgs) -> anyhow::Result<ExitCode> {
         strides: args.strides,
     };
     let report = ModelReport::build(params)?;
-    output::emit(&report, Format::json_if(args.json))?;
+    output::emit(&report, args.output.format())?;
     Ok(if report.coverage_ok() {
         ExitCode::SUCCESS
     } else {

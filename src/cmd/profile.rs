@@ -14,6 +14,7 @@
 //! predictions only for a launch of a `--kernel` whose grid and block are the ones klab
 //! would launch at `--n`.
 
+use crate::output::{self, Report};
 use klab_engine::verify::VerifyPolicy;
 use std::path::Path;
 use std::process::ExitCode;
@@ -139,12 +140,6 @@ fn profile_in_children(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Resul
                     if device.is_none() {
                         device = on;
                     }
-                    println!(
-                        "== {} ({}) ==\n{}",
-                        p.kernel,
-                        p.size_label(),
-                        p.bound.render()
-                    );
                     profiles.push(p);
                 }
                 Ok(None) => gate_failed = true,
@@ -171,10 +166,11 @@ fn profile_in_children(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Resul
         rejected,
     };
     write_outputs(&dir, &record)?;
-    if !record.kernels.is_empty() {
-        println!("{}", bound::render_table(&record.kernels));
-    }
-    println!("profile: {}", dir.display());
+    let report = Profiled {
+        record,
+        folder: dir.clone(),
+    };
+    output::emit(&report, args.output.format())?;
     Ok(if tool_failed {
         ExitCode::from(EXIT_ERROR)
     } else if gate_failed {
@@ -182,6 +178,74 @@ fn profile_in_children(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Resul
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A profile run's report: its record (as profile.json holds it) and its folder.
+#[derive(serde::Serialize)]
+struct Profiled {
+    #[serde(flatten)]
+    record: ProfileRecord,
+    folder: std::path::PathBuf,
+}
+
+/// Each profile as a block (its bound statement), then the table of counters.
+fn render_profiles(kernels: &[KernelProfile]) -> String {
+    let mut out = String::new();
+    for p in kernels {
+        out += &format!(
+            "== {} ({}) ==\n{}\n",
+            p.kernel,
+            p.size_label(),
+            p.bound.render()
+        );
+    }
+    out
+}
+
+impl Report for Profiled {
+    /// A kernel that hung first (its line once came as it was killed), then the profiles.
+    fn human(&self) -> String {
+        let mut out = String::new();
+        for r in self.record.rejected.iter().filter(|r| r.hung) {
+            out += &format!("profile {}: FAIL: {}\n", r.kernel, r.reason);
+        }
+        out += &render_profiles(&self.record.kernels);
+        if !self.record.kernels.is_empty() {
+            out += &bound::render_table(&self.record.kernels);
+            out.push('\n');
+        }
+        out + &format!("profile: {}\n", self.folder.display())
+    }
+
+    /// The counters against the model, as profile.csv holds them.
+    fn csv(&self) -> anyhow::Result<String> {
+        Ok(bound::table_csv(&self.record.kernels))
+    }
+}
+
+/// Profiles read from someone's ncu export.
+#[derive(serde::Serialize)]
+struct ImportedProfiles {
+    file: String,
+    format: String,
+    launches: usize,
+    kernels: Vec<KernelProfile>,
+}
+
+impl Report for ImportedProfiles {
+    fn human(&self) -> String {
+        let plural = if self.launches == 1 { "" } else { "es" };
+        let mut out = format!(
+            "{}: {}, {} profiled launch{plural}\n",
+            self.file, self.format, self.launches
+        );
+        out += &render_profiles(&self.kernels);
+        out + &bound::render_table(&self.kernels)
+    }
+
+    fn csv(&self) -> anyhow::Result<String> {
+        Ok(bound::table_csv(&self.kernels))
+    }
 }
 
 /// klab profile selects one launch by its entry name, which a library routine does not
@@ -323,15 +387,14 @@ fn capture_one(
         match profiled_launch(&out, &said, skip, args.timeout, &log_rel)? {
             Launch::Profiled(child, measured_failures) => (child, measured_failures),
             Launch::Rejected { reason, hung } => {
-                if hung {
-                    println!("profile {name}: FAIL: {reason}");
-                } else {
+                if !hung {
                     eprintln!("klab profile: {name}: {reason}");
                 }
                 rejected.push(RejectedKernel {
                     kernel: name,
                     reason,
                     log: log_rel,
+                    hung,
                 });
                 return Ok(None);
             }
@@ -719,25 +782,13 @@ fn import_file(args: &ProfileArgs, path: &Path) -> anyhow::Result<ExitCode> {
         });
     }
     // Printed once every launch was read: a refusal leaves no half-printed profile.
-    println!(
-        "{file}: {}, {} profiled launch{}",
-        imported.format.describe(),
-        imported.kernels.len(),
-        if imported.kernels.len() == 1 {
-            ""
-        } else {
-            "es"
-        }
-    );
-    for p in &profiles {
-        println!(
-            "== {} ({}) ==\n{}",
-            p.kernel,
-            p.size_label(),
-            p.bound.render()
-        );
-    }
-    print!("{}", bound::render_table(&profiles));
+    let report = ImportedProfiles {
+        file: file.clone(),
+        format: imported.format.describe(),
+        launches: imported.kernels.len(),
+        kernels: profiles,
+    };
+    output::emit(&report, args.output.format())?;
     Ok(ExitCode::SUCCESS)
 }
 

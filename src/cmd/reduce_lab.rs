@@ -12,6 +12,7 @@ use klab_spec::ops::reduce::{self, SuiteReport};
 
 use crate::child::{self, ChildCmd};
 use crate::cli::ReduceLabArgs;
+use crate::output::Format;
 use crate::EXIT_GATE_FAILED;
 use klab_run::kernel::Kernel;
 use klab_run::session::Session;
@@ -36,7 +37,14 @@ fn find<'a>(r: &'a SuiteReport, name_part: &str, n: u64) -> Option<&'a reduce::T
 /// The parent: the suites in a child under the watchdog.
 pub fn run(args: ReduceLabArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     let timeout = args.timeout;
-    child::relay(ChildCmd::ReduceLab(args), policy, timeout, "reduce-lab")
+    let run = child::relay(
+        ChildCmd::ReduceLab(args),
+        policy,
+        timeout,
+        "reduce-lab",
+        Format::Human,
+    )?;
+    Ok(ExitCode::from(run.verdict.exit_code()))
 }
 
 /// The child: both suites on both launch variants, and the lab's claims.

@@ -3,7 +3,9 @@
 //! separate `klab bench` process; every block's row is kept; per-kernel receipts collect
 //! the blocks; ratios against the baseline are taken per round with a bootstrap interval.
 
+use crate::output::{self, Report};
 use klab_engine::verify::VerifyPolicy;
+use klab_tools::process::Echo;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -236,13 +238,39 @@ pub fn run(args: RoundsArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
         &dir.join("summary.json"),
         (serde_json::to_string_pretty(&json)? + "\n").as_bytes(),
     )?;
-    print!("{text}");
-    println!("artifacts: {}", dir.display());
+    let report = RoundsReport {
+        summary: json,
+        artifacts: dir.clone(),
+        text,
+    };
+    output::emit(&report, args.output.format())?;
     Ok(if rows.iter().any(|r| !r.correct) {
         ExitCode::from(EXIT_GATE_FAILED)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// What rounds report: the summary (as summary.json holds it) and the folder; as text,
+/// summary.txt, which the analysis wrote from the same rows.
+#[derive(serde::Serialize)]
+struct RoundsReport {
+    #[serde(flatten)]
+    summary: RoundsSummary,
+    artifacts: std::path::PathBuf,
+    #[serde(skip)]
+    text: String,
+}
+
+impl Report for RoundsReport {
+    fn human(&self) -> String {
+        format!("{}artifacts: {}\n", self.text, self.artifacts.display())
+    }
+
+    /// One row per kernel: its rate and its ratio to the baseline.
+    fn csv(&self) -> anyhow::Result<String> {
+        Ok(klab_evidence::schema::rounds_result_csv(&self.summary))
+    }
 }
 
 /// What the rounds are of: the kernels, the baseline among them, the size and each
@@ -433,6 +461,7 @@ fn run_block(
     // The child gets the kernel's full reference, so a user manifest's kernel is measured,
     // never a built-in of the same name.
     let cmd = ChildCmd::Bench(BenchArgs {
+        output: Default::default(),
         kernel: kernel.spec(),
         // An operation with several size variables is timed at its bench shape.
         n: (args.shape.is_none() && kernel.size_variable().is_some()).then_some(plan.n),
@@ -445,7 +474,7 @@ fn run_block(
         device: args.device,
     });
     let started = std::time::Instant::now();
-    let out = cmd.run(policy, Duration::from_secs(args.timeout), false)?;
+    let out = cmd.run(policy, Duration::from_secs(args.timeout), Echo::Off)?;
     let wall_s = started.elapsed().as_secs_f64();
     blocks.wall_total += wall_s;
     blocks.log.push_str(&format!(

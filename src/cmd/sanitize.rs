@@ -7,6 +7,7 @@
 //! `klab sanitize --import REPORT --tool T` skips the run and gives a saved report to the
 //! same parser and describe line ([`sanitizer::import`]).
 
+use crate::output::{self, Format, Report};
 use klab_engine::verify::VerifyPolicy;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -94,19 +95,126 @@ pub(crate) fn sanitize_target(kernel: &Kernel, device: u32) -> (CheckArgs, Vec<u
     )
 }
 
+/// What a sanitize run reports: each kernel's runs (as sanitize.json holds them) and its
+/// verdict, and the folder.
+#[derive(serde::Serialize)]
+struct SanitizeReport {
+    kernels: Vec<SanitizedKernel>,
+    /// The watchdog a hung run was killed by.
+    watchdog_s: u64,
+    reports: PathBuf,
+}
+
+impl Report for SanitizeReport {
+    fn human(&self) -> String {
+        let mut out = String::new();
+        for k in &self.kernels {
+            for r in &k.runs {
+                let said = if r.timed_out {
+                    format!(
+                        "FAIL: hung: killed by the watchdog after {} s",
+                        self.watchdog_s
+                    )
+                } else {
+                    r.report.describe()
+                };
+                out += &format!("{} {}: {said}\n", k.kernel, r.tool.as_str());
+            }
+            out += &format!("{}: {}\n", k.kernel, k.verdict);
+        }
+        out + &format!("reports: {}\n", self.reports.display())
+    }
+
+    /// One row per kernel and tool, with the kernel's verdict.
+    fn csv(&self) -> anyhow::Result<String> {
+        let head = [
+            "kernel", "tool", "outcome", "errors", "warnings", "hung", "verdict",
+        ];
+        let mut rows = vec![head.map(String::from).to_vec()];
+        let n = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
+        for k in &self.kernels {
+            for r in &k.runs {
+                rows.push(vec![
+                    k.kernel.clone(),
+                    r.tool.as_str().to_string(),
+                    r.report.outcome.to_string(),
+                    n(r.report.error_summary),
+                    n(r.report.warnings),
+                    r.timed_out.to_string(),
+                    k.verdict.clone(),
+                ]);
+            }
+        }
+        Ok(klab_core::csv::lines(&rows))
+    }
+}
+
+/// A sanitizer report read back from a file: the same parser and line as a run's.
+#[derive(serde::Serialize)]
+struct Imported {
+    file: PathBuf,
+    report: sanitizer::Report,
+}
+
+impl Report for Imported {
+    fn human(&self) -> String {
+        format!("{}: {}\n", self.file.display(), self.report.describe())
+    }
+
+    /// One row per finding (a clean report: one row without one), with the outcome.
+    fn csv(&self) -> anyhow::Result<String> {
+        let head = [
+            "file", "tool", "outcome", "kind", "severity", "hazard", "kernel", "location", "count",
+        ];
+        let mut rows = vec![head.map(String::from).to_vec()];
+        let r = &self.report;
+        let common = [
+            self.file.display().to_string(),
+            r.tool.as_str().to_string(),
+            r.outcome.to_string(),
+        ];
+        let opt = |v: Option<String>| v.unwrap_or_default();
+        for f in &r.findings {
+            let mut row = common.to_vec();
+            row.extend([
+                f.kind.to_string(),
+                f.severity.to_string(),
+                opt(f.hazard.map(|h| h.to_string())),
+                opt(f.kernel.clone()),
+                opt(f.location.clone()),
+                f.count.to_string(),
+            ]);
+            rows.push(row);
+        }
+        if r.findings.is_empty() {
+            let mut row = common.to_vec();
+            row.resize(head.len(), String::new());
+            rows.push(row);
+        }
+        Ok(klab_core::csv::lines(&rows))
+    }
+}
+
 /// `--import REPORT --tool T`: the same parser and describe line as a run; exit 0 clean,
 /// 2 findings or a failed application, 1 a file that cannot be read, a report of a tool
 /// that could not run (as a run's exit says), or a report that says another tool wrote it.
-fn import(path: &Path, tool: Tool) -> anyhow::Result<ExitCode> {
+fn import(path: &Path, tool: Tool, format: Format) -> anyhow::Result<ExitCode> {
     let report = sanitizer::import(tool, path)?;
-    println!("{}: {}", path.display(), report.describe());
-    Ok(match report.outcome {
+    let code = match report.outcome {
         Outcome::Clean => ExitCode::SUCCESS,
         Outcome::ToolFailed { .. } => ExitCode::from(EXIT_ERROR),
         Outcome::FoundErrors | Outcome::ApplicationFailed { .. } => {
             ExitCode::from(EXIT_GATE_FAILED)
         }
-    })
+    };
+    output::emit(
+        &Imported {
+            file: path.to_path_buf(),
+            report,
+        },
+        format,
+    )?;
+    Ok(code)
 }
 
 /// The argument vector of the check a sanitizer runs: its outputs are judged on the CPU, so
@@ -120,7 +228,7 @@ pub fn sanitized_check(args: CheckArgs) -> Vec<std::ffi::OsString> {
 
 pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
     if let (Some(path), Some(tool)) = (&args.import, args.tool) {
-        return import(path, tool.into());
+        return import(path, tool.into(), args.output.format());
     }
     let kernels = Kernel::parse_all(&args.kernels, klab_spec::registry::Scope::Default)?;
     let tools: Vec<Tool> = args.tools.0.clone();
@@ -139,35 +247,17 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
     let mut all = Vec::new();
     let (mut failed, mut tool_broke) = (false, false);
     for (k, (_, sizes, at)) in kernels.iter().zip(targets) {
-        let mut runs = Vec::new();
-        let mut hung = false;
-        for _ in &tools {
-            let rec = records.next().expect("one record per kernel and tool")?;
-            if rec.timed_out {
-                // The kernel hung under the tool: that kernel's failure, not the tool's.
-                println!(
-                    "{} {}: FAIL: hung: killed by the watchdog after {} s",
-                    k.name(),
-                    rec.tool.as_str(),
-                    args.timeout
-                );
-                hung = true;
-            } else {
-                println!(
-                    "{} {}: {}",
-                    k.name(),
-                    rec.tool.as_str(),
-                    rec.report.describe()
-                );
-                if let Outcome::ToolFailed { .. } = rec.report.outcome {
-                    tool_broke = true;
-                }
-            }
-            runs.push(rec);
-        }
+        let runs = tools
+            .iter()
+            .map(|_| records.next().expect("one record per kernel and tool"))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        // A kernel that hung under a tool: that kernel's failure, not the tool's.
+        let hung = runs.iter().any(|r| r.timed_out);
+        tool_broke |= runs
+            .iter()
+            .any(|r| !r.timed_out && matches!(r.report.outcome, Outcome::ToolFailed { .. }));
         let (verdict, rejected) = verdict_of(k, &runs, hung, &tools, &at);
         failed |= rejected;
-        println!("{}: {verdict}", k.name());
         all.push(SanitizedKernel {
             kernel: k.name(),
             known_broken: k.decl.known_broken.clone(),
@@ -180,7 +270,12 @@ pub fn run(args: SanitizeArgs) -> anyhow::Result<ExitCode> {
         &dir.join("sanitize.json"),
         (serde_json::to_string_pretty(&all)? + "\n").as_bytes(),
     )?;
-    println!("reports: {}", dir.display());
+    let report = SanitizeReport {
+        kernels: all,
+        watchdog_s: args.timeout,
+        reports: dir.clone(),
+    };
+    output::emit(&report, args.output.format())?;
     Ok(if tool_broke {
         ExitCode::from(EXIT_ERROR)
     } else if failed {

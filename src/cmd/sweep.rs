@@ -9,6 +9,7 @@
 //! every receipt as `klab compare` does, and writes the table and the report.
 
 use klab_engine::verify::VerifyPolicy;
+use klab_tools::process::Echo;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -27,14 +28,14 @@ use klab_engine::general::ShapeArg;
 
 use crate::child::{ChildCmd, ChildRun};
 use crate::cli::{BenchArgs, RoundsArgs, SweepArgs, SweepCommand, TimingArgs};
+use crate::output::{self, Format, Report};
 use klab_run::folder::output_dir;
 use klab_run::kernel::Kernel;
 
 pub fn run(args: SweepArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     match &args.command {
-        Some(SweepCommand::Collect { dir }) => {
-            let table = collect(dir)?;
-            return Ok(ExitCode::from(table.exit_code()));
+        Some(SweepCommand::Collect { dir, output }) => {
+            return collect_and_report(dir, output.format());
         }
         Some(SweepCommand::Task { dir, group }) => return task(dir, *group, args.device, policy),
         None => {}
@@ -74,8 +75,45 @@ pub fn run(args: SweepArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
         });
     });
     bar.finish_and_clear();
-    let table = collect(&dir)?;
-    Ok(ExitCode::from(table.exit_code()))
+    collect_and_report(&dir, args.output.format())
+}
+
+/// What a sweep reports: its table (as sweep.json holds it) and where its files are.
+#[derive(serde::Serialize)]
+struct SweepReport {
+    #[serde(flatten)]
+    table: SweepTable,
+    table_csv: std::path::PathBuf,
+    report: std::path::PathBuf,
+}
+
+impl Report for SweepReport {
+    fn human(&self) -> String {
+        format!(
+            "{}table: {}\nreport: {}\n",
+            render_text(&self.table),
+            self.table_csv.display(),
+            self.report.display()
+        )
+    }
+
+    /// The points, as sweep.csv holds them.
+    fn csv(&self) -> anyhow::Result<String> {
+        Ok(sweep::points_csv(&self.table.points))
+    }
+}
+
+/// [`collect`], then the table printed in `format`; the exit code is the table's.
+fn collect_and_report(dir: &Path, format: Format) -> anyhow::Result<ExitCode> {
+    let table = collect(dir)?;
+    let code = table.exit_code();
+    let report = SweepReport {
+        table,
+        table_csv: dir.join("sweep.csv"),
+        report: dir.join(klab_report::REPORT_DIR).join("index.html"),
+    };
+    output::emit(&report, format)?;
+    Ok(ExitCode::from(code))
 }
 
 /// The plan from the command line or the sweep file, every kernel resolved now.
@@ -406,8 +444,11 @@ impl GroupRun<'_> {
                 None => c.shape = vec![ShapeArg(self.g.shape.clone())],
             }
             c.timeout = self.plan.timeout_s;
-            let run =
-                ChildCmd::Check(c).run(self.policy, self.timeout + Duration::from_secs(60), false);
+            let run = ChildCmd::Check(c).run(
+                self.policy,
+                self.timeout + Duration::from_secs(60),
+                Echo::Off,
+            );
             let (status, detail) = match run {
                 Err(e) => (PointStatus::Error, format!("{e:#}")),
                 Ok(r) => {
@@ -448,6 +489,7 @@ impl GroupRun<'_> {
             .unwrap_or_else(|| names[0].clone());
         let blocks = u64::from(plan.rounds) * passed.len() as u64 * 2;
         let cmd = ChildCmd::Rounds(RoundsArgs {
+            output: Default::default(),
             kernels: passed.iter().map(|(_, k)| k.spec()).collect(),
             baseline: Some(baseline),
             n: g.one_size(),
@@ -460,7 +502,7 @@ impl GroupRun<'_> {
             device: self.device,
         });
         let t0 = now_unix();
-        let run = cmd.run(self.policy, self.timeout * (blocks as u32 + 1), false);
+        let run = cmd.run(self.policy, self.timeout * (blocks as u32 + 1), Echo::Off);
         let t1 = now_unix();
         let rel = &at.rel;
         let (failed_as, why) = match &run {
@@ -521,6 +563,7 @@ impl GroupRun<'_> {
             let stem = klab_core::artifact::safe_stem(&k.name());
             let bdir = at.dir.join("bench").join(&stem);
             let cmd = ChildCmd::Bench(BenchArgs {
+                output: Default::default(),
                 kernel: k.spec(),
                 n: g.one_size(),
                 shape: shape_arg(g),
@@ -532,7 +575,7 @@ impl GroupRun<'_> {
                 device: self.device,
             });
             let t0 = now_unix();
-            let run = cmd.run(self.policy, self.timeout, false);
+            let run = cmd.run(self.policy, self.timeout, Echo::Off);
             let t1 = now_unix();
             let mut uuid = None;
             match run {
@@ -692,7 +735,7 @@ fn slurm(args: &SweepArgs, plan: &SweepPlan, dir: &Path) -> anyhow::Result<ExitC
 }
 
 /// Merge the task records of `dir` into sweep.json, sweep.csv and the report; every
-/// receipt is re-checked first. Prints the table.
+/// receipt is re-checked first.
 pub fn collect(dir: &Path) -> anyhow::Result<SweepTable> {
     let plan = SweepPlan::load(dir)?;
     let mut points = Vec::new();
@@ -782,14 +825,6 @@ pub fn collect(dir: &Path) -> anyhow::Result<SweepTable> {
     )?;
     let report = klab_report::sweep::render(&table);
     klab_report::write_into(&dir.join(klab_report::REPORT_DIR), &report)?;
-    print!("{}", render_text(&table));
-    println!("table: {}", dir.join("sweep.csv").display());
-    println!(
-        "report: {}",
-        dir.join(klab_report::REPORT_DIR)
-            .join("index.html")
-            .display()
-    );
     Ok(table)
 }
 

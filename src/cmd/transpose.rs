@@ -18,6 +18,7 @@ use klab_spec::Variant;
 use crate::child::{self, ChildCmd};
 use crate::cli::TransposeArgs;
 use crate::cmd::gpu;
+use crate::output::Format;
 use crate::EXIT_GATE_FAILED;
 
 /// Variants selected by the first argument.
@@ -66,7 +67,14 @@ pub fn run(args: TransposeArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode
     parse_n(&args.n)?;
     parse_reps(&args.reps)?;
     let (timeout, what) = (args.timeout, format!("transpose {}", args.variant));
-    child::relay(ChildCmd::Transpose(args), policy, timeout, &what)
+    let run = child::relay(
+        ChildCmd::Transpose(args),
+        policy,
+        timeout,
+        &what,
+        Format::Human,
+    )?;
+    Ok(ExitCode::from(run.verdict.exit_code()))
 }
 
 /// The child: validate, time and report the variants.

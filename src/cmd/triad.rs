@@ -15,13 +15,14 @@ use klab_spec::ops::triad;
 
 use crate::child::{self, ChildCmd};
 use crate::cli::TriadArgs;
+use crate::output::Format;
 use klab_run::blocks::{run_blocks, BenchSpec};
 use klab_run::kernel::Kernel;
 use klab_run::receipt::{write_receipt, ReceiptInput};
 use klab_run::session::Session;
 
-use crate::cmd::measure;
 use crate::EXIT_GATE_FAILED;
+use klab_run::bench;
 
 const USAGE: &str =
     "usage: klab triad [--check|--buggy|--profile|--bench-hot|--bench-rotate] [samples.csv]";
@@ -56,7 +57,8 @@ fn mode_and_regime(args: &TriadArgs) -> anyhow::Result<(&str, Option<Regime>)> {
 pub fn run(args: TriadArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     let (mode, _) = mode_and_regime(&args)?;
     let (timeout, what) = (args.timeout, format!("triad {mode}"));
-    child::relay(ChildCmd::Triad(args), policy, timeout, &what)
+    let run = child::relay(ChildCmd::Triad(args), policy, timeout, &what, Format::Human)?;
+    Ok(ExitCode::from(run.verdict.exit_code()))
 }
 
 /// The child: the mode's kernels and measurements.
@@ -237,11 +239,11 @@ fn bench(session: &mut Session, regime: Regime, path: Option<&Path>) -> anyhow::
         m.before.max_rel
     );
     if let Some(why) = m.gate_failure() {
-        println!("{}", measure::check_line(m));
+        println!("{}", bench::check_line(m));
         eprintln!("error: {why}; timing withheld");
         return Ok(ExitCode::from(EXIT_GATE_FAILED));
     }
-    println!("{}", measure::integrity_line(1, m));
+    println!("round 1: {}", bench::integrity_line(m));
     println!("post_timing_slots_checked={}", m.after_timing.len());
     if regime == Regime::BufferRotated {
         println!("rotation_working_set_bytes={}", m.slots * 3 * triad::N * 4);

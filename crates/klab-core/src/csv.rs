@@ -158,9 +158,131 @@ pub fn field(s: &str) -> String {
     }
 }
 
+/// Rows of fields as CSV text: each field quoted as [`field`] says, one line per row.
+pub fn lines<R: AsRef<[String]>>(rows: &[R]) -> String {
+    let mut out = String::new();
+    for r in rows {
+        let fields: Vec<String> = r.as_ref().iter().map(|f| field(f)).collect();
+        out.push_str(&fields.join(","));
+        out.push('\n');
+    }
+    out
+}
+
+/// A JSON value as CSV: a list of flat records (objects of scalars) as a table with one
+/// column per key, anything else [`flattened`].
+pub fn of_value(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    let scalar = |v: &Value| !matches!(v, Value::Object(_) | Value::Array(_));
+    let records: Option<Vec<&serde_json::Map<String, Value>>> = match value {
+        Value::Array(a) if !a.is_empty() => a
+            .iter()
+            .map(|v| v.as_object().filter(|o| o.values().all(scalar)))
+            .collect(),
+        _ => None,
+    };
+    let Some(records) = records else {
+        return flattened(value);
+    };
+    let mut header: Vec<String> = Vec::new();
+    for k in records.iter().flat_map(|r| r.keys()) {
+        if !header.contains(k) {
+            header.push(k.clone());
+        }
+    }
+    let text = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+    };
+    let mut rows = vec![header.clone()];
+    rows.extend(
+        records
+            .iter()
+            .map(|r| header.iter().map(|k| text(r.get(k))).collect()),
+    );
+    lines(&rows)
+}
+
+/// A JSON value as `field,value` rows, one per scalar: object keys joined with `.`, array
+/// elements as `[i]` (`cases[2].label`). Strings are written as they are, `null` as an empty
+/// field; an empty object or array is a row of its own with an empty value, so that no
+/// field of the value goes unnamed.
+pub fn flattened(value: &serde_json::Value) -> String {
+    fn walk(path: String, v: &serde_json::Value, rows: &mut Vec<[String; 2]>) {
+        use serde_json::Value;
+        match v {
+            Value::Object(m) if !m.is_empty() => {
+                for (k, v) in m {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    walk(p, v, rows);
+                }
+            }
+            Value::Array(a) if !a.is_empty() => {
+                for (i, v) in a.iter().enumerate() {
+                    walk(format!("{path}[{i}]"), v, rows);
+                }
+            }
+            Value::Object(_) | Value::Array(_) | Value::Null => rows.push([path, String::new()]),
+            Value::String(s) => rows.push([path, s.clone()]),
+            Value::Bool(_) | Value::Number(_) => rows.push([path, v.to_string()]),
+        }
+    }
+    let mut rows = vec![["field".to_string(), "value".to_string()]];
+    walk(String::new(), value, &mut rows);
+    lines(&rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_of_flat_records_is_a_table() {
+        let v = serde_json::json!([
+            {"name": "a", "n": 1, "why": null},
+            {"name": "b,c", "n": 2, "extra": true},
+        ]);
+        assert_eq!(of_value(&v), "n,name,why,extra\n1,a,,\n2,\"b,c\",,true\n");
+        let nested = serde_json::json!([{"a": {"b": 1}}]);
+        assert_eq!(of_value(&nested), "field,value\n[0].a.b,1\n");
+    }
+
+    #[test]
+    fn a_value_flattens_to_named_fields_that_read_back() {
+        let v = serde_json::json!({
+            "kernel": "tiled, v2",
+            "n": 1024,
+            "ok": true,
+            "missing": null,
+            "cases": [{"label": "say \"hi\""}, {"label": "b"}],
+            "none": [],
+        });
+        let text = flattened(&v);
+        let c = Csv::parse(&text).unwrap();
+        let got: Vec<(String, String)> = c
+            .rows()
+            .map(|r| (r.get("field").to_string(), r.get("value").to_string()))
+            .collect();
+        let want = [
+            ("cases[0].label", "say \"hi\""),
+            ("cases[1].label", "b"),
+            ("kernel", "tiled, v2"),
+            ("missing", ""),
+            ("n", "1024"),
+            ("none", ""),
+            ("ok", "true"),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(got, want);
+    }
 
     #[test]
     fn quoted_fields_and_named_columns() {

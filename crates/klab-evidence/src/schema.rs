@@ -76,6 +76,59 @@ pub fn rounds_csv(blocks: &[RoundsBlock]) -> String {
     s
 }
 
+/// The rounds' result as one table: per kernel its rate and, for a candidate, its ratio to
+/// the baseline (baseline / candidate median, > 1 faster) with the interval and the verdict.
+pub fn rounds_result_csv(summary: &RoundsSummary) -> String {
+    let mut rows = vec![[
+        "kernel",
+        "blocks",
+        "blocks_passed",
+        "median_us",
+        "median_gb_s",
+        "pct_of_ceiling",
+        "pct_of_peak",
+        "baseline",
+        "ratio",
+        "ratio_low",
+        "ratio_high",
+        "verdict",
+        "resolvable_effect",
+    ]
+    .map(String::from)
+    .to_vec()];
+    let o = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
+    let u = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
+    for r in &summary.rates {
+        let a = summary
+            .analyses
+            .iter()
+            .find(|a| a.candidate == r.kernel)
+            .map(|a| &a.analysis);
+        let verdict = a.map(|a| {
+            serde_json::to_value(a.verdict)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default()
+        });
+        rows.push(vec![
+            r.kernel.clone(),
+            u(r.blocks),
+            u(r.blocks_passed),
+            o(r.median_us),
+            o(r.median_gb_s),
+            o(r.pct_of_ceiling),
+            o(r.pct_of_peak),
+            summary.baseline.clone(),
+            o(a.map(|a| a.ratio)),
+            o(a.and_then(|a| a.interval).map(|i| i.0)),
+            o(a.and_then(|a| a.interval).map(|i| i.1)),
+            verdict.unwrap_or_default(),
+            o(a.and_then(|a| a.resolvable_effect)),
+        ]);
+    }
+    klab_core::csv::lines(&rows)
+}
+
 /// Read `rounds.csv` by column name (the GPU-state columns may be missing or empty).
 pub fn parse_rounds_csv(text: &str) -> Result<Vec<RoundsBlock>, String> {
     let c = Csv::parse(text)?;

@@ -201,6 +201,10 @@ pub struct RejectedKernel {
     pub reason: String,
     /// The ncu log, relative to the profile folder.
     pub log: String,
+    /// It hung under ncu and the watchdog killed it (said with the results, not only in
+    /// the log).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hung: bool,
 }
 
 /// `profile.json`.
@@ -607,8 +611,10 @@ pub fn render_table(kernels: &[KernelProfile]) -> String {
     out
 }
 
-/// The same table as CSV.
+/// The same table as CSV, every text field quoted where it must be (an imported launch's
+/// name is a C++ signature with commas).
 pub fn table_csv(kernels: &[KernelProfile]) -> String {
+    use klab_core::csv::field;
     // `shape` is last: a declared operation's sizes (empty for the built-ins' n).
     let mut out =
         String::from("kernel,n,quantity,predicted,measured,agreement,metric,tolerance,shape\n");
@@ -616,16 +622,16 @@ pub fn table_csv(kernels: &[KernelProfile]) -> String {
     for k in kernels {
         for r in &k.counters {
             out.push_str(&format!(
-                "{},{},{},{},{},{},\"{}\",\"{}\",{}\n",
-                k.kernel,
+                "{},{},{},{},{},{},{},{},{}\n",
+                field(&k.kernel),
                 k.n,
-                r.quantity,
+                field(&r.quantity.to_string()),
                 f(r.predicted),
                 f(r.measured),
-                r.agreement.label(),
-                r.metric,
-                r.tolerance.replace('"', "'"),
-                k.shape.as_deref().unwrap_or("")
+                field(r.agreement.label()),
+                field(&r.metric),
+                field(&r.tolerance),
+                field(k.shape.as_deref().unwrap_or(""))
             ));
         }
     }

@@ -67,19 +67,30 @@ impl Results {
 }
 
 /// A parent's side: a new empty file in the temporary folder for one child's results,
-/// removed when this is dropped.
-#[derive(Debug)]
+/// removed when this is dropped, or when a signal ends the parent first.
 pub struct ResultsFile {
+    // Dropped first: the signal handler forgets the path before the file goes.
+    _on_signal: klab_tools::process::RemovedOnSignal,
     file: tempfile::NamedTempFile,
+}
+
+impl std::fmt::Debug for ResultsFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResultsFile")
+            .field("path", &self.path())
+            .finish()
+    }
 }
 
 impl ResultsFile {
     /// A fresh file, made only for this child (created exclusively, readable by this user).
     pub fn new() -> std::io::Result<ResultsFile> {
+        let file = tempfile::Builder::new()
+            .prefix("klab-results-")
+            .tempfile()?;
         Ok(ResultsFile {
-            file: tempfile::Builder::new()
-                .prefix("klab-results-")
-                .tempfile()?,
+            _on_signal: klab_tools::process::RemovedOnSignal::register(file.path()),
+            file,
         })
     }
 
@@ -145,6 +156,10 @@ pub enum ChildResult {
         verdict: Verdict,
         receipt: Option<String>,
         detail: String,
+        /// What `klab bench` prints (its parent prints it); absent from the blocks of
+        /// `rounds`, `sweep` and the exploit audit, whose parents report otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        report: Option<Box<crate::bench::BenchReport>>,
     },
     /// A profile child: the launch sequence ncu profiled.
     Profile { report: ProfileChild },
@@ -459,6 +474,7 @@ mod tests {
             verdict,
             receipt: None,
             detail: detail.into(),
+            report: None,
         }
     }
 
@@ -584,6 +600,7 @@ mod tests {
             verdict: Verdict::Pass,
             receipt: Some("/x y/receipt.json".into()),
             detail: "median 1 us".into(),
+            report: None,
         };
         let out = format!(
             "round 1: ...\n{}\nmore prose\n{}\n",

@@ -9,6 +9,7 @@
 //! ([`child::ChildVerdict`]), decided once for every orchestrator. [`folder`] gives a
 //! command a fresh folder for its results. One error type, [`RunError`].
 
+pub mod bench;
 pub mod blocks;
 pub mod child;
 pub mod error;

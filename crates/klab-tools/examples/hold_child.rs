@@ -2,7 +2,8 @@
 //! then run the given command through the one runner (echoing its output) under a 60 s
 //! watchdog, and exit with its status.
 //!
-//! `hold_child PROGRAM [ARGS...]`
+//! `hold_child [--remove-on-signal FILE] PROGRAM [ARGS...]`: FILE is removed if a signal
+//! ends this process (as a parent's results file for its child is).
 //! `hold_child --as-child`: behave as a klab started by klab (die with the klab named in the
 //! environment), print the pid and wait.
 
@@ -20,11 +21,18 @@ fn main() {
         return;
     }
     process::install_signal_handlers();
-    let mut args = std::env::args_os().skip(1);
+    let mut args = std::env::args_os().skip(1).peekable();
+    let _removed = if args.peek().is_some_and(|a| a == "--remove-on-signal") {
+        args.next();
+        let file = PathBuf::from(args.next().expect("a file"));
+        Some(process::RemovedOnSignal::register(&file))
+    } else {
+        None
+    };
     let program = PathBuf::from(args.next().expect("a program to run"));
     let rest: Vec<OsString> = args.collect();
     let opts = RunOptions {
-        echo: true,
+        echo: klab_tools::process::Echo::AsIs,
         ..RunOptions::new(Duration::from_secs(60))
     };
     let c = process::run(&program, &rest, &opts).expect("the child starts");

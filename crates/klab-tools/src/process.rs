@@ -96,9 +96,9 @@ pub const PARENT_ENV: &str = "KLAB_PARENT";
 pub struct RunOptions {
     /// The watchdog: the process group is killed when the child runs longer.
     pub timeout: Duration,
-    /// Write the child's output to this process's stdout and stderr as it arrives (it is
-    /// captured all the same).
-    pub echo: bool,
+    /// Whether and where the child's output is written as it arrives (it is captured all
+    /// the same).
+    pub echo: Echo,
     /// The child's working directory (default: this process's).
     pub dir: Option<PathBuf>,
     /// Set in the child's environment, beside the inherited variables.
@@ -121,7 +121,7 @@ impl RunOptions {
     pub fn new(timeout: Duration) -> RunOptions {
         RunOptions {
             timeout,
-            echo: false,
+            echo: Echo::Off,
             dir: None,
             env: Vec::new(),
             end_group_on_exit: false,
@@ -129,6 +129,19 @@ impl RunOptions {
             detached: false,
         }
     }
+}
+
+/// Where a child's output is shown as it arrives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Echo {
+    /// Captured only.
+    #[default]
+    Off,
+    /// Its stdout on this process's stdout, its stderr on stderr.
+    AsIs,
+    /// Both on this process's stderr: this process's stdout is kept for a report that must
+    /// parse (`--format json`), whatever a kernel or a tool prints.
+    ToStderr,
 }
 
 /// [`run`] without echo.
@@ -364,20 +377,22 @@ struct Streams {
     stderr: Vec<u8>,
     merged: Vec<u8>,
     last: Option<u8>,
-    echo: bool,
+    echo: Echo,
 }
 
 impl Streams {
     fn push(&mut self, stream: u8, chunk: Vec<u8>) {
-        if self.echo {
-            use std::io::Write;
+        use std::io::Write;
+        match self.echo {
+            Echo::Off => {}
             // A closed stdout (klab piped into `head`) must not stop the child's capture.
-            let _ = if stream == 0 {
+            Echo::AsIs if stream == 0 => {
                 let mut o = std::io::stdout().lock();
-                o.write_all(&chunk).and_then(|_| o.flush())
-            } else {
-                std::io::stderr().write_all(&chunk)
-            };
+                let _ = o.write_all(&chunk).and_then(|_| o.flush());
+            }
+            Echo::AsIs | Echo::ToStderr => {
+                let _ = std::io::stderr().write_all(&chunk);
+            }
         }
         if stream == 0 {
             self.stdout.extend_from_slice(&chunk);
@@ -495,9 +510,71 @@ fn kill_running_groups() -> u8 {
     ended
 }
 
+const MAX_REMOVED: usize = 64;
+static REMOVED_ON_SIGNAL: [std::sync::atomic::AtomicPtr<libc::c_char>; MAX_REMOVED] =
+    [const { std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()) }; MAX_REMOVED];
+
+/// A file this process removes if a signal ends it (as the file's owner does when it is
+/// dropped): a parent's results file for a child, which the handler would otherwise leave
+/// in the temporary folder. Forgotten when dropped.
+pub struct RemovedOnSignal(Option<usize>);
+
+impl RemovedOnSignal {
+    pub fn register(path: &Path) -> RemovedOnSignal {
+        use std::sync::atomic::Ordering;
+        #[cfg(unix)]
+        let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).to_vec();
+        #[cfg(not(unix))]
+        let bytes = path.to_string_lossy().into_owned().into_bytes();
+        let Ok(c) = std::ffi::CString::new(bytes) else {
+            return RemovedOnSignal(None);
+        };
+        // Never freed: the handler may be reading a slot while its guard is dropped, so a
+        // path lives as long as the process (a few dozen bytes per child).
+        let ptr = c.into_raw();
+        for (i, slot) in REMOVED_ON_SIGNAL.iter().enumerate() {
+            if slot
+                .compare_exchange(
+                    std::ptr::null_mut(),
+                    ptr,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                )
+                .is_ok()
+            {
+                return RemovedOnSignal(Some(i));
+            }
+        }
+        RemovedOnSignal(None)
+    }
+}
+
+impl Drop for RemovedOnSignal {
+    fn drop(&mut self) {
+        if let Some(i) = self.0 {
+            REMOVED_ON_SIGNAL[i].store(std::ptr::null_mut(), std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+/// Unlink every registered file. Only async-signal-safe calls: [`on_signal`] runs it.
+#[cfg(unix)]
+fn remove_registered_files() {
+    for slot in &REMOVED_ON_SIGNAL {
+        let p = slot.load(std::sync::atomic::Ordering::SeqCst);
+        if !p.is_null() {
+            // SAFETY: unlink(2) is async-signal-safe; the path is never freed.
+            unsafe {
+                libc::unlink(p);
+            }
+        }
+    }
+}
+
 #[cfg(unix)]
 extern "C" fn on_signal(sig: libc::c_int) {
     let ended = kill_running_groups();
+    remove_registered_files();
     // A closed stdout with no child running is the reader having read enough (`klab
     // model | head`): end quietly with exit 0, as ripgrep does. With children running,
     // work was cut short: say so and exit 1.
@@ -540,6 +617,8 @@ extern "C" fn on_signal(sig: libc::c_int) {
 pub fn exit_on_stdout_error(e: &std::io::Error) -> ! {
     #[cfg(unix)]
     let ended = kill_running_groups();
+    #[cfg(unix)]
+    remove_registered_files();
     #[cfg(not(unix))]
     let ended = 0u8;
     if e.kind() == std::io::ErrorKind::BrokenPipe && ended == 0 {

@@ -153,3 +153,30 @@ fn a_stray_parent_variable_never_kills_the_callers_group() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// A parent's results file for its child is removed when a signal ends the parent (its
+/// owner's drop never runs then): it is not left in the temporary folder.
+#[test]
+fn a_file_registered_for_removal_is_gone_after_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("klab-results-x");
+    std::fs::write(&file, "").unwrap();
+    let mut holder = Command::new(hold_child())
+        .arg("--remove-on-signal")
+        .arg(&file)
+        .args(["/bin/sh", "-c", "echo $$; sleep 300"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid: i32 = line.trim().parse().expect("a pid");
+    assert!(file.exists());
+    signal(holder.id(), "-TERM");
+    holder.wait().unwrap();
+    assert!(gone_within(pid, Duration::from_secs(5)));
+    assert!(!file.exists(), "{} is left behind", file.display());
+}
