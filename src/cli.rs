@@ -660,9 +660,17 @@ pub struct RoundsArgs {
     pub shape: Option<klab_engine::general::ShapeArg>,
     #[command(flatten)]
     pub timing: TimingArgs,
-    /// Rounds
+    /// Rounds (with --resolve, the fewest; at least 5 there)
     #[arg(long, default_value_t = 5, value_parser = at_least_one::<u32>)]
     pub rounds: u32,
+    /// Add rounds until every ratio's 95% interval is within this much of the ratio (1 or
+    /// 1%: +/-1%), or --budget runs out; the summary says which
+    #[arg(long, value_name = "PERCENT", value_parser = percent)]
+    pub resolve: Option<f64>,
+    /// With --resolve: the time the rounds may take in all, seconds (60 or 60s); a round is
+    /// added only while it fits (the --rounds asked for always run)
+    #[arg(long, value_name = "SECONDS", value_parser = seconds, requires = "resolve", default_value_t = DEFAULT_BUDGET_S)]
+    pub budget: f64,
     /// Output folder (must not exist or be empty)
     #[arg(long)]
     #[serde(with = "klab_core::os_path::option")]
@@ -718,6 +726,13 @@ pub struct SweepArgs {
     /// Rounds per point (the kernels alternate ABBA); 0: one bench per kernel and point
     #[arg(long, default_value_t = 0)]
     pub rounds: u32,
+    /// With rounds: add rounds at each point until every ratio's 95% interval is within
+    /// this much of the ratio (1 or 1%), or --budget runs out (as `klab rounds --resolve`)
+    #[arg(long, value_name = "PERCENT", value_parser = percent)]
+    pub resolve: Option<f64>,
+    /// With --resolve: the time each point's rounds may take, seconds (60 or 60s)
+    #[arg(long, value_name = "SECONDS", value_parser = seconds, requires = "resolve", default_value_t = DEFAULT_BUDGET_S)]
+    pub budget: f64,
     #[command(flatten)]
     pub timing: TimingArgs,
     /// GPUs to spread the points over: all, or CUDA ordinals such as 0,1,3
@@ -762,6 +777,9 @@ pub enum SweepCommand {
     #[command(hide = true)]
     Task { dir: PathBuf, group: u32 },
 }
+
+/// How long rounds until resolved may take by default, seconds.
+pub const DEFAULT_BUDGET_S: f64 = 300.0;
 
 /// The bootstrap's default seed ("klab").
 pub const BOOTSTRAP_SEED: u64 = 0x6b6c_6162;
@@ -905,6 +923,26 @@ fn at_least_one<T: std::str::FromStr + PartialOrd + From<u8>>(s: &str) -> Result
         Ok(v) if v >= T::from(1) => Ok(v),
         Ok(_) => Err(format!("must be at least 1, got {s}")),
         Err(_) => Err(format!("must be a whole number, got '{s}'")),
+    }
+}
+
+/// A percentage above 0 and below 100 (`1` or `1%`), as a fraction.
+fn percent(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    match t.strip_suffix('%').unwrap_or(t).trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v < 100.0 => Ok(v / 100.0),
+        Ok(_) => Err(format!("must be above 0% and below 100%, got {s}")),
+        Err(_) => Err(format!("must be a percentage such as 1 or 0.5%, got '{s}'")),
+    }
+}
+
+/// Seconds above 0, at most a day (`60` or `60s`).
+fn seconds(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    match t.strip_suffix('s').unwrap_or(t).trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
+        Ok(_) => Err(format!("must be above 0 s and at most 86400 s, got {s}")),
+        Err(_) => Err(format!("must be seconds such as 60 or 60s, got '{s}'")),
     }
 }
 

@@ -91,6 +91,8 @@ impl Children {
                 samples,
                 out,
             } => ChildCmd::Rounds(RoundsArgs {
+                resolve: None,
+                budget: crate::cli::DEFAULT_BUDGET_S,
                 output: Default::default(),
                 kernels,
                 baseline: Some(baseline),

@@ -4,6 +4,7 @@
 //! the blocks; ratios against the baseline are taken per round with a bootstrap interval.
 
 use crate::output::{self, Report};
+use klab_core::stats::resolve::{self, Resolution};
 use klab_engine::verify::VerifyPolicy;
 use klab_tools::process::Echo;
 use std::path::{Path, PathBuf};
@@ -191,7 +192,7 @@ pub fn run(args: RoundsArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     let dir = std::path::absolute(&dir).unwrap_or(dir);
     eprintln!("klab rounds: writing {}", dir.display());
 
-    let blocks = run_blocks(&plan, &args, policy, &dir)?;
+    let (blocks, rounds, resolution) = run_blocks(&plan, &args, policy, &dir)?;
     let rows = &blocks.rows;
     let time = blocks.time();
     eprintln!("klab rounds: {}", time.describe(rows.len() as u64));
@@ -208,12 +209,16 @@ pub fn run(args: RoundsArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     }
 
     let rates = Rates::of(&plan, rows, args.device)?;
-    let mut text = plan.header(&args);
+    let mut text = plan.header(&args, rounds);
     text.push_str(&rates.table(&plan));
-    let ratios = Ratios::against_baseline(&plan, rows, args.rounds, args.seed);
+    let ratios = Ratios::against_baseline(&plan, rows, rounds, args.seed);
     text.push_str(&ratios.text);
+    if let Some(r) = &resolution {
+        text.push_str(&r.describe());
+        text.push('\n');
+    }
     // Every receipt is written, even when an analysis could not be made.
-    write_receipts(&plan, rows, &rates, &ratios.found, args.rounds, &dir)?;
+    write_receipts(&plan, rows, &rates, &ratios.found, rounds, &dir)?;
     if let Some(e) = ratios.error {
         return Err(e.context("analysing the rounds"));
     }
@@ -221,7 +226,7 @@ pub fn run(args: RoundsArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     let json = RoundsSummary {
         baseline: plan.baseline.clone(),
         n: Some(plan.n),
-        rounds: Some(u64::from(args.rounds)),
+        rounds: Some(u64::from(rounds)),
         blocks: Some(rows.len() as u64),
         order: round_order(&plan.names),
         config: Some(serde_json::to_value(args.timing.config())?),
@@ -233,6 +238,7 @@ pub fn run(args: RoundsArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
         }),
         theoretical_peak_gb_s: rates.peak,
         time: Some(time),
+        resolution,
     };
     write_atomic(
         &dir.join("summary.json"),
@@ -286,6 +292,9 @@ struct Plan {
 
 impl Plan {
     fn resolve(args: &RoundsArgs) -> anyhow::Result<Plan> {
+        if args.resolve.is_some() {
+            resolve::check_start(args.rounds).map_err(anyhow::Error::msg)?;
+        }
         let kernels = Kernel::parse_all(&args.kernels, Scope::Default)?
             .into_iter()
             .map(|k| k.at_shape(args.shape.as_ref()))
@@ -330,7 +339,7 @@ impl Plan {
     }
 
     /// The summary's first lines: the order, the size and the timing method.
-    fn header(&self, args: &RoundsArgs) -> String {
+    fn header(&self, args: &RoundsArgs, rounds: u32) -> String {
         let config = args.timing.config();
         // A declared operation's size is its bench shape.
         let size = match (
@@ -349,7 +358,7 @@ impl Plan {
         };
         format!(
             "klab rounds: {} rounds, order per round: {}, {size}, regime {}, timer {}, {} samples per block\nregime caveat: {}\n\n",
-            args.rounds,
+            rounds,
             round_order(&self.names).join(" "),
             config.regime,
             config.timer,
@@ -396,13 +405,16 @@ impl Blocks {
     }
 }
 
-/// Every round's blocks, each a `klab bench` child in its own folder under `dir`.
+/// Every round's blocks, each a `klab bench` child in its own folder under `dir`: the
+/// `--rounds` asked for, then with `--resolve` one more at a time until the widest ratio
+/// interval is narrow enough or the next round would not fit in the budget. Returns the
+/// blocks, the rounds run and, with `--resolve`, how that ended.
 fn run_blocks(
     plan: &Plan,
     args: &RoundsArgs,
     policy: VerifyPolicy,
     dir: &Path,
-) -> anyhow::Result<Blocks> {
+) -> anyhow::Result<(Blocks, u32, Option<Resolution>)> {
     let mut blocks = Blocks {
         rows: Vec::new(),
         log: String::new(),
@@ -419,29 +431,69 @@ fn run_blocks(
         u64::from(args.rounds) * order.len() as u64,
         "blocks",
     );
-    for round in 1..=args.rounds {
+    let started = std::time::Instant::now();
+    let mut rounds = 0;
+    let resolution = loop {
+        if rounds >= args.rounds {
+            // Blocks that could not run end the rounds (the caller says so).
+            let Some(target) = args.resolve.filter(|_| blocks.errors.is_empty()) else {
+                break None;
+            };
+            let (width, resolvable) = widest_interval(plan, &blocks.rows, rounds, args.seed);
+            let elapsed_s = started.elapsed().as_secs_f64();
+            if let Some(stopped) =
+                resolve::next(target, width, resolvable, rounds, elapsed_s, args.budget)
+            {
+                break Some(Resolution {
+                    target,
+                    half_width: width,
+                    reached: stopped == resolve::Stop::Resolved,
+                    stopped,
+                    rounds,
+                    elapsed_s,
+                    budget_s: args.budget,
+                });
+            }
+            bar.inc_length(order.len() as u64);
+        }
+        rounds += 1;
         for (position, kernel) in order.iter().enumerate() {
-            bar.set_message(format!("round {round} {}", kernel.name()));
+            bar.set_message(format!("round {rounds} {}", kernel.name()));
             let status = run_block(
                 plan,
                 args,
                 policy,
                 dir,
                 &mut blocks,
-                (round, position),
+                (rounds, position),
                 kernel,
             )?;
             bar.inc(1);
             bar.suspend(|| {
                 eprintln!(
-                    "klab rounds: round {round} position {position} {}: {status}",
+                    "klab rounds: round {rounds} position {position} {}: {status}",
                     kernel.name()
                 )
             });
         }
-    }
+    };
     bar.finish_and_clear();
-    Ok(blocks)
+    Ok((blocks, rounds, resolution))
+}
+
+/// The widest relative half-width of the ratios' intervals after `rounds` rounds (`None`
+/// while one has no interval), and whether more rounds can resolve them all (no kernel
+/// failed a gate, every analysis could be made).
+fn widest_interval(plan: &Plan, rows: &[BlockRow], rounds: u32, seed: u64) -> (Option<f64>, bool) {
+    let ratios = Ratios::against_baseline(plan, rows, rounds, seed);
+    let resolvable = ratios.error.is_none() && ratios.analyses.len() + 1 == plan.names.len();
+    let widths: Option<Vec<f64>> = ratios
+        .analyses
+        .iter()
+        .map(|a| a.analysis.resolvable_effect)
+        .collect();
+    let widest = widths.and_then(|w| w.into_iter().reduce(f64::max));
+    (widest, resolvable)
 }
 
 /// One block: `kernel` at `position` of `round`, in a child; its row and time go into

@@ -27,7 +27,7 @@ use klab_spec::registry::Scope;
 use klab_engine::general::ShapeArg;
 
 use crate::child::{ChildCmd, ChildRun};
-use crate::cli::{BenchArgs, RoundsArgs, SweepArgs, SweepCommand, TimingArgs};
+use crate::cli::{BenchArgs, RoundsArgs, SweepArgs, SweepCommand, TimingArgs, DEFAULT_BUDGET_S};
 use crate::output::{self, Format, Report};
 use klab_run::folder::output_dir;
 use klab_run::kernel::Kernel;
@@ -152,6 +152,9 @@ fn plan(args: &SweepArgs) -> anyhow::Result<SweepPlan> {
             args.timing.clone(),
         ),
     };
+    if args.resolve.is_some() {
+        klab_core::stats::resolve::check_start(rounds).map_err(anyhow::Error::msg)?;
+    }
     let mut axes = axes;
     if !axes.iter().any(|a| matches!(a, Axis::Regime(_))) {
         axes.push(Axis::Regime(vec![timing.regime]));
@@ -210,6 +213,10 @@ fn plan(args: &SweepArgs) -> anyhow::Result<SweepPlan> {
             .collect(),
         baseline,
         rounds,
+        resolve: args.resolve.map(|target| sweep::Resolve {
+            target,
+            budget_s: args.budget,
+        }),
         timer: timing.timer,
         samples: timing.samples,
         warmup: timing.warmup,
@@ -496,13 +503,20 @@ impl GroupRun<'_> {
             shape: shape_arg(g),
             timing: at.timing.clone(),
             rounds: plan.rounds,
+            resolve: plan.resolve.map(|r| r.target),
+            budget: plan.resolve.map_or(DEFAULT_BUDGET_S, |r| r.budget_s),
             out: Some(rdir.clone()),
             seed: crate::cli::BOOTSTRAP_SEED,
             timeout: plan.timeout_s,
             device: self.device,
         });
         let t0 = now_unix();
-        let run = cmd.run(self.policy, self.timeout * (blocks as u32 + 1), Echo::Off);
+        // Rounds until resolved take their budget and then at most one round more.
+        let watchdog = self.timeout * (blocks as u32 + 1)
+            + plan.resolve.map_or(Duration::ZERO, |r| {
+                Duration::from_secs_f64(r.budget_s) + self.timeout * (passed.len() as u32 * 2)
+            });
+        let run = cmd.run(self.policy, watchdog, Echo::Off);
         let t1 = now_unix();
         let rel = &at.rel;
         let (failed_as, why) = match &run {

@@ -268,6 +268,9 @@ pub struct RoundsSummary {
     /// that wrote a receipt.
     #[serde(default)]
     pub time: Option<RoundsTime>,
+    /// With `--resolve`: the half-width asked for, the one reached and why the rounds stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<klab_core::stats::resolve::Resolution>,
 }
 
 /// The rounds' time: the blocks' wall seconds as the parent saw them, their phases summed
@@ -503,6 +506,15 @@ mod tests {
                     checker: "device checker".into(),
                 },
                 other_s: 5.75,
+            }),
+            resolution: Some(klab_core::stats::resolve::Resolution {
+                target: 0.01,
+                half_width: Some(0.008),
+                reached: true,
+                stopped: klab_core::stats::resolve::Stop::Resolved,
+                rounds: 9,
+                elapsed_s: 21.5,
+                budget_s: 300.0,
             }),
         };
         let back: RoundsSummary =

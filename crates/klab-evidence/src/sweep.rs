@@ -331,6 +331,15 @@ mod warmup_spec {
     }
 }
 
+/// `--resolve` and `--budget` for each point's rounds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resolve {
+    /// The half-width asked for, a fraction of the ratio.
+    pub target: f64,
+    pub budget_s: f64,
+}
+
 /// What a sweep runs: written to [`PLAN_FILE`] before any point, read by every task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -344,6 +353,10 @@ pub struct SweepPlan {
     pub baseline: Option<String>,
     /// Rounds per point; 0: one `klab bench` per kernel and point.
     pub rounds: u32,
+    /// With rounds: add rounds at each point until every ratio's interval is within this
+    /// fraction of the ratio, or `budget_s` runs out (`klab rounds --resolve`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolve: Option<Resolve>,
     pub timer: Timer,
     pub samples: u32,
     #[serde(with = "warmup_spec")]
@@ -1037,6 +1050,7 @@ mod tests {
                 kernels: Vec::new(),
                 baseline: None,
                 rounds: 0,
+                resolve: None,
                 timer: Timer::PerLaunch,
                 samples: 10,
                 warmup: WarmupPolicy::Count { launches: 20 },

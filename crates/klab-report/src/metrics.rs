@@ -402,6 +402,7 @@ mod tests {
             ceiling: None,
             theoretical_peak_gb_s: None,
             time: None,
+            resolution: None,
         }
     }
 

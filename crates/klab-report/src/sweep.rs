@@ -651,6 +651,7 @@ mod tests {
                     .collect(),
                 baseline: Some("sgeam".into()),
                 rounds: 3,
+                resolve: None,
                 timer: Timer::PerLaunch,
                 samples: 100,
                 warmup: WarmupPolicy::Count { launches: 20 },

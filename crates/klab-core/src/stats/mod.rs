@@ -5,7 +5,9 @@
 //! - [`Rng`]: a small seeded PRNG (xoshiro256** seeded by SplitMix64).
 //! - [`analyze_speedup`] and [`render_analysis`]: round-level speedup of a candidate over a
 //!   baseline, with a percentile bootstrap interval whose resampling unit is the round.
+//! - [`resolve`]: when rounds added until an interval is narrow enough stop.
 
+pub mod resolve;
 mod rng;
 mod speedup;
 
