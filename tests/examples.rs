@@ -503,3 +503,30 @@ fn the_softmax_and_silu_references_compute_their_operations() {
         assert_eq!(f32s(&yb), want);
     }
 }
+
+/// examples/calibration: the A/A pair is one entry under two names, the delayed copies are
+/// instances of the same template, and the source compiles.
+#[test]
+fn the_calibration_kernels_pair_one_entry_and_compile() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/calibration/calibration.toml");
+    let m = manifest::load(&p).unwrap_or_else(|e| panic!("{e}"));
+    let entry = |name: &str| {
+        m.kernels
+            .iter()
+            .find(|k| k.name == name)
+            .map(|k| k.entry.clone())
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    assert_eq!(entry("copy_a"), entry("copy_b"));
+    assert_eq!(entry("copy_a"), "copy_delay<0>");
+    assert_eq!(entry("copy_slow260"), "copy_delay<260>");
+    if !nvrtc_or_skip("the_calibration_kernels_pair_one_entry_and_compile") {
+        return;
+    }
+    for k in &m.kernels {
+        let spec = klab_cuda::nvrtc::CompileSpec::for_kernel(&m, k, klab_cuda::nvrtc::DEFAULT_ARCH)
+            .unwrap();
+        klab_cuda::nvrtc::compile(&spec, &klab_cuda::nvrtc::Cache::disabled())
+            .unwrap_or_else(|e| panic!("{}: {}: {e}", p.display(), k.name));
+    }
+}
