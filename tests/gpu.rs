@@ -297,6 +297,16 @@ fn driver_attributes_match_the_compiler_report_and_device_facts_are_sane() {
     }
 }
 
+/// A manifest over `source` whose kernels are copies (the copy operation, the transpose
+/// lab's launch shape), each `(name, entry)`.
+fn copy_manifest(source: &str, kernels: &[(&str, &str)]) -> String {
+    let mut m = format!("source = \"{source}\"\n");
+    for (name, entry) in kernels {
+        m += &format!("[[kernel]]\nname = \"{name}\"\nentry = \"{entry}\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32, 8, 1]\nelements_per_block = [32, 32]\n");
+    }
+    m
+}
+
 fn run_klab(args: &[&str]) -> (Option<i32>, String, String) {
     let o = klab().args(args).output().unwrap();
     (
@@ -824,7 +834,7 @@ __global__ void tcopy(float* out, const float* in, int n) {
     .unwrap();
     std::fs::write(
         dir.path().join("template.toml"),
-        "source = \"tcopy.cu\"\n[[kernel]]\nname = \"tcopy_32x8\"\nentry = \"tcopy<32, 8>\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32, 8, 1]\nelements_per_block = [32, 32]\n",
+        copy_manifest("tcopy.cu", &[("tcopy_32x8", "tcopy<32, 8>")]),
     )
     .unwrap();
     let path = |f: &str| dir.path().join(f).display().to_string();
@@ -1226,7 +1236,7 @@ fn measuring_commands_print_one_parseable_report_in_every_format() {
     .unwrap();
     std::fs::write(
         dir.path().join("loud.toml"),
-        "source = \"loud.cu\"\n[[kernel]]\nname = \"loud_copy\"\nentry = \"loud_copy\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32, 8, 1]\nelements_per_block = [32, 32]\n",
+        copy_manifest("loud.cu", &[("loud_copy", "loud_copy")]),
     )
     .unwrap();
     let loud = format!("{}:loud_copy", dir.path().join("loud.toml").display());
@@ -1349,16 +1359,12 @@ fn rounds_until_resolved_stop_on_the_target_or_the_budget() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join("aa.toml");
-    let kernel = |name: &str| {
-        format!("[[kernel]]\nname = \"{name}\"\nentry = \"transpose_copy\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32, 8, 1]\nelements_per_block = [32, 32]\n")
-    };
+    let source = root.join("kernels/transpose.cu").display().to_string();
     std::fs::write(
         &manifest,
-        format!(
-            "source = \"{}\"\n{}{}",
-            root.join("kernels/transpose.cu").display(),
-            kernel("copy_a"),
-            kernel("copy_b")
+        copy_manifest(
+            &source,
+            &[("copy_a", "transpose_copy"), ("copy_b", "transpose_copy")],
         ),
     )
     .unwrap();

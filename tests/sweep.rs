@@ -690,3 +690,59 @@ fn collect_keeps_real_receipts_and_refuses_a_changed_one() {
     assert!(out.contains("its receipt was refused"), "{out}");
     assert_eq!(out.matches(" passed ").count(), 1, "{out}");
 }
+
+/// `--resolve` travels in the plan to every point's rounds (a SLURM task reads it there),
+/// and is refused in one line where its rounds could not start.
+#[test]
+fn a_resolved_sweep_keeps_its_target_in_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    let so = s.to_str().unwrap();
+    let base = [
+        "sweep",
+        "copy",
+        "naive",
+        "--axis",
+        "n=64",
+        "--slurm",
+        "--dry-run",
+    ];
+    let r = klab(
+        &[
+            &base[..],
+            &[
+                "--rounds",
+                "5",
+                "--resolve",
+                "1%",
+                "--budget",
+                "30s",
+                "--out",
+                so,
+            ],
+        ]
+        .concat(),
+        &[],
+    );
+    assert_eq!(r.status.code(), Some(0), "{:?}", text(&r));
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(s.join("sweep-plan.json")).unwrap()).unwrap();
+    assert_eq!(plan["resolve"]["target"], 0.01);
+    assert_eq!(plan["resolve"]["budget_s"], 30.0);
+    for (extra, says) in [
+        (&["--rounds", "3", "--resolve", "1"][..], "at least 5"),
+        (&["--resolve", "1"][..], "at least 5"),
+        (&["--rounds", "5", "--resolve", "100%"][..], "below 100%"),
+        (&["--rounds", "5", "--budget", "30"][..], "--resolve"),
+    ] {
+        let out = dir.path().join("refused");
+        let r = klab(
+            &[&base[..], extra, &["--out", out.to_str().unwrap()]].concat(),
+            &[],
+        );
+        let (_, err) = text(&r);
+        assert_eq!(r.status.code(), Some(1), "{extra:?}: {err}");
+        assert!(err.contains(says), "{extra:?}: {err}");
+        assert!(!out.exists(), "{extra:?} made its folder");
+    }
+}
