@@ -192,29 +192,25 @@ impl Report for Summary {
     }
 }
 
-/// Every kernel's report, printed once as one value in a machine format: one kernel's
-/// report alone (as `--json` has always printed it), several as a list.
+/// Every kernel's report, printed once as one value in a machine format: a check of one
+/// kernel prints its report alone (as `--json` has always printed it; `null` when no child
+/// finished one), a check of several a list of those that were finished. The shape follows
+/// the kernels asked for, never how many reports came back.
 #[derive(serde::Serialize)]
 #[serde(untagged)]
 enum Checks {
-    One(Summary),
+    One(Option<Summary>),
     Several(Vec<Summary>),
 }
 
 impl Report for Checks {
     fn human(&self) -> String {
-        match self {
-            Checks::One(s) => s.human(),
-            Checks::Several(all) => all.iter().map(Summary::human).collect(),
-        }
+        self.all().iter().map(Summary::human).collect()
     }
 
     /// One row per case of every kernel.
     fn csv(&self) -> anyhow::Result<String> {
-        let all = match self {
-            Checks::One(s) => std::slice::from_ref(s),
-            Checks::Several(all) => all.as_slice(),
-        };
+        let all = self.all();
         let head = ["kernel", "case", "n", "pass", "skipped", "detail"];
         let mut rows = vec![head.map(String::from).to_vec()];
         for c in all
@@ -235,19 +231,31 @@ impl Report for Checks {
     }
 }
 
+impl Checks {
+    fn all(&self) -> &[Summary] {
+        match self {
+            Checks::One(s) => s.as_slice(),
+            Checks::Several(all) => all.as_slice(),
+        }
+    }
+}
+
 /// Where a check's output goes. For a person each child's stdout (its summary) and each line
 /// about a child come as they are known, on stdout; in a machine format stdout holds the
 /// reports alone, printed once at the end from the children's results, and the rest (the
 /// lines, a kernel's own output) goes to stderr.
 struct CheckOutput {
     format: Format,
+    /// How many kernels the check was asked for.
+    kernels: usize,
     reports: Vec<Summary>,
 }
 
 impl CheckOutput {
-    fn new(format: Format) -> CheckOutput {
+    fn new(format: Format, kernels: usize) -> CheckOutput {
         CheckOutput {
             format,
+            kernels,
             reports: Vec::new(),
         }
     }
@@ -273,16 +281,23 @@ impl CheckOutput {
         }
     }
 
-    fn finish(mut self) -> anyhow::Result<()> {
+    fn finish(self) -> anyhow::Result<()> {
         if !self.format.is_for_machines() {
             return Ok(());
         }
-        let checks = if self.reports.len() == 1 {
-            Checks::One(self.reports.remove(0))
+        let format = self.format;
+        output::emit(&self.into_checks(), format)
+    }
+
+    /// The reports as one value. A kernel whose child died mid-case has the report of the
+    /// fresh process that ran the cases after it (its earlier failures are on stderr and in
+    /// the exit code).
+    fn into_checks(mut self) -> Checks {
+        if self.kernels == 1 {
+            Checks::One(self.reports.pop())
         } else {
             Checks::Several(self.reports)
-        };
-        output::emit(&checks, self.format)
+        }
     }
 }
 
@@ -476,7 +491,7 @@ fn check_in_the_parent(args: CheckArgs, policy: VerifyPolicy) -> anyhow::Result<
     // A device must exist before children are blamed for anything.
     klab_cuda::device::Device::check(args.device)?;
     let timeout = Duration::from_secs(args.timeout);
-    let mut out = CheckOutput::new(args.output.format());
+    let mut out = CheckOutput::new(args.output.format(), kernels.len());
     let mut outcomes = Vec::new();
     for k in &kernels {
         outcomes.push(check_in_children(k, &args, policy, timeout, &mut out)?);
@@ -495,6 +510,37 @@ fn check_in_the_parent(args: CheckArgs, policy: VerifyPolicy) -> anyhow::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The JSON's shape follows the kernels asked for: one kernel is its report (or null
+    /// when no child finished one), several are a list even when one report came back.
+    #[test]
+    fn a_checks_json_shape_follows_the_kernels_asked_for() {
+        let report = check::CheckReport {
+            kernel: "k".into(),
+            operation: "copy".into(),
+            known_broken: None,
+            seed: 1,
+            cases: Vec::new(),
+        };
+        let json = |c: Checks| -> serde_json::Value {
+            serde_json::from_str(&Format::Json.render(&c).unwrap()).unwrap()
+        };
+        let summary = || Summary {
+            report: report.clone(),
+            resumed: false,
+        };
+        let checks = |kernels: usize, reports: usize| {
+            let mut out = CheckOutput::new(Format::Json, kernels);
+            for _ in 0..reports {
+                out.report(summary());
+            }
+            json(out.into_checks())
+        };
+        assert_eq!(checks(1, 1)["kernel"], "k");
+        assert_eq!(checks(1, 0), serde_json::Value::Null);
+        assert_eq!(checks(2, 1).as_array().map(Vec::len), Some(1));
+        assert_eq!(checks(2, 2).as_array().map(Vec::len), Some(2));
+    }
 
     #[test]
     fn a_known_broken_kernel_whose_case_ended_its_process_is_rejected_not_for_another_gate() {
