@@ -663,14 +663,8 @@ pub struct RoundsArgs {
     /// Rounds (with --resolve, the fewest; at least 5 there)
     #[arg(long, default_value_t = 5, value_parser = at_least_one::<u32>)]
     pub rounds: u32,
-    /// Add rounds until every ratio's 95% interval is within this much of the ratio (1 or
-    /// 1%: +/-1%), or --budget runs out; the summary says which
-    #[arg(long, value_name = "PERCENT", value_parser = percent)]
-    pub resolve: Option<f64>,
-    /// With --resolve: the time the rounds may take in all, seconds (60 or 60s); a round is
-    /// added only while it fits (the --rounds asked for always run)
-    #[arg(long, value_name = "SECONDS", value_parser = seconds, requires = "resolve", default_value_t = DEFAULT_BUDGET_S)]
-    pub budget: f64,
+    #[command(flatten)]
+    pub resolution: ResolveArgs,
     /// Output folder (must not exist or be empty)
     #[arg(long)]
     #[serde(with = "klab_core::os_path::option")]
@@ -726,13 +720,9 @@ pub struct SweepArgs {
     /// Rounds per point (the kernels alternate ABBA); 0: one bench per kernel and point
     #[arg(long, default_value_t = 0)]
     pub rounds: u32,
-    /// With rounds: add rounds at each point until every ratio's 95% interval is within
-    /// this much of the ratio (1 or 1%), or --budget runs out (as `klab rounds --resolve`)
-    #[arg(long, value_name = "PERCENT", value_parser = percent)]
-    pub resolve: Option<f64>,
-    /// With --resolve: the time each point's rounds may take, seconds (60 or 60s)
-    #[arg(long, value_name = "SECONDS", value_parser = seconds, requires = "resolve", default_value_t = DEFAULT_BUDGET_S)]
-    pub budget: f64,
+    /// With rounds: `--resolve` at every point (each point's rounds get the budget)
+    #[command(flatten)]
+    pub resolution: ResolveArgs,
     #[command(flatten)]
     pub timing: TimingArgs,
     /// GPUs to spread the points over: all, or CUDA ordinals such as 0,1,3
@@ -776,6 +766,42 @@ pub enum SweepCommand {
     /// Run one group of a planned sweep (what each SLURM array task does)
     #[command(hide = true)]
     Task { dir: PathBuf, group: u32 },
+}
+
+/// Rounds until resolved (`klab rounds` and each point of `klab sweep`).
+#[derive(Debug, Clone, Copy, PartialEq, Args, Serialize, Deserialize)]
+pub struct ResolveArgs {
+    /// Add rounds until every ratio's 95% interval is within this much of the ratio (1 or
+    /// 1%: +/-1%), or --budget runs out; the summary says which
+    #[arg(long, value_name = "PERCENT", value_parser = percent)]
+    pub resolve: Option<f64>,
+    /// With --resolve: the time the rounds may take in all, seconds (60 or 60s); a round is
+    /// added only while it fits (the --rounds asked for always run)
+    #[arg(long, value_name = "SECONDS", value_parser = seconds, requires = "resolve", default_value_t = DEFAULT_BUDGET_S)]
+    pub budget: f64,
+}
+
+impl ResolveArgs {
+    /// The target and budget, when `--resolve` was given; refused when `rounds` (the
+    /// rounds to start from) are too few for it.
+    pub fn checked(&self, rounds: u32) -> anyhow::Result<Option<klab_evidence::sweep::Resolve>> {
+        let Some(target) = self.resolve else {
+            return Ok(None);
+        };
+        klab_core::stats::resolve::check_start(rounds).map_err(anyhow::Error::msg)?;
+        Ok(Some(klab_evidence::sweep::Resolve {
+            target,
+            budget_s: self.budget,
+        }))
+    }
+
+    /// No resolving: the rounds asked for, and no more.
+    pub fn none() -> ResolveArgs {
+        ResolveArgs {
+            resolve: None,
+            budget: DEFAULT_BUDGET_S,
+        }
+    }
 }
 
 /// How long rounds until resolved may take by default, seconds.

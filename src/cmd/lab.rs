@@ -91,8 +91,7 @@ impl Children {
                 samples,
                 out,
             } => ChildCmd::Rounds(RoundsArgs {
-                resolve: None,
-                budget: crate::cli::DEFAULT_BUDGET_S,
+                resolution: crate::cli::ResolveArgs::none(),
                 output: Default::default(),
                 kernels,
                 baseline: Some(baseline),

@@ -292,9 +292,7 @@ struct Plan {
 
 impl Plan {
     fn resolve(args: &RoundsArgs) -> anyhow::Result<Plan> {
-        if args.resolve.is_some() {
-            resolve::check_start(args.rounds).map_err(anyhow::Error::msg)?;
-        }
+        args.resolution.checked(args.rounds)?;
         let kernels = Kernel::parse_all(&args.kernels, Scope::Default)?
             .into_iter()
             .map(|k| k.at_shape(args.shape.as_ref()))
@@ -436,14 +434,19 @@ fn run_blocks(
     let resolution = loop {
         if rounds >= args.rounds {
             // Blocks that could not run end the rounds (the caller says so).
-            let Some(target) = args.resolve.filter(|_| blocks.errors.is_empty()) else {
+            let Some(target) = args.resolution.resolve.filter(|_| blocks.errors.is_empty()) else {
                 break None;
             };
             let (width, resolvable) = widest_interval(plan, &blocks.rows, rounds, args.seed);
             let elapsed_s = started.elapsed().as_secs_f64();
-            if let Some(stopped) =
-                resolve::next(target, width, resolvable, rounds, elapsed_s, args.budget)
-            {
+            if let Some(stopped) = resolve::next(
+                target,
+                width,
+                resolvable,
+                rounds,
+                elapsed_s,
+                args.resolution.budget,
+            ) {
                 break Some(Resolution {
                     target,
                     half_width: width,
@@ -451,7 +454,7 @@ fn run_blocks(
                     stopped,
                     rounds,
                     elapsed_s,
-                    budget_s: args.budget,
+                    budget_s: args.resolution.budget,
                 });
             }
             bar.inc_length(order.len() as u64);

@@ -27,7 +27,9 @@ use klab_spec::registry::Scope;
 use klab_engine::general::ShapeArg;
 
 use crate::child::{ChildCmd, ChildRun};
-use crate::cli::{BenchArgs, RoundsArgs, SweepArgs, SweepCommand, TimingArgs, DEFAULT_BUDGET_S};
+use crate::cli::{
+    BenchArgs, ResolveArgs, RoundsArgs, SweepArgs, SweepCommand, TimingArgs, DEFAULT_BUDGET_S,
+};
 use crate::output::{self, Format, Report};
 use klab_run::folder::output_dir;
 use klab_run::kernel::Kernel;
@@ -152,9 +154,7 @@ fn plan(args: &SweepArgs) -> anyhow::Result<SweepPlan> {
             args.timing.clone(),
         ),
     };
-    if args.resolve.is_some() {
-        klab_core::stats::resolve::check_start(rounds).map_err(anyhow::Error::msg)?;
-    }
+    let resolve = args.resolution.checked(rounds)?;
     let mut axes = axes;
     if !axes.iter().any(|a| matches!(a, Axis::Regime(_))) {
         axes.push(Axis::Regime(vec![timing.regime]));
@@ -213,10 +213,7 @@ fn plan(args: &SweepArgs) -> anyhow::Result<SweepPlan> {
             .collect(),
         baseline,
         rounds,
-        resolve: args.resolve.map(|target| sweep::Resolve {
-            target,
-            budget_s: args.budget,
-        }),
+        resolve,
         timer: timing.timer,
         samples: timing.samples,
         warmup: timing.warmup,
@@ -503,8 +500,10 @@ impl GroupRun<'_> {
             shape: shape_arg(g),
             timing: at.timing.clone(),
             rounds: plan.rounds,
-            resolve: plan.resolve.map(|r| r.target),
-            budget: plan.resolve.map_or(DEFAULT_BUDGET_S, |r| r.budget_s),
+            resolution: ResolveArgs {
+                resolve: plan.resolve.map(|r| r.target),
+                budget: plan.resolve.map_or(DEFAULT_BUDGET_S, |r| r.budget_s),
+            },
             out: Some(rdir.clone()),
             seed: crate::cli::BOOTSTRAP_SEED,
             timeout: plan.timeout_s,
