@@ -89,6 +89,19 @@ impl<D: 'static> DeviceExpected<D> {
     }
 }
 
+/// An output's per-element scale as the device checker reads it: little-endian f64s.
+fn scale_bytes(m: &[f64], name: &str) -> Result<Vec<u8>, BackendError> {
+    // Spread over the cores: at the index-overflow case this is 17 GB.
+    let mut bytes = host_zeroed(8 * m.len(), name).map_err(BackendError::from)?;
+    klab_core::par::for_chunks(&mut bytes, 8, |c, part| {
+        let base = c * klab_core::par::CHUNK_ELEMENTS;
+        for (j, out) in part.chunks_exact_mut(8).enumerate() {
+            out.copy_from_slice(&m[base + j].to_le_bytes());
+        }
+    });
+    Ok(bytes)
+}
+
 /// How the inputs are filled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputCase {
@@ -1113,6 +1126,10 @@ impl DeclaredWorkload {
             let cpu = self.verdicts(b, bufs)?;
             for ((name, d), (_, c)) in device.iter().zip(&cpu) {
                 if let Some(why) = crate::verify::disagreement(d, c) {
+                    let overwritten = self.overwritten_checker_copies(b)?;
+                    if !overwritten.is_empty() {
+                        return Ok(cpu.into_iter().chain(overwritten).collect());
+                    }
                     return Err(BackendError::klab_fault(format!(
                         "klab error: {} on output {name} of {} at {}: {why} (a fault in klab's checking, not a verdict on the kernel)",
                         crate::verify::DISAGREEMENT,
@@ -1123,8 +1140,84 @@ impl DeclaredWorkload {
             }
             self.cross_checked.set(self.cross_checked.get() + 1);
         }
+        if device.iter().any(|(_, v)| !v.passed()) {
+            // A failure may be the checker's copy, not the output: then the CPU oracle judges.
+            let overwritten = self.overwritten_checker_copies(b)?;
+            if !overwritten.is_empty() {
+                return Ok(self
+                    .verdicts(b, bufs)?
+                    .into_iter()
+                    .chain(overwritten)
+                    .collect());
+            }
+        }
         self.device_judged.set(self.device_judged.get() + 1);
         Ok(device)
+    }
+
+    /// The device checker's copies of the expected outputs that no longer hold what klab
+    /// uploaded, each as a failure of its own. klab never writes them after the upload, so
+    /// only a kernel storing outside its declared buffers changes them: its failure, not a
+    /// fault in klab's checking. Looked at only when the device checker failed an output or
+    /// disagreed with the CPU oracle; the copies are dropped, to be uploaded afresh.
+    fn overwritten_checker_copies<B: Backend>(
+        &self,
+        b: &mut B,
+    ) -> Result<Vec<(String, Verdict)>, BackendError> {
+        let bitwise = rule::Comparison {
+            rule: rule::Rule::Bitwise,
+            nan: rule::NanRule::NanEqual,
+        };
+        let (expected, scales) = (self.expected()?, self.scales()?);
+        let mut cache = self.device_cache.borrow_mut();
+        let dev = DeviceExpected::<B::Buffer>::in_cache(&mut cache, self.buffers.len());
+        let mut out = Vec::new();
+        for (i, buf) in self.buffers.iter().enumerate() {
+            if buf.comparison.is_none() {
+                continue;
+            }
+            let copies = [
+                (
+                    dev.want[i].as_ref(),
+                    buf.dtype,
+                    "expected",
+                    Some(&expected[i][..]),
+                ),
+                (dev.scale[i].as_ref(), Dtype::F64, "scale of", None),
+            ];
+            for (copy, dtype, what, uploaded) in copies {
+                let Some(copy) = copy else { continue };
+                let scale;
+                let uploaded = match (uploaded, scales[i].as_deref()) {
+                    (Some(u), _) => u,
+                    (None, Some(m)) => {
+                        scale = scale_bytes(m, &buf.name)?;
+                        &scale[..]
+                    }
+                    (None, None) => continue,
+                };
+                let mut held =
+                    host_for_download(uploaded.len(), &buf.name).map_err(BackendError::from)?;
+                b.download_bytes(copy, &mut held)?;
+                let shape = [uploaded.len() as u64 / dtype.size_bytes() as u64];
+                let mut v = rule::compare(dtype, &bitwise, &held, uploaded, None, &shape)
+                    .map_err(|e| BackendError::from(format!("buffer {}: {e}", buf.name)))?;
+                if !v.passed() {
+                    v.rule = format!(
+                        "klab's device copy of the {what} {} changed during the launch: the kernel stored outside its declared buffers",
+                        buf.name
+                    );
+                    out.push((
+                        format!("memory outside the kernel's buffers ({what} {})", buf.name),
+                        v,
+                    ));
+                }
+            }
+        }
+        if !out.is_empty() {
+            *cache = None;
+        }
+        Ok(out)
     }
 
     /// The `in` buffers a launch changed, each as a failing verdict (none when every one
@@ -1378,14 +1471,7 @@ impl DeclaredWorkload {
                 let m = self.scales()?[i].as_deref().ok_or_else(|| {
                     BackendError::from(format!("{} without its per-element scale", cmp.rule.name()))
                 })?;
-                // Spread over the cores: at the index-overflow case this is 17 GB.
-                let mut bytes = host_zeroed(8 * m.len(), &buf.name).map_err(BackendError::from)?;
-                klab_core::par::for_chunks(&mut bytes, 8, |c, part| {
-                    let base = c * klab_core::par::CHUNK_ELEMENTS;
-                    for (j, out) in part.chunks_exact_mut(8).enumerate() {
-                        out.copy_from_slice(&m[base + j].to_le_bytes());
-                    }
-                });
+                let bytes = scale_bytes(m, &buf.name)?;
                 let mut d = b.alloc_bytes(bytes.len())?;
                 b.upload_bytes(&mut d, &bytes)?;
                 dev.scale[i] = Some(d);
@@ -2502,6 +2588,80 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         f: crate::backend::host::GeneralKernelFn,
     ) -> crate::check::CheckReport {
         check_on_host(d, f, RowSum).unwrap()
+    }
+
+    /// [`good`], then a store into the buffer allocated last of the output's length that is
+    /// not its own: an out-of-bounds store that lands in klab's copy of the expected output
+    /// once the device checker has made one.
+    fn stores_into_the_checkers_copy(mem: &mut [Vec<u32>], a: &[HostArg], n: u64) {
+        good(mem, a, n);
+        let (x, y, _, _) = args(a);
+        let len = mem[y].len();
+        if let Some(i) = (0..mem.len())
+            .rev()
+            .find(|&i| i != x && i != y && mem[i].len() == len)
+        {
+            mem[i][0] = 12345.0f32.to_bits();
+        }
+    }
+
+    /// A kernel storing into the device checker's own memory fails the block as the
+    /// kernel's fault, with the cross-check and without it; it was once a klab error (the
+    /// two checkers disagreed) or an output mismatch at an index the kernel got right.
+    #[test]
+    fn a_store_into_the_checkers_memory_is_the_kernels_failure() {
+        use crate::timing::{measure, Outcome, TimingConfig, WarmupPolicy};
+        use klab_core::samples::{Invalidation, Regime, Timer};
+        let shape: Shape = [("rows".to_string(), 40), ("cols".to_string(), 33)].into();
+        let cfg = TimingConfig {
+            timer: Timer::PerLaunch,
+            regime: Regime::SameBuffer,
+            samples: 4,
+            warmup: WarmupPolicy::Count { launches: 3 },
+            invalidation: Invalidation::EveryLaunch,
+        };
+        for (f, paranoid, honest) in [
+            (
+                stores_into_the_checkers_copy as crate::backend::host::GeneralKernelFn,
+                false,
+                false,
+            ),
+            (stores_into_the_checkers_copy, true, false),
+            (good, true, true),
+        ] {
+            // A workload per backend: its device cache holds that backend's buffers.
+            let w = DeclaredWorkload::new(
+                decl(),
+                shape.clone(),
+                InputCase::Uniform { seed: 3 },
+                0,
+                std::rc::Rc::new(RowSum),
+            )
+            .unwrap();
+            let mut b = HostBackend::new()
+                .with_general_kernel("rowsum", f)
+                .with_device_checker(None);
+            if paranoid {
+                b = b.with_paranoid();
+            }
+            let k = [b.kernel("rowsum").unwrap()];
+            let o = measure(&mut b, &w, &k, &cfg, "b", &mut Default::default)
+                .unwrap_or_else(|e| panic!("paranoid {paranoid}: {e}"));
+            let Outcome::Measured(m) = o else {
+                panic!("{o:?}")
+            };
+            // What the outcomes of the verified launches say.
+            let said = format!("{:?} {:?}", m.after_timing, m.verified);
+            if honest {
+                assert_eq!(m.gate_failure(), None);
+                continue;
+            }
+            assert!(m.gate_failure().is_some(), "paranoid {paranoid}");
+            assert!(
+                said.contains("the kernel stored outside its declared buffers"),
+                "paranoid {paranoid}: {said}"
+            );
+        }
     }
 
     /// [`good`], with the last row wrong.
