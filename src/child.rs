@@ -19,7 +19,7 @@ use klab_engine::verify::VerifyPolicy;
 use klab_run::child::{ChildResult, ChildVerdict, Ending, ResultsFile};
 use klab_tools::process::{self, Captured, Echo, RunOptions};
 
-use crate::output::Format;
+use crate::output::{self, Format};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::{
@@ -201,6 +201,10 @@ pub fn relay(
         (ChildVerdict::Error { .. }, Some(ChildResult::Error { .. })) => {}
         (ChildVerdict::Error { message }, _) => eprintln!("error: {what}: {message}"),
         _ => {}
+    }
+    // A lab driver's report in a machine format came in its result, not on its stdout.
+    if let Some(ChildResult::Reported { report, .. }) = &run.result {
+        output::print_rendered(report)?;
     }
     Ok(run)
 }
@@ -429,7 +433,7 @@ mod tests {
         bench.shape = Some("M=2048,N=2048,K=1024".parse().unwrap());
         round_trip(ChildCmd::Bench(bench));
 
-        let mut t = parsed(&["transpose", "all", "33", "1"], |c| match c {
+        let mut t = parsed(&["transpose", "all", "33", "1", "--json"], |c| match c {
             Command::Transpose(a) => Some(a),
             _ => None,
         });
@@ -440,7 +444,8 @@ mod tests {
         for argv in [
             vec!["triad"],
             vec!["triad", "--bench-rotate", "/tmp/s s.csv"],
-            vec!["triad", "--check"],
+            vec!["triad", "--check", "--format", "csv"],
+            vec!["triad", "--format", "json", "--bench-hot", "x.csv"],
         ] {
             let mut tr = parsed(&argv, |c| match c {
                 Command::Triad(a) => Some(a),
@@ -451,7 +456,7 @@ mod tests {
             round_trip(ChildCmd::Triad(tr));
         }
 
-        let r = parsed(&["reduce-lab"], |c| match c {
+        let r = parsed(&["reduce-lab", "--format", "csv"], |c| match c {
             Command::ReduceLab(a) => Some(a),
             _ => None,
         });

@@ -445,6 +445,8 @@ pub struct ReduceLabArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// How a command that reports prints its report: one pair of options for every such
@@ -526,6 +528,8 @@ pub struct TransposeArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Clone, PartialEq, Args)]
@@ -635,6 +639,8 @@ pub struct TriadArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]

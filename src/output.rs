@@ -57,7 +57,12 @@ impl Format {
 
 /// Print `report` on stdout in `format`.
 pub fn emit<R: Report>(report: &R, format: Format) -> anyhow::Result<()> {
-    print!("{}", format.render(report)?);
+    print_rendered(&format.render(report)?)
+}
+
+/// Print a report a child rendered (`ChildResult::Reported`) on stdout.
+pub fn print_rendered(text: &str) -> anyhow::Result<()> {
+    print!("{text}");
     Ok(())
 }
 

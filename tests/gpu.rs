@@ -1348,6 +1348,75 @@ fn measuring_commands_print_one_parseable_report_in_every_format() {
     );
 }
 
+/// The lab drivers report like every command: one JSON value or a CSV table on stdout,
+/// handed up by their child, with the exit code their verdict gives.
+#[test]
+fn the_lab_drivers_print_their_reports_in_every_format() {
+    if !gpu_or_skip("the_lab_drivers_print_their_reports_in_every_format") {
+        return;
+    }
+    let run = |args: &[&str], code: i32| {
+        let o = klab().args(args).output().unwrap();
+        let out = String::from_utf8(o.stdout).unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {out}{err}");
+        out
+    };
+    let json = |text: &str| -> serde_json::Value {
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("not one JSON value ({e}): {text}"))
+    };
+    let t = json(&run(
+        &["transpose", "all", "33", "1", "--format", "json"],
+        2,
+    ));
+    let rows = t["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 5, "{t}");
+    assert!(
+        rows.iter()
+            .all(|r| r["correct"] == (r["variant"] != "broken")),
+        "{t}"
+    );
+    let text = run(&["transpose", "copy", "1024", "10", "--format", "csv"], 0);
+    assert_eq!(parse_csv(&text).unwrap().len(), 1, "{text}");
+
+    let t = json(&run(&["triad", "--check", "--json"], 0));
+    assert_eq!(
+        (t["mode"].as_str(), t["cases"].as_array().map(Vec::len)),
+        (Some("check"), Some(8)),
+        "{t}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let samples = dir.path().join("hot.csv");
+    let t = json(&run(
+        &[
+            "triad",
+            "--format",
+            "json",
+            "--bench-hot",
+            samples.to_str().unwrap(),
+        ],
+        0,
+    ));
+    assert_eq!(t["timing"], "timed", "{t}");
+    assert!(
+        std::path::Path::new(t["receipt"].as_str().unwrap()).is_file(),
+        "{t}"
+    );
+    assert!(t["median_us"].as_f64().unwrap() > 0.0, "{t}");
+
+    let text = run(&["reduce-lab", "--format", "csv"], 0);
+    let table = klab_core::csv::Csv::parse(&text).unwrap();
+    table
+        .require(&["variant", "suite", "test", "pass"])
+        .unwrap();
+    assert!(
+        table
+            .rows()
+            .any(|r| r.get("variant") == "drop-tail" && r.get("pass") == "false"),
+        "{text}"
+    );
+}
+
 /// `klab rounds --resolve`: one kernel under two names (an A/A test) gains rounds until its
 /// interval is narrow enough and says so; a target it cannot reach in the budget is said to
 /// be missed, with the rounds it ran.

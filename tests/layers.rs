@@ -434,14 +434,26 @@ fn commands_print_their_reports_through_the_output_sinks() {
 
 /// The commands with a report print nothing on stdout but it: their text comes from the
 /// report's human printer like their JSON and CSV, so a `--format` cannot miss a line.
-/// (The lab drivers `transpose`, `triad` and `reduce-lab` print the lab's own lines; `check`
+/// (The lab drivers' reports are the labs' own lines, rendered like any other; `check`
 /// relays its children's stdout through one sink of its own.)
 #[test]
 fn commands_with_a_report_print_only_through_the_sinks() {
     let cmd = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cmd");
     let mut printing = Vec::new();
     for name in [
-        "bench", "rounds", "audit", "sanitize", "profile", "model", "compare", "env", "kernels",
+        "bench",
+        "rounds",
+        "sweep",
+        "audit",
+        "sanitize",
+        "profile",
+        "model",
+        "compare",
+        "env",
+        "kernels",
+        "transpose",
+        "triad",
+        "reduce_lab",
     ] {
         let f = cmd.join(format!("{name}.rs"));
         let text = code(&std::fs::read_to_string(&f).unwrap());

@@ -162,6 +162,50 @@ fn without_slurm_the_sweep_says_so_and_keeps_the_job_array() {
     assert!(s.join("sweep.sbatch").is_file() && s.join("sweep-plan.json").is_file());
 }
 
+/// `--slurm --dry-run` reports the script it wrote like any report: text for a person, and
+/// one JSON value with the script in it for a program.
+#[test]
+fn a_slurm_dry_run_reports_its_script_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let args = |o: &str| {
+        [
+            "sweep",
+            "copy",
+            "--axis",
+            "n=32,64",
+            "--slurm",
+            "--dry-run",
+            "--gres",
+            "none",
+            "--out",
+        ]
+        .into_iter()
+        .map(String::from)
+        .chain([o.to_string()])
+        .collect::<Vec<_>>()
+    };
+    let run = |extra: &[&str], o: &str| {
+        let mut a = args(o);
+        a.extend(extra.iter().map(|s| s.to_string()));
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let r = klab(&a, &[]);
+        assert_eq!(r.status.code(), Some(0), "{:?}", text(&r));
+        text(&r).0
+    };
+    let human = run(&[], &out("h"));
+    assert!(human.starts_with("#!"), "{human}");
+    assert!(human.contains("# written to "), "{human}");
+    let json: serde_json::Value =
+        serde_json::from_str(&run(&["--format", "json"], &out("j"))).unwrap();
+    let script = json["script"].as_str().unwrap();
+    assert!(script.contains("#SBATCH --array=0-1\n"), "{script}");
+    assert_eq!(json["tasks"], 2);
+    assert!(json["job_id"].is_null());
+    let csv = run(&["--format", "csv"], &out("c"));
+    assert!(csv.starts_with("field,value\n"), "{csv}");
+}
+
 #[test]
 fn a_sweep_file_plans_the_same_as_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -314,9 +358,10 @@ fn a_task_without_a_device_records_its_points_and_collect_names_the_missing_task
     let r = klab(&["sweep", "task", so, "0"], &[]);
     let (out, err) = text(&r);
     assert_eq!(r.status.code(), Some(1), "{out}{err}");
+    // Its line is a log line, on stderr (a SLURM job log takes both).
     assert!(
-        out.contains("group 0 (n=32, same-buffer) on device 0: 0/2 passed"),
-        "{out}"
+        err.contains("klab sweep task: group 0 (n=32, same-buffer) on device 0: 0/2 passed"),
+        "{err}"
     );
     // A group of a several-variable operation reaches its check as --shape.
     let g = dir.path().join("g");

@@ -57,6 +57,7 @@ impl Children {
         let (device, timeout) = (self.device, self.timeout);
         match child.clone() {
             Child::Transpose { selection, n, reps } => ChildCmd::Transpose(TransposeArgs {
+                output: Default::default(),
                 variant: selection,
                 n: n.to_string(),
                 reps: reps.to_string(),

@@ -29,6 +29,7 @@ use klab_run::child::{ChildResult, Results};
 
 use crate::child::{ChildCmd, ChildSpec};
 use crate::cli::{Cli, Command};
+use crate::output::{self, Format, Report};
 
 /// How a command ended: its exit code and, for a command that runs as a klab child, the
 /// result its parent reads (main says it last, to the parent's results file).
@@ -54,6 +55,32 @@ impl Finished {
             },
             result: Some(result),
         }
+    }
+}
+
+impl Finished {
+    /// A lab driver's report, said by its child: printed here for a person (the parent
+    /// relays it, and a lab's log keeps it), or rendered in a machine format into the result
+    /// the parent prints on stdout (printed here when no parent reads results).
+    pub fn reporting<R: Report>(
+        report: &R,
+        format: Format,
+        code: u8,
+        results: &Results,
+    ) -> anyhow::Result<Finished> {
+        let result = if format.is_for_machines() && results.is_open() {
+            Some(ChildResult::Reported {
+                code,
+                report: format.render(report)?,
+            })
+        } else {
+            output::emit(report, format)?;
+            None
+        };
+        Ok(Finished {
+            code: ExitCode::from(code),
+            result,
+        })
     }
 }
 
@@ -104,9 +131,9 @@ fn run_child(spec: &str, results: &Results) -> anyhow::Result<Finished> {
         ChildCmd::Bench(a) => return bench::here(a, policy, results),
         ChildCmd::ProfiledLaunches(a) => return profile::here(a, policy),
         ChildCmd::Profile(a) => profile::run(a, policy),
-        ChildCmd::Transpose(a) => transpose::here(a, policy),
-        ChildCmd::Triad(a) => triad::here(a, policy),
-        ChildCmd::ReduceLab(a) => reduce_lab::here(a, policy),
+        ChildCmd::Transpose(a) => return transpose::here(a, policy, results),
+        ChildCmd::Triad(a) => return triad::here(a, policy, results),
+        ChildCmd::ReduceLab(a) => return reduce_lab::here(a, policy, results),
         ChildCmd::Rounds(a) => rounds::run(a, policy),
         ChildCmd::Sanitize(a) => sanitize::run(a),
     }?;

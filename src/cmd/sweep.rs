@@ -33,6 +33,7 @@ use crate::cli::{
 use crate::output::{self, Format, Report};
 use klab_run::folder::output_dir;
 use klab_run::kernel::Kernel;
+use serde::Serialize;
 
 pub fn run(args: SweepArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     match &args.command {
@@ -296,7 +297,9 @@ fn task(dir: &Path, group: u32, device: u32, policy: VerifyPolicy) -> anyhow::Re
         );
     };
     let rec = run_group(&plan, dir, device, g, policy)?;
-    println!("{}", group_line(&rec));
+    // A SLURM task's log line (its job log takes stderr with stdout); the sweep's report
+    // is `klab sweep collect`'s.
+    eprintln!("klab sweep task: {}", group_line(&rec));
     let worst = rec.points.iter().map(|p| p.status);
     let code = worst.fold(0u8, |c, s| match s {
         PointStatus::Error | PointStatus::NotRun => 1,
@@ -699,14 +702,16 @@ fn slurm(args: &SweepArgs, plan: &SweepPlan, dir: &Path) -> anyhow::Result<ExitC
     });
     let path = dir.join("sweep.sbatch");
     write_atomic(&path, script.as_bytes())?;
+    let mut report = SlurmReport {
+        script_path: path.display().to_string(),
+        sweep_dir: dir.display().to_string(),
+        tasks: plan.groups.len(),
+        script: None,
+        job_id: None,
+    };
     if args.dry_run {
-        print!("{script}");
-        println!(
-            "# written to {}; nothing submitted (--dry-run). Submit: sbatch {}; then: klab sweep collect {}",
-            path.display(),
-            path.display(),
-            dir.display()
-        );
+        report.script = Some(script);
+        output::emit(&report, args.output.format())?;
         return Ok(ExitCode::SUCCESS);
     }
     let Some(sbatch) = klab_tools::process::locate_tool(None, "sbatch", &[]) else {
@@ -739,12 +744,39 @@ fn slurm(args: &SweepArgs, plan: &SweepPlan, dir: &Path) -> anyhow::Result<ExitC
         .unwrap_or("")
         .to_string();
     write_atomic(&dir.join("slurm-job.txt"), format!("{id}\n").as_bytes())?;
-    println!(
-        "submitted SLURM job {id}: {} array tasks; when it is done: klab sweep collect {}",
-        plan.groups.len(),
-        dir.display()
-    );
+    report.job_id = Some(id);
+    output::emit(&report, args.output.format())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `klab sweep --slurm` reports: the job array's script, written, and either the
+/// script itself (`--dry-run`) or the job SLURM gave it.
+#[derive(Serialize)]
+struct SlurmReport {
+    script_path: String,
+    sweep_dir: String,
+    tasks: usize,
+    /// The script, when it was not submitted (`--dry-run`).
+    script: Option<String>,
+    /// SLURM's job id, when it was submitted.
+    job_id: Option<String>,
+}
+
+impl Report for SlurmReport {
+    fn human(&self) -> String {
+        match (&self.script, &self.job_id) {
+            (Some(script), _) => format!(
+                "{script}# written to {}; nothing submitted (--dry-run). Submit: sbatch {}; then: klab sweep collect {}\n",
+                self.script_path, self.script_path, self.sweep_dir
+            ),
+            (None, id) => format!(
+                "submitted SLURM job {}: {} array tasks; when it is done: klab sweep collect {}\n",
+                id.as_deref().unwrap_or(""),
+                self.tasks,
+                self.sweep_dir
+            ),
+        }
+    }
 }
 
 /// Merge the task records of `dir` into sweep.json, sweep.csv and the report; every

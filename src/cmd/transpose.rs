@@ -3,22 +3,24 @@
 //! in a child ([`here`]) under the watchdog; its CSV is relayed as it comes.
 
 use klab_engine::verify::VerifyPolicy;
-use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use klab_engine::general::{DeclaredWorkload, InputCase};
 use klab_engine::workload::Workload;
-use klab_evidence::row::{self, CSV_HEADER};
+use klab_evidence::row::{self, TransposeRow, CSV_HEADER};
+use klab_run::child::Results;
 use klab_spec::manifest::KernelDecl;
 use klab_spec::ops::transpose::InputPattern;
 use klab_spec::registry::{self, Scope};
 use klab_spec::Variant;
+use serde::Serialize;
 
 use crate::child::{self, ChildCmd};
 use crate::cli::TransposeArgs;
 use crate::cmd::gpu;
-use crate::output::Format;
+use crate::cmd::Finished;
+use crate::output::{self, Report};
 use crate::EXIT_GATE_FAILED;
 
 /// Variants selected by the first argument.
@@ -67,18 +69,17 @@ pub fn run(args: TransposeArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode
     parse_n(&args.n)?;
     parse_reps(&args.reps)?;
     let (timeout, what) = (args.timeout, format!("transpose {}", args.variant));
-    let run = child::relay(
-        ChildCmd::Transpose(args),
-        policy,
-        timeout,
-        &what,
-        Format::Human,
-    )?;
+    let format = args.output.format();
+    let run = child::relay(ChildCmd::Transpose(args), policy, timeout, &what, format)?;
     Ok(ExitCode::from(run.verdict.exit_code()))
 }
 
 /// The child: validate, time and report the variants.
-pub fn here(args: TransposeArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
+pub fn here(
+    args: TransposeArgs,
+    policy: VerifyPolicy,
+    results: &Results,
+) -> anyhow::Result<Finished> {
     let selection = parse_selection(&args.variant)?;
     let n = parse_n(&args.n)?;
     let reps = parse_reps(&args.reps)?;
@@ -108,28 +109,61 @@ pub fn here(args: TransposeArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCod
         InputPattern::for_n(n).describe(n)
     );
 
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    writeln!(out, "{CSV_HEADER}")?;
-    out.flush()?;
-    let mut failed = false;
+    let format = args.output.format();
+    let mut report = TransposeReport {
+        n,
+        reps,
+        rows: Vec::new(),
+    };
     // One input and one output buffer for every variant, as the lab's harness always had:
     // a naive transpose's strided stores are sensitive to where its buffers lie.
     let mut slot = first.create_slot(&mut backend, 0)?;
     for v in selection {
-        let workload = first.with_decl(decl(v)?)?;
-        let row = row::transpose_row(&mut backend, &workload, &mut slot, reps, &mut |line| {
-            eprintln!("klab transpose: {line}")
-        })?;
-        failed |= !row.correct;
-        writeln!(out, "{}", row.to_csv())?;
-        out.flush()?;
+        let row = decl(v)
+            .and_then(|d| Ok(first.with_decl(d)?))
+            .and_then(|workload| {
+                Ok(row::transpose_row(
+                    &mut backend,
+                    &workload,
+                    &mut slot,
+                    reps,
+                    &mut |line| eprintln!("klab transpose: {line}"),
+                )?)
+            });
+        match row {
+            Ok(row) => report.rows.push(row),
+            Err(e) => {
+                // The variants already measured are still printed for a person.
+                if !format.is_for_machines() {
+                    output::emit(&report, format)?;
+                }
+                return Err(e);
+            }
+        }
     }
-    Ok(if failed {
-        ExitCode::from(EXIT_GATE_FAILED)
-    } else {
-        ExitCode::SUCCESS
-    })
+    let failed = report.rows.iter().any(|r| !r.correct);
+    let code = if failed { EXIT_GATE_FAILED } else { 0 };
+    Finished::reporting(&report, format, code, results)
+}
+
+/// What `klab transpose` reports: a row per variant. Its human text is the lab's CSV
+/// (the same as `--format csv`).
+#[derive(Serialize)]
+struct TransposeReport {
+    n: u64,
+    reps: u32,
+    rows: Vec<TransposeRow>,
+}
+
+impl Report for TransposeReport {
+    fn human(&self) -> String {
+        let rows: String = self.rows.iter().map(|r| r.to_csv() + "\n").collect();
+        format!("{CSV_HEADER}\n{rows}")
+    }
+
+    fn csv(&self) -> anyhow::Result<String> {
+        Ok(self.human())
+    }
 }
 
 #[cfg(test)]
@@ -162,5 +196,33 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("unknown variant 'fast'"));
+    }
+}
+
+#[cfg(test)]
+mod report_tests {
+    use super::*;
+
+    /// The text and the CSV are the lab's CSV; the JSON carries the size with the rows.
+    #[test]
+    fn the_report_is_the_labs_csv() {
+        let row = |variant: &str, correct| TransposeRow {
+            variant: variant.into(),
+            correct,
+            mismatches: u64::from(!correct),
+            max_abs_error: 0.0,
+            timing: None,
+        };
+        let report = TransposeReport {
+            n: 33,
+            reps: 1,
+            rows: vec![row("copy", true), row("broken", false)],
+        };
+        let text = report.human();
+        assert_eq!(text, report.csv().unwrap());
+        assert_eq!(row::parse_csv(&text).unwrap(), report.rows);
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["n"], 33);
+        assert_eq!(json["rows"][1]["correct"], false);
     }
 }

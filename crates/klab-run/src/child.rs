@@ -165,6 +165,10 @@ pub enum ChildResult {
     Profile { report: ProfileChild },
     /// A command without a result of its own finished with this exit code.
     Exit { code: u8 },
+    /// A lab driver (`transpose`, `triad`, `reduce-lab`) finished with this exit code, its
+    /// report rendered in the machine format its parent asked for: the parent prints it on
+    /// stdout, which the child's own output never reaches in a machine format.
+    Reported { code: u8, report: String },
     /// The child stopped on an error (bad input, no device, a CUDA failure). `klab_fault`:
     /// klab's own checking went wrong, so even during a case it is an error, not the kernel's
     /// failure.
@@ -328,7 +332,9 @@ impl ChildVerdict {
                 message: message.clone(),
             },
             // A result without a judgement of its own: the command's exit code is its verdict.
-            Some(ChildResult::Exit { code }) => Self::of_exit(i32::from(*code)),
+            Some(ChildResult::Exit { code } | ChildResult::Reported { code, .. }) => {
+                Self::of_exit(i32::from(*code))
+            }
             Some(ChildResult::Profile { .. }) => Self::of_exit(ending.exit_code.unwrap_or(1)),
             // Announcements are never results; `find` does not return them.
             Some(
@@ -496,6 +502,19 @@ mod tests {
             of(Some(&exit(1)), &ended(Some(1), None), None),
             ChildVerdict::Error { .. }
         ));
+        // A lab driver's rendered report changes nothing: its code is its verdict.
+        let reported = |code| ChildResult::Reported {
+            code,
+            report: "{}".into(),
+        };
+        assert!(matches!(
+            of(Some(&reported(2)), &ended(Some(2), None), None),
+            ChildVerdict::GateFailed { .. }
+        ));
+        assert_eq!(
+            of(Some(&reported(0)), &ended(Some(0), None), None),
+            ChildVerdict::Passed
+        );
         assert_eq!(
             of(
                 Some(&bench(Verdict::Pass, "median 1 us")),
