@@ -429,6 +429,13 @@ mod tests {
         }
         bench.claim = Some("--looks like a flag".into());
         round_trip(ChildCmd::Bench(bench.clone()));
+        // A parent's digest of the klab binary reaches the child in its spec.
+        bench.klab_binary = Some(klab_run::receipt::KlabBinary {
+            sha256: "a".repeat(64),
+            bytes: 12,
+            modified_ns: 1_700_000_000_000_000_001,
+        });
+        round_trip(ChildCmd::Bench(bench.clone()));
         bench.n = None;
         bench.shape = Some("M=2048,N=2048,K=1024".parse().unwrap());
         round_trip(ChildCmd::Bench(bench));

@@ -606,6 +606,11 @@ pub struct BenchArgs {
     #[arg(skip = 600u64)]
     pub timeout: u64,
     /// The CUDA device: filled from the global `--device`
+    /// The klab binary's digest from a parent that runs many blocks (hashed once there);
+    /// the child takes it only while its own file still matches
+    #[arg(skip)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub klab_binary: Option<klab_run::receipt::KlabBinary>,
     #[arg(skip)]
     pub device: u32,
     #[command(flatten)]

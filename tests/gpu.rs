@@ -1474,6 +1474,15 @@ fn rounds_until_resolved_stop_on_the_target_or_the_budget() {
     assert!(r["half_width"].as_f64().unwrap() <= 0.02);
     assert_eq!(s["rounds"], r["rounds"]);
     assert!(r["rounds"].as_u64().unwrap() >= 5);
+    // NVML gave every block's SM clock, so the ratio is also taken in cycles; one kernel
+    // under two names is the same in cycles as in time, within the same interval.
+    let a = &s["analyses"][0];
+    let (time, cycles) = (&a["analysis"], &a["in_cycles"]);
+    assert!(cycles["ratio"].as_f64().is_some(), "{a}");
+    assert!(
+        (cycles["ratio"].as_f64().unwrap() - time["ratio"].as_f64().unwrap()).abs() < 0.02,
+        "{a}"
+    );
     // 0.001% is out of reach: with a 2 s budget the 5 rounds asked for are all that run
     // (they take longer), and the rounds say the target was missed.
     let s = summary("budget", "0.001%", "2");

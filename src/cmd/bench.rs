@@ -126,6 +126,7 @@ pub fn here(args: BenchArgs, policy: VerifyPolicy, results: &Results) -> anyhow:
         extra_artifacts: Vec::new(),
         receipt_name: "receipt.json".into(),
         samples_name: None,
+        klab: args.klab_binary.as_ref(),
     })?;
     let median = r.result.median_us;
     report.result = Some(r.result);

@@ -83,6 +83,7 @@ impl Children {
                 claim: None,
                 timeout,
                 device,
+                klab_binary: None,
             }),
             Child::Rounds {
                 kernels,

@@ -21,13 +21,15 @@ use serde::Serialize;
 use crate::child::ChildCmd;
 use crate::cli::{BenchArgs, RoundsArgs};
 use crate::EXIT_GATE_FAILED;
+use klab_core::gpustate::BlockState;
+use klab_core::stats::{SpeedVerdict, SpeedupAnalysis};
 use klab_evidence::schema::{
-    rounds_csv, CeilingRate, RateRow, RoundsAnalysis, RoundsBlock, RoundsSummary,
+    rounds_csv, CeilingRate, ExcludedRound, RateRow, RoundsAnalysis, RoundsBlock, RoundsSummary,
 };
 use klab_run::child::{ChildResult, Verdict};
 use klab_run::folder::output_dir;
 use klab_run::kernel::Kernel;
-use klab_run::receipt::workload_info;
+use klab_run::receipt::{workload_info, KlabBinary};
 use klab_spec::registry::{self, Scope};
 use std::time::Duration;
 
@@ -47,6 +49,8 @@ pub struct BlockRow {
     pub dir: String,
     pub receipt: Option<Receipt>,
     pub samples: Vec<f64>,
+    /// The GPU's state around the block (from its receipt).
+    pub state: Option<BlockState>,
 }
 
 /// The block's row of rounds.csv.
@@ -239,6 +243,8 @@ pub fn run(args: RoundsArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
         theoretical_peak_gb_s: rates.peak,
         time: Some(time),
         resolution,
+        excluded_rounds: ratios.kept.excluded,
+        capped_kept: ratios.kept.capped_kept,
     };
     write_atomic(
         &dir.join("summary.json"),
@@ -288,6 +294,8 @@ struct Plan {
     n: u64,
     /// Each kernel's operation, at the size the blocks time.
     ops: Vec<String>,
+    /// This klab binary, hashed once for every block's receipt.
+    klab: KlabBinary,
 }
 
 impl Plan {
@@ -333,6 +341,7 @@ impl Plan {
             baseline,
             n,
             ops,
+            klab: KlabBinary::this()?,
         })
     }
 
@@ -527,6 +536,7 @@ fn run_block(
         claim: None,
         timeout: args.timeout,
         device: args.device,
+        klab_binary: Some(plan.klab.clone()),
     });
     let started = std::time::Instant::now();
     let out = cmd.run(policy, Duration::from_secs(args.timeout), Echo::Off)?;
@@ -544,6 +554,7 @@ fn run_block(
         dir: rel,
         receipt: None,
         samples: Vec::new(),
+        state: None,
     };
     let status = match &out.result {
         Some(ChildResult::Bench {
@@ -579,6 +590,7 @@ fn run_block(
                 None => format!("; {wall_s:.2} s"),
             };
             row.correct = true;
+            row.state = r.measurement.gpu_state.first().cloned();
             row.receipt = Some(r);
             format!("median {median:.3} us{time}")
         }
@@ -725,39 +737,168 @@ struct Ratios {
     analyses: Vec<RoundsAnalysis>,
     text: String,
     error: Option<anyhow::Error>,
+    kept: RoundsKept,
+}
+
+/// The rounds the ratios are taken over: every round but those with a block held down by
+/// power or heat, unless leaving them out would leave fewer than 2.
+#[derive(Debug, Default, PartialEq)]
+struct RoundsKept {
+    rounds: Vec<u32>,
+    excluded: Vec<ExcludedRound>,
+    /// Capped rounds kept, because fewer than 2 would remain without them.
+    capped_kept: bool,
+}
+
+impl RoundsKept {
+    fn of(rows: &[BlockRow], rounds: u32) -> RoundsKept {
+        let capped: Vec<ExcludedRound> = (1..=rounds)
+            .filter_map(|round| {
+                let why: Vec<String> = rows
+                    .iter()
+                    .filter(|b| b.round == round)
+                    .filter_map(|b| {
+                        let why = b.state.as_ref()?.capped()?;
+                        Some(format!("{}: {why}", b.variant))
+                    })
+                    .collect();
+                (!why.is_empty()).then(|| ExcludedRound {
+                    round,
+                    why: why.join("; "),
+                })
+            })
+            .collect();
+        let left = rounds as usize - capped.len();
+        if capped.is_empty() || left < 2 {
+            return RoundsKept {
+                rounds: (1..=rounds).collect(),
+                capped_kept: !capped.is_empty(),
+                excluded: Vec::new(),
+            };
+        }
+        RoundsKept {
+            rounds: (1..=rounds)
+                .filter(|r| !capped.iter().any(|c| c.round == *r))
+                .collect(),
+            excluded: capped,
+            capped_kept: false,
+        }
+    }
+
+    /// What the summary says of the rounds left out or kept.
+    fn describe(&self, rows: &[BlockRow]) -> String {
+        let mut text: String = self
+            .excluded
+            .iter()
+            .map(|e| format!("round {} left out of the ratios: {}\n", e.round, e.why))
+            .collect();
+        if !self.excluded.is_empty() {
+            let kept: Vec<String> = self.rounds.iter().map(u32::to_string).collect();
+            text += &format!(
+                "the ratios below are over rounds {}, numbered 1 to {} there\n",
+                kept.join(", "),
+                kept.len()
+            );
+        }
+        if self.capped_kept {
+            let capped: Vec<String> = rows
+                .iter()
+                .filter(|b| b.state.as_ref().and_then(BlockState::capped).is_some())
+                .map(|b| b.round.to_string())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            text += &format!(
+                "rounds {} had a block held down by power or heat and are kept: leaving them out would leave fewer than 2 rounds\n",
+                capped.join(", ")
+            );
+        }
+        text
+    }
+
+    /// `name`'s samples in each kept round; in SM cycles (each block's samples times its
+    /// clock) with `cycles`, `None` there when a block's clock is unknown.
+    fn samples(&self, rows: &[BlockRow], name: &str, cycles: bool) -> Option<Vec<Vec<f64>>> {
+        self.rounds
+            .iter()
+            .map(|&round| {
+                let mut all = Vec::new();
+                for b in rows
+                    .iter()
+                    .filter(|b| b.round == round && b.variant == name)
+                {
+                    let scale = if cycles {
+                        b.state.as_ref()?.sm_clock_mhz()?
+                    } else {
+                        1.0
+                    };
+                    all.extend(b.samples.iter().map(|s| s * scale));
+                }
+                Some(all)
+            })
+            .collect()
+    }
+
+    /// The lowest and highest SM clock of the kept rounds' blocks, in MHz.
+    fn clock_range(&self, rows: &[BlockRow]) -> Option<(f64, f64)> {
+        let clocks = rows
+            .iter()
+            .filter(|b| self.rounds.contains(&b.round))
+            .filter_map(|b| b.state.as_ref()?.sm_clock_mhz());
+        clocks.fold(None, |r, c| match r {
+            None => Some((c, c)),
+            Some((lo, hi)) => Some((f64::min(lo, c), f64::max(hi, c))),
+        })
+    }
+}
+
+/// How far the blocks' SM clocks may spread before the ratio in cycles is printed beside
+/// the ratio in time.
+const CLOCKS_MOVED: f64 = 0.01;
+
+/// One line: a ratio in SM cycles, for the summary.
+fn cycles_line(a: &SpeedupAnalysis, (lo, hi): (f64, f64)) -> String {
+    let verdict = match a.verdict {
+        SpeedVerdict::Faster => "candidate faster",
+        SpeedVerdict::Slower => "candidate slower",
+        SpeedVerdict::Unresolved => "unresolved",
+    };
+    let interval = a
+        .interval
+        .map(|(l, h)| format!(", 95% {l:.4}x-{h:.4}x"))
+        .unwrap_or_default();
+    format!(
+        "in SM cycles (time x SM clock; the blocks' clocks ran {lo:.0}-{hi:.0} MHz): {:.4}x{interval}, {verdict}\n",
+        a.ratio
+    )
 }
 
 impl Ratios {
     fn against_baseline(plan: &Plan, rows: &[BlockRow], rounds: u32, seed: u64) -> Ratios {
+        let kept = RoundsKept::of(rows, rounds);
         let mut r = Ratios {
             found: Vec::new(),
             analyses: Vec::new(),
-            text: String::new(),
+            text: kept.describe(rows),
             error: None,
+            kept,
         };
         let baseline = &plan.baseline;
         let all_passed = |name: &str| rows.iter().filter(|r| r.variant == name).all(|r| r.correct);
         if !all_passed(baseline) {
-            r.text = format!(
+            r.text += &format!(
                 "the baseline {baseline} failed a gate in at least one block: no ratios are reported\n"
             );
             return r;
         }
-        let per_round = |name: &str| -> Vec<Vec<f64>> {
-            (1..=rounds)
-                .map(|round| {
-                    rows.iter()
-                        .filter(|b| b.round == round && b.variant == *name)
-                        .flat_map(|b| b.samples.iter().copied())
-                        .collect()
-                })
-                .collect()
-        };
         let cfg = BootstrapConfig {
             seed,
             ..BootstrapConfig::default()
         };
-        let b = per_round(baseline);
+        let in_time = |name: &str| r.kept.samples(rows, name, false).unwrap_or_default();
+        let b = in_time(baseline);
+        let b_cycles = r.kept.samples(rows, baseline, true);
+        let clocks = r.kept.clock_range(rows);
         let bop = &plan.ops[plan.position_of(baseline)];
         for (k, name) in plan.names.iter().enumerate() {
             if name == baseline {
@@ -770,13 +911,17 @@ impl Ratios {
                 continue;
             }
             // An analysis that cannot be made still leaves every receipt written.
-            let a = match analyze_speedup(&b, &per_round(name), &cfg) {
+            let a = match analyze_speedup(&b, &in_time(name), &cfg) {
                 Ok(a) => a,
                 Err(e) => {
                     r.error = Some(anyhow::Error::from(e));
                     break;
                 }
             };
+            let in_cycles = b_cycles
+                .as_ref()
+                .zip(r.kept.samples(rows, name, true))
+                .and_then(|(b, c)| analyze_speedup(b, &c, &cfg).ok());
             r.found.push((name.clone(), a.ratio, a.interval));
             if plan.ops[k] != *bop {
                 r.text.push_str(&format!(
@@ -785,11 +930,17 @@ impl Ratios {
                 ));
             }
             r.text.push_str(&render_analysis(&a, baseline, name));
+            if let (Some(c), Some((lo, hi))) = (&in_cycles, clocks) {
+                if hi - lo > CLOCKS_MOVED * hi {
+                    r.text.push_str(&cycles_line(c, (lo, hi)));
+                }
+            }
             r.text.push('\n');
             r.analyses.push(RoundsAnalysis {
                 baseline: baseline.clone(),
                 candidate: name.clone(),
                 analysis: a,
+                in_cycles,
             });
         }
         r
@@ -855,6 +1006,99 @@ mod tests {
         let zero = ("copy_vec16".to_string(), 0.0);
         assert_eq!(pct_of_ceiling(Some(1.0), Some(&zero)), None);
         assert_eq!(pct_of_ceiling(None, Some(&ceiling)), None);
+    }
+
+    fn block(round: u32, variant: &str, us: f64, mhz: u32, capped_ns: u64) -> BlockRow {
+        let state = |ns| klab_core::gpustate::GpuState {
+            sm_clock_mhz: Some(mhz),
+            power_capped_ns: Some(ns),
+            ..Default::default()
+        };
+        BlockRow {
+            round,
+            position: 0,
+            variant: variant.into(),
+            correct: true,
+            dir: String::new(),
+            receipt: None,
+            samples: vec![us; 3],
+            state: Some(BlockState::new("b", state(0), state(capped_ns))),
+        }
+    }
+
+    /// A round with a block held down by the power cap is left out of the ratios, and
+    /// said to be; when that would leave fewer than 2 rounds, every round is kept and that
+    /// is said.
+    #[test]
+    fn capped_rounds_are_left_out_unless_too_few_would_remain() {
+        let rows = [
+            block(1, "a", 10.0, 1980, 0),
+            block(1, "b", 10.0, 1980, 0),
+            block(2, "a", 10.0, 1980, 0),
+            block(2, "b", 12.0, 1980, 3_000_000),
+            block(3, "a", 10.0, 1980, 0),
+            block(3, "b", 10.0, 1980, 0),
+        ];
+        let kept = RoundsKept::of(&rows, 3);
+        assert_eq!(kept.rounds, [1, 3]);
+        assert_eq!(
+            kept.excluded,
+            [ExcludedRound {
+                round: 2,
+                why: "b: held by the power cap for 3.000 ms during the block".into()
+            }]
+        );
+        assert!(kept.describe(&rows).starts_with(
+            "round 2 left out of the ratios: b: held by the power cap for 3.000 ms during the block\n\
+             the ratios below are over rounds 1, 3, numbered 1 to 2 there\n"
+        ));
+        assert_eq!(
+            kept.samples(&rows, "b", false).unwrap(),
+            [vec![10.0; 3], vec![10.0; 3]]
+        );
+        let few = RoundsKept::of(&rows[..4], 2);
+        assert_eq!(
+            (few.rounds.as_slice(), few.capped_kept),
+            (&[1, 2][..], true)
+        );
+        assert!(few.excluded.is_empty());
+        assert!(few
+            .describe(&rows[..4])
+            .starts_with("rounds 2 had a block held down"));
+        let steady = RoundsKept::of(&rows[..2], 1);
+        assert_eq!(
+            steady,
+            RoundsKept {
+                rounds: vec![1],
+                ..Default::default()
+            }
+        );
+    }
+
+    /// A candidate that ran at a lower SM clock is slower in time and the same in cycles.
+    #[test]
+    fn a_clock_change_shows_in_time_and_not_in_cycles() {
+        let rows: Vec<BlockRow> = (1..=5)
+            .flat_map(|r| [block(r, "a", 10.0, 1980, 0), block(r, "b", 12.5, 1584, 0)])
+            .collect();
+        let kept = RoundsKept::of(&rows, 5);
+        assert_eq!(kept.clock_range(&rows), Some((1584.0, 1980.0)));
+        let cfg = BootstrapConfig::default();
+        let analysis = |cycles| {
+            let s = |n| kept.samples(&rows, n, cycles).unwrap();
+            analyze_speedup(&s("a"), &s("b"), &cfg).unwrap()
+        };
+        let (time, cycles) = (analysis(false), analysis(true));
+        assert_eq!((time.ratio, time.verdict), (0.8, SpeedVerdict::Slower));
+        assert_eq!(cycles.ratio, 1.0);
+        assert_eq!(cycles.verdict, SpeedVerdict::Unresolved);
+        assert!(cycles_line(&cycles, (1584.0, 1980.0)).starts_with(
+            "in SM cycles (time x SM clock; the blocks' clocks ran 1584-1980 MHz): 1.0000x"
+        ));
+        // A block without a clock: no ratio in cycles.
+        let mut unknown = rows.clone();
+        unknown[0].state = None;
+        assert_eq!(kept.samples(&unknown, "a", true), None);
     }
 
     #[test]

@@ -589,6 +589,7 @@ impl GroupRun<'_> {
                 claim: None,
                 timeout: plan.timeout_s,
                 device: self.device,
+                klab_binary: None,
             });
             let t0 = now_unix();
             let run = cmd.run(self.policy, self.timeout, Echo::Off);

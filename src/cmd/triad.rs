@@ -446,6 +446,7 @@ fn bench(
         extra_artifacts: Vec::new(),
         receipt_name: format!("{stem}.receipt.json"),
         samples_name: Some(name),
+        klab: None,
     })?;
     let timed = TriadTimed {
         integrity: bench::integrity_line(m),

@@ -4,7 +4,11 @@
 use klab_core::artifact::utc_timestamp;
 use klab_core::gpustate::GpuState;
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
-use nvml_wrapper::enum_wrappers::device::{Clock, PerformanceState, TemperatureSensor};
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, PerformancePolicy, PerformanceState, Sampling, TemperatureSensor,
+};
+use nvml_wrapper::enums::device::SampleValue;
+use nvml_wrapper::struct_wrappers::device::Sample;
 use nvml_wrapper::Nvml;
 
 /// A reader of one device's state, matched by UUID (CUDA ordinals and NVML indexes can
@@ -13,6 +17,9 @@ pub struct StateReader {
     nvml: Option<Nvml>,
     uuid: String,
     error: Option<String>,
+    /// When the previous reading was taken (CPU microseconds since the epoch, NVML's clock
+    /// for its samples): a reading holds the SM clock samples taken after it.
+    last_read_us: std::cell::Cell<Option<u64>>,
 }
 
 impl StateReader {
@@ -23,11 +30,13 @@ impl StateReader {
                 nvml: Some(nvml),
                 uuid: uuid.to_string(),
                 error: None,
+                last_read_us: Default::default(),
             },
             Err(e) => StateReader {
                 nvml: None,
                 uuid: uuid.to_string(),
                 error: Some(format!("NVML unavailable: {e}")),
+                last_read_us: Default::default(),
             },
         }
     }
@@ -64,8 +73,37 @@ impl StateReader {
             Ok(r) => s.clock_event_reasons = reason_names(r),
             Err(e) => s.error = Some(format!("clock-event reasons unreadable: {e}")),
         }
+        // Counters and samples a device may not offer: absent, not an error.
+        let violation = |p| device.violation_status(p).ok().map(|v| v.violation_time);
+        s.power_capped_ns = violation(PerformancePolicy::Power);
+        s.thermal_capped_ns = violation(PerformancePolicy::Thermal);
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0);
+        if let Some(since) = self.last_read_us.replace(Some(now_us)) {
+            s.sm_clock_samples_mhz = device
+                .samples(Sampling::ProcessorClock, since)
+                .map(|v| clock_samples(&v, since))
+                .unwrap_or_default();
+        }
         s
     }
+}
+
+/// NVML's clock samples taken after `since_us`, in MHz, in time order.
+fn clock_samples(samples: &[Sample], since_us: u64) -> Vec<u32> {
+    let mut taken: Vec<(u64, u32)> = samples
+        .iter()
+        .filter(|s| s.timestamp > since_us)
+        .filter_map(|s| match s.value {
+            SampleValue::U32(v) => Some((s.timestamp, v)),
+            SampleValue::U64(v) => u32::try_from(v).ok().map(|v| (s.timestamp, v)),
+            _ => None,
+        })
+        .collect();
+    taken.sort_unstable();
+    taken.into_iter().map(|(_, v)| v).collect()
 }
 
 fn pstate_number(p: PerformanceState) -> Option<u32> {
@@ -124,6 +162,21 @@ pub fn reason_names(r: ThrottleReasons) -> Vec<String> {
 mod tests {
     use super::*;
     use klab_core::gpustate::CAPPING_REASONS;
+
+    #[test]
+    fn clock_samples_are_those_after_the_previous_reading_in_time_order() {
+        let at = |timestamp, value| Sample { timestamp, value };
+        let got = clock_samples(
+            &[
+                at(30, SampleValue::U32(1700)),
+                at(10, SampleValue::U32(1980)),
+                at(20, SampleValue::U64(1800)),
+                at(40, SampleValue::F64(1.0)),
+            ],
+            10,
+        );
+        assert_eq!(got, [1800, 1700]);
+    }
 
     #[test]
     fn reason_names_cover_the_capping_reasons() {

@@ -271,6 +271,21 @@ pub struct RoundsSummary {
     /// With `--resolve`: the half-width asked for, the one reached and why the rounds stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution: Option<klab_core::stats::resolve::Resolution>,
+    /// Rounds left out of the ratios because a block in them was held down by power or
+    /// heat (none are left out when fewer than 2 rounds would remain; `capped_kept` says so).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub excluded_rounds: Vec<ExcludedRound>,
+    /// Capped rounds kept in the ratios, because leaving them out would leave fewer than 2.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub capped_kept: bool,
+}
+
+/// A round left out of the ratios, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExcludedRound {
+    pub round: u32,
+    /// Each capped block: its kernel and what held it down.
+    pub why: String,
 }
 
 /// The rounds' time: the blocks' wall seconds as the parent saw them, their phases summed
@@ -339,6 +354,10 @@ pub struct RoundsAnalysis {
     pub baseline: String,
     /// Round-level ratio, interval and verdict.
     pub analysis: SpeedupAnalysis,
+    /// The same in SM cycles (each block's samples times its SM clock), where every block's
+    /// clock is known: a ratio a clock change made shows here as no effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_cycles: Option<SpeedupAnalysis>,
 }
 
 /// What `klab lab` runs: which kernels, sizes and tools each step uses. The lab writes it to
@@ -516,6 +535,11 @@ mod tests {
                 elapsed_s: 21.5,
                 budget_s: 300.0,
             }),
+            excluded_rounds: vec![ExcludedRound {
+                round: 3,
+                why: "x: held by the power cap for 2.000 ms during the block".into(),
+            }],
+            capped_kept: false,
         };
         let back: RoundsSummary =
             serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();

@@ -403,6 +403,8 @@ mod tests {
             theoretical_peak_gb_s: None,
             time: None,
             resolution: None,
+            excluded_rounds: Vec::new(),
+            capped_kept: false,
         }
     }
 

@@ -108,6 +108,55 @@ pub struct ReceiptInput<'a> {
     pub receipt_name: String,
     /// File name for the samples when there is one block (default `samples-rNN-pP.csv`).
     pub samples_name: Option<String>,
+    /// The klab binary's digest, from a parent that hashed it once ([`KlabBinary`]).
+    pub klab: Option<&'a KlabBinary>,
+}
+
+/// The klab binary a receipt names: its SHA-256, with the size and modification time the
+/// file had when it was hashed. A parent that starts many blocks hashes itself once and
+/// hands this to each child (the same file), which takes it only while the file it runs
+/// from still has that size and time, and hashes itself otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KlabBinary {
+    pub sha256: String,
+    pub bytes: u64,
+    pub modified_ns: u128,
+}
+
+impl KlabBinary {
+    /// The running binary, hashed now.
+    pub fn this() -> Result<KlabBinary, RunError> {
+        let exe = std::env::current_exe()?;
+        let (bytes, modified_ns) = stamp(&exe)?;
+        Ok(KlabBinary {
+            sha256: sha256_file(&exe).within(|| "hashing the klab binary".into())?,
+            bytes,
+            modified_ns,
+        })
+    }
+
+    /// `given` if the running binary is still the file it describes, else the binary hashed
+    /// now.
+    pub fn confirmed(given: Option<&KlabBinary>) -> Result<KlabBinary, RunError> {
+        if let Some(g) = given {
+            let exe = std::env::current_exe()?;
+            if stamp(&exe)? == (g.bytes, g.modified_ns) {
+                return Ok(g.clone());
+            }
+        }
+        KlabBinary::this()
+    }
+}
+
+/// A file's size and modification time (nanoseconds since the epoch).
+fn stamp(path: &Path) -> std::io::Result<(u64, u128)> {
+    let m = std::fs::metadata(path)?;
+    let modified = m
+        .modified()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    Ok((m.len(), modified))
 }
 
 /// Write each block's samples (`samples-rNN[-pP].csv`) and a receipt into `dir`.
@@ -122,6 +171,7 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> Result<(PathBuf, Receipt), RunE
         extra_artifacts,
         receipt_name,
         samples_name,
+        klab,
     } = input;
     let info = workload_info(&spec.kernel, spec.n, facts.ordinal)?;
     let (_, source, path) = spec.kernel.program();
@@ -150,7 +200,7 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> Result<(PathBuf, Receipt), RunE
     let peak = facts.theoretical_peak_gb_s();
     let flagged = states.iter().filter(|s| !s.flags.is_empty()).count() as u64;
     let power = states.first().and_then(|s| s.before.power_limit_w);
-    let exe = std::env::current_exe()?;
+    let klab = KlabBinary::confirmed(klab)?;
     let (repository, commit) = source_version(&spec.kernel);
     let r = Receipt {
         schema: RECEIPT_SCHEMA.into(),
@@ -169,7 +219,7 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> Result<(PathBuf, Receipt), RunE
             file: path.into(),
             file_sha256: source.sha256(),
             entry: info.entry.clone(),
-            binary_sha256: sha256_file(&exe).within(|| "hashing the klab binary".into())?,
+            binary_sha256: klab.sha256,
             compiler: module.compiler(),
             flags: module.flags().to_vec(),
         },
@@ -367,6 +417,28 @@ pub fn integrity(blocks: &[(u32, u32, &Measurement)]) -> Option<receipt::Integri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A digest handed down is taken while the binary is the file it was taken of (so a
+    /// block does not hash klab again), and replaced when size or time differ.
+    #[test]
+    fn a_binary_digest_from_the_parent_is_taken_only_for_the_same_file() {
+        let exe = std::env::current_exe().unwrap();
+        let (bytes, modified_ns) = stamp(&exe).unwrap();
+        let handed = KlabBinary {
+            sha256: "0".repeat(64),
+            bytes,
+            modified_ns,
+        };
+        assert_eq!(KlabBinary::confirmed(Some(&handed)).unwrap(), handed);
+        let stale = KlabBinary {
+            modified_ns: modified_ns + 1,
+            ..handed.clone()
+        };
+        let fresh = KlabBinary::confirmed(Some(&stale)).unwrap();
+        assert_eq!(fresh, KlabBinary::this().unwrap());
+        assert_eq!(fresh.sha256, sha256_file(&exe).unwrap());
+        assert_eq!(KlabBinary::confirmed(None).unwrap(), fresh);
+    }
 
     fn git(dir: &Path, args: &[&str]) -> String {
         let out = std::process::Command::new("git")
