@@ -432,8 +432,7 @@ mod tests {
         // A parent's digest of the klab binary reaches the child in its spec.
         bench.klab_binary = Some(klab_run::receipt::KlabBinary {
             sha256: "a".repeat(64),
-            bytes: 12,
-            modified_ns: 1_700_000_000_000_000_001,
+            stamp: "2049:1234:12:1700000000.000000001:1700000000.000000002".into(),
         });
         round_trip(ChildCmd::Bench(bench.clone()));
         bench.n = None;

@@ -446,6 +446,7 @@ pub struct ReduceLabArgs {
     #[arg(skip)]
     pub device: u32,
     #[command(flatten)]
+    #[serde(default)]
     pub output: OutputArgs,
 }
 
@@ -529,6 +530,7 @@ pub struct TransposeArgs {
     #[arg(skip)]
     pub device: u32,
     #[command(flatten)]
+    #[serde(default)]
     pub output: OutputArgs,
 }
 
@@ -605,12 +607,12 @@ pub struct BenchArgs {
     /// The watchdog, seconds: the global `--timeout`, or this command's default
     #[arg(skip = 600u64)]
     pub timeout: u64,
-    /// The CUDA device: filled from the global `--device`
     /// The klab binary's digest from a parent that runs many blocks (hashed once there);
     /// the child takes it only while its own file still matches
     #[arg(skip)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub klab_binary: Option<klab_run::receipt::KlabBinary>,
+    /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
     #[command(flatten)]
@@ -645,6 +647,7 @@ pub struct TriadArgs {
     #[arg(skip)]
     pub device: u32,
     #[command(flatten)]
+    #[serde(default)]
     pub output: OutputArgs,
 }
 

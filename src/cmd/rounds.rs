@@ -751,6 +751,14 @@ struct RoundsKept {
 }
 
 impl RoundsKept {
+    /// Every round, none left out.
+    fn all(rounds: u32) -> RoundsKept {
+        RoundsKept {
+            rounds: (1..=rounds).collect(),
+            ..Default::default()
+        }
+    }
+
     fn of(rows: &[BlockRow], rounds: u32) -> RoundsKept {
         let capped: Vec<ExcludedRound> = (1..=rounds)
             .filter_map(|round| {
@@ -771,9 +779,8 @@ impl RoundsKept {
         let left = rounds as usize - capped.len();
         if capped.is_empty() || left < 2 {
             return RoundsKept {
-                rounds: (1..=rounds).collect(),
                 capped_kept: !capped.is_empty(),
-                excluded: Vec::new(),
+                ..RoundsKept::all(rounds)
             };
         }
         RoundsKept {
@@ -922,7 +929,20 @@ impl Ratios {
                 .as_ref()
                 .zip(r.kept.samples(rows, name, true))
                 .and_then(|(b, c)| analyze_speedup(b, &c, &cfg).ok());
-            r.found.push((name.clone(), a.ratio, a.interval));
+            // A receipt states the ratio over every round it holds, as `klab compare`
+            // recomputes it from the receipt's samples; the summary's leaves capped ones out.
+            let stated = if r.kept.excluded.is_empty() {
+                Some((a.ratio, a.interval))
+            } else {
+                let all = |n: &str| RoundsKept::all(rounds).samples(rows, n, false);
+                all(baseline)
+                    .zip(all(name))
+                    .and_then(|(b, c)| analyze_speedup(&b, &c, &cfg).ok())
+                    .map(|x| (x.ratio, x.interval))
+            };
+            if let Some((ratio, interval)) = stated {
+                r.found.push((name.clone(), ratio, interval));
+            }
             if plan.ops[k] != *bop {
                 r.text.push_str(&format!(
                     "note: {name} computes '{}', {baseline} computes '{bop}': the ratio is context, not a speedup\n",
@@ -1073,6 +1093,50 @@ mod tests {
                 ..Default::default()
             }
         );
+    }
+
+    /// With a round left out, the summary's ratio is over the kept rounds and the ratio a
+    /// receipt states is over all of them: `klab compare` recomputes it from the receipt's
+    /// samples of every round, and must find the one stated.
+    #[test]
+    fn receipts_state_the_ratio_over_every_round_they_hold() {
+        let mut rows = Vec::new();
+        for r in 1..=4 {
+            let capped = if r == 2 { 1_000_000 } else { 0 };
+            rows.push(block(r, "a", 10.0, 1980, 0));
+            rows.push(block(
+                r,
+                "b",
+                if r == 2 { 20.0 } else { 8.0 + r as f64 },
+                1980,
+                capped,
+            ));
+        }
+        let plan = Plan {
+            kernels: Vec::new(),
+            names: vec!["a".into(), "b".into()],
+            baseline: "a".into(),
+            n: 1,
+            ops: vec!["copy".into(), "copy".into()],
+            klab: KlabBinary {
+                sha256: String::new(),
+                stamp: String::new(),
+            },
+        };
+        let r = Ratios::against_baseline(&plan, &rows, 4, 1);
+        assert_eq!(r.kept.rounds, [1, 3, 4]);
+        let cfg = BootstrapConfig {
+            seed: 1,
+            ..BootstrapConfig::default()
+        };
+        let over = |k: &RoundsKept| {
+            let s = |n| k.samples(&rows, n, false).unwrap();
+            analyze_speedup(&s("a"), &s("b"), &cfg).unwrap()
+        };
+        let (kept, all) = (over(&r.kept), over(&RoundsKept::all(4)));
+        assert_eq!(r.analyses[0].analysis.ratio, kept.ratio);
+        assert_eq!(r.found, [("b".to_string(), all.ratio, all.interval)]);
+        assert_ne!(kept.ratio, all.ratio);
     }
 
     /// A candidate that ran at a lower SM clock is slower in time and the same in cycles.

@@ -1,6 +1,7 @@
 //! `klab transpose <variant|all> <N> <reps>`: the transpose lab's harness, a formatter over
 //! the timing engine with a batch timer (`klab_evidence::row::transpose_row`). The kernels run
-//! in a child ([`here`]) under the watchdog; its CSV is relayed as it comes.
+//! in a child ([`here`]) under the watchdog; its CSV is relayed as it comes (the report's
+//! text, a row at a time), or with `--format json|csv` handed up whole when it is done.
 
 use klab_engine::verify::VerifyPolicy;
 use std::process::ExitCode;
@@ -110,39 +111,36 @@ pub fn here(
     );
 
     let format = args.output.format();
+    // For a person the report goes out a row at a time, as each variant is measured, so a
+    // hang or a crash keeps the rows before it (the lab keeps this stdout); a machine
+    // format is the whole report at the end.
+    let streaming = !format.is_for_machines();
     let mut report = TransposeReport {
         n,
         reps,
         rows: Vec::new(),
     };
+    if streaming {
+        output::print_rendered(&report.human())?;
+    }
     // One input and one output buffer for every variant, as the lab's harness always had:
     // a naive transpose's strided stores are sensitive to where its buffers lie.
     let mut slot = first.create_slot(&mut backend, 0)?;
     for v in selection {
-        let row = decl(v)
-            .and_then(|d| Ok(first.with_decl(d)?))
-            .and_then(|workload| {
-                Ok(row::transpose_row(
-                    &mut backend,
-                    &workload,
-                    &mut slot,
-                    reps,
-                    &mut |line| eprintln!("klab transpose: {line}"),
-                )?)
-            });
-        match row {
-            Ok(row) => report.rows.push(row),
-            Err(e) => {
-                // The variants already measured are still printed for a person.
-                if !format.is_for_machines() {
-                    output::emit(&report, format)?;
-                }
-                return Err(e);
-            }
+        let workload = first.with_decl(decl(v)?)?;
+        let row = row::transpose_row(&mut backend, &workload, &mut slot, reps, &mut |line| {
+            eprintln!("klab transpose: {line}")
+        })?;
+        if streaming {
+            output::print_rendered(&TransposeReport::line(&row))?;
         }
+        report.rows.push(row);
     }
     let failed = report.rows.iter().any(|r| !r.correct);
     let code = if failed { EXIT_GATE_FAILED } else { 0 };
+    if streaming {
+        return Ok(ExitCode::from(code).into());
+    }
     Finished::reporting(&report, format, code, results)
 }
 
@@ -155,9 +153,16 @@ struct TransposeReport {
     rows: Vec<TransposeRow>,
 }
 
+impl TransposeReport {
+    /// A row's line of the text.
+    fn line(row: &TransposeRow) -> String {
+        row.to_csv() + "\n"
+    }
+}
+
 impl Report for TransposeReport {
     fn human(&self) -> String {
-        let rows: String = self.rows.iter().map(|r| r.to_csv() + "\n").collect();
+        let rows: String = self.rows.iter().map(TransposeReport::line).collect();
         format!("{CSV_HEADER}\n{rows}")
     }
 

@@ -750,7 +750,10 @@ mod tests {
             &[],
         ));
         assert!(e.contains("needs 4000000000000 data bytes but 0"), "{e}");
-        // Layout and dtypes klab does not read.
+    }
+
+    #[test]
+    fn layouts_dtypes_and_dicts_klab_does_not_read_are_errors() {
         let e = err(&with_dict(
             "{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }",
             &[0; 8],

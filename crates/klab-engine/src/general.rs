@@ -1159,11 +1159,16 @@ impl DeclaredWorkload {
     /// uploaded, each as a failure of its own. klab never writes them after the upload, so
     /// only a kernel storing outside its declared buffers changes them: its failure, not a
     /// fault in klab's checking. Looked at only when the device checker failed an output or
-    /// disagreed with the CPU oracle; the copies are dropped, to be uploaded afresh.
+    /// disagreed with the CPU oracle, and only up to the cross-check's size (beyond it the
+    /// host copies this needs would be as large as the outputs); the copies are dropped, to
+    /// be uploaded afresh.
     fn overwritten_checker_copies<B: Backend>(
         &self,
         b: &mut B,
     ) -> Result<Vec<(String, Verdict)>, BackendError> {
+        if self.compared_bytes() > crate::verify::CROSS_CHECK_MAX_BYTES {
+            return Ok(Vec::new());
+        }
         let bitwise = rule::Comparison {
             rule: rule::Rule::Bitwise,
             nan: rule::NanRule::NanEqual,

@@ -112,26 +112,25 @@ pub struct ReceiptInput<'a> {
     pub klab: Option<&'a KlabBinary>,
 }
 
-/// The klab binary a receipt names: its SHA-256, with the size and modification time the
-/// file had when it was hashed. A parent that starts many blocks hashes itself once and
-/// hands this to each child (the same file), which takes it only while the file it runs
-/// from still has that size and time, and hashes itself otherwise.
+/// The klab binary a receipt names: its SHA-256, with a stamp of the file it was taken of
+/// (device, inode, size, modification and change times). A parent that starts many blocks
+/// hashes itself once and hands this to each child (the same file), which takes it only
+/// while the file it runs from has the same stamp, and hashes itself otherwise. The change
+/// time is the kernel's: a copy that keeps the modification time (`cp -p`) still differs.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KlabBinary {
     pub sha256: String,
-    pub bytes: u64,
-    pub modified_ns: u128,
+    pub stamp: String,
 }
 
 impl KlabBinary {
     /// The running binary, hashed now.
     pub fn this() -> Result<KlabBinary, RunError> {
         let exe = std::env::current_exe()?;
-        let (bytes, modified_ns) = stamp(&exe)?;
+        let stamp = stamp(&exe)?;
         Ok(KlabBinary {
             sha256: sha256_file(&exe).within(|| "hashing the klab binary".into())?,
-            bytes,
-            modified_ns,
+            stamp,
         })
     }
 
@@ -139,8 +138,7 @@ impl KlabBinary {
     /// now.
     pub fn confirmed(given: Option<&KlabBinary>) -> Result<KlabBinary, RunError> {
         if let Some(g) = given {
-            let exe = std::env::current_exe()?;
-            if stamp(&exe)? == (g.bytes, g.modified_ns) {
+            if stamp(&std::env::current_exe()?)? == g.stamp {
                 return Ok(g.clone());
             }
         }
@@ -148,15 +146,20 @@ impl KlabBinary {
     }
 }
 
-/// A file's size and modification time (nanoseconds since the epoch).
-fn stamp(path: &Path) -> std::io::Result<(u64, u128)> {
+/// A file's device, inode, size, and modification and change times (nanoseconds).
+fn stamp(path: &Path) -> std::io::Result<String> {
+    use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(path)?;
-    let modified = m
-        .modified()?
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    Ok((m.len(), modified))
+    Ok(format!(
+        "{}:{}:{}:{}.{:09}:{}.{:09}",
+        m.dev(),
+        m.ino(),
+        m.len(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec()
+    ))
 }
 
 /// Write each block's samples (`samples-rNN[-pP].csv`) and a receipt into `dir`.
@@ -423,21 +426,36 @@ mod tests {
     #[test]
     fn a_binary_digest_from_the_parent_is_taken_only_for_the_same_file() {
         let exe = std::env::current_exe().unwrap();
-        let (bytes, modified_ns) = stamp(&exe).unwrap();
         let handed = KlabBinary {
             sha256: "0".repeat(64),
-            bytes,
-            modified_ns,
+            stamp: stamp(&exe).unwrap(),
         };
         assert_eq!(KlabBinary::confirmed(Some(&handed)).unwrap(), handed);
         let stale = KlabBinary {
-            modified_ns: modified_ns + 1,
+            stamp: handed.stamp.replace(':', ";"),
             ..handed.clone()
         };
         let fresh = KlabBinary::confirmed(Some(&stale)).unwrap();
         assert_eq!(fresh, KlabBinary::this().unwrap());
         assert_eq!(fresh.sha256, sha256_file(&exe).unwrap());
         assert_eq!(KlabBinary::confirmed(None).unwrap(), fresh);
+        // A copy that keeps the modification time is another file: another stamp.
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("klab");
+        let t = std::fs::metadata(&exe).unwrap().modified().unwrap();
+        let write_with_time = |bytes: &[u8]| {
+            std::fs::write(&copy, bytes).unwrap();
+            let f = std::fs::File::options().write(true).open(&copy).unwrap();
+            f.set_modified(t).unwrap();
+        };
+        write_with_time(b"klab");
+        let before = stamp(&copy).unwrap();
+        std::fs::remove_file(&copy).unwrap();
+        write_with_time(b"KLAB");
+        let after = stamp(&copy).unwrap();
+        let size_and_mtime = |s: &str| s.split(':').skip(2).take(2).collect::<Vec<_>>().join(":");
+        assert_eq!(size_and_mtime(&before), size_and_mtime(&after));
+        assert_ne!(after, before);
     }
 
     fn git(dir: &Path, args: &[&str]) -> String {
