@@ -418,7 +418,7 @@ fn bench(
         None
     };
     let blocks = run_blocks(session, &spec, &mut |l| eprintln!("klab triad: {l}"))?;
-    let bench = |before: CheckOutcome, timed| {
+    let outcome = |before: CheckOutcome, timed| {
         TriadOutcome::Bench(Box::new(TriadBench {
             regime,
             rotation,
@@ -427,13 +427,13 @@ fn bench(
         }))
     };
     let m = match &blocks[0].outcome {
-        Outcome::Rejected { before, .. } => return Ok(bench(before.clone(), Timing::Rejected)),
+        Outcome::Rejected { before, .. } => return Ok(outcome(before.clone(), Timing::Rejected)),
         Outcome::Measured(m) => m,
     };
     if let Some(why) = m.gate_failure() {
         eprintln!("error: {why}; timing withheld");
         let check = bench::check_line(m);
-        return Ok(bench(m.before.clone(), Timing::Withheld { check }));
+        return Ok(outcome(m.before.clone(), Timing::Withheld { check }));
     }
     let stem = name.strip_suffix(".csv").unwrap_or(&name).to_string();
     let (receipt, r) = write_receipt(ReceiptInput {
@@ -465,7 +465,7 @@ fn bench(
         gpu_state_flags: m.state.flags.clone(),
         receipt: receipt.display().to_string(),
     };
-    Ok(bench(m.before.clone(), Timing::Timed(Box::new(timed))))
+    Ok(outcome(m.before.clone(), Timing::Timed(Box::new(timed))))
 }
 
 #[cfg(test)]
