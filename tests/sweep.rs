@@ -363,6 +363,72 @@ fn a_task_without_a_device_records_its_points_and_collect_names_the_missing_task
         err.contains("klab sweep task: group 0 (n=32, same-buffer) on device 0: 0/2 passed"),
         "{err}"
     );
+    // Run again (a requeued task): a fresh attempt folder, the record replaced.
+    let r = klab(&["sweep", "task", so, "0"], &[]);
+    assert_eq!(r.status.code(), Some(1), "{:?}", text(&r));
+    assert!(s.join("tasks/0/run-01/sweep-task.log").is_file());
+    assert!(s.join("tasks/0/run-02/sweep-task.log").is_file());
+    let r = klab(&["sweep", "task", so, "7"], &[]);
+    assert!(text(&r).1.contains("there is no group 7"), "{:?}", text(&r));
+    let r = klab(&["sweep", "collect", so], &[]);
+    let (out, _) = text(&r);
+    assert_eq!(r.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("MISSING: task 1 (n=33, same-buffer) left no record"),
+        "{out}"
+    );
+    let csv = std::fs::read_to_string(s.join("sweep.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    assert_eq!(csv.matches(",error,").count(), 2, "{csv}");
+    assert_eq!(csv.matches(",not-run,").count(), 2, "{csv}");
+    assert!(csv.contains("no CUDA driver"), "{csv}");
+    let page = std::fs::read_to_string(s.join("report/index.html")).unwrap();
+    assert!(
+        page.contains("left no record"),
+        "the report names the missing task"
+    );
+    assert!(s.join("report/plots/sweep-bandwidth.svg").is_file());
+    // Collect twice: the same bytes (the report is a function of the records).
+    let before = std::fs::read(s.join("report/index.html")).unwrap();
+    klab(&["sweep", "collect", so], &[]);
+    assert_eq!(std::fs::read(s.join("report/index.html")).unwrap(), before);
+    // A record whose receipt lies outside the folder, or is no receipt, is refused.
+    std::fs::write(dir.path().join("outside.json"), "{}").unwrap();
+    std::fs::write(s.join("tasks/0/fake.json"), "{\"schema\": 1}").unwrap();
+    let rec_path = s.join("tasks/0/group.json");
+    let mut rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&rec_path).unwrap()).unwrap();
+    for (i, receipt) in ["../outside.json", "tasks/0/fake.json"].iter().enumerate() {
+        rec["points"][i]["status"] = "passed".into();
+        rec["points"][i]["receipt"] = (*receipt).into();
+    }
+    std::fs::write(&rec_path, serde_json::to_vec(&rec).unwrap()).unwrap();
+    let r = klab(&["sweep", "collect", so], &[]);
+    let (out, _) = text(&r);
+    assert_eq!(r.status.code(), Some(1), "{out}");
+    assert_eq!(out.matches("its receipt was refused").count(), 2, "{out}");
+    // Refused for where it is, before anything reads it.
+    assert!(out.contains("leads out of"), "{out}");
+    assert!(!out.contains(" passed "), "{out}");
+    // Not a sweep folder.
+    let r = klab(&["sweep", "collect", dir.path().to_str().unwrap()], &[]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(
+        text(&r).1.contains("is this a klab sweep folder?"),
+        "{:?}",
+        text(&r)
+    );
+}
+
+/// A sweep task's groups without a device: a several-variable operation reaches its check
+/// as --shape, and two regimes at one shape make one group whose kernel is checked once.
+#[test]
+fn a_task_checks_by_shape_and_once_per_group_without_a_device() {
+    if has_driver() {
+        eprintln!("SKIPPED: this machine has a CUDA driver; the no-device records are not made");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
     // A group of a several-variable operation reaches its check as --shape.
     let g = dir.path().join("g");
     let gemm = format!(
@@ -426,61 +492,6 @@ fn a_task_without_a_device_records_its_points_and_collect_names_the_missing_task
         log.matches(r#"$ klab __child '{"work":{"check""#).count(),
         1,
         "{log}"
-    );
-    // Run again (a requeued task): a fresh attempt folder, the record replaced.
-    let r = klab(&["sweep", "task", so, "0"], &[]);
-    assert_eq!(r.status.code(), Some(1), "{:?}", text(&r));
-    assert!(s.join("tasks/0/run-01/sweep-task.log").is_file());
-    assert!(s.join("tasks/0/run-02/sweep-task.log").is_file());
-    let r = klab(&["sweep", "task", so, "7"], &[]);
-    assert!(text(&r).1.contains("there is no group 7"), "{:?}", text(&r));
-    let r = klab(&["sweep", "collect", so], &[]);
-    let (out, _) = text(&r);
-    assert_eq!(r.status.code(), Some(1), "{out}");
-    assert!(
-        out.contains("MISSING: task 1 (n=33, same-buffer) left no record"),
-        "{out}"
-    );
-    let csv = std::fs::read_to_string(s.join("sweep.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 5, "{csv}");
-    assert_eq!(csv.matches(",error,").count(), 2, "{csv}");
-    assert_eq!(csv.matches(",not-run,").count(), 2, "{csv}");
-    assert!(csv.contains("no CUDA driver"), "{csv}");
-    let page = std::fs::read_to_string(s.join("report/index.html")).unwrap();
-    assert!(
-        page.contains("left no record"),
-        "the report names the missing task"
-    );
-    assert!(s.join("report/plots/sweep-bandwidth.svg").is_file());
-    // Collect twice: the same bytes (the report is a function of the records).
-    let before = std::fs::read(s.join("report/index.html")).unwrap();
-    klab(&["sweep", "collect", so], &[]);
-    assert_eq!(std::fs::read(s.join("report/index.html")).unwrap(), before);
-    // A record whose receipt lies outside the folder, or is no receipt, is refused.
-    std::fs::write(dir.path().join("outside.json"), "{}").unwrap();
-    std::fs::write(s.join("tasks/0/fake.json"), "{\"schema\": 1}").unwrap();
-    let rec_path = s.join("tasks/0/group.json");
-    let mut rec: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&rec_path).unwrap()).unwrap();
-    for (i, receipt) in ["../outside.json", "tasks/0/fake.json"].iter().enumerate() {
-        rec["points"][i]["status"] = "passed".into();
-        rec["points"][i]["receipt"] = (*receipt).into();
-    }
-    std::fs::write(&rec_path, serde_json::to_vec(&rec).unwrap()).unwrap();
-    let r = klab(&["sweep", "collect", so], &[]);
-    let (out, _) = text(&r);
-    assert_eq!(r.status.code(), Some(1), "{out}");
-    assert_eq!(out.matches("its receipt was refused").count(), 2, "{out}");
-    // Refused for where it is, before anything reads it.
-    assert!(out.contains("leads out of"), "{out}");
-    assert!(!out.contains(" passed "), "{out}");
-    // Not a sweep folder.
-    let r = klab(&["sweep", "collect", dir.path().to_str().unwrap()], &[]);
-    assert_eq!(r.status.code(), Some(1));
-    assert!(
-        text(&r).1.contains("is this a klab sweep folder?"),
-        "{:?}",
-        text(&r)
     );
 }
 
