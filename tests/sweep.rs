@@ -29,6 +29,15 @@ fn has_driver() -> bool {
     klab_cuda::probe::driver_present()
 }
 
+/// A test of the records made without a device skips, and says so, where there is one.
+fn driver_here() -> bool {
+    let here = has_driver();
+    if here {
+        eprintln!("SKIPPED: this machine has a CUDA driver; the no-device records are not made");
+    }
+    here
+}
+
 #[test]
 fn bad_sweeps_are_one_line_and_exit_1_before_any_folder() {
     let dir = tempfile::tempdir().unwrap();
@@ -331,8 +340,7 @@ fn a_sweep_file_plans_the_same_as_the_command_line() {
 
 #[test]
 fn a_task_without_a_device_records_its_points_and_collect_names_the_missing_task() {
-    if has_driver() {
-        eprintln!("SKIPPED: this machine has a CUDA driver; the no-device records are not made");
+    if driver_here() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -424,8 +432,7 @@ fn a_task_without_a_device_records_its_points_and_collect_names_the_missing_task
 /// as --shape, and two regimes at one shape make one group whose kernel is checked once.
 #[test]
 fn a_task_checks_by_shape_and_once_per_group_without_a_device() {
-    if has_driver() {
-        eprintln!("SKIPPED: this machine has a CUDA driver; the no-device records are not made");
+    if driver_here() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -658,8 +665,7 @@ fn copy_tree(from: &Path, to: &Path) {
 /// a group's attempt folder passes the re-check; one raw sample changed is refused.
 #[test]
 fn collect_keeps_real_receipts_and_refuses_a_changed_one() {
-    if has_driver() {
-        eprintln!("SKIPPED: this machine has a CUDA driver; the no-device records are not made");
+    if driver_here() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
