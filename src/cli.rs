@@ -561,8 +561,9 @@ pub struct LabArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
-    /// Rounds of the rounds and ceilings steps (each block its own process)
-    #[arg(long, default_value_t = 5, value_parser = at_least_one::<u32>)]
+    /// Rounds of the rounds and ceilings steps (each block its own process; 6, the fewest
+    /// that give a 95% interval)
+    #[arg(long, default_value_t = 6, value_parser = at_least_one::<u32>)]
     pub rounds: u32,
     /// The watchdog, seconds: the global `--timeout`, or this command's default
     #[arg(skip = 900u64)]
@@ -656,7 +657,8 @@ pub struct TriadArgs {
     after_help = "Each round runs the variants in order and then in reverse (ABBA for two), \
 every block in its own `klab bench` process. Every block's row is kept (rounds.csv) with its \
 GPU state; per-variant receipts collect the blocks' samples; ratios are taken per round \
-(baseline median / variant median, > 1 = variant faster) with a bootstrap interval over rounds."
+(baseline median / variant median, > 1 = variant faster) with the 95% order-statistic interval of \
+their median, which takes at least 6 rounds."
 )]
 pub struct RoundsArgs {
     /// Kernels to alternate (at least two, after globs and whole manifests are expanded);
@@ -674,8 +676,9 @@ pub struct RoundsArgs {
     pub shape: Option<klab_engine::general::ShapeArg>,
     #[command(flatten)]
     pub timing: TimingArgs,
-    /// Rounds (with --resolve, the fewest; at least 5 there)
-    #[arg(long, default_value_t = 5, value_parser = at_least_one::<u32>)]
+    /// Rounds (with --resolve, the fewest; at least 6 there). Fewer than 6 give no 95%
+    /// interval; at 7 an A/A pair is called different about 1.6% of the time
+    #[arg(long, default_value_t = 7, value_parser = at_least_one::<u32>)]
     pub rounds: u32,
     #[command(flatten)]
     pub resolution: ResolveArgs,
@@ -683,9 +686,6 @@ pub struct RoundsArgs {
     #[arg(long)]
     #[serde(with = "klab_core::os_path::option")]
     pub out: Option<PathBuf>,
-    /// Bootstrap seed (recorded)
-    #[arg(long, default_value_t = BOOTSTRAP_SEED)]
-    pub seed: u64,
     /// The watchdog, seconds: the global `--timeout`, or this command's default
     #[arg(skip = 900u64)]
     pub timeout: u64,
@@ -821,9 +821,6 @@ impl ResolveArgs {
 /// How long rounds until resolved may take by default, seconds.
 pub const DEFAULT_BUDGET_S: f64 = 300.0;
 
-/// The bootstrap's default seed ("klab").
-pub const BOOTSTRAP_SEED: u64 = 0x6b6c_6162;
-
 #[derive(Debug, Clone, PartialEq, Args)]
 #[command(
     after_help = "Each receipt is re-checked first, as `klab receipt check` does: strict schema, \
@@ -831,18 +828,21 @@ every field's domain, every artifact re-hashed, the raw samples re-parsed (none 
 event resolution), and every figure recomputed from them and from its block receipts; a \
 receipt that contradicts its own files is refused naming the field and both values. The pair \
 must be two measurements (not one receipt twice, no sample file shared) of like with like. \
-Exit 0 when the pair compares, 1 when a receipt or the pair is refused."
+--resolve P asks that the ratio's 95% interval be within P of it; when it is not, the output \
+says about how many rounds would make it so. Exit 0 when the pair compares (and resolves P), \
+1 when a receipt or the pair is refused, 2 when the rounds do not resolve P."
 )]
 pub struct CompareArgs {
     /// Baseline receipt (JSON)
     pub baseline: PathBuf,
     /// Candidate receipt (JSON)
     pub candidate: PathBuf,
+    /// Require the ratio's 95% interval to be within this much of it (1 or 1%: +/-1%);
+    /// exit 2 when the receipts' rounds do not give that
+    #[arg(long, value_name = "PERCENT", value_parser = percent)]
+    pub resolve: Option<f64>,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// Bootstrap seed (recorded)
-    #[arg(long, default_value_t = 0x6b6c_6162)]
-    pub seed: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Args)]

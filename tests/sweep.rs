@@ -774,7 +774,7 @@ fn a_resolved_sweep_keeps_its_target_in_the_plan() {
             &base[..],
             &[
                 "--rounds",
-                "5",
+                "6",
                 "--resolve",
                 "1%",
                 "--budget",
@@ -792,8 +792,8 @@ fn a_resolved_sweep_keeps_its_target_in_the_plan() {
     assert_eq!(plan["resolve"]["target"], 0.01);
     assert_eq!(plan["resolve"]["budget_s"], 30.0);
     for (extra, says) in [
-        (&["--rounds", "3", "--resolve", "1"][..], "at least 5"),
-        (&["--resolve", "1"][..], "at least 5"),
+        (&["--rounds", "5", "--resolve", "1"][..], "at least 6"),
+        (&["--resolve", "1"][..], "at least 6"),
         (&["--rounds", "5", "--resolve", "100%"][..], "below 100%"),
         (&["--rounds", "5", "--budget", "30"][..], "--resolve"),
     ] {

@@ -105,7 +105,6 @@ impl Children {
                 },
                 rounds,
                 out: Some(out),
-                seed: crate::cli::BOOTSTRAP_SEED,
                 timeout,
                 device,
             }),

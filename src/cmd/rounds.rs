@@ -1,7 +1,7 @@
 //! `klab rounds A B [C ...]`: seed 000/003's repeated, alternating rounds as a command.
 //! Each round runs the kernels in order and then in reverse (ABBA for two), every block a
 //! separate `klab bench` process; every block's row is kept; per-kernel receipts collect
-//! the blocks; ratios against the baseline are taken per round with a bootstrap interval.
+//! the blocks; ratios against the baseline are taken per round with an order-statistic interval.
 
 use crate::output::{self, Report};
 use klab_core::stats::resolve::{self, Resolution};
@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use klab_core::artifact::{read_regular, sha256_file, utc_timestamp, write_atomic, Input};
 use klab_core::samples::parse_samples_csv;
-use klab_core::stats::{analyze_speedup, gb_per_s, render_analysis, BootstrapConfig, Summary};
+use klab_core::stats::{analyze_speedup, gb_per_s, render_analysis, IntervalConfig, Summary};
 use klab_evidence::receipt::{self, Receipt};
 use klab_spec::declared::builtin::OpKind;
 use serde::Serialize;
@@ -24,7 +24,7 @@ use crate::EXIT_GATE_FAILED;
 use klab_core::gpustate::BlockState;
 use klab_core::stats::{SpeedVerdict, SpeedupAnalysis};
 use klab_evidence::schema::{
-    rounds_csv, CeilingRate, ExcludedRound, RateRow, RoundsAnalysis, RoundsBlock, RoundsSummary,
+    rounds_csv, CeilingRate, RateRow, Rerun, RerunKept, RoundsAnalysis, RoundsBlock, RoundsSummary,
 };
 use klab_run::child::{ChildResult, Verdict};
 use klab_run::folder::output_dir;
@@ -215,7 +215,11 @@ pub fn run(args: RoundsArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     let rates = Rates::of(&plan, rows, args.device)?;
     let mut text = plan.header(&args, rounds);
     text.push_str(&rates.table(&plan));
-    let ratios = Ratios::against_baseline(&plan, rows, rounds, args.seed);
+    for r in &blocks.reruns {
+        text.push_str(&r.describe());
+        text.push('\n');
+    }
+    let ratios = Ratios::against_baseline(&plan, rows, rounds);
     text.push_str(&ratios.text);
     if let Some(r) = &resolution {
         text.push_str(&r.describe());
@@ -243,8 +247,7 @@ pub fn run(args: RoundsArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
         theoretical_peak_gb_s: rates.peak,
         time: Some(time),
         resolution,
-        excluded_rounds: ratios.kept.excluded,
-        capped_kept: ratios.kept.capped_kept,
+        reruns: blocks.reruns.clone(),
     };
     write_atomic(
         &dir.join("summary.json"),
@@ -389,6 +392,8 @@ struct Blocks {
     phases_csv: String,
     totals: klab_engine::timing::Phases,
     wall_total: f64,
+    /// Blocks held down by power or heat and run again.
+    reruns: Vec<Rerun>,
 }
 
 impl Blocks {
@@ -412,6 +417,37 @@ impl Blocks {
     }
 }
 
+/// Where a block runs: its round, its position in the round's order, and whether it is the
+/// re-run of a block the GPU's cap held down.
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    round: u32,
+    position: usize,
+    rerun: bool,
+}
+
+/// What held a block that passed down, when NVML saw the power or thermal cap during it.
+fn capped_pass(row: &BlockRow) -> Option<String> {
+    if !row.correct {
+        return None;
+    }
+    row.state.as_ref()?.capped()
+}
+
+/// Which run of a capped block counts, given its re-run: a clear re-run takes its place; a
+/// re-run held down too means the kernel's own draw caps the GPU, and the first run (at its
+/// place in the alternation) counts against it; a re-run that did not pass counts as what
+/// it is.
+fn after_capped(rerun: &BlockRow) -> RerunKept {
+    if !rerun.correct {
+        RerunKept::RerunFailed
+    } else if capped_pass(rerun).is_some() {
+        RerunKept::FirstCappedAgain
+    } else {
+        RerunKept::Rerun
+    }
+}
+
 /// Every round's blocks, each a `klab bench` child in its own folder under `dir`: the
 /// `--rounds` asked for, then with `--resolve` one more at a time until the widest ratio
 /// interval is narrow enough or the next round would not fit in the budget. Returns the
@@ -431,6 +467,7 @@ fn run_blocks(
         ),
         totals: klab_engine::timing::Phases::default(),
         wall_total: 0.0,
+        reruns: Vec::new(),
     };
     let order: Vec<&Kernel> = round_order(&plan.kernels.iter().collect::<Vec<_>>());
     let bar = crate::cmd::progress_bar(
@@ -446,7 +483,7 @@ fn run_blocks(
             let Some(target) = args.resolution.resolve.filter(|_| blocks.errors.is_empty()) else {
                 break None;
             };
-            let (width, resolvable) = widest_interval(plan, &blocks.rows, rounds, args.seed);
+            let (width, resolvable) = widest_interval(plan, &blocks.rows, rounds);
             let elapsed_s = started.elapsed().as_secs_f64();
             if let Some(stopped) = resolve::next(
                 target,
@@ -471,21 +508,45 @@ fn run_blocks(
         rounds += 1;
         for (position, kernel) in order.iter().enumerate() {
             bar.set_message(format!("round {rounds} {}", kernel.name()));
-            let status = run_block(
-                plan,
-                args,
-                policy,
-                dir,
-                &mut blocks,
-                (rounds, position),
-                kernel,
-            )?;
+            let at = Place {
+                round: rounds,
+                position,
+                rerun: false,
+            };
+            let status = run_block(plan, args, policy, dir, &mut blocks, at, kernel)?;
             bar.inc(1);
-            bar.suspend(|| {
-                eprintln!(
-                    "klab rounds: round {rounds} position {position} {}: {status}",
-                    kernel.name()
-                )
+            let say = |status: &str| {
+                bar.suspend(|| {
+                    eprintln!(
+                        "klab rounds: round {rounds} position {position} {}: {status}",
+                        kernel.name()
+                    )
+                })
+            };
+            say(&status);
+            // A block the GPU's power or thermal cap held down runs once more in its place.
+            let Some(why) = blocks.rows.last().and_then(capped_pass) else {
+                continue;
+            };
+            let first = blocks.rows.pop().expect("the block just run");
+            let again = Place { rerun: true, ..at };
+            let status = run_block(plan, args, policy, dir, &mut blocks, again, kernel)?;
+            say(&format!(
+                "run again, as the cap held it down ({why}): {status}"
+            ));
+            let rerun = blocks.rows.pop().expect("the block just run");
+            let kept = after_capped(&rerun);
+            blocks.reruns.push(Rerun {
+                round: rounds,
+                position: position as u32,
+                kernel: kernel.name(),
+                why,
+                first: first.dir.clone(),
+                kept,
+            });
+            blocks.rows.push(match kept {
+                RerunKept::FirstCappedAgain => first,
+                RerunKept::Rerun | RerunKept::RerunFailed => rerun,
             });
         }
     };
@@ -496,8 +557,8 @@ fn run_blocks(
 /// The widest relative half-width of the ratios' intervals after `rounds` rounds (`None`
 /// while one has no interval), and whether more rounds can resolve them all (no kernel
 /// failed a gate, every analysis could be made).
-fn widest_interval(plan: &Plan, rows: &[BlockRow], rounds: u32, seed: u64) -> (Option<f64>, bool) {
-    let ratios = Ratios::against_baseline(plan, rows, rounds, seed);
+fn widest_interval(plan: &Plan, rows: &[BlockRow], rounds: u32) -> (Option<f64>, bool) {
+    let ratios = Ratios::against_baseline(plan, rows, rounds);
     let resolvable = ratios.error.is_none() && ratios.analyses.len() + 1 == plan.names.len();
     let widths: Option<Vec<f64>> = ratios
         .analyses
@@ -516,11 +577,17 @@ fn run_block(
     policy: VerifyPolicy,
     dir: &Path,
     blocks: &mut Blocks,
-    (round, position): (u32, usize),
+    place: Place,
     kernel: &Kernel,
 ) -> anyhow::Result<String> {
+    let Place {
+        round, position, ..
+    } = place;
     let name = kernel.name();
-    let rel = format!("blocks/r{round:02}-p{position}-{name}");
+    let rel = format!(
+        "blocks/r{round:02}-p{position}-{name}{}",
+        if place.rerun { "-rerun" } else { "" }
+    );
     let block_dir: PathBuf = dir.join(&rel);
     // The child gets the kernel's full reference, so a user manifest's kernel is measured,
     // never a built-in of the same name.
@@ -737,126 +804,42 @@ struct Ratios {
     analyses: Vec<RoundsAnalysis>,
     text: String,
     error: Option<anyhow::Error>,
-    kept: RoundsKept,
 }
 
-/// The rounds the ratios are taken over: every round but those with a block held down by
-/// power or heat, unless leaving them out would leave fewer than 2.
-#[derive(Debug, Default, PartialEq)]
-struct RoundsKept {
-    rounds: Vec<u32>,
-    excluded: Vec<ExcludedRound>,
-    /// Capped rounds kept, because fewer than 2 would remain without them.
-    capped_kept: bool,
-}
-
-impl RoundsKept {
-    /// Every round, none left out.
-    fn all(rounds: u32) -> RoundsKept {
-        RoundsKept {
-            rounds: (1..=rounds).collect(),
-            ..Default::default()
-        }
-    }
-
-    fn of(rows: &[BlockRow], rounds: u32) -> RoundsKept {
-        let capped: Vec<ExcludedRound> = (1..=rounds)
-            .filter_map(|round| {
-                let why: Vec<String> = rows
-                    .iter()
-                    .filter(|b| b.round == round)
-                    .filter_map(|b| {
-                        let why = b.state.as_ref()?.capped()?;
-                        Some(format!("{}: {why}", b.variant))
-                    })
-                    .collect();
-                (!why.is_empty()).then(|| ExcludedRound {
-                    round,
-                    why: why.join("; "),
-                })
-            })
-            .collect();
-        let left = rounds as usize - capped.len();
-        if capped.is_empty() || left < 2 {
-            return RoundsKept {
-                capped_kept: !capped.is_empty(),
-                ..RoundsKept::all(rounds)
-            };
-        }
-        RoundsKept {
-            rounds: (1..=rounds)
-                .filter(|r| !capped.iter().any(|c| c.round == *r))
-                .collect(),
-            excluded: capped,
-            capped_kept: false,
-        }
-    }
-
-    /// What the summary says of the rounds left out or kept.
-    fn describe(&self, rows: &[BlockRow]) -> String {
-        let mut text: String = self
-            .excluded
-            .iter()
-            .map(|e| format!("round {} left out of the ratios: {}\n", e.round, e.why))
-            .collect();
-        if !self.excluded.is_empty() {
-            let kept: Vec<String> = self.rounds.iter().map(u32::to_string).collect();
-            text += &format!(
-                "the ratios below are over rounds {}, numbered 1 to {} there\n",
-                kept.join(", "),
-                kept.len()
-            );
-        }
-        if self.capped_kept {
-            let capped: Vec<String> = rows
+/// `name`'s samples in each of `rounds` rounds; in SM cycles (each block's samples times its
+/// clock) with `cycles`, `None` there when a block's clock is unknown.
+fn round_samples(
+    rows: &[BlockRow],
+    rounds: u32,
+    name: &str,
+    cycles: bool,
+) -> Option<Vec<Vec<f64>>> {
+    (1..=rounds)
+        .map(|round| {
+            let mut all = Vec::new();
+            for b in rows
                 .iter()
-                .filter(|b| b.state.as_ref().and_then(BlockState::capped).is_some())
-                .map(|b| b.round.to_string())
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .collect();
-            text += &format!(
-                "rounds {} had a block held down by power or heat and are kept: leaving them out would leave fewer than 2 rounds\n",
-                capped.join(", ")
-            );
-        }
-        text
-    }
-
-    /// `name`'s samples in each kept round; in SM cycles (each block's samples times its
-    /// clock) with `cycles`, `None` there when a block's clock is unknown.
-    fn samples(&self, rows: &[BlockRow], name: &str, cycles: bool) -> Option<Vec<Vec<f64>>> {
-        self.rounds
-            .iter()
-            .map(|&round| {
-                let mut all = Vec::new();
-                for b in rows
-                    .iter()
-                    .filter(|b| b.round == round && b.variant == name)
-                {
-                    let scale = if cycles {
-                        b.state.as_ref()?.sm_clock_mhz()?
-                    } else {
-                        1.0
-                    };
-                    all.extend(b.samples.iter().map(|s| s * scale));
-                }
-                Some(all)
-            })
-            .collect()
-    }
-
-    /// The lowest and highest SM clock of the kept rounds' blocks, in MHz.
-    fn clock_range(&self, rows: &[BlockRow]) -> Option<(f64, f64)> {
-        let clocks = rows
-            .iter()
-            .filter(|b| self.rounds.contains(&b.round))
-            .filter_map(|b| b.state.as_ref()?.sm_clock_mhz());
-        clocks.fold(None, |r, c| match r {
-            None => Some((c, c)),
-            Some((lo, hi)) => Some((f64::min(lo, c), f64::max(hi, c))),
+                .filter(|b| b.round == round && b.variant == name)
+            {
+                let scale = if cycles {
+                    b.state.as_ref()?.sm_clock_mhz()?
+                } else {
+                    1.0
+                };
+                all.extend(b.samples.iter().map(|s| s * scale));
+            }
+            Some(all)
         })
-    }
+        .collect()
+}
+
+/// The lowest and highest SM clock of the blocks, in MHz.
+fn clock_range(rows: &[BlockRow]) -> Option<(f64, f64)> {
+    let clocks = rows.iter().filter_map(|b| b.state.as_ref()?.sm_clock_mhz());
+    clocks.fold(None, |r, c| match r {
+        None => Some((c, c)),
+        Some((lo, hi)) => Some((f64::min(lo, c), f64::max(hi, c))),
+    })
 }
 
 /// How far the blocks' SM clocks may spread before the ratio in cycles is printed beside
@@ -881,14 +864,12 @@ fn cycles_line(a: &SpeedupAnalysis, (lo, hi): (f64, f64)) -> String {
 }
 
 impl Ratios {
-    fn against_baseline(plan: &Plan, rows: &[BlockRow], rounds: u32, seed: u64) -> Ratios {
-        let kept = RoundsKept::of(rows, rounds);
+    fn against_baseline(plan: &Plan, rows: &[BlockRow], rounds: u32) -> Ratios {
         let mut r = Ratios {
             found: Vec::new(),
             analyses: Vec::new(),
-            text: kept.describe(rows),
+            text: String::new(),
             error: None,
-            kept,
         };
         let baseline = &plan.baseline;
         let all_passed = |name: &str| rows.iter().filter(|r| r.variant == name).all(|r| r.correct);
@@ -898,14 +879,11 @@ impl Ratios {
             );
             return r;
         }
-        let cfg = BootstrapConfig {
-            seed,
-            ..BootstrapConfig::default()
-        };
-        let in_time = |name: &str| r.kept.samples(rows, name, false).unwrap_or_default();
+        let cfg = IntervalConfig::default();
+        let in_time = |name: &str| round_samples(rows, rounds, name, false).unwrap_or_default();
         let b = in_time(baseline);
-        let b_cycles = r.kept.samples(rows, baseline, true);
-        let clocks = r.kept.clock_range(rows);
+        let b_cycles = round_samples(rows, rounds, baseline, true);
+        let clocks = clock_range(rows);
         let bop = &plan.ops[plan.position_of(baseline)];
         for (k, name) in plan.names.iter().enumerate() {
             if name == baseline {
@@ -927,22 +905,9 @@ impl Ratios {
             };
             let in_cycles = b_cycles
                 .as_ref()
-                .zip(r.kept.samples(rows, name, true))
+                .zip(round_samples(rows, rounds, name, true))
                 .and_then(|(b, c)| analyze_speedup(b, &c, &cfg).ok());
-            // A receipt states the ratio over every round it holds, as `klab compare`
-            // recomputes it from the receipt's samples; the summary's leaves capped ones out.
-            let stated = if r.kept.excluded.is_empty() {
-                Some((a.ratio, a.interval))
-            } else {
-                let all = |n: &str| RoundsKept::all(rounds).samples(rows, n, false);
-                all(baseline)
-                    .zip(all(name))
-                    .and_then(|(b, c)| analyze_speedup(&b, &c, &cfg).ok())
-                    .map(|x| (x.ratio, x.interval))
-            };
-            if let Some((ratio, interval)) = stated {
-                r.found.push((name.clone(), ratio, interval));
-            }
+            r.found.push((name.clone(), a.ratio, a.interval));
             if plan.ops[k] != *bop {
                 r.text.push_str(&format!(
                     "note: {name} computes '{}', {baseline} computes '{bop}': the ratio is context, not a speedup\n",
@@ -1046,71 +1011,48 @@ mod tests {
         }
     }
 
-    /// A round with a block held down by the power cap is left out of the ratios, and
-    /// said to be; when that would leave fewer than 2 rounds, every round is kept and that
-    /// is said.
+    /// A block the cap held down is run again: a clear re-run takes its place, a re-run
+    /// held down too leaves the first (the kernel's own draw counts against it), and a re-run
+    /// that failed is what counts, so a capped pass never hides a failure.
     #[test]
-    fn capped_rounds_are_left_out_unless_too_few_would_remain() {
-        let rows = [
-            block(1, "a", 10.0, 1980, 0),
-            block(1, "b", 10.0, 1980, 0),
-            block(2, "a", 10.0, 1980, 0),
-            block(2, "b", 12.0, 1980, 3_000_000),
-            block(3, "a", 10.0, 1980, 0),
-            block(3, "b", 10.0, 1980, 0),
-        ];
-        let kept = RoundsKept::of(&rows, 3);
-        assert_eq!(kept.rounds, [1, 3]);
+    fn a_capped_block_is_run_again_and_the_fair_run_kept() {
+        let clear = block(2, "b", 10.0, 1980, 0);
+        let capped = block(2, "b", 12.0, 1980, 3_000_000);
+        assert_eq!(capped_pass(&clear), None);
         assert_eq!(
-            kept.excluded,
-            [ExcludedRound {
-                round: 2,
-                why: "b: held by the power cap for 3.000 ms during the block".into()
-            }]
+            capped_pass(&capped).as_deref(),
+            Some("held by the power cap for 3.000 ms during the block")
         );
-        assert!(kept.describe(&rows).starts_with(
-            "round 2 left out of the ratios: b: held by the power cap for 3.000 ms during the block\n\
-             the ratios below are over rounds 1, 3, numbered 1 to 2 there\n"
-        ));
+        // A failed block is a failure, whatever held the GPU down.
+        let mut failed = capped.clone();
+        failed.correct = false;
+        assert_eq!(capped_pass(&failed), None);
+
+        assert_eq!(after_capped(&clear), RerunKept::Rerun);
+        assert_eq!(after_capped(&capped), RerunKept::FirstCappedAgain);
+        assert_eq!(after_capped(&failed), RerunKept::RerunFailed);
+        let r = Rerun {
+            round: 2,
+            position: 1,
+            kernel: "b".into(),
+            why: capped_pass(&capped).unwrap(),
+            first: "blocks/r02-p1-b".into(),
+            kept: RerunKept::FirstCappedAgain,
+        };
         assert_eq!(
-            kept.samples(&rows, "b", false).unwrap(),
-            [vec![10.0; 3], vec![10.0; 3]]
-        );
-        let few = RoundsKept::of(&rows[..4], 2);
-        assert_eq!(
-            (few.rounds.as_slice(), few.capped_kept),
-            (&[1, 2][..], true)
-        );
-        assert!(few.excluded.is_empty());
-        assert!(few
-            .describe(&rows[..4])
-            .starts_with("rounds 2 had a block held down"));
-        let steady = RoundsKept::of(&rows[..2], 1);
-        assert_eq!(
-            steady,
-            RoundsKept {
-                rounds: vec![1],
-                ..Default::default()
-            }
+            r.describe(),
+            "round 2 position 1 b was held down (held by the power cap for 3.000 ms during the block) and run again: the re-run was held down too, so it is the kernel's own draw: the first run is kept and counts against it (first run in blocks/r02-p1-b)"
         );
     }
 
-    /// With a round left out, the summary's ratio is over the kept rounds and the ratio a
-    /// receipt states is over all of them: `klab compare` recomputes it from the receipt's
-    /// samples of every round, and must find the one stated.
+    /// Every round counts in the ratios, as in the receipts `klab compare` recomputes them
+    /// from: a capped block was run again (or kept as the kernel's own), never left out.
     #[test]
-    fn receipts_state_the_ratio_over_every_round_they_hold() {
+    fn the_ratios_are_over_every_round() {
         let mut rows = Vec::new();
-        for r in 1..=4 {
-            let capped = if r == 2 { 1_000_000 } else { 0 };
+        for r in 1..=6 {
             rows.push(block(r, "a", 10.0, 1980, 0));
-            rows.push(block(
-                r,
-                "b",
-                if r == 2 { 20.0 } else { 8.0 + r as f64 },
-                1980,
-                capped,
-            ));
+            rows.push(block(r, "b", 8.0 + r as f64 / 10.0, 1980, 0));
         }
         let plan = Plan {
             kernels: Vec::new(),
@@ -1123,33 +1065,24 @@ mod tests {
                 stamp: String::new(),
             },
         };
-        let r = Ratios::against_baseline(&plan, &rows, 4, 1);
-        assert_eq!(r.kept.rounds, [1, 3, 4]);
-        let cfg = BootstrapConfig {
-            seed: 1,
-            ..BootstrapConfig::default()
-        };
-        let over = |k: &RoundsKept| {
-            let s = |n| k.samples(&rows, n, false).unwrap();
-            analyze_speedup(&s("a"), &s("b"), &cfg).unwrap()
-        };
-        let (kept, all) = (over(&r.kept), over(&RoundsKept::all(4)));
-        assert_eq!(r.analyses[0].analysis.ratio, kept.ratio);
-        assert_eq!(r.found, [("b".to_string(), all.ratio, all.interval)]);
-        assert_ne!(kept.ratio, all.ratio);
+        let r = Ratios::against_baseline(&plan, &rows, 6);
+        let a = &r.analyses[0].analysis;
+        assert_eq!(a.rounds, 6);
+        assert_eq!(r.found, [("b".to_string(), a.ratio, a.interval)]);
+        assert_eq!(a.interval, Some((10.0 / 8.6, 10.0 / 8.1)));
+        assert_eq!(a.verdict, SpeedVerdict::Faster);
     }
 
     /// A candidate that ran at a lower SM clock is slower in time and the same in cycles.
     #[test]
     fn a_clock_change_shows_in_time_and_not_in_cycles() {
-        let rows: Vec<BlockRow> = (1..=5)
+        let rows: Vec<BlockRow> = (1..=6)
             .flat_map(|r| [block(r, "a", 10.0, 1980, 0), block(r, "b", 12.5, 1584, 0)])
             .collect();
-        let kept = RoundsKept::of(&rows, 5);
-        assert_eq!(kept.clock_range(&rows), Some((1584.0, 1980.0)));
-        let cfg = BootstrapConfig::default();
+        assert_eq!(clock_range(&rows), Some((1584.0, 1980.0)));
+        let cfg = IntervalConfig::default();
         let analysis = |cycles| {
-            let s = |n| kept.samples(&rows, n, cycles).unwrap();
+            let s = |n| round_samples(&rows, 6, n, cycles).unwrap();
             analyze_speedup(&s("a"), &s("b"), &cfg).unwrap()
         };
         let (time, cycles) = (analysis(false), analysis(true));
@@ -1162,7 +1095,7 @@ mod tests {
         // A block without a clock: no ratio in cycles.
         let mut unknown = rows.clone();
         unknown[0].state = None;
-        assert_eq!(kept.samples(&unknown, "a", true), None);
+        assert_eq!(round_samples(&unknown, 6, "a", true), None);
     }
 
     #[test]

@@ -508,7 +508,6 @@ impl GroupRun<'_> {
                 budget: plan.resolve.map_or(DEFAULT_BUDGET_S, |r| r.budget_s),
             },
             out: Some(rdir.clone()),
-            seed: crate::cli::BOOTSTRAP_SEED,
             timeout: plan.timeout_s,
             device: self.device,
         });

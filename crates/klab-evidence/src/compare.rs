@@ -31,7 +31,7 @@ use crate::receipt::{BlockReceipt, Receipt, ReceiptError, BLOCK_RECEIPT_ROLE, RE
 use klab_core::artifact::{self, sha256_hex, FileError, Input};
 use klab_core::samples::{check_resolution, parse_samples_csv, SampleError};
 use klab_core::stats::{
-    analyze_speedup, render_analysis, BootstrapConfig, SpeedupAnalysis, StatsError, Summary,
+    analyze_speedup, render_analysis, IntervalConfig, SpeedupAnalysis, StatsError, Summary,
     QUANTILE_RULE,
 };
 
@@ -201,6 +201,9 @@ pub struct Comparison {
     /// Caveats that do not refuse the comparison: order not interleaved, flagged GPU state,
     /// differing warmup or environment.
     pub notes: Vec<String>,
+    /// With `--resolve`: whether the rounds resolve the half-width asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<klab_core::stats::resolve::ResolveCheck>,
 }
 
 impl Comparison {
@@ -229,6 +232,10 @@ impl Comparison {
         ));
         for n in &self.notes {
             out.push_str(&format!("note: {n}\n"));
+        }
+        if let Some(r) = &self.resolution {
+            out.push_str(&r.describe());
+            out.push('\n');
         }
         out
     }
@@ -827,7 +834,7 @@ fn order_notes(
 pub fn compare(
     baseline: &Path,
     candidate: &Path,
-    cfg: &BootstrapConfig,
+    cfg: &IntervalConfig,
 ) -> Result<Comparison, CompareError> {
     let bc = check(baseline)?;
     let cc = check(candidate)?;
@@ -938,5 +945,6 @@ pub fn compare(
         ratio: analysis.ratio,
         analysis,
         notes,
+        resolution: None,
     })
 }

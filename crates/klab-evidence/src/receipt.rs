@@ -394,7 +394,8 @@ pub struct RoundsContext {
     /// Median of the per-round ratios baseline median / this kernel's median (above 1: this
     /// kernel is faster); absent for the baseline itself or when a block failed its gate.
     pub ratio_to_baseline: Option<f64>,
-    /// Its bootstrap interval over rounds, when there were enough rounds for one.
+    /// Its 95% interval over rounds, when there were enough rounds for one (an
+    /// order-statistic interval; a percentile bootstrap in receipts of an earlier klab).
     pub ratio_interval: Option<[f64; 2]>,
 }
 

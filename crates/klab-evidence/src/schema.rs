@@ -271,21 +271,56 @@ pub struct RoundsSummary {
     /// With `--resolve`: the half-width asked for, the one reached and why the rounds stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution: Option<klab_core::stats::resolve::Resolution>,
-    /// Rounds left out of the ratios because a block in them was held down by power or
-    /// heat (none are left out when fewer than 2 rounds would remain; `capped_kept` says so).
+    /// Blocks run again because NVML saw the power or thermal cap hold the GPU down during
+    /// them, each with what was kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub excluded_rounds: Vec<ExcludedRound>,
-    /// Capped rounds kept in the ratios, because leaving them out would leave fewer than 2.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub capped_kept: bool,
+    pub reruns: Vec<Rerun>,
 }
 
-/// A round left out of the ratios, and why.
+/// A block held down by power or heat, and its one re-run at the same place in the round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ExcludedRound {
+pub struct Rerun {
     pub round: u32,
-    /// Each capped block: its kernel and what held it down.
+    pub position: u32,
+    pub kernel: String,
+    /// What held the first run down.
     pub why: String,
+    /// The first run's folder under `blocks/` (kept, though no receipt counts it when the
+    /// re-run took its place).
+    pub first: String,
+    /// Which run the ratios and receipts take.
+    pub kept: RerunKept,
+}
+
+/// Which run of a capped block counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RerunKept {
+    /// The re-run ran clear: the cap was a passing state of the GPU.
+    Rerun,
+    /// The re-run was capped too: that is the kernel's own draw, and it counts against it
+    /// (the first run is kept, at its place in the alternation).
+    FirstCappedAgain,
+    /// The re-run failed a gate or could not run: that outcome is kept, so a failure is
+    /// never hidden behind a capped pass.
+    RerunFailed,
+}
+
+impl Rerun {
+    /// One line for the summary.
+    pub fn describe(&self) -> String {
+        let what = match self.kept {
+            RerunKept::Rerun => "the re-run ran clear and takes its place",
+            RerunKept::FirstCappedAgain => {
+                "the re-run was held down too, so it is the kernel's own draw: the first run is kept and counts against it"
+            }
+            RerunKept::RerunFailed => "the re-run did not pass, and that is what counts",
+        };
+        format!(
+            "round {} position {} {} was held down ({}) and run again: {what} (first run in {})",
+            self.round, self.position, self.kernel, self.why, self.first
+        )
+    }
 }
 
 /// The rounds' time: the blocks' wall seconds as the parent saw them, their phases summed
@@ -535,11 +570,14 @@ mod tests {
                 elapsed_s: 21.5,
                 budget_s: 300.0,
             }),
-            excluded_rounds: vec![ExcludedRound {
+            reruns: vec![Rerun {
                 round: 3,
-                why: "x: held by the power cap for 2.000 ms during the block".into(),
+                position: 1,
+                kernel: "x".into(),
+                why: "held by the power cap for 2.000 ms during the block".into(),
+                first: "blocks/r03-p1-x-capped".into(),
+                kept: RerunKept::Rerun,
             }],
-            capped_kept: false,
         };
         let back: RoundsSummary =
             serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();

@@ -31,17 +31,17 @@ fn valid_pair_compares_with_the_expected_ratio() {
     assert!((cmp.ratio - 1.25).abs() < 1e-9, "{}", cmp.ratio);
     assert_eq!(cmp.ratio, cmp.analysis.ratio);
     assert_eq!(cmp.analysis.verdict, SpeedVerdict::Faster);
-    assert_eq!(cmp.analysis.rounds, 5);
-    assert_eq!(cmp.baseline.rounds, [1, 2, 3, 4, 5]);
+    assert_eq!(cmp.analysis.rounds, 7);
+    assert_eq!(cmp.baseline.rounds, [1, 2, 3, 4, 5, 6, 7]);
     assert_eq!(
         cmp.baseline.round_medians_us,
-        [100.0, 104.0, 99.0, 101.0, 102.0]
+        [100.0, 104.0, 99.0, 101.0, 102.0, 100.0, 103.0]
     );
     assert!((cmp.candidate.round_medians_us[1] - 83.2).abs() < 1e-9);
-    // Median over all 25 samples.
+    // Median over all 35 samples.
     assert_eq!(cmp.baseline.median_us, 101.0);
     assert!((cmp.candidate.median_us - 80.8).abs() < 1e-9);
-    assert_eq!(cmp.baseline.all_samples.count, 25);
+    assert_eq!(cmp.baseline.all_samples.count, 35);
     assert_eq!(cmp.baseline.name, "triad_baseline");
     assert!(cmp.notes.is_empty(), "{:?}", cmp.notes);
 
@@ -49,7 +49,7 @@ fn valid_pair_compares_with_the_expected_ratio() {
     assert!(text.contains("median 101.000 µs"), "{text}");
     assert!(text.contains("median 80.800 µs"), "{text}");
     assert!(
-        text.contains("ratio: 1.25x (median of 5 round ratios)"),
+        text.contains("ratio: 1.25x (median of 7 round ratios)"),
         "{text}"
     );
     assert!(text.contains("candidate faster"), "{text}");
@@ -98,7 +98,7 @@ fn rounds_are_matched_by_round_number() {
     });
     let e = refuse(&b, &c);
     assert!(matches!(e, CompareError::Receipt(_)), "{e:?}");
-    assert!(one_line(&e).contains("is 9, outside rounds 1..=5"), "{e}");
+    assert!(one_line(&e).contains("is 9, outside rounds 1..=7"), "{e}");
 }
 
 #[test]
@@ -148,7 +148,7 @@ fn changed_raw_samples_not_listed_as_artifact_are_refused() {
 fn wrong_recorded_size_is_refused() {
     let d = tempfile::tempdir().unwrap();
     let (b, c) = pair(d.path());
-    edit_json(&b, |v| v["artifacts"][5]["bytes"] = json!(1));
+    edit_json(&b, |v| v["artifacts"][7]["bytes"] = json!(1));
     let e = refuse(&b, &c);
     assert!(matches!(e, CompareError::Size { recorded: 1, .. }), "{e:?}");
     assert!(one_line(&e).contains("artifact memcheck.txt has"));
@@ -197,7 +197,7 @@ fn symlink_leaving_the_folder_is_refused() {
     fs::rename(dir.join("memcheck.txt"), out.join("memcheck.txt")).unwrap();
     std::os::unix::fs::symlink(&out, dir.join("sub")).unwrap();
     edit_json(&b, |v| {
-        v["artifacts"][5]["path"] = json!("sub/memcheck.txt");
+        v["artifacts"][7]["path"] = json!("sub/memcheck.txt");
         v["correctness"]["sanitizer"][0]["report"] = json!("sub/memcheck.txt");
     });
     assert!(matches!(refuse(&b, &c), CompareError::Escapes { .. }));
@@ -644,7 +644,7 @@ fn quantiles_the_samples_do_not_give_are_refused() {
     let msg = one_line(&refuse(&b, &c));
     assert!(
         msg.contains(
-            "candidate/receipt.json: result.p90_us is 90, but its 25 raw samples give 83.2 ("
+            "candidate/receipt.json: result.p90_us is 90, but its 35 raw samples give 83.2 ("
         ),
         "{msg}"
     );
@@ -797,5 +797,9 @@ fn the_few_rounds_note_is_printed_once() {
         false,
     );
     let text = compare(&b, &c, &cfg()).unwrap().render_text();
-    assert_eq!(text.matches("rests on few rounds").count(), 1, "{text}");
+    assert_eq!(
+        text.matches("3 rounds cannot give a 95% interval").count(),
+        1,
+        "{text}"
+    );
 }

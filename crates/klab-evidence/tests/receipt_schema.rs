@@ -222,10 +222,10 @@ fn sample_and_round_counts_are_refused() {
         v["measurement"]["raw_samples"] = json!([]);
     });
     assert!(msg.contains("measurement.rounds is 0"), "{msg}");
-    let msg = refused(|v| v["measurement"]["rounds"] = json!(4));
-    assert!(msg.contains("is 5, outside rounds 1..=4"), "{msg}");
     let msg = refused(|v| v["measurement"]["rounds"] = json!(6));
-    assert!(msg.contains("round 6 has no sample file"), "{msg}");
+    assert!(msg.contains("is 7, outside rounds 1..=6"), "{msg}");
+    let msg = refused(|v| v["measurement"]["rounds"] = json!(8));
+    assert!(msg.contains("round 8 has no sample file"), "{msg}");
     let msg = refused(|v| {
         v["measurement"]["raw_samples"][1]["round"] = json!(1);
         v["measurement"]["raw_samples"][1]["position"] =

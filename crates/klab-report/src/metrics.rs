@@ -403,8 +403,7 @@ mod tests {
             theoretical_peak_gb_s: None,
             time: None,
             resolution: None,
-            excluded_rounds: Vec::new(),
-            capped_kept: false,
+            reruns: Vec::new(),
         }
     }
 

@@ -426,7 +426,7 @@ fn benchmark_table(rows: &[TransposeRow], peaks: &Peaks) -> Table {
 /// The copy ceilings, cuBLAS and klab's best transpose in the same alternating rounds.
 fn ceilings(s: &RoundsSummary) -> Vec<Block> {
     let mut blocks = vec![Block::Paragraph(format!(
-        "klab rounds at N = {}, {} rounds, order {}: every kernel's median effective rate, its share of the fastest copy in the same rounds (the ceiling) and of the theoretical peak, and the round-level ratio against {} (above 1: faster) with its bootstrap interval.",
+        "klab rounds at N = {}, {} rounds, order {}: every kernel's median effective rate, its share of the fastest copy in the same rounds (the ceiling) and of the theoretical peak, and the round-level ratio against {} (above 1: faster) with its 95% interval over rounds.",
         s.n.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
         s.rounds.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
         if s.order.is_empty() { "unknown".to_string() } else { s.order.join(" ") },
@@ -565,7 +565,7 @@ fn rounds(run: &RunData, s: &RoundsSummary, rows: &Part<Vec<BandwidthRow>>) -> V
         })
         .unwrap_or_else(|_| "unknown (rounds/rounds.csv missing)".into());
     let mut blocks = vec![Block::Paragraph(format!(
-        "klab rounds at N = {}, {} rounds, {} blocks, each block its own process; order within a round: {}. Timer {}, regime {}, {} samples per block, warmup {}. A kernel's median is over every sample of its blocks, its range p10 - p90 of its block medians; the ceiling is the fastest copy kernel in the same rounds. Ratio = baseline median / candidate median per round (above 1: the candidate is faster); the interval is a bootstrap over rounds. Flagged blocks (GPU state changed): {}.",
+        "klab rounds at N = {}, {} rounds, {} blocks, each block its own process; order within a round: {}. Timer {}, regime {}, {} samples per block, warmup {}. A kernel's median is over every sample of its blocks, its range p10 - p90 of its block medians; the ceiling is the fastest copy kernel in the same rounds. Ratio = baseline median / candidate median per round (above 1: the candidate is faster); the interval is the 95% order-statistic interval of the median round ratio. Flagged blocks (GPU state changed): {}.",
         s.n.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
         s.rounds.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
         s.blocks.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),

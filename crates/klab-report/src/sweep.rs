@@ -194,7 +194,7 @@ fn points_section(t: &SweepTable) -> Section {
         id: "points".into(),
         title: "Points".into(),
         blocks: vec![
-            Block::Paragraph("Every kernel at every point of the axes: checked at that shape first; only a kernel that passed is timed. A ratio above 1 means faster than the baseline; under rounds it is the median of per-round ratios with a bootstrap interval over rounds, computed within one GPU.".into()),
+            Block::Paragraph("Every kernel at every point of the axes: checked at that shape first; only a kernel that passed is timed. A ratio above 1 means faster than the baseline; under rounds it is the median of per-round ratios with the 95% order-statistic interval of that median over rounds, computed within one GPU.".into()),
             Block::Plots(vec![
                 BANDWIDTH_FILE.into(),
                 CEILING_FILE.into(),

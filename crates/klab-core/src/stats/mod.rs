@@ -4,7 +4,7 @@
 //! - [`quantile_sorted`] and [`Summary`]: distribution of one sample set.
 //! - [`Rng`]: a small seeded PRNG (xoshiro256** seeded by SplitMix64).
 //! - [`analyze_speedup`] and [`render_analysis`]: round-level speedup of a candidate over a
-//!   baseline, with a percentile bootstrap interval whose resampling unit is the round.
+//!   baseline, with the order-statistic interval of the median round ratio ([`median_ranks`]).
 //! - [`resolve`]: when rounds added until an interval is narrow enough stop.
 
 pub mod resolve;
@@ -13,8 +13,8 @@ mod speedup;
 
 pub use rng::{splitmix_at, Rng};
 pub use speedup::{
-    analyze_speedup, bootstrap_median_replicates, render_analysis, BootstrapConfig, Side,
-    SpeedVerdict, SpeedupAnalysis, StatsError, BOOTSTRAP_METHOD, DEFAULT_SEED,
+    analyze_speedup, median_ranks, min_rounds, percent_label, render_analysis, IntervalConfig,
+    MedianRanks, Side, SpeedVerdict, SpeedupAnalysis, StatsError, CONFIDENCE, INTERVAL_METHOD,
 };
 
 use serde::{Deserialize, Serialize};

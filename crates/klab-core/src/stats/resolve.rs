@@ -3,10 +3,10 @@
 //! one more round would not fit in the time budget, or at a cap on rounds. [`next`] decides;
 //! [`Resolution`] is what the summary records of it.
 //!
-//! The width is the bootstrap interval's half-width relative to its ratio (the analysis's
+//! The width is the interval's half-width relative to its ratio (the analysis's
 //! `resolvable_effect`). Stopping at the first round that reaches the target reads the width
-//! a little low on average (a sequential look); the minimum rounds (`--rounds`, at least 5
-//! with `--resolve`) keep the first looks away from the noisiest intervals.
+//! a little low on average (a sequential look); the first look comes only when the rounds can
+//! give an interval at all ([`min_start`]: 6 at 95%).
 
 use serde::{Deserialize, Serialize};
 
@@ -61,18 +61,87 @@ impl Resolution {
     }
 }
 
+/// About how many rounds would bring a half-width of `half_width` after `rounds` rounds down
+/// to `target`, if further rounds spread as these did: the width of a median's interval
+/// shrinks about as one over the square root of the rounds. At least [`min_start`].
+pub fn rounds_for(target: f64, half_width: f64, rounds: u32) -> u32 {
+    let scale = (half_width / target).powi(2);
+    let n = (f64::from(rounds.max(1)) * scale).ceil();
+    (n.min(f64::from(u32::MAX)) as u32).max(min_start())
+}
+
+/// `klab compare --resolve P`: whether the rounds two receipts hold resolve P, and if not,
+/// about how many would.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResolveCheck {
+    /// The half-width asked for, as a fraction of the ratio.
+    pub target: f64,
+    /// The interval's half-width, as a fraction; `None` when the rounds give no interval.
+    pub half_width: Option<f64>,
+    pub rounds: u32,
+    pub reached: bool,
+    /// When not reached: about how many rounds would reach it.
+    pub rounds_needed: Option<u32>,
+}
+
+impl ResolveCheck {
+    /// The check of a ratio's half-width (`None`: no interval) over `rounds` rounds.
+    pub fn of(target: f64, half_width: Option<f64>, rounds: u32) -> ResolveCheck {
+        let reached = half_width.is_some_and(|w| w <= target);
+        let rounds_needed = match half_width {
+            _ if reached => None,
+            Some(w) => Some(rounds_for(target, w, rounds)),
+            None => Some(min_start().max(rounds + 1)),
+        };
+        ResolveCheck {
+            target,
+            half_width,
+            rounds,
+            reached,
+            rounds_needed,
+        }
+    }
+
+    /// One line for the comparison.
+    pub fn describe(&self) -> String {
+        let pct = |f: f64| format!("{:.2}%", 100.0 * f);
+        let target = pct(self.target);
+        let (n, r) = (
+            self.rounds,
+            if self.rounds == 1 { "round" } else { "rounds" },
+        );
+        match (self.half_width, self.rounds_needed) {
+            (Some(w), _) if self.reached => {
+                format!("resolution: target +/-{target} reached: the interval is +/-{} over {n} {r}", pct(w))
+            }
+            (Some(w), Some(need)) => format!(
+                "resolution: target +/-{target} NOT reached: the interval is +/-{} over {n} {r}; about {need} rounds would reach it if further rounds spread as these did",
+                pct(w)
+            ),
+            (_, need) => format!(
+                "resolution: target +/-{target} NOT reached: {n} {r} give no {}% interval; it takes at least {}",
+                super::percent_label(super::CONFIDENCE),
+                need.unwrap_or_else(min_start)
+            ),
+        }
+    }
+}
+
 /// The most rounds `--resolve` adds up to, whatever the budget.
 pub const MAX_ROUNDS: u32 = 200;
 
-/// The fewest rounds `--resolve` starts from: a bootstrap over fewer rounds gives intervals
-/// too coarse to stop on.
-pub const MIN_ROUNDS: u32 = 5;
+/// The fewest rounds `--resolve` starts from: fewer give no interval at klab's confidence.
+pub fn min_start() -> u32 {
+    super::min_rounds(super::CONFIDENCE) as u32
+}
 
 /// Refuse rounds to start from that `--resolve` cannot use.
 pub fn check_start(rounds: u32) -> Result<(), String> {
-    if rounds < MIN_ROUNDS {
+    let least = min_start();
+    if rounds < least {
         Err(format!(
-            "--resolve adds rounds to at least {MIN_ROUNDS} (got --rounds {rounds})"
+            "--resolve adds rounds to at least {least}, the fewest that give a {}% interval (got --rounds {rounds})",
+            super::percent_label(super::CONFIDENCE)
         ))
     } else {
         Ok(())
@@ -135,6 +204,32 @@ mod tests {
             next(0.01, Some(0.001), false, 5, 1.0, 60.0),
             Some(Stop::NoRatio)
         );
+    }
+
+    #[test]
+    fn a_comparison_says_whether_its_rounds_resolve_the_target() {
+        let ok = ResolveCheck::of(0.01, Some(0.004), 7);
+        assert!(ok.reached);
+        assert_eq!(ok.rounds_needed, None);
+        assert_eq!(
+            ok.describe(),
+            "resolution: target +/-1.00% reached: the interval is +/-0.40% over 7 rounds"
+        );
+        // Twice too wide: about four times the rounds.
+        let wide = ResolveCheck::of(0.01, Some(0.02), 7);
+        assert_eq!((wide.reached, wide.rounds_needed), (false, Some(28)));
+        assert!(wide.describe().starts_with(
+            "resolution: target +/-1.00% NOT reached: the interval is +/-2.00% over 7 rounds; about 28 rounds"
+        ));
+        let none = ResolveCheck::of(0.01, None, 5);
+        assert_eq!((none.reached, none.rounds_needed), (false, Some(6)));
+        assert_eq!(
+            none.describe(),
+            "resolution: target +/-1.00% NOT reached: 5 rounds give no 95% interval; it takes at least 6"
+        );
+        // Never fewer than the rounds that give an interval, never an overflow.
+        assert_eq!(rounds_for(0.01, 0.0101, 1), 6);
+        assert_eq!(rounds_for(1e-12, 1.0, 7), u32::MAX);
     }
 
     #[test]

@@ -2,37 +2,85 @@
 //! each side's samples with the same rule, then compare rounds, not launches).
 //!
 //! Per round r: ratio_r = median(baseline_r) / median(candidate_r), so > 1 means the candidate is
-//! faster. The headline ratio is the median of the round ratios. Its interval is a percentile
-//! bootstrap in which the round is the resampling unit: thousands of correlated launches are not
+//! faster. The headline ratio is the median of the round ratios. Its interval is the
+//! distribution-free confidence interval of a median: two order statistics of the round ratios,
+//! chosen by the binomial distribution ([`median_ranks`]) so that it covers the true median
+//! with at least the confidence asked for, whatever the ratios' distribution, as long as the
+//! rounds are independent. The round is the unit: thousands of correlated launches are not
 //! thousands of independent rounds.
+//!
+//! Why not a bootstrap: over 5 rounds the percentile bootstrap of a median is the rounds'
+//! range, which misses the median when all five fall on one side of it: 2 in 32, so a "95%"
+//! interval covered 93.75%, and an A/A pair was called different once in 16 runs. The
+//! order-statistic interval states its exact coverage, and gives none from fewer rounds than
+//! the confidence needs ([`min_rounds`]: 6 at 95%).
 
 use serde::{Deserialize, Serialize};
 
-use super::{median_unsorted, quantile_sorted, Rng, QUANTILE_RULE};
+use super::{median_unsorted, QUANTILE_RULE};
 
-/// Default bootstrap seed: the bytes of "klab" (0x6b6c6162 = 1802264930).
-pub const DEFAULT_SEED: u64 = 0x6b6c_6162;
+/// How the interval is found, for artifacts and receipts.
+pub const INTERVAL_METHOD: &str = "distribution-free interval of the median round ratio: order \
+     statistics k and n+1-k of the n round ratios, k the largest whose binomial coverage reaches \
+     the confidence";
 
-/// How the interval is computed, for artifacts and receipts.
-pub const BOOTSTRAP_METHOD: &str = "percentile bootstrap over rounds: each replicate draws the \
-     round count of round ratios with replacement and takes their median";
+/// The confidence every verdict is drawn at.
+pub const CONFIDENCE: f64 = 0.95;
 
-/// Bootstrap settings. Default: 10 000 resamples, 95% confidence, seed [`DEFAULT_SEED`].
+/// Interval settings. Default: 95% confidence.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct BootstrapConfig {
-    pub resamples: u32,
+pub struct IntervalConfig {
     pub confidence: f64,
-    pub seed: u64,
 }
 
-impl Default for BootstrapConfig {
+impl Default for IntervalConfig {
     fn default() -> Self {
-        BootstrapConfig {
-            resamples: 10_000,
-            confidence: 0.95,
-            seed: DEFAULT_SEED,
+        IntervalConfig {
+            confidence: CONFIDENCE,
         }
     }
+}
+
+/// The order statistics that bound a median's interval, and its exact coverage.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MedianRanks {
+    /// 1-based ranks of the interval's ends among the sorted ratios (`upper` = n + 1 - `lower`).
+    pub lower: usize,
+    pub upper: usize,
+    /// The probability that the interval holds the true median: 1 - 2 P(Bin(n, 1/2) < lower).
+    pub coverage: f64,
+}
+
+/// The narrowest order-statistic interval of the median of `n` independent values whose
+/// coverage is at least `confidence`; `None` when even the range falls short (too few values).
+pub fn median_ranks(n: usize, confidence: f64) -> Option<MedianRanks> {
+    // P(X(k) <= m <= X(n+1-k)) = 1 - 2 P(Bin(n, 1/2) <= k - 1). Terms in logs: 2^-n
+    // underflows past n = 1074, while the terms that matter do not.
+    let mut ln_pmf = -(n as f64) * std::f64::consts::LN_2;
+    let mut cdf = 0.0;
+    let mut best = None;
+    for k in 1..=n / 2 {
+        cdf += ln_pmf.exp();
+        let coverage = 1.0 - 2.0 * cdf;
+        if coverage < confidence {
+            break;
+        }
+        best = Some(MedianRanks {
+            lower: k,
+            upper: n + 1 - k,
+            coverage,
+        });
+        ln_pmf += ((n - k + 1) as f64 / k as f64).ln();
+    }
+    best
+}
+
+/// The fewest rounds that give an interval at `confidence` (6 at 95%).
+pub fn min_rounds(confidence: f64) -> usize {
+    // The range's coverage 1 - 2^(1-n) reaches any confidence below 1 well before this bound.
+    (2..=2_000)
+        .find(|&n| median_ranks(n, confidence).is_some())
+        .unwrap_or(2_000)
 }
 
 /// Which side of the comparison a round belongs to.
@@ -70,8 +118,6 @@ pub enum StatsError {
     },
     #[error("confidence {0} is not inside (0, 1)")]
     BadConfidence(f64),
-    #[error("resamples must be at least 1")]
-    NoResamples,
     #[error("round {round} ratio {baseline_median} / {candidate_median} is not a finite positive number")]
     RatioOutOfRange {
         round: usize,
@@ -99,11 +145,13 @@ pub struct SpeedupAnalysis {
     pub round_ratios: Vec<f64>,
     /// Median of `round_ratios` (quantile rule).
     pub ratio: f64,
-    /// Percentile bootstrap interval over rounds; None when rounds < 2.
+    /// The order-statistic interval of the median; None with too few rounds for `confidence`.
     pub interval: Option<(f64, f64)>,
     pub confidence: f64,
-    pub resamples: u32,
-    pub seed: u64,
+    /// The interval's order statistics and exact coverage (absent from analyses written by a
+    /// klab that drew a bootstrap interval).
+    #[serde(default)]
+    pub ranks: Option<MedianRanks>,
     /// Faster if the interval's low end is > 1, Slower if its high end is < 1, else Unresolved.
     pub verdict: SpeedVerdict,
     /// Smallest relative effect these rounds could resolve: half the interval width / `ratio`.
@@ -112,27 +160,6 @@ pub struct SpeedupAnalysis {
     pub reversals: Vec<usize>,
     /// Caveat about the amount of evidence, when there is one.
     pub note: Option<String>,
-}
-
-/// Bootstrap replicates of the median of `ratios`, in draw order: each replicate draws
-/// `ratios.len()` values with replacement (via [`Rng::below`], seeded by `seed`) and takes
-/// their median by the quantile rule. Empty when `ratios` is empty.
-pub fn bootstrap_median_replicates(ratios: &[f64], resamples: u32, seed: u64) -> Vec<f64> {
-    if ratios.is_empty() {
-        return Vec::new();
-    }
-    let n = ratios.len();
-    let mut rng = Rng::new(seed);
-    let mut draw = vec![0.0; n];
-    (0..resamples)
-        .map(|_| {
-            for d in draw.iter_mut() {
-                *d = ratios[rng.below(n as u64) as usize];
-            }
-            draw.sort_by(f64::total_cmp);
-            quantile_sorted(&draw, 0.5).unwrap_or(f64::NAN)
-        })
-        .collect()
 }
 
 fn round_medians(rounds: &[Vec<f64>], side: Side) -> Result<Vec<f64>, StatsError> {
@@ -161,15 +188,12 @@ fn round_medians(rounds: &[Vec<f64>], side: Side) -> Result<Vec<f64>, StatsError
 }
 
 /// Compares per-round raw samples (microseconds) of a baseline and a candidate. Round `r` of
-/// each side must come from the same ABBA round. Deterministic for a given `cfg.seed`.
+/// each side must come from the same ABBA round. Deterministic.
 pub fn analyze_speedup(
     baseline_rounds: &[Vec<f64>],
     candidate_rounds: &[Vec<f64>],
-    cfg: &BootstrapConfig,
+    cfg: &IntervalConfig,
 ) -> Result<SpeedupAnalysis, StatsError> {
-    if cfg.resamples == 0 {
-        return Err(StatsError::NoResamples);
-    }
     if !(cfg.confidence > 0.0 && cfg.confidence < 1.0) {
         return Err(StatsError::BadConfidence(cfg.confidence));
     }
@@ -203,14 +227,11 @@ pub fn analyze_speedup(
     }
     let ratio = median_unsorted(&round_ratios).ok_or(StatsError::NoRounds)?;
 
-    let interval = (rounds >= 2).then(|| {
-        let mut reps = bootstrap_median_replicates(&round_ratios, cfg.resamples, cfg.seed);
-        reps.sort_by(f64::total_cmp);
-        let c = cfg.confidence;
-        // Both quantile levels lie in (0, 1) and `reps` is non-empty, so these are Some.
-        let lo = quantile_sorted(&reps, (1.0 - c) / 2.0).unwrap_or(f64::NAN);
-        let hi = quantile_sorted(&reps, (1.0 + c) / 2.0).unwrap_or(f64::NAN);
-        (lo, hi)
+    let ranks = median_ranks(rounds, cfg.confidence);
+    let interval = ranks.map(|k| {
+        let mut sorted = round_ratios.clone();
+        sorted.sort_by(f64::total_cmp);
+        (sorted[k.lower - 1], sorted[k.upper - 1])
     });
     let verdict = match interval {
         Some((lo, _)) if lo > 1.0 => SpeedVerdict::Faster,
@@ -224,13 +245,14 @@ pub fn analyze_speedup(
         .filter(|(_, &r)| (ratio > 1.0 && r < 1.0) || (ratio < 1.0 && r > 1.0))
         .map(|(i, _)| i + 1)
         .collect();
-    let note = match rounds {
-        1 => Some("1 round: no interval; collect >= 2 (better >= 5) rounds".to_string()),
-        2..=4 => Some(format!(
-            "{rounds} rounds: the interval rests on few rounds and is coarse; collect >= 5 rounds"
-        )),
-        _ => None,
-    };
+    let note = ranks.is_none().then(|| {
+        format!(
+            "{rounds} {} cannot give a {}% interval of the median round ratio: it takes at least {} rounds",
+            if rounds == 1 { "round" } else { "rounds" },
+            percent_label(cfg.confidence),
+            min_rounds(cfg.confidence)
+        )
+    });
     Ok(SpeedupAnalysis {
         rounds,
         baseline_round_medians,
@@ -239,8 +261,7 @@ pub fn analyze_speedup(
         ratio,
         interval,
         confidence: cfg.confidence,
-        resamples: cfg.resamples,
-        seed: cfg.seed,
+        ranks,
         verdict,
         resolvable_effect,
         reversals,
@@ -266,9 +287,14 @@ fn ratio_decimals(a: &SpeedupAnalysis) -> usize {
 }
 
 /// "95", "97.5": a confidence as a percentage without trailing zeros.
-fn percent_label(confidence: f64) -> String {
+pub fn percent_label(confidence: f64) -> String {
     let p = (confidence * 100.0 * 1e4).round() / 1e4;
     format!("{p}")
+}
+
+/// An interval's exact coverage, rounded down to 0.1% so that it is never overstated.
+fn coverage_label(coverage: f64) -> String {
+    format!("{:.1}%", (coverage * 1000.0).floor() / 10.0)
 }
 
 fn percent(x: f64) -> String {
@@ -320,19 +346,23 @@ pub fn render_analysis(a: &SpeedupAnalysis, baseline: &str, candidate: &str) -> 
         a.rounds,
         if a.rounds == 1 { "ratio" } else { "ratios" }
     ));
-    let method = format!(
-        "round bootstrap, {} resamples, seed {}",
-        a.resamples, a.seed
-    );
     match a.interval {
         Some((lo, hi)) => {
-            line(format!(
-                "interval: {conf}% {}-{} ({BOOTSTRAP_METHOD}; {} resamples, seed {})",
-                x(lo),
-                x(hi),
-                a.resamples,
-                a.seed
-            ));
+            let method = match a.ranks {
+                Some(k) => format!(
+                    "order statistics {} and {} of {}, coverage {}",
+                    k.lower,
+                    k.upper,
+                    a.rounds,
+                    coverage_label(k.coverage)
+                ),
+                None => "a percentile bootstrap, as an earlier klab drew it".to_string(),
+            };
+            let how = match a.ranks {
+                Some(_) => format!("{INTERVAL_METHOD}; here {method}"),
+                None => method.clone(),
+            };
+            line(format!("interval: {conf}% {}-{} ({how})", x(lo), x(hi)));
             let body = format!(
                 "ratio {}, {conf}% interval {}-{} over {} {rounds_word}",
                 x(a.ratio),
@@ -404,19 +434,61 @@ mod tests {
         centers.iter().map(|&c| noisy(rng, c, jitter, 50)).collect()
     }
 
-    fn cfg() -> BootstrapConfig {
-        BootstrapConfig::default()
+    fn cfg() -> IntervalConfig {
+        IntervalConfig::default()
     }
 
     #[test]
-    fn default_config_is_10000_resamples_95_percent_klab_seed() {
-        let c = BootstrapConfig::default();
+    fn the_ranks_are_the_binomial_ones() {
+        assert_eq!(IntervalConfig::default().confidence, 0.95);
+        let ranks = |n, c| median_ranks(n, c).map(|k| (k.lower, k.upper, k.coverage));
+        // The range of 5 covers 1 - 2/32: short of 95%, enough for 90%.
+        assert_eq!(ranks(5, 0.95), None);
+        assert_eq!(ranks(5, 0.9), Some((1, 5, 1.0 - 2.0 / 32.0)));
+        assert_eq!(ranks(6, 0.95), Some((1, 6, 1.0 - 2.0 / 64.0)));
+        assert_eq!(ranks(7, 0.95), Some((1, 7, 1.0 - 2.0 / 128.0)));
+        assert_eq!(ranks(8, 0.95), Some((1, 8, 1.0 - 2.0 / 256.0)));
+        // From 9, the second smallest and second largest: 1 - 2 (1 + 9) / 512.
+        assert_eq!(ranks(9, 0.95), Some((2, 8, 1.0 - 20.0 / 512.0)));
+        assert_eq!(ranks(10, 0.95), Some((2, 9, 1.0 - 22.0 / 1024.0)));
+        assert_eq!((ranks(1, 0.5), ranks(0, 0.5)), (None, None));
         assert_eq!(
-            (c.resamples, c.confidence, c.seed),
-            (10_000, 0.95, 0x6b6c_6162)
+            (min_rounds(0.95), min_rounds(0.9), min_rounds(0.99)),
+            (6, 5, 8)
         );
-        assert_eq!(DEFAULT_SEED, 1_802_264_930);
-        assert_eq!(&DEFAULT_SEED.to_be_bytes()[4..], b"klab");
+        // Past 2^-1074 the terms are still right: about n/2 - 0.98 sqrt(n) at 95%.
+        for n in [200, 2_000, 5_000] {
+            let k = median_ranks(n, 0.95).unwrap();
+            let expect = n as f64 / 2.0 - 0.98 * (n as f64).sqrt();
+            assert!((k.lower as f64 - expect).abs() <= 2.0, "{n}: {k:?}");
+            assert!(k.coverage >= 0.95 && k.coverage < 0.96, "{n}: {k:?}");
+            assert_eq!(k.upper, n + 1 - k.lower);
+        }
+    }
+
+    /// Simulated A/A runs: symmetric noise around 1 gives a verdict about as often as the
+    /// stated coverage leaves room for, never more often than 1 - confidence.
+    #[test]
+    fn an_a_a_pair_is_called_different_at_most_as_often_as_the_coverage_allows() {
+        let mut rng = Rng::new(2026);
+        for (n, expect) in [(6, 2.0 / 64.0), (7, 2.0 / 128.0), (9, 20.0 / 512.0)] {
+            let runs = 20_000;
+            let called = (0..runs)
+                .filter(|_| {
+                    let ratios: Vec<f64> = (0..n)
+                        .map(|_| 1.0 + 0.01 * (rng.next_f64() - 0.5))
+                        .collect();
+                    let (b, c) = one_sample_rounds(&ratios);
+                    analyze_speedup(&b, &c, &cfg()).unwrap().verdict != SpeedVerdict::Unresolved
+                })
+                .count();
+            let rate = called as f64 / runs as f64;
+            assert!(
+                (rate - expect).abs() < 0.004,
+                "{n} rounds: {rate} vs {expect}"
+            );
+            assert!(rate < 0.05);
+        }
     }
 
     #[test]
@@ -429,24 +501,29 @@ mod tests {
         assert_eq!(a.candidate_round_medians, [10.0, 15.0]);
         assert_eq!(a.round_ratios, [2.0, 50.0 / 15.0]);
         assert_eq!(a.ratio, (2.0 + 50.0 / 15.0) / 2.0);
-        let (lo, hi) = a.interval.unwrap();
-        assert!(2.0 <= lo && lo <= hi && hi <= 50.0 / 15.0);
-        assert_eq!(a.verdict, SpeedVerdict::Faster);
-        assert_eq!(
-            (a.confidence, a.resamples, a.seed),
-            (0.95, 10_000, DEFAULT_SEED)
-        );
+        // Two rounds cannot give a 95% interval: no verdict, however far apart the sides.
+        assert_eq!((a.interval, a.ranks), (None, None));
+        assert_eq!(a.verdict, SpeedVerdict::Unresolved);
+        assert_eq!(a.confidence, 0.95);
         assert_eq!(
             a.note.as_deref(),
-            Some("2 rounds: the interval rests on few rounds and is coarse; collect >= 5 rounds")
+            Some("2 rounds cannot give a 95% interval of the median round ratio: it takes at least 6 rounds")
         );
     }
 
     #[test]
     fn clear_2x_speedup_is_faster() {
         let mut rng = Rng::new(11);
-        let b = rounds_around(&mut rng, &[200.0, 202.0, 199.0, 201.0, 200.5], 0.02);
-        let c = rounds_around(&mut rng, &[100.0, 101.0, 99.5, 100.2, 100.1], 0.02);
+        let b = rounds_around(
+            &mut rng,
+            &[200.0, 202.0, 199.0, 201.0, 200.5, 200.0, 199.5],
+            0.02,
+        );
+        let c = rounds_around(
+            &mut rng,
+            &[100.0, 101.0, 99.5, 100.2, 100.1, 100.0, 100.3],
+            0.02,
+        );
         let a = analyze_speedup(&b, &c, &cfg()).unwrap();
         let (lo, hi) = a.interval.unwrap();
         assert!(
@@ -459,6 +536,11 @@ mod tests {
         let e = a.resolvable_effect.unwrap();
         assert!(e > 0.0 && e < 0.05, "{e}");
         assert_eq!(e, (hi - lo) / 2.0 / a.ratio);
+        // Seven rounds: the interval is their range.
+        let min = a.round_ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = a.round_ratios.iter().copied().fold(0.0, f64::max);
+        assert_eq!((lo, hi), (min, max));
+        assert_eq!(a.ranks.map(|k| (k.lower, k.upper)), Some((1, 7)));
     }
 
     #[test]
@@ -476,7 +558,7 @@ mod tests {
     #[test]
     fn identical_samples_are_unresolved() {
         let mut rng = Rng::new(13);
-        let b = rounds_around(&mut rng, &[100.0; 5], 0.05);
+        let b = rounds_around(&mut rng, &[100.0; 6], 0.05);
         let c: Vec<Vec<f64>> = b
             .iter()
             .map(|r| r.iter().rev().copied().collect())
@@ -512,7 +594,7 @@ mod tests {
         assert_eq!(a.resolvable_effect, None);
         assert_eq!(
             a.note.as_deref(),
-            Some("1 round: no interval; collect >= 2 (better >= 5) rounds")
+            Some("1 round cannot give a 95% interval of the median round ratio: it takes at least 6 rounds")
         );
     }
 
@@ -548,65 +630,27 @@ mod tests {
     }
 
     #[test]
-    fn interval_is_the_percentile_of_the_replicates() {
-        let ratios = [1.1, 0.95, 1.3, 1.2, 1.05, 1.15];
+    fn the_interval_is_the_ranked_ratios() {
+        let ratios = [1.1, 0.95, 1.3, 1.2, 1.05, 1.15, 1.0, 1.25, 1.12];
         let (b, c) = one_sample_rounds(&ratios);
-        let cfg = BootstrapConfig {
-            resamples: 2_000,
-            confidence: 0.9,
-            seed: 99,
-        };
-        let a = analyze_speedup(&b, &c, &cfg).unwrap();
-        let mut reps = bootstrap_median_replicates(&a.round_ratios, 2_000, 99);
-        assert_eq!(reps.len(), 2_000);
-        reps.sort_by(f64::total_cmp);
-        // The levels exactly as (1 - c) / 2 and (1 + c) / 2 come out in floating point.
-        let lo = quantile_sorted(&reps, (1.0 - 0.9) / 2.0).unwrap();
-        let hi = quantile_sorted(&reps, (1.0 + 0.9) / 2.0).unwrap();
-        assert_eq!(a.interval, Some((lo, hi)));
-        assert!(lo < hi);
-    }
-
-    #[test]
-    fn replicates_draw_with_replacement() {
-        // One replicate of two values is the median of two draws from {1, 3}: 1, 2 or 3, and
-        // over many replicates all three appear (2 about half the time).
-        let reps = bootstrap_median_replicates(&[1.0, 3.0], 4_000, 5);
-        assert!(reps.iter().all(|&r| r == 1.0 || r == 2.0 || r == 3.0));
-        let count = |v: f64| reps.iter().filter(|&&r| r == v).count();
-        let (ones, twos, threes) = (count(1.0), count(2.0), count(3.0));
-        assert!(
-            ones > 800 && threes > 800 && twos > 1_800,
-            "{ones} {twos} {threes}"
-        );
-        assert!(bootstrap_median_replicates(&[], 10, 5).is_empty());
-        assert_eq!(bootstrap_median_replicates(&[4.0], 3, 5), [4.0, 4.0, 4.0]);
-    }
-
-    #[test]
-    fn fixed_seed_is_deterministic_and_seeds_differ() {
-        let ratios = [1.1, 0.95, 1.3, 1.2, 1.05, 1.15, 1.0];
-        let r1 = bootstrap_median_replicates(&ratios, 500, 7);
-        let r2 = bootstrap_median_replicates(&ratios, 500, 7);
-        let r3 = bootstrap_median_replicates(&ratios, 500, 8);
-        assert_eq!(r1, r2);
-        assert_ne!(r1, r3);
-
-        let (b, c) = one_sample_rounds(&ratios);
-        let a1 = analyze_speedup(&b, &c, &cfg()).unwrap();
-        let a2 = analyze_speedup(&b, &c, &cfg()).unwrap();
-        assert_eq!(a1, a2);
-        let other = BootstrapConfig { seed: 1, ..cfg() };
-        let a3 = analyze_speedup(&b, &c, &other).unwrap();
-        assert_eq!(a3.seed, 1);
-        assert_eq!(a3.round_ratios, a1.round_ratios);
+        let a = analyze_speedup(&b, &c, &cfg()).unwrap();
+        // Sorted: 0.95 1.0 1.05 1.1 1.12 1.15 1.2 1.25 1.3; ranks 2 and 8 of 9.
+        let (lo, hi) = a.interval.unwrap();
+        assert!(close(lo, 1.0, 1e-12) && close(hi, 1.25, 1e-12), "{lo} {hi}");
+        assert_eq!(a.verdict, SpeedVerdict::Unresolved);
+        // At 80%, ranks 3 and 7 (coverage 1 - 2 * 46/512 = 82%): 1.05-1.2, all above 1.
+        let tighter = analyze_speedup(&b, &c, &IntervalConfig { confidence: 0.8 }).unwrap();
+        assert_eq!(tighter.ranks.map(|k| k.lower), Some(3));
+        assert_eq!(tighter.interval, Some((1.05, 1.2)));
+        assert_eq!(tighter.verdict, SpeedVerdict::Faster);
+        assert_eq!(a, analyze_speedup(&b, &c, &cfg()).unwrap());
     }
 
     #[test]
     fn every_error_path() {
         let ok = vec![vec![1.0]];
         let two = vec![vec![1.0], vec![2.0]];
-        let run = |b: &[Vec<f64>], c: &[Vec<f64>], cfg: &BootstrapConfig| {
+        let run = |b: &[Vec<f64>], c: &[Vec<f64>], cfg: &IntervalConfig| {
             analyze_speedup(b, c, cfg).unwrap_err()
         };
         assert_eq!(
@@ -652,27 +696,9 @@ mod tests {
             e => panic!("{e:?}"),
         }
         for c in [0.0, 1.0, -0.5, 1.5, f64::NAN] {
-            let e = run(
-                &ok,
-                &ok,
-                &BootstrapConfig {
-                    confidence: c,
-                    ..cfg()
-                },
-            );
+            let e = run(&ok, &ok, &IntervalConfig { confidence: c });
             assert!(matches!(e, StatsError::BadConfidence(v) if v.to_bits() == c.to_bits()));
         }
-        assert_eq!(
-            run(
-                &ok,
-                &ok,
-                &BootstrapConfig {
-                    resamples: 0,
-                    ..cfg()
-                }
-            ),
-            StatsError::NoResamples
-        );
         assert!(matches!(
             run(&[vec![1e300]], &[vec![1e-300]], &cfg()),
             StatsError::RatioOutOfRange { round: 1, .. }
@@ -683,24 +709,7 @@ mod tests {
             run(&[], &[], &cfg()).to_string(),
             run(&[vec![]], &ok, &cfg()).to_string(),
             run(&[vec![-2.0]], &ok, &cfg()).to_string(),
-            run(
-                &ok,
-                &ok,
-                &BootstrapConfig {
-                    confidence: 1.0,
-                    ..cfg()
-                },
-            )
-            .to_string(),
-            run(
-                &ok,
-                &ok,
-                &BootstrapConfig {
-                    resamples: 0,
-                    ..cfg()
-                },
-            )
-            .to_string(),
+            run(&ok, &ok, &IntervalConfig { confidence: 1.0 }).to_string(),
         ];
         assert_eq!(
             messages,
@@ -710,7 +719,6 @@ mod tests {
                 "baseline round 1 has no samples",
                 "baseline round 1 sample 1 is -2: samples must be finite and positive",
                 "confidence 1 is not inside (0, 1)",
-                "resamples must be at least 1",
             ]
         );
     }
@@ -729,19 +737,28 @@ mod tests {
             serde_json::to_string(&SpeedVerdict::Unresolved).unwrap(),
             "\"unresolved\""
         );
-        let (b, c) = one_sample_rounds(&[1.2, 1.25, 0.9, 1.2, 1.22]);
+        let (b, c) = one_sample_rounds(&[1.2, 1.25, 0.9, 1.2, 1.22, 1.21, 1.23]);
         let a = analyze_speedup(&b, &c, &cfg()).unwrap();
         let json = serde_json::to_value(&a).unwrap();
-        // One round in five at 0.9x keeps the 95% interval's low end below 1.
+        // One round in seven at 0.9x keeps the 95% interval's low end below 1.
         assert_eq!(json["verdict"], "unresolved");
         assert_eq!(json["reversals"], serde_json::json!([3]));
         assert!(json["interval"].is_array());
-        let back: SpeedupAnalysis = serde_json::from_value(json).unwrap();
+        assert_eq!(json["ranks"]["lower"], 1);
+        let back: SpeedupAnalysis = serde_json::from_value(json.clone()).unwrap();
         assert_eq!(back, a);
-        let cfg_json = serde_json::to_string(&cfg()).unwrap();
-        assert_eq!(
-            serde_json::from_str::<BootstrapConfig>(&cfg_json).unwrap(),
-            cfg()
+        // An analysis an earlier klab wrote (a bootstrap's settings, no ranks) still reads,
+        // and renders its interval as what it was.
+        let mut old = json;
+        old.as_object_mut().unwrap().remove("ranks");
+        old["resamples"] = 10_000.into();
+        old["seed"] = 1_802_264_930u64.into();
+        let back: SpeedupAnalysis = serde_json::from_value(old).unwrap();
+        assert_eq!(back.ranks, None);
+        let text = render_analysis(&back, "a", "b");
+        assert!(
+            text.contains("(a percentile bootstrap, as an earlier klab drew it)\n"),
+            "{text}"
         );
     }
 
@@ -751,15 +768,14 @@ mod tests {
         interval: Option<(f64, f64)>,
     ) -> SpeedupAnalysis {
         SpeedupAnalysis {
-            rounds: 5,
-            baseline_round_medians: vec![194.0, 195.0, 193.0, 180.0, 194.5],
-            candidate_round_medians: vec![100.0; 5],
-            round_ratios: vec![1.94, 1.95, 1.93, 1.80, 1.945],
+            rounds: 6,
+            baseline_round_medians: vec![194.0, 195.0, 193.0, 180.0, 194.5, 194.2],
+            candidate_round_medians: vec![100.0; 6],
+            round_ratios: vec![1.94, 1.95, 1.93, 1.80, 1.945, 1.942],
             ratio,
             interval,
             confidence: 0.95,
-            resamples: 10_000,
-            seed: DEFAULT_SEED,
+            ranks: median_ranks(6, 0.95),
             verdict,
             resolvable_effect: interval.map(|(lo, hi)| (hi - lo) / 2.0 / ratio),
             reversals: vec![],
@@ -782,9 +798,10 @@ round  triad_buggy us  triad_f32 us  ratio
     3         193.000       100.000  1.93x
     4         180.000       100.000  1.80x
     5         194.500       100.000  1.95x
-ratio: 1.94x (median of 5 round ratios)
-interval: 95% 1.93x-1.95x (percentile bootstrap over rounds: each replicate draws the round count of round ratios with replacement and takes their median; 10000 resamples, seed 1802264930)
-candidate faster: ratio 1.94x, 95% interval 1.93x-1.95x over 5 rounds (round bootstrap, 10000 resamples, seed 1802264930)
+    6         194.200       100.000  1.94x
+ratio: 1.94x (median of 6 round ratios)
+interval: 95% 1.93x-1.95x (distribution-free interval of the median round ratio: order statistics k and n+1-k of the n round ratios, k the largest whose binomial coverage reaches the confidence; here order statistics 1 and 6 of 6, coverage 96.8%)
+candidate faster: ratio 1.94x, 95% interval 1.93x-1.95x over 6 rounds (order statistics 1 and 6 of 6, coverage 96.8%)
 smallest resolvable effect: 0.52% (half the interval width / ratio)
 "
         );
@@ -798,7 +815,7 @@ smallest resolvable effect: 0.52% (half the interval width / ratio)
             "b",
         );
         assert!(slower.contains(
-            "candidate slower: ratio 0.50x, 95% interval 0.48x-0.52x over 5 rounds (round bootstrap, 10000 resamples, seed 1802264930)\n"
+            "candidate slower: ratio 0.50x, 95% interval 0.48x-0.52x over 6 rounds (order statistics 1 and 6 of 6, coverage 96.8%)\n"
         ), "{slower}");
         assert!(
             slower.contains("smallest resolvable effect: 4.0%"),
@@ -811,7 +828,7 @@ smallest resolvable effect: 0.52% (half the interval width / ratio)
         let text = render_analysis(&open, "a", "b");
         assert!(
             text.contains(
-                "unresolved: ratio 1.00x, 97.5% interval 0.90x-1.10x over 5 rounds includes 1x"
+                "unresolved: ratio 1.00x, 97.5% interval 0.90x-1.10x over 6 rounds includes 1x"
             ),
             "{text}"
         );
@@ -828,7 +845,7 @@ smallest resolvable effect: 0.52% (half the interval width / ratio)
             text.contains("unresolved: ratio 2.00x over 1 round; no interval\n"),
             "{text}"
         );
-        assert!(text.contains("note: 1 round: no interval; collect >= 2 (better >= 5) rounds\n"));
+        assert!(text.contains("note: 1 round cannot give a 95% interval of the median round ratio: it takes at least 6 rounds\n"));
         assert!(!text.contains("smallest resolvable effect"));
         assert!(!text.contains("reversals"));
     }
@@ -873,11 +890,11 @@ smallest resolvable effect: 0.52% (half the interval width / ratio)
         #[test]
         fn interval_lies_within_the_round_ratios(
             (b, c) in rounds_strategy(2, 9),
-            seed in any::<u64>(),
             confidence in 0.5f64..0.99,
         ) {
-            let cfg = BootstrapConfig { resamples: 300, confidence, seed };
+            let cfg = IntervalConfig { confidence };
             let a = analyze_speedup(&b, &c, &cfg).unwrap();
+            prop_assume!(a.interval.is_some());
             let (lo, hi) = a.interval.unwrap();
             let min = a.round_ratios.iter().copied().fold(f64::INFINITY, f64::min);
             let max = a.round_ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -893,7 +910,7 @@ smallest resolvable effect: 0.52% (half the interval width / ratio)
             (b, c) in rounds_strategy(1, 8),
             k in 0.01f64..100.0,
         ) {
-            let cfg = BootstrapConfig { resamples: 300, ..BootstrapConfig::default() };
+            let cfg = IntervalConfig::default();
             let a = analyze_speedup(&b, &c, &cfg).unwrap();
             let scaled: Vec<Vec<f64>> =
                 c.iter().map(|r| r.iter().map(|x| x * k).collect()).collect();
@@ -911,22 +928,21 @@ smallest resolvable effect: 0.52% (half the interval width / ratio)
             }
         }
 
-        /// With an odd round count every median is one element, and with confidence 0.5 or 0.75
-        /// over 801 resamples both interval quantiles fall on single replicates, so swapping
-        /// sides inverts the interval exactly (up to rounding) and flips the verdict.
+        /// With an odd round count every median is one element, and the interval's ends are
+        /// ratios, so swapping sides inverts the interval exactly (up to rounding) and flips
+        /// the verdict.
         #[test]
         fn swapping_sides_inverts_ratios_and_flips_the_verdict(
-            (b, c) in rounds_strategy(2, 11).prop_map(|(mut b, mut c)| {
+            (b, c) in rounds_strategy(2, 13).prop_map(|(mut b, mut c)| {
                 if b.len() % 2 == 0 {
                     b.pop();
                     c.pop();
                 }
                 (b, c)
             }),
-            seed in any::<u64>(),
-            confidence in prop::sample::select(vec![0.5f64, 0.75]),
+            confidence in prop::sample::select(vec![0.5f64, 0.75, 0.95]),
         ) {
-            let cfg = BootstrapConfig { resamples: 801, confidence, seed };
+            let cfg = IntervalConfig { confidence };
             let a = analyze_speedup(&b, &c, &cfg).unwrap();
             let s = analyze_speedup(&c, &b, &cfg).unwrap();
             prop_assert_eq!(&a.baseline_round_medians, &s.candidate_round_medians);

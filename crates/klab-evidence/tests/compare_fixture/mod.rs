@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use klab_core::artifact::sha256_hex;
 use klab_core::gpustate::{BlockState, GpuState};
 use klab_core::samples::{samples_csv, Regime, Sample, Timer};
-use klab_core::stats::{gb_per_s, BootstrapConfig, Summary, QUANTILE_RULE};
+use klab_core::stats::{gb_per_s, IntervalConfig, Summary, QUANTILE_RULE};
 use klab_evidence::receipt::{
     Artifact, Correctness, Hardware, Measurement, RawSamples, Receipt, ResultSummary, SanitizerRun,
     Source, Warmup, Workload, RECEIPT_SCHEMA,
@@ -18,15 +18,13 @@ use serde_json::Value;
 
 pub const UUID: &str = "GPU-0e2f0c4a-fixture-only";
 
-/// Fast bootstrap settings for tests.
-pub fn cfg() -> BootstrapConfig {
-    BootstrapConfig {
-        resamples: 200,
-        ..BootstrapConfig::default()
-    }
+/// The interval settings the tests compare with.
+pub fn cfg() -> IntervalConfig {
+    IntervalConfig::default()
 }
 
-/// Baseline rounds: 5 rounds of 5 samples (microseconds); round medians 100, 104, 99, 101, 102.
+/// Baseline rounds: 7 rounds of 5 samples (microseconds); round medians 100, 104, 99, 101,
+/// 102, 100, 103 (7 rounds: the default, whose 95% interval is their range).
 pub fn baseline_rounds() -> Vec<Vec<f64>> {
     vec![
         vec![100.0, 102.0, 98.0, 101.0, 99.0],
@@ -34,6 +32,8 @@ pub fn baseline_rounds() -> Vec<Vec<f64>> {
         vec![99.0, 100.0, 98.0, 101.0, 97.0],
         vec![101.0, 100.0, 102.0, 99.0, 103.0],
         vec![102.0, 101.0, 103.0, 100.0, 104.0],
+        vec![100.0, 99.0, 101.0, 98.0, 102.0],
+        vec![103.0, 102.0, 104.0, 101.0, 105.0],
     ]
 }
 
