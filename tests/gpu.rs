@@ -1129,9 +1129,10 @@ fn a_sweep_over_every_gpu_records_a_failed_point_and_where_each_point_ran() {
             assert!(uuid.starts_with("GPU-"), "the point names its GPU: {p:?}");
             assert!(p.receipt.is_some() && p.median_us.is_some(), "{p:?}");
             if p.kernel == "gelu_strided" {
-                // Rounds give the round-level ratio and its interval.
+                // Rounds give the round-level ratio; 2 rounds give no 95% interval (it
+                // takes 6).
                 assert!(
-                    p.ratio_to_baseline.is_some() && p.ratio_interval.is_some(),
+                    p.ratio_to_baseline.is_some() && p.ratio_interval.is_none(),
                     "{p:?}"
                 );
             }
