@@ -249,6 +249,20 @@ pub struct DeclaredWorkload {
     /// The inputs as the reference sees them: the sample's slices gathered (unused
     /// without a sample).
     sampled_inputs: Arc<OnceLock<Result<Vec<Vec<u8>>, String>>>,
+    /// A few elements of each input drawn again from another case (a verified launch on
+    /// the block's inputs barely changed); applied wherever the inputs are made, on the
+    /// host or on the device.
+    perturbation: Option<Perturbation>,
+}
+
+/// Inputs of the workload's case with [`crate::workload::PERTURBED_ELEMENTS`] elements of
+/// each input (row offsets aside: they are a structure) taken from `case`, at positions
+/// drawn from `seed` xor the input's number: the same positions and values on the host
+/// ([`perturb`]) and on the device (`copy_elements`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Perturbation {
+    seed: u64,
+    case: InputCase,
 }
 
 /// How far a float computed on a few slices alone may be from its value at the whole
@@ -468,6 +482,7 @@ impl DeclaredWorkload {
             reference_s: Default::default(),
             sample: None,
             sampled_inputs: Default::default(),
+            perturbation: None,
         })
     }
 
@@ -715,6 +730,7 @@ impl DeclaredWorkload {
         w.scales = Default::default();
         w.sampled_inputs = Default::default();
         w.given_inputs = true;
+        w.perturbation = None;
         w.device_cache = Default::default();
         w.first_judgement = std::rc::Rc::new(std::cell::Cell::new(true));
         w.cross_checked = Default::default();
@@ -821,10 +837,68 @@ impl DeclaredWorkload {
                         }
                     })
                     .collect::<Result<Vec<_>, String>>()
-                    .and_then(|inputs| self.within_domains(inputs))
+                    .and_then(|mut inputs| {
+                        if let Some(p) = self.perturbation {
+                            self.perturb_on_host(&mut inputs, p)?;
+                        }
+                        self.within_domains(inputs)
+                    })
             })
             .as_deref()
             .map_err(|e| BackendError::from(e.clone()))
+    }
+
+    /// `inputs` (the case's) with `p`'s elements drawn again.
+    fn perturb_on_host(&self, inputs: &mut [Vec<u8>], p: Perturbation) -> Result<(), String> {
+        let mut k = 0;
+        for (b, held) in self.buffers.iter().zip(inputs.iter_mut()) {
+            if !matches!(b.role, Role::In | Role::Inout) {
+                continue;
+            }
+            if !b.offsets {
+                let drawn = fill(b, k, p.case)?;
+                perturb(held, &drawn, b.dtype.size_bytes(), p.seed ^ k as u64);
+            }
+            k += 1;
+        }
+        Ok(())
+    }
+
+    /// Input `i`, just generated on the device, with the perturbation's elements drawn
+    /// again there: the other case made in a buffer of its own, then the drawn positions
+    /// copied over.
+    fn perturb_on_device<B: Backend>(
+        &self,
+        b: &mut B,
+        d: &mut B::Buffer,
+        i: usize,
+    ) -> Result<(), BackendError> {
+        let (Some(p), buf) = (self.perturbation, &self.buffers[i]) else {
+            return Ok(());
+        };
+        if !matches!(buf.role, Role::In | Role::Inout) || buf.offsets {
+            return Ok(());
+        }
+        let k = self.input_number(i);
+        let mut other = b.alloc_bytes(buf.bytes())?;
+        let made = match generator(buf, k, p.case) {
+            Some(g) => b.device_generate(&mut other, &g)?,
+            None => false,
+        };
+        if !made {
+            let bytes = fill(buf, k, p.case).map_err(BackendError::from)?;
+            b.upload_bytes(&mut other, &bytes)?;
+        }
+        let size = buf.dtype.size_bytes();
+        let key = p.seed ^ k as u64;
+        b.copy_elements(
+            d,
+            &other,
+            buf.elements,
+            size,
+            key,
+            crate::workload::PERTURBED_ELEMENTS,
+        )
     }
 
     /// `inputs` when every index holds a value of its domain; else klab's own bug (a
@@ -1404,11 +1478,15 @@ impl DeclaredWorkload {
 
     /// Buffer `i`'s device generator, if it is an input the case can make on a device.
     fn generator_of(&self, i: usize) -> Option<crate::inputs::Generator> {
-        let k = self.buffers[..i]
+        generator(&self.buffers[i], self.input_number(i), self.case)
+    }
+
+    /// Buffer `i`'s number among the inputs (in and in-out buffers), which keys its values.
+    fn input_number(&self, i: usize) -> usize {
+        self.buffers[..i]
             .iter()
             .filter(|b| matches!(b.role, Role::In | Role::Inout))
-            .count();
-        generator(&self.buffers[i], k, self.case)
+            .count()
     }
 
     /// Set input buffer `i` on the device: generated there when [`Self::inputs_on_device`],
@@ -1423,7 +1501,7 @@ impl DeclaredWorkload {
         if on_device {
             if let Some(g) = self.generator_of(i) {
                 if b.device_generate(d, &g)? {
-                    return Ok(());
+                    return self.perturb_on_device(b, d, i);
                 }
             }
         }
@@ -2035,17 +2113,19 @@ impl Workload for DeclaredWorkload {
                 self.reference.clone(),
             )
             .ok()?,
+            // Made where the block's inputs are (on the device, where a generator can),
+            // not as host bytes of the whole input: a copy of the block's inputs on the
+            // host, the other case and the reference there took half a second a block at
+            // 8192 x 8192.
             NewInputs::Perturbed => {
-                let mut bytes = self.inputs().ok()?.to_vec();
-                let mut k = 0;
-                for (b, held) in self.buffers.iter().zip(bytes.iter_mut()) {
-                    if matches!(b.role, Role::In | Role::Inout) {
-                        let drawn = fill(b, k, case).ok()?;
-                        perturb(held, &drawn, b.dtype.size_bytes(), seed ^ k as u64);
-                        k += 1;
-                    }
-                }
-                self.with_inputs(bytes).ok()?
+                let mut w = self.clone();
+                w.inputs = Default::default();
+                w.expected = Default::default();
+                w.scales = Default::default();
+                w.sampled_inputs = Default::default();
+                w.device_cache = Default::default();
+                w.perturbation = Some(Perturbation { seed, case });
+                w
             }
         };
         w.reference_s = self.reference_s.clone();
@@ -2426,6 +2506,47 @@ pub fn ladder(op: &DeclaredOp) -> Result<Vec<Shape>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The verified launch on perturbed inputs: the block's inputs with a few elements
+    /// drawn again, made on the device where the block's are (no host copy of the whole
+    /// input), and the same bytes as the host makes for the reference.
+    #[test]
+    fn perturbed_inputs_are_the_blocks_with_a_few_elements_drawn_again_on_either_side() {
+        use crate::backend::host::{Call, HostBackend};
+        let (_, decl) =
+            klab_spec::registry::resolve("transpose_naive", klab_spec::registry::Scope::Audit)
+                .unwrap();
+        let w = DeclaredWorkload::builtin(decl, 257, InputCase::Uniform { seed: 7 }, 0).unwrap();
+        let p = w.with_new_inputs(99, NewInputs::Perturbed).unwrap();
+        let i = w.buffers.iter().position(|b| b.role == Role::In).unwrap();
+        let (block, host) = (
+            &w.initial_bytes().unwrap()[i],
+            &p.initial_bytes().unwrap()[i],
+        );
+        let differ = block
+            .chunks(4)
+            .zip(host.chunks(4))
+            .filter(|(a, b)| a != b)
+            .count() as u64;
+        assert!(
+            differ >= 1 && differ <= crate::workload::PERTURBED_ELEMENTS,
+            "{differ}"
+        );
+
+        let mut b = HostBackend::new().with_device_checker(None);
+        assert!(p.inputs_on_device(&b));
+        let mut d = b.alloc_bytes(w.buffers[i].bytes()).unwrap();
+        p.put_input(&mut b, &mut d, i, true).unwrap();
+        assert!(b.calls.iter().any(|c| matches!(c, Call::CopyElements(_))));
+        let mut got = vec![0u8; host.len()];
+        b.download_bytes(&d, &mut got).unwrap();
+        assert_eq!(&got, host);
+        // The block's own inputs are not perturbed.
+        let mut d = b.alloc_bytes(w.buffers[i].bytes()).unwrap();
+        w.put_input(&mut b, &mut d, i, true).unwrap();
+        b.download_bytes(&d, &mut got).unwrap();
+        assert_eq!(&got, block);
+    }
 
     #[test]
     fn shapes_parse_and_print_back() {
