@@ -2529,7 +2529,7 @@ mod tests {
             .filter(|(a, b)| a != b)
             .count() as u64;
         assert!(
-            differ >= 1 && differ <= crate::workload::PERTURBED_ELEMENTS,
+            (1..=crate::workload::PERTURBED_ELEMENTS).contains(&differ),
             "{differ}"
         );
 
