@@ -656,9 +656,10 @@ pub struct TriadArgs {
 #[command(
     after_help = "Each round runs the variants in order and then in reverse (ABBA for two), \
 every block in its own `klab bench` process. Every block's row is kept (rounds.csv) with its \
-GPU state; per-variant receipts collect the blocks' samples; ratios are taken per round \
-(baseline median / variant median, > 1 = variant faster) with the 95% order-statistic interval of \
-their median, which takes at least 6 rounds."
+GPU state; a block the power or thermal cap held down is run once more in its place, and \
+summary.json names both runs and which one counts. Per-variant receipts collect the blocks' \
+samples; ratios are taken per round (baseline median / variant median, > 1 = variant faster) \
+with the 95% order-statistic interval of their median, which takes at least 6 rounds."
 )]
 pub struct RoundsArgs {
     /// Kernels to alternate (at least two, after globs and whole manifests are expanded);

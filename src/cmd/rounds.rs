@@ -1,7 +1,9 @@
-//! `klab rounds A B [C ...]`: seed 000/003's repeated, alternating rounds as a command.
+//! `klab rounds A B [C ...]`: repeated, alternating rounds as a command.
 //! Each round runs the kernels in order and then in reverse (ABBA for two), every block a
-//! separate `klab bench` process; every block's row is kept; per-kernel receipts collect
-//! the blocks; ratios against the baseline are taken per round with an order-statistic interval.
+//! separate `klab bench` process; every counted block's row is kept (a block the GPU's cap
+//! held down is run once more, and both runs' folders are named in the summary); per-kernel
+//! receipts collect the blocks; ratios against the baseline are taken per round with an
+//! order-statistic interval.
 
 use crate::output::{self, Report};
 use klab_core::stats::resolve::{self, Resolution};
@@ -434,13 +436,15 @@ fn capped_pass(row: &BlockRow) -> Option<String> {
     row.state.as_ref()?.capped()
 }
 
-/// Which run of a capped block counts, given its re-run: a clear re-run takes its place; a
-/// re-run held down too means the kernel's own draw caps the GPU, and the first run (at its
-/// place in the alternation) counts against it; a re-run that did not pass counts as what
-/// it is.
+/// Which run of a capped block counts, given its re-run: a re-run shown clear takes its
+/// place; a re-run held down too means the kernel's own draw caps the GPU, and the first run
+/// (at its place in the alternation) counts against it, as it does when the re-run's state
+/// is unknown; a re-run that did not pass counts as what it is.
 fn after_capped(rerun: &BlockRow) -> RerunKept {
     if !rerun.correct {
         RerunKept::RerunFailed
+    } else if rerun.state.is_none() {
+        RerunKept::FirstRerunUnobserved
     } else if capped_pass(rerun).is_some() {
         RerunKept::FirstCappedAgain
     } else {
@@ -542,10 +546,11 @@ fn run_blocks(
                 kernel: kernel.name(),
                 why,
                 first: first.dir.clone(),
+                rerun: rerun.dir.clone(),
                 kept,
             });
             blocks.rows.push(match kept {
-                RerunKept::FirstCappedAgain => first,
+                RerunKept::FirstCappedAgain | RerunKept::FirstRerunUnobserved => first,
                 RerunKept::Rerun | RerunKept::RerunFailed => rerun,
             });
         }
@@ -641,8 +646,14 @@ fn run_block(
             let time = match r.measurement.phases.first() {
                 Some(p) => {
                     let other = (wall_s - p.total_s()).max(0.0);
+                    let label = if place.rerun {
+                        format!("{name} (re-run)")
+                    } else {
+                        name.clone()
+                    };
                     blocks.phases_csv.push_str(&format!(
-                        "{round},{position},{name},{wall_s:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{other:.4},{}\n",
+                        "{round},{position},{},{wall_s:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{other:.4},{}\n",
+                        klab_core::csv::field(&label),
                         p.setup_s, p.compile_s, p.inputs_s, p.validations_s, p.timed_s,
                         klab_core::csv::field(&p.checker)
                     ));
@@ -1031,17 +1042,22 @@ mod tests {
         assert_eq!(after_capped(&clear), RerunKept::Rerun);
         assert_eq!(after_capped(&capped), RerunKept::FirstCappedAgain);
         assert_eq!(after_capped(&failed), RerunKept::RerunFailed);
+        // A re-run NVML said nothing of cannot be shown clear.
+        let mut unseen = clear.clone();
+        unseen.state = None;
+        assert_eq!(after_capped(&unseen), RerunKept::FirstRerunUnobserved);
         let r = Rerun {
             round: 2,
             position: 1,
             kernel: "b".into(),
             why: capped_pass(&capped).unwrap(),
             first: "blocks/r02-p1-b".into(),
+            rerun: "blocks/r02-p1-b-rerun".into(),
             kept: RerunKept::FirstCappedAgain,
         };
         assert_eq!(
             r.describe(),
-            "round 2 position 1 b was held down (held by the power cap for 3.000 ms during the block) and run again: the re-run was held down too, so it is the kernel's own draw: the first run is kept and counts against it (first run in blocks/r02-p1-b)"
+            "round 2 position 1 b was held down (held by the power cap for 3.000 ms during the block) and run again: the re-run was held down too, so it is the kernel's own draw: the first run is kept and counts against it (runs in blocks/r02-p1-b and blocks/r02-p1-b-rerun)"
         );
     }
 

@@ -285,9 +285,10 @@ pub struct Rerun {
     pub kernel: String,
     /// What held the first run down.
     pub why: String,
-    /// The first run's folder under `blocks/` (kept, though no receipt counts it when the
-    /// re-run took its place).
+    /// Both runs' folders under `blocks/` (each kept on disk; only the run that counts is
+    /// in `rounds.csv` and the receipts).
     pub first: String,
+    pub rerun: String,
     /// Which run the ratios and receipts take.
     pub kept: RerunKept,
 }
@@ -304,6 +305,9 @@ pub enum RerunKept {
     /// The re-run failed a gate or could not run: that outcome is kept, so a failure is
     /// never hidden behind a capped pass.
     RerunFailed,
+    /// The re-run passed but NVML gave no state for it, so it cannot be shown clear: the
+    /// first run is kept.
+    FirstRerunUnobserved,
 }
 
 impl Rerun {
@@ -315,10 +319,13 @@ impl Rerun {
                 "the re-run was held down too, so it is the kernel's own draw: the first run is kept and counts against it"
             }
             RerunKept::RerunFailed => "the re-run did not pass, and that is what counts",
+            RerunKept::FirstRerunUnobserved => {
+                "the re-run's GPU state is unknown, so the first run is kept"
+            }
         };
         format!(
-            "round {} position {} {} was held down ({}) and run again: {what} (first run in {})",
-            self.round, self.position, self.kernel, self.why, self.first
+            "round {} position {} {} was held down ({}) and run again: {what} (runs in {} and {})",
+            self.round, self.position, self.kernel, self.why, self.first, self.rerun
         )
     }
 }
@@ -334,13 +341,19 @@ pub struct RoundsTime {
 }
 
 impl RoundsTime {
-    /// `40.1 s over 40 blocks: setup 6.00 s, ..., other 5.33 s`.
+    /// `40.1 s over 40 blocks: setup 6.00 s, ..., other 5.33 s; a block's floor 0.28 s (...)`:
+    /// the floor is what every block process pays whatever it times, opening the device
+    /// (setup) and starting, ending and writing its receipt (other), per block.
     pub fn describe(&self, blocks: u64) -> String {
+        let per = |s: f64| s / blocks.max(1) as f64;
         format!(
-            "{:.1} s over {blocks} blocks: {}, other (process start, receipts) {:.2} s",
+            "{:.1} s over {blocks} blocks: {}, other (process start, receipts) {:.2} s; a block's floor {:.2} s ({:.2} s opening the device, {:.2} s starting, ending and writing its receipt)",
             self.wall_s,
             self.phases.describe(),
-            self.other_s
+            self.other_s,
+            per(self.phases.setup_s + self.other_s),
+            per(self.phases.setup_s),
+            per(self.other_s),
         )
     }
 }
@@ -575,7 +588,8 @@ mod tests {
                 position: 1,
                 kernel: "x".into(),
                 why: "held by the power cap for 2.000 ms during the block".into(),
-                first: "blocks/r03-p1-x-capped".into(),
+                first: "blocks/r03-p1-x".into(),
+                rerun: "blocks/r03-p1-x-rerun".into(),
                 kept: RerunKept::Rerun,
             }],
         };
@@ -584,7 +598,7 @@ mod tests {
         assert_eq!(back, s);
         assert_eq!(
             s.time.unwrap().describe(20),
-            "12.5 s over 20 blocks: setup 3.00 s, compile 0.50 s, inputs 0.25 s, validations 1.00 s, timed 2.00 s, other (process start, receipts) 5.75 s"
+            "12.5 s over 20 blocks: setup 3.00 s, compile 0.50 s, inputs 0.25 s, validations 1.00 s, timed 2.00 s, other (process start, receipts) 5.75 s; a block's floor 0.44 s (0.15 s opening the device, 0.29 s starting, ending and writing its receipt)"
         );
         // A summary written before the time breakdown still reads.
         let old: RoundsSummary = serde_json::from_str(r#"{"baseline": "naive"}"#).unwrap();

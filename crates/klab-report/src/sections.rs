@@ -565,7 +565,7 @@ fn rounds(run: &RunData, s: &RoundsSummary, rows: &Part<Vec<BandwidthRow>>) -> V
         })
         .unwrap_or_else(|_| "unknown (rounds/rounds.csv missing)".into());
     let mut blocks = vec![Block::Paragraph(format!(
-        "klab rounds at N = {}, {} rounds, {} blocks, each block its own process; order within a round: {}. Timer {}, regime {}, {} samples per block, warmup {}. A kernel's median is over every sample of its blocks, its range p10 - p90 of its block medians; the ceiling is the fastest copy kernel in the same rounds. Ratio = baseline median / candidate median per round (above 1: the candidate is faster); the interval is the 95% order-statistic interval of the median round ratio. Flagged blocks (GPU state changed): {}.",
+        "klab rounds at N = {}, {} rounds, {} blocks, each block its own process; order within a round: {}. Timer {}, regime {}, {} samples per block, warmup {}. A kernel's median is over every sample of its blocks, its range p10 - p90 of its block medians; the ceiling is the fastest copy kernel in the same rounds. Ratio = baseline median / candidate median per round (above 1: the candidate is faster); the interval is the 95% order-statistic interval of the median round ratio. Flagged blocks (GPU state changed): {}.{}",
         s.n.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
         s.rounds.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
         s.blocks.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
@@ -574,7 +574,11 @@ fn rounds(run: &RunData, s: &RoundsSummary, rows: &Part<Vec<BandwidthRow>>) -> V
         get("regime"),
         get("samples"),
         warmup,
-        flagged
+        flagged,
+        s.reruns
+            .iter()
+            .map(|r| format!(" {}.", r.describe()))
+            .collect::<String>()
     ))];
     match rows {
         Err(n) => blocks.push(Block::Note(n.0.clone())),
@@ -610,7 +614,10 @@ fn rounds(run: &RunData, s: &RoundsSummary, rows: &Part<Vec<BandwidthRow>>) -> V
                     format::ratio(hi),
                     100.0 * x.confidence
                 ),
-                None => "n/a (fewer than 2 rounds)".into(),
+                None => format!(
+                    "n/a (fewer than {} rounds)",
+                    klab_core::stats::min_rounds(x.confidence)
+                ),
             }),
             Cell::plain(format!("{:?}", x.verdict).to_lowercase()),
             Cell::mono(

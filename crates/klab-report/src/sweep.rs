@@ -173,7 +173,7 @@ fn points_section(t: &SweepTable) -> Section {
                 format::ratio(lo),
                 format::ratio(hi)
             ),
-            (Some(r), None) => format!("{} (medians)", format::ratio(r)),
+            (Some(r), None) => format!("{} (no interval)", format::ratio(r)),
             _ => "-".into(),
         };
         points.rows.push(vec![

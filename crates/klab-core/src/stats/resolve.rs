@@ -52,8 +52,16 @@ impl Resolution {
             Stop::MaxRounds => format!("NOT reached: {} rounds is the cap", self.rounds),
             Stop::NoRatio => "NOT reached: no ratio to resolve".to_string(),
         };
+        // Short of the target: about how many rounds would have reached it.
+        let more = match (self.stopped, self.half_width) {
+            (Stop::Budget | Stop::MaxRounds, Some(w)) if w > self.target => format!(
+                "; about {} rounds would reach it if further rounds spread as these did",
+                rounds_for(self.target, w, self.rounds)
+            ),
+            _ => String::new(),
+        };
         format!(
-            "resolution: target +/-{} {why}; widest interval {width} after {} rounds in {:.1} s",
+            "resolution: target +/-{} {why}; widest interval {width} after {} rounds in {:.1} s{more}",
             pct(self.target),
             self.rounds,
             self.elapsed_s
@@ -67,7 +75,30 @@ impl Resolution {
 pub fn rounds_for(target: f64, half_width: f64, rounds: u32) -> u32 {
     let scale = (half_width / target).powi(2);
     let n = (f64::from(rounds.max(1)) * scale).ceil();
-    (n.min(f64::from(u32::MAX)) as u32).max(min_start())
+    let n = (n.min(f64::from(u32::MAX)) as u32).max(min_start());
+    // Rounds past the last step of the interval's rank only widen it: name the next step.
+    if n > MAX_ROUNDS {
+        return n;
+    }
+    (n..=MAX_ROUNDS)
+        .find(|&m| rank(m) > rank(m - 1))
+        .unwrap_or(n)
+}
+
+/// The rank of the lower end of the interval over `rounds` rounds at klab's confidence
+/// (0: no interval).
+fn rank(rounds: u32) -> usize {
+    super::median_ranks(rounds as usize, super::CONFIDENCE).map_or(0, |r| r.lower)
+}
+
+/// The fewest rounds after `rounds` whose interval can be narrower. Between them the rank
+/// stays, and a round added can only widen [X(k), X(n+1-k)]: its upper index moves up one
+/// while the set only grows.
+pub fn next_useful(rounds: u32) -> u32 {
+    let now = rank(rounds);
+    (rounds + 1..=MAX_ROUNDS + 1)
+        .find(|&n| rank(n) > now)
+        .unwrap_or(MAX_ROUNDS + 1)
 }
 
 /// `klab compare --resolve P`: whether the rounds two receipts hold resolve P, and if not,
@@ -165,11 +196,15 @@ pub fn next(
     if half_width.is_some_and(|w| w <= target) {
         return Some(Stop::Resolved);
     }
-    if rounds >= MAX_ROUNDS {
+    // Only the rounds up to the next step of the interval's rank can narrow it: they must
+    // all fit.
+    let useful = next_useful(rounds);
+    if rounds >= MAX_ROUNDS || useful > MAX_ROUNDS {
         return Some(Stop::MaxRounds);
     }
     let per_round = elapsed_s / f64::from(rounds.max(1));
-    (elapsed_s + per_round > budget_s).then_some(Stop::Budget)
+    let more = f64::from(useful - rounds);
+    (elapsed_s + per_round * more > budget_s).then_some(Stop::Budget)
 }
 
 #[cfg(test)]
@@ -196,6 +231,15 @@ mod tests {
         );
         // No interval yet (one round) is not resolved.
         assert_eq!(next(0.01, None, true, 1, 1.0, 60.0), None);
+        // After 7 rounds (the range) only the 9th can narrow the interval: two rounds of 2 s
+        // must fit, not one.
+        assert_eq!(next_useful(7), 9);
+        assert_eq!(next(0.01, Some(0.02), true, 7, 14.0, 18.0), None);
+        assert_eq!(
+            next(0.01, Some(0.02), true, 7, 14.0, 17.0),
+            Some(Stop::Budget)
+        );
+        assert_eq!((next_useful(1), next_useful(5), next_useful(9)), (6, 6, 12));
         assert_eq!(
             next(0.01, Some(0.5), true, MAX_ROUNDS, 1.0, 1e9),
             Some(Stop::MaxRounds)
@@ -215,9 +259,11 @@ mod tests {
             ok.describe(),
             "resolution: target +/-1.00% reached: the interval is +/-0.40% over 7 rounds"
         );
-        // Twice too wide: about four times the rounds.
+        // Twice too wide: about four times the rounds (28, where the rank steps up).
         let wide = ResolveCheck::of(0.01, Some(0.02), 7);
         assert_eq!((wide.reached, wide.rounds_needed), (false, Some(28)));
+        // 1.6 times too wide after 14: 36, and the rank steps up at 37.
+        assert_eq!(rounds_for(0.01, 0.016, 14), 37);
         assert!(wide.describe().starts_with(
             "resolution: target +/-1.00% NOT reached: the interval is +/-2.00% over 7 rounds; about 28 rounds"
         ));
@@ -245,7 +291,7 @@ mod tests {
         };
         assert_eq!(
             r.describe(),
-            "resolution: target +/-1.00% NOT reached: the 60 s budget ran out; widest interval +/-1.60% after 14 rounds in 59.2 s"
+            "resolution: target +/-1.00% NOT reached: the 60 s budget ran out; widest interval +/-1.60% after 14 rounds in 59.2 s; about 37 rounds would reach it if further rounds spread as these did"
         );
     }
 }
