@@ -1,0 +1,127 @@
+"""klab's manifests as Python values: a manifest is the TOML klab reads (``[[kernel]]``
+entries, ``[ops.NAME]`` operations with their sizes, buffers, dtypes, rules and cases), held
+as the dicts and lists ``tomllib`` gives.
+
+    from klab import manifest
+    m = manifest.load("examples/ops/layernorm/layernorm.toml")
+    m["ops"]["layernorm"]["sizes"]["rows"]["values"].append(4097)
+    manifest.write("layernorm.toml", m)    # beside its sources: paths in it are relative
+
+klab itself is the judge of what a manifest may hold: ``klab check FILE:KERNEL --plan`` reads
+one and says in one line what is wrong, without a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+from typing import Any, Dict, List
+
+try:
+    import tomllib as _toml
+except ImportError:  # Python before 3.11
+    try:
+        import tomli as _toml  # type: ignore[no-redef]
+    except ImportError:  # pragma: no cover
+        _toml = None  # type: ignore[assignment]
+
+__all__ = ["dumps", "loads", "load", "write"]
+
+_BARE = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def loads(text: str) -> Dict[str, Any]:
+    """A manifest's values from its TOML text."""
+    if _toml is None:  # pragma: no cover
+        raise RuntimeError("reading TOML needs Python 3.11, or the tomli package before it")
+    return _toml.loads(text)
+
+
+def load(path: str) -> Dict[str, Any]:
+    """A manifest's values from its file."""
+    with open(path, "rb") as f:
+        return loads(f.read().decode("utf-8"))
+
+
+def dumps(manifest: Dict[str, Any]) -> str:
+    """TOML for ``manifest`` that ``loads`` reads back as equal values."""
+    if not isinstance(manifest, dict):
+        raise TypeError(f"a manifest is a dict, not {type(manifest).__name__}")
+    out: List[str] = []
+    _table(out, [], manifest)
+    return "\n".join(out).lstrip("\n") + "\n"
+
+
+def write(path: str, manifest: Dict[str, Any]) -> None:
+    """Write ``manifest`` to ``path`` whole or not at all (a temporary file renamed)."""
+    text = dumps(manifest)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".klab-manifest-", suffix=".toml")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _key(k: Any) -> str:
+    if not isinstance(k, str):
+        raise TypeError(f"a TOML key is a string, not {k!r}")
+    return k if _BARE.match(k) else _string(k)
+
+
+def _string(s: str) -> str:
+    # JSON's escapes are TOML basic-string escapes (non-ASCII is written as itself).
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _is_tables(v: Any) -> bool:
+    return isinstance(v, list) and len(v) > 0 and all(isinstance(x, dict) for x in v)
+
+
+def _value(v: Any, where: str) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, str):
+        return _string(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_value(x, where) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{_key(k)} = {_value(x, where)}" for k, x in v.items()) + " }"
+    raise TypeError(f"{where}: TOML has no value for {v!r} ({type(v).__name__})")
+
+
+def _table(out: List[str], path: List[str], table: Dict[str, Any]) -> None:
+    # A table's own keys come before its sub-tables, as TOML requires.
+    subtables = [(k, v) for k, v in table.items() if isinstance(v, dict)]
+    arrays = [(k, v) for k, v in table.items() if _is_tables(v)]
+    for k, v in table.items():
+        if isinstance(v, dict) or _is_tables(v):
+            continue
+        where = ".".join(path + [k])
+        out.append(f"{_key(k)} = {_value(v, where)}")
+    for k, v in subtables:
+        sub = path + [_key(k)]
+        out.append("")
+        out.append("[" + ".".join(sub) + "]")
+        _table(out, sub, v)
+    for k, v in arrays:
+        sub = path + [_key(k)]
+        for item in v:
+            out.append("")
+            out.append("[[" + ".".join(sub) + "]]")
+            _table(out, sub, item)

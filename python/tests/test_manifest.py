@@ -1,0 +1,87 @@
+"""klab.manifest: every manifest in the repository round-trips through Python values, and
+klab reads what the module writes."""
+
+import glob
+import math
+import os
+import shutil
+import tempfile
+import unittest
+
+import klab
+from klab import manifest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+class RoundTrip(unittest.TestCase):
+    def test_every_manifest_in_the_repository(self):
+        files = sorted(
+            glob.glob(os.path.join(ROOT, "examples", "**", "*.toml"), recursive=True)
+            + glob.glob(os.path.join(ROOT, "kernels", "*.toml"))
+        )
+        self.assertGreater(len(files), 10)
+        for f in files:
+            with self.subTest(f=os.path.relpath(f, ROOT)):
+                values = manifest.load(f)
+                self.assertEqual(manifest.loads(manifest.dumps(values)), values)
+
+    def test_values_toml_needs_care_with(self):
+        values = {
+            "a key": "quote \" backslash \\ newline \n tab \t unicode µs",
+            "floats": [1e-05, -0.0, 1.5e300, math.inf, -math.inf],
+            "empty": {},
+            "nested": {"deeper": {"x": 1, "list": [[1, 2], ["a"]]}},
+            "kernel": [{"name": "a", "op": {"n": 1}}, {"name": "b", "inline": [{"k": True}]}],
+        }
+        back = manifest.loads(manifest.dumps(values))
+        self.assertEqual(back, values)
+        nan = manifest.loads(manifest.dumps({"x": math.nan}))["x"]
+        self.assertTrue(math.isnan(nan))
+
+    def test_what_toml_cannot_hold_is_refused_by_name(self):
+        with self.assertRaises(TypeError) as e:
+            manifest.dumps({"ops": {"k": {"bench": None}}})
+        self.assertIn("ops.k.bench", str(e.exception))
+        with self.assertRaises(TypeError):
+            manifest.dumps(["not", "a", "table"])
+
+
+class KlabReadsIt(unittest.TestCase):
+    def test_a_written_manifest_plans_as_its_original(self):
+        with tempfile.TemporaryDirectory() as d:
+            user = os.path.join(d, "user")
+            shutil.copytree(os.path.join(ROOT, "examples", "user"), user)
+            original = os.path.join(user, "mine.toml")
+            written = os.path.join(user, "written.toml")
+            manifest.write(written, manifest.load(original))
+            plans = []
+            for path in (original, written):
+                done = klab.run(["check", f"{path}:my_naive", "--plan"])
+                self.assertEqual(done.returncode, 0, done.stderr)
+                plans.append(done.stdout.splitlines()[0])
+            self.assertEqual(plans[0], plans[1])
+            self.assertTrue(plans[0].startswith("check plan: my_naive:"), plans[0])
+
+    def test_a_manifest_klab_refuses_is_one_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            user = os.path.join(d, "user")
+            shutil.copytree(os.path.join(ROOT, "examples", "user"), user)
+            values = manifest.load(os.path.join(user, "mine.toml"))
+            del values["kernel"][0]["entry"]
+            broken = os.path.join(user, "broken.toml")
+            manifest.write(broken, values)
+            done = klab.run(["check", f"{broken}:my_naive", "--plan"])
+            self.assertEqual(done.returncode, klab.EXIT_ERROR)
+            self.assertEqual(len(done.stderr.strip().splitlines()), 1, done.stderr)
+
+    def test_a_failed_write_leaves_nothing(self):
+        with tempfile.TemporaryDirectory() as d:
+            target = os.path.join(d, "m.toml")
+            with self.assertRaises(TypeError):
+                manifest.write(target, {"x": object()})
+            self.assertEqual(os.listdir(d), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
