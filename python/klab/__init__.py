@@ -66,24 +66,34 @@ class Report:
 
 def find_klab_bin() -> str:
     """The ``klab`` binary installed with this package: in the environment's scripts folder,
-    else the user scheme's, else beside the Python running this."""
+    else the user scheme's, else beside the Python running this, else in the ``bin`` folder
+    beside the package (``pip install --target``)."""
     exe = "klab" + (sysconfig.get_config_var("EXE") or "")
     folders = [sysconfig.get_path("scripts")]
     user = _user_scheme()
     if user is not None:
         folders.append(sysconfig.get_path("scripts", scheme=user))
     folders.append(os.path.dirname(sys.executable))
+    folders.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bin"))
+    seen: list = []
     for folder in folders:
+        if folder in seen:
+            continue
+        seen.append(folder)
         path = os.path.join(folder, exe)
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
-    raise FileNotFoundError(f"no {exe} in {', '.join(folders)}: is the klab wheel installed here?")
+    raise FileNotFoundError(f"no {exe} in {', '.join(seen)}: is the klab wheel installed here?")
 
 
 def _user_scheme() -> Optional[str]:
     if sys.version_info >= (3, 10):
         return sysconfig.get_preferred_scheme("user")
-    return "nt_user" if os.name == "nt" else "posix_user"
+    if os.name == "nt":
+        return "nt_user"
+    if sys.platform == "darwin" and sysconfig.get_config_var("PYTHONFRAMEWORK"):
+        return "osx_framework_user"
+    return "posix_user"
 
 
 def run(

@@ -1,5 +1,7 @@
-"""``python -m klab ARGS``: the installed ``klab`` binary with ARGS, its exit code passed on."""
+"""``python -m klab ARGS``: the installed ``klab`` binary with ARGS. On POSIX it replaces
+this process, so signals and the exit status are the binary's own."""
 
+import os
 import subprocess
 import sys
 
@@ -7,7 +9,10 @@ from klab import find_klab_bin
 
 
 def main() -> int:
-    return subprocess.run([find_klab_bin(), *sys.argv[1:]]).returncode
+    binary = find_klab_bin()
+    if os.name == "posix":
+        os.execv(binary, [binary, *sys.argv[1:]])
+    return subprocess.run([binary, *sys.argv[1:]]).returncode
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ one and says in one line what is wrong, without a GPU.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
@@ -56,13 +57,19 @@ def dumps(manifest: Dict[str, Any]) -> str:
 
 
 def write(path: str, manifest: Dict[str, Any]) -> None:
-    """Write ``manifest`` to ``path`` whole or not at all (a temporary file renamed)."""
+    """Write ``manifest`` to ``path`` whole or not at all (a temporary file renamed), with the
+    mode the file had, or a new file's."""
     text = dumps(manifest)
     folder = os.path.dirname(os.path.abspath(path))
+    try:
+        mode = os.stat(path).st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".klab-manifest-", suffix=".toml")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -70,15 +77,22 @@ def write(path: str, manifest: Dict[str, Any]) -> None:
         raise
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _key(k: Any) -> str:
     if not isinstance(k, str):
         raise TypeError(f"a TOML key is a string, not {k!r}")
-    return k if _BARE.match(k) else _string(k)
+    return k if _BARE.fullmatch(k) else _string(k)
 
 
 def _string(s: str) -> str:
-    # JSON's escapes are TOML basic-string escapes (non-ASCII is written as itself).
-    return json.dumps(s, ensure_ascii=False)
+    # JSON's escapes are TOML basic-string escapes (non-ASCII is written as itself), but for
+    # DEL, which TOML does not allow raw.
+    return json.dumps(s, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def _is_tables(v: Any) -> bool:
@@ -86,18 +100,23 @@ def _is_tables(v: Any) -> bool:
 
 
 def _value(v: Any, where: str) -> str:
+    # The base types' own spellings: a subclass (an IntEnum, NumPy's float64) may print as
+    # something else.
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
-        return str(v)
+        return int.__repr__(v)
     if isinstance(v, float):
         if math.isnan(v):
             return "nan"
         if math.isinf(v):
             return "inf" if v > 0 else "-inf"
-        return repr(v)
+        return float.__repr__(v)
     if isinstance(v, str):
         return _string(v)
+    if isinstance(v, (datetime.date, datetime.time)):
+        # TOML's dates, times and date-times (a datetime is a date too).
+        return v.isoformat()
     if isinstance(v, list):
         return "[" + ", ".join(_value(x, where) for x in v) + "]"
     if isinstance(v, dict):
@@ -112,7 +131,7 @@ def _table(out: List[str], path: List[str], table: Dict[str, Any]) -> None:
     for k, v in table.items():
         if isinstance(v, dict) or _is_tables(v):
             continue
-        where = ".".join(path + [k])
+        where = ".".join(path + [str(k)])
         out.append(f"{_key(k)} = {_value(v, where)}")
     for k, v in subtables:
         sub = path + [_key(k)]

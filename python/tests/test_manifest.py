@@ -36,6 +36,27 @@ class RoundTrip(unittest.TestCase):
         }
         back = manifest.loads(manifest.dumps(values))
         self.assertEqual(back, values)
+        # What JSON leaves raw and TOML does not allow, a key a line end would end, dates,
+        # and subclasses that print as something else.
+        import datetime
+        import enum
+
+        class Size(enum.IntEnum):
+            N = 4096
+
+        class Half(float):
+            def __repr__(self):
+                return "Half()"
+
+        more = {
+            "del \x7f": "a\x7fb",
+            "abc\n": 1,
+            "when": datetime.date(2026, 12, 4),
+            "at": datetime.datetime(2026, 12, 4, 20, 25, 7),
+            "n": Size.N,
+            "x": Half(0.5),
+        }
+        self.assertEqual(manifest.loads(manifest.dumps(more)), more)
         nan = manifest.loads(manifest.dumps({"x": math.nan}))["x"]
         self.assertTrue(math.isnan(nan))
 
@@ -75,12 +96,20 @@ class KlabReadsIt(unittest.TestCase):
             self.assertEqual(done.returncode, klab.EXIT_ERROR)
             self.assertEqual(len(done.stderr.strip().splitlines()), 1, done.stderr)
 
-    def test_a_failed_write_leaves_nothing(self):
+    def test_a_failed_write_leaves_nothing_and_a_write_keeps_the_mode(self):
         with tempfile.TemporaryDirectory() as d:
             target = os.path.join(d, "m.toml")
             with self.assertRaises(TypeError):
                 manifest.write(target, {"x": object()})
+            # Refused while writing the file (a lone surrogate cannot be UTF-8).
+            with self.assertRaises(UnicodeEncodeError):
+                manifest.write(target, {"x": "\ud800"})
             self.assertEqual(os.listdir(d), [])
+            manifest.write(target, {"x": 1})
+            os.chmod(target, 0o640)
+            manifest.write(target, {"x": 2})
+            self.assertEqual(os.stat(target).st_mode & 0o777, 0o640)
+            self.assertEqual(manifest.load(target), {"x": 2})
 
 
 if __name__ == "__main__":
