@@ -228,7 +228,7 @@ pub fn run(args: RoundsArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
         text.push('\n');
     }
     // Every receipt is written, even when an analysis could not be made.
-    write_receipts(&plan, rows, &rates, &ratios.found, rounds, &dir)?;
+    write_receipts(&plan, rows, &rates, &ratios.analyses, rounds, &dir)?;
     if let Some(e) = ratios.error {
         return Err(e.context("analysing the rounds"));
     }
@@ -399,6 +399,20 @@ struct Blocks {
 }
 
 impl Blocks {
+    fn new() -> Blocks {
+        Blocks {
+            rows: Vec::new(),
+            log: String::new(),
+            errors: Vec::new(),
+            phases_csv: String::from(
+                "round,position,kernel,wall_s,setup_s,compile_s,inputs_s,validations_s,timed_s,other_s,checker\n",
+            ),
+            totals: klab_engine::timing::Phases::default(),
+            wall_total: 0.0,
+            reruns: Vec::new(),
+        }
+    }
+
     /// Where the time went, over every block: what the command costs beyond the kernels.
     fn time(&self) -> klab_evidence::schema::RoundsTime {
         let mut checkers: Vec<&str> = Vec::new();
@@ -462,17 +476,7 @@ fn run_blocks(
     policy: VerifyPolicy,
     dir: &Path,
 ) -> anyhow::Result<(Blocks, u32, Option<Resolution>)> {
-    let mut blocks = Blocks {
-        rows: Vec::new(),
-        log: String::new(),
-        errors: Vec::new(),
-        phases_csv: String::from(
-            "round,position,kernel,wall_s,setup_s,compile_s,inputs_s,validations_s,timed_s,other_s,checker\n",
-        ),
-        totals: klab_engine::timing::Phases::default(),
-        wall_total: 0.0,
-        reruns: Vec::new(),
-    };
+    let mut blocks = Blocks::new();
     let order: Vec<&Kernel> = round_order(&plan.kernels.iter().collect::<Vec<_>>());
     let bar = crate::cmd::progress_bar(
         "rounds",
@@ -517,8 +521,6 @@ fn run_blocks(
                 position,
                 rerun: false,
             };
-            let status = run_block(plan, args, policy, dir, &mut blocks, at, kernel)?;
-            bar.inc(1);
             let say = |status: &str| {
                 bar.suspend(|| {
                     eprintln!(
@@ -527,36 +529,53 @@ fn run_blocks(
                     )
                 })
             };
-            say(&status);
-            // A block the GPU's power or thermal cap held down runs once more in its place.
-            let Some(why) = blocks.rows.last().and_then(capped_pass) else {
-                continue;
+            let mut run = |blocks: &mut Blocks, place: Place| {
+                run_block(plan, args, policy, dir, blocks, place, kernel)
             };
-            let first = blocks.rows.pop().expect("the block just run");
-            let again = Place { rerun: true, ..at };
-            let status = run_block(plan, args, policy, dir, &mut blocks, again, kernel)?;
-            say(&format!(
-                "run again, as the cap held it down ({why}): {status}"
-            ));
-            let rerun = blocks.rows.pop().expect("the block just run");
-            let kept = after_capped(&rerun);
-            blocks.reruns.push(Rerun {
-                round: rounds,
-                position: position as u32,
-                kernel: kernel.name(),
-                why,
-                first: first.dir.clone(),
-                rerun: rerun.dir.clone(),
-                kept,
-            });
-            blocks.rows.push(match kept {
-                RerunKept::FirstCappedAgain | RerunKept::FirstRerunUnobserved => first,
-                RerunKept::Rerun | RerunKept::RerunFailed => rerun,
-            });
+            counted_block(&mut blocks, at, &kernel.name(), &mut run, &say)?;
+            bar.inc(1);
         }
     };
     bar.finish_and_clear();
     Ok((blocks, rounds, resolution))
+}
+
+/// One block at `at`, run by `run`; when the GPU's power or thermal cap held it down, run
+/// once more in its place, and the run that counts ([`after_capped`]) kept in `blocks`.
+fn counted_block(
+    blocks: &mut Blocks,
+    at: Place,
+    kernel: &str,
+    run: &mut dyn FnMut(&mut Blocks, Place) -> anyhow::Result<String>,
+    say: &dyn Fn(&str),
+) -> anyhow::Result<()> {
+    let status = run(blocks, at)?;
+    say(&status);
+    let Some(why) = blocks.rows.last().and_then(capped_pass) else {
+        return Ok(());
+    };
+    // `run` leaves exactly one row for each block it ran.
+    let first = blocks.rows.pop().expect("the block just run");
+    let status = run(blocks, Place { rerun: true, ..at })?;
+    say(&format!(
+        "run again, as the cap held it down ({why}): {status}"
+    ));
+    let rerun = blocks.rows.pop().expect("the block just run");
+    let kept = after_capped(&rerun);
+    blocks.reruns.push(Rerun {
+        round: at.round,
+        position: at.position as u32,
+        kernel: kernel.to_string(),
+        why,
+        first: first.dir.clone(),
+        rerun: rerun.dir.clone(),
+        kept,
+    });
+    blocks.rows.push(match kept {
+        RerunKept::FirstCappedAgain | RerunKept::FirstRerunUnobserved => first,
+        RerunKept::Rerun | RerunKept::RerunFailed => rerun,
+    });
+    Ok(())
 }
 
 /// The widest relative half-width of the ratios' intervals after `rounds` rounds (`None`
@@ -805,13 +824,9 @@ impl Rates {
     }
 }
 
-/// A candidate's round-level ratio against the baseline and its interval.
-type Ratio = (String, f64, Option<(f64, f64)>);
-
 /// The round-level ratios of every candidate that passed every block against a baseline
 /// that did, their text, and an analysis that could not be made.
 struct Ratios {
-    found: Vec<Ratio>,
     analyses: Vec<RoundsAnalysis>,
     text: String,
     error: Option<anyhow::Error>,
@@ -877,7 +892,6 @@ fn cycles_line(a: &SpeedupAnalysis, (lo, hi): (f64, f64)) -> String {
 impl Ratios {
     fn against_baseline(plan: &Plan, rows: &[BlockRow], rounds: u32) -> Ratios {
         let mut r = Ratios {
-            found: Vec::new(),
             analyses: Vec::new(),
             text: String::new(),
             error: None,
@@ -918,7 +932,6 @@ impl Ratios {
                 .as_ref()
                 .zip(round_samples(rows, rounds, name, true))
                 .and_then(|(b, c)| analyze_speedup(b, &c, &cfg).ok());
-            r.found.push((name.clone(), a.ratio, a.interval));
             if plan.ops[k] != *bop {
                 r.text.push_str(&format!(
                     "note: {name} computes '{}', {baseline} computes '{bop}': the ratio is context, not a speedup\n",
@@ -949,7 +962,7 @@ fn write_receipts(
     plan: &Plan,
     rows: &[BlockRow],
     rates: &Rates,
-    ratios: &[Ratio],
+    analyses: &[RoundsAnalysis],
     rounds: u32,
     dir: &Path,
 ) -> anyhow::Result<()> {
@@ -959,7 +972,7 @@ fn write_receipts(
             continue;
         }
         let mut r = combine(name, &mine, rounds, dir)?;
-        let ratio = ratios.iter().find(|x| x.0 == *name);
+        let ratio = analyses.iter().find(|x| x.candidate == *name);
         // The share of the ceiling is of the receipt's own rate, which is what a reader
         // recomputes it from (the table's rate is at `n`, a declared shape's may differ).
         r.result.rounds = Some(place_in_rounds(
@@ -967,7 +980,7 @@ fn write_receipts(
             rates.ceiling.as_ref(),
             Some(r.result.useful_gb_s),
             &plan.baseline,
-            ratio.map(|x| (x.1, x.2)),
+            ratio.map(|x| (x.analysis.ratio, x.analysis.interval)),
         ));
         r.validate()
             .with_context(|| format!("combined receipt for {name}"))?;
@@ -1061,6 +1074,57 @@ mod tests {
         );
     }
 
+    /// A capped block runs once more at its place, and the run that counts is the one left
+    /// in the rows, in order; a clear block runs once.
+    #[test]
+    fn a_capped_block_is_run_again_in_its_place() {
+        let place = |rerun| Place {
+            round: 2,
+            position: 1,
+            rerun,
+        };
+        for (first_ns, rerun_ns, kept, us) in [
+            (3_000_000, 0, RerunKept::Rerun, 10.0),
+            (3_000_000, 2_000_000, RerunKept::FirstCappedAgain, 12.0),
+            (0, 0, RerunKept::Rerun, 12.0),
+        ] {
+            let mut blocks = Blocks::new();
+            blocks.rows.push(block(2, "a", 9.0, 1980, 0));
+            let mut ran = Vec::new();
+            let mut run = |b: &mut Blocks, p: Place| {
+                ran.push(p.rerun);
+                let mut row = if p.rerun {
+                    block(2, "b", 10.0, 1980, rerun_ns)
+                } else {
+                    block(2, "b", 12.0, 1980, first_ns)
+                };
+                row.dir = format!("blocks/r02-p1-b{}", if p.rerun { "-rerun" } else { "" });
+                b.rows.push(row);
+                Ok("ran".to_string())
+            };
+            counted_block(&mut blocks, place(false), "b", &mut run, &|_| {}).unwrap();
+            let rows: Vec<(&str, f64)> = blocks
+                .rows
+                .iter()
+                .map(|r| (r.variant.as_str(), r.samples[0]))
+                .collect();
+            assert_eq!(rows, [("a", 9.0), ("b", us)]);
+            if first_ns == 0 {
+                assert_eq!(ran, [false]);
+                assert!(blocks.reruns.is_empty());
+                continue;
+            }
+            assert_eq!(ran, [false, true]);
+            let r = &blocks.reruns[..];
+            assert_eq!(r.len(), 1);
+            assert_eq!((r[0].kept, r[0].round, r[0].position), (kept, 2, 1));
+            assert_eq!(
+                (r[0].first.as_str(), r[0].rerun.as_str()),
+                ("blocks/r02-p1-b", "blocks/r02-p1-b-rerun")
+            );
+        }
+    }
+
     /// Every round counts in the ratios, as in the receipts `klab compare` recomputes them
     /// from: a capped block was run again (or kept as the kernel's own), never left out.
     #[test]
@@ -1084,7 +1148,6 @@ mod tests {
         let r = Ratios::against_baseline(&plan, &rows, 6);
         let a = &r.analyses[0].analysis;
         assert_eq!(a.rounds, 6);
-        assert_eq!(r.found, [("b".to_string(), a.ratio, a.interval)]);
         assert_eq!(a.interval, Some((10.0 / 8.6, 10.0 / 8.1)));
         assert_eq!(a.verdict, SpeedVerdict::Faster);
     }

@@ -497,6 +497,18 @@ impl DeclaredWorkload {
         Ok(self.with_sample(sample))
     }
 
+    /// This workload with its inputs and everything made from them (expected values, scales,
+    /// the sample's gathered inputs, the device's copies) to be made again.
+    fn remade(&self) -> DeclaredWorkload {
+        let mut w = self.clone();
+        w.inputs = Default::default();
+        w.expected = Default::default();
+        w.scales = Default::default();
+        w.sampled_inputs = Default::default();
+        w.device_cache = Default::default();
+        w
+    }
+
     /// This workload on `sample` (None: all of it), its inputs shared, everything the
     /// reference computes made again.
     fn with_sample(&self, sample: Option<klab_spec::declared::slices::Sample>) -> DeclaredWorkload {
@@ -724,14 +736,10 @@ impl DeclaredWorkload {
                 )));
             }
         }
-        let mut w = self.clone();
+        let mut w = self.remade();
         w.inputs = Arc::new(OnceLock::from(self.within_domains(inputs)));
-        w.expected = Default::default();
-        w.scales = Default::default();
-        w.sampled_inputs = Default::default();
         w.given_inputs = true;
         w.perturbation = None;
-        w.device_cache = Default::default();
         w.first_judgement = std::rc::Rc::new(std::cell::Cell::new(true));
         w.cross_checked = Default::default();
         w.device_judged = Default::default();
@@ -2118,12 +2126,7 @@ impl Workload for DeclaredWorkload {
             // host, the other case and the reference there took half a second a block at
             // 8192 x 8192.
             NewInputs::Perturbed => {
-                let mut w = self.clone();
-                w.inputs = Default::default();
-                w.expected = Default::default();
-                w.scales = Default::default();
-                w.sampled_inputs = Default::default();
-                w.device_cache = Default::default();
+                let mut w = self.remade();
                 w.perturbation = Some(Perturbation { seed, case });
                 w
             }
