@@ -6,7 +6,7 @@
 //! child's work has no second description to keep in step with the command line.
 //!
 //! Every command that launches kernel code does it in a child: `check`, `rounds`, `audit`
-//! and `lab` start one per kernel or step; `bench`, `transpose`, `triad` and `reduce-lab`
+//! and `lab` start one per kernel or step (`rounds` one per block, or one per round); `bench`, `transpose`, `triad` and `reduce-lab`
 //! run their work in one under the watchdog ([`relay`]); `sanitize` and `profile` start the
 //! tool, which starts the child.
 
@@ -44,7 +44,27 @@ pub enum ChildCmd {
     /// A whole `klab profile` (the lab's step), which starts ncu over its own children
     Profile(ProfileArgs),
     Rounds(RoundsArgs),
+    /// One round of `klab rounds` in one process (`--isolation round`)
+    Round(RoundWork),
     Sanitize(SanitizeArgs),
+}
+
+/// A round's blocks, run in order in one process on a device opened once: each block a
+/// `klab bench` child's work, saying its results to a file of its own, so that its parent
+/// reads every block as it reads a block that had a process to itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoundWork {
+    pub blocks: Vec<RoundBlock>,
+}
+
+/// One block of a [`RoundWork`]: the bench, and the file its parent reads its results from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoundBlock {
+    pub bench: BenchArgs,
+    #[serde(with = "klab_core::os_path")]
+    pub results: std::path::PathBuf,
 }
 
 /// What a child is given: its work and how it verifies kernel outputs (its parent's way).
@@ -437,7 +457,20 @@ mod tests {
         round_trip(ChildCmd::Bench(bench.clone()));
         bench.n = None;
         bench.shape = Some("M=2048,N=2048,K=1024".parse().unwrap());
-        round_trip(ChildCmd::Bench(bench));
+        round_trip(ChildCmd::Bench(bench.clone()));
+        // A round in one process: each block with the file its results go to.
+        round_trip(ChildCmd::Round(RoundWork {
+            blocks: vec![
+                RoundBlock {
+                    bench: bench.clone(),
+                    results: "/tmp/klab-results-a b".into(),
+                },
+                RoundBlock {
+                    bench,
+                    results: "/tmp/klab-results-2".into(),
+                },
+            ],
+        }));
 
         let mut t = parsed(&["transpose", "all", "33", "1", "--json"], |c| match c {
             Command::Transpose(a) => Some(a),
@@ -489,6 +522,8 @@ mod tests {
         rounds.out = Some("out dir".into());
         round_trip(ChildCmd::Rounds(rounds.clone()));
         rounds.shape = Some("rows=33,cols=7".parse().unwrap());
+        round_trip(ChildCmd::Rounds(rounds.clone()));
+        rounds.isolation = klab_core::samples::Isolation::Block;
         round_trip(ChildCmd::Rounds(rounds));
 
         let mut s = parsed(&["sanitize", "padded"], |c| match c {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::output::Format;
 use clap::{Args, Parser, Subcommand};
-use klab_core::samples::{Regime, Timer};
+use klab_core::samples::{Isolation, Regime, Timer};
 use klab_engine::timing::WarmupPolicy;
 use klab_tools::ncu::CacheControl;
 use klab_tools::sanitizer::ToolList;
@@ -561,7 +561,7 @@ pub struct LabArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
-    /// Rounds of the rounds and ceilings steps (each block its own process; 6, the fewest
+    /// Rounds of the rounds and ceilings steps (each round its own process; 6, the fewest
     /// that give a 95% interval)
     #[arg(long, default_value_t = 6, value_parser = at_least_one::<u32>)]
     pub rounds: u32,
@@ -683,11 +683,16 @@ pub struct RoundsArgs {
     pub rounds: u32,
     #[command(flatten)]
     pub resolution: ResolveArgs,
+    /// What one process runs: a round's blocks in their order (one device opening and one
+    /// process start per round), or each block alone; rounds are separate processes either
+    /// way. A block a round's process could not judge runs again alone
+    #[arg(long, value_enum, default_value_t = Isolation::Round)]
+    pub isolation: Isolation,
     /// Output folder (must not exist or be empty)
     #[arg(long)]
     #[serde(with = "klab_core::os_path::option")]
     pub out: Option<PathBuf>,
-    /// The watchdog, seconds: the global `--timeout`, or this command's default
+    /// The watchdog, seconds per block: the global `--timeout`, or this command's default
     #[arg(skip = 900u64)]
     pub timeout: u64,
     /// The CUDA device: filled from the global `--device`

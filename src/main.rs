@@ -77,18 +77,7 @@ fn main() -> ExitCode {
     };
     let (code, result) = match cmd::run(cli, &results) {
         Ok(cmd::Finished { code, result }) => (code, result),
-        Err(e) => {
-            let message = one_line(&error_text(&e));
-            eprintln!("error: {message}");
-            let klab_fault = klab_run::child::is_klab_fault(e.as_ref());
-            (
-                ExitCode::from(EXIT_ERROR),
-                Some(klab_run::child::ChildResult::Error {
-                    message,
-                    klab_fault,
-                }),
-            )
-        }
+        Err(e) => (ExitCode::from(EXIT_ERROR), Some(said_error(&e))),
     };
     if results.is_open() {
         let result = result.unwrap_or(klab_run::child::ChildResult::Exit {
@@ -99,8 +88,18 @@ fn main() -> ExitCode {
     code
 }
 
+/// An error a command stopped on, said on stderr in one line, as the result a parent reads.
+pub fn said_error(e: &anyhow::Error) -> klab_run::child::ChildResult {
+    let message = one_line(&error_text(e));
+    eprintln!("error: {message}");
+    klab_run::child::ChildResult::Error {
+        message,
+        klab_fault: klab_run::child::is_klab_fault(e.as_ref()),
+    }
+}
+
 /// The number behind an ExitCode klab made (klab only makes 0, 1 and 2).
-fn exit_code_number(code: ExitCode) -> u8 {
+pub fn exit_code_number(code: ExitCode) -> u8 {
     if code == ExitCode::SUCCESS {
         0
     } else if code == ExitCode::from(EXIT_GATE_FAILED) {

@@ -543,6 +543,56 @@ fn a_faulting_kernel_fails_alone_and_the_others_still_run() {
     );
 }
 
+/// A round's blocks share a process; a kernel that faults in it is judged in a process of
+/// its own, and the blocks after it run alone too (the fault leaves the context unusable),
+/// so the kernels before and after it still pass. `--isolation block` runs every block alone.
+#[test]
+fn a_fault_in_a_rounds_process_is_judged_alone_and_the_others_still_pass() {
+    if !gpu_or_skip("a_fault_in_a_rounds_process_is_judged_alone_and_the_others_still_pass") {
+        return;
+    }
+    let (_dir, wild) = mutant_as_user("mut_wild_store");
+    let out = tempfile::tempdir().unwrap();
+    for isolation in ["round", "block"] {
+        let dir = out.path().join(isolation);
+        let (code, stdout, err) = run_klab(&[
+            "rounds",
+            "padded",
+            &wild,
+            "--n",
+            "256",
+            "--rounds",
+            "1",
+            "--samples",
+            "10",
+            "--isolation",
+            isolation,
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(2), "{stdout}{err}");
+        for line in [
+            "position 0 padded: median",
+            "position 1 user_mut_wild_store: FAILED",
+            "position 2 user_mut_wild_store: FAILED",
+            "position 3 padded: median",
+        ] {
+            assert!(err.contains(line), "{isolation}: {line}: {err}");
+        }
+        let log = std::fs::read_to_string(dir.join("rounds.log")).unwrap();
+        assert_eq!(
+            log.contains("# round 1: its 4 blocks in one process"),
+            isolation == "round",
+            "{log}"
+        );
+        // Alone: every block in block isolation, the faulting kernel's and those after it
+        // in round isolation.
+        let alone = log.matches("# round 1 position").count();
+        assert_eq!(alone, if isolation == "round" { 3 } else { 4 }, "{log}");
+        assert!(log.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{log}");
+    }
+}
+
 /// Issue 5's done-when on the device: ncu on naive, tiled and padded shows the predicted
 /// and measured sectors per request (32 for naive stores) and the bank conflicts (tiled
 /// high, padded near zero) side by side, and they agree.

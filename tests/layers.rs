@@ -455,12 +455,22 @@ fn commands_with_a_report_print_only_through_the_sinks() {
         "triad",
         "reduce_lab",
     ] {
-        let f = cmd.join(format!("{name}.rs"));
-        let text = code(&std::fs::read_to_string(&f).unwrap());
-        for statement in text.split(';') {
-            let s = statement.replace("eprintln!", "").replace("eprint!", "");
-            if s.contains("println!") || s.contains("print!") {
-                printing.push(format!("{}: {}", f.display(), statement.trim()));
+        // A command is a file, or a folder of them.
+        let file = cmd.join(format!("{name}.rs"));
+        let mut files = Vec::new();
+        if file.is_file() {
+            files.push(file);
+        } else {
+            rust_files(&cmd.join(name), &mut files);
+        }
+        assert!(!files.is_empty(), "no code for {name}");
+        for f in files {
+            let text = code(&std::fs::read_to_string(&f).unwrap());
+            for statement in text.split(';') {
+                let s = statement.replace("eprintln!", "").replace("eprint!", "");
+                if s.contains("println!") || s.contains("print!") {
+                    printing.push(format!("{}: {}", f.display(), statement.trim()));
+                }
             }
         }
     }

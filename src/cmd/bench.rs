@@ -5,13 +5,18 @@
 //! format is printed by the parent from the result.
 
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use klab_cuda::device::Device;
 
 use klab_engine::verify::VerifyPolicy;
 
 use klab_engine::timing::Outcome;
 use klab_run::child::{ChildResult, Results, Verdict};
 
-use crate::child::{self, ChildCmd};
+use crate::child::{self, ChildCmd, RoundWork};
 use crate::cli::BenchArgs;
 use klab_run::blocks::{run_blocks, BenchSpec};
 use klab_run::folder::output_dir;
@@ -51,6 +56,108 @@ pub fn run(args: BenchArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
 
 /// The child: the blocks, the receipt, and the verdict said to the parent.
 pub fn here(args: BenchArgs, policy: VerifyPolicy, results: &Results) -> anyhow::Result<Finished> {
+    let device = args.device;
+    measure(args, results, |k| {
+        Session::open(&k.manifest, &k.decl, device, policy)
+    })
+}
+
+/// The child of a round in one process: each block as [`here`] runs it, on the device opened
+/// once (its seconds charged to the first block), each saying its result, with the seconds
+/// it took, to its own file. It stops at the first block that ends in an error, since a
+/// fault can leave the device's context unusable: its parent runs the blocks left, and any
+/// block this process could not judge, in processes of their own.
+pub fn round_here(work: RoundWork, policy: VerifyPolicy) -> anyhow::Result<Finished> {
+    let Some(first) = work.blocks.first() else {
+        return Ok(ExitCode::SUCCESS.into());
+    };
+    let mut since = Instant::now();
+    let device = Device::open(first.bench.device)?;
+    let mut open_s = Some(since.elapsed().as_secs_f64());
+    let deadline = BlockDeadline::watched();
+    for block in work.blocks {
+        let results = Results::open(&block.results)
+            .with_context(|| format!("opening {}", block.results.display()))?;
+        deadline.starts(Duration::from_secs(block.bench.timeout));
+        let finished = measure(block.bench, &results, |k| {
+            let setup_s = open_s.take().unwrap_or(0.0);
+            Session::on(device.clone(), setup_s, &k.manifest, &k.decl, policy)
+        });
+        let elapsed = since.elapsed().as_secs_f64();
+        since = Instant::now();
+        match finished {
+            Ok(Finished { code, result }) => results.say(&match result {
+                Some(ChildResult::Bench {
+                    kernel,
+                    verdict,
+                    receipt,
+                    detail,
+                    report,
+                    elapsed_s: _,
+                }) => ChildResult::Bench {
+                    kernel,
+                    verdict,
+                    receipt,
+                    detail,
+                    report,
+                    elapsed_s: Some(elapsed),
+                },
+                Some(other) => other,
+                None => ChildResult::Exit {
+                    code: crate::exit_code_number(code),
+                },
+            }),
+            Err(e) => {
+                results.say(&crate::said_error(&e));
+                return Ok(ExitCode::from(crate::EXIT_ERROR).into());
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS.into())
+}
+
+/// The deadline of the block a round's process is running: a block that runs past its
+/// `--timeout` ends the process (SIGABRT, which no CUDA teardown can hold up), so that a
+/// kernel that hangs costs one block's watchdog, not the whole round's. Its parent then
+/// runs it, and the blocks after it, alone, each under a watchdog of its own.
+struct BlockDeadline {
+    current: Arc<Mutex<Option<(Instant, Duration)>>>,
+}
+
+impl BlockDeadline {
+    /// A thread that watches the deadline until the process ends.
+    fn watched() -> BlockDeadline {
+        let current = Arc::new(Mutex::new(None::<(Instant, Duration)>));
+        let watched = Arc::clone(&current);
+        std::thread::spawn(move || loop {
+            std::thread::sleep(Duration::from_millis(50));
+            let past = watched
+                .lock()
+                .map(|c| c.is_some_and(|(t, limit)| t.elapsed() > limit))
+                .unwrap_or(false);
+            if past {
+                eprintln!("klab: a block ran past its --timeout; this round's process ends here");
+                std::process::abort();
+            }
+        });
+        BlockDeadline { current }
+    }
+
+    /// A block starts now, with `limit` to run in.
+    fn starts(&self, limit: Duration) {
+        if let Ok(mut c) = self.current.lock() {
+            *c = Some((Instant::now(), limit));
+        }
+    }
+}
+
+/// One bench's blocks in a session `open` makes for its kernel, the receipt, and the
+/// verdict said to the parent.
+fn measure(
+    args: BenchArgs,
+    results: &Results,
+    open: impl FnOnce(&Kernel) -> Result<Session, klab_run::error::RunError>,
+) -> anyhow::Result<Finished> {
     let kernel = Kernel::parse_in_child(&args.kernel)?.at_shape(args.shape.as_ref())?;
     let n = check_args(&args, &kernel)?;
     let config = args.timing.config();
@@ -61,7 +168,7 @@ pub fn here(args: BenchArgs, policy: VerifyPolicy, results: &Results) -> anyhow:
         rounds: args.rounds,
         claim: args.claim.clone(),
     };
-    let mut session = Session::open(&kernel.manifest, &kernel.decl, args.device, policy)?;
+    let mut session = open(&kernel)?;
     let facts = session.backend.facts().clone();
     eprintln!("klab bench: {}", facts.describe());
     let dir = output_dir(args.out.as_deref(), "bench")?;
@@ -106,6 +213,7 @@ pub fn here(args: BenchArgs, policy: VerifyPolicy, results: &Results) -> anyhow:
             receipt: None,
             detail: why,
             report: Some(Box::new(report)),
+            elapsed_s: None,
         };
         return Ok(Finished::with(result, false));
     }
@@ -140,6 +248,7 @@ pub fn here(args: BenchArgs, policy: VerifyPolicy, results: &Results) -> anyhow:
         receipt: Some(path.display().to_string()),
         detail: format!("median {median:.3} us"),
         report: Some(Box::new(report)),
+        elapsed_s: None,
     };
     Ok(Finished::with(result, true))
 }

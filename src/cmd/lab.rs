@@ -104,6 +104,7 @@ impl Children {
                     ..default_timing()
                 },
                 rounds,
+                isolation: klab_core::samples::Isolation::Round,
                 out: Some(out),
                 timeout,
                 device,

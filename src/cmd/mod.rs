@@ -135,6 +135,7 @@ fn run_child(spec: &str, results: &Results) -> anyhow::Result<Finished> {
         ChildCmd::Triad(a) => return triad::here(a, policy, results),
         ChildCmd::ReduceLab(a) => return reduce_lab::here(a, policy, results),
         ChildCmd::Rounds(a) => rounds::run(a, policy),
+        ChildCmd::Round(w) => return bench::round_here(w, policy),
         ChildCmd::Sanitize(a) => sanitize::run(a),
     }?;
     Ok(code.into())

@@ -508,6 +508,7 @@ impl GroupRun<'_> {
                 budget: plan.resolve.map_or(DEFAULT_BUDGET_S, |r| r.budget_s),
             },
             out: Some(rdir.clone()),
+            isolation: klab_core::samples::Isolation::Round,
             timeout: plan.timeout_s,
             device: self.device,
         });

@@ -23,6 +23,45 @@ pub const SAMPLES_CSV_HALF_UNIT_US: f64 = 0.5e-6;
 /// below it (divided by the launches the pair spans) was not measured.
 pub const EVENT_RESOLUTION_US: f64 = 0.5;
 
+/// What a process holds of `klab rounds`: each block, or each round's blocks in their order.
+/// Rounds are separate processes either way, so the interval across rounds still sees what
+/// a process contributes; a round's blocks in one process share one opened device and one
+/// process start, which for a kernel of a few microseconds is most of a block's time.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    /// Every block in a process of its own.
+    Block,
+    /// Each round's blocks, in the round's order, in one process.
+    #[default]
+    Round,
+}
+
+impl Isolation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::Block => "block",
+            Isolation::Round => "round",
+        }
+    }
+
+    /// Where the blocks ran, as a receipt and a summary say it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Isolation::Block => "each block its own process",
+            Isolation::Round => "each round's blocks in one process, each round its own",
+        }
+    }
+}
+
+impl fmt::Display for Isolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Which buffers a timed launch touches, and so what the cache holds when it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -10,7 +10,9 @@ use klab_core::device::{DeviceFacts, DeviceLimits};
 use crate::error::DriverContext;
 use crate::{nvrtc, probe, CudaError};
 
-/// An open device: its primary context and what it is.
+/// An open device: its primary context and what it is. A clone shares the context: the
+/// blocks of one round, each with its own module, stream and buffers, open the device once.
+#[derive(Clone)]
 pub struct Device {
     pub(crate) ctx: Arc<CudaContext>,
     facts: DeviceFacts,

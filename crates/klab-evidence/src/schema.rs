@@ -249,6 +249,10 @@ pub struct RoundsSummary {
     /// Order of the blocks within a round.
     #[serde(default)]
     pub order: Vec<String>,
+    /// What one process ran: a round's blocks, or one block (summaries without it ran one
+    /// block per process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<klab_core::samples::Isolation>,
     /// Timer, regime, samples and warmup, as written.
     #[serde(default)]
     pub config: Option<serde_json::Value>,
@@ -330,24 +334,39 @@ impl Rerun {
     }
 }
 
-/// The rounds' time: the blocks' wall seconds as the parent saw them, their phases summed
-/// (`checker`: the distinct checkers, `; `-joined), and the rest (process start, context
-/// teardown, receipts).
+/// The rounds' time: the processes' wall seconds as the parent saw them, the blocks' phases
+/// summed (`checker`: the distinct checkers, `; `-joined), and the rest (process start,
+/// context teardown, receipts).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoundsTime {
     pub wall_s: f64,
     pub phases: klab_engine::timing::Phases,
     pub other_s: f64,
+    /// The processes the blocks ran in (one per block, or one per round and one per block
+    /// run alone); absent from summaries that ran one per block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
 }
 
 impl RoundsTime {
     /// `40.1 s over 40 blocks: setup 6.00 s, ..., other 5.33 s; a block's floor 0.28 s (...)`:
-    /// the floor is what every block process pays whatever it times, opening the device
-    /// (setup) and starting, ending and writing its receipt (other), per block.
+    /// the floor is what every process pays whatever it times, opening the device (setup)
+    /// and starting, ending and writing its receipts (other), per process: per block when
+    /// each had its own.
     pub fn describe(&self, blocks: u64) -> String {
-        let per = |s: f64| s / blocks.max(1) as f64;
+        let processes = self.processes.unwrap_or(blocks);
+        let per = |s: f64| s / processes.max(1) as f64;
+        let (over, whose, receipts) = if processes == blocks {
+            (format!("{blocks} blocks"), "a block's", "its receipt")
+        } else {
+            (
+                format!("{blocks} blocks in {processes} processes"),
+                "a process's",
+                "its blocks' receipts",
+            )
+        };
         format!(
-            "{:.1} s over {blocks} blocks: {}, other (process start, receipts) {:.2} s; a block's floor {:.2} s ({:.2} s opening the device, {:.2} s starting, ending and writing its receipt)",
+            "{:.1} s over {over}: {}, other (process start, receipts) {:.2} s; {whose} floor {:.2} s ({:.2} s opening the device, {:.2} s starting, ending and writing {receipts})",
             self.wall_s,
             self.phases.describe(),
             self.other_s,
@@ -545,6 +564,7 @@ mod tests {
             rounds: Some(5),
             blocks: Some(20),
             order: vec!["sgeam".into(), "x".into(), "x".into(), "sgeam".into()],
+            isolation: Some(klab_core::samples::Isolation::Round),
             config: None,
             analyses: Vec::new(),
             rates: vec![RateRow {
@@ -573,6 +593,7 @@ mod tests {
                     checker: "device checker".into(),
                 },
                 other_s: 5.75,
+                processes: None,
             }),
             resolution: Some(klab_core::stats::resolve::Resolution {
                 target: 0.01,
@@ -597,8 +618,14 @@ mod tests {
             serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
         assert_eq!(
-            s.time.unwrap().describe(20),
+            s.time.clone().unwrap().describe(20),
             "12.5 s over 20 blocks: setup 3.00 s, compile 0.50 s, inputs 0.25 s, validations 1.00 s, timed 2.00 s, other (process start, receipts) 5.75 s; a block's floor 0.44 s (0.15 s opening the device, 0.29 s starting, ending and writing its receipt)"
+        );
+        let mut shared = s.time.clone().unwrap();
+        shared.processes = Some(5);
+        assert_eq!(
+            shared.describe(20),
+            "12.5 s over 20 blocks in 5 processes: setup 3.00 s, compile 0.50 s, inputs 0.25 s, validations 1.00 s, timed 2.00 s, other (process start, receipts) 5.75 s; a process's floor 1.75 s (0.60 s opening the device, 1.15 s starting, ending and writing its blocks' receipts)"
         );
         // A summary written before the time breakdown still reads.
         let old: RoundsSummary = serde_json::from_str(r#"{"baseline": "naive"}"#).unwrap();

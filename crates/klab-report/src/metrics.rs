@@ -396,6 +396,7 @@ mod tests {
             rounds: Some(3),
             blocks: Some(6),
             order: Vec::new(),
+            isolation: None,
             config: None,
             analyses: Vec::new(),
             rates,

@@ -3,6 +3,7 @@
 //! Every table that shows a performance number has the kernel's correctness verdict in the
 //! same row (see [`crate::verdict`]).
 
+use klab_core::samples::Isolation;
 use klab_evidence::row::TransposeRow;
 use klab_model::bound::{Agreement, KernelProfile};
 use klab_spec::Variant;
@@ -565,10 +566,11 @@ fn rounds(run: &RunData, s: &RoundsSummary, rows: &Part<Vec<BandwidthRow>>) -> V
         })
         .unwrap_or_else(|_| "unknown (rounds/rounds.csv missing)".into());
     let mut blocks = vec![Block::Paragraph(format!(
-        "klab rounds at N = {}, {} rounds, {} blocks, each block its own process; order within a round: {}. Timer {}, regime {}, {} samples per block, warmup {}. A kernel's median is over every sample of its blocks, its range p10 - p90 of its block medians; the ceiling is the fastest copy kernel in the same rounds. Ratio = baseline median / candidate median per round (above 1: the candidate is faster); the interval is the 95% order-statistic interval of the median round ratio. Flagged blocks (GPU state changed): {}.{}",
+        "klab rounds at N = {}, {} rounds, {} blocks, {}; order within a round: {}. Timer {}, regime {}, {} samples per block, warmup {}. A kernel's median is over every sample of its blocks, its range p10 - p90 of its block medians; the ceiling is the fastest copy kernel in the same rounds. Ratio = baseline median / candidate median per round (above 1: the candidate is faster); the interval is the 95% order-statistic interval of the median round ratio. Flagged blocks (GPU state changed): {}.{}",
         s.n.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
         s.rounds.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
         s.blocks.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
+        s.isolation.unwrap_or(Isolation::Block).describe(),
         if s.order.is_empty() { "unknown".to_string() } else { s.order.join(" ") },
         get("timer"),
         get("regime"),

@@ -160,6 +160,10 @@ pub enum ChildResult {
         /// `rounds`, `sweep` and the exploit audit, whose parents report otherwise.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         report: Option<Box<crate::bench::BenchReport>>,
+        /// Seconds the block took in its process, when it shared the process with other
+        /// blocks (a round in one process): its parent cannot time it from outside.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        elapsed_s: Option<f64>,
     },
     /// A profile child: the launch sequence ncu profiled.
     Profile { report: ProfileChild },
@@ -481,6 +485,7 @@ mod tests {
             receipt: None,
             detail: detail.into(),
             report: None,
+            elapsed_s: None,
         }
     }
 
@@ -620,6 +625,7 @@ mod tests {
             receipt: Some("/x y/receipt.json".into()),
             detail: "median 1 us".into(),
             report: None,
+            elapsed_s: None,
         };
         let out = format!(
             "round 1: ...\n{}\nmore prose\n{}\n",

@@ -33,7 +33,19 @@ impl Session {
     ) -> Result<Session, RunError> {
         let t = std::time::Instant::now();
         let device = Device::open(ordinal)?;
-        let mut setup_s = t.elapsed().as_secs_f64();
+        let setup_s = t.elapsed().as_secs_f64();
+        Session::on(device, setup_s, manifest, decl, policy)
+    }
+
+    /// [`Session::open`] on a device already open (another block of the same process opened
+    /// it), `setup_s` the seconds that took, if this session is to be charged with them.
+    pub fn on(
+        device: Device,
+        mut setup_s: f64,
+        manifest: &Manifest,
+        decl: &KernelDecl,
+        policy: VerifyPolicy,
+    ) -> Result<Session, RunError> {
         let t = std::time::Instant::now();
         let module = module::build(manifest, decl, &device.facts().arch(), &Cache::from_env())?;
         let mut compile_s = t.elapsed().as_secs_f64();

@@ -1,27 +1,29 @@
 //! `klab rounds A B [C ...]`: repeated, alternating rounds as a command.
-//! Each round runs the kernels in order and then in reverse (ABBA for two), every block a
-//! separate `klab bench` process; every counted block's row is kept (a block the GPU's cap
-//! held down is run once more, and both runs' folders are named in the summary); per-kernel
-//! receipts collect the blocks; ratios against the baseline are taken per round with an
-//! order-statistic interval.
+//! Each round runs the kernels in order and then in reverse (ABBA for two), each round in a
+//! process of its own, or each block ([`process`]); every counted block's row is kept (a
+//! block the GPU's cap held down is run once more, and both runs' folders are named in the
+//! summary); per-kernel receipts collect the blocks; ratios against the baseline are taken
+//! per round with an order-statistic interval.
+
+mod process;
+
+use process::{BlockBench, BlockRun};
 
 use crate::output::{self, Report};
 use klab_core::stats::resolve::{self, Resolution};
 use klab_engine::verify::VerifyPolicy;
-use klab_tools::process::Echo;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use klab_core::artifact::{read_regular, sha256_file, utc_timestamp, write_atomic, Input};
-use klab_core::samples::parse_samples_csv;
+use klab_core::samples::{parse_samples_csv, Isolation};
 use klab_core::stats::{analyze_speedup, gb_per_s, render_analysis, IntervalConfig, Summary};
 use klab_evidence::receipt::{self, Receipt};
 use klab_spec::declared::builtin::OpKind;
 use serde::Serialize;
 
-use crate::child::ChildCmd;
-use crate::cli::{BenchArgs, RoundsArgs};
+use crate::cli::RoundsArgs;
 use crate::EXIT_GATE_FAILED;
 use klab_core::gpustate::BlockState;
 use klab_core::stats::{SpeedVerdict, SpeedupAnalysis};
@@ -33,7 +35,6 @@ use klab_run::folder::output_dir;
 use klab_run::kernel::Kernel;
 use klab_run::receipt::{workload_info, KlabBinary};
 use klab_spec::registry::{self, Scope};
-use std::time::Duration;
 
 /// The order of one round: the kernels, then the same kernels reversed.
 pub fn round_order<T: Clone>(kernels: &[T]) -> Vec<T> {
@@ -83,7 +84,13 @@ fn block_record(r: &BlockRow) -> RoundsBlock {
 }
 
 /// Combine one kernel's block receipts into one receipt over all rounds.
-fn combine(name: &str, rows: &[&BlockRow], rounds: u32, dir: &Path) -> anyhow::Result<Receipt> {
+fn combine(
+    name: &str,
+    rows: &[&BlockRow],
+    rounds: u32,
+    isolation: Isolation,
+    dir: &Path,
+) -> anyhow::Result<Receipt> {
     let first = rows
         .iter()
         .find_map(|r| r.receipt.clone())
@@ -93,8 +100,10 @@ fn combine(name: &str, rows: &[&BlockRow], rounds: u32, dir: &Path) -> anyhow::R
     r.created_utc = utc_timestamp();
     r.claim = format!("{name}: per-round distributions from alternating rounds (see rounds.csv)");
     r.measurement.rounds = u64::from(rounds);
-    r.measurement.order =
-        "ABBA: kernels in order then reversed within each round, each block its own process".into();
+    r.measurement.order = format!(
+        "ABBA: kernels in order then reversed within each round, {}",
+        isolation.describe()
+    );
     r.measurement.raw_samples.clear();
     r.measurement.gpu_state.clear();
     r.artifacts.clear();
@@ -239,6 +248,7 @@ pub fn run(args: RoundsArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
         rounds: Some(u64::from(rounds)),
         blocks: Some(rows.len() as u64),
         order: round_order(&plan.names),
+        isolation: Some(plan.isolation),
         config: Some(serde_json::to_value(args.timing.config())?),
         analyses: ratios.analyses,
         rates: rates.rows,
@@ -301,6 +311,7 @@ struct Plan {
     ops: Vec<String>,
     /// This klab binary, hashed once for every block's receipt.
     klab: KlabBinary,
+    isolation: Isolation,
 }
 
 impl Plan {
@@ -347,6 +358,7 @@ impl Plan {
             n,
             ops,
             klab: KlabBinary::this()?,
+            isolation: args.isolation,
         })
     }
 
@@ -369,9 +381,10 @@ impl Plan {
             _ => format!("n = {}", self.n),
         };
         format!(
-            "klab rounds: {} rounds, order per round: {}, {size}, regime {}, timer {}, {} samples per block\nregime caveat: {}\n\n",
+            "klab rounds: {} rounds, order per round: {} ({}), {size}, regime {}, timer {}, {} samples per block\nregime caveat: {}\n\n",
             rounds,
             round_order(&self.names).join(" "),
+            self.isolation.describe(),
             config.regime,
             config.timer,
             config.samples,
@@ -394,6 +407,8 @@ struct Blocks {
     phases_csv: String,
     totals: klab_engine::timing::Phases,
     wall_total: f64,
+    /// The processes the blocks ran in.
+    processes: u64,
     /// Blocks held down by power or heat and run again.
     reruns: Vec<Rerun>,
 }
@@ -409,6 +424,7 @@ impl Blocks {
             ),
             totals: klab_engine::timing::Phases::default(),
             wall_total: 0.0,
+            processes: 0,
             reruns: Vec::new(),
         }
     }
@@ -429,7 +445,46 @@ impl Blocks {
             wall_s: self.wall_total,
             other_s: (self.wall_total - phases.total_s()).max(0.0),
             phases,
+            processes: Some(self.processes),
         }
+    }
+}
+
+impl Blocks {
+    /// A measured block's phases, in phases.csv and the totals; how its `wall_s` went, as
+    /// a few words.
+    fn account(
+        &mut self,
+        place: Place,
+        name: &str,
+        wall_s: f64,
+        p: &klab_engine::timing::Phases,
+    ) -> String {
+        let other = (wall_s - p.total_s()).max(0.0);
+        let label = if place.rerun {
+            format!("{name} (re-run)")
+        } else {
+            name.to_string()
+        };
+        self.phases_csv.push_str(&format!(
+            "{},{},{},{wall_s:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{other:.4},{}\n",
+            place.round,
+            place.position,
+            klab_core::csv::field(&label),
+            p.setup_s,
+            p.compile_s,
+            p.inputs_s,
+            p.validations_s,
+            p.timed_s,
+            klab_core::csv::field(&p.checker)
+        ));
+        let t = &mut self.totals;
+        t.setup_s += p.setup_s;
+        t.compile_s += p.compile_s;
+        t.inputs_s += p.inputs_s;
+        t.validations_s += p.validations_s;
+        t.timed_s += p.timed_s;
+        format!("; {wall_s:.2} s: {}, other {other:.2} s", p.describe())
     }
 }
 
@@ -514,13 +569,20 @@ fn run_blocks(
             bar.inc_length(order.len() as u64);
         }
         rounds += 1;
+        let benches: Vec<BlockBench> = order
+            .iter()
+            .enumerate()
+            .map(|(position, k)| BlockBench::at(plan, args, dir, place(rounds, position), k))
+            .collect();
+        let mut ran: Vec<Option<BlockRun>> = match args.isolation {
+            Isolation::Round => {
+                bar.set_message(format!("round {rounds}, one process"));
+                process::run_round(&benches, args, policy, &mut blocks, rounds)?
+            }
+            Isolation::Block => benches.iter().map(|_| None).collect(),
+        };
         for (position, kernel) in order.iter().enumerate() {
             bar.set_message(format!("round {rounds} {}", kernel.name()));
-            let at = Place {
-                round: rounds,
-                position,
-                rerun: false,
-            };
             let say = |status: &str| {
                 bar.suspend(|| {
                     eprintln!(
@@ -529,10 +591,25 @@ fn run_blocks(
                     )
                 })
             };
-            let mut run = |blocks: &mut Blocks, place: Place| {
-                run_block(plan, args, policy, dir, blocks, place, kernel)
+            let mut run = |blocks: &mut Blocks, at: Place| {
+                // A re-run, and a block its round's process could not judge, run alone.
+                let bench = match at.rerun {
+                    true => BlockBench::at(plan, args, dir, at, kernel),
+                    false => benches[position].clone(),
+                };
+                let run = match ran[position].take().filter(|_| !at.rerun) {
+                    Some(run) => run,
+                    None => process::run_alone(&bench, args, policy, blocks, at)?,
+                };
+                record_block(blocks, at, &kernel.name(), &bench, run)
             };
-            counted_block(&mut blocks, at, &kernel.name(), &mut run, &say)?;
+            counted_block(
+                &mut blocks,
+                place(rounds, position),
+                &kernel.name(),
+                &mut run,
+                &say,
+            )?;
             bar.inc(1);
         }
     };
@@ -593,61 +670,45 @@ fn widest_interval(plan: &Plan, rows: &[BlockRow], rounds: u32) -> (Option<f64>,
     (widest, resolvable)
 }
 
-/// One block: `kernel` at `position` of `round`, in a child; its row and time go into
-/// `blocks`. What to say of it, in a few words.
-fn run_block(
-    plan: &Plan,
-    args: &RoundsArgs,
-    policy: VerifyPolicy,
-    dir: &Path,
+/// The first run of the block at `position` of `round`.
+fn place(round: u32, position: usize) -> Place {
+    Place {
+        round,
+        position,
+        rerun: false,
+    }
+}
+
+/// A block's run, as a row in `blocks` (its receipt and samples read from its folder) and
+/// its time in the phases; what to say of it, in a few words.
+fn record_block(
     blocks: &mut Blocks,
     place: Place,
-    kernel: &Kernel,
+    name: &str,
+    bench: &BlockBench,
+    run: BlockRun,
 ) -> anyhow::Result<String> {
     let Place {
         round, position, ..
     } = place;
-    let name = kernel.name();
-    let rel = format!(
-        "blocks/r{round:02}-p{position}-{name}{}",
-        if place.rerun { "-rerun" } else { "" }
-    );
-    let block_dir: PathBuf = dir.join(&rel);
-    // The child gets the kernel's full reference, so a user manifest's kernel is measured,
-    // never a built-in of the same name.
-    let cmd = ChildCmd::Bench(BenchArgs {
-        output: Default::default(),
-        kernel: kernel.spec(),
-        // An operation with several size variables is timed at its bench shape.
-        n: (args.shape.is_none() && kernel.size_variable().is_some()).then_some(plan.n),
-        shape: args.shape.clone(),
-        timing: args.timing.clone(),
-        rounds: 1,
-        out: Some(block_dir.clone()),
-        claim: None,
-        timeout: args.timeout,
-        device: args.device,
-        klab_binary: Some(plan.klab.clone()),
-    });
-    let started = std::time::Instant::now();
-    let out = cmd.run(policy, Duration::from_secs(args.timeout), Echo::Off)?;
-    let wall_s = started.elapsed().as_secs_f64();
-    blocks.wall_total += wall_s;
-    blocks.log.push_str(&format!(
-        "# round {round} position {position}\n{}",
-        out.log_block()
-    ));
+    let BlockRun {
+        verdict,
+        result,
+        wall_s,
+    } = run;
+    let block_dir = &bench.dir;
+    let name = name.to_string();
     let mut row = BlockRow {
         round,
         position: position as u32,
         variant: name.clone(),
         correct: false,
-        dir: rel,
+        dir: bench.rel.clone(),
         receipt: None,
         samples: Vec::new(),
         state: None,
     };
-    let status = match &out.result {
+    let status = match &result {
         Some(ChildResult::Bench {
             verdict: Verdict::Pass,
             receipt: Some(_),
@@ -663,27 +724,7 @@ fn run_block(
             }
             let median = Summary::of(&row.samples).map(|s| s.median).unwrap_or(0.0);
             let time = match r.measurement.phases.first() {
-                Some(p) => {
-                    let other = (wall_s - p.total_s()).max(0.0);
-                    let label = if place.rerun {
-                        format!("{name} (re-run)")
-                    } else {
-                        name.clone()
-                    };
-                    blocks.phases_csv.push_str(&format!(
-                        "{round},{position},{},{wall_s:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{other:.4},{}\n",
-                        klab_core::csv::field(&label),
-                        p.setup_s, p.compile_s, p.inputs_s, p.validations_s, p.timed_s,
-                        klab_core::csv::field(&p.checker)
-                    ));
-                    let t = &mut blocks.totals;
-                    t.setup_s += p.setup_s;
-                    t.compile_s += p.compile_s;
-                    t.inputs_s += p.inputs_s;
-                    t.validations_s += p.validations_s;
-                    t.timed_s += p.timed_s;
-                    format!("; {wall_s:.2} s: {}, other {other:.2} s", p.describe())
-                }
+                Some(p) => blocks.account(place, &name, wall_s, p),
                 None => format!("; {wall_s:.2} s"),
             };
             row.correct = true;
@@ -692,9 +733,9 @@ fn run_block(
             format!("median {median:.3} us{time}")
         }
         // A gate, a hang or a crash is this kernel's failure; the other blocks still run.
-        _ if out.verdict.is_kernel_failure() => format!("FAILED: {}", out.verdict.describe()),
+        _ if verdict.is_kernel_failure() => format!("FAILED: {}", verdict.describe()),
         _ => {
-            let why = out.verdict.describe();
+            let why = verdict.describe();
             blocks.errors.push(format!("round {round} {name}: {why}"));
             format!("ERROR: {why}")
         }
@@ -971,7 +1012,7 @@ fn write_receipts(
         if rates.lines[k].ok != mine.len() {
             continue;
         }
-        let mut r = combine(name, &mine, rounds, dir)?;
+        let mut r = combine(name, &mine, rounds, plan.isolation, dir)?;
         let ratio = analyses.iter().find(|x| x.candidate == *name);
         // The share of the ceiling is of the receipt's own rate, which is what a reader
         // recomputes it from (the table's rate is at `n`, a declared shape's may differ).
@@ -1144,6 +1185,7 @@ mod tests {
                 sha256: String::new(),
                 stamp: String::new(),
             },
+            isolation: Isolation::Round,
         };
         let r = Ratios::against_baseline(&plan, &rows, 6);
         let a = &r.analyses[0].analysis;

@@ -1,0 +1,266 @@
+//! Where a block of `klab rounds` runs: alone, in a `klab bench` child of its own
+//! ([`run_alone`]), or with the rest of its round in one child ([`run_round`], `--isolation
+//! round`). Either way a block comes back as a [`BlockRun`]: the verdict and result its
+//! child said, its seconds, and the folder it wrote, which the caller reads as one thing.
+//!
+//! In a round's process every block says its results to a file of its own, so each is judged
+//! as a block alone is, by [`ChildVerdict::of`]. What the process can decide for a block is
+//! kept: a block that passed or failed a gate judged itself in full, and a block the watchdog
+//! ended was the one running. Anything else (an error, a crash, a block the process never
+//! reached) is left to [`run_alone`], so no verdict on a kernel rests on what another kernel
+//! did to a shared process.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use klab_engine::verify::VerifyPolicy;
+use klab_run::child::{ChildResult, ChildVerdict, Ending, ResultsFile};
+use klab_run::kernel::Kernel;
+use klab_tools::process::Echo;
+
+use super::{Blocks, Place, Plan};
+use crate::child::{ChildCmd, RoundBlock, RoundWork};
+use crate::cli::{BenchArgs, RoundsArgs};
+
+/// A block's run: what its child said and how that was judged, and its seconds (the whole
+/// process's for a block alone; its own share of the process for a block of a round).
+pub(super) struct BlockRun {
+    pub verdict: ChildVerdict,
+    pub result: Option<ChildResult>,
+    pub wall_s: f64,
+}
+
+/// A block's folder, relative to the rounds' folder and absolute, and the bench it runs.
+#[derive(Clone)]
+pub(super) struct BlockBench {
+    pub rel: String,
+    pub dir: PathBuf,
+    pub args: BenchArgs,
+}
+
+impl BlockBench {
+    /// `kernel`'s block at `place`, writing under `dir`.
+    pub fn at(plan: &Plan, args: &RoundsArgs, dir: &Path, place: Place, kernel: &Kernel) -> Self {
+        let Place {
+            round, position, ..
+        } = place;
+        let rel = format!(
+            "blocks/r{round:02}-p{position}-{}{}",
+            kernel.name(),
+            if place.rerun { "-rerun" } else { "" }
+        );
+        let block_dir = dir.join(&rel);
+        // The child gets the kernel's full reference, so a user manifest's kernel is
+        // measured, never a built-in of the same name.
+        let bench = BenchArgs {
+            output: Default::default(),
+            kernel: kernel.spec(),
+            // An operation with several size variables is timed at its bench shape.
+            n: (args.shape.is_none() && kernel.size_variable().is_some()).then_some(plan.n),
+            shape: args.shape.clone(),
+            timing: args.timing.clone(),
+            rounds: 1,
+            out: Some(block_dir.clone()),
+            claim: None,
+            timeout: args.timeout,
+            device: args.device,
+            klab_binary: Some(plan.klab.clone()),
+        };
+        BlockBench {
+            rel,
+            dir: block_dir,
+            args: bench,
+        }
+    }
+}
+
+/// One block in a `klab bench` child of its own; its command and output go to the log.
+pub(super) fn run_alone(
+    bench: &BlockBench,
+    args: &RoundsArgs,
+    policy: VerifyPolicy,
+    blocks: &mut Blocks,
+    place: Place,
+) -> anyhow::Result<BlockRun> {
+    let cmd = ChildCmd::Bench(bench.args.clone());
+    let started = Instant::now();
+    let out = cmd.run(policy, Duration::from_secs(args.timeout), Echo::Off)?;
+    let wall_s = started.elapsed().as_secs_f64();
+    blocks.wall_total += wall_s;
+    blocks.processes += 1;
+    blocks.log.push_str(&format!(
+        "# round {} position {}{}\n{}",
+        place.round,
+        place.position,
+        if place.rerun { " (re-run)" } else { "" },
+        out.log_block()
+    ));
+    Ok(BlockRun {
+        verdict: out.verdict,
+        result: out.result,
+        wall_s,
+    })
+}
+
+/// Every block of round `round` (`benches`, in the round's order) in one child, each given a
+/// results file of its own. Returns, per block, its run when the process could judge it (see
+/// the module's docs), `None` for the blocks to run alone.
+pub(super) fn run_round(
+    benches: &[BlockBench],
+    args: &RoundsArgs,
+    policy: VerifyPolicy,
+    blocks: &mut Blocks,
+    round: u32,
+) -> anyhow::Result<Vec<Option<BlockRun>>> {
+    let files = benches
+        .iter()
+        .map(|_| ResultsFile::new())
+        .collect::<Result<Vec<_>, _>>()?;
+    let work = RoundWork {
+        blocks: benches
+            .iter()
+            .zip(&files)
+            .map(|(b, f)| RoundBlock {
+                bench: b.args.clone(),
+                results: f.path().to_path_buf(),
+            })
+            .collect(),
+    };
+    // Each block has the time a block alone would.
+    let timeout = Duration::from_secs(args.timeout.saturating_mul(benches.len() as u64));
+    let started = Instant::now();
+    let out = ChildCmd::Round(work).run(policy, timeout, Echo::Off)?;
+    let wall_s = started.elapsed().as_secs_f64();
+    blocks.wall_total += wall_s;
+    blocks.processes += 1;
+    blocks.log.push_str(&format!(
+        "# round {round}: its {} blocks in one process\n{}",
+        benches.len(),
+        out.log_block()
+    ));
+    let ending = Ending {
+        exit_code: out.captured.exit_code,
+        signal: out.captured.signal,
+        killed_after: out.captured.timed_out.then_some(timeout),
+    };
+    let mut runs = Vec::with_capacity(files.len());
+    let mut own_s = 0.0;
+    for file in &files {
+        let run = judged(&file.read()?, &ending);
+        own_s += run.as_ref().map_or(0.0, |r| r.wall_s);
+        runs.push(run);
+    }
+    blocks.phases_csv.push_str(&format!(
+        "{round},,(the round's process beyond its blocks),{:.4},,,,,,{:.4},\n",
+        (wall_s - own_s).max(0.0),
+        (wall_s - own_s).max(0.0)
+    ));
+    Ok(runs)
+}
+
+/// A block of a round's process, from what it said in its results file and how the process
+/// ended: its run when the process could judge it, `None` when it must run alone.
+fn judged(said: &str, process: &Ending) -> Option<BlockRun> {
+    let result = ChildResult::find(said);
+    let during = ChildResult::running(said);
+    let verdict = match &result {
+        // The block said its result and the process went on: it ended as a block that exits.
+        Some(_) => ChildVerdict::of(result.as_ref(), &Ending::default(), during.as_deref()),
+        // The block the process was running when it ended.
+        None if during.is_some() => ChildVerdict::of(None, process, during.as_deref()),
+        None => return None,
+    };
+    let wall_s = match &result {
+        Some(ChildResult::Bench {
+            elapsed_s: Some(s), ..
+        }) => *s,
+        _ => 0.0,
+    };
+    matches!(
+        verdict,
+        ChildVerdict::Passed | ChildVerdict::GateFailed { .. } | ChildVerdict::Hung { .. }
+    )
+    .then_some(BlockRun {
+        verdict,
+        result,
+        wall_s,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use klab_run::child::Verdict;
+
+    fn bench(verdict: Verdict) -> ChildResult {
+        ChildResult::Bench {
+            kernel: "k".into(),
+            verdict,
+            receipt: None,
+            detail: "d".into(),
+            report: None,
+            elapsed_s: Some(0.25),
+        }
+    }
+
+    fn said(lines: &[ChildResult]) -> String {
+        lines.iter().map(|l| l.line() + "\n").collect()
+    }
+
+    fn case() -> ChildResult {
+        ChildResult::Case {
+            label: "k at n=8: its validations and timed launches".into(),
+        }
+    }
+
+    fn killed() -> Ending {
+        Ending {
+            exit_code: None,
+            signal: Some(9),
+            killed_after: Some(Duration::from_secs(60)),
+        }
+    }
+
+    /// A block that said its verdict keeps it, whatever ended the process after it.
+    #[test]
+    fn a_block_that_judged_itself_keeps_its_verdict_and_seconds() {
+        for (result, passed) in [(bench(Verdict::Pass), true), (bench(Verdict::Fail), false)] {
+            let done = ChildResult::CaseDone { label: "k".into() };
+            let run = judged(&said(&[case(), done, result]), &killed()).unwrap();
+            assert_eq!(run.verdict == ChildVerdict::Passed, passed);
+            assert!(passed || matches!(run.verdict, ChildVerdict::GateFailed { .. }));
+            assert_eq!(run.wall_s, 0.25);
+        }
+    }
+
+    /// The block running when the watchdog ended the process hung; the blocks after it
+    /// never ran and go to processes of their own.
+    #[test]
+    fn the_block_running_at_the_watchdog_hung_and_the_rest_run_alone() {
+        let run = judged(&said(&[case()]), &killed()).unwrap();
+        assert!(matches!(run.verdict, ChildVerdict::Hung { .. }));
+        assert!(judged("", &killed()).is_none());
+        assert!(judged("", &Ending::default()).is_none());
+    }
+
+    /// An error or a crash in a shared process may be another block's doing (a fault leaves
+    /// the context unusable): the block runs alone and that run judges it.
+    #[test]
+    fn an_error_or_a_crash_is_judged_again_alone() {
+        let error = ChildResult::Error {
+            message: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+            klab_fault: false,
+        };
+        // During the kernel's case: a crash, had it been alone.
+        assert!(judged(&said(&[case(), error.clone()]), &Ending::default()).is_none());
+        // Before it (loading the module): an error.
+        assert!(judged(&said(&[error]), &Ending::default()).is_none());
+        // Died of a signal while running it.
+        let died = Ending {
+            exit_code: None,
+            signal: Some(11),
+            killed_after: None,
+        };
+        assert!(judged(&said(&[case()]), &died).is_none());
+    }
+}
