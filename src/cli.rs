@@ -561,7 +561,7 @@ pub struct LabArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
-    /// Rounds of the rounds and ceilings steps (each round its own process; 6, the fewest
+    /// Rounds of the rounds and ceilings steps (each block its own process; 6, the fewest
     /// that give a 95% interval)
     #[arg(long, default_value_t = 6, value_parser = at_least_one::<u32>)]
     pub rounds: u32,
@@ -683,10 +683,10 @@ pub struct RoundsArgs {
     pub rounds: u32,
     #[command(flatten)]
     pub resolution: ResolveArgs,
-    /// What one process runs: a round's blocks in their order (one device opening and one
-    /// process start per round), or each block alone; rounds are separate processes either
-    /// way. A block a round's process could not judge runs again alone
-    #[arg(long, value_enum, default_value_t = Isolation::Round)]
+    /// What one process runs: each block alone, or a round's blocks in their order (one
+    /// device opening and one process start per round; a block that process could not
+    /// judge runs again alone). Rounds are separate processes either way
+    #[arg(long, value_enum, default_value_t = Isolation::Block)]
     pub isolation: Isolation,
     /// Output folder (must not exist or be empty)
     #[arg(long)]

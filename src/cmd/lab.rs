@@ -104,7 +104,7 @@ impl Children {
                     ..default_timing()
                 },
                 rounds,
-                isolation: klab_core::samples::Isolation::Round,
+                isolation: klab_core::samples::Isolation::Block,
                 out: Some(out),
                 timeout,
                 device,

@@ -508,7 +508,7 @@ impl GroupRun<'_> {
                 budget: plan.resolve.map_or(DEFAULT_BUDGET_S, |r| r.budget_s),
             },
             out: Some(rdir.clone()),
-            isolation: klab_core::samples::Isolation::Round,
+            isolation: klab_core::samples::Isolation::default(),
             timeout: plan.timeout_s,
             device: self.device,
         });

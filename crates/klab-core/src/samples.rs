@@ -33,9 +33,9 @@ pub const EVENT_RESOLUTION_US: f64 = 0.5;
 #[serde(rename_all = "kebab-case")]
 pub enum Isolation {
     /// Every block in a process of its own.
+    #[default]
     Block,
     /// Each round's blocks, in the round's order, in one process.
-    #[default]
     Round,
 }
 

@@ -12,7 +12,9 @@
 //!
 //! every size variable and scalar by name, valued as the kernel receives it (an f32 scalar
 //! already rounded to f32), typed by its parameter (a size the kernel does not take is
-//! `i64`). Then it runs the argv without a shell, in the manifest's folder, with
+//! `i64`), and under `"buffers"` every buffer in the kernel's order, as
+//! `{"name": "x", "dtype": "f32", "shape": [7, 33], "role": "in"}` (what a generic runner,
+//! such as the Python package's `klab.reference`, needs to know what to write). Then it runs the argv without a shell, in the manifest's folder, with
 //! `KLAB_REF_DIR=<folder>` in the environment and every argument that is exactly `{dir}`
 //! replaced by the folder; `argv[0]` is relative to the manifest's folder when it holds a
 //! `/`, else looked up in `PATH`. The program must write `<buffer>.npy` for every `out` and
@@ -157,7 +159,7 @@ impl CommandReference {
             }
             dims.push(d);
         }
-        let params = self.params_json(shape, ints, floats)?;
+        let params = self.params_json(shape, ints, floats, &named, &dims)?;
         write("params.json", params.as_bytes())?;
 
         let args: Vec<OsString> = self.spec.argv[1..]
@@ -239,12 +241,15 @@ impl CommandReference {
         Ok(d)
     }
 
-    /// `params.json`: every size variable and scalar, valued as the kernel receives it.
+    /// `params.json`: every size variable and scalar, valued as the kernel receives it, and
+    /// every buffer (`named`, of `dims`) in the kernel's order.
     fn params_json(
         &self,
         shape: &Shape,
         ints: &[i64],
         floats: &[f64],
+        named: &[&str],
+        dims: &[Vec<u64>],
     ) -> Result<String, CmdRefError> {
         let mut values = serde_json::Map::new();
         let mut dtypes = serde_json::Map::new();
@@ -271,7 +276,20 @@ impl CommandReference {
                 dtypes.insert(name.clone(), Dtype::I64.name().into());
             }
         }
-        let doc = serde_json::json!({ "values": values, "dtypes": dtypes });
+        let buffers: Vec<serde_json::Value> = named
+            .iter()
+            .zip(dims)
+            .map(|(name, d)| {
+                let b = &self.op.spec.buffers[*name];
+                serde_json::json!({
+                    "name": name,
+                    "dtype": b.dtype.name(),
+                    "shape": d,
+                    "role": b.role.name(),
+                })
+            })
+            .collect();
+        let doc = serde_json::json!({ "values": values, "dtypes": dtypes, "buffers": buffers });
         Ok(format!("{doc}\n"))
     }
 }
@@ -433,6 +451,11 @@ assert t == {'rows': 'i32', 'cols': 'i32', 'a': 'f32', 'k': 'i64'}, t
 assert v['k'] == 2, v
 assert v['a'] == struct.unpack('<f', struct.pack('<f', 0.1))[0], 'a reaches the program as the f32 the kernel gets'
 assert v['rows'] == 3 and v['cols'] == 5, v
+assert p['buffers'] == [
+    {'name': 'x', 'dtype': 'f32', 'shape': [3, 5], 'role': 'in'},
+    {'name': 'y', 'dtype': 'f32', 'shape': [3, 5], 'role': 'out'},
+    {'name': 's', 'dtype': 'i32', 'shape': [3], 'role': 'inout'},
+], p['buffers']
 with open(notes, 'w') as f:
     f.write(json.dumps({'dir': d, 'cwd': os.getcwd(), 'pid': os.getpid(), 'files': sorted(os.listdir(d))}))
 rows, cols, a = v['rows'], v['cols'], v['a']
