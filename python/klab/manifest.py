@@ -19,7 +19,7 @@ import math
 import os
 import re
 import tempfile
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 try:
     import tomllib as _toml
@@ -29,7 +29,7 @@ except ImportError:  # Python before 3.11
     except ImportError:  # pragma: no cover
         _toml = None  # type: ignore[assignment]
 
-__all__ = ["dumps", "loads", "load", "write"]
+__all__ = ["dumps", "loads", "load", "python_reference", "write"]
 
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -75,6 +75,33 @@ def write(path: str, manifest: Dict[str, Any]) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def python_reference(
+    function: str,
+    *,
+    python: str = "python3",
+    tensors: str = "numpy",
+    device: Optional[str] = None,
+    timeout_s: Optional[int] = None,
+) -> Dict[str, Any]:
+    """The ``reference`` table of an operation whose reference is a Python function
+    (:mod:`klab.reference`): ``function`` is ``FILE.py:NAME``, relative to the manifest's
+    folder, or ``MODULE:NAME``. klab runs ``python`` (from ``PATH`` unless it holds a ``/``;
+    an interpreter that can import klab and NumPy) once per case, with ``timeout_s`` (klab's
+    default when ``None``). ``tensors="torch"`` passes torch tensors, on ``device``."""
+    if tensors not in ("numpy", "torch"):
+        raise ValueError(f"tensors is numpy or torch, not {tensors!r}")
+    if device is not None and tensors != "torch":
+        raise ValueError("device is for tensors='torch'")
+    argv = [python, "-m", "klab.reference", function]
+    if tensors != "numpy":
+        argv += ["--tensors", tensors]
+    if device is not None:
+        argv += ["--device", device]
+    if timeout_s is None:
+        return {"command": argv}
+    return {"command": {"argv": argv, "timeout_s": int(timeout_s)}}
 
 
 def _umask() -> int:
