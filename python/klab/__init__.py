@@ -1,7 +1,7 @@
 """klab from Python: the ``klab`` binary this wheel installed, and its commands run with
 their JSON reports parsed (never their prose). :mod:`klab.manifest` reads and writes
 manifests as Python values; :mod:`klab.reference` runs a Python function as a declared
-operation's reference.
+operation's reference; :mod:`klab.testing` runs klab's gates as pytest tests.
 
     import klab
     r = klab.run_json("rounds", "a.toml:k", "b.toml:k", "--n", "4096")
