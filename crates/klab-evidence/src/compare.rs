@@ -657,6 +657,9 @@ fn names(bp: &Path, b: &Receipt, cp: &Path, c: &Receipt) -> (String, String) {
 }
 
 fn notes_for(role: &str, r: &Receipt, notes: &mut Vec<String>) {
+    if let Some(g) = &r.source.generated_by {
+        notes.push(format!("{role}: {}", g.describe()));
+    }
     let flagged: Vec<String> = r
         .measurement
         .gpu_state

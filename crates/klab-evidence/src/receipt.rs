@@ -196,6 +196,10 @@ pub struct Source {
     /// Compiler and version, e.g. `nvrtc 13.0`.
     pub compiler: String,
     pub flags: Vec<String>,
+    /// What generated a precompiled module (Triton, with its source file hashed and its
+    /// settings), as the manifest stated it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated_by: Option<klab_spec::manifest::GeneratedBy>,
 }
 
 /// The device and its policy while the samples were taken.

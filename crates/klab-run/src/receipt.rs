@@ -225,6 +225,7 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> Result<(PathBuf, Receipt), RunE
             binary_sha256: klab.sha256,
             compiler: module.compiler(),
             flags: module.flags().to_vec(),
+            generated_by: spec.kernel.decl.generated_by.clone(),
         },
         baseline_source: None,
         hardware: hardware(facts, power),

@@ -1,0 +1,202 @@
+"""A ``@triton.jit`` kernel as a klab kernel: compiled by Triton for the device ahead of
+time, loaded by klab from Triton's cubin, and put through every gate like any kernel.
+
+    import triton, triton.language as tl
+    from klab import triton as kt
+
+    @triton.jit
+    def softmax(y_ptr, x_ptr, rows, cols, BLOCK: tl.constexpr):
+        ...
+
+    kt.export(
+        softmax,
+        name="softmax_triton",
+        params=["y", "x", "rows:i32", "cols:i32"],   # the arguments klab passes, in order
+        constexprs={"BLOCK": 1024},
+        num_warps=4, num_stages=3,
+        grid=["rows"],                               # klab expressions over the sizes
+        op=softmax_op,                               # the declared operation (a dict)
+        out_dir="build/klab",
+    )
+    # build/klab/softmax_triton.toml and .cubin: klab check build/klab/softmax_triton.toml
+
+What the export takes from Triton, and why:
+
+- **The cubin and its entry**: ``triton.compile`` for ``cuda`` at ``arch`` (default: the
+  device's, from ``klab env``), with the ``num_warps``, ``num_stages`` and constexpr values
+  given: the same choices an autotuner would make, fixed, since a receipt must name them.
+  Nothing is specialized on argument values (no divisibility or equal-to-1 assumptions), so
+  the kernel is correct at every size klab's ladder tries.
+- **The block**: ``num_warps * 32`` threads (the cubin requires exactly that), and the shared
+  memory Triton reserves (``metadata.shared``) as dynamic shared memory.
+- **The extra parameters**: recent Triton versions append pointer parameters that the
+  launcher fills (a global scratch and a profiling scratch). Their number is read from the
+  entry's own parameters in the PTX, never assumed from a version; each becomes a
+  ``scratch`` buffer of bytes, as large as Triton's launcher would allocate (no bytes when
+  Triton needs none).
+- **The provenance**: ``generated_by`` in the manifest names Triton and its version, the
+  Python file the kernel is in and the function, and every setting (constexprs, warps,
+  stages, arch); klab hashes that file and puts it all in every receipt, beside the cubin's
+  own hash.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+from typing import Any, Dict, List, Optional, Sequence
+
+from . import manifest as _manifest
+
+__all__ = ["export", "entry_params", "triton_type"]
+
+# klab dtypes as Triton spells a pointer to them, and scalars.
+_TRITON_DTYPES = {
+    "f16": "fp16",
+    "bf16": "bf16",
+    "f32": "fp32",
+    "f64": "fp64",
+    "i8": "i8",
+    "u8": "u8",
+    "i16": "i16",
+    "u16": "u16",
+    "i32": "i32",
+    "u32": "u32",
+    "i64": "i64",
+    "u64": "u64",
+}
+
+
+def triton_type(param: str, op: Dict[str, Any]) -> str:
+    """The Triton signature type of one of klab's ``params`` (``"x"`` a buffer of ``op``,
+    ``"n:i32"`` a size or scalar)."""
+    name, sep, dtype = param.partition(":")
+    if sep:
+        if dtype not in _TRITON_DTYPES:
+            raise ValueError(f"{param}: klab has no {dtype}")
+        return _TRITON_DTYPES[dtype]
+    buffers = op.get("buffers", {})
+    if name not in buffers:
+        raise ValueError(f"{param}: not a buffer of the operation ({', '.join(buffers)})")
+    return "*" + _TRITON_DTYPES[buffers[name]["dtype"]]
+
+
+def entry_params(ptx: str, entry: str) -> int:
+    """How many parameters `entry` takes, from its ``.entry`` in the PTX."""
+    m = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*\((.*?)\)", ptx, re.S)
+    if m is None:
+        raise ValueError(f"the PTX has no .entry {entry}")
+    return len(re.findall(r"\.param\s", m.group(1)))
+
+
+def _device_arch() -> int:
+    from . import run
+
+    done = run(["env", "--format", "json"])
+    try:
+        device = json.loads(done.stdout).get("device") or {}
+    except ValueError:
+        device = {}
+    cc = str(device.get("compute_capability") or "")
+    if not re.fullmatch(r"\d+\.\d+", cc):
+        raise RuntimeError(
+            "no device to compile for (klab env found none): pass arch=, e.g. arch=90 for an H100 or H200"
+        )
+    major, minor = cc.split(".")
+    return int(major) * 10 + int(minor)
+
+
+def export(
+    fn: Any,
+    *,
+    name: str,
+    params: Sequence[str],
+    op: Dict[str, Any],
+    grid: Sequence[str],
+    out_dir: str,
+    constexprs: Optional[Dict[str, Any]] = None,
+    num_warps: int = 4,
+    num_stages: int = 3,
+    arch: Optional[int] = None,
+    known_broken: Optional[str] = None,
+    prediction: Optional[str] = None,
+) -> str:
+    """Compile `fn` and write ``NAME.cubin`` and the manifest ``NAME.toml`` (one kernel,
+    named `name`, computing `op`) into `out_dir`; returns the manifest's path."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    constexprs = dict(constexprs or {})
+    arch = _device_arch() if arch is None else int(arch)
+    arg_names = list(fn.arg_names)
+    unknown = [k for k in constexprs if k not in arg_names]
+    if unknown:
+        raise ValueError(f"{', '.join(unknown)}: not arguments of {fn.__name__} ({', '.join(arg_names)})")
+    runtime = [a for a in arg_names if a not in constexprs]
+    if len(runtime) != len(params):
+        raise ValueError(
+            f"{fn.__name__} takes {len(runtime)} arguments besides its constexprs "
+            f"({', '.join(runtime)}); params names {len(params)}"
+        )
+    types = iter([triton_type(p, op) for p in params])
+    signature = {a: ("constexpr" if a in constexprs else next(types)) for a in arg_names}
+    source = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+    compiled = triton.compile(
+        source,
+        target=GPUTarget("cuda", arch, 32),
+        options={"num_warps": int(num_warps), "num_stages": int(num_stages)},
+    )
+    md = compiled.metadata
+    entry = md.name
+    extras = entry_params(compiled.asm["ptx"], entry) - len(params)
+    if extras < 0:
+        raise RuntimeError(f"{entry} takes fewer parameters than {fn.__name__} has: Triton changed")
+
+    os.makedirs(out_dir, exist_ok=True)
+    cubin = os.path.join(out_dir, name + ".cubin")
+    with open(cubin, "wb") as f:
+        f.write(compiled.asm["cubin"])
+
+    op = json.loads(json.dumps(op))  # a copy the extras go into
+    blocks = " * ".join(f"({g})" for g in grid)
+    sizes = [getattr(md, "global_scratch_size", 0) or 0, getattr(md, "profile_scratch_size", 0) or 0]
+    extra_names = []
+    for i in range(extras):
+        per_block = sizes[i] if i < len(sizes) else 0
+        extra = f"triton_scratch_{i}"
+        extra_names.append(extra)
+        op.setdefault("buffers", {})[extra] = {
+            "dtype": "u8",
+            "len": f"{per_block} * {blocks}" if per_block else "0",
+            "role": "scratch",
+        }
+    op["grid"] = list(grid)
+    op["block"] = [str(int(md.num_warps) * 32)]
+    if md.shared:
+        op["dynamic_shared_bytes"] = str(int(md.shared))
+
+    source_file = inspect.getsourcefile(fn.fn)
+    settings = [f"{k}={v}" for k, v in sorted(constexprs.items())]
+    settings += [f"num_warps={num_warps}", f"num_stages={num_stages}", f"arch=sm_{arch}"]
+    kernel: Dict[str, Any] = {
+        "name": name,
+        "entry": entry,
+        "operation": "declared",
+        "params": list(params) + extra_names,
+        "op": op,
+        "generated_by": {
+            "tool": f"triton {triton.__version__}",
+            "source": os.path.relpath(source_file, os.path.abspath(out_dir)),
+            "function": fn.__name__,
+            "settings": settings,
+        },
+    }
+    if known_broken is not None:
+        kernel["known_broken"] = known_broken
+    if prediction is not None:
+        kernel["prediction"] = prediction
+    path = os.path.join(out_dir, name + ".toml")
+    _manifest.write(path, {"source": name + ".cubin", "kernel": [kernel]})
+    return path

@@ -1,0 +1,90 @@
+"""klab.triton: a @triton.jit kernel exported for klab. The PTX reading and the type mapping
+need nothing; the export itself needs Triton (ahead-of-time compilation for sm_90 needs no
+GPU), and is skipped, saying so, where Triton is not installed (the test command does not
+install it: its wheel is about 280 MB). With Triton, every example of examples/triton is
+exported and klab plans each manifest and calls its Python reference on the CPU
+(`klab check --plan`)."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import klab
+from klab import triton as kt
+
+try:
+    import triton  # noqa: F401
+except ImportError:  # pragma: no cover
+    triton = None
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+PTX = """
+.visible .entry other(
+	.param .u64 .ptr .global .align 1 other_param_0
+)
+.visible .entry scale(
+	.param .u64 .ptr .global .align 1 scale_param_0,
+	.param .u64 .ptr .global .align 1 scale_param_1,
+	.param .u32 scale_param_2,
+	.param .f32 scale_param_3,
+	.param .u64 .ptr .global .align 1 scale_param_4,
+	.param .u64 .ptr .global .align 1 scale_param_5
+)
+.reqntid 128
+{
+}
+"""
+
+
+class WithoutTriton(unittest.TestCase):
+    def test_the_entrys_parameters_are_counted_from_its_own_ptx(self):
+        self.assertEqual(kt.entry_params(PTX, "scale"), 6)
+        self.assertEqual(kt.entry_params(PTX, "other"), 1)
+        with self.assertRaises(ValueError):
+            kt.entry_params(PTX, "scal")
+
+    def test_klab_params_become_triton_types(self):
+        op = {"buffers": {"x": {"dtype": "bf16"}, "y": {"dtype": "f32"}}}
+        self.assertEqual(
+            [kt.triton_type(p, op) for p in ["y", "x", "n:i32", "eps:f32", "k:u64"]],
+            ["*fp32", "*bf16", "i32", "fp32", "u64"],
+        )
+        for bad in ["z", "n:f8"]:
+            with self.assertRaises(ValueError):
+                kt.triton_type(bad, op)
+
+
+@unittest.skipIf(triton is None, "SKIPPED: Triton is not installed here")
+class WithTriton(unittest.TestCase):
+    def test_every_example_exports_and_klab_plans_it_and_calls_its_reference(self):
+        with tempfile.TemporaryDirectory() as out:
+            env = dict(os.environ, TRITON_DEFAULT_FP_FUSION="1")
+            # The reference runs as `python3` from PATH: this environment's.
+            env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+            done = subprocess.run(
+                [sys.executable, os.path.join(ROOT, "examples/triton/export.py"), out, "--arch", "90"],
+                capture_output=True, text=True, env=env,
+            )
+            self.assertEqual(done.returncode, 0, done.stderr)
+            manifests = done.stdout.split()
+            self.assertEqual(len(manifests), 7, done.stdout)
+            for m in manifests:
+                r = subprocess.run(
+                    [klab.find_klab_bin(), "check", m, "--plan"],
+                    capture_output=True, text=True, env=env,
+                )
+                self.assertEqual(r.returncode, 0, f"{m}: {r.stderr}")
+            from klab import manifest
+
+            k = manifest.load(os.path.join(out, "softmax_triton.toml"))["kernel"][0]
+            self.assertEqual(k["op"]["block"], ["128"])  # num_warps = 4
+            self.assertTrue(k["generated_by"]["tool"].startswith("triton "))
+            self.assertIn("BLOCK=1024", k["generated_by"]["settings"])
+            self.assertTrue(os.path.isfile(os.path.join(out, "softmax_triton.cubin")))
+
+
+if __name__ == "__main__":
+    unittest.main()
