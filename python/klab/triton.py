@@ -108,6 +108,28 @@ def _device_arch() -> int:
     return int(major) * 10 + int(minor)
 
 
+# What klab's launch gives a kernel: dynamic shared memory up to the default limit (no
+# opt-in attribute is set), one CTA per cluster, a plain launch.
+SHARED_LIMIT = 48 * 1024
+
+
+def _launchable(md: Any, name: str) -> None:
+    """Refuse, in one line, a compiled kernel that needs more of its launch than klab gives."""
+    needs = []
+    if int(getattr(md, "shared", 0) or 0) > SHARED_LIMIT:
+        needs.append(f"{md.shared} bytes of shared memory (klab launches with at most {SHARED_LIMIT})")
+    if int(getattr(md, "num_ctas", 1) or 1) != 1:
+        needs.append(f"clusters of {md.num_ctas} CTAs")
+    if getattr(md, "launch_cooperative_grid", False):
+        needs.append("a cooperative launch")
+    if getattr(md, "launch_pdl", False):
+        needs.append("programmatic dependent launch")
+    if getattr(md, "tensordesc_meta", None):
+        needs.append("tensor descriptors (TMA) made by Triton's launcher")
+    if needs:
+        raise RuntimeError(f"{name}: klab cannot launch it as compiled: it needs {'; '.join(needs)}")
+
+
 def export(
     fn: Any,
     *,
@@ -149,6 +171,7 @@ def export(
         options={"num_warps": int(num_warps), "num_stages": int(num_stages)},
     )
     md = compiled.metadata
+    _launchable(md, fn.__name__)
     entry = md.name
     extras = entry_params(compiled.asm["ptx"], entry) - len(params)
     if extras < 0:
@@ -180,6 +203,9 @@ def export(
     source_file = inspect.getsourcefile(fn.fn)
     settings = [f"{k}={v}" for k, v in sorted(constexprs.items())]
     settings += [f"num_warps={num_warps}", f"num_stages={num_stages}", f"arch=sm_{arch}"]
+    # Whether a * b + c may become one FMA: it changes the numbers (Triton's default moves).
+    if hasattr(md, "enable_fp_fusion"):
+        settings.append(f"enable_fp_fusion={bool(md.enable_fp_fusion)}")
     kernel: Dict[str, Any] = {
         "name": name,
         "entry": entry,

@@ -57,6 +57,25 @@ class WithoutTriton(unittest.TestCase):
                 kt.triton_type(bad, op)
 
 
+class Launchable(unittest.TestCase):
+    def test_a_kernel_needing_more_than_klabs_launch_is_refused_in_one_line(self):
+        class Md:
+            shared = 0
+            num_ctas = 1
+            launch_cooperative_grid = False
+            launch_pdl = False
+            tensordesc_meta = []
+
+        kt._launchable(Md(), "k")
+        big = Md()
+        big.shared = 100 * 1024
+        big.num_ctas = 2
+        with self.assertRaises(RuntimeError) as e:
+            kt._launchable(big, "k")
+        self.assertIn("102400 bytes of shared memory", str(e.exception))
+        self.assertIn("clusters of 2 CTAs", str(e.exception))
+
+
 @unittest.skipIf(triton is None, "SKIPPED: Triton is not installed here")
 class WithTriton(unittest.TestCase):
     def test_every_example_exports_and_klab_plans_it_and_calls_its_reference(self):
