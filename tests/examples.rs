@@ -530,3 +530,42 @@ fn the_calibration_kernels_pair_one_entry_and_compile() {
             .unwrap_or_else(|e| panic!("{}: {}: {e}", p.display(), k.name));
     }
 }
+
+/// examples/triton/softmax.cu, the CUDA counterpart of the Triton softmax (its manifest is
+/// written by examples/triton/export.py beside the Triton kernels'), compiles with NVRTC and
+/// has its entry.
+#[test]
+fn the_triton_examples_cuda_softmax_compiles_with_nvrtc() {
+    if !nvrtc_or_skip("the_triton_examples_cuda_softmax_compiles_with_nvrtc") {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/triton");
+    let text = r#"
+source = "softmax.cu"
+[[kernel]]
+name = "softmax_cuda"
+entry = "softmax_cuda"
+operation = "declared"
+params = ["y", "x", "rows:i32", "cols:i32"]
+[kernel.op]
+grid = ["rows"]
+block = ["256"]
+useful_bytes = "2 * rows * cols * 4"
+reference = { command = ["python3", "-m", "klab.reference", "ref.py:softmax"] }
+sizes.rows = { values = [1, 3, 64] }
+sizes.cols = {}
+buffers.x = { dtype = "f32", len = "rows * cols", role = "in", shape = ["rows", "cols"] }
+buffers.y = { dtype = "f32", len = "rows * cols", role = "out", shape = ["rows", "cols"], compare = { allclose = { atol = 1e-6, rtol = 1e-4 } } }
+"#;
+    let m = manifest::parse("softmax_cuda.toml", text, manifest::Files::Dir(&dir)).unwrap();
+    let spec = klab_cuda::nvrtc::CompileSpec::for_kernel(
+        &m,
+        &m.kernels[0],
+        klab_cuda::nvrtc::DEFAULT_ARCH,
+    )
+    .unwrap();
+    let c = klab_cuda::nvrtc::compile(&spec, &klab_cuda::nvrtc::Cache::disabled())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<String> = c.ptxas_resources().into_iter().map(|r| r.kernel).collect();
+    assert!(names.iter().any(|n| n == "softmax_cuda"), "{names:?}");
+}
