@@ -2,33 +2,23 @@
 // row, three passes over the row (its max, the sum of exp(x - max), the outputs), each
 // reduction over a warp by shuffles and then over the block's warps through shared memory.
 
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
+struct Max {
+  __device__ static float of(float a, float b) { return fmaxf(a, b); }
+};
+struct Sum {
+  __device__ static float of(float a, float b) { return a + b; }
+};
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// Every thread gets the block's result; `part` (one float per warp) is free again on return.
-__device__ float block_max(float v, float* part) {
+// Every thread gets the block's `Op` of `v`, `identity` filling the lanes past the block's
+// warps; `part` (one float per warp) is free again on return.
+template <typename Op>
+__device__ float block_reduce(float v, float identity, float* part) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  v = warp_max(v);
+  for (int o = 16; o > 0; o >>= 1) v = Op::of(v, __shfl_xor_sync(0xffffffffu, v, o));
   if (lane == 0) part[warp] = v;
   __syncthreads();
-  v = warp_max(lane < warps ? part[lane] : __int_as_float(0xff800000));
-  __syncthreads();
-  return v;
-}
-
-__device__ float block_sum(float v, float* part) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  v = warp_sum(v);
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  v = warp_sum(lane < warps ? part[lane] : 0.0f);
+  v = lane < warps ? part[lane] : identity;
+  for (int o = 16; o > 0; o >>= 1) v = Op::of(v, __shfl_xor_sync(0xffffffffu, v, o));
   __syncthreads();
   return v;
 }
@@ -40,10 +30,10 @@ extern "C" __global__ void softmax_cuda(float* y, const float* x, int rows, int 
   float* yr = y + base;
   float m = __int_as_float(0xff800000);  // -inf
   for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, xr[c]);
-  m = block_max(m, part);
+  m = block_reduce<Max>(m, __int_as_float(0xff800000), part);
   float s = 0.0f;
   for (int c = threadIdx.x; c < cols; c += blockDim.x) s += expf(xr[c] - m);
-  s = block_sum(s, part);
+  s = block_reduce<Sum>(s, 0.0f, part);
   const float inv = 1.0f / s;
   for (int c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = expf(xr[c] - m) * inv;
 }

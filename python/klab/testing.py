@@ -67,27 +67,28 @@ def _skip_without_gpu(what: str, klab_bin: Optional[str]) -> None:
     why = gpu_problem(klab_bin)
     if why is not None:
         reason = f"SKIPPED (no GPU): {what}: {why}"
-        warnings.warn(NoGpuWarning(reason), stacklevel=3)
+        # Attributed to the test's own line (the helper's caller).
+        warnings.warn(NoGpuWarning(reason), stacklevel=4)
         _pytest().skip(reason)
 
 
 def check(kernel: str, *args: str, klab_bin: Optional[str] = None, timeout: Optional[float] = None) -> Report:
     """``klab check KERNEL ARGS`` as a test (see the module's docs)."""
-    what = f"klab check {kernel}"
-    _skip_without_gpu(what, klab_bin)
-    report = run_json("check", kernel, *args, klab_bin=klab_bin, timeout=timeout)
-    if report.code == EXIT_GATE_FAILED:
-        _pytest().fail(check_failure(what, report), pytrace=False)
-    return report
+    return _gate("check", kernel, args, check_failure, klab_bin, timeout)
 
 
 def sanitize(kernel: str, *args: str, klab_bin: Optional[str] = None, timeout: Optional[float] = None) -> Report:
     """``klab sanitize KERNEL ARGS`` as a test (see the module's docs)."""
-    what = f"klab sanitize {kernel}"
+    return _gate("sanitize", kernel, args, sanitize_failure, klab_bin, timeout)
+
+
+def _gate(command, kernel, args, failure, klab_bin, timeout) -> Report:
+    """Run the gate; skip without a GPU; fail with `failure`'s account of a failed gate."""
+    what = f"klab {command} {kernel}"
     _skip_without_gpu(what, klab_bin)
-    report = run_json("sanitize", kernel, *args, klab_bin=klab_bin, timeout=timeout)
+    report = run_json(command, kernel, *args, klab_bin=klab_bin, timeout=timeout)
     if report.code == EXIT_GATE_FAILED:
-        _pytest().fail(sanitize_failure(what, report), pytrace=False)
+        _pytest().fail(failure(what, report), pytrace=False)
     return report
 
 
