@@ -28,7 +28,7 @@ SETTINGS = {"constexprs": {"BLOCK": BLOCK}, "num_warps": 4, "num_stages": 3}
 SOFTMAX = [
     ("softmax_triton", kernels.softmax, None),
     ("softmax_tail_unmasked", kernels.softmax_tail_unmasked,
-     "the max's loads have no mask: a ragged row reads past its end"),
+     "the sum's loads have no mask: a ragged row's sum takes in values past its end"),
     ("softmax_no_max", kernels.softmax_no_max,
      "exp(x) without the row's max subtracted overflows for logits above about 88.7"),
 ]

@@ -33,20 +33,20 @@ def softmax(y_ptr, x_ptr, rows, cols, BLOCK: tl.constexpr):
 
 @triton.jit
 def softmax_tail_unmasked(y_ptr, x_ptr, rows, cols, BLOCK: tl.constexpr):
-    # BUG: the max's loads have no mask: a ragged row's last chunk reads past its end (the
-    # next row's values, or past the buffer on the last row).
+    # BUG: the sum's loads have no mask: a ragged row's sum takes in exp of the values past
+    # its end (the next row's, or whatever follows the buffer on the last row).
     row = tl.program_id(0)
     base = row.to(tl.int64) * cols
     offs = tl.arange(0, BLOCK)
     m = tl.full([BLOCK], float("-inf"), tl.float32)
     for start in range(0, cols, BLOCK):
-        x = tl.load(x_ptr + base + start + offs)
+        c = start + offs
+        x = tl.load(x_ptr + base + c, mask=c < cols, other=float("-inf"))
         m = tl.maximum(m, x)
     row_max = tl.max(m, axis=0)
     s = tl.zeros([BLOCK], tl.float32)
     for start in range(0, cols, BLOCK):
-        c = start + offs
-        x = tl.load(x_ptr + base + c, mask=c < cols, other=float("-inf"))
+        x = tl.load(x_ptr + base + start + offs)
         s += tl.exp(x - row_max)
     total = tl.sum(s, axis=0)
     for start in range(0, cols, BLOCK):

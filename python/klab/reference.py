@@ -49,7 +49,7 @@ import inspect
 import json
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 __all__ = ["main", "load_function", "call"]
 
@@ -123,7 +123,9 @@ def _inputs(folder: str, buffers: List[Dict[str, Any]]) -> Dict[str, Any]:
     return arrays
 
 
-def _arguments(fn: Callable[..., Any], available: Dict[str, Any]) -> Dict[str, Any]:
+def _arguments(
+    fn: Callable[..., Any], available: Dict[str, Any], outputs: Sequence[str] = ()
+) -> Dict[str, Any]:
     """The keyword arguments `fn` takes of `available`; a parameter it requires that is not
     there is an error naming what is."""
     try:
@@ -144,6 +146,11 @@ def _arguments(fn: Callable[..., Any], available: Dict[str, Any]) -> Dict[str, A
             continue
         if p.name in available:
             taken[p.name] = available[p.name]
+        elif p.default is p.empty and p.name in outputs:
+            raise ReferenceError_(
+                f"{fn.__name__} takes {p.name}, an out buffer: klab does not pass outputs; "
+                "return it"
+            )
         elif p.default is p.empty:
             raise ReferenceError_(
                 f"{fn.__name__} takes {p.name}, which is not a buffer, size or scalar of the "
@@ -216,7 +223,8 @@ def _as_buffer(value: Any, b: Dict[str, Any]) -> Any:
     if dtype == "bf16":
         return _bf16_bits(a)
     if dtype in _INTS:
-        if a.dtype.kind not in "biu":
+        # An empty result has no values to be wrong (NumPy makes empty arrays float64).
+        if a.dtype.kind not in "biu" and a.size:
             raise ReferenceError_(
                 f"{name}: returned {a.dtype} values for a {dtype} buffer; return integers "
                 "(klab does not truncate)"
@@ -230,11 +238,25 @@ def _as_buffer(value: Any, b: Dict[str, Any]) -> Any:
     raise ReferenceError_(f"{name}: klab.reference does not know the dtype {dtype}")
 
 
-def _outputs(result: Any, inputs: Dict[str, Any], buffers: List[Dict[str, Any]]) -> Dict[str, Any]:
-    """The function's result as one value per compared buffer."""
+def _outputs(
+    result: Any,
+    inputs: Dict[str, Any],
+    before: Dict[str, Any],
+    buffers: List[Dict[str, Any]],
+) -> Dict[str, Any]:
+    """The function's result as one value per compared buffer (`before`: the inout arrays
+    as they were given)."""
+    np = _numpy()
     compared = [b for b in buffers if b["role"] in ("out", "inout")]
     names = [b["name"] for b in compared]
     if result is None:
+        # A function that forgot its return would hand back its inputs unchanged, and a
+        # kernel that does nothing would agree with it.
+        if not any(not np.array_equal(inputs[k], v, equal_nan=True) for k, v in before.items()):
+            raise ReferenceError_(
+                f"returned None and changed no inout buffer in place: return the outputs "
+                f"({', '.join(names)})"
+            )
         result = {}
     elif isinstance(result, dict):
         unknown = [k for k in result if k not in names]
@@ -280,17 +302,19 @@ def call(fn: Callable[..., Any], folder: str, tensors: str = "numpy", device: st
             "params.json lists no buffers: this klab is older than klab.reference needs"
         )
     inputs = _inputs(folder, buffers)
+    before = {b["name"]: inputs[b["name"]].copy() for b in buffers if b["role"] == "inout"}
     given: Dict[str, Any] = dict(inputs)
     if tensors == "torch":
         import torch
 
         given = {k: torch.from_numpy(v).to(device) for k, v in inputs.items()}
     available = {**given, **params.get("values", {})}
-    result = fn(**_arguments(fn, available))
+    outs = [b["name"] for b in buffers if b["role"] == "out"]
+    result = fn(**_arguments(fn, available, outs))
     if tensors == "torch":
         inputs = {k: _to_numpy(v, k) for k, v in given.items()}
     by_name = {b["name"]: b for b in buffers}
-    for name, value in _outputs(result, inputs, buffers).items():
+    for name, value in _outputs(result, inputs, before, buffers).items():
         a = _as_buffer(value, by_name[name])
         np.save(os.path.join(folder, name + ".npy"), np.ascontiguousarray(a), allow_pickle=False)
 

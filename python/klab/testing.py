@@ -109,6 +109,8 @@ def check_failure(what: str, report: Report) -> str:
         failed = [c for c in cases if not c.get("pass") and not c.get("skipped")]
         if r.get("known_broken"):
             lines.append(f"{r.get('kernel')}: REJECTED (known-broken: {r['known_broken']})")
+            if not failed:
+                lines.append(f"  the oracle passed all {len(cases)} cases: the label rejected it, no case did")
         if failed:
             lines.append(f"{r.get('kernel')}: {len(failed)} of {len(cases)} cases fail")
             for c in failed[:3]:

@@ -50,7 +50,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from . import manifest as _manifest
 
-__all__ = ["export", "entry_params", "triton_type"]
+__all__ = ["arch_of", "export", "entry_params", "triton_type"]
 
 # klab dtypes as Triton spells a pointer to them, and scalars.
 _TRITON_DTYPES = {
@@ -91,21 +91,32 @@ def entry_params(ptx: str, entry: str) -> int:
     return len(re.findall(r"\.param\s", m.group(1)))
 
 
+def arch_of(env: Any) -> Optional[int]:
+    """The device's architecture (90 for compute capability 9.0) from ``klab env --format
+    json``'s report, which gives the capability as ``[major, minor]``; ``None`` without one."""
+    device = env.get("device") if isinstance(env, dict) else None
+    cc = device.get("compute_capability") if isinstance(device, dict) else None
+    if isinstance(cc, str) and re.fullmatch(r"\d+\.\d+", cc):
+        cc = cc.split(".")
+    if isinstance(cc, (list, tuple)) and len(cc) == 2 and all(str(x).isdigit() for x in cc):
+        return int(cc[0]) * 10 + int(cc[1])
+    return None
+
+
 def _device_arch() -> int:
     from . import run
 
     done = run(["env", "--format", "json"])
     try:
-        device = json.loads(done.stdout).get("device") or {}
+        env = json.loads(done.stdout)
     except ValueError:
-        device = {}
-    cc = str(device.get("compute_capability") or "")
-    if not re.fullmatch(r"\d+\.\d+", cc):
+        env = None
+    arch = arch_of(env)
+    if arch is None:
         raise RuntimeError(
             "no device to compile for (klab env found none): pass arch=, e.g. arch=90 for an H100 or H200"
         )
-    major, minor = cc.split(".")
-    return int(major) * 10 + int(minor)
+    return arch
 
 
 # What klab's launch gives a kernel: dynamic shared memory up to the default limit (no

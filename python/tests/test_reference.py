@@ -38,6 +38,15 @@ def pair(x, s, **kw):
 def in_place(x, s):
     s += 7
 
+def forgot_return(x, s):
+    s = s + 7
+
+def wants_y(x, y):
+    return x
+
+def no_ints(x):
+    return []
+
 def floats_for_ints(x, s):
     return x * 2, s * 0.5
 
@@ -156,6 +165,7 @@ class TheRunner(unittest.TestCase):
             ("ref.py:wants_more", "takes alpha, which is not a buffer, size or scalar"),
             ("ref.py:nope", "has no function nope"),
             ("missing.py:f", "missing.py: no such file"),
+            ("ref.py:wants_y", "takes y, an out buffer"),
         ]:
             done, _ = self.run_three(function)
             self.assertNotEqual(done.returncode, 0, function)
@@ -169,6 +179,28 @@ class TheRunner(unittest.TestCase):
             {"a": 1.0},
         )
         self.assertIn("returned shape (5, 3) (15 elements); the buffer is (3, 4)", done.stderr)
+
+    def test_a_function_that_returns_nothing_and_changes_nothing_is_refused(self):
+        done, _ = call(
+            self.dir,
+            "ref.py:forgot_return",
+            [buf("x", "f32", (3, 5), "in"), buf("s", "i32", (3,), "inout")],
+            {"x": self.x, "s": self.s},
+            {},
+        )
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("returned None and changed no inout buffer in place", done.stderr)
+
+    def test_an_empty_integer_output_is_no_error(self):
+        done, d = call(
+            self.dir,
+            "ref.py:no_ints",
+            [buf("x", "f32", (0,), "in"), buf("k", "i32", (0,), "out")],
+            {"x": np.zeros(0, dtype=np.float32)},
+            {},
+        )
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(self.read(d, "k").dtype.str, "<i4")
 
     def test_a_transposed_result_of_the_right_size_is_reshaped_not_refused(self):
         # klab's contract: the declared shape or any of the same length, in C order.

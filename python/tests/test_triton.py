@@ -46,6 +46,14 @@ class WithoutTriton(unittest.TestCase):
         with self.assertRaises(ValueError):
             kt.entry_params(PTX, "scal")
 
+    def test_the_devices_architecture_is_read_from_klab_envs_report(self):
+        # As `klab env --format json` writes it (crates/klab-core DeviceFacts): a pair.
+        self.assertEqual(kt.arch_of({"device": {"compute_capability": [9, 0]}}), 90)
+        self.assertEqual(kt.arch_of({"device": {"compute_capability": [12, 1]}}), 121)
+        self.assertEqual(kt.arch_of({"device": {"compute_capability": "8.6"}}), 86)
+        for none in [{"device": None}, {}, None, {"device": {"compute_capability": [9]}}]:
+            self.assertIsNone(kt.arch_of(none))
+
     def test_klab_params_become_triton_types(self):
         op = {"buffers": {"x": {"dtype": "bf16"}, "y": {"dtype": "f32"}}}
         self.assertEqual(

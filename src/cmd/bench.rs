@@ -78,11 +78,12 @@ pub fn round_here(work: RoundWork, policy: VerifyPolicy) -> anyhow::Result<Finis
     for block in work.blocks {
         let results = Results::open(&block.results)
             .with_context(|| format!("opening {}", block.results.display()))?;
-        deadline.starts(Duration::from_secs(block.bench.timeout));
+        deadline.set(Some(Duration::from_secs(block.bench.timeout)));
         let finished = measure(block.bench, &results, |k| {
             let setup_s = open_s.take().unwrap_or(0.0);
             Session::on(device.clone(), setup_s, &k.manifest, &k.decl, policy)
         });
+        deadline.set(None);
         let elapsed = since.elapsed().as_secs_f64();
         since = Instant::now();
         match finished {
@@ -117,9 +118,10 @@ pub fn round_here(work: RoundWork, policy: VerifyPolicy) -> anyhow::Result<Finis
 }
 
 /// The deadline of the block a round's process is running: a block that runs past its
-/// `--timeout` ends the process (SIGABRT, which no CUDA teardown can hold up), so that a
-/// kernel that hangs costs one block's watchdog, not the whole round's. Its parent then
-/// runs it, and the blocks after it, alone, each under a watchdog of its own.
+/// `--timeout` ends the process (SIGKILL: no CUDA teardown can hold it up, and no core is
+/// dumped), so that a kernel that hangs costs one block's watchdog here, not the whole
+/// round's. Its parent then runs it, and the blocks after it, alone, each under a watchdog
+/// of its own, which gives the verdict.
 struct BlockDeadline {
     current: Arc<Mutex<Option<(Instant, Duration)>>>,
 }
@@ -137,16 +139,16 @@ impl BlockDeadline {
                 .unwrap_or(false);
             if past {
                 eprintln!("klab: a block ran past its --timeout; this round's process ends here");
-                std::process::abort();
+                klab_tools::process::end_this_process_now();
             }
         });
         BlockDeadline { current }
     }
 
-    /// A block starts now, with `limit` to run in.
-    fn starts(&self, limit: Duration) {
+    /// A block starts now, with `limit` to run in (`None`: no block is running).
+    fn set(&self, limit: Option<Duration>) {
         if let Ok(mut c) = self.current.lock() {
-            *c = Some((Instant::now(), limit));
+            *c = limit.map(|l| (Instant::now(), l));
         }
     }
 }

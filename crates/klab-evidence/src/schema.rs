@@ -343,7 +343,7 @@ pub struct RoundsTime {
     pub phases: klab_engine::timing::Phases,
     pub other_s: f64,
     /// The processes the blocks ran in (one per block, or one per round and one per block
-    /// run alone); absent from summaries that ran one per block.
+    /// run alone); absent from summaries written before it was recorded (one per block).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<u64>,
 }

@@ -645,6 +645,19 @@ pub fn install_signal_handlers() {
     }
 }
 
+/// End this process at once with SIGKILL: no exit handler, no CUDA teardown that a hung
+/// kernel could hold up, no core dump. Its parent sees a death by signal 9.
+pub fn end_this_process_now() -> ! {
+    // SAFETY: signalling this process itself; nothing in it runs after the signal.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    }
+    // SIGKILL cannot be caught; should delivery lag, nothing more of this process runs.
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
 /// For a klab process that another started: die when the parent does (SIGKILL included),
 /// and exit at once, with one line, if it already has.
 ///

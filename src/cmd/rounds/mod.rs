@@ -592,14 +592,25 @@ fn run_blocks(
                 })
             };
             let mut run = |blocks: &mut Blocks, at: Place| {
-                // A re-run, and a block its round's process could not judge, run alone.
-                let bench = match at.rerun {
-                    true => BlockBench::at(plan, args, dir, at, kernel),
-                    false => benches[position].clone(),
-                };
-                let run = match ran[position].take().filter(|_| !at.rerun) {
-                    Some(run) => run,
-                    None => process::run_alone(&bench, args, policy, blocks, at)?,
+                // A re-run, and a block its round's process could not judge, run alone (the
+                // latter in a folder of its own: the process may have left files in its).
+                if at.rerun {
+                    let bench = BlockBench::at(plan, args, dir, at, kernel);
+                    let run = process::run_alone(&bench, args, policy, blocks, at)?;
+                    return record_block(blocks, at, &kernel.name(), &bench, run);
+                }
+                let (bench, run) = match ran[position].take() {
+                    Some(run) => (benches[position].clone(), run),
+                    None if args.isolation == Isolation::Round => {
+                        let bench = benches[position].alone();
+                        let run = process::run_alone(&bench, args, policy, blocks, at)?;
+                        (bench, run)
+                    }
+                    None => {
+                        let bench = benches[position].clone();
+                        let run = process::run_alone(&bench, args, policy, blocks, at)?;
+                        (bench, run)
+                    }
                 };
                 record_block(blocks, at, &kernel.name(), &bench, run)
             };

@@ -5,10 +5,9 @@
 //!
 //! In a round's process every block says its results to a file of its own, so each is judged
 //! as a block alone is, by [`ChildVerdict::of`]. What the process can decide for a block is
-//! kept: a block that passed or failed a gate judged itself in full, and a block the watchdog
-//! ended was the one running. Anything else (an error, a crash, a block the process never
-//! reached) is left to [`run_alone`], so no verdict on a kernel rests on what another kernel
-//! did to a shared process.
+//! kept: a block that passed or failed a gate judged itself in full. Anything else (an error,
+//! a crash, a hang, a block the process never reached) is left to [`run_alone`], in a folder
+//! of its own, so no verdict on a kernel rests on what another kernel did to a shared process.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -39,6 +38,22 @@ pub(super) struct BlockBench {
 }
 
 impl BlockBench {
+    /// The same block in a folder of its own (`-alone`), for a run alone after a round's
+    /// process left it unjudged: whatever that process wrote stays where it was.
+    pub fn alone(&self) -> BlockBench {
+        let rel = format!("{}-alone", self.rel);
+        let dir = self.dir.with_file_name(format!(
+            "{}-alone",
+            self.dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ));
+        let mut args = self.args.clone();
+        args.out = Some(dir.clone());
+        BlockBench { rel, dir, args }
+    }
+
     /// `kernel`'s block at `place`, writing under `dir`.
     pub fn at(plan: &Plan, args: &RoundsArgs, dir: &Path, place: Place, kernel: &Kernel) -> Self {
         let Place {
@@ -126,8 +141,9 @@ pub(super) fn run_round(
             })
             .collect(),
     };
-    // Each block has the time a block alone would.
-    let timeout = Duration::from_secs(args.timeout.saturating_mul(benches.len() as u64));
+    // Each block has the time a block alone would (the process ends one that takes more),
+    // and one more for opening the device and ending the process.
+    let timeout = Duration::from_secs(args.timeout.saturating_mul(benches.len() as u64 + 1));
     let started = Instant::now();
     let out = ChildCmd::Round(work).run(policy, timeout, Echo::Off)?;
     let wall_s = started.elapsed().as_secs_f64();
@@ -178,7 +194,7 @@ fn judged(said: &str, process: &Ending) -> Option<BlockRun> {
     };
     matches!(
         verdict,
-        ChildVerdict::Passed | ChildVerdict::GateFailed { .. } | ChildVerdict::Hung { .. }
+        ChildVerdict::Passed | ChildVerdict::GateFailed { .. }
     )
     .then_some(BlockRun {
         verdict,
@@ -233,14 +249,42 @@ mod tests {
         }
     }
 
-    /// The block running when the watchdog ended the process hung; the blocks after it
-    /// never ran and go to processes of their own.
+    /// A block running when the process ended, by the parent's watchdog or its own
+    /// deadline (SIGKILL), is judged alone, under a watchdog of its own: the process's time
+    /// is not that block's. The blocks after it never ran and run alone too.
     #[test]
-    fn the_block_running_at_the_watchdog_hung_and_the_rest_run_alone() {
-        let run = judged(&said(&[case()]), &killed()).unwrap();
-        assert!(matches!(run.verdict, ChildVerdict::Hung { .. }));
-        assert!(judged("", &killed()).is_none());
+    fn the_block_running_when_the_process_was_ended_and_the_rest_run_alone() {
+        let deadline = Ending {
+            exit_code: None,
+            signal: Some(9),
+            killed_after: None,
+        };
+        for ending in [killed(), deadline] {
+            assert!(judged(&said(&[case()]), &ending).is_none());
+            assert!(judged("", &ending).is_none());
+        }
         assert!(judged("", &Ending::default()).is_none());
+    }
+
+    /// A block run alone after its round's process writes beside what that process left.
+    #[test]
+    fn a_block_run_alone_after_its_round_has_a_folder_of_its_own() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["klab", "bench", "padded"]).unwrap();
+        let crate::cli::Command::Bench(mut args) = cli.into_command() else {
+            panic!("not a bench")
+        };
+        args.out = Some("/r/blocks/r01-p1-padded".into());
+        let bench = BlockBench {
+            rel: "blocks/r01-p1-padded".into(),
+            dir: "/r/blocks/r01-p1-padded".into(),
+            args,
+        };
+        let alone = bench.alone();
+        assert_eq!(alone.rel, "blocks/r01-p1-padded-alone");
+        assert_eq!(alone.dir, Path::new("/r/blocks/r01-p1-padded-alone"));
+        assert_eq!(alone.args.out.as_deref(), Some(alone.dir.as_path()));
+        assert_eq!(alone.args.kernel, bench.args.kernel);
     }
 
     /// An error or a crash in a shared process may be another block's doing (a fault leaves
