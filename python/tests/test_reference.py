@@ -64,6 +64,11 @@ def wants_more(x, alpha):
 
 def just_bf16(x):
     return x
+
+def torch_scale(x, *, a):
+    import torch
+    assert isinstance(x, torch.Tensor), type(x)
+    return (x.double() * a).to(torch.bfloat16)
 '''
 
 
@@ -245,6 +250,39 @@ class TheRunner(unittest.TestCase):
         ]
         got = _bf16_bits(np.array([v for v, _ in cases], dtype=np.float64)).tolist()
         self.assertEqual(got, [b for _, b in cases])
+
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+@NEEDS_NUMPY
+@unittest.skipIf(torch is None, "SKIPPED: torch is not installed here")
+class WithTorch(unittest.TestCase):
+    """`--tensors torch`: tensors in, a bf16 tensor out, rounded as klab.reference rounds
+    (torch's own bf16 cast is to nearest even too). Not run where torch is missing (the test
+    command does not install it); scripts/gpu-triton-evidence runs it on the GPU machine."""
+
+    def test_tensors_arrive_and_a_bf16_tensor_is_written_as_its_bits(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "ref.py"), "w") as f:
+                f.write(REF_PY)
+            x = (np.arange(8, dtype=np.float32) - 3.3).astype(np.float32)
+            done, call_dir = call(
+                d,
+                "ref.py:torch_scale",
+                [buf("x", "f32", (8,), "in"), buf("y", "bf16", (8,), "out")],
+                {"x": x},
+                {"a": 0.7},
+                extra=("--tensors", "torch"),
+            )
+            self.assertEqual(done.returncode, 0, done.stderr)
+            got = np.load(os.path.join(call_dir, "y.npy"))
+            want = (torch.from_numpy(x).double() * 0.7).to(torch.bfloat16).view(torch.int16)
+            self.assertEqual(got.dtype.str, "<u2")
+            self.assertEqual(got.tolist(), (want.numpy().astype(np.uint16)).tolist())
 
 
 @NEEDS_NUMPY
