@@ -569,63 +569,77 @@ fn run_blocks(
             bar.inc_length(order.len() as u64);
         }
         rounds += 1;
-        let benches: Vec<BlockBench> = order
-            .iter()
-            .enumerate()
-            .map(|(position, k)| BlockBench::at(plan, args, dir, place(rounds, position), k))
-            .collect();
-        let mut ran: Vec<Option<BlockRun>> = match args.isolation {
-            Isolation::Round => {
-                bar.set_message(format!("round {rounds}, one process"));
-                process::run_round(&benches, args, policy, &mut blocks, rounds)?
-            }
-            Isolation::Block => benches.iter().map(|_| None).collect(),
-        };
-        for (position, kernel) in order.iter().enumerate() {
-            bar.set_message(format!("round {rounds} {}", kernel.name()));
-            let say = |status: &str| {
-                bar.suspend(|| {
-                    eprintln!(
-                        "klab rounds: round {rounds} position {position} {}: {status}",
-                        kernel.name()
-                    )
-                })
-            };
-            let mut run = |blocks: &mut Blocks, at: Place| {
-                // A re-run, and a block its round's process could not judge, run alone (the
-                // latter in a folder of its own: the process may have left files in its).
-                if at.rerun {
-                    let bench = BlockBench::at(plan, args, dir, at, kernel);
-                    let run = process::run_alone(&bench, args, policy, blocks, at)?;
-                    return record_block(blocks, at, &kernel.name(), &bench, run);
-                }
-                let (bench, run) = match ran[position].take() {
-                    Some(run) => (benches[position].clone(), run),
-                    None if args.isolation == Isolation::Round => {
-                        let bench = benches[position].alone();
-                        let run = process::run_alone(&bench, args, policy, blocks, at)?;
-                        (bench, run)
-                    }
-                    None => {
-                        let bench = benches[position].clone();
-                        let run = process::run_alone(&bench, args, policy, blocks, at)?;
-                        (bench, run)
-                    }
-                };
-                record_block(blocks, at, &kernel.name(), &bench, run)
-            };
-            counted_block(
-                &mut blocks,
-                place(rounds, position),
-                &kernel.name(),
-                &mut run,
-                &say,
-            )?;
-            bar.inc(1);
-        }
+        one_round(plan, args, policy, dir, &mut blocks, rounds, &order, &bar)?;
     };
     bar.finish_and_clear();
     Ok((blocks, rounds, resolution))
+}
+
+/// Round `round`'s blocks, in `order`: in one process (`--isolation round`), the blocks it
+/// could not judge then alone, or each alone; each counted in `blocks` as it comes.
+#[allow(clippy::too_many_arguments)]
+fn one_round(
+    plan: &Plan,
+    args: &RoundsArgs,
+    policy: VerifyPolicy,
+    dir: &Path,
+    blocks: &mut Blocks,
+    round: u32,
+    order: &[&Kernel],
+    bar: &indicatif::ProgressBar,
+) -> anyhow::Result<()> {
+    let benches: Vec<BlockBench> = order
+        .iter()
+        .enumerate()
+        .map(|(position, k)| BlockBench::at(plan, args, dir, place(round, position), k))
+        .collect();
+    let mut ran: Vec<Option<BlockRun>> = match args.isolation {
+        Isolation::Round => {
+            bar.set_message(format!("round {round}, one process"));
+            process::run_round(&benches, args, policy, blocks, round)?
+        }
+        Isolation::Block => benches.iter().map(|_| None).collect(),
+    };
+    for (position, kernel) in order.iter().enumerate() {
+        bar.set_message(format!("round {round} {}", kernel.name()));
+        let say = |status: &str| {
+            bar.suspend(|| {
+                eprintln!(
+                    "klab rounds: round {round} position {position} {}: {status}",
+                    kernel.name()
+                )
+            })
+        };
+        let mut run = |blocks: &mut Blocks, at: Place| {
+            let (bench, run) = match (at.rerun, ran[position].take()) {
+                // What the round's process judged.
+                (false, Some(run)) => (benches[position].clone(), run),
+                // A re-run, and a block alone: in folders of their own after a round's
+                // process, which may have left files in the block's.
+                (rerun, _) => {
+                    let bench = if rerun {
+                        BlockBench::at(plan, args, dir, at, kernel)
+                    } else if args.isolation == Isolation::Round {
+                        benches[position].alone()
+                    } else {
+                        benches[position].clone()
+                    };
+                    let run = process::run_alone(&bench, args, policy, blocks, at)?;
+                    (bench, run)
+                }
+            };
+            record_block(blocks, at, &kernel.name(), &bench, run)
+        };
+        counted_block(
+            blocks,
+            place(round, position),
+            &kernel.name(),
+            &mut run,
+            &say,
+        )?;
+        bar.inc(1);
+    }
+    Ok(())
 }
 
 /// One block at `at`, run by `run`; when the GPU's power or thermal cap held it down, run
