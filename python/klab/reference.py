@@ -29,7 +29,7 @@ function with ``**kwargs`` takes them all). It returns the outputs:
   out is also taken as changed in place).
 
 Each output is rounded once to its buffer's dtype (to nearest, ties to even; ``bf16`` too),
-and reshaped to its declared shape when it holds as many elements. An integer buffer takes
+in its declared shape or flat (any other shape is refused, as klab refuses it in a ``.npy``). An integer buffer takes
 integers only, each in its dtype's range: a float result is refused, never truncated. With
 ``--tensors torch`` the arrays arrive as torch tensors (on ``--device``, default cpu), and
 tensors may be returned. Anything wrong ends the command with one line on stderr (and the
@@ -211,10 +211,12 @@ def _as_buffer(value: Any, b: Dict[str, Any]) -> Any:
     size = 1
     for d in shape:
         size *= d
-    if a.size != size:
+    # The declared shape, or the flat one of the same length (as klab reads a .npy): any
+    # other shape, a transposed one say, would be taken in C order and scramble the values.
+    if tuple(a.shape) != tuple(shape) and not (a.ndim <= 1 and a.size == size):
         raise ReferenceError_(
             f"{name}: returned shape {tuple(a.shape)} ({a.size} elements); the buffer is "
-            f"{tuple(shape)} ({size} elements)"
+            f"{tuple(shape)} ({size} elements): return that shape, or a flat array"
         )
     a = a.reshape(shape)
     if dtype in _FLOATS:

@@ -65,6 +65,12 @@ def wants_more(x, alpha):
 def just_bf16(x):
     return x
 
+def transposed(x):
+    return x.T
+
+def flat(x):
+    return x.ravel()
+
 def torch_scale(x, *, a):
     import torch
     assert isinstance(x, torch.Tensor), type(x)
@@ -207,17 +213,19 @@ class TheRunner(unittest.TestCase):
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertEqual(self.read(d, "k").dtype.str, "<i4")
 
-    def test_a_transposed_result_of_the_right_size_is_reshaped_not_refused(self):
-        # klab's contract: the declared shape or any of the same length, in C order.
-        done, d = call(
-            self.dir,
-            "ref.py:wrong_shape",
-            [buf("x", "f32", (3, 5), "in"), buf("y", "f32", (5, 3), "out")],
-            {"x": self.x},
-            {"a": 1.0},
+    def test_a_result_in_another_shape_of_the_right_size_is_refused_a_flat_one_taken(self):
+        # klab's contract for a .npy: the declared shape or the flat one. A transposed
+        # result taken in C order would scramble the values.
+        two = [buf("x", "f32", (3, 5), "in"), buf("y", "f32", (3, 5), "out")]
+        done, _ = call(self.dir, "ref.py:transposed", two, {"x": self.x}, {})
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn(
+            "y: returned shape (5, 3) (15 elements); the buffer is (3, 5) (15 elements)",
+            done.stderr,
         )
+        done, d = call(self.dir, "ref.py:flat", two, {"x": self.x}, {})
         self.assertEqual(done.returncode, 0, done.stderr)
-        self.assertTrue(np.array_equal(self.read(d, "y"), self.x.T))
+        self.assertTrue(np.array_equal(self.read(d, "y"), self.x))
 
     def test_bf16_arrives_as_float32_and_leaves_rounded_to_nearest_even(self):
         # bf16 bits: 1.0, 1.0078125 (1 + 2^-7), -2.0 and a quiet NaN.
