@@ -29,6 +29,7 @@ __all__ = [
     "EXIT_GATE_FAILED",
     "KlabError",
     "Report",
+    "env",
     "find_klab_bin",
     "run",
     "run_json",
@@ -131,3 +132,14 @@ def run_json(
             ["klab", *argv], done.returncode, f"{done.stderr}\nits report is not JSON: {e}"
         ) from None
     return Report(code=done.returncode, data=data, stderr=done.stderr)
+
+
+def env(*, klab_bin: Optional[str] = None) -> Any:
+    """``klab env --format json``'s report, whatever its exit code: its ``device`` is
+    ``None`` on a machine without one, and ``device_error`` says why. When klab printed no
+    JSON, the report is just that, ``device_error`` being klab's last line on stderr."""
+    done = run(["env", "--format", "json"], klab_bin=klab_bin)
+    try:
+        return json.loads(done.stdout)
+    except ValueError:
+        return {"device": None, "device_error": KlabError(["klab", "env"], done.returncode, done.stderr).message}

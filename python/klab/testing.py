@@ -24,11 +24,10 @@ arguments) and reads its JSON report, never its prose:
 
 from __future__ import annotations
 
-import json
 import warnings
 from typing import Any, Dict, List, Optional
 
-from . import EXIT_GATE_FAILED, Report, run, run_json
+from . import EXIT_GATE_FAILED, Report, env, run_json
 
 __all__ = ["NoGpuWarning", "check", "gpu_problem", "sanitize"]
 
@@ -44,16 +43,10 @@ def gpu_problem(klab_bin: Optional[str] = None) -> Optional[str]:
     """Why this machine cannot run kernels (``klab env``'s own words), or ``None`` when it
     can. Asked once per klab binary."""
     if klab_bin not in _GPU:
-        done = run(["env", "--format", "json"], klab_bin=klab_bin)
-        try:
-            env = json.loads(done.stdout)
-        except ValueError:
-            env = {}
-        if isinstance(env, dict) and env.get("device"):
-            _GPU[klab_bin] = None
-        else:
-            why = env.get("device_error") if isinstance(env, dict) else None
-            _GPU[klab_bin] = why or (done.stderr.strip().splitlines() or ["klab env said nothing"])[-1]
+        report = env(klab_bin=klab_bin)
+        device = report.get("device") if isinstance(report, dict) else None
+        why = report.get("device_error") if isinstance(report, dict) else None
+        _GPU[klab_bin] = None if device else (why or "klab env found no device")
     return _GPU[klab_bin]
 
 

@@ -104,14 +104,9 @@ def arch_of(env: Any) -> Optional[int]:
 
 
 def _device_arch() -> int:
-    from . import run
+    from . import env
 
-    done = run(["env", "--format", "json"])
-    try:
-        env = json.loads(done.stdout)
-    except ValueError:
-        env = None
-    arch = arch_of(env)
+    arch = arch_of(env())
     if arch is None:
         raise RuntimeError(
             "no device to compile for (klab env found none): pass arch=, e.g. arch=90 for an H100 or H200"
@@ -141,28 +136,12 @@ def _launchable(md: Any, name: str) -> None:
         raise RuntimeError(f"{name}: klab cannot launch it as compiled: it needs {'; '.join(needs)}")
 
 
-def export(
-    fn: Any,
-    *,
-    name: str,
-    params: Sequence[str],
-    op: Dict[str, Any],
-    grid: Sequence[str],
-    out_dir: str,
-    constexprs: Optional[Dict[str, Any]] = None,
-    num_warps: int = 4,
-    num_stages: int = 3,
-    arch: Optional[int] = None,
-    known_broken: Optional[str] = None,
-    prediction: Optional[str] = None,
-) -> str:
-    """Compile `fn` and write ``NAME.cubin`` and the manifest ``NAME.toml`` (one kernel,
-    named `name`, computing `op`) into `out_dir`; returns the manifest's path."""
+def _compile(fn, params, op, constexprs, num_warps, num_stages, arch):
+    """`fn` compiled by Triton for ``sm_ARCH`` with klab's `params` as its signature, refused
+    in one line when klab's launch cannot give it what it needs."""
     import triton
     from triton.backends.compiler import GPUTarget
 
-    constexprs = dict(constexprs or {})
-    arch = _device_arch() if arch is None else int(arch)
     arg_names = list(fn.arg_names)
     unknown = [k for k in constexprs if k not in arg_names]
     if unknown:
@@ -181,27 +160,22 @@ def export(
         target=GPUTarget("cuda", arch, 32),
         options={"num_warps": int(num_warps), "num_stages": int(num_stages)},
     )
-    md = compiled.metadata
-    _launchable(md, fn.__name__)
-    entry = md.name
-    extras = entry_params(compiled.asm["ptx"], entry) - len(params)
-    if extras < 0:
-        raise RuntimeError(f"{entry} takes fewer parameters than {fn.__name__} has: Triton changed")
+    _launchable(compiled.metadata, fn.__name__)
+    return compiled
 
-    os.makedirs(out_dir, exist_ok=True)
-    cubin = os.path.join(out_dir, name + ".cubin")
-    with open(cubin, "wb") as f:
-        f.write(compiled.asm["cubin"])
 
-    op = json.loads(json.dumps(op))  # a copy the extras go into
+def _launched_op(op: Dict[str, Any], md: Any, grid: Sequence[str], extras: int):
+    """A copy of `op` launched as Triton compiled it: the grid, ``num_warps * 32`` threads,
+    Triton's shared memory, and a byte scratch buffer per extra parameter (as large as
+    Triton's launcher makes it). Returns it and the extra parameters' names."""
+    op = json.loads(json.dumps(op))
     blocks = " * ".join(f"({g})" for g in grid)
     sizes = [getattr(md, "global_scratch_size", 0) or 0, getattr(md, "profile_scratch_size", 0) or 0]
-    extra_names = []
+    names = []
     for i in range(extras):
         per_block = sizes[i] if i < len(sizes) else 0
-        extra = f"triton_scratch_{i}"
-        extra_names.append(extra)
-        op.setdefault("buffers", {})[extra] = {
+        names.append(f"triton_scratch_{i}")
+        op.setdefault("buffers", {})[names[-1]] = {
             "dtype": "u8",
             "len": f"{per_block} * {blocks}" if per_block else "0",
             "role": "scratch",
@@ -210,8 +184,40 @@ def export(
     op["block"] = [str(int(md.num_warps) * 32)]
     if md.shared:
         op["dynamic_shared_bytes"] = str(int(md.shared))
+    return op, names
 
-    source_file = inspect.getsourcefile(fn.fn)
+
+def export(
+    fn: Any,
+    *,
+    name: str,
+    params: Sequence[str],
+    op: Dict[str, Any],
+    grid: Sequence[str],
+    out_dir: str,
+    constexprs: Optional[Dict[str, Any]] = None,
+    num_warps: int = 4,
+    num_stages: int = 3,
+    arch: Optional[int] = None,
+    known_broken: Optional[str] = None,
+    prediction: Optional[str] = None,
+) -> str:
+    """Compile `fn` and write ``NAME.cubin`` and the manifest ``NAME.toml`` (one kernel,
+    named `name`, computing `op`) into `out_dir`; returns the manifest's path."""
+    import triton
+
+    constexprs = dict(constexprs or {})
+    arch = _device_arch() if arch is None else int(arch)
+    compiled = _compile(fn, params, op, constexprs, num_warps, num_stages, arch)
+    md = compiled.metadata
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, name + ".cubin"), "wb") as f:
+        f.write(compiled.asm["cubin"])
+    extras = entry_params(compiled.asm["ptx"], md.name) - len(params)
+    if extras < 0:
+        raise RuntimeError(f"{md.name} takes fewer parameters than {fn.__name__} has: Triton changed")
+    op, extra_names = _launched_op(op, md, grid, extras)
+
     settings = [f"{k}={v}" for k, v in sorted(constexprs.items())]
     settings += [f"num_warps={num_warps}", f"num_stages={num_stages}", f"arch=sm_{arch}"]
     # Whether a * b + c may become one FMA: it changes the numbers (Triton's default moves).
@@ -219,13 +225,13 @@ def export(
         settings.append(f"enable_fp_fusion={bool(md.enable_fp_fusion)}")
     kernel: Dict[str, Any] = {
         "name": name,
-        "entry": entry,
+        "entry": md.name,
         "operation": "declared",
         "params": list(params) + extra_names,
         "op": op,
         "generated_by": {
             "tool": f"triton {triton.__version__}",
-            "source": os.path.relpath(source_file, os.path.abspath(out_dir)),
+            "source": os.path.relpath(inspect.getsourcefile(fn.fn), os.path.abspath(out_dir)),
             "function": fn.__name__,
             "settings": settings,
         },

@@ -46,6 +46,15 @@ class TheWheel(unittest.TestCase):
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertEqual(done.stdout.strip(), f"klab {importlib.metadata.version('klab')}")
 
+    def test_env_is_klabs_report_or_why_it_gave_none(self):
+        report = klab.env()
+        self.assertIn("klab_version", report)
+        if report["device"] is None:
+            self.assertTrue(report["device_error"])
+        with tempfile.TemporaryDirectory() as d:
+            said = klab.env(klab_bin=stand_in(d, "not json", 1))
+            self.assertEqual(said, {"device": None, "device_error": "stand-in klab"})
+
     def test_python_m_klab_runs_the_binary(self):
         done = subprocess.run(
             [sys.executable, "-m", "klab", "--version"], capture_output=True, text=True

@@ -87,27 +87,14 @@ pub fn round_here(work: RoundWork, policy: VerifyPolicy) -> anyhow::Result<Finis
         let elapsed = since.elapsed().as_secs_f64();
         since = Instant::now();
         match finished {
-            Ok(Finished { code, result }) => results.say(&match result {
-                Some(ChildResult::Bench {
-                    kernel,
-                    verdict,
-                    receipt,
-                    detail,
-                    report,
-                    elapsed_s: _,
-                }) => ChildResult::Bench {
-                    kernel,
-                    verdict,
-                    receipt,
-                    detail,
-                    report,
-                    elapsed_s: Some(elapsed),
-                },
-                Some(other) => other,
-                None => ChildResult::Exit {
+            Ok(Finished { code, mut result }) => {
+                if let Some(ChildResult::Bench { elapsed_s, .. }) = &mut result {
+                    *elapsed_s = Some(elapsed);
+                }
+                results.say(&result.unwrap_or(ChildResult::Exit {
                     code: crate::exit_code_number(code),
-                },
-            }),
+                }))
+            }
             Err(e) => {
                 results.say(&crate::said_error(&e));
                 return Ok(ExitCode::from(crate::EXIT_ERROR).into());
