@@ -386,6 +386,80 @@ fn cc_or_skip(test: &str) -> bool {
     found
 }
 
+/// The large-shared fixture's tiles hold 25600 elements: the ladder straddles them (it took
+/// the block's 1024 threads when the grid's growth was looked for only up to 4097).
+#[test]
+fn the_ladder_of_a_large_tile_straddles_its_boundaries() {
+    if !cc_or_skip("the_ladder_of_a_large_tile_straddles_its_boundaries") {
+        return;
+    }
+    let manifest =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/large-shared/reverse.toml");
+    let o = klab()
+        .args(["check", "--plan"])
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for n in [25599, 25600, 25601, 51199, 51201, 89600, 102400] {
+        assert!(out.contains(&format!("  n={n}: ")), "{n}: {out}");
+    }
+    assert!(!out.contains("  n=1025: "), "{out}");
+}
+
+/// `multiple = 4`: the plan holds multiples of 4 only, and a shape that is not one is
+/// refused in one line before anything runs.
+#[test]
+fn sizes_declared_a_multiple_of_4_are_all_the_check_and_bench_use() {
+    if !cc_or_skip("sizes_declared_a_multiple_of_4_are_all_the_check_and_bench_use") {
+        return;
+    }
+    let manifest =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vector-loads/scale4.toml");
+    let o = klab()
+        .args(["check", "--plan"])
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let sizes: Vec<u64> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("  n=")?.split(':').next()?.parse().ok())
+        .collect();
+    assert_eq!(
+        sizes,
+        [4, 8, 1020, 1024, 1028, 2044, 2052, 3584, 4096],
+        "{out}"
+    );
+    for cmd in ["bench", "check"] {
+        let o = klab()
+            .arg(cmd)
+            .arg(&manifest)
+            .args(["--shape", "n=1023"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{cmd}: {err}");
+        assert!(
+            err.contains("n = 1023 is not a multiple of 4"),
+            "{cmd}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{cmd}: {err}");
+    }
+}
+
 #[test]
 fn check_plan_lists_the_cases_and_runs_the_reference_without_a_gpu() {
     if !cc_or_skip("check_plan_lists_the_cases_and_runs_the_reference_without_a_gpu") {

@@ -193,7 +193,7 @@ fn seed_004_block_shapes_are_refused_and_launch_status_is_checked() {
             block: Dim3::new(tile, tile, 1),
             dynamic_shared_bytes: 0,
         };
-        let e = plan::validate(&p, b.limits(), Some(&res), false).unwrap_err();
+        let e = plan::validate(&p, b.limits(), Some(&res)).unwrap_err();
         assert!(e.to_string().contains("threads per block"), "{e}");
         // Launched anyway, the driver refuses it and the backend reports that: a run that
         // launches nothing is never silent.
@@ -1263,6 +1263,73 @@ fn a_result_printed_on_stdout_by_a_reference_decides_nothing() {
     assert!(stderr.contains("doubled: FAILED"), "{stderr}");
     assert!(!stderr.contains("ERROR"), "{stderr}");
     assert!(rounds.join("copied.receipt.json").is_file(), "{stdout}");
+}
+
+/// A kernel whose block stages 100 KiB in dynamic shared memory (past the default 48 KiB):
+/// klab opts it in, as the program that launches it must, and checks, sanitizes and times
+/// it. It was refused at the default limit, so Triton's matmuls could not be checked.
+#[test]
+fn a_kernel_past_the_default_shared_memory_is_opted_in_and_checked() {
+    if !gpu_or_skip("a_kernel_past_the_default_shared_memory_is_opted_in_and_checked") {
+        return;
+    }
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/large-shared/reverse.toml");
+    let kernel = format!("{}:reverse_tiles", manifest.display());
+    let (code, stdout, stderr) = run_klab(&["check", &kernel, "--verbose"]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    // The ladder straddles the 25600-element tile, not the block's 1024 threads.
+    assert!(
+        format!("{stdout}{stderr}").contains("n=25601"),
+        "{stdout}\n{stderr}"
+    );
+    let (code, stdout, stderr) = run_klab(&["sanitize", &kernel]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bench");
+    let (code, stdout, stderr) = run_klab(&[
+        "bench",
+        &kernel,
+        "--samples",
+        "10",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let receipt = std::fs::read_to_string(out.join("receipt.json")).unwrap();
+    assert!(
+        receipt.contains("102400"),
+        "the launch's shared memory: {receipt}"
+    );
+}
+
+/// A float4 kernel correct only for sizes that are multiples of 4, as its own program
+/// promises: declared `multiple = 4`, it passes; the same kernel without the declaration is
+/// rejected at the ladder's ragged sizes (its tail is never written).
+#[test]
+fn a_kernel_for_multiples_of_4_passes_when_its_manifest_says_so() {
+    if !gpu_or_skip("a_kernel_for_multiples_of_4_passes_when_its_manifest_says_so") {
+        return;
+    }
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vector-loads");
+    let kernel = format!("{}:scale4", fixture.join("scale4.toml").display());
+    let (code, stdout, stderr) = run_klab(&["check", &kernel]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["scale4.cu", "scale4_ref.c"] {
+        std::fs::copy(fixture.join(f), dir.path().join(f)).unwrap();
+    }
+    let toml = std::fs::read_to_string(fixture.join("scale4.toml")).unwrap();
+    let undeclared = dir.path().join("scale4.toml");
+    std::fs::write(
+        &undeclared,
+        toml.replace("sizes.n = { multiple = 4 }", "sizes.n = {}"),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = run_klab(&["check", undeclared.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(stdout.contains("verdict: FAIL"), "{stdout}");
 }
 
 /// `--format json` and `csv` on the commands that measure: stdout holds the report alone

@@ -1,6 +1,7 @@
 """Compile the Triton examples for klab: `python3 examples/triton/export.py OUT [--arch 90]`
 writes OUT/NAME.cubin and OUT/NAME.toml for each kernel (the correct ones and the labelled
-bugs), and OUT/softmax_cuda.toml, the CUDA softmax over the same operation. Then:
+bugs: softmax, layer norm, matmul), and OUT/softmax_cuda.toml, the CUDA softmax over the
+same operation. Then:
 
     klab check OUT/*.toml                    # the kill matrix: every bug rejected
     klab sanitize OUT/softmax_triton.toml
@@ -39,6 +40,15 @@ LAYER_NORM = [
     ("layer_norm_one_chunk", kernels.layer_norm_one_chunk,
      "the statistics are reduced over the first BLOCK columns only"),
 ]
+MATMUL = [
+    ("matmul_triton", kernels.matmul, None),
+    ("matmul_k_tail_unmasked", kernels.matmul_k_tail_unmasked,
+     "the loads are not masked by K: a ragged K's last step sums values past each row"),
+]
+# 128 x 128 tiles of C, 64 of K per step, 3 stages: past the default 48 KiB of shared
+# memory per block (64 KiB as Triton 3.6 compiles it for sm_90).
+MATMUL_SETTINGS = {"constexprs": {"BM": 128, "BN": 128, "BK": 64}, "num_warps": 8,
+                   "num_stages": 3}
 
 
 def main():
@@ -48,13 +58,15 @@ def main():
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     ref = os.path.relpath(os.path.join(HERE, "ref.py"), os.path.abspath(a.out))
-    for group, op, params in [
-        (SOFTMAX, ops.softmax(ref), ["y", "x", "rows:i32", "cols:i32"]),
-        (LAYER_NORM, ops.layer_norm(ref), ["y", "x", "rows:i32", "cols:i32", "eps:f32"]),
+    for group, op, params, settings in [
+        (SOFTMAX, ops.softmax(ref), ["y", "x", "rows:i32", "cols:i32"], SETTINGS),
+        (LAYER_NORM, ops.layer_norm(ref), ["y", "x", "rows:i32", "cols:i32", "eps:f32"],
+         SETTINGS),
+        (MATMUL, ops.matmul(ref), ["c", "a", "b", "M:i32", "N:i32", "K:i32"], MATMUL_SETTINGS),
     ]:
         for name, fn, bug in group:
-            path = kt.export(fn, name=name, params=params, op=op, grid=["rows"],
-                             out_dir=a.out, arch=a.arch, known_broken=bug, **SETTINGS)
+            path = kt.export(fn, name=name, params=params, op=op, grid=op["grid"],
+                             out_dir=a.out, arch=a.arch, known_broken=bug, **settings)
             print(path)
     # The CUDA softmax, compiled by klab (NVRTC), over the same operation.
     shutil.copy(os.path.join(HERE, "softmax.cu"), a.out)

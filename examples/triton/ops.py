@@ -42,3 +42,28 @@ def layer_norm(reference: str) -> dict:
         "scalars": {"eps": {"type": "f32", "values": [1e-5, 1e-3]}},
         "bench": {"rows": 16384, "cols": 4096},
     }
+
+
+def matmul(reference: str) -> dict:
+    """C = A @ B with A M x K and B K x N in f16 and C in f32. The grid is the kernel's own
+    (BM x BN tiles of C); K is held to 4096 so the index-overflow case grows C's rows and
+    columns (C passes 2^31 elements) and its reference computes a sample of C's rows with B
+    whole (`slices = "M"`)."""
+    return {
+        "grid": ["ceil_div(M, 128)", "ceil_div(N, 128)"],
+        "useful_bytes": "2 * M * K + 2 * K * N + 4 * M * N",
+        "flops": "2 * M * N * K",
+        "reference": manifest.python_reference(f"{reference}:matmul"),
+        "slices": "M",
+        "sizes": {"M": {}, "N": {}, "K": {"max": 4096}},
+        "buffers": {
+            "a": {"dtype": "f16", "len": "M * K", "role": "in", "shape": ["M", "K"],
+                  "range": [-1.0, 1.0]},
+            "b": {"dtype": "f16", "len": "K * N", "role": "in", "shape": ["K", "N"],
+                  "range": [-1.0, 1.0]},
+            # f16 products are exact in f32; the sums' order differs from the reference's.
+            "c": {"dtype": "f32", "len": "M * N", "role": "out", "shape": ["M", "N"],
+                  "axes": ["row", "col"], "compare": {"allclose": {"atol": 1e-3, "rtol": 1e-3}}},
+        },
+        "bench": {"M": 4096, "N": 4096, "K": 4096},
+    }

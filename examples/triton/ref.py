@@ -16,3 +16,9 @@ def layer_norm(x, *, eps):
     mean = x.mean(axis=1, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
     return (x - mean) / np.sqrt(var + eps)
+
+
+def matmul(a, b):
+    # In float32: A's and B's f16 products are exact there, and at the index-overflow shape
+    # (B whole, a sample of A's rows) float64 copies of B would take twice the memory.
+    return a.astype(np.float32) @ b.astype(np.float32)

@@ -25,8 +25,11 @@ What the export takes from Triton, and why:
 - **The cubin and its entry**: ``triton.compile`` for ``cuda`` at ``arch`` (default: the
   device's, from ``klab env``), with the ``num_warps``, ``num_stages`` and constexpr values
   given: the same choices an autotuner would make, fixed, since a receipt must name them.
-  Nothing is specialized on argument values (no divisibility or equal-to-1 assumptions), so
-  the kernel is correct at every size klab's ladder tries.
+  Pointers are declared 16-byte aligned, as Triton's launcher declares a torch tensor's
+  (every buffer klab passes is its own allocation, 256-byte aligned). An integer is
+  declared divisible by 16 only when it is a size variable the operation declares a
+  multiple of 16 (klab's ladder then tries only such sizes); nothing else is specialized
+  (no equal-to-1 assumptions), so the kernel is correct at every size klab's ladder tries.
 - **The block**: ``num_warps * 32`` threads (the cubin requires exactly that), and the shared
   memory Triton reserves (``metadata.shared``) as dynamic shared memory.
 - **The extra parameters**: recent Triton versions append pointer parameters that the
@@ -114,16 +117,12 @@ def _device_arch() -> int:
     return arch
 
 
-# What klab's launch gives a kernel: dynamic shared memory up to the default limit (no
-# opt-in attribute is set), one CTA per cluster, a plain launch.
-SHARED_LIMIT = 48 * 1024
-
-
 def _launchable(md: Any, name: str) -> None:
-    """Refuse, in one line, a compiled kernel that needs more of its launch than klab gives."""
+    """Refuse, in one line, a compiled kernel that needs more of its launch than klab gives:
+    one CTA per cluster and a plain launch. Shared memory is not limited here: klab opts a
+    kernel in to more than the default 48 KiB, as Triton's launcher does, and refuses a
+    block past the device's opted-in limit when it plans the launch."""
     needs = []
-    if int(getattr(md, "shared", 0) or 0) > SHARED_LIMIT:
-        needs.append(f"{md.shared} bytes of shared memory (klab launches with at most {SHARED_LIMIT})")
     if int(getattr(md, "num_ctas", 1) or 1) != 1:
         needs.append(f"clusters of {md.num_ctas} CTAs")
     if getattr(md, "launch_cooperative_grid", False):
@@ -154,14 +153,47 @@ def _compile(fn, params, op, constexprs, num_warps, num_stages, arch):
         )
     types = iter([triton_type(p, op) for p in params])
     signature = {a: ("constexpr" if a in constexprs else next(types)) for a in arg_names}
-    source = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+    attrs, divisible = _divisibility(signature, arg_names, params, op)
+    source = triton.compiler.ASTSource(
+        fn=fn, signature=signature, constexprs=constexprs, attrs=attrs
+    )
     compiled = triton.compile(
         source,
         target=GPUTarget("cuda", arch, 32),
         options={"num_warps": int(num_warps), "num_stages": int(num_stages)},
     )
     _launchable(compiled.metadata, fn.__name__)
-    return compiled
+    return compiled, attrs is not None, divisible
+
+
+def _divisibility(signature: Dict[str, str], arg_names: List[str], params: Sequence[str],
+                  op: Dict[str, Any]):
+    """Triton's divisibility hints, in the form this Triton takes (``{(index,):
+    [["tt.divisibility", 16]]}``, 3.3 on; else ``None``, no hints), and the size variables
+    hinted.
+
+    Triton's launcher hints every 16-byte-aligned pointer (a torch tensor's almost always
+    is) and every integer 16 divides, and compiles a variant for them; its loads may then
+    be vectorized. Every pointer klab passes is its own allocation (256-byte aligned), so
+    pointers are hinted. An integer is hinted only when it is a size variable the operation
+    declares a multiple of 16 (``sizes.cols = {"multiple": 16}``): klab's ladder then tries
+    only such sizes, and no other integer is promised anything."""
+    from triton.backends.compiler import BaseBackend
+
+    if not callable(getattr(BaseBackend, "parse_attr", None)):
+        return None, []
+    runtime = iter(params)
+    attrs, sizes = {}, []
+    for i, a in enumerate(arg_names):
+        if signature[a] == "constexpr":
+            continue
+        name = next(runtime).partition(":")[0]
+        multiple = int(op.get("sizes", {}).get(name, {}).get("multiple", 1) or 1)
+        if signature[a].startswith("*") or multiple % 16 == 0:
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        if not signature[a].startswith("*") and multiple % 16 == 0:
+            sizes.append(name)
+    return attrs, sizes
 
 
 def _launched_op(op: Dict[str, Any], md: Any, grid: Sequence[str], extras: int):
@@ -208,7 +240,7 @@ def export(
 
     constexprs = dict(constexprs or {})
     arch = _device_arch() if arch is None else int(arch)
-    compiled = _compile(fn, params, op, constexprs, num_warps, num_stages, arch)
+    compiled, aligned, divisible = _compile(fn, params, op, constexprs, num_warps, num_stages, arch)
     md = compiled.metadata
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, name + ".cubin"), "wb") as f:
@@ -220,6 +252,10 @@ def export(
 
     settings = [f"{k}={v}" for k, v in sorted(constexprs.items())]
     settings += [f"num_warps={num_warps}", f"num_stages={num_stages}", f"arch=sm_{arch}"]
+    if aligned:
+        settings.append("pointers_aligned=16")
+    if divisible:
+        settings.append("divisible_by_16=" + ",".join(divisible))
     # Whether a * b + c may become one FMA: it changes the numbers (Triton's default moves).
     if hasattr(md, "enable_fp_fusion"):
         settings.append(f"enable_fp_fusion={bool(md.enable_fp_fusion)}")

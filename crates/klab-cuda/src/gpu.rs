@@ -62,6 +62,9 @@ pub struct Kernel {
     func: Option<CudaFunction>,
     library: Option<LibraryRoutine>,
     resources: KernelResources,
+    /// The dynamic shared memory this kernel was opted in to (0: the default limit). It only
+    /// grows, so a launch checked earlier keeps what it was allowed.
+    dynamic_shared_allowed: std::cell::Cell<u32>,
 }
 
 /// A cuBLAS handle bound to the backend's stream, destroyed on drop.
@@ -686,6 +689,7 @@ impl Backend for CudaBackend {
                     max_threads_per_block: None,
                     source: "library routine (no kernel attributes)".into(),
                 },
+                dynamic_shared_allowed: Default::default(),
             });
         }
         let symbol = crate::nvrtc::symbol(&self.lowered_names, entry).map_err(backend_err)?;
@@ -720,11 +724,41 @@ impl Backend for CudaBackend {
             func: Some(func),
             library: None,
             resources,
+            dynamic_shared_allowed: Default::default(),
         })
     }
 
     fn resources(&self, kernel: &Kernel) -> KernelResources {
         kernel.resources.clone()
+    }
+
+    fn allow_dynamic_shared(
+        &mut self,
+        kernel: &Kernel,
+        dynamic_bytes: u32,
+    ) -> Result<(), BackendError> {
+        let Some(func) = &kernel.func else {
+            return Ok(());
+        };
+        if dynamic_bytes <= kernel.dynamic_shared_allowed.get() {
+            return Ok(());
+        }
+        let value = i32::try_from(dynamic_bytes).map_err(|_| {
+            BackendError::from(format!("{dynamic_bytes} bytes of dynamic shared memory"))
+        })?;
+        func.set_attribute(
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            value,
+        )
+        .ctx(|| {
+            format!(
+                "letting {} use {dynamic_bytes} bytes of dynamic shared memory",
+                kernel.resources.kernel
+            )
+        })
+        .map_err(backend_err)?;
+        kernel.dynamic_shared_allowed.set(dynamic_bytes);
+        Ok(())
     }
 
     fn alloc(&mut self, words: usize) -> Result<DeviceBuffer, BackendError> {

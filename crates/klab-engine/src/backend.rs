@@ -94,6 +94,15 @@ pub trait Backend {
     /// Look up a compiled kernel by its entry point.
     fn kernel(&mut self, entry: &str) -> Result<Self::Kernel, BackendError>;
     fn resources(&self, kernel: &Self::Kernel) -> KernelResources;
+    /// Let `kernel` launch with `dynamic_bytes` of dynamic shared memory, past the default
+    /// per-block limit (a CUDA program opts in the same way, cuFuncSetAttribute's
+    /// MAX_DYNAMIC_SHARED_SIZE_BYTES). Called only for a launch that needs it, after its plan
+    /// was checked against the opted-in limit.
+    fn allow_dynamic_shared(
+        &mut self,
+        kernel: &Self::Kernel,
+        dynamic_bytes: u32,
+    ) -> Result<(), BackendError>;
     /// A buffer of `words` 32-bit words with the exact length asked for.
     fn alloc(&mut self, words: usize) -> Result<Self::Buffer, BackendError>;
     fn upload(&mut self, dst: &mut Self::Buffer, src: &[u32]) -> Result<(), BackendError>;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::backend::{Backend, BackendError};
 use crate::general;
 use crate::timing::validate_once;
-use crate::workload::{validate_launches, Workload, POISON_BYTES};
+use crate::workload::{prepare_launches, Workload, POISON_BYTES};
 use klab_core::stats::Rng;
 use klab_spec::declared::builtin::OpKind;
 use klab_spec::manifest::KernelDecl;
@@ -182,6 +182,13 @@ pub fn plan(decl: &KernelDecl, opts: &CheckOptions) -> Result<CheckPlan, Backend
             if let Some(n) = v.iter().find(|n| **n < min || **n > max) {
                 return Err(BackendError::from(format!(
                     "--sizes: {n} is outside {var}'s range ({min} to {max})"
+                )));
+            }
+            let spec = &op.spec.sizes[&var];
+            if let Some(n) = v.iter().find(|n| !spec.admits(**n)) {
+                return Err(BackendError::from(format!(
+                    "--sizes: {n} is not a multiple of {}, as {var} must be",
+                    spec.multiple
                 )));
             }
             v.iter()
@@ -794,7 +801,7 @@ fn not_runnable_here<B: Backend>(
     if let Some(why) = memory_refusal(w.slot_bytes(), free, Some(w.host_bytes(backend))) {
         return Ok(Some(why));
     }
-    Ok(validate_launches(backend, w, kernels)
+    Ok(prepare_launches(backend, w, kernels)
         .err()
         .map(|e| format!("the launch at this shape: {e}")))
 }
@@ -984,7 +991,7 @@ fn declared_case<B: Backend>(
                 "{label}: this machine cannot run the case: it {why}"
             )));
         }
-        if let Err(e) = validate_launches(backend, w, kernels) {
+        if let Err(e) = prepare_launches(backend, w, kernels) {
             return Ok((
                 fail(format!("{at}: launch plan"), w.n(), e.to_string()),
                 None,

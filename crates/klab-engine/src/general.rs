@@ -2267,7 +2267,7 @@ pub fn chunk(op: &DeclaredOp, var: &str) -> u64 {
         op.spec
             .sizes
             .iter()
-            .map(|(k, s)| (k.clone(), if k == var { n } else { s.min.max(1) as i64 }))
+            .map(|(k, s)| (k.clone(), if k == var { n } else { s.lowest() as i64 }))
             .collect()
     };
     // A sequence's chunk is the first size at which any of its grids grows.
@@ -2282,8 +2282,10 @@ pub fn chunk(op: &DeclaredOp, var: &str) -> u64 {
             .collect()
     };
     let first = grids(1);
+    let grows = |n: i64| grids(n) != first;
     (2..=4097i64)
-        .find(|&n| grids(n) != first)
+        .find(|&n| grows(n))
+        .or_else(|| first_growth_past(4097, size_cap(op, var) as i64, grows))
         .map(|n| (n - 1) as u64)
         .or_else(|| {
             dims.first()
@@ -2294,36 +2296,68 @@ pub fn chunk(op: &DeclaredOp, var: &str) -> u64 {
         .max(2)
 }
 
+/// The first size in (`from`, `cap`] at which `grows` holds, for a tile larger than a
+/// linear scan reaches (a block of 1024 threads with 16 elements each, say): doubling until
+/// the grid has grown, then bisecting, as a grid grows with the size and stays grown.
+fn first_growth_past(from: i64, cap: i64, grows: impl Fn(i64) -> bool) -> Option<i64> {
+    let mut hi = from;
+    loop {
+        if hi >= cap {
+            return None;
+        }
+        let (lo, next) = (hi, hi.saturating_mul(2).min(cap));
+        if grows(next) {
+            let (mut lo, mut hi) = (lo, next);
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                if grows(mid) {
+                    hi = mid;
+                } else {
+                    lo = mid;
+                }
+            }
+            return Some(hi);
+        }
+        hi = next;
+    }
+}
+
 /// Values of one size variable: its declared `values`, else derived from the launch: the
 /// chunk `c` after which the grid grows (else the block's first dimension), and 1, 2, c-1,
 /// c, c+1, 2c-1, 2c+1, 3c + c/2 and 4c (every remainder class a chunk boundary makes
-/// fire), with 0 first when `min = 0`.
+/// fire), with 0 first when `min = 0`. A variable whose sizes must be a multiple m steps
+/// by m instead of 1 (m, 2m, c-m, c+m, ...), every value rounded up to a multiple.
 fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
     let spec = &op.spec.sizes[var];
     if let Some(v) = &spec.values {
         return Ok(v.clone());
     }
     let c = chunk(op, var).min(1 << 40);
+    // One step: 1, or the multiple every size must be (c - m, c + m: the nearest sizes
+    // the kernel accepts on either side of a chunk boundary).
+    let m = spec.multiple.max(1);
     let mut v = vec![
-        1,
-        2,
-        c - 1,
+        m,
+        2 * m,
+        c.saturating_sub(m),
         c,
-        c + 1,
-        2 * c - 1,
-        2 * c + 1,
+        c + m,
+        (2 * c).saturating_sub(m),
+        2 * c + m,
         3 * c + c / 2,
         4 * c,
     ];
     if spec.min == 0 {
         v.push(0);
     }
-    // A max inside the derived values keeps its edge: max - 1 and max itself.
-    if spec.upper() < 4 * c {
-        v.extend([spec.upper().saturating_sub(1), spec.upper()]);
+    // A max inside the derived values keeps its edge: the last two sizes below it.
+    let top = spec.at_or_below(spec.upper());
+    if top < 4 * c {
+        v.extend([top.saturating_sub(m), top]);
     }
-    v.push(spec.min.max(1));
-    v.retain(|x| *x >= spec.min && *x <= spec.upper());
+    v.push(spec.lowest());
+    let mut v: Vec<u64> = v.into_iter().map(|x| spec.at_or_above(x)).collect();
+    v.retain(|x| spec.admits(*x));
     v.sort_unstable();
     v.dedup();
     if v.is_empty() {
@@ -2373,7 +2407,7 @@ pub fn slot_bytes_at(op: &DeclaredOp, shape: &Shape) -> Option<u64> {
 pub const INDEX_OVERFLOW_ELEMENTS: u64 = 1 << 31;
 
 /// The largest value a size variable can reach: its `max`, the range of the type it is
-/// passed as, and 2^40.
+/// passed as, and 2^40, rounded down to its `multiple`.
 pub fn size_cap(op: &DeclaredOp, var: &str) -> u64 {
     let by_type = op
         .params
@@ -2387,7 +2421,8 @@ pub fn size_cap(op: &DeclaredOp, var: &str) -> u64 {
             _ => None,
         })
         .unwrap_or(i64::MAX as u64);
-    op.spec.sizes[var].upper().min(by_type).min(1 << 40)
+    let spec = &op.spec.sizes[var];
+    spec.at_or_below(spec.upper().min(by_type).min(1 << 40))
 }
 
 /// The largest buffer's element count at `shape` (None when an expression fails there).
@@ -2413,7 +2448,8 @@ pub fn overflow_shape(op: &DeclaredOp, base: &Shape, limit: u64) -> Result<Shape
                     return (k.clone(), *v);
                 }
                 let grown = ((*v).max(1) as f64 * f).ceil();
-                let v = (grown.min(size_cap(op, k) as f64) as i64).max(*v);
+                let grown = op.spec.sizes[k].at_or_above(grown as u64);
+                let v = (grown.min(size_cap(op, k)) as i64).max(*v);
                 (k.clone(), v)
             })
             .collect()
@@ -2428,9 +2464,11 @@ pub fn overflow_shape(op: &DeclaredOp, base: &Shape, limit: u64) -> Result<Shape
         let s = at(f);
         beyond(&s)
             && s.iter().filter(|(k, _)| !launch(k)).all(|(k, v)| {
+                // One step smaller: by one, or by the multiple the sizes must be.
+                let step = op.spec.sizes[k].multiple.max(1) as i64;
                 let mut less = s.clone();
-                less.insert(k.clone(), (*v - 1).max(0));
-                *v <= 1 || beyond(&less)
+                less.insert(k.clone(), (*v - step).max(0));
+                *v <= step || beyond(&less)
             })
     };
     let (mut lo, mut hi) = (1.0f64, 2f64.powi(41));
@@ -3032,6 +3070,131 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         assert!(shapes.iter().any(|s| s["cols"] == 1) && shapes.iter().any(|s| s["cols"] == 33));
         let distinct: std::collections::BTreeSet<_> = shapes.iter().collect();
         assert_eq!(distinct.len(), shapes.len());
+    }
+
+    /// Sizes declared a multiple: the ladder steps by it across each chunk boundary, and the
+    /// index-overflow shape is made of multiples and still passes 2^31 elements.
+    #[test]
+    fn sizes_declared_a_multiple_are_the_only_sizes_klab_makes() {
+        let d = with(&MANIFEST.replace(
+            "sizes.rows = {}\nsizes.cols = { values = [1, 5, 33] }",
+            "sizes.rows = { multiple = 8 }\nsizes.cols = { multiple = 4 }",
+        ));
+        let op = &d.op;
+        let shapes = ladder(op).unwrap();
+        let rows: std::collections::BTreeSet<i64> = shapes.iter().map(|s| s["rows"]).collect();
+        let cols: std::collections::BTreeSet<i64> = shapes.iter().map(|s| s["cols"]).collect();
+        // rows: the grid grows after 32; cols is not in the grid (the block's 32).
+        for r in [8, 16, 24, 32, 40, 56, 72, 112, 128] {
+            assert!(rows.contains(&r), "{r} in {rows:?}");
+        }
+        for c in [4, 8, 28, 32, 36, 60, 68] {
+            assert!(cols.contains(&c), "{c} in {cols:?}");
+        }
+        assert!(rows.iter().all(|r| r % 8 == 0), "{rows:?}");
+        assert!(cols.iter().all(|c| c % 4 == 0), "{cols:?}");
+        let base = &shapes[shapes.len() / 2];
+        let big = overflow_shape(op, base, INDEX_OVERFLOW_ELEMENTS).unwrap();
+        assert!(big["rows"] % 8 == 0 && big["cols"] % 4 == 0, "{big:?}");
+        assert!(
+            largest_buffer(op, &big).unwrap() > INDEX_OVERFLOW_ELEMENTS,
+            "{big:?}"
+        );
+        // A step smaller in either size is still past the limit: the last row starts past it.
+        for (k, step) in [("rows", 8), ("cols", 4)] {
+            let mut less = big.clone();
+            *less.get_mut(k).unwrap() -= step;
+            assert!(largest_buffer(op, &less).unwrap() > INDEX_OVERFLOW_ELEMENTS);
+        }
+    }
+
+    /// A block past the default 48 KiB of shared memory is launched opted in (as a program
+    /// must); past the opted-in limit it is refused naming that limit. It was refused at
+    /// the default limit, so a kernel staging 64 KiB in shared memory could not be checked.
+    #[test]
+    fn a_block_past_the_default_shared_memory_is_opted_in_and_past_the_opt_in_refused() {
+        use crate::backend::host::Call;
+        let prepared = |bytes: u32| {
+            let d = with(&MANIFEST.replace(
+                "block = [\"32\"]",
+                &format!("block = [\"32\"]\ndynamic_shared_bytes = \"{bytes}\""),
+            ));
+            let shape = Shape::from([("rows".into(), 64), ("cols".into(), 5)]);
+            let w = DeclaredWorkload::new(
+                d,
+                shape,
+                InputCase::Uniform { seed: 1 },
+                0,
+                std::rc::Rc::new(RowSum),
+            )
+            .unwrap();
+            let mut b = HostBackend::new().with_general_kernel("rowsum", drops_tail);
+            let k = [b.kernel("rowsum").unwrap()];
+            b.calls.clear();
+            let r = crate::workload::prepare_launches(&mut b, &w, &k);
+            (r, b.calls)
+        };
+        let (r, calls) = prepared(48 * 1024);
+        r.unwrap();
+        assert!(calls.is_empty(), "within the default limit: {calls:?}");
+        let (r, calls) = prepared(100 * 1024);
+        r.unwrap();
+        assert_eq!(
+            calls,
+            [Call::AllowDynamicShared {
+                entry: "rowsum".into(),
+                bytes: 100 * 1024
+            }]
+        );
+        let over = klab_core::device::DeviceLimits::hopper().max_shared_per_block_optin + 1;
+        let (r, calls) = prepared(over);
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"), "{e}");
+        assert!(calls.is_empty(), "{calls:?}");
+    }
+
+    /// A tile past the linear scan's reach (16 elements for each of 1024 threads; 25600
+    /// elements staged in shared memory): the ladder still straddles its boundaries, where
+    /// it used to fall back to the block's 1024 and never reach a second tile.
+    #[test]
+    fn a_large_tiles_boundaries_are_found_past_the_linear_scan() {
+        let op = |grid: &str| {
+            with(&format!(
+                r#"
+source = "k.cu"
+[[kernel]]
+name = "tiles"
+entry = "rowsum"
+operation = "declared"
+params = ["x", "y", "n:i32"]
+[kernel.op]
+grid = ["{grid}"]
+block = ["1024"]
+useful_bytes = "8 * n"
+reference = {{ c = "ref.c:copy" }}
+sizes.n = {{}}
+buffers.x = {{ dtype = "f32", len = "n", role = "in" }}
+buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
+"#
+            ))
+            .op
+        };
+        for (grid, c) in [
+            ("ceil_div(n, 16384)", 16384),
+            ("ceil_div(n, 25600)", 25600),
+            ("ceil_div(n, 4096)", 4096),
+            ("ceil_div(n, 1000003)", 1000003),
+            ("(n + 1023) / 1024", 1024),
+        ] {
+            let op = op(grid);
+            assert_eq!(chunk(&op, "n"), c, "{grid}");
+            let n: Vec<i64> = ladder(&op).unwrap().iter().map(|s| s["n"]).collect();
+            for v in [c - 1, c, c + 1, 2 * c - 1, 2 * c + 1] {
+                assert!(n.contains(&(v as i64)), "{grid}: {v} in {n:?}");
+            }
+        }
+        // A grid that never grows (a persistent kernel) falls back to the block.
+        assert_eq!(chunk(&op("132"), "n"), 1024);
     }
 
     fn with(manifest: &str) -> KernelDecl {

@@ -16,8 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::{Backend, BackendError};
 use crate::workload::{
-    perturb_inputs, validate_launches, LaunchError, NewInputs, PerturbSource, Workload,
-    POISON_BYTES,
+    perturb_inputs, prepare_launches, LaunchError, NewInputs, PerturbSource, Workload, POISON_BYTES,
 };
 use klab_core::floor::Floor;
 use klab_core::gpustate::{BlockState, GpuState};
@@ -382,7 +381,7 @@ pub fn profile_sequence<B: Backend, W: Workload>(
     kernels: &[B::Kernel],
     warmup: u64,
 ) -> Result<ProfiledLaunch, TimingError> {
-    validate_launches(backend, workload, kernels)?;
+    prepare_launches(backend, workload, kernels)?;
     let mut bufs = workload.create_slot(backend, 0)?;
     let before = validate_once(backend, workload, kernels, &mut bufs, 0, POISON_BYTES[0])?;
     let mut launches_before = 1;
@@ -468,7 +467,7 @@ pub fn measure<B: Backend, W: Workload>(
     if cfg.samples < 1 {
         return Err(TimingError::Config("at least 1 sample is needed".into()));
     }
-    validate_launches(backend, workload, kernels)?;
+    prepare_launches(backend, workload, kernels)?;
     let free = backend.free_memory_bytes()?;
     let layout = layout_for(cfg, workload.slot_bytes(), backend.l2_bytes(), free)?;
     // Under invalidation the validations get a slot of their own, after the timed ones: a
@@ -624,7 +623,7 @@ fn measure_laid_out<B: Backend, W: Workload>(
     if cfg.samples < 1 {
         return Err(TimingError::Config("at least 1 sample is needed".into()));
     }
-    validate_launches(backend, workload, kernels)?;
+    prepare_launches(backend, workload, kernels)?;
 
     // The validations' slot: one of its own after the timed ones when the caller made it.
     let vslot = if bufs.len() as u64 > layout.total() {

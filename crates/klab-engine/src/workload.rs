@@ -82,10 +82,12 @@ pub fn load_kernels<B: Backend>(
         .collect()
 }
 
-/// Each launch of `workload`'s sequence against the device's limits and its kernel's
-/// resources (an error in a sequence of several names the entry).
-pub fn validate_launches<B: Backend, W: Workload>(
-    backend: &B,
+/// Each launch of `workload`'s sequence checked against the device's limits and its
+/// kernel's resources (an error in a sequence of several names the entry), and made
+/// launchable: a block past the default shared-memory limit has its kernel opted in, as
+/// the program that launches it must.
+pub fn prepare_launches<B: Backend, W: Workload>(
+    backend: &mut B,
     workload: &W,
     kernels: &[B::Kernel],
 ) -> Result<(), LaunchError> {
@@ -93,23 +95,48 @@ pub fn validate_launches<B: Backend, W: Workload>(
     let several = plans.len() > 1;
     for (plan, kernel) in plans.iter().zip(kernels) {
         let resources = backend.resources(kernel);
-        klab_spec::plan::validate(plan, backend.limits(), Some(&resources), false).map_err(
-            |error| LaunchError {
-                entry: several.then(|| resources.kernel.clone()),
+        let entry = || several.then(|| resources.kernel.clone());
+        klab_spec::plan::validate(plan, backend.limits(), Some(&resources)).map_err(|error| {
+            LaunchError::Plan {
+                entry: entry(),
                 error,
-            },
-        )?;
+            }
+        })?;
+        if klab_spec::plan::needs_opt_in(plan, backend.limits(), Some(&resources)) {
+            backend
+                .allow_dynamic_shared(kernel, plan.dynamic_shared_bytes)
+                .map_err(|error| LaunchError::OptIn {
+                    entry: entry(),
+                    error,
+                })?;
+        }
     }
     Ok(())
 }
 
-/// A launch of a workload's sequence the device cannot make.
+/// A launch of a workload's sequence the device cannot make. `entry` names the launch's
+/// entry in a sequence of several.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}{error}", entry.as_ref().map(|e| format!("{e}: ")).unwrap_or_default())]
-pub struct LaunchError {
-    /// The launch's entry, in a sequence of several.
-    pub entry: Option<String>,
-    pub error: klab_spec::plan::PlanError,
+pub enum LaunchError {
+    /// Past the device's limits or the kernel's own.
+    #[error("{}{error}", entry_prefix(entry))]
+    Plan {
+        entry: Option<String>,
+        error: klab_spec::plan::PlanError,
+    },
+    /// The driver refused to raise the kernel's dynamic shared-memory limit.
+    #[error(
+        "{}raising the kernel's dynamic shared-memory limit: {error}",
+        entry_prefix(entry)
+    )]
+    OptIn {
+        entry: Option<String>,
+        error: BackendError,
+    },
+}
+
+fn entry_prefix(entry: &Option<String>) -> String {
+    entry.as_ref().map(|e| format!("{e}: ")).unwrap_or_default()
 }
 
 /// What the kernels of a sequence are on the device, one phrase per kernel.

@@ -1113,7 +1113,7 @@ impl Workload {
             block: self.block,
             dynamic_shared_bytes: self.dynamic_shared_bytes,
         };
-        plan::validate(&first.plan(), &any_device_limits(), None, true).map_err(|e| {
+        plan::validate(&first.plan(), &any_device_limits(), None).map_err(|e| {
             ReceiptError::invalid(
                 "workload",
                 format!("launch grid {:?} block {:?}: {e}", self.grid, self.block),
@@ -1122,7 +1122,7 @@ impl Workload {
         for (i, l) in self.sequence.iter().enumerate() {
             let field = format!("workload.sequence[{i}]");
             label(&format!("{field}.entry"), &l.entry)?;
-            plan::validate(&l.plan(), &any_device_limits(), None, true).map_err(|e| {
+            plan::validate(&l.plan(), &any_device_limits(), None).map_err(|e| {
                 ReceiptError::invalid(
                     field.clone(),
                     format!("launch grid {:?} block {:?}: {e}", l.grid, l.block),

@@ -139,8 +139,8 @@ pub fn precheck<B: Backend>(
     workload: &DeclaredWorkload,
 ) -> Result<(), TimingError> {
     for plan in workload.plans() {
-        klab_spec::plan::validate(&plan, backend.limits(), None, false)
-            .map_err(|error| klab_engine::workload::LaunchError { entry: None, error })?;
+        klab_spec::plan::validate(&plan, backend.limits(), None)
+            .map_err(|error| klab_engine::workload::LaunchError::Plan { entry: None, error })?;
     }
     let free = backend.free_memory_bytes()?;
     if workload.slot_bytes() > free {

@@ -62,6 +62,11 @@ pub struct SizeSpec {
     /// by the ladder, the index-overflow case or a sweep.
     #[serde(default)]
     pub launch: bool,
+    /// Every size the kernel accepts is a multiple of this (default 1): a kernel that loads
+    /// `float4`s declares 4. The ladder, the index-overflow case and every given shape keep
+    /// to it, stepping by it where they would step by one.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub multiple: u64,
 }
 
 impl SizeSpec {
@@ -69,10 +74,38 @@ impl SizeSpec {
     pub fn upper(&self) -> u64 {
         self.max.unwrap_or(u64::MAX)
     }
+
+    /// Whether `v` is a size this variable may take: within min and max, and a multiple.
+    pub fn admits(&self, v: u64) -> bool {
+        v >= self.min && v <= self.upper() && v % self.multiple.max(1) == 0
+    }
+
+    /// The first multiple at or above `v` (saturating at the last one below u64::MAX).
+    pub fn at_or_above(&self, v: u64) -> u64 {
+        let m = self.multiple.max(1);
+        v.div_ceil(m)
+            .checked_mul(m)
+            .unwrap_or_else(|| self.at_or_below(u64::MAX))
+    }
+
+    /// The last multiple at or below `v`.
+    pub fn at_or_below(&self, v: u64) -> u64 {
+        let m = self.multiple.max(1);
+        v / m * m
+    }
+
+    /// The smallest non-empty size this variable may take.
+    pub fn lowest(&self) -> u64 {
+        self.at_or_above(self.min.max(1))
+    }
 }
 
 fn one() -> u64 {
     1
+}
+
+fn is_one(v: &u64) -> bool {
+    *v == 1
 }
 
 /// What a buffer is for.
@@ -462,6 +495,9 @@ impl DeclaredOpSpec {
                         s.upper()
                     ))
                 }
+                Some(s) if !s.admits(*v) => {
+                    return Err(format!("{k} = {v} is not a multiple of {}", s.multiple))
+                }
                 Some(_) => {}
             }
         }
@@ -531,6 +567,20 @@ impl DeclaredOpSpec {
                     format!("max = {} is below min = {}", s.upper(), s.min),
                 );
             }
+            if s.multiple == 0 {
+                return bad(&field, "multiple = 0: give 1 or more".into());
+            }
+            if s.lowest() > s.upper() {
+                return bad(
+                    &field,
+                    format!(
+                        "no multiple of {} lies between min = {} and max = {}",
+                        s.multiple,
+                        s.min,
+                        s.upper()
+                    ),
+                );
+            }
             if s.launch && s.values.is_none() {
                 return bad(
                     &field,
@@ -546,6 +596,12 @@ impl DeclaredOpSpec {
                 }
                 if let Some(x) = v.iter().find(|x| **x > s.upper()) {
                     return bad(&field, format!("value {x} is above max = {}", s.upper()));
+                }
+                if let Some(x) = v.iter().find(|x| !s.admits(**x)) {
+                    return bad(
+                        &field,
+                        format!("value {x} is not a multiple of {}", s.multiple),
+                    );
                 }
             }
         }
@@ -1024,6 +1080,50 @@ scalars.eps = { type = "f32", values = [1e-5] }
             [lists.value(0), lists.value(1), lists.value(2)],
             [1.0, 2.0, 1.0]
         );
+    }
+
+    /// `multiple`: every value, the bench shape and a given shape keep to it; a multiple
+    /// no size between min and max can be, or 0, is refused naming the field.
+    #[test]
+    fn sizes_declared_a_multiple_keep_to_it_everywhere() {
+        let with = |cols: &str| LAYERNORM.replace("sizes.cols = {}", cols);
+        let op = check(&with("sizes.cols = { multiple = 4 }"), &params()).unwrap();
+        let cols = &op.spec.sizes["cols"];
+        assert!(cols.admits(8) && !cols.admits(6) && !cols.admits(0));
+        assert_eq!(
+            (cols.lowest(), cols.at_or_above(5), cols.at_or_below(7)),
+            (4, 8, 4)
+        );
+        let shape = |c: u64| BTreeMap::from([("rows".into(), 7), ("cols".into(), c)]);
+        assert!(op.spec.shape_problem(&shape(12)).is_ok());
+        let e = op.spec.shape_problem(&shape(10)).unwrap_err();
+        assert_eq!(e, "cols = 10 is not a multiple of 4");
+        for (cols, says) in [
+            (
+                "sizes.cols = { multiple = 4, values = [4, 6] }",
+                "value 6 is not a multiple of 4",
+            ),
+            ("sizes.cols = { multiple = 0 }", "multiple = 0"),
+            (
+                "sizes.cols = { multiple = 8, min = 9, max = 15 }",
+                "no multiple of 8 lies between min = 9 and max = 15",
+            ),
+            (
+                "sizes.cols = { multiple = 4 }\nbench = { rows = 7, cols = 1022 }",
+                "cols = 1022 is not a multiple of 4",
+            ),
+        ] {
+            let (field, why) = check(&with(cols), &params()).unwrap_err();
+            assert!(
+                field.starts_with("sizes.cols") || field == "bench",
+                "{field}"
+            );
+            assert!(why.contains(says), "{cols}: {why}");
+        }
+        // Not written back when it is the default: manifests and receipts stay as they were.
+        let plain = check(LAYERNORM, &params()).unwrap();
+        let json = serde_json::to_string(&plain.spec.sizes["cols"]).unwrap();
+        assert!(!json.contains("multiple"), "{json}");
     }
 
     #[test]

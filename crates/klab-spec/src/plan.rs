@@ -111,13 +111,13 @@ pub enum PlanError {
 
 /// Check `plan` against the device's limits and, when known, the kernel's own.
 ///
-/// `opt_in_shared` says whether the caller raised the kernel's dynamic shared-memory limit
-/// (cuFuncSetAttribute); without it the default per-block limit applies.
+/// Shared memory is held to the opted-in limit: a block past the default one runs once its
+/// kernel's dynamic limit is raised (cuFuncSetAttribute), as a program using that much
+/// does; [`needs_opt_in`] says when.
 pub fn validate(
     plan: &LaunchPlan,
     limits: &DeviceLimits,
     kernel: Option<&KernelResources>,
-    opt_in_shared: bool,
 ) -> Result<(), PlanError> {
     for (what, dims) in [("grid", plan.grid), ("block", plan.block)] {
         if dims.product() == 0 {
@@ -171,8 +171,9 @@ pub fn validate(
             }
         }
     }
-    let total = u64::from(static_bytes) + u64::from(plan.dynamic_shared_bytes);
-    let (limit, which) = if opt_in_shared {
+    let total = shared_bytes(plan, kernel);
+    // A device reporting no opt-in (older drivers) has only the default limit.
+    let (limit, which) = if limits.max_shared_per_block_optin > limits.max_shared_per_block {
         (
             limits.max_shared_per_block_optin,
             "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
@@ -192,6 +193,20 @@ pub fn validate(
     Ok(())
 }
 
+/// Whether `plan`'s block needs more shared memory than a kernel gets without opting in.
+pub fn needs_opt_in(
+    plan: &LaunchPlan,
+    limits: &DeviceLimits,
+    kernel: Option<&KernelResources>,
+) -> bool {
+    shared_bytes(plan, kernel) > u64::from(limits.max_shared_per_block)
+}
+
+fn shared_bytes(plan: &LaunchPlan, kernel: Option<&KernelResources>) -> u64 {
+    let static_bytes = kernel.map(|k| k.static_shared_bytes).unwrap_or(0);
+    u64::from(static_bytes) + u64::from(plan.dynamic_shared_bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,7 +224,7 @@ mod tests {
         let plan = LaunchPlan::tiled_2d(4096, 32, 8);
         assert_eq!(plan.grid, Dim3::new(128, 128, 1));
         assert_eq!(plan.block, Dim3::new(32, 8, 1));
-        validate(&plan, &DeviceLimits::hopper(), None, false).unwrap();
+        validate(&plan, &DeviceLimits::hopper(), None).unwrap();
         assert_eq!(LaunchPlan::tiled_2d(33, 32, 8).grid, Dim3::new(2, 2, 1));
         assert_eq!(
             LaunchPlan::tiled_2d(46341, 32, 8).grid,
@@ -220,8 +235,7 @@ mod tests {
     #[test]
     fn seed_004_tiles_of_64_and_128_are_rejected_naming_the_limit() {
         for (tile, threads) in [(64, 4096), (128, 16384)] {
-            let err =
-                validate(&square_block(tile), &DeviceLimits::hopper(), None, false).unwrap_err();
+            let err = validate(&square_block(tile), &DeviceLimits::hopper(), None).unwrap_err();
             assert_eq!(
                 err,
                 PlanError::TooManyThreads {
@@ -233,7 +247,7 @@ mod tests {
             assert!(err.to_string().contains("1024 threads per block"), "{err}");
         }
         // 32 x 32 = 1024 threads is exactly at the limit and runs.
-        validate(&square_block(32), &DeviceLimits::hopper(), None, false).unwrap();
+        validate(&square_block(32), &DeviceLimits::hopper(), None).unwrap();
     }
 
     #[test]
@@ -241,7 +255,7 @@ mod tests {
         let l = DeviceLimits::hopper();
         let mut p = LaunchPlan::tiled_2d(4096, 32, 8);
         p.grid.y = 70_000;
-        assert!(validate(&p, &l, None, false)
+        assert!(validate(&p, &l, None)
             .unwrap_err()
             .to_string()
             .contains("MAX_GRID_DIM_Y"));
@@ -250,7 +264,7 @@ mod tests {
             block: Dim3::new(1, 1, 128),
             dynamic_shared_bytes: 0,
         };
-        assert!(validate(&p, &l, None, false)
+        assert!(validate(&p, &l, None)
             .unwrap_err()
             .to_string()
             .contains("MAX_BLOCK_DIM_Z"));
@@ -260,7 +274,7 @@ mod tests {
             dynamic_shared_bytes: 0,
         };
         assert!(matches!(
-            validate(&p, &l, None, false),
+            validate(&p, &l, None),
             Err(PlanError::ZeroDimension { what: "grid", .. })
         ));
         let mut p = LaunchPlan::tiled_2d(64, 32, 8);
@@ -273,15 +287,34 @@ mod tests {
             max_threads_per_block: Some(1024),
             source: "driver".into(),
         };
-        let e = validate(&p, &l, Some(&k), false).unwrap_err();
-        assert!(e.to_string().contains("MAX_SHARED_MEMORY_PER_BLOCK"), "{e}");
-        validate(&p, &l, Some(&k), true).unwrap();
+        // 48 KiB dynamic + 4224 B static is past the default limit: it runs opted in.
+        validate(&p, &l, Some(&k)).unwrap();
+        assert!(needs_opt_in(&p, &l, Some(&k)));
+        assert!(!needs_opt_in(&p, &l, None));
+        p.dynamic_shared_bytes = l.max_shared_per_block_optin - 4224 + 1;
+        let e = validate(&p, &l, Some(&k)).unwrap_err();
+        assert!(
+            e.to_string().contains("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+            "{e}"
+        );
+        p.dynamic_shared_bytes -= 1;
+        validate(&p, &l, Some(&k)).unwrap();
+        // Without an opt-in limit above the default, the default is the limit.
+        let old = DeviceLimits {
+            max_shared_per_block_optin: l.max_shared_per_block,
+            ..l.clone()
+        };
+        let e = validate(&p, &old, Some(&k)).unwrap_err();
+        assert!(
+            e.to_string().contains("(MAX_SHARED_MEMORY_PER_BLOCK)"),
+            "{e}"
+        );
         let k = KernelResources {
             max_threads_per_block: Some(128),
             registers: 255,
             ..k
         };
-        let e = validate(&LaunchPlan::tiled_2d(64, 32, 8), &l, Some(&k), false).unwrap_err();
+        let e = validate(&LaunchPlan::tiled_2d(64, 32, 8), &l, Some(&k)).unwrap_err();
         assert!(
             matches!(
                 e,
@@ -326,7 +359,7 @@ mod tests {
             dynamic_shared_bytes: 0,
         };
         assert!(matches!(
-            validate(&plan, &DeviceLimits::hopper(), None, false),
+            validate(&plan, &DeviceLimits::hopper(), None),
             Err(PlanError::TooManyThreads {
                 threads: u64::MAX,
                 ..

@@ -72,6 +72,11 @@ pub enum Call {
     Scramble(usize),
     /// Elements copied into a buffer at drawn positions (a perturbation, or its undoing).
     CopyElements(usize),
+    /// A kernel opted in to this much dynamic shared memory per block.
+    AllowDynamicShared {
+        entry: String,
+        bytes: u32,
+    },
 }
 
 /// Host buffers are indices into the backend's memory.
@@ -339,6 +344,18 @@ impl Backend for HostBackend {
             entry: entry.to_string(),
             f,
         })
+    }
+
+    fn allow_dynamic_shared(
+        &mut self,
+        kernel: &HostKernel,
+        dynamic_bytes: u32,
+    ) -> Result<(), BackendError> {
+        self.calls.push(Call::AllowDynamicShared {
+            entry: kernel.entry.clone(),
+            bytes: dynamic_bytes,
+        });
+        Ok(())
     }
 
     fn resources(&self, kernel: &HostKernel) -> KernelResources {

@@ -340,6 +340,7 @@ pub fn declare(decl: &Contract) -> Result<DeclaredOp, FieldError> {
                 min,
                 max: None,
                 launch: false,
+                multiple: 1,
             },
         )]),
         buffers,
