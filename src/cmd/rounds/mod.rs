@@ -83,6 +83,20 @@ fn block_record(r: &BlockRow) -> RoundsBlock {
     }
 }
 
+/// How many of a kernel's blocks ran alone after their round's process could not judge
+/// them (`--isolation round`), as the end of the receipt's order; empty when none did.
+fn run_alone_after_their_round(rows: &[&BlockRow]) -> String {
+    let alone = rows
+        .iter()
+        .filter(|r| r.dir.ends_with(process::ALONE_SUFFIX))
+        .count();
+    match alone {
+        0 => String::new(),
+        1 => "; 1 block run alone after its round's process could not judge it".into(),
+        n => format!("; {n} blocks run alone after their round's process could not judge them"),
+    }
+}
+
 /// Combine one kernel's block receipts into one receipt over all rounds.
 fn combine(
     name: &str,
@@ -101,8 +115,9 @@ fn combine(
     r.claim = format!("{name}: per-round distributions from alternating rounds (see rounds.csv)");
     r.measurement.rounds = u64::from(rounds);
     r.measurement.order = format!(
-        "ABBA: kernels in order then reversed within each round, {}",
-        isolation.describe()
+        "ABBA: kernels in order then reversed within each round, {}{}",
+        isolation.describe(),
+        run_alone_after_their_round(rows)
     );
     r.measurement.raw_samples.clear();
     r.measurement.gpu_state.clear();
@@ -538,6 +553,14 @@ fn run_blocks(
         u64::from(args.rounds) * order.len() as u64,
         "blocks",
     );
+    let every = EveryRound {
+        plan,
+        args,
+        policy,
+        dir,
+        order: &order,
+        bar: &bar,
+    };
     let started = std::time::Instant::now();
     let mut rounds = 0;
     let resolution = loop {
@@ -569,25 +592,34 @@ fn run_blocks(
             bar.inc_length(order.len() as u64);
         }
         rounds += 1;
-        one_round(plan, args, policy, dir, &mut blocks, rounds, &order, &bar)?;
+        one_round(&every, &mut blocks, rounds)?;
     };
     bar.finish_and_clear();
     Ok((blocks, rounds, resolution))
 }
 
-/// Round `round`'s blocks, in `order`: in one process (`--isolation round`), the blocks it
-/// could not judge then alone, or each alone; each counted in `blocks` as it comes.
-#[allow(clippy::too_many_arguments)]
-fn one_round(
-    plan: &Plan,
-    args: &RoundsArgs,
+/// What every round of one `klab rounds` shares: the plan and arguments, the checker, the
+/// folder, the kernels' alternating order and the progress bar.
+struct EveryRound<'a> {
+    plan: &'a Plan,
+    args: &'a RoundsArgs,
     policy: VerifyPolicy,
-    dir: &Path,
-    blocks: &mut Blocks,
-    round: u32,
-    order: &[&Kernel],
-    bar: &indicatif::ProgressBar,
-) -> anyhow::Result<()> {
+    dir: &'a Path,
+    order: &'a [&'a Kernel],
+    bar: &'a indicatif::ProgressBar,
+}
+
+/// Round `round`'s blocks, in order: in one process (`--isolation round`), the blocks it
+/// could not judge then alone, or each alone; each counted in `blocks` as it comes.
+fn one_round(every: &EveryRound, blocks: &mut Blocks, round: u32) -> anyhow::Result<()> {
+    let EveryRound {
+        plan,
+        args,
+        policy,
+        dir,
+        order,
+        bar,
+    } = *every;
     let benches: Vec<BlockBench> = order
         .iter()
         .enumerate()
@@ -1081,6 +1113,26 @@ mod tests {
         let zero = ("copy_vec16".to_string(), 0.0);
         assert_eq!(pct_of_ceiling(Some(1.0), Some(&zero)), None);
         assert_eq!(pct_of_ceiling(None, Some(&ceiling)), None);
+    }
+
+    /// A receipt says how many of its blocks ran alone after their round's process.
+    #[test]
+    fn the_order_counts_the_blocks_run_alone_after_their_round() {
+        let at = |dir: &str| BlockRow {
+            dir: dir.into(),
+            ..block(1, "k", 1.0, 1980, 0)
+        };
+        let (a, b, c) = (
+            at("blocks/r01-p0-k"),
+            at("blocks/r02-p1-k-alone"),
+            at("blocks/r03-p0-k-alone"),
+        );
+        assert_eq!(run_alone_after_their_round(&[&a]), "");
+        assert_eq!(
+            run_alone_after_their_round(&[&a, &b]),
+            "; 1 block run alone after its round's process could not judge it"
+        );
+        assert!(run_alone_after_their_round(&[&a, &b, &c]).starts_with("; 2 blocks run alone"));
     }
 
     fn block(round: u32, variant: &str, us: f64, mhz: u32, capped_ns: u64) -> BlockRow {

@@ -37,13 +37,16 @@ pub(super) struct BlockBench {
     pub args: BenchArgs,
 }
 
+/// What ends the folder of a block run alone after its round's process.
+pub(super) const ALONE_SUFFIX: &str = "-alone";
+
 impl BlockBench {
     /// The same block in a folder of its own (`-alone`), for a run alone after a round's
     /// process left it unjudged: whatever that process wrote stays where it was.
     pub fn alone(&self) -> BlockBench {
-        let rel = format!("{}-alone", self.rel);
+        let rel = format!("{}{ALONE_SUFFIX}", self.rel);
         let dir = self.dir.with_file_name(format!(
-            "{}-alone",
+            "{}{ALONE_SUFFIX}",
             self.dir
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
