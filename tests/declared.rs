@@ -443,21 +443,40 @@ fn sizes_declared_a_multiple_of_4_are_all_the_check_and_bench_use() {
         [4, 8, 1020, 1024, 1028, 2044, 2052, 3584, 4096],
         "{out}"
     );
-    for cmd in ["bench", "check"] {
-        let o = klab()
-            .arg(cmd)
-            .arg(&manifest)
-            .args(["--shape", "n=1023"])
-            .output()
-            .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let sweep = out.path().join("sweep");
+    let m = manifest.to_str().unwrap();
+    for args in [
+        vec!["bench", m, "--shape", "n=1023"],
+        vec!["check", m, "--shape", "n=1023"],
+        // --n reached the timed workload unchecked (bench, profile, sweeps' n axis).
+        vec!["bench", m, "--n", "1023"],
+        vec!["profile", m, "--n", "1023"],
+        vec![
+            "sweep",
+            m,
+            "--axis",
+            "n=1024,1023",
+            "--slurm",
+            "--dry-run",
+            "--out",
+        ],
+    ] {
+        let mut cmd = klab();
+        cmd.args(&args);
+        if args[0] == "sweep" {
+            cmd.arg(&sweep);
+        }
+        let o = cmd.output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{cmd}: {err}");
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
         assert!(
             err.contains("n = 1023 is not a multiple of 4"),
-            "{cmd}: {err}"
+            "{args:?}: {err}"
         );
-        assert_eq!(err.lines().count(), 1, "{cmd}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     }
+    assert!(!sweep.exists(), "a refused sweep writes nothing");
 }
 
 #[test]

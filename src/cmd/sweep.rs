@@ -174,7 +174,7 @@ fn plan(args: &SweepArgs) -> anyhow::Result<SweepPlan> {
                         "the axis n is each kernel's one size variable; sweep this one by its variables (--axis VAR=...)",
                     )?;
                 }
-                Some(_) => {}
+                Some(n) => k.refuse_n_for_declared(Some(n))?,
                 None => k.check_shape(&ShapeArg(g.shape.clone()))?,
             }
         }

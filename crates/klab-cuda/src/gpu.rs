@@ -62,9 +62,6 @@ pub struct Kernel {
     func: Option<CudaFunction>,
     library: Option<LibraryRoutine>,
     resources: KernelResources,
-    /// The dynamic shared memory this kernel was opted in to (0: the default limit). It only
-    /// grows, so a launch checked earlier keeps what it was allowed.
-    dynamic_shared_allowed: std::cell::Cell<u32>,
 }
 
 /// A cuBLAS handle bound to the backend's stream, destroyed on drop.
@@ -95,6 +92,10 @@ pub struct CudaBackend {
     check_scratch: Option<DeviceBuffer>,
     /// The floor's rates, measured on first use.
     rates: Option<klab_core::floor::DeviceRates>,
+    /// The dynamic shared memory each function was opted in to, by its handle: the driver
+    /// keeps one limit per function, which every [`Kernel`] of that entry shares, so it
+    /// only grows (a launch checked earlier keeps what it was allowed).
+    dynamic_shared_allowed: std::collections::HashMap<usize, u32>,
 }
 
 fn backend_err(e: CudaError) -> BackendError {
@@ -170,6 +171,7 @@ impl CudaBackend {
             checker: None,
             check_scratch: None,
             rates: None,
+            dynamic_shared_allowed: Default::default(),
         })
     }
 
@@ -689,7 +691,6 @@ impl Backend for CudaBackend {
                     max_threads_per_block: None,
                     source: "library routine (no kernel attributes)".into(),
                 },
-                dynamic_shared_allowed: Default::default(),
             });
         }
         let symbol = crate::nvrtc::symbol(&self.lowered_names, entry).map_err(backend_err)?;
@@ -724,7 +725,6 @@ impl Backend for CudaBackend {
             func: Some(func),
             library: None,
             resources,
-            dynamic_shared_allowed: Default::default(),
         })
     }
 
@@ -740,7 +740,14 @@ impl Backend for CudaBackend {
         let Some(func) = &kernel.func else {
             return Ok(());
         };
-        if dynamic_bytes <= kernel.dynamic_shared_allowed.get() {
+        let handle = func.cu_function() as usize;
+        if dynamic_bytes
+            <= self
+                .dynamic_shared_allowed
+                .get(&handle)
+                .copied()
+                .unwrap_or(0)
+        {
             return Ok(());
         }
         let value = i32::try_from(dynamic_bytes).map_err(|_| {
@@ -757,7 +764,7 @@ impl Backend for CudaBackend {
             )
         })
         .map_err(backend_err)?;
-        kernel.dynamic_shared_allowed.set(dynamic_bytes);
+        self.dynamic_shared_allowed.insert(handle, dynamic_bytes);
         Ok(())
     }
 

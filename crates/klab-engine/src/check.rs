@@ -600,6 +600,17 @@ impl<B: Backend> Run<'_, B> {
         bitwise_rules: bool,
     ) -> Result<CaseResult, BackendError> {
         let backend = &mut *self.backend;
+        // The cases before it opted the kernel in where it needs that; a check resumed at
+        // this case ran none of them in this process.
+        if let Err(e) = prepare_launches(backend, w, self.kernels) {
+            return Ok(CaseResult {
+                skipped: false,
+                case,
+                n: w.n(),
+                pass: false,
+                detail: format!("launch plan: {}", plan_refusal(e)?),
+            });
+        }
         let mut outputs = Vec::new();
         for poison in POISON_BYTES {
             let mut bufs = w.create_slot(backend, 0)?;
@@ -788,6 +799,21 @@ fn user_data_cases(
             let files = c.inputs.iter().map(|(b, p)| format!("{b} = {p}")).collect();
             (i, shape, files)
         })
+}
+
+/// A launch plan the device cannot make, as a case's failure; the driver refusing an opt-in
+/// the plan was checked to allow is klab's error (or the driver's), never the kernel's.
+fn plan_refusal(e: crate::workload::LaunchError) -> Result<String, BackendError> {
+    match e {
+        crate::workload::LaunchError::OptIn { error, .. } => Err(BackendError {
+            message: format!(
+                "opting the kernel in to more shared memory: {}",
+                error.message
+            ),
+            fault: crate::backend::Fault::Klab,
+        }),
+        plan => Ok(plan.to_string()),
+    }
 }
 
 /// Why a workload at a shape klab chose cannot run here, if it cannot: its device or host
@@ -993,7 +1019,7 @@ fn declared_case<B: Backend>(
         }
         if let Err(e) = prepare_launches(backend, w, kernels) {
             return Ok((
-                fail(format!("{at}: launch plan"), w.n(), e.to_string()),
+                fail(format!("{at}: launch plan"), w.n(), plan_refusal(e)?),
                 None,
             ));
         }
@@ -1147,6 +1173,32 @@ pub fn device_sum<B: Backend>(
 
 #[cfg(test)]
 mod tests {
+    /// A plan past the device's limits is the case's failure; the driver refusing the
+    /// opt-in the plan was checked to allow is klab's error, never a verdict on the kernel.
+    #[test]
+    fn a_refused_opt_in_is_an_error_and_a_plan_past_the_limits_a_failure() {
+        use crate::workload::LaunchError;
+        let plan = LaunchError::Plan {
+            entry: None,
+            error: klab_spec::plan::PlanError::ZeroDimension {
+                what: "grid",
+                dims: klab_core::device::Dim3::new(0, 1, 1),
+            },
+        };
+        assert!(super::plan_refusal(plan).unwrap().contains("grid"));
+        let opt_in = LaunchError::OptIn {
+            entry: None,
+            error: crate::backend::BackendError::from("CUDA_ERROR_INVALID_VALUE".to_string()),
+        };
+        let e = super::plan_refusal(opt_in).unwrap_err();
+        assert_eq!(e.fault, crate::backend::Fault::Klab);
+        assert!(
+            e.message.contains("CUDA_ERROR_INVALID_VALUE"),
+            "{}",
+            e.message
+        );
+    }
+
     /// A known-broken kernel whose bug the oracle cannot see (a race, an over-read) is
     /// rejected for its label, and its verdict says the oracle passed it rather than
     /// "0 of N cases failed" beside REJECTED.

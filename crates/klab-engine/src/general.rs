@@ -2260,9 +2260,15 @@ impl Workload for DeclaredWorkload {
     }
 }
 
-/// The chunk of size variable `var`: the size after which the grid grows (the other
-/// variables at their minimum), else the block's first dimension; at least 2.
+/// How far [`chunk`] looks for the grid's growth: a grid that grows only past 2^24
+/// elements is not a tile's (the ladder would reach 4c), and the block decides instead.
+const CHUNK_SEARCH_LIMIT: i64 = 1 << 24;
+
+/// The chunk of size variable `var`: the last size before the grid grows (the other
+/// variables at their smallest), else the block's first dimension; at least 2. Only sizes
+/// the variable admits are tried: from its smallest, in steps of its `multiple`.
 pub fn chunk(op: &DeclaredOp, var: &str) -> u64 {
+    let spec = &op.spec.sizes[var];
     let at = |n: i64| -> Shape {
         op.spec
             .sizes
@@ -2281,22 +2287,26 @@ pub fn chunk(op: &DeclaredOp, var: &str) -> u64 {
             })
             .collect()
     };
-    let first = grids(1);
-    let grows = |n: i64| grids(n) != first;
-    (2..=4097i64)
-        .find(|&n| grows(n))
-        .or_else(|| first_growth_past(4097, size_cap(op, var) as i64, grows))
-        .map(|n| (n - 1) as u64)
+    // The k-th admitted size from the smallest.
+    let (lowest, m) = (spec.lowest() as i64, spec.multiple.max(1) as i64);
+    let size = |k: i64| lowest.saturating_add(k.saturating_mul(m));
+    let first = grids(lowest);
+    let grows = |k: i64| grids(size(k)) != first;
+    let last_k = ((size_cap(op, var) as i64).min(CHUNK_SEARCH_LIMIT) - lowest) / m;
+    (1..=4096i64)
+        .find(|&k| grows(k))
+        .or_else(|| first_growth_past(4096, last_k, grows))
+        .map(|k| spec.at_or_below((size(k) - 1) as u64))
         .or_else(|| {
             dims.first()
                 .and_then(|(_, block)| block.first())
-                .and_then(|b| b.eval_u64(&at(1)).ok())
+                .and_then(|b| b.eval_u64(&at(lowest)).ok())
         })
         .unwrap_or(32)
         .max(2)
 }
 
-/// The first size in (`from`, `cap`] at which `grows` holds, for a tile larger than a
+/// The first step in (`from`, `cap`] at which `grows` holds, for a tile larger than a
 /// linear scan reaches (a block of 1024 threads with 16 elements each, say): doubling until
 /// the grid has grown, then bisecting, as a grid grows with the size and stays grown.
 fn first_growth_past(from: i64, cap: i64, grows: impl Fn(i64) -> bool) -> Option<i64> {
@@ -2325,39 +2335,39 @@ fn first_growth_past(from: i64, cap: i64, grows: impl Fn(i64) -> bool) -> Option
 /// Values of one size variable: its declared `values`, else derived from the launch: the
 /// chunk `c` after which the grid grows (else the block's first dimension), and 1, 2, c-1,
 /// c, c+1, 2c-1, 2c+1, 3c + c/2 and 4c (every remainder class a chunk boundary makes
-/// fire), with 0 first when `min = 0`. A variable whose sizes must be a multiple m steps
-/// by m instead of 1 (m, 2m, c-m, c+m, ...), every value rounded up to a multiple.
+/// fire), with 0 first when `min = 0`. A variable whose sizes must be a multiple m takes the
+/// nearest multiples instead: m, 2m, the last ones at or below c-1, c and 2c-1 and the first
+/// ones past c and 2c. None passes what the kernel's size type holds.
 fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
     let spec = &op.spec.sizes[var];
     if let Some(v) = &spec.values {
         return Ok(v.clone());
     }
     let c = chunk(op, var).min(1 << 40);
-    // One step: 1, or the multiple every size must be (c - m, c + m: the nearest sizes
-    // the kernel accepts on either side of a chunk boundary).
     let m = spec.multiple.max(1);
+    let (below, above) = (|x| spec.at_or_below(x), |x| spec.at_or_above(x));
     let mut v = vec![
         m,
         2 * m,
-        c.saturating_sub(m),
-        c,
-        c + m,
-        (2 * c).saturating_sub(m),
-        2 * c + m,
-        3 * c + c / 2,
-        4 * c,
+        below(c - 1),
+        below(c),
+        above(c + 1),
+        below(2 * c - 1),
+        above(2 * c + 1),
+        above(3 * c + c / 2),
+        above(4 * c),
     ];
     if spec.min == 0 {
         v.push(0);
     }
-    // A max inside the derived values keeps its edge: the last two sizes below it.
-    let top = spec.at_or_below(spec.upper());
+    // A max inside the derived values keeps its edge: the last two sizes at or below it.
+    let top = below(spec.upper());
     if top < 4 * c {
         v.extend([top.saturating_sub(m), top]);
     }
     v.push(spec.lowest());
-    let mut v: Vec<u64> = v.into_iter().map(|x| spec.at_or_above(x)).collect();
-    v.retain(|x| spec.admits(*x));
+    let cap = size_cap(op, var);
+    v.retain(|x| spec.admits(*x) && *x <= cap);
     v.sort_unstable();
     v.dedup();
     if v.is_empty() {
@@ -3023,6 +3033,44 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         }
     }
 
+    /// A check resumed at its determinism case opts the kernel in before that case's first
+    /// launch: the cases that did so before ran in another process.
+    #[test]
+    fn a_check_resumed_at_determinism_opts_in_before_its_first_launch() {
+        use crate::backend::host::Call;
+        let d = with(&MANIFEST.replace(
+            "block = [\"32\"]",
+            "block = [\"32\"]\ndynamic_shared_bytes = \"65536\"",
+        ));
+        let run_from = |resume_after: usize| {
+            let mut b = HostBackend::new().with_general_kernel("rowsum", good);
+            let k = [b.kernel("rowsum").unwrap()];
+            let opts = CheckOptions {
+                seed: 1,
+                sizes: None,
+                shapes: None,
+                quick: false,
+                resume_after,
+            };
+            let mut started = Vec::new();
+            b.calls.clear();
+            run(&mut b, &d, &k, std::rc::Rc::new(RowSum), &opts, &mut |p| {
+                if let crate::check::Progress::Starting(l) = p {
+                    started.push(l.to_string());
+                }
+            })
+            .unwrap();
+            (started, b.calls)
+        };
+        let (all, _) = run_from(0);
+        let at = all.iter().position(|l| l.ends_with("determinism")).unwrap();
+        let (_, calls) = run_from(at);
+        let first = |f: fn(&Call) -> bool| calls.iter().position(f);
+        let opt_in = first(|c| matches!(c, Call::AllowDynamicShared { .. })).unwrap();
+        let launch = first(|c| matches!(c, Call::Launch(_))).unwrap();
+        assert!(opt_in < launch, "{calls:?}");
+    }
+
     #[test]
     fn given_shapes_replace_the_ladder() {
         let run_at = |f: crate::backend::host::GeneralKernelFn, shapes: Vec<Shape>| {
@@ -3106,6 +3154,62 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             *less.get_mut(k).unwrap() -= step;
             assert!(largest_buffer(op, &less).unwrap() > INDEX_OVERFLOW_ELEMENTS);
         }
+    }
+
+    /// The chunk is looked for among the sizes a variable admits: a float4 kernel's grid
+    /// over n / 4 is empty below 4, and its chunk is 1024 (not 3). A multiple that does
+    /// not divide the chunk still gets the first size past each boundary.
+    #[test]
+    fn the_chunk_of_a_multiple_is_found_among_multiples() {
+        let op = |grid: &str, multiple: u64| {
+            with(&format!(
+                r#"
+source = "k.cu"
+[[kernel]]
+name = "v4"
+entry = "rowsum"
+operation = "declared"
+params = ["x", "y", "n:i32"]
+[kernel.op]
+grid = ["{grid}"]
+block = ["256"]
+useful_bytes = "8 * n"
+reference = {{ c = "ref.c:copy" }}
+sizes.n = {{ multiple = {multiple} }}
+buffers.x = {{ dtype = "f32", len = "n", role = "in" }}
+buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
+"#
+            ))
+            .op
+        };
+        let v4 = op("ceil_div(n / 4, 256)", 4);
+        assert_eq!(chunk(&v4, "n"), 1024);
+        let n: Vec<i64> = ladder(&v4).unwrap().iter().map(|s| s["n"]).collect();
+        assert_eq!(n, [4, 8, 1020, 1024, 1028, 2044, 2052, 3584, 4096]);
+        let three = op("ceil_div(n, 1024)", 3);
+        let n: Vec<i64> = ladder(&three).unwrap().iter().map(|s| s["n"]).collect();
+        // A size on either side of each boundary (1024, 2048), the nearest past each.
+        for v in [1023, 1026, 2049] {
+            assert!(n.contains(&v), "{v} in {n:?}");
+        }
+        assert!(n.iter().any(|v| (2043..=2046).contains(v)), "{n:?}");
+        assert!(n.iter().all(|v| v % 3 == 0), "{n:?}");
+    }
+
+    /// No derived size passes the kernel's size type (an i32 here), however late the grid
+    /// grows: the search stops at 2^24 and the block decides.
+    #[test]
+    fn derived_sizes_stay_within_the_size_type() {
+        let d = with(&MANIFEST.replace(
+            "grid = [\"ceil_div(rows, 32)\"]",
+            "grid = [\"ceil_div(rows, 1073741824)\"]",
+        ));
+        assert_eq!(chunk(&d.op, "rows"), 32);
+        let shapes = ladder(&d.op).unwrap();
+        assert!(
+            shapes.iter().all(|s| s["rows"] <= i32::MAX as i64),
+            "{shapes:?}"
+        );
     }
 
     /// A block past the default 48 KiB of shared memory is launched opted in (as a program
@@ -3714,14 +3818,19 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
             "{}",
             r.render()
         );
-        // A min above every derived value, and a max below the chunk, keep their edges.
+        // A min above the first chunk keeps its edge, and the ladder straddles the first
+        // boundary past it (the chunk is looked for from the smallest size admitted); a max
+        // below the chunk keeps its edges.
         let d = with(&MANIFEST.replace("sizes.rows = {}", "sizes.rows = { min = 200 }"));
         let rows: Vec<i64> = ladder(d.op.as_ref())
             .unwrap()
             .iter()
             .map(|s| s["rows"])
             .collect();
-        assert!(rows.iter().all(|r| *r == 200), "{rows:?}");
+        assert!(rows.iter().all(|r| *r >= 200), "{rows:?}");
+        for r in [200, 223, 224, 225, 447, 449] {
+            assert!(rows.contains(&r), "{r} in {rows:?}");
+        }
         let d = with(&MANIFEST.replace("sizes.rows = {}", "sizes.rows = { max = 20 }"));
         let rows: Vec<i64> = ladder(d.op.as_ref())
             .unwrap()

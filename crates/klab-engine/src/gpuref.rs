@@ -113,6 +113,8 @@ impl<B: Backend> Reference for KernelReference<B> {
             .map(|l| l.plan(shape))
             .collect::<Result<Vec<_>, _>>()?;
         let mut b = self.backend.borrow_mut();
+        crate::workload::prepare_plans(&mut *b, &plans, &self.kernels)
+            .map_err(|e| format!("the reference kernel {}: {e}", self.spec))?;
         let mut bufs = Vec::with_capacity(buffers.len());
         for host in buffers.iter() {
             // Outputs arrive zeroed, inputs set: upload them all as they are.
@@ -261,6 +263,45 @@ op = "scale"
             r.operation.contains("GPU reference ref.toml:scale_v1"),
             "{}",
             r.operation
+        );
+    }
+
+    /// A reference kernel whose block needs more than the default 48 KiB of shared memory
+    /// is opted in before it launches, as the kernel it checks is.
+    #[test]
+    fn a_reference_kernel_past_the_default_shared_memory_is_opted_in() {
+        use crate::backend::host::Call;
+        use crate::reference::Reference;
+        let text = MANIFEST.replace(
+            "block = [\"64\"]",
+            "block = [\"64\"]\ndynamic_shared_bytes = \"65536\"",
+        );
+        let d = klab_spec::manifest::parse(
+            "m.toml",
+            &text,
+            klab_spec::manifest::Files::Given(&|_| {
+                Ok((
+                    "k.cu".into(),
+                    "extern \"C\" __global__ void scale(float *x, float *y, int n, float alpha) {}\n\
+                     extern \"C\" __global__ void scale_v1(float *x, float *y, int n, float alpha) {}"
+                        .into(),
+                ))
+            }),
+        )
+        .unwrap()
+        .kernels;
+        let refb = HostBackend::new().with_general_kernel("scale_v1", scale);
+        let r = KernelReference::new(refb, &d[1], "ref.toml:scale_v1", &d[0].op).unwrap();
+        let (mut x, mut y) = (2.0f32.to_le_bytes().repeat(3), vec![0u8; 12]);
+        let shape = crate::general::Shape::from([("n".into(), 3)]);
+        r.run(&shape, &mut [&mut x, &mut y], &[3], &[2.0]).unwrap();
+        assert_eq!(y, 4.0f32.to_le_bytes().repeat(3));
+        let calls = &r.backend.borrow().calls;
+        let at = |f: fn(&Call) -> bool| calls.iter().position(f).unwrap();
+        assert!(
+            at(|c| matches!(c, Call::AllowDynamicShared { bytes: 65536, .. }))
+                < at(|c| matches!(c, Call::Launch(_))),
+            "{calls:?}"
         );
     }
 

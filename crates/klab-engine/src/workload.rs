@@ -91,7 +91,16 @@ pub fn prepare_launches<B: Backend, W: Workload>(
     workload: &W,
     kernels: &[B::Kernel],
 ) -> Result<(), LaunchError> {
-    let plans = workload.plans();
+    prepare_plans(backend, &workload.plans(), kernels)
+}
+
+/// [`prepare_launches`] for a sequence's `plans` (one per kernel), wherever they come from
+/// (a GPU reference's launches too).
+pub fn prepare_plans<B: Backend>(
+    backend: &mut B,
+    plans: &[LaunchPlan],
+    kernels: &[B::Kernel],
+) -> Result<(), LaunchError> {
     let several = plans.len() > 1;
     for (plan, kernel) in plans.iter().zip(kernels) {
         let resources = backend.resources(kernel);

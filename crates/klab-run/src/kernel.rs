@@ -170,6 +170,10 @@ impl Kernel {
         })?;
         let mut shape: klab_engine::general::Shape =
             shape.into_iter().map(|(k, v)| (k, v as i64)).collect();
+        if self.size_variable().is_some() {
+            // Every path that times at `n` (bench, rounds, profile, the lab) meets it here.
+            self.refuse_n_for_declared(Some(n))?;
+        }
         if let Some(var) = self.size_variable() {
             let n = i64::try_from(n)
                 .map_err(|e| RunError::Message(e.to_string()))
@@ -188,9 +192,19 @@ impl Kernel {
         )?)
     }
 
-    /// `--n` sets an operation's one size variable; one with several is timed at its
-    /// `[kernel.op]` bench shape.
+    /// `--n` sets an operation's one size variable, to a size it admits (within min and
+    /// max, a multiple of its `multiple`); one with several is timed at its `[kernel.op]`
+    /// bench shape.
     pub fn refuse_n_for_declared(&self, n: Option<u64>) -> Result<(), RunError> {
+        if let (Some(n), Some(var)) = (n, self.size_variable()) {
+            let shape = std::collections::BTreeMap::from([(var.to_string(), n)]);
+            return self
+                .decl
+                .op
+                .spec
+                .shape_problem(&shape)
+                .map_err(|why| RunError::Message(format!("{}: --n {n}: {why}", self.name())));
+        }
         if n.is_some() && self.size_variable().is_none() {
             return Err(RunError::Message(format!(
                 "{}: --n sets an operation's one size variable; this one has {} ({}) and is timed at its [kernel.op] bench shape",

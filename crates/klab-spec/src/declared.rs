@@ -544,6 +544,7 @@ impl DeclaredOpSpec {
                 format!("scalar '{s}' is not among the kernel's parameters"),
             );
         }
+        self.check_sizes_fit(&out)?;
         Ok(DeclaredOp {
             spec: self,
             params: out,
@@ -570,7 +571,7 @@ impl DeclaredOpSpec {
             if s.multiple == 0 {
                 return bad(&field, "multiple = 0: give 1 or more".into());
             }
-            if s.lowest() > s.upper() {
+            if s.at_or_above(s.min) > s.upper() {
                 return bad(
                     &field,
                     format!(
@@ -603,6 +604,35 @@ impl DeclaredOpSpec {
                         format!("value {x} is not a multiple of {}", s.multiple),
                     );
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// A variable's smallest size fits the integer the kernel receives it as (its listed
+    /// values are checked against the type where the params are read).
+    fn check_sizes_fit(&self, params: &[OpParam]) -> Result<(), FieldError> {
+        for p in params {
+            let OpParam::Size(name, dtype) = p else {
+                continue;
+            };
+            let Some(s) = self.sizes.get(name) else {
+                continue;
+            };
+            let most: u64 = match dtype {
+                Dtype::I32 => i32::MAX as u64,
+                Dtype::U32 => u32::MAX as u64,
+                _ => i64::MAX as u64,
+            };
+            let field = format!("sizes.{name}");
+            if s.lowest() > most {
+                return bad(
+                    &field,
+                    format!(
+                        "its smallest size, {}, does not fit the {dtype} the kernel takes it as",
+                        s.lowest()
+                    ),
+                );
             }
         }
         Ok(())
@@ -1120,6 +1150,23 @@ scalars.eps = { type = "f32", values = [1e-5] }
             );
             assert!(why.contains(says), "{cols}: {why}");
         }
+        // Sizes that no i32 holds, for a kernel that takes the size as an i32.
+        for (cols, says) in [
+            (
+                "sizes.cols = { multiple = 2147483648 }",
+                "its smallest size, 2147483648, does not fit the i32",
+            ),
+            (
+                "sizes.cols = { values = [4, 4294967296] }",
+                "4294967296 is not a whole number that i32 holds",
+            ),
+        ] {
+            let (field, why) = check(&with(cols), &params()).unwrap_err();
+            assert_eq!(field, "sizes.cols");
+            assert!(why.contains(says), "{cols}: {why}");
+        }
+        // The empty case alone is a size too.
+        check(&with("sizes.cols = { min = 0, max = 0 }"), &params()).unwrap();
         // Not written back when it is the default: manifests and receipts stay as they were.
         let plain = check(LAYERNORM, &params()).unwrap();
         let json = serde_json::to_string(&plain.spec.sizes["cols"]).unwrap();
