@@ -265,3 +265,78 @@ fn the_saved_command_line_names_the_tool() {
         "{e}"
     );
 }
+
+/// cuda-memcheck 11.x (written here in its format): the banner goes on to say the tool is
+/// deprecated. Those two lines were counted as findings, so a clean report failed.
+#[test]
+fn cuda_memcheck_11s_deprecation_lines_are_not_findings() {
+    let text = "========= CUDA-MEMCHECK\n\
+                ========= This tool is deprecated and will be removed in a future release of the CUDA toolkit\n\
+                ========= Please use the compute-sanitizer tool as a drop-in replacement\n\
+                app output\n\
+                ========= LEAK SUMMARY: 0 bytes leaked in 0 allocations\n\
+                ========= ERROR SUMMARY: 0 errors\n";
+    let r = p(Tool::Memcheck, text, None);
+    assert_eq!(r.outcome, Outcome::Clean, "{}", r.describe());
+    assert!(r.findings.is_empty(), "{:?}", r.findings);
+    assert_eq!(r.summary_mismatch, None);
+}
+
+/// cuda-memcheck failing itself (`Internal error (N)`, `No CUDA-MEMCHECK results found`):
+/// the tool failed (exit 1), not findings in the kernel (exit 2).
+#[test]
+fn cuda_memchecks_internal_error_is_the_tool_failing() {
+    let text = "loop: 0 done\n\
+                ========= CUDA-MEMCHECK\n\
+                ========= Error: process didn't terminate successfully\n\
+                ========= Internal error (20)\n\
+                ========= No CUDA-MEMCHECK results found\n";
+    let r = p(Tool::Memcheck, text, None);
+    assert!(
+        matches!(&r.outcome, Outcome::ToolFailed { reason } if reason.contains("Internal error (20)")),
+        "{}",
+        r.describe()
+    );
+    assert!(r.findings.is_empty(), "{:?}", r.findings);
+}
+
+/// A report saved from a terminal that colours it: the codes around the prefix hid every
+/// line from the parser (a real invalid read was lost), and codes around whole lines made
+/// the banner a finding.
+#[test]
+fn a_coloured_report_reads_as_the_plain_one() {
+    let plain = "========= COMPUTE-SANITIZER\n\
+                 ========= Invalid __global__ read of size 4 bytes\n\
+                 =========     at scale(float *, int)+0x70 in scale.cu:6\n\
+                 =========     by thread (255,0,0) in block (3,0,0)\n\
+                 =========     Address 0x7f0000000ffc is out of bounds\n\
+                 ========= \n\
+                 ========= ERROR SUMMARY: 1 error\n";
+    let red = |s: &str| format!("\u{1b}[1;31m{s}\u{1b}[0m");
+    let prefix_only: String = plain
+        .lines()
+        .map(|l| format!("{}{}\n", red("========="), &l[9..]))
+        .collect();
+    let whole_lines: String = plain.lines().map(|l| format!("{}\n", red(l))).collect();
+    let want = p(Tool::Memcheck, plain, None);
+    assert_eq!(want.outcome, Outcome::FoundErrors);
+    for coloured in [prefix_only, whole_lines] {
+        let got = p(Tool::Memcheck, &coloured, None);
+        assert_eq!(got.outcome, want.outcome, "{coloured:?}");
+        assert_eq!(got.findings.len(), 1, "{:?}", got.findings);
+        assert_eq!(got.findings[0].kind, want.findings[0].kind);
+        assert_eq!(got.findings[0].location, want.findings[0].location);
+        assert_eq!(got.summary_mismatch, None);
+    }
+}
+
+/// pytest's summary rule (`========= 1 passed in 0.10s =========` on a narrow terminal)
+/// starts like the tool's prefix; it is the application's line, not a finding.
+#[test]
+fn a_rule_of_equals_signs_around_text_is_the_applications() {
+    let text = "========= COMPUTE-SANITIZER\n\
+                ========= 1 passed in 0.10s =========\n\
+                ========= ERROR SUMMARY: 0 errors\n";
+    let r = p(Tool::Memcheck, text, None);
+    assert_eq!(r.outcome, Outcome::Clean, "{}", r.describe());
+}

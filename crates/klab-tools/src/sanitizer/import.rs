@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use klab_core::artifact::{read_regular, FileError, Input};
 
-use super::parse::{headers, parse, prefix_at, report_lines};
+use super::parse::{headers, parse, prefix_at, report_lines, without_ansi};
 use super::{FindingKind, Options, Report, Tool};
 
 /// What klab reads, said when a file is something else.
@@ -58,6 +58,7 @@ pub enum ImportError {
 pub fn import(tool: Tool, path: &Path) -> Result<Report, ImportError> {
     let bytes = read_regular(path, Input::SANITIZER_REPORT)?;
     let text = String::from_utf8_lossy(&bytes);
+    let text = without_ansi(&text);
     // No line carries the prefix: another format, or not a report at all.
     if !report_lines(&text).any(|l| prefix_at(l).is_some()) {
         return Err(ImportError::NotAReport {

@@ -16,6 +16,30 @@ pub(super) fn report_lines(output: &str) -> impl DoubleEndedIterator<Item = &str
     output.split(['\n', '\r'])
 }
 
+/// `text` without terminal colour and cursor codes (`ESC [ ... letter`), which a report
+/// saved from a terminal that colours it carries around its prefix and text.
+pub(super) fn without_ansi(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('\u{1b}') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            // Parameters and intermediates up to the final byte (@ to ~).
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Parse a report. `output` is the captured text (stdout and stderr; application lines
 /// without the prefix are ignored), `exit_status` the command's status when known, and
 /// `error_exitcode` the `--error-exitcode` it ran with. See the module documentation of
@@ -32,6 +56,7 @@ pub(crate) fn parse_with(
     error_exitcode: i32,
     external_failure: Option<String>,
 ) -> Report {
+    let output = &*without_ansi(output);
     let blocks = blocks(output);
     let mut st = State::default();
     let mut i = 0;
@@ -163,6 +188,10 @@ fn classify_line(raw: &str) -> (Line<'_>, &str) {
     let rest = rest.strip_prefix(' ').unwrap_or(rest);
     let line = if rest.trim().is_empty() {
         Line::Blank
+    } else if rest.trim_end().ends_with("==") {
+        // A rule of `=` around text (pytest's `===== 1 passed in 0.1s =====`) is the
+        // application's; the tool ends no line with one.
+        return (Line::App, raw);
     } else if rest.starts_with(char::is_whitespace) {
         Line::Cont(rest.trim())
     } else {
@@ -265,8 +294,11 @@ struct State {
 }
 
 /// Messages that mean the tool could not run or could not check everything.
-const TOOL_FAILURE: [&str; 29] = [
+const TOOL_FAILURE: [&str; 31] = [
     "internal sanitizer error",
+    // cuda-memcheck's: `Internal error (20)`, then `No CUDA-MEMCHECK results found`.
+    "internal error",
+    "results found",
     "doesn't exist",
     "not a valid executable",
     "sanitizer encountered an error",
@@ -314,6 +346,13 @@ impl State {
 
         if l == "compute-sanitizer" || l == "cuda-memcheck" {
             self.banner = true;
+            return 1;
+        }
+        // cuda-memcheck 11.x's banner goes on: it is deprecated, use compute-sanitizer.
+        if l.starts_with("this tool is deprecated")
+            || l.starts_with("please use the compute-sanitizer")
+        {
+            self.notes.push(b.text());
             return 1;
         }
         if let Some(rest) = strip_prefix_ci(h, "ERROR SUMMARY:") {
