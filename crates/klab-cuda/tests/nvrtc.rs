@@ -425,6 +425,81 @@ __global__ void scale(T* out, const T* in, int n) {
     }
 }
 
+/// A plain C++ kernel (not extern "C", as llm.c's and most projects' are) is compiled by
+/// its name: NVRTC lowers it to the mangled symbol the loader asks for, and ptxas's
+/// resources are reported under the entry. klab refused such kernels before.
+#[test]
+fn a_plain_cpp_kernel_compiles_by_name_and_its_resources_are_reported() {
+    if !nvrtc_or_skip("a_plain_cpp_kernel_compiles_by_name_and_its_resources_are_reported") {
+        return;
+    }
+    let source = r#"__global__ void twice(float* out, const float* in, int n) {
+    __shared__ float tile[64];
+    int i = blockIdx.x * 64 + threadIdx.x;
+    tile[threadIdx.x] = i < n ? in[i] : 0.0f;
+    __syncthreads();
+    if (i < n) out[i] = 2.0f * tile[threadIdx.x];
+}
+extern "C" __global__ void once(float* out, const float* in, int n) {
+    int i = blockIdx.x * 64 + threadIdx.x;
+    if (i < n) out[i] = in[i];
+}
+"#;
+    let kernel = |entry: &str| {
+        format!("[[kernel]]\nname = \"{entry}\"\nentry = \"{entry}\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [64]\nelements_per_block = [64, 1]\n")
+    };
+    let manifest = klab_spec::manifest::parse(
+        "m.toml",
+        &format!("source = \"k.cu\"\n{}{}", kernel("twice"), kernel("once")),
+        klab_spec::manifest::Files::Given(&|_| Ok(("k.cu".into(), source.into()))),
+    )
+    .unwrap();
+    let spec =
+        CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH).unwrap();
+    assert_eq!(spec.name_expressions, ["twice"]);
+    let c = nvrtc::compile(&spec, &Cache::disabled()).unwrap();
+    let twice = nvrtc::symbol(&c.lowered_names, "twice").unwrap();
+    assert!(twice.starts_with("_Z5twicePfPKfi"), "{twice}");
+    assert_eq!(nvrtc::symbol(&c.lowered_names, "once").unwrap(), "once");
+    let r = c.ptxas_resources();
+    let twice = r
+        .iter()
+        .find(|k| k.kernel == "twice")
+        .unwrap_or_else(|| panic!("twice not in {r:?}; NVRTC log:\n{}", c.log));
+    assert_eq!(twice.static_shared_bytes, 64 * 4);
+}
+
+/// A project's layout: the kernel (plain C++) lives in a header the wrapper source includes
+/// from `include_dirs`. klab refused the entry (the wrapper declares no kernel); it is now
+/// asked of NVRTC by name and found in the header.
+#[test]
+fn a_kernel_in_an_included_header_compiles_by_name() {
+    if !nvrtc_or_skip("a_kernel_in_an_included_header_compiles_by_name") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("kernels")).unwrap();
+    std::fs::write(
+        t.path().join("kernels/copy.cuh"),
+        "__global__ void copy_rows(float* out, const float* in, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = in[i];\n}\n",
+    )
+    .unwrap();
+    std::fs::write(t.path().join("wrap.cu"), "#include \"copy.cuh\"\n").unwrap();
+    let m = t.path().join("m.toml");
+    std::fs::write(
+        &m,
+        "source = \"wrap.cu\"\ninclude_dirs = [\"kernels\"]\n[[kernel]]\nname = \"copy_rows\"\nentry = \"copy_rows\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [64]\nelements_per_block = [64, 1]\n",
+    )
+    .unwrap();
+    let manifest = klab_spec::manifest::load(&m).unwrap();
+    let spec =
+        CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH).unwrap();
+    assert_eq!(spec.name_expressions, ["copy_rows"]);
+    let c = nvrtc::compile(&spec, &Cache::disabled()).unwrap();
+    let symbol = nvrtc::symbol(&c.lowered_names, "copy_rows").unwrap();
+    assert!(symbol.starts_with("_Z9copy_rows"), "{symbol}");
+}
+
 /// A cubin and a PTX made by NVRTC, brought as a user's precompiled modules: the manifest
 /// keeps their bytes, the module for the driver is them (PTX NUL-terminated), nothing asks
 /// NVRTC to compile them, and the first thing that needs a driver says there is none.

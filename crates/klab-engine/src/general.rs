@@ -165,6 +165,9 @@ struct Buffer {
     /// The input holds a compressed layout's row offsets (`offsets`): non-decreasing from 0
     /// to the domain's end, made on the host ([`offsets_fill`]) and never perturbed.
     offsets: bool,
+    /// A float input's range that every case keeps to (`domain = true`), made on the host
+    /// but for the random draws ([`float_domain_fill`]).
+    float_domain: Option<[f64; 2]>,
 }
 
 impl Buffer {
@@ -448,6 +451,7 @@ impl DeclaredWorkload {
                 shape: shape_dims,
                 axes,
                 comparison,
+                float_domain: range.filter(|_| b.domain && b.dtype.is_float()),
                 range,
                 domain: None,
                 offsets: b.offsets.is_some(),
@@ -1725,6 +1729,10 @@ fn generator(b: &Buffer, k: usize, case: InputCase) -> Option<crate::inputs::Gen
     }
     let [lo, hi] = range_of(b);
     let dt = b.dtype;
+    // A float domain's cases but the random draw are made on the host.
+    if b.float_domain.is_some() && !matches!(case, InputCase::Uniform { .. }) {
+        return None;
+    }
     let pattern = match (b.domain, case) {
         (Some(domain), _) => domain_pattern(dt, domain, k, case)?,
         (None, case) => match case {
@@ -1914,13 +1922,14 @@ fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
     match case {
         InputCase::Data { case } => return fill(b, k, InputCase::Uniform { seed: case as u64 }),
         InputCase::Normal { seed } => {
-            let [lo, hi] = match b.domain {
-                Some([lo, hi]) => [lo as f64, hi as f64],
-                None => range_of(b),
+            let [lo, hi] = match (b.domain, b.float_domain) {
+                (Some([lo, hi]), _) => [lo as f64, hi as f64],
+                (None, Some(d)) => d,
+                (None, None) => range_of(b),
             };
             let key = crate::inputs::stream_key(seed, k as u64);
             crate::inputs::normal(b.dtype, key, (lo + hi) / 2.0, (hi - lo) / 6.0, &mut out);
-            if b.domain.is_some() {
+            if b.domain.is_some() || b.float_domain.is_some() {
                 let size = b.dtype.size_bytes();
                 klab_core::par::for_chunks(&mut out, size, |_, chunk| {
                     for j in 0..chunk.len() / size {
@@ -1930,11 +1939,55 @@ fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
                 });
             }
         }
-        _ => generator(b, k, case)
-            .expect("every other case has a generator")
-            .fill(&mut out),
+        _ => match (b.float_domain, generator(b, k, case)) {
+            (_, Some(g)) => g.fill(&mut out),
+            (Some(domain), None) => float_domain_fill(b.dtype, domain, k, case, &mut out),
+            (None, None) => unreachable!("every other case has a generator"),
+        },
     }
     Ok(out)
+}
+
+/// A float input's case inside its domain `[lo, hi]` (`domain = true`): exact input is 17
+/// evenly spaced values from lo to hi, distinct input 2^20 of them, constant input the
+/// middle, large-magnitude input uniform over the whole domain (it cannot go past it), and
+/// the special values are the edges, their inner neighbours, the middle and the signed
+/// zeros where the domain holds 0.
+fn float_domain_fill(dt: Dtype, [lo, hi]: [f64; 2], k: usize, case: InputCase, out: &mut [u8]) {
+    let at = |t: f64| lo + (hi - lo) * t;
+    let special: Vec<f64> = {
+        let mut v = vec![lo, hi, at(0.5), at(1.0 / 1024.0), at(1.0 - 1.0 / 1024.0)];
+        if lo <= 0.0 && 0.0 <= hi {
+            v.extend([0.0, -0.0]);
+        }
+        v
+    };
+    let k = k as u64;
+    let value = |i: u64| -> f64 {
+        match case {
+            InputCase::Structural => at(((i * 7 + 3 + 5 * k) % 17) as f64 / 16.0),
+            InputCase::Distinct => {
+                at((i.wrapping_add(k.wrapping_mul(7919)) % (1 << 20)) as f64 / (1u64 << 20) as f64)
+            }
+            InputCase::Constant => at(0.5),
+            InputCase::Special => special[((i + k) % special.len() as u64) as usize],
+            InputCase::Large { seed } => at(crate::inputs::unit_at(
+                crate::inputs::stream_key(seed ^ 0x4c41_5247, k),
+                i,
+            )),
+            // Made elsewhere (the random draw on the device, normal and data by `fill`).
+            InputCase::Uniform { .. } | InputCase::Normal { .. } | InputCase::Data { .. } => {
+                at(0.5)
+            }
+        }
+    };
+    let size = dt.size_bytes();
+    klab_core::par::for_chunks(out, size, |c, chunk| {
+        let base = (c * klab_core::par::CHUNK_ELEMENTS) as u64;
+        for j in 0..chunk.len() / size {
+            dt.write_f64(chunk, j, value(base + j as u64).clamp(lo, hi));
+        }
+    });
 }
 
 /// The seed of the other values a timed launch's inputs are perturbed with
@@ -2265,15 +2318,20 @@ impl Workload for DeclaredWorkload {
 const CHUNK_SEARCH_LIMIT: i64 = 1 << 24;
 
 /// The chunk of size variable `var`: the last size before the grid grows (the other
-/// variables at their smallest), else the block's first dimension; at least 2. Only sizes
-/// the variable admits are tried: from its smallest, in steps of its `multiple`.
+/// variables at their ladder's base where they list values, as a block-size launch
+/// parameter does, else at their smallest), else the block's first dimension; at least 2.
+/// Only sizes the variable admits are tried: from its smallest, in steps of its `multiple`.
 pub fn chunk(op: &DeclaredOp, var: &str) -> u64 {
     let spec = &op.spec.sizes[var];
+    let other = |s: &klab_spec::declared::SizeSpec| match &s.values {
+        Some(v) if !v.is_empty() => v[v.len() / 2] as i64,
+        _ => s.lowest() as i64,
+    };
     let at = |n: i64| -> Shape {
         op.spec
             .sizes
             .iter()
-            .map(|(k, s)| (k.clone(), if k == var { n } else { s.lowest() as i64 }))
+            .map(|(k, s)| (k.clone(), if k == var { n } else { other(s) }))
             .collect()
     };
     // A sequence's chunk is the first size at which any of its grids grows.
@@ -2343,8 +2401,9 @@ fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
     if let Some(v) = &spec.values {
         return Ok(v.clone());
     }
-    let c = chunk(op, var).min(1 << 40);
     let m = spec.multiple.max(1);
+    // A chunk below the multiple (the block's width, say) would leave only m and 2m.
+    let c = chunk(op, var).min(1 << 40).max(m);
     let (below, above) = (|x| spec.at_or_below(x), |x| spec.at_or_above(x));
     let mut v = vec![
         m,
@@ -2628,6 +2687,7 @@ mod tests {
             comparison: None,
             range: None,
             domain: None,
+            float_domain: None,
             offsets: false,
         };
         let big = 2 * klab_core::par::CHUNK_ELEMENTS as u64 + 3;
@@ -3196,6 +3256,56 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
         assert!(n.iter().all(|v| v % 3 == 0), "{n:?}");
     }
 
+    /// A block-size launch parameter is held at its ladder's base (256 of 32, 256, 1024)
+    /// while another variable's chunk is looked for: at its smallest (1) the chunk was 2
+    /// and a strided loop over the columns never ran twice. A multiple above the chunk
+    /// still gets four sizes.
+    #[test]
+    fn a_launch_parameter_is_held_at_its_base_while_a_chunk_is_found() {
+        let op = |sizes: &str, block: &str| {
+            with(&format!(
+                r#"
+source = "k.cu"
+[[kernel]]
+name = "rows"
+entry = "rowsum"
+operation = "declared"
+params = ["x", "y", "rows:i32", "cols:i32", "bs:i32"]
+[kernel.op]
+grid = ["rows"]
+block = ["{block}"]
+useful_bytes = "8 * rows * cols"
+reference = {{ c = "ref.c:rows" }}
+{sizes}
+buffers.x = {{ dtype = "f32", len = "rows * cols", role = "in" }}
+buffers.y = {{ dtype = "f32", len = "rows * cols", role = "out", compare = "bitwise" }}
+"#
+            ))
+            .op
+        };
+        let launch = "sizes.bs = { values = [32, 256, 1024], launch = true }";
+        let strided = op(
+            &format!("sizes.rows = {{}}\nsizes.cols = {{}}\n{launch}"),
+            "bs",
+        );
+        assert_eq!(chunk(&strided, "cols"), 256);
+        let cols: std::collections::BTreeSet<i64> = ladder(&strided)
+            .unwrap()
+            .iter()
+            .map(|s| s["cols"])
+            .collect();
+        for c in [255, 256, 257, 511, 513] {
+            assert!(cols.contains(&c), "{c} in {cols:?}");
+        }
+        let wide = op(
+            &format!("sizes.rows = {{}}\nsizes.cols = {{ multiple = 32 }}\n{launch}"),
+            "16",
+        );
+        let cols: std::collections::BTreeSet<i64> =
+            ladder(&wide).unwrap().iter().map(|s| s["cols"]).collect();
+        assert_eq!(cols, [32, 64, 96, 128].into());
+    }
+
     /// No derived size passes the kernel's size type (an i32 here), however late the grid
     /// grows: the search stops at 2^24 and the block decides.
     #[test]
@@ -3549,6 +3659,7 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
             comparison: None,
             range: None,
             domain: Some([0, total]),
+            float_domain: None,
             offsets: true,
         }
     }
@@ -3588,6 +3699,7 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
             comparison: None,
             range: None,
             domain: Some(domain),
+            float_domain: None,
             offsets: false,
         };
         let cases = [
@@ -3629,6 +3741,73 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
                 "{dtype} {domain:?}"
             );
         }
+    }
+
+    /// A float input declared `domain = true` keeps every case inside its range (a second
+    /// moment's [0, 1]: the exact input's -8..8 made a correct `sqrt(v)` kernel NaN), reaches
+    /// both ends, and is random on the device as before; without it the range bounds only
+    /// the random draw.
+    #[test]
+    fn every_case_of_a_float_domain_keeps_to_it_and_reaches_both_ends() {
+        let buffer = |dtype: Dtype, range: [f64; 2], domain: bool| Buffer {
+            name: "v".into(),
+            dtype,
+            role: Role::In,
+            elements: 5000,
+            shape: vec![5000],
+            axes: vec!["i".into()],
+            comparison: None,
+            range: Some(range),
+            domain: None,
+            float_domain: domain.then_some(range),
+            offsets: false,
+        };
+        let cases = [
+            InputCase::Structural,
+            InputCase::Distinct,
+            InputCase::Uniform { seed: 3 },
+            InputCase::Normal { seed: 3 },
+            InputCase::Large { seed: 3 },
+            InputCase::Constant,
+            InputCase::Special,
+        ];
+        for (dtype, range) in [
+            (Dtype::F32, [0.0, 1.0]),
+            (Dtype::F64, [1e-3, 50.0]),
+            (Dtype::Bf16, [-2.0, 0.0]),
+            (Dtype::F16, [0.5, 4.0]),
+        ] {
+            let b = buffer(dtype, range, true);
+            let mut seen = Vec::new();
+            for case in cases {
+                let bytes = fill(&b, 1, case).unwrap();
+                let v: Vec<f64> = (0..5000).map(|i| dtype.to_f64(&bytes, i)).collect();
+                assert!(
+                    v.iter().all(|x| (range[0]..=range[1]).contains(x)),
+                    "{dtype} {range:?} {case:?}: {:?}",
+                    v.iter().find(|x| !(range[0]..=range[1]).contains(*x))
+                );
+                seen.extend(v);
+                assert_eq!(
+                    generator(&b, 1, case).is_some(),
+                    matches!(case, InputCase::Uniform { .. }),
+                    "{case:?}"
+                );
+            }
+            assert!(
+                seen.contains(&range[0]) && seen.contains(&range[1]),
+                "{dtype}"
+            );
+            let exact = fill(&b, 1, InputCase::Structural).unwrap();
+            let levels: std::collections::BTreeSet<u64> = (0..5000)
+                .map(|i| dtype.to_f64(&exact, i).to_bits())
+                .collect();
+            assert!(levels.len() >= 9, "{dtype}: {}", levels.len());
+        }
+        // Without domain = true the range bounds the random draw only (documented).
+        let plain = buffer(Dtype::F32, [0.0, 1.0], false);
+        let exact = fill(&plain, 1, InputCase::Structural).unwrap();
+        assert!((0..5000).any(|i| Dtype::F32.to_f64(&exact, i) < 0.0));
     }
 
     #[test]
@@ -3855,6 +4034,7 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
             comparison: None,
             range: Some([-2.0, 2.0]),
             domain: None,
+            float_domain: None,
             offsets: false,
         };
         let f32s = |v: Vec<u8>| -> Vec<f32> {

@@ -173,6 +173,11 @@ pub struct BufferSpec {
     /// entries over the rows (even, growing, random with empty rows, all in one row).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offsets: Option<Expr>,
+    /// A float input whose `range` every case keeps to, as an integer's does (a second
+    /// moment in [0, 1], a logarithm's positive inputs): without it a float range bounds
+    /// only the random draws.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub domain: bool,
 }
 
 /// One end of a buffer's range: a number, or an expression over the size variables.
@@ -745,6 +750,18 @@ impl DeclaredOpSpec {
                 }
             }
         }
+        if b.domain {
+            let problem = if b.range.is_none() {
+                Some("domain keeps every case to the range: give range = [lo, hi]")
+            } else if !matches!(b.role, Role::In | Role::Inout) {
+                Some("only in and inout buffers are generated")
+            } else {
+                None
+            };
+            if let Some(p) = problem {
+                return bad(&field("domain"), p.into());
+            }
+        }
         if let Some(total) = &b.offsets {
             uses_only_sizes(&field("offsets"), total)?;
             let problem = if b.range.is_some() || b.index_into.is_some() {
@@ -1110,6 +1127,29 @@ scalars.eps = { type = "f32", values = [1e-5] }
             [lists.value(0), lists.value(1), lists.value(2)],
             [1.0, 2.0, 1.0]
         );
+    }
+
+    /// `domain = true` on a float input needs its range, and an input.
+    #[test]
+    fn a_float_domain_needs_a_range_and_an_input() {
+        let x = "buffers.x = { dtype = \"f32\", len = \"rows * cols\", role = \"in\", range = [-2.0, 2.0] }";
+        let ok = LAYERNORM.replace(
+            x,
+            &x.replace("range = [-2.0, 2.0]", "range = [0.0, 1.0], domain = true"),
+        );
+        let op = check(&ok, &params()).unwrap();
+        assert!(op.spec.buffers["x"].domain);
+        let (field, why) = check(
+            &LAYERNORM.replace(x, &x.replace("range = [-2.0, 2.0]", "domain = true")),
+            &params(),
+        )
+        .unwrap_err();
+        assert_eq!(field, "buffers.x.domain");
+        assert!(why.contains("give range"), "{why}");
+        // Not written back when absent.
+        let plain = check(LAYERNORM, &params()).unwrap();
+        let json = serde_json::to_string(&plain.spec.buffers["x"]).unwrap();
+        assert!(!json.contains("domain"), "{json}");
     }
 
     /// `multiple`: every value, the bench shape and a given shape keep to it; a multiple

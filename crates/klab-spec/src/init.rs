@@ -140,16 +140,8 @@ impl Writer {
                 );
                 self.todo()
             }
-            None => {
-                if !k.extern_c {
-                    self.text += &format!(
-                    "# TODO: {} is not extern \"C\": klab loads the entry by this unmangled name;\n\
-                     # declare it extern \"C\" __global__ in the source.\n",
-                    k.name
-                );
-                }
-                quote(&k.name)
-            }
+            // A plain C++ kernel is lowered by NVRTC from this name, like an extern "C" one.
+            None => quote(&k.name),
         };
         self.text += "[[kernel]]\n";
         self.text += &format!("name = {}\n", quote(&k.name));
@@ -558,7 +550,6 @@ mod tests {
         assert_eq!(s.kernels, 7);
         toml::from_str::<toml::Value>(t).unwrap_or_else(|e| panic!("{e}\n{t}"));
         for needle in [
-            "# TODO: plain is not extern \"C\"",
             "# TODO: tmpl is a template <typename T, int BLOCK>",
             "entry = \"tmpl<float, 128>\" (NVRTC instantiates it by that name)",
             "(__launch_bounds__(256, 2): at most 256)",

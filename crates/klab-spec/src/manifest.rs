@@ -262,13 +262,15 @@ impl Source {
                         (Some(params), false) => Some(format!(
                             "{at} is a template <{params}>: name an instance, {name}<...> with its arguments"
                         )),
-                        (None, false) if !k.extern_c => Some(format!(
-                            "{at} is not extern \"C\", so its symbol is mangled and klab cannot load it by name: declare it extern \"C\" __global__"
-                        )),
+                        // Not extern "C": NVRTC lowers the name to its mangled symbol
+                        // ([`Manifest::name_expressions`]), as it does a template instance's.
                         _ => None,
                     }
                 }
                 EntryLookup::Macro => None,
+                // It may be in a header the source includes (a project's kernels.cuh):
+                // klab cannot tell; NVRTC will, by name ([`Manifest::name_expressions`]).
+                EntryLookup::Missing(_) if includes_own_headers(text) => None,
                 EntryLookup::Missing(names) => Some(format!(
                     "no __global__ function '{name}' in {file} ({})",
                     if names.is_empty() {
@@ -471,20 +473,48 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// The entries that name template instances (`scale<float, 128>`), each once, in the
-    /// order declared: what NVRTC is asked to instantiate and lower when the source is
-    /// compiled, for every kernel of the manifest, so one compiled module serves them all.
+    /// The entries whose symbols are mangled, each once, in the order declared: template
+    /// instances (`scale<float, 128>`) and plain C++ kernels (not `extern "C"`, as most
+    /// projects write them). NVRTC is asked to instantiate and lower them when the source
+    /// is compiled, for every kernel of the manifest, so one compiled module serves them
+    /// all and each is loaded by its lowered name. An `extern "C"` entry is its own symbol.
     pub fn name_expressions(&self) -> Vec<String> {
+        use crate::signature::EntryLookup;
+        // A kernel in an included header is asked for by name too: NVRTC lowers an
+        // extern "C" name to itself and a C++ one to its symbol.
+        let mangled = |e: &str| match &self.source {
+            Source::Cuda { text } => {
+                template_name(e).is_some()
+                    || match crate::signature::lookup_entry(text, e) {
+                        EntryLookup::Kernel(k) => !k.extern_c,
+                        EntryLookup::Missing(_) => includes_own_headers(text),
+                        EntryLookup::Macro => false,
+                    }
+            }
+            Source::Module { .. } => template_name(e).is_some(),
+        };
         let mut seen = BTreeSet::new();
         self.kernels
             .iter()
             .flat_map(|k| k.launches())
             .map(|l| l.entry)
-            .filter(|e| template_name(e).is_some())
+            .filter(|e| mangled(e))
             .filter(|e| seen.insert(*e))
             .map(str::to_string)
             .collect()
     }
+}
+
+/// Whether CUDA C++ `text` includes a header of its own (`#include "kernels.cuh"`, not a
+/// toolkit's `<...>`), where kernels klab does not read may be declared.
+fn includes_own_headers(text: &str) -> bool {
+    text.lines().any(|l| {
+        l.trim_start()
+            .strip_prefix('#')
+            .map(str::trim_start)
+            .and_then(|d| d.strip_prefix("include"))
+            .is_some_and(|rest| rest.trim_start().starts_with('"'))
+    })
 }
 
 /// A manifest that cannot be used: one line naming the file and the field.
@@ -1924,6 +1954,56 @@ known_broken = "b"
         );
     }
 
+    /// Plain C++ kernels are lowered by name, like template instances; extern "C" ones are
+    /// their own symbols and are not asked for (the cache key of their modules stays).
+    #[test]
+    fn plain_cpp_kernels_are_name_expressions_and_extern_c_ones_are_not() {
+        let src = "__global__ void plain(float *y, const float *x, int n) {}\n\
+                   extern \"C\" __global__ void k(float *y, const float *x, int n) {}";
+        let body = |name: &str, entry: &str| {
+            format!(
+                "[[kernel]]\n{}",
+                OK.replace("name = \"k\"", &format!("name = \"{name}\""))
+                    .replace("entry = \"k\"", &format!("entry = \"{entry}\""))
+            )
+        };
+        let m = parse(
+            "m.toml",
+            &format!(
+                "source = \"k.cu\"\n{}{}",
+                body("a", "plain"),
+                body("b", "k")
+            ),
+            Files::Given(&|_| Ok(("k.cu".into(), src.into()))),
+        )
+        .unwrap();
+        assert_eq!(m.name_expressions(), ["plain"]);
+    }
+
+    /// A kernel in a header the source includes (the usual layout of a project) is taken
+    /// by name, for NVRTC to find; a source with no header of its own still names its
+    /// kernels when the entry is none of them.
+    #[test]
+    fn a_kernel_in_an_included_header_is_asked_for_by_name() {
+        let wrap = |src: &'static str| {
+            parse(
+                "m.toml",
+                &format!(
+                    "source = \"k.cu\"\n[[kernel]]\n{}",
+                    OK.replace("entry = \"k\"", "entry = \"sgemm\"")
+                ),
+                Files::Given(&move |_| Ok(("k.cu".into(), src.into()))),
+            )
+        };
+        let m = wrap("#include <cuda_fp16.h>\n# include \"kernels.cuh\"\n").unwrap();
+        assert_eq!(m.name_expressions(), ["sgemm"]);
+        let e = wrap("#include <cuda_fp16.h>\n__global__ void other() {}\n").unwrap_err();
+        assert!(
+            e.problem.contains("no __global__ function 'sgemm'"),
+            "{e:?}"
+        );
+    }
+
     #[test]
     fn template_instances_are_entries_and_junk_is_not() {
         let src = "template <typename T, int B> __global__ void scale(T* o, const T* i, int n) {}";
@@ -2248,11 +2328,9 @@ known_broken = "b"
             ),
             None
         );
-        let mangled = problem("__global__ void k() {}", "k").unwrap();
-        assert!(
-            mangled.starts_with("'k' (k.cu line 1) is not extern \"C\", so its symbol is mangled"),
-            "{mangled}"
-        );
+        // A plain C++ kernel (not extern "C", as most projects write them) is an entry:
+        // NVRTC lowers its name ([`Manifest::name_expressions`]).
+        assert_eq!(problem("__global__ void k() {}", "k"), None);
         // Templates by their name, in a namespace too; a plain entry is no instance.
         let t = "namespace ns {\ntemplate <typename T, int B> __global__ void scale(T* o) {}\n}";
         assert_eq!(problem(t, "ns::scale<float, 4>"), None);

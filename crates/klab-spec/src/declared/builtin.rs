@@ -220,6 +220,7 @@ fn f32_buffer(len: &str, role: Role) -> BufferSpec {
         range: None,
         index_into: None,
         offsets: None,
+        domain: false,
     }
 }
 
