@@ -386,6 +386,22 @@ fn cc_or_skip(test: &str) -> bool {
     found
 }
 
+/// `klab check --plan MANIFEST`'s stdout, which must exit 0.
+fn plan_of(manifest: &Path) -> String {
+    let o = klab()
+        .args(["check", "--plan"])
+        .arg(manifest)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// The large-shared fixture's tiles hold 25600 elements: the ladder straddles them (it took
 /// the block's 1024 threads when the grid's growth was looked for only up to 4097).
 #[test]
@@ -395,18 +411,7 @@ fn the_ladder_of_a_large_tile_straddles_its_boundaries() {
     }
     let manifest =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/large-shared/reverse.toml");
-    let o = klab()
-        .args(["check", "--plan"])
-        .arg(&manifest)
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = plan_of(&manifest);
     for n in [25599, 25600, 25601, 51199, 51201, 89600, 102400] {
         assert!(out.contains(&format!("  n={n}: ")), "{n}: {out}");
     }
@@ -422,18 +427,7 @@ fn sizes_declared_a_multiple_of_4_are_all_the_check_and_bench_use() {
     }
     let manifest =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vector-loads/scale4.toml");
-    let o = klab()
-        .args(["check", "--plan"])
-        .arg(&manifest)
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = plan_of(&manifest);
     let sizes: Vec<u64> = out
         .lines()
         .filter_map(|l| l.strip_prefix("  n=")?.split(':').next()?.parse().ok())

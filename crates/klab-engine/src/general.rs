@@ -3051,32 +3051,40 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
         assert!(r.passed(), "{}", r.render());
     }
 
+    /// `d` checked on the host with the good row sum from after case `resume_after`: the
+    /// cases started, the report, and the backend's calls.
+    fn resumed(
+        d: &KernelDecl,
+        resume_after: usize,
+    ) -> (
+        Vec<String>,
+        crate::check::CheckReport,
+        Vec<crate::backend::host::Call>,
+    ) {
+        let mut b = HostBackend::new().with_general_kernel("rowsum", good);
+        let k = [b.kernel("rowsum").unwrap()];
+        let opts = CheckOptions {
+            seed: 1,
+            sizes: None,
+            shapes: None,
+            quick: false,
+            resume_after,
+        };
+        let mut started = Vec::new();
+        b.calls.clear();
+        let r = run(&mut b, d, &k, std::rc::Rc::new(RowSum), &opts, &mut |p| {
+            if let crate::check::Progress::Starting(l) = p {
+                started.push(l.to_string());
+            }
+        })
+        .unwrap();
+        (started, r, b.calls)
+    }
+
     #[test]
     fn a_check_resumed_after_a_case_runs_exactly_the_cases_after_it() {
         let run_from = |resume_after: usize| {
-            let mut b = HostBackend::new().with_general_kernel("rowsum", good);
-            let k = [b.kernel("rowsum").unwrap()];
-            let opts = CheckOptions {
-                seed: 1,
-                sizes: None,
-                shapes: None,
-                quick: false,
-                resume_after,
-            };
-            let mut started = Vec::new();
-            let r = run(
-                &mut b,
-                &decl(),
-                &k,
-                std::rc::Rc::new(RowSum),
-                &opts,
-                &mut |p| {
-                    if let crate::check::Progress::Starting(l) = p {
-                        started.push(l.to_string());
-                    }
-                },
-            )
-            .unwrap();
+            let (started, r, _) = resumed(&decl(), resume_after);
             (started, r.cases)
         };
         let (all, every) = run_from(0);
@@ -3103,24 +3111,8 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
             "block = [\"32\"]\ndynamic_shared_bytes = \"65536\"",
         ));
         let run_from = |resume_after: usize| {
-            let mut b = HostBackend::new().with_general_kernel("rowsum", good);
-            let k = [b.kernel("rowsum").unwrap()];
-            let opts = CheckOptions {
-                seed: 1,
-                sizes: None,
-                shapes: None,
-                quick: false,
-                resume_after,
-            };
-            let mut started = Vec::new();
-            b.calls.clear();
-            run(&mut b, &d, &k, std::rc::Rc::new(RowSum), &opts, &mut |p| {
-                if let crate::check::Progress::Starting(l) = p {
-                    started.push(l.to_string());
-                }
-            })
-            .unwrap();
-            (started, b.calls)
+            let (started, _, calls) = resumed(&d, resume_after);
+            (started, calls)
         };
         let (all, _) = run_from(0);
         let at = all.iter().position(|l| l.ends_with("determinism")).unwrap();
@@ -3687,10 +3679,21 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
         }
     }
 
-    #[test]
-    fn every_case_of_a_domain_keeps_to_it_and_reaches_both_ends() {
-        let buffer = |dtype: Dtype, domain: [i64; 2]| Buffer {
-            name: "ids".into(),
+    /// Every case klab generates an input for.
+    const EVERY_GENERATED_CASE: [InputCase; 7] = [
+        InputCase::Structural,
+        InputCase::Distinct,
+        InputCase::Uniform { seed: 3 },
+        InputCase::Normal { seed: 3 },
+        InputCase::Large { seed: 3 },
+        InputCase::Constant,
+        InputCase::Special,
+    ];
+
+    /// An input of 5000 elements with no range or domain.
+    fn input_of_5000(dtype: Dtype) -> Buffer {
+        Buffer {
+            name: "x".into(),
             dtype,
             role: Role::In,
             elements: 5000,
@@ -3698,19 +3701,19 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
             axes: vec!["i".into()],
             comparison: None,
             range: None,
-            domain: Some(domain),
+            domain: None,
             float_domain: None,
             offsets: false,
+        }
+    }
+
+    #[test]
+    fn every_case_of_a_domain_keeps_to_it_and_reaches_both_ends() {
+        let buffer = |dtype: Dtype, domain: [i64; 2]| Buffer {
+            domain: Some(domain),
+            ..input_of_5000(dtype)
         };
-        let cases = [
-            InputCase::Structural,
-            InputCase::Distinct,
-            InputCase::Uniform { seed: 3 },
-            InputCase::Normal { seed: 3 },
-            InputCase::Large { seed: 3 },
-            InputCase::Constant,
-            InputCase::Special,
-        ];
+        let cases = EVERY_GENERATED_CASE;
         for (dtype, domain) in [
             (Dtype::I32, [0, 0]),
             (Dtype::I32, [0, 63]),
@@ -3750,27 +3753,11 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
     #[test]
     fn every_case_of_a_float_domain_keeps_to_it_and_reaches_both_ends() {
         let buffer = |dtype: Dtype, range: [f64; 2], domain: bool| Buffer {
-            name: "v".into(),
-            dtype,
-            role: Role::In,
-            elements: 5000,
-            shape: vec![5000],
-            axes: vec!["i".into()],
-            comparison: None,
             range: Some(range),
-            domain: None,
             float_domain: domain.then_some(range),
-            offsets: false,
+            ..input_of_5000(dtype)
         };
-        let cases = [
-            InputCase::Structural,
-            InputCase::Distinct,
-            InputCase::Uniform { seed: 3 },
-            InputCase::Normal { seed: 3 },
-            InputCase::Large { seed: 3 },
-            InputCase::Constant,
-            InputCase::Special,
-        ];
+        let cases = EVERY_GENERATED_CASE;
         for (dtype, range) in [
             (Dtype::F32, [0.0, 1.0]),
             (Dtype::F64, [1e-3, 50.0]),

@@ -201,9 +201,13 @@ op = "scale"
 "#;
 
     fn decls() -> Vec<KernelDecl> {
+        decls_of(MANIFEST)
+    }
+
+    fn decls_of(manifest: &str) -> Vec<KernelDecl> {
         klab_spec::manifest::parse(
             "m.toml",
-            MANIFEST,
+            manifest,
             klab_spec::manifest::Files::Given(&|_| {
                 // No const: scale_swapped passes its buffers the other way round.
                 Ok((
@@ -276,20 +280,7 @@ op = "scale"
             "block = [\"64\"]",
             "block = [\"64\"]\ndynamic_shared_bytes = \"65536\"",
         );
-        let d = klab_spec::manifest::parse(
-            "m.toml",
-            &text,
-            klab_spec::manifest::Files::Given(&|_| {
-                Ok((
-                    "k.cu".into(),
-                    "extern \"C\" __global__ void scale(float *x, float *y, int n, float alpha) {}\n\
-                     extern \"C\" __global__ void scale_v1(float *x, float *y, int n, float alpha) {}"
-                        .into(),
-                ))
-            }),
-        )
-        .unwrap()
-        .kernels;
+        let d = decls_of(&text);
         let refb = HostBackend::new().with_general_kernel("scale_v1", scale);
         let r = KernelReference::new(refb, &d[1], "ref.toml:scale_v1", &d[0].op).unwrap();
         let (mut x, mut y) = (2.0f32.to_le_bytes().repeat(3), vec![0u8; 12]);
