@@ -451,7 +451,17 @@ impl DeclaredWorkload {
                 shape: shape_dims,
                 axes,
                 comparison,
-                float_domain: range.filter(|_| b.domain && b.dtype.is_float()),
+                float_domain: match range {
+                    Some([lo, hi]) if b.domain && b.dtype.is_float() => {
+                        if lo.partial_cmp(&hi).is_none_or(|o| o.is_gt()) {
+                            return Err(BackendError::from(format!(
+                                "buffers.{name}.range at {at}: [{lo}, {hi}] is not an interval"
+                            )));
+                        }
+                        Some([lo, hi])
+                    }
+                    _ => None,
+                },
                 range,
                 domain: None,
                 offsets: b.offsets.is_some(),
@@ -2318,13 +2328,15 @@ impl Workload for DeclaredWorkload {
 const CHUNK_SEARCH_LIMIT: i64 = 1 << 24;
 
 /// The chunk of size variable `var`: the last size before the grid grows (the other
-/// variables at their ladder's base where they list values, as a block-size launch
-/// parameter does, else at their smallest), else the block's first dimension; at least 2.
+/// variables at their smallest, a launch parameter at its ladder's base), else the block's
+/// first dimension; at least 2.
 /// Only sizes the variable admits are tried: from its smallest, in steps of its `multiple`.
 pub fn chunk(op: &DeclaredOp, var: &str) -> u64 {
     let spec = &op.spec.sizes[var];
+    // A launch parameter (a block size) at its ladder's base, as the ladder's shapes hold
+    // it; a problem size at its smallest, where the grid's growth with `var` is plainest.
     let other = |s: &klab_spec::declared::SizeSpec| match &s.values {
-        Some(v) if !v.is_empty() => v[v.len() / 2] as i64,
+        Some(v) if s.launch && !v.is_empty() => v[v.len() / 2] as i64,
         _ => s.lowest() as i64,
     };
     let at = |n: i64| -> Shape {

@@ -89,11 +89,29 @@ impl Kernel {
 
     /// [`Kernel::at_shape`]'s check alone.
     pub fn check_shape(&self, shape: &klab_engine::general::ShapeArg) -> Result<(), RunError> {
-        self.decl
-            .op
-            .spec
-            .shape_problem(&shape.0)
+        self.shape_within_types(&shape.0)
             .map_err(|why| RunError::Message(format!("{}: --shape {shape}: {why}", self.name())))
+    }
+
+    /// Why `shape` is not one of the operation's ([`DeclaredOpSpec::shape_problem`]), or
+    /// holds a size the integer the kernel takes it as cannot (it would wrap there).
+    ///
+    /// [`DeclaredOpSpec::shape_problem`]: klab_spec::declared::DeclaredOpSpec::shape_problem
+    fn shape_within_types(
+        &self,
+        shape: &std::collections::BTreeMap<String, u64>,
+    ) -> Result<(), String> {
+        let op = &self.decl.op;
+        op.spec.shape_problem(shape)?;
+        for (var, v) in shape {
+            let cap = klab_engine::general::size_cap(op, var);
+            if *v > cap {
+                return Err(format!(
+                    "{var} = {v} is past what the kernel takes it as ({cap} at most)"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The operation's size variable when it has exactly one (what `--n` sets).
@@ -199,10 +217,7 @@ impl Kernel {
         if let (Some(n), Some(var)) = (n, self.size_variable()) {
             let shape = std::collections::BTreeMap::from([(var.to_string(), n)]);
             return self
-                .decl
-                .op
-                .spec
-                .shape_problem(&shape)
+                .shape_within_types(&shape)
                 .map_err(|why| RunError::Message(format!("{}: --n {n}: {why}", self.name())));
         }
         if n.is_some() && self.size_variable().is_none() {

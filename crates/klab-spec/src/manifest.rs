@@ -488,7 +488,8 @@ impl Manifest {
                     || match crate::signature::lookup_entry(text, e) {
                         EntryLookup::Kernel(k) => !k.extern_c,
                         EntryLookup::Missing(_) => includes_own_headers(text),
-                        EntryLookup::Macro => false,
+                        // A macro may write a C++ kernel: asked by name, either lowers.
+                        EntryLookup::Macro => true,
                     }
             }
             Source::Module { .. } => template_name(e).is_some(),
