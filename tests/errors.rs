@@ -384,7 +384,7 @@ fn counts_and_sizes_are_refused_before_any_step_or_block_runs() {
         ),
         (
             &["rounds", "copy", "naive", "--n", "3000000000"],
-            "buffer out: 9000000000000000000 elements of f32 overflow a byte count at n=3000000000",
+            "copy: --n 3000000000: n = 3000000000 is past what the kernel takes it as (2147483647 at most)",
         ),
         (
             &["profile", "copy", "--n", "0"],
