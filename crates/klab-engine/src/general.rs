@@ -3226,25 +3226,7 @@ buffers.y = { dtype = "f32", len = "rows", role = "out", axes = ["row"], shape =
     #[test]
     fn the_chunk_of_a_multiple_is_found_among_multiples() {
         let op = |grid: &str, multiple: u64| {
-            with(&format!(
-                r#"
-source = "k.cu"
-[[kernel]]
-name = "v4"
-entry = "rowsum"
-operation = "declared"
-params = ["x", "y", "n:i32"]
-[kernel.op]
-grid = ["{grid}"]
-block = ["256"]
-useful_bytes = "8 * n"
-reference = {{ c = "ref.c:copy" }}
-sizes.n = {{ multiple = {multiple} }}
-buffers.x = {{ dtype = "f32", len = "n", role = "in" }}
-buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
-"#
-            ))
-            .op
+            copy_op(grid, "256", &format!("{{ multiple = {multiple} }}")).op
         };
         let v4 = op("ceil_div(n / 4, 256)", 4);
         assert_eq!(chunk(&v4, "n"), 1024);
@@ -3371,32 +3353,35 @@ buffers.y = {{ dtype = "f32", len = "rows * cols", role = "out", compare = "bitw
         assert!(calls.is_empty(), "{calls:?}");
     }
 
-    /// A tile past the linear scan's reach (16 elements for each of 1024 threads; 25600
-    /// elements staged in shared memory): the ladder still straddles its boundaries, where
-    /// it used to fall back to the block's 1024 and never reach a second tile.
-    #[test]
-    fn a_large_tiles_boundaries_are_found_past_the_linear_scan() {
-        let op = |grid: &str| {
-            with(&format!(
-                r#"
+    /// A one-size copy (x to y, n f32 elements) launched on `grid` blocks of `block`
+    /// threads, its size declared `sizes.n = SIZE`.
+    fn copy_op(grid: &str, block: &str, size: &str) -> KernelDecl {
+        with(&format!(
+            r#"
 source = "k.cu"
 [[kernel]]
-name = "tiles"
+name = "copy"
 entry = "rowsum"
 operation = "declared"
 params = ["x", "y", "n:i32"]
 [kernel.op]
 grid = ["{grid}"]
-block = ["1024"]
+block = ["{block}"]
 useful_bytes = "8 * n"
 reference = {{ c = "ref.c:copy" }}
-sizes.n = {{}}
+sizes.n = {size}
 buffers.x = {{ dtype = "f32", len = "n", role = "in" }}
 buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
 "#
-            ))
-            .op
-        };
+        ))
+    }
+
+    /// A tile past the linear scan's reach (16 elements for each of 1024 threads; 25600
+    /// elements staged in shared memory): the ladder still straddles its boundaries, where
+    /// it used to fall back to the block's 1024 and never reach a second tile.
+    #[test]
+    fn a_large_tiles_boundaries_are_found_past_the_linear_scan() {
+        let op = |grid: &str| copy_op(grid, "1024", "{}").op;
         for (grid, c) in [
             ("ceil_div(n, 16384)", 16384),
             ("ceil_div(n, 25600)", 25600),
