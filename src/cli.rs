@@ -561,10 +561,13 @@ pub struct LabArgs {
     /// The CUDA device: filled from the global `--device`
     #[arg(skip)]
     pub device: u32,
-    /// Rounds of the rounds and ceilings steps (each block its own process; 6, the fewest
-    /// that give a 95% interval)
+    /// Rounds of the rounds and ceilings steps (6, the fewest that give a 95% interval)
     #[arg(long, default_value_t = 6, value_parser = at_least_one::<u32>)]
     pub rounds: u32,
+    /// What one process of the rounds and ceilings steps runs, as for `klab rounds` (round is
+    /// faster and biased: docs/timing.md)
+    #[arg(long, value_enum, default_value_t = Isolation::Block)]
+    pub isolation: Isolation,
     /// The watchdog, seconds: the global `--timeout`, or this command's default
     #[arg(skip = 900u64)]
     pub timeout: u64,
@@ -685,7 +688,9 @@ pub struct RoundsArgs {
     pub resolution: ResolveArgs,
     /// What one process runs: each block alone, or a round's blocks in their order (one
     /// device opening and one process start per round; a block that process could not
-    /// judge runs again alone). Rounds are separate processes either way
+    /// judge runs again alone). Rounds are separate processes either way. On the H200 the
+    /// first block of a round's process timed about 7% faster than the rest, which biases
+    /// ratios under round (docs/timing.md)
     #[arg(long, value_enum, default_value_t = Isolation::Block)]
     pub isolation: Isolation,
     /// Output folder (must not exist or be empty)

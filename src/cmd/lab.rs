@@ -21,6 +21,7 @@ pub fn run(args: LabArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
         out: args.out.clone(),
         device: args.device,
         rounds: args.rounds,
+        isolation: args.isolation,
         timeout: args.timeout,
         plan: klab_lab::load_plan(args.plan.as_deref())?,
         klab_binary: std::env::current_exe().context("locating the klab binary")?,
@@ -91,6 +92,7 @@ impl Children {
                 n,
                 rounds,
                 samples,
+                isolation,
                 out,
             } => ChildCmd::Rounds(RoundsArgs {
                 resolution: crate::cli::ResolveArgs::none(),
@@ -104,7 +106,7 @@ impl Children {
                     ..default_timing()
                 },
                 rounds,
-                isolation: klab_core::samples::Isolation::Block,
+                isolation,
                 out: Some(out),
                 timeout,
                 device,

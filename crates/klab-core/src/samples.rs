@@ -47,6 +47,20 @@ impl Isolation {
         }
     }
 
+    /// What a reader of ratios measured this way must know, where something is known.
+    pub fn caveat(self) -> Option<&'static str> {
+        match self {
+            Isolation::Block => None,
+            // evidence/2026-12-05-gpu: ABBA puts the baseline first in every round.
+            Isolation::Round => Some(
+                "the first block of a round's process timed about 7% faster than the blocks \
+                 after it on the H200 (the copy at n = 1024: 4.94-4.99 against 5.27-5.34 us), so ratios \
+                 lean towards the kernel that runs first: an A/A pair was called different in \
+                 20 of 20 runs; rely on --isolation block for ratios",
+            ),
+        }
+    }
+
     /// Where the blocks ran, as a receipt and a summary say it.
     pub fn describe(self) -> &'static str {
         match self {

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use klab_core::artifact::{create_run_dir, sha256_file, utc_timestamp, write_atomic};
 use klab_core::device::DeviceFacts;
+use klab_core::samples::Isolation;
 use klab_evidence::schema::{LabArtifact, LabPlan, LabRecord, LabStep};
 use klab_run::child::{ChildResult, ChildVerdict};
 use klab_tools::sanitizer::ToolList;
@@ -130,6 +131,8 @@ pub enum Child {
         n: u64,
         rounds: u32,
         samples: u32,
+        /// What one process runs: a block, or a whole round's blocks.
+        isolation: Isolation,
         out: PathBuf,
     },
     /// `klab sanitize KERNELS --tools T --sanitizer PATH --out OUT`.
@@ -224,6 +227,8 @@ pub struct LabOptions {
     pub device: u32,
     /// Rounds of the rounds and ceilings steps.
     pub rounds: u32,
+    /// What one process of those steps runs: a block, or a whole round's blocks.
+    pub isolation: Isolation,
     /// Watchdog per child process, seconds.
     pub timeout: u64,
     pub plan: LabPlan,

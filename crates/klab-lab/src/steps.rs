@@ -341,7 +341,7 @@ pub(crate) fn receipts(lab: &mut Lab<'_>) -> Result<(), LabError> {
     Ok(())
 }
 
-/// One `klab rounds` into `rel`: ABBA blocks, each its own process, round-level ratios
+/// One `klab rounds` into `rel`: ABBA blocks in the lab's isolation, round-level ratios
 /// against `baseline` and every kernel's rate against the fastest copy in the rounds.
 /// Returns the rounds' summary.txt.
 fn rounds_into(
@@ -360,9 +360,10 @@ fn rounds_into(
         n,
         rounds,
         samples: ROUNDS_SAMPLES,
+        isolation: lab.opts.isolation,
         out: dir.clone(),
     };
-    // Each block is its own watched process.
+    // The watchdog allows every block its own time, whichever process runs it.
     let child = lab.child(&child, u64::from(rounds) * kernels.len() as u64 * 2 + 1)?;
     lab.progress(1, 1, "");
     if dir.is_dir() {

@@ -76,6 +76,7 @@ fn options(out: &Path) -> LabOptions {
         out: out.to_path_buf(),
         device: 0,
         rounds: 2,
+        isolation: klab_core::samples::Isolation::Round,
         timeout: 9,
         plan: LabPlan::default(),
         klab_binary: std::env::current_exe().unwrap(),
@@ -376,10 +377,13 @@ fn the_rounds_step_reads_its_rates_from_summary_json_and_prints_the_table() {
             baseline,
             n,
             rounds,
+            isolation,
             ..
         } => {
             assert_eq!(kernels, &opts.plan.round_variants);
             assert_eq!((baseline.as_str(), *n, *rounds), ("naive", 4096, 2));
+            // The lab's isolation reaches its rounds child.
+            assert_eq!(*isolation, klab_core::samples::Isolation::Round);
         }
         other => panic!("{other:?}"),
     }

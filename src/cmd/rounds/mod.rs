@@ -395,8 +395,13 @@ impl Plan {
             ),
             _ => format!("n = {}", self.n),
         };
+        let isolation = self
+            .isolation
+            .caveat()
+            .map(|c| format!("isolation caveat: {c}\n"))
+            .unwrap_or_default();
         format!(
-            "klab rounds: {} rounds, order per round: {} ({}), {size}, regime {}, timer {}, {} samples per block\nregime caveat: {}\n\n",
+            "klab rounds: {} rounds, order per round: {} ({}), {size}, regime {}, timer {}, {} samples per block\nregime caveat: {}\n{isolation}\n",
             rounds,
             round_order(&self.names).join(" "),
             self.isolation.describe(),
