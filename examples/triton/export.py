@@ -59,10 +59,11 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     ref = os.path.relpath(os.path.join(HERE, "ref.py"), os.path.abspath(a.out))
     for group, op, params, settings in [
-        (SOFTMAX, ops.softmax(ref), ["y", "x", "rows:i32", "cols:i32"], SETTINGS),
-        (LAYER_NORM, ops.layer_norm(ref), ["y", "x", "rows:i32", "cols:i32", "eps:f32"],
+        (SOFTMAX, ops.softmax(ref, BLOCK), ["y", "x", "rows:i32", "cols:i32"], SETTINGS),
+        (LAYER_NORM, ops.layer_norm(ref, BLOCK), ["y", "x", "rows:i32", "cols:i32", "eps:f32"],
          SETTINGS),
-        (MATMUL, ops.matmul(ref), ["c", "a", "b", "M:i32", "N:i32", "K:i32"], MATMUL_SETTINGS),
+        (MATMUL, ops.matmul(ref, MATMUL_SETTINGS["constexprs"]["BK"]),
+         ["c", "a", "b", "M:i32", "N:i32", "K:i32"], MATMUL_SETTINGS),
     ]:
         for name, fn, bug in group:
             path = kt.export(fn, name=name, params=params, op=op, grid=op["grid"],
@@ -70,7 +71,7 @@ def main():
             print(path)
     # The CUDA softmax, compiled by klab (NVRTC), over the same operation.
     shutil.copy(os.path.join(HERE, "softmax.cu"), a.out)
-    cuda = dict(ops.softmax(ref), block=["256"])
+    cuda = dict(ops.softmax(ref, BLOCK), block=["256"])
     path = os.path.join(a.out, "softmax_cuda.toml")
     manifest.write(path, {"source": "softmax.cu", "kernel": [{
         "name": "softmax_cuda", "entry": "softmax_cuda", "operation": "declared",

@@ -123,6 +123,13 @@ class WithTriton(unittest.TestCase):
                     capture_output=True, text=True, env=env,
                 )
                 self.assertEqual(r.returncode, 0, f"{m}: {r.stderr}")
+                # Each kernel walks a row (K) in steps its launch does not show (BLOCK = 1024
+                # columns, BK = 64): the declared tile puts rows of one step and a bit, and of
+                # two, in the ladder (on the H200 the one-chunk layer norm passed a ladder
+                # that stopped at 512 columns).
+                steps = ["K=65 ", "K=129 "] if "matmul" in m else ["cols=1025 ", "cols=2049 "]
+                for shape in steps:
+                    self.assertIn(shape, r.stdout, m)
             from klab import manifest
 
             k = manifest.load(os.path.join(out, "softmax_triton.toml"))["kernel"][0]

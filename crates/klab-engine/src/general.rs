@@ -2428,6 +2428,11 @@ fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
         above(3 * c + c / 2),
         above(4 * c),
     ];
+    // A declared tile's boundaries, where the launch gives no sign of them.
+    if let Some(t) = spec.tile.map(|t| t.min(1 << 40)) {
+        v.extend([below(t - 1), below(t), above(t + 1)]);
+        v.extend([below(2 * t - 1), above(2 * t + 1)]);
+    }
     if spec.min == 0 {
         v.push(0);
     }
@@ -3398,6 +3403,32 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
         }
         // A grid that never grows (a persistent kernel) falls back to the block.
         assert_eq!(chunk(&op("132"), "n"), 1024);
+    }
+
+    /// A row walked in steps of a BLOCK the launch does not show (one program per row, a
+    /// Triton kernel's loop over 1024 columns): the derived ladder stays at the block's
+    /// 128 and never reaches a second step; a declared tile adds the sizes around one and
+    /// two tiles (rounded to the multiple), and the block's boundaries stay.
+    #[test]
+    fn a_declared_tile_puts_its_boundaries_in_the_ladder() {
+        let n_of = |size: &str| -> Vec<i64> {
+            ladder(&copy_op("1", "128", size).op)
+                .unwrap()
+                .iter()
+                .map(|s| s["n"])
+                .collect()
+        };
+        let derived = n_of("{}");
+        assert!(derived.iter().all(|n| *n < 1023), "{derived:?}");
+        let tiled = n_of("{ tile = 1024 }");
+        for v in [127, 128, 129, 1023, 1024, 1025, 2047, 2049] {
+            assert!(tiled.contains(&v), "{v} in {tiled:?}");
+        }
+        let fours = n_of("{ tile = 1024, multiple = 4 }");
+        for v in [1020, 1024, 1028, 2044, 2052] {
+            assert!(fours.contains(&v), "{v} in {fours:?}");
+        }
+        assert!(fours.iter().all(|n| n % 4 == 0), "{fours:?}");
     }
 
     fn with(manifest: &str) -> KernelDecl {

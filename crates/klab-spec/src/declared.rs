@@ -67,6 +67,11 @@ pub struct SizeSpec {
     /// to it, stepping by it where they would step by one.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub multiple: u64,
+    /// The kernel walks this variable in steps of `tile` that its launch does not show (a
+    /// Triton kernel's BLOCK over a row, a loop over shared-memory tiles): the ladder adds
+    /// the sizes around one and two tiles, which it cannot find from the grid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tile: Option<u64>,
 }
 
 impl SizeSpec {
@@ -575,6 +580,16 @@ impl DeclaredOpSpec {
             }
             if s.multiple == 0 {
                 return bad(&field, "multiple = 0: give 1 or more".into());
+            }
+            if s.tile == Some(0) {
+                return bad(&field, "tile = 0: give the kernel's step, 1 or more".into());
+            }
+            if s.tile.is_some() && (s.launch || s.values.is_some()) {
+                return bad(
+                    &field,
+                    "tile shapes the derived ladder; with values given it is unused: drop one"
+                        .into(),
+                );
             }
             if s.at_or_above(s.min) > s.upper() {
                 return bad(
@@ -1153,7 +1168,8 @@ scalars.eps = { type = "f32", values = [1e-5] }
     }
 
     /// `multiple`: every value, the bench shape and a given shape keep to it; a multiple
-    /// no size between min and max can be, or 0, is refused naming the field.
+    /// no size between min and max can be, or 0, is refused naming the field; so is a tile
+    /// of 0 or one beside given values.
     #[test]
     fn sizes_declared_a_multiple_keep_to_it_everywhere() {
         let with = |cols: &str| LAYERNORM.replace("sizes.cols = {}", cols);
@@ -1174,6 +1190,11 @@ scalars.eps = { type = "f32", values = [1e-5] }
                 "value 6 is not a multiple of 4",
             ),
             ("sizes.cols = { multiple = 0 }", "multiple = 0"),
+            ("sizes.cols = { tile = 0 }", "tile = 0"),
+            (
+                "sizes.cols = { tile = 64, values = [1, 64] }",
+                "with values given it is unused",
+            ),
             (
                 "sizes.cols = { multiple = 8, min = 9, max = 15 }",
                 "no multiple of 8 lies between min = 9 and max = 15",

@@ -342,6 +342,7 @@ pub fn declare(decl: &Contract) -> Result<DeclaredOp, FieldError> {
                 max: None,
                 launch: false,
                 multiple: 1,
+                tile: None,
             },
         )]),
         buffers,
