@@ -355,7 +355,7 @@ fn capture_one(
     // it profiled in this file, never on the stdout it shares with ncu and the kernel.
     let results = ResultsFile::new().context("making a file for the profiled child's results")?;
     let request = ProfileRequest {
-        kernel_name: kernel.decl.entry.clone(),
+        kernel_name: klab_tools::ncu::kernel_name_filter(&kernel.decl.entry),
         launch_skip: skip,
         launch_count: 1,
         sections: sections.to_vec(),

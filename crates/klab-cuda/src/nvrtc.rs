@@ -251,9 +251,11 @@ pub fn symbol<'a>(
 ) -> Result<&'a str, CudaError> {
     match lowered.get(entry) {
         Some(s) => Ok(s),
-        None if klab_core::text::template_name(entry).is_some() => Err(CudaError::Nvrtc(format!(
-            "{entry} is a template instance that was not named when the module was compiled, so it has no symbol (klab names every template entry of the manifest; a precompiled module needs the mangled name)"
-        ))),
+        None if klab_core::text::template_name(entry).is_some() || entry.contains("::") => {
+            Err(CudaError::Nvrtc(format!(
+                "{entry} is a template instance or a name in a namespace that was not named when the module was compiled, so it has no symbol (klab names every such entry of the manifest; a precompiled module needs the mangled name)"
+            )))
+        }
         None => Ok(entry),
     }
 }
@@ -715,9 +717,13 @@ ptxas info    : Used 4 registers, used 0 barriers\n"
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("k<float> is a template instance that was not named"),
+            e.contains(
+                "k<float> is a template instance or a name in a namespace that was not named"
+            ),
             "{e}"
         );
+        // A qualified name is never taken for a symbol of its own.
+        assert!(symbol(&c.lowered_names, "ops::k").is_err());
     }
 
     #[test]

@@ -469,6 +469,63 @@ extern "C" __global__ void once(float* out, const float* in, int n) {
     assert_eq!(twice.static_shared_bytes, 64 * 4);
 }
 
+/// Kernels in namespaces, as projects write them (`namespace ops { __global__ ... }`, a
+/// nested `a::b`, and one defined outside its namespace): each is named by its qualified
+/// name, asked of NVRTC as written and found in the compiler's report. klab refused these
+/// entries (`ops::twice` was not an identifier, and `twice` did not compile).
+#[test]
+fn kernels_in_namespaces_compile_by_their_qualified_names() {
+    if !nvrtc_or_skip("kernels_in_namespaces_compile_by_their_qualified_names") {
+        return;
+    }
+    let source = r#"namespace ops {
+__global__ void twice(float* out, const float* in, int n) {
+    int i = blockIdx.x * 64 + threadIdx.x;
+    if (i < n) out[i] = 2.0f * in[i];
+}
+__global__ void thrice(float* out, const float* in, int n);
+}
+__global__ void ops::thrice(float* out, const float* in, int n) {
+    int i = blockIdx.x * 64 + threadIdx.x;
+    if (i < n) out[i] = 3.0f * in[i];
+}
+namespace a::b {
+extern "C" __global__ void plain(float* out, const float* in, int n) {
+    int i = blockIdx.x * 64 + threadIdx.x;
+    if (i < n) out[i] = in[i];
+}
+}
+"#;
+    let kernel = |entry: &str| {
+        let name = entry.rsplit("::").next().unwrap();
+        format!("[[kernel]]\nname = \"{name}\"\nentry = \"{entry}\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [64]\nelements_per_block = [64, 1]\n")
+    };
+    let entries = ["ops::twice", "ops::thrice", "a::b::plain"];
+    let manifest = klab_spec::manifest::parse(
+        "m.toml",
+        &format!("source = \"k.cu\"\n{}", entries.map(kernel).concat()),
+        klab_spec::manifest::Files::Given(&|_| Ok(("k.cu".into(), source.into()))),
+    )
+    .unwrap();
+    let spec =
+        CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH).unwrap();
+    assert_eq!(spec.name_expressions, entries);
+    let c = nvrtc::compile(&spec, &Cache::disabled()).unwrap_or_else(|e| panic!("{e}"));
+    let twice = nvrtc::symbol(&c.lowered_names, "ops::twice").unwrap();
+    assert!(twice.starts_with("_ZN3ops5twiceE"), "{twice}");
+    let thrice = nvrtc::symbol(&c.lowered_names, "ops::thrice").unwrap();
+    assert!(thrice.starts_with("_ZN3ops6thriceE"), "{thrice}");
+    // extern "C" in a namespace: the symbol is the plain name.
+    assert_eq!(
+        nvrtc::symbol(&c.lowered_names, "a::b::plain").unwrap(),
+        "plain"
+    );
+    let r = c.ptxas_resources();
+    for name in entries {
+        assert!(r.iter().any(|k| k.kernel == name), "{name} not in {r:?}");
+    }
+}
+
 /// A project's layout: the kernel (plain C++) lives in a header the wrapper source includes
 /// from `include_dirs`. klab refused the entry (the wrapper declares no kernel); it is now
 /// asked of NVRTC by name and found in the header.

@@ -136,12 +136,13 @@ impl Writer {
                  # e.g. entry = \"{}<float, 128>\" (NVRTC instantiates it by that name).\n",
                     k.name,
                     flat(list),
-                    k.name
+                    k.qualified()
                 );
                 self.todo()
             }
-            // A plain C++ kernel is lowered by NVRTC from this name, like an extern "C" one.
-            None => quote(&k.name),
+            // A plain C++ kernel is lowered by NVRTC from this name, like an extern "C" one;
+            // a kernel in a namespace is reached by its qualified name.
+            None => quote(&k.qualified()),
         };
         self.text += "[[kernel]]\n";
         self.text += &format!("name = {}\n", quote(&k.name));
@@ -567,6 +568,16 @@ mod tests {
         // The template's entry is itself a placeholder.
         let tmpl = t.split("name = \"tmpl\"").nth(1).unwrap();
         assert!(tmpl.starts_with("\nentry = \"TODO\""), "{tmpl}");
+    }
+
+    /// A kernel in a namespace gets its qualified name as the entry (the plain name would
+    /// be refused), and its skeleton parses against the source.
+    #[test]
+    fn a_kernel_in_a_namespace_is_written_with_its_qualified_name() {
+        let src = "namespace ops {\n__global__ void twice(float* y, const float* x, int n) {}\n}\n";
+        let s = skeleton(src, "k.cu", "k.cu").unwrap();
+        assert!(s.text.contains("entry = \"ops::twice\""), "{}", s.text);
+        assert!(s.text.contains("name = \"twice\""), "{}", s.text);
     }
 
     #[test]

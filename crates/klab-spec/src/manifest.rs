@@ -267,7 +267,19 @@ impl Source {
                         _ => None,
                     }
                 }
-                EntryLookup::Macro => None,
+                EntryLookup::CannotTell => None,
+                EntryLookup::InNamespace(kernels) => Some(format!(
+                    "'{name}' is declared in a namespace ({file} line {}): give its entry as {}",
+                    kernels[0].line,
+                    kernels
+                        .iter()
+                        .map(|k| match k.template {
+                            Some(_) => format!("{}<...> with its arguments", k.qualified()),
+                            None => k.qualified(),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                )),
                 // It may be in a header the source includes (a project's kernels.cuh):
                 // klab cannot tell; NVRTC will, by name ([`Manifest::name_expressions`]).
                 EntryLookup::Missing(_) if includes_own_headers(text) => None,
@@ -484,12 +496,14 @@ impl Manifest {
         // extern "C" name to itself and a C++ one to its symbol.
         let mangled = |e: &str| match &self.source {
             Source::Cuda { text } => {
+                // A qualified name is looked up by the compiler, whatever its linkage.
                 template_name(e).is_some()
+                    || e.contains("::")
                     || match crate::signature::lookup_entry(text, e) {
                         EntryLookup::Kernel(k) => !k.extern_c,
                         EntryLookup::Missing(_) => includes_own_headers(text),
                         // A macro may write a C++ kernel: asked by name, either lowers.
-                        EntryLookup::Macro => true,
+                        EntryLookup::CannotTell | EntryLookup::InNamespace(_) => true,
                     }
             }
             Source::Module { .. } => template_name(e).is_some(),
@@ -1320,20 +1334,27 @@ fn checked_entry(entry: &str, source: &Source, file: &str) -> Result<Entry, Stri
     // A template instance is compiled by name (NVRTC lowers it to its mangled symbol);
     // the source must then hold the template's name.
     let template = template_name(entry);
-    if library.is_none() && template.is_none() && !is_identifier(entry) {
+    let qualified = entry.contains("::") && entry.split("::").all(is_identifier);
+    if library.is_none() && template.is_none() && !is_identifier(entry) && !qualified {
         return Err(format!(
-            "'{entry}' is not a C identifier or a template instance such as scale<float, 128>"
+            "'{entry}' is not a C identifier, a qualified name such as ops::scale or a template instance such as scale<float, 128>"
         ));
     }
-    if template.is_some() && source.module_kind().is_some() {
+    if (template.is_some() || qualified) && source.module_kind().is_some() {
         return Err(format!(
-            "{file} is {}: it has no template to instantiate; give the instance's symbol (its mangled name, which cuobjdump -symbols lists)",
-            source.describe()
+            "{file} is {}: {}; give the {} symbol (its mangled name, which cuobjdump -symbols lists)",
+            source.describe(),
+            if qualified {
+                "it has no namespaces to look a name up in"
+            } else {
+                "it has no template to instantiate"
+            },
+            if qualified { "kernel's" } else { "instance's" }
         ));
     }
-    let named = template
-        .and_then(|t| t.rsplit("::").next())
-        .unwrap_or(entry);
+    // The name as the source declares it, namespace and all (`ops::scale` of
+    // `ops::scale<float>`): the lookup reads namespaces.
+    let named = template.unwrap_or(entry);
     if library.is_none() {
         if let Some(problem) = source.entry_problem(named, template.is_some(), file) {
             return Err(problem);
@@ -2035,11 +2056,10 @@ known_broken = "b"
         );
         assert!(parse_one(OK).unwrap().name_expressions().is_empty());
         for (junk, needle) in [
-            (
-                "scale<float; 128>",
-                "not a C identifier or a template instance",
-            ),
-            ("scale<float", "not a C identifier or a template instance"),
+            ("scale<float; 128>", "not a C identifier, a qualified name"),
+            ("scale<float", "not a C identifier, a qualified name"),
+            ("ops::", "not a C identifier, a qualified name"),
+            ("::k", "not a C identifier, a qualified name"),
             ("shift<float>", "no __global__ function 'shift' in k.cu"),
         ] {
             let e = with(&[junk]).unwrap_err();
@@ -2151,6 +2171,14 @@ known_broken = "b"
         .unwrap_err();
         assert_eq!(e.field, "kernel[0].entry", "{e}");
         assert!(e.problem.contains("give the instance's symbol"), "{e}");
+        let qualified = OK.replace("entry = \"k\"", "entry = \"ops::k\"");
+        let e = parse(
+            "m.toml",
+            &format!("source = \"k.cubin\"\n[[kernel]]\n{qualified}"),
+            Files::Given(&|_| Ok(("k.cubin".into(), elf.to_vec()))),
+        )
+        .unwrap_err();
+        assert!(e.problem.contains("give the kernel's symbol"), "{e}");
         // A fatbin may be compressed: its entries cannot be looked for, so none is refused.
         assert!(over("k.fatbin", b"\x50\xed\x55\xba", "").is_ok());
     }
@@ -2336,9 +2364,53 @@ known_broken = "b"
         let t = "namespace ns {\ntemplate <typename T, int B> __global__ void scale(T* o) {}\n}";
         assert_eq!(problem(t, "ns::scale<float, 4>"), None);
         assert_eq!(
-            problem(t, "scale").as_deref(),
-            Some("'scale' (k.cu line 2) is a template <typename T, int B>: name an instance, scale<...> with its arguments")
+            problem(t, "ns::scale").as_deref(),
+            Some("'ns::scale' (k.cu line 2) is a template <typename T, int B>: name an instance, ns::scale<...> with its arguments")
         );
+        // A kernel in a namespace is reached by its qualified name, as the program does; the
+        // plain name is refused in one line (NVRTC's error would be many).
+        assert_eq!(
+            problem(t, "scale").as_deref(),
+            Some("'scale' is declared in a namespace (k.cu line 2): give its entry as ns::scale<...> with its arguments")
+        );
+        assert_eq!(problem(t, "scale<float, 4>").as_deref(), Some("'scale' is declared in a namespace (k.cu line 2): give its entry as ns::scale<...> with its arguments"));
+        let nested = "namespace a::b {
+namespace {
+__global__ void k(float* o) {}
+}
+}
+                      namespace c { __global__ void k(float* o); }
+                      __global__ void c::k(float* o) {}
+                      using namespace std;
+";
+        assert_eq!(problem(nested, "a::b::k"), None);
+        assert_eq!(problem(nested, "c::k"), None);
+        assert_eq!(
+            problem(nested, "a::k").as_deref(),
+            None,
+            "two kernels k: a namespace klab did not see is the compiler's to judge"
+        );
+        let plain = "namespace ops {
+__global__ void k(float* o) {}
+}
+";
+        assert_eq!(
+            problem(plain, "k").as_deref(),
+            Some("'k' is declared in a namespace (k.cu line 2): give its entry as ops::k")
+        );
+        assert_eq!(problem(plain, "ops::k"), None);
+        // `using namespace ops;` reaches it by its plain name.
+        assert_eq!(
+            problem(
+                &format!(
+                    "{plain}using namespace ops;
+"
+                ),
+                "k"
+            ),
+            None
+        );
+        assert!(problem(plain, "ops::other").is_some());
         assert_eq!(
             problem(SRC, "k<float>").as_deref(),
             Some("'k' (k.cu line 1) is not a template: give its name, k, as the entry")

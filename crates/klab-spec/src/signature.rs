@@ -51,6 +51,9 @@ pub struct Param {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kernel {
     pub name: String,
+    /// The named namespaces around it, outermost first: empty in the global namespace. An
+    /// anonymous or inline namespace adds none (its names are reached without it).
+    pub scope: Vec<String>,
     /// 1-based line of `__global__`.
     pub line: usize,
     pub extern_c: bool,
@@ -59,6 +62,18 @@ pub struct Kernel {
     /// The arguments of `__launch_bounds__(...)`.
     pub launch_bounds: Option<String>,
     pub params: Vec<Param>,
+}
+
+impl Kernel {
+    /// The name a program reaches it by from the global namespace: `ns::k`, or `k`.
+    pub fn qualified(&self) -> String {
+        self.scope
+            .iter()
+            .chain([&self.name])
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("::")
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -533,16 +548,22 @@ pub fn kernels(src: &str) -> Vec<Kernel> {
     kernels_in(&tokenize(src).toks)
 }
 
-/// How a plain name (a manifest's `entry`, or a template's name without its arguments)
-/// stands in a CUDA source: what a manifest checks before anything is compiled.
+/// How a name (a manifest's `entry`, or a template's name without its arguments; plain or
+/// qualified, `ns::k`) stands in a CUDA source: what a manifest checks before anything is
+/// compiled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EntryLookup {
     /// The `__global__` function of that name.
     Kernel(Kernel),
-    /// No visible kernel has it, but a macro writes `__global__` and the name is a word of
-    /// the code (outside comments and literals): klab cannot tell; the compiler will.
-    Macro,
-    /// Neither: the names of the kernels the source does declare, in order.
+    /// klab cannot tell; the compiler will: no visible kernel has the name but a macro
+    /// writes `__global__` and the name is a word of the code (outside comments and
+    /// literals), or a qualified name whose namespace klab did not see (opened by a macro)
+    /// names more than one kernel of that name.
+    CannotTell,
+    /// A plain name only kernels in namespaces have (and no `using namespace` reaches
+    /// them): those kernels.
+    InNamespace(Vec<Kernel>),
+    /// None of these: the qualified names of the kernels the source does declare, in order.
     Missing(Vec<String>),
 }
 
@@ -551,37 +572,99 @@ pub enum EntryLookup {
 pub fn lookup_entry(src: &str, name: &str) -> EntryLookup {
     let lexed = tokenize(src);
     let kernels = kernels_in(&lexed.toks);
-    if let Some(k) = kernels.iter().find(|k| k.name == name) {
+    if let Some(k) = kernels.iter().find(|k| k.qualified() == name) {
         return EntryLookup::Kernel(k.clone());
     }
-    if lexed.macro_global && lexed.toks.iter().any(|t| ident(Some(t)) == Some(name)) {
-        return EntryLookup::Macro;
+    let bare = name.rsplit("::").next().unwrap_or(name);
+    let same: Vec<&Kernel> = kernels.iter().filter(|k| k.name == bare).collect();
+    let uses_namespace = lexed
+        .toks
+        .windows(2)
+        .any(|w| ident(Some(&w[0])) == Some("using") && ident(Some(&w[1])) == Some("namespace"));
+    match (name.contains("::"), same.as_slice()) {
+        // Qualified, and one kernel of that name: its namespace may be a macro's.
+        (true, [k]) => return EntryLookup::Kernel((*k).clone()),
+        (true, [_, _, ..]) => return EntryLookup::CannotTell,
+        (false, [_, ..]) if !uses_namespace => {
+            return EntryLookup::InNamespace(same.into_iter().cloned().collect())
+        }
+        (false, [_, ..]) => return EntryLookup::CannotTell,
+        _ => {}
     }
-    EntryLookup::Missing(kernels.into_iter().map(|k| k.name).collect())
+    if lexed.macro_global && lexed.toks.iter().any(|t| ident(Some(t)) == Some(bare)) {
+        return EntryLookup::CannotTell;
+    }
+    EntryLookup::Missing(kernels.iter().map(Kernel::qualified).collect())
+}
+
+/// What an open brace opened, for the kernels after it.
+#[derive(Debug, Clone, PartialEq)]
+enum Brace {
+    ExternC,
+    /// `namespace a::b {` (its names), `namespace {` or `inline namespace v {` (none).
+    Namespace(Vec<String>),
+    Other,
+}
+
+/// The namespace opened at `toks[i]` (`namespace`): its names and the index after its
+/// `{`; `None` for `using namespace x;` and `namespace a = b;`, which open nothing.
+fn namespace_at(toks: &[Token], i: usize) -> Option<(Vec<String>, usize)> {
+    let mut names = Vec::new();
+    let mut j = i + 1;
+    while let Some(n) = ident(toks.get(j)) {
+        names.push(n.to_string());
+        j += 1;
+        if is_punct(toks.get(j), ':') && is_punct(toks.get(j + 1), ':') {
+            j += 2;
+        } else {
+            break;
+        }
+    }
+    if !is_punct(toks.get(j), '{') {
+        return None;
+    }
+    let inline = i > 0 && ident(toks.get(i - 1)) == Some("inline");
+    Some((if inline { Vec::new() } else { names }, j + 1))
 }
 
 fn kernels_in(toks: &[Token]) -> Vec<Kernel> {
     let mut out: Vec<(Kernel, bool)> = Vec::new();
-    // The open braces, each true when it opens an extern "C" block.
-    let mut braces: Vec<bool> = Vec::new();
+    let mut braces: Vec<Brace> = Vec::new();
     let mut i = 0;
     while i < toks.len() {
         match &toks[i].tok {
             Tok::Ident(w) if w == "extern" => {
                 let c = matches!(toks.get(i + 1), Some(Token { tok: Tok::Str(s), .. }) if s == "C");
                 if c && is_punct(toks.get(i + 2), '{') {
-                    braces.push(true);
+                    braces.push(Brace::ExternC);
                     i += 3;
                     continue;
                 }
             }
-            Tok::Punct('{') => braces.push(false),
+            Tok::Ident(w) if w == "namespace" => {
+                if let Some((names, next)) = namespace_at(toks, i) {
+                    braces.push(Brace::Namespace(names));
+                    i = next;
+                    continue;
+                }
+            }
+            Tok::Punct('{') => braces.push(Brace::Other),
             Tok::Punct('}') => {
                 braces.pop();
             }
             Tok::Ident(w) if w == "__global__" => {
-                if let Some((k, defined, next)) = global_at(toks, i, braces.contains(&true)) {
-                    match out.iter_mut().find(|(o, _)| o.name == k.name) {
+                let scope: Vec<String> = braces
+                    .iter()
+                    .filter_map(|b| match b {
+                        Brace::Namespace(n) => Some(n.iter().cloned()),
+                        _ => None,
+                    })
+                    .flatten()
+                    .collect();
+                let in_extern_c = braces.contains(&Brace::ExternC);
+                if let Some((k, defined, next)) = global_at(toks, i, in_extern_c, scope) {
+                    let q = k.qualified();
+                    match out.iter_mut().find(|(o, _)| o.qualified() == q) {
                         Some(slot) => {
                             let extern_c = slot.0.extern_c || k.extern_c;
                             if !slot.1 && defined {
@@ -605,7 +688,12 @@ fn kernels_in(toks: &[Token]) -> Vec<Kernel> {
 /// The function whose `__global__` is at `g`: the kernel, whether a body follows, and the
 /// index after its parameter list; `None` when no function follows (`__global__` in a
 /// macro's use, say).
-fn global_at(toks: &[Token], g: usize, in_extern_c: bool) -> Option<(Kernel, bool, usize)> {
+fn global_at(
+    toks: &[Token],
+    g: usize,
+    in_extern_c: bool,
+    mut scope: Vec<String>,
+) -> Option<(Kernel, bool, usize)> {
     // What comes before it in the same declaration: extern "C", template<...>, static.
     let begin = toks[..g]
         .iter()
@@ -645,9 +733,16 @@ fn global_at(toks: &[Token], g: usize, in_extern_c: bool) -> Option<(Kernel, boo
     }
     let mut launch_bounds = None;
     let mut j = g + 1;
+    // The qualifier of a definition outside its namespace: `void ns::k(...) {`.
+    let mut qualifier = Vec::new();
     let (name, open) = loop {
         let t = toks.get(j)?;
         match &t.tok {
+            Tok::Ident(w) if is_punct(toks.get(j + 1), ':') && is_punct(toks.get(j + 2), ':') => {
+                qualifier.push(w.clone());
+                j += 3;
+                continue;
+            }
             Tok::Ident(w) if is_punct(toks.get(j + 1), '(') => {
                 if ATTRIBUTES.contains(&w.as_str()) {
                     let end = skip_balanced(toks, j + 1);
@@ -661,9 +756,13 @@ fn global_at(toks: &[Token], g: usize, in_extern_c: bool) -> Option<(Kernel, boo
             }
             Tok::Punct('[') if is_punct(toks.get(j + 1), '[') => j = skip_balanced(toks, j),
             Tok::Punct(';' | '{' | '}' | '(' | '=') => return None,
-            _ => j += 1,
+            _ => {
+                qualifier.clear();
+                j += 1;
+            }
         }
     };
+    scope.extend(qualifier);
     let close = skip_balanced(toks, open);
     let inner = &toks[open + 1..close.saturating_sub(1).max(open + 1)];
     let mut params = Vec::new();
@@ -697,6 +796,7 @@ fn global_at(toks: &[Token], g: usize, in_extern_c: bool) -> Option<(Kernel, boo
     Some((
         Kernel {
             name,
+            scope,
             line: toks[g].line,
             extern_c,
             template,

@@ -231,6 +231,27 @@ impl Page {
     }
 }
 
+/// The `--kernel-name` that selects `entry`'s launches under `--kernel-name-base function`.
+/// A plain name is itself. A qualified name (`ops::twice`) or a template instance
+/// (`scale<float, 128>`) becomes a regular expression that takes the function's name with or
+/// without its namespaces and template arguments: ncu's function base drops the parameter
+/// list, and klab does not rely on what else it drops (ncu also prints a non-type template
+/// argument as `(int)128`, which the instance as written would not match).
+pub fn kernel_name_filter(entry: &str) -> String {
+    if klab_core::text::is_identifier(entry) {
+        return entry.to_string();
+    }
+    let base = base_function_name(entry);
+    let head = &entry[..entry.find('<').unwrap_or(entry.len())];
+    let qualifier = head.trim_end().strip_suffix(base).unwrap_or("");
+    let group = if qualifier.is_empty() {
+        String::new()
+    } else {
+        format!("({qualifier})?")
+    };
+    format!("regex:^{group}{base}(<.*>)?$")
+}
+
 /// What to profile and how. Build it with [`ProfileRequest::new`] (klab's defaults) and
 /// adjust the fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -696,6 +717,26 @@ pub(crate) fn first_error(messages: &[NcuMessage]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+
+    /// A plain entry is matched as it is; a qualified name or a template instance with or
+    /// without what ncu's function base keeps of it.
+    #[test]
+    fn an_entrys_kernel_name_filter_takes_namespaces_and_templates() {
+        assert_eq!(kernel_name_filter("tiled_k"), "tiled_k");
+        assert_eq!(
+            kernel_name_filter("ops::twice"),
+            "regex:^(ops::)?twice(<.*>)?$"
+        );
+        assert_eq!(
+            kernel_name_filter("scale<float, 128>"),
+            "regex:^scale(<.*>)?$"
+        );
+        assert_eq!(
+            kernel_name_filter("a::b::scale<float, 128>"),
+            "regex:^(a::b::)?scale(<.*>)?$"
+        );
+    }
+
     use super::*;
 
     fn strings(v: &[OsString]) -> Vec<String> {

@@ -253,8 +253,12 @@ impl KernelRecord {
 
     /// Whether this launch is of the kernel `name`: its printed name, or its function name
     /// ([`base_function_name`]), which is how `--kernel-name-base function` matches it.
+    /// Whether this launch is of `name`: its printed name, or the same function name. A
+    /// qualified name or a template instance (`ops::twice`, `scale<float, 128>`) is matched by
+    /// its function name too, since ncu prints `void ops::twice(float *, int)` and
+    /// `scale<float, (int)128>`.
     pub fn is_named(&self, name: &str) -> bool {
-        self.kernel_name == name || self.function_name() == name
+        self.kernel_name == name || self.function_name() == base_function_name(name)
     }
 
     /// The kernel's function name without return type, namespace, template arguments or
@@ -732,6 +736,32 @@ app line\n\
         );
         assert_eq!(base_function_name("k<3>"), "k");
         assert_eq!(base_function_name("  "), "");
+    }
+
+    /// A launch is found by the entry a manifest gives: plain, qualified or an instance.
+    #[test]
+    fn a_launch_is_named_by_a_qualified_entry_or_an_instance() {
+        let launch = |name: &str| KernelRecord {
+            id: 0,
+            process_id: None,
+            process_name: String::new(),
+            host_name: String::new(),
+            kernel_name: name.into(),
+            context: None,
+            stream: None,
+            block: None,
+            grid: None,
+            device: None,
+            cc: String::new(),
+            extra: BTreeMap::new(),
+            metrics: BTreeMap::new(),
+            device_attributes: BTreeMap::new(),
+        };
+        assert!(launch("void ops::twice(float *, int)").is_named("ops::twice"));
+        assert!(launch("twice").is_named("ops::twice"));
+        assert!(launch("void scale<float, (int)128>(float *)").is_named("scale<float, 128>"));
+        assert!(launch("naive_k").is_named("naive_k"));
+        assert!(!launch("void ops::thrice(float *, int)").is_named("ops::twice"));
     }
 
     #[test]
