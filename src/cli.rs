@@ -158,7 +158,8 @@ pub struct ChildArgs {
 #[command(
     after_help = "For each kernel, Nsight Compute profiles exactly one launch of klab's own sequence: \
 one poisoned validation, --warmup launches, a fresh poison, the measured launch and its check \
-(ncu --kernel-name ENTRY --launch-skip 1+WARMUP --launch-count 1 --clock-control none). \
+(ncu --kernel-name-base function --kernel-name ENTRY, a regular expression for a qualified or \
+template entry, --launch-skip 1+WARMUP --launch-count 1 --clock-control none). \
 The report (.ncu-rep) is imported as CSV (--page raw and --page details), the counters are \
 set beside the address model's predictions (built-in transpose variants) under stated \
 tolerances, and a bound statement is written per kernel: profile.json, bound.txt, \

@@ -2429,7 +2429,8 @@ fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
         above(4 * c),
     ];
     // A declared tile's boundaries, where the launch gives no sign of them.
-    if let Some(t) = spec.tile.map(|t| t.min(1 << 40)) {
+    let tile = spec.tile.map(|t| t.min(1 << 40));
+    if let Some(t) = tile {
         v.extend([below(t - 1), below(t), above(t + 1)]);
         v.extend([below(2 * t - 1), above(2 * t + 1)]);
     }
@@ -2437,8 +2438,9 @@ fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
         v.push(0);
     }
     // A max inside the derived values keeps its edge: the last two sizes at or below it.
+    let reach = (4 * c).max(tile.map_or(0, |t| 2 * t + 1));
     let top = below(spec.upper());
-    if top < 4 * c {
+    if top < reach {
         v.extend([top.saturating_sub(m), top]);
     }
     v.push(spec.lowest());
@@ -2449,8 +2451,7 @@ fn values(op: &DeclaredOp, var: &str) -> Result<Vec<u64>, String> {
     if v.is_empty() {
         return Err(format!(
             "sizes.{var}: none of the derived values (up to {}) reaches min = {}; give values",
-            4 * c,
-            spec.min
+            reach, spec.min
         ));
     }
     Ok(v)
@@ -3429,6 +3430,12 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
             assert!(fours.contains(&v), "{v} in {fours:?}");
         }
         assert!(fours.iter().all(|n| n % 4 == 0), "{fours:?}");
+        // A max between one and two tiles keeps its edge.
+        let capped = n_of("{ tile = 1024, max = 1500 }");
+        for v in [1023, 1024, 1025, 1499, 1500] {
+            assert!(capped.contains(&v), "{v} in {capped:?}");
+        }
+        assert!(capped.iter().all(|n| *n <= 1500), "{capped:?}");
     }
 
     fn with(manifest: &str) -> KernelDecl {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use klab_core::artifact::{read_regular, read_text, sha256_file, sha256_hex, Input};
 use klab_core::device::{resources_csv, KernelResources};
+use klab_core::samples::Isolation;
 use klab_cuda::device::Device;
 use klab_cuda::gpu::CudaBackend;
 use klab_cuda::nvrtc::{self, Cache, CompileSpec, Compiled};
@@ -380,8 +381,12 @@ fn rounds_into(
         ChildVerdict::Passed => lab.step(
             Status::Ran,
             format!(
-                "klab rounds {} --baseline {baseline} --n {n}: {}; ratios against {baseline} in {rel}/summary.txt{}",
+                "klab rounds {} --baseline {baseline} --n {n}{}: {}; ratios against {baseline} in {rel}/summary.txt{}",
                 kernels.join(" "),
+                match lab.opts.isolation {
+                    Isolation::Block => "",
+                    Isolation::Round => " --isolation round",
+                },
                 rates_line(&dir),
                 time_line(&dir)
             ),

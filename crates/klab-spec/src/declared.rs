@@ -587,8 +587,17 @@ impl DeclaredOpSpec {
             if s.tile.is_some() && (s.launch || s.values.is_some()) {
                 return bad(
                     &field,
-                    "tile shapes the derived ladder; with values given it is unused: drop one"
+                    "tile shapes the derived ladder, which a launch parameter or given values replace: drop one"
                         .into(),
+                );
+            }
+            if let Some(t) = s.tile.filter(|t| *t > s.upper()) {
+                return bad(
+                    &field,
+                    format!(
+                        "tile = {t} is above max = {}: no size reaches one tile",
+                        s.upper()
+                    ),
                 );
             }
             if s.at_or_above(s.min) > s.upper() {
@@ -1192,8 +1201,12 @@ scalars.eps = { type = "f32", values = [1e-5] }
             ("sizes.cols = { multiple = 0 }", "multiple = 0"),
             ("sizes.cols = { tile = 0 }", "tile = 0"),
             (
+                "sizes.cols = { tile = 64, max = 32 }",
+                "tile = 64 is above max = 32",
+            ),
+            (
                 "sizes.cols = { tile = 64, values = [1, 64] }",
-                "with values given it is unused",
+                "which a launch parameter or given values replace",
             ),
             (
                 "sizes.cols = { multiple = 8, min = 9, max = 15 }",

@@ -62,7 +62,15 @@ pub fn skeleton(src: &str, source: &str, file: &str) -> Result<Skeleton, InitErr
     );
     w.text += &format!("source = {}\n", quote(source));
     for k in &found {
-        w.kernel(k);
+        // Kernels of one name in two namespaces get their qualified names, so that the
+        // manifest's names stay distinct (ops::k as ops_k).
+        let shared = found.iter().filter(|o| o.name == k.name).count() > 1;
+        let name = if shared {
+            k.qualified().replace("::", "_")
+        } else {
+            k.name.clone()
+        };
+        w.kernel(k, &name);
     }
     Ok(Skeleton {
         text: w.text,
@@ -106,7 +114,7 @@ impl Writer {
     }
 
     /// One `[[kernel]]` and its `[kernel.op]`, from its signature.
-    fn kernel(&mut self, k: &crate::signature::Kernel) {
+    fn kernel(&mut self, k: &crate::signature::Kernel, name: &str) {
         let names: Vec<String> = k
             .params
             .iter()
@@ -145,7 +153,7 @@ impl Writer {
             None => quote(&k.qualified()),
         };
         self.text += "[[kernel]]\n";
-        self.text += &format!("name = {}\n", quote(&k.name));
+        self.text += &format!("name = {}\n", quote(name));
         self.text += &format!("entry = {entry}\n");
         self.text += "operation = \"declared\"\n";
         let lines = self.param_lines(k, &names);
@@ -578,6 +586,17 @@ mod tests {
         let s = skeleton(src, "k.cu", "k.cu").unwrap();
         assert!(s.text.contains("entry = \"ops::twice\""), "{}", s.text);
         assert!(s.text.contains("name = \"twice\""), "{}", s.text);
+        // One name in two namespaces: distinct manifest names.
+        let two = "namespace fp32 { __global__ void k(float* y, int n) {} }\n\
+                   namespace fp16 { __global__ void k(float* y, int n) {} }\n";
+        let s = skeleton(two, "k.cu", "k.cu").unwrap();
+        for needle in [
+            "name = \"fp32_k\"",
+            "entry = \"fp32::k\"",
+            "name = \"fp16_k\"",
+        ] {
+            assert!(s.text.contains(needle), "{needle}\n{}", s.text);
+        }
     }
 
     #[test]

@@ -2399,17 +2399,25 @@ __global__ void k(float* o) {}
             Some("'k' is declared in a namespace (k.cu line 2): give its entry as ops::k")
         );
         assert_eq!(problem(plain, "ops::k"), None);
-        // `using namespace ops;` reaches it by its plain name.
+        // `using namespace ops;` or `using ops::k;` reaches it by its plain name; a using of
+        // another namespace does not.
+        let with = |tail: &str| format!("{plain}{tail}\n");
+        assert_eq!(problem(&with("using namespace ops;"), "k"), None);
+        assert_eq!(problem(&with("using ops::k;"), "k"), None);
+        assert!(problem(&with("using namespace std;"), "k").is_some());
+        // An extern "C" kernel in a namespace is its plain symbol: the plain name is right.
         assert_eq!(
             problem(
-                &format!(
-                    "{plain}using namespace ops;
-"
-                ),
+                "namespace a { extern \"C\" __global__ void k(float* o) {} }",
                 "k"
             ),
             None
         );
+        // Braces klab cannot pair (both branches of an #if open one): not refused.
+        let branches = "#if A\nnamespace x {\n#else\nnamespace y {\n#endif\n}\n__global__ void k(float* o) {}\n";
+        assert_eq!(problem(branches, "k"), None);
+        // A qualified name of another namespace than the one klab saw is the compiler's.
+        assert_eq!(problem(plain, "fp16::k"), None);
         assert!(problem(plain, "ops::other").is_some());
         assert_eq!(
             problem(SRC, "k<float>").as_deref(),

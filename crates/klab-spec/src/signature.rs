@@ -557,11 +557,13 @@ pub enum EntryLookup {
     Kernel(Kernel),
     /// klab cannot tell; the compiler will: no visible kernel has the name but a macro
     /// writes `__global__` and the name is a word of the code (outside comments and
-    /// literals), or a qualified name whose namespace klab did not see (opened by a macro)
-    /// names more than one kernel of that name.
+    /// literals); a qualified name whose namespace klab did not see (opened by a macro) or
+    /// that names another kernel than the one of that name klab saw; a plain name only
+    /// namespaced kernels have, reached by a `using`, or in a file whose braces klab could
+    /// not pair (a preprocessor branch may open one).
     CannotTell,
-    /// A plain name only kernels in namespaces have (and no `using namespace` reaches
-    /// them): those kernels.
+    /// A plain name only kernels in namespaces have, none `extern "C"`, none reached by a
+    /// `using namespace` of its namespace or a `using` of its name: those kernels.
     InNamespace(Vec<Kernel>),
     /// None of these: the qualified names of the kernels the source does declare, in order.
     Missing(Vec<String>),
@@ -571,24 +573,22 @@ pub enum EntryLookup {
 /// `__device__` function or a constant of that name is no kernel).
 pub fn lookup_entry(src: &str, name: &str) -> EntryLookup {
     let lexed = tokenize(src);
-    let kernels = kernels_in(&lexed.toks);
+    let (kernels, balanced) = kernels_and_balance(&lexed.toks);
     if let Some(k) = kernels.iter().find(|k| k.qualified() == name) {
         return EntryLookup::Kernel(k.clone());
     }
     let bare = name.rsplit("::").next().unwrap_or(name);
     let same: Vec<&Kernel> = kernels.iter().filter(|k| k.name == bare).collect();
-    let uses_namespace = lexed
-        .toks
-        .windows(2)
-        .any(|w| ident(Some(&w[0])) == Some("using") && ident(Some(&w[1])) == Some("namespace"));
+    let reached = same.iter().any(|k| reached_by_using(&lexed.toks, k));
     match (name.contains("::"), same.as_slice()) {
-        // Qualified, and one kernel of that name: its namespace may be a macro's.
-        (true, [k]) => return EntryLookup::Kernel((*k).clone()),
-        (true, [_, _, ..]) => return EntryLookup::CannotTell,
-        (false, [_, ..]) if !uses_namespace => {
-            return EntryLookup::InNamespace(same.into_iter().cloned().collect())
-        }
-        (false, [_, ..]) => return EntryLookup::CannotTell,
+        // Qualified, and the one kernel of that name klab saw in no namespace: its
+        // namespace may be a macro's.
+        (true, [k]) if k.scope.is_empty() => return EntryLookup::Kernel((*k).clone()),
+        (true, [_, ..]) => return EntryLookup::CannotTell,
+        // An extern "C" kernel's symbol is its plain name, whatever its namespace.
+        (false, [k]) if k.extern_c => return EntryLookup::Kernel((*k).clone()),
+        (false, [_, ..]) if !balanced || reached => return EntryLookup::CannotTell,
+        (false, [_, ..]) => return EntryLookup::InNamespace(same.into_iter().cloned().collect()),
         _ => {}
     }
     if lexed.macro_global && lexed.toks.iter().any(|t| ident(Some(t)) == Some(bare)) {
@@ -627,9 +627,44 @@ fn namespace_at(toks: &[Token], i: usize) -> Option<(Vec<String>, usize)> {
     Some((if inline { Vec::new() } else { names }, j + 1))
 }
 
+/// Whether a `using namespace` of `k`'s namespace or a `using` of its qualified name
+/// (`using ops::k;`) makes its plain name reach it.
+fn reached_by_using(toks: &[Token], k: &Kernel) -> bool {
+    let (scope, qualified) = (k.scope.join("::"), k.qualified());
+    toks.iter().enumerate().any(|(i, t)| {
+        if ident(Some(t)) != Some("using") {
+            return false;
+        }
+        let directive = ident(toks.get(i + 1)) == Some("namespace");
+        let mut path = Vec::new();
+        let mut j = i + 1 + usize::from(directive);
+        while let Some(n) = ident(toks.get(j)) {
+            path.push(n);
+            if is_punct(toks.get(j + 1), ':') && is_punct(toks.get(j + 2), ':') {
+                j += 3;
+            } else {
+                break;
+            }
+        }
+        let path = path.join("::");
+        if directive {
+            path == scope
+        } else {
+            path == qualified
+        }
+    })
+}
+
 fn kernels_in(toks: &[Token]) -> Vec<Kernel> {
+    kernels_and_balance(toks).0
+}
+
+/// The kernels, and whether every brace closed one that was open and none stayed open (an
+/// unpaired brace in one branch of an `#if` leaves namespaces klab cannot trust).
+fn kernels_and_balance(toks: &[Token]) -> (Vec<Kernel>, bool) {
     let mut out: Vec<(Kernel, bool)> = Vec::new();
     let mut braces: Vec<Brace> = Vec::new();
+    let mut balanced = true;
     let mut i = 0;
     while i < toks.len() {
         match &toks[i].tok {
@@ -650,7 +685,7 @@ fn kernels_in(toks: &[Token]) -> Vec<Kernel> {
             }
             Tok::Punct('{') => braces.push(Brace::Other),
             Tok::Punct('}') => {
-                braces.pop();
+                balanced &= braces.pop().is_some();
             }
             Tok::Ident(w) if w == "__global__" => {
                 let scope: Vec<String> = braces
@@ -682,7 +717,8 @@ fn kernels_in(toks: &[Token]) -> Vec<Kernel> {
         }
         i += 1;
     }
-    out.into_iter().map(|(k, _)| k).collect()
+    let balanced = balanced && braces.is_empty();
+    (out.into_iter().map(|(k, _)| k).collect(), balanced)
 }
 
 /// The function whose `__global__` is at `g`: the kernel, whether a body follows, and the

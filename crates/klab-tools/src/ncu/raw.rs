@@ -251,14 +251,18 @@ impl KernelRecord {
         (d != 0.0).then(|| n / d)
     }
 
-    /// Whether this launch is of the kernel `name`: its printed name, or its function name
-    /// ([`base_function_name`]), which is how `--kernel-name-base function` matches it.
-    /// Whether this launch is of `name`: its printed name, or the same function name. A
-    /// qualified name or a template instance (`ops::twice`, `scale<float, 128>`) is matched by
-    /// its function name too, since ncu prints `void ops::twice(float *, int)` and
-    /// `scale<float, (int)128>`.
+    /// Whether this launch is of the kernel `name` (a manifest's entry): its printed name;
+    /// the same qualified name and template arguments, as ncu prints them (`void
+    /// ops::twice(float *, int)`, `scale<float, (int)128>(float *)`); or, where ncu printed
+    /// only a function name (no namespace, no template arguments), the same function name
+    /// ([`base_function_name`], how `--kernel-name-base function` matches it). Another
+    /// instance or another namespace's kernel of the same name is not this one.
     pub fn is_named(&self, name: &str) -> bool {
-        self.kernel_name == name || self.function_name() == base_function_name(name)
+        if self.kernel_name == name || comparable_name(&self.kernel_name) == comparable_name(name) {
+            return true;
+        }
+        let printed = strip_trailing_group(self.kernel_name.trim(), '(', ')');
+        !printed.contains(['<', ':']) && self.function_name() == base_function_name(name)
     }
 
     /// The kernel's function name without return type, namespace, template arguments or
@@ -574,6 +578,41 @@ pub fn base_function_name(name: &str) -> &str {
     }
 }
 
+/// A kernel's name as written or as ncu prints it, reduced to what both say alike: no
+/// return type, no parameter list, no cast before a template argument (`(int)128`), no
+/// spaces. `void ns::k<float, (int)4>(float const*, int)` and `ns::k<float, 4>` give
+/// `ns::k<float,4>`.
+fn comparable_name(name: &str) -> String {
+    let s = strip_trailing_group(name.trim(), '(', ')');
+    let s = match last_top_level(s, |c| c == ' ') {
+        Some(k) => &s[k + 1..],
+        None => s,
+    };
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(open) = rest.find('(') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find(')') {
+            // A cast: a type of letters and spaces in parentheses.
+            Some(close)
+                if after[..close]
+                    .chars()
+                    .all(|c| c.is_ascii_alphabetic() || c == ' ') =>
+            {
+                rest = &after[close + 1..];
+            }
+            _ => {
+                out.push('(');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out.retain(|c| !c.is_whitespace());
+    out
+}
+
 /// `s` without a trailing balanced `open ... close` group (if it ends with `close`).
 fn strip_trailing_group(s: &str, open: char, close: char) -> &str {
     let s = s.trim_end();
@@ -762,6 +801,10 @@ app line\n\
         assert!(launch("void scale<float, (int)128>(float *)").is_named("scale<float, 128>"));
         assert!(launch("naive_k").is_named("naive_k"));
         assert!(!launch("void ops::thrice(float *, int)").is_named("ops::twice"));
+        // Another instance, or another namespace's kernel of that name, is not this one.
+        assert!(!launch("void scale<double, (int)64>(double *)").is_named("scale<float, 128>"));
+        assert!(!launch("void other::twice(float *, int)").is_named("ops::twice"));
+        assert!(launch("tiled_k(const float *, float *, int)").is_named("tiled_k"));
     }
 
     #[test]
