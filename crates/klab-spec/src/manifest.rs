@@ -2153,32 +2153,37 @@ known_broken = "b"
             "include_dirs",
             "k.ptx is a precompiled PTX: it is not compiled, so include folders do not apply",
         );
-        let with_options = OK.replace("name = \"k\"", "name = \"k\"\noptions = [\"-DX\"]");
-        let e = parse(
-            "m.toml",
-            &format!("source = \"k.cubin\"\n[[kernel]]\n{with_options}"),
-            Files::Given(&|_| Ok(("k.cubin".into(), elf.to_vec()))),
-        )
-        .unwrap_err();
-        assert_eq!(e.field, "kernel[0].options", "{e}");
-        assert!(e.problem.contains("NVRTC options do not apply"), "{e}");
-        let template = OK.replace("entry = \"k\"", "entry = \"k<float>\"");
-        let e = parse(
-            "m.toml",
-            &format!("source = \"k.cubin\"\n[[kernel]]\n{template}"),
-            Files::Given(&|_| Ok(("k.cubin".into(), elf.to_vec()))),
-        )
-        .unwrap_err();
-        assert_eq!(e.field, "kernel[0].entry", "{e}");
-        assert!(e.problem.contains("give the instance's symbol"), "{e}");
-        let qualified = OK.replace("entry = \"k\"", "entry = \"ops::k\"");
-        let e = parse(
-            "m.toml",
-            &format!("source = \"k.cubin\"\n[[kernel]]\n{qualified}"),
-            Files::Given(&|_| Ok(("k.cubin".into(), elf.to_vec()))),
-        )
-        .unwrap_err();
-        assert!(e.problem.contains("give the kernel's symbol"), "{e}");
+        // A cubin takes no NVRTC options, has no template to instantiate and no namespaces
+        // to look a name up in: each refused in one line naming the field.
+        let in_cubin = |kernel: String| {
+            parse(
+                "m.toml",
+                &format!("source = \"k.cubin\"\n[[kernel]]\n{kernel}"),
+                Files::Given(&|_| Ok(("k.cubin".into(), elf.to_vec()))),
+            )
+            .unwrap_err()
+        };
+        for (edit, field, says) in [
+            (
+                ("name = \"k\"", "name = \"k\"\noptions = [\"-DX\"]"),
+                "kernel[0].options",
+                "NVRTC options do not apply",
+            ),
+            (
+                ("entry = \"k\"", "entry = \"k<float>\""),
+                "kernel[0].entry",
+                "give the instance's symbol",
+            ),
+            (
+                ("entry = \"k\"", "entry = \"ops::k\""),
+                "kernel[0].entry",
+                "give the kernel's symbol",
+            ),
+        ] {
+            let e = in_cubin(OK.replace(edit.0, edit.1));
+            assert_eq!(e.field, field, "{e}");
+            assert!(e.problem.contains(says), "{e}");
+        }
         // A fatbin may be compressed: its entries cannot be looked for, so none is refused.
         assert!(over("k.fatbin", b"\x50\xed\x55\xba", "").is_ok());
     }

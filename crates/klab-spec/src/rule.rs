@@ -648,7 +648,8 @@ pub struct Failure {
     /// The reference's value, written the same way.
     pub want: String,
     /// Under a rule whose bound varies per element (scaled-sum, reference-error): how far
-    /// off the kernel is and what was allowed here ([`Failure::at`]).
+    /// off the kernel is and what was allowed here; where both values are NaN with other
+    /// payloads, what would take them ([`Failure::at`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bound: Option<String>,
 }
@@ -670,7 +671,9 @@ impl Failure {
             coords: coords(index, shape),
             got: show(dtype, got),
             want: show(dtype, want),
-            bound: scale.and_then(|s| bound_note(dtype, rule, got, want, s)),
+            bound: scale
+                .and_then(|s| bound_note(dtype, rule, got, want, s))
+                .or_else(|| payload_note(dtype, got, want)),
         }
     }
 
@@ -713,6 +716,17 @@ impl Failure {
 /// What a per-element bound allowed at a failing element whose values are both finite:
 /// `off by 4.5e-5; the reference in f32 is off by 1.0e-5, and 4 x that + 1e-6 = 4.1e-5 is
 /// allowed`.
+/// Both NaN with other payloads, the kernel's not klab's 0xff poison (an element left
+/// unwritten): arithmetic on a GPU writes its own quiet NaN whatever the input's payload, so
+/// a correct kernel fails `nan-equal` here. Said once, where the failure is shown.
+fn payload_note(dtype: Dtype, got: u64, want: u64) -> Option<String> {
+    let poison = u64::MAX >> (64 - 8 * dtype.size_bytes() as u32);
+    (dtype.is_nan_bits(got) && dtype.is_nan_bits(want) && got != want && got != poison).then(|| {
+        "both NaN, other payloads: a GPU computing a NaN writes its own; nan = \"nan-any-payload\" takes any NaN"
+            .to_string()
+    })
+}
+
 fn bound_note(dtype: Dtype, rule: Rule, got: u64, want: u64, scale: f64) -> Option<String> {
     let (g, w) = (dtype.value_of_bits(got), dtype.value_of_bits(want));
     if !(g.is_finite() && w.is_finite()) {
@@ -1476,6 +1490,15 @@ mod tests {
         let nan2 = f32b(&[0x7fc0_0001]);
         assert!(!run(Dtype::F32, cmp, &nan, &nan).passed());
         assert!(run(Dtype::F32, cmp.with_nan(NanRule::NanEqual), &nan, &nan).passed());
+        // The GPU's own NaN against the reference's payload: the line says what takes it;
+        // an element left at klab's 0xff poison gets no such word.
+        let at =
+            |got: u64| Failure::at(Dtype::F32, Rule::Bitwise, 0, &[1], (got, 0x7fc0_0001), None);
+        assert!(at(0x7fff_ffff)
+            .describe(&[])
+            .contains("nan = \"nan-any-payload\""));
+        assert_eq!(at(0xffff_ffff).bound, None);
+        assert_eq!(at(0x3f80_0000).bound, None);
         assert!(!run(Dtype::F32, cmp.with_nan(NanRule::NanEqual), &nan2, &nan).passed());
         assert!(run(
             Dtype::F32,
