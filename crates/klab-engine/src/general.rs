@@ -1943,8 +1943,14 @@ fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
                 let size = b.dtype.size_bytes();
                 klab_core::par::for_chunks(&mut out, size, |_, chunk| {
                     for j in 0..chunk.len() / size {
-                        let v = b.dtype.to_f64(chunk, j).clamp(lo, hi);
-                        b.dtype.write_f64(chunk, j, v);
+                        let v = b.dtype.to_f64(chunk, j);
+                        match b.float_domain {
+                            Some(_) => {
+                                b.dtype
+                                    .write_bits(chunk, j, bits_within(b.dtype, v, [lo, hi]))
+                            }
+                            None => b.dtype.write_f64(chunk, j, v.clamp(lo, hi)),
+                        }
                     }
                 });
             }
@@ -1995,9 +2001,39 @@ fn float_domain_fill(dt: Dtype, [lo, hi]: [f64; 2], k: usize, case: InputCase, o
     klab_core::par::for_chunks(out, size, |c, chunk| {
         let base = (c * klab_core::par::CHUNK_ELEMENTS) as u64;
         for j in 0..chunk.len() / size {
-            dt.write_f64(chunk, j, value(base + j as u64).clamp(lo, hi));
+            dt.write_bits(chunk, j, bits_within(dt, value(base + j as u64), [lo, hi]));
         }
     });
+}
+
+/// `v` in `dt`, inside `[lo, hi]`: rounded to the dtype, then stepped one value inwards
+/// where the rounding left the range (an f16 or bf16 end such as 0.1 rounds past itself).
+/// A range that holds no value of the dtype keeps the nearest one.
+fn bits_within(dt: Dtype, v: f64, [lo, hi]: [f64; 2]) -> u64 {
+    let bits = dt.bits_of_f64(v.clamp(lo, hi));
+    let sign = 1u64 << (8 * dt.size_bytes() - 1);
+    let magnitude = bits & !sign;
+    // The next value up or down, in sign-magnitude order (either zero steps to the
+    // smallest value of the other side).
+    let up = match (bits & sign != 0, magnitude) {
+        (_, 0) => 1,
+        (false, _) => bits + 1,
+        (true, _) => bits - 1,
+    };
+    let down = match (bits & sign != 0, magnitude) {
+        (_, 0) => sign | 1,
+        (false, _) => bits - 1,
+        (true, _) => bits + 1,
+    };
+    let value = dt.value_of_bits(bits);
+    let inside = |b: u64| (lo..=hi).contains(&dt.value_of_bits(b));
+    if value > hi && inside(down) {
+        down
+    } else if value < lo && inside(up) {
+        up
+    } else {
+        bits
+    }
 }
 
 /// The seed of the other values a timed launch's inputs are perturbed with
@@ -3404,6 +3440,33 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
         }
         // A grid that never grows (a persistent kernel) falls back to the block.
         assert_eq!(chunk(&op("132"), "n"), 1024);
+    }
+
+    /// A float domain's ends in f16 or bf16: a value rounded past an end is stepped back
+    /// inside (0.10003 rounds to 0.1000366 in f16, past the end); a range that holds no
+    /// value of the dtype keeps the nearest.
+    #[test]
+    fn a_float_domain_keeps_16_bit_values_inside_its_ends() {
+        let value = |dt: Dtype, v: f64, r: [f64; 2]| dt.value_of_bits(bits_within(dt, v, r));
+        let r = [-0.10003, 0.10003];
+        assert!(Dtype::F16.value_of_bits(Dtype::F16.bits_of_f64(0.10003)) > 0.10003);
+        for (v, dt) in [
+            (0.10003, Dtype::F16),
+            (-0.10003, Dtype::F16),
+            (1.0, Dtype::F16),
+        ] {
+            let got = value(dt, v, r);
+            assert!((r[0]..=r[1]).contains(&got), "{v}: {got}");
+            assert!((got - v.clamp(r[0], r[1])).abs() < 1e-4, "{v}: {got}");
+        }
+        // Zero and values well inside are as rounded; bf16 too.
+        assert_eq!(value(Dtype::F16, 0.0, r), 0.0);
+        assert_eq!(value(Dtype::Bf16, 1.5, [1.0, 2.0]), 1.5);
+        let got = value(Dtype::Bf16, 1.004, [1.0, 1.004]);
+        assert!((1.0..=1.004).contains(&got), "{got}");
+        // Nothing of f16 lies in [0.10001, 0.10002]: the nearest stays.
+        let got = value(Dtype::F16, 0.100015, [0.10001, 0.10002]);
+        assert!((got - 0.100015).abs() < 1e-4, "{got}");
     }
 
     /// A row walked in steps of a BLOCK the launch does not show (one program per row, a
