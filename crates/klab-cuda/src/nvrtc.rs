@@ -68,6 +68,9 @@ pub struct CompileSpec {
     pub extra_options: Vec<String>,
     /// The user's header folders, each passed as `-I` (before the toolkit's).
     pub include_dirs: Vec<IncludeDir>,
+    /// The digest of the headers the source reaches by `#include` (beside it or in the
+    /// include folders), when it was read from a folder.
+    pub headers_sha256: Option<String>,
     /// Template instances to instantiate and look up by name (`scale<float, 128>`).
     pub name_expressions: Vec<String>,
 }
@@ -81,6 +84,7 @@ impl CompileSpec {
             arch: arch.to_string(),
             extra_options: Vec::new(),
             include_dirs: Vec::new(),
+            headers_sha256: None,
             name_expressions: Vec::new(),
         }
     }
@@ -109,6 +113,7 @@ impl CompileSpec {
         Ok(CompileSpec {
             extra_options: decl.options.clone(),
             include_dirs: manifest.include_dirs.clone(),
+            headers_sha256: manifest.headers.as_ref().map(|h| h.sha256.clone()),
             name_expressions: manifest.name_expressions(),
             ..CompileSpec::new(&manifest.program, text, arch)
         })
@@ -306,8 +311,8 @@ impl Cache {
 }
 
 /// The cache key for a spec under a given toolkit include folder and NVRTC version. The
-/// user's include folders count by path and by the digest of their files (editing a header
-/// recompiles). The toolkit folder counts by its path only (it is among the options): the
+/// user's include folders count by path and by the digest of their files, and the headers
+/// the source reaches by their digest (editing a header recompiles). The toolkit folder counts by its path only (it is among the options): the
 /// contents of its headers are not hashed, since they change with a toolkit's version.
 pub fn cache_key(
     spec: &CompileSpec,
@@ -327,6 +332,7 @@ pub fn cache_key(
             .map(|d| d.sha256.as_str())
             .collect::<Vec<_>>()
             .join("\u{1f}"),
+        spec.headers_sha256.as_deref().unwrap_or(""),
         &spec.name_expressions.join("\u{1f}"),
         nvrtc_version,
     ] {
@@ -689,6 +695,18 @@ mod tests {
         assert_ne!(key(&with), with_key, "an edited header recompiles");
         with.include_dirs = vec![inc("/n/inc", "aa")];
         assert_ne!(key(&with), with_key);
+
+        // So do the headers the source reaches (beside it, with no include folder).
+        let mut s = spec();
+        s.headers_sha256 = Some("aa".into());
+        assert_ne!(key(&s), base);
+        let reached = key(&s);
+        s.headers_sha256 = Some("bb".into());
+        assert_ne!(
+            key(&s),
+            reached,
+            "an edited header beside the source recompiles"
+        );
 
         // Naming a template instance instantiates it: a different module.
         let mut s = spec();

@@ -717,3 +717,52 @@ fn every_audit_kernel_compiles_and_each_declared_entry_exists() {
         }
     }
 }
+
+/// The most common layout: `k.cu` includes `"tile.cuh"` from its own folder, with no
+/// `include_dirs`. The header is found whatever folder klab runs from (as nvcc finds it
+/// beside the including file), and editing it misses the cache and compiles what it says.
+#[test]
+fn a_header_beside_the_source_is_found_from_any_folder_and_editing_it_recompiles() {
+    if !nvrtc_or_skip(
+        "a_header_beside_the_source_is_found_from_any_folder_and_editing_it_recompiles",
+    ) {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let header = t.path().join("tile.cuh");
+    std::fs::write(&header, "#define TILE 32\n").unwrap();
+    std::fs::write(
+        t.path().join("k.cu"),
+        "#include \"tile.cuh\"\nextern \"C\" __global__ void k(float* o, const float* i, int n) {\n    __shared__ float s[TILE];\n    s[threadIdx.x % TILE] = i[threadIdx.x];\n    __syncthreads();\n    if ((int)threadIdx.x < n) o[threadIdx.x] = s[(threadIdx.x + 1) % TILE];\n}\n",
+    )
+    .unwrap();
+    let m = t.path().join("m.toml");
+    std::fs::write(
+        &m,
+        "source = \"k.cu\"\n[[kernel]]\nname = \"k\"\nentry = \"k\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32]\nelements_per_block = [32, 32]\n",
+    )
+    .unwrap();
+    let cache = Cache::at(t.path().join("cache"));
+    let build = || {
+        let manifest = klab_spec::manifest::load(&m).unwrap();
+        let spec =
+            CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH).unwrap();
+        nvrtc::compile(&spec, &cache)
+    };
+    let shared = |c: &nvrtc::Compiled| c.ptxas_resources()[0].static_shared_bytes;
+    // The test process's folder is the crate's, not the source's.
+    assert_ne!(std::env::current_dir().unwrap(), t.path());
+    let first = build().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(shared(&first), 32 * 4, "{}", first.log);
+    // NVRTC names the program by the source's path: it looks beside it, not in the folder
+    // klab runs in (where a header of the same name would have been taken first).
+    assert_eq!(first.program, t.path().join("k.cu").display().to_string());
+    assert!(build().unwrap().from_cache);
+    std::fs::write(&header, "#define TILE 64\n").unwrap();
+    let edited = build().unwrap();
+    assert!(
+        !edited.from_cache,
+        "an edited header beside the source must recompile"
+    );
+    assert_eq!(shared(&edited), 64 * 4, "{}", edited.log);
+}

@@ -1,8 +1,15 @@
-//! A manifest's include folders (`include_dirs = ["inc"]`): each is passed to NVRTC as `-I`
-//! and read once, when the manifest is, into one digest of every file under it, so that
-//! the compile cache ([`IncludeDir::sha256`] is in klab-cuda's cache key) rebuilds a module
-//! when one of its headers changes. The read is bounded ([`MAX_FILES`], [`MAX_BYTES`]): a
-//! folder past either is refused rather than hashed for minutes.
+//! The headers a kernel's source is compiled with, and their digests for the compile cache
+//! (klab-cuda's cache key holds every digest here, so editing a header rebuilds a module):
+//!
+//! - A manifest's include folders (`include_dirs = ["inc"]`): each is passed to NVRTC as `-I`
+//!   and read once, when the manifest is, into one [`IncludeDir`] digest of every file under
+//!   it. The read is bounded ([`MAX_FILES`], [`MAX_BYTES`]): a folder past either is refused
+//!   rather than hashed for minutes.
+//! - The headers the source reaches by `#include` ([`ReachedHeaders`]), found as NVRTC finds
+//!   them when the program is named by the source's path: a quoted name beside the file that
+//!   includes it, then in the include folders; an angled name in the include folders. A
+//!   header beside the source needs no `include_dirs`, and only what is reached is read (a
+//!   source in a large project's folder does not hash the whole folder).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -65,6 +72,103 @@ impl IncludeDir {
             path: path.to_path_buf(),
             sha256: hex::encode(h.finalize()),
             files: files.len(),
+        })
+    }
+}
+
+/// How an `#include` names its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delimiter {
+    /// `#include "tile.cuh"`: beside the including file first.
+    Quoted,
+    /// `#include <cuda_fp16.h>`: the include folders only.
+    Angled,
+}
+
+/// Every `#include` directive of `text` whose header is written out, with how it is
+/// delimited, in order. A directive whose header is a macro (`#include HEADER`) is not read.
+pub fn include_directives(text: &str) -> impl Iterator<Item = (&str, Delimiter)> {
+    text.lines().filter_map(|line| {
+        let rest = line.trim_start().strip_prefix('#')?.trim_start();
+        let rest = rest.strip_prefix("include")?.trim_start();
+        let (close, delimiter) = match rest.chars().next()? {
+            '"' => ('"', Delimiter::Quoted),
+            '<' => ('>', Delimiter::Angled),
+            _ => return None,
+        };
+        let name = &rest[1..];
+        let end = name.find(close)?;
+        (end > 0).then(|| (&name[..end], delimiter))
+    })
+}
+
+/// The headers a source reaches by `#include`, read when the manifest is: the files, in the
+/// order first reached, and one digest over their paths and bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReachedHeaders {
+    pub sha256: String,
+    pub files: Vec<PathBuf>,
+}
+
+impl ReachedHeaders {
+    /// Follow `text`'s includes (the file at `source`) through every header found, as NVRTC
+    /// looks for them (the module's docs), with `include_dirs` as its `-I` folders. A header
+    /// found nowhere is left to the compiler: it may be the toolkit's, or behind an `#if`.
+    /// `Err` is one line: a header that cannot be read, or more than [`MAX_FILES`] headers or
+    /// [`MAX_BYTES`] in all.
+    pub fn of(
+        source: &Path,
+        text: &str,
+        include_dirs: &[IncludeDir],
+    ) -> Result<ReachedHeaders, String> {
+        let mut files: Vec<PathBuf> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut h = Sha256::new();
+        let mut total = 0u64;
+        // (the including file, its text), depth first in reading order.
+        let mut pending = vec![(source.to_path_buf(), text.to_string())];
+        while let Some((file, text)) = pending.pop() {
+            let beside = file.parent().unwrap_or(Path::new(""));
+            let mut found = Vec::new();
+            for (name, delimiter) in include_directives(&text) {
+                let quoted = (delimiter == Delimiter::Quoted).then(|| beside.join(name));
+                let Some(path) = quoted
+                    .into_iter()
+                    .chain(include_dirs.iter().map(|d| d.path.join(name)))
+                    // Not is_file: a FIFO is found here and refused, not left for NVRTC
+                    // to block on.
+                    .find(|p| p.exists() && !p.is_dir())
+                else {
+                    continue;
+                };
+                // Reached twice (or through a cycle of headers), read once.
+                let key = fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+                if !seen.insert(key) {
+                    continue;
+                }
+                let bytes = read_regular(&path, Input::HEADER).map_err(|e| e.to_string())?;
+                total += bytes.len() as u64;
+                if files.len() >= MAX_FILES || total > MAX_BYTES {
+                    return Err(format!(
+                        "{} reaches more than {MAX_FILES} headers or {} MiB by #include; klab hashes every header a source reaches into the compile cache's key",
+                        source.display(),
+                        MAX_BYTES >> 20
+                    ));
+                }
+                let name = path.to_string_lossy();
+                h.update(name.as_bytes());
+                h.update([0]);
+                h.update((bytes.len() as u64).to_le_bytes());
+                h.update(&bytes);
+                files.push(path.clone());
+                found.push((path, String::from_utf8_lossy(&bytes).into_owned()));
+            }
+            // Pushed in reverse so that the first include is read next.
+            pending.extend(found.into_iter().rev());
+        }
+        Ok(ReachedHeaders {
+            sha256: hex::encode(h.finalize()),
+            files,
         })
     }
 }
@@ -132,6 +236,100 @@ mod tests {
         let before = IncludeDir::read(&inc).unwrap();
         fs::write(t.path().join("outside.h"), "x").unwrap();
         assert_eq!(IncludeDir::read(&inc).unwrap(), before);
+    }
+
+    #[test]
+    fn include_directives_are_read_with_their_delimiters() {
+        let text = "#include <cuda_fp16.h>\n  #  include \"tiles/tile.cuh\" // why\n#include HEADER\n#include\"a.h\"\n#includes \"no\"\n#include \"\"\nint x; // #include \"b.h\"\n";
+        let got: Vec<_> = include_directives(text).collect();
+        assert_eq!(
+            got,
+            [
+                ("cuda_fp16.h", Delimiter::Angled),
+                ("tiles/tile.cuh", Delimiter::Quoted),
+                ("a.h", Delimiter::Quoted),
+            ]
+        );
+    }
+
+    /// A quoted header is looked for beside the file that includes it (each header's own
+    /// folder for its includes), then in the include folders; an angled one only there. What
+    /// is found nowhere (the toolkit's) is left out; a cycle is read once.
+    #[test]
+    fn the_headers_a_source_reaches_are_found_as_nvrtc_finds_them_and_hashed() {
+        let t = tree();
+        let src = t.path().join("src");
+        fs::create_dir_all(src.join("sub")).unwrap();
+        fs::write(src.join("top.cuh"), "#include \"sub/mid.cuh\"\n").unwrap();
+        // Beside mid.cuh, not beside the source; then a header of the include folder.
+        fs::write(
+            src.join("sub/mid.cuh"),
+            "#include \"leaf.cuh\"\n#include <a.cuh>\n",
+        )
+        .unwrap();
+        fs::write(
+            src.join("sub/leaf.cuh"),
+            "#include \"../top.cuh\"\n#define LEAF 1\n",
+        )
+        .unwrap();
+        // Not reached: beside the source, but never included.
+        fs::write(src.join("unused.cuh"), "x").unwrap();
+        let inc = IncludeDir::read(&t.path().join("inc")).unwrap();
+        let source = src.join("k.cu");
+        let text = "#include <cuda_fp16.h>\n#include \"top.cuh\"\n#include \"top.cuh\"\n";
+        let got = ReachedHeaders::of(&source, text, std::slice::from_ref(&inc)).unwrap();
+        let names: Vec<_> = got
+            .files
+            .iter()
+            .map(|p| {
+                p.strip_prefix(t.path())
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "src/top.cuh",
+                "src/sub/mid.cuh",
+                "src/sub/leaf.cuh",
+                "inc/a.cuh"
+            ]
+        );
+        assert_eq!(
+            ReachedHeaders::of(&source, text, std::slice::from_ref(&inc)).unwrap(),
+            got
+        );
+        // Without the include folder, its header is not found (the compiler says so).
+        assert_eq!(
+            ReachedHeaders::of(&source, text, &[]).unwrap().files.len(),
+            3
+        );
+        // Editing a reached header changes the digest; editing one not reached does not.
+        fs::write(src.join("unused.cuh"), "y").unwrap();
+        assert_eq!(
+            ReachedHeaders::of(&source, text, std::slice::from_ref(&inc)).unwrap(),
+            got
+        );
+        fs::write(src.join("sub/leaf.cuh"), "#define LEAF 2\n").unwrap();
+        let edited = ReachedHeaders::of(&source, text, std::slice::from_ref(&inc)).unwrap();
+        assert_ne!(edited.sha256, got.sha256);
+        // A source with no header of its own reaches none.
+        let none = ReachedHeaders::of(&source, "#include <cuda_bf16.h>\n", &[inc]).unwrap();
+        assert!(none.files.is_empty());
+    }
+
+    #[test]
+    fn a_reached_header_that_cannot_be_read_is_one_line() {
+        let t = tree();
+        let fifo = t.path().join("pipe.cuh");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e =
+            ReachedHeaders::of(&t.path().join("k.cu"), "#include \"pipe.cuh\"\n", &[]).unwrap_err();
+        assert!(e.contains("not a regular file") && !e.contains('\n'), "{e}");
     }
 
     #[test]

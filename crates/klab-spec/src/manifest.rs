@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::declared::builtin::{OpKind, Param, Rounding, ScalarType};
-use crate::include::IncludeDir;
+use crate::include::{IncludeDir, ReachedHeaders};
 use klab_core::artifact::{read_regular, read_text, Input};
 use klab_core::device::Dim3;
 use klab_core::dtype::Dtype;
@@ -475,12 +475,17 @@ pub struct Manifest {
     pub origin: String,
     /// The source's path as reports should name it (repository-relative for built-ins).
     pub source_path: String,
-    /// NVRTC program name (the source's file name); a precompiled module's file name.
+    /// NVRTC program name: for a manifest read from a folder, the source's absolute path, so
+    /// that NVRTC looks for a quoted header beside the source, as nvcc does (with a bare file
+    /// name it looks in the folder klab runs in). The file name for built-ins; a
+    /// precompiled module's file name.
     pub program: String,
     #[serde(skip)]
     pub source: Source,
     /// `include_dirs`, resolved against the manifest's folder, in the order given.
     pub include_dirs: Vec<IncludeDir>,
+    /// The headers a CUDA C++ source read from a folder reaches by `#include`.
+    pub headers: Option<ReachedHeaders>,
     pub kernels: Vec<KernelDecl>,
 }
 
@@ -523,13 +528,7 @@ impl Manifest {
 /// Whether CUDA C++ `text` includes a header of its own (`#include "kernels.cuh"`, not a
 /// toolkit's `<...>`), where kernels klab does not read may be declared.
 fn includes_own_headers(text: &str) -> bool {
-    text.lines().any(|l| {
-        l.trim_start()
-            .strip_prefix('#')
-            .map(str::trim_start)
-            .and_then(|d| d.strip_prefix("include"))
-            .is_some_and(|rest| rest.trim_start().starts_with('"'))
-    })
+    crate::include::include_directives(text).any(|(_, d)| d == crate::include::Delimiter::Quoted)
 }
 
 /// A manifest that cannot be used: one line naming the file and the field.
@@ -988,11 +987,21 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
                 .map_err(|p| err(format!("include_dirs[{i}]"), p))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let program = Path::new(&raw.source)
+    let file_name = Path::new(&raw.source)
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("kernel.cu")
         .to_string();
+    let (program, headers) = match (&files, source.text()) {
+        (Files::Dir(dir), Some(text)) => {
+            let path = std::path::absolute(dir.join(&raw.source))
+                .map_err(|e| err("source".into(), format!("{}: {e}", raw.source)))?;
+            let headers = ReachedHeaders::of(&path, text, &include_dirs)
+                .map_err(|p| err("source".into(), p))?;
+            (path.to_string_lossy().into_owned(), Some(headers))
+        }
+        _ => (file_name, None),
+    };
     let mut names = BTreeSet::new();
     let mut kernels = Vec::new();
     for (i, k) in raw.kernels.into_iter().enumerate() {
@@ -1012,6 +1021,7 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
         program,
         source,
         include_dirs,
+        headers,
         kernels,
     })
 }
