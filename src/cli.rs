@@ -566,7 +566,7 @@ pub struct LabArgs {
     #[arg(long, default_value_t = 6, value_parser = at_least_one::<u32>)]
     pub rounds: u32,
     /// What one process of the rounds and ceilings steps runs, as for `klab rounds` (round is
-    /// faster and biased: docs/timing.md)
+    /// faster; whether its settling block removes its bias is not yet measured: docs/timing.md)
     #[arg(long, value_enum, default_value_t = Isolation::Block)]
     pub isolation: Isolation,
     /// The watchdog, seconds: the global `--timeout`, or this command's default
@@ -687,11 +687,12 @@ pub struct RoundsArgs {
     pub rounds: u32,
     #[command(flatten)]
     pub resolution: ResolveArgs,
-    /// What one process runs: each block alone, or a round's blocks in their order (one
-    /// device opening and one process start per round; a block that process could not
-    /// judge runs again alone). Rounds are separate processes either way. On the H200 the
-    /// first block of a round's process timed about 7% faster than the rest, which biases
-    /// ratios under round (docs/timing.md)
+    /// What one process runs: each block alone, or a round's blocks in their order after a
+    /// settling block it does not count (one device opening and one process start per
+    /// round; a block that process could not judge runs again alone). Rounds are separate
+    /// processes either way. On the H200 the first block of a round's process timed about
+    /// 7% faster than the rest, which biased ratios under round before the settling block;
+    /// with it, not yet measured (docs/timing.md)
     #[arg(long, value_enum, default_value_t = Isolation::Block)]
     pub isolation: Isolation,
     /// Output folder (must not exist or be empty)

@@ -589,6 +589,16 @@ fn a_fault_in_a_rounds_process_is_judged_alone_and_the_others_still_pass() {
         // in round isolation.
         let alone = log.matches("# round 1 position").count();
         assert_eq!(alone, if isolation == "round" { 3 } else { 4 }, "{log}");
+        // The round's process settled on the first kernel first; that block counts nowhere.
+        assert_eq!(
+            log.contains("settling block blocks/r01-settle-padded: median"),
+            isolation == "round",
+            "{log}"
+        );
+        assert_eq!(
+            dir.join("blocks/r01-settle-padded/receipt.json").is_file(),
+            isolation == "round"
+        );
         assert!(log.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{log}");
     }
 }

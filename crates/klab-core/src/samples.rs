@@ -53,10 +53,12 @@ impl Isolation {
             Isolation::Block => None,
             // evidence/2026-12-05-gpu: ABBA puts the baseline first in every round.
             Isolation::Round => Some(
-                "the first block of a round's process timed about 7% faster than the blocks \
-                 after it on the H200 (the copy at n = 1024: 4.94-4.99 against 5.27-5.34 us), so ratios \
-                 lean towards the kernel that runs first: an A/A pair was called different in \
-                 20 of 20 runs; rely on --isolation block for ratios",
+                "before klab added the settling block, the first block of a round's process \
+                 timed about 7% faster than the blocks after it on the H200 (the copy at \
+                 n = 1024: 4.94-4.99 against 5.27-5.34 us), so ratios leant towards the kernel \
+                 that ran first (an A/A pair called different in 20 of 20 runs); each round's \
+                 process now runs a settling block first and does not count it, which no GPU \
+                 run has yet shown to remove the lean: rely on --isolation block for ratios",
             ),
         }
     }
@@ -65,7 +67,9 @@ impl Isolation {
     pub fn describe(self) -> &'static str {
         match self {
             Isolation::Block => "each block its own process",
-            Isolation::Round => "each round's blocks in one process, each round its own",
+            Isolation::Round => {
+                "each round's blocks in one process after a settling block it does not count, each round its own"
+            }
         }
     }
 }

@@ -633,7 +633,8 @@ fn one_round(every: &EveryRound, blocks: &mut Blocks, round: u32) -> anyhow::Res
     let mut ran: Vec<Option<BlockRun>> = match args.isolation {
         Isolation::Round => {
             bar.set_message(format!("round {round}, one process"));
-            process::run_round(&benches, args, policy, blocks, round)?
+            let settle = BlockBench::settling(plan, args, dir, round, order[0]);
+            process::run_round(&settle, &benches, args, policy, blocks, round)?
         }
         Isolation::Block => benches.iter().map(|_| None).collect(),
     };

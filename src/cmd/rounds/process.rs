@@ -3,6 +3,11 @@
 //! round`). Either way a block comes back as a [`BlockRun`]: the verdict and result its
 //! child said, its seconds, and the folder it wrote, which the caller reads as one thing.
 //!
+//! A round's process first runs one settling block of the round's first kernel, which is not
+//! counted: on the H200 the first block of a process timed about 7% faster than every block
+//! after it (evidence/2026-12-05-gpu), so without it the ratios leant towards the kernel that
+//! ran first. Its median is logged, so a run shows whether the step is still there.
+//!
 //! In a round's process every block says its results to a file of its own, so each is judged
 //! as a block alone is, by [`ChildVerdict::of`]. What the process can decide for a block is
 //! kept: a block that passed or failed a gate judged itself in full. Anything else (an error,
@@ -67,6 +72,23 @@ impl BlockBench {
             kernel.name(),
             if place.rerun { "-rerun" } else { "" }
         );
+        Self::named(plan, args, dir, rel, kernel)
+    }
+
+    /// The settling block of round `round`'s process (the module's docs): `kernel`'s block,
+    /// in a folder of its own that no receipt combines.
+    pub fn settling(
+        plan: &Plan,
+        args: &RoundsArgs,
+        dir: &Path,
+        round: u32,
+        kernel: &Kernel,
+    ) -> Self {
+        let rel = format!("blocks/r{round:02}-settle-{}", kernel.name());
+        Self::named(plan, args, dir, rel, kernel)
+    }
+
+    fn named(plan: &Plan, args: &RoundsArgs, dir: &Path, rel: String, kernel: &Kernel) -> Self {
         let block_dir = dir.join(&rel);
         // The child gets the kernel's full reference, so a user manifest's kernel is
         // measured, never a built-in of the same name.
@@ -120,22 +142,25 @@ pub(super) fn run_alone(
     })
 }
 
-/// Every block of round `round` (`benches`, in the round's order) in one child, each given a
-/// results file of its own. Returns, per block, its run when the process could judge it (see
-/// the module's docs), `None` for the blocks to run alone.
+/// Every block of round `round` (`benches`, in the round's order) in one child after the
+/// settling block `settle`, each given a results file of its own. Returns, per block of
+/// `benches`, its run when the process could judge it (see the module's docs), `None` for the
+/// blocks to run alone.
 pub(super) fn run_round(
+    settle: &BlockBench,
     benches: &[BlockBench],
     args: &RoundsArgs,
     policy: VerifyPolicy,
     blocks: &mut Blocks,
     round: u32,
 ) -> anyhow::Result<Vec<Option<BlockRun>>> {
-    let files = benches
+    let in_process: Vec<&BlockBench> = std::iter::once(settle).chain(benches).collect();
+    let files = in_process
         .iter()
         .map(|_| ResultsFile::new())
         .collect::<Result<Vec<_>, _>>()?;
     let work = RoundWork {
-        blocks: benches
+        blocks: in_process
             .iter()
             .zip(&files)
             .map(|(b, f)| RoundBlock {
@@ -146,14 +171,14 @@ pub(super) fn run_round(
     };
     // Each block has the time a block alone would (the process ends one that takes more),
     // and one more for opening the device and ending the process.
-    let timeout = Duration::from_secs(args.timeout.saturating_mul(benches.len() as u64 + 1));
+    let timeout = Duration::from_secs(args.timeout.saturating_mul(in_process.len() as u64 + 1));
     let started = Instant::now();
     let out = ChildCmd::Round(work).run(policy, timeout, Echo::Off)?;
     let wall_s = started.elapsed().as_secs_f64();
     blocks.wall_total += wall_s;
     blocks.processes += 1;
     blocks.log.push_str(&format!(
-        "# round {round}: its {} blocks in one process\n{}",
+        "# round {round}: its {} blocks in one process, after a settling block\n{}",
         benches.len(),
         out.log_block()
     ));
@@ -169,12 +194,36 @@ pub(super) fn run_round(
         own_s += run.as_ref().map_or(0.0, |r| r.wall_s);
         runs.push(run);
     }
+    let settled = runs.remove(0);
+    let what = settled_line(settle, settled.as_ref());
+    blocks.log.push_str(&format!("# round {round}: {what}\n"));
+    blocks.phases_csv.push_str(&format!(
+        "{round},,{},{:.4},,,,,,,\n",
+        klab_core::csv::field(&what),
+        settled.as_ref().map_or(0.0, |r| r.wall_s)
+    ));
     blocks.phases_csv.push_str(&format!(
         "{round},,(the round's process beyond its blocks),{:.4},,,,,,{:.4},\n",
         (wall_s - own_s).max(0.0),
         (wall_s - own_s).max(0.0)
     ));
     Ok(runs)
+}
+
+/// The settling block in a few words: its median, read from the receipt in its folder, or
+/// why it has none. What it says counts for nothing: its kernel's own blocks judge it.
+fn settled_line(settle: &BlockBench, run: Option<&BlockRun>) -> String {
+    let median = run
+        .filter(|r| r.verdict == ChildVerdict::Passed)
+        .and_then(|_| klab_evidence::receipt::Receipt::load(&settle.dir.join("receipt.json")).ok())
+        .map(|r| r.result.median_us);
+    match median {
+        Some(m) => format!("settling block {}: median {m:.3} us, not counted", settle.rel),
+        None => format!(
+            "settling block {}: no timing (its kernel's own blocks are judged as they run), not counted",
+            settle.rel
+        ),
+    }
 }
 
 /// A block of a round's process, from what it said in its results file and how the process
@@ -269,14 +318,19 @@ mod tests {
         assert!(judged("", &Ending::default()).is_none());
     }
 
+    fn bench_args() -> BenchArgs {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["klab", "bench", "padded"]).unwrap();
+        let crate::cli::Command::Bench(args) = cli.into_command() else {
+            panic!("not a bench")
+        };
+        args
+    }
+
     /// A block run alone after its round's process writes beside what that process left.
     #[test]
     fn a_block_run_alone_after_its_round_has_a_folder_of_its_own() {
-        use clap::Parser;
-        let cli = crate::cli::Cli::try_parse_from(["klab", "bench", "padded"]).unwrap();
-        let crate::cli::Command::Bench(mut args) = cli.into_command() else {
-            panic!("not a bench")
-        };
+        let mut args = bench_args();
         args.out = Some("/r/blocks/r01-p1-padded".into());
         let bench = BlockBench {
             rel: "blocks/r01-p1-padded".into(),
@@ -288,6 +342,35 @@ mod tests {
         assert_eq!(alone.dir, Path::new("/r/blocks/r01-p1-padded-alone"));
         assert_eq!(alone.args.out.as_deref(), Some(alone.dir.as_path()));
         assert_eq!(alone.args.kernel, bench.args.kernel);
+    }
+
+    /// The settling block has a folder of its own, named apart from every counted block's,
+    /// and says its median only when it passed with a receipt; anything else it says counts
+    /// for nothing (its kernel's own blocks are judged as they run).
+    #[test]
+    fn the_settling_block_is_named_apart_and_says_only_its_median() {
+        let t = tempfile::tempdir().unwrap();
+        let settle = BlockBench {
+            rel: "blocks/r03-settle-padded".into(),
+            dir: t.path().join("blocks/r03-settle-padded"),
+            args: bench_args(),
+        };
+        let ran = |verdict| BlockRun {
+            verdict,
+            result: None,
+            wall_s: 0.1,
+        };
+        for run in [
+            None,
+            Some(ran(ChildVerdict::Passed)),
+            Some(ran(ChildVerdict::GateFailed { why: "w".into() })),
+        ] {
+            let line = settled_line(&settle, run.as_ref());
+            assert_eq!(
+                line,
+                "settling block blocks/r03-settle-padded: no timing (its kernel's own blocks are judged as they run), not counted"
+            );
+        }
     }
 
     /// An error or a crash in a shared process may be another block's doing (a fault leaves
