@@ -8,14 +8,18 @@
 //! A manifest's `include_dirs` come as [`IncludeDir`]s (klab-spec reads them with the
 //! manifest): each is an `-I`, and its files' digest is in the cache key.
 //!
+//! The C and C++ standard headers NVRTC lacks come from [`crate::std_headers`], as in-memory
+//! headers of the program ([`CompileSpec::std_headers`]), unless the user's folders hold a
+//! header of the same name.
+//!
 //! Entries that name template instances (`scale<float, 128>`) are NVRTC name expressions:
 //! added before compiling (which instantiates them), lowered to their mangled symbols after,
 //! and kept in [`Compiled::lowered_names`] (cache entries too), through which the backend
 //! and [`Compiled::ptxas_resources`] know a template instance by its entry.
 //!
 //! Cache key: SHA-256 over the program name, the source, the architecture, the options (every
-//! `-I` among them), the include folders' digests, the name expressions and the NVRTC
-//! version. An entry stores the SHA-256 of everything after its first line (the header with
+//! `-I` among them), the include folders' digests, the reached headers' digest, the supplied
+//! standard headers' digest, the name expressions and the NVRTC version. An entry stores the SHA-256 of everything after its first line (the header with
 //! the log ptxas's register counts are read from, and the code), and a hit also re-checks
 //! that the fields the header records (source hash, architecture, options, NVRTC version,
 //! program, toolkit folder, template instances) are the request's ([`KeyFields`]). An entry
@@ -140,6 +144,20 @@ impl CompileSpec {
             }
         }
         o
+    }
+
+    /// The standard headers klab gives NVRTC for this program: those that neither the
+    /// source's folder (when the program is named by an absolute path, as a manifest read
+    /// from a folder names it) nor an include folder holds a file of that name for.
+    pub fn std_headers(&self) -> Vec<(&'static str, &'static str)> {
+        let source_dir = Path::new(&self.program)
+            .parent()
+            .filter(|p| p.is_absolute());
+        let folders: Vec<&Path> = source_dir
+            .into_iter()
+            .chain(self.include_dirs.iter().map(|d| d.path.as_path()))
+            .collect();
+        crate::std_headers::supplied(&folders)
     }
 }
 
@@ -333,6 +351,7 @@ pub fn cache_key(
             .collect::<Vec<_>>()
             .join("\u{1f}"),
         spec.headers_sha256.as_deref().unwrap_or(""),
+        &crate::std_headers::digest(&spec.std_headers()),
         &spec.name_expressions.join("\u{1f}"),
         nvrtc_version,
     ] {
@@ -533,8 +552,35 @@ fn compile_uncached(spec: &CompileSpec, fields: &KeyFields) -> Result<Compiled, 
                 .map_err(|_| CudaError::Nvrtc(format!("name expression {e:?} contains a NUL byte")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let prog = result::create_program(&src, Some(&name))
-        .map_err(|e| nvrtc_err("nvrtcCreateProgram", e))?;
+    let std_headers = spec.std_headers();
+    let header_texts = std_headers
+        .iter()
+        .map(|(_, text)| CString::new(*text).expect("klab's headers hold no NUL"))
+        .collect::<Vec<_>>();
+    let header_names = std_headers
+        .iter()
+        .map(|(name, _)| CString::new(*name).expect("klab's header names hold no NUL"))
+        .collect::<Vec<_>>();
+    let texts: Vec<*const std::ffi::c_char> = header_texts.iter().map(|c| c.as_ptr()).collect();
+    let names: Vec<*const std::ffi::c_char> = header_names.iter().map(|c| c.as_ptr()).collect();
+    let mut prog = std::mem::MaybeUninit::uninit();
+    // SAFETY: every pointer is a live NUL-terminated string (the CStrings above outlive the
+    // call); NVRTC copies the source and headers into the program.
+    let created = unsafe {
+        sys::nvrtcCreateProgram(
+            prog.as_mut_ptr(),
+            src.as_ptr(),
+            name.as_ptr(),
+            texts.len() as std::ffi::c_int,
+            texts.as_ptr(),
+            names.as_ptr(),
+        )
+    };
+    if created != sys::nvrtcResult::NVRTC_SUCCESS {
+        return Err(nvrtc_err("nvrtcCreateProgram", created));
+    }
+    // SAFETY: NVRTC_SUCCESS means the program was written.
+    let prog = unsafe { prog.assume_init() };
     for (text, e) in spec.name_expressions.iter().zip(&expressions) {
         // SAFETY: prog is live; e is a NUL-terminated string NVRTC copies.
         let r = unsafe { sys::nvrtcAddNameExpression(prog, e.as_ptr()) };
@@ -561,7 +607,10 @@ fn compile_uncached(spec: &CompileSpec, fields: &KeyFields) -> Result<Compiled, 
         program: spec.program.clone(),
         arch: spec.arch.clone(),
         options: options.join(" "),
-        log: log.trim_end().to_string(),
+        log: match crate::std_headers::hint(&log) {
+            Some(hint) => format!("{}\n{hint}", log.trim_end()),
+            None => log.trim_end().to_string(),
+        },
     });
     let cubin = cubin.and_then(|()| {
         let mut size = 0usize;

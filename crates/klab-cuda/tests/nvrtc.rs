@@ -766,3 +766,95 @@ fn a_header_beside_the_source_is_found_from_any_folder_and_editing_it_recompiles
     );
     assert_eq!(shared(&edited), 64 * 4, "{}", edited.log);
 }
+
+/// Kernels from real projects include the C and C++ standard headers nvcc takes from the host
+/// compiler; NVRTC has none of them, and such a kernel was refused at its first line. klab
+/// supplies them: the types have their sizes, the limits and float macros their values, the
+/// std:: math names their float overloads (std::abs(-1.5f) is a float, not abs(int)).
+#[test]
+fn a_kernel_including_the_standard_headers_compiles() {
+    if !nvrtc_or_skip("a_kernel_including_the_standard_headers_compiles") {
+        return;
+    }
+    let source = r#"#include <cstdint>
+#include <cmath>
+#include <cfloat>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cstddef>
+#include <cassert>
+#include <stdint.h>
+#include <math.h>
+#include <float.h>
+#include <limits.h>
+#include <stdio.h>
+#include <assert.h>
+#include <stddef.h>
+template <class A, class B> struct same { static const bool value = false; };
+template <class A> struct same<A, A> { static const bool value = true; };
+static_assert(sizeof(int8_t) == 1 && sizeof(uint16_t) == 2 && sizeof(int32_t) == 4, "sizes");
+static_assert(sizeof(std::uint64_t) == 8 && sizeof(intptr_t) == 8 && sizeof(std::size_t) == 8, "sizes");
+static_assert(INT32_MAX == 2147483647 && INT32_MIN == -2147483647 - 1, "int32");
+static_assert(UINT64_MAX == 18446744073709551615ULL && INT_MAX == INT32_MAX, "limits");
+static_assert(LLONG_MIN == INT64_MIN && UINT32_C(5) == 5u && INT64_C(5) == 5ll, "limits");
+static_assert(CHAR_BIT == 8 && SHRT_MAX == 32767 && UINT_MAX == 4294967295u, "limits");
+static_assert(same<decltype(std::abs(-1.5f)), float>::value, "std::abs(float)");
+static_assert(same<decltype(std::abs(-1.5)), double>::value, "std::abs(double)");
+static_assert(same<decltype(std::sqrt(2.0f)), float>::value, "std::sqrt(float)");
+static_assert(same<decltype(std::pow(2.0f, 2.0f)), float>::value, "std::pow(float)");
+static_assert(same<decltype(std::fmax(2.0f, 1.0f)), float>::value, "std::fmax(float)");
+static_assert(FLT_EPSILON == 1.1920928955078125e-07F && DBL_EPSILON == 2.220446049250313e-16, "eps");
+static_assert(FLT_MAX == 3.4028234663852886e+38F && FLT_MIN == 1.1754943508222875e-38F, "flt");
+struct S { int a; float b; };
+extern "C" __global__ void k(float* o, std::size_t n, std::int64_t m) {
+    // Not a constant expression under NVRTC (no __builtin_offsetof): used at run time.
+    o[0] = (float)offsetof(S, b);
+    std::uint32_t i = threadIdx.x;
+    if (i < n) {
+        float v = std::sqrt(std::fabs(o[i])) + (float)M_PI + std::fmax(1.f, 2.f) + (float)m;
+        o[i] = std::isnan(v) ? NAN : (v > FLT_MAX ? INFINITY : v);
+    }
+    if (i == 0) std::printf("%d %f\n", INT_MAX, HUGE_VAL);
+    assert(n > 0);
+    void* p = std::malloc(4);
+    std::free(p);
+    std::memset(o, 0, 0);
+    std::memcpy(o, o, 0);
+}
+"#;
+    let spec = CompileSpec::new("k.cu", source, nvrtc::DEFAULT_ARCH);
+    let c = nvrtc::compile(&spec, &Cache::disabled()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!c.cubin.is_empty());
+
+    // The C++ library proper is not imitated: NVRTC's error, and where such code can go.
+    let spec = CompileSpec::new(
+        "k.cu",
+        "#include <type_traits>\nextern \"C\" __global__ void k(float* o) { o[0] = 1.f; }\n",
+        nvrtc::DEFAULT_ARCH,
+    );
+    let e = nvrtc::compile(&spec, &Cache::disabled())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot open source file \"type_traits\""), "{e}");
+    assert!(e.contains("<cuda/std/type_traits>"), "{e}");
+}
+
+/// A header of the project's own named like a standard one is the project's, not klab's.
+#[test]
+fn a_projects_own_header_named_like_a_standard_one_is_the_one_used() {
+    if !nvrtc_or_skip("a_projects_own_header_named_like_a_standard_one_is_the_one_used") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("limits.h"), "#define INT_MAX 7\n").unwrap();
+    let source = "#include <limits.h>\nstatic_assert(INT_MAX == 7, \"the project's own\");\nextern \"C\" __global__ void k(float* o) { o[0] = INT_MAX; }\n";
+    let program = t.path().join("k.cu").display().to_string();
+    let spec = CompileSpec {
+        extra_options: vec![format!("-I{}", t.path().display())],
+        ..CompileSpec::new(&program, source, nvrtc::DEFAULT_ARCH)
+    };
+    assert!(spec.std_headers().iter().all(|(n, _)| *n != "limits.h"));
+    nvrtc::compile(&spec, &Cache::disabled()).unwrap_or_else(|e| panic!("{e}"));
+}

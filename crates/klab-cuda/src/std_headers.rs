@@ -1,0 +1,313 @@
+//! The C and C++ standard headers NVRTC does not ship, as klab gives them to it.
+//!
+//! nvcc compiles a `.cu` file with the host compiler's headers, so kernels from real projects
+//! include `<cstdint>`, `<stdio.h>`, `<cfloat>` or `<cmath>` as a matter of course. NVRTC has
+//! no such folder: `#include <cstdint>` is a "cannot open source file" error, and a correct
+//! kernel was refused at its first line. NVRTC already declares in device code what these
+//! headers would (printf, assert, malloc, memcpy, the math functions, size_t); what it lacks
+//! is the headers themselves, the fixed-width integer types, the limits' and math's macros
+//! and the `std::` names. [`STD_HEADERS`] supplies exactly those, as in-memory headers of
+//! the program, and nothing else: a header of the C++ library proper (`<type_traits>`,
+//! `<limits>`, `<algorithm>`) is not imitated, and its include still fails with NVRTC's
+//! message, to which [`hint`] adds where such code can go instead.
+//!
+//! NVRTC takes an in-memory header before any `-I` folder's file of the same name, so klab
+//! gives only those the user's project does not have (beside the source or in an include
+//! folder, [`supplied`]): a project's own `limits.h` is the one used. A toolkit folder's
+//! file of the same name is not looked for: the C library's own headers, where a prefix
+//! has them, do not compile under NVRTC.
+//! The types follow libcu++'s under NVRTC (`int64_t` is `long long`), so a kernel that also
+//! includes `<cuda/std/cstdint>` declares each type once more as the same type.
+//! [`digest`] is in the compile cache's key.
+
+use std::path::Path;
+
+use klab_core::artifact::sha256_hex;
+
+const STDINT: &str = r#"#pragma once
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef signed short int16_t;
+typedef unsigned short uint16_t;
+typedef signed int int32_t;
+typedef unsigned int uint32_t;
+typedef signed long long int64_t;
+typedef unsigned long long uint64_t;
+typedef int8_t int_least8_t;
+typedef uint8_t uint_least8_t;
+typedef int16_t int_least16_t;
+typedef uint16_t uint_least16_t;
+typedef int32_t int_least32_t;
+typedef uint32_t uint_least32_t;
+typedef int64_t int_least64_t;
+typedef uint64_t uint_least64_t;
+typedef int8_t int_fast8_t;
+typedef uint8_t uint_fast8_t;
+typedef int16_t int_fast16_t;
+typedef uint16_t uint_fast16_t;
+typedef int32_t int_fast32_t;
+typedef uint32_t uint_fast32_t;
+typedef int64_t int_fast64_t;
+typedef uint64_t uint_fast64_t;
+typedef int64_t intptr_t;
+typedef uint64_t uintptr_t;
+typedef int64_t intmax_t;
+typedef uint64_t uintmax_t;
+#ifndef INT8_MAX
+#define INT8_MIN (-128)
+#define INT8_MAX 127
+#define UINT8_MAX 255
+#define INT16_MIN (-32767 - 1)
+#define INT16_MAX 32767
+#define UINT16_MAX 65535
+#define INT32_MIN (-2147483647 - 1)
+#define INT32_MAX 2147483647
+#define UINT32_MAX 4294967295U
+#define INT64_MIN (-9223372036854775807LL - 1)
+#define INT64_MAX 9223372036854775807LL
+#define UINT64_MAX 18446744073709551615ULL
+#define INTPTR_MIN INT64_MIN
+#define INTPTR_MAX INT64_MAX
+#define UINTPTR_MAX UINT64_MAX
+#define INTMAX_MIN INT64_MIN
+#define INTMAX_MAX INT64_MAX
+#define UINTMAX_MAX UINT64_MAX
+#define PTRDIFF_MIN INT64_MIN
+#define PTRDIFF_MAX INT64_MAX
+#define SIZE_MAX 18446744073709551615UL
+#define INT8_C(x) x
+#define INT16_C(x) x
+#define INT32_C(x) x
+#define INT64_C(x) x##LL
+#define UINT8_C(x) x
+#define UINT16_C(x) x
+#define UINT32_C(x) x##U
+#define UINT64_C(x) x##ULL
+#define INTMAX_C(x) x##LL
+#define UINTMAX_C(x) x##ULL
+#endif
+"#;
+
+const CSTDINT: &str = r#"#pragma once
+#include <stdint.h>
+namespace std {
+using ::int8_t; using ::uint8_t; using ::int16_t; using ::uint16_t;
+using ::int32_t; using ::uint32_t; using ::int64_t; using ::uint64_t;
+using ::int_least8_t; using ::uint_least8_t; using ::int_least16_t; using ::uint_least16_t;
+using ::int_least32_t; using ::uint_least32_t; using ::int_least64_t; using ::uint_least64_t;
+using ::int_fast8_t; using ::uint_fast8_t; using ::int_fast16_t; using ::uint_fast16_t;
+using ::int_fast32_t; using ::uint_fast32_t; using ::int_fast64_t; using ::uint_fast64_t;
+using ::intptr_t; using ::uintptr_t; using ::intmax_t; using ::uintmax_t;
+}
+"#;
+
+const LIMITS_H: &str = r#"#pragma once
+#ifndef INT_MAX
+#define CHAR_BIT 8
+#define SCHAR_MIN (-128)
+#define SCHAR_MAX 127
+#define UCHAR_MAX 255
+#define CHAR_MIN SCHAR_MIN
+#define CHAR_MAX SCHAR_MAX
+#define SHRT_MIN (-32767 - 1)
+#define SHRT_MAX 32767
+#define USHRT_MAX 65535
+#define INT_MIN (-2147483647 - 1)
+#define INT_MAX 2147483647
+#define UINT_MAX 4294967295U
+#define LONG_MIN (-9223372036854775807L - 1)
+#define LONG_MAX 9223372036854775807L
+#define ULONG_MAX 18446744073709551615UL
+#define LLONG_MIN (-9223372036854775807LL - 1)
+#define LLONG_MAX 9223372036854775807LL
+#define ULLONG_MAX 18446744073709551615ULL
+#endif
+"#;
+
+const FLOAT_H: &str = r#"#pragma once
+#ifndef FLT_MAX
+#define FLT_RADIX 2
+#define FLT_MANT_DIG 24
+#define DBL_MANT_DIG 53
+#define FLT_DIG 6
+#define DBL_DIG 15
+#define FLT_DECIMAL_DIG 9
+#define DBL_DECIMAL_DIG 17
+#define FLT_MIN_EXP (-125)
+#define DBL_MIN_EXP (-1021)
+#define FLT_MAX_EXP 128
+#define DBL_MAX_EXP 1024
+#define FLT_MIN_10_EXP (-37)
+#define DBL_MIN_10_EXP (-307)
+#define FLT_MAX_10_EXP 38
+#define DBL_MAX_10_EXP 308
+#define FLT_MAX 3.40282346638528859812e+38F
+#define DBL_MAX 1.79769313486231570815e+308
+#define FLT_MIN 1.17549435082228750797e-38F
+#define DBL_MIN 2.22507385850720138309e-308
+#define FLT_EPSILON 1.1920928955078125e-07F
+#define DBL_EPSILON 2.22044604925031308085e-16
+#define FLT_TRUE_MIN 1.40129846432481707092e-45F
+#define DBL_TRUE_MIN 4.94065645841246544177e-324
+#endif
+"#;
+
+/// NVRTC has no `__builtin_huge_valf` or `__builtin_nanf`, so INFINITY and NAN are the
+/// device's bit casts: right in device code, not constant expressions (a `constexpr float`
+/// of INFINITY does not compile).
+const MATH_H: &str = r#"#pragma once
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fffffff)
+#define HUGE_VALF __int_as_float(0x7f800000)
+#define HUGE_VAL __longlong_as_double(0x7ff0000000000000LL)
+#endif
+#ifndef M_PI
+#define M_E 2.7182818284590452354
+#define M_LOG2E 1.4426950408889634074
+#define M_LOG10E 0.43429448190325182765
+#define M_LN2 0.69314718055994530942
+#define M_LN10 2.30258509299404568402
+#define M_PI 3.14159265358979323846
+#define M_PI_2 1.57079632679489661923
+#define M_PI_4 0.78539816339744830962
+#define M_1_PI 0.31830988618379067154
+#define M_2_PI 0.63661977236758134308
+#define M_2_SQRTPI 1.12837916709551257390
+#define M_SQRT2 1.41421356237309504880
+#define M_SQRT1_2 0.70710678118654752440
+#endif
+"#;
+
+const CMATH: &str = r#"#pragma once
+#include <math.h>
+namespace std {
+using ::abs; using ::fabs; using ::fmod; using ::remainder; using ::fma;
+using ::fmax; using ::fmin; using ::fdim;
+using ::exp; using ::exp2; using ::expm1; using ::log; using ::log10; using ::log2;
+using ::log1p; using ::pow; using ::sqrt; using ::cbrt; using ::hypot;
+using ::sin; using ::cos; using ::tan; using ::asin; using ::acos; using ::atan; using ::atan2;
+using ::sinh; using ::cosh; using ::tanh; using ::asinh; using ::acosh; using ::atanh;
+using ::erf; using ::erfc; using ::tgamma; using ::lgamma;
+using ::ceil; using ::floor; using ::trunc; using ::round; using ::lround; using ::llround;
+using ::nearbyint; using ::rint; using ::lrint; using ::llrint;
+using ::frexp; using ::ldexp; using ::modf; using ::scalbn; using ::scalbln; using ::ilogb;
+using ::logb; using ::nextafter; using ::copysign;
+using ::isnan; using ::isinf; using ::isfinite; using ::signbit;
+}
+"#;
+
+const CSTDIO: &str = "#pragma once\nnamespace std { using ::printf; }\n";
+const CSTDLIB: &str =
+    "#pragma once\nnamespace std { using ::malloc; using ::free; using ::abs; using ::labs; using ::llabs; }\n";
+const CSTRING: &str = "#pragma once\nnamespace std { using ::memcpy; using ::memset; }\n";
+const CSTDDEF: &str = "#pragma once\n#include <stddef.h>\nnamespace std { using ::size_t; using ::ptrdiff_t; typedef decltype(nullptr) nullptr_t; }\n";
+const STDDEF_H: &str = "#pragma once\n#ifndef offsetof\n#define offsetof(t, m) ((size_t)&reinterpret_cast<const volatile char&>((((t*)0)->m)))\n#endif\n";
+/// What NVRTC declares by itself (printf, assert, malloc, memcpy, size_t): a header to
+/// include and nothing more.
+const DECLARED: &str = "#pragma once\n";
+
+/// Every header klab supplies, by the name an `#include` gives.
+pub const STD_HEADERS: &[(&str, &str)] = &[
+    ("stdint.h", STDINT),
+    ("cstdint", CSTDINT),
+    ("limits.h", LIMITS_H),
+    ("climits", LIMITS_H),
+    ("float.h", FLOAT_H),
+    ("cfloat", FLOAT_H),
+    ("math.h", MATH_H),
+    ("cmath", CMATH),
+    ("stdio.h", DECLARED),
+    ("cstdio", CSTDIO),
+    ("stdlib.h", DECLARED),
+    ("cstdlib", CSTDLIB),
+    ("string.h", DECLARED),
+    ("cstring", CSTRING),
+    ("assert.h", DECLARED),
+    ("cassert", DECLARED),
+    ("stddef.h", STDDEF_H),
+    ("cstddef", CSTDDEF),
+    ("stdbool.h", DECLARED),
+];
+
+/// The headers of [`STD_HEADERS`] to give NVRTC: those no folder of the user's (`folders`:
+/// the source's and the include folders) holds a file of that name for.
+pub fn supplied(folders: &[&Path]) -> Vec<(&'static str, &'static str)> {
+    STD_HEADERS
+        .iter()
+        .filter(|(name, _)| !folders.iter().any(|f| f.join(name).exists()))
+        .copied()
+        .collect()
+}
+
+/// One digest over the headers given, for the compile cache's key.
+pub fn digest(headers: &[(&str, &str)]) -> String {
+    let mut all = String::new();
+    for (name, text) in headers {
+        all.push_str(name);
+        all.push('\0');
+        all.push_str(text);
+        all.push('\0');
+    }
+    sha256_hex(all.as_bytes())
+}
+
+/// A line to add to NVRTC's log when it could not open a header of the C++ standard library
+/// (which NVRTC does not have and klab does not imitate), naming where such code can go.
+pub fn hint(log: &str) -> Option<String> {
+    const LIBRARY: &[&str] = &[
+        "type_traits",
+        "limits",
+        "utility",
+        "algorithm",
+        "array",
+        "tuple",
+        "functional",
+        "iterator",
+        "numeric",
+        "cuda/std/",
+        "cub/",
+        "thrust/",
+        "nv/target",
+    ];
+    let missing = log
+        .lines()
+        .filter_map(|l| l.split("cannot open source file \"").nth(1))
+        .filter_map(|rest| rest.split('"').next())
+        .find(|name| LIBRARY.iter().any(|l| name.starts_with(l)))?;
+    Some(format!(
+        "klab: NVRTC has no C++ standard library, and klab supplies only the C headers and <cstdint>, <cmath>, <cfloat>, <climits>, <cstdio>, <cstdlib>, <cstring>, <cstddef>, <cassert>; <{missing}> needs the CUDA toolkit's CCCL headers (<cuda/std/{}> in place of <{missing}>, found where the toolkit's include folder has a cccl folder), or the kernel in a file of its own without it",
+        missing.trim_start_matches("cuda/std/")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_users_header_of_the_same_name_is_the_one_used() {
+        let t = tempfile::tempdir().unwrap();
+        assert_eq!(supplied(&[t.path()]).len(), STD_HEADERS.len());
+        std::fs::write(t.path().join("limits.h"), "").unwrap();
+        let given = supplied(&[t.path()]);
+        assert_eq!(given.len(), STD_HEADERS.len() - 1);
+        assert!(given.iter().all(|(n, _)| *n != "limits.h"));
+        assert_ne!(digest(&given), digest(STD_HEADERS));
+    }
+
+    #[test]
+    fn a_missing_library_header_gets_a_hint_and_a_missing_own_header_does_not() {
+        let log = "k.cu(1): catastrophic error: cannot open source file \"type_traits\"\n";
+        let h = hint(log).unwrap();
+        assert!(
+            h.contains("<type_traits>") && h.contains("<cuda/std/type_traits>"),
+            "{h}"
+        );
+        assert_eq!(
+            hint("k.cu(1): catastrophic error: cannot open source file \"tile.cuh\""),
+            None
+        );
+        assert_eq!(hint("k.cu(3): error: identifier \"x\" is undefined"), None);
+    }
+}
