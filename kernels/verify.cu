@@ -476,6 +476,7 @@ extern "C" __global__ void klab_verify_compact(const void* got, const void* want
 #define GP_K 7        // the input's position among the inputs
 #define GP_ROTATE 8   // distinct f32: element i holds the pattern of (i + ROTATE) % n
 #define GP_SPECIALS 9 // count of special patterns, which follow from word GP_WORDS
+#define GP_WITHIN 10  // uniform in a float domain: a value rounded past an end steps back
 #define GP_WORDS 16
 
 #define GEN_STRUCTURAL 0
@@ -567,6 +568,22 @@ __device__ __forceinline__ u64 encode(int dt, double v) {
   }
 }
 
+// v as float dtype dt inside [lo, hi]: rounded, then stepped one value inwards where the
+// rounding left the range; a range with no value of the dtype keeps the nearest
+// (dtype.rs bits_within).
+__device__ __forceinline__ u64 encode_within(int dt, double v, double lo, double hi) {
+  const u64 bits = encode(dt, fmin(fmax(v, lo), hi));
+  const u64 sign = 1ull << (dt_bits(dt) - 1);
+  const bool negative = (bits & sign) != 0, zero = (bits & ~sign) == 0;
+  const u64 up = zero ? 1 : negative ? bits - 1 : bits + 1;
+  const u64 down = zero ? (sign | 1) : negative ? bits + 1 : bits - 1;
+  const double value = decode(dt, bits);
+  const double up_v = decode(dt, up), down_v = decode(dt, down);
+  if (value > hi && down_v >= lo && down_v <= hi) return down;
+  if (value < lo && up_v >= lo && up_v <= hi) return up;
+  return bits;
+}
+
 __device__ __forceinline__ void store_bits(void* base, u64 i, int size, u64 bits) {
   switch (size) {
     case 1: ((unsigned char*)base)[i] = (unsigned char)bits; break;
@@ -600,6 +617,7 @@ __device__ __forceinline__ u64 generate(const u64* p, u64 i) {
       const double u = __dmul_rn((double)(splitmix_at(p[GP_KEY], i) >> 11),
                                  1.1102230246251565e-16);  // 2^-53
       double v = __dmul_rn(__dadd_rn(lo, __dmul_rn(__dsub_rn(hi, lo), u)), f64_of(p[GP_SCALE]));
+      if (p[GP_WITHIN]) return encode_within(dt, v, lo, hi);
       if (!dt_float(dt)) v = floor(v);
       return encode(dt, v);
     }

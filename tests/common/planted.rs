@@ -91,6 +91,7 @@ pub fn planted(dt: Dtype, n: usize, seed: u64) -> (Vec<u8>, Vec<u8>) {
             lo: -3.0,
             hi: 3.0,
             scale: if dt.is_float() { 1.0 } else { 50.0 },
+            within: false,
         },
     }
     .fill(&mut want);
@@ -296,12 +297,14 @@ pub fn generators() -> Vec<Generator> {
                     lo,
                     hi,
                     scale: 1.0,
+                    within: false,
                 },
                 Pattern::Uniform {
                     key: 78,
                     lo,
                     hi,
                     scale: 1000.0,
+                    within: false,
                 },
                 Pattern::Constant { lo, hi },
                 Pattern::Special(klab_engine::inputs::special_bits(dt)),
@@ -325,6 +328,26 @@ pub fn generators() -> Vec<Generator> {
                         pattern: pattern.clone(),
                     });
                 }
+            }
+        }
+    }
+    // A float domain's random draw, whose ends the 16-bit floats cannot hold (0.10003
+    // rounds past itself in f16): stepped back inside on both sides alike.
+    for dt in DTYPES.into_iter().filter(|d| d.is_float()) {
+        for (lo, hi) in [(-0.10003, 0.10003), (0.1, 0.702)] {
+            for (elements, k) in [(1000u64, 0u64), ((1 << 20) + 3, 1)] {
+                v.push(Generator {
+                    dtype: dt,
+                    elements,
+                    k,
+                    pattern: Pattern::Uniform {
+                        key: 79,
+                        lo,
+                        hi,
+                        scale: 1.0,
+                        within: true,
+                    },
+                });
             }
         }
     }

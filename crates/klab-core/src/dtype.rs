@@ -282,6 +282,37 @@ impl Dtype {
         }
     }
 
+    /// `v` as a float of this dtype inside `[lo, hi]`: rounded ([`Dtype::bits_of_f64`]), then
+    /// stepped one value inwards where the rounding left the range (an f16 or bf16 end such
+    /// as 0.1 rounds past itself). A range that holds no value of the dtype keeps the
+    /// nearest one. kernels/verify.cu's `within` steps a generated value the same way.
+    pub fn bits_within(self, v: f64, [lo, hi]: [f64; 2]) -> u64 {
+        let bits = self.bits_of_f64(v.clamp(lo, hi));
+        let sign = 1u64 << (8 * self.size_bytes() - 1);
+        let magnitude = bits & !sign;
+        // The next value up or down, in sign-magnitude order (either zero steps to the
+        // smallest value of the other side).
+        let up = match (bits & sign != 0, magnitude) {
+            (_, 0) => 1,
+            (false, _) => bits + 1,
+            (true, _) => bits - 1,
+        };
+        let down = match (bits & sign != 0, magnitude) {
+            (_, 0) => sign | 1,
+            (false, _) => bits - 1,
+            (true, _) => bits + 1,
+        };
+        let value = self.value_of_bits(bits);
+        let inside = |b: u64| (lo..=hi).contains(&self.value_of_bits(b));
+        if value > hi && inside(down) {
+            down
+        } else if value < lo && inside(up) {
+            up
+        } else {
+            bits
+        }
+    }
+
     /// Store `v` as element `i`, rounded and saturated as [`Dtype::bits_of_f64`] says.
     pub fn write_f64(self, out: &mut [u8], i: usize, v: f64) {
         self.write_bits(out, i, self.bits_of_f64(v));

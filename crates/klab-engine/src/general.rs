@@ -1756,6 +1756,8 @@ fn generator(b: &Buffer, k: usize, case: InputCase) -> Option<crate::inputs::Gen
                 } else {
                     1.0
                 },
+                // A float domain's draw (its only case made by a generator).
+                within: b.float_domain.is_some(),
             },
             InputCase::Constant => Pattern::Constant { lo, hi },
             InputCase::Special => Pattern::Special(special_bits(dt)),
@@ -1808,6 +1810,7 @@ fn domain_pattern(
         // product's rounding for any domain narrower than 2^32, so `hi + 1` never appears).
         hi: hi_f + 1.0 - 1.0 / 65536.0,
         scale: 1.0,
+        within: false,
     };
     Some(match case {
         InputCase::Structural => table(&(0..17).map(|j| lo.saturating_add(j)).collect::<Vec<_>>()),
@@ -1947,7 +1950,7 @@ fn fill(b: &Buffer, k: usize, case: InputCase) -> Result<Vec<u8>, String> {
                         match b.float_domain {
                             Some(_) => {
                                 b.dtype
-                                    .write_bits(chunk, j, bits_within(b.dtype, v, [lo, hi]))
+                                    .write_bits(chunk, j, b.dtype.bits_within(v, [lo, hi]))
                             }
                             None => b.dtype.write_f64(chunk, j, v.clamp(lo, hi)),
                         }
@@ -2001,39 +2004,9 @@ fn float_domain_fill(dt: Dtype, [lo, hi]: [f64; 2], k: usize, case: InputCase, o
     klab_core::par::for_chunks(out, size, |c, chunk| {
         let base = (c * klab_core::par::CHUNK_ELEMENTS) as u64;
         for j in 0..chunk.len() / size {
-            dt.write_bits(chunk, j, bits_within(dt, value(base + j as u64), [lo, hi]));
+            dt.write_bits(chunk, j, dt.bits_within(value(base + j as u64), [lo, hi]));
         }
     });
-}
-
-/// `v` in `dt`, inside `[lo, hi]`: rounded to the dtype, then stepped one value inwards
-/// where the rounding left the range (an f16 or bf16 end such as 0.1 rounds past itself).
-/// A range that holds no value of the dtype keeps the nearest one.
-fn bits_within(dt: Dtype, v: f64, [lo, hi]: [f64; 2]) -> u64 {
-    let bits = dt.bits_of_f64(v.clamp(lo, hi));
-    let sign = 1u64 << (8 * dt.size_bytes() - 1);
-    let magnitude = bits & !sign;
-    // The next value up or down, in sign-magnitude order (either zero steps to the
-    // smallest value of the other side).
-    let up = match (bits & sign != 0, magnitude) {
-        (_, 0) => 1,
-        (false, _) => bits + 1,
-        (true, _) => bits - 1,
-    };
-    let down = match (bits & sign != 0, magnitude) {
-        (_, 0) => sign | 1,
-        (false, _) => bits - 1,
-        (true, _) => bits + 1,
-    };
-    let value = dt.value_of_bits(bits);
-    let inside = |b: u64| (lo..=hi).contains(&dt.value_of_bits(b));
-    if value > hi && inside(down) {
-        down
-    } else if value < lo && inside(up) {
-        up
-    } else {
-        bits
-    }
 }
 
 /// The seed of the other values a timed launch's inputs are perturbed with
@@ -3447,7 +3420,7 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
     /// value of the dtype keeps the nearest.
     #[test]
     fn a_float_domain_keeps_16_bit_values_inside_its_ends() {
-        let value = |dt: Dtype, v: f64, r: [f64; 2]| dt.value_of_bits(bits_within(dt, v, r));
+        let value = |dt: Dtype, v: f64, r: [f64; 2]| dt.value_of_bits(dt.bits_within(v, r));
         let r = [-0.10003, 0.10003];
         assert!(Dtype::F16.value_of_bits(Dtype::F16.bits_of_f64(0.10003)) > 0.10003);
         for (v, dt) in [
@@ -3893,6 +3866,48 @@ buffers.out = { dtype = "f32", len = "rows", role = "out", compare = { allclose 
         let plain = buffer(Dtype::F32, [0.0, 1.0], false);
         let exact = fill(&plain, 1, InputCase::Structural).unwrap();
         assert!((0..5000).any(|i| Dtype::F32.to_f64(&exact, i) < 0.0));
+    }
+
+    /// The random draw of a float domain is made by the generator (on the device for large
+    /// inputs): where an end is not a value of the dtype (0.10003 in f16 rounds to
+    /// 0.1000366), a draw that rounds past it is stepped back inside, as the host's cases are.
+    #[test]
+    fn a_float_domains_random_draw_stays_inside_ends_the_dtype_cannot_hold() {
+        for (dtype, range) in [
+            (Dtype::F16, [-0.10003, 0.10003]),
+            (Dtype::Bf16, [0.1, 0.702]),
+        ] {
+            let b = Buffer {
+                range: Some(range),
+                float_domain: Some(range),
+                ..input_of_5000(dtype)
+            };
+            let mut escaped_unstepped = 0;
+            for seed in 0..40 {
+                let case = InputCase::Uniform { seed };
+                let bytes = fill(&b, 1, case).unwrap();
+                let outside = (0..5000)
+                    .map(|i| dtype.to_f64(&bytes, i))
+                    .find(|x| !(range[0]..=range[1]).contains(x));
+                assert_eq!(outside, None, "{dtype} {range:?} seed {seed}");
+                // The same draw rounded without the step: what the generator made before.
+                let Some(crate::inputs::Generator {
+                    pattern: crate::inputs::Pattern::Uniform { key, lo, hi, .. },
+                    ..
+                }) = generator(&b, 1, case)
+                else {
+                    panic!("a float domain's draw has a generator")
+                };
+                escaped_unstepped += (0..5000u64)
+                    .map(|i| lo + (hi - lo) * crate::inputs::unit_at(key, i))
+                    .filter(|v| !(lo..=hi).contains(&dtype.value_of_bits(dtype.bits_of_f64(*v))))
+                    .count();
+            }
+            assert!(
+                escaped_unstepped > 0,
+                "{dtype}: no draw rounded past an end"
+            );
+        }
     }
 
     #[test]

@@ -20,12 +20,14 @@ pub enum Pattern {
     /// Small integers `((i * 7 + 3 + 5 k) % 17)`, less 8 for signed and float dtypes.
     Structural,
     /// `(lo + (hi - lo) u) * scale` for u uniform in [0, 1) (53 bits), floored for
-    /// integer dtypes.
+    /// integer dtypes. `within` (a float domain's draw, scale 1): a value rounding put past
+    /// an end is stepped back inside ([`Dtype::bits_within`]).
     Uniform {
         key: u64,
         lo: f64,
         hi: f64,
         scale: f64,
+        within: bool,
     },
     /// `(lo + hi) / 2 + 1`, floored for integer dtypes.
     Constant { lo: f64, hi: f64 },
@@ -155,9 +157,19 @@ impl Generator {
                 };
                 dt.bits_of_f64(v)
             }
-            Pattern::Uniform { key, lo, hi, scale } => {
+            Pattern::Uniform {
+                key,
+                lo,
+                hi,
+                scale,
+                within,
+            } => {
                 let v = (lo + (hi - lo) * unit_at(*key, i)) * scale;
-                dt.bits_of_f64(whole(v))
+                if *within {
+                    dt.bits_within(v, [*lo, *hi])
+                } else {
+                    dt.bits_of_f64(whole(v))
+                }
             }
             Pattern::Constant { lo, hi } => dt.bits_of_f64(whole((lo + hi) / 2.0 + 1.0)),
             Pattern::Special(table) => table[((i + self.k) % table.len() as u64) as usize],
@@ -212,12 +224,19 @@ impl Generator {
         p[7] = self.k;
         match &self.pattern {
             Pattern::Structural => p[2] = GEN_STRUCTURAL,
-            Pattern::Uniform { key, lo, hi, scale } => {
+            Pattern::Uniform {
+                key,
+                lo,
+                hi,
+                scale,
+                within,
+            } => {
                 p[2] = GEN_UNIFORM;
                 p[3] = *key;
                 p[4] = lo.to_bits();
                 p[5] = hi.to_bits();
                 p[6] = scale.to_bits();
+                p[10] = u64::from(*within);
             }
             Pattern::Constant { lo, hi } => {
                 p[2] = GEN_CONSTANT;
@@ -283,6 +302,7 @@ mod tests {
                 lo: -1.0,
                 hi: 1.0,
                 scale: 1.0,
+                within: false,
             },
         };
         let mut out = vec![0u8; (3 << 20) * 2];
