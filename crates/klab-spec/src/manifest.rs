@@ -436,8 +436,9 @@ impl Source {
 }
 
 /// Whether a buffer declared `declared` can be what a kernel's `written *` points to: the
-/// same width and kind (signedness aside: the bits are the same), f16 and bf16 as 16-bit
-/// integers (their raw bits), and any buffer behind a byte pointer.
+/// same float type, integers of the same width (signedness aside: the bits are the same),
+/// f16 and bf16 as 16-bit integers (their raw bits), and any buffer behind a byte pointer.
+/// f16 and bf16 are not each other: the same width, other values.
 fn element_fits(declared: Dtype, written: Dtype) -> bool {
     if written.size_bytes() == 1 && written.is_integer() {
         return true;
@@ -445,8 +446,11 @@ fn element_fits(declared: Dtype, written: Dtype) -> bool {
     if declared.size_bytes() != written.size_bytes() {
         return false;
     }
-    declared.is_float() == written.is_float()
-        || (matches!(declared, Dtype::F16 | Dtype::Bf16) && written.is_integer())
+    match (declared.is_float(), written.is_float()) {
+        (true, true) => declared == written,
+        (false, false) => true,
+        (declared_float, _) => declared_float && matches!(declared, Dtype::F16 | Dtype::Bf16),
+    }
 }
 
 /// The name after each `.entry` directive of PTX text: its kernels.
@@ -1799,6 +1803,10 @@ scalars.a = { type = "f32", values = [1.0] }
             ("f32", "const float *x, float *y, int n, double a", "'a' is passed as f32, but"),
             ("f32", "const float *x, float *y, int n, int a", "'a' is passed as f32, but"),
             ("f32", "const double4 *x, float *y, int n, float a", "points to double4"),
+            // The same width, other values: a bf16 buffer is not a kernel's __half.
+            ("bf16", "const __half *x, float *y, int n, float a", "'x' is declared bf16, but parameter 0 of k (k.cu line 1), `const __half *x` points to f16"),
+            ("f16", "const __nv_bfloat16 *x, float *y, int n, float a", "points to bf16"),
+            ("bf16", "const __half2 *x, float *y, int n, float a", "points to __half2"),
         ] {
             let e = parse_with(x, sig).unwrap_err();
             assert_eq!(e.field, "kernel[0].params", "{sig}: {e}");
