@@ -252,8 +252,11 @@ pub fn digest(headers: &[(&str, &str)]) -> String {
     sha256_hex(all.as_bytes())
 }
 
-/// A line to add to NVRTC's log when it could not open a header of the C++ standard library
-/// (which NVRTC does not have and klab does not imitate), naming where such code can go.
+/// A line to add to NVRTC's log when it could not open a header, saying where such a header
+/// comes from under NVRTC: the C++ library proper (not imitated: libcu++'s `<cuda/std/...>`
+/// is its device twin), the toolkit's CCCL folder (found with the toolkit), or else the
+/// project's own or host code's (a launcher, `main`, a Python binding), which NVRTC does not
+/// compile. `None` when the log has no such error.
 pub fn hint(log: &str) -> Option<String> {
     const LIBRARY: &[&str] = &[
         "type_traits",
@@ -265,20 +268,30 @@ pub fn hint(log: &str) -> Option<String> {
         "functional",
         "iterator",
         "numeric",
-        "cuda/std/",
-        "cub/",
-        "thrust/",
-        "nv/target",
+        "atomic",
+        "bit",
+        "complex",
+        "new",
+        "initializer_list",
     ];
+    const CCCL: &[&str] = &["cuda/", "cub/", "thrust/", "nv/"];
     let missing = log
         .lines()
         .filter_map(|l| l.split("cannot open source file \"").nth(1))
-        .filter_map(|rest| rest.split('"').next())
-        .find(|name| LIBRARY.iter().any(|l| name.starts_with(l)))?;
-    Some(format!(
-        "klab: NVRTC has no C++ standard library, and klab supplies only the C headers and <cstdint>, <cmath>, <cfloat>, <climits>, <cstdio>, <cstdlib>, <cstring>, <cstddef>, <cassert>; <{missing}> needs the CUDA toolkit's CCCL headers (<cuda/std/{}> in place of <{missing}>, found where the toolkit's include folder has a cccl folder), or the kernel in a file of its own without it",
-        missing.trim_start_matches("cuda/std/")
-    ))
+        .find_map(|rest| rest.split('"').next())?;
+    Some(if LIBRARY.contains(&missing) {
+        format!(
+            "klab: NVRTC has no C++ standard library and klab does not imitate <{missing}>: in device code use <cuda/std/{missing}> (the toolkit's CCCL headers), or move what needs <{missing}> out of the kernel's file"
+        )
+    } else if CCCL.iter().any(|c| missing.starts_with(c)) {
+        format!(
+            "klab: <{missing}> is one of the CUDA toolkit's CCCL headers, passed to NVRTC as -I when klab finds a toolkit whose include folder has a cccl folder ($CUDA_HOME, $CUDA_PATH, /usr/local/cuda, or beside the libnvrtc it loaded); this machine's has none"
+        )
+    } else {
+        format!(
+            "klab: NVRTC looks for \"{missing}\" beside the file that includes it and in the manifest's include_dirs only: a header of the project goes in include_dirs; one that only host code needs (a launcher, main, a Python binding; NVRTC compiles device code only) goes, with that code, under #ifndef __CUDACC_RTC__ ... #endif"
+        )
+    })
 }
 
 #[cfg(test)]
@@ -297,17 +310,26 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_library_header_gets_a_hint_and_a_missing_own_header_does_not() {
-        let log = "k.cu(1): catastrophic error: cannot open source file \"type_traits\"\n";
-        let h = hint(log).unwrap();
-        assert!(
-            h.contains("<type_traits>") && h.contains("<cuda/std/type_traits>"),
-            "{h}"
-        );
-        assert_eq!(
-            hint("k.cu(1): catastrophic error: cannot open source file \"tile.cuh\""),
-            None
-        );
+    fn a_missing_header_gets_a_line_saying_where_such_a_header_comes_from() {
+        let log =
+            |h: &str| format!("k.cu(1): catastrophic error: cannot open source file \"{h}\"\n");
+        let h = hint(&log("type_traits")).unwrap();
+        assert!(h.contains("<cuda/std/type_traits>"), "{h}");
+        for h in ["cub/cub.cuh", "cuda/std/cstdint", "nv/target"] {
+            let line = hint(&log(h)).unwrap();
+            assert!(
+                line.contains("CCCL") && !line.contains("cuda/std/cub"),
+                "{line}"
+            );
+        }
+        for h in ["torch/extension.h", "iostream", "tile.cuh"] {
+            let line = hint(&log(h)).unwrap();
+            assert!(
+                line.contains("__CUDACC_RTC__") && line.contains("include_dirs"),
+                "{line}"
+            );
+        }
         assert_eq!(hint("k.cu(3): error: identifier \"x\" is undefined"), None);
+        assert!(!hint(&log("x.h")).unwrap().contains('\n'));
     }
 }
