@@ -534,6 +534,16 @@ pub fn compile(spec: &CompileSpec, cache: &Cache) -> Result<Compiled, CudaError>
     Ok(compiled)
 }
 
+/// What NVRTC is asked for an entry: the entry itself (a name, a template instance), or for
+/// one overload of several (`k(const float *, int)`) that overload's address,
+/// `static_cast<void (*)(const float *, int)>(k)`. Its lowered name is kept under the entry.
+fn nvrtc_expression(entry: &str) -> String {
+    match klab_spec::signature::overload_entry(entry) {
+        Some((name, types)) => format!("static_cast<void (*)({})>({name})", types.join(", ")),
+        None => entry.to_string(),
+    }
+}
+
 fn nvrtc_err(what: &str, r: impl std::fmt::Debug) -> CudaError {
     CudaError::Nvrtc(format!("{what} failed: {r:?}"))
 }
@@ -548,7 +558,7 @@ fn compile_uncached(spec: &CompileSpec, fields: &KeyFields) -> Result<Compiled, 
         .name_expressions
         .iter()
         .map(|e| {
-            CString::new(e.as_bytes())
+            CString::new(nvrtc_expression(e))
                 .map_err(|_| CudaError::Nvrtc(format!("name expression {e:?} contains a NUL byte")))
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -61,16 +61,30 @@ pub fn skeleton(src: &str, source: &str, file: &str) -> Result<Skeleton, InitErr
         flat(file)
     );
     w.text += &format!("source = {}\n", quote(source));
-    for k in &found {
+    for (i, k) in found.iter().enumerate() {
         // Kernels of one name in two namespaces get their qualified names, so that the
-        // manifest's names stay distinct (ops::k as ops_k).
+        // manifest's names stay distinct (ops::k as ops_k); overloads are numbered (k_1,
+        // k_2) and named by their parameter types as entries.
         let shared = found.iter().filter(|o| o.name == k.name).count() > 1;
+        let overloads = found
+            .iter()
+            .filter(|o| o.qualified() == k.qualified())
+            .count();
         let name = if shared {
             k.qualified().replace("::", "_")
         } else {
             k.name.clone()
         };
-        w.kernel(k, &name);
+        let name = if overloads > 1 {
+            let nth = found[..=i]
+                .iter()
+                .filter(|o| o.qualified() == k.qualified())
+                .count();
+            format!("{name}_{nth}")
+        } else {
+            name
+        };
+        w.kernel(k, &name, overloads > 1);
     }
     Ok(Skeleton {
         text: w.text,
@@ -113,8 +127,9 @@ impl Writer {
         quote(&format!("{name}:{PLACEHOLDER}"))
     }
 
-    /// One `[[kernel]]` and its `[kernel.op]`, from its signature.
-    fn kernel(&mut self, k: &crate::signature::Kernel, name: &str) {
+    /// One `[[kernel]]` and its `[kernel.op]`, from its signature; an `overloaded` kernel's
+    /// entry names its parameter types.
+    fn kernel(&mut self, k: &crate::signature::Kernel, name: &str, overloaded: bool) {
         let names: Vec<String> = k
             .params
             .iter()
@@ -148,6 +163,8 @@ impl Writer {
                 );
                 self.todo()
             }
+            // One of several overloads, by its parameter types.
+            None if overloaded => quote(&k.with_types()),
             // A plain C++ kernel is lowered by NVRTC from this name, like an extern "C" one;
             // a kernel in a namespace is reached by its qualified name.
             None => quote(&k.qualified()),
@@ -594,6 +611,21 @@ mod tests {
             "name = \"fp32_k\"",
             "entry = \"fp32::k\"",
             "name = \"fp16_k\"",
+        ] {
+            assert!(s.text.contains(needle), "{needle}\n{}", s.text);
+        }
+    }
+
+    /// Overloads get numbered names and their parameter types as entries, and the
+    /// skeleton's entries pick them.
+    #[test]
+    fn overloads_are_written_with_their_parameter_types() {
+        let src = "__global__ void k(float* y, const float* x, int n) {}\n\
+                   __global__ void k(double* __restrict__ y, const double* x, int n) {}\n";
+        let s = skeleton(src, "k.cu", "k.cu").unwrap();
+        for needle in [
+            "name = \"k_1\"\nentry = \"k(float *, const float *, int)\"",
+            "name = \"k_2\"\nentry = \"k(double *, const double *, int)\"",
         ] {
             assert!(s.text.contains(needle), "{needle}\n{}", s.text);
         }

@@ -7,7 +7,8 @@
 //! [[kernel]]
 //! name = "padded"
 //! entry = "transpose_padded"       # the extern "C" __global__ function, or a template
-//!                                  # instance by name: "scale<float, 128>"
+//!                                  # instance by name: "scale<float, 128>", or one of
+//!                                  # several overloads: "scale(const float *, int)"
 //! operation = "transpose"          # copy | transpose | triad | reduce-sum
 //! params = ["out", "in", "n:i32"]  # the kernel's parameters in order, by role
 //! block = [32, 8, 1]
@@ -268,6 +269,20 @@ impl Source {
                     }
                 }
                 EntryLookup::CannotTell => None,
+                EntryLookup::Overloaded(kernels) => Some(format!(
+                    "'{name}' names {} overloads ({file} lines {}): give its entry with the parameter types of the one to run, as {}",
+                    kernels.len(),
+                    kernels
+                        .iter()
+                        .map(|k| k.line.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    kernels
+                        .iter()
+                        .map(|k| format!("\"{}\"", k.with_types()))
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                )),
                 EntryLookup::InNamespace(kernels) => Some(format!(
                     "'{name}' is declared in a namespace ({file} line {}): give its entry as {}",
                     kernels[0].line,
@@ -512,7 +527,9 @@ impl Manifest {
                         EntryLookup::Kernel(k) => !k.extern_c,
                         EntryLookup::Missing(_) => includes_own_headers(text),
                         // A macro may write a C++ kernel: asked by name, either lowers.
-                        EntryLookup::CannotTell | EntryLookup::InNamespace(_) => true,
+                        EntryLookup::CannotTell
+                        | EntryLookup::InNamespace(_)
+                        | EntryLookup::Overloaded(_) => true,
                     }
             }
             Source::Module { .. } => template_name(e).is_some(),
@@ -1348,10 +1365,23 @@ fn checked_entry(entry: &str, source: &Source, file: &str) -> Result<Entry, Stri
     // A template instance is compiled by name (NVRTC lowers it to its mangled symbol);
     // the source must then hold the template's name.
     let template = template_name(entry);
-    let qualified = entry.contains("::") && entry.split("::").all(is_identifier);
-    if library.is_none() && template.is_none() && !is_identifier(entry) && !qualified {
+    // One of several overloads, by its parameter types: `k(const float *, int)`.
+    let overload = crate::signature::overload_entry(entry).map(|(name, _)| name);
+    let name = overload.unwrap_or(entry);
+    let qualified = name.contains("::") && name.split("::").all(is_identifier);
+    if library.is_none()
+        && (template.is_none() || overload.is_some())
+        && !is_identifier(name)
+        && !qualified
+    {
         return Err(format!(
-            "'{entry}' is not a C identifier, a qualified name such as ops::scale or a template instance such as scale<float, 128>"
+            "'{entry}' is not a C identifier, a qualified name such as ops::scale, a template instance such as scale<float, 128> or an overload such as scale(const float *, int)"
+        ));
+    }
+    if overload.is_some() && source.module_kind().is_some() {
+        return Err(format!(
+            "{file} is {}: its symbols are not overloaded by name; give the kernel's symbol (its mangled name, which cuobjdump -symbols lists)",
+            source.describe()
         ));
     }
     if (template.is_some() || qualified) && source.module_kind().is_some() {
@@ -2018,6 +2048,69 @@ known_broken = "b"
         )
         .unwrap();
         assert_eq!(m.name_expressions(), ["plain"]);
+    }
+
+    /// Overloaded kernels (C++ allows two `k`s of other parameter types): a plain entry is
+    /// refused in one line giving each overload's entry; an entry with the parameter types
+    /// picks one, whose signature is checked, and is a name expression for NVRTC. A
+    /// declaration followed by its definition, spelt otherwise, is one kernel, not two.
+    #[test]
+    fn an_overloaded_kernel_is_named_by_its_parameter_types() {
+        const OP: &str = r#"
+source = "k.cu"
+[[kernel]]
+name = "k"
+entry = "ENTRY"
+operation = "declared"
+params = ["x", "y", "n:i32", "a:f32"]
+[kernel.op]
+grid = ["n"]
+block = ["32"]
+useful_bytes = "4 * n"
+reference = { c = "ref.c:r" }
+sizes.n = {}
+buffers.x = { dtype = "f32", len = "n", role = "in" }
+buffers.y = { dtype = "f32", len = "n", role = "out", compare = "bitwise" }
+scalars.a = { type = "f32", values = [1.0] }
+"#;
+        let src = "__global__ void k(const float *x, float *y, int n, float a);\n\
+                   __global__ void k(const float *__restrict__ in, float *out, int count, float b) {}\n\
+                   __global__ void k(const double *x, double *y, int n, double a) {}\n\
+                   __global__ void k(const float *x, float *y, long long n, float a) {}\n\
+                   __global__ void one(float const *x, float *y, int n, float a);\n\
+                   __global__ void one(const float *x, float *y, int n, float a) {}\n";
+        let with = |entry: &str| {
+            parse(
+                "m.toml",
+                &OP.replace("ENTRY", entry),
+                Files::Given(&|_| Ok(("k.cu".into(), src.into()))),
+            )
+        };
+        let e = with("k").unwrap_err();
+        assert_eq!(e.field, "kernel[0].entry");
+        assert!(
+            e.problem.contains("'k' names 3 overloads (k.cu lines 2, 3, 4)")
+                && e.problem.contains("\"k(const float *, float *, int, float)\" or \"k(const double *, double *, int, double)\" or \"k(const float *, float *, long long, float)\""),
+            "{e}"
+        );
+        // Spacing and __restrict__ aside, the types pick the overload.
+        let m = with("k(const float*, float *,int, float)").unwrap();
+        assert_eq!(
+            m.name_expressions(),
+            ["k(const float*, float *,int, float)"]
+        );
+        // Its signature is the one checked: the double overload cannot take f32 buffers.
+        let e = with("k(const double *, double *, int, double)").unwrap_err();
+        assert!(e.problem.contains("points to f64"), "{e}");
+        let e = with("k(int *, int)").unwrap_err();
+        assert!(e.problem.contains("names 3 overloads"), "{e}");
+        // A declaration and its definition are one kernel: its plain name is enough.
+        assert!(with("one").is_ok(), "{:?}", with("one"));
+        // Not an entry: a list that does not close.
+        assert!(with("k(int *")
+            .unwrap_err()
+            .problem
+            .contains("not a C identifier"));
     }
 
     /// A kernel in a header the source includes (the usual layout of a project) is taken

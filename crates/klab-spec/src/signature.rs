@@ -45,6 +45,9 @@ pub struct Param {
     pub kind: ParamKind,
     /// The parameter as written, on one line (for notes).
     pub text: String,
+    /// Its type as written, without its name or default (`const float *`): what an entry
+    /// naming one of several overloads gives (`k(const float *, int)`).
+    pub type_text: String,
 }
 
 /// A `__global__` function.
@@ -73,6 +76,19 @@ impl Kernel {
             .cloned()
             .collect::<Vec<_>>()
             .join("::")
+    }
+
+    /// The entry that names this kernel among overloads: `ops::k(const float *, int)`.
+    pub fn with_types(&self) -> String {
+        format!(
+            "{}({})",
+            self.qualified(),
+            self.params
+                .iter()
+                .map(|p| p.type_text.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
     }
 }
 
@@ -527,7 +543,69 @@ fn param(toks: &[Token], template_types: &[String]) -> Param {
     } else {
         ParamKind::Value(elem)
     };
-    Param { name, kind, text }
+    // The type: the tokens without the name (the last word of that name) and the words
+    // that do not make another type ([`type_words`]).
+    let at = name.as_ref().and_then(|n| {
+        toks.iter()
+            .rposition(|t| matches!(&t.tok, Tok::Ident(w) if w == n))
+    });
+    let type_toks: Vec<Token> = toks
+        .iter()
+        .enumerate()
+        .filter(|(i, t)| Some(*i) != at && !is_restrict(t))
+        .map(|(_, t)| t.clone())
+        .collect();
+    Param {
+        name,
+        kind,
+        text,
+        type_text: text_of(&type_toks),
+    }
+}
+
+/// A qualifier of a parameter that its function's type does not hold.
+fn is_restrict(t: &Token) -> bool {
+    matches!(&t.tok, Tok::Ident(w) if matches!(w.as_str(), "__restrict__" | "__restrict" | "restrict" | "__grid_constant__"))
+}
+
+/// A type's tokens as an overload is matched by, without the qualifiers a function's type
+/// does not hold ([`is_restrict`]). A top-level `const` of a value is kept (rare, and then
+/// written alike).
+fn type_words(text: &str) -> Vec<String> {
+    tokenize(text)
+        .toks
+        .iter()
+        .filter(|t| !is_restrict(t))
+        .map(|t| match &t.tok {
+            Tok::Ident(w) | Tok::Number(w) => w.clone(),
+            Tok::Str(x) => format!("\"{x}\""),
+            Tok::Punct(p) => p.to_string(),
+        })
+        .collect()
+}
+
+/// An entry naming one overload, `k(const float *, int)`: the name before the parameter
+/// list and the parameter types; `None` for an entry without a list.
+pub fn overload_entry(entry: &str) -> Option<(&str, Vec<&str>)> {
+    let open = entry.find('(')?;
+    let inner = entry[open + 1..].strip_suffix(')')?;
+    let mut types = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '(' | '<' | '[' => depth += 1,
+            ')' | '>' | ']' => depth -= 1,
+            ',' if depth == 0 => {
+                types.push(inner[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if !inner.trim().is_empty() {
+        types.push(inner[start..].trim());
+    }
+    Some((entry[..open].trim_end(), types))
 }
 
 /// The type names a template parameter list declares (`typename T, int B` gives `T`).
@@ -565,6 +643,9 @@ pub enum EntryLookup {
     /// A plain name only kernels in namespaces have, none `extern "C"`, none reached by a
     /// `using namespace` of its namespace or a `using` of its name: those kernels.
     InNamespace(Vec<Kernel>),
+    /// Several kernels of that name (overloads), and the entry names no parameter types, or
+    /// types none of them has: those kernels, each to be named by [`Kernel::with_types`].
+    Overloaded(Vec<Kernel>),
     /// None of these: the qualified names of the kernels the source does declare, in order.
     Missing(Vec<String>),
 }
@@ -574,8 +655,30 @@ pub enum EntryLookup {
 pub fn lookup_entry(src: &str, name: &str) -> EntryLookup {
     let lexed = tokenize(src);
     let (kernels, balanced) = kernels_and_balance(&lexed.toks);
-    if let Some(k) = kernels.iter().find(|k| k.qualified() == name) {
-        return EntryLookup::Kernel(k.clone());
+    // One overload among several, named with its parameter types: matched by them.
+    if let Some((base, types)) = overload_entry(name) {
+        let wanted: Vec<Vec<String>> = types.iter().map(|t| type_words(t)).collect();
+        let same: Vec<&Kernel> = kernels.iter().filter(|k| k.qualified() == base).collect();
+        if let Some(k) = same.iter().find(|k| {
+            k.params
+                .iter()
+                .map(|p| type_words(&p.type_text))
+                .eq(wanted.iter().cloned())
+        }) {
+            return EntryLookup::Kernel((*k).clone());
+        }
+        if !same.is_empty() {
+            return EntryLookup::Overloaded(same.into_iter().cloned().collect());
+        }
+        return EntryLookup::Missing(kernels.iter().map(Kernel::qualified).collect());
+    }
+    let named: Vec<&Kernel> = kernels.iter().filter(|k| k.qualified() == name).collect();
+    match named.as_slice() {
+        [k] => return EntryLookup::Kernel((*k).clone()),
+        // Overloads: C++ kernels (an extern "C" name has one definition), told apart by
+        // their parameter types.
+        [_, _, ..] => return EntryLookup::Overloaded(named.into_iter().cloned().collect()),
+        [] => {}
     }
     let bare = name.rsplit("::").next().unwrap_or(name);
     let same: Vec<&Kernel> = kernels.iter().filter(|k| k.name == bare).collect();
@@ -699,7 +802,19 @@ fn kernels_and_balance(toks: &[Token]) -> (Vec<Kernel>, bool) {
                 let in_extern_c = braces.contains(&Brace::ExternC);
                 if let Some((k, defined, next)) = global_at(toks, i, in_extern_c, scope) {
                     let q = k.qualified();
-                    match out.iter_mut().find(|(o, _)| o.qualified() == q) {
+                    // The same function declared again (or defined after its declaration),
+                    // not an overload: the same types, or a declaration of as many
+                    // parameters (spelt otherwise, `float const *` for `const float *`).
+                    let same_function = |o: &Kernel, o_defined: bool| {
+                        o.qualified() == q
+                            && (o
+                                .params
+                                .iter()
+                                .map(|p| type_words(&p.type_text))
+                                .eq(k.params.iter().map(|p| type_words(&p.type_text)))
+                                || (!(o_defined && defined) && o.params.len() == k.params.len()))
+                    };
+                    match out.iter_mut().find(|(o, d)| same_function(o, *d)) {
                         Some(slot) => {
                             let extern_c = slot.0.extern_c || k.extern_c;
                             if !slot.1 && defined {

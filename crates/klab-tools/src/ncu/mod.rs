@@ -236,8 +236,11 @@ impl Page {
 /// (`scale<float, 128>`) becomes a regular expression that takes the function's name with or
 /// without its namespaces and template arguments: ncu's function base drops the parameter
 /// list, and klab does not rely on what else it drops (ncu also prints a non-type template
-/// argument as `(int)128`, which the instance as written would not match).
+/// argument as `(int)128`, which the instance as written would not match). An overload's
+/// parameter types (`twice(float *, int)`) are left out with the rest: the profiled process
+/// launches that kernel alone.
 pub fn kernel_name_filter(entry: &str) -> String {
+    let entry = raw::strip_trailing_group(entry.trim(), '(', ')');
     if klab_core::text::is_identifier(entry) {
         return entry.to_string();
     }
@@ -734,6 +737,12 @@ mod tests {
         assert_eq!(
             kernel_name_filter("a::b::scale<float, 128>"),
             "regex:^(a::b::)?scale(<.*>)?$"
+        );
+        // An overload, by its parameter types.
+        assert_eq!(kernel_name_filter("twice(float *, int)"), "twice");
+        assert_eq!(
+            kernel_name_filter("ops::twice(const float *, int)"),
+            "regex:^(ops::)?twice(<.*>)?$"
         );
     }
 

@@ -614,7 +614,7 @@ fn comparable_name(name: &str) -> String {
 }
 
 /// `s` without a trailing balanced `open ... close` group (if it ends with `close`).
-fn strip_trailing_group(s: &str, open: char, close: char) -> &str {
+pub(crate) fn strip_trailing_group(s: &str, open: char, close: char) -> &str {
     let s = s.trim_end();
     if !s.ends_with(close) {
         return s;
