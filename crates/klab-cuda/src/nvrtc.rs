@@ -8,9 +8,8 @@
 //! A manifest's `include_dirs` come as [`IncludeDir`]s (klab-spec reads them with the
 //! manifest): each is an `-I`, and its files' digest is in the cache key.
 //!
-//! The C and C++ standard headers NVRTC lacks come from [`crate::std_headers`], as in-memory
-//! headers of the program ([`CompileSpec::std_headers`]), unless the user's folders hold a
-//! header of the same name.
+//! The C and C++ standard headers NVRTC lacks come from [`crate::std_headers`], a folder
+//! written for each compile and passed as the last `-I` (not recorded among the options).
 //!
 //! Entries that name template instances (`scale<float, 128>`) are NVRTC name expressions:
 //! added before compiling (which instantiates them), lowered to their mangled symbols after,
@@ -144,20 +143,6 @@ impl CompileSpec {
             }
         }
         o
-    }
-
-    /// The standard headers klab gives NVRTC for this program: those that neither the
-    /// source's folder (when the program is named by an absolute path, as a manifest read
-    /// from a folder names it) nor an include folder holds a file of that name for.
-    pub fn std_headers(&self) -> Vec<(&'static str, &'static str)> {
-        let source_dir = Path::new(&self.program)
-            .parent()
-            .filter(|p| p.is_absolute());
-        let folders: Vec<&Path> = source_dir
-            .into_iter()
-            .chain(self.include_dirs.iter().map(|d| d.path.as_path()))
-            .collect();
-        crate::std_headers::supplied(&folders)
     }
 }
 
@@ -351,7 +336,7 @@ pub fn cache_key(
             .collect::<Vec<_>>()
             .join("\u{1f}"),
         spec.headers_sha256.as_deref().unwrap_or(""),
-        &crate::std_headers::digest(&spec.std_headers()),
+        &crate::std_headers::digest(),
         &spec.name_expressions.join("\u{1f}"),
         nvrtc_version,
     ] {
@@ -562,35 +547,8 @@ fn compile_uncached(spec: &CompileSpec, fields: &KeyFields) -> Result<Compiled, 
                 .map_err(|_| CudaError::Nvrtc(format!("name expression {e:?} contains a NUL byte")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let std_headers = spec.std_headers();
-    let header_texts = std_headers
-        .iter()
-        .map(|(_, text)| CString::new(*text).expect("klab's headers hold no NUL"))
-        .collect::<Vec<_>>();
-    let header_names = std_headers
-        .iter()
-        .map(|(name, _)| CString::new(*name).expect("klab's header names hold no NUL"))
-        .collect::<Vec<_>>();
-    let texts: Vec<*const std::ffi::c_char> = header_texts.iter().map(|c| c.as_ptr()).collect();
-    let names: Vec<*const std::ffi::c_char> = header_names.iter().map(|c| c.as_ptr()).collect();
-    let mut prog = std::mem::MaybeUninit::uninit();
-    // SAFETY: every pointer is a live NUL-terminated string (the CStrings above outlive the
-    // call); NVRTC copies the source and headers into the program.
-    let created = unsafe {
-        sys::nvrtcCreateProgram(
-            prog.as_mut_ptr(),
-            src.as_ptr(),
-            name.as_ptr(),
-            texts.len() as std::ffi::c_int,
-            texts.as_ptr(),
-            names.as_ptr(),
-        )
-    };
-    if created != sys::nvrtcResult::NVRTC_SUCCESS {
-        return Err(nvrtc_err("nvrtcCreateProgram", created));
-    }
-    // SAFETY: NVRTC_SUCCESS means the program was written.
-    let prog = unsafe { prog.assume_init() };
+    let prog = result::create_program(&src, Some(&name))
+        .map_err(|e| nvrtc_err("nvrtcCreateProgram", e))?;
     for (text, e) in spec.name_expressions.iter().zip(&expressions) {
         // SAFETY: prog is live; e is a NUL-terminated string NVRTC copies.
         let r = unsafe { sys::nvrtcAddNameExpression(prog, e.as_ptr()) };
@@ -600,9 +558,19 @@ fn compile_uncached(spec: &CompileSpec, fields: &KeyFields) -> Result<Compiled, 
             return Err(nvrtc_err(&format!("nvrtcAddNameExpression({text})"), r));
         }
     }
+    // The standard headers' folder, searched last; kept until NVRTC has read it. Without it
+    // (no temporary folder can be written) those includes fail as they would in NVRTC.
+    let std_headers = crate::std_headers::folder().ok();
+    let mut given = options.clone();
+    given.extend(
+        std_headers
+            .as_ref()
+            .map(|d| format!("-I{}", d.path().display())),
+    );
     let started = Instant::now();
     // SAFETY: prog is a live program; options are plain strings.
-    let compiled = unsafe { result::compile_program(prog, &options) };
+    let compiled = unsafe { result::compile_program(prog, &given) };
+    drop(std_headers);
     let compile_ms = started.elapsed().as_secs_f64() * 1e3;
     // SAFETY: prog is live.
     let log = unsafe { result::get_program_log(prog) }

@@ -6,21 +6,21 @@
 //! kernel was refused at its first line. NVRTC already declares in device code what these
 //! headers would (printf, assert, malloc, memcpy, the math functions, size_t); what it lacks
 //! is the headers themselves, the fixed-width integer types, the limits' and math's macros
-//! and the `std::` names. [`STD_HEADERS`] supplies exactly those, as in-memory headers of
-//! the program, and nothing else: a header of the C++ library proper (`<type_traits>`,
-//! `<limits>`, `<algorithm>`) is not imitated, and its include still fails with NVRTC's
-//! message, to which [`hint`] adds where such code can go instead.
+//! and the `std::` names. [`STD_HEADERS`] supplies exactly those, and nothing else: a header
+//! of the C++ library proper (`<type_traits>`, `<limits>`, `<algorithm>`) is not imitated,
+//! and its include still fails with NVRTC's message, to which [`hint`] adds where such code
+//! can go instead.
 //!
-//! NVRTC takes an in-memory header before any `-I` folder's file of the same name, so klab
-//! gives only those the user's project does not have (beside the source or in an include
-//! folder, [`supplied`]): a project's own `limits.h` is the one used. A toolkit folder's
-//! file of the same name is not looked for: the C library's own headers, where a prefix
-//! has them, do not compile under NVRTC.
-//! The types follow libcu++'s under NVRTC (`int64_t` is `long long`), so a kernel that also
-//! includes `<cuda/std/cstdint>` declares each type once more as the same type.
-//! [`digest`] is in the compile cache's key.
-
-use std::path::Path;
+//! They are files in a folder of their own ([`folder`]), written for each compile and passed
+//! as the last `-I`, as a compiler's system headers come last: a header of the project's
+//! named like one of them (beside the file that includes it, or in an include folder) is
+//! found first, as nvcc would find it. (NVRTC takes an in-memory header before any file, so
+//! klab does not give them that way.) The folder's path is not among the options a cache
+//! key or a receipt records; [`digest`] is in the key.
+//!
+//! The types follow libcu++'s under NVRTC (`int64_t` is `long long`, where glibc's is
+//! `long`), so a kernel that also includes `<cuda/std/cstdint>` declares each type once more
+//! as the same type.
 
 use klab_core::artifact::sha256_hex;
 
@@ -72,8 +72,8 @@ typedef uint64_t uintmax_t;
 #define INTMAX_MIN INT64_MIN
 #define INTMAX_MAX INT64_MAX
 #define UINTMAX_MAX UINT64_MAX
-#define PTRDIFF_MIN INT64_MIN
-#define PTRDIFF_MAX INT64_MAX
+#define PTRDIFF_MIN (-9223372036854775807L - 1)
+#define PTRDIFF_MAX 9223372036854775807L
 #define SIZE_MAX 18446744073709551615UL
 #define INT8_C(x) x
 #define INT16_C(x) x
@@ -152,15 +152,14 @@ const FLOAT_H: &str = r#"#pragma once
 #endif
 "#;
 
-/// NVRTC has no `__builtin_huge_valf` or `__builtin_nanf`, so INFINITY and NAN are the
-/// device's bit casts: right in device code, not constant expressions (a `constexpr float`
-/// of INFINITY does not compile).
+/// NVRTC has no `__builtin_huge_valf` or `__builtin_nanf`; `__builtin_bit_cast` is a constant
+/// expression, so `constexpr float x = -INFINITY;` compiles as it does under nvcc.
 const MATH_H: &str = r#"#pragma once
 #ifndef INFINITY
-#define INFINITY __int_as_float(0x7f800000)
-#define NAN __int_as_float(0x7fffffff)
-#define HUGE_VALF __int_as_float(0x7f800000)
-#define HUGE_VAL __longlong_as_double(0x7ff0000000000000LL)
+#define INFINITY __builtin_bit_cast(float, 0x7f800000u)
+#define NAN __builtin_bit_cast(float, 0x7fc00000u)
+#define HUGE_VALF __builtin_bit_cast(float, 0x7f800000u)
+#define HUGE_VAL __builtin_bit_cast(double, 0x7ff0000000000000ull)
 #endif
 #ifndef M_PI
 #define M_E 2.7182818284590452354
@@ -230,20 +229,21 @@ pub const STD_HEADERS: &[(&str, &str)] = &[
     ("stdbool.h", DECLARED),
 ];
 
-/// The headers of [`STD_HEADERS`] to give NVRTC: those no folder of the user's (`folders`:
-/// the source's and the include folders) holds a file of that name for.
-pub fn supplied(folders: &[&Path]) -> Vec<(&'static str, &'static str)> {
-    STD_HEADERS
-        .iter()
-        .filter(|(name, _)| !folders.iter().any(|f| f.join(name).exists()))
-        .copied()
-        .collect()
+/// A fresh private folder holding every header of [`STD_HEADERS`], removed when dropped.
+pub fn folder() -> std::io::Result<tempfile::TempDir> {
+    let dir = tempfile::Builder::new()
+        .prefix("klab-std-headers-")
+        .tempdir()?;
+    for (name, text) in STD_HEADERS {
+        std::fs::write(dir.path().join(name), text)?;
+    }
+    Ok(dir)
 }
 
-/// One digest over the headers given, for the compile cache's key.
-pub fn digest(headers: &[(&str, &str)]) -> String {
+/// One digest over every header, for the compile cache's key.
+pub fn digest() -> String {
     let mut all = String::new();
-    for (name, text) in headers {
+    for (name, text) in STD_HEADERS {
         all.push_str(name);
         all.push('\0');
         all.push_str(text);
@@ -299,14 +299,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_users_header_of_the_same_name_is_the_one_used() {
-        let t = tempfile::tempdir().unwrap();
-        assert_eq!(supplied(&[t.path()]).len(), STD_HEADERS.len());
-        std::fs::write(t.path().join("limits.h"), "").unwrap();
-        let given = supplied(&[t.path()]);
-        assert_eq!(given.len(), STD_HEADERS.len() - 1);
-        assert!(given.iter().all(|(n, _)| *n != "limits.h"));
-        assert_ne!(digest(&given), digest(STD_HEADERS));
+    fn the_folder_holds_every_header_as_written() {
+        let d = folder().unwrap();
+        for (name, text) in STD_HEADERS {
+            assert_eq!(std::fs::read_to_string(d.path().join(name)).unwrap(), *text);
+        }
+        assert_eq!(digest(), digest());
     }
 
     #[test]

@@ -841,21 +841,68 @@ extern "C" __global__ void k(float* o, std::size_t n, std::int64_t m) {
     assert!(e.contains("<cuda/std/type_traits>"), "{e}");
 }
 
-/// A header of the project's own named like a standard one is the project's, not klab's.
+/// A header of the project's own named like a standard one is the project's, not klab's:
+/// klab's come last in the search, so a quoted include beside the including file and an
+/// include folder's file are found first (NVRTC takes an in-memory header before either,
+/// which broke a project's `sub/math.h`). A project `math.h` beside the source does not hide
+/// klab's from `<cmath>`, whose angled include NVRTC looks for in the include folders only.
 #[test]
 fn a_projects_own_header_named_like_a_standard_one_is_the_one_used() {
     if !nvrtc_or_skip("a_projects_own_header_named_like_a_standard_one_is_the_one_used") {
         return;
     }
     let t = tempfile::tempdir().unwrap();
-    std::fs::write(t.path().join("limits.h"), "#define INT_MAX 7\n").unwrap();
-    let source = "#include <limits.h>\nstatic_assert(INT_MAX == 7, \"the project's own\");\nextern \"C\" __global__ void k(float* o) { o[0] = INT_MAX; }\n";
-    let program = t.path().join("k.cu").display().to_string();
-    let spec = CompileSpec {
-        extra_options: vec![format!("-I{}", t.path().display())],
-        ..CompileSpec::new(&program, source, nvrtc::DEFAULT_ARCH)
-    };
-    assert!(spec.std_headers().iter().all(|(n, _)| *n != "limits.h"));
+    std::fs::create_dir_all(t.path().join("sub")).unwrap();
+    std::fs::create_dir_all(t.path().join("inc")).unwrap();
+    std::fs::write(t.path().join("sub/math.h"), "#define TILE 7\n").unwrap();
+    std::fs::write(t.path().join("sub/helpers.cuh"), "#include \"math.h\"\n").unwrap();
+    std::fs::write(t.path().join("inc/limits.h"), "#define OWN_LIMIT 9\n").unwrap();
+    std::fs::write(
+        t.path().join("math.h"),
+        "#error the project's math.h is not <cmath>'s\n",
+    )
+    .unwrap();
+    std::fs::write(
+        t.path().join("k.cu"),
+        "#include \"sub/helpers.cuh\"\n#include <limits.h>\n#include <cmath>\n\
+         static_assert(TILE == 7 && OWN_LIMIT == 9, \"the project's own\");\n\
+         extern \"C\" __global__ void k(float* o, const float* i, int n) { o[0] = std::sqrt(i[1]) + TILE + OWN_LIMIT + n; }\n",
+    )
+    .unwrap();
+    let m = t.path().join("m.toml");
+    std::fs::write(
+        &m,
+        "source = \"k.cu\"\ninclude_dirs = [\"inc\"]\n[[kernel]]\nname = \"k\"\nentry = \"k\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32]\nelements_per_block = [32, 32]\n",
+    )
+    .unwrap();
+    let manifest = klab_spec::manifest::load(&m).unwrap();
+    let spec =
+        CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH).unwrap();
+    let c = nvrtc::compile(&spec, &Cache::disabled()).unwrap_or_else(|e| panic!("{e}"));
+    // The standard headers' folder (a fresh one each compile) is in no recorded option.
+    assert!(
+        c.options.iter().all(|o| !o.contains("klab-std-headers")),
+        "{:?}",
+        c.options
+    );
+}
+
+/// INFINITY and NAN are constant expressions, as under nvcc (attention kernels start a
+/// running maximum at `constexpr float kNegInf = -INFINITY`).
+#[test]
+fn infinity_and_nan_are_constant_expressions() {
+    if !nvrtc_or_skip("infinity_and_nan_are_constant_expressions") {
+        return;
+    }
+    let source = "#include <cmath>\n#include <cstddef>\n#include <cstdint>\n\
+        constexpr float kNegInf = -INFINITY;\n__device__ const float kNan = NAN;\n\
+        constexpr double kHuge = HUGE_VAL;\n\
+        template <class A, class B> struct same { static const bool value = false; };\n\
+        template <class A> struct same<A, A> { static const bool value = true; };\n\
+        static_assert(kNegInf < -3.0e38f && kHuge > 1.0e308, \"infinities\");\n\
+        static_assert(same<decltype(PTRDIFF_MAX), std::ptrdiff_t>::value, \"PTRDIFF_MAX is a ptrdiff_t\");\n\
+        extern \"C\" __global__ void k(float* o) { o[0] = kNegInf + kNan; }\n";
+    let spec = CompileSpec::new("k.cu", source, nvrtc::DEFAULT_ARCH);
     nvrtc::compile(&spec, &Cache::disabled()).unwrap_or_else(|e| panic!("{e}"));
 }
 
