@@ -74,6 +74,9 @@ pub struct CompileSpec {
     /// The digest of the headers the source reaches by `#include` (beside it or in the
     /// include folders), when it was read from a folder.
     pub headers_sha256: Option<String>,
+    /// Why that digest may not cover every header a compile reads (klab-spec's
+    /// `ReachedHeaders::incomplete`): such a spec is compiled without the cache.
+    pub uncached: Option<String>,
     /// Template instances to instantiate and look up by name (`scale<float, 128>`).
     pub name_expressions: Vec<String>,
 }
@@ -88,6 +91,7 @@ impl CompileSpec {
             extra_options: Vec::new(),
             include_dirs: Vec::new(),
             headers_sha256: None,
+            uncached: None,
             name_expressions: Vec::new(),
         }
     }
@@ -117,9 +121,28 @@ impl CompileSpec {
             extra_options: decl.options.clone(),
             include_dirs: manifest.include_dirs.clone(),
             headers_sha256: manifest.headers.as_ref().map(|h| h.sha256.clone()),
+            uncached: manifest.headers.as_ref().and_then(|h| h.incomplete.clone()),
             name_expressions: manifest.name_expressions(),
             ..CompileSpec::new(&manifest.program, text, arch)
         })
+    }
+
+    /// What of the headers this spec was keyed by reads otherwise from disk now (an include
+    /// folder, or the headers the source reaches), if anything: a module compiled while one
+    /// changed is not stored under the key.
+    fn headers_changed(&self) -> Option<String> {
+        for d in &self.include_dirs {
+            if IncludeDir::read(&d.path).map(|now| now.sha256) != Ok(d.sha256.clone()) {
+                return Some(format!("the include folder {}", d.path.display()));
+            }
+        }
+        let was = self.headers_sha256.as_ref()?;
+        let now = klab_spec::include::ReachedHeaders::of(
+            Path::new(&self.program),
+            &self.source,
+            &self.include_dirs,
+        );
+        (now.sha256 != *was).then(|| format!("a header {} reaches", self.program))
     }
 
     /// Every option NVRTC is given: the architecture, [`BASE_OPTIONS`], the spec's own, `-I`
@@ -485,6 +508,17 @@ pub fn compile(spec: &CompileSpec, cache: &Cache) -> Result<Compiled, CudaError>
     let toolkit = toolkit_include_dir();
     let want = KeyFields::of(spec, toolkit.as_deref(), &nvrtc_version);
     let mut notes = Vec::new();
+    let disabled = Cache::disabled();
+    let cache = match &spec.uncached {
+        Some(why) => {
+            notes.push(format!(
+                "compiled without the cache: klab cannot hash every header {} may read ({why})",
+                spec.program
+            ));
+            &disabled
+        }
+        None => cache,
+    };
     if let Some(path) = cache.entry_path(&want.key) {
         match artifact::read_regular(&path, Input::CACHE_ENTRY) {
             Ok(bytes) => match decode_entry(&bytes, &want) {
@@ -499,7 +533,14 @@ pub fn compile(spec: &CompileSpec, cache: &Cache) -> Result<Compiled, CudaError>
         }
     }
     let mut compiled = compile_uncached(spec, &want)?;
-    if let Some(path) = cache.entry_path(&compiled.key) {
+    // A header edited while NVRTC read it: the module is not what the key says.
+    let changed = spec.headers_changed();
+    if let Some(what) = &changed {
+        notes.push(format!(
+            "{what} changed while compiling; the module is not cached"
+        ));
+    }
+    if let (None, Some(path)) = (&changed, cache.entry_path(&compiled.key)) {
         let stored = path
             .parent()
             .map(fs::create_dir_all)

@@ -21,6 +21,34 @@ fn transpose_spec() -> CompileSpec {
     CompileSpec::transpose_lab(nvrtc::DEFAULT_ARCH)
 }
 
+/// A copy kernel whose shared tile is `TILE` floats, a macro of a header: the tests that
+/// edit the header watch the module's shared memory follow it (or not, from a stale cache).
+const TILE_KERNEL: &str = "extern \"C\" __global__ void k(float* o, const float* i, int n) {\n    __shared__ float s[TILE];\n    s[threadIdx.x % TILE] = i[threadIdx.x];\n    __syncthreads();\n    if ((int)threadIdx.x < n) o[threadIdx.x] = s[(threadIdx.x + 1) % TILE];\n}\n";
+
+/// `m.toml` in `dir`: kernel `k` of `k.cu` as a copy, with `top` (say, its include_dirs) first.
+fn copy_manifest(dir: &std::path::Path, top: &str) -> std::path::PathBuf {
+    let m = dir.join("m.toml");
+    std::fs::write(
+        &m,
+        format!("source = \"k.cu\"\n{top}[[kernel]]\nname = \"k\"\nentry = \"k\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32]\nelements_per_block = [32, 32]\n"),
+    )
+    .unwrap();
+    m
+}
+
+/// The manifest at `m` read now, and its first kernel's module compiled through `cache`.
+fn build_from(m: &std::path::Path, cache: &Cache) -> Result<nvrtc::Compiled, CudaError> {
+    let manifest = klab_spec::manifest::load(m).unwrap();
+    let spec =
+        CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH).unwrap();
+    nvrtc::compile(&spec, cache)
+}
+
+/// The static shared memory of a module's only kernel.
+fn shared_bytes(c: &nvrtc::Compiled) -> u32 {
+    c.ptxas_resources()[0].static_shared_bytes
+}
+
 #[test]
 fn every_builtin_kernel_compiles_with_the_expected_shared_memory() {
     if !nvrtc_or_skip("every_builtin_kernel_compiles_with_the_expected_shared_memory") {
@@ -315,30 +343,13 @@ fn a_header_from_include_dirs_compiles_and_editing_it_recompiles() {
     std::fs::write(&header, "#define TILE 32\n").unwrap();
     std::fs::write(
         t.path().join("k.cu"),
-        r#"#include "tiles/tile.cuh"
-extern "C" __global__ void k(float* o, const float* i, int n) {
-    __shared__ float s[TILE];
-    s[threadIdx.x % TILE] = i[threadIdx.x];
-    __syncthreads();
-    if ((int)threadIdx.x < n) o[threadIdx.x] = s[(threadIdx.x + 1) % TILE];
-}
-"#,
+        format!("#include \"tiles/tile.cuh\"\n{TILE_KERNEL}"),
     )
     .unwrap();
-    let m = t.path().join("m.toml");
-    std::fs::write(
-        &m,
-        "source = \"k.cu\"\ninclude_dirs = [\"inc\"]\n[[kernel]]\nname = \"k\"\nentry = \"k\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32]\nelements_per_block = [32, 32]\n",
-    )
-    .unwrap();
+    let m = copy_manifest(t.path(), "include_dirs = [\"inc\"]\n");
     let cache = Cache::at(t.path().join("cache"));
-    let build = || {
-        let manifest = klab_spec::manifest::load(&m).unwrap();
-        let spec =
-            CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH).unwrap();
-        nvrtc::compile(&spec, &cache).unwrap()
-    };
-    let shared = |c: &nvrtc::Compiled| c.ptxas_resources()[0].static_shared_bytes;
+    let build = || build_from(&m, &cache).unwrap();
+    let shared = shared_bytes;
     let first = build();
     assert!(
         first
@@ -733,23 +744,13 @@ fn a_header_beside_the_source_is_found_from_any_folder_and_editing_it_recompiles
     std::fs::write(&header, "#define TILE 32\n").unwrap();
     std::fs::write(
         t.path().join("k.cu"),
-        "#include \"tile.cuh\"\nextern \"C\" __global__ void k(float* o, const float* i, int n) {\n    __shared__ float s[TILE];\n    s[threadIdx.x % TILE] = i[threadIdx.x];\n    __syncthreads();\n    if ((int)threadIdx.x < n) o[threadIdx.x] = s[(threadIdx.x + 1) % TILE];\n}\n",
+        format!("#include \"tile.cuh\"\n{TILE_KERNEL}"),
     )
     .unwrap();
-    let m = t.path().join("m.toml");
-    std::fs::write(
-        &m,
-        "source = \"k.cu\"\n[[kernel]]\nname = \"k\"\nentry = \"k\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [32]\nelements_per_block = [32, 32]\n",
-    )
-    .unwrap();
+    let m = copy_manifest(t.path(), "");
     let cache = Cache::at(t.path().join("cache"));
-    let build = || {
-        let manifest = klab_spec::manifest::load(&m).unwrap();
-        let spec =
-            CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH).unwrap();
-        nvrtc::compile(&spec, &cache)
-    };
-    let shared = |c: &nvrtc::Compiled| c.ptxas_resources()[0].static_shared_bytes;
+    let build = || build_from(&m, &cache);
+    let shared = shared_bytes;
     // The test process's folder is the crate's, not the source's.
     assert_ne!(std::env::current_dir().unwrap(), t.path());
     let first = build().unwrap_or_else(|e| panic!("{e}"));
@@ -953,4 +954,106 @@ fn overloads_compile_by_their_parameter_types() {
     let hit = nvrtc::compile(&spec, &cache).unwrap();
     assert!(hit.from_cache);
     assert_eq!(hit.lowered_names, c.lowered_names);
+}
+
+/// Every way of writing an include that the preprocessor reads (and an adversarial helper
+/// found klab's first scanner missed) keys the cache by the header: editing it recompiles.
+/// A header named by a macro klab cannot follow compiles without the cache, with a note;
+/// one edited between reading the manifest and compiling is not stored under the old key.
+#[test]
+fn every_include_form_keys_the_cache_and_what_cannot_be_keyed_is_not_cached() {
+    if !nvrtc_or_skip("every_include_form_keys_the_cache_and_what_cannot_be_keyed_is_not_cached") {
+        return;
+    }
+    let (kernel, shared) = (TILE_KERNEL, shared_bytes);
+    for form in [
+        "#include /* the tile */ \"tile.cuh\"\n",
+        "/* x */ #include \"tile.cuh\"\n",
+        "#include/**/\"tile.cuh\"\n",
+        "#include \\\n  \"tile.cuh\"\n",
+        "#inc\\\nlude \"tile.cuh\"\n",
+        "%:include \"tile.cuh\"\n",
+        "#define H \"tile.cuh\"\n#include H\n",
+        "#if __has_include(\"tile.cuh\")\n#include \"tile.cuh\"\n#else\n#define TILE 8\n#endif\n",
+    ] {
+        let t = tempfile::tempdir().unwrap();
+        let header = t.path().join("tile.cuh");
+        std::fs::write(&header, "#define TILE 32\n").unwrap();
+        std::fs::write(t.path().join("k.cu"), format!("{form}{kernel}")).unwrap();
+        let m = copy_manifest(t.path(), "");
+        let cache = Cache::at(t.path().join("cache"));
+        let build = || build_from(&m, &cache).unwrap_or_else(|e| panic!("{form:?}: {e}"));
+        assert_eq!(shared(&build()), 32 * 4, "{form:?}");
+        assert!(build().from_cache, "{form:?}");
+        std::fs::write(&header, "#define TILE 64\n").unwrap();
+        let edited = build();
+        assert!(
+            !edited.from_cache,
+            "{form:?}: an edited header must recompile"
+        );
+        assert_eq!(shared(&edited), 64 * 4, "{form:?}");
+        // Creating a header a __has_include asks about, or removing it, recompiles too.
+        if form.contains("__has_include") {
+            std::fs::remove_file(&header).unwrap();
+            let gone = build();
+            assert!(!gone.from_cache);
+            assert_eq!(shared(&gone), 8 * 4);
+        }
+    }
+
+    // A header named by a function-like macro: compiled, never cached, and said so.
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("tile.cuh"), "#define TILE 32\n").unwrap();
+    std::fs::write(
+        t.path().join("k.cu"),
+        format!("#define STR(x) #x\n#define XSTR(x) STR(x)\n#include XSTR(tile.cuh)\n{kernel}"),
+    )
+    .unwrap();
+    let m = copy_manifest(t.path(), "");
+    let cache = Cache::at(t.path().join("cache"));
+    let manifest = klab_spec::manifest::load(&m).unwrap();
+    let spec =
+        CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH).unwrap();
+    for _ in 0..2 {
+        let c = nvrtc::compile(&spec, &cache).unwrap();
+        assert!(!c.from_cache);
+        assert!(
+            c.notes
+                .iter()
+                .any(|n| n.contains("compiled without the cache") && n.contains("XSTR")),
+            "{:?}",
+            c.notes
+        );
+    }
+
+    // Edited after the manifest was read, before the compile: not stored under the old key.
+    let t = tempfile::tempdir().unwrap();
+    let header = t.path().join("tile.cuh");
+    std::fs::write(&header, "#define TILE 32\n").unwrap();
+    std::fs::write(
+        t.path().join("k.cu"),
+        format!("#include \"tile.cuh\"\n{kernel}"),
+    )
+    .unwrap();
+    let m = copy_manifest(t.path(), "");
+    let cache = Cache::at(t.path().join("cache"));
+    let manifest = klab_spec::manifest::load(&m).unwrap();
+    let spec =
+        CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH).unwrap();
+    std::fs::write(&header, "#define TILE 64\n").unwrap();
+    let c = nvrtc::compile(&spec, &cache).unwrap();
+    assert!(
+        c.notes
+            .iter()
+            .any(|n| n.contains("changed while compiling")),
+        "{:?}",
+        c.notes
+    );
+    std::fs::write(&header, "#define TILE 32\n").unwrap();
+    let again = nvrtc::compile(&spec, &cache).unwrap();
+    assert!(
+        !again.from_cache,
+        "the module of TILE 64 was stored under TILE 32's key"
+    );
+    assert_eq!(shared(&again), 32 * 4);
 }

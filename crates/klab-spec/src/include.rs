@@ -85,79 +85,248 @@ pub enum Delimiter {
     Angled,
 }
 
-/// Every `#include` directive of `text` whose header is written out, with how it is
-/// delimited, in order. A directive whose header is a macro (`#include HEADER`) is not read.
-pub fn include_directives(text: &str) -> impl Iterator<Item = (&str, Delimiter)> {
-    text.lines().filter_map(|line| {
-        let rest = line.trim_start().strip_prefix('#')?.trim_start();
-        let rest = rest.strip_prefix("include")?.trim_start();
-        let (close, delimiter) = match rest.chars().next()? {
-            '"' => ('"', Delimiter::Quoted),
-            '<' => ('>', Delimiter::Angled),
-            _ => return None,
-        };
-        let name = &rest[1..];
-        let end = name.find(close)?;
-        (end > 0).then(|| (&name[..end], delimiter))
+/// What a directive names as a header: written out, or by a macro (`#include HEADER`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Include {
+    Header { name: String, delimiter: Delimiter },
+    Macro(String),
+}
+
+/// `text` as the preprocessor reads its lines: each backslash-newline spliced and each
+/// comment replaced by a space (string and character literals kept as they are), so that
+/// `#include/**/"a.h"`, `/* x */ #include "a.h"` and a directive continued on the next line
+/// read as they compile.
+fn logical_lines(text: &str) -> Vec<String> {
+    let spliced = text.replace("\\\r\n", "").replace("\\\n", "");
+    let c: Vec<char> = spliced.chars().collect();
+    let mut out = String::with_capacity(c.len());
+    let mut i = 0;
+    while i < c.len() {
+        match (c[i], c.get(i + 1)) {
+            ('/', Some('/')) => {
+                while i < c.len() && c[i] != '\n' {
+                    i += 1;
+                }
+                out.push(' ');
+            }
+            ('/', Some('*')) => {
+                i += 2;
+                while i < c.len() && !(c[i] == '*' && c.get(i + 1) == Some(&'/')) {
+                    // A comment spanning lines keeps them, so later lines stay lines.
+                    if c[i] == '\n' {
+                        out.push('\n');
+                    }
+                    i += 1;
+                }
+                i += 2;
+                out.push(' ');
+            }
+            (q @ ('"' | '\''), _) => {
+                out.push(q);
+                i += 1;
+                while i < c.len() && c[i] != q && c[i] != '\n' {
+                    if c[i] == '\\' && i + 1 < c.len() {
+                        out.push(c[i]);
+                        i += 1;
+                    }
+                    out.push(c[i]);
+                    i += 1;
+                }
+                if i < c.len() && c[i] == q {
+                    out.push(q);
+                    i += 1;
+                }
+            }
+            (ch, _) => {
+                out.push(ch);
+                i += 1;
+            }
+        }
+    }
+    out.lines().map(str::to_string).collect()
+}
+
+/// The directive a logical line holds, after its `#` (or the digraph `%:`), trimmed.
+fn directive(line: &str) -> Option<&str> {
+    let line = line.trim_start();
+    line.strip_prefix('#')
+        .or_else(|| line.strip_prefix("%:"))
+        .map(str::trim_start)
+}
+
+/// A header written out at the start of `rest` (`"a.h"` or `<a.h>`).
+fn written_header(rest: &str) -> Option<Include> {
+    let (close, delimiter) = match rest.chars().next()? {
+        '"' => ('"', Delimiter::Quoted),
+        '<' => ('>', Delimiter::Angled),
+        _ => return None,
+    };
+    let name = &rest[1..];
+    let end = name.find(close)?;
+    (end > 0).then(|| Include::Header {
+        name: name[..end].to_string(),
+        delimiter,
     })
 }
 
+/// Every header `text`'s directives name, in order: each `#include` (and `#include_next`),
+/// and each `__has_include(...)` an `#if` asks about (whether it exists decides what
+/// compiles).
+pub fn includes(text: &str) -> Vec<Include> {
+    let mut out = Vec::new();
+    for line in logical_lines(text) {
+        let Some(d) = directive(&line) else { continue };
+        let word_end = d
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(d.len());
+        let (word, rest) = (&d[..word_end], d[word_end..].trim_start());
+        if matches!(word, "include" | "include_next") {
+            match written_header(rest) {
+                Some(h) => out.push(h),
+                None => {
+                    let m: String = rest
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    if !m.is_empty() {
+                        out.push(Include::Macro(m));
+                    }
+                }
+            }
+            continue;
+        }
+        for (at, _) in d.match_indices("__has_include") {
+            let after = d[at..].trim_start_matches("__has_include_next");
+            let after = after.trim_start_matches("__has_include").trim_start();
+            if let Some(h) = after
+                .strip_prefix('(')
+                .and_then(|r| written_header(r.trim_start()))
+            {
+                out.push(h);
+            }
+        }
+    }
+    out
+}
+
+/// The object-like macros of `text` that name a header (`#define TILE_H "tile.cuh"`), for an
+/// `#include TILE_H`.
+fn header_macros(text: &str) -> Vec<(String, Include)> {
+    logical_lines(text)
+        .iter()
+        .filter_map(|line| {
+            let rest = directive(line)?.strip_prefix("define")?;
+            let rest = rest.strip_prefix([' ', '\t'])?.trim_start();
+            let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+            let header = written_header(rest[end..].trim_start())?;
+            Some((rest[..end].to_string(), header))
+        })
+        .collect()
+}
+
 /// The headers a source reaches by `#include`, read when the manifest is: the files, in the
-/// order first reached, and one digest over their paths and bytes.
+/// order first reached, and one digest over how each directive resolved (the file found,
+/// with its path and bytes, or that none was: a header created later, or a change of which
+/// folder holds one, changes the digest too).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ReachedHeaders {
     pub sha256: String,
     pub files: Vec<PathBuf>,
+    /// Why the digest may not cover everything a compile reads (a header named by a macro
+    /// klab cannot resolve, a file it cannot read, more than [`MAX_FILES`] headers or
+    /// [`MAX_BYTES`]): the compile cache is then not used for this source, rather than the
+    /// manifest refused (the file may be behind an `#if` that is never true).
+    pub incomplete: Option<String>,
 }
 
 impl ReachedHeaders {
     /// Follow `text`'s includes (the file at `source`) through every header found, as NVRTC
     /// looks for them (the module's docs), with `include_dirs` as its `-I` folders. A header
-    /// found nowhere is left to the compiler: it may be the toolkit's, or behind an `#if`.
-    /// `Err` is one line: a header that cannot be read, or more than [`MAX_FILES`] headers or
-    /// [`MAX_BYTES`] in all.
-    pub fn of(
-        source: &Path,
-        text: &str,
-        include_dirs: &[IncludeDir],
-    ) -> Result<ReachedHeaders, String> {
+    /// found nowhere is left to the compiler: it may be the toolkit's or klab's standard
+    /// headers, or behind an `#if`.
+    pub fn of(source: &Path, text: &str, include_dirs: &[IncludeDir]) -> ReachedHeaders {
         let mut files: Vec<PathBuf> = Vec::new();
         let mut seen = std::collections::HashSet::new();
+        let mut macros: Vec<(String, Include)> = Vec::new();
         let mut h = Sha256::new();
         let mut total = 0u64;
+        let mut incomplete: Option<String> = None;
+        let note = |why: String, incomplete: &mut Option<String>| {
+            incomplete.get_or_insert(why);
+        };
         // (the including file, its text), depth first in reading order.
         let mut pending = vec![(source.to_path_buf(), text.to_string())];
         while let Some((file, text)) = pending.pop() {
             let beside = file.parent().unwrap_or(Path::new(""));
+            macros.extend(header_macros(&text));
             let mut found = Vec::new();
-            for (name, delimiter) in include_directives(&text) {
-                let quoted = (delimiter == Delimiter::Quoted).then(|| beside.join(name));
-                let Some(path) = quoted
-                    .into_iter()
-                    .chain(include_dirs.iter().map(|d| d.path.join(name)))
-                    // Not is_file: a FIFO is found here and refused, not left for NVRTC
-                    // to block on.
-                    .find(|p| p.exists() && !p.is_dir())
-                else {
-                    continue;
+            for include in includes(&text) {
+                let (name, delimiter) = match include {
+                    Include::Header { name, delimiter } => (name, delimiter),
+                    Include::Macro(m) => {
+                        match macros.iter().rev().find(|(n, _)| *n == m) {
+                            Some((_, Include::Header { name, delimiter })) => {
+                                (name.clone(), *delimiter)
+                            }
+                            _ => {
+                                note(
+                                format!("{} names a header by the macro {m}, which klab cannot follow", file.display()),
+                                &mut incomplete,
+                            );
+                                continue;
+                            }
+                        }
+                    }
                 };
-                // Reached twice (or through a cycle of headers), read once.
-                let key = fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
-                if !seen.insert(key) {
-                    continue;
-                }
-                let bytes = read_regular(&path, Input::HEADER).map_err(|e| e.to_string())?;
-                total += bytes.len() as u64;
-                if files.len() >= MAX_FILES || total > MAX_BYTES {
-                    return Err(format!(
-                        "{} reaches more than {MAX_FILES} headers or {} MiB by #include; klab hashes every header a source reaches into the compile cache's key",
-                        source.display(),
-                        MAX_BYTES >> 20
-                    ));
-                }
-                let name = path.to_string_lossy();
+                let quoted = (delimiter == Delimiter::Quoted).then(|| lexical(&beside.join(&name)));
+                let resolved = quoted
+                    .into_iter()
+                    .chain(include_dirs.iter().map(|d| lexical(&d.path.join(&name))))
+                    // Not is_file: a FIFO is found here (and not read), as NVRTC finds it.
+                    .find(|p| p.exists() && !p.is_dir());
+                h.update(beside.to_string_lossy().as_bytes());
+                h.update([0]);
                 h.update(name.as_bytes());
                 h.update([0]);
+                let Some(path) = resolved else {
+                    h.update(b"absent\0");
+                    continue;
+                };
+                h.update(path.to_string_lossy().as_bytes());
+                h.update([0]);
+                // Reached again (a header with include guards, a cycle): its bytes are in
+                // the digest once. By the path as reached (`..` taken lexically), not the
+                // file: NVRTC looks beside the path it opened for what that header
+                // includes, so a header reached by two paths (a symbolic link) is two.
+                if !seen.insert(path.clone()) {
+                    continue;
+                }
+                if files.len() >= MAX_FILES {
+                    note(
+                        format!("{} reaches more than {MAX_FILES} headers", source.display()),
+                        &mut incomplete,
+                    );
+                    break;
+                }
+                let bytes = match read_regular(&path, Input::HEADER) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        note(e.to_string(), &mut incomplete);
+                        continue;
+                    }
+                };
+                total += bytes.len() as u64;
+                if total > MAX_BYTES {
+                    note(
+                        format!(
+                            "{} reaches more than {} MiB of headers",
+                            source.display(),
+                            MAX_BYTES >> 20
+                        ),
+                        &mut incomplete,
+                    );
+                    break;
+                }
                 h.update((bytes.len() as u64).to_le_bytes());
                 h.update(&bytes);
                 files.push(path.clone());
@@ -166,11 +335,31 @@ impl ReachedHeaders {
             // Pushed in reverse so that the first include is read next.
             pending.extend(found.into_iter().rev());
         }
-        Ok(ReachedHeaders {
+        ReachedHeaders {
             sha256: hex::encode(h.finalize()),
             files,
-        })
+            incomplete,
+        }
     }
+}
+
+/// `p` with `.` left out and each `..` taking away the name before it, without asking the
+/// file system (a header's includes are looked for beside the path NVRTC opened).
+fn lexical(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// Every file under `root/rel`, as paths relative to `root`.
@@ -238,16 +427,40 @@ mod tests {
         assert_eq!(IncludeDir::read(&inc).unwrap(), before);
     }
 
+    fn header(name: &str, delimiter: Delimiter) -> Include {
+        Include::Header {
+            name: name.into(),
+            delimiter,
+        }
+    }
+
+    /// Every way a directive may be written that the preprocessor reads as an include:
+    /// comments around and inside it, a line continued with a backslash, the `%:` digraph,
+    /// `#include_next`, a macro, and `__has_include` in an `#if`; and what is no include.
     #[test]
-    fn include_directives_are_read_with_their_delimiters() {
-        let text = "#include <cuda_fp16.h>\n  #  include \"tiles/tile.cuh\" // why\n#include HEADER\n#include\"a.h\"\n#includes \"no\"\n#include \"\"\nint x; // #include \"b.h\"\n";
-        let got: Vec<_> = include_directives(text).collect();
+    fn includes_are_read_as_the_preprocessor_reads_them() {
+        use Delimiter::{Angled, Quoted};
+        let text = "#include <cuda_fp16.h>\n  #  include \"tiles/tile.cuh\" // why\n\
+                    #include HEADER\n#include\"a.h\"\n#includes \"no\"\n#include \"\"\n\
+                    int x; // #include \"b.h\"\n/* x */ #include \"c.h\"\n#include/**/\"d.h\"\n\
+                    #include \\\n  \"e.h\"\n#inc\\\nlude \"f.h\"\n%:include \"g.h\"\n\
+                    #include_next <h.h>\n#if __has_include(\"i.h\") && __has_include( <j.h> )\n#endif\n\
+                    /* #include \"k.h\"\n#include \"l.h\" */\nconst char* s = \"#include \\\"m.h\\\"\";\n";
         assert_eq!(
-            got,
+            includes(text),
             [
-                ("cuda_fp16.h", Delimiter::Angled),
-                ("tiles/tile.cuh", Delimiter::Quoted),
-                ("a.h", Delimiter::Quoted),
+                header("cuda_fp16.h", Angled),
+                header("tiles/tile.cuh", Quoted),
+                Include::Macro("HEADER".into()),
+                header("a.h", Quoted),
+                header("c.h", Quoted),
+                header("d.h", Quoted),
+                header("e.h", Quoted),
+                header("f.h", Quoted),
+                header("g.h", Quoted),
+                header("h.h", Angled),
+                header("i.h", Quoted),
+                header("j.h", Angled),
             ]
         );
     }
@@ -277,7 +490,8 @@ mod tests {
         let inc = IncludeDir::read(&t.path().join("inc")).unwrap();
         let source = src.join("k.cu");
         let text = "#include <cuda_fp16.h>\n#include \"top.cuh\"\n#include \"top.cuh\"\n";
-        let got = ReachedHeaders::of(&source, text, std::slice::from_ref(&inc)).unwrap();
+        let of = |text: &str| ReachedHeaders::of(&source, text, std::slice::from_ref(&inc));
+        let got = of(text);
         let names: Vec<_> = got
             .files
             .iter()
@@ -297,39 +511,50 @@ mod tests {
                 "inc/a.cuh"
             ]
         );
-        assert_eq!(
-            ReachedHeaders::of(&source, text, std::slice::from_ref(&inc)).unwrap(),
-            got
-        );
+        assert_eq!(got.incomplete, None);
+        assert_eq!(of(text), got);
         // Without the include folder, its header is not found (the compiler says so).
-        assert_eq!(
-            ReachedHeaders::of(&source, text, &[]).unwrap().files.len(),
-            3
-        );
+        assert_eq!(ReachedHeaders::of(&source, text, &[]).files.len(), 3);
         // Editing a reached header changes the digest; editing one not reached does not.
         fs::write(src.join("unused.cuh"), "y").unwrap();
-        assert_eq!(
-            ReachedHeaders::of(&source, text, std::slice::from_ref(&inc)).unwrap(),
-            got
-        );
+        assert_eq!(of(text), got);
         fs::write(src.join("sub/leaf.cuh"), "#define LEAF 2\n").unwrap();
-        let edited = ReachedHeaders::of(&source, text, std::slice::from_ref(&inc)).unwrap();
+        let edited = of(text);
         assert_ne!(edited.sha256, got.sha256);
-        // A source with no header of its own reaches none.
-        let none = ReachedHeaders::of(&source, "#include <cuda_bf16.h>\n", &[inc]).unwrap();
-        assert!(none.files.is_empty());
+        // A header asked about by __has_include and absent: creating it changes the digest.
+        let asks = "#if __has_include(\"opt.cuh\")\n#include \"opt.cuh\"\n#endif\n";
+        let before = of(asks);
+        assert!(before.files.is_empty());
+        fs::write(src.join("opt.cuh"), "#define OPT 1\n").unwrap();
+        assert_ne!(of(asks).sha256, before.sha256);
+        // A header named by a macro defined as a header name is followed.
+        let by_macro = of("#define TOP \"top.cuh\"\n#include TOP\n");
+        assert_eq!(by_macro.files.first(), Some(&src.join("top.cuh")));
+        assert_eq!(by_macro.incomplete, None);
+        // One klab cannot follow leaves the digest incomplete: no cache, not a refusal.
+        let unknown = of("#include HEADER_OF(x)\n");
+        assert!(unknown.incomplete.unwrap().contains("the macro HEADER_OF"));
     }
 
+    /// A header that cannot be read (a FIFO, behind an #if that is never true, say) is no
+    /// refusal: the digest is incomplete, so the compile cache is not used.
     #[test]
-    fn a_reached_header_that_cannot_be_read_is_one_line() {
+    fn a_reached_header_that_cannot_be_read_leaves_the_digest_incomplete() {
         let t = tree();
         let fifo = t.path().join("pipe.cuh");
         let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        let e =
-            ReachedHeaders::of(&t.path().join("k.cu"), "#include \"pipe.cuh\"\n", &[]).unwrap_err();
-        assert!(e.contains("not a regular file") && !e.contains('\n'), "{e}");
+        let got = ReachedHeaders::of(
+            &t.path().join("k.cu"),
+            "#if 0\n#include \"pipe.cuh\"\n#endif\n",
+            &[],
+        );
+        let why = got.incomplete.unwrap();
+        assert!(
+            why.contains("not a regular file") && !why.contains('\n'),
+            "{why}"
+        );
     }
 
     #[test]

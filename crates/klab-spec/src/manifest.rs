@@ -549,7 +549,16 @@ impl Manifest {
 /// Whether CUDA C++ `text` includes a header of its own (`#include "kernels.cuh"`, not a
 /// toolkit's `<...>`), where kernels klab does not read may be declared.
 fn includes_own_headers(text: &str) -> bool {
-    crate::include::include_directives(text).any(|(_, d)| d == crate::include::Delimiter::Quoted)
+    use crate::include::{Delimiter, Include};
+    crate::include::includes(text).iter().any(|i| {
+        matches!(
+            i,
+            Include::Header {
+                delimiter: Delimiter::Quoted,
+                ..
+            } | Include::Macro(_)
+        )
+    })
 }
 
 /// A manifest that cannot be used: one line naming the file and the field.
@@ -1017,8 +1026,7 @@ pub fn parse(origin: &str, text: &str, files: Files<'_>) -> Result<Manifest, Man
         (Files::Dir(dir), Some(text)) => {
             let path = std::path::absolute(dir.join(&raw.source))
                 .map_err(|e| err("source".into(), format!("{}: {e}", raw.source)))?;
-            let headers = ReachedHeaders::of(&path, text, &include_dirs)
-                .map_err(|p| err("source".into(), p))?;
+            let headers = ReachedHeaders::of(&path, text, &include_dirs);
             (path.to_string_lossy().into_owned(), Some(headers))
         }
         _ => (file_name, None),
@@ -1091,6 +1099,20 @@ fn kernel_decl_of(
                 "{} is {}: it is not compiled, so NVRTC options do not apply",
                 file,
                 source.describe()
+            ),
+        ));
+    }
+    // A header folder or file given as an option is searched by NVRTC but not hashed into
+    // the compile cache's key (an edited header would be served stale): include_dirs are.
+    if let Some(o) = k.options.iter().find(|o| {
+        ["-I", "--include-path", "--pre-include", "-include"]
+            .iter()
+            .any(|p| o.starts_with(p))
+    }) {
+        return Err((
+            f("options"),
+            format!(
+                "'{o}' names headers klab would not hash into the compile cache's key: name the folder in include_dirs (an included file, by #include in the source)"
             ),
         ));
     }
@@ -1766,6 +1788,32 @@ mod tests {
             .contains("unknown kernel 'nope'"));
     }
 
+    /// Header folders and files given as options would be searched but not hashed (an
+    /// edited header served stale from the cache): refused, pointing at include_dirs.
+    #[test]
+    fn include_options_are_refused_for_include_dirs() {
+        for o in [
+            "-I/opt/inc",
+            "-Iinc",
+            "--include-path=inc",
+            "--pre-include=a.h",
+            "-include",
+        ] {
+            let body = OK.replace(
+                "name = \"k\"",
+                &format!("name = \"k\"\noptions = [\"{o}\"]"),
+            );
+            let e = parse_one(&body).unwrap_err();
+            assert_eq!(e.field, "kernel[0].options", "{o}");
+            assert!(e.problem.contains("include_dirs"), "{o}: {e}");
+        }
+        let body = OK.replace(
+            "name = \"k\"",
+            "name = \"k\"\noptions = [\"-DTILE=32\", \"--use_fast_math\"]",
+        );
+        assert!(parse_one(&body).is_ok());
+    }
+
     #[test]
     fn a_good_manifest_parses() {
         let m = parse_one(OK).unwrap();
@@ -1773,13 +1821,12 @@ mod tests {
         assert_eq!(m.program, "k.cu");
     }
 
-    #[test]
-    fn a_declared_parameter_list_that_the_kernel_cannot_take_is_one_line_naming_both() {
-        const OP: &str = r#"
+    /// A declared operation over `x` (dtype X), `y`, `n` and `a`, for kernel `ENTRY` of k.cu.
+    const DECLARED_XY: &str = r#"
 source = "k.cu"
 [[kernel]]
 name = "k"
-entry = "k"
+entry = "ENTRY"
 operation = "declared"
 params = ["x", "y", "n:i32", "a:f32"]
 [kernel.op]
@@ -1792,11 +1839,16 @@ buffers.x = { dtype = "X", len = "n", role = "in" }
 buffers.y = { dtype = "f32", len = "n", role = "out", compare = "bitwise" }
 scalars.a = { type = "f32", values = [1.0] }
 "#;
+
+    #[test]
+    fn a_declared_parameter_list_that_the_kernel_cannot_take_is_one_line_naming_both() {
         let parse_with = |x: &str, sig: &str| {
             let src = format!("extern \"C\" __global__ void k({sig}) {{}}");
             parse(
                 "m.toml",
-                &OP.replace("\"X\"", &format!("\"{x}\"")),
+                &DECLARED_XY
+                    .replace("ENTRY", "k")
+                    .replace("\"X\"", &format!("\"{x}\"")),
                 Files::Given(&|_| Ok(("k.cu".into(), src.clone().into()))),
             )
         };
@@ -2056,23 +2108,6 @@ known_broken = "b"
     /// declaration followed by its definition, spelt otherwise, is one kernel, not two.
     #[test]
     fn an_overloaded_kernel_is_named_by_its_parameter_types() {
-        const OP: &str = r#"
-source = "k.cu"
-[[kernel]]
-name = "k"
-entry = "ENTRY"
-operation = "declared"
-params = ["x", "y", "n:i32", "a:f32"]
-[kernel.op]
-grid = ["n"]
-block = ["32"]
-useful_bytes = "4 * n"
-reference = { c = "ref.c:r" }
-sizes.n = {}
-buffers.x = { dtype = "f32", len = "n", role = "in" }
-buffers.y = { dtype = "f32", len = "n", role = "out", compare = "bitwise" }
-scalars.a = { type = "f32", values = [1.0] }
-"#;
         let src = "__global__ void k(const float *x, float *y, int n, float a);\n\
                    __global__ void k(const float *__restrict__ in, float *out, int count, float b) {}\n\
                    __global__ void k(const double *x, double *y, int n, double a) {}\n\
@@ -2082,7 +2117,9 @@ scalars.a = { type = "f32", values = [1.0] }
         let with = |entry: &str| {
             parse(
                 "m.toml",
-                &OP.replace("ENTRY", entry),
+                &DECLARED_XY
+                    .replace("ENTRY", entry)
+                    .replace("\"X\"", "\"f32\""),
                 Files::Given(&|_| Ok(("k.cu".into(), src.into()))),
             )
         };
