@@ -572,7 +572,8 @@ __device__ __forceinline__ u64 encode(int dt, double v) {
 // rounding left the range; a range with no value of the dtype keeps the nearest
 // (dtype.rs bits_within).
 __device__ __forceinline__ u64 encode_within(int dt, double v, double lo, double hi) {
-  const u64 bits = encode(dt, fmin(fmax(v, lo), hi));
+  // As Rust's f64::clamp: a NaN stays NaN, and a value equal to an end (0.0 for -0.0) stays.
+  const u64 bits = encode(dt, v < lo ? lo : (v > hi ? hi : v));
   const u64 sign = 1ull << (dt_bits(dt) - 1);
   const bool negative = (bits & sign) != 0, zero = (bits & ~sign) == 0;
   const u64 up = zero ? 1 : negative ? bits - 1 : bits + 1;

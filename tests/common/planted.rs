@@ -334,7 +334,8 @@ pub fn generators() -> Vec<Generator> {
     // A float domain's random draw, whose ends the 16-bit floats cannot hold (0.10003
     // rounds past itself in f16): stepped back inside on both sides alike.
     for dt in DTYPES.into_iter().filter(|d| d.is_float()) {
-        for (lo, hi) in [(-0.10003, 0.10003), (0.1, 0.702)] {
+        // [-0.0, -0.0]: an end equal to the draw keeps the draw's sign, as f64::clamp does.
+        for (lo, hi) in [(-0.10003, 0.10003), (0.1, 0.702), (-0.0, -0.0)] {
             for (elements, k) in [(1000u64, 0u64), ((1 << 20) + 3, 1)] {
                 v.push(Generator {
                     dtype: dt,

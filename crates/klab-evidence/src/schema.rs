@@ -346,6 +346,10 @@ pub struct RoundsTime {
     /// run alone); absent from summaries written before it was recorded (one per block).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<u64>,
+    /// The settling blocks run and not counted (one per round's process under `--isolation
+    /// round`), whose phases are in `phases`; absent when none ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settling: Option<u64>,
 }
 
 impl RoundsTime {
@@ -356,11 +360,19 @@ impl RoundsTime {
     pub fn describe(&self, blocks: u64) -> String {
         let processes = self.processes.unwrap_or(blocks);
         let per = |s: f64| s / processes.max(1) as f64;
+        let settling = match self.settling {
+            Some(n) if n > 0 => format!(" and {n} settling blocks"),
+            _ => String::new(),
+        };
         let (over, whose, receipts) = if processes == blocks {
-            (format!("{blocks} blocks"), "a block's", "its receipt")
+            (
+                format!("{blocks} blocks{settling}"),
+                "a block's",
+                "its receipt",
+            )
         } else {
             (
-                format!("{blocks} blocks in {processes} processes"),
+                format!("{blocks} blocks{settling} in {processes} processes"),
                 "a process's",
                 "its blocks' receipts",
             )
@@ -594,6 +606,7 @@ mod tests {
                 },
                 other_s: 5.75,
                 processes: None,
+                settling: None,
             }),
             resolution: Some(klab_core::stats::resolve::Resolution {
                 target: 0.01,
@@ -627,6 +640,10 @@ mod tests {
             shared.describe(20),
             "12.5 s over 20 blocks in 5 processes: setup 3.00 s, compile 0.50 s, inputs 0.25 s, validations 1.00 s, timed 2.00 s, other (process start, receipts) 5.75 s; a process's floor 1.75 s (0.60 s opening the device, 1.15 s starting, ending and writing its blocks' receipts)"
         );
+        shared.settling = Some(5);
+        assert!(shared
+            .describe(20)
+            .starts_with("12.5 s over 20 blocks and 5 settling blocks in 5 processes: "));
         // A summary written before the time breakdown still reads.
         let old: RoundsSummary = serde_json::from_str(r#"{"baseline": "naive"}"#).unwrap();
         assert_eq!(old.time, None);

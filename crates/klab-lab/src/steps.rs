@@ -364,8 +364,14 @@ fn rounds_into(
         isolation: lab.opts.isolation,
         out: dir.clone(),
     };
-    // The watchdog allows every block its own time, whichever process runs it.
-    let child = lab.child(&child, u64::from(rounds) * kernels.len() as u64 * 2 + 1)?;
+    // The watchdog allows every block its own time, whichever process runs it, and under
+    // round isolation each round's settling block too.
+    let settling = match lab.opts.isolation {
+        Isolation::Round => u64::from(rounds),
+        Isolation::Block => 0,
+    };
+    let blocks = u64::from(rounds) * kernels.len() as u64 * 2 + settling;
+    let child = lab.child(&child, blocks + 1)?;
     lab.progress(1, 1, "");
     if dir.is_dir() {
         lab.write(

@@ -431,6 +431,8 @@ struct Blocks {
     processes: u64,
     /// Blocks held down by power or heat and run again.
     reruns: Vec<Rerun>,
+    /// Settling blocks run (`--isolation round`), counted in no ratio.
+    settling: u64,
 }
 
 impl Blocks {
@@ -446,6 +448,7 @@ impl Blocks {
             wall_total: 0.0,
             processes: 0,
             reruns: Vec::new(),
+            settling: 0,
         }
     }
 
@@ -466,6 +469,7 @@ impl Blocks {
             other_s: (self.wall_total - phases.total_s()).max(0.0),
             phases,
             processes: Some(self.processes),
+            settling: (self.settling > 0).then_some(self.settling),
         }
     }
 }
@@ -480,17 +484,43 @@ impl Blocks {
         wall_s: f64,
         p: &klab_engine::timing::Phases,
     ) -> String {
-        let other = (wall_s - p.total_s()).max(0.0);
         let label = if place.rerun {
             format!("{name} (re-run)")
         } else {
             name.to_string()
         };
+        let position = place.position.to_string();
+        self.phases_row(place.round, &position, &label, wall_s, p)
+    }
+
+    /// A round's settling block (`--isolation round`): its phases in phases.csv (no
+    /// position: it counts in no ratio) and the totals, since its process spent them (the
+    /// device's opening among them, which its process charges to its first block).
+    fn account_settling(
+        &mut self,
+        round: u32,
+        label: &str,
+        wall_s: f64,
+        p: &klab_engine::timing::Phases,
+    ) {
+        self.settling += 1;
+        self.phases_row(round, "", label, wall_s, p);
+    }
+
+    fn phases_row(
+        &mut self,
+        round: u32,
+        position: &str,
+        label: &str,
+        wall_s: f64,
+        p: &klab_engine::timing::Phases,
+    ) -> String {
+        let other = (wall_s - p.total_s()).max(0.0);
         self.phases_csv.push_str(&format!(
             "{},{},{},{wall_s:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{other:.4},{}\n",
-            place.round,
-            place.position,
-            klab_core::csv::field(&label),
+            round,
+            position,
+            klab_core::csv::field(label),
             p.setup_s,
             p.compile_s,
             p.inputs_s,
@@ -1300,6 +1330,38 @@ mod tests {
         let mut unknown = rows.clone();
         unknown[0].state = None;
         assert_eq!(round_samples(&unknown, 6, "a", true), None);
+    }
+
+    /// A settling block's seconds are the process's (its device opening among them): in
+    /// the totals and phases.csv, with no position, and counted apart from the blocks.
+    #[test]
+    fn a_settling_blocks_phases_are_accounted_apart_from_the_blocks() {
+        let mut blocks = Blocks::new();
+        let p = klab_engine::timing::Phases {
+            setup_s: 0.25,
+            timed_s: 0.125,
+            checker: "device checker".into(),
+            ..Default::default()
+        };
+        blocks.wall_total = 1.0;
+        blocks.account_settling(
+            2,
+            "(settling block, not counted) blocks/r02-settle-a",
+            0.5,
+            &p,
+        );
+        let row = blocks.phases_csv.lines().nth(1).unwrap();
+        assert!(
+            row.starts_with(
+                "2,,\"(settling block, not counted) blocks/r02-settle-a\",0.5000,0.2500,"
+            ),
+            "{row}"
+        );
+        let time = blocks.time();
+        assert_eq!(time.settling, Some(1));
+        assert_eq!(time.phases.setup_s, 0.25);
+        assert_eq!(time.other_s, 1.0 - 0.375);
+        assert_eq!(Blocks::new().time().settling, None);
     }
 
     #[test]

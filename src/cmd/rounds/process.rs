@@ -195,13 +195,22 @@ pub(super) fn run_round(
         runs.push(run);
     }
     let settled = runs.remove(0);
-    let what = settled_line(settle, settled.as_ref());
+    let receipt = settled
+        .as_ref()
+        .filter(|r| r.verdict == ChildVerdict::Passed)
+        .and_then(|_| klab_evidence::receipt::Receipt::load(&settle.dir.join("receipt.json")).ok());
+    let what = settled_line(settle, receipt.as_ref());
     blocks.log.push_str(&format!("# round {round}: {what}\n"));
-    blocks.phases_csv.push_str(&format!(
-        "{round},,{},{:.4},,,,,,,\n",
-        klab_core::csv::field(&what),
-        settled.as_ref().map_or(0.0, |r| r.wall_s)
-    ));
+    let phases = receipt
+        .as_ref()
+        .and_then(|r| r.measurement.phases.first().cloned())
+        .unwrap_or_default();
+    blocks.account_settling(
+        round,
+        &format!("(settling block, not counted) {}", settle.rel),
+        settled.as_ref().map_or(0.0, |r| r.wall_s),
+        &phases,
+    );
     blocks.phases_csv.push_str(&format!(
         "{round},,(the round's process beyond its blocks),{:.4},,,,,,{:.4},\n",
         (wall_s - own_s).max(0.0),
@@ -210,14 +219,11 @@ pub(super) fn run_round(
     Ok(runs)
 }
 
-/// The settling block in a few words: its median, read from the receipt in its folder, or
-/// why it has none. What it says counts for nothing: its kernel's own blocks judge it.
-fn settled_line(settle: &BlockBench, run: Option<&BlockRun>) -> String {
-    let median = run
-        .filter(|r| r.verdict == ChildVerdict::Passed)
-        .and_then(|_| klab_evidence::receipt::Receipt::load(&settle.dir.join("receipt.json")).ok())
-        .map(|r| r.result.median_us);
-    match median {
+/// The settling block in a few words: its median, from the receipt in its folder when it
+/// passed, or that it has none. What it says counts for nothing: its kernel's own blocks
+/// judge it.
+fn settled_line(settle: &BlockBench, receipt: Option<&klab_evidence::receipt::Receipt>) -> String {
+    match receipt.map(|r| r.result.median_us) {
         Some(m) => format!("settling block {}: median {m:.3} us, not counted", settle.rel),
         None => format!(
             "settling block {}: no timing (its kernel's own blocks are judged as they run), not counted",
@@ -345,8 +351,8 @@ mod tests {
     }
 
     /// The settling block has a folder of its own, named apart from every counted block's,
-    /// and says its median only when it passed with a receipt; anything else it says counts
-    /// for nothing (its kernel's own blocks are judged as they run).
+    /// and says its median only when it passed with a receipt; without one it says so
+    /// (its kernel's own blocks are judged as they run).
     #[test]
     fn the_settling_block_is_named_apart_and_says_only_its_median() {
         let t = tempfile::tempdir().unwrap();
@@ -355,22 +361,10 @@ mod tests {
             dir: t.path().join("blocks/r03-settle-padded"),
             args: bench_args(),
         };
-        let ran = |verdict| BlockRun {
-            verdict,
-            result: None,
-            wall_s: 0.1,
-        };
-        for run in [
-            None,
-            Some(ran(ChildVerdict::Passed)),
-            Some(ran(ChildVerdict::GateFailed { why: "w".into() })),
-        ] {
-            let line = settled_line(&settle, run.as_ref());
-            assert_eq!(
-                line,
-                "settling block blocks/r03-settle-padded: no timing (its kernel's own blocks are judged as they run), not counted"
-            );
-        }
+        assert_eq!(
+            settled_line(&settle, None),
+            "settling block blocks/r03-settle-padded: no timing (its kernel's own blocks are judged as they run), not counted"
+        );
     }
 
     /// An error or a crash in a shared process may be another block's doing (a fault leaves
