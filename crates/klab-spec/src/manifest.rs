@@ -269,6 +269,12 @@ impl Source {
                     }
                 }
                 EntryLookup::CannotTell => None,
+                // A template instance among overloads of its name: the one template is it.
+                EntryLookup::Overloaded(kernels)
+                    if template && kernels.iter().filter(|k| k.template.is_some()).count() == 1 =>
+                {
+                    None
+                }
                 EntryLookup::Overloaded(kernels) => Some(format!(
                     "'{name}' names {} overloads ({file} lines {}): give its entry with the parameter types of the one to run, as {}",
                     kernels.len(),
@@ -2141,6 +2147,29 @@ known_broken = "b"
         assert!(e.problem.contains("points to f64"), "{e}");
         let e = with("k(int *, int)").unwrap_err();
         assert!(e.problem.contains("names 3 overloads"), "{e}");
+        // A template beside a plain overload of its name: its instance is named by its
+        // arguments, the plain one by its types.
+        let mixed =
+            "template <typename T> __global__ void t(const T *x, float *y, int n, float a) {}\n\
+                     __global__ void t(const double *x, double *y, int n, double a) {}\n";
+        let with_mixed = |entry: &str| {
+            parse(
+                "m.toml",
+                &DECLARED_XY
+                    .replace("ENTRY", entry)
+                    .replace("\"X\"", "\"f32\""),
+                Files::Given(&|_| Ok(("k.cu".into(), mixed.into()))),
+            )
+        };
+        assert!(
+            with_mixed("t<float>").is_ok(),
+            "{:?}",
+            with_mixed("t<float>")
+        );
+        assert!(with_mixed("t")
+            .unwrap_err()
+            .problem
+            .contains("names 2 overloads"));
         // A declaration and its definition are one kernel: its plain name is enough.
         assert!(with("one").is_ok(), "{:?}", with("one"));
         // Not an entry: a list that does not close.

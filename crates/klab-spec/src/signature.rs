@@ -963,6 +963,18 @@ fn global_at(
 pub(crate) mod tests {
     use super::*;
 
+    /// A template kernel and its explicit specialization are one template, not overloads:
+    /// the template's name finds the template (its instance is named by its arguments).
+    #[test]
+    fn a_template_and_its_specialization_are_not_overloads() {
+        let src = "template <typename T> __global__ void k(T *o, int n) {}\n\
+                   template <> __global__ void k<float>(float *o, int n) {}\n";
+        match lookup_entry(src, "k") {
+            EntryLookup::Kernel(k) => assert!(k.template.is_some(), "{k:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
     fn kind(k: &Kernel, i: usize) -> &ParamKind {
         &k.params[i].kind
     }
