@@ -260,24 +260,37 @@ impl ReachedHeaders {
             let beside = file.parent().unwrap_or(Path::new(""));
             macros.extend(header_macros(&text));
             let mut found = Vec::new();
-            for include in includes(&text) {
-                let (name, delimiter) = match include {
-                    Include::Header { name, delimiter } => (name, delimiter),
+            // A header named by a macro is each header that macro is defined as anywhere
+            // read so far (an #ifdef may pick either): all of them are in the digest.
+            let named: Vec<(String, Delimiter)> = includes(&text)
+                .into_iter()
+                .flat_map(|include| match include {
+                    Include::Header { name, delimiter } => vec![(name, delimiter)],
                     Include::Macro(m) => {
-                        match macros.iter().rev().find(|(n, _)| *n == m) {
-                            Some((_, Include::Header { name, delimiter })) => {
-                                (name.clone(), *delimiter)
-                            }
-                            _ => {
-                                note(
-                                format!("{} names a header by the macro {m}, which klab cannot follow", file.display()),
+                        let defined: Vec<(String, Delimiter)> = macros
+                            .iter()
+                            .filter(|(n, _)| *n == m)
+                            .filter_map(|(_, h)| match h {
+                                Include::Header { name, delimiter } => {
+                                    Some((name.clone(), *delimiter))
+                                }
+                                Include::Macro(_) => None,
+                            })
+                            .collect();
+                        if defined.is_empty() {
+                            note(
+                                format!(
+                                    "{} names a header by the macro {m}, which klab cannot follow",
+                                    file.display()
+                                ),
                                 &mut incomplete,
                             );
-                                continue;
-                            }
                         }
+                        defined
                     }
-                };
+                })
+                .collect();
+            for (name, delimiter) in named {
                 let quoted = (delimiter == Delimiter::Quoted).then(|| lexical(&beside.join(&name)));
                 let resolved = quoted
                     .into_iter()
@@ -531,6 +544,15 @@ mod tests {
         let by_macro = of("#define TOP \"top.cuh\"\n#include TOP\n");
         assert_eq!(by_macro.files.first(), Some(&src.join("top.cuh")));
         assert_eq!(by_macro.incomplete, None);
+        // A macro defined two ways (an #ifdef picks one): both headers are in the digest.
+        fs::write(src.join("alt.cuh"), "#define ALT 1\n").unwrap();
+        let either = "#ifdef USE_ALT\n#define H \"alt.cuh\"\n#else\n#define H \"top.cuh\"\n#endif\n#include H\n";
+        let both = of(either);
+        assert!(
+            both.files.contains(&src.join("alt.cuh")) && both.files.contains(&src.join("top.cuh"))
+        );
+        fs::write(src.join("alt.cuh"), "#define ALT 2\n").unwrap();
+        assert_ne!(of(either).sha256, both.sha256);
         // One klab cannot follow leaves the digest incomplete: no cache, not a refusal.
         let unknown = of("#include HEADER_OF(x)\n");
         assert!(unknown.incomplete.unwrap().contains("the macro HEADER_OF"));
