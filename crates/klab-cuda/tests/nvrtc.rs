@@ -954,6 +954,21 @@ fn overloads_compile_by_their_parameter_types() {
     let hit = nvrtc::compile(&spec, &cache).unwrap();
     assert!(hit.from_cache);
     assert_eq!(hit.lowered_names, c.lowered_names);
+
+    // An extern "C" kernel among C++ overloads, named by its types: its address lowers to
+    // its own name, the symbol the module has.
+    let source = "extern \"C\" __global__ void e(float *out, const float *in, int n) { if (n) out[0] = in[0]; }\n__global__ void e(double *out, const double *in, int n) { if (n) out[0] = in[0]; }\n";
+    let entry = "e(float *, const float *, int)";
+    let manifest = klab_spec::manifest::parse(
+        "m.toml",
+        &format!("source = \"e.cu\"\n{}", kernel("e", entry)),
+        klab_spec::manifest::Files::Given(&|_| Ok(("e.cu".into(), source.into()))),
+    )
+    .unwrap();
+    let spec =
+        CompileSpec::for_kernel(&manifest, &manifest.kernels[0], nvrtc::DEFAULT_ARCH).unwrap();
+    let c = nvrtc::compile(&spec, &Cache::disabled()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(nvrtc::symbol(&c.lowered_names, entry).unwrap(), "e");
 }
 
 /// Every way of writing an include that the preprocessor reads (and an adversarial helper

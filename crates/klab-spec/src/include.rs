@@ -121,6 +121,28 @@ fn logical_lines(text: &str) -> Vec<String> {
                 i += 2;
                 out.push(' ');
             }
+            // A digit separator (1'000, 0xFF'FF), not a character literal (u8'a').
+            ('\'', _) if in_number(&c, i) => {
+                out.push('\'');
+                i += 1;
+            }
+            // A raw string, R"delim( ... )delim": nothing inside it is a comment or a quote.
+            ('"', _) if i > 0 && c[i - 1] == 'R' => {
+                let open = c[i + 1..].iter().position(|&ch| ch == '(');
+                let delim: String =
+                    open.map_or(String::new(), |o| c[i + 1..i + 1 + o].iter().collect());
+                let close: Vec<char> = format!("){delim}\"").chars().collect();
+                let mut j = i + 1;
+                while j < c.len() && !c[j..].starts_with(&close) {
+                    // Its lines stay lines.
+                    if c[j] == '\n' {
+                        out.push('\n');
+                    }
+                    j += 1;
+                }
+                out.push_str("\"\"");
+                i = (j + close.len()).min(c.len());
+            }
             (q @ ('"' | '\''), _) => {
                 out.push(q);
                 i += 1;
@@ -144,6 +166,15 @@ fn logical_lines(text: &str) -> Vec<String> {
         }
     }
     out.lines().map(str::to_string).collect()
+}
+
+/// Whether `c[i]` follows a number's digits: the word before it starts with a digit.
+fn in_number(c: &[char], i: usize) -> bool {
+    let start = c[..i]
+        .iter()
+        .rposition(|ch| !(ch.is_ascii_alphanumeric() || *ch == '.'))
+        .map_or(0, |p| p + 1);
+    start < i && c[start].is_ascii_digit()
 }
 
 /// The directive a logical line holds, after its `#` (or the digraph `%:`), trimmed.
@@ -207,6 +238,21 @@ pub fn includes(text: &str) -> Vec<Include> {
         }
     }
     out
+}
+
+/// Whether CUDA C++ `text` includes a header of its own (`#include "kernels.cuh"` or one
+/// named by a macro, not a toolkit's `<...>`), where kernels klab does not read may be
+/// declared.
+pub fn includes_own_headers(text: &str) -> bool {
+    includes(text).iter().any(|i| {
+        matches!(
+            i,
+            Include::Header {
+                delimiter: Delimiter::Quoted,
+                ..
+            } | Include::Macro(_)
+        )
+    })
 }
 
 /// The object-like macros of `text` that name a header (`#define TILE_H "tile.cuh"`), for an
@@ -291,10 +337,10 @@ impl ReachedHeaders {
                 })
                 .collect();
             for (name, delimiter) in named {
-                let quoted = (delimiter == Delimiter::Quoted).then(|| lexical(&beside.join(&name)));
+                let quoted = (delimiter == Delimiter::Quoted).then(|| beside.join(&name));
                 let resolved = quoted
                     .into_iter()
-                    .chain(include_dirs.iter().map(|d| lexical(&d.path.join(&name))))
+                    .chain(include_dirs.iter().map(|d| d.path.join(&name)))
                     // Not is_file: a FIFO is found here (and not read), as NVRTC finds it.
                     .find(|p| p.exists() && !p.is_dir());
                 h.update(beside.to_string_lossy().as_bytes());
@@ -307,11 +353,18 @@ impl ReachedHeaders {
                 };
                 h.update(path.to_string_lossy().as_bytes());
                 h.update([0]);
-                // Reached again (a header with include guards, a cycle): its bytes are in
-                // the digest once. By the path as reached (`..` taken lexically), not the
-                // file: NVRTC looks beside the path it opened for what that header
-                // includes, so a header reached by two paths (a symbolic link) is two.
-                if !seen.insert(path.clone()) {
+                // Reached again (a header with include guards, a cycle): read once. What a
+                // header includes is looked for beside the path NVRTC opened (the system
+                // resolving `..` and links in it), so a header is the same one again only
+                // from the same folder: a file reached through a symbolic link elsewhere is
+                // read again, and its includes looked for there.
+                let again = (
+                    fs::canonicalize(&path).unwrap_or_else(|_| path.clone()),
+                    path.parent()
+                        .and_then(|d| fs::canonicalize(d).ok())
+                        .unwrap_or_default(),
+                );
+                if !seen.insert(again) {
                     continue;
                 }
                 if files.len() >= MAX_FILES {
@@ -354,25 +407,6 @@ impl ReachedHeaders {
             incomplete,
         }
     }
-}
-
-/// `p` with `.` left out and each `..` taking away the name before it, without asking the
-/// file system (a header's includes are looked for beside the path NVRTC opened).
-fn lexical(p: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir
-                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
-            {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// Every file under `root/rel`, as paths relative to `root`.
@@ -458,7 +492,10 @@ mod tests {
                     int x; // #include \"b.h\"\n/* x */ #include \"c.h\"\n#include/**/\"d.h\"\n\
                     #include \\\n  \"e.h\"\n#inc\\\nlude \"f.h\"\n%:include \"g.h\"\n\
                     #include_next <h.h>\n#if __has_include(\"i.h\") && __has_include( <j.h> )\n#endif\n\
-                    /* #include \"k.h\"\n#include \"l.h\" */\nconst char* s = \"#include \\\"m.h\\\"\";\n";
+                    /* #include \"k.h\"\n#include \"l.h\" */\nconst char* s = \"#include \\\"m.h\\\"\";\n\
+                    const char r[] = R\"x(\" /* )x\";\nint big = 1'000; const char* q = \"a'/*\";\n\
+                    char8_t e = u8'\"'; /* \" */\n\
+                    #include \"n.h\"\n";
         assert_eq!(
             includes(text),
             [
@@ -474,6 +511,7 @@ mod tests {
                 header("h.h", Angled),
                 header("i.h", Quoted),
                 header("j.h", Angled),
+                header("n.h", Quoted),
             ]
         );
     }
@@ -556,6 +594,29 @@ mod tests {
         // One klab cannot follow leaves the digest incomplete: no cache, not a refusal.
         let unknown = of("#include HEADER_OF(x)\n");
         assert!(unknown.incomplete.unwrap().contains("the macro HEADER_OF"));
+    }
+
+    /// `..` after a symbolic link to a folder is the link target's parent, as the system
+    /// (and so NVRTC) resolves it, not the name before it in the text.
+    #[cfg(unix)]
+    #[test]
+    fn dot_dot_after_a_linked_folder_is_the_targets_parent() {
+        let t = tempfile::tempdir().unwrap();
+        fs::create_dir_all(t.path().join("real/deep")).unwrap();
+        fs::create_dir_all(t.path().join("src")).unwrap();
+        std::os::unix::fs::symlink(t.path().join("real/deep"), t.path().join("src/lnk")).unwrap();
+        fs::write(
+            t.path().join("real/deep/a.cuh"),
+            "#include \"../tile.cuh\"\n",
+        )
+        .unwrap();
+        fs::write(t.path().join("real/tile.cuh"), "#define TILE 32\n").unwrap();
+        let source = t.path().join("src/k.cu");
+        let of = || ReachedHeaders::of(&source, "#include \"lnk/a.cuh\"\n", &[]);
+        let got = of();
+        assert_eq!(got.files.len(), 2, "{:?}", got.files);
+        fs::write(t.path().join("real/tile.cuh"), "#define TILE 64\n").unwrap();
+        assert_ne!(of().sha256, got.sha256);
     }
 
     /// A header that cannot be read (a FIFO, behind an #if that is never true, say) is no

@@ -285,7 +285,10 @@ impl Source {
                         .join(", "),
                     kernels
                         .iter()
-                        .map(|k| format!("\"{}\"", k.with_types()))
+                        .map(|k| match k.template {
+                            Some(_) => format!("{}<...> with its arguments", k.qualified()),
+                            None => format!("\"{}\"", k.with_types()),
+                        })
                         .collect::<Vec<_>>()
                         .join(" or ")
                 )),
@@ -303,7 +306,7 @@ impl Source {
                 )),
                 // It may be in a header the source includes (a project's kernels.cuh):
                 // klab cannot tell; NVRTC will, by name ([`Manifest::name_expressions`]).
-                EntryLookup::Missing(_) if includes_own_headers(text) => None,
+                EntryLookup::Missing(_) if crate::include::includes_own_headers(text) => None,
                 EntryLookup::Missing(names) => Some(format!(
                     "no __global__ function '{name}' in {file} ({})",
                     if names.is_empty() {
@@ -529,9 +532,11 @@ impl Manifest {
                 // A qualified name is looked up by the compiler, whatever its linkage.
                 template_name(e).is_some()
                     || e.contains("::")
+                    // One overload by its types, extern "C" or not: its address is lowered.
+                    || crate::signature::overload_entry(e).is_some()
                     || match crate::signature::lookup_entry(text, e) {
                         EntryLookup::Kernel(k) => !k.extern_c,
-                        EntryLookup::Missing(_) => includes_own_headers(text),
+                        EntryLookup::Missing(_) => crate::include::includes_own_headers(text),
                         // A macro may write a C++ kernel: asked by name, either lowers.
                         EntryLookup::CannotTell
                         | EntryLookup::InNamespace(_)
@@ -550,21 +555,6 @@ impl Manifest {
             .map(str::to_string)
             .collect()
     }
-}
-
-/// Whether CUDA C++ `text` includes a header of its own (`#include "kernels.cuh"`, not a
-/// toolkit's `<...>`), where kernels klab does not read may be declared.
-fn includes_own_headers(text: &str) -> bool {
-    use crate::include::{Delimiter, Include};
-    crate::include::includes(text).iter().any(|i| {
-        matches!(
-            i,
-            Include::Header {
-                delimiter: Delimiter::Quoted,
-                ..
-            } | Include::Macro(_)
-        )
-    })
 }
 
 /// A manifest that cannot be used: one line naming the file and the field.
@@ -2166,10 +2156,74 @@ known_broken = "b"
             "{:?}",
             with_mixed("t<float>")
         );
-        assert!(with_mixed("t")
+        let e = with_mixed("t").unwrap_err().problem;
+        assert!(
+            e.contains("names 2 overloads")
+                && e.contains(
+                    "t<...> with its arguments or \"t(const double *, double *, int, double)\""
+                ),
+            "{e}"
+        );
+        // An extern "C" kernel among C++ overloads, named by its types: lowered by NVRTC
+        // too (its symbol is its name), not loaded by the entry's text.
+        let ec = "extern \"C\" __global__ void e(const float *x, float *y, int n, float a) {}\n\
+                  __global__ void e(const double *x, double *y, int n, double a) {}\n";
+        let m = parse(
+            "m.toml",
+            &DECLARED_XY
+                .replace("ENTRY", "e(const float *, float *, int, float)")
+                .replace("\"X\"", "\"f32\""),
+            Files::Given(&|_| Ok(("k.cu".into(), ec.into()))),
+        )
+        .unwrap();
+        assert_eq!(
+            m.name_expressions(),
+            ["e(const float *, float *, int, float)"]
+        );
+        // Another spelling of the same types picks the same overload.
+        assert!(with("k(float const *, float *, int, float)").is_ok());
+        // One kernel of that name: a spelling klab does not take as the same (a typedef) is
+        // the compiler's to judge.
+        let one = "__global__ void one(const real *x, float *y, int n, float a) {}\n";
+        let with_one = |entry: &str| {
+            parse(
+                "m.toml",
+                &DECLARED_XY
+                    .replace("ENTRY", entry)
+                    .replace("\"X\"", "\"f32\""),
+                Files::Given(&|_| Ok(("k.cu".into(), one.into()))),
+            )
+        };
+        assert!(with_one("one(const float *, float *, int, float)").is_ok());
+        // The overload asked for in a header the source includes: the compiler's to find.
+        let in_header = "#include \"more.cuh\"\n__global__ void h(const double *x, double *y, int n, double a) {}\n";
+        let with_header = |entry: &str| {
+            parse(
+                "m.toml",
+                &DECLARED_XY
+                    .replace("ENTRY", entry)
+                    .replace("\"X\"", "\"f32\""),
+                Files::Given(&|_| Ok(("k.cu".into(), in_header.into()))),
+            )
+        };
+        assert!(with_header("h(const float *, float *, int, float)").is_ok());
+        // Two declarations of other types are two overloads, not one kernel.
+        let protos = "__global__ void p(const float *x, float *y, int n, float a);\n\
+                      __global__ void p(const double *x, double *y, int n, double a);\n";
+        let with_protos = |entry: &str| {
+            parse(
+                "m.toml",
+                &DECLARED_XY
+                    .replace("ENTRY", entry)
+                    .replace("\"X\"", "\"f32\""),
+                Files::Given(&|_| Ok(("k.cu".into(), protos.into()))),
+            )
+        };
+        assert!(with_protos("p")
             .unwrap_err()
             .problem
             .contains("names 2 overloads"));
+        assert!(with_protos("p(const float *, float *, int, float)").is_ok());
         // A declaration and its definition are one kernel: its plain name is enough.
         assert!(with("one").is_ok(), "{:?}", with("one"));
         // Not an entry: a list that does not close.

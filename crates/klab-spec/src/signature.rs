@@ -568,11 +568,14 @@ fn is_restrict(t: &Token) -> bool {
     matches!(&t.tok, Tok::Ident(w) if matches!(w.as_str(), "__restrict__" | "__restrict" | "restrict" | "__grid_constant__"))
 }
 
-/// A type's tokens as an overload is matched by, without the qualifiers a function's type
-/// does not hold ([`is_restrict`]). A top-level `const` of a value is kept (rare, and then
-/// written alike).
+/// A type's words as an overload is matched by, the same for every spelling of one type
+/// that klab can tell: without the qualifiers a function's type does not hold
+/// ([`is_restrict`]), the words before the first `*`, `&` or `[` in one order (`float const`
+/// is `const float`), and C's integer names in one form (`unsigned int` is `unsigned`,
+/// `long int` is `long`, `signed int` is `int`). A top-level `const` of a value is kept
+/// (rare, and then written alike).
 fn type_words(text: &str) -> Vec<String> {
-    tokenize(text)
+    let words: Vec<String> = tokenize(text)
         .toks
         .iter()
         .filter(|t| !is_restrict(t))
@@ -581,7 +584,30 @@ fn type_words(text: &str) -> Vec<String> {
             Tok::Str(x) => format!("\"{x}\""),
             Tok::Punct(p) => p.to_string(),
         })
-        .collect()
+        .collect();
+    let split = words
+        .iter()
+        .position(|w| matches!(w.as_str(), "*" | "&" | "["))
+        .unwrap_or(words.len());
+    let (base, rest) = words.split_at(split);
+    let mut base: Vec<String> = base.to_vec();
+    let qualifier = |w: &String| w == "const" || w == "volatile";
+    if base
+        .iter()
+        .any(|w| matches!(w.as_str(), "unsigned" | "signed" | "short" | "long"))
+    {
+        base.retain(|w| w != "int");
+        // `signed` of anything but char is the type itself; `signed` alone is int.
+        if !base.iter().any(|w| w == "char") {
+            base.retain(|w| w != "signed");
+        }
+        if base.iter().all(qualifier) {
+            base.push("int".into());
+        }
+    }
+    base.sort();
+    base.extend(rest.iter().cloned());
+    base
 }
 
 /// An entry naming one overload, `k(const float *, int)`: the name before the parameter
@@ -659,18 +685,24 @@ pub fn lookup_entry(src: &str, name: &str) -> EntryLookup {
     if let Some((base, types)) = overload_entry(name) {
         let wanted: Vec<Vec<String>> = types.iter().map(|t| type_words(t)).collect();
         let same: Vec<&Kernel> = kernels.iter().filter(|k| k.qualified() == base).collect();
-        if let Some(k) = same.iter().find(|k| {
+        let matching = |k: &&&Kernel| {
             k.params
                 .iter()
                 .map(|p| type_words(&p.type_text))
                 .eq(wanted.iter().cloned())
-        }) {
-            return EntryLookup::Kernel((*k).clone());
-        }
-        if !same.is_empty() {
-            return EntryLookup::Overloaded(same.into_iter().cloned().collect());
-        }
-        return EntryLookup::Missing(kernels.iter().map(Kernel::qualified).collect());
+        };
+        // The overload asked for may be in a header the source includes: the compiler will
+        // tell, as it does for a plain name klab does not see.
+        let own_headers = crate::include::includes_own_headers(src);
+        return match (same.iter().find(matching), same.as_slice()) {
+            (Some(k), _) => EntryLookup::Kernel((*k).clone()),
+            (None, _) if own_headers => EntryLookup::CannotTell,
+            // One kernel of that name, its types spelt otherwise (a typedef): NVRTC's cast
+            // will say whether they are its types.
+            (None, [k]) => EntryLookup::Kernel((*k).clone()),
+            (None, []) => EntryLookup::Missing(kernels.iter().map(Kernel::qualified).collect()),
+            (None, _) => EntryLookup::Overloaded(same.into_iter().cloned().collect()),
+        };
     }
     let named: Vec<&Kernel> = kernels.iter().filter(|k| k.qualified() == name).collect();
     match named.as_slice() {
@@ -803,8 +835,10 @@ fn kernels_and_balance(toks: &[Token]) -> (Vec<Kernel>, bool) {
                 if let Some((k, defined, next)) = global_at(toks, i, in_extern_c, scope) {
                     let q = k.qualified();
                     // The same function declared again (or defined after its declaration),
-                    // not an overload: the same types, or a declaration of as many
-                    // parameters (spelt otherwise, `float const *` for `const float *`).
+                    // not an overload: the same types however spelt ([`type_words`]), or a
+                    // declaration and a definition of as many parameters (a typedef in one,
+                    // `uint32_t` for `unsigned`). Two declarations of other types are two
+                    // overloads (their definitions may be in a header klab does not read).
                     let same_function = |o: &Kernel, o_defined: bool| {
                         o.qualified() == q
                             && (o
@@ -812,7 +846,7 @@ fn kernels_and_balance(toks: &[Token]) -> (Vec<Kernel>, bool) {
                                 .iter()
                                 .map(|p| type_words(&p.type_text))
                                 .eq(k.params.iter().map(|p| type_words(&p.type_text)))
-                                || (!(o_defined && defined) && o.params.len() == k.params.len()))
+                                || (o_defined != defined && o.params.len() == k.params.len()))
                     };
                     match out.iter_mut().find(|(o, d)| same_function(o, *d)) {
                         Some(slot) => {
@@ -919,13 +953,22 @@ fn global_at(
     let mut params = Vec::new();
     let mut depth = 0i32;
     let mut start = 0;
+    // In a default argument (`int n = 1 << 4`) `<<` and `>>` are shifts, not brackets.
+    let mut default = false;
+    let shift = |k: usize, c: char| {
+        is_punct(inner.get(k + 1), c) || (k > 0 && is_punct(inner.get(k - 1), c))
+    };
     for (k, t) in inner.iter().enumerate() {
         match t.tok {
+            Tok::Punct('<') if default && shift(k, '<') => {}
+            Tok::Punct('>') if default && shift(k, '>') => {}
             Tok::Punct('(' | '[' | '{' | '<') => depth += 1,
-            Tok::Punct(')' | ']' | '}' | '>') => depth -= 1,
+            Tok::Punct(')' | ']' | '}' | '>') => depth = (depth - 1).max(0),
+            Tok::Punct('=') if depth == 0 => default = true,
             Tok::Punct(',') if depth == 0 => {
                 params.push(param(&inner[start..k], &template_names));
                 start = k + 1;
+                default = false;
             }
             _ => {}
         }
@@ -962,6 +1005,16 @@ fn global_at(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// A default argument holding a shift is one parameter, not two.
+    #[test]
+    fn a_default_argument_with_a_shift_is_one_parameter() {
+        let src = "__global__ void k(const float *x, float *y, int n = 1 << 4, float a = 2.f, int m = 256 >> 2) {}";
+        match lookup_entry(src, "k") {
+            EntryLookup::Kernel(k) => assert_eq!(k.params.len(), 5, "{:?}", k.params),
+            other => panic!("{other:?}"),
+        }
+    }
 
     /// A template kernel and its explicit specialization are one template, not overloads:
     /// the template's name finds the template (its instance is named by its arguments).
