@@ -36,6 +36,17 @@ fn copy_manifest(dir: &std::path::Path, top: &str) -> std::path::PathBuf {
     m
 }
 
+/// A folder holding `tile.cuh` (TILE 32), `k.cu` (`prelude`, then [`TILE_KERNEL`]) and its
+/// manifest: (the folder, the header, the manifest).
+fn tile_project(prelude: &str) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let header = t.path().join("tile.cuh");
+    std::fs::write(&header, "#define TILE 32\n").unwrap();
+    std::fs::write(t.path().join("k.cu"), format!("{prelude}{TILE_KERNEL}")).unwrap();
+    let m = copy_manifest(t.path(), "");
+    (t, header, m)
+}
+
 /// The manifest at `m` read now, and its first kernel's module compiled through `cache`.
 fn build_from(m: &std::path::Path, cache: &Cache) -> Result<nvrtc::Compiled, CudaError> {
     let manifest = klab_spec::manifest::load(m).unwrap();
@@ -739,15 +750,7 @@ fn a_header_beside_the_source_is_found_from_any_folder_and_editing_it_recompiles
     ) {
         return;
     }
-    let t = tempfile::tempdir().unwrap();
-    let header = t.path().join("tile.cuh");
-    std::fs::write(&header, "#define TILE 32\n").unwrap();
-    std::fs::write(
-        t.path().join("k.cu"),
-        format!("#include \"tile.cuh\"\n{TILE_KERNEL}"),
-    )
-    .unwrap();
-    let m = copy_manifest(t.path(), "");
+    let (t, header, m) = tile_project("#include \"tile.cuh\"\n");
     let cache = Cache::at(t.path().join("cache"));
     let build = || build_from(&m, &cache);
     let shared = shared_bytes;
@@ -980,7 +983,7 @@ fn every_include_form_keys_the_cache_and_what_cannot_be_keyed_is_not_cached() {
     if !nvrtc_or_skip("every_include_form_keys_the_cache_and_what_cannot_be_keyed_is_not_cached") {
         return;
     }
-    let (kernel, shared) = (TILE_KERNEL, shared_bytes);
+    let shared = shared_bytes;
     for form in [
         "#include /* the tile */ \"tile.cuh\"\n",
         "/* x */ #include \"tile.cuh\"\n",
@@ -991,11 +994,7 @@ fn every_include_form_keys_the_cache_and_what_cannot_be_keyed_is_not_cached() {
         "#define H \"tile.cuh\"\n#include H\n",
         "#if __has_include(\"tile.cuh\")\n#include \"tile.cuh\"\n#else\n#define TILE 8\n#endif\n",
     ] {
-        let t = tempfile::tempdir().unwrap();
-        let header = t.path().join("tile.cuh");
-        std::fs::write(&header, "#define TILE 32\n").unwrap();
-        std::fs::write(t.path().join("k.cu"), format!("{form}{kernel}")).unwrap();
-        let m = copy_manifest(t.path(), "");
+        let (t, header, m) = tile_project(form);
         let cache = Cache::at(t.path().join("cache"));
         let build = || build_from(&m, &cache).unwrap_or_else(|e| panic!("{form:?}: {e}"));
         assert_eq!(shared(&build()), 32 * 4, "{form:?}");
@@ -1017,14 +1016,8 @@ fn every_include_form_keys_the_cache_and_what_cannot_be_keyed_is_not_cached() {
     }
 
     // A header named by a function-like macro: compiled, never cached, and said so.
-    let t = tempfile::tempdir().unwrap();
-    std::fs::write(t.path().join("tile.cuh"), "#define TILE 32\n").unwrap();
-    std::fs::write(
-        t.path().join("k.cu"),
-        format!("#define STR(x) #x\n#define XSTR(x) STR(x)\n#include XSTR(tile.cuh)\n{kernel}"),
-    )
-    .unwrap();
-    let m = copy_manifest(t.path(), "");
+    let (t, _, m) =
+        tile_project("#define STR(x) #x\n#define XSTR(x) STR(x)\n#include XSTR(tile.cuh)\n");
     let cache = Cache::at(t.path().join("cache"));
     let manifest = klab_spec::manifest::load(&m).unwrap();
     let spec =
@@ -1042,15 +1035,7 @@ fn every_include_form_keys_the_cache_and_what_cannot_be_keyed_is_not_cached() {
     }
 
     // Edited after the manifest was read, before the compile: not stored under the old key.
-    let t = tempfile::tempdir().unwrap();
-    let header = t.path().join("tile.cuh");
-    std::fs::write(&header, "#define TILE 32\n").unwrap();
-    std::fs::write(
-        t.path().join("k.cu"),
-        format!("#include \"tile.cuh\"\n{kernel}"),
-    )
-    .unwrap();
-    let m = copy_manifest(t.path(), "");
+    let (t, header, m) = tile_project("#include \"tile.cuh\"\n");
     let cache = Cache::at(t.path().join("cache"));
     let manifest = klab_spec::manifest::load(&m).unwrap();
     let spec =

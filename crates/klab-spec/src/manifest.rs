@@ -1836,6 +1836,17 @@ buffers.y = { dtype = "f32", len = "n", role = "out", compare = "bitwise" }
 scalars.a = { type = "f32", values = [1.0] }
 "#;
 
+    /// [`DECLARED_XY`] over f32 buffers for kernel `entry` of the source `src`.
+    fn declared_f32(src: &str, entry: &str) -> Result<Manifest, ManifestError> {
+        parse(
+            "m.toml",
+            &DECLARED_XY
+                .replace("ENTRY", entry)
+                .replace("\"X\"", "\"f32\""),
+            Files::Given(&|_| Ok(("k.cu".into(), src.into()))),
+        )
+    }
+
     #[test]
     fn a_declared_parameter_list_that_the_kernel_cannot_take_is_one_line_naming_both() {
         let parse_with = |x: &str, sig: &str| {
@@ -2110,15 +2121,7 @@ known_broken = "b"
                    __global__ void k(const float *x, float *y, long long n, float a) {}\n\
                    __global__ void one(float const *x, float *y, int n, float a);\n\
                    __global__ void one(const float *x, float *y, int n, float a) {}\n";
-        let with = |entry: &str| {
-            parse(
-                "m.toml",
-                &DECLARED_XY
-                    .replace("ENTRY", entry)
-                    .replace("\"X\"", "\"f32\""),
-                Files::Given(&|_| Ok(("k.cu".into(), src.into()))),
-            )
-        };
+        let with = |entry: &str| declared_f32(src, entry);
         let e = with("k").unwrap_err();
         assert_eq!(e.field, "kernel[0].entry");
         assert!(
@@ -2142,15 +2145,7 @@ known_broken = "b"
         let mixed =
             "template <typename T> __global__ void t(const T *x, float *y, int n, float a) {}\n\
                      __global__ void t(const double *x, double *y, int n, double a) {}\n";
-        let with_mixed = |entry: &str| {
-            parse(
-                "m.toml",
-                &DECLARED_XY
-                    .replace("ENTRY", entry)
-                    .replace("\"X\"", "\"f32\""),
-                Files::Given(&|_| Ok(("k.cu".into(), mixed.into()))),
-            )
-        };
+        let with_mixed = |entry: &str| declared_f32(mixed, entry);
         assert!(
             with_mixed("t<float>").is_ok(),
             "{:?}",
@@ -2168,14 +2163,7 @@ known_broken = "b"
         // too (its symbol is its name), not loaded by the entry's text.
         let ec = "extern \"C\" __global__ void e(const float *x, float *y, int n, float a) {}\n\
                   __global__ void e(const double *x, double *y, int n, double a) {}\n";
-        let m = parse(
-            "m.toml",
-            &DECLARED_XY
-                .replace("ENTRY", "e(const float *, float *, int, float)")
-                .replace("\"X\"", "\"f32\""),
-            Files::Given(&|_| Ok(("k.cu".into(), ec.into()))),
-        )
-        .unwrap();
+        let m = declared_f32(ec, "e(const float *, float *, int, float)").unwrap();
         assert_eq!(
             m.name_expressions(),
             ["e(const float *, float *, int, float)"]
@@ -2185,40 +2173,16 @@ known_broken = "b"
         // One kernel of that name: a spelling klab does not take as the same (a typedef) is
         // the compiler's to judge.
         let one = "__global__ void one(const real *x, float *y, int n, float a) {}\n";
-        let with_one = |entry: &str| {
-            parse(
-                "m.toml",
-                &DECLARED_XY
-                    .replace("ENTRY", entry)
-                    .replace("\"X\"", "\"f32\""),
-                Files::Given(&|_| Ok(("k.cu".into(), one.into()))),
-            )
-        };
+        let with_one = |entry: &str| declared_f32(one, entry);
         assert!(with_one("one(const float *, float *, int, float)").is_ok());
         // The overload asked for in a header the source includes: the compiler's to find.
         let in_header = "#include \"more.cuh\"\n__global__ void h(const double *x, double *y, int n, double a) {}\n";
-        let with_header = |entry: &str| {
-            parse(
-                "m.toml",
-                &DECLARED_XY
-                    .replace("ENTRY", entry)
-                    .replace("\"X\"", "\"f32\""),
-                Files::Given(&|_| Ok(("k.cu".into(), in_header.into()))),
-            )
-        };
+        let with_header = |entry: &str| declared_f32(in_header, entry);
         assert!(with_header("h(const float *, float *, int, float)").is_ok());
         // Two declarations of other types are two overloads, not one kernel.
         let protos = "__global__ void p(const float *x, float *y, int n, float a);\n\
                       __global__ void p(const double *x, double *y, int n, double a);\n";
-        let with_protos = |entry: &str| {
-            parse(
-                "m.toml",
-                &DECLARED_XY
-                    .replace("ENTRY", entry)
-                    .replace("\"X\"", "\"f32\""),
-                Files::Given(&|_| Ok(("k.cu".into(), protos.into()))),
-            )
-        };
+        let with_protos = |entry: &str| declared_f32(protos, entry);
         assert!(with_protos("p")
             .unwrap_err()
             .problem
