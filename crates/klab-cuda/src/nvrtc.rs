@@ -560,6 +560,48 @@ pub fn compile(spec: &CompileSpec, cache: &Cache) -> Result<Compiled, CudaError>
     Ok(compiled)
 }
 
+/// The CUBIN of a program NVRTC compiled.
+fn cubin_of(prog: sys::nvrtcProgram) -> Result<Vec<u8>, CudaError> {
+    let mut size = 0usize;
+    // SAFETY: prog compiled; writes one usize.
+    let r = unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) };
+    if r != sys::nvrtcResult::NVRTC_SUCCESS {
+        return Err(nvrtc_err("nvrtcGetCUBINSize", r));
+    }
+    let mut buf = vec![0u8; size];
+    // SAFETY: buf has the size NVRTC asked for.
+    let r = unsafe { sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast()) };
+    if r != sys::nvrtcResult::NVRTC_SUCCESS {
+        return Err(nvrtc_err("nvrtcGetCUBIN", r));
+    }
+    Ok(buf)
+}
+
+/// Each entry's symbol, as NVRTC lowered the expression it was asked for it (`expressions`,
+/// in the entries' order), kept under the entry.
+fn lowered_names_of(
+    prog: sys::nvrtcProgram,
+    entries: &[String],
+    expressions: &[CString],
+) -> Result<BTreeMap<String, String>, CudaError> {
+    let mut lowered = BTreeMap::new();
+    for (text, e) in entries.iter().zip(expressions) {
+        let mut out: *const std::ffi::c_char = std::ptr::null();
+        // SAFETY: prog compiled with e added; NVRTC writes a pointer to a string it owns
+        // until the program is destroyed, copied out below before that.
+        let r = unsafe { sys::nvrtcGetLoweredName(prog, e.as_ptr(), &mut out) };
+        if r != sys::nvrtcResult::NVRTC_SUCCESS || out.is_null() {
+            return Err(nvrtc_err(&format!("nvrtcGetLoweredName({text})"), r));
+        }
+        // SAFETY: non-null, NUL-terminated, alive until destroy_program.
+        let symbol = unsafe { CStr::from_ptr(out) }
+            .to_string_lossy()
+            .into_owned();
+        lowered.insert(text.clone(), symbol);
+    }
+    Ok(lowered)
+}
+
 /// What NVRTC is asked for an entry: the entry itself (a name, a template instance), or for
 /// one overload of several (`k(const float *, int)`) that overload's address,
 /// `static_cast<void (*)(const float *, int)>(k)`. Its lowered name is kept under the entry.
@@ -631,39 +673,11 @@ fn compile_uncached(spec: &CompileSpec, fields: &KeyFields) -> Result<Compiled, 
             None => log.trim_end().to_string(),
         },
     });
-    let cubin = cubin.and_then(|()| {
-        let mut size = 0usize;
-        // SAFETY: prog compiled; writes one usize.
-        let r = unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) };
-        if r != sys::nvrtcResult::NVRTC_SUCCESS {
-            return Err(nvrtc_err("nvrtcGetCUBINSize", r));
-        }
-        let mut buf = vec![0u8; size];
-        // SAFETY: buf has the size NVRTC asked for.
-        let r = unsafe { sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast()) };
-        if r != sys::nvrtcResult::NVRTC_SUCCESS {
-            return Err(nvrtc_err("nvrtcGetCUBIN", r));
-        }
-        Ok(buf)
-    });
-    let lowered = cubin.as_ref().ok().map(|_| {
-        let mut lowered = BTreeMap::new();
-        for (text, e) in spec.name_expressions.iter().zip(&expressions) {
-            let mut out: *const std::ffi::c_char = std::ptr::null();
-            // SAFETY: prog compiled with e added; NVRTC writes a pointer to a string it owns
-            // until the program is destroyed, copied out below before that.
-            let r = unsafe { sys::nvrtcGetLoweredName(prog, e.as_ptr(), &mut out) };
-            if r != sys::nvrtcResult::NVRTC_SUCCESS || out.is_null() {
-                return Err(nvrtc_err(&format!("nvrtcGetLoweredName({text})"), r));
-            }
-            // SAFETY: non-null, NUL-terminated, alive until destroy_program.
-            let symbol = unsafe { CStr::from_ptr(out) }
-                .to_string_lossy()
-                .into_owned();
-            lowered.insert(text.clone(), symbol);
-        }
-        Ok(lowered)
-    });
+    let cubin = cubin.and_then(|()| cubin_of(prog));
+    let lowered = cubin
+        .as_ref()
+        .ok()
+        .map(|_| lowered_names_of(prog, &spec.name_expressions, &expressions));
     // SAFETY: prog is live and not used after this.
     let _ = unsafe { result::destroy_program(prog) };
     let cubin = cubin?;

@@ -291,29 +291,81 @@ impl ReachedHeaders {
     /// found nowhere is left to the compiler: it may be the toolkit's or klab's standard
     /// headers, or behind an `#if`.
     pub fn of(source: &Path, text: &str, include_dirs: &[IncludeDir]) -> ReachedHeaders {
-        let mut files: Vec<PathBuf> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut macros: Vec<(String, Include)> = Vec::new();
-        let mut h = Sha256::new();
-        let mut total = 0u64;
-        let mut incomplete: Option<String> = None;
-        let note = |why: String, incomplete: &mut Option<String>| {
-            incomplete.get_or_insert(why);
+        let mut walk = Walk {
+            source,
+            include_dirs,
+            files: Vec::new(),
+            seen: std::collections::HashSet::new(),
+            macros: Vec::new(),
+            hash: Sha256::new(),
+            total: 0,
+            incomplete: None,
         };
         // (the including file, its text), depth first in reading order.
         let mut pending = vec![(source.to_path_buf(), text.to_string())];
         while let Some((file, text)) = pending.pop() {
-            let beside = file.parent().unwrap_or(Path::new(""));
-            macros.extend(header_macros(&text));
+            let beside = file.parent().unwrap_or(Path::new("")).to_path_buf();
             let mut found = Vec::new();
-            // A header named by a macro is each header that macro is defined as anywhere
-            // read so far (an #ifdef may pick either): all of them are in the digest.
-            let named: Vec<(String, Delimiter)> = includes(&text)
-                .into_iter()
-                .flat_map(|include| match include {
-                    Include::Header { name, delimiter } => vec![(name, delimiter)],
-                    Include::Macro(m) => {
-                        let defined: Vec<(String, Delimiter)> = macros
+            for (name, delimiter) in walk.named(&file, &text) {
+                match walk.visit(&beside, &name, delimiter) {
+                    Visit::Read(path, text) => found.push((path, text)),
+                    Visit::Known => {}
+                    Visit::Full => break,
+                }
+            }
+            // Pushed in reverse so that the first include is read next.
+            pending.extend(found.into_iter().rev());
+        }
+        ReachedHeaders {
+            sha256: hex::encode(walk.hash.finalize()),
+            files: walk.files,
+            incomplete: walk.incomplete,
+        }
+    }
+}
+
+/// What [`ReachedHeaders::of`] has seen so far.
+struct Walk<'a> {
+    source: &'a Path,
+    include_dirs: &'a [IncludeDir],
+    files: Vec<PathBuf>,
+    /// (the file, the real folder it was reached from): a header read once from each.
+    seen: std::collections::HashSet<(PathBuf, PathBuf)>,
+    /// The header macros of every file read so far.
+    macros: Vec<(String, Include)>,
+    hash: Sha256,
+    total: u64,
+    incomplete: Option<String>,
+}
+
+/// What became of one include in [`Walk::visit`].
+enum Visit {
+    /// A header read for the first time from its folder: its path and text, to follow.
+    Read(PathBuf, String),
+    /// Absent, read before, or unreadable (said in `incomplete`).
+    Known,
+    /// Past [`MAX_FILES`] or [`MAX_BYTES`]: nothing more is read.
+    Full,
+}
+
+impl Walk<'_> {
+    fn note(&mut self, why: String) {
+        self.incomplete.get_or_insert(why);
+    }
+
+    /// The headers `file` (holding `text`) names, in order. A header named by a macro is
+    /// each header that macro is defined as anywhere read so far (an #ifdef may pick
+    /// either): all of them are in the digest.
+    fn named(&mut self, file: &Path, text: &str) -> Vec<(String, Delimiter)> {
+        self.macros.extend(header_macros(text));
+        let mut out = Vec::new();
+        for include in includes(text) {
+            match include {
+                Include::Header { name, delimiter } => out.push((name, delimiter)),
+                Include::Macro(m) => {
+                    let before = out.len();
+                    out.extend(
+                        self.macros
                             .iter()
                             .filter(|(n, _)| *n == m)
                             .filter_map(|(_, h)| match h {
@@ -321,91 +373,80 @@ impl ReachedHeaders {
                                     Some((name.clone(), *delimiter))
                                 }
                                 Include::Macro(_) => None,
-                            })
-                            .collect();
-                        if defined.is_empty() {
-                            note(
-                                format!(
-                                    "{} names a header by the macro {m}, which klab cannot follow",
-                                    file.display()
-                                ),
-                                &mut incomplete,
-                            );
-                        }
-                        defined
-                    }
-                })
-                .collect();
-            for (name, delimiter) in named {
-                let quoted = (delimiter == Delimiter::Quoted).then(|| beside.join(&name));
-                let resolved = quoted
-                    .into_iter()
-                    .chain(include_dirs.iter().map(|d| d.path.join(&name)))
-                    // Not is_file: a FIFO is found here (and not read), as NVRTC finds it.
-                    .find(|p| p.exists() && !p.is_dir());
-                h.update(beside.to_string_lossy().as_bytes());
-                h.update([0]);
-                h.update(name.as_bytes());
-                h.update([0]);
-                let Some(path) = resolved else {
-                    h.update(b"absent\0");
-                    continue;
-                };
-                h.update(path.to_string_lossy().as_bytes());
-                h.update([0]);
-                // Reached again (a header with include guards, a cycle): read once. What a
-                // header includes is looked for beside the path NVRTC opened (the system
-                // resolving `..` and links in it), so a header is the same one again only
-                // from the same folder: a file reached through a symbolic link elsewhere is
-                // read again, and its includes looked for there.
-                let again = (
-                    fs::canonicalize(&path).unwrap_or_else(|_| path.clone()),
-                    path.parent()
-                        .and_then(|d| fs::canonicalize(d).ok())
-                        .unwrap_or_default(),
-                );
-                if !seen.insert(again) {
-                    continue;
-                }
-                if files.len() >= MAX_FILES {
-                    note(
-                        format!("{} reaches more than {MAX_FILES} headers", source.display()),
-                        &mut incomplete,
+                            }),
                     );
-                    break;
-                }
-                let bytes = match read_regular(&path, Input::HEADER) {
-                    Ok(b) => b,
-                    Err(e) => {
-                        note(e.to_string(), &mut incomplete);
-                        continue;
+                    if out.len() == before {
+                        self.note(format!(
+                            "{} names a header by the macro {m}, which klab cannot follow",
+                            file.display()
+                        ));
                     }
-                };
-                total += bytes.len() as u64;
-                if total > MAX_BYTES {
-                    note(
-                        format!(
-                            "{} reaches more than {} MiB of headers",
-                            source.display(),
-                            MAX_BYTES >> 20
-                        ),
-                        &mut incomplete,
-                    );
-                    break;
                 }
-                h.update((bytes.len() as u64).to_le_bytes());
-                h.update(&bytes);
-                files.push(path.clone());
-                found.push((path, String::from_utf8_lossy(&bytes).into_owned()));
             }
-            // Pushed in reverse so that the first include is read next.
-            pending.extend(found.into_iter().rev());
         }
-        ReachedHeaders {
-            sha256: hex::encode(h.finalize()),
-            files,
-            incomplete,
+        out
+    }
+
+    /// One include of a file in `beside`: where it resolved (or that it did not) in the
+    /// digest, and the header read when it is new.
+    fn visit(&mut self, beside: &Path, name: &str, delimiter: Delimiter) -> Visit {
+        let quoted = (delimiter == Delimiter::Quoted).then(|| beside.join(name));
+        let resolved = quoted
+            .into_iter()
+            .chain(self.include_dirs.iter().map(|d| d.path.join(name)))
+            // Not is_file: a FIFO is found here (and not read), as NVRTC finds it.
+            .find(|p| p.exists() && !p.is_dir());
+        for part in [beside.to_string_lossy().as_bytes(), name.as_bytes()] {
+            self.hash.update(part);
+            self.hash.update([0]);
         }
+        let Some(path) = resolved else {
+            self.hash.update(b"absent\0");
+            return Visit::Known;
+        };
+        self.hash.update(path.to_string_lossy().as_bytes());
+        self.hash.update([0]);
+        // Reached again (a header with include guards, a cycle): read once. What a header
+        // includes is looked for beside the path NVRTC opened (the system resolving `..`
+        // and links in it), so a header is the same one again only from the same folder: a
+        // file reached through a symbolic link elsewhere is read again, and its includes
+        // looked for there.
+        let again = (
+            fs::canonicalize(&path).unwrap_or_else(|_| path.clone()),
+            path.parent()
+                .and_then(|d| fs::canonicalize(d).ok())
+                .unwrap_or_default(),
+        );
+        if !self.seen.insert(again) {
+            return Visit::Known;
+        }
+        if self.files.len() >= MAX_FILES {
+            self.note(format!(
+                "{} reaches more than {MAX_FILES} headers",
+                self.source.display()
+            ));
+            return Visit::Full;
+        }
+        let bytes = match read_regular(&path, Input::HEADER) {
+            Ok(b) => b,
+            Err(e) => {
+                self.note(e.to_string());
+                return Visit::Known;
+            }
+        };
+        self.total += bytes.len() as u64;
+        if self.total > MAX_BYTES {
+            self.note(format!(
+                "{} reaches more than {} MiB of headers",
+                self.source.display(),
+                MAX_BYTES >> 20
+            ));
+            return Visit::Full;
+        }
+        self.hash.update((bytes.len() as u64).to_le_bytes());
+        self.hash.update(&bytes);
+        self.files.push(path.clone());
+        Visit::Read(path, String::from_utf8_lossy(&bytes).into_owned())
     }
 }
 

@@ -683,26 +683,7 @@ pub fn lookup_entry(src: &str, name: &str) -> EntryLookup {
     let (kernels, balanced) = kernels_and_balance(&lexed.toks);
     // One overload among several, named with its parameter types: matched by them.
     if let Some((base, types)) = overload_entry(name) {
-        let wanted: Vec<Vec<String>> = types.iter().map(|t| type_words(t)).collect();
-        let same: Vec<&Kernel> = kernels.iter().filter(|k| k.qualified() == base).collect();
-        let matching = |k: &&&Kernel| {
-            k.params
-                .iter()
-                .map(|p| type_words(&p.type_text))
-                .eq(wanted.iter().cloned())
-        };
-        // The overload asked for may be in a header the source includes: the compiler will
-        // tell, as it does for a plain name klab does not see.
-        let own_headers = crate::include::includes_own_headers(src);
-        return match (same.iter().find(matching), same.as_slice()) {
-            (Some(k), _) => EntryLookup::Kernel((*k).clone()),
-            (None, _) if own_headers => EntryLookup::CannotTell,
-            // One kernel of that name, its types spelt otherwise (a typedef): NVRTC's cast
-            // will say whether they are its types.
-            (None, [k]) => EntryLookup::Kernel((*k).clone()),
-            (None, []) => EntryLookup::Missing(kernels.iter().map(Kernel::qualified).collect()),
-            (None, _) => EntryLookup::Overloaded(same.into_iter().cloned().collect()),
-        };
+        return lookup_overload(src, &kernels, base, &types);
     }
     let named: Vec<&Kernel> = kernels.iter().filter(|k| k.qualified() == name).collect();
     match named.as_slice() {
@@ -730,6 +711,30 @@ pub fn lookup_entry(src: &str, name: &str) -> EntryLookup {
         return EntryLookup::CannotTell;
     }
     EntryLookup::Missing(kernels.iter().map(Kernel::qualified).collect())
+}
+
+/// [`lookup_entry`] of one overload, `base(types)`, among the source's `kernels`.
+fn lookup_overload(src: &str, kernels: &[Kernel], base: &str, types: &[&str]) -> EntryLookup {
+    let wanted: Vec<Vec<String>> = types.iter().map(|t| type_words(t)).collect();
+    let same: Vec<&Kernel> = kernels.iter().filter(|k| k.qualified() == base).collect();
+    let matching = |k: &&&Kernel| {
+        k.params
+            .iter()
+            .map(|p| type_words(&p.type_text))
+            .eq(wanted.iter().cloned())
+    };
+    // The overload asked for may be in a header the source includes: the compiler will
+    // tell, as it does for a plain name klab does not see.
+    let own_headers = crate::include::includes_own_headers(src);
+    match (same.iter().find(matching), same.as_slice()) {
+        (Some(k), _) => EntryLookup::Kernel((*k).clone()),
+        (None, _) if own_headers => EntryLookup::CannotTell,
+        // One kernel of that name, its types spelt otherwise (a typedef): NVRTC's cast
+        // will say whether they are its types.
+        (None, [k]) => EntryLookup::Kernel((*k).clone()),
+        (None, []) => EntryLookup::Missing(kernels.iter().map(Kernel::qualified).collect()),
+        (None, _) => EntryLookup::Overloaded(same.into_iter().cloned().collect()),
+    }
 }
 
 /// What an open brace opened, for the kernels after it.
