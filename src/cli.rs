@@ -414,7 +414,7 @@ pub struct CheckArgs {
     /// A shape instead of the ladder, a value for every size variable (m=64,n=128,k=32);
     /// again for more
     #[arg(long, value_name = "VAR=V,...", conflicts_with = "sizes")]
-    pub shape: Vec<klab_engine::general::ShapeArg>,
+    pub shape: Vec<klab_engine::declared::ShapeArg>,
     /// The watchdog, seconds: the global `--timeout`, or this command's default
     #[arg(skip = 600u64)]
     pub timeout: u64,
@@ -596,7 +596,7 @@ pub struct BenchArgs {
     /// The shape to time instead of the manifest's bench shape: a value for every size
     /// variable, e.g. m=64,n=128,k=32
     #[arg(long, value_name = "VAR=V,...", conflicts_with = "n")]
-    pub shape: Option<klab_engine::general::ShapeArg>,
+    pub shape: Option<klab_engine::declared::ShapeArg>,
     #[command(flatten)]
     pub timing: TimingArgs,
     /// Blocks of samples, run one after another in this process
@@ -678,7 +678,7 @@ pub struct RoundsArgs {
     pub n: Option<u64>,
     /// The shape every kernel is timed at (as for bench)
     #[arg(long, value_name = "VAR=V,...", conflicts_with = "n")]
-    pub shape: Option<klab_engine::general::ShapeArg>,
+    pub shape: Option<klab_engine::declared::ShapeArg>,
     #[command(flatten)]
     pub timing: TimingArgs,
     /// Rounds (with --resolve, the fewest; at least 6 there). Fewer than 6 give no 95%

@@ -29,7 +29,7 @@ fn the_layer_norm_example_declares_three_kernels_two_of_them_labelled_bugs() {
         let op = decl.op.as_ref();
         assert_eq!(op.params.len(), 5);
         assert_eq!(decl.known_broken.is_some(), decl.name != "layernorm");
-        let shapes = klab_engine::general::ladder(op).unwrap();
+        let shapes = klab_engine::declared::ladder(op).unwrap();
         // The grid does not depend on cols: its values come from the 256-thread block.
         for cols in [1, 255, 256, 257, 511, 513] {
             assert!(shapes.iter().any(|s| s["cols"] == cols), "cols = {cols}");

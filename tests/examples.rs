@@ -56,7 +56,7 @@ fn every_example_has_a_correct_kernel_and_two_labelled_bugs() {
         );
         for k in &m.kernels {
             let op = k.op.as_ref();
-            klab_engine::general::ladder(op).unwrap();
+            klab_engine::declared::ladder(op).unwrap();
         }
     }
 }

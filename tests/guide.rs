@@ -49,7 +49,7 @@ fn the_guide_example_parses_and_its_reference_computes() {
     }
     let m = klab_spec::manifest::load(&dir.path().join("scale.toml")).unwrap();
     let op = m.kernels[0].op.clone();
-    let shapes = klab_engine::general::ladder(&op).unwrap();
+    let shapes = klab_engine::declared::ladder(&op).unwrap();
     assert!(shapes.iter().any(|s| s["n"] == 257), "{shapes:?}");
     let spec = klab_tools::cref::CReferenceSpec {
         source: dir.path().join("ref.c"),

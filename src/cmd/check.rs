@@ -474,7 +474,7 @@ fn check_in_the_parent(args: CheckArgs, policy: VerifyPolicy) -> anyhow::Result<
         if o.verdict != ChildVerdict::Passed {
             let at = plan
                 .smallest(&k.decl)
-                .map(|p| format!(" at {}", klab_engine::general::describe_shape(&p.shape)))
+                .map(|p| format!(" at {}", klab_engine::declared::describe_shape(&p.shape)))
                 .unwrap_or_default();
             anyhow::bail!(
                 "{}: the reference, run once on the CPU{at} before any device: {}",

@@ -640,9 +640,9 @@ fn finish_one(
 }
 
 /// The built-in operations' rows have their n; a declared one's its whole shape.
-fn declared_shape(kernel: &Kernel, w: &klab_engine::general::DeclaredWorkload) -> Option<String> {
+fn declared_shape(kernel: &Kernel, w: &klab_engine::declared::DeclaredWorkload) -> Option<String> {
     (kernel.decl.operation == klab_spec::declared::builtin::OpKind::Declared)
-        .then(|| klab_engine::general::describe_shape(&w.shape))
+        .then(|| klab_engine::declared::describe_shape(&w.shape))
 }
 
 /// What is set beside one launch's counters and said around them: everything in a bound

@@ -57,7 +57,7 @@ fn start_order(pairs: &[(usize, Tool)], known_broken: impl Fn(usize) -> bool) ->
 pub fn sizes_for(kernel: &Kernel) -> (u64, u64) {
     let e = kernel
         .size_variable()
-        .map(|var| klab_engine::general::chunk(&kernel.decl.op, var))
+        .map(|var| klab_engine::declared::chunk(&kernel.decl.op, var))
         .unwrap_or(1)
         .max(1);
     (e + 1, 1024u64.max(e) / e * e)

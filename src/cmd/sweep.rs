@@ -24,7 +24,7 @@ use klab_evidence::sweep::{
 use klab_run::child::{ChildResult, ChildVerdict, Verdict};
 use klab_spec::registry::Scope;
 
-use klab_engine::general::ShapeArg;
+use klab_engine::declared::ShapeArg;
 
 use crate::child::{ChildCmd, ChildRun};
 use crate::cli::{

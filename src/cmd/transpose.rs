@@ -7,7 +7,7 @@ use klab_engine::verify::VerifyPolicy;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use klab_engine::general::{DeclaredWorkload, InputCase};
+use klab_engine::declared::{DeclaredWorkload, InputCase};
 use klab_engine::workload::Workload;
 use klab_evidence::row::{self, TransposeRow, CSV_HEADER};
 use klab_run::child::Results;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use klab_core::samples::{Regime, Timer};
 use klab_engine::backend::Backend;
-use klab_engine::general::{DeclaredWorkload, InputCase};
+use klab_engine::declared::{DeclaredWorkload, InputCase};
 use klab_engine::timing::{self, Outcome, TimingConfig, WarmupPolicy};
 use klab_engine::workload::{Workload, POISON_BYTES};
 use klab_spec::ops::triad;

@@ -171,7 +171,7 @@ pub fn ladder_cases(mut judge: impl FnMut(Vec<Case>)) {
     let ladder = |kernel: &str| -> Vec<u64> {
         let (_, decl) =
             klab_spec::registry::resolve(kernel, klab_spec::registry::Scope::Audit).unwrap();
-        klab_engine::general::ladder(&decl.op)
+        klab_engine::declared::ladder(&decl.op)
             .unwrap()
             .iter()
             .map(|s| s["n"] as u64)

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{Backend, BackendError};
-use crate::general;
+use crate::declared;
 use crate::timing::validate_once;
 use crate::workload::{prepare_launches, Workload, POISON_BYTES};
 use klab_core::stats::Rng;
@@ -124,7 +124,7 @@ pub struct CheckOptions {
     /// Sizes to use instead of the ladder.
     pub sizes: Option<Vec<u64>>,
     /// Whole shapes to use instead of the ladder (`--shape`, checked against the operation).
-    pub shapes: Option<Vec<general::Shape>>,
+    pub shapes: Option<Vec<declared::Shape>>,
     /// Only the exact-input case per size (what a sanitizer run needs to exercise the paths).
     pub quick: bool,
     /// The first cases of the plan already ran in a process that died in the last of them
@@ -145,8 +145,8 @@ pub enum Progress<'a> {
 /// byte, scalar index).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlannedShape {
-    pub shape: general::Shape,
-    pub inputs: Vec<(general::InputCase, u8, usize)>,
+    pub shape: declared::Shape,
+    pub inputs: Vec<(declared::InputCase, u8, usize)>,
 }
 
 /// What a check will run, known before any launch: its shapes and workloads, and the seed
@@ -155,7 +155,7 @@ pub struct PlannedShape {
 pub struct CheckPlan {
     pub shapes: Vec<PlannedShape>,
     /// The exact case: distinct values where every rule is bitwise, else small integers.
-    pub exact: general::InputCase,
+    pub exact: declared::InputCase,
     /// Every rule is bitwise or exact (special values run, determinism is required).
     pub bitwise_rules: bool,
     /// Every rule is bitwise (data movement).
@@ -178,7 +178,7 @@ pub fn plan(decl: &KernelDecl, opts: &CheckOptions) -> Result<CheckPlan, Backend
                 .expect("one size variable")
                 .clone();
             let min = op.spec.sizes[&var].min;
-            let max = general::size_cap(op, &var);
+            let max = declared::size_cap(op, &var);
             if let Some(n) = v.iter().find(|n| **n < min || **n > max) {
                 return Err(BackendError::from(format!(
                     "--sizes: {n} is outside {var}'s range ({min} to {max})"
@@ -192,7 +192,7 @@ pub fn plan(decl: &KernelDecl, opts: &CheckOptions) -> Result<CheckPlan, Backend
                 )));
             }
             v.iter()
-                .map(|n| general::Shape::from([(var.clone(), *n as i64)]))
+                .map(|n| declared::Shape::from([(var.clone(), *n as i64)]))
                 .collect()
         }
         Some(_) => {
@@ -202,7 +202,7 @@ pub fn plan(decl: &KernelDecl, opts: &CheckOptions) -> Result<CheckPlan, Backend
                 op.spec.sizes.len()
             )))
         }
-        None => general::ladder(op).map_err(BackendError::from)?,
+        None => declared::ladder(op).map_err(BackendError::from)?,
     };
     let rules = || op.spec.buffers.values().filter_map(|b| b.compare.as_ref());
     let bitwise_rules = rules().all(|c| {
@@ -216,9 +216,9 @@ pub fn plan(decl: &KernelDecl, opts: &CheckOptions) -> Result<CheckPlan, Backend
     // where a result is computed (a sum must stay exact, a sort must see repeats).
     let moves_data = rules().all(|c| matches!(c, klab_spec::rule::RuleSpec::Bitwise));
     let exact = if moves_data {
-        general::InputCase::Distinct
+        declared::InputCase::Distinct
     } else {
-        general::InputCase::Structural
+        declared::InputCase::Structural
     };
     let mut rng = Rng::new(opts.seed);
     let mut planned = Vec::new();
@@ -226,15 +226,19 @@ pub fn plan(decl: &KernelDecl, opts: &CheckOptions) -> Result<CheckPlan, Backend
         let mut inputs = vec![(exact, POISON_BYTES[0], 0usize)];
         if !opts.quick {
             let seed = rng.next_u64() % 1_000_000;
-            inputs.push((general::InputCase::Uniform { seed }, POISON_BYTES[1], i + 1));
+            inputs.push((
+                declared::InputCase::Uniform { seed },
+                POISON_BYTES[1],
+                i + 1,
+            ));
             // At the middle shape, the inputs that make other bugs fire.
             if i == shapes.len() / 2 {
                 let seed = rng.next_u64() % 1_000_000;
-                inputs.push((general::InputCase::Normal { seed }, POISON_BYTES[0], i + 2));
-                inputs.push((general::InputCase::Large { seed }, POISON_BYTES[1], i + 3));
-                inputs.push((general::InputCase::Constant, POISON_BYTES[0], i + 4));
+                inputs.push((declared::InputCase::Normal { seed }, POISON_BYTES[0], i + 2));
+                inputs.push((declared::InputCase::Large { seed }, POISON_BYTES[1], i + 3));
+                inputs.push((declared::InputCase::Constant, POISON_BYTES[0], i + 4));
                 if bitwise_rules {
-                    inputs.push((general::InputCase::Special, POISON_BYTES[1], i + 5));
+                    inputs.push((declared::InputCase::Special, POISON_BYTES[1], i + 5));
                 }
             }
         }
@@ -280,7 +284,7 @@ impl CheckPlan {
                 .collect();
             out += &format!(
                 "  {}: {}\n",
-                general::describe_shape(&p.shape),
+                declared::describe_shape(&p.shape),
                 inputs.join("; ")
             );
         }
@@ -288,7 +292,7 @@ impl CheckPlan {
         if !self.shapes.is_empty() && self.overflow_seed.is_some() {
             let at: Vec<String> = [n / 2, n - 1]
                 .iter()
-                .map(|i| general::describe_shape(&self.shapes[*i].shape))
+                .map(|i| declared::describe_shape(&self.shapes[*i].shape))
                 .collect();
             out += &format!("  determinism: {}\n", at.join(" and "));
         }
@@ -296,19 +300,22 @@ impl CheckPlan {
             for (i, shape, files) in user_data_cases(op) {
                 out += &format!(
                     "  user data: cases[{i}] at {} ({})\n",
-                    general::describe_shape(&shape),
+                    declared::describe_shape(&shape),
                     files.join(", ")
                 );
             }
         }
         if let (Some(seed), Some(base)) = (self.overflow_seed, self.shapes.get(n / 2)) {
-            out += &match general::overflow_shape(op, &base.shape, general::INDEX_OVERFLOW_ELEMENTS)
-            {
+            out += &match declared::overflow_shape(
+                op,
+                &base.shape,
+                declared::INDEX_OVERFLOW_ELEMENTS,
+            ) {
                 Ok(shape) => {
                     let input = if self.moves_data {
                         self.exact
                     } else {
-                        general::InputCase::Uniform { seed }
+                        declared::InputCase::Uniform { seed }
                     };
                     let sample =
                         match klab_spec::declared::slices::Sample::at(&op.spec, &shape, seed) {
@@ -318,7 +325,7 @@ impl CheckPlan {
                         };
                     format!(
                         "  index overflow: {}, {}{sample} (run where memory, the launch limits and the reference's time allow)\n",
-                        general::describe_shape(&shape),
+                        declared::describe_shape(&shape),
                         input.describe()
                     )
                 }
@@ -350,13 +357,13 @@ pub const DRY_RUN_ANNOUNCED_BYTES: u64 = 256 << 20;
 /// there is nothing to run).
 pub fn dry_run_announcement(decl: &KernelDecl, plan: &CheckPlan) -> Option<String> {
     let at = &plan.smallest(decl)?.shape;
-    let bytes = general::slot_bytes_at(&decl.op, at)?;
-    let need = bytes.saturating_mul(general::host_copies(&decl.op));
+    let bytes = declared::slot_bytes_at(&decl.op, at)?;
+    let need = bytes.saturating_mul(declared::host_copies(&decl.op));
     let fits = memory_refusal(0, u64::MAX, Some(need)).is_none();
     (fits && bytes >= DRY_RUN_ANNOUNCED_BYTES).then(|| {
         format!(
             "running the reference once at {} ({:.1} GB of buffers) without a GPU",
-            general::describe_shape(at),
+            declared::describe_shape(at),
             bytes as f64 / 1e9
         )
     })
@@ -374,8 +381,8 @@ pub fn reference_dry_run(
     let Some(smallest) = plan.smallest(decl) else {
         return Ok(DryRun::Ran);
     };
-    let at = general::describe_shape(&smallest.shape);
-    let w = general::DeclaredWorkload::new(
+    let at = declared::describe_shape(&smallest.shape);
+    let w = declared::DeclaredWorkload::new(
         decl.clone(),
         smallest.shape.clone(),
         plan.exact,
@@ -389,7 +396,7 @@ pub fn reference_dry_run(
     }
     w.prepare()
         .map_err(|e| BackendError::from(format!("{}: at {at}: {}", decl.name, e.message)))?;
-    let shapes: Vec<general::Shape> = plan.shapes.iter().map(|p| p.shape.clone()).collect();
+    let shapes: Vec<declared::Shape> = plan.shapes.iter().map(|p| p.shape.clone()).collect();
     let wrong = plan
         .overflow_seed
         .and_then(|seed| slices_problem(decl, &w.reference_rc(), &shapes, seed));
@@ -397,22 +404,22 @@ pub fn reference_dry_run(
 }
 
 /// Why the operation's declared `slices` do not hold for its reference, if they do not
-/// ([`general::DeclaredWorkload::slices_disagree`]). Tried only where the index-overflow
+/// ([`declared::DeclaredWorkload::slices_disagree`]). Tried only where the index-overflow
 /// case (grown from `shapes`' middle, drawn from `seed`) would sample slices, at the ladder
 /// shape with the most slices (the least work among those), raised to at least 4 slices, on
 /// random inputs.
 fn slices_problem(
     decl: &KernelDecl,
     reference: &std::rc::Rc<dyn crate::reference::Reference>,
-    shapes: &[general::Shape],
+    shapes: &[declared::Shape],
     seed: u64,
 ) -> Option<String> {
     let op = &decl.op;
     let var = op.spec.slices.as_ref()?;
     let base = shapes.get(shapes.len() / 2)?;
-    let overflow = general::overflow_shape(op, base, general::INDEX_OVERFLOW_ELEMENTS).ok()?;
+    let overflow = declared::overflow_shape(op, base, declared::INDEX_OVERFLOW_ELEMENTS).ok()?;
     klab_spec::declared::slices::Sample::at(&op.spec, &overflow, seed).ok()??;
-    let count = |s: &general::Shape| s.get(var).copied().unwrap_or(0);
+    let count = |s: &declared::Shape| s.get(var).copied().unwrap_or(0);
     let mut probe = shapes
         .iter()
         .min_by(|a, b| {
@@ -421,11 +428,11 @@ fn slices_problem(
                 .then(shape_work(op, a).total_cmp(&shape_work(op, b)))
         })?
         .clone();
-    let raised = count(&probe).max(4).min(general::size_cap(op, var) as i64);
+    let raised = count(&probe).max(4).min(declared::size_cap(op, var) as i64);
     probe.insert(var.clone(), raised);
-    let input = general::InputCase::Uniform { seed };
+    let input = declared::InputCase::Uniform { seed };
     let w =
-        general::DeclaredWorkload::new(decl.clone(), probe, input, 0, reference.clone()).ok()?;
+        declared::DeclaredWorkload::new(decl.clone(), probe, input, 0, reference.clone()).ok()?;
     if memory_refusal(0, u64::MAX, Some(w.reference_host_bytes())).is_some() {
         return None;
     }
@@ -433,7 +440,7 @@ fn slices_problem(
 }
 
 /// Check a kernel against `reference` on every shape of its operation's ladder
-/// ([`general::ladder`], or `opts.sizes` as values of its one size variable): per shape,
+/// ([`declared::ladder`], or `opts.sizes` as values of its one size variable): per shape,
 /// exact input under the first poison (distinct values where every rule is bitwise or
 /// exact), random input (seed printed) under the second, and at two shapes a determinism
 /// run (required bitwise where every rule is bitwise or exact; reported otherwise); then
@@ -449,7 +456,7 @@ pub fn run<B: Backend>(
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<CheckReport, BackendError> {
     let plan = plan(decl, opts)?;
-    let shapes: Vec<general::Shape> = plan.shapes.iter().map(|p| p.shape.clone()).collect();
+    let shapes: Vec<declared::Shape> = plan.shapes.iter().map(|p| p.shape.clone()).collect();
     let determinism_at: Vec<usize> = [shapes.len() / 2, shapes.len().saturating_sub(1)].into();
     let mut run = Run {
         backend,
@@ -534,11 +541,11 @@ impl<B: Backend> Run<'_, B> {
 
     fn workload(
         &self,
-        shape: general::Shape,
-        input: general::InputCase,
+        shape: declared::Shape,
+        input: declared::InputCase,
         scalar_index: usize,
-    ) -> Result<general::DeclaredWorkload, BackendError> {
-        general::DeclaredWorkload::new(
+    ) -> Result<declared::DeclaredWorkload, BackendError> {
+        declared::DeclaredWorkload::new(
             self.decl.clone(),
             shape,
             input,
@@ -552,12 +559,12 @@ impl<B: Backend> Run<'_, B> {
     fn ladder_shape(
         &mut self,
         planned: &PlannedShape,
-        exact: general::InputCase,
+        exact: declared::InputCase,
         determinism: bool,
         bitwise_rules: bool,
     ) -> Result<(), BackendError> {
         let PlannedShape { shape, inputs } = planned;
-        let at = general::describe_shape(shape);
+        let at = declared::describe_shape(shape);
         let mut twice = None;
         for &(input, poison, scalar_index) in inputs {
             let what = format!("{}, poison {poison:#04x}", input.describe());
@@ -595,7 +602,7 @@ impl<B: Backend> Run<'_, B> {
     /// from klab's bytes both times), compared with each other.
     fn determinism(
         &mut self,
-        w: &general::DeclaredWorkload,
+        w: &declared::DeclaredWorkload,
         case: String,
         bitwise_rules: bool,
     ) -> Result<CaseResult, BackendError> {
@@ -645,13 +652,13 @@ impl<B: Backend> Run<'_, B> {
         }
         let op = self.decl.op.clone();
         for (i, shape, files) in user_data_cases(&op) {
-            let at = general::describe_shape(&shape);
+            let at = declared::describe_shape(&shape);
             let what = format!(
                 "user data (cases[{i}]: {}), poison {:#04x}",
                 files.join(", "),
                 POISON_BYTES[0]
             );
-            match self.workload(shape, general::InputCase::Data { case: i }, i) {
+            match self.workload(shape, declared::InputCase::Data { case: i }, i) {
                 Err(e) => self.push(fail(format!("{at}: {what}"), 0, e.message)),
                 Ok(w) => {
                     if !self.starting(&format!("{at}: {what}")) {
@@ -679,10 +686,10 @@ impl<B: Backend> Run<'_, B> {
     /// allow it, or its declared slices do not hold for the reference.
     fn index_overflow(
         &mut self,
-        shapes: &[general::Shape],
+        shapes: &[declared::Shape],
         seed: u64,
         moves_data: bool,
-        exact: general::InputCase,
+        exact: declared::InputCase,
     ) -> Result<(), BackendError> {
         let skip = |case: String, detail: String| CaseResult {
             skipped: true,
@@ -701,7 +708,7 @@ impl<B: Backend> Run<'_, B> {
         }
         let op = self.decl.op.clone();
         let base = &shapes[shapes.len() / 2];
-        let shape = match general::overflow_shape(&op, base, general::INDEX_OVERFLOW_ELEMENTS) {
+        let shape = match declared::overflow_shape(&op, base, declared::INDEX_OVERFLOW_ELEMENTS) {
             Ok(shape) => shape,
             Err(why) => {
                 self.push(skip(
@@ -711,13 +718,13 @@ impl<B: Backend> Run<'_, B> {
                 return Ok(());
             }
         };
-        let at = format!("index overflow, {}", general::describe_shape(&shape));
+        let at = format!("index overflow, {}", declared::describe_shape(&shape));
         // Distinct values are filled in parallel and catch a wrapped offset at any element;
         // arithmetic gets random values.
         let input = if moves_data {
             exact
         } else {
-            general::InputCase::Uniform { seed }
+            declared::InputCase::Uniform { seed }
         };
         let what = format!("{}, poison {:#04x}", input.describe(), POISON_BYTES[0]);
         let label = format!("{at}: {what}");
@@ -784,14 +791,14 @@ impl<B: Backend> Run<'_, B> {
 /// `buffer = file` list.
 fn user_data_cases(
     op: &klab_spec::declared::DeclaredOp,
-) -> impl Iterator<Item = (usize, general::Shape, Vec<String>)> + '_ {
+) -> impl Iterator<Item = (usize, declared::Shape, Vec<String>)> + '_ {
     op.spec
         .cases
         .iter()
         .enumerate()
         .filter(|(_, c)| !c.inputs.is_empty())
         .map(|(i, c)| {
-            let shape: general::Shape = c
+            let shape: declared::Shape = c
                 .shape
                 .iter()
                 .map(|(k, v)| (k.clone(), *v as i64))
@@ -821,7 +828,7 @@ fn plan_refusal(e: crate::workload::LaunchError) -> Result<String, BackendError>
 fn not_runnable_here<B: Backend>(
     backend: &mut B,
     kernels: &[B::Kernel],
-    w: &general::DeclaredWorkload,
+    w: &declared::DeclaredWorkload,
 ) -> Result<Option<String>, BackendError> {
     let free = backend.free_memory_bytes()?;
     if let Some(why) = memory_refusal(w.slot_bytes(), free, Some(w.host_bytes(backend))) {
@@ -876,18 +883,18 @@ const DECISIVE_TIMING_S: f64 = 0.25;
 fn reference_too_slow(
     decl: &KernelDecl,
     reference: &std::rc::Rc<dyn crate::reference::Reference>,
-    base: &general::Shape,
-    shape: &general::Shape,
-    input: general::InputCase,
+    base: &declared::Shape,
+    shape: &declared::Shape,
+    input: declared::InputCase,
 ) -> Option<String> {
     let op = &decl.op;
-    let limit = general::INDEX_OVERFLOW_ELEMENTS;
+    let limit = declared::INDEX_OVERFLOW_ELEMENTS;
     let goal = shape_work(op, shape);
     // The previous timing as (work, seconds): the rate between two timings leaves a fixed
     // cost (a command reference's process start) unmultiplied.
     let mut previous: Option<(f64, f64)> = None;
     for d in OVERFLOW_CALIBRATION {
-        let Ok(at) = general::overflow_shape(op, base, limit / d) else {
+        let Ok(at) = declared::overflow_shape(op, base, limit / d) else {
             continue;
         };
         // A reference on a sample of slices may see less than a calibration shape: what
@@ -896,7 +903,7 @@ fn reference_too_slow(
             break;
         }
         let Ok(w) =
-            general::DeclaredWorkload::new(decl.clone(), at.clone(), input, 0, reference.clone())
+            declared::DeclaredWorkload::new(decl.clone(), at.clone(), input, 0, reference.clone())
         else {
             continue;
         };
@@ -904,7 +911,7 @@ fn reference_too_slow(
         if let Err(e) = w.prepare() {
             return Some(format!(
                 "not run: the reference failed at {}, on the way to this shape: {}",
-                general::describe_shape(&at),
+                declared::describe_shape(&at),
                 e.message
             ));
         }
@@ -921,7 +928,7 @@ fn reference_too_slow(
         if estimate > MAX_OVERFLOW_REFERENCE_S && decisive {
             return Some(format!(
                 "not run: the reference took {t:.2} s at {}; at this shape it would take about {estimate:.0} s (limit {MAX_OVERFLOW_REFERENCE_S:.0} s)",
-                general::describe_shape(&at)
+                declared::describe_shape(&at)
             ));
         }
         if t >= 0.5 {
@@ -935,9 +942,9 @@ fn reference_too_slow(
 /// A measure of the work at `shape` that grows at least as fast as a reference's cost for
 /// the operations klab sees: the larger of the largest buffer's length and the product of
 /// the size variables (a GEMM's M N K, where the output holds only M N).
-fn shape_work(op: &klab_spec::declared::DeclaredOp, shape: &general::Shape) -> f64 {
+fn shape_work(op: &klab_spec::declared::DeclaredOp, shape: &declared::Shape) -> f64 {
     let product: f64 = shape.values().map(|v| (*v).max(1) as f64).product();
-    let largest = general::largest_buffer(op, shape).unwrap_or(0) as f64;
+    let largest = declared::largest_buffer(op, shape).unwrap_or(0) as f64;
     product.max(largest)
 }
 
@@ -971,7 +978,7 @@ fn fail(case: String, n: u64, detail: String) -> CaseResult {
 fn declared_case<B: Backend>(
     backend: &mut B,
     kernels: &[B::Kernel],
-    w: &general::DeclaredWorkload,
+    w: &declared::DeclaredWorkload,
     at: &str,
     what: &str,
     poison: u8,
@@ -1100,7 +1107,7 @@ fn involution<B: Backend>(
     kernels: &[B::Kernel],
     n: u64,
 ) -> Result<CaseResult, BackendError> {
-    let w = general::DeclaredWorkload::builtin(decl.clone(), n, general::InputCase::Distinct, 0)?;
+    let w = declared::DeclaredWorkload::builtin(decl.clone(), n, declared::InputCase::Distinct, 0)?;
     let (Some(out), Some(input)) = (w.buffer_index("out"), w.buffer_index("in")) else {
         return Err(BackendError::from(
             "a transpose has buffers out and in".to_string(),
@@ -1137,10 +1144,10 @@ pub fn device_sum<B: Backend>(
     x: &[f32],
 ) -> Result<f32, String> {
     let run = |backend: &mut B| -> Result<f32, BackendError> {
-        let w = general::DeclaredWorkload::builtin(
+        let w = declared::DeclaredWorkload::builtin(
             decl.clone(),
             x.len() as u64,
-            general::InputCase::Structural,
+            declared::InputCase::Structural,
             0,
         )?;
         if w.plans()[0].grid.x == 0 && !x.is_empty() {
@@ -1294,7 +1301,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         impl crate::reference::Reference for Copy {
             fn run(
                 &self,
-                _: &general::Shape,
+                _: &declared::Shape,
                 b: &mut [&mut [u8]],
                 _: &[i64],
                 _: &[f64],
@@ -1313,7 +1320,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
             let opts = CheckOptions {
                 seed: 1,
                 sizes: None,
-                shapes: Some(vec![general::Shape::from([("n".to_string(), n)])]),
+                shapes: Some(vec![declared::Shape::from([("n".to_string(), n)])]),
                 quick: false,
                 resume_after: 0,
             };
@@ -1350,7 +1357,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         impl crate::reference::Reference for Fails {
             fn run(
                 &self,
-                _: &general::Shape,
+                _: &declared::Shape,
                 _: &mut [&mut [u8]],
                 _: &[i64],
                 _: &[f64],
@@ -1365,10 +1372,10 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         let d = m.kernels[0].clone();
         let mut b = HostBackend::new().with_general_kernel("k", host_copy);
         let k = [b.kernel("k").unwrap()];
-        let w = general::DeclaredWorkload::new(
+        let w = declared::DeclaredWorkload::new(
             d,
             [("n".to_string(), 40)].into(),
-            general::InputCase::Structural,
+            declared::InputCase::Structural,
             0,
             std::rc::Rc::new(Fails),
         )
@@ -1400,7 +1407,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         impl crate::reference::Reference for Startup {
             fn run(
                 &self,
-                _: &general::Shape,
+                _: &declared::Shape,
                 b: &mut [&mut [u8]],
                 _: &[i64],
                 _: &[f64],
@@ -1422,9 +1429,9 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         }
         let m = copy_manifest_of("u64", "u8");
         let decl = &m.kernels[0];
-        let base = general::Shape::from([("n".to_string(), 65)]);
+        let base = declared::Shape::from([("n".to_string(), 65)]);
         let shape =
-            general::overflow_shape(&decl.op, &base, general::INDEX_OVERFLOW_ELEMENTS).unwrap();
+            declared::overflow_shape(&decl.op, &base, declared::INDEX_OVERFLOW_ELEMENTS).unwrap();
         let why = |slow_call, start_ms| {
             let r: std::rc::Rc<dyn crate::reference::Reference> = std::rc::Rc::new(Startup {
                 calls: std::cell::Cell::new(0),
@@ -1436,7 +1443,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
                 &r,
                 &base,
                 &shape,
-                general::InputCase::Uniform { seed: 1 },
+                declared::InputCase::Uniform { seed: 1 },
             )
         };
         for slow_call in [None, Some(2)] {
@@ -1457,7 +1464,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
     impl crate::reference::Reference for Slow {
         fn run(
             &self,
-            s: &general::Shape,
+            s: &declared::Shape,
             b: &mut [&mut [u8]],
             _: &[i64],
             _: &[f64],
@@ -1595,7 +1602,7 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
     fn the_ladder_covers_every_remainder_class_and_exact_contrasts() {
         let sizes = |name: &str| -> Vec<u64> {
             let (_, d) = resolve(name).unwrap();
-            general::ladder(&d.op)
+            declared::ladder(&d.op)
                 .unwrap()
                 .iter()
                 .map(|s| s["n"] as u64)
@@ -1786,8 +1793,9 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
     fn paranoid_cross_checks_every_judgement_of_a_timed_block() {
         use crate::timing::{measure, TimingConfig, WarmupPolicy};
         let (_, d) = resolve("padded").unwrap();
-        let w = general::DeclaredWorkload::builtin(d.clone(), 64, general::InputCase::Distinct, 0)
-            .unwrap();
+        let w =
+            declared::DeclaredWorkload::builtin(d.clone(), 64, declared::InputCase::Distinct, 0)
+                .unwrap();
         let cfg = TimingConfig {
             timer: klab_core::samples::Timer::PerLaunch,
             regime: klab_core::samples::Regime::SameBuffer,

@@ -129,7 +129,7 @@ impl<B: Backend> Reference for KernelReference<B> {
             .map(|((l, plan), kernel)| crate::backend::Launch {
                 kernel,
                 plan,
-                args: crate::general::launch_args(
+                args: crate::declared::launch_args(
                     l,
                     &self.reference.op,
                     shape,
@@ -284,7 +284,7 @@ op = "scale"
         let refb = HostBackend::new().with_general_kernel("scale_v1", scale);
         let r = KernelReference::new(refb, &d[1], "ref.toml:scale_v1", &d[0].op).unwrap();
         let (mut x, mut y) = (2.0f32.to_le_bytes().repeat(3), vec![0u8; 12]);
-        let shape = crate::general::Shape::from([("n".into(), 3)]);
+        let shape = crate::declared::Shape::from([("n".into(), 3)]);
         r.run(&shape, &mut [&mut x, &mut y], &[3], &[2.0]).unwrap();
         assert_eq!(y, 4.0f32.to_le_bytes().repeat(3));
         let calls = &r.backend.borrow().calls;

@@ -13,7 +13,7 @@
 use klab_core::dtype::Dtype;
 use klab_core::stats::splitmix_at;
 
-/// What one generated input holds (the cases of [`crate::general::InputCase`] that a
+/// What one generated input holds (the cases of [`crate::declared::InputCase`] that a
 /// device can make).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Pattern {

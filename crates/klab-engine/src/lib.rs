@@ -1,6 +1,6 @@
 //! klab-engine: a declared operation run on a [`backend::Backend`] and judged.
 //!
-//! [`general::DeclaredWorkload`] is one case of one operation: it makes the [`inputs`],
+//! [`declared::DeclaredWorkload`] is one case of one operation: it makes the [`inputs`],
 //! asks a [`reference::Reference`] (a built-in [`oracle`], a user's C function or command,
 //! or a trusted kernel through [`gpuref`]) for the expected outputs, and judges a slot's
 //! outputs by the operation's rule ([`verify`] holds the device checker's side). [`check`]
@@ -10,7 +10,7 @@
 
 pub mod backend;
 pub mod check;
-pub mod general;
+pub mod declared;
 pub mod gpuref;
 pub mod inputs;
 pub mod oracle;

@@ -1128,7 +1128,7 @@ fn merge_outcomes(outcomes: Vec<CheckOutcome>) -> CheckOutcome {
 mod tests {
     use super::*;
     use crate::backend::host::{Call, HostArg, HostBackend};
-    use crate::general::{DeclaredWorkload, InputCase};
+    use crate::declared::{DeclaredWorkload, InputCase};
     use klab_spec::Variant;
 
     fn builtin(name: &str, n: u64) -> DeclaredWorkload {
@@ -1524,7 +1524,7 @@ mod tests {
 mod exploit_tests {
     use super::*;
     use crate::backend::host::{HostArg, HostBackend};
-    use crate::general::{DeclaredWorkload, InputCase};
+    use crate::declared::{DeclaredWorkload, InputCase};
     use klab_core::floor::DeviceRates;
 
     fn triad_args(args: &[HostArg]) -> (usize, usize, usize, usize, f32) {

@@ -1,7 +1,7 @@
 //! A kernel plus the operation it must compute, ready to be checked and timed: what to
 //! allocate per buffer slot, which arguments to pass, and how to check an output. The
 //! timing engine runs any [`Workload`] on any [`Backend`]; every kernel, built-in or
-//! declared by a user, is one [`crate::general::DeclaredWorkload`].
+//! declared by a user, is one [`crate::declared::DeclaredWorkload`].
 
 use crate::backend::{Arg, Backend, BackendError, Launch};
 use klab_spec::manifest::KernelDecl;

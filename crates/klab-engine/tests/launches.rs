@@ -148,7 +148,7 @@ fn a_sequence_is_declared_with_each_launch_its_own_parameters_and_launch() {
     // Arguments by name: the launch-only size from the shape, cols in each launch's type.
     let bufs = ["out", "mean", "x"];
     let args =
-        klab_engine::general::launch_args(&launches[1], &decl.op, &at, &bufs, &[3, 100], &[]);
+        klab_engine::declared::launch_args(&launches[1], &decl.op, &at, &bufs, &[3, 100], &[]);
     let shown: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
     assert_eq!(
         shown,
@@ -161,7 +161,7 @@ fn a_sequence_is_declared_with_each_launch_its_own_parameters_and_launch() {
         ]
     );
     let args =
-        klab_engine::general::launch_args(&launches[0], &decl.op, &at, &bufs, &[3, 100], &[]);
+        klab_engine::declared::launch_args(&launches[0], &decl.op, &at, &bufs, &[3, 100], &[]);
     assert_eq!(format!("{:?}", args[4]), "I32(32)");
 }
 
@@ -176,10 +176,10 @@ fn a_correct_sequence_passes_every_case_launched_in_order() {
         .with_general_kernel("row_mean", row_mean)
         .with_general_kernel("centre", centre);
     let k = klab_engine::workload::load_kernels(&mut b, &decl).unwrap();
-    let w = klab_engine::general::DeclaredWorkload::new(
+    let w = klab_engine::declared::DeclaredWorkload::new(
         decl,
         Shape::from([("rows".into(), 3), ("cols".into(), 5), ("tpb".into(), 32)]),
-        klab_engine::general::InputCase::Structural,
+        klab_engine::declared::InputCase::Structural,
         0,
         std::rc::Rc::new(CentreRef),
     )
@@ -217,10 +217,10 @@ fn a_sequence_is_timed_and_captured_as_one_unit() {
     use klab_core::samples::{Invalidation, Regime, Timer};
     use klab_engine::timing::{measure, Outcome, TimingConfig, WarmupPolicy};
     let decl = parse(CENTRE).unwrap();
-    let w = klab_engine::general::DeclaredWorkload::new(
+    let w = klab_engine::declared::DeclaredWorkload::new(
         decl.clone(),
         Shape::from([("rows".into(), 40), ("cols".into(), 33), ("tpb".into(), 32)]),
-        klab_engine::general::InputCase::Uniform { seed: 1 },
+        klab_engine::declared::InputCase::Uniform { seed: 1 },
         0,
         std::rc::Rc::new(CentreRef),
     )
@@ -417,5 +417,5 @@ fn a_reference_kernel_that_launches_with_a_size_the_checked_one_lacks_is_refused
 fn the_ladder_follows_every_launch_of_a_sequence() {
     let decl = parse(CENTRE).unwrap();
     // Only the second launch's grid grows with cols: after 64 of them (at one row).
-    assert_eq!(klab_engine::general::chunk(&decl.op, "cols"), 64);
+    assert_eq!(klab_engine::declared::chunk(&decl.op, "cols"), 64);
 }

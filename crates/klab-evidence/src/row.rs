@@ -6,7 +6,7 @@ use serde::Serialize;
 use klab_core::gpustate::GpuState;
 use klab_core::samples::{Invalidation, Regime, Timer};
 use klab_engine::backend::Backend;
-use klab_engine::general::DeclaredWorkload;
+use klab_engine::declared::DeclaredWorkload;
 use klab_engine::timing::{self, Outcome, TimingConfig, TimingError, WarmupPolicy};
 use klab_engine::workload::Workload;
 use klab_spec::rule::CheckOutcome;
@@ -276,7 +276,8 @@ mod tests {
             .1
     }
     fn workload(v: Variant, n: u64) -> DeclaredWorkload {
-        DeclaredWorkload::builtin(decl(v), n, klab_engine::general::InputCase::Distinct, 0).unwrap()
+        DeclaredWorkload::builtin(decl(v), n, klab_engine::declared::InputCase::Distinct, 0)
+            .unwrap()
     }
 
     fn transpose(out: &mut [u32], input: &[u32], n: u64, _: u64) {

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use klab_cuda::gpu::CudaBackend;
-use klab_engine::general::DeclaredWorkload;
+use klab_engine::declared::DeclaredWorkload;
 use klab_engine::verify::VerifyPolicy;
 use klab_spec::manifest::{KernelDecl, Manifest};
 use klab_spec::registry::{self, KernelRef, Scope};
@@ -75,7 +75,7 @@ impl Kernel {
     /// shape that misses a size variable, names another or leaves a range is refused.
     pub fn at_shape(
         mut self,
-        shape: Option<&klab_engine::general::ShapeArg>,
+        shape: Option<&klab_engine::declared::ShapeArg>,
     ) -> Result<Kernel, RunError> {
         let Some(shape) = shape else {
             return Ok(self);
@@ -88,7 +88,7 @@ impl Kernel {
     }
 
     /// [`Kernel::at_shape`]'s check alone.
-    pub fn check_shape(&self, shape: &klab_engine::general::ShapeArg) -> Result<(), RunError> {
+    pub fn check_shape(&self, shape: &klab_engine::declared::ShapeArg) -> Result<(), RunError> {
         self.shape_within_types(&shape.0)
             .map_err(|why| RunError::Message(format!("{}: --shape {shape}: {why}", self.name())))
     }
@@ -104,7 +104,7 @@ impl Kernel {
         let op = &self.decl.op;
         op.spec.shape_problem(shape)?;
         for (var, v) in shape {
-            let cap = klab_engine::general::size_cap(op, var);
+            let cap = klab_engine::declared::size_cap(op, var);
             if *v > cap {
                 return Err(format!(
                     "{var} = {v} is past what the kernel takes it as ({cap} at most)"
@@ -186,7 +186,7 @@ impl Kernel {
                     .join(", ")
             )
         })?;
-        let mut shape: klab_engine::general::Shape =
+        let mut shape: klab_engine::declared::Shape =
             shape.into_iter().map(|(k, v)| (k, v as i64)).collect();
         if self.size_variable().is_some() {
             // Every path that times at `n` (bench, rounds, profile, the lab) meets it here.
@@ -198,7 +198,7 @@ impl Kernel {
                 .within(|| format!("--n {n} is too large"))?;
             shape.insert(var.to_string(), n);
         }
-        let input = klab_engine::general::InputCase::Uniform {
+        let input = klab_engine::declared::InputCase::Uniform {
             seed: seed.unwrap_or(1),
         };
         Ok(DeclaredWorkload::new(
@@ -245,7 +245,7 @@ struct GpuReference {
 impl klab_engine::reference::Reference for GpuReference {
     fn run(
         &self,
-        shape: &klab_engine::general::Shape,
+        shape: &klab_engine::declared::Shape,
         buffers: &mut [&mut [u8]],
         ints: &[i64],
         floats: &[f64],

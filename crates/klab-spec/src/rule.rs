@@ -27,7 +27,7 @@
 //!   the kernel's own working precision, `|got - want| <= k * err[i] + atol`, where `want`
 //!   is the reference computed in double and `err[i]` its own error at element `i` when
 //!   computed in the working precision instead ([`Precision`]), supplied by the caller
-//!   (`general` measures it; see there for how it keeps the bound from resting on luck).
+//!   (`klab_engine::declared` measures it; see there for how it keeps the bound from resting on luck).
 //!
 //! For float dtypes, whenever `got` or `want` is a NaN the [`NanRule`] alone decides, for
 //! every rule but `Exact` (which only integers reach):

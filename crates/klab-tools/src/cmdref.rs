@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use klab_core::dtype::Dtype;
 use klab_core::npy;
-use klab_engine::general::Shape;
+use klab_engine::declared::Shape;
 use klab_engine::reference::Reference;
 use klab_spec::declared::{CommandSpec, DeclaredOp, OpParam, Role};
 

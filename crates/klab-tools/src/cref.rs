@@ -561,7 +561,7 @@ impl CReference {
 impl klab_engine::reference::Reference for CReference {
     fn run(
         &self,
-        _shape: &klab_engine::general::Shape,
+        _shape: &klab_engine::declared::Shape,
         buffers: &mut [&mut [u8]],
         ints: &[i64],
         floats: &[f64],
@@ -572,7 +572,7 @@ impl klab_engine::reference::Reference for CReference {
     fn run_in(
         &self,
         precision: klab_spec::rule::Precision,
-        _shape: &klab_engine::general::Shape,
+        _shape: &klab_engine::declared::Shape,
         buffers: &mut [&mut [u8]],
         ints: &[i64],
         floats: &[f64],

@@ -6,7 +6,7 @@
 //! ([`BuiltinOracle`], run through the same `klab_engine::reference::Reference` seam (its implementation,
 //! `klab_engine::oracle::BuiltinReference`) as a user's C function). So
 //! every kernel, built-in or brought, is checked, timed and profiled by one workload
-//! (`klab_engine::general::DeclaredWorkload`) and one ladder (`klab_engine::check::run`).
+//! (`klab_engine::declared::DeclaredWorkload`) and one ladder (`klab_engine::check::run`).
 //!
 //! What each contract declares:
 //!
@@ -160,7 +160,7 @@ pub fn bench_n(op: OpKind) -> u64 {
 /// The check's sizes for a built-in contract: 1, ragged sizes e + r over the remainder
 /// classes r of the launch's chunk e ([`remainders`]), block-exact contrasts (e, 4e, 1024)
 /// and the operation's own large sizes; 0 for the vector operations. The index-overflow size
-/// is added by the ladder itself (`klab_engine::general::overflow_shape`). Sizes past u64 are
+/// is added by the ladder itself (`klab_engine::declared::overflow_shape`). Sizes past u64 are
 /// left out (a chunk that large is refused later, when its buffers cannot be sized).
 pub fn ladder_values(op: OpKind, elements_per_block: &[u64]) -> Vec<u64> {
     let e = elements_per_block.first().copied().unwrap_or(1).max(1);

@@ -24,7 +24,7 @@
 //!
 //! [`LaunchSpec`] is one launch as written; [`crate::declared::DeclaredOp::with_sequence`]
 //! validates a list of them into [`OpLaunch`]es. [`DeclaredLaunch`] is either kind borrowed, the one
-//! view every gate launches through (`klab_engine::general::launch_args` gives its arguments): each
+//! view every gate launches through (`klab_engine::declared::launch_args` gives its arguments): each
 //! gate runs the whole sequence as one unit (poisoned, checked, sanitized, and timed from the
 //! first launch to the end of the last). This module holds data and validation only.
 
