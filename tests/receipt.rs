@@ -200,6 +200,22 @@ fn a_baseline_on_the_candidates_sample_files_is_refused() {
         v["result"]["rounds"] = ctx;
         v["result"]["rounds"]["pct_of_ceiling"] = Value::Null;
     });
+    // It lists none of the block receipts its result.rounds says it combined: refused on
+    // its own, before the pair could give it away.
+    refused(
+        &compare(&naive, &tiled),
+        &["my_naive.receipt.json: artifacts list no block receipt, but result.rounds says klab rounds combined 10 blocks"],
+    );
+    refused(
+        &klab()
+            .args(["receipt", "check"])
+            .arg(&naive)
+            .output()
+            .unwrap(),
+        &["artifacts list no block receipt"],
+    );
+    // Without result.rounds it passes for one session's rounds; only the pair gives it away.
+    edit_json(&naive, |v| v["result"]["rounds"] = Value::Null);
     refused(
         &compare(&naive, &tiled),
         &[
@@ -207,8 +223,6 @@ fn a_baseline_on_the_candidates_sample_files_is_refused() {
             "the two sides share a measurement",
         ],
     );
-
-    // On its own the forged baseline is consistent: only the pair gives it away.
     klab()
         .args(["receipt", "check"])
         .arg(&naive)
@@ -475,6 +489,22 @@ fn receipts_are_signed_and_verified_with_ssh_keygen() {
     );
     fs::write(&b, &text).unwrap();
     assert_eq!(verify("lab@h200", &allowed).status.code(), Some(0));
+    // The signature covers the receipt's bytes; a file it hashes changed since signing is
+    // not vouched for by a good signature.
+    let samples = d.path().join("baseline/samples-r01.csv");
+    let kept = fs::read(&samples).unwrap();
+    let mut more = kept.clone();
+    more.extend_from_slice(b"5,1,101.000000\n");
+    fs::write(&samples, &more).unwrap();
+    refused(
+        &verify("lab@h200", &allowed),
+        &[
+            "the signature is good, but the receipt no longer checks",
+            "samples-r01.csv",
+        ],
+    );
+    fs::write(&samples, &kept).unwrap();
+    assert_eq!(verify("lab@h200", &allowed).status.code(), Some(0));
 
     // A missing signature or ssh-keygen: exit 1, one line.
     fs::remove_file(&sig).unwrap();
@@ -531,22 +561,7 @@ fn a_combined_integrity_section_must_be_its_blocks_combined() {
             block["integrity"]["flags"] = json!(["round 2: timed median far below checked"]);
         }
         // Each block's process measures the L2 ceiling anew: the floors differ a little.
-        let median = block["result"]["median_us"].as_f64().unwrap();
-        block["integrity"]["floor"] = json!({
-            "us": median / (2.0 + i as f64 / 100.0),
-            "memory_us": median / (2.0 + i as f64 / 100.0),
-            "compute_us": 0.0,
-            "useful_bytes": 1,
-            "flops": 0,
-            "rates": {
-                "hbm_gb_s": 4814.3,
-                "l2_measured_gb_s": 9000.0 + i as f64,
-                "l2_method": "test",
-                "l2_bytes": 62914560,
-                "peak_ops_per_s": null,
-                "ops_method": "test"
-            }
-        });
+        block["integrity"]["floor"] = json!(common::floor_of(&block, 9000.0 + i as f64));
         rewrite_artifact(
             &tiled,
             rel,
@@ -609,5 +624,27 @@ fn receipts_timed_under_different_invalidation_are_refused() {
             "integrity.policy",
             "every timed launch: outputs and scratch overwritten",
         ],
+    );
+}
+
+/// `klab receipt check` says "ok" of a receipt true to its files, and says in the same
+/// breath what `klab compare` would refuse it for (a failing kernel, a profiler, a
+/// lab-contract invalidation): "ok" never hides a refusal.
+#[test]
+fn receipt_check_notes_what_compare_would_refuse() {
+    let d = tempfile::tempdir().unwrap();
+    let (b, _) = pair(d.path());
+    let ok = klab().args(["receipt", "check"]).arg(&b).output().unwrap();
+    assert_eq!(ok.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&ok.stdout).contains("note"));
+    edit_json(&b, |v| v["correctness"]["failures"] = json!(3));
+    let o = klab().args(["receipt", "check"]).arg(&b).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.starts_with("ok "), "{out}");
+    assert!(
+        out.contains("correctness check recorded 3 failure(s)")
+            && out.contains("; klab compare refuses it"),
+        "{out}"
     );
 }

@@ -15,7 +15,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let mut c = compare::compare(&args.baseline, &args.candidate, &cfg)?;
     c.resolution = args.resolve.map(|target| {
         let rounds = u32::try_from(c.analysis.rounds).unwrap_or(u32::MAX);
-        ResolveCheck::of(target, c.analysis.resolvable_effect, rounds)
+        ResolveCheck::of(target, c.analysis.reach(), rounds)
     });
     output::emit(&c, args.output.format())?;
     // A resolution asked for and not reached is a gate the pair did not pass.

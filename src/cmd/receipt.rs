@@ -1,7 +1,10 @@
 //! `klab receipt check|sign|verify`: one receipt on its own. `check` runs every check
-//! `klab compare` makes of one side ([`compare::check`]); `sign` and `verify` hand the
-//! receipt's bytes to ssh-keygen ([`sshsig`]). Exit codes: 0 success, 1 a refused receipt,
-//! a missing file or tool, 2 a signature that does not verify (a failed gate).
+//! `klab compare` makes of one side ([`compare::check`]) and notes what compare would
+//! refuse the receipt for ([`compare::require_evidence`]); `sign` refuses those;
+//! `sign` and `verify` hand the receipt's bytes to ssh-keygen ([`sshsig`]), and `verify`
+//! checks the files the receipt hashes once the signature is good. Exit codes: 0 success,
+//! 1 a refused receipt, a missing file or tool, 2 a signature that does not verify (a
+//! failed gate).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -44,12 +47,10 @@ fn check(args: ReceiptCheckArgs) -> anyhow::Result<ExitCode> {
             c.blocks.len(),
             c.receipt.result.median_us
         );
-        if c.receipt.integrity.is_none() {
-            println!(
-                "note {}: it lacks {}; klab compare refuses it",
-                path.display(),
-                klab_evidence::receipt::Integrity::LACKING
-            );
+        // The receipt is true to its files; whether it can stand behind a speedup is
+        // compare's to say, and said here so that "ok" never hides a refusal.
+        if let Err(e) = compare::require_evidence(path, &c.receipt) {
+            println!("note {e}; klab compare refuses it");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -61,7 +62,8 @@ fn sign(args: ReceiptSignArgs) -> anyhow::Result<ExitCode> {
     check_output(&out)?;
     let before = sha256_hex(&read_regular(&args.receipt, Input::RECEIPT)?);
     // Only a receipt that stands up to `compare` is worth a name on it.
-    compare::check(&args.receipt)?;
+    let checked = compare::check(&args.receipt)?;
+    compare::require_evidence(&args.receipt, &checked.receipt)?;
     let signature = sshsig::sign(&tool, &args.key, &args.receipt)?;
     let after = sha256_hex(&read_regular(&args.receipt, Input::RECEIPT)?);
     if before != after {
@@ -100,6 +102,14 @@ fn verify(args: ReceiptVerifyArgs) -> anyhow::Result<ExitCode> {
         &args.receipt,
     ) {
         Ok(said) => {
+            // The signature covers the receipt's bytes; the files it hashes are checked
+            // now, so that "verified" never vouches for evidence changed since signing.
+            compare::check(&args.receipt).with_context(|| {
+                format!(
+                    "{}: the signature is good, but the receipt no longer checks",
+                    args.receipt.display()
+                )
+            })?;
             println!("verified {}: {said}", args.receipt.display());
             Ok(ExitCode::SUCCESS)
         }

@@ -115,16 +115,35 @@ pub fn refused(out: &Output, needle: &str) -> String {
 
 /// Give a receipt from before invalidation an integrity section (every launch invalidated,
 /// no floor), as a test's stand-in for measuring it again.
+/// The floor klab states for a receipt's (as JSON) work on its device, with an L2 ceiling
+/// of `l2_measured_gb_s`.
+pub fn floor_of(v: &serde_json::Value, l2_measured_gb_s: f64) -> klab_core::floor::Floor {
+    let rates = klab_core::floor::DeviceRates {
+        hbm_gb_s: v["hardware"]["theoretical_peak_gb_s"].as_f64().unwrap(),
+        l2_measured_gb_s,
+        l2_method: "test".into(),
+        l2_bytes: v["hardware"]["l2_bytes"].as_u64().unwrap(),
+        peak_ops_per_s: None,
+        ops_method: "test".into(),
+    };
+    klab_core::floor::Floor::of(
+        v["workload"]["useful_bytes_per_launch"].as_u64().unwrap(),
+        v["workload"]["flops_per_launch"].as_u64().unwrap(),
+        &rates,
+    )
+}
+
 pub fn add_integrity(receipt: &std::path::Path) {
     let mut v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(receipt).unwrap()).unwrap();
     let policy = klab_core::samples::Invalidation::EveryLaunch;
+    let floor = floor_of(&v, 9000.0);
     v["integrity"] = serde_json::json!({
         "invalidation": policy,
         "policy": policy.describe(),
         "slots_per_sample": 1,
         "verified_samples": 4,
-        "floor": null,
+        "floor": floor,
         "checked_median_us": v["result"]["median_us"],
         "checked_launches": 6,
         "probe_median_us": v["result"]["median_us"],

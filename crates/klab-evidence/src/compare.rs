@@ -27,7 +27,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::receipt::{BlockReceipt, Receipt, ReceiptError, BLOCK_RECEIPT_ROLE, RECEIPT_SCHEMA};
+use crate::receipt::{
+    is_interleaved_order, BlockReceipt, Receipt, ReceiptError, BLOCK_RECEIPT_ROLE, RECEIPT_SCHEMA,
+};
 use klab_core::artifact::{self, sha256_hex, FileError, Input};
 use klab_core::samples::{check_resolution, parse_samples_csv, SampleError};
 use klab_core::stats::{
@@ -138,6 +140,8 @@ pub enum CompareError {
     },
     #[error("receipt {}: it lacks {}", .receipt.display(), crate::receipt::Integrity::LACKING)]
     NoIntegrity { receipt: PathBuf },
+    #[error("receipt {}: it states no {what}; measure it again", .receipt.display())]
+    Unvouched { receipt: PathBuf, what: String },
     #[error("receipt {}: its launches were timed without invalidation ({policy}): a timed launch may have found its previous result in place", .receipt.display())]
     NotInvalidated { receipt: PathBuf, policy: String },
     #[error("receipt {}: correctness check recorded {failures} failure(s) against {reference}; a failing kernel's timing is not a result", .receipt.display())]
@@ -557,10 +561,14 @@ fn like_with_like(b: &Receipt, c: &Receipt) -> Vec<Difference> {
         .collect()
 }
 
-/// Refuse a receipt that lacks the integrity section or was timed without invalidation,
-/// whose kernel failed its correctness check or a sanitizer run, or whose samples were
-/// taken under a profiler (a median below the floor is refused when the receipt validates).
-fn require_evidence(path: &Path, r: &Receipt) -> Result<(), CompareError> {
+/// Refuse a receipt that [`check`] accepted but whose evidence cannot stand behind a
+/// speedup: it lacks the integrity section, was timed without invalidation, states no
+/// physical floor or no verified sample, its kernel failed its correctness check or a
+/// sanitizer run, or its samples were taken under a profiler (a median below the floor is
+/// refused when the receipt validates). `klab receipt check`, `klab sweep collect` and
+/// `klab report` hold a receipt to this too, so that none of them passes what `compare`
+/// refuses.
+pub fn require_evidence(path: &Path, r: &Receipt) -> Result<(), CompareError> {
     let Some(integrity) = &r.integrity else {
         return Err(CompareError::NoIntegrity {
             receipt: path.to_path_buf(),
@@ -570,6 +578,19 @@ fn require_evidence(path: &Path, r: &Receipt) -> Result<(), CompareError> {
         return Err(CompareError::NotInvalidated {
             receipt: path.to_path_buf(),
             policy: integrity.policy.clone(),
+        });
+    }
+    // klab states a floor from every GPU it times on, and verifies timed samples in every
+    // block: a receipt without them was not vouched for.
+    let lacking = match (&integrity.floor, integrity.verified_samples) {
+        (None, _) => Some("physical floor (integrity.floor), which klab states on every GPU"),
+        (_, 0) => Some("verified timed sample (integrity.verified_samples is 0)"),
+        _ => None,
+    };
+    if let Some(what) = lacking {
+        return Err(CompareError::Unvouched {
+            receipt: path.to_path_buf(),
+            what: what.to_string(),
         });
     }
     if r.correctness.failures > 0 {
@@ -604,14 +625,6 @@ fn require_evidence(path: &Path, r: &Receipt) -> Result<(), CompareError> {
         });
     }
     Ok(())
-}
-
-/// Whether an `order` label declares interleaved rounds (ABBA, ABAB, alternating, ...).
-pub fn is_interleaved_order(order: &str) -> bool {
-    let o = order.to_ascii_lowercase();
-    ["abba", "baab", "abab", "alternat", "interleav"]
-        .iter()
-        .any(|k| o.contains(k))
 }
 
 fn correctness_line(r: &Receipt) -> String {
@@ -673,6 +686,11 @@ fn notes_for(role: &str, r: &Receipt, notes: &mut Vec<String>) {
             flagged.len(),
             flagged.join("; ")
         ));
+    }
+    if let Some(i) = &r.integrity {
+        for f in &i.flags {
+            notes.push(format!("{role}: integrity flag: {f}"));
+        }
     }
     if r.measurement.gpu_state.is_empty() {
         notes.push(format!(
@@ -779,6 +797,31 @@ fn environment_notes(b: &Receipt, c: &Receipt, notes: &mut Vec<String>) {
     }
 }
 
+/// Why two receipts that each declare alternating rounds did not alternate with each other:
+/// their blocks ran in time spans that do not overlap (two `klab rounds` runs, say), so
+/// their rounds are matched by number only and drift between the runs is not cancelled.
+/// `None` when the spans overlap or a receipt recorded no GPU state to tell.
+fn separate_runs(b: &Receipt, c: &Receipt) -> Option<String> {
+    let span = |r: &Receipt| -> Option<(i64, i64, String, String)> {
+        let times = r
+            .measurement
+            .gpu_state
+            .iter()
+            .flat_map(|s| [&s.before.utc, &s.after.utc])
+            .filter_map(|t| klab_core::artifact::parse_utc(t).map(|secs| (secs, t)));
+        let (lo, lo_t) = times.clone().min_by_key(|(s, _)| *s)?;
+        let (hi, hi_t) = times.max_by_key(|(s, _)| *s)?;
+        Some((lo, hi, lo_t.clone(), hi_t.clone()))
+    };
+    let ((b0, b1, bs, be), (c0, c1, cs, ce)) = (span(b)?, span(c)?);
+    // Whole seconds: spans of one run share at least the second they meet in.
+    (b1 < c0 || c1 < b0).then(|| {
+        format!(
+            "the two receipts are not one alternating run: the baseline's blocks ran from {bs} to {be}, the candidate's from {cs} to {ce}; their rounds are matched by number only, so drift between the runs is not cancelled"
+        )
+    })
+}
+
 /// Order notes: labels that do not declare interleaving, and positions that show the two
 /// receipts were not alternated within the matched rounds.
 fn order_notes(
@@ -798,6 +841,10 @@ fn order_notes(
         notes.push(format!(
             "measurement.order differs (baseline '{bo}', candidate '{co}')"
         ));
+    }
+    if let Some(why) = separate_runs(b, c) {
+        notes.push(why);
+        return;
     }
     let same: Vec<String> = positions
         .iter()

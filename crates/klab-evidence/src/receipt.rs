@@ -58,6 +58,10 @@ const CLOCK_STEP_S: i64 = 60;
 /// order of operations can move the last bits.
 const DERIVED_RTOL: f64 = 1e-9;
 
+/// Relative room on a gate's threshold when a reader checks it again from stated medians
+/// (printed samples round to half a nanosecond).
+const GATE_SLACK: f64 = 1e-6;
+
 /// The role of a block receipt among a combined receipt's artifacts (`klab rounds`).
 pub const BLOCK_RECEIPT_ROLE: &str = "block-receipt";
 
@@ -150,30 +154,162 @@ impl Integrity {
         })
     }
 
-    fn validate(&self, median_us: f64) -> Result<(), ReceiptError> {
+    /// Refuse what the section cannot hold: an empty policy, no slots, negative medians,
+    /// counts that contradict the medians they count, and a floor that is not the floor of
+    /// this receipt's work on this receipt's device ([`Integrity::check_floor`]) or that
+    /// the median breaches.
+    fn validate(&self, r: &Receipt) -> Result<(), ReceiptError> {
         label("integrity.policy", &self.policy)?;
         if self.slots_per_sample == 0 {
             return Err(ReceiptError::invalid("integrity.slots_per_sample", "is 0"));
         }
         if let Some(f) = &self.floor {
-            non_negative("integrity.floor.us", f.us)?;
-            if f.breached_by(median_us) {
+            Integrity::check_floor(f, r)?;
+            if f.breached_by(r.result.median_us) {
                 return Err(ReceiptError::invalid(
                     "result.median_us",
-                    f.breach_line(median_us),
+                    f.breach_line(r.result.median_us),
                 ));
             }
         }
-        for (name, v) in [
-            ("checked_median_us", self.checked_median_us),
-            ("probe_median_us", self.probe_median_us),
+        for (name, median, count) in [
+            (
+                "checked_median_us",
+                self.checked_median_us,
+                ("checked_launches", self.checked_launches),
+            ),
+            (
+                "probe_median_us",
+                self.probe_median_us,
+                ("probes", self.probes),
+            ),
             (
                 "probe_invalidated_median_us",
                 self.probe_invalidated_median_us,
+                ("probes", self.probes),
             ),
         ] {
-            if let Some(v) = v {
+            if let Some(v) = median {
                 non_negative(&format!("integrity.{name}"), v)?;
+            }
+            // A median of no launches, or launches without their median, is not a record
+            // of what ran.
+            let (count_name, n) = count;
+            if median.is_some() != (n > 0) {
+                return Err(ReceiptError::invalid(
+                    format!("integrity.{name}"),
+                    format!(
+                        "is {}, but integrity.{count_name} is {n}",
+                        median.map_or("absent".to_string(), |v| v.to_string())
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A stated floor is the floor of the receipt's declared work (`workload`'s useful bytes
+    /// and FLOPs) at rates that are the receipt's device's (its HBM peak and L2 size), and
+    /// its times are what [`Floor::of`] makes of them: a floor edited down, or taken from
+    /// another workload, would let an impossible median through.
+    fn check_floor(f: &Floor, r: &Receipt) -> Result<(), ReceiptError> {
+        let w = &r.workload;
+        for (field, stated, want, from) in [
+            (
+                "integrity.floor.useful_bytes",
+                f.useful_bytes,
+                w.useful_bytes_per_launch,
+                "workload.useful_bytes_per_launch",
+            ),
+            (
+                "integrity.floor.flops",
+                f.flops,
+                w.flops_per_launch,
+                "workload.flops_per_launch",
+            ),
+            (
+                "integrity.floor.rates.l2_bytes",
+                f.rates.l2_bytes,
+                r.hardware.l2_bytes,
+                "hardware.l2_bytes",
+            ),
+        ] {
+            if stated != want {
+                return Err(ReceiptError::invalid(
+                    field,
+                    format!("is {stated}, but {from} is {want}"),
+                ));
+            }
+        }
+        agree(
+            "integrity.floor.rates.hbm_gb_s",
+            f.rates.hbm_gb_s,
+            r.hardware.theoretical_peak_gb_s,
+            "hardware.theoretical_peak_gb_s",
+        )?;
+        non_negative(
+            "integrity.floor.rates.l2_measured_gb_s",
+            f.rates.l2_measured_gb_s,
+        )?;
+        if let Some(ops) = f.rates.peak_ops_per_s {
+            non_negative("integrity.floor.rates.peak_ops_per_s", ops)?;
+        }
+        let want = Floor::of(f.useful_bytes, f.flops, &f.rates);
+        let from = "its bytes, FLOPs and rates";
+        agree("integrity.floor.us", f.us, want.us, from)?;
+        agree(
+            "integrity.floor.memory_us",
+            f.memory_us,
+            want.memory_us,
+            from,
+        )?;
+        agree(
+            "integrity.floor.compute_us",
+            f.compute_us,
+            want.compute_us,
+            from,
+        )
+    }
+
+    /// The gates one block's own figures must pass, checked again from the figures it
+    /// states (`median_us`: the block's timed median): the stale-output probes
+    /// ([`klab_engine::timing::Measurement::gate_failure`]) and the flag a timed median far
+    /// below the checked one must carry ([`klab_engine::timing::Measurement::checked_flag`]).
+    /// Only a receipt of one block can be held to them: a receipt of several pools its
+    /// blocks' launches into one median, which the blocks' own gates did not judge (its
+    /// block receipts, where it lists them, are each held to them).
+    pub fn check_block_gates(&self, median_us: f64) -> Result<(), ReceiptError> {
+        use klab_engine::timing::{
+            CHECKED_MIN_GAP_US, CHECKED_RATIO_FLAG, STALE_MIN_GAIN_US, STALE_RATIO_LIMIT,
+        };
+        if let (Some(stale), Some(invalidated)) =
+            (self.probe_median_us, self.probe_invalidated_median_us)
+        {
+            // GATE_SLACK: a figure on the gate's edge is the engine's to judge, not a reader's
+            // that sees it through a rounded median.
+            if stale * STALE_RATIO_LIMIT * (1.0 + GATE_SLACK) < invalidated
+                && invalidated - stale > STALE_MIN_GAIN_US * (1.0 + GATE_SLACK)
+            {
+                return Err(ReceiptError::invalid(
+                    "integrity.probe_median_us",
+                    format!(
+                        "is {stale} us against {invalidated} us on invalidated outputs: a block whose launches ran {:.1}x faster with their previous output in place failed its gate, so it has no receipt",
+                        invalidated / stale
+                    ),
+                ));
+            }
+        }
+        if let Some(checked) = self.checked_median_us {
+            let far_below = median_us * CHECKED_RATIO_FLAG * (1.0 + GATE_SLACK) < checked
+                && checked - median_us > CHECKED_MIN_GAP_US * (1.0 + GATE_SLACK);
+            if far_below && self.flags.is_empty() {
+                return Err(ReceiptError::invalid(
+                    "integrity.flags",
+                    format!(
+                        "are empty, but the timed median {median_us} us is {:.1}x below the checked median {checked} us, which klab flags",
+                        checked / median_us
+                    ),
+                ));
             }
         }
         Ok(())
@@ -580,7 +716,7 @@ impl Receipt {
         }
         self.result.validate()?;
         if let Some(i) = &self.integrity {
-            i.validate(self.result.median_us)?;
+            i.validate(self)?;
         }
         self.derived_figures()
     }
@@ -694,6 +830,20 @@ impl Receipt {
         folder: &Path,
     ) -> Result<(), ReceiptError> {
         if blocks.is_empty() {
+            // A `klab rounds` receipt (result.rounds) combined separate processes' blocks and
+            // is held to them; one that lists none would escape every check of them.
+            if self.result.rounds.is_some() {
+                return Err(ReceiptError::invalid(
+                    "artifacts",
+                    format!(
+                        "list no block receipt, but result.rounds says klab rounds combined {} blocks into this receipt, and it lists one per block",
+                        self.measurement.raw_samples.len(),
+                    ),
+                ));
+            }
+            if let (Some(i), 1) = (&self.integrity, self.measurement.raw_samples.len()) {
+                i.check_block_gates(self.result.median_us)?;
+            }
             return Ok(());
         }
         let ours: Vec<PathBuf> = self
@@ -721,6 +871,9 @@ impl Receipt {
             }
             let mine = self.samples_of_block(b, &ours, &mut owned, samples)?;
             r.check_figures(&mine).map_err(in_block)?;
+            if let Some(i) = &r.integrity {
+                i.check_block_gates(r.result.median_us).map_err(in_block)?;
+            }
             self.same_as_block(b)?;
             failures = failures.saturating_add(r.correctness.failures);
             per_block.push(format!("{}: {}", b.path, r.correctness.failures));
@@ -907,6 +1060,14 @@ impl Receipt {
         }
         Ok(())
     }
+}
+
+/// Whether an `order` label declares interleaved rounds (ABBA, ABAB, alternating, ...).
+pub fn is_interleaved_order(order: &str) -> bool {
+    let o = order.to_ascii_lowercase();
+    ["abba", "baab", "abab", "alternat", "interleav"]
+        .iter()
+        .any(|k| o.contains(k))
 }
 
 /// A receipt listed among another's artifacts: one block of a `klab rounds` run, read and

@@ -9,7 +9,8 @@ use std::path::Path;
 use compare_fixture::*;
 use klab_core::samples::{Regime, SampleError, Timer};
 use klab_core::stats::SpeedVerdict;
-use klab_evidence::compare::{compare, is_interleaved_order, load_checked, CompareError};
+use klab_evidence::compare::{compare, load_checked, CompareError};
+use klab_evidence::receipt::is_interleaved_order;
 use klab_evidence::receipt::Receipt;
 use serde_json::json;
 
@@ -802,4 +803,122 @@ fn the_few_rounds_note_is_printed_once() {
         1,
         "{text}"
     );
+}
+
+/// `compare` holds a receipt to the gates it states figures for: no floor or no verified
+/// sample is no evidence; a one-block receipt whose stale-output probes fail the gate, or
+/// whose timed median is far below the checked one without the flag, is refused; the flags
+/// a receipt carries are printed.
+#[test]
+fn a_receipt_is_held_to_its_integrity_figures() {
+    let refused_after = |edit: fn(&mut serde_json::Value)| {
+        let d = tempfile::tempdir().unwrap();
+        let (b, c) = pair(d.path());
+        edit_json(&c, edit);
+        one_line(&refuse(&b, &c))
+    };
+    let msg = refused_after(|v| v["integrity"]["floor"] = json!(null));
+    assert!(
+        msg.contains("it states no physical floor (integrity.floor)"),
+        "{msg}"
+    );
+    let msg = refused_after(|v| v["integrity"]["verified_samples"] = json!(0));
+    assert!(msg.contains("it states no verified timed sample"), "{msg}");
+
+    // One block: the gates again, from its stated medians.
+    let one_block = |edit: fn(&mut Receipt)| {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = template("triad_candidate");
+        edit(&mut c);
+        let cp = write_run(&d.path().join("c"), c, &candidate_rounds()[..1], false);
+        (d, klab_evidence::compare::check(&cp))
+    };
+    let (_d, r) = one_block(|r| {
+        let i = r.integrity.as_mut().unwrap();
+        i.probe_median_us = Some(3.0);
+        i.probe_invalidated_median_us = Some(300.0);
+    });
+    let msg = one_line(&r.unwrap_err());
+    assert!(
+        msg.contains("ran 100.0x faster with their previous output in place"),
+        "{msg}"
+    );
+    let (_d, r) = one_block(|r| r.integrity.as_mut().unwrap().checked_median_us = Some(5000.0));
+    let msg = one_line(&r.unwrap_err());
+    assert!(
+        msg.contains("integrity.flags are empty, but the timed median"),
+        "{msg}"
+    );
+    let (_d, r) = one_block(|r| {
+        let i = r.integrity.as_mut().unwrap();
+        i.checked_median_us = Some(5000.0);
+        i.flags = vec!["timed median far below the checked median".into()];
+    });
+    r.unwrap();
+    // Several blocks pool their medians, which the blocks' own gates did not judge: their
+    // flags are printed.
+    let d = tempfile::tempdir().unwrap();
+    let (b, c) = pair_with(
+        d.path(),
+        |_| {},
+        |r| {
+            let i = r.integrity.as_mut().unwrap();
+            i.checked_median_us = Some(5000.0);
+            i.flags = vec!["round 3: timed median far below the checked median".into()];
+        },
+    );
+    let cmp = compare(&b, &c, &cfg()).unwrap();
+    assert!(
+        cmp.notes.iter().any(|n| n
+            == "candidate: integrity flag: round 3: timed median far below the checked median"),
+        "{:?}",
+        cmp.notes
+    );
+}
+
+/// A `klab rounds` receipt that lists no block receipt escapes every check of its blocks:
+/// refused.
+#[test]
+fn a_rounds_receipt_without_its_block_receipts_is_refused() {
+    let (_t, run) = h200_rounds();
+    let tiled = run.join("my_tiled.receipt.json");
+    edit_json(&tiled, |v| {
+        v["artifacts"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|a| a["role"] != json!("block-receipt"));
+    });
+    let msg = one_line(&klab_evidence::compare::check(&tiled).unwrap_err());
+    assert!(
+        msg.contains("artifacts list no block receipt, but result.rounds says klab rounds combined 10 blocks"),
+        "{msg}"
+    );
+}
+
+/// Two receipts that each alternated, but not with each other (their blocks ran days
+/// apart), are matched by round number only: said so.
+#[test]
+fn receipts_of_two_separate_runs_are_noted() {
+    let d = tempfile::tempdir().unwrap();
+    let (b, c) = pair(d.path());
+    edit_json(&c, |v| {
+        for s in v["measurement"]["gpu_state"].as_array_mut().unwrap() {
+            s["before"]["utc"] = json!("2026-12-04T10:00:00Z");
+            s["after"]["utc"] = json!("2026-12-04T10:00:01Z");
+        }
+        v["created_utc"] = json!("2026-12-04T10:00:02Z");
+    });
+    let cmp = compare(&b, &c, &cfg()).unwrap();
+    assert!(
+        cmp.notes.iter().any(|n| n.contains(
+            "the two receipts are not one alternating run: the baseline's blocks ran from 2026-11-30T09:04:56Z to 2026-11-30T09:04:56Z, the candidate's from 2026-12-04T10:00:00Z"
+        )),
+        "{:?}",
+        cmp.notes
+    );
+    // One run: no such note.
+    let d = tempfile::tempdir().unwrap();
+    let (b, c) = pair(d.path());
+    let cmp = compare(&b, &c, &cfg()).unwrap();
+    assert!(cmp.notes.is_empty(), "{:?}", cmp.notes);
 }

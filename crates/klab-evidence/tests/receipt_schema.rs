@@ -515,8 +515,49 @@ fn a_launch_outside_cuda_limits_or_the_builtin_contract_is_refused() {
         v["workload"]["operation"] = json!("declared: y (f32) at n=1000003");
         v["workload"]["grid"] = json!([700000, 1, 1]);
         v["workload"]["flops_per_launch"] = json!(5);
+        // The floor is of the FLOPs stated (it is refused when it is another's, below).
+        v["integrity"]["floor"] = Value::Null;
     });
     r.unwrap();
+}
+
+/// The physical floor is the floor of this receipt's work on this receipt's device: a floor
+/// lowered by hand, taken from another workload or from another device's rates, or whose
+/// counts contradict the medians they count, is refused, naming the field.
+#[test]
+fn a_floor_or_integrity_count_that_is_not_this_receipts_is_refused() {
+    let msg = refused(|v| v["integrity"]["floor"]["us"] = json!(1.0));
+    assert!(
+        msg.contains("integrity.floor.us is 1, but its bytes, FLOPs and rates give"),
+        "{msg}"
+    );
+    let msg = refused(|v| v["integrity"]["floor"]["useful_bytes"] = json!(1000));
+    assert!(
+        msg.contains("integrity.floor.useful_bytes is 1000, but workload.useful_bytes_per_launch is 12000036"),
+        "{msg}"
+    );
+    let msg = refused(|v| v["integrity"]["floor"]["rates"]["hbm_gb_s"] = json!(48000.0));
+    assert!(
+        msg.contains(
+            "integrity.floor.rates.hbm_gb_s is 48000, but hardware.theoretical_peak_gb_s give 4800"
+        ),
+        "{msg}"
+    );
+    let msg = refused(|v| v["integrity"]["floor"]["rates"]["l2_bytes"] = json!(1));
+    assert!(
+        msg.contains("integrity.floor.rates.l2_bytes is 1, but hardware.l2_bytes"),
+        "{msg}"
+    );
+    let msg = refused(|v| v["integrity"]["probes"] = json!(0));
+    assert!(
+        msg.contains("integrity.probe_median_us is 10, but integrity.probes is 0"),
+        "{msg}"
+    );
+    let msg = refused(|v| v["integrity"]["checked_median_us"] = Value::Null);
+    assert!(
+        msg.contains("integrity.checked_median_us is absent, but integrity.checked_launches is 12"),
+        "{msg}"
+    );
 }
 
 /// Figures the receipt alone determines, recomputed: a forged one names the field, what

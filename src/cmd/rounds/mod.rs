@@ -748,17 +748,14 @@ fn counted_block(
     Ok(())
 }
 
-/// The widest relative half-width of the ratios' intervals after `rounds` rounds (`None`
+/// The farthest any ratio's interval reaches from it, relative to it
+/// (`SpeedupAnalysis::reach`), after `rounds` rounds (`None`
 /// while one has no interval), and whether more rounds can resolve them all (no kernel
 /// failed a gate, every analysis could be made).
 fn widest_interval(plan: &Plan, rows: &[BlockRow], rounds: u32) -> (Option<f64>, bool) {
     let ratios = Ratios::against_baseline(plan, rows, rounds);
     let resolvable = ratios.error.is_none() && ratios.analyses.len() + 1 == plan.names.len();
-    let widths: Option<Vec<f64>> = ratios
-        .analyses
-        .iter()
-        .map(|a| a.analysis.resolvable_effect)
-        .collect();
+    let widths: Option<Vec<f64>> = ratios.analyses.iter().map(|a| a.analysis.reach()).collect();
     let widest = widths.and_then(|w| w.into_iter().reduce(f64::max));
     (widest, resolvable)
 }

@@ -3,8 +3,10 @@
 //! one more round would not fit in the time budget, or at a cap on rounds. [`next`] decides;
 //! [`Resolution`] is what the summary records of it.
 //!
-//! The width is the interval's half-width relative to its ratio (the analysis's
-//! `resolvable_effect`). Stopping at the first round that reaches the target reads the width
+//! The width is how far the interval reaches from its ratio, relative to it: the farther
+//! end's distance (`SpeedupAnalysis::reach`; the half-width when the interval is symmetric,
+//! which an interval of a median ratio seldom is), so that a target reached puts both ends
+//! within it. Kept under the name `half_width` in the records. Stopping at the first round that reaches the target reads the width
 //! a little low on average (a sequential look); the first look comes only when the rounds can
 //! give an interval at all ([`min_start`]: 6 at 95%).
 
@@ -29,7 +31,8 @@ pub enum Stop {
 pub struct Resolution {
     /// The half-width asked for, as a fraction of the ratio (0.01: 1%).
     pub target: f64,
-    /// The widest interval's half-width at the end, as a fraction; `None` with no ratio.
+    /// How far the widest interval reaches from its ratio at the end, as a fraction of the
+    /// ratio (its half-width when symmetric); `None` with no ratio.
     pub half_width: Option<f64>,
     pub reached: bool,
     pub stopped: Stop,
@@ -107,7 +110,8 @@ pub fn next_useful(rounds: u32) -> u32 {
 pub struct ResolveCheck {
     /// The half-width asked for, as a fraction of the ratio.
     pub target: f64,
-    /// The interval's half-width, as a fraction; `None` when the rounds give no interval.
+    /// How far the interval reaches from the ratio, as a fraction of it (its half-width
+    /// when symmetric); `None` when the rounds give no interval.
     pub half_width: Option<f64>,
     pub rounds: u32,
     pub reached: bool,

@@ -162,6 +162,17 @@ pub struct SpeedupAnalysis {
     pub note: Option<String>,
 }
 
+impl SpeedupAnalysis {
+    /// How far the interval reaches from the ratio, relative to it: the farther end's
+    /// distance, which is the half-width when the interval is symmetric. An interval of a
+    /// median ratio is not symmetric in general (its ends are two rounds' ratios), so
+    /// `--resolve P` asks this to be at most P: every end within +/-P of the ratio.
+    pub fn reach(&self) -> Option<f64> {
+        self.interval
+            .map(|(lo, hi)| (self.ratio - lo).max(hi - self.ratio) / self.ratio)
+    }
+}
+
 fn round_medians(rounds: &[Vec<f64>], side: Side) -> Result<Vec<f64>, StatsError> {
     rounds
         .iter()
@@ -569,7 +580,32 @@ mod tests {
         assert_eq!(a.interval, Some((1.0, 1.0)));
         assert_eq!(a.verdict, SpeedVerdict::Unresolved);
         assert_eq!(a.resolvable_effect, Some(0.0));
+        assert_eq!(a.reach(), Some(0.0));
         assert!(a.reversals.is_empty());
+    }
+
+    /// Seven round ratios 0.998, 1.0 (five times), 1.017: the interval is their range, the
+    /// half-width 0.95% of the ratio, but its high end 1.7% above it. `--resolve 1%` asks
+    /// for every end within 1%, so it reads the reach, not the half-width.
+    #[test]
+    fn an_asymmetric_interval_reaches_as_far_as_its_farther_end() {
+        let one = |x: f64| vec![x; 3];
+        let b: Vec<Vec<f64>> = [0.998, 1.0, 1.0, 1.0, 1.0, 1.0, 1.017]
+            .iter()
+            .map(|r| one(100.0 * r))
+            .collect();
+        let c = vec![one(100.0); 7];
+        let a = analyze_speedup(&b, &c, &cfg()).unwrap();
+        assert_eq!(a.ratio, 1.0);
+        let (lo, hi) = a.interval.unwrap();
+        assert!(
+            (lo - 0.998).abs() < 1e-12 && (hi - 1.017).abs() < 1e-12,
+            "{lo} {hi}"
+        );
+        assert!((a.resolvable_effect.unwrap() - 0.0095).abs() < 1e-9);
+        assert!((a.reach().unwrap() - 0.017).abs() < 1e-9);
+        let check = crate::stats::resolve::ResolveCheck::of(0.01, a.reach(), 7);
+        assert!(!check.reached, "{}", check.describe());
     }
 
     #[test]

@@ -165,7 +165,7 @@ pub fn integrity() -> klab_evidence::receipt::Integrity {
 }
 
 /// Move a (triad) template to size `n` with everything that follows from it: a grid of
-/// `ceil(n / 256)` blocks and the contract's useful bytes and FLOPs.
+/// `ceil(n / 256)` blocks, the contract's useful bytes and FLOPs, and their floor.
 pub fn set_n(r: &mut Receipt, n: u64) {
     r.workload.n = n;
     r.workload.grid = [n.div_ceil(256) as u32, 1, 1];
@@ -174,6 +174,9 @@ pub fn set_n(r: &mut Receipt, n: u64) {
             .unwrap();
     r.workload.useful_bytes_per_launch = bytes;
     r.workload.flops_per_launch = flops;
+    if let Some(f) = r.integrity.as_mut().and_then(|i| i.floor.as_mut()) {
+        *f = klab_core::floor::Floor::of(bytes, flops, &f.rates);
+    }
 }
 
 /// The sample CSV of one round, slots following `sample mod slots`.
