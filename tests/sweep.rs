@@ -682,6 +682,9 @@ fn collect_keeps_real_receipts_and_refuses_a_changed_one() {
             "tiled",
             "--rounds",
             "2",
+            // The receipts below were timed buffer-rotated; a point is held to its regime.
+            "--regime",
+            "buffer-rotated",
             "--slurm",
             "--dry-run",
             "--out",
@@ -695,8 +698,15 @@ fn collect_keeps_real_receipts_and_refuses_a_changed_one() {
     klab(&["sweep", "task", so, "0"], &[]);
     copy_tree(
         &root().join("evidence/2026-11-30-timing/transpose-rotated"),
-        &s.join("tasks/0/run-01/same-buffer/rounds"),
+        &s.join("tasks/0/run-01/buffer-rotated/rounds"),
     );
+    // Those receipts predate the integrity section, which a sweep's points must have (as
+    // compare requires): given one, as a receipt of today's engine carries.
+    for k in ["tiled", "padded"] {
+        common::add_integrity(&s.join(format!(
+            "tasks/0/run-01/buffer-rotated/rounds/{k}.receipt.json"
+        )));
+    }
     let rec_path = s.join("tasks/0/group.json");
     let mut rec: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&rec_path).unwrap()).unwrap();
@@ -704,14 +714,14 @@ fn collect_keeps_real_receipts_and_refuses_a_changed_one() {
         let kernel = p["kernel"].as_str().unwrap().to_string();
         let receipt: serde_json::Value = serde_json::from_slice(
             &std::fs::read(s.join(format!(
-                "tasks/0/run-01/same-buffer/rounds/{kernel}.receipt.json"
+                "tasks/0/run-01/buffer-rotated/rounds/{kernel}.receipt.json"
             )))
             .unwrap(),
         )
         .unwrap();
         p["status"] = "passed".into();
         p["detail"] = "2 rounds".into();
-        p["receipt"] = format!("tasks/0/run-01/same-buffer/rounds/{kernel}.receipt.json").into();
+        p["receipt"] = format!("tasks/0/run-01/buffer-rotated/rounds/{kernel}.receipt.json").into();
         p["gb_s"] = receipt["result"]["useful_gb_s"].clone();
         p["median_us"] = receipt["result"]["median_us"].clone();
         p["gpu_uuid"] = receipt["hardware"]["gpu_uuid"].clone();
@@ -722,6 +732,37 @@ fn collect_keeps_real_receipts_and_refuses_a_changed_one() {
     let (out, err) = text(&r);
     assert_eq!(r.status.code(), Some(0), "{out}{err}");
     assert_eq!(out.matches(" passed ").count(), 2, "{out}");
+    let honest = out.clone();
+
+    // The record is not hashed, so none of its figures is taken: a ratio written into it
+    // is replaced by the receipt's, a passed point without a receipt is an error, and a
+    // point naming another kernel's receipt is refused.
+    let forge = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut forged = rec.clone();
+        edit(&mut forged["points"]);
+        std::fs::write(&rec_path, serde_json::to_vec(&forged).unwrap()).unwrap();
+        let r = klab(&["sweep", "collect", so], &[]);
+        text(&r).0
+    };
+    let out = forge(&|p| {
+        p[1]["ratio_to_baseline"] = 3.0.into();
+        p[1]["ratio_interval"] = serde_json::json!([2.9, 3.1]);
+        p[1]["gb_s"] = 99999.0.into();
+    });
+    assert_eq!(out, honest, "a forged record's figures were shown");
+    let out = forge(&|p| p[1]["receipt"] = serde_json::Value::Null);
+    assert!(
+        out.contains("the point says it passed but names no receipt"),
+        "{out}"
+    );
+    let out = forge(&|p| {
+        p[1]["receipt"] = "tasks/0/run-01/buffer-rotated/rounds/tiled.receipt.json".into()
+    });
+    assert!(
+        out.contains("is not where the sweep writes padded's receipt of group 0"),
+        "{out}"
+    );
+    std::fs::write(&rec_path, serde_json::to_vec(&rec).unwrap()).unwrap();
     // The same table as CSV (sweep.csv's own rows) and as one JSON value (sweep.json's).
     let r = klab(&["sweep", "collect", so, "--format", "csv"], &[]);
     let (csv, _) = text(&r);
@@ -741,7 +782,8 @@ fn collect_keeps_real_receipts_and_refuses_a_changed_one() {
         "both kernels drawn"
     );
     // One raw sample of one block changed: that receipt no longer matches its bytes.
-    let block = s.join("tasks/0/run-01/same-buffer/rounds/blocks/r01-p0-tiled/samples-r01-p0.csv");
+    let block =
+        s.join("tasks/0/run-01/buffer-rotated/rounds/blocks/r01-p0-tiled/samples-r01-p0.csv");
     let csv = std::fs::read_to_string(&block).unwrap();
     let changed = csv.replacen(",0,", ",1,", 1);
     assert_ne!(changed, csv);

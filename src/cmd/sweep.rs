@@ -806,24 +806,7 @@ pub fn collect(dir: &Path) -> anyhow::Result<SweepTable> {
             });
         match rec {
             Ok(mut r) => {
-                for p in &mut r.points {
-                    if let Some(receipt) = &p.receipt {
-                        // A record names its receipt inside the sweep folder, never elsewhere.
-                        let checked = klab_core::artifact::resolve_inside(
-                            dir,
-                            Path::new(receipt),
-                            Input::RECEIPT,
-                        )
-                        .map_err(|e| e.to_string())
-                        .and_then(|path| {
-                            klab_evidence::compare::check(&path).map_err(|e| e.to_string())
-                        });
-                        if let Err(e) = checked {
-                            p.status = PointStatus::Error;
-                            p.detail = format!("its receipt was refused: {e}");
-                        }
-                    }
-                }
+                hold_to_receipts(dir, &plan, g, &mut r.points);
                 tasks.push(TaskSummary {
                     group: g.id,
                     host: r.host.clone(),
@@ -864,14 +847,129 @@ pub fn collect(dir: &Path) -> anyhow::Result<SweepTable> {
         tasks,
         task_problems: problems,
     };
-    write_json(&dir.join("sweep.json"), &table)?;
+    // The report first: a folder that cannot take it leaves the table as it was.
+    let report = klab_report::sweep::render(&table);
+    klab_report::write_into(&dir.join(klab_report::REPORT_DIR), &report)?;
     write_atomic(
         &dir.join("sweep.csv"),
         sweep::points_csv(&table.points).as_bytes(),
     )?;
-    let report = klab_report::sweep::render(&table);
-    klab_report::write_into(&dir.join(klab_report::REPORT_DIR), &report)?;
+    write_json(&dir.join("sweep.json"), &table)?;
     Ok(table)
+}
+
+/// Hold every point of group `g`'s record to its receipt, as `klab compare` holds a receipt:
+/// a point that says it passed must name one; the receipt must check
+/// ([`klab_evidence::compare::check`]), stand behind a speedup
+/// ([`klab_evidence::compare::require_evidence`]) and be this point's (in the group's task
+/// folder, named for the kernel, of the point's regime and shape); and every figure the
+/// point shows is taken from it again ([`fill`]; the ratios and ceilings of benched points
+/// from the receipts' medians, [`sweep::place_benched`]). The record itself is not hashed:
+/// its figures are never trusted.
+fn hold_to_receipts(dir: &Path, plan: &SweepPlan, g: &Group, points: &mut [PointRecord]) {
+    let mut copies = Vec::new();
+    for p in points.iter_mut() {
+        let checked = receipt_of(dir, g, p);
+        *p = PointRecord {
+            status: p.status,
+            detail: std::mem::take(&mut p.detail),
+            ..PointRecord::unmeasured(g, &p.kernel, p.regime, p.device, p.status, String::new())
+        };
+        match checked {
+            Ok(Some((rec, rel))) => {
+                if klab_evidence::receipt::builtin_operation(&rec.workload.operation)
+                    == Some(klab_spec::declared::builtin::OpKind::Copy)
+                {
+                    copies.push(p.kernel.clone());
+                }
+                fill(p, &rec, rel);
+            }
+            Ok(None) => {}
+            Err(why) => {
+                p.status = PointStatus::Error;
+                p.detail = format!("its receipt was refused: {why}");
+            }
+        }
+    }
+    if plan.rounds == 0 {
+        for &regime in &g.regimes {
+            let mut at: Vec<PointRecord> = points
+                .iter()
+                .filter(|p| p.regime == regime)
+                .cloned()
+                .collect();
+            sweep::place_benched(&mut at, &copies, plan.baseline.as_deref());
+            for q in at {
+                if let Some(p) = points
+                    .iter_mut()
+                    .find(|p| p.regime == q.regime && p.kernel == q.kernel)
+                {
+                    *p = q;
+                }
+            }
+        }
+    }
+}
+
+/// Point `p`'s receipt, checked and its own (see [`hold_to_receipts`]), with its path
+/// relative to the sweep folder; `None` for a point that names none and does not say it
+/// passed.
+fn receipt_of(dir: &Path, g: &Group, p: &PointRecord) -> Result<Option<(Receipt, String)>, String> {
+    let Some(rel) = &p.receipt else {
+        return match p.status {
+            PointStatus::Passed => Err("the point says it passed but names no receipt".into()),
+            _ => Ok(None),
+        };
+    };
+    // A record names its receipt inside the sweep folder, never elsewhere.
+    let path = klab_core::artifact::resolve_inside(dir, Path::new(rel), Input::RECEIPT)
+        .map_err(|e| e.to_string())?;
+    let checked = klab_evidence::compare::check(&path).map_err(|e| e.to_string())?;
+    klab_evidence::compare::require_evidence(&path, &checked.receipt).map_err(|e| e.to_string())?;
+    let r = checked.receipt;
+    let task = format!("{}/", SweepPlan::task_rel(g.id));
+    let file = Path::new(rel)
+        .file_name()
+        .and_then(|f| f.to_str())
+        .unwrap_or("");
+    let folder = Path::new(rel)
+        .parent()
+        .and_then(|d| d.file_name())
+        .and_then(|f| f.to_str())
+        .unwrap_or("");
+    let named_for_kernel = file == format!("{}.receipt.json", p.kernel)
+        || (file == "receipt.json" && folder == klab_core::artifact::safe_stem(&p.kernel));
+    if !rel.starts_with(&task) || !named_for_kernel {
+        return Err(format!(
+            "{rel} is not where the sweep writes {}'s receipt of group {}",
+            p.kernel, g.id
+        ));
+    }
+    if r.workload.cache_regime != p.regime {
+        return Err(format!(
+            "{rel} was timed in {}, the point is {}",
+            r.workload.cache_regime, p.regime
+        ));
+    }
+    let shape_ok = match g.one_size() {
+        Some(n) => r.workload.n == n,
+        None => {
+            let shape: klab_engine::declared::Shape = p
+                .shape
+                .iter()
+                .map(|(k, v)| (k.clone(), *v as i64))
+                .collect();
+            r.workload.shape() == klab_engine::declared::describe_shape(&shape)
+        }
+    };
+    if !shape_ok {
+        return Err(format!(
+            "{rel} was timed at {}, the point is {}",
+            r.workload.shape(),
+            g.shape_text()
+        ));
+    }
+    Ok(Some((r, rel.clone())))
 }
 
 /// The table as text: one line per point, then the task problems and the GPU overlap check.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use klab_core::artifact::{self, FileError, Input};
 use klab_core::device::DeviceFacts;
+use klab_evidence::compare;
 use klab_evidence::receipt::{check_relative_path, Receipt, ReceiptError};
 use klab_evidence::row::{self, TransposeRow};
 use klab_model::bound::{ProfileRecord, PROFILE_SCHEMA};
@@ -77,6 +78,11 @@ pub struct ReceiptEntry {
     pub path: String,
     /// The receipt, or why it could not be read.
     pub receipt: Part<Receipt>,
+    /// Why it cannot stand, if it cannot: it does not check as `klab compare` checks a side
+    /// ([`klab_evidence::compare::check`]: a file it hashes missing or changed, a figure
+    /// its files do not give), or compare would refuse it as evidence of a speedup
+    /// ([`klab_evidence::compare::require_evidence`]). Its row says so.
+    pub refused: Option<String>,
 }
 
 /// One kernel of `sanitize/sanitize.json` (the type `klab sanitize` writes it with).
@@ -359,6 +365,7 @@ impl Reader<'_> {
         Ok(paths
             .into_iter()
             .map(|path| {
+                let mut refused = None;
                 let receipt = match check_relative_path(&path) {
                     Err(why) => Err(Note(format!("not opened: {path} {why}"))),
                     Ok(()) if !self.dir.join(&path).is_file() => {
@@ -367,7 +374,11 @@ impl Reader<'_> {
                     Ok(()) => self
                         .resolve(&path, Input::RECEIPT)
                         .map_err(ReceiptError::from)
-                        .and_then(|p| Receipt::read(&p))
+                        .and_then(|p| {
+                            let r = Receipt::read(&p)?;
+                            refused = standing(&path, &p);
+                            Ok(r)
+                        })
                         .map_err(|e| {
                             Note(format!(
                                 "could not read {path}: {}",
@@ -375,7 +386,11 @@ impl Reader<'_> {
                             ))
                         }),
                 };
-                ReceiptEntry { path, receipt }
+                ReceiptEntry {
+                    path,
+                    receipt,
+                    refused: refused.map(|why| relative(why, self.dir)),
+                }
             })
             .collect())
     }
@@ -393,6 +408,17 @@ impl Reader<'_> {
 }
 
 /// Error text with the run folder's path removed (the report shows paths relative to it).
+/// Why the receipt at `path` (as the run names it; `at` resolved) cannot stand, if it
+/// cannot (see [`ReceiptEntry::refused`]).
+fn standing(path: &str, at: &Path) -> Option<String> {
+    match compare::check(at) {
+        Err(e) => Some(format!("does not check: {e}")),
+        Ok(c) => compare::require_evidence(Path::new(path), &c.receipt)
+            .err()
+            .map(|e| format!("klab compare refuses it: {e}")),
+    }
+}
+
 fn relative(message: String, dir: &Path) -> String {
     // Paths that went through resolve_inside are canonical.
     let canonical = dir.canonicalize().ok();

@@ -660,6 +660,7 @@ fn receipts(run: &RunData, entries: &[crate::data::ReceiptEntry]) -> Vec<Block> 
         "GB/s",
         "% of peak",
         "FLOP per byte",
+        "klab compare",
     ]);
     let mut notes = Vec::new();
     for e in entries {
@@ -667,6 +668,14 @@ fn receipts(run: &RunData, entries: &[crate::data::ReceiptEntry]) -> Vec<Block> 
             Err(n) => notes.push(Block::Note(n.0.clone())),
             Ok(r) => {
                 let w = &r.workload;
+                // Whether the receipt stands as compare would take it; why not, below.
+                let stands = match &e.refused {
+                    None => "takes it".to_string(),
+                    Some(why) => {
+                        notes.push(Block::Note(format!("{}: {why}", e.path)));
+                        "refuses it (below)".to_string()
+                    }
+                };
                 t.rows.push(vec![
                     Cell::mono(&e.path),
                     Cell::plain(format!("{} ({})", r.source.entry, w.shape())),
@@ -696,12 +705,13 @@ fn receipts(run: &RunData, entries: &[crate::data::ReceiptEntry]) -> Vec<Block> 
                             )
                         },
                     ),
+                    Cell::plain(stands),
                 ]);
             }
         }
     }
     let mut blocks = vec![Block::Paragraph(
-        "Timing-engine receipts (CUDA events in the kernel's stream; times are per launch), each re-checkable with klab compare.".into(),
+        "Timing-engine receipts (CUDA events in the kernel's stream; times are per launch), each checked here as klab compare checks one side (every file it hashes read again, its figures recomputed): the last column says whether compare takes it as evidence of a speedup.".into(),
     )];
     if !t.rows.is_empty() {
         blocks.push(Block::Table(t));
