@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 use super::csv::Scan;
 use super::raw::{scan_checked, Identity, KernelRecord};
-use super::value::{parse_number, parse_value, Lookup, MetricValue, Value};
+use super::value::{parse_number, parse_value, Lookup, MetricValue, NumberLocale, Value};
 use super::{MessageLevel, NcuError, NcuMessage, Page, DETAILS_COLUMNS};
 
 /// The section that holds the metrics asked for with `--metrics`, each row under the
@@ -292,7 +292,8 @@ impl DetailsReport {
 
 /// Parse `ncu --csv --page details` output. The header must have `Section Name`, `Metric
 /// Name`, `Metric Unit` and `Metric Value`; the rule columns are optional. Errors as for
-/// [`super::parse_raw`], plus [`NcuError::MissingColumn`]; a row is ragged only when it
+/// [`super::parse_raw`] (numbers in the value and speedup columns), plus
+/// [`NcuError::MissingColumn`]; a row is ragged only when it
 /// has more fields than the header.
 pub fn parse_details(text: &str) -> Result<DetailsReport, NcuError> {
     let Scan {
@@ -328,6 +329,7 @@ pub fn parse_details(text: &str) -> Result<DetailsReport, NcuError> {
     let n = names.len();
 
     let mut kernels: Vec<DetailsKernel> = Vec::new();
+    let mut locale = NumberLocale::default();
     for (i, r) in records.into_iter().enumerate() {
         let row = i + 2;
         if r.fields.len() > n {
@@ -343,6 +345,8 @@ pub fn parse_details(text: &str) -> Result<DetailsReport, NcuError> {
                 .map(|s| s.trim())
                 .unwrap_or("")
         };
+        locale.add(get(Some(value_col)));
+        locale.add(get(speedup_col));
         let id_rec = ids.read(&r, row)?;
         let k = match kernels.iter().position(|k| k.id == id_rec.id) {
             Some(p) => &mut kernels[p],
@@ -396,6 +400,9 @@ pub fn parse_details(text: &str) -> Result<DetailsReport, NcuError> {
             }),
         }
     }
+    locale
+        .check()
+        .map_err(|problem| NcuError::NumberLocale { problem })?;
     if kernels.is_empty() {
         return Err(NcuError::NoKernelsProfiled {
             detail: "the CSV table has a header but no kernel rows".to_string(),
@@ -473,5 +480,21 @@ mod tests {
     fn header_only_is_no_kernels() {
         let e = parse_details(HEADER).unwrap_err();
         assert!(matches!(e, NcuError::NoKernelsProfiled { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn numbers_in_a_comma_decimal_locale_are_refused() {
+        let page = |v: &str, speedup: &str| {
+            format!("{HEADER}\"0\",\"k\",\"S\",\"Duration\",\"ns\",\"{v}\",\n\"0\",\"k\",\"S\",\"\",\"\",\"\",\"R\",\"OPT\",\"d\",\"global\",\"{speedup}\"\n")
+        };
+        for (v, speedup) in [("79.424", "12,5"), ("61.317", "3.351")] {
+            let e = parse_details(&page(v, speedup)).unwrap_err();
+            assert!(
+                matches!(e, NcuError::NumberLocale { .. }),
+                "{v} {speedup}: {e:?}"
+            );
+        }
+        let d = parse_details(&page("79.424", "12.5")).unwrap();
+        assert_eq!(d.kernels[0].metric("S", "Duration").number(), Some(79.424));
     }
 }

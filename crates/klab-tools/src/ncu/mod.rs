@@ -616,6 +616,17 @@ pub enum NcuError {
         /// The field as printed.
         value: String,
     },
+    /// Numbers written in a locale other than English, or in one that cannot be told
+    /// ([`value::NumberLocale`]): refused, never read 1000 times off.
+    #[error(
+        "{problem}; klab reads only ncu's English number format (`,` between thousands, `.` \
+         before decimals) rather than risk a number 1000 times off: write the page under the \
+         C locale, e.g. LC_ALL=C ncu --import REPORT.ncu-rep --csv --page raw > REPORT.csv"
+    )]
+    NumberLocale {
+        /// What the numbers show, with examples from the page.
+        problem: String,
+    },
     /// `--query-metrics` output without any metric line.
     #[error("no metrics in the ncu --query-metrics output{}", hint_suffix(.hint))]
     EmptyListing {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::aliases::{alias, Alias, BLOCK_SIZE, CC, GRID_SIZE};
 use super::csv::{scan, Record, Scan};
-use super::value::{parse_value, Lookup, MetricValue};
+use super::value::{parse_value, Lookup, MetricValue, NumberLocale};
 use super::{
     first_error, is_details_header, output_failure, MessageLevel, NcuError, NcuMessage, Page,
 };
@@ -335,7 +335,8 @@ impl RawReport {
 /// ([`NcuError::CounterPermission`]); a broken quote; no header (with no data rows, ncu's
 /// `No kernels were profiled` is reported instead); a details page's header
 /// ([`NcuError::WrongPage`]); a ragged row (field count differs from the header's); a
-/// non-numeric ID; a header with no kernel rows ([`NcuError::NoKernelsProfiled`]).
+/// non-numeric ID; numbers not in English format ([`NcuError::NumberLocale`]); a header
+/// with no kernel rows ([`NcuError::NoKernelsProfiled`]).
 pub fn parse_raw(text: &str) -> Result<RawReport, NcuError> {
     let scanned = scan_checked(text)?;
     let Scan {
@@ -381,10 +382,14 @@ pub fn parse_raw(text: &str) -> Result<RawReport, NcuError> {
     let ids = Identity::locate(&columns);
 
     let mut kernels = Vec::new();
+    let mut locale = NumberLocale::default();
     for (i, r) in rows {
         check_width(&r, i, n)?;
         let mut k = ids.read(&r, i + 2)?;
         for (c, field) in columns.iter().zip(&r.fields) {
+            if c.kind != ColumnKind::Identity {
+                locale.add(field);
+            }
             let v = MetricValue {
                 unit: c.unit.clone(),
                 value: parse_value(field),
@@ -405,6 +410,9 @@ pub fn parse_raw(text: &str) -> Result<RawReport, NcuError> {
         }
         kernels.push(k);
     }
+    locale
+        .check()
+        .map_err(|problem| NcuError::NumberLocale { problem })?;
     if kernels.is_empty() {
         return Err(NcuError::NoKernelsProfiled {
             detail: "the CSV table has a header but no kernel rows".to_string(),
@@ -658,7 +666,7 @@ mod tests {
 app line\n\
 \"ID\",\"Kernel Name\",\"Block Size\",\"Grid Size\",\"device__attribute_display_name\",\"gpu__time_duration.sum\",\"launch__func_cache_config\",\"x__y.sum\"\n\
 \"\",\"\",\"\",\"\",\"\",\"ns\",\"\",\"\"\n\
-\"0\",\"k\",\"(32, 8, 1)\",\"(128, 128, 1)\",\"NVIDIA H200\",\"1,024\",\"CachePreferNone\",\"n/a\"\n\
+\"0\",\"k\",\"(32, 8, 1)\",\"(128, 128, 1)\",\"NVIDIA H200\",\"1,024.0\",\"CachePreferNone\",\"n/a\"\n\
 ==PROF== Disconnected from process 1\n";
 
     #[test]
@@ -809,9 +817,10 @@ app line\n\
 
     #[test]
     fn sum_avg_resolve_ratio() {
-        let r =
-            parse_raw("ID,a__x.sum,a__x.avg,b__y,c__z.sum\n,sector,sector,,\n0,\"1,000\",10,7,0\n")
-                .unwrap();
+        let r = parse_raw(
+            "ID,a__x.sum,a__x.avg,b__y,c__z.sum\n,sector,sector,,\n0,\"1,000\",10.0,7,0\n",
+        )
+        .unwrap();
         let k = &r.kernels[0];
         assert_eq!(k.sum_of("a__x").number(), Some(1000.0));
         assert_eq!(k.avg_of("a__x").number(), Some(10.0));
@@ -823,5 +832,41 @@ app line\n\
         assert_eq!(k.ratio("a__x.sum", "a__x.avg"), Some(100.0));
         assert_eq!(k.ratio("a__x.sum", "c__z.sum"), None);
         assert_eq!(k.ratio("a__x.sum", "missing"), None);
+    }
+
+    /// ncu writes numbers in the system locale; a page is read only when its numbers tell
+    /// that locale is English ([`NumberLocale`]), never 1000 times off.
+    #[test]
+    fn numbers_in_a_comma_decimal_locale_are_refused() {
+        let page = |a: &str, b: &str| {
+            format!("\"ID\",\"CC\",\"a__b.sum\",\"c__d.avg\"\n\"\",\"\",\"ns\",\"%\"\n\"0\",\"9.0\",\"{a}\",\"{b}\"\n")
+        };
+        let refused = |a: &str, b: &str| match parse_raw(&page(a, b)) {
+            Err(NcuError::NumberLocale { problem }) => problem,
+            other => panic!("{a} {b}: {other:?}"),
+        };
+        // German: `13.490.336` and `44,19`.
+        let p = refused("13.490.336", "44,19");
+        assert_eq!(
+            p,
+            "the numbers are written in a comma-decimal locale (`13.490.336`)"
+        );
+        assert!(refused("79.424", "44,19").contains("(`44,19`), so `79.424` is not"));
+        let e = parse_raw(&page("61.317", "61.317"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("no number tells the locale"), "{e}");
+        assert!(e.contains("LC_ALL=C ncu --import"), "{e}");
+        assert!(refused("1,980,000", "13.490.336").starts_with("the numbers mix English"));
+        // English: `1,980,000`, `44.19`; the CC column (`9.0`) is no number of the locale's.
+        let k = &parse_raw(&page("61.317", "44.19")).unwrap().kernels[0];
+        assert_eq!(k.number("a__b.sum"), Some(61.317));
+        let k = &parse_raw(&page("61,317", "1,980,000")).unwrap().kernels[0];
+        assert_eq!(k.number("a__b.sum"), Some(61_317.0));
+        // A field English reads as text (`1,2`) does not outweigh English numbers.
+        let k = &parse_raw(&page("1,2", "3,971.88")).unwrap().kernels[0];
+        assert_eq!(k.metric("a__b.sum"), Lookup::Text("1,2"));
+        // Nothing that depends on the locale: read.
+        assert!(parse_raw(&page("100", "n/a")).is_ok());
     }
 }

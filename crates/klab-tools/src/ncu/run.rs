@@ -103,10 +103,14 @@ impl RunOutput {
 pub fn run(argv: &[OsString], timeout: Duration) -> Result<RunOutput, NcuError> {
     let (program, args) = argv.split_first().ok_or(NcuError::EmptyArgv)?;
     let program = Path::new(program);
-    let cap = process::run_captured(program, args, timeout).map_err(|e| match e {
+    // ncu writes its CSV numbers in the locale's format (`44,19` under de_DE), which the
+    // page parsers refuse rather than guess: its numbers are asked for in C's.
+    let mut opts = process::RunOptions::new(timeout);
+    opts.env.push(("LC_ALL".into(), "C".into()));
+    let cap = process::run(program, args, &opts).map_err(|e| match e {
         ProcessError::Spawn { program, source } => NcuError::Spawn { program, source },
         ProcessError::Wait { program, source } => NcuError::Wait { program, source },
-        // run_captured gives the child no input file, so this cannot happen; kept total.
+        // These options give the child no input file, so this cannot happen; kept total.
         e @ ProcessError::Stdin { .. } => NcuError::Spawn {
             program: program.to_path_buf(),
             source: std::io::Error::other(e.to_string()),

@@ -179,6 +179,92 @@ pub fn parse_number(s: &str) -> Option<f64> {
     t.replace(',', "").parse::<f64>().ok()
 }
 
+/// The number format of a page, told from all its numbers together (never one value at a
+/// time): ncu writes numbers in the system locale, and a German or Spanish one writes
+/// `13.490.336` for 13,490,336 and `44,19` for 44.19. Each numeric field is read both ways,
+/// English and with `.` and `,` swapped:
+///
+/// * English only (`1,980,000`, `3,971.88`, `44.19`, `2097152.000000`): an English sign;
+/// * swapped only: a comma-decimal sign, strong where English can have no such field even as
+///   text (`13.490.336`, `1.234,5`: `.` groups digits), weak otherwise (`44,19`, which an
+///   English page may hold as text, as ncu's `1,2` would be);
+/// * both, with different values (`61.317`, `1,024`: one separator, three digits): locale
+///   dependent; both, the same value (`100`): says nothing.
+///
+/// A page is English when it has an English sign and no strong comma-decimal sign, or no
+/// locale-dependent value at all; otherwise it is refused ([`NumberLocale::check`]):
+/// comma-decimal signs, both kinds of sign, or only locale-dependent values (then nothing
+/// tells whether `61.317` is 61.317 or 61317, and a wrong guess is off by 1000). Every real
+/// raw page tells: its device attributes hold numbers over a million (`1,980,000` kHz).
+#[derive(Debug, Default)]
+pub(crate) struct NumberLocale {
+    english: Option<String>,
+    strong_comma: Option<String>,
+    weak_comma: Option<String>,
+    dependent: Option<String>,
+}
+
+impl NumberLocale {
+    /// Take one field's evidence (the first example of each kind is kept).
+    pub(crate) fn add(&mut self, field: &str) {
+        let t = field.trim();
+        if !t.contains(['.', ',']) {
+            return;
+        }
+        let swapped: String = t
+            .chars()
+            .map(|c| match c {
+                '.' => ',',
+                ',' => '.',
+                c => c,
+            })
+            .collect();
+        let slot = match (parse_number(t), parse_number(&swapped)) {
+            (Some(_), None) => &mut self.english,
+            (None, Some(_)) if t.matches('.').count() > 1 || dot_before_comma(t) => {
+                &mut self.strong_comma
+            }
+            (None, Some(_)) => &mut self.weak_comma,
+            (Some(a), Some(b)) if a != b => &mut self.dependent,
+            _ => return,
+        };
+        slot.get_or_insert_with(|| t.to_string());
+    }
+
+    /// `Err` with what the numbers show, unless the page is English (see the type).
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let comma = self.strong_comma.as_ref().or(self.weak_comma.as_ref());
+        match (&self.english, comma) {
+            (Some(_), None) => Ok(()),
+            (Some(_), Some(_)) if self.strong_comma.is_none() => Ok(()),
+            (Some(en), Some(c)) => Err(format!(
+                "the numbers mix English (`{en}`) and comma-decimal (`{c}`) formats"
+            )),
+            (None, Some(c)) => {
+                let also = self
+                    .dependent
+                    .as_ref()
+                    .map(|d| format!(", so `{d}` is not what it reads as in English"))
+                    .unwrap_or_default();
+                Err(format!(
+                    "the numbers are written in a comma-decimal locale (`{c}`){also}"
+                ))
+            }
+            (None, None) => match &self.dependent {
+                None => Ok(()),
+                Some(d) => Err(format!(
+                    "no number tells the locale the page was written in, and `{d}` reads 1000 times apart in English and in a comma-decimal locale (a whole raw page tells: its device attributes hold numbers over a million)"
+                )),
+            },
+        }
+    }
+}
+
+/// `1.234,5`: a `.` somewhere before a `,`.
+fn dot_before_comma(t: &str) -> bool {
+    matches!((t.find('.'), t.rfind(',')), (Some(d), Some(c)) if d < c)
+}
+
 /// Unit words that may carry an SI prefix (`Kbyte`, `us`, `Ghz`, `Tbyte/s`). `s` and
 /// `second` are the same unit, as are `hz` and `Hz`.
 const BASE_UNITS: [&str; 16] = [
@@ -383,5 +469,23 @@ mod tests {
         assert!(!Lookup::NoData.is_absent());
         assert_eq!(Lookup::Text("x").text(), Some("x"));
         assert_eq!(Lookup::NoData.number_in("ns"), None);
+    }
+
+    #[test]
+    fn the_locale_is_told_from_all_numbers_together() {
+        let check = |fields: &[&str]| {
+            let mut l = NumberLocale::default();
+            fields.iter().for_each(|f| l.add(f));
+            l.check()
+        };
+        assert!(check(&["1,980,000", "61.317"]).is_ok());
+        assert!(check(&["2097152.000000", "1,024"]).is_ok());
+        assert!(check(&["0", "100", "(32, 8, 1)", "n/a", "PolicySpread"]).is_ok());
+        assert!(check(&["13.490.336", "61.317"]).is_err());
+        assert!(check(&["1.234,5"]).is_err());
+        assert!(check(&["44,19", "61.317"]).is_err());
+        assert!(check(&["61.317"]).is_err());
+        assert!(check(&["1,024"]).is_err());
+        assert!(check(&["44.19", "13.490.336"]).is_err());
     }
 }

@@ -244,8 +244,9 @@ fn human_bytes(b: u64) -> String {
 
 /// The findings of a trace (see the module docs of `nsys`). In this order:
 ///
-/// 1. API calls but no kernel rows (the kernel table missing or empty, not skipped):
-///    `N runtime API calls and zero kernels: launches failed`.
+/// 1. Kernel launch calls ([`ApiCalls::launches`](super::ApiCalls::launches): not host
+///    callbacks, not graph launches) but no kernel rows (the kernel table missing or empty,
+///    not skipped): `N runtime API calls and zero kernels: launches failed`.
 /// 2. API calls that returned non-zero: `K API calls returned an error (first: NAME
 ///    returned CODE)`, the first by start time.
 /// 3. Kernel, memcpy or memset rows without timestamps (start = end = 0), or that end
@@ -258,7 +259,8 @@ fn human_bytes(b: u64) -> String {
 pub fn findings(t: &Trace) -> Vec<Finding> {
     let mut out = Vec::new();
     let no_kernel_rows = matches!(t.tables.kernel, TableState::Missing | TableState::Read(0));
-    // Only launch calls make missing kernels a failure: a trace of copies alone is not one.
+    // Only kernel launches make missing kernels a failure: a trace of copies, host callbacks
+    // or graph launches alone is not one.
     if t.api.launches > 0 && no_kernel_rows {
         out.push(Finding {
             kind: FindingKind::LaunchesFailed,

@@ -37,9 +37,10 @@
 //! # Findings and summaries
 //!
 //! [`Trace::findings`] states facts about the run that a reader should not miss, such as
-//! "15 runtime API calls and zero kernels: launches failed" (a lazy export with API calls and
-//! no kernel table, the signature of launches that returned an error nobody checked). Findings
-//! are information; they are not a gate.
+//! "15 runtime API calls and zero kernels: launches failed" (a lazy export with kernel launch
+//! calls and no kernel table, the signature of launches that returned an error nobody
+//! checked; host callbacks and graph launches do not count, see [`ApiCalls`]). Findings are
+//! information; they are not a gate.
 //!
 //! Time is compared as wall-clock time: [`Intervals`] is the union of a set of rows' spans,
 //! so copies that run at once on four streams count once, and its overlap with the kernels'
@@ -358,9 +359,13 @@ pub struct ApiCalls {
     pub count: u64,
     /// Table rows (more than `count` when rows were duplicates).
     pub rows: u64,
-    /// Calls that launch GPU work (`cudaLaunchKernel`, `cuLaunchKernel`, `cudaGraphLaunch`,
-    /// ...: names containing `Launch`).
+    /// Calls that launch a kernel (`cudaLaunchKernel`, `cuLaunchKernel`, their cooperative
+    /// and extended forms, ...); not `cudaLaunchHostFunc`, nor graph launches.
     pub launches: u64,
+    /// Graph launches (`cudaGraphLaunch`, `cuGraphLaunch`). Kept apart: a graph's kernels
+    /// become kernel rows only when nsys traced its nodes, so zero kernel rows after graph
+    /// launches is no sign that they failed.
+    pub graph_launches: u64,
     /// Calls whose returnValue is not 0, in order of start time.
     pub errors: Vec<ApiError>,
 }

@@ -345,6 +345,12 @@ impl Reader<'_> {
                 ));
             }
         }
+        if api.graph_launches > 0 && matches!(kernel, TableState::Missing | TableState::Read(0)) {
+            self.notes.push(format!(
+                "{} graph launches and zero kernel rows: not taken for failed launches, since nsys writes a graph's kernels as kernel rows only when it traces graph nodes (--cuda-graph-trace=node)",
+                api.graph_launches
+            ));
+        }
         // By start time; rows without timestamps last. Stable: ties keep table order.
         kernels.sort_by_key(|k| (k.span.has_no_timestamps(), k.span.start_ns));
         memcpys.sort_by_key(|m| (m.span.has_no_timestamps(), m.span.start_ns));
@@ -689,7 +695,14 @@ impl Reader<'_> {
             ApiCalls {
                 count,
                 rows: rows_read,
-                launches: calls.iter().filter(|c| c.name.contains("Launch")).count() as u64,
+                launches: calls
+                    .iter()
+                    .filter(|c| schema::is_kernel_launch(&c.name))
+                    .count() as u64,
+                graph_launches: calls
+                    .iter()
+                    .filter(|c| schema::is_graph_launch(&c.name))
+                    .count() as u64,
                 errors,
             },
             names,
@@ -917,5 +930,47 @@ impl Reader<'_> {
             self.notes.push(n);
         }
         Ok((TableState::Read(memsets.len() as u64), memsets))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{testdata, FindingKind};
+
+    /// The seed's failed export with its three `cudaLaunchKernel` calls renamed.
+    fn failed_with_launches_named(name: &str) -> super::super::Trace {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sqlite");
+        testdata::nsys_2024_5_transpose64_failed(&path).unwrap();
+        let sql = format!(
+            "UPDATE StringIds SET value = '{name}' WHERE value = 'cudaLaunchKernel_v7000';"
+        );
+        testdata::edit(&path, &sql).unwrap();
+        super::open(&path).unwrap()
+    }
+
+    #[test]
+    fn host_callbacks_and_graph_launches_are_not_failed_kernel_launches() {
+        let t = failed_with_launches_named("cudaLaunchHostFunc_v10000");
+        assert_eq!((t.api.launches, t.api.graph_launches), (0, 0));
+        assert!(t
+            .findings
+            .iter()
+            .all(|f| f.kind != FindingKind::LaunchesFailed));
+
+        let t = failed_with_launches_named("cudaGraphLaunch_v10000");
+        assert_eq!((t.api.launches, t.api.graph_launches), (0, 3));
+        assert!(t
+            .findings
+            .iter()
+            .all(|f| f.kind != FindingKind::LaunchesFailed));
+        assert!(t
+            .notes
+            .iter()
+            .any(|n| n.starts_with("3 graph launches and zero kernel rows")));
+
+        let t = failed_with_launches_named("cuLaunchKernel_ptsz");
+        assert_eq!(t.api.launches, 3);
+        assert_eq!(t.findings[0].kind, FindingKind::LaunchesFailed);
     }
 }

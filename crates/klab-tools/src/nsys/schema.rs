@@ -201,9 +201,77 @@ pub fn strip_version_suffix(name: &str) -> &str {
     }
 }
 
+/// Whether the API call `name` (version suffix stripped) launches a kernel: the runtime's
+/// and the driver's launches, their cooperative and extended forms (`cudaLaunchKernelExC`,
+/// `cuLaunchCooperativeKernelMultiDevice`), per-thread-stream variants (`_ptsz`), and the
+/// launches before CUDA 7 (`cudaLaunch`, `cuLaunch`, `cuLaunchGrid*`). `<<<...>>>` compiles
+/// to `cudaLaunchKernel`. Not `cudaLaunchHostFunc` (a host callback, never a kernel), nor a
+/// graph launch ([`is_graph_launch`]).
+pub fn is_kernel_launch(name: &str) -> bool {
+    const PREFIXES: [&str; 4] = [
+        "cudaLaunchKernel",
+        "cudaLaunchCooperativeKernel",
+        "cuLaunchKernel",
+        "cuLaunchCooperativeKernel",
+    ];
+    let n = without_stream_suffix(name);
+    PREFIXES.iter().any(|p| n.starts_with(p))
+        || matches!(
+            n,
+            "cudaLaunch" | "cuLaunch" | "cuLaunchGrid" | "cuLaunchGridAsync"
+        )
+}
+
+/// Whether the API call `name` launches a CUDA graph, whose kernels become kernel rows only
+/// when nsys traced the graph's nodes (`--cuda-graph-trace=node`).
+pub fn is_graph_launch(name: &str) -> bool {
+    matches!(
+        without_stream_suffix(name),
+        "cudaGraphLaunch" | "cuGraphLaunch"
+    )
+}
+
+/// `cudaLaunchKernel_ptsz` -> `cudaLaunchKernel`: the per-thread default stream variants.
+fn without_stream_suffix(name: &str) -> &str {
+    name.strip_suffix("_ptsz")
+        .or_else(|| name.strip_suffix("_ptds"))
+        .unwrap_or(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_launches_are_told_from_other_calls_named_launch() {
+        for n in [
+            "cudaLaunchKernel",
+            "cudaLaunchKernel_ptsz",
+            "cudaLaunchKernelExC",
+            "cudaLaunchCooperativeKernel",
+            "cudaLaunchCooperativeKernelMultiDevice",
+            "cuLaunchKernel",
+            "cuLaunchKernelEx",
+            "cuLaunchCooperativeKernel",
+            "cudaLaunch",
+            "cuLaunchGrid",
+        ] {
+            assert!(is_kernel_launch(n), "{n}");
+            assert!(!is_graph_launch(n), "{n}");
+        }
+        for n in [
+            "cudaLaunchHostFunc",
+            "cuLaunchHostFunc",
+            "cudaLaunchHostFunc_ptsz",
+        ] {
+            assert!(!is_kernel_launch(n), "{n}");
+            assert!(!is_graph_launch(n), "{n}");
+        }
+        for n in ["cudaGraphLaunch", "cudaGraphLaunch_ptsz", "cuGraphLaunch"] {
+            assert!(!is_kernel_launch(n), "{n}");
+            assert!(is_graph_launch(n), "{n}");
+        }
+    }
 
     #[test]
     fn version_suffixes_are_stripped_and_nothing_else() {

@@ -18,6 +18,7 @@
 //! that could not run) is accepted under any tool, and so is one whose signs contradict
 //! each other (two reports in one file): klab refuses only what the report itself says.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use klab_core::artifact::{read_regular, FileError, Input};
@@ -54,16 +55,17 @@ pub enum ImportError {
 /// `exit=N` (what `klab sanitize` and the H200 captures save after the report) and the
 /// `--error-exitcode` from a `$ compute-sanitizer ...` command line above it; without
 /// them the status is unknown and klab's default error exit code is assumed. A report
-/// that is not valid UTF-8 is read lossily, as a run's captured output is.
+/// that is not valid UTF-8 is read lossily, as a run's captured output is; one in UTF-16
+/// with a byte-order mark (what PowerShell 5's `>` writes) is decoded, with a note.
 pub fn import(tool: Tool, path: &Path) -> Result<Report, ImportError> {
     let bytes = read_regular(path, Input::SANITIZER_REPORT)?;
-    let text = String::from_utf8_lossy(&bytes);
+    let (text, utf16) = decode(&bytes);
     let text = without_ansi(&text);
     // No line carries the prefix: another format, or not a report at all.
     if !report_lines(&text).any(|l| prefix_at(l).is_some()) {
         return Err(ImportError::NotAReport {
             path: path.to_path_buf(),
-            looks_like: looks_like(&text),
+            looks_like: looks_like(&bytes, &text),
         });
     }
     let exit = report_lines(&text)
@@ -73,7 +75,12 @@ pub fn import(tool: Tool, path: &Path) -> Result<Report, ImportError> {
         .and_then(|l| l.strip_prefix("exit="))
         .and_then(|s| s.trim().parse::<i32>().ok());
     let error_exitcode = error_exitcode(&text).unwrap_or(Options::default().error_exitcode);
-    let report = parse(tool, &text, exit, error_exitcode);
+    let mut report = parse(tool, &text, exit, error_exitcode);
+    if let Some(encoding) = utf16 {
+        report.notes.push(format!(
+            "read as {encoding}: the file starts with its byte-order mark"
+        ));
+    }
     let signs = signs(&text, &report);
     let written_by: Vec<Tool> = Tool::ALL
         .into_iter()
@@ -262,9 +269,43 @@ fn error_exitcode(text: &str) -> Option<i32> {
     words.next()?.parse().ok()
 }
 
+/// The text of a report, and the UTF-16 encoding it was decoded from, if any: UTF-16 with a
+/// byte-order mark decoded (lossily), a UTF-8 byte-order mark dropped, anything else read
+/// as UTF-8, lossily.
+fn decode(bytes: &[u8]) -> (Cow<'_, str>, Option<&'static str>) {
+    let units = |be: bool| {
+        bytes[2..].chunks_exact(2).map(move |p| {
+            let pair = [p[0], p[1]];
+            if be {
+                u16::from_be_bytes(pair)
+            } else {
+                u16::from_le_bytes(pair)
+            }
+        })
+    };
+    let utf16 = |be: bool| {
+        char::decode_utf16(units(be))
+            .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+            .collect::<String>()
+            .into()
+    };
+    match bytes {
+        [0xFF, 0xFE, ..] => (utf16(false), Some("UTF-16LE")),
+        [0xFE, 0xFF, ..] => (utf16(true), Some("UTF-16BE")),
+        [0xEF, 0xBB, 0xBF, rest @ ..] => (String::from_utf8_lossy(rest), None),
+        _ => (String::from_utf8_lossy(bytes), None),
+    }
+}
+
 /// A guess at a file's format, for the refusal.
-fn looks_like(text: &str) -> Option<&'static str> {
+fn looks_like(bytes: &[u8], text: &str) -> Option<&'static str> {
     let t = text.trim_start();
+    // ASCII text in UTF-16 without a byte-order mark: every other byte is NUL.
+    let sample = &bytes[..bytes.len().min(64)];
+    let nul = |start: usize| sample.iter().skip(start).step_by(2).all(|&b| b == 0);
+    if sample.len() >= 4 && (nul(0) || nul(1)) {
+        return Some("UTF-16 text without a byte-order mark: save the report as UTF-8 (PowerShell: `| Out-File -Encoding utf8`)");
+    }
     if t.starts_with("<?xml") || t.starts_with('<') {
         Some("XML (compute-sanitizer --xml): save the text report instead")
     } else if t.starts_with('{') || t.starts_with('[') {
@@ -273,5 +314,48 @@ fn looks_like(text: &str) -> Option<&'static str> {
         Some("an empty file")
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CLEAN: &str = "$ compute-sanitizer --tool memcheck ./app\r\n========= COMPUTE-SANITIZER\r\n========= ERROR SUMMARY: 0 errors\r\nexit=0\r\n";
+
+    fn utf16(text: &str, bom: bool, be: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        let units = std::iter::once(0xFEFF)
+            .filter(|_| bom)
+            .chain(text.encode_utf16());
+        for u in units {
+            out.extend(if be { u.to_be_bytes() } else { u.to_le_bytes() });
+        }
+        out
+    }
+
+    /// PowerShell 5's `>` writes UTF-16LE with a byte-order mark.
+    #[test]
+    fn a_utf16_report_with_a_byte_order_mark_is_decoded() {
+        let dir = tempfile::tempdir().unwrap();
+        for (be, name) in [(false, "UTF-16LE"), (true, "UTF-16BE")] {
+            let path = dir.path().join(format!("{name}.txt"));
+            std::fs::write(&path, utf16(CLEAN, true, be)).unwrap();
+            let r = import(Tool::Memcheck, &path).unwrap();
+            assert_eq!(r.outcome, crate::sanitizer::Outcome::Clean, "{name}");
+            assert_eq!(r.exit_status, Some(0), "{name}");
+            assert!(r
+                .notes
+                .iter()
+                .any(|n| n.starts_with(&format!("read as {name}"))));
+        }
+        // Without the mark it is refused, and the refusal says why.
+        let path = dir.path().join("nobom.txt");
+        std::fs::write(&path, utf16(CLEAN, false, false)).unwrap();
+        let e = import(Tool::Memcheck, &path).unwrap_err().to_string();
+        assert!(
+            e.contains("UTF-16 text without a byte-order mark: save the report as UTF-8"),
+            "{e}"
+        );
     }
 }

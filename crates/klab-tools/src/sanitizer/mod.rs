@@ -13,20 +13,27 @@
 //! The parser works on that structure, not on particular kernels: every block becomes a
 //! finding, the summary, or a note (kept verbatim in [`Report::notes`]); nothing is dropped.
 //! A block whose header it does not recognise is a finding of kind [`FindingKind::Other`]
-//! with its raw text.
+//! with its raw text. Racecheck's `--racecheck-trace-sync yes` lines (`Barrier called by
+//! threads starting at ...`, `Syncwarp called by ...`, `Sync mask of thread N: ...`) trace
+//! synchronisation that happened: notes, not barrier errors.
 //!
 //! # Outcome precedence
 //!
 //! [`parse`] decides [`Outcome`] by the first rule that applies:
 //!
-//! 1. A finding of a known kind (anything but `Other`: invalid access, race, barrier,
-//!    uninitialised read, leak) -> [`Outcome::FoundErrors`]. Real findings beat everything,
-//!    including a non-zero application status (kept in [`Report::exit_status`] and
-//!    [`Report::app_failure`]) and a tool failure message elsewhere in the report.
+//! 1. A finding of a known kind (anything but `Other`: invalid access, atomics included,
+//!    race, barrier, uninitialised read, leak), or an `Other` the kernel's own code raised (a
+//!    hardware exception: `Illegal Instruction`, `Illegal Address`, `Warp Illegal Address`,
+//!    `Invalid PC`, a stack overflow, ...; a device-side `Malloc/Free error`) ->
+//!    [`Outcome::FoundErrors`]. Real findings beat everything, including a non-zero
+//!    application status (kept in [`Report::exit_status`] and [`Report::app_failure`]) and a
+//!    tool failure message elsewhere in the report.
 //! 2. A message saying the tool could not do its job (`Internal Sanitizer Error`,
 //!    `Device not supported`, `Target application terminated before first instrumented API
-//!    call`, `No attachable process`, `Failed to initialize ...`, unknown option, ...), or a
-//!    timeout or signal in [`run`] -> [`Outcome::ToolFailed`]. Such runs also print API errors
+//!    call`, `No attachable process`, `Failed to initialize ...`, unknown option, ...) or
+//!    that its results may be incomplete (`Detected overflow of tracked cuda::barrier
+//!    structures. Results might be incorrect`), or a timeout or signal in [`run`] ->
+//!    [`Outcome::ToolFailed`]. Such runs also print API errors
 //!    (`Program hit ... (error 999)`) and a non-zero ERROR SUMMARY; those do not make them
 //!    findings about the kernel.
 //! 3. `Other` findings (e.g. `Program hit CUDA_ERROR_...`, unknown blocks) or a summary count

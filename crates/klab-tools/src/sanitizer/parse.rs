@@ -85,21 +85,30 @@ pub(crate) fn parse_with(
         notes: st.notes,
         outcome: Outcome::Clean,
     };
-    report.outcome = decide(&report, output, error_exitcode, external_failure);
+    let device_errors = st.device_errors > 0;
+    report.outcome = decide(
+        &report,
+        output,
+        error_exitcode,
+        external_failure,
+        device_errors,
+    );
     report
 }
 
-/// The precedence rule (documented in the parent module).
+/// The precedence rule (documented in the parent module). `device_errors`: some `Other`
+/// findings are errors of the kernel itself ([`is_device_error`]).
 fn decide(
     r: &Report,
     output: &str,
     error_exitcode: i32,
     external_failure: Option<String>,
+    device_errors: bool,
 ) -> Outcome {
     // Infos never fail: the tool itself grades them benign.
     let mut failing = r.findings.iter().filter(|f| f.severity.fails());
-    // 1. Findings of a known kind.
-    if failing.clone().any(|f| f.kind != FindingKind::Other) {
+    // 1. Findings of a known kind, or errors the kernel's own code raised.
+    if device_errors || failing.clone().any(|f| f.kind != FindingKind::Other) {
         return Outcome::FoundErrors;
     }
     // 2. The tool said it could not work, or the caller knows it did not finish.
@@ -279,6 +288,8 @@ struct State {
     /// pairs): racecheck's by severity, every other block in `others`.
     races: Graded,
     others: u64,
+    /// Of `others`, the kernel's own errors ([`is_device_error`]).
+    device_errors: u64,
     /// `ERROR SUMMARY: N errors`, summed, apart from racecheck's counts.
     error_count: Option<u64>,
     /// `RACECHECK SUMMARY: N hazards displayed`, summed.
@@ -329,6 +340,11 @@ const TOOL_FAILURE: [&str; 31] = [
     "incompatible",
 ];
 
+/// Warnings that the tool lost track of state, so that its results may be incomplete
+/// (racecheck's `Detected overflow of tracked cuda::barrier structures. Results might be
+/// incorrect`): not a finding about the kernel, and not a clean run either.
+const INCOMPLETE: [&str; 2] = ["detected overflow of tracked", "results might be incorrect"];
+
 /// Messages that mean the application failed.
 const APP_FAILURE: [&str; 3] = [
     "target application returned",
@@ -378,8 +394,14 @@ impl State {
             self.findings.push(f);
             return 1;
         }
-        if let Some(kind) = finding_kind(&l, b) {
+        if self.trace_or_incomplete(&l, h, b) {
+            return 1;
+        }
+        if let Some(kind) = finding_kind(&l, b).or_else(|| hardware_exception(&l)) {
             self.others += 1;
+            if kind == FindingKind::Other && is_device_error(&l) {
+                self.device_errors += 1;
+            }
             self.findings.push(generic_finding(kind, b));
             return 1;
         }
@@ -401,6 +423,23 @@ impl State {
         self.others += 1;
         self.findings.push(generic_finding(FindingKind::Other, b));
         1
+    }
+
+    /// A block that is no finding although its words sound like one: a sync trace line
+    /// (`--racecheck-trace-sync yes` traces every barrier and syncwarp: facts, not errors),
+    /// or a warning that results may be incomplete. Kept as a note; `true` when taken.
+    fn trace_or_incomplete(&mut self, l: &str, h: &str, b: &Block<'_>) -> bool {
+        let trace =
+            l.contains(" called by threads starting at") || l.starts_with("sync mask of thread");
+        let incomplete = INCOMPLETE.iter().any(|m| l.contains(m));
+        if incomplete && self.tool_failure.is_none() {
+            let line = klab_core::text::one_line(h);
+            self.tool_failure = Some(format!("results may be incomplete: {line}"));
+        }
+        if trace || incomplete {
+            self.notes.push(b.text());
+        }
+        trace || incomplete
     }
 
     /// The tool's own counts against the blocks parsed, in words when they disagree.
@@ -637,7 +676,9 @@ fn finding_kind(l: &str, b: &Block<'_>) -> Option<FindingKind> {
             return Some(FindingKind::Misaligned);
         }
         let read = l.contains(" read");
-        let write = l.contains(" write");
+        // An atomic is a read-modify-write: counted as the write it ends with (the raw text
+        // keeps the word `atomic`).
+        let write = l.contains(" write") || l.contains(" atomic");
         let kind = match (read, write) {
             (true, false) if l.contains("global") => FindingKind::InvalidGlobalRead,
             (false, true) if l.contains("global") => FindingKind::InvalidGlobalWrite,
@@ -653,6 +694,44 @@ fn finding_kind(l: &str, b: &Block<'_>) -> Option<FindingKind> {
         return Some(FindingKind::Leak);
     }
     None
+}
+
+/// Errors the kernel's own code raised, by header (lowercase): memcheck's accesses of any
+/// kind (`Invalid __global__ atomic ...`), the hardware exceptions (`Illegal Instruction`,
+/// `Illegal Address`, `Warp Illegal Address`, `Misaligned ...`, `Invalid PC`, stack
+/// overflows, each with or without `Warp` / `Lane` / `Device`) and device-side
+/// `malloc`/`free` errors. These are real findings, whatever else the report says.
+fn is_device_error(l: &str) -> bool {
+    const HARDWARE: [&str; 8] = [
+        "illegal instruction",
+        "illegal address",
+        "misaligned",
+        "invalid pc",
+        "invalid address space",
+        "out-of-range address",
+        "hardware stack overflow",
+        "user stack overflow",
+    ];
+    let bare = ["warp ", "lane ", "device "]
+        .iter()
+        .find_map(|w| l.strip_prefix(w))
+        .unwrap_or(l);
+    l.starts_with("invalid __")
+        || l.contains("malloc/free error")
+        || HARDWARE.iter().any(|h| bare.starts_with(h))
+}
+
+/// The kind of a hardware exception or device-side allocation error; `None` for any other
+/// header.
+fn hardware_exception(l: &str) -> Option<FindingKind> {
+    if !is_device_error(l) {
+        return None;
+    }
+    Some(if l.contains("misaligned") {
+        FindingKind::Misaligned
+    } else {
+        FindingKind::Other
+    })
 }
 
 /// Where an access happened.
@@ -815,7 +894,13 @@ fn triple_after(s: &str, marker: &str) -> Option<[u32; 3]> {
 
 fn triple_at(s: &str) -> Option<[u32; 3]> {
     let s = s.trim_start().strip_prefix('(')?;
-    let inner = &s[..s.find(')')?];
+    // Only digits, commas and spaces come before the `)`: stopping at anything else keeps
+    // each try short of the next marker, so a line of many `thread (` is read in linear time.
+    let end = s.find(|c: char| !(c.is_ascii_digit() || c == ',' || c.is_whitespace()))?;
+    if !s[end..].starts_with(')') {
+        return None;
+    }
+    let inner = &s[..end];
     let mut it = inner.split(',').map(|p| p.trim().parse::<u32>().ok());
     let t = [it.next()??, it.next()??, it.next()??];
     if it.next().is_some() {
@@ -1124,5 +1209,104 @@ mod tests {
             paren_counts("(1 error, 0 warnings)"),
             Some((Some(1), Some(0)))
         );
+    }
+
+    fn memcheck(text: &str) -> Report {
+        parse(Tool::Memcheck, text, None, 99)
+    }
+
+    #[test]
+    fn a_sync_trace_is_notes_not_barrier_errors() {
+        let text = "\
+========= COMPUTE-SANITIZER
+========= Barrier called by threads starting at (32,0,0) in block (1,0,0), (active mask: 0xffffffff) at kernel()+0x2b0 in app.cu:36
+========= Syncwarp called by threads starting at (0,0,0) in block (0,0,0), (active mask: 0xffff0000) at kernel()+0x3c0 in app.cu:42
+=========     Sync mask of thread 16: 0xffff0000
+=========     Sync mask of thread 17: 0xffff0000
+========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)
+";
+        let r = parse(Tool::Racecheck, text, Some(0), 99);
+        assert!(r.findings.is_empty(), "{:?}", r.findings);
+        assert_eq!(r.outcome, Outcome::Clean);
+        assert_eq!(r.notes.len(), 2);
+        assert!(r.notes[1].contains("Sync mask of thread 17"));
+    }
+
+    #[test]
+    fn a_barrier_tracking_overflow_is_incomplete_results_not_a_barrier_error() {
+        let text = "\
+========= COMPUTE-SANITIZER
+========= Warning: Detected overflow of tracked cuda::barrier structures. Results might be incorrect. Try using --num-cuda-barriers to fix the issue
+========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)
+";
+        let r = parse(Tool::Racecheck, text, Some(0), 99);
+        assert!(r.findings.is_empty(), "{:?}", r.findings);
+        match r.outcome {
+            Outcome::ToolFailed { reason } => {
+                assert!(
+                    reason.starts_with("results may be incomplete: Warning: Detected overflow"),
+                    "{reason}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Real findings beat an Internal Sanitizer Error elsewhere in the report.
+    #[test]
+    fn device_errors_outrank_a_tool_failure() {
+        const ISE: &str = "========= Internal Sanitizer Error: The Sanitizer encountered an error while launching k2 and didn't track the launch. Errors might go undetected.\n";
+        for (header, kind) in [
+            (
+                "Invalid __global__ atomic of size 4 bytes",
+                FindingKind::InvalidGlobalWrite,
+            ),
+            (
+                "Invalid __shared__ atomic of size 8 bytes",
+                FindingKind::InvalidSharedWrite,
+            ),
+            ("Illegal Instruction", FindingKind::Other),
+            ("Illegal Address", FindingKind::Other),
+            ("Warp Illegal Address", FindingKind::Other),
+            ("Warp Misaligned Address", FindingKind::Misaligned),
+            ("Invalid PC", FindingKind::Other),
+            ("Warp Out-of-range Address", FindingKind::Other),
+            ("Device Hardware Stack Overflow", FindingKind::Other),
+            (
+                "Malloc/Free error encountered : Invalid pointer to free",
+                FindingKind::Other,
+            ),
+        ] {
+            let text = format!(
+                "========= COMPUTE-SANITIZER\n========= {header}\n=========     at k+0x70 in /x/a.cu:5\n=========     by thread (0,0,0) in block (0,0,0)\n=========\n{ISE}========= ERROR SUMMARY: 1 error\n"
+            );
+            let r = memcheck(&text);
+            assert_eq!(r.findings.len(), 1, "{header}");
+            assert_eq!(r.findings[0].kind, kind, "{header}");
+            assert_eq!(r.outcome, Outcome::FoundErrors, "{header}");
+        }
+        // An API error alone does not: the tool failure explains it.
+        let text = format!("========= COMPUTE-SANITIZER\n========= Program hit cudaErrorLaunchFailure (error 719) on CUDA API call to cudaDeviceSynchronize.\n{ISE}========= ERROR SUMMARY: 1 error\n");
+        assert!(matches!(
+            memcheck(&text).outcome,
+            Outcome::ToolFailed { .. }
+        ));
+    }
+
+    /// One header with 100,000 unclosed `thread (`: each try stops at the next letter.
+    #[test]
+    fn many_unclosed_triples_take_linear_time() {
+        let line = format!(
+            "Invalid __global__ read of size 4 bytes {}",
+            "by thread (1".repeat(100_000)
+        );
+        let start = std::time::Instant::now();
+        assert_eq!(triple_after(&line, "thread "), None);
+        let text = format!("========= {line}\n========= ERROR SUMMARY: 1 error\n");
+        assert_eq!(memcheck(&text).findings.len(), 1);
+        let took = start.elapsed();
+        assert!(took < std::time::Duration::from_secs(2), "{took:?}");
+        assert_eq!(triple_at(" (1, 2 ,3) x"), Some([1, 2, 3]));
+        assert_eq!(triple_at("(1, 2, 3x)"), None);
     }
 }
