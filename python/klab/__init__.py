@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -48,9 +49,23 @@ class KlabError(RuntimeError):
         self.argv = list(argv)
         self.code = code
         self.stderr = stderr
-        lines = [line for line in stderr.splitlines() if line.strip()]
-        self.message = lines[-1] if lines else f"klab exited {code} and said nothing"
+        self.message = _message(code, stderr)
         super().__init__(self.message)
+
+
+# The lines in which klab states an error: its own, and a check's kernel that stopped on one.
+_ERROR_LINE = re.compile(r"^(error:|check \S+: ERROR:)")
+
+
+def _message(code: int, stderr: str) -> str:
+    """klab's error in its own words. For exit 1, its error lines (joined), since a check of
+    several kernels goes on past one that stopped on an error and its last line is then
+    another kernel's; else, or without one, its last line."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    if not lines:
+        return f"klab exited {code} and said nothing"
+    errors = [line for line in lines if _ERROR_LINE.match(line)] if code == EXIT_ERROR else []
+    return "; ".join(errors) if errors else lines[-1]
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ except ImportError:  # Python before 3.11
 __all__ = ["dumps", "loads", "load", "python_reference", "write"]
 
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 
 
 def loads(text: str) -> Dict[str, Any]:
@@ -42,9 +43,10 @@ def loads(text: str) -> Dict[str, Any]:
 
 
 def load(path: str) -> Dict[str, Any]:
-    """A manifest's values from its file."""
+    """A manifest's values from its file (a UTF-8 byte-order mark skipped, as klab skips
+    it: an editor on Windows may write one)."""
     with open(path, "rb") as f:
-        return loads(f.read().decode("utf-8"))
+        return loads(f.read().decode("utf-8-sig"))
 
 
 def dumps(manifest: Dict[str, Any]) -> str:
@@ -58,8 +60,10 @@ def dumps(manifest: Dict[str, Any]) -> str:
 
 def write(path: str, manifest: Dict[str, Any]) -> None:
     """Write ``manifest`` to ``path`` whole or not at all (a temporary file renamed), with the
-    mode the file had, or a new file's."""
+    mode the file had, or a new file's. A symbolic link is followed: its target is replaced,
+    and the link stays a link."""
     text = dumps(manifest)
+    path = os.path.realpath(path)
     folder = os.path.dirname(os.path.abspath(path))
     try:
         mode = os.stat(path).st_mode & 0o777
@@ -132,6 +136,9 @@ def _value(v: Any, where: str) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
+        # klab reads a TOML integer as a signed 64-bit one; TOML promises no more either.
+        if not _I64_MIN <= v <= _I64_MAX:
+            raise TypeError(f"{where}: TOML has no integer {int.__repr__(v)}: klab reads i64")
         return int.__repr__(v)
     if isinstance(v, float):
         if math.isnan(v):
@@ -142,13 +149,25 @@ def _value(v: Any, where: str) -> str:
     if isinstance(v, str):
         return _string(v)
     if isinstance(v, (datetime.date, datetime.time)):
-        # TOML's dates, times and date-times (a datetime is a date too).
-        return v.isoformat()
+        return _datetime(v, where)
     if isinstance(v, list):
         return "[" + ", ".join(_value(x, where) for x in v) + "]"
     if isinstance(v, dict):
-        return "{ " + ", ".join(f"{_key(k)} = {_value(x, where)}" for k, x in v.items()) + " }"
+        items = (f"{_key(k)} = {_value(x, f'{where}.{k}')}" for k, x in v.items())
+        return "{ " + ", ".join(items) + " }"
     raise TypeError(f"{where}: TOML has no value for {v!r} ({type(v).__name__})")
+
+
+def _datetime(v: Any, where: str) -> str:
+    """TOML's dates, times and date-times (a datetime is a date too). TOML's local time has
+    no offset, and its offsets are whole minutes: Python's isoformat writes either, and TOML
+    would not read it back."""
+    if isinstance(v, datetime.time) and v.tzinfo is not None:
+        raise TypeError(f"{where}: TOML has no time with a tzinfo ({v.isoformat()})")
+    if isinstance(v, datetime.datetime) and v.utcoffset() is not None:
+        if v.utcoffset() % datetime.timedelta(minutes=1):
+            raise TypeError(f"{where}: TOML has no offset in seconds ({v.isoformat()})")
+    return v.isoformat()
 
 
 def _table(out: List[str], path: List[str], table: Dict[str, Any]) -> None:

@@ -15,19 +15,24 @@ arguments) and reads its JSON report, never its prose:
 - a gate failed: the test fails with klab's verdict (for a check, the case, the first bad
   index and both values, as klab states them; for a sanitizer run, each tool's first finding
   in the tool's own words);
-- no GPU on this machine: the test is skipped, and says so twice: the skip's reason, and a
+- no GPU on this machine: klab reads the manifest and runs the reference first, as it does
+  before it asks for a device (a check runs itself; a sanitizer run, ``klab check --plan``);
+  then the test is skipped, and says so twice: the skip's reason, and a
   :class:`NoGpuWarning` in pytest's warnings summary, so a CI log without ``-rs`` still
-  shows that nothing ran;
-- klab could not run the command (a bad manifest, a missing tool): :class:`klab.KlabError`,
-  with klab's one-line message, which pytest reports as the test's error.
+  shows that nothing ran. Under ``-W error`` the warning is not raised (it would turn the
+  skip into a failure): the skip alone says it;
+- klab could not run the command (a bad manifest, a missing tool, a reference that
+  fails): :class:`klab.KlabError`, with klab's one-line message, which pytest reports as the
+  test's error, with a GPU or without.
 """
 
 from __future__ import annotations
 
+import re
 import warnings
 from typing import Any, Dict, List, Optional
 
-from . import EXIT_GATE_FAILED, Report, env, run_json
+from . import EXIT_GATE_FAILED, EXIT_OK, KlabError, Report, env, run, run_json
 
 __all__ = ["NoGpuWarning", "check", "gpu_problem", "sanitize"]
 
@@ -56,13 +61,16 @@ def _pytest():
     return pytest
 
 
-def _skip_without_gpu(what: str, klab_bin: Optional[str]) -> None:
-    why = gpu_problem(klab_bin)
-    if why is not None:
-        reason = f"SKIPPED (no GPU): {what}: {why}"
-        # Attributed to the test's own line (the helper's caller).
+def _skip(what: str, why: str) -> None:
+    """Skip the test for want of a GPU, with a :class:`NoGpuWarning` unless the warnings
+    filters make it an error (``-W error``): a machine without a GPU is no test failure."""
+    reason = f"SKIPPED (no GPU): {what}: {why}"
+    try:
+        # Attributed to the test's own line (the caller of check or sanitize).
         warnings.warn(NoGpuWarning(reason), stacklevel=4)
-        _pytest().skip(reason)
+    except NoGpuWarning:
+        pass
+    _pytest().skip(reason)
 
 
 def check(kernel: str, *args: str, klab_bin: Optional[str] = None, timeout: Optional[float] = None) -> Report:
@@ -76,41 +84,95 @@ def sanitize(kernel: str, *args: str, klab_bin: Optional[str] = None, timeout: O
 
 
 def _gate(command, kernel, args, failure, klab_bin, timeout) -> Report:
-    """Run the gate; skip without a GPU; fail with `failure`'s account of a failed gate."""
+    """Run the gate; fail with `failure`'s account of a failed gate. Without a GPU, skip once
+    klab has read the manifest and run the reference: a wrong kernel name, manifest or
+    reference is an error on every machine, not a skip on some."""
     what = f"klab {command} {kernel}"
-    _skip_without_gpu(what, klab_bin)
-    report = run_json(command, kernel, *args, klab_bin=klab_bin, timeout=timeout)
+    why = gpu_problem(klab_bin)
+    if why is not None and command != "check":
+        _plan(kernel, klab_bin, timeout)
+        _skip(what, why)
+    try:
+        report = run_json(command, kernel, *args, klab_bin=klab_bin, timeout=timeout)
+    except KlabError as e:
+        # Only klab's own no-device error (the one `klab env` gave) is a skip.
+        if why is None or why not in e.message:
+            raise
+        report = None
+    if report is None:
+        _skip(what, why)
     if report.code == EXIT_GATE_FAILED:
         _pytest().fail(failure(what, report), pytrace=False)
     return report
+
+
+def _plan(kernel: str, klab_bin: Optional[str], timeout: Optional[float]) -> None:
+    """``klab check KERNEL --plan``: klab reads the manifest and runs the reference once on
+    the CPU, without a GPU; what it refuses raises :class:`klab.KlabError`."""
+    argv = ["check", kernel, "--plan"]
+    done = run(argv, klab_bin=klab_bin, timeout=timeout)
+    if done.returncode != EXIT_OK:
+        raise KlabError(["klab", *argv], done.returncode, done.stderr)
 
 
 def _last_lines(stderr: str, n: int = 3) -> List[str]:
     return [line for line in stderr.splitlines() if line.strip()][-n:]
 
 
+# klab's lines about a kernel's check processes, on stderr: a case that ended its process (a
+# crash, a hang: `check K: FAIL: ...`), the verdict after such deaths, an error, a give-up.
+_PROCESS_LINE = re.compile(r"^check (\S+): (FAIL:|verdict:|ERROR:|\d+ processes died)")
+
+
+def _process_lines(stderr: str) -> Dict[str, List[str]]:
+    """klab's stderr lines about each kernel's check processes, by kernel, in order."""
+    by_kernel: Dict[str, List[str]] = {}
+    for line in stderr.splitlines():
+        m = _PROCESS_LINE.match(line.strip())
+        if m:
+            by_kernel.setdefault(m.group(1), []).append(line.strip())
+    return by_kernel
+
+
+def _case_lines(r: Dict[str, Any], died: bool) -> List[str]:
+    """A kernel's report as failure lines: its rejection, its failed cases (the first three
+    in full)."""
+    cases = r.get("cases") or []
+    failed = [c for c in cases if not c.get("pass") and not c.get("skipped")]
+    lines = []
+    if r.get("known_broken"):
+        lines.append(f"{r.get('kernel')}: REJECTED (known-broken: {r['known_broken']})")
+        if not failed and not died:
+            lines.append(f"  the oracle passed all {len(cases)} cases: the label rejected it, no case did")
+    if failed:
+        lines.append(f"{r.get('kernel')}: {len(failed)} of {len(cases)} cases fail")
+        for c in failed[:3]:
+            lines.append(f"  {c.get('case')}: {c.get('detail')}")
+        if len(failed) > 3:
+            lines.append(f"  ... and {len(failed) - 3} more")
+    return lines
+
+
 def check_failure(what: str, report: Report) -> str:
     """A failed check, as the test's failure: every kernel's failed cases (the first few in
-    full: case, rule, first bad index, both values)."""
+    full: case, rule, first bad index, both values), and klab's stderr lines on a case that
+    ended its process (a crash, a hang), which no report holds: a kernel whose process hung
+    has no report at all, and one whose process died has only the report of the fresh
+    process that ran the cases after it."""
     data = report.data
-    reports: List[Any] = data if isinstance(data, list) else [data]
+    reports = [r for r in (data if isinstance(data, list) else [data]) if isinstance(r, dict)]
+    said = _process_lines(report.stderr)
     lines = []
     for r in reports:
-        if not isinstance(r, dict):
-            continue
-        cases = r.get("cases") or []
-        failed = [c for c in cases if not c.get("pass") and not c.get("skipped")]
-        if r.get("known_broken"):
-            lines.append(f"{r.get('kernel')}: REJECTED (known-broken: {r['known_broken']})")
-            if not failed:
-                lines.append(f"  the oracle passed all {len(cases)} cases: the label rejected it, no case did")
-        if failed:
-            lines.append(f"{r.get('kernel')}: {len(failed)} of {len(cases)} cases fail")
-            for c in failed[:3]:
-                lines.append(f"  {c.get('case')}: {c.get('detail')}")
-            if len(failed) > 3:
-                lines.append(f"  ... and {len(failed) - 3} more")
-    # A case that ended its process is said on stderr, not in a report.
+        kernel = str(r.get("kernel"))
+        died = said.pop(kernel, [])
+        own = _case_lines(r, bool(died))
+        if died and not own:
+            own = [f"{kernel}: a case ended its check process"]
+        lines += own + [f"  {line}" for line in died]
+    for kernel, died in said.items():
+        lines += [f"{kernel}: no report (its check process hung or died)"]
+        lines += [f"  {line}" for line in died]
     if not lines:
         lines = ["a gate failed"] + [f"  {line}" for line in _last_lines(report.stderr)]
     return f"{what}: FAIL\n" + "\n".join(lines)

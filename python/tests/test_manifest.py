@@ -67,6 +67,32 @@ class RoundTrip(unittest.TestCase):
         with self.assertRaises(TypeError):
             manifest.dumps(["not", "a", "table"])
 
+    def test_what_toml_would_misread_is_refused_by_name(self):
+        # TOML's local time has no offset, and klab reads integers as i64: Python would
+        # write `12:30:00+00:00` and `9223372036854775808`, which klab cannot read.
+        import datetime
+
+        utc = datetime.timezone.utc
+        for value, says in [
+            (datetime.time(12, 30, tzinfo=utc), "no time with a tzinfo"),
+            (2**63, "no integer 9223372036854775808"),
+            (-(2**63) - 1, "no integer -9223372036854775809"),
+        ]:
+            with self.subTest(value=value):
+                with self.assertRaises(TypeError) as e:
+                    manifest.dumps({"ops": {"k": {"at": [value]}}})
+                self.assertIn("ops.k.at", str(e.exception))
+                self.assertIn(says, str(e.exception))
+        edges = {"lo": -(2**63), "hi": 2**63 - 1, "at": datetime.datetime(2026, 1, 2, tzinfo=utc)}
+        self.assertEqual(manifest.loads(manifest.dumps(edges)), edges)
+
+    def test_a_byte_order_mark_is_read_past_as_klab_reads_past_it(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "m.toml")
+            with open(path, "wb") as f:
+                f.write(b"\xef\xbb\xbfsource = \"k.cu\"\n")
+            self.assertEqual(manifest.load(path), {"source": "k.cu"})
+
 
 class KlabReadsIt(unittest.TestCase):
     def test_a_written_manifest_plans_as_its_original(self):
@@ -110,6 +136,22 @@ class KlabReadsIt(unittest.TestCase):
             manifest.write(target, {"x": 2})
             self.assertEqual(os.stat(target).st_mode & 0o777, 0o640)
             self.assertEqual(manifest.load(target), {"x": 2})
+
+    @unittest.skipIf(not hasattr(os, "symlink") or os.name == "nt", "SKIPPED: no symlinks here")
+    def test_a_write_through_a_symlink_replaces_its_target_and_keeps_the_link(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.mkdir(os.path.join(d, "shared"))
+            target = os.path.join(d, "shared", "m.toml")
+            manifest.write(target, {"x": 1})
+            os.chmod(target, 0o640)
+            link = os.path.join(d, "m.toml")
+            os.symlink(os.path.join("shared", "m.toml"), link)
+            manifest.write(link, {"x": 2})
+            self.assertTrue(os.path.islink(link))
+            self.assertEqual(manifest.load(target), {"x": 2})
+            self.assertEqual(os.stat(target).st_mode & 0o777, 0o640)
+            self.assertEqual(sorted(os.listdir(d)), ["m.toml", "shared"])
+            self.assertEqual(os.listdir(os.path.join(d, "shared")), ["m.toml"])
 
 
 if __name__ == "__main__":

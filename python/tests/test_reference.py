@@ -41,6 +41,12 @@ def in_place(x, s):
 def forgot_return(x, s):
     s = s + 7
 
+def sort_in_place(s):
+    s.sort()
+
+def relu_in_place(x):
+    np.maximum(x, 0, out=x)
+
 def wants_y(x, y):
     return x
 
@@ -191,16 +197,24 @@ class TheRunner(unittest.TestCase):
         )
         self.assertIn("returned shape (5, 3) (15 elements); the buffer is (3, 4)", done.stderr)
 
-    def test_a_function_that_returns_nothing_and_changes_nothing_is_refused(self):
-        done, _ = call(
-            self.dir,
-            "ref.py:forgot_return",
-            [buf("x", "f32", (3, 5), "in"), buf("s", "i32", (3,), "inout")],
-            {"x": self.x, "s": self.s},
-            {},
-        )
+    def test_none_is_the_inout_buffers_as_they_are_even_when_they_were_the_answer(self):
+        # One element sorted, ReLU of positive data: the in-place answer is the input, and
+        # every check starts at n=1. An unchanged buffer is a correct answer, not an error.
+        for function, name, given in [
+            ("ref.py:sort_in_place", "s", np.array([5], dtype=np.int32)),
+            ("ref.py:relu_in_place", "x", np.array([0.5, 2.0, 3.25], dtype=np.float32)),
+        ]:
+            dtype = {"int32": "i32", "float32": "f32"}[given.dtype.name]
+            inout = [buf(name, dtype, given.shape, "inout")]
+            done, d = call(self.dir, function, inout, {name: given}, {})
+            self.assertEqual(done.returncode, 0, f"{function}: {done.stderr}")
+            self.assertEqual(self.read(d, name).tolist(), given.tolist(), function)
+
+    def test_none_with_an_out_buffer_is_refused_naming_it(self):
+        # A forgotten return cannot pass for an answer where an out buffer would be missing.
+        done, _ = self.run_three("ref.py:forgot_return")
         self.assertNotEqual(done.returncode, 0)
-        self.assertIn("returned None and changed no inout buffer in place", done.stderr)
+        self.assertIn("returned no y (an out buffer)", done.stderr.strip().splitlines()[-1])
 
     def test_an_empty_integer_output_is_no_error(self):
         done, d = call(

@@ -70,8 +70,12 @@ SANITIZE_FAILED = {
 }
 
 
-def stand_in(folder, name, env, check, sanitize):
-    """A `klab` that answers `env`, `check` and `sanitize` with (stdout, exit code)."""
+NO_DRIVER = "error: no CUDA driver: libcuda could not be loaded\n"
+
+
+def stand_in(folder, name, env, check, sanitize, plan=("check plan: k: 1 shape(s)\n", 0)):
+    """A `klab` that answers `env`, `check`, `sanitize` and `check --plan` with (stdout, exit
+    code) or (stdout, exit code, stderr); exit 1 says klab's no-driver error by default."""
     path = os.path.join(folder, name)
     with open(path, "w") as f:
         f.write(
@@ -79,11 +83,13 @@ def stand_in(folder, name, env, check, sanitize):
                 f"""\
                 #!{sys.executable}
                 import sys
-                answers = {{"env": {env!r}, "check": {check!r}, "sanitize": {sanitize!r}}}
-                out, code = answers[sys.argv[1]]
+                answers = {{"env": {env!r}, "check": {check!r}, "sanitize": {sanitize!r},
+                           "plan": {plan!r}}}
+                answer = answers["plan" if "--plan" in sys.argv else sys.argv[1]]
+                out, code = answer[:2]
                 sys.stdout.write(out)
-                if code == 1:
-                    sys.stderr.write("error: no CUDA driver: libcuda could not be loaded\\n")
+                default = {NO_DRIVER!r} if code == 1 else ""
+                sys.stderr.write(answer[2] if len(answer) > 2 else default)
                 sys.exit(code)
                 """
             )
@@ -155,6 +161,113 @@ class UnderPytest(unittest.TestCase):
             self.assertIn("racecheck: 1 finding(s); first: ========= Error: Race reported", out)
             # The skip says why in pytest's warnings summary, without -rs.
             self.assertIn("NoGpuWarning: SKIPPED (no GPU): klab check k.toml:k: no CUDA driver", out)
+
+    def test_without_a_gpu_klab_still_reads_the_manifest_and_runs_the_reference(self):
+        # klab refuses a kernel name it does not know, and a reference that fails, before it
+        # asks for a device: that is the test's error on every machine, never a skip.
+        typo = "error: manifest k.toml: no kernel matches 'knrel' (it declares kernel)\n"
+        ref = "error: k: the reference, run once on the CPU at n=1 before any device: boom\n"
+        out, code = self.session(
+            {
+                "typo": (NO_GPU_ENV, ("", 1, typo), ("", 1, typo), ("", 1, typo)),
+                "bad_ref": (NO_GPU_ENV, ("", 1, ref), ("", 1, NO_DRIVER), ("", 1, ref)),
+            },
+            """\
+            def test_check_typo():
+                check("k.toml:knrel", klab_bin=BIN["typo"])
+
+            def test_sanitize_typo():
+                sanitize("k.toml:knrel", klab_bin=BIN["typo"])
+
+            def test_check_bad_reference():
+                check("k.toml:k", klab_bin=BIN["bad_ref"])
+
+            def test_sanitize_bad_reference():
+                sanitize("k.toml:k", klab_bin=BIN["bad_ref"])
+            """,
+        )
+        self.assertEqual(code, 1, out)
+        self.assertIn("4 failed", out)
+        self.assertNotIn("skipped", out)
+        for says in [
+            "KlabError: error: manifest k.toml: no kernel matches 'knrel'",
+            "KlabError: error: k: the reference, run once on the CPU",
+        ]:
+            self.assertEqual(out.count(says), 2, out)
+
+    def test_under_w_error_no_gpu_is_a_skip_not_a_failure(self):
+        # -W error makes a warning an exception: the NoGpuWarning must not turn a skip red.
+        out, code = self.session(
+            {"no_gpu": (NO_GPU_ENV, ("", 1), ("", 1), ("check plan: k: 1 shape(s)\n", 0))},
+            """\
+            def test_check():
+                check("k.toml:k", klab_bin=BIN["no_gpu"])
+
+            def test_sanitize():
+                sanitize("k.toml:k", "--tools", "memcheck", klab_bin=BIN["no_gpu"])
+            """,
+            "-W", "error", "-rs",
+        )
+        self.assertEqual(code, 0, out)
+        self.assertIn("2 skipped", out)
+        self.assertIn("SKIPPED (no GPU): klab sanitize k.toml:k: no CUDA driver", out)
+
+    def session(self, bins, tests, *pytest_args):
+        """A pytest session over `tests` (their bodies), with BIN naming stand-ins made from
+        `bins` (name: env, check, sanitize, plan answers); its output and exit code."""
+        with tempfile.TemporaryDirectory() as d:
+            paths = {name: stand_in(d, name, *answers) for name, answers in bins.items()}
+            with open(os.path.join(d, "test_kernels.py"), "w") as f:
+                f.write("from klab.testing import check, sanitize\n\n")
+                f.write(f"BIN = {paths!r}\n\n\n")
+                f.write(textwrap.dedent(tests))
+            done = subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args, d],
+                capture_output=True,
+                text=True,
+                cwd=d,
+            )
+            return done.stdout + done.stderr, done.returncode
+
+
+NO_GPU_ENV = (
+    json.dumps({"device": None, "device_error": "no CUDA driver: libcuda could not be loaded"}),
+    1,
+)
+
+
+class CheckFailure(unittest.TestCase):
+    """What a failed check says: klab's report, and its stderr lines about cases that ended
+    their check process, which no report holds."""
+
+    def test_a_case_that_killed_or_hung_the_check_is_named_beside_the_reports_failures(self):
+        from klab import Report
+        from klab.testing import check_failure
+
+        # Kernel a: a case crashed its process, and the fresh process's report names another
+        # failure. Kernel b: hung, so klab has no report of it at all.
+        stderr = (
+            "check a (declared), replay seed 1: 40 cases\n"
+            "check a: FAIL: crashed: signal 11 (SIGSEGV) in n=65: random input seed 12\n"
+            "klab check: a: the cases after it run in a fresh process\n"
+            "check a: verdict: FAIL (1 case(s) ended their process and 0 failed before, named "
+            "above; of the 12 after the last, run in a fresh one, 1 failed)\n"
+            "check b: FAIL: hung: killed by the watchdog after 10 s (while running n=1)\n"
+        )
+        failed = Report(code=2, data=[CHECK_FAILED_A], stderr=stderr)
+        said = check_failure("klab check k.toml", failed)
+        self.assertIn("a: 1 of 3 cases fail", said)
+        self.assertIn("first at [i 32]: got NaN", said)
+        self.assertIn("check a: FAIL: crashed: signal 11 (SIGSEGV) in n=65", said)
+        self.assertIn("check a: verdict: FAIL (1 case(s) ended their process", said)
+        self.assertIn("b: no report (its check process hung or died)", said)
+        self.assertIn("check b: FAIL: hung: killed by the watchdog after 10 s", said)
+        # One kernel whose only process hung: no report (null), its line all the same.
+        one = check_failure("klab check k.toml:b", Report(code=2, data=None, stderr=stderr))
+        self.assertIn("check b: FAIL: hung", one)
+
+
+CHECK_FAILED_A = dict(CHECK_FAILED, kernel="a")
 
 
 if __name__ == "__main__":

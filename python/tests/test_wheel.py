@@ -100,6 +100,24 @@ class RunJson(unittest.TestCase):
                 self.assertEqual(e.exception.code, code)
                 self.assertIn(says, str(e.exception))
 
+    def test_an_error_is_klabs_error_lines_not_whatever_came_last(self):
+        # A check of several kernels goes on past one that stopped on an error: its last
+        # line is then another kernel's verdict.
+        stderr = (
+            "check a: ERROR: the reference, run once on the CPU at n=1: ValueError: no\n"
+            "check b (declared), replay seed 1: 40 cases\n"
+            "check b: verdict: PASS (40 cases)\n"
+        )
+        e = klab.KlabError(["klab", "check", "a", "b"], klab.EXIT_ERROR, stderr)
+        self.assertEqual(
+            e.message, "check a: ERROR: the reference, run once on the CPU at n=1: ValueError: no"
+        )
+        two = "error: one\nmore\ncheck c: ERROR: two\nthe end\n"
+        self.assertEqual(klab.KlabError([], 1, two).message, "error: one; check c: ERROR: two")
+        # Without an error line, or for another exit code, the last line.
+        self.assertEqual(klab.KlabError([], 1, "a\nb\n").message, "b")
+        self.assertEqual(klab.KlabError([], 3, two).message, "the end")
+
 
 if __name__ == "__main__":
     unittest.main()
