@@ -313,6 +313,40 @@ impl Dtype {
         }
     }
 
+    /// The values of this float dtype inside `[lo, hi]`, as the range of their order keys
+    /// ([`Dtype::order_key`]); `None` when the interval holds none of them (an f16
+    /// `[0.10001, 0.10002]`, say).
+    pub fn keys_within(self, [lo, hi]: [f64; 2]) -> Option<(i128, i128)> {
+        let (first, last) = (
+            self.bits_within(lo, [lo, hi]),
+            self.bits_within(hi, [lo, hi]),
+        );
+        let inside = |b: u64| (lo..=hi).contains(&self.value_of_bits(b));
+        (inside(first) && inside(last)).then(|| (self.order_key(first), self.order_key(last)))
+    }
+
+    /// A float's bits as an integer in the order of the values: consecutive keys are
+    /// neighbouring values, and both zeros are key 0.
+    pub fn order_key(self, bits: u64) -> i128 {
+        let sign = 1u64 << (8 * self.size_bytes() - 1);
+        let magnitude = i128::from(bits & !sign);
+        if bits & sign != 0 {
+            -magnitude
+        } else {
+            magnitude
+        }
+    }
+
+    /// The bits of order key `key` ([`Dtype::order_key`]; key 0 is +0).
+    pub fn bits_of_order_key(self, key: i128) -> u64 {
+        let sign = 1u64 << (8 * self.size_bytes() - 1);
+        if key < 0 {
+            sign | (-key) as u64
+        } else {
+            key as u64
+        }
+    }
+
     /// Store `v` as element `i`, rounded and saturated as [`Dtype::bits_of_f64`] says.
     pub fn write_f64(self, out: &mut [u8], i: usize, v: f64) {
         self.write_bits(out, i, self.bits_of_f64(v));

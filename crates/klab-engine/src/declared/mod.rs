@@ -285,6 +285,14 @@ impl DeclaredWorkload {
                                 "buffers.{name}.range at {at}: [{lo}, {hi}] is not an interval"
                             )));
                         }
+                        // Every case keeps to the domain: one with no value of the dtype
+                        // in it has no input to give.
+                        if b.dtype.keys_within([lo, hi]).is_none() {
+                            return Err(BackendError::from(format!(
+                                "buffers.{name}.range at {at}: [{lo}, {hi}] holds no {} value, so no input can keep to it (domain = true); widen the range",
+                                b.dtype
+                            )));
+                        }
                         Some([lo, hi])
                     }
                     _ => None,

@@ -55,22 +55,30 @@ impl std::fmt::Display for ShapeArg {
 const CHUNK_SEARCH_LIMIT: i64 = 1 << 24;
 
 /// The chunk of size variable `var`: the last size before the grid grows (the other
-/// variables at their smallest, a launch parameter at its ladder's base), else the block's
-/// first dimension; at least 2.
+/// variables where the ladder holds them: a variable with `values` or a launch parameter
+/// at its ladder's base, a problem size at its smallest), else the block's first
+/// dimension; at least 2.
 /// Only sizes the variable admits are tried: from its smallest, in steps of its `multiple`.
 pub fn chunk(op: &DeclaredOp, var: &str) -> u64 {
     let spec = &op.spec.sizes[var];
-    // A launch parameter (a block size) at its ladder's base, as the ladder's shapes hold
-    // it; a problem size at its smallest, where the grid's growth with `var` is plainest.
-    let other = |s: &klab_spec::declared::SizeSpec| match &s.values {
-        Some(v) if s.launch && !v.is_empty() => v[v.len() / 2] as i64,
-        _ => s.lowest() as i64,
-    };
+    // A variable with values (every launch parameter has them) where the ladder holds it,
+    // at their middle, which every shape of `var` meets; a problem size at its smallest,
+    // where the grid's growth with `var` is plainest.
+    let held: BTreeMap<&str, i64> = op
+        .spec
+        .sizes
+        .iter()
+        .filter(|(k, _)| k.as_str() != var)
+        .map(|(k, s)| {
+            let middle = s.values.as_ref().and_then(|v| v.get(v.len() / 2).copied());
+            (k.as_str(), middle.unwrap_or(s.lowest()) as i64)
+        })
+        .collect();
     let at = |n: i64| -> Shape {
         op.spec
             .sizes
-            .iter()
-            .map(|(k, s)| (k.clone(), if k == var { n } else { other(s) }))
+            .keys()
+            .map(|k| (k.clone(), held.get(k.as_str()).copied().unwrap_or(n)))
             .collect()
     };
     // A sequence's chunk is the first size at which any of its grids grows.
@@ -250,9 +258,9 @@ pub fn largest_buffer(op: &DeclaredOp, shape: &Shape) -> Option<u64> {
 
 /// The index-overflow shape: every size variable but the launch parameters grown by one
 /// common factor from `base` (the ladder's middle shape; each stays within its cap), the smallest factor at which
-/// some buffer holds more than `limit` elements even with any one variable one smaller,
-/// so that an offset computed in 32-bit arithmetic wraps, the start of the last row
-/// included. An error says why no shape reaches it.
+/// some buffer holds more than `limit` elements even with any one variable (but one at
+/// its cap) one smaller, so that an offset computed in 32-bit arithmetic wraps, the start
+/// of the last row included. An error says why no shape reaches it.
 pub fn overflow_shape(op: &DeclaredOp, base: &Shape, limit: u64) -> Result<Shape, String> {
     let launch = |k: &str| op.spec.sizes.get(k).is_some_and(|s| s.launch);
     let at = |f: f64| -> Shape {
@@ -270,7 +278,10 @@ pub fn overflow_shape(op: &DeclaredOp, base: &Shape, limit: u64) -> Result<Shape
     };
     // Past the limit even with any one variable one smaller: then the last row (or
     // column, or plane) itself starts past it, so an offset like `row * cols` computed in
-    // 32 bits wraps, not only the elements inside that row.
+    // 32 bits wraps, not only the elements inside that row. A variable at its cap (its
+    // max, its type's range) is spared that: it cannot grow to make it hold, and the
+    // others would have to grow past what is needed (a `cols` of at most 2 would ask
+    // `rows` alone past 2^31) or could not at all; the elements past the limit still wrap.
     // A length too large to evaluate in 64 bits is past any limit (three sizes at their
     // caps multiply past i64); the search then settles far below that.
     let beyond = |s: &Shape| largest_buffer(op, s).is_none_or(|n| n > limit);
@@ -282,7 +293,7 @@ pub fn overflow_shape(op: &DeclaredOp, base: &Shape, limit: u64) -> Result<Shape
                 let step = op.spec.sizes[k].multiple.max(1) as i64;
                 let mut less = s.clone();
                 less.insert(k.clone(), (*v - step).max(0));
-                *v <= step || beyond(&less)
+                *v <= step || *v as u64 >= size_cap(op, k) || beyond(&less)
             })
     };
     let (mut lo, mut hi) = (1.0f64, 2f64.powi(41));

@@ -1206,6 +1206,69 @@ fn every_case_of_a_float_domain_keeps_to_it_and_reaches_both_ends() {
     assert!((0..5000).any(|i| Dtype::F32.to_f64(&exact, i) < 0.0));
 }
 
+/// Distinct input in a float domain has no two equal neighbours: 2^20 evenly spaced points
+/// of [-1, 1] gave the first twenty f16 elements one value (-1.0) and every bf16 element
+/// of a thousand the same, so a kernel that moved elements could not be caught. Where the
+/// domain holds at most 2^20 values of the dtype, each comes in turn.
+#[test]
+fn distinct_input_in_a_float_domain_is_distinct_in_its_dtype() {
+    for (dtype, range) in [
+        (Dtype::F16, [-1.0, 1.0]),
+        (Dtype::Bf16, [-1.0, 1.0]),
+        (Dtype::F16, [0.5, 0.6]),
+        (Dtype::F32, [1.0, 1.0001]),
+    ] {
+        let b = Buffer {
+            range: Some(range),
+            float_domain: Some(range),
+            ..input_of_5000(dtype)
+        };
+        let bytes = fill(&b, 1, InputCase::Distinct).unwrap();
+        let v: Vec<u64> = (0..5000).map(|i| dtype.bits(&bytes, i)).collect();
+        let (first, last) = dtype.keys_within(range).unwrap();
+        let count = (last - first + 1).min(5000) as usize;
+        let distinct: std::collections::BTreeSet<u64> = v.iter().copied().collect();
+        assert_eq!(distinct.len(), count, "{dtype} {range:?}");
+        assert!(
+            v.windows(2).all(|w| w[0] != w[1]),
+            "{dtype} {range:?}: equal neighbours"
+        );
+        assert!(v
+            .iter()
+            .all(|b| (range[0]..=range[1]).contains(&dtype.value_of_bits(*b))));
+    }
+}
+
+/// A float domain that holds no value of its dtype cannot be kept to: refused in one line
+/// naming the buffer, where every case used to leave it (-inf for f16 [-70000, -65520]).
+#[test]
+fn a_float_domain_without_a_value_of_its_dtype_is_refused() {
+    for (dtype, range) in [
+        (Dtype::F16, [-70000.0, -65520.0]),
+        (Dtype::Bf16, [1.001, 1.002]),
+        (Dtype::F16, [0.10001, 0.10002]),
+    ] {
+        assert_eq!(dtype.keys_within(range), None, "{dtype} {range:?}");
+    }
+    assert!(Dtype::F16.keys_within([0.1, 0.2]).is_some());
+    let m = MANIFEST
+        .replace("sizes.cols = { values = [1, 5, 33] }", "sizes.cols = { values = [5] }")
+        .replace(
+            r#"buffers.x = { dtype = "f32", len = "rows * cols", role = "in", shape = ["rows", "cols"] }"#,
+            r#"buffers.x = { dtype = "f16", len = "rows * cols", role = "in", shape = ["rows", "cols"], range = [1.0001, 1.0002], domain = true }"#,
+        );
+    let d = with(&m);
+    let shape = Shape::from([("rows".into(), 4), ("cols".into(), 5)]);
+    let e = DeclaredWorkload::new(d, shape, InputCase::Structural, 0, std::rc::Rc::new(RowSum))
+        .unwrap_err();
+    assert!(
+        e.message
+            .contains("buffers.x.range at cols=5 rows=4: [1.0001, 1.0002] holds no f16 value"),
+        "{}",
+        e.message
+    );
+}
+
 /// The random draw of a float domain is made by the generator (on the device for large
 /// inputs): where an end is not a value of the dtype (0.10003 in f16 rounds to
 /// 0.1000366), a draw that rounds past it is stepped back inside, as the host's cases are.
@@ -1295,9 +1358,10 @@ fn the_index_overflow_shape_is_the_smallest_common_growth_past_the_limit() {
     ));
     let s = overflow_shape(capped.op.as_ref(), &base, 1 << 31).unwrap();
     assert_eq!(s["cols"], 33);
-    // Past the limit with cols one smaller too (32 columns): the smallest such rows.
+    // The last row starts past the limit; cols, at its cap, is not asked to be one
+    // smaller too (rows would have to grow past what the wrap needs): the smallest rows.
     assert!(
-        s["rows"] * 32 > 1 << 31 && (s["rows"] - 1) * 32 <= 1 << 31,
+        (s["rows"] - 1) * 33 > 1 << 31 && (s["rows"] - 2) * 33 <= 1 << 31,
         "{s:?}"
     );
     // No shape can reach it when every variable is capped below it.
@@ -2064,4 +2128,89 @@ fn the_index_overflow_case_of_a_matrix_is_the_first_n_whose_last_row_starts_past
     let s =
         crate::declared::overflow_shape(&op, &Shape::from([("n".into(), 1024)]), 1 << 31).unwrap();
     assert_eq!(s["n"], (1 << 31) + 2);
+}
+
+/// A size with `values` (not marked `launch`) is held at its values while another's chunk
+/// is looked for, as the ladder holds it: a block size `bs = { values = [128] }` taken at
+/// 1 gave a chunk of 1 and a ladder of n = 1..8 that never reached a second block.
+#[test]
+fn a_size_with_values_is_held_there_while_a_chunk_is_found() {
+    let op = |bs: &str| {
+        with(&format!(
+            r#"
+source = "k.cu"
+[[kernel]]
+name = "copy"
+entry = "rowsum"
+operation = "declared"
+params = ["x", "y", "n:i32", "bs:i32"]
+[kernel.op]
+grid = ["ceil_div(n, bs)"]
+block = ["bs"]
+useful_bytes = "8 * n"
+reference = {{ c = "ref.c:copy" }}
+sizes.n = {{}}
+sizes.bs = {bs}
+buffers.x = {{ dtype = "f32", len = "n", role = "in" }}
+buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
+"#
+        ))
+        .op
+    };
+    for (bs, block) in [
+        ("{ values = [128] }", 128),
+        ("{ values = [128], launch = true }", 128),
+        ("{ values = [64, 128, 256] }", 128),
+    ] {
+        let op = op(bs);
+        assert_eq!(chunk(&op, "n"), block, "{bs}");
+        let n: std::collections::BTreeSet<i64> =
+            ladder(&op).unwrap().iter().map(|s| s["n"]).collect();
+        for v in [block - 1, block, block + 1, 2 * block - 1, 2 * block + 1] {
+            assert!(n.contains(&(v as i64)), "{bs}: {v} in {n:?}");
+        }
+    }
+}
+
+/// The index-overflow shape exists whenever a buffer can hold more than 2^31 elements
+/// within the sizes' caps: a `cols` of at most 2 (or 3) and a 1-D n of at most 2^31 + 1
+/// were called "not applicable", and a capped cols asked rows to grow 50% past what the
+/// wrap needs.
+#[test]
+fn a_capped_size_still_gets_the_smallest_overflow_shape() {
+    let limit = INDEX_OVERFLOW_ELEMENTS as i64;
+    for (max, rows) in [(2, 1_073_741_826), (3, 715_827_884), (4, 536_870_914)] {
+        let d = with(&MANIFEST.replace(
+            "sizes.cols = { values = [1, 5, 33] }",
+            &format!("sizes.cols = {{ max = {max} }}"),
+        ));
+        let base: Shape = [("rows".to_string(), 3), ("cols".to_string(), 1)].into();
+        let s = overflow_shape(d.op.as_ref(), &base, limit as u64).unwrap();
+        assert_eq!(s["cols"], max, "{s:?}");
+        assert!((s["rows"] - 1) * max > limit, "{s:?}");
+        assert!(s["rows"] <= rows, "max {max}: {s:?}, at most {rows}");
+    }
+    // One dimension, n an i64 of at most 2^31 + 1: element 2^31 exists.
+    let one = with(&format!(
+        r#"
+source = "k.cu"
+[[kernel]]
+name = "copy"
+entry = "rowsum"
+operation = "declared"
+params = ["x", "y", "n:i64"]
+[kernel.op]
+grid = ["ceil_div(n, 256)"]
+block = ["256"]
+useful_bytes = "8 * n"
+reference = {{ c = "ref.c:copy" }}
+sizes.n = {{ max = {} }}
+buffers.x = {{ dtype = "f32", len = "n", role = "in" }}
+buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
+"#,
+        limit + 1
+    ));
+    let base: Shape = [("n".to_string(), 1024)].into();
+    let s = overflow_shape(one.op.as_ref(), &base, limit as u64).unwrap();
+    assert_eq!(s["n"], limit + 1);
 }
