@@ -5,7 +5,9 @@
 //! No orphans: every child leads its own process group, which is recorded while it runs;
 //! [`install_signal_handlers`] makes SIGINT, SIGTERM and SIGHUP kill every recorded group
 //! before klab exits with one line, and each child is started with `PR_SET_PDEATHSIG` so
-//! the kernel kills it when klab dies, SIGKILL included. A klab process started by another
+//! the kernel kills it when klab dies, SIGKILL included. What left the group (a `setsid`
+//! or a double fork: a daemon a reference started) still carries [`TREE_ENV`] naming the
+//! run it descends from, and is killed when that run ends ([`end_descendants`]). A klab process started by another
 //! (it sees [`CHILD_ENV`]) calls [`die_with_parent`] first thing, so a klab under
 //! compute-sanitizer or ncu dies with the tool that started it.
 
@@ -91,6 +93,15 @@ pub const CHILD_ENV: &str = "KLAB_CHILD";
 /// watches it.
 pub const PARENT_ENV: &str = "KLAB_PARENT";
 
+/// Set in the environment of every child klab starts (but a detached one): the runs it
+/// descends from, `PID:START:N` each (this klab's identity and its run's number),
+/// comma-separated, its own run last. Everything a child starts inherits it, whatever
+/// process group or session it moves to, so the end of a run finds what it left running.
+pub const TREE_ENV: &str = "KLAB_TREE";
+
+/// How many children this process has started (a run's number in [`TREE_ENV`]).
+static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// How to run a child.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -172,10 +183,24 @@ pub fn run(program: &Path, args: &[OsString], opts: &RunOptions) -> Result<Captu
         )?),
         None => Stdio::null(),
     };
+    let run_id = format!(
+        "{}:{}",
+        self_identity(),
+        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
     if opts.detached {
-        cmd.env_remove(CHILD_ENV).env_remove(PARENT_ENV);
+        cmd.env_remove(CHILD_ENV)
+            .env_remove(PARENT_ENV)
+            .env_remove(TREE_ENV);
     } else {
-        cmd.env(CHILD_ENV, "1").env(PARENT_ENV, self_identity());
+        let mut tree = std::env::var_os(TREE_ENV).unwrap_or_default();
+        if !tree.is_empty() {
+            tree.push(",");
+        }
+        tree.push(&run_id);
+        cmd.env(CHILD_ENV, "1")
+            .env(PARENT_ENV, self_identity())
+            .env(TREE_ENV, tree);
     }
     cmd.args(args)
         .stdin(stdin)
@@ -289,6 +314,9 @@ pub fn run(program: &Path, args: &[OsString], opts: &RunOptions) -> Result<Captu
         }
     }
 
+    if !opts.detached {
+        end_descendants(&run_id);
+    }
     Ok(Captured {
         exit_code: status.code(),
         signal: signal_of(&status),
@@ -454,6 +482,53 @@ fn end_group(pid: u32) {
     }
     #[cfg(not(unix))]
     let _ = pid;
+}
+
+/// SIGKILL every process whose environment names run `run_id` in [`TREE_ENV`]: what the
+/// run's child started and left running outside its process group (a `setsid` daemon, a
+/// double fork), once the child itself has ended. How many there were. Linux only (the
+/// environments are read from /proc); a process that clears its environment escapes it.
+pub fn end_descendants(run_id: &str) -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        let me = std::process::id();
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return 0;
+        };
+        let mut ended = 0;
+        for pid in entries
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| *pid != me)
+        {
+            if descends_from(pid, run_id) {
+                // SAFETY: kill(2) on one process; no memory involved.
+                unsafe {
+                    libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                }
+                ended += 1;
+            }
+        }
+        ended
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = run_id;
+        0
+    }
+}
+
+/// Whether process `pid`'s environment names run `run_id` in [`TREE_ENV`] (a process whose
+/// environment cannot be read, another user's, does not).
+#[cfg(target_os = "linux")]
+fn descends_from(pid: u32, run_id: &str) -> bool {
+    let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let key = format!("{TREE_ENV}=");
+    environ
+        .split(|b| *b == 0)
+        .filter_map(|var| var.strip_prefix(key.as_bytes()))
+        .any(|tree| tree.split(|b| *b == b',').any(|id| id == run_id.as_bytes()))
 }
 
 /// The process groups of the children running now, for the signal handler (a fixed table
@@ -779,6 +854,33 @@ mod tests {
             PathBuf::from("/bin/sh"),
             vec![OsString::from("-c"), OsString::from(script)],
         )
+    }
+
+    /// A daemon the child started in a session of its own (out of its process group, so
+    /// the group kill cannot reach it) ends with the run: it carries the run's id.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_daemon_that_left_the_process_group_ends_with_the_run() {
+        let Some(setsid) = locate_tool(None, "setsid", &[]) else {
+            eprintln!("SKIPPED: no setsid binary here");
+            return;
+        };
+        let script = format!(
+            "{} sleep 1234 </dev/null >/dev/null 2>&1 & echo $!; exit 4",
+            setsid.display()
+        );
+        let (p, a) = sh(&script);
+        let c = run_captured(&p, &a, Duration::from_secs(30)).unwrap();
+        assert_eq!(c.exit_code, Some(4));
+        let pid: u32 = String::from_utf8_lossy(&c.stdout).trim().parse().unwrap();
+        // Killed: gone, or a zombie until its new parent reaps it.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while is_running((pid, 0)) {
+            assert!(Instant::now() < deadline, "sleep {pid} outlived its run");
+            thread::sleep(Duration::from_millis(20));
+        }
+        // This process's own environment names no run of its own: it is never a target.
+        assert_eq!(end_descendants("no-such-run"), 0);
     }
 
     #[test]
