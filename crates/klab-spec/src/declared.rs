@@ -252,11 +252,35 @@ pub struct ScalarSpec {
     #[serde(rename = "type")]
     pub ty: Dtype,
     /// Cases cycle through these values...
-    #[serde(default)]
+    #[serde(default, deserialize_with = "exact_values")]
     pub values: Vec<f64>,
     /// ...or draw each case's value from this interval (whole numbers for integer types).
     #[serde(default)]
     pub range: Option<[f64; 2]>,
+}
+
+/// Scalar values as f64, refusing an integer that f64 cannot hold exactly (past 2^53):
+/// read as a float it would reach the kernel as another number (9007199254740993 as
+/// 9007199254740992).
+fn exact_values<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Number {
+        Int(i64),
+        Float(f64),
+    }
+    Vec::<Number>::deserialize(d)?
+        .into_iter()
+        .map(|n| match n {
+            Number::Float(v) => Ok(v),
+            Number::Int(i) if (i as f64) as i64 == i && (i as f64).abs() <= EXACT_INTEGER_LIMIT => {
+                Ok(i as f64)
+            }
+            Number::Int(i) => Err(serde::de::Error::custom(format!(
+                "{i} is past 2^53, where klab cannot hold every integer exactly; give a value within +/-2^53"
+            ))),
+        })
+        .collect()
 }
 
 impl ScalarSpec {
@@ -1039,8 +1063,42 @@ impl DeclaredOpSpec {
                 OpParam::Scalar(name.to_string(), dtype)
             });
         }
-        // Values a parameter's type cannot hold would reach the kernel wrapped.
+        // A scalar's declared type is the type the kernel takes it as: two would leave one
+        // silently overridden.
         for p in &out {
+            if let OpParam::Scalar(n, d) = p {
+                let declared = self.scalars[n].ty;
+                if declared != *d {
+                    return bad(
+                        &format!("scalars.{n}.type"),
+                        format!("is {declared}, but params takes '{n}:{d}'; give one type"),
+                    );
+                }
+            }
+        }
+        // Values a parameter's type cannot hold would reach the kernel wrapped (or, for an
+        // f32, as infinity).
+        for p in &out {
+            if let OpParam::Scalar(n, Dtype::F32) = p {
+                let s = &self.scalars[n];
+                let ends = s.range.iter().flat_map(|[lo, hi]| [*lo, *hi]);
+                if let Some(v) = s
+                    .values
+                    .iter()
+                    .copied()
+                    .chain(ends)
+                    .find(|v| v.abs() > f32::MAX as f64)
+                {
+                    return bad(
+                        &format!("scalars.{n}"),
+                        format!(
+                            "{v} is past the largest f32 ({:e}): the kernel would get infinity",
+                            f32::MAX
+                        ),
+                    );
+                }
+                continue;
+            }
             let (name, dtype, values): (&str, Dtype, Vec<f64>) = match p {
                 // Declared values, the bench shape and the user's case shapes.
                 OpParam::Size(n, d) => (
@@ -1070,15 +1128,15 @@ impl DeclaredOpSpec {
                 // Integers travel as i64 on their way to the kernel.
                 _ => (0.0, i64::MAX as f64),
             };
+            let field = if self.sizes.contains_key(name) {
+                "sizes"
+            } else {
+                "scalars"
+            };
             if let Some(v) = values
                 .iter()
                 .find(|v| v.fract() != 0.0 || **v < lo || **v > hi)
             {
-                let field = if self.sizes.contains_key(name) {
-                    "sizes"
-                } else {
-                    "scalars"
-                };
                 return bad(
                     &format!("{field}.{name}"),
                     format!("{v} is not a whole number that {dtype} holds"),
@@ -1088,6 +1146,9 @@ impl DeclaredOpSpec {
         Ok(out)
     }
 }
+
+/// The largest magnitude up to which an f64 holds every integer (2^53).
+const EXACT_INTEGER_LIMIT: f64 = 9_007_199_254_740_992.0;
 
 #[cfg(test)]
 mod tests {
@@ -1265,6 +1326,54 @@ scalars.eps = { type = "f32", values = [1e-5] }
             op.spec.reference,
             ReferenceSpec::C("layernorm_ref.c:layernorm_ref".into())
         );
+    }
+
+    /// A scalar value the kernel would not get as written is refused: an f32 past f32's
+    /// largest (the kernel got infinity), a type that params contradicts (params won
+    /// silently), an integer past 2^53 (klab holds values as f64 and rounded it).
+    #[test]
+    fn a_scalar_the_kernel_would_not_get_as_declared_is_refused() {
+        let eps = |spec: &str, ty: &str| {
+            let mut p = params();
+            p[4] = format!("eps:{ty}");
+            check(
+                &LAYERNORM.replace(
+                    "scalars.eps = { type = \"f32\", values = [1e-5] }",
+                    &format!("scalars.eps = {spec}"),
+                ),
+                &p,
+            )
+        };
+        for (spec, ty, says) in [
+            (
+                r#"{ type = "f32", values = [1e39] }"#,
+                "f32",
+                "1000000000000000000000000000000000000000 is past the largest f32",
+            ),
+            (
+                r#"{ type = "f32", range = [3e38, 1e39] }"#,
+                "f32",
+                "is past the largest f32",
+            ),
+            (
+                r#"{ type = "i32", values = [2] }"#,
+                "f32",
+                "is i32, but params takes 'eps:f32'",
+            ),
+            (
+                r#"{ type = "i64", values = [9007199254740993] }"#,
+                "i64",
+                "is past 2^53",
+            ),
+        ] {
+            let (field, why) = eps(spec, ty).unwrap_err();
+            // An inexact integer is refused as the TOML is read, before the rest is checked.
+            assert!(field.starts_with("scalars.eps") || field == "toml", "{spec}: {field}");
+            assert!(why.contains(says), "{spec}: {why}");
+        }
+        eps(r#"{ type = "f32", values = [3e38] }"#, "f32").unwrap();
+        eps(r#"{ type = "f64", values = [1e39] }"#, "f64").unwrap();
+        eps(r#"{ type = "i64", values = [9007199254740992] }"#, "i64").unwrap();
     }
 
     #[test]
