@@ -1368,7 +1368,10 @@ scalars.eps = { type = "f32", values = [1e-5] }
         ] {
             let (field, why) = eps(spec, ty).unwrap_err();
             // An inexact integer is refused as the TOML is read, before the rest is checked.
-            assert!(field.starts_with("scalars.eps") || field == "toml", "{spec}: {field}");
+            assert!(
+                field.starts_with("scalars.eps") || field == "toml",
+                "{spec}: {field}"
+            );
             assert!(why.contains(says), "{spec}: {why}");
         }
         eps(r#"{ type = "f32", values = [3e38] }"#, "f32").unwrap();

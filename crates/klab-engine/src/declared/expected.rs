@@ -10,8 +10,9 @@ pub const SLICES_AGREE: f64 = 1e-5;
 
 impl DeclaredWorkload {
     /// Why the operation's declared slices are not independent for its reference, if they
-    /// are not: the reference run on the middle and the last slice alone (a strict subset:
-    /// this needs at least 4 slices, else None) must give the values it gives them at this
+    /// are not: the reference run on the middle and the last slice alone, or on as many as
+    /// the declaration admits as a size (a strict subset: this needs at least 4 slices and
+    /// an admitted count below the whole, else None) must give the values it gives them at this
     /// whole shape (a prefix sum along rows declared `slices = "rows"` would not). Integers
     /// must be equal; floats within [`SLICES_AGREE`] of the largest magnitude (a
     /// reference that blocks its loops by the sizes may round differently), NaN where NaN.
@@ -23,10 +24,20 @@ impl DeclaredWorkload {
             return None;
         }
         let at = describe_shape(&self.shape);
-        let chosen = vec![total / 2, total - 1];
+        // The last slice and the middle ones: as many as the declaration admits as a size
+        // (a reference may hold to its min or multiple), a strict subset, else no test.
+        let count = klab_spec::declared::slices::admitted_count(&self.op.spec, &var, 2)
+            .filter(|c| *c < total)?;
+        let mut set = std::collections::BTreeSet::from([total - 1]);
+        klab_spec::declared::slices::fill_to(count, total, &mut set);
+        let chosen: Vec<u64> = set.into_iter().collect();
+        let which = match chosen.as_slice() {
+            [a, .., b] if chosen.len() > 4 => format!("{} of them, {a} to {b},", chosen.len()),
+            _ => format!("{chosen:?}"),
+        };
         let not_held = |why: String| {
             Some(format!(
-                "slices = \"{var}\" does not hold for the reference at {at}: computed on {var} slices {chosen:?} alone {why}; each slice must depend only on its own slice of the inputs (remove slices, or fix the reference)"
+                "slices = \"{var}\" does not hold for the reference at {at}: computed on {var} slices {which} alone {why}; each slice must depend only on its own slice of the inputs (remove slices, or fix the reference)"
             ))
         };
         let parts = match klab_spec::declared::slices::parts(&self.op.spec, &self.shape, &var) {

@@ -158,6 +158,24 @@ pub fn check(spec: &DeclaredOpSpec, var: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The smallest number of slices of `var`, at least `at_least`, that the declaration
+/// admits as a size (its min, max and multiple); `None` past its max.
+pub fn admitted_count(spec: &DeclaredOpSpec, var: &str, at_least: u64) -> Option<u64> {
+    let size = spec.sizes.get(var)?;
+    let c = size.at_or_above(at_least.max(size.min));
+    size.admits(c).then_some(c)
+}
+
+/// Slices added to `out`, from the middle of `total` upwards (then from 0), until it
+/// holds `count` of them (`count` at most `total`).
+pub fn fill_to(count: u64, total: u64, out: &mut BTreeSet<u64>) {
+    let mut s = total / 2;
+    while (out.len() as u64) < count.min(total) {
+        out.insert(s);
+        s = (s + 1) % total.max(1);
+    }
+}
+
 /// Slices `from..to` (clamped to `total`) into `out`.
 fn insert_run(from: u64, to: u64, total: u64, out: &mut BTreeSet<u64>) {
     out.extend(from.min(total)..to.min(total));
@@ -223,9 +241,13 @@ impl Sample {
             let from = klab_core::stats::splitmix_at(seed, draw) % total.max(1);
             insert_run(from, from + run, total, &mut chosen);
         }
-        if chosen.len() as u64 >= total {
+        // The reference runs with `var` set to the number of slices: one the declaration
+        // admits (min, max, multiple), so that a reference holding to it is not run outside.
+        let Some(count) = admitted_count(spec, var, chosen.len() as u64).filter(|c| *c < total)
+        else {
             return Ok(None);
-        }
+        };
+        fill_to(count, total, &mut chosen);
         Ok(Some(Sample {
             var: var.clone(),
             total,
@@ -344,6 +366,38 @@ buffers.y = {{ dtype = "f32", len = "B * T * C", role = "out", compare = "bitwis
             "buffers.i = { dtype = \"i32\", len = \"B * T\", role = \"in\", index_into = \"w\" }"
         )
         .is_ok());
+    }
+
+    /// The reference runs on the sample with `var` set to the number of slices chosen: a
+    /// number the declaration admits, so that a reference that holds to `min` or
+    /// `multiple` is never run outside them (B = 9 for `min = 100`, say).
+    #[test]
+    fn the_sample_has_a_number_of_slices_the_declaration_admits() {
+        let shape: Shape = [("B", 1000), ("T", 1 << 11), ("C", 1 << 11), ("bs", 32)]
+            .map(|(k, v)| (k.to_string(), v))
+            .into();
+        for ((min, multiple), admitted) in [
+            ((100, 1), (|c: u64| c >= 100) as fn(u64) -> bool),
+            ((1, 7), |c| c % 7 == 0),
+            ((20, 4), |c| c >= 20 && c % 4 == 0),
+        ] {
+            let mut s = spec("B", "").unwrap();
+            let b = s.sizes.get_mut("B").unwrap();
+            (b.min, b.multiple) = (min, multiple);
+            let a = Sample::at(&s, &shape, 7).unwrap().unwrap();
+            let n = a.chosen.len() as u64;
+            assert!(admitted(n), "min {min} multiple {multiple}: {n} slices");
+            for must in [0, 511, 512, 513, 999] {
+                assert!(a.chosen.contains(&must), "{:?}", a.chosen);
+            }
+        }
+        // An admitted count as large as the whole: no sample, the whole is computed.
+        let mut s = spec("B", "").unwrap();
+        s.sizes.get_mut("B").unwrap().min = 1000;
+        assert_eq!(Sample::at(&s, &shape, 7).unwrap(), None);
+        assert_eq!(admitted_count(&s, "B", 2), Some(1000));
+        s.sizes.get_mut("B").unwrap().max = Some(1000);
+        assert_eq!(admitted_count(&s, "B", 1001), None);
     }
 
     #[test]
