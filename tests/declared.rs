@@ -661,3 +661,67 @@ buffers.y = {{ dtype = "f32", len = "rows", role = "out", shape = ["rows"], comp
         }
     }
 }
+
+/// What the device run would refuse is refused by `--plan` on a CPU: a trusted kernel as the
+/// reference that is this kernel itself or names no kernel (it was resolved only in the
+/// device's child), and a case's `.npy` data of the wrong length or dtype (read only when
+/// the case ran).
+#[test]
+fn check_plan_resolves_a_gpu_reference_and_reads_the_users_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("scale.cu"),
+        "extern \"C\" __global__ void scale(const float *x, float *y, int n, float a) {}\n",
+    )
+    .unwrap();
+    let manifest = |reference: &str, cases: &str| {
+        let text = SCALE_TOML.replace(
+            r#"reference = { command = ["python3", "scale_ref.py"] }"#,
+            &format!("reference = {reference}\n{cases}"),
+        );
+        std::fs::write(dir.join("scale.toml"), text).unwrap();
+    };
+    // The trusted kernel: the same source under another manifest.
+    std::fs::write(dir.join("trusted.toml"), SCALE_TOML).unwrap();
+    let plan = |expect: Option<&str>| {
+        let o = klab()
+            .args(["check", "--plan"])
+            .arg(format!("{}:scale", dir.join("scale.toml").display()))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        match expect {
+            None => assert_eq!(o.status.code(), Some(0), "{err}"),
+            Some(says) => {
+                assert_eq!(o.status.code(), Some(1), "{err}");
+                assert_eq!(err.trim().lines().count(), 1, "{err}");
+                assert!(err.contains(says), "{says} not in {err}");
+            }
+        }
+    };
+    manifest(r#"{ kernel = "trusted.toml:scale" }"#, "");
+    plan(None);
+    manifest(r#"{ kernel = "scale.toml:scale" }"#, "");
+    plan(Some("is this kernel itself"));
+    manifest(r#"{ kernel = "nope.toml:scale" }"#, "");
+    plan(Some("nope.toml"));
+    let npy = |name: &str, dtype: klab_core::dtype::Dtype, n: u64| {
+        let data = vec![0u8; n as usize * dtype.size_bytes()];
+        let bytes = klab_core::npy::to_bytes(dtype, &[n], &data).unwrap();
+        std::fs::write(dir.join(name), bytes).unwrap();
+    };
+    use klab_core::dtype::Dtype;
+    npy("x16.npy", Dtype::F32, 16);
+    npy("x17.npy", Dtype::F32, 17);
+    npy("x16f64.npy", Dtype::F64, 16);
+    let case = |file: &str| {
+        format!(r#"cases = [{{ shape = {{ n = 16 }}, inputs = {{ x = "{file}" }} }}]"#)
+    };
+    manifest(r#"{ kernel = "trusted.toml:scale" }"#, &case("x16.npy"));
+    plan(None);
+    manifest(r#"{ kernel = "trusted.toml:scale" }"#, &case("x17.npy"));
+    plan(Some("holds 17 elements"));
+    manifest(r#"{ kernel = "trusted.toml:scale" }"#, &case("x16f64.npy"));
+    plan(Some("x16f64.npy"));
+}

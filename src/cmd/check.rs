@@ -87,8 +87,11 @@ fn check_without_device(kernel: &Kernel, args: &CheckArgs) -> anyhow::Result<()>
     if args.plan {
         print!("{}", plan.render(&kernel.decl));
     }
+    // Resolved for every kind (a trusted kernel's manifest and name too, without a device),
+    // and the user's data read: what the device run would refuse, refused now.
+    let reference = kernel.reference(args.device)?;
+    check::check_user_data(&kernel.decl, &reference)?;
     if runs_on_the_host(kernel) {
-        let reference = kernel.reference(args.device)?;
         let name = &kernel.decl.name;
         match check::reference_dry_run(&kernel.decl, reference, &plan)? {
             check::DryRun::Ran => {}

@@ -403,6 +403,38 @@ pub fn reference_dry_run(
     Ok(wrong.map_or(DryRun::Ran, DryRun::SlicesDoNotHold))
 }
 
+/// The user's own data (`[kernel.op] cases` with `inputs`), read as the check will read
+/// it: each file's dtype, element count at its case's shape and domain. A case whose
+/// inputs the host could not hold is left to the check itself.
+pub fn check_user_data(
+    decl: &KernelDecl,
+    reference: &std::rc::Rc<dyn crate::reference::Reference>,
+) -> Result<(), BackendError> {
+    for (i, case) in decl.op.spec.cases.iter().enumerate() {
+        if case.inputs.is_empty() {
+            continue;
+        }
+        let shape: declared::Shape = case
+            .shape
+            .iter()
+            .map(|(k, v)| (k.clone(), *v as i64))
+            .collect();
+        let w = declared::DeclaredWorkload::new(
+            decl.clone(),
+            shape,
+            declared::InputCase::Data { case: i },
+            0,
+            reference.clone(),
+        )?;
+        if memory_refusal(0, u64::MAX, Some(w.reference_host_bytes())).is_some() {
+            continue;
+        }
+        w.initial_bytes()
+            .map_err(|e| BackendError::from(format!("{}: cases[{i}]: {}", decl.name, e.message)))?;
+    }
+    Ok(())
+}
+
 /// Why the operation's declared `slices` do not hold for its reference, if they do not
 /// ([`declared::DeclaredWorkload::slices_disagree`]). Tried only where the index-overflow
 /// case (grown from `shapes`' middle, drawn from `seed`) would sample slices, at the ladder
