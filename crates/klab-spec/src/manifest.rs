@@ -414,6 +414,13 @@ impl Source {
                 {
                     Some(format!("'{v}' is passed as {d}, but {written} is {t}"))
                 }
+                // klab passes one number: a vector's bytes would be that number's bits.
+                (
+                    OpParam::Size(v, d) | OpParam::Scalar(v, d),
+                    ParamKind::Value(Elem::Vector { name, .. }),
+                ) => Some(format!(
+                    "'{v}' is passed as {d}, but {written} is a {name}, a vector: klab passes one number"
+                )),
                 _ => None,
             };
             if problem.is_some() {
@@ -1902,6 +1909,40 @@ scalars.a = { type = "f32", values = [1.0] }
             assert!(e.problem.contains(says), "{sig}: {e}");
             assert_eq!(e.to_string().lines().count(), 1, "{e}");
         }
+    }
+
+    /// A parameter of a `typedef` or `using` alias of a known type is checked as that type
+    /// (it was taken on trust: an f64 buffer passed a `const real *` of floats), and a
+    /// scalar bound to a vector passed by value is refused (its bits would be one number's).
+    #[test]
+    fn an_alias_of_a_known_type_and_a_vector_by_value_are_checked() {
+        let parse_src = |x: &str, src: &str| {
+            let src = src.to_string();
+            parse(
+                "m.toml",
+                &DECLARED_XY
+                    .replace("ENTRY", "k")
+                    .replace("\"X\"", &format!("\"{x}\"")),
+                Files::Given(&|_| Ok(("k.cu".into(), src.clone().into()))),
+            )
+        };
+        let real = "typedef float real;\nextern \"C\" __global__ void k(const real *x, real *y, int n, real a) {}";
+        parse_src("f32", real).unwrap();
+        let e = parse_src("f64", real).unwrap_err();
+        assert!(e.problem.contains("'x' is declared f64, but parameter 0 of k (k.cu line 2), `const real *x` points to f32"), "{e}");
+        let idx = "using idx_t = long long;\nextern \"C\" __global__ void k(const float *x, float *y, idx_t n, float a) {}";
+        let e = parse_src("f32", idx).unwrap_err();
+        assert!(
+            e.problem.contains("'n' is passed as i32, but parameter 2"),
+            "{e}"
+        );
+        // One name aliased to two types (in two scopes): taken on trust, as before.
+        let twice = "namespace a { typedef float real; }\nnamespace b { typedef double real; }\nextern \"C\" __global__ void k(const real *x, float *y, int n, float a) {}";
+        parse_src("f64", twice).unwrap();
+        parse_src("f32", twice).unwrap();
+        let vector = "extern \"C\" __global__ void k(const float *x, float *y, int n, float2 a) {}";
+        let e = parse_src("f32", vector).unwrap_err();
+        assert!(e.problem.contains("'a' is passed as f32, but parameter 3 of k (k.cu line 1), `float2 a` is a float2, a vector"), "{e}");
     }
 
     #[test]

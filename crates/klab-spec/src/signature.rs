@@ -872,7 +872,82 @@ fn kernels_and_balance(toks: &[Token]) -> (Vec<Kernel>, bool) {
         i += 1;
     }
     let balanced = balanced && braces.is_empty();
-    (out.into_iter().map(|(k, _)| k).collect(), balanced)
+    let aliases = aliases(toks);
+    let kernels = out
+        .into_iter()
+        .map(|(mut k, _)| {
+            for p in &mut k.params {
+                let elem = match &mut p.kind {
+                    ParamKind::Pointer { elem, .. } | ParamKind::Value(elem) => elem,
+                };
+                if let Elem::Unknown { name, .. } = elem {
+                    if let Some(known) = aliases.get(name.as_str()) {
+                        *elem = known.clone();
+                    }
+                }
+            }
+            k
+        })
+        .collect();
+    (kernels, balanced)
+}
+
+/// The element types the source names by a `typedef` or a `using` alias of a type klab
+/// knows (`typedef float real;`, `using idx_t = long long;`): what a parameter of that
+/// name holds. An alias of a pointer, a struct, a template or anything else klab cannot
+/// read is left out, as is a name aliased twice to different types (one per scope,
+/// perhaps): those parameters stay taken on trust.
+fn aliases(toks: &[Token]) -> std::collections::BTreeMap<String, Elem> {
+    let mut found: std::collections::BTreeMap<String, Option<Elem>> = Default::default();
+    let mut i = 0;
+    while i < toks.len() {
+        let decl = match &toks[i].tok {
+            // `typedef TYPE NAME;`: a declaration of NAME, as a parameter is.
+            Tok::Ident(w) if w == "typedef" => Some(i + 1),
+            // `using NAME = TYPE;`: the same as `TYPE NAME`.
+            Tok::Ident(w) if w == "using" && is_punct(toks.get(i + 2), '=') => Some(i + 3),
+            _ => None,
+        };
+        let Some(from) = decl else {
+            i += 1;
+            continue;
+        };
+        let end = (from..toks.len())
+            .find(|k| matches!(toks[*k].tok, Tok::Punct(';' | '{' | '}')))
+            .unwrap_or(toks.len());
+        let plain = end < toks.len()
+            && is_punct(toks.get(end), ';')
+            && toks[from..end]
+                .iter()
+                .all(|t| matches!(&t.tok, Tok::Ident(_)));
+        if plain {
+            let (name, elem) = match &toks[i].tok {
+                Tok::Ident(w) if w == "using" => {
+                    let mut declared: Vec<Token> = toks[from..end].to_vec();
+                    declared.push(toks[i + 1].clone());
+                    let p = param(&declared, &[]);
+                    (p.name, p.kind)
+                }
+                _ => {
+                    let p = param(&toks[from..end], &[]);
+                    (p.name, p.kind)
+                }
+            };
+            if let (Some(name), ParamKind::Value(elem @ (Elem::Known(_) | Elem::Vector { .. }))) =
+                (name, elem)
+            {
+                let entry = found.entry(name).or_insert_with(|| Some(elem.clone()));
+                if entry.as_ref() != Some(&elem) {
+                    *entry = None;
+                }
+            }
+        }
+        i = end.max(i + 1);
+    }
+    found
+        .into_iter()
+        .filter_map(|(name, elem)| Some((name, elem?)))
+        .collect()
 }
 
 /// The function whose `__global__` is at `g`: the kernel, whether a body follows, and the
