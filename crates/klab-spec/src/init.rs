@@ -17,8 +17,8 @@ use klab_core::dtype::Dtype;
 /// Why no skeleton can be written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InitError {
-    #[error("{file}: no __global__ function found")]
-    NoKernel { file: String },
+    #[error("{file}: no __global__ function found{}", if *.through_macro { " (a #define of it writes __global__: kernels declared through a macro cannot be listed; write their [[kernel]] entries by hand)" } else { "" })]
+    NoKernel { file: String, through_macro: bool },
 }
 
 /// A written skeleton.
@@ -49,8 +49,12 @@ fn flat(s: &str) -> String {
 /// and in the header.
 pub fn skeleton(src: &str, source: &str, file: &str) -> Result<Skeleton, InitError> {
     let found = kernels(src);
+    let through_macro = crate::signature::macro_writes_global(src);
     if found.is_empty() {
-        return Err(InitError::NoKernel { file: file.into() });
+        return Err(InitError::NoKernel {
+            file: file.into(),
+            through_macro,
+        });
     }
     let mut w = Writer::default();
     w.text += &format!(
@@ -60,6 +64,11 @@ pub fn skeleton(src: &str, source: &str, file: &str) -> Result<Skeleton, InitErr
          # docs/declared-operations.md in klab's repository.\n",
         flat(file)
     );
+    if through_macro {
+        w.text +=
+            "# TODO: a #define of this source writes __global__; the kernels declared through it\n\
+                   # are not listed below: add a [[kernel]] for each by hand.\n";
+    }
     w.text += &format!("source = {}\n", quote(source));
     for (i, k) in found.iter().enumerate() {
         // Kernels of one name in two namespaces get their qualified names, so that the
@@ -372,6 +381,34 @@ pub fn relative_to(dir: &Path, file: &Path) -> PathBuf {
 mod tests {
     use super::*;
     use crate::signature::tests::SRC;
+
+    /// A kernel declared through a macro (`#define KERNEL __global__`) cannot be listed; the
+    /// skeleton says so instead of leaving it out without a word.
+    #[test]
+    fn kernels_declared_through_a_macro_are_said_to_be_missing() {
+        let src = "#define KERNEL __global__\nKERNEL void viamacro(float *x, int n) {}\n\
+                   extern \"C\" __global__ void plain(float *x, int n) {}\n";
+        let sk = skeleton(src, "k.cu", "k.cu").unwrap();
+        assert_eq!(sk.kernels, 1);
+        assert!(
+            sk.text
+                .contains("# TODO: a #define of this source writes __global__; the kernels declared through it"),
+            "{}",
+            sk.text
+        );
+        let only = "#define KERNEL __global__\nKERNEL void viamacro(float *x, int n) {}\n";
+        let e = skeleton(only, "k.cu", "k.cu").unwrap_err().to_string();
+        assert!(
+            e.contains("kernels declared through a macro cannot be listed"),
+            "{e}"
+        );
+        assert!(
+            !skeleton("extern \"C\" __global__ void k(int n) {}", "k.cu", "k.cu")
+                .unwrap()
+                .text
+                .contains("#define")
+        );
+    }
 
     /// A kernel that takes no integer gets a size variable of a name no parameter has,
     /// said to be a TODO (once written as `lines.sizes.n` by a refactor no test saw).

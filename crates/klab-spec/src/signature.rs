@@ -652,6 +652,12 @@ pub fn kernels(src: &str) -> Vec<Kernel> {
     kernels_in(&tokenize(src).toks)
 }
 
+/// Whether a `#define` of the source writes `__global__` (`#define KERNEL __global__`): the
+/// kernels declared through it are not among [`kernels`].
+pub fn macro_writes_global(src: &str) -> bool {
+    tokenize(src).macro_global
+}
+
 /// How a name (a manifest's `entry`, or a template's name without its arguments; plain or
 /// qualified, `ns::k`) stands in a CUDA source: what a manifest checks before anything is
 /// compiled.
