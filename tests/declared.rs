@@ -538,7 +538,7 @@ fn check_plan_lists_the_cases_and_runs_the_reference_without_a_gpu() {
         assert_eq!(o.status.code(), Some(1), "{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(
-            err.contains("the reference, run once on the CPU at cols=1 rows=3 before any device")
+            err.contains("checked on the CPU before any device at cols=1 rows=3")
                 && err.contains("signal 6"),
             "{err}"
         );

@@ -479,8 +479,10 @@ fn check_in_the_parent(args: CheckArgs, policy: VerifyPolicy) -> anyhow::Result<
                 .smallest(&k.decl)
                 .map(|p| format!(" at {}", klab_engine::declared::describe_shape(&p.shape)))
                 .unwrap_or_default();
+            // The plan's shapes, the user's data, a trusted kernel's manifest and a C or
+            // command reference's first run: any of them may be what failed.
             anyhow::bail!(
-                "{}: the reference, run once on the CPU{at} before any device: {}",
+                "{}: checked on the CPU before any device{at}: {}",
                 k.name(),
                 o.verdict.describe()
             );

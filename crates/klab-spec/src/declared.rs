@@ -522,12 +522,9 @@ impl DeclaredOpSpec {
         for (k, v) in shape {
             match self.sizes.get(k) {
                 None => return Err(format!("'{k}' is not a size variable")),
-                Some(s) if *v < s.min || *v > s.upper() => {
-                    return Err(format!(
-                        "{k} = {v} is outside min = {} to max = {}",
-                        s.min,
-                        s.upper()
-                    ))
+                Some(s) if *v < s.min => return Err(format!("{k} = {v} is below min = {}", s.min)),
+                Some(s) if *v > s.upper() => {
+                    return Err(format!("{k} = {v} is above max = {}", s.upper()))
                 }
                 Some(s) if !s.admits(*v) => {
                     return Err(format!("{k} = {v} is not a multiple of {}", s.multiple))
@@ -1099,25 +1096,32 @@ impl DeclaredOpSpec {
                 }
                 continue;
             }
-            let (name, dtype, values): (&str, Dtype, Vec<f64>) = match p {
+            // Each value with the field it was given in.
+            let (name, dtype, values): (&str, Dtype, Vec<(String, f64)>) = match p {
                 // Declared values, the bench shape and the user's case shapes.
-                OpParam::Size(n, d) => (
-                    n,
-                    *d,
-                    self.sizes[n]
-                        .values
-                        .iter()
-                        .flatten()
-                        .chain(self.bench.iter().filter_map(|b| b.get(n)))
-                        .chain(self.cases.iter().filter_map(|c| c.shape.get(n)))
-                        .map(|v| *v as f64)
-                        .collect(),
-                ),
+                OpParam::Size(n, d) => {
+                    let at = |field: String| move |v: &u64| (field.clone(), *v as f64);
+                    let declared = self.sizes[n].values.iter().flatten();
+                    let values = declared
+                        .map(at(format!("sizes.{n}")))
+                        .chain(
+                            self.bench
+                                .iter()
+                                .filter_map(|b| b.get(n))
+                                .map(at("bench".into())),
+                        )
+                        .chain(self.cases.iter().enumerate().filter_map(|(i, c)| {
+                            c.shape.get(n).map(at(format!("cases[{i}].shape")))
+                        }))
+                        .collect();
+                    (n, *d, values)
+                }
                 OpParam::Scalar(n, d) if !d.is_float() => {
                     let s = &self.scalars[n];
-                    let mut v = s.values.clone();
-                    v.extend(s.range.iter().flat_map(|[lo, hi]| [lo.floor(), hi.floor()]));
-                    (n, *d, v)
+                    let field = format!("scalars.{n}");
+                    let ends = s.range.iter().flat_map(|[lo, hi]| [lo.floor(), hi.floor()]);
+                    let values = s.values.iter().copied().chain(ends);
+                    (n, *d, values.map(|v| (field.clone(), v)).collect())
                 }
                 _ => continue,
             };
@@ -1128,18 +1132,18 @@ impl DeclaredOpSpec {
                 // Integers travel as i64 on their way to the kernel.
                 _ => (0.0, i64::MAX as f64),
             };
-            let field = if self.sizes.contains_key(name) {
-                "sizes"
-            } else {
-                "scalars"
-            };
-            if let Some(v) = values
+            if let Some((field, v)) = values
                 .iter()
-                .find(|v| v.fract() != 0.0 || **v < lo || **v > hi)
+                .find(|(_, v)| v.fract() != 0.0 || *v < lo || *v > hi)
             {
+                let what = if field.starts_with("sizes") || field.starts_with("scalars") {
+                    String::new()
+                } else {
+                    format!("{name} = ")
+                };
                 return bad(
-                    &format!("{field}.{name}"),
-                    format!("{v} is not a whole number that {dtype} holds"),
+                    field,
+                    format!("{what}{v} is not a whole number that {dtype} holds"),
                 );
             }
         }
@@ -1326,6 +1330,34 @@ scalars.eps = { type = "f32", values = [1e-5] }
             op.spec.reference,
             ReferenceSpec::C("layernorm_ref.c:layernorm_ref".into())
         );
+    }
+
+    /// A size value a parameter's type cannot hold is refused naming the field it was given
+    /// in (a bench shape's was blamed on the size variable), and a shape outside the limits
+    /// says which limit (not "outside min = 1 to max = 18446744073709551615").
+    #[test]
+    fn a_size_value_out_of_range_names_where_it_was_given() {
+        for (extra, field, says) in [
+            (
+                "bench = { rows = 4294967296, cols = 3 }",
+                "bench",
+                "rows = 4294967296 is not a whole number that i32 holds",
+            ),
+            (
+                "cases = [{ shape = { rows = 3, cols = 4294967296 } }]",
+                "cases[0].shape",
+                "cols = 4294967296 is not",
+            ),
+            (
+                "bench = { rows = 0, cols = 3 }",
+                "bench",
+                "rows = 0 is below min = 1",
+            ),
+        ] {
+            let (f, why) = check(&format!("{LAYERNORM}\n{extra}"), &params()).unwrap_err();
+            assert_eq!(f, field, "{extra}: {why}");
+            assert!(why.contains(says), "{extra}: {why}");
+        }
     }
 
     /// A scalar value the kernel would not get as written is refused: an f32 past f32's
