@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 /// Header of a raw sample file.
 pub const SAMPLES_CSV_HEADER: &str = "sample,slot,elapsed_us";
 
+/// The longest one sample may be, microseconds (an hour): a launch longer than that would
+/// have met every watchdog klab sets, so a sample file that says so was not written by it.
+pub const MAX_SAMPLE_US: f64 = 3.6e9;
+
 /// Decimals of `elapsed_us` in a sample file klab writes (nanosecond-exact for event times).
 pub const SAMPLES_CSV_DECIMALS: usize = 6;
 
@@ -301,7 +305,7 @@ pub enum SampleError {
         slots: u64,
     },
     #[error(
-        "sample file line {line}: duration '{got}' is not a finite positive number of microseconds"
+        "sample file line {line}: duration '{got}' is not a positive number of microseconds up to an hour (3.6e9)"
     )]
     Duration { line: usize, got: String },
     #[error("sample file holds {0} sample(s); at least two are required")]
@@ -390,7 +394,7 @@ pub fn parse_samples_csv(bytes: &[u8], slots: u64) -> Result<Vec<Sample>, Sample
             }
         }
         let elapsed_us = match fields[2].parse::<f64>() {
-            Ok(v) if v.is_finite() && v > 0.0 => v,
+            Ok(v) if v.is_finite() && v > 0.0 && v <= MAX_SAMPLE_US => v,
             _ => {
                 return Err(SampleError::Duration {
                     line,

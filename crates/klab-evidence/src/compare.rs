@@ -326,7 +326,10 @@ fn is_block_receipt(role: &str, path: &str, bytes: &[u8]) -> bool {
 /// the raw samples, and recompute its figures from them and from its block receipts.
 pub fn check(path: &Path) -> Result<Checked, CompareError> {
     let receipt = Receipt::load(path)?;
-    let folder = receipt_folder(path);
+    // A link to a receipt (`latest.json -> run-07/receipt.json`) names the files beside the
+    // receipt it leads to, not beside the link.
+    let real = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let folder = receipt_folder(&real);
     fs::canonicalize(&folder).map_err(|error| CompareError::Folder {
         receipt: path.to_path_buf(),
         error,

@@ -283,7 +283,8 @@ fn slots_not_following_the_rotation_are_refused() {
 
 #[test]
 fn zero_negative_and_nan_durations_are_refused() {
-    for bad in ["0", "-80.5", "NaN", "nan", "inf", ""] {
+    // And past an hour: no watchdog of klab's lets a launch run that long.
+    for bad in ["0", "-80.5", "NaN", "nan", "inf", "", "1e20", "3600000001"] {
         let text = format!("sample,slot,elapsed_us\n0,0,80\n1,1,80\n2,0,{bad}\n3,1,80\n4,0,80\n");
         let e = samples_refusal(&text);
         assert!(
@@ -921,4 +922,17 @@ fn receipts_of_two_separate_runs_are_noted() {
     let (b, c) = pair(d.path());
     let cmp = compare(&b, &c, &cfg()).unwrap();
     assert!(cmp.notes.is_empty(), "{:?}", cmp.notes);
+}
+
+/// A link to a receipt names the files beside the receipt it leads to (`latest.json ->
+/// run/receipt.json`), not beside the link: it was refused as "artifact ... is missing".
+#[cfg(unix)]
+#[test]
+fn a_link_to_a_receipt_reads_the_files_beside_the_receipt() {
+    let d = tempfile::tempdir().unwrap();
+    let (b, c) = pair(d.path());
+    let link = d.path().join("latest.json");
+    std::os::unix::fs::symlink(&c, &link).unwrap();
+    klab_evidence::compare::check(&link).unwrap();
+    compare(&b, &link, &cfg()).unwrap();
 }
