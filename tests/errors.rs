@@ -501,7 +501,7 @@ fn a_shape_that_does_not_fit_the_operation_is_refused() {
         ),
         (
             vec!["check", gemm_k.as_str(), "--shape", "M=0,N=1,K=1"],
-            "M = 0 is outside",
+            "M = 0 is below min = 1",
         ),
         (
             vec!["rounds", "copy", "naive", "--shape", "M=64"],

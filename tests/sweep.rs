@@ -762,6 +762,21 @@ fn collect_keeps_real_receipts_and_refuses_a_changed_one() {
         out.contains("is not where the sweep writes padded's receipt of group 0"),
         "{out}"
     );
+    // Nor through `..` or a link to another folder, though the file is the same.
+    let out = forge(&|p| {
+        p[1]["receipt"] =
+            "tasks/0/run-01/buffer-rotated/rounds/../rounds/padded.receipt.json".into()
+    });
+    assert!(out.contains("is not where the sweep writes"), "{out}");
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(s.join("tasks/0/run-01"), s.join("tasks/0/run-02")).unwrap();
+        let out = forge(&|p| {
+            p[1]["receipt"] = "tasks/0/run-02/buffer-rotated/rounds/padded.receipt.json".into()
+        });
+        assert!(out.contains("is not where the sweep writes"), "{out}");
+        std::fs::remove_file(s.join("tasks/0/run-02")).unwrap();
+    }
     std::fs::write(&rec_path, serde_json::to_vec(&rec).unwrap()).unwrap();
     // The same table as CSV (sweep.csv's own rows) and as one JSON value (sweep.json's).
     let r = klab(&["sweep", "collect", so, "--format", "csv"], &[]);

@@ -1,10 +1,11 @@
 //! `klab receipt check|sign|verify`: one receipt on its own. `check` runs every check
 //! `klab compare` makes of one side ([`compare::check`]) and notes what compare would
-//! refuse the receipt for ([`compare::require_evidence`]); `sign` refuses those;
-//! `sign` and `verify` hand the receipt's bytes to ssh-keygen ([`sshsig`]), and `verify`
-//! checks the files the receipt hashes once the signature is good. Exit codes: 0 success,
-//! 1 a refused receipt, a missing file or tool, 2 a signature that does not verify (a
-//! failed gate).
+//! refuse the receipt for ([`compare::require_evidence`]). `sign` signs only a receipt
+//! compare would take ([`compare::check_as_evidence`]); `sign` and `verify` hand the
+//! receipt's bytes to ssh-keygen ([`sshsig`]), and `verify` checks the files the receipt
+//! hashes once the signature is good. Exit codes: 0 success; 1 a refused receipt (a
+//! signed one whose files changed since included), a missing file or tool; 2 a signature
+//! that does not verify (a failed gate).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -62,8 +63,7 @@ fn sign(args: ReceiptSignArgs) -> anyhow::Result<ExitCode> {
     check_output(&out)?;
     let before = sha256_hex(&read_regular(&args.receipt, Input::RECEIPT)?);
     // Only a receipt that stands up to `compare` is worth a name on it.
-    let checked = compare::check(&args.receipt)?;
-    compare::require_evidence(&args.receipt, &checked.receipt)?;
+    compare::check_as_evidence(&args.receipt)?;
     let signature = sshsig::sign(&tool, &args.key, &args.receipt)?;
     let after = sha256_hex(&read_regular(&args.receipt, Input::RECEIPT)?);
     if before != after {

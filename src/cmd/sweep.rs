@@ -544,11 +544,7 @@ impl GroupRun<'_> {
             match path.is_file().then(|| Receipt::load(&path)) {
                 Some(Ok(r)) => {
                     uuid = Some(r.hardware.gpu_uuid.clone());
-                    fill(
-                        &mut points[i],
-                        &r,
-                        format!("{rel}/rounds/{}.receipt.json", k.name()),
-                    );
+                    fill(&mut points[i], &r, rounds_receipt(rel, &k.name()));
                     points[i].detail = format!("{} rounds", plan.rounds);
                 }
                 Some(Err(e)) => {
@@ -609,7 +605,7 @@ impl GroupRun<'_> {
                         }) => match Receipt::load(&bdir.join("receipt.json")) {
                             Ok(rec) => {
                                 uuid = Some(rec.hardware.gpu_uuid.clone());
-                                let at = format!("{}/bench/{stem}/receipt.json", at.rel);
+                                let at = bench_receipt(&at.rel, &k.name());
                                 fill(&mut points[i], &rec, at);
                                 points[i].detail = "bench".into();
                             }
@@ -921,40 +917,31 @@ fn receipt_of(dir: &Path, g: &Group, p: &PointRecord) -> Result<Option<(Receipt,
             _ => Ok(None),
         };
     };
-    // A record names its receipt inside the sweep folder, never elsewhere.
+    // A record names its receipt inside the sweep folder, never elsewhere, and exactly
+    // where the sweep writes it: no `..`, no link to another group's or kernel's.
     let path = klab_core::artifact::resolve_inside(dir, Path::new(rel), Input::RECEIPT)
         .map_err(|e| e.to_string())?;
-    let checked = klab_evidence::compare::check(&path).map_err(|e| e.to_string())?;
-    klab_evidence::compare::require_evidence(&path, &checked.receipt).map_err(|e| e.to_string())?;
-    let r = checked.receipt;
-    let task = format!("{}/", SweepPlan::task_rel(g.id));
-    let file = Path::new(rel)
-        .file_name()
-        .and_then(|f| f.to_str())
-        .unwrap_or("");
-    let folder = Path::new(rel)
-        .parent()
-        .and_then(|d| d.file_name())
-        .and_then(|f| f.to_str())
-        .unwrap_or("");
-    let named_for_kernel = file == format!("{}.receipt.json", p.kernel)
-        || (file == "receipt.json" && folder == klab_core::artifact::safe_stem(&p.kernel));
-    if !rel.starts_with(&task) || !named_for_kernel {
+    let written = std::fs::canonicalize(dir).map(|d| d.join(rel)).ok();
+    if !is_receipt_path(rel, g, p.regime, &p.kernel) || written.as_deref() != Some(path.as_path()) {
         return Err(format!(
-            "{rel} is not where the sweep writes {}'s receipt of group {}",
-            p.kernel, g.id
+            "{rel} is not where the sweep writes {}'s receipt of group {} in {}",
+            p.kernel, g.id, p.regime
         ));
     }
+    let r = klab_evidence::compare::check_as_evidence(&path)
+        .map_err(|e| e.to_string())?
+        .receipt;
     if r.workload.cache_regime != p.regime {
         return Err(format!(
             "{rel} was timed in {}, the point is {}",
             r.workload.cache_regime, p.regime
         ));
     }
+    // The plan's shape: the record's own is not hashed.
     let shape_ok = match g.one_size() {
         Some(n) => r.workload.n == n,
         None => {
-            let shape: klab_engine::declared::Shape = p
+            let shape: klab_engine::declared::Shape = g
                 .shape
                 .iter()
                 .map(|(k, v)| (k.clone(), *v as i64))
@@ -970,6 +957,38 @@ fn receipt_of(dir: &Path, g: &Group, p: &PointRecord) -> Result<Option<(Receipt,
         ));
     }
     Ok(Some((r, rel.clone())))
+}
+
+/// Where a group's attempt writes `kernel`'s receipt of one `klab rounds` under `place`
+/// (`tasks/G/run-NN/REGIME`).
+fn rounds_receipt(place: &str, kernel: &str) -> String {
+    format!("{place}/rounds/{kernel}.receipt.json")
+}
+
+/// Where a group's attempt writes `kernel`'s receipt of one `klab bench` under `place`.
+fn bench_receipt(place: &str, kernel: &str) -> String {
+    format!(
+        "{place}/bench/{}/receipt.json",
+        klab_core::artifact::safe_stem(kernel)
+    )
+}
+
+/// Whether `rel` is one of the paths [`rounds_receipt`] or [`bench_receipt`] gives for
+/// `kernel` in `regime` under an attempt folder of group `g`.
+fn is_receipt_path(rel: &str, g: &Group, regime: klab_core::samples::Regime, kernel: &str) -> bool {
+    let task = SweepPlan::task_rel(g.id);
+    let Some(rest) = rel.strip_prefix(&format!("{task}/")) else {
+        return false;
+    };
+    let Some((attempt, _)) = rest.split_once('/') else {
+        return false;
+    };
+    // An attempt folder is `run-NN`, never `.` or `..`.
+    if !attempt.starts_with("run-") || attempt.contains("..") {
+        return false;
+    }
+    let place = format!("{task}/{attempt}/{}", regime.name());
+    rel == rounds_receipt(&place, kernel) || rel == bench_receipt(&place, kernel)
 }
 
 /// The table as text: one line per point, then the task problems and the GPU overlap check.

@@ -221,6 +221,26 @@ pub const CHECKED_RATIO_FLAG: f64 = 2.0;
 /// up to 5.0 us) below their checked launches on the H200.
 pub const CHECKED_MIN_GAP_US: f64 = 10.0;
 
+/// The stale-output gate: launches that found their previous output in place (median
+/// `stale`) ran more than [`STALE_RATIO_LIMIT`] times and [`STALE_MIN_GAIN_US`] faster than
+/// the same launches on invalidated outputs (`invalidated`). `slack` widens both thresholds
+/// by that fraction, for a reader that sees the medians rounded.
+pub fn stale_outputs_faster(stale: f64, invalidated: f64, slack: f64) -> bool {
+    stale * STALE_RATIO_LIMIT * (1.0 + slack) < invalidated
+        && invalidated - stale > STALE_MIN_GAIN_US * (1.0 + slack)
+}
+
+/// The checked-median flag: the timed median more than [`CHECKED_RATIO_FLAG`] times and
+/// [`CHECKED_MIN_GAP_US`] below the median of the launches klab verified; `slack` as in
+/// [`stale_outputs_faster`].
+pub fn timed_far_below_checked(timed: f64, checked: f64, slack: f64) -> bool {
+    timed * CHECKED_RATIO_FLAG * (1.0 + slack) < checked
+        && checked - timed > CHECKED_MIN_GAP_US * (1.0 + slack)
+}
+
+/// The words every checked-median flag holds ([`Measurement::checked_flag`]).
+pub const CHECKED_FLAG_WORDS: &str = "below the checked median";
+
 /// A completed measurement.
 #[derive(Debug, Clone, Serialize)]
 pub struct Measurement {
@@ -301,7 +321,7 @@ impl Measurement {
         }
         let stale = Summary::of(&self.probe_us)?.median;
         let invalidated = Summary::of(&self.probe_invalidated_us)?.median;
-        (stale * STALE_RATIO_LIMIT < invalidated && invalidated - stale > STALE_MIN_GAIN_US).then(|| {
+        stale_outputs_faster(stale, invalidated, 0.0).then(|| {
             format!(
                 "the launches that found their previous output in place ran {:.1}x faster (median {stale:.3} us) than the same launches on invalidated outputs (median {invalidated:.3} us): the kernel's work depends on what its outputs hold",
                 invalidated / stale
@@ -314,7 +334,7 @@ impl Measurement {
     pub fn checked_flag(&self) -> Option<String> {
         let timed = self.summary()?.median;
         let checked = self.checked_median_us()?;
-        (timed * CHECKED_RATIO_FLAG < checked && checked - timed > CHECKED_MIN_GAP_US).then(|| {
+        timed_far_below_checked(timed, checked, 0.0).then(|| {
             format!(
                 "timed median {timed:.3} us is {:.1}x below the checked median {checked:.3} us (launches klab verified)",
                 checked / timed

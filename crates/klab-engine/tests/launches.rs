@@ -416,7 +416,7 @@ fn a_reference_kernel_that_launches_with_a_size_the_checked_one_lacks_is_refused
 #[test]
 fn the_ladder_follows_every_launch_of_a_sequence() {
     let decl = parse(CENTRE).unwrap();
-    // Only the second launch's grid grows with cols: with rows where the ladder holds it
-    // (3, the middle of its values), after 21 of them (3 x 22 > 64).
-    assert_eq!(klab_engine::declared::chunk(&decl.op, "cols"), 21);
+    // Only the second launch's grid grows with cols: after 64 of them at one row (after 21
+    // at the three rows the ladder holds rows at; the larger is the chunk).
+    assert_eq!(klab_engine::declared::chunk(&decl.op, "cols"), 64);
 }

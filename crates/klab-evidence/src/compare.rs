@@ -27,9 +27,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::receipt::{
-    is_interleaved_order, BlockReceipt, Receipt, ReceiptError, BLOCK_RECEIPT_ROLE, RECEIPT_SCHEMA,
-};
+use crate::receipt::{BlockReceipt, Receipt, ReceiptError, BLOCK_RECEIPT_ROLE, RECEIPT_SCHEMA};
 use klab_core::artifact::{self, sha256_hex, FileError, Input};
 use klab_core::samples::{check_resolution, parse_samples_csv, SampleError};
 use klab_core::stats::{
@@ -553,7 +551,7 @@ fn like_with_like(b: &Receipt, c: &Receipt) -> Vec<Difference> {
             c.measurement.rounds.to_string(),
         ),
     ];
-    pairs
+    let mut differences: Vec<Difference> = pairs
         .into_iter()
         .filter(|(_, x, y)| x != y)
         .map(|(field, baseline, candidate)| Difference {
@@ -561,7 +559,67 @@ fn like_with_like(b: &Receipt, c: &Receipt) -> Vec<Difference> {
             baseline,
             candidate,
         })
-        .collect()
+        .collect();
+    differences.extend(device_differences(b, c));
+    differences
+}
+
+/// How far two receipts of one GPU may disagree on the L2 ceiling they measured (each
+/// block's process measures it anew; honest blocks agree within a few percent).
+const L2_CEILING_SPREAD: f64 = 1.5;
+
+/// Where two receipts of one GPU state different facts of it: its L2 size, its theoretical
+/// peak, or L2 ceilings further apart than [`L2_CEILING_SPREAD`]. A receipt's floor is
+/// computed from these, so one forged faster would let an impossible median through; it
+/// must then agree with the receipt it is compared against.
+fn device_differences(b: &Receipt, c: &Receipt) -> Vec<Difference> {
+    if b.hardware.gpu_uuid != c.hardware.gpu_uuid {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut differ = |field: &str, x: String, y: String| {
+        if x != y {
+            out.push(Difference {
+                field: field.to_string(),
+                baseline: x,
+                candidate: y,
+            });
+        }
+    };
+    differ(
+        "hardware.l2_bytes",
+        b.hardware.l2_bytes.to_string(),
+        c.hardware.l2_bytes.to_string(),
+    );
+    differ(
+        "hardware.theoretical_peak_gb_s",
+        b.hardware.theoretical_peak_gb_s.to_string(),
+        c.hardware.theoretical_peak_gb_s.to_string(),
+    );
+    let l2 = |r: &Receipt| {
+        r.integrity
+            .as_ref()
+            .and_then(|i| i.floor.as_ref())
+            .map(|f| f.rates.l2_measured_gb_s)
+    };
+    if let (Some(x), Some(y)) = (l2(b), l2(c)) {
+        if x.max(y) > L2_CEILING_SPREAD * x.min(y) {
+            out.push(Difference {
+                field: "integrity.floor.rates.l2_measured_gb_s".into(),
+                baseline: format!("{x}"),
+                candidate: format!("{y} (more than {L2_CEILING_SPREAD}x apart on one GPU)"),
+            });
+        }
+    }
+    out
+}
+
+/// [`check`] and then [`require_evidence`]: a receipt true to its files that can stand
+/// behind a speedup.
+pub fn check_as_evidence(path: &Path) -> Result<Checked, CompareError> {
+    let c = check(path)?;
+    require_evidence(path, &c.receipt)?;
+    Ok(c)
 }
 
 /// Refuse a receipt that [`check`] accepted but whose evidence cannot stand behind a
@@ -823,6 +881,14 @@ fn separate_runs(b: &Receipt, c: &Receipt) -> Option<String> {
             "the two receipts are not one alternating run: the baseline's blocks ran from {bs} to {be}, the candidate's from {cs} to {ce}; their rounds are matched by number only, so drift between the runs is not cancelled"
         )
     })
+}
+
+/// Whether an `order` label declares interleaved rounds (ABBA, ABAB, alternating, ...).
+pub fn is_interleaved_order(order: &str) -> bool {
+    let o = order.to_ascii_lowercase();
+    ["abba", "baab", "abab", "alternat", "interleav"]
+        .iter()
+        .any(|k| o.contains(k))
 }
 
 /// Order notes: labels that do not declare interleaving, and positions that show the two

@@ -278,18 +278,16 @@ impl Integrity {
     /// Only a receipt of one block can be held to them: a receipt of several pools its
     /// blocks' launches into one median, which the blocks' own gates did not judge (its
     /// block receipts, where it lists them, are each held to them).
-    pub fn check_block_gates(&self, median_us: f64) -> Result<(), ReceiptError> {
+    fn check_block_gates(&self, median_us: f64) -> Result<(), ReceiptError> {
         use klab_engine::timing::{
-            CHECKED_MIN_GAP_US, CHECKED_RATIO_FLAG, STALE_MIN_GAIN_US, STALE_RATIO_LIMIT,
+            stale_outputs_faster, timed_far_below_checked, CHECKED_FLAG_WORDS,
         };
         if let (Some(stale), Some(invalidated)) =
             (self.probe_median_us, self.probe_invalidated_median_us)
         {
             // GATE_SLACK: a figure on the gate's edge is the engine's to judge, not a reader's
             // that sees it through a rounded median.
-            if stale * STALE_RATIO_LIMIT * (1.0 + GATE_SLACK) < invalidated
-                && invalidated - stale > STALE_MIN_GAIN_US * (1.0 + GATE_SLACK)
-            {
+            if stale_outputs_faster(stale, invalidated, GATE_SLACK) {
                 return Err(ReceiptError::invalid(
                     "integrity.probe_median_us",
                     format!(
@@ -300,13 +298,12 @@ impl Integrity {
             }
         }
         if let Some(checked) = self.checked_median_us {
-            let far_below = median_us * CHECKED_RATIO_FLAG * (1.0 + GATE_SLACK) < checked
-                && checked - median_us > CHECKED_MIN_GAP_US * (1.0 + GATE_SLACK);
-            if far_below && self.flags.is_empty() {
+            let flagged = self.flags.iter().any(|f| f.contains(CHECKED_FLAG_WORDS));
+            if timed_far_below_checked(median_us, checked, GATE_SLACK) && !flagged {
                 return Err(ReceiptError::invalid(
                     "integrity.flags",
                     format!(
-                        "are empty, but the timed median {median_us} us is {:.1}x below the checked median {checked} us, which klab flags",
+                        "hold no checked-median flag, but the timed median {median_us} us is {:.1}x below the checked median {checked} us, which klab flags",
                         checked / median_us
                     ),
                 ));
@@ -1060,14 +1057,6 @@ impl Receipt {
         }
         Ok(())
     }
-}
-
-/// Whether an `order` label declares interleaved rounds (ABBA, ABAB, alternating, ...).
-pub fn is_interleaved_order(order: &str) -> bool {
-    let o = order.to_ascii_lowercase();
-    ["abba", "baab", "abab", "alternat", "interleav"]
-        .iter()
-        .any(|k| o.contains(k))
 }
 
 /// A receipt listed among another's artifacts: one block of a `klab rounds` run, read and

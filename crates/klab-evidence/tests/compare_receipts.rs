@@ -9,8 +9,7 @@ use std::path::Path;
 use compare_fixture::*;
 use klab_core::samples::{Regime, SampleError, Timer};
 use klab_core::stats::SpeedVerdict;
-use klab_evidence::compare::{compare, load_checked, CompareError};
-use klab_evidence::receipt::is_interleaved_order;
+use klab_evidence::compare::{compare, is_interleaved_order, load_checked, CompareError};
 use klab_evidence::receipt::Receipt;
 use serde_json::json;
 
@@ -847,13 +846,13 @@ fn a_receipt_is_held_to_its_integrity_figures() {
     let (_d, r) = one_block(|r| r.integrity.as_mut().unwrap().checked_median_us = Some(5000.0));
     let msg = one_line(&r.unwrap_err());
     assert!(
-        msg.contains("integrity.flags are empty, but the timed median"),
+        msg.contains("integrity.flags hold no checked-median flag, but the timed median"),
         "{msg}"
     );
     let (_d, r) = one_block(|r| {
         let i = r.integrity.as_mut().unwrap();
         i.checked_median_us = Some(5000.0);
-        i.flags = vec!["timed median far below the checked median".into()];
+        i.flags = vec!["timed median 100.000 us is 50.0x below the checked median 5000.000 us (launches klab verified)".into()];
     });
     r.unwrap();
     // Several blocks pool their medians, which the blocks' own gates did not judge: their
@@ -935,4 +934,52 @@ fn a_link_to_a_receipt_reads_the_files_beside_the_receipt() {
     std::os::unix::fs::symlink(&c, &link).unwrap();
     klab_evidence::compare::check(&link).unwrap();
     compare(&b, &link, &cfg()).unwrap();
+}
+
+/// A floor recomputed from device facts forged faster (a larger L2, a faster L2 ceiling)
+/// agrees with itself; it cannot agree with the receipt it is compared against on the same
+/// GPU: refused, naming each fact.
+#[test]
+fn two_receipts_of_one_gpu_must_state_the_same_device() {
+    let d = tempfile::tempdir().unwrap();
+    let (b, c) = pair_with(
+        d.path(),
+        |_| {},
+        |r| {
+            r.hardware.l2_bytes = 1 << 40;
+            let f = r.integrity.as_mut().unwrap().floor.as_mut().unwrap();
+            let mut rates = f.rates.clone();
+            rates.l2_bytes = 1 << 40;
+            rates.l2_measured_gb_s *= 1e6;
+            *f = klab_core::floor::Floor::of(f.useful_bytes, f.flops, &rates);
+        },
+    );
+    klab_evidence::compare::check(&c).unwrap();
+    match refuse(&b, &c) {
+        CompareError::Conditions(d) => {
+            let fields: Vec<&str> = d.iter().map(|x| x.field.as_str()).collect();
+            assert_eq!(
+                fields,
+                [
+                    "hardware.l2_bytes",
+                    "integrity.floor.rates.l2_measured_gb_s"
+                ],
+                "{d:?}"
+            );
+        }
+        e => panic!("{e:?}"),
+    }
+    // A few percent apart, as two blocks' measurements are: taken.
+    let d = tempfile::tempdir().unwrap();
+    let (b, c) = pair_with(
+        d.path(),
+        |_| {},
+        |r| {
+            let f = r.integrity.as_mut().unwrap().floor.as_mut().unwrap();
+            let mut rates = f.rates.clone();
+            rates.l2_measured_gb_s *= 1.04;
+            *f = klab_core::floor::Floor::of(f.useful_bytes, f.flops, &rates);
+        },
+    );
+    compare(&b, &c, &cfg()).unwrap();
 }

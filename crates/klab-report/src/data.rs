@@ -407,22 +407,23 @@ impl Reader<'_> {
     }
 }
 
-/// Error text with the run folder's path removed (the report shows paths relative to it).
 /// Why the receipt at `path` (as the run names it; `at` resolved) cannot stand, if it
-/// cannot (see [`ReceiptEntry::refused`]).
+/// cannot (see [`ReceiptEntry::refused`]): the line names the receipt.
 fn standing(path: &str, at: &Path) -> Option<String> {
     match compare::check(at) {
-        Err(e) => Some(format!("does not check: {e}")),
+        Err(e) => Some(format!("klab compare cannot check {e}")),
         Ok(c) => compare::require_evidence(Path::new(path), &c.receipt)
             .err()
-            .map(|e| format!("klab compare refuses it: {e}")),
+            .map(|e| format!("klab compare refuses {e}")),
     }
 }
 
+/// Error text with the run folder's path removed (the report shows paths relative to it).
 fn relative(message: String, dir: &Path) -> String {
-    // Paths that went through resolve_inside are canonical.
+    // Paths that went through resolve_inside are canonical; the canonical folder goes
+    // first, so that a relative `dir` is not cut out of the middle of an absolute path.
     let canonical = dir.canonicalize().ok();
-    [Some(dir), canonical.as_deref()]
+    [canonical.as_deref(), Some(dir)]
         .into_iter()
         .flatten()
         .fold(message, |message, dir| {

@@ -672,7 +672,7 @@ fn receipts(run: &RunData, entries: &[crate::data::ReceiptEntry]) -> Vec<Block> 
                 let stands = match &e.refused {
                     None => "takes it".to_string(),
                     Some(why) => {
-                        notes.push(Block::Note(format!("{}: {why}", e.path)));
+                        notes.push(Block::Note(why.clone()));
                         "refuses it (below)".to_string()
                     }
                 };

@@ -54,26 +54,46 @@ impl std::fmt::Display for ShapeArg {
 /// elements is not a tile's (the ladder would reach 4c), and the block decides instead.
 const CHUNK_SEARCH_LIMIT: i64 = 1 << 24;
 
-/// The chunk of size variable `var`: the last size before the grid grows (the other
-/// variables where the ladder holds them: a variable with `values` or a launch parameter
-/// at its ladder's base, a problem size at its smallest), else the block's first
-/// dimension; at least 2.
+/// The chunk of size variable `var`: the last size before the grid grows, else the block's
+/// first dimension; at least 2. The other variables are held two ways, and the larger chunk
+/// is taken: at their smallest (a launch parameter at its values' middle), where the grid's
+/// growth with `var` is plainest, and every variable with values at their middle, where
+/// the ladder holds it. A block size `bs = { values = [128] }` at 1 hides the block; rows
+/// held at 1024 in a grid over `rows * cols` hide the block's 256 columns.
 /// Only sizes the variable admits are tried: from its smallest, in steps of its `multiple`.
 pub fn chunk(op: &DeclaredOp, var: &str) -> u64 {
+    let held = |with_values: fn(&klab_spec::declared::SizeSpec) -> bool| -> BTreeMap<&str, i64> {
+        op.spec
+            .sizes
+            .iter()
+            .filter(|(k, _)| k.as_str() != var)
+            .map(|(k, s)| {
+                let middle = s
+                    .values
+                    .as_deref()
+                    .filter(|_| with_values(s))
+                    .and_then(middle);
+                (k.as_str(), middle.unwrap_or(s.lowest()) as i64)
+            })
+            .collect()
+    };
+    let plain = held(|s| s.launch);
+    let laddered = held(|_| true);
+    let first = chunk_with(op, var, &plain);
+    if laddered == plain {
+        return first;
+    }
+    first.max(chunk_with(op, var, &laddered))
+}
+
+/// The middle of a variable's values: where the ladder holds it while another varies.
+fn middle(values: &[u64]) -> Option<u64> {
+    values.get(values.len() / 2).copied()
+}
+
+/// [`chunk`] with the other variables at `held`.
+fn chunk_with(op: &DeclaredOp, var: &str, held: &BTreeMap<&str, i64>) -> u64 {
     let spec = &op.spec.sizes[var];
-    // A variable with values (every launch parameter has them) where the ladder holds it,
-    // at their middle, which every shape of `var` meets; a problem size at its smallest,
-    // where the grid's growth with `var` is plainest.
-    let held: BTreeMap<&str, i64> = op
-        .spec
-        .sizes
-        .iter()
-        .filter(|(k, _)| k.as_str() != var)
-        .map(|(k, s)| {
-            let middle = s.values.as_ref().and_then(|v| v.get(v.len() / 2).copied());
-            (k.as_str(), middle.unwrap_or(s.lowest()) as i64)
-        })
-        .collect();
     let at = |n: i64| -> Shape {
         op.spec
             .sizes
@@ -330,7 +350,7 @@ pub fn ladder(op: &DeclaredOp) -> Result<Vec<Shape>, String> {
     }
     let base: Shape = all
         .iter()
-        .map(|(k, v)| (k.clone(), v[v.len() / 2] as i64))
+        .map(|(k, v)| (k.clone(), middle(v).unwrap_or(0) as i64))
         .collect();
     let mut shapes: Vec<Shape> = Vec::new();
     let add = |s: Shape, shapes: &mut Vec<Shape>| {

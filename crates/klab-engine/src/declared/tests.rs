@@ -2172,6 +2172,27 @@ buffers.y = {{ dtype = "f32", len = "n", role = "out", compare = "bitwise" }}
     }
 }
 
+/// Held at its values' middle, a size can hide another's block: rows at 1024 in a grid over
+/// `rows * cols` make every cols a whole number of 256-element blocks. The chunk is the
+/// larger of the two holdings (rows at 1 finds the 256).
+#[test]
+fn a_size_held_at_its_values_does_not_hide_another_sizes_block() {
+    let d = with(
+        &MANIFEST
+            .replace(
+                r#"grid = ["ceil_div(rows, 32)"]"#,
+                r#"grid = ["(rows * cols + 255) / 256"]"#,
+            )
+            .replace(r#"block = ["32"]"#, r#"block = ["256"]"#)
+            .replace(
+                "sizes.rows = {}",
+                "sizes.rows = { values = [1, 1024, 4096] }",
+            )
+            .replace("sizes.cols = { values = [1, 5, 33] }", "sizes.cols = {}"),
+    );
+    assert_eq!(chunk(&d.op, "cols"), 256);
+}
+
 /// The index-overflow shape exists whenever a buffer can hold more than 2^31 elements
 /// within the sizes' caps: a `cols` of at most 2 (or 3) and a 1-D n of at most 2^31 + 1
 /// were called "not applicable", and a capped cols asked rows to grow 50% past what the
