@@ -460,8 +460,11 @@ fn slices_problem(
                 .then(shape_work(op, a).total_cmp(&shape_work(op, b)))
         })?
         .clone();
-    let raised = count(&probe).max(4).min(declared::size_cap(op, var) as i64);
-    probe.insert(var.clone(), raised);
+    // At least 4 slices (the test needs a strict subset of them), a number the declaration
+    // admits: the whole shape's reference runs there too.
+    let at_least = u64::try_from(count(&probe).max(4)).unwrap_or(4);
+    let raised = klab_spec::declared::slices::admitted_count(&op.spec, var, at_least)?;
+    probe.insert(var.clone(), i64::try_from(raised).ok()?);
     let input = declared::InputCase::Uniform { seed };
     let w =
         declared::DeclaredWorkload::new(decl.clone(), probe, input, 0, reference.clone()).ok()?;

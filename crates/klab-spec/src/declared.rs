@@ -255,7 +255,7 @@ pub struct ScalarSpec {
     #[serde(default, deserialize_with = "exact_values")]
     pub values: Vec<f64>,
     /// ...or draw each case's value from this interval (whole numbers for integer types).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "exact_range")]
     pub range: Option<[f64; 2]>,
 }
 
@@ -263,24 +263,49 @@ pub struct ScalarSpec {
 /// read as a float it would reach the kernel as another number (9007199254740993 as
 /// 9007199254740992).
 fn exact_values<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Number {
-        Int(i64),
-        Float(f64),
-    }
-    Vec::<Number>::deserialize(d)?
-        .into_iter()
-        .map(|n| match n {
-            Number::Float(v) => Ok(v),
-            Number::Int(i) if (i as f64) as i64 == i && (i as f64).abs() <= EXACT_INTEGER_LIMIT => {
-                Ok(i as f64)
+    Vec::<ExactNumber>::deserialize(d).map(|v| v.into_iter().map(|n| n.0).collect())
+}
+
+/// [`exact_values`] for a range's two ends.
+fn exact_range<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<[f64; 2]>, D::Error> {
+    Option::<[ExactNumber; 2]>::deserialize(d).map(|r| r.map(|[lo, hi]| [lo.0, hi.0]))
+}
+
+/// A TOML number as f64, an integer only where f64 holds it exactly.
+struct ExactNumber(f64);
+
+impl<'de> Deserialize<'de> for ExactNumber {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = ExactNumber;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number")
             }
-            Number::Int(i) => Err(serde::de::Error::custom(format!(
-                "{i} is past 2^53, where klab cannot hold every integer exactly; give a value within +/-2^53"
-            ))),
-        })
-        .collect()
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<ExactNumber, E> {
+                Ok(ExactNumber(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, i: i64) -> Result<ExactNumber, E> {
+                // On the integer itself: 2^53 + 1 as an f64 is already 2^53.
+                if i.unsigned_abs() <= 1 << 53 {
+                    Ok(ExactNumber(i as f64))
+                } else {
+                    Err(E::custom(format!(
+                        "{i} is past 2^53, where klab cannot hold every integer exactly; give a value within +/-2^53"
+                    )))
+                }
+            }
+            fn visit_u64<E: serde::de::Error>(self, u: u64) -> Result<ExactNumber, E> {
+                match i64::try_from(u) {
+                    Ok(i) => self.visit_i64(i),
+                    Err(_) => Err(E::custom(format!(
+                        "{u} is past 2^53, where klab cannot hold every integer exactly; give a value within +/-2^53"
+                    ))),
+                }
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 impl ScalarSpec {
@@ -1084,12 +1109,14 @@ impl DeclaredOpSpec {
                     .iter()
                     .copied()
                     .chain(ends)
-                    .find(|v| v.abs() > f32::MAX as f64)
+                    // Rounded to f32 as the kernel gets it: FLT_MAX written to 9 digits
+                    // rounds to it, a step past rounds to infinity.
+                    .find(|v| (*v as f32).is_infinite())
                 {
                     return bad(
                         &format!("scalars.{n}"),
                         format!(
-                            "{v} is past the largest f32 ({:e}): the kernel would get infinity",
+                            "{v:e} rounds past the largest f32 ({:e}): the kernel would get infinity",
                             f32::MAX
                         ),
                     );
@@ -1150,9 +1177,6 @@ impl DeclaredOpSpec {
         Ok(out)
     }
 }
-
-/// The largest magnitude up to which an f64 holds every integer (2^53).
-const EXACT_INTEGER_LIMIT: f64 = 9_007_199_254_740_992.0;
 
 #[cfg(test)]
 mod tests {
@@ -1380,12 +1404,27 @@ scalars.eps = { type = "f32", values = [1e-5] }
             (
                 r#"{ type = "f32", values = [1e39] }"#,
                 "f32",
-                "1000000000000000000000000000000000000000 is past the largest f32",
+                "1e39 rounds past the largest f32",
             ),
             (
                 r#"{ type = "f32", range = [3e38, 1e39] }"#,
                 "f32",
-                "is past the largest f32",
+                "rounds past the largest f32",
+            ),
+            (
+                r#"{ type = "f32", values = [3.4028236e38] }"#,
+                "f32",
+                "rounds past the largest f32",
+            ),
+            (
+                r#"{ type = "i64", range = [0, 9007199254740993] }"#,
+                "i64",
+                "is past 2^53",
+            ),
+            (
+                r#"{ type = "i64", values = ["3"] }"#,
+                "i64",
+                "expected a number",
             ),
             (
                 r#"{ type = "i32", values = [2] }"#,
@@ -1407,6 +1446,12 @@ scalars.eps = { type = "f32", values = [1e-5] }
             assert!(why.contains(says), "{spec}: {why}");
         }
         eps(r#"{ type = "f32", values = [3e38] }"#, "f32").unwrap();
+        // FLT_MAX as C writes it rounds to the largest f32, not to infinity.
+        eps(
+            r#"{ type = "f32", values = [3.40282347e38, -3.4028235e38] }"#,
+            "f32",
+        )
+        .unwrap();
         eps(r#"{ type = "f64", values = [1e39] }"#, "f64").unwrap();
         eps(r#"{ type = "i64", values = [9007199254740992] }"#, "i64").unwrap();
     }

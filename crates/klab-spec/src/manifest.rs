@@ -1940,6 +1940,26 @@ scalars.a = { type = "f32", values = [1.0] }
         let twice = "namespace a { typedef float real; }\nnamespace b { typedef double real; }\nextern \"C\" __global__ void k(const real *x, float *y, int n, float a) {}";
         parse_src("f64", twice).unwrap();
         parse_src("f32", twice).unwrap();
+        // An alias inside braces (a function's, a namespace's) is not the name a parameter
+        // outside them sees (there: a header's typedef klab does not read): on trust.
+        for scoped in [
+            "__device__ double acc(double v) { using real = double; return v; }\nextern \"C\" __global__ void k(const real *x, float *y, int n, float a) {}",
+            "namespace detail { typedef double real; }\nextern \"C\" __global__ void k(const real *x, float *y, int n, float a) {}",
+        ] {
+            parse_src("f32", scoped).unwrap();
+        }
+        // A template parameter is the instance's, whatever a typedef of that name says.
+        let template = "typedef float scalar_t;\ntemplate <typename scalar_t> __global__ void k(const scalar_t *x, float *y, int n, float a) {}\ntemplate __global__ void k<double>(const double *, float *, int, float);";
+        let text = DECLARED_XY
+            .replace("ENTRY", "k<double>")
+            .replace("\"X\"", "\"f64\"");
+        let src = template.to_string();
+        parse(
+            "m.toml",
+            &text,
+            Files::Given(&|_| Ok(("k.cu".into(), src.clone().into()))),
+        )
+        .unwrap();
         let vector = "extern \"C\" __global__ void k(const float *x, float *y, int n, float2 a) {}";
         let e = parse_src("f32", vector).unwrap_err();
         assert!(e.problem.contains("'a' is passed as f32, but parameter 3 of k (k.cu line 1), `float2 a` is a float2, a vector"), "{e}");

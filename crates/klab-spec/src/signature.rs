@@ -343,6 +343,8 @@ const ATTRIBUTES: [&str; 7] = [
 ];
 /// Why a type name is no element type.
 const NO_DTYPE: &str = "klab has no dtype for it (f16 bf16 f32 f64 i8 u8 i16 u16 i32 u32 i64 u64)";
+/// Why a parameter of a template's type has no dtype.
+const TEMPLATE_PARAMETER: &str = "a template parameter: the entry must be an instance";
 /// The words of C's built-in integer types.
 const INT_WORDS: [&str; 6] = ["signed", "unsigned", "short", "long", "int", "char"];
 
@@ -358,7 +360,7 @@ fn element(words: &[String], template_types: &[String]) -> Elem {
     }
     if let [w] = words {
         if template_types.contains(w) {
-            return unknown("a template parameter: the entry must be an instance");
+            return unknown(TEMPLATE_PARAMETER);
         }
     }
     if words.iter().all(|w| INT_WORDS.contains(&w.as_str())) {
@@ -886,8 +888,13 @@ fn kernels_and_balance(toks: &[Token]) -> (Vec<Kernel>, bool) {
                 let elem = match &mut p.kind {
                     ParamKind::Pointer { elem, .. } | ParamKind::Value(elem) => elem,
                 };
-                if let Elem::Unknown { name, .. } = elem {
-                    if let Some(known) = aliases.get(name.as_str()) {
+                // A template parameter is the instance's, whatever a typedef of that name
+                // elsewhere says.
+                if let Elem::Unknown { name, why } = elem {
+                    if let Some(known) = aliases
+                        .get(name.as_str())
+                        .filter(|_| why != TEMPLATE_PARAMETER)
+                    {
                         *elem = known.clone();
                     }
                 }
@@ -898,15 +905,22 @@ fn kernels_and_balance(toks: &[Token]) -> (Vec<Kernel>, bool) {
     (kernels, balanced)
 }
 
-/// The element types the source names by a `typedef` or a `using` alias of a type klab
-/// knows (`typedef float real;`, `using idx_t = long long;`): what a parameter of that
-/// name holds. An alias of a pointer, a struct, a template or anything else klab cannot
-/// read is left out, as is a name aliased twice to different types (one per scope,
-/// perhaps): those parameters stay taken on trust.
+/// The element types the source names by a file-scope `typedef` or `using` alias of a
+/// type klab knows (`typedef float real;`, `using idx_t = long long;`): what a parameter
+/// of that name holds. An alias of a pointer, a struct, a template or anything else klab
+/// cannot read is left out, and so is a name aliased twice to different types or aliased
+/// at all inside braces (a namespace's, a function's or a struct's, which a parameter of
+/// that name outside them does not see): those parameters stay taken on trust.
 fn aliases(toks: &[Token]) -> std::collections::BTreeMap<String, Elem> {
     let mut found: std::collections::BTreeMap<String, Option<Elem>> = Default::default();
+    let mut depth = 0usize;
     let mut i = 0;
     while i < toks.len() {
+        match toks[i].tok {
+            Tok::Punct('{') => depth += 1,
+            Tok::Punct('}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
         let decl = match &toks[i].tok {
             // `typedef TYPE NAME;`: a declaration of NAME, as a parameter is.
             Tok::Ident(w) if w == "typedef" => Some(i + 1),
@@ -939,13 +953,21 @@ fn aliases(toks: &[Token]) -> std::collections::BTreeMap<String, Elem> {
                     (p.name, p.kind)
                 }
             };
-            if let (Some(name), ParamKind::Value(elem @ (Elem::Known(_) | Elem::Vector { .. }))) =
-                (name, elem)
-            {
-                let entry = found.entry(name).or_insert_with(|| Some(elem.clone()));
-                if entry.as_ref() != Some(&elem) {
-                    *entry = None;
+            match (name, elem) {
+                (Some(name), ParamKind::Value(elem @ (Elem::Known(_) | Elem::Vector { .. })))
+                    if depth == 0 =>
+                {
+                    let entry = found.entry(name).or_insert_with(|| Some(elem.clone()));
+                    if entry.as_ref() != Some(&elem) {
+                        *entry = None;
+                    }
                 }
+                // Aliased in a scope (or to a type klab cannot read): the name is not one
+                // type everywhere.
+                (Some(name), _) => {
+                    found.insert(name, None);
+                }
+                (None, _) => {}
             }
         }
         i = end.max(i + 1);

@@ -66,13 +66,17 @@ impl DeclaredWorkload {
             let size = b.dtype.size_bytes();
             let want = sample.gather(&b.name, &whole[i], size);
             let n = want.len() / size;
+            // The output's largest finite magnitude, once (not once per element).
+            let scale = match b.dtype.is_float() {
+                true => (0..n)
+                    .map(|j| b.dtype.to_f64(&want, j).abs())
+                    .filter(|v| v.is_finite())
+                    .fold(0.0, f64::max),
+                false => 0.0,
+            };
             let differs = |k: usize| -> bool {
                 if b.dtype.is_float() {
                     let (x, y) = (b.dtype.to_f64(&apart[i], k), b.dtype.to_f64(&want, k));
-                    let scale = (0..n)
-                        .map(|j| b.dtype.to_f64(&want, j).abs())
-                        .filter(|v| v.is_finite())
-                        .fold(0.0, f64::max);
                     !(x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= SLICES_AGREE * scale)
                 } else {
                     want[k * size..(k + 1) * size] != apart[i][k * size..(k + 1) * size]
