@@ -114,9 +114,10 @@ pub struct RunOptions {
     pub dir: Option<PathBuf>,
     /// Set in the child's environment, beside the inherited variables.
     pub env: Vec<(OsString, OsString)>,
-    /// Kill the child's process group as soon as the child exits, so that nothing it left
-    /// running (a background helper of a user's program) outlives the call. Off for the
-    /// tools whose launchers klab waits for through [`DRAIN_GRACE`].
+    /// Kill the child's process group as soon as the child exits, before its pipes are
+    /// drained. Off for the tools whose launchers klab waits for through [`DRAIN_GRACE`]:
+    /// what those leave gets the grace to finish its output, and is then ended with
+    /// everything else the run started ([`end_descendants`]), as on every run.
     pub end_group_on_exit: bool,
     /// The child's standard input: this file, opened as klab opens every file it reads (a
     /// regular file within the kind's cap, see [`klab_core::artifact::open_regular`]);
@@ -272,6 +273,9 @@ pub fn run(program: &Path, args: &[OsString], opts: &RunOptions) -> Result<Captu
             Err(e) => {
                 kill_tree(&mut child);
                 let _ = child.wait();
+                if !opts.detached {
+                    end_descendants(&run_id);
+                }
                 return Err(wait_err(e));
             }
         }
@@ -649,6 +653,8 @@ fn remove_registered_files() {
 #[cfg(unix)]
 extern "C" fn on_signal(sig: libc::c_int) {
     let ended = kill_running_groups();
+    #[cfg(target_os = "linux")]
+    signal_safe::end_every_descendant();
     remove_registered_files();
     // A closed stdout with no child running is the reader having read enough (`klab
     // model | head`): end quietly with exit 0, as ripgrep does. With children running,
@@ -708,6 +714,8 @@ pub fn exit_on_stdout_error(e: &std::io::Error) -> ! {
 /// model | head`) would otherwise make the next print panic, and the children outlive that;
 /// with no child running, SIGPIPE ends klab quietly with exit 0.
 pub fn install_signal_handlers() {
+    #[cfg(target_os = "linux")]
+    signal_safe::remember_identity(&self_identity());
     #[cfg(unix)]
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
         // SAFETY: a handler that only makes async-signal-safe calls.
@@ -844,6 +852,137 @@ fn signal_of(status: &ExitStatus) -> Option<i32> {
     }
 }
 
+/// [`end_descendants`] for a signal handler, for every run of this process at once: no
+/// allocation and no lock, only system calls a handler may make (open, read, getdents64,
+/// kill, close) on buffers of its own stack. The identity a run id starts with is stored
+/// before any handler is installed.
+#[cfg(target_os = "linux")]
+mod signal_safe {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// `KLAB_TREE=` ids of this process's runs start with `PID:START:` (the trailing colon
+    /// tells them from `KLAB_PARENT=PID:START`, which children also carry).
+    const MAX_PREFIX: usize = 48;
+    static PREFIX: [std::sync::atomic::AtomicU8; MAX_PREFIX] =
+        [const { std::sync::atomic::AtomicU8::new(0) }; MAX_PREFIX];
+    static PREFIX_LEN: AtomicUsize = AtomicUsize::new(0);
+
+    /// Store `identity` (`PID:START`) for [`end_every_descendant`].
+    pub fn remember_identity(identity: &str) {
+        let bytes = identity.as_bytes();
+        if bytes.len() + 1 > MAX_PREFIX {
+            return;
+        }
+        for (slot, b) in PREFIX.iter().zip(bytes.iter().chain(b":")) {
+            slot.store(*b, Ordering::SeqCst);
+        }
+        PREFIX_LEN.store(bytes.len() + 1, Ordering::SeqCst);
+    }
+
+    /// SIGKILL every process whose environment holds an id of one of this process's runs.
+    pub fn end_every_descendant() {
+        let len = PREFIX_LEN.load(Ordering::SeqCst);
+        if len == 0 {
+            return;
+        }
+        let mut prefix = [0u8; MAX_PREFIX];
+        for (b, slot) in prefix.iter_mut().zip(&PREFIX) {
+            *b = slot.load(Ordering::SeqCst);
+        }
+        let prefix = &prefix[..len];
+        let me = std::process::id();
+        // SAFETY: open(2), getdents64(2) and close(2) on this stack's buffers.
+        let dir = unsafe { libc::open(c"/proc".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
+        if dir < 0 {
+            return;
+        }
+        let mut buf = [0u8; 4096];
+        loop {
+            // SAFETY: the kernel writes at most buf.len() bytes into buf.
+            let n =
+                unsafe { libc::syscall(libc::SYS_getdents64, dir, buf.as_mut_ptr(), buf.len()) };
+            if n <= 0 {
+                break;
+            }
+            let mut at = 0usize;
+            while at + 19 < n as usize {
+                // linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
+                let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
+                if reclen == 0 {
+                    break;
+                }
+                let name = &buf[at + 19..(at + reclen).min(n as usize)];
+                let name = &name[..name.iter().position(|b| *b == 0).unwrap_or(name.len())];
+                if let Some(pid) = pid_of(name) {
+                    if pid != me && environ_holds(name, prefix) {
+                        // SAFETY: kill(2) on one process.
+                        unsafe {
+                            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                        }
+                    }
+                }
+                at += reclen;
+            }
+        }
+        // SAFETY: closing the descriptor opened above.
+        unsafe {
+            libc::close(dir);
+        }
+    }
+
+    fn pid_of(name: &[u8]) -> Option<u32> {
+        if name.is_empty() || name.len() > 10 || !name.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        name.iter().try_fold(0u32, |a, d| {
+            a.checked_mul(10)?.checked_add(u32::from(d - b'0'))
+        })
+    }
+
+    /// Whether `/proc/NAME/environ` holds `prefix`, read in pieces that overlap by the
+    /// prefix's length, so that a match across two reads is found.
+    fn environ_holds(name: &[u8], prefix: &[u8]) -> bool {
+        let mut path = [0u8; 32];
+        let parts: [&[u8]; 3] = [b"/proc/", name, b"/environ"];
+        let mut len = 0;
+        for part in parts {
+            if len + part.len() >= path.len() {
+                return false;
+            }
+            path[len..len + part.len()].copy_from_slice(part);
+            len += part.len();
+        }
+        // SAFETY: path is NUL-terminated (zeroed past len); open(2) and read(2) on this
+        // stack's buffers, close(2) on the descriptor opened here.
+        let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY) };
+        if fd < 0 {
+            return false;
+        }
+        let mut buf = [0u8; 4096];
+        let keep = prefix.len() - 1;
+        let mut have = 0usize;
+        let mut found = false;
+        loop {
+            let n = unsafe { libc::read(fd, buf[have..].as_mut_ptr().cast(), buf.len() - have) };
+            if n <= 0 {
+                break;
+            }
+            let end = have + n as usize;
+            if buf[..end].windows(prefix.len()).any(|w| w == prefix) {
+                found = true;
+                break;
+            }
+            let tail = end.min(keep);
+            buf.copy_within(end - tail..end, 0);
+            have = tail;
+        }
+        unsafe {
+            libc::close(fd);
+        }
+        found
+    }
+}
+
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
@@ -881,6 +1020,23 @@ mod tests {
         }
         // This process's own environment names no run of its own: it is never a target.
         assert_eq!(end_descendants("no-such-run"), 0);
+    }
+
+    /// The signal handler's scan finds and ends what carries a run id of this process.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_signal_safe_scan_ends_what_carries_this_processs_run_ids() {
+        let mut daemon = std::process::Command::new("sleep")
+            .arg("302")
+            .env(TREE_ENV, format!("{}:77", self_identity()))
+            .spawn()
+            .unwrap();
+        let pid = daemon.id();
+        thread::sleep(Duration::from_millis(100));
+        signal_safe::remember_identity(&self_identity());
+        signal_safe::end_every_descendant();
+        let status = daemon.wait().unwrap();
+        assert!(!status.success(), "sleep {pid} was not ended");
     }
 
     #[test]

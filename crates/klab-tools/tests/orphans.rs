@@ -88,6 +88,38 @@ fn sigterm_kills_the_whole_group_even_a_child_that_ignores_it() {
     }
 }
 
+/// A daemon the child started in a session of its own is out of the group the handler
+/// kills; it carries the run's KLAB_TREE, and the handler ends it too.
+#[test]
+fn a_signal_ends_a_daemon_that_left_the_childs_process_group() {
+    let Ok(setsid) = which("setsid") else {
+        eprintln!("SKIPPED: no setsid binary here");
+        return;
+    };
+    for sig in ["-TERM", "-INT"] {
+        let script =
+            format!("{setsid} sleep 301 </dev/null >/dev/null 2>&1 & echo $!; wait; sleep 300");
+        let (mut holder, pids) = start(&script, 1);
+        signal(holder.id(), sig);
+        assert_eq!(holder.wait().unwrap().code(), Some(1), "{sig}");
+        assert!(
+            gone_within(pids[0], Duration::from_secs(5)),
+            "{sig}: the setsid daemon {} outlived klab",
+            pids[0]
+        );
+    }
+}
+
+fn which(name: &str) -> Result<String, ()> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .map(|p| p.display().to_string())
+        .ok_or(())
+}
+
 #[test]
 fn sigkill_of_the_parent_still_ends_the_child() {
     // `exec` makes the sleeper the direct child, which PDEATHSIG covers.
