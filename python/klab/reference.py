@@ -25,10 +25,12 @@ function with ``**kwargs`` takes them all). It returns the outputs:
 
 - with one ``out`` or ``inout`` buffer, its array;
 - with several, a dict by buffer name, or a tuple in the kernel's buffer order;
-- ``None`` when it only changed ``inout`` arrays in place, or left them as they were
-  because they already held the answer (an ``inout`` buffer a dict leaves out is taken the
-  same way: as it now is). ``None`` with an ``out`` buffer is refused: that buffer is
-  missing.
+- ``None`` when it only changed ``inout`` arrays in place (an ``inout`` buffer a dict leaves
+  out is taken as it now is). ``None`` with an ``out`` buffer is refused: that buffer is
+  missing. So is ``None`` that changed no ``inout`` buffer of more than one element: a
+  forgotten ``return`` (``x = np.sort(x)`` rebinds, it does not sort in place) looks the
+  same, and against it a kernel that does nothing would pass. Where the inputs may already
+  be the answer (sorted data, non-negative data under a ReLU), return the arrays.
 
 Each output is rounded once to its buffer's dtype (to nearest, ties to even; ``bf16`` too),
 in its declared shape or flat (any other shape is refused, as klab refuses it in a ``.npy``). An integer buffer takes
@@ -242,14 +244,30 @@ def _as_buffer(value: Any, b: Dict[str, Any]) -> Any:
     raise ReferenceError_(f"{name}: klab.reference does not know the dtype {dtype}")
 
 
-def _outputs(result: Any, inputs: Dict[str, Any], buffers: List[Dict[str, Any]]) -> Dict[str, Any]:
-    """The function's result as one value per compared buffer."""
+def _outputs(
+    result: Any,
+    inputs: Dict[str, Any],
+    before: Dict[str, Any],
+    buffers: List[Dict[str, Any]],
+) -> Dict[str, Any]:
+    """The function's result as one value per compared buffer (`before`: the inout arrays
+    as they were given)."""
+    np = _numpy()
     compared = [b for b in buffers if b["role"] in ("out", "inout")]
     names = [b["name"] for b in compared]
     if result is None:
-        # The inout buffers as they now are, whether changed in place or already the answer
-        # (one element sorted, ReLU of positive data): an unchanged buffer cannot tell a
-        # forgotten return from a correct one. A missing out buffer is refused below.
+        # A forgotten return hands back the inputs unchanged, and a kernel that does nothing
+        # would agree with it. One element is its own answer often enough (a sort at n=1,
+        # where every check starts) to be let through.
+        # With an out buffer, its absence is the refusal (below).
+        only_inout = all(b["role"] == "inout" for b in compared)
+        unchanged = all(np.array_equal(inputs[k], v, equal_nan=True) for k, v in before.items())
+        if only_inout and unchanged and any(v.size > 1 for v in before.values()):
+            raise ReferenceError_(
+                f"returned None and changed no inout buffer in place ({', '.join(before)}): a "
+                f"forgotten return looks the same; return the arrays where the inputs may "
+                f"already be the answer"
+            )
         result = {}
     elif isinstance(result, dict):
         unknown = [k for k in result if k not in names]
@@ -295,6 +313,7 @@ def call(fn: Callable[..., Any], folder: str, tensors: str = "numpy", device: st
             "params.json lists no buffers: this klab is older than klab.reference needs"
         )
     inputs = _inputs(folder, buffers)
+    before = {b["name"]: inputs[b["name"]].copy() for b in buffers if b["role"] == "inout"}
     given: Dict[str, Any] = dict(inputs)
     if tensors == "torch":
         import torch
@@ -306,7 +325,7 @@ def call(fn: Callable[..., Any], folder: str, tensors: str = "numpy", device: st
     if tensors == "torch":
         inputs = {k: _to_numpy(v, k) for k, v in given.items()}
     by_name = {b["name"]: b for b in buffers}
-    for name, value in _outputs(result, inputs, buffers).items():
+    for name, value in _outputs(result, inputs, before, buffers).items():
         a = _as_buffer(value, by_name[name])
         np.save(os.path.join(folder, name + ".npy"), np.ascontiguousarray(a), allow_pickle=False)
 

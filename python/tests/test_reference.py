@@ -197,18 +197,25 @@ class TheRunner(unittest.TestCase):
         )
         self.assertIn("returned shape (5, 3) (15 elements); the buffer is (3, 4)", done.stderr)
 
-    def test_none_is_the_inout_buffers_as_they_are_even_when_they_were_the_answer(self):
-        # One element sorted, ReLU of positive data: the in-place answer is the input, and
-        # every check starts at n=1. An unchanged buffer is a correct answer, not an error.
-        for function, name, given in [
-            ("ref.py:sort_in_place", "s", np.array([5], dtype=np.int32)),
-            ("ref.py:relu_in_place", "x", np.array([0.5, 2.0, 3.25], dtype=np.float32)),
-        ]:
-            dtype = {"int32": "i32", "float32": "f32"}[given.dtype.name]
-            inout = [buf(name, dtype, given.shape, "inout")]
-            done, d = call(self.dir, function, inout, {name: given}, {})
-            self.assertEqual(done.returncode, 0, f"{function}: {done.stderr}")
-            self.assertEqual(self.read(d, name).tolist(), given.tolist(), function)
+    def test_none_that_changed_nothing_is_refused_but_for_one_element(self):
+        # One element sorted is its own answer, and every check starts at n=1: taken.
+        inout = [buf("s", "i32", (1,), "inout")]
+        done, d = call(self.dir, "ref.py:sort_in_place", inout, {"s": np.array([5], dtype=np.int32)}, {})
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(self.read(d, "s").tolist(), [5])
+        # More elements left as they were: a forgotten return looks the same (a kernel that
+        # does nothing would pass against it), so it is refused, saying what to do.
+        given = np.array([0.5, 2.0, 3.25], dtype=np.float32)
+        inout = [buf("x", "f32", given.shape, "inout")]
+        done, _ = call(self.dir, "ref.py:relu_in_place", inout, {"x": given}, {})
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("returned None and changed no inout buffer in place (x)", done.stderr)
+        self.assertIn("return the arrays where the inputs may already be the answer", done.stderr)
+        # Changed in place: taken.
+        mixed = np.array([-0.5, 2.0, -3.25], dtype=np.float32)
+        done, d = call(self.dir, "ref.py:relu_in_place", inout, {"x": mixed}, {})
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(self.read(d, "x").tolist(), [0.0, 2.0, 0.0])
 
     def test_none_with_an_out_buffer_is_refused_naming_it(self):
         # A forgotten return cannot pass for an answer where an out buffer would be missing.
@@ -375,7 +382,7 @@ class ThroughKlab(unittest.TestCase):
             done = self.check(body)
             self.assertEqual(done.returncode, klab.EXIT_ERROR, done.stdout + done.stderr)
             self.assertIn(says, done.stderr)
-            self.assertIn("the reference, run once on the CPU", done.stderr)
+            self.assertIn("checked on the CPU before any device", done.stderr)
 
 
 class TheTable(unittest.TestCase):

@@ -17,7 +17,7 @@ use klab_core::dtype::Dtype;
 /// Why no skeleton can be written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InitError {
-    #[error("{file}: no __global__ function found{}", if *.through_macro { " (a #define of it writes __global__: kernels declared through a macro cannot be listed; write their [[kernel]] entries by hand)" } else { "" })]
+    #[error("{file}: no __global__ function found{}", if *.through_macro { " (a #define in it writes __global__: kernels declared through such a macro cannot be listed; write their [[kernel]] entries by hand)" } else { "" })]
     NoKernel { file: String, through_macro: bool },
 }
 
@@ -66,8 +66,8 @@ pub fn skeleton(src: &str, source: &str, file: &str) -> Result<Skeleton, InitErr
     );
     if through_macro {
         w.text +=
-            "# TODO: a #define of this source writes __global__; the kernels declared through it\n\
-                   # are not listed below: add a [[kernel]] for each by hand.\n";
+            "# TODO: a #define in this source writes __global__: kernels declared through such a\n\
+                   # macro cannot be listed; add a [[kernel]] for each by hand.\n";
     }
     w.text += &format!("source = {}\n", quote(source));
     for (i, k) in found.iter().enumerate() {
@@ -392,14 +392,14 @@ mod tests {
         assert_eq!(sk.kernels, 1);
         assert!(
             sk.text
-                .contains("# TODO: a #define of this source writes __global__; the kernels declared through it"),
+                .contains("# TODO: a #define in this source writes __global__: kernels declared through such a"),
             "{}",
             sk.text
         );
         let only = "#define KERNEL __global__\nKERNEL void viamacro(float *x, int n) {}\n";
         let e = skeleton(only, "k.cu", "k.cu").unwrap_err().to_string();
         assert!(
-            e.contains("kernels declared through a macro cannot be listed"),
+            e.contains("kernels declared through such a macro cannot be listed"),
             "{e}"
         );
         assert!(

@@ -191,10 +191,11 @@ pub fn parse_number(s: &str) -> Option<f64> {
 /// * both, with different values (`61.317`, `1,024`: one separator, three digits): locale
 ///   dependent; both, the same value (`100`): says nothing.
 ///
-/// A page is English when it has an English sign and no strong comma-decimal sign, or no
-/// locale-dependent value at all; otherwise it is refused ([`NumberLocale::check`]):
-/// comma-decimal signs, both kinds of sign, or only locale-dependent values (then nothing
-/// tells whether `61.317` is 61.317 or 61317, and a wrong guess is off by 1000). Every real
+/// A page is English when it has an English sign and no strong comma-decimal sign (a weak
+/// one beside it is text), or no sign and no locale-dependent value at all; otherwise it is
+/// refused ([`NumberLocale::check`]): comma-decimal signs alone (weak ones too), both kinds
+/// of sign, or only locale-dependent values (then nothing tells whether `61.317` is 61.317
+/// or 61317, and a wrong guess is off by 1000). Every real
 /// raw page tells: its device attributes hold numbers over a million (`1,980,000` kHz).
 #[derive(Debug, Default)]
 pub(crate) struct NumberLocale {
