@@ -16,14 +16,15 @@ arguments) and reads its JSON report, never its prose:
   index and both values, as klab states them; for a sanitizer run, each tool's first finding
   in the tool's own words);
 - no GPU on this machine: klab reads the manifest and runs the reference first, as it does
-  before it asks for a device (a check runs itself; a sanitizer run, ``klab check --plan``);
+  before it asks for a device (``klab check KERNEL --plan``, with a check's own arguments);
   then the test is skipped, and says so twice: the skip's reason, and a
   :class:`NoGpuWarning` in pytest's warnings summary, so a CI log without ``-rs`` still
   shows that nothing ran. Under ``-W error`` the warning is not raised (it would turn the
   skip into a failure): the skip alone says it;
 - klab could not run the command (a bad manifest, a missing tool, a reference that
-  fails): :class:`klab.KlabError`, with klab's one-line message, which pytest reports as the
-  test's error, with a GPU or without.
+  fails): :class:`klab.KlabError`, with klab's one-line message, raised from the test, which
+  pytest reports as a failure with that exception (not as a gate's verdict), with a GPU or
+  without.
 """
 
 from __future__ import annotations
@@ -89,27 +90,21 @@ def _gate(command, kernel, args, failure, klab_bin, timeout) -> Report:
     reference is an error on every machine, not a skip on some."""
     what = f"klab {command} {kernel}"
     why = gpu_problem(klab_bin)
-    if why is not None and command != "check":
-        _plan(kernel, klab_bin, timeout)
+    if why is not None:
+        # What klab checks without a GPU (the manifest, the check's own options, the
+        # reference run once) fails here; then the skip, which no error text decides.
+        _plan(kernel, args if command == "check" else (), klab_bin, timeout)
         _skip(what, why)
-    try:
-        report = run_json(command, kernel, *args, klab_bin=klab_bin, timeout=timeout)
-    except KlabError as e:
-        # Only klab's own no-device error (the one `klab env` gave) is a skip.
-        if why is None or why not in e.message:
-            raise
-        report = None
-    if report is None:
-        _skip(what, why)
+    report = run_json(command, kernel, *args, klab_bin=klab_bin, timeout=timeout)
     if report.code == EXIT_GATE_FAILED:
         _pytest().fail(failure(what, report), pytrace=False)
     return report
 
 
-def _plan(kernel: str, klab_bin: Optional[str], timeout: Optional[float]) -> None:
-    """``klab check KERNEL --plan``: klab reads the manifest and runs the reference once on
-    the CPU, without a GPU; what it refuses raises :class:`klab.KlabError`."""
-    argv = ["check", kernel, "--plan"]
+def _plan(kernel: str, args, klab_bin: Optional[str], timeout: Optional[float]) -> None:
+    """``klab check KERNEL ARGS --plan``: klab reads the manifest and runs the reference once
+    on the CPU, without a GPU; what it refuses raises :class:`klab.KlabError`."""
+    argv = ["check", kernel, *args, "--plan"]
     done = run(argv, klab_bin=klab_bin, timeout=timeout)
     if done.returncode != EXIT_OK:
         raise KlabError(["klab", *argv], done.returncode, done.stderr)
