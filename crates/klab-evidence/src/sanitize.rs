@@ -179,6 +179,10 @@ pub enum FindingKind {
     Barrier,
     /// An allocation never freed (memcheck `--leak-check full`).
     Leak,
+    /// An error the kernel's own code raised on the device: a hardware exception (`Illegal
+    /// Instruction`, `Illegal Address`, `Invalid PC`, a stack overflow, with or without
+    /// `Warp` / `Lane` / `Device`) or a device-side `malloc`/`free` error.
+    DeviceException,
     /// Anything else the tool reported as an error, e.g. `Program hit CUDA_ERROR_... on
     /// CUDA API call`, or a block this parser does not know. Kept with its raw text.
     Other,
@@ -198,6 +202,7 @@ impl FindingKind {
             FindingKind::UninitializedGlobalRead => "uninitialized global read",
             FindingKind::Race => "race",
             FindingKind::Barrier => "barrier error",
+            FindingKind::DeviceException => "device exception",
             FindingKind::Leak => "leak",
             FindingKind::Other => "other",
         }

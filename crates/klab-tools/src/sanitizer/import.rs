@@ -195,9 +195,9 @@ fn signs(text: &str, report: &Report) -> Vec<Sign> {
             FindingKind::Race => ONLY_RACECHECK,
             FindingKind::Barrier => ONLY_SYNCCHECK,
             FindingKind::UninitializedGlobalRead => ONLY_INITCHECK,
-            // Misaligned accesses are memcheck's and initcheck's; API errors and unknown
-            // blocks any tool's.
-            FindingKind::Misaligned | FindingKind::Other => continue,
+            // Misaligned accesses are memcheck's and initcheck's; device exceptions, API
+            // errors and unknown blocks any tool's.
+            FindingKind::Misaligned | FindingKind::DeviceException | FindingKind::Other => continue,
         };
         signs.push(Sign {
             tools,

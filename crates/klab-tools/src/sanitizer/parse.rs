@@ -85,30 +85,21 @@ pub(crate) fn parse_with(
         notes: st.notes,
         outcome: Outcome::Clean,
     };
-    let device_errors = st.device_errors > 0;
-    report.outcome = decide(
-        &report,
-        output,
-        error_exitcode,
-        external_failure,
-        device_errors,
-    );
+    report.outcome = decide(&report, output, error_exitcode, external_failure);
     report
 }
 
-/// The precedence rule (documented in the parent module). `device_errors`: some `Other`
-/// findings are errors of the kernel itself ([`is_device_error`]).
+/// The precedence rule (documented in the parent module).
 fn decide(
     r: &Report,
     output: &str,
     error_exitcode: i32,
     external_failure: Option<String>,
-    device_errors: bool,
 ) -> Outcome {
     // Infos never fail: the tool itself grades them benign.
     let mut failing = r.findings.iter().filter(|f| f.severity.fails());
-    // 1. Findings of a known kind, or errors the kernel's own code raised.
-    if device_errors || failing.clone().any(|f| f.kind != FindingKind::Other) {
+    // 1. Findings of a known kind (the kernel's own device exceptions among them).
+    if failing.clone().any(|f| f.kind != FindingKind::Other) {
         return Outcome::FoundErrors;
     }
     // 2. The tool said it could not work, or the caller knows it did not finish.
@@ -288,8 +279,6 @@ struct State {
     /// pairs): racecheck's by severity, every other block in `others`.
     races: Graded,
     others: u64,
-    /// Of `others`, the kernel's own errors ([`is_device_error`]).
-    device_errors: u64,
     /// `ERROR SUMMARY: N errors`, summed, apart from racecheck's counts.
     error_count: Option<u64>,
     /// `RACECHECK SUMMARY: N hazards displayed`, summed.
@@ -397,11 +386,14 @@ impl State {
         if self.trace_or_incomplete(&l, h, b) {
             return 1;
         }
-        if let Some(kind) = finding_kind(&l, b).or_else(|| hardware_exception(&l)) {
+        // A known kind first; else a device exception; else whatever the header said.
+        let kind = match (finding_kind(&l, b), hardware_exception(&l)) {
+            (Some(k), _) if k != FindingKind::Other => Some(k),
+            (_, Some(h)) => Some(h),
+            (k, None) => k,
+        };
+        if let Some(kind) = kind {
             self.others += 1;
-            if kind == FindingKind::Other && is_device_error(&l) {
-                self.device_errors += 1;
-            }
             self.findings.push(generic_finding(kind, b));
             return 1;
         }
@@ -730,7 +722,7 @@ fn hardware_exception(l: &str) -> Option<FindingKind> {
     Some(if l.contains("misaligned") {
         FindingKind::Misaligned
     } else {
-        FindingKind::Other
+        FindingKind::DeviceException
     })
 }
 
@@ -1265,16 +1257,19 @@ mod tests {
                 "Invalid __shared__ atomic of size 8 bytes",
                 FindingKind::InvalidSharedWrite,
             ),
-            ("Illegal Instruction", FindingKind::Other),
-            ("Illegal Address", FindingKind::Other),
-            ("Warp Illegal Address", FindingKind::Other),
+            ("Illegal Instruction", FindingKind::DeviceException),
+            ("Illegal Address", FindingKind::DeviceException),
+            ("Warp Illegal Address", FindingKind::DeviceException),
             ("Warp Misaligned Address", FindingKind::Misaligned),
-            ("Invalid PC", FindingKind::Other),
-            ("Warp Out-of-range Address", FindingKind::Other),
-            ("Device Hardware Stack Overflow", FindingKind::Other),
+            ("Invalid PC", FindingKind::DeviceException),
+            ("Warp Out-of-range Address", FindingKind::DeviceException),
+            (
+                "Device Hardware Stack Overflow",
+                FindingKind::DeviceException,
+            ),
             (
                 "Malloc/Free error encountered : Invalid pointer to free",
-                FindingKind::Other,
+                FindingKind::DeviceException,
             ),
         ] {
             let text = format!(
