@@ -221,6 +221,17 @@ buffers.y = { dtype = "f32", len = "n", role = "out", compare = { allclose = { a
 scalars.a = { type = "f32", values = [0.5, 3.0] }
 "#;
 
+/// A folder holding `scale.cu`, the kernel [`SCALE_TOML`] declares.
+fn scale_source() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("scale.cu"),
+        "extern \"C\" __global__ void scale(const float *x, float *y, int n, float a) {}\n",
+    )
+    .unwrap();
+    tmp
+}
+
 fn scale_args(a: &[klab_engine::backend::host::HostArg]) -> (usize, usize, usize, f32) {
     use klab_engine::backend::host::HostArg;
     match a {
@@ -269,13 +280,8 @@ fn a_command_reference_checks_a_declared_kernel_through_npy_files() {
         return;
     }
     use klab_engine::backend::Backend;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = scale_source();
     let dir = tmp.path();
-    std::fs::write(
-        dir.join("scale.cu"),
-        "extern \"C\" __global__ void scale(const float *x, float *y, int n, float a) {}\n",
-    )
-    .unwrap();
     std::fs::write(dir.join("scale_ref.py"), SCALE_REF_PY).unwrap();
     std::fs::write(dir.join("scale.toml"), SCALE_TOML).unwrap();
     let spec = format!("{}:scale", dir.join("scale.toml").display());
@@ -324,13 +330,8 @@ fn a_command_reference_checks_a_declared_kernel_through_npy_files() {
 
 #[test]
 fn a_bad_command_reference_is_one_line_naming_its_field() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = scale_source();
     let dir = tmp.path();
-    std::fs::write(
-        dir.join("scale.cu"),
-        "extern \"C\" __global__ void scale(const float *x, float *y, int n, float a) {}\n",
-    )
-    .unwrap();
     for (from, to, needle) in [
         (
             "{ command = [\"python3\", \"scale_ref.py\"] }",
@@ -668,13 +669,8 @@ buffers.y = {{ dtype = "f32", len = "rows", role = "out", shape = ["rows"], comp
 /// the case ran).
 #[test]
 fn check_plan_resolves_a_gpu_reference_and_reads_the_users_data() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = scale_source();
     let dir = tmp.path();
-    std::fs::write(
-        dir.join("scale.cu"),
-        "extern \"C\" __global__ void scale(const float *x, float *y, int n, float a) {}\n",
-    )
-    .unwrap();
     let manifest = |reference: &str, cases: &str| {
         let text = SCALE_TOML.replace(
             r#"reference = { command = ["python3", "scale_ref.py"] }"#,

@@ -1854,17 +1854,22 @@ scalars.a = { type = "f32", values = [1.0] }
         )
     }
 
+    /// [`DECLARED_XY`] of entry `k`, buffer x of dtype `x`, over the source `src`.
+    fn declared_xy(x: &str, src: &str) -> Result<Manifest, ManifestError> {
+        let src = src.to_string();
+        parse(
+            "m.toml",
+            &DECLARED_XY
+                .replace("ENTRY", "k")
+                .replace("\"X\"", &format!("\"{x}\"")),
+            Files::Given(&|_| Ok(("k.cu".into(), src.clone().into()))),
+        )
+    }
+
     #[test]
     fn a_declared_parameter_list_that_the_kernel_cannot_take_is_one_line_naming_both() {
         let parse_with = |x: &str, sig: &str| {
-            let src = format!("extern \"C\" __global__ void k({sig}) {{}}");
-            parse(
-                "m.toml",
-                &DECLARED_XY
-                    .replace("ENTRY", "k")
-                    .replace("\"X\"", &format!("\"{x}\"")),
-                Files::Given(&|_| Ok(("k.cu".into(), src.clone().into()))),
-            )
+            declared_xy(x, &format!("extern \"C\" __global__ void k({sig}) {{}}"))
         };
         for (x, sig) in [
             ("f32", "const float *x, float *y, int n, float a"),
@@ -1916,16 +1921,7 @@ scalars.a = { type = "f32", values = [1.0] }
     /// scalar bound to a vector passed by value is refused (its bits would be one number's).
     #[test]
     fn an_alias_of_a_known_type_and_a_vector_by_value_are_checked() {
-        let parse_src = |x: &str, src: &str| {
-            let src = src.to_string();
-            parse(
-                "m.toml",
-                &DECLARED_XY
-                    .replace("ENTRY", "k")
-                    .replace("\"X\"", &format!("\"{x}\"")),
-                Files::Given(&|_| Ok(("k.cu".into(), src.clone().into()))),
-            )
-        };
+        let parse_src = declared_xy;
         let real = "typedef float real;\nextern \"C\" __global__ void k(const real *x, real *y, int n, real a) {}";
         parse_src("f32", real).unwrap();
         let e = parse_src("f64", real).unwrap_err();
