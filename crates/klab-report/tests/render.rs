@@ -746,3 +746,76 @@ fn rounds_table_shows_the_writers_rates_with_the_block_range() {
         assert!(!md.contains(word), "the report says '{word}'");
     }
 }
+
+/// The receipts table says whether `klab compare` takes each receipt: one with the integrity
+/// section today's engine writes is taken; the fixture's others (written before it) are
+/// refused, with the reason in a note that names the receipt once; one whose sample file is
+/// gone does not check.
+#[test]
+fn the_receipts_table_says_whether_compare_takes_each_receipt() {
+    let (_tmp, run) = common::fixture_copy();
+    let path = run.join("benchmark/copy/receipt.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    let rates = klab_core::floor::DeviceRates {
+        hbm_gb_s: v["hardware"]["theoretical_peak_gb_s"].as_f64().unwrap(),
+        l2_measured_gb_s: 9000.0,
+        l2_method: "test".into(),
+        l2_bytes: v["hardware"]["l2_bytes"].as_u64().unwrap(),
+        peak_ops_per_s: None,
+        ops_method: "test".into(),
+    };
+    let floor = klab_core::floor::Floor::of(
+        v["workload"]["useful_bytes_per_launch"].as_u64().unwrap(),
+        v["workload"]["flops_per_launch"].as_u64().unwrap(),
+        &rates,
+    );
+    let median = v["result"]["median_us"].clone();
+    let policy = klab_core::samples::Invalidation::EveryLaunch;
+    v["integrity"] = serde_json::json!({
+        "invalidation": policy,
+        "policy": policy.describe(),
+        "slots_per_sample": 1,
+        "verified_samples": 4,
+        "floor": floor,
+        "checked_median_us": median,
+        "checked_launches": 4,
+        "probe_median_us": median,
+        "probe_invalidated_median_us": median,
+        "probes": 4,
+        "flags": [],
+    });
+    fs::write(&path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    fs::remove_file(
+        run.join("benchmark/naive").join(
+            fs::read_dir(run.join("benchmark/naive"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .find(|n| n.to_string_lossy().starts_with("samples"))
+                .unwrap(),
+        ),
+    )
+    .unwrap();
+    let md = render(&load(&run).unwrap()).markdown;
+    let row = |name: &str| {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no row for {name}: {md}"))
+            .to_string()
+    };
+    assert!(
+        row("benchmark/copy/receipt.json").ends_with("| takes it |"),
+        "{md}"
+    );
+    assert!(
+        row("benchmark/tiled/receipt.json").ends_with("| refuses it (below) |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("klab compare refuses receipt benchmark/tiled/receipt.json: it lacks"),
+        "{md}"
+    );
+    assert!(
+        md.contains("klab compare cannot check receipt benchmark/naive/receipt.json: artifact"),
+        "{md}"
+    );
+}
