@@ -939,8 +939,10 @@ mod signal_safe {
         })
     }
 
-    /// Whether `/proc/NAME/environ` holds `prefix`, read in pieces that overlap by the
-    /// prefix's length, so that a match across two reads is found.
+    /// Whether `/proc/NAME/environ` holds `prefix` at the start of a run id (after the
+    /// variable's `=` or a `,`: `9123:456:` holds `123:456:` too), read in pieces that
+    /// overlap by the prefix's length and its boundary byte, so that a match across two
+    /// reads is found.
     fn environ_holds(name: &[u8], prefix: &[u8]) -> bool {
         let mut path = [0u8; 32];
         let parts: [&[u8]; 3] = [b"/proc/", name, b"/environ"];
@@ -959,7 +961,7 @@ mod signal_safe {
             return false;
         }
         let mut buf = [0u8; 4096];
-        let keep = prefix.len() - 1;
+        let keep = prefix.len();
         let mut have = 0usize;
         let mut found = false;
         loop {
@@ -968,7 +970,11 @@ mod signal_safe {
                 break;
             }
             let end = have + n as usize;
-            if buf[..end].windows(prefix.len()).any(|w| w == prefix) {
+            // A window at 0 was whole in the previous piece (or starts the file, where no
+            // id can).
+            let at_id =
+                |(i, w): (usize, &[u8])| i > 0 && w == prefix && matches!(buf[i - 1], b'=' | b',');
+            if buf[..end].windows(prefix.len()).enumerate().any(at_id) {
                 found = true;
                 break;
             }
@@ -1029,6 +1035,12 @@ mod tests {
         // An identity of its own: this process's real one is on the children of the tests
         // running beside this one, which the scan would end.
         let identity = "4242424:4242";
+        // Another klab's id that ends like this one's (pid 14242424) is not this one's.
+        let mut bystander = std::process::Command::new("sleep")
+            .arg("303")
+            .env(TREE_ENV, format!("1{identity}:5"))
+            .spawn()
+            .unwrap();
         let mut daemon = std::process::Command::new("sleep")
             .arg("302")
             .env(TREE_ENV, format!("1:1:0,{identity}:77"))
@@ -1040,6 +1052,12 @@ mod tests {
         signal_safe::end_every_descendant();
         let status = daemon.wait().unwrap();
         assert!(!status.success(), "sleep {pid} was not ended");
+        assert!(
+            bystander.try_wait().unwrap().is_none(),
+            "another klab's run was ended"
+        );
+        bystander.kill().unwrap();
+        bystander.wait().unwrap();
     }
 
     #[test]
