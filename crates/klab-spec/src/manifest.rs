@@ -1944,18 +1944,6 @@ scalars.a = { type = "f32", values = [1.0] }
         ] {
             parse_src("f32", scoped).unwrap();
         }
-        // A template parameter is the instance's, whatever a typedef of that name says.
-        let template = "typedef float scalar_t;\ntemplate <typename scalar_t> __global__ void k(const scalar_t *x, float *y, int n, float a) {}\ntemplate __global__ void k<double>(const double *, float *, int, float);";
-        let text = DECLARED_XY
-            .replace("ENTRY", "k<double>")
-            .replace("\"X\"", "\"f64\"");
-        let src = template.to_string();
-        parse(
-            "m.toml",
-            &text,
-            Files::Given(&|_| Ok(("k.cu".into(), src.clone().into()))),
-        )
-        .unwrap();
         let vector = "extern \"C\" __global__ void k(const float *x, float *y, int n, float2 a) {}";
         let e = parse_src("f32", vector).unwrap_err();
         assert!(e.problem.contains("'a' is passed as f32, but parameter 3 of k (k.cu line 1), `float2 a` is a float2, a vector"), "{e}");

@@ -880,29 +880,31 @@ fn kernels_and_balance(toks: &[Token]) -> (Vec<Kernel>, bool) {
         i += 1;
     }
     let balanced = balanced && braces.is_empty();
-    let aliases = aliases(toks);
-    let kernels = out
-        .into_iter()
-        .map(|(mut k, _)| {
-            for p in &mut k.params {
-                let elem = match &mut p.kind {
-                    ParamKind::Pointer { elem, .. } | ParamKind::Value(elem) => elem,
-                };
-                // A template parameter is the instance's, whatever a typedef of that name
-                // elsewhere says.
-                if let Elem::Unknown { name, why } = elem {
-                    if let Some(known) = aliases
-                        .get(name.as_str())
-                        .filter(|_| why != TEMPLATE_PARAMETER)
-                    {
-                        *elem = known.clone();
-                    }
-                }
-            }
-            k
-        })
-        .collect();
+    let mut kernels: Vec<Kernel> = out.into_iter().map(|(k, _)| k).collect();
+    read_aliases(&mut kernels, toks);
     (kernels, balanced)
+}
+
+/// Each parameter whose type klab could not read but the source aliases at file scope to a
+/// type it knows ([`aliases`]) takes that type; a template parameter keeps its own.
+fn read_aliases(kernels: &mut [Kernel], toks: &[Token]) {
+    let aliases = aliases(toks);
+    if aliases.is_empty() {
+        return;
+    }
+    for p in kernels.iter_mut().flat_map(|k| k.params.iter_mut()) {
+        let elem = match &mut p.kind {
+            ParamKind::Pointer { elem, .. } | ParamKind::Value(elem) => elem,
+        };
+        if let Elem::Unknown { name, why } = elem {
+            if let Some(known) = aliases
+                .get(name.as_str())
+                .filter(|_| why != TEMPLATE_PARAMETER)
+            {
+                *elem = known.clone();
+            }
+        }
+    }
 }
 
 /// The element types the source names by a file-scope `typedef` or `using` alias of a
@@ -1122,6 +1124,27 @@ pub(crate) mod tests {
             EntryLookup::Kernel(k) => assert_eq!(k.params.len(), 5, "{:?}", k.params),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A file-scope alias names a parameter's type, but never a template parameter of the
+    /// same name: that is the instance's (`typedef float scalar_t;` beside
+    /// `template <typename scalar_t>` must not make `k<double>` take floats).
+    #[test]
+    fn an_alias_is_read_but_never_for_a_template_parameter() {
+        let src = "typedef float scalar_t;\n\
+                   template <typename scalar_t> __global__ void t(const scalar_t *x, int n) {}\n\
+                   extern \"C\" __global__ void k(const scalar_t *x, int n) {}\n";
+        let ks = kernels(src);
+        let elem = |name: &str| match &ks.iter().find(|k| k.name == name).unwrap().params[0].kind {
+            ParamKind::Pointer { elem, .. } => elem.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(elem("k"), Elem::Known(Dtype::F32));
+        assert!(
+            matches!(elem("t"), Elem::Unknown { ref why, .. } if why == TEMPLATE_PARAMETER),
+            "{:?}",
+            elem("t")
+        );
     }
 
     /// A template kernel and its explicit specialization are one template, not overloads:

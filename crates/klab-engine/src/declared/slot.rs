@@ -133,16 +133,7 @@ impl Workload for DeclaredWorkload {
         bufs: &mut [B::Buffer],
         byte: u8,
     ) -> Result<(), BackendError> {
-        let on_device = self.inputs_on_device(b);
-        for (i, (buf, d)) in self.buffers.iter().zip(bufs.iter_mut()).enumerate() {
-            match buf.role {
-                Role::Out | Role::Scratch => b.fill_bytes(d, byte)?,
-                // Set again before each launch, so a launch never sees the last one's result.
-                Role::Inout => self.put_input(b, d, i, on_device)?,
-                Role::In => {}
-            }
-        }
-        Ok(())
+        self.reset_slot(b, bufs, |b, d, _, _| b.fill_bytes(d, byte))
     }
     fn invalidate<B: Backend>(
         &self,
@@ -150,18 +141,9 @@ impl Workload for DeclaredWorkload {
         bufs: &mut [B::Buffer],
         seed: u64,
     ) -> Result<(), BackendError> {
-        let on_device = self.inputs_on_device(b);
-        for (i, (buf, d)) in self.buffers.iter().zip(bufs.iter_mut()).enumerate() {
-            match buf.role {
-                Role::Out | Role::Scratch => {
-                    let key = crate::inputs::stream_key(seed, i as u64);
-                    b.scramble(d, buf.bytes(), key)?
-                }
-                Role::Inout => self.put_input(b, d, i, on_device)?,
-                Role::In => {}
-            }
-        }
-        Ok(())
+        self.reset_slot(b, bufs, |b, d, i, bytes| {
+            b.scramble(d, bytes, crate::inputs::stream_key(seed, i as u64))
+        })
     }
     fn with_new_inputs(&self, seed: u64, kind: NewInputs) -> Option<DeclaredWorkload> {
         // The user's own data, or inputs given by a property check, are not redrawn: what
@@ -251,13 +233,7 @@ impl Workload for DeclaredWorkload {
         b: &mut B,
         bufs: &mut [B::Buffer],
     ) -> Result<(), BackendError> {
-        let on_device = self.inputs_on_device(b);
-        for (i, (buf, d)) in self.buffers.iter().zip(bufs.iter_mut()).enumerate() {
-            if buf.role == Role::Inout {
-                self.put_input(b, d, i, on_device)?;
-            }
-        }
-        Ok(())
+        self.reset_slot(b, bufs, |_, _, _, _| Ok(()))
     }
     fn put_inputs<B: Backend>(
         &self,
@@ -319,5 +295,27 @@ impl Workload for DeclaredWorkload {
             }
         }
         Ok(outcome)
+    }
+}
+
+impl DeclaredWorkload {
+    /// What a launch must find in a slot before it runs: each output and scratch buffer
+    /// handed to `outputs` (with its index and length in bytes) to be overwritten, and each
+    /// in-out buffer set again from its input, so that no launch sees the last one's result.
+    fn reset_slot<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &mut [B::Buffer],
+        mut outputs: impl FnMut(&mut B, &mut B::Buffer, usize, usize) -> Result<(), BackendError>,
+    ) -> Result<(), BackendError> {
+        let on_device = self.inputs_on_device(b);
+        for (i, (buf, d)) in self.buffers.iter().zip(bufs.iter_mut()).enumerate() {
+            match buf.role {
+                Role::Out | Role::Scratch => outputs(b, d, i, buf.bytes())?,
+                Role::Inout => self.put_input(b, d, i, on_device)?,
+                Role::In => {}
+            }
+        }
+        Ok(())
     }
 }
