@@ -566,7 +566,7 @@ pub struct LabArgs {
     #[arg(long, default_value_t = 6, value_parser = at_least_one::<u32>)]
     pub rounds: u32,
     /// What one process of the rounds and ceilings steps runs, as for `klab rounds` (round is
-    /// faster; whether its settling block removes its bias is not yet measured: docs/timing.md)
+    /// faster, but its ratios lean on the H200 even with its settling block: docs/timing.md)
     #[arg(long, value_enum, default_value_t = Isolation::Block)]
     pub isolation: Isolation,
     /// The watchdog, seconds: the global `--timeout`, or this command's default
@@ -690,9 +690,9 @@ pub struct RoundsArgs {
     /// What one process runs: each block alone, or a round's blocks in their order after a
     /// settling block it does not count (one device opening and one process start per
     /// round; a block that process could not judge runs again alone). Rounds are separate
-    /// processes either way. On the H200 the first block of a round's process timed about
-    /// 7% faster than the rest, which biased ratios under round before the settling block;
-    /// with it, not yet measured (docs/timing.md)
+    /// processes either way. On the H200 the blocks after the first in a round's process
+    /// timed about 7% slower than a block alone, and with the settling block an A/A pair was
+    /// still called different in 19 of 20 runs: use block for ratios (docs/timing.md)
     #[arg(long, value_enum, default_value_t = Isolation::Block)]
     pub isolation: Isolation,
     /// Output folder (must not exist or be empty)

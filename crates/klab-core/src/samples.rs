@@ -55,14 +55,13 @@ impl Isolation {
     pub fn caveat(self) -> Option<&'static str> {
         match self {
             Isolation::Block => None,
-            // evidence/2026-12-05-gpu: ABBA puts the baseline first in every round.
+            // evidence/2026-12-05-gpu and evidence/2026-12-05-triton-isolation.
             Isolation::Round => Some(
-                "before klab added the settling block, the first block of a round's process \
-                 timed about 7% faster than the blocks after it on the H200 (the copy at \
-                 n = 1024: 4.94-4.99 against 5.27-5.34 us), so ratios leant towards the kernel \
-                 that ran first (an A/A pair called different in 20 of 20 runs); each round's \
-                 process now runs a settling block first and does not count it, which no GPU \
-                 run has yet shown to remove the lean: rely on --isolation block for ratios",
+                "on the H200 every block after the first in a round's process timed about 7% \
+                 slower than a block alone (the copy at n = 1024: 5.32-5.42 against \
+                 4.93-5.03 us), and with the settling block an A/A pair was still called \
+                 different in 19 of 20 runs (about 0.8%): ratios under round lean by more \
+                 than the effects they resolve; rely on --isolation block for ratios",
             ),
         }
     }

@@ -6,7 +6,8 @@
 //! A round's process first runs one settling block of the round's first kernel, which is not
 //! counted: on the H200 the first block of a process timed about 7% faster than every block
 //! after it (evidence/2026-12-05-gpu), so without it the ratios leant towards the kernel that
-//! ran first. Its median is logged, so a run shows whether the step is still there.
+//! ran first. Its median is logged, so a run shows the step. With it a lean of about 0.8%
+//! remained (evidence/2026-12-05-triton-isolation), which is why `block` is the default.
 //!
 //! In a round's process every block says its results to a file of its own, so each is judged
 //! as a block alone is, by [`ChildVerdict::of`]. What the process can decide for a block is
