@@ -692,7 +692,7 @@ pub struct RoundsArgs {
     /// round; a block that process could not judge runs again alone). Rounds are separate
     /// processes either way. On the H200 the blocks after the first in a round's process
     /// timed about 7% slower than a block alone, and with the settling block an A/A pair was
-    /// still called different in 19 of 20 runs: use block for ratios (docs/timing.md)
+    /// still called different in each of 19 runs: use block for ratios (docs/timing.md)
     #[arg(long, value_enum, default_value_t = Isolation::Block)]
     pub isolation: Isolation,
     /// Output folder (must not exist or be empty)

@@ -58,10 +58,10 @@ impl Isolation {
             // evidence/2026-12-05-gpu and evidence/2026-12-05-triton-isolation.
             Isolation::Round => Some(
                 "on the H200 every block after the first in a round's process timed about 7% \
-                 slower than a block alone (the copy at n = 1024: 5.32-5.42 against \
+                 slower than a block alone (the copy at n = 1024: 5.28-5.43 against \
                  4.93-5.03 us), and with the settling block an A/A pair was still called \
-                 different in 19 of 20 runs (about 0.8%): ratios under round lean by more \
-                 than the effects they resolve; rely on --isolation block for ratios",
+                 different in each of 19 runs (a lean of about 0.8%, wider than the \
+                 intervals rounds reach): rely on --isolation block for ratios",
             ),
         }
     }
