@@ -713,9 +713,15 @@ fn correctness_line(r: &Receipt) -> String {
     s
 }
 
-/// A short name for one side: the entry point when the two differ, else the receipt's
-/// folder name when those differ, else the role.
+/// A short name for one side: the kernels' names as the user gave them when both receipts
+/// say and they differ, else the entry points when those differ, else the receipt's folder
+/// name when those differ, else the role.
 fn names(bp: &Path, b: &Receipt, cp: &Path, c: &Receipt) -> (String, String) {
+    if let (Some(x), Some(y)) = (&b.source.name, &c.source.name) {
+        if x != y {
+            return (x.clone(), y.clone());
+        }
+    }
     if b.source.entry != c.source.entry {
         return (b.source.entry.clone(), c.source.entry.clone());
     }

@@ -324,6 +324,11 @@ pub struct Source {
     pub file_sha256: String,
     /// The kernel's entry point.
     pub entry: String,
+    /// The kernel's name as the user gave it (a manifest's `[[kernel]]` name, or a built-in
+    /// one), which `klab compare` prints: an entry point can be another kernel's too (a
+    /// Triton cubin's `softmax` beside a CUDA `softmax`). Absent in an earlier klab's receipts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// SHA-256 of the compiled module (PTX or cubin) or binary that ran.
     pub binary_sha256: String,
     /// Compiler and version, e.g. `nvrtc 13.0`.
@@ -1173,6 +1178,9 @@ impl Source {
         label(&f("file"), &self.file)?;
         sha256(&f("file_sha256"), &self.file_sha256)?;
         label(&f("entry"), &self.entry)?;
+        if let Some(n) = &self.name {
+            label(&f("name"), n)?;
+        }
         sha256(&f("binary_sha256"), &self.binary_sha256)?;
         label(&f("compiler"), &self.compiler)
     }

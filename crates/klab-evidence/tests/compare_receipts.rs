@@ -983,3 +983,29 @@ fn two_receipts_of_one_gpu_must_state_the_same_device() {
     );
     compare(&b, &c, &cfg()).unwrap();
 }
+
+/// Two kernels of one entry point (a Triton cubin's `softmax` beside a CUDA `softmax`) are
+/// named as the user named them, not by the entry they share nor by their folders.
+#[test]
+fn each_side_is_named_as_the_user_named_its_kernel() {
+    let t = tempfile::tempdir().unwrap();
+    let (b, c) = pair_with(
+        t.path(),
+        |r| {
+            r.source.entry = "softmax".into();
+            r.source.name = Some("softmax_cuda".into());
+        },
+        |r| {
+            r.source.entry = "softmax".into();
+            r.source.name = Some("softmax_triton".into());
+        },
+    );
+    let cmp = compare(&b, &c, &cfg()).unwrap();
+    assert_eq!(cmp.baseline.name, "softmax_cuda");
+    assert_eq!(cmp.candidate.name, "softmax_triton");
+    // A receipt of an earlier klab, without the name: the entry point, as before.
+    let t = tempfile::tempdir().unwrap();
+    let (b, c) = pair(t.path());
+    let cmp = compare(&b, &c, &cfg()).unwrap();
+    assert_eq!(cmp.candidate.name, "triad_candidate");
+}

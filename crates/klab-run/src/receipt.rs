@@ -222,6 +222,7 @@ pub fn write_receipt(input: ReceiptInput<'_>) -> Result<(PathBuf, Receipt), RunE
             file: path.into(),
             file_sha256: source.sha256(),
             entry: info.entry.clone(),
+            name: Some(spec.kernel.name()),
             binary_sha256: klab.sha256,
             compiler: module.compiler(),
             flags: module.flags().to_vec(),

@@ -67,6 +67,7 @@ pub fn template(entry: &str) -> Receipt {
             binary_sha256: digest(&format!("{entry}.ptx")),
             compiler: "nvrtc 13.0".into(),
             flags: vec!["-lineinfo".into(), "--gpu-architecture=sm_90".into()],
+            name: None,
             generated_by: None,
         },
         baseline_source: None,
