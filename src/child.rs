@@ -17,6 +17,7 @@ use std::time::Duration;
 use anyhow::Context;
 use klab_engine::verify::VerifyPolicy;
 use klab_run::child::{ChildResult, ChildVerdict, Ending, ResultsFile};
+use klab_run::pace::Turn;
 use klab_tools::process::{self, Captured, Echo, RunOptions};
 
 use crate::output::{self, Format};
@@ -36,6 +37,9 @@ pub enum ChildCmd {
     /// One kernel's check (its plan when `plan`; the cases after `resume_after`)
     Check(CheckArgs),
     Bench(BenchArgs),
+    /// One block of `klab rounds` started ahead of its turn: a bench its parent paces
+    /// (`klab_run::child::Turn`), given its turns on its stdin
+    PacedBench(BenchArgs),
     Transpose(TransposeArgs),
     Triad(TriadArgs),
     ReduceLab(ReduceLabArgs),
@@ -112,16 +116,74 @@ impl ChildCmd {
         timeout: Duration,
         echo: Echo,
     ) -> anyhow::Result<ChildRun> {
+        self.start(policy, echo, false)?
+            .finish(timeout, &mut |_: &StartedChild| {})
+    }
+
+    /// Start it without waiting for it; `paced`: it is given turns on its stdin
+    /// ([`StartedChild::give`]).
+    pub fn start(
+        &self,
+        policy: VerifyPolicy,
+        echo: Echo,
+        paced: bool,
+    ) -> anyhow::Result<StartedChild> {
         let exe = std::env::current_exe().context("locating the klab binary")?;
         let opts = RunOptions {
             echo,
-            ..RunOptions::new(timeout)
+            turns: paced,
+            // The watchdog's time is the one `finish` is given.
+            ..RunOptions::new(Duration::ZERO)
         };
         let results = ResultsFile::new().context("making a file for a child's results")?;
         let argv = self.argv_reporting_to(policy, results.path());
-        let captured = process::run(&exe, &argv, &opts)
+        let running = process::spawn(&exe, &argv, &opts)
             .with_context(|| format!("starting {}", exe.display()))?;
-        let said = results
+        Ok(StartedChild {
+            argv,
+            results,
+            running: Some(running),
+            started: std::time::Instant::now(),
+        })
+    }
+}
+
+/// A child started and not yet finished: dropped before [`StartedChild::finish`], it is
+/// killed and reaped.
+pub struct StartedChild {
+    argv: Vec<OsString>,
+    results: ResultsFile,
+    running: Option<process::Running>,
+    /// When its process was started.
+    pub started: std::time::Instant,
+}
+
+impl StartedChild {
+    /// Give it `turn` (it was started paced).
+    pub fn give(&mut self, turn: Turn) -> anyhow::Result<()> {
+        self.running
+            .as_mut()
+            .context("the child has finished")?
+            .give(turn.byte())
+            .with_context(|| format!("giving a child its {turn:?} turn"))
+    }
+
+    /// What it said in its results file so far.
+    pub fn said(&self) -> std::io::Result<String> {
+        self.results.read()
+    }
+
+    /// Wait for it to end, under a watchdog of `timeout` from now; `poll` is called every
+    /// few milliseconds meanwhile, with this child (what it said so far).
+    pub fn finish(
+        mut self,
+        timeout: Duration,
+        poll: &mut dyn FnMut(&StartedChild),
+    ) -> anyhow::Result<ChildRun> {
+        let running = self.running.take().context("the child has finished")?;
+        let captured = running.wait(timeout, &mut || poll(&self))?;
+        let said = self
+            .results
             .read()
             .context("reading what a child said in its results file")?;
         let result = ChildResult::find(&said);
@@ -133,7 +195,7 @@ impl ChildCmd {
         let during = ChildResult::running(&said);
         Ok(ChildRun {
             // The command as a person would type it: the results file is this run's own.
-            argv: without_results_file(&argv, results.path()),
+            argv: without_results_file(&self.argv, self.results.path()),
             verdict: ChildVerdict::of(result.as_ref(), &ending, during.as_deref()),
             result,
             said,

@@ -445,6 +445,12 @@ fn rounds_then_compare_padded_against_tiled() {
     assert_eq!(code, Some(0), "{stdout}{err}");
     let csv = std::fs::read_to_string(out.join("rounds.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + 6 * 4, "{csv}");
+    // Each block's process was started ahead and did its setup while the block before
+    // finished.
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let ahead = summary["time"]["overlapped_s"].as_f64().unwrap_or(0.0);
+    assert!(ahead > 0.0, "{}", summary["time"]);
     // Six rounds, the fewest that give a 95% interval: their range, all above 1.
     assert!(
         stdout.contains("candidate faster: ratio")

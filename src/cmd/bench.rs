@@ -15,10 +15,11 @@ use klab_engine::verify::VerifyPolicy;
 
 use klab_engine::timing::Outcome;
 use klab_run::child::{ChildResult, Results, Verdict};
+use klab_run::pace::{Pace, Turn};
 
 use crate::child::{self, ChildCmd, RoundWork};
 use crate::cli::BenchArgs;
-use klab_run::blocks::{run_blocks, BenchSpec};
+use klab_run::blocks::{run_blocks, BenchSpec, Paced};
 use klab_run::folder::output_dir;
 use klab_run::kernel::Kernel;
 use klab_run::receipt::{workload_info, write_receipt, ReceiptInput};
@@ -57,7 +58,24 @@ pub fn run(args: BenchArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
 /// The child: the blocks, the receipt, and the verdict said to the parent.
 pub fn here(args: BenchArgs, policy: VerifyPolicy, results: &Results) -> anyhow::Result<Finished> {
     let device = args.device;
-    measure(args, results, |k| {
+    measure(args, results, None, |k| {
+        Session::open(&k.manifest, &k.decl, device, policy)
+    })
+}
+
+/// The child of one block of `klab rounds`, paced by its parent ([`Turn`]): it starts the
+/// driver, opens the device on its `Open` turn and times on its `Time` turn. Without
+/// either (its parent withdrew it) it stops, having timed nothing.
+pub fn paced_here(
+    args: BenchArgs,
+    policy: VerifyPolicy,
+    results: &Results,
+) -> anyhow::Result<Finished> {
+    let device = args.device;
+    let mut pace = Pace::new(std::io::stdin());
+    Device::check(device)?;
+    pace.wait_for(Turn::Open)?;
+    measure(args, results, Some(&mut pace), |k| {
         Session::open(&k.manifest, &k.decl, device, policy)
     })
 }
@@ -79,7 +97,7 @@ pub fn round_here(work: RoundWork, policy: VerifyPolicy) -> anyhow::Result<Finis
         let results = Results::open(&block.results)
             .with_context(|| format!("opening {}", block.results.display()))?;
         deadline.set(Some(Duration::from_secs(block.bench.timeout)));
-        let finished = measure(block.bench, &results, |k| {
+        let finished = measure(block.bench, &results, None, |k| {
             let setup_s = open_s.take().unwrap_or(0.0);
             Session::on(device.clone(), setup_s, &k.manifest, &k.decl, policy)
         });
@@ -145,6 +163,7 @@ impl BlockDeadline {
 fn measure(
     args: BenchArgs,
     results: &Results,
+    pace: Option<&mut Pace<std::io::Stdin>>,
     open: impl FnOnce(&Kernel) -> Result<Session, klab_run::error::RunError>,
 ) -> anyhow::Result<Finished> {
     let kernel = Kernel::parse_in_child(&args.kernel)?.at_shape(args.shape.as_ref())?;
@@ -170,7 +189,14 @@ fn measure(
     results.say(&ChildResult::Case {
         label: running.clone(),
     });
-    let blocks = run_blocks(&mut session, &spec, &mut |l| eprintln!("klab bench: {l}"))?;
+    let timing_over = || results.say(&ChildResult::TimingOver);
+    let paced = pace.map(|pace| Paced {
+        pace,
+        timing_over: &timing_over,
+    });
+    let blocks = run_blocks(&mut session, &spec, paced, &mut |l| {
+        eprintln!("klab bench: {l}")
+    })?;
     results.say(&ChildResult::CaseDone { label: running });
     let info = workload_info(&kernel, n, args.device)?;
     let mut report = BenchReport::new(

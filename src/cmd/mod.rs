@@ -129,6 +129,7 @@ fn run_child(spec: &str, results: &Results) -> anyhow::Result<Finished> {
     let code = match work {
         ChildCmd::Check(a) => return check::here(a, policy, results),
         ChildCmd::Bench(a) => return bench::here(a, policy, results),
+        ChildCmd::PacedBench(a) => return bench::paced_here(a, policy, results),
         ChildCmd::ProfiledLaunches(a) => return profile::here(a, policy),
         ChildCmd::Profile(a) => profile::run(a, policy),
         ChildCmd::Transpose(a) => return transpose::here(a, policy, results),

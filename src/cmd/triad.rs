@@ -417,7 +417,7 @@ fn bench(
     } else {
         None
     };
-    let blocks = run_blocks(session, &spec, &mut |l| eprintln!("klab triad: {l}"))?;
+    let blocks = run_blocks(session, &spec, None, &mut |l| eprintln!("klab triad: {l}"))?;
     let outcome = |before: CheckOutcome, timed| {
         TriadOutcome::Bench(Box::new(TriadBench {
             regime,

@@ -1850,7 +1850,15 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
             }
             let w = w.with_decl(d.clone()).unwrap();
             let k = [b.kernel(&d.entry).unwrap()];
-            let o = measure(&mut b, &w, &k, &cfg, "block", &mut Default::default).unwrap();
+            let o = measure(
+                &mut b,
+                &w,
+                &k,
+                &cfg,
+                "block",
+                &mut klab_core::gpustate::GpuState::default,
+            )
+            .unwrap();
             let crate::timing::Outcome::Measured(m) = o else {
                 panic!("not measured")
             };

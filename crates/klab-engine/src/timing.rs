@@ -122,6 +122,34 @@ pub enum TimingError {
     InvalidSample { index: u64, value: f64 },
     #[error("{0}")]
     Config(String),
+    /// The process around the block stopped it before its timed launches
+    /// ([`BlockEvents::timing_starts`]).
+    #[error("{0}")]
+    Stopped(String),
+}
+
+/// What a block tells the process that runs it, and asks of it: the GPU's state around its
+/// samples, and the start and end of its timed launches (from the warmup to the last
+/// sample). Between those two nothing else of the block runs on the GPU, so a process
+/// that paces blocks lets the next block's process open the device after
+/// [`BlockEvents::timing_over`], and holds this block before its timed launches until the
+/// block before it has gone ([`BlockEvents::timing_starts`]). A closure that reads the
+/// GPU's state is the events of a block no one paces.
+pub trait BlockEvents {
+    fn gpu_state(&mut self) -> GpuState;
+    /// Called once its first validation passed, before the warmup: an error stops the
+    /// block, nothing timed.
+    fn timing_starts(&mut self) -> Result<(), TimingError> {
+        Ok(())
+    }
+    /// Called once the last timed sample has finished on the GPU.
+    fn timing_over(&mut self) {}
+}
+
+impl<F: FnMut() -> GpuState> BlockEvents for F {
+    fn gpu_state(&mut self) -> GpuState {
+        self()
+    }
 }
 
 /// Slots for a regime: 1, or (rotated) enough that the footprint is at least
@@ -178,6 +206,15 @@ pub struct Phases {
     pub timed_s: f64,
     /// Who judged the outputs ([`Workload::verification`]).
     pub checker: String,
+    /// Seconds a paced block's process waited for its turns, while the block before it
+    /// finished: spent by neither block, and not in [`Phases::total_s`]. Absent when the
+    /// block was not paced.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub waited_s: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl Phases {
@@ -481,7 +518,7 @@ pub fn measure<B: Backend, W: Workload>(
     kernels: &[B::Kernel],
     cfg: &TimingConfig,
     label: &str,
-    observe: &mut dyn FnMut() -> GpuState,
+    events: &mut dyn BlockEvents,
 ) -> Result<Outcome, TimingError> {
     // One sample is the transpose lab's batch; statistics need two (the commands say so).
     if cfg.samples < 1 {
@@ -516,7 +553,7 @@ pub fn measure<B: Backend, W: Workload>(
     backend.synchronize()?;
     let inputs_s = made.elapsed().as_secs_f64();
     let mut outcome = measure_laid_out(
-        backend, workload, kernels, cfg, label, &mut bufs, layout, observe,
+        backend, workload, kernels, cfg, label, &mut bufs, layout, events,
     )?;
     if let Outcome::Measured(m) = &mut outcome {
         m.phases.inputs_s = inputs_s;
@@ -534,7 +571,7 @@ pub fn measure_in<B: Backend, W: Workload>(
     cfg: &TimingConfig,
     label: &str,
     bufs: &mut [Vec<B::Buffer>],
-    observe: &mut dyn FnMut() -> GpuState,
+    events: &mut dyn BlockEvents,
 ) -> Result<Outcome, TimingError> {
     let per_sample = match cfg.invalidation {
         Invalidation::EveryLaunch => u64::from(cfg.timer.launches_per_sample()),
@@ -549,9 +586,7 @@ pub fn measure_in<B: Backend, W: Workload>(
         groups: bufs.len() as u64 / per_sample,
         per_sample,
     };
-    measure_laid_out(
-        backend, workload, kernels, cfg, label, bufs, layout, observe,
-    )
+    measure_laid_out(backend, workload, kernels, cfg, label, bufs, layout, events)
 }
 
 /// How many timed samples are verified at random (besides the last launch of every slot).
@@ -642,7 +677,7 @@ fn measure_laid_out<B: Backend, W: Workload>(
     label: &str,
     bufs: &mut [Vec<B::Buffer>],
     layout: SlotLayout,
-    observe: &mut dyn FnMut() -> GpuState,
+    events: &mut dyn BlockEvents,
 ) -> Result<Outcome, TimingError> {
     if cfg.samples < 1 {
         return Err(TimingError::Config("at least 1 sample is needed".into()));
@@ -676,11 +711,14 @@ fn measure_laid_out<B: Backend, W: Workload>(
         .map(|r| Floor::of(workload.useful_bytes(), workload.flops(), &r));
 
     let mut block = Block::prepare(backend, workload, kernels, cfg, layout, vslot, bufs)?;
+    backend.synchronize()?;
+    events.timing_starts()?;
     let timing = std::time::Instant::now();
     let (warmup_launches, warmup_medians_us) = block.warmup(backend, bufs)?;
-    let sampled = block.sample_all(backend, bufs, observe)?;
+    let sampled = block.sample_all(backend, bufs, events)?;
     backend.synchronize()?;
     let timed_s = timing.elapsed().as_secs_f64() - sampled.checking_s;
+    events.timing_over();
 
     let validating = std::time::Instant::now();
     let (last_us, after_timing) = block.last_launches(backend, bufs, sampled.held)?;
@@ -985,7 +1023,7 @@ impl<'a, B: Backend, W: Workload> Block<'a, B, W> {
         &mut self,
         backend: &mut B,
         bufs: &mut [Vec<B::Buffer>],
-        observe: &mut dyn FnMut() -> GpuState,
+        events: &mut dyn BlockEvents,
     ) -> Result<Sampled, TimingError> {
         let (workload, layout, seed) = (self.workload, self.layout, self.seed);
         // The samples verified at random are drawn now, before the first timed launch, from
@@ -1004,7 +1042,7 @@ impl<'a, B: Backend, W: Workload> Block<'a, B, W> {
             verified: Vec::new(),
             probe_us: Vec::new(),
             probe_invalidated_us: Vec::new(),
-            state_before: observe(),
+            state_before: events.gpu_state(),
             state_after: GpuState::default(),
             checking_s: 0.0,
             // The slots that hold other inputs since a sample on them: the block's inputs
@@ -1089,7 +1127,7 @@ impl<'a, B: Backend, W: Workload> Block<'a, B, W> {
                 out.held.push(layout.slots_of(i));
             }
         }
-        out.state_after = observe();
+        out.state_after = events.gpu_state();
         Ok(out)
     }
 
@@ -1210,6 +1248,56 @@ mod tests {
             Outcome::Measured(m) => *m,
             other => panic!("expected a measurement, got {other:?}"),
         }
+    }
+
+    /// What a block told its process, in order; it stops the block at its start when `stop`.
+    #[derive(Default)]
+    struct Told {
+        calls: Vec<&'static str>,
+        stop: bool,
+    }
+
+    impl BlockEvents for Told {
+        fn gpu_state(&mut self) -> GpuState {
+            self.calls.push("state");
+            GpuState::default()
+        }
+        fn timing_starts(&mut self) -> Result<(), TimingError> {
+            self.calls.push("starts");
+            if self.stop {
+                return Err(TimingError::Stopped("withdrawn".into()));
+            }
+            Ok(())
+        }
+        fn timing_over(&mut self) {
+            self.calls.push("over");
+        }
+    }
+
+    /// A paced block is held after its first validation and before its warmup, and says
+    /// when its samples are over, before the launches that judge them; stopped at its start,
+    /// it launched nothing after that validation.
+    #[test]
+    fn a_block_says_when_its_timed_launches_start_and_end() {
+        let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_kernel);
+        let w = builtin("triad_f32", 257);
+        let k = [b.kernel(w.entry()).unwrap()];
+        let c = cfg(Regime::SameBuffer, Timer::PerLaunch);
+        let mut told = Told::default();
+        let m = measured(measure(&mut b, &w, &k, &c, "block", &mut told).unwrap());
+        assert_eq!(told.calls, ["starts", "state", "state", "over"]);
+        assert!(m.revalidation.passed());
+
+        let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_kernel);
+        let k = [b.kernel(w.entry()).unwrap()];
+        let mut told = Told {
+            stop: true,
+            ..Told::default()
+        };
+        let e = measure(&mut b, &w, &k, &c, "block", &mut told).unwrap_err();
+        assert!(matches!(e, TimingError::Stopped(_)), "{e}");
+        assert_eq!(told.calls, ["starts"]);
+        assert_eq!(b.launch_count(), 1, "only the first validation ran");
     }
 
     #[test]

@@ -350,6 +350,12 @@ pub struct RoundsTime {
     /// round`), whose phases are in `phases`; absent when none ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settling: Option<u64>,
+    /// Seconds the blocks' processes worked before their turn to time (started ahead:
+    /// the driver, the context, the module and the first validation, while the block before
+    /// finished), which `wall_s` does not hold; in `phases` and `other_s` all the same.
+    /// Absent when no block was started ahead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlapped_s: Option<f64>,
 }
 
 impl RoundsTime {
@@ -377,8 +383,14 @@ impl RoundsTime {
                 "its blocks' receipts",
             )
         };
+        let ahead = match self.overlapped_s {
+            Some(s) if s > 0.0 => format!(
+                "; {s:.2} s of it ran while the block before finished (each block's process started ahead)"
+            ),
+            _ => String::new(),
+        };
         format!(
-            "{:.1} s over {over}: {}, other (process start, receipts) {:.2} s; {whose} floor {:.2} s ({:.2} s opening the device, {:.2} s starting, ending and writing {receipts})",
+            "{:.1} s over {over}: {}, other (process start, receipts) {:.2} s; {whose} floor {:.2} s ({:.2} s opening the device, {:.2} s starting, ending and writing {receipts}){ahead}",
             self.wall_s,
             self.phases.describe(),
             self.other_s,
@@ -603,9 +615,11 @@ mod tests {
                     validations_s: 1.0,
                     timed_s: 2.0,
                     checker: "device checker".into(),
+                    waited_s: 0.0,
                 },
                 other_s: 5.75,
                 processes: None,
+                overlapped_s: None,
                 settling: None,
             }),
             resolution: Some(klab_core::stats::resolve::Resolution {

@@ -190,6 +190,9 @@ pub enum ChildResult {
     /// Not a result: the announced case ended (passed, or for a bench child its kernel code
     /// finished); what fails after it is klab's, not the kernel's.
     CaseDone { label: String },
+    /// Not a result: a paced block's timed launches are over ([`crate::pace::Turn`]); its
+    /// parent may let the next block open the device.
+    TimingOver,
 }
 
 /// What the profiled child saw of its own launches.
@@ -221,8 +224,14 @@ impl ChildResult {
                 ChildResult::Case { .. }
                     | ChildResult::CaseFailed { .. }
                     | ChildResult::CaseDone { .. }
+                    | ChildResult::TimingOver
             )
         })
+    }
+
+    /// Whether a paced child said its timed launches are over.
+    pub fn timing_over(output: &str) -> bool {
+        Self::tagged(output).any(|r| r == ChildResult::TimingOver)
     }
 
     /// The case a child was running when it ended: the last it announced, unless that case
@@ -344,7 +353,8 @@ impl ChildVerdict {
             Some(
                 ChildResult::Case { .. }
                 | ChildResult::CaseFailed { .. }
-                | ChildResult::CaseDone { .. },
+                | ChildResult::CaseDone { .. }
+                | ChildResult::TimingOver,
             )
             | None => {
                 match (ending.signal, ending.exit_code) {
@@ -419,6 +429,17 @@ impl ChildVerdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Saying the timed launches are over is neither a result nor the end of a case.
+    #[test]
+    fn timing_over_is_no_result_and_ends_no_case() {
+        let case = ChildResult::Case { label: "k".into() }.line();
+        let said = format!("{case}\n{}\n", ChildResult::TimingOver.line());
+        assert!(ChildResult::timing_over(&said));
+        assert!(!ChildResult::timing_over(&case));
+        assert_eq!(ChildResult::find(&said), None);
+        assert_eq!(ChildResult::running(&said).as_deref(), Some("k"));
+    }
 
     #[test]
     fn a_case_line_names_what_a_dead_child_was_running_and_is_never_its_result() {

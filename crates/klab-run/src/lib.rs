@@ -6,7 +6,8 @@
 //! command that launches kernel code does it in a klab child under a watchdog; [`child`] is
 //! what that child tells its parent (in a results file the parent names) and what a finished
 //! child means
-//! ([`child::ChildVerdict`]), decided once for every orchestrator. [`folder`] gives a
+//! ([`child::ChildVerdict`]), decided once for every orchestrator; [`pace`] is how a parent
+//! paces a block's child, started ahead of its turn. [`folder`] gives a
 //! command a fresh folder for its results. One error type, [`RunError`].
 
 pub mod bench;
@@ -15,6 +16,7 @@ pub mod child;
 pub mod error;
 pub mod folder;
 pub mod kernel;
+pub mod pace;
 pub mod receipt;
 pub mod session;
 

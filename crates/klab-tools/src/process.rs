@@ -127,6 +127,10 @@ pub struct RunOptions {
     /// (`sbatch`): it gets none of klab's child markers, so what the scheduler starts from
     /// its environment is not taken for an orphan of this klab.
     pub detached: bool,
+    /// The child's stdin is a pipe from this process, which gives it turns
+    /// ([`Running::give`]); `stdin` is then not used. Closing it (dropping the child)
+    /// tells a paced child it gets no more.
+    pub turns: bool,
 }
 
 impl RunOptions {
@@ -139,6 +143,7 @@ impl RunOptions {
             end_group_on_exit: false,
             stdin: None,
             detached: false,
+            turns: false,
         }
     }
 }
@@ -173,9 +178,36 @@ pub fn run_captured(
 /// Only a binary that cannot be started, or a failed wait, is an `Err`; the error names the
 /// binary.
 pub fn run(program: &Path, args: &[OsString], opts: &RunOptions) -> Result<Captured, ProcessError> {
-    let timeout = opts.timeout;
+    spawn(program, args, opts)?.wait(opts.timeout, &mut || {})
+}
+
+/// A child started by [`spawn`] and not yet waited for: its output is read as it comes, and
+/// the watchdog starts when [`Running::wait`] is called. Dropped before that, it is killed
+/// with everything it started, and reaped.
+pub struct Running {
+    program: PathBuf,
+    child: Child,
+    run_id: String,
+    rx: mpsc::Receiver<Msg>,
+    open: usize,
+    streams: Streams,
+    /// The write end of the child's stdin, under [`RunOptions::turns`].
+    turns: Option<std::process::ChildStdin>,
+    detached: bool,
+    end_group_on_exit: bool,
+    reaped: bool,
+    _group: GroupGuard,
+}
+
+/// Start `program` with `args` as [`run`] does, without waiting for it.
+pub fn spawn(
+    program: &Path,
+    args: &[OsString],
+    opts: &RunOptions,
+) -> Result<Running, ProcessError> {
     let mut cmd = Command::new(program);
     let stdin = match &opts.stdin {
+        _ if opts.turns => Stdio::piped(),
         Some((path, kind)) => Stdio::from(klab_core::artifact::open_regular(path, *kind).map_err(
             |source| ProcessError::Stdin {
                 program: program.to_path_buf(),
@@ -241,7 +273,7 @@ pub fn run(program: &Path, args: &[OsString], opts: &RunOptions) -> Result<Captu
         program: program.to_path_buf(),
         source,
     })?;
-    let _group = GroupGuard::register(child.id());
+    let group = GroupGuard::register(child.id());
 
     let (tx, rx) = mpsc::channel();
     let mut open = 0usize;
@@ -254,82 +286,135 @@ pub fn run(program: &Path, args: &[OsString], opts: &RunOptions) -> Result<Captu
         open += 1;
     }
     drop(tx);
-
-    let mut streams = Streams {
-        echo: opts.echo,
-        ..Streams::default()
-    };
-    let deadline = Instant::now().checked_add(timeout);
-    let mut timed_out = false;
-    let wait_err = |source| ProcessError::Wait {
+    Ok(Running {
         program: program.to_path_buf(),
-        source,
-    };
-
-    let status: ExitStatus = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break st,
-            Ok(None) => {}
-            Err(e) => {
-                kill_tree(&mut child);
-                let _ = child.wait();
-                if !opts.detached {
-                    end_descendants(&run_id);
-                }
-                return Err(wait_err(e));
-            }
-        }
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
-            timed_out = true;
-            kill_tree(&mut child);
-            match child.wait() {
-                Ok(st) => break st,
-                Err(e) => return Err(wait_err(e)),
-            }
-        }
-        let step = deadline.map_or(POLL, |d| d.saturating_duration_since(now).min(POLL));
-        if open == 0 {
-            thread::sleep(step);
-            continue;
-        }
-        match rx.recv_timeout(step) {
-            Ok(Msg::Chunk(stream, bytes)) => streams.push(stream, bytes),
-            Ok(Msg::Done) => open -= 1,
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => open = 0,
-        }
-    };
-
-    if opts.end_group_on_exit && !timed_out {
-        end_group(child.id());
-    }
-    // The child is gone; collect what is left in the pipes.
-    let grace = Instant::now() + DRAIN_GRACE;
-    while open > 0 {
-        let left = grace.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        match rx.recv_timeout(left) {
-            Ok(Msg::Chunk(stream, bytes)) => streams.push(stream, bytes),
-            Ok(Msg::Done) => open -= 1,
-            Err(_) => break,
-        }
-    }
-
-    if !opts.detached {
-        end_descendants(&run_id);
-    }
-    Ok(Captured {
-        exit_code: status.code(),
-        signal: signal_of(&status),
-        timed_out,
-        stdout: streams.stdout,
-        stderr: streams.stderr,
-        merged: streams.merged,
-        incomplete: open > 0,
+        turns: child.stdin.take(),
+        child,
+        run_id,
+        rx,
+        open,
+        streams: Streams {
+            echo: opts.echo,
+            ..Streams::default()
+        },
+        detached: opts.detached,
+        end_group_on_exit: opts.end_group_on_exit,
+        reaped: false,
+        _group: group,
     })
+}
+
+impl Running {
+    /// Write `byte` to the child's stdin (started with [`RunOptions::turns`]): one of the
+    /// turns a paced child waits for. An error when the child has no such stdin or is gone.
+    pub fn give(&mut self, byte: u8) -> std::io::Result<()> {
+        let Some(w) = self.turns.as_mut() else {
+            return Err(std::io::Error::other(
+                "the child was not started to be given turns",
+            ));
+        };
+        w.write_all(&[byte])?;
+        w.flush()
+    }
+
+    /// Wait for the child to end, killing its process group when it runs `timeout` past
+    /// this call; `poll` is called every few milliseconds meanwhile (a parent that paces
+    /// another child from what this one says).
+    pub fn wait(
+        mut self,
+        timeout: Duration,
+        poll: &mut dyn FnMut(),
+    ) -> Result<Captured, ProcessError> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut timed_out = false;
+        let status = loop {
+            poll();
+            match self.child.try_wait() {
+                Ok(Some(st)) => break st,
+                Ok(None) => {}
+                Err(e) => {
+                    self.end();
+                    return Err(self.wait_err(e));
+                }
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                timed_out = true;
+                kill_tree(&mut self.child);
+                match self.child.wait() {
+                    Ok(st) => break st,
+                    Err(e) => return Err(self.wait_err(e)),
+                }
+            }
+            let step = deadline.map_or(POLL, |d| d.saturating_duration_since(now).min(POLL));
+            if self.open == 0 {
+                thread::sleep(step);
+                continue;
+            }
+            match self.rx.recv_timeout(step) {
+                Ok(Msg::Chunk(stream, bytes)) => self.streams.push(stream, bytes),
+                Ok(Msg::Done) => self.open -= 1,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => self.open = 0,
+            }
+        };
+        self.reaped = true;
+        if self.end_group_on_exit && !timed_out {
+            end_group(self.child.id());
+        }
+        // The child is gone; collect what is left in the pipes.
+        let grace = Instant::now() + DRAIN_GRACE;
+        while self.open > 0 {
+            let left = grace.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match self.rx.recv_timeout(left) {
+                Ok(Msg::Chunk(stream, bytes)) => self.streams.push(stream, bytes),
+                Ok(Msg::Done) => self.open -= 1,
+                Err(_) => break,
+            }
+        }
+        if !self.detached {
+            end_descendants(&self.run_id);
+        }
+        let streams = std::mem::take(&mut self.streams);
+        Ok(Captured {
+            exit_code: status.code(),
+            signal: signal_of(&status),
+            timed_out,
+            stdout: streams.stdout,
+            stderr: streams.stderr,
+            merged: streams.merged,
+            incomplete: self.open > 0,
+        })
+    }
+
+    fn wait_err(&self, source: std::io::Error) -> ProcessError {
+        ProcessError::Wait {
+            program: self.program.clone(),
+            source,
+        }
+    }
+
+    /// Kill the child and what it started, and reap it.
+    fn end(&mut self) {
+        if self.reaped {
+            return;
+        }
+        self.reaped = true;
+        kill_tree(&mut self.child);
+        let _ = self.child.wait();
+        if !self.detached {
+            end_descendants(&self.run_id);
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.end();
+    }
 }
 
 /// Find a tool's binary: `explicit` if given (returned even if it does not exist, so that
@@ -1123,6 +1208,43 @@ mod tests {
             thread::sleep(Duration::from_millis(20));
         }
         assert!(!alive(grandchild), "the grandchild outlived the watchdog");
+    }
+
+    /// A child started ahead runs up to where it waits for its turn, gets it on its stdin,
+    /// and is waited for with a watchdog that starts at the wait; one dropped before its
+    /// turn is killed and reaped, not left waiting.
+    #[test]
+    fn a_child_started_ahead_waits_for_its_turn_and_dies_when_dropped() {
+        let (p, a) = sh("echo ready; t=$(head -c 1); echo \"turn $t\"");
+        let opts = RunOptions {
+            turns: true,
+            ..RunOptions::new(Duration::from_secs(30))
+        };
+        let mut c = spawn(&p, &a, &opts).unwrap();
+        // Waiting before its turn: the watchdog has not started, so a short one is fine
+        // once the turn comes.
+        thread::sleep(Duration::from_millis(300));
+        c.give(b't').unwrap();
+        let mut polled = 0;
+        let out = c.wait(Duration::from_secs(5), &mut || polled += 1).unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ready\nturn t\n");
+        assert_eq!(out.exit_code, Some(0));
+        assert!(polled >= 1);
+
+        let (p, a) = sh("echo $$; sleep 30");
+        let c = spawn(&p, &a, &opts).unwrap();
+        let pid = c.child.id() as i32;
+        let t0 = Instant::now();
+        drop(c);
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        assert!(
+            std::fs::metadata(format!("/proc/{pid}")).is_err(),
+            "a dropped child is reaped"
+        );
+        // Without turns there is nothing to give.
+        let (p, a) = sh("true");
+        let mut c = spawn(&p, &a, &RunOptions::new(Duration::from_secs(5))).unwrap();
+        assert!(c.give(b't').is_err());
     }
 
     #[test]

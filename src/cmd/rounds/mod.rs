@@ -433,6 +433,9 @@ struct Blocks {
     reruns: Vec<Rerun>,
     /// Settling blocks run (`--isolation round`), counted in no ratio.
     settling: u64,
+    /// Seconds blocks' processes worked before their turn, while the block before
+    /// finished ([`process::Ahead`]): in the phases, not in `wall_total`.
+    overlapped_s: f64,
 }
 
 impl Blocks {
@@ -449,6 +452,7 @@ impl Blocks {
             processes: 0,
             reruns: Vec::new(),
             settling: 0,
+            overlapped_s: 0.0,
         }
     }
 
@@ -466,10 +470,11 @@ impl Blocks {
         phases.checker = checkers.join("; ");
         klab_evidence::schema::RoundsTime {
             wall_s: self.wall_total,
-            other_s: (self.wall_total - phases.total_s()).max(0.0),
+            other_s: (self.wall_total + self.overlapped_s - phases.total_s()).max(0.0),
             phases,
             processes: Some(self.processes),
             settling: (self.settling > 0).then_some(self.settling),
+            overlapped_s: (self.overlapped_s > 0.0).then_some(self.overlapped_s),
         }
     }
 }
@@ -598,6 +603,7 @@ fn run_blocks(
     };
     let started = std::time::Instant::now();
     let mut rounds = 0;
+    let mut ahead = process::Ahead::default();
     let resolution = loop {
         if rounds >= args.rounds {
             // Blocks that could not run end the rounds (the caller says so).
@@ -627,7 +633,7 @@ fn run_blocks(
             bar.inc_length(order.len() as u64);
         }
         rounds += 1;
-        one_round(&every, &mut blocks, rounds)?;
+        one_round(&every, &mut blocks, &mut ahead, rounds)?;
     };
     bar.finish_and_clear();
     Ok((blocks, rounds, resolution))
@@ -646,7 +652,12 @@ struct EveryRound<'a> {
 
 /// Round `round`'s blocks, in order: in one process (`--isolation round`), the blocks it
 /// could not judge then alone, or each alone; each counted in `blocks` as it comes.
-fn one_round(every: &EveryRound, blocks: &mut Blocks, round: u32) -> anyhow::Result<()> {
+fn one_round(
+    every: &EveryRound,
+    blocks: &mut Blocks,
+    ahead: &mut process::Ahead,
+    round: u32,
+) -> anyhow::Result<()> {
     let EveryRound {
         plan,
         args,
@@ -667,6 +678,15 @@ fn one_round(every: &EveryRound, blocks: &mut Blocks, round: u32) -> anyhow::Res
             process::run_round(&settle, &benches, args, policy, blocks, round)?
         }
         Isolation::Block => benches.iter().map(|_| None).collect(),
+    };
+    // The block after each, started ahead: the next in this round, or the next round's
+    // first when that round is sure to run (one the resolver adds is not).
+    let next_round_first = (round < args.rounds && args.isolation == Isolation::Block)
+        .then(|| BlockBench::at(plan, args, dir, place(round + 1, 0), order[0]));
+    let next_of = |position: usize| match benches.get(position + 1) {
+        Some(b) if args.isolation == Isolation::Block => Some(b),
+        Some(_) => None,
+        None => next_round_first.as_ref(),
     };
     for (position, kernel) in order.iter().enumerate() {
         bar.set_message(format!("round {round} {}", kernel.name()));
@@ -692,7 +712,8 @@ fn one_round(every: &EveryRound, blocks: &mut Blocks, round: u32) -> anyhow::Res
                     } else {
                         benches[position].clone()
                     };
-                    let run = process::run_alone(&bench, args, policy, blocks, at)?;
+                    let next = next_of(position);
+                    let run = process::run_alone(&bench, next, ahead, args, policy, blocks, at)?;
                     (bench, run)
                 }
             };
@@ -785,6 +806,7 @@ fn record_block(
         verdict,
         result,
         wall_s,
+        ahead_s,
     } = run;
     let block_dir = &bench.dir;
     let name = name.to_string();
@@ -814,7 +836,12 @@ fn record_block(
             }
             let median = Summary::of(&row.samples).map(|s| s.median).unwrap_or(0.0);
             let time = match r.measurement.phases.first() {
-                Some(p) => blocks.account(place, &name, wall_s, p),
+                Some(p) => {
+                    // What its process worked before its turn ran beside the block before.
+                    let ahead = (ahead_s - p.waited_s).max(0.0);
+                    blocks.overlapped_s += ahead;
+                    blocks.account(place, &name, wall_s + ahead, p)
+                }
                 None => format!("; {wall_s:.2} s"),
             };
             row.correct = true;

@@ -3,6 +3,13 @@
 //! round`). Either way a block comes back as a [`BlockRun`]: the verdict and result its
 //! child said, its seconds, and the folder it wrote, which the caller reads as one thing.
 //!
+//! A block alone is paced ([`klab_run::child::Turn`]): its process is started while the
+//! block before it runs ([`Ahead`]), starts the driver, opens the device once that block's
+//! timed launches are over, and times once that block's process has exited. A process
+//! costs about 0.35 s in driver, context and exit on the H200 whatever it times
+//! (evidence/2026-12-02-device-cost); started ahead, most of that overlaps the block
+//! before, and still no timed launch shares the GPU with another block's process at work.
+//!
 //! A round's process first runs one settling block of the round's first kernel, which is not
 //! counted: on the H200 the first block of a process timed about 7% faster than every block
 //! after it (evidence/2026-12-05-gpu), so without it the ratios leant towards the kernel that
@@ -21,10 +28,11 @@ use std::time::{Duration, Instant};
 use klab_engine::verify::VerifyPolicy;
 use klab_run::child::{ChildResult, ChildVerdict, Ending, ResultsFile};
 use klab_run::kernel::Kernel;
+use klab_run::pace::Turn;
 use klab_tools::process::Echo;
 
 use super::{Blocks, Place, Plan};
-use crate::child::{ChildCmd, RoundBlock, RoundWork};
+use crate::child::{ChildCmd, RoundBlock, RoundWork, StartedChild};
 use crate::cli::{BenchArgs, RoundsArgs};
 
 /// A block's run: what its child said and how that was judged, and its seconds (the whole
@@ -33,6 +41,27 @@ pub(super) struct BlockRun {
     pub verdict: ChildVerdict,
     pub result: Option<ChildResult>,
     pub wall_s: f64,
+    /// Seconds its process ran before its turn to time (started ahead), waiting or opening
+    /// the device while the block before it finished; 0 in a round's process.
+    pub ahead_s: f64,
+}
+
+/// The block started ahead of its turn, if any: its folder (relative), its child, and
+/// whether it was given its `Open` turn.
+#[derive(Default)]
+pub(super) struct Ahead {
+    next: Option<(String, StartedChild, bool)>,
+}
+
+impl Ahead {
+    /// The child started ahead for `bench`, if that is the one waiting; any other is
+    /// withdrawn (killed and reaped) now, before another block times.
+    fn take_for(&mut self, bench: &BlockBench) -> Option<(StartedChild, bool)> {
+        match self.next.take() {
+            Some((rel, child, opened)) if rel == bench.rel => Some((child, opened)),
+            _ => None,
+        }
+    }
 }
 
 /// A block's folder, relative to the rounds' folder and absolute, and the bench it runs.
@@ -115,18 +144,44 @@ impl BlockBench {
     }
 }
 
-/// One block in a `klab bench` child of its own; its command and output go to the log.
+/// One block in a `klab bench` child of its own, paced (the module's docs): the child
+/// started ahead for it if there is one, else one started now; `next`, the block after it,
+/// is started while it runs. Its command and output go to the log.
 pub(super) fn run_alone(
     bench: &BlockBench,
+    next: Option<&BlockBench>,
+    ahead: &mut Ahead,
     args: &RoundsArgs,
     policy: VerifyPolicy,
     blocks: &mut Blocks,
     place: Place,
 ) -> anyhow::Result<BlockRun> {
-    let cmd = ChildCmd::Bench(bench.args.clone());
-    let started = Instant::now();
-    let out = cmd.run(policy, Duration::from_secs(args.timeout), Echo::Off)?;
-    let wall_s = started.elapsed().as_secs_f64();
+    let start =
+        |b: &BlockBench| ChildCmd::PacedBench(b.args.clone()).start(policy, Echo::Off, true);
+    let (mut child, opened) = match ahead.take_for(bench) {
+        Some(c) => c,
+        None => (start(bench)?, false),
+    };
+    // The block before has exited. A child that already stopped (its first validation
+    // failed) cannot take its turns; how it ended is its verdict.
+    if !opened {
+        let _ = child.give(Turn::Open);
+    }
+    let _ = child.give(Turn::Time);
+    let turn = Instant::now();
+    let ahead_s = turn.duration_since(child.started).as_secs_f64();
+    // Started now, the next block starts its driver while this one runs; a child that
+    // cannot start is started again in its turn, which says why.
+    let mut upcoming = next.and_then(|b| start(b).ok().map(|c| (b.rel.clone(), c, false)));
+    let out = child.finish(Duration::from_secs(args.timeout), &mut |me| {
+        if let Some((_, next, opened @ false)) = upcoming.as_mut() {
+            if me.said().is_ok_and(|s| ChildResult::timing_over(&s)) {
+                *opened = next.give(Turn::Open).is_ok();
+            }
+        }
+    })?;
+    let wall_s = turn.elapsed().as_secs_f64();
+    ahead.next = upcoming;
     blocks.wall_total += wall_s;
     blocks.processes += 1;
     blocks.log.push_str(&format!(
@@ -140,6 +195,7 @@ pub(super) fn run_alone(
         verdict: out.verdict,
         result: out.result,
         wall_s,
+        ahead_s,
     })
 }
 
@@ -259,6 +315,7 @@ fn judged(said: &str, process: &Ending) -> Option<BlockRun> {
         verdict,
         result,
         wall_s,
+        ahead_s: 0.0,
     })
 }
 

@@ -99,8 +99,15 @@ fn a_store_into_the_checkers_memory_is_the_kernels_failure() {
             b = b.with_paranoid();
         }
         let k = [b.kernel("rowsum").unwrap()];
-        let o = measure(&mut b, &w, &k, &cfg, "b", &mut Default::default)
-            .unwrap_or_else(|e| panic!("paranoid {paranoid}: {e}"));
+        let o = measure(
+            &mut b,
+            &w,
+            &k,
+            &cfg,
+            "b",
+            &mut klab_core::gpustate::GpuState::default,
+        )
+        .unwrap_or_else(|e| panic!("paranoid {paranoid}: {e}"));
         let Outcome::Measured(m) = o else {
             panic!("{o:?}")
         };
@@ -188,7 +195,15 @@ fn an_accumulating_inout_kernel_is_accepted_under_every_timer_and_regime() {
                         .with_general_kernel("rowsum", accumulates)
                         .with_l2_bytes(4096);
                     let k = [b.kernel("rowsum").unwrap()];
-                    let o = measure(&mut b, &w, &k, &cfg, "b", &mut Default::default).unwrap();
+                    let o = measure(
+                        &mut b,
+                        &w,
+                        &k,
+                        &cfg,
+                        "b",
+                        &mut klab_core::gpustate::GpuState::default,
+                    )
+                    .unwrap();
                     let Outcome::Measured(m) = o else {
                         panic!("{o:?}")
                     };

@@ -1,0 +1,89 @@
+//! The turns a parent gives a paced child, one byte each on the child's stdin, in the order
+//! of [`Turn`], and the child's side of them ([`Pace`]).
+//!
+//! A block of `klab rounds` is started while the block before it still runs: it starts the
+//! driver (no context, nothing on the GPU) and waits for [`Turn::Open`], given when the
+//! block before says its timed launches are over
+//! ([`crate::child::ChildResult::TimingOver`]); it then opens its context, loads its
+//! module, makes and checks its inputs, and waits for [`Turn::Time`], given when the block
+//! before has exited. So no timed launch shares the GPU with another block's process at
+//! work, and a block's process start, driver and context cost the run little.
+
+use std::io::Read;
+
+/// A turn, in the order a child is given them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    Open,
+    Time,
+}
+
+impl Turn {
+    /// The byte that gives this turn.
+    pub fn byte(self) -> u8 {
+        match self {
+            Turn::Open => b'o',
+            Turn::Time => b't',
+        }
+    }
+}
+
+/// A paced child's side of its turns: it reads them from `from` (its stdin).
+pub struct Pace<R: Read> {
+    from: R,
+    /// Seconds spent waiting for turns: not the block's cost, the block before's.
+    pub waited_s: f64,
+}
+
+impl<R: Read> Pace<R> {
+    pub fn new(from: R) -> Pace<R> {
+        Pace {
+            from,
+            waited_s: 0.0,
+        }
+    }
+
+    /// Block until the parent gives `turn`. An error when it gives another, or closes the
+    /// pipe first (it withdrew this block, or died): the block must not go on.
+    pub fn wait_for(&mut self, turn: Turn) -> std::io::Result<()> {
+        let t = std::time::Instant::now();
+        let mut b = [0u8; 1];
+        let got = loop {
+            match self.from.read(&mut b) {
+                Ok(0) => break None,
+                Ok(_) => break Some(b[0]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        };
+        self.waited_s += t.elapsed().as_secs_f64();
+        match got {
+            Some(g) if g == turn.byte() => Ok(()),
+            Some(g) => Err(std::io::Error::other(format!(
+                "the parent gave turn {:?} where {turn:?} was due",
+                g as char
+            ))),
+            None => Err(std::io::Error::other(format!(
+                "the parent withdrew this block before its {turn:?} turn"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The turns come in order, one byte each; another byte, or the pipe closed before the
+    /// turn (the parent withdrew the block or died), stops the block.
+    #[test]
+    fn a_paced_child_goes_on_only_with_the_turn_that_is_due() {
+        let mut p = Pace::new(&b"ot"[..]);
+        p.wait_for(Turn::Open).unwrap();
+        p.wait_for(Turn::Time).unwrap();
+        let e = p.wait_for(Turn::Time).unwrap_err();
+        assert!(e.to_string().contains("withdrew"), "{e}");
+        let e = Pace::new(&b"t"[..]).wait_for(Turn::Open).unwrap_err();
+        assert!(e.to_string().contains("'t'"), "{e}");
+    }
+}
