@@ -190,6 +190,7 @@ fn measure(
         label: running.clone(),
     });
     let timing_over = || results.say(&ChildResult::TimingOver);
+    let is_paced = pace.is_some();
     let paced = pace.map(|pace| Paced {
         pace,
         timing_over: &timing_over,
@@ -198,6 +199,12 @@ fn measure(
         eprintln!("klab bench: {l}")
     })?;
     results.say(&ChildResult::CaseDone { label: running });
+    // Nothing more runs on the device: closing it now lets a paced block's parent start
+    // the next block's timing while this one writes its receipt and exits.
+    let (module, released) = session.release_device();
+    if is_paced && released {
+        results.say(&ChildResult::DeviceReleased);
+    }
     let info = workload_info(&kernel, n, args.device)?;
     let mut report = BenchReport::new(
         kernel.name(),
@@ -243,7 +250,7 @@ fn measure(
         dir: &dir,
         spec: &spec,
         facts: &facts,
-        module: &session.module,
+        module: &module,
         blocks: timed,
         order: "single kernel, rounds in sequence".into(),
         extra_artifacts: Vec::new(),

@@ -63,6 +63,21 @@ impl Device {
         &self.facts
     }
 
+    /// Whether this process's primary context on device `ordinal` is active: false once
+    /// every [`Device`] (and everything made on it) was dropped and the driver destroyed the
+    /// context, which frees its memory and ends its work on the GPU.
+    pub fn context_active(ordinal: u32) -> Result<bool, CudaError> {
+        let dev =
+            result::device::get(ordinal as i32).ctx(|| format!("getting device {ordinal}"))?;
+        let (mut flags, mut active) = (0u32, 0i32);
+        // SAFETY: two out-parameters owned here; the driver is initialised (a device was
+        // got above).
+        unsafe { sys::cuDevicePrimaryCtxGetState(dev, &mut flags, &mut active) }
+            .result()
+            .ctx(|| format!("reading device {ordinal}'s primary context"))?;
+        Ok(active != 0)
+    }
+
     /// (free, total) device memory in bytes.
     pub fn memory_info(&self) -> Result<(u64, u64), CudaError> {
         let (free, total) = self

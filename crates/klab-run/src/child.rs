@@ -193,6 +193,10 @@ pub enum ChildResult {
     /// Not a result: a paced block's timed launches are over ([`crate::pace::Turn`]); its
     /// parent may let the next block open the device.
     TimingOver,
+    /// Not a result: a paced block's process closed the device and the driver says its
+    /// context is gone: the rest of it (its receipt, its exit) runs on the host, and its
+    /// parent may let the next block time.
+    DeviceReleased,
 }
 
 /// What the profiled child saw of its own launches.
@@ -225,13 +229,15 @@ impl ChildResult {
                     | ChildResult::CaseFailed { .. }
                     | ChildResult::CaseDone { .. }
                     | ChildResult::TimingOver
+                    | ChildResult::DeviceReleased
             )
         })
     }
 
-    /// Whether a paced child said its timed launches are over.
-    pub fn timing_over(output: &str) -> bool {
-        Self::tagged(output).any(|r| r == ChildResult::TimingOver)
+    /// Whether a paced child said `what` ([`ChildResult::TimingOver`] or
+    /// [`ChildResult::DeviceReleased`]).
+    pub fn said(output: &str, what: &ChildResult) -> bool {
+        Self::tagged(output).any(|r| &r == what)
     }
 
     /// The case a child was running when it ended: the last it announced, unless that case
@@ -354,7 +360,8 @@ impl ChildVerdict {
                 ChildResult::Case { .. }
                 | ChildResult::CaseFailed { .. }
                 | ChildResult::CaseDone { .. }
-                | ChildResult::TimingOver,
+                | ChildResult::TimingOver
+                | ChildResult::DeviceReleased,
             )
             | None => {
                 match (ending.signal, ending.exit_code) {
@@ -430,13 +437,19 @@ impl ChildVerdict {
 mod tests {
     use super::*;
 
-    /// Saying the timed launches are over is neither a result nor the end of a case.
+    /// Saying the timed launches are over, or the device closed, is neither a result nor the
+    /// end of a case.
     #[test]
     fn timing_over_is_no_result_and_ends_no_case() {
         let case = ChildResult::Case { label: "k".into() }.line();
-        let said = format!("{case}\n{}\n", ChildResult::TimingOver.line());
-        assert!(ChildResult::timing_over(&said));
-        assert!(!ChildResult::timing_over(&case));
+        let said = format!(
+            "{case}\n{}\n{}\n",
+            ChildResult::TimingOver.line(),
+            ChildResult::DeviceReleased.line()
+        );
+        assert!(ChildResult::said(&said, &ChildResult::TimingOver));
+        assert!(ChildResult::said(&said, &ChildResult::DeviceReleased));
+        assert!(!ChildResult::said(&case, &ChildResult::TimingOver));
         assert_eq!(ChildResult::find(&said), None);
         assert_eq!(ChildResult::running(&said).as_deref(), Some("k"));
     }

@@ -6,8 +6,9 @@
 //! block before says its timed launches are over
 //! ([`crate::child::ChildResult::TimingOver`]); it then opens its context, loads its
 //! module, makes and checks its inputs, and waits for [`Turn::Time`], given when the block
-//! before has exited. So no timed launch shares the GPU with another block's process at
-//! work, and a block's process start, driver and context cost the run little.
+//! before has closed the device ([`crate::child::ChildResult::DeviceReleased`]: the driver
+//! says its context is gone) or exited. So no timed launch shares the GPU with another
+//! block's context, and a block's process start, driver and context cost the run little.
 
 use std::io::Read;
 

@@ -68,6 +68,18 @@ impl Session {
         })
     }
 
+    /// Close the device (the backend, and with it the stream, the loaded modules and
+    /// everything made on them) and keep the module's description for the receipt; true
+    /// when the driver then says this process has no context left on the device: what is
+    /// left of the process runs on the host. False while another [`Device`] of this
+    /// process holds it (a round's blocks share one).
+    pub fn release_device(self) -> (Module, bool) {
+        let ordinal = self.backend.facts().ordinal;
+        drop(self.backend);
+        let released = Device::context_active(ordinal).is_ok_and(|active| !active);
+        (self.module, released)
+    }
+
     /// The setup and compile seconds not yet charged to a block (then zero).
     pub(crate) fn take_open_time(&mut self) -> (f64, f64) {
         let t = (self.setup_s, self.compile_s);

@@ -3,12 +3,13 @@
 //! round`). Either way a block comes back as a [`BlockRun`]: the verdict and result its
 //! child said, its seconds, and the folder it wrote, which the caller reads as one thing.
 //!
-//! A block alone is paced ([`klab_run::child::Turn`]): its process is started while the
+//! A block alone is paced ([`klab_run::pace::Turn`]): its process is started while the
 //! block before it runs ([`Ahead`]), starts the driver, opens the device once that block's
-//! timed launches are over, and times once that block's process has exited. A process
-//! costs about 0.35 s in driver, context and exit on the H200 whatever it times
-//! (evidence/2026-12-02-device-cost); started ahead, most of that overlaps the block
-//! before, and still no timed launch shares the GPU with another block's process at work.
+//! timed launches are over, and times once that block has closed the device (its context
+//! gone) or exited. A process costs about 0.35 s in driver, context and exit on the H200
+//! whatever it times (evidence/2026-12-02-device-cost); started ahead, most of that runs
+//! beside the block before, and still no timed launch shares the GPU with another block's
+//! context.
 //!
 //! A round's process first runs one settling block of the round's first kernel, which is not
 //! counted: on the H200 the first block of a process timed about 7% faster than every block
@@ -41,28 +42,71 @@ pub(super) struct BlockRun {
     pub verdict: ChildVerdict,
     pub result: Option<ChildResult>,
     pub wall_s: f64,
-    /// Seconds its process ran before its turn to time (started ahead), waiting or opening
-    /// the device while the block before it finished; 0 in a round's process.
+    /// Seconds its process ran beside other blocks' turns: before its own (started ahead,
+    /// waiting or opening the device while the block before finished) and after the next
+    /// block's (its receipt and exit, once it had closed the device); 0 in a round's
+    /// process.
     pub ahead_s: f64,
 }
 
-/// The block started ahead of its turn, if any: its folder (relative), its child, and
-/// whether it was given its `Open` turn.
+/// A block's child started ahead of its turn: the block, its child, and when it was given
+/// its turns (both while the block before it still ran, the turn to time once that block
+/// had closed the device).
+struct Started {
+    bench: BlockBench,
+    child: StartedChild,
+    opened: bool,
+    timed: Option<Instant>,
+}
+
+/// The block started ahead of its turn, if any.
 #[derive(Default)]
 pub(super) struct Ahead {
-    next: Option<(String, StartedChild, bool)>,
+    next: Option<Started>,
 }
 
 impl Ahead {
-    /// The child started ahead for `bench`, if that is the one waiting; any other is
-    /// withdrawn (killed and reaped) now, before another block times.
-    fn take_for(&mut self, bench: &BlockBench) -> Option<(StartedChild, bool)> {
-        match self.next.take() {
-            Some((rel, child, opened)) if rel == bench.rel => Some((child, opened)),
-            _ => None,
+    /// The child started ahead for `bench`, if that is the one waiting. Any other is
+    /// withdrawn now, before another block times: killed and reaped, and, when it had begun
+    /// timing, its folder moved aside (`-withdrawn`, which nothing reads), so that it runs
+    /// again in a clean one in its turn.
+    fn take_for(&mut self, bench: &BlockBench, log: &mut String) -> Option<Started> {
+        let started = self.next.take()?;
+        if started.bench.rel == bench.rel {
+            return Some(started);
         }
+        let Started {
+            bench: withdrawn,
+            child,
+            timed,
+            ..
+        } = started;
+        drop(child);
+        if timed.is_some() && withdrawn.dir.exists() {
+            let aside = withdrawn.dir.with_file_name(format!(
+                "{}{WITHDRAWN_SUFFIX}",
+                withdrawn
+                    .dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            ));
+            let moved = std::fs::rename(&withdrawn.dir, &aside);
+            log.push_str(&format!(
+                "# {} withdrawn while it timed (another block runs first); its folder {}\n",
+                withdrawn.rel,
+                match moved {
+                    Ok(()) => format!("moved to {}", aside.display()),
+                    Err(e) => format!("not moved: {e}"),
+                }
+            ));
+        }
+        None
     }
 }
+
+/// What ends the folder of a block withdrawn after its turn to time.
+const WITHDRAWN_SUFFIX: &str = "-withdrawn";
 
 /// A block's folder, relative to the rounds' folder and absolute, and the bench it runs.
 #[derive(Clone)]
@@ -146,7 +190,8 @@ impl BlockBench {
 
 /// One block in a `klab bench` child of its own, paced (the module's docs): the child
 /// started ahead for it if there is one, else one started now; `next`, the block after it,
-/// is started while it runs. Its command and output go to the log.
+/// is started while it runs and given its turns as this one says it may. Its command and
+/// output go to the log.
 pub(super) fn run_alone(
     bench: &BlockBench,
     next: Option<&BlockBench>,
@@ -156,31 +201,54 @@ pub(super) fn run_alone(
     blocks: &mut Blocks,
     place: Place,
 ) -> anyhow::Result<BlockRun> {
-    let start =
-        |b: &BlockBench| ChildCmd::PacedBench(b.args.clone()).start(policy, Echo::Off, true);
-    let (mut child, opened) = match ahead.take_for(bench) {
-        Some(c) => c,
-        None => (start(bench)?, false),
+    let start = |b: &BlockBench| -> anyhow::Result<Started> {
+        Ok(Started {
+            bench: b.clone(),
+            child: ChildCmd::PacedBench(b.args.clone()).start(policy, Echo::Off, true)?,
+            opened: false,
+            timed: None,
+        })
     };
-    // The block before has exited. A child that already stopped (its first validation
-    // failed) cannot take its turns; how it ended is its verdict.
-    if !opened {
-        let _ = child.give(Turn::Open);
+    let mut me = match ahead.take_for(bench, &mut blocks.log) {
+        Some(s) => s,
+        None => start(bench)?,
+    };
+    // The block before has exited or closed the device. A child that already stopped (its
+    // first validation failed) takes no turn; how it ended is its verdict.
+    if !me.opened {
+        let _ = me.child.give(Turn::Open);
     }
-    let _ = child.give(Turn::Time);
-    let turn = Instant::now();
-    let ahead_s = turn.duration_since(child.started).as_secs_f64();
+    let turn = match me.timed {
+        Some(t) => t,
+        None => {
+            let _ = me.child.give(Turn::Time);
+            Instant::now()
+        }
+    };
+    let ahead_s = turn.duration_since(me.child.started).as_secs_f64();
     // Started now, the next block starts its driver while this one runs; a child that
     // cannot start is started again in its turn, which says why.
-    let mut upcoming = next.and_then(|b| start(b).ok().map(|c| (b.rel.clone(), c, false)));
-    let out = child.finish(Duration::from_secs(args.timeout), &mut |me| {
-        if let Some((_, next, opened @ false)) = upcoming.as_mut() {
-            if me.said().is_ok_and(|s| ChildResult::timing_over(&s)) {
-                *opened = next.give(Turn::Open).is_ok();
+    let mut upcoming = next.and_then(|b| start(b).ok());
+    let out = me
+        .child
+        .finish(Duration::from_secs(args.timeout), &mut |me| {
+            let Some(up) = upcoming.as_mut().filter(|u| u.timed.is_none()) else {
+                return;
+            };
+            let Ok(said) = me.said() else { return };
+            if !up.opened && ChildResult::said(&said, &ChildResult::TimingOver) {
+                up.opened = up.child.give(Turn::Open).is_ok();
             }
-        }
-    })?;
-    let wall_s = turn.elapsed().as_secs_f64();
+            if up.opened && ChildResult::said(&said, &ChildResult::DeviceReleased) {
+                up.timed = up.child.give(Turn::Time).is_ok().then(Instant::now);
+            }
+        })?;
+    let ended = Instant::now();
+    // Its share of the run ends where the next block's begins; what it did after that (its
+    // receipt, its exit, on the host) ran beside that block, like what it did before its turn.
+    let handed = upcoming.as_ref().and_then(|u| u.timed).unwrap_or(ended);
+    let wall_s = handed.duration_since(turn).as_secs_f64();
+    let tail_s = ended.duration_since(handed).as_secs_f64();
     ahead.next = upcoming;
     blocks.wall_total += wall_s;
     blocks.processes += 1;
@@ -195,7 +263,7 @@ pub(super) fn run_alone(
         verdict: out.verdict,
         result: out.result,
         wall_s,
-        ahead_s,
+        ahead_s: ahead_s + tail_s,
     })
 }
 
