@@ -350,10 +350,11 @@ pub struct RoundsTime {
     /// round`), whose phases are in `phases`; absent when none ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settling: Option<u64>,
-    /// Seconds the blocks' processes worked before their turn to time (started ahead:
-    /// the driver, the context, the module and the first validation, while the block before
-    /// finished), which `wall_s` does not hold; in `phases` and `other_s` all the same.
-    /// Absent when no block was started ahead.
+    /// Seconds the blocks' processes worked beside other blocks' turns, which `wall_s` does
+    /// not hold: started ahead, the driver, the context, the module and the first
+    /// validation while the block before finished; and, once a block had closed the device,
+    /// its receipt and exit on the host while the next one timed. In `phases` and `other_s`
+    /// all the same. Absent when no block was started ahead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlapped_s: Option<f64>,
 }
@@ -385,7 +386,7 @@ impl RoundsTime {
         };
         let ahead = match self.overlapped_s {
             Some(s) if s > 0.0 => format!(
-                "; {s:.2} s of it ran while the block before finished (each block's process started ahead)"
+                "; {s:.2} s of the processes' work ran beside another block's turn (each started ahead)"
             ),
             _ => String::new(),
         };

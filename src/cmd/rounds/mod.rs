@@ -433,8 +433,9 @@ struct Blocks {
     reruns: Vec<Rerun>,
     /// Settling blocks run (`--isolation round`), counted in no ratio.
     settling: u64,
-    /// Seconds blocks' processes worked before their turn, while the block before
-    /// finished ([`process::Ahead`]): in the phases, not in `wall_total`.
+    /// Seconds blocks' processes worked beside other blocks' turns (started ahead, and
+    /// finishing on the host after the next block's turn, [`process::Ahead`]): in the
+    /// phases, not in `wall_total`.
     overlapped_s: f64,
 }
 
@@ -837,7 +838,8 @@ fn record_block(
             let median = Summary::of(&row.samples).map(|s| s.median).unwrap_or(0.0);
             let time = match r.measurement.phases.first() {
                 Some(p) => {
-                    // What its process worked before its turn ran beside the block before.
+                    // What its process did beside other blocks' turns: before its own (less
+                    // what it waited), and after the next block's.
                     let ahead = (ahead_s - p.waited_s).max(0.0);
                     blocks.overlapped_s += ahead;
                     blocks.account(place, &name, wall_s + ahead, p)
