@@ -144,6 +144,7 @@ impl ChildCmd {
             results,
             running: Some(running),
             started: std::time::Instant::now(),
+            paced,
         })
     }
 }
@@ -156,6 +157,7 @@ pub struct StartedChild {
     running: Option<process::Running>,
     /// When its process was started.
     pub started: std::time::Instant,
+    paced: bool,
 }
 
 impl StartedChild {
@@ -196,6 +198,7 @@ impl StartedChild {
         Ok(ChildRun {
             // The command as a person would type it: the results file is this run's own.
             argv: without_results_file(&self.argv, self.results.path()),
+            paced: self.paced,
             verdict: ChildVerdict::of(result.as_ref(), &ending, during.as_deref()),
             result,
             said,
@@ -210,6 +213,8 @@ impl StartedChild {
 /// verdict built once from the result and how its process ended.
 pub struct ChildRun {
     pub argv: Vec<String>,
+    /// It was given its turns on its stdin (its command, run by hand, needs them too).
+    pub paced: bool,
     pub captured: Captured,
     pub result: Option<ChildResult>,
     /// Everything the child said in its results file (the cases it ran, then its result).
@@ -226,8 +231,10 @@ impl ChildRun {
             (ChildVerdict::Hung { .. }, _) | (_, None) => self.verdict.describe(),
             (_, Some(code)) => format!("exit {code}"),
         };
+        // A paced child waits for its turns: by hand, both at once.
+        let turns = if self.paced { "printf ot | " } else { "" };
         format!(
-            "$ klab {}\n{}{}[{ended}]\n\n",
+            "$ {turns}klab {}\n{}{}[{ended}]\n\n",
             command_line(&self.argv),
             self.stdout,
             self.stderr,
@@ -347,6 +354,7 @@ mod tests {
         };
         ChildRun {
             argv: vec!["check".into()],
+            paced: false,
             captured: Captured {
                 exit_code,
                 signal,

@@ -64,8 +64,9 @@ pub fn here(args: BenchArgs, policy: VerifyPolicy, results: &Results) -> anyhow:
 }
 
 /// The child of one block of `klab rounds`, paced by its parent ([`Turn`]): it starts the
-/// driver, opens the device on its `Open` turn and times on its `Time` turn. Without
-/// either (its parent withdrew it) it stops, having timed nothing.
+/// driver, opens the device on its `Open` turn and does its work (slots, validations,
+/// timing) on its `Time` turn. Without either (its parent withdrew it) it stops, having
+/// launched nothing.
 pub fn paced_here(
     args: BenchArgs,
     policy: VerifyPolicy,
@@ -163,7 +164,7 @@ impl BlockDeadline {
 fn measure(
     args: BenchArgs,
     results: &Results,
-    pace: Option<&mut Pace<std::io::Stdin>>,
+    mut pace: Option<&mut Pace<std::io::Stdin>>,
     open: impl FnOnce(&Kernel) -> Result<Session, klab_run::error::RunError>,
 ) -> anyhow::Result<Finished> {
     let kernel = Kernel::parse_in_child(&args.kernel)?.at_shape(args.shape.as_ref())?;
@@ -189,20 +190,20 @@ fn measure(
     results.say(&ChildResult::Case {
         label: running.clone(),
     });
-    let timing_over = || results.say(&ChildResult::TimingOver);
-    let is_paced = pace.is_some();
-    let paced = pace.map(|pace| Paced {
+    let launches_over = || results.say(&ChildResult::LaunchesOver);
+    let paced = pace.as_mut().map(|pace| Paced {
         pace,
-        timing_over: &timing_over,
+        launches_over: &launches_over,
     });
     let blocks = run_blocks(&mut session, &spec, paced, &mut |l| {
         eprintln!("klab bench: {l}")
     })?;
+    let waited_s = pace.as_ref().map(|p| p.waited_s);
     results.say(&ChildResult::CaseDone { label: running });
     // Nothing more runs on the device: closing it now lets a paced block's parent start
     // the next block's timing while this one writes its receipt and exits.
     let (module, released) = session.release_device();
-    if is_paced && released {
+    if waited_s.is_some() && released {
         results.say(&ChildResult::DeviceReleased);
     }
     let info = workload_info(&kernel, n, args.device)?;
@@ -236,6 +237,7 @@ fn measure(
             detail: why,
             report: Some(Box::new(report)),
             elapsed_s: None,
+            waited_s,
         };
         return Ok(Finished::with(result, false));
     }
@@ -271,6 +273,7 @@ fn measure(
         detail: format!("median {median:.3} us"),
         report: Some(Box::new(report)),
         elapsed_s: None,
+        waited_s,
     };
     Ok(Finished::with(result, true))
 }

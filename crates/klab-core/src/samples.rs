@@ -37,7 +37,7 @@ pub const EVENT_RESOLUTION_US: f64 = 0.5;
 #[serde(rename_all = "kebab-case")]
 pub enum Isolation {
     /// Every block in a process of its own, started while the block before it runs and
-    /// timing only once that block has closed the device (docs/timing.md).
+    /// starting its work only once that block has closed the device (docs/timing.md).
     #[default]
     Block,
     /// Each round's blocks, in the round's order, in one process.

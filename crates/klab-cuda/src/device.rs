@@ -63,6 +63,20 @@ impl Device {
         &self.facts
     }
 
+    /// Whether processes may hold contexts on device `ordinal` at the same time: its compute
+    /// mode is the default one (not exclusive-process, not prohibited). Asks the driver
+    /// without a context.
+    pub fn shares_processes(ordinal: u32) -> Result<bool, CudaError> {
+        Device::check(ordinal)?;
+        let dev =
+            result::device::get(ordinal as i32).ctx(|| format!("getting device {ordinal}"))?;
+        // SAFETY: a device the driver just gave; the attribute is an int.
+        let mode =
+            unsafe { result::device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_MODE) }
+                .ctx(|| format!("reading device {ordinal}'s compute mode"))?;
+        Ok(mode == sys::CUcomputemode::CU_COMPUTEMODE_DEFAULT as i32)
+    }
+
     /// Whether this process's primary context on device `ordinal` is active: false once
     /// every [`Device`] (and everything made on it) was dropped and the driver destroyed the
     /// context, which frees its memory and ends its work on the GPU.

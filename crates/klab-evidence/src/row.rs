@@ -335,8 +335,8 @@ mod tests {
         // validation in an event pair of its own (its checked time); 5 warmups; one timed
         // batch of 10 on the same buffers (the lab's contract: no invalidation); the output
         // as the batch left it; a 0x7f-poisoned, timed validation. Each judgement reads the
-        // input back (it must be as klab wrote it), then the output. The preparation is
-        // finished on the device before the timed launches start (a paced block waits there).
+        // input back (it must be as klab wrote it), then the output. The last launch is
+        // finished on the device before the block says its launches are over.
         let mut want = vec![
             Call::AllocBytes(33 * 33 * 4),
             fill(0xff),
@@ -348,7 +348,6 @@ mod tests {
             Call::EventStop,
             Call::Download(1),
             Call::Download(0),
-            Call::Synchronize,
         ];
         want.extend(std::iter::repeat_n(launch(), 5));
         want.push(Call::Synchronize);
@@ -367,6 +366,7 @@ mod tests {
             Call::EventStop,
             Call::Download(1),
             Call::Download(0),
+            Call::Synchronize,
         ]);
         assert_eq!(b.calls, want);
     }

@@ -616,7 +616,6 @@ mod tests {
                     validations_s: 1.0,
                     timed_s: 2.0,
                     checker: "device checker".into(),
-                    waited_s: 0.0,
                 },
                 other_s: 5.75,
                 processes: None,

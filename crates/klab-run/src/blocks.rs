@@ -14,14 +14,14 @@ use crate::pace::{Pace, Turn};
 use crate::session::Session;
 
 /// A block its parent paces ([`Turn`]): where its turns come from, and how it says that its
-/// timed launches are over.
+/// launches are over.
 pub struct Paced<'a> {
     pub pace: &'a mut Pace<std::io::Stdin>,
-    pub timing_over: &'a dyn Fn(),
+    pub launches_over: &'a dyn Fn(),
 }
 
 /// The events of one process's blocks: the GPU's state, and, when paced, the one block's
-/// turn to time and the end of its timing.
+/// turn to start on the device and the end of its launches.
 struct Events<'a, 'p> {
     state: &'a StateReader,
     paced: Option<&'a mut Paced<'p>>,
@@ -32,7 +32,7 @@ impl BlockEvents for Events<'_, '_> {
         self.state.read()
     }
 
-    fn timing_starts(&mut self) -> Result<(), TimingError> {
+    fn start(&mut self) -> Result<(), TimingError> {
         match self.paced.as_mut() {
             Some(p) => p
                 .pace
@@ -42,9 +42,9 @@ impl BlockEvents for Events<'_, '_> {
         }
     }
 
-    fn timing_over(&mut self) {
+    fn launches_over(&mut self) {
         if let Some(p) = &self.paced {
-            (p.timing_over)();
+            (p.launches_over)();
         }
     }
 }
@@ -121,7 +121,6 @@ fn run_workload<W: Workload>(
         let mut outcome = outcome;
         if let Outcome::Measured(m) = &mut outcome {
             (m.phases.setup_s, m.phases.compile_s) = session.take_open_time();
-            m.phases.waited_s = paced.as_ref().map_or(0.0, |p| p.pace.waited_s);
         }
         let stop = matches!(outcome, Outcome::Rejected { .. });
         blocks.push(Block { round, outcome });

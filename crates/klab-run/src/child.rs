@@ -164,6 +164,10 @@ pub enum ChildResult {
         /// blocks (a round in one process): its parent cannot time it from outside.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         elapsed_s: Option<f64>,
+        /// Seconds a paced block waited for its turns while the block before it finished:
+        /// spent by neither.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        waited_s: Option<f64>,
     },
     /// A profile child: the launch sequence ncu profiled.
     Profile { report: ProfileChild },
@@ -190,9 +194,9 @@ pub enum ChildResult {
     /// Not a result: the announced case ended (passed, or for a bench child its kernel code
     /// finished); what fails after it is klab's, not the kernel's.
     CaseDone { label: String },
-    /// Not a result: a paced block's timed launches are over ([`crate::pace::Turn`]); its
-    /// parent may let the next block open the device.
-    TimingOver,
+    /// Not a result: a paced block's last launch is over ([`crate::pace::Turn`]); its parent
+    /// may let the next block open a context.
+    LaunchesOver,
     /// Not a result: a paced block's process closed the device and the driver says its
     /// context is gone: the rest of it (its receipt, its exit) runs on the host, and its
     /// parent may let the next block time.
@@ -228,13 +232,13 @@ impl ChildResult {
                 ChildResult::Case { .. }
                     | ChildResult::CaseFailed { .. }
                     | ChildResult::CaseDone { .. }
-                    | ChildResult::TimingOver
+                    | ChildResult::LaunchesOver
                     | ChildResult::DeviceReleased
             )
         })
     }
 
-    /// Whether a paced child said `what` ([`ChildResult::TimingOver`] or
+    /// Whether a paced child said `what` ([`ChildResult::LaunchesOver`] or
     /// [`ChildResult::DeviceReleased`]).
     pub fn said(output: &str, what: &ChildResult) -> bool {
         Self::tagged(output).any(|r| &r == what)
@@ -360,7 +364,7 @@ impl ChildVerdict {
                 ChildResult::Case { .. }
                 | ChildResult::CaseFailed { .. }
                 | ChildResult::CaseDone { .. }
-                | ChildResult::TimingOver
+                | ChildResult::LaunchesOver
                 | ChildResult::DeviceReleased,
             )
             | None => {
@@ -437,19 +441,19 @@ impl ChildVerdict {
 mod tests {
     use super::*;
 
-    /// Saying the timed launches are over, or the device closed, is neither a result nor the
+    /// Saying the launches are over, or the device closed, is neither a result nor the
     /// end of a case.
     #[test]
-    fn timing_over_is_no_result_and_ends_no_case() {
+    fn launches_over_is_no_result_and_ends_no_case() {
         let case = ChildResult::Case { label: "k".into() }.line();
         let said = format!(
             "{case}\n{}\n{}\n",
-            ChildResult::TimingOver.line(),
+            ChildResult::LaunchesOver.line(),
             ChildResult::DeviceReleased.line()
         );
-        assert!(ChildResult::said(&said, &ChildResult::TimingOver));
+        assert!(ChildResult::said(&said, &ChildResult::LaunchesOver));
         assert!(ChildResult::said(&said, &ChildResult::DeviceReleased));
-        assert!(!ChildResult::said(&case, &ChildResult::TimingOver));
+        assert!(!ChildResult::said(&case, &ChildResult::LaunchesOver));
         assert_eq!(ChildResult::find(&said), None);
         assert_eq!(ChildResult::running(&said).as_deref(), Some("k"));
     }
@@ -520,6 +524,7 @@ mod tests {
             detail: detail.into(),
             report: None,
             elapsed_s: None,
+            waited_s: None,
         }
     }
 
@@ -660,6 +665,7 @@ mod tests {
             detail: "median 1 us".into(),
             report: None,
             elapsed_s: None,
+            waited_s: None,
         };
         let out = format!(
             "round 1: ...\n{}\nmore prose\n{}\n",

@@ -3,19 +3,22 @@
 //!
 //! A block of `klab rounds` is started while the block before it still runs: it starts the
 //! driver (no context, nothing on the GPU) and waits for [`Turn::Open`], given when the
-//! block before says its timed launches are over
-//! ([`crate::child::ChildResult::TimingOver`]); it then opens its context, loads its
-//! module, makes and checks its inputs, and waits for [`Turn::Time`], given when the block
-//! before has closed the device ([`crate::child::ChildResult::DeviceReleased`]: the driver
-//! says its context is gone) or exited. So no timed launch shares the GPU with another
-//! block's context, and a block's process start, driver and context cost the run little.
+//! block before says its last launch is over
+//! ([`crate::child::ChildResult::LaunchesOver`]); it then opens its context and loads its
+//! module, and waits for [`Turn::Time`], given when the block before has closed the device
+//! ([`crate::child::ChildResult::DeviceReleased`]: the driver says its context is gone) or
+//! exited; only then does it make its slots, validate and time. So no launch of a block
+//! shares the GPU with another block's context at work, and a block's process start,
+//! driver and context cost the run little.
 
 use std::io::Read;
 
 /// A turn, in the order a child is given them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Turn {
+    /// A context and its module.
     Open,
+    /// Its work on the device: slots, inputs, validations, timing.
     Time,
 }
 

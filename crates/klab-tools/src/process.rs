@@ -191,8 +191,9 @@ pub struct Running {
     rx: mpsc::Receiver<Msg>,
     open: usize,
     streams: Streams,
-    /// The write end of the child's stdin, under [`RunOptions::turns`].
-    turns: Option<std::process::ChildStdin>,
+    /// This process's end of the socket that is the child's stdin, under
+    /// [`RunOptions::turns`].
+    turns: Option<std::os::unix::net::UnixStream>,
     detached: bool,
     end_group_on_exit: bool,
     reaped: bool,
@@ -206,8 +207,20 @@ pub fn spawn(
     opts: &RunOptions,
 ) -> Result<Running, ProcessError> {
     let mut cmd = Command::new(program);
+    // Turns go through a socket, not a pipe: a turn given to a child that has just exited
+    // is then an error of the send (MSG_NOSIGNAL), not a SIGPIPE, which klab's handler
+    // would take for its own output closed.
+    let mut turns = None;
     let stdin = match &opts.stdin {
-        _ if opts.turns => Stdio::piped(),
+        _ if opts.turns => {
+            let (ours, theirs) =
+                std::os::unix::net::UnixStream::pair().map_err(|source| ProcessError::Spawn {
+                    program: program.to_path_buf(),
+                    source,
+                })?;
+            turns = Some(ours);
+            Stdio::from(std::os::fd::OwnedFd::from(theirs))
+        }
         Some((path, kind)) => Stdio::from(klab_core::artifact::open_regular(path, *kind).map_err(
             |source| ProcessError::Stdin {
                 program: program.to_path_buf(),
@@ -286,9 +299,11 @@ pub fn spawn(
         open += 1;
     }
     drop(tx);
+    // The child's end was handed over at the spawn; `cmd` still holds this process's copy.
+    drop(cmd);
     Ok(Running {
         program: program.to_path_buf(),
-        turns: child.stdin.take(),
+        turns,
         child,
         run_id,
         rx,
@@ -308,13 +323,32 @@ impl Running {
     /// Write `byte` to the child's stdin (started with [`RunOptions::turns`]): one of the
     /// turns a paced child waits for. An error when the child has no such stdin or is gone.
     pub fn give(&mut self, byte: u8) -> std::io::Result<()> {
-        let Some(w) = self.turns.as_mut() else {
+        use std::os::fd::AsRawFd;
+        let Some(w) = self.turns.as_ref() else {
             return Err(std::io::Error::other(
                 "the child was not started to be given turns",
             ));
         };
-        w.write_all(&[byte])?;
-        w.flush()
+        loop {
+            // SAFETY: one byte from a live local, on a socket this struct owns.
+            let sent = unsafe {
+                libc::send(
+                    w.as_raw_fd(),
+                    (&byte as *const u8).cast(),
+                    1,
+                    libc::MSG_NOSIGNAL,
+                )
+            };
+            match sent {
+                1 => return Ok(()),
+                _ => {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
     }
 
     /// Wait for the child to end, killing its process group when it runs `timeout` past

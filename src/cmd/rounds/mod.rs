@@ -604,7 +604,10 @@ fn run_blocks(
     };
     let started = std::time::Instant::now();
     let mut rounds = 0;
-    let mut ahead = process::Ahead::default();
+    // Without a device to ask (no driver here), no block opens a context early.
+    let mut ahead = process::Ahead::new(
+        klab_cuda::device::Device::shares_processes(args.device).unwrap_or(false),
+    );
     let resolution = loop {
         if rounds >= args.rounds {
             // Blocks that could not run end the rounds (the caller says so).
@@ -840,7 +843,13 @@ fn record_block(
                 Some(p) => {
                     // What its process did beside other blocks' turns: before its own (less
                     // what it waited), and after the next block's.
-                    let ahead = (ahead_s - p.waited_s).max(0.0);
+                    let waited_s = match &result {
+                        Some(ChildResult::Bench {
+                            waited_s: Some(w), ..
+                        }) => *w,
+                        _ => 0.0,
+                    };
+                    let ahead = (ahead_s - waited_s).max(0.0);
                     blocks.overlapped_s += ahead;
                     blocks.account(place, &name, wall_s + ahead, p)
                 }

@@ -4,9 +4,9 @@
 //! child said, its seconds, and the folder it wrote, which the caller reads as one thing.
 //!
 //! A block alone is paced ([`klab_run::pace::Turn`]): its process is started while the
-//! block before it runs ([`Ahead`]), starts the driver, opens the device once that block's
-//! timed launches are over, and times once that block has closed the device (its context
-//! gone) or exited. A process costs about 0.35 s in driver, context and exit on the H200
+//! block before it runs ([`Ahead`]), starts the driver, opens a context once that block's
+//! last launch is over, and starts its work once that block has closed the device (its
+//! context gone) or exited. A process costs about 0.35 s in driver, context and exit on the H200
 //! whatever it times (evidence/2026-12-02-device-cost); started ahead, most of that runs
 //! beside the block before, and still no timed launch shares the GPU with another block's
 //! context.
@@ -50,8 +50,8 @@ pub(super) struct BlockRun {
 }
 
 /// A block's child started ahead of its turn: the block, its child, and when it was given
-/// its turns (both while the block before it still ran, the turn to time once that block
-/// had closed the device).
+/// its turns (while the block before it still ran: to open a context once that block's
+/// launches were over, and to start once it had closed the device).
 struct Started {
     bench: BlockBench,
     child: StartedChild,
@@ -59,18 +59,28 @@ struct Started {
     timed: Option<Instant>,
 }
 
-/// The block started ahead of its turn, if any.
-#[derive(Default)]
+/// The block started ahead of its turn, if any, and whether the device lets the next block
+/// open a context while the one before still holds its own (its compute mode is the
+/// default one; under exclusive-process mode the turn to open comes with the turn to start).
 pub(super) struct Ahead {
     next: Option<Started>,
+    open_early: bool,
 }
 
 impl Ahead {
+    pub fn new(open_early: bool) -> Ahead {
+        Ahead {
+            next: None,
+            open_early,
+        }
+    }
+
     /// The child started ahead for `bench`, if that is the one waiting. Any other is
-    /// withdrawn now, before another block times: killed and reaped, and, when it had begun
-    /// timing, its folder moved aside (`-withdrawn`, which nothing reads), so that it runs
-    /// again in a clean one in its turn.
-    fn take_for(&mut self, bench: &BlockBench, log: &mut String) -> Option<Started> {
+    /// withdrawn now, before another block starts: killed and reaped, and, when it had
+    /// begun, its folder moved aside (`-withdrawn`, which nothing reads) and its seconds
+    /// since its turn counted in the run's wall, so that it runs again in a clean folder in
+    /// its turn.
+    fn take_for(&mut self, bench: &BlockBench, blocks: &mut Blocks) -> Option<Started> {
         let started = self.next.take()?;
         if started.bench.rel == bench.rel {
             return Some(started);
@@ -82,25 +92,28 @@ impl Ahead {
             ..
         } = started;
         drop(child);
-        if timed.is_some() && withdrawn.dir.exists() {
-            let aside = withdrawn.dir.with_file_name(format!(
-                "{}{WITHDRAWN_SUFFIX}",
-                withdrawn
-                    .dir
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            ));
-            let moved = std::fs::rename(&withdrawn.dir, &aside);
-            log.push_str(&format!(
-                "# {} withdrawn while it timed (another block runs first); its folder {}\n",
-                withdrawn.rel,
-                match moved {
-                    Ok(()) => format!("moved to {}", aside.display()),
-                    Err(e) => format!("not moved: {e}"),
-                }
-            ));
-        }
+        // Withdrawn before its turn: nothing of it was made.
+        let turn = timed?;
+        blocks.wall_total += turn.elapsed().as_secs_f64();
+        let aside = withdrawn.dir.with_file_name(format!(
+            "{}{WITHDRAWN_SUFFIX}",
+            withdrawn
+                .dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ));
+        let moved = match withdrawn.dir.exists() {
+            true => std::fs::rename(&withdrawn.dir, &aside).map_or_else(
+                |e| format!("not moved: {e}"),
+                |()| format!("moved to {}", aside.display()),
+            ),
+            false => "not made".to_string(),
+        };
+        blocks.log.push_str(&format!(
+            "# {} withdrawn after its turn (another block runs first); its folder {moved}\n",
+            withdrawn.rel,
+        ));
         None
     }
 }
@@ -209,12 +222,12 @@ pub(super) fn run_alone(
             timed: None,
         })
     };
-    let mut me = match ahead.take_for(bench, &mut blocks.log) {
+    let mut me = match ahead.take_for(bench, blocks) {
         Some(s) => s,
         None => start(bench)?,
     };
     // The block before has exited or closed the device. A child that already stopped (its
-    // first validation failed) takes no turn; how it ended is its verdict.
+    // driver would not start) takes no turn; how it ended is its verdict.
     if !me.opened {
         let _ = me.child.give(Turn::Open);
     }
@@ -229,6 +242,7 @@ pub(super) fn run_alone(
     // Started now, the next block starts its driver while this one runs; a child that
     // cannot start is started again in its turn, which says why.
     let mut upcoming = next.and_then(|b| start(b).ok());
+    let open_early = ahead.open_early;
     let out = me
         .child
         .finish(Duration::from_secs(args.timeout), &mut |me| {
@@ -236,10 +250,12 @@ pub(super) fn run_alone(
                 return;
             };
             let Ok(said) = me.said() else { return };
-            if !up.opened && ChildResult::said(&said, &ChildResult::TimingOver) {
+            let released = ChildResult::said(&said, &ChildResult::DeviceReleased);
+            let over = released || ChildResult::said(&said, &ChildResult::LaunchesOver);
+            if !up.opened && (released || (open_early && over)) {
                 up.opened = up.child.give(Turn::Open).is_ok();
             }
-            if up.opened && ChildResult::said(&said, &ChildResult::DeviceReleased) {
+            if up.opened && released {
                 up.timed = up.child.give(Turn::Time).is_ok().then(Instant::now);
             }
         })?;
@@ -400,6 +416,7 @@ mod tests {
             detail: "d".into(),
             report: None,
             elapsed_s: Some(0.25),
+            waited_s: None,
         }
     }
 
