@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::workload::NewInputs;
+use klab_core::gpustate::GpuState;
 
 /// The verified launch on perturbed inputs: the block's inputs with a few elements
 /// drawn again, made on the device where the block's are (no host copy of the whole
@@ -99,15 +100,8 @@ fn a_store_into_the_checkers_memory_is_the_kernels_failure() {
             b = b.with_paranoid();
         }
         let k = [b.kernel("rowsum").unwrap()];
-        let o = measure(
-            &mut b,
-            &w,
-            &k,
-            &cfg,
-            "b",
-            &mut klab_core::gpustate::GpuState::default,
-        )
-        .unwrap_or_else(|e| panic!("paranoid {paranoid}: {e}"));
+        let o = measure(&mut b, &w, &k, &cfg, "b", &mut GpuState::default)
+            .unwrap_or_else(|e| panic!("paranoid {paranoid}: {e}"));
         let Outcome::Measured(m) = o else {
             panic!("{o:?}")
         };
@@ -195,15 +189,7 @@ fn an_accumulating_inout_kernel_is_accepted_under_every_timer_and_regime() {
                         .with_general_kernel("rowsum", accumulates)
                         .with_l2_bytes(4096);
                     let k = [b.kernel("rowsum").unwrap()];
-                    let o = measure(
-                        &mut b,
-                        &w,
-                        &k,
-                        &cfg,
-                        "b",
-                        &mut klab_core::gpustate::GpuState::default,
-                    )
-                    .unwrap();
+                    let o = measure(&mut b, &w, &k, &cfg, "b", &mut GpuState::default).unwrap();
                     let Outcome::Measured(m) = o else {
                         panic!("{o:?}")
                     };
