@@ -95,14 +95,7 @@ impl Ahead {
         // Withdrawn before its turn: nothing of it was made.
         let turn = timed?;
         blocks.wall_total += turn.elapsed().as_secs_f64();
-        let aside = withdrawn.dir.with_file_name(format!(
-            "{}{WITHDRAWN_SUFFIX}",
-            withdrawn
-                .dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        ));
+        let aside = suffixed(&withdrawn.dir, WITHDRAWN_SUFFIX);
         let moved = match withdrawn.dir.exists() {
             true => std::fs::rename(&withdrawn.dir, &aside).map_or_else(
                 |e| format!("not moved: {e}"),
@@ -121,6 +114,15 @@ impl Ahead {
 /// What ends the folder of a block withdrawn after its turn to time.
 const WITHDRAWN_SUFFIX: &str = "-withdrawn";
 
+/// `dir` with `suffix` after its last name: a block's other folder beside it.
+fn suffixed(dir: &Path, suffix: &str) -> PathBuf {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    dir.with_file_name(format!("{name}{suffix}"))
+}
+
 /// A block's folder, relative to the rounds' folder and absolute, and the bench it runs.
 #[derive(Clone)]
 pub(super) struct BlockBench {
@@ -137,13 +139,7 @@ impl BlockBench {
     /// process left it unjudged: whatever that process wrote stays where it was.
     pub fn alone(&self) -> BlockBench {
         let rel = format!("{}{ALONE_SUFFIX}", self.rel);
-        let dir = self.dir.with_file_name(format!(
-            "{}{ALONE_SUFFIX}",
-            self.dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        ));
+        let dir = suffixed(&self.dir, ALONE_SUFFIX);
         let mut args = self.args.clone();
         args.out = Some(dir.clone());
         BlockBench { rel, dir, args }
