@@ -362,6 +362,7 @@ fn rounds_into(
         rounds,
         samples: ROUNDS_SAMPLES,
         isolation: lab.opts.isolation,
+        open_ahead: lab.opts.open_ahead,
         out: dir.clone(),
     };
     // The watchdog allows every block its own time, whichever process runs it, and under

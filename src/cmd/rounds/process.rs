@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use klab_engine::verify::VerifyPolicy;
 use klab_run::child::{ChildResult, ChildVerdict, Ending, ResultsFile};
 use klab_run::kernel::Kernel;
+use klab_core::samples::OpenAhead;
 use klab_run::pace::Turn;
 use klab_tools::process::Echo;
 
@@ -56,23 +57,100 @@ struct Started {
     bench: BlockBench,
     child: StartedChild,
     opened: bool,
+    opened_at: Option<Instant>,
     timed: Option<Instant>,
 }
 
-/// The block started ahead of its turn, if any, and whether the device lets the next block
-/// open a context while the one before still holds its own (its compute mode is the
-/// default one; under exclusive-process mode the turn to open comes with the turn to start).
+/// When the parent first read each of a paced block's lines in its results file (within a
+/// poll of the saying).
+#[derive(Default)]
+struct Said {
+    over: Option<Instant>,
+    released: Option<Instant>,
+}
+
+impl Said {
+    fn heard(&mut self, text: &str) {
+        let now = Instant::now();
+        if self.released.is_none() && ChildResult::said(text, &ChildResult::DeviceReleased) {
+            self.released = Some(now);
+        }
+        // A block that closed the device is past its launches whether or not that was read.
+        if self.over.is_none()
+            && (self.released.is_some() || ChildResult::said(text, &ChildResult::LaunchesOver))
+        {
+            self.over = Some(now);
+        }
+    }
+}
+
+/// A block's turns for the log, in seconds from its turn to start: where its share of the
+/// run went, and what the next block's process did meanwhile.
+struct Timeline {
+    turn: Instant,
+    ahead_s: f64,
+    said: Said,
+    next_opened: Option<Instant>,
+    next_timed: Option<Instant>,
+    ended: Instant,
+}
+
+impl Timeline {
+    fn describe(&self) -> String {
+        let at = |t: Option<Instant>| match t {
+            // A turn given before this block's own (the one to open, at the next block's
+            // start) reads as +0.000.
+            Some(t) => format!("+{:.3} s", t.saturating_duration_since(self.turn).as_secs_f64()),
+            None => "not seen".into(),
+        };
+        let next = match (self.next_opened, self.next_timed) {
+            (None, None) => "no block started ahead after it".to_string(),
+            (opened, timed) => format!(
+                "the next block opened {}, began {}",
+                at(opened),
+                at(timed)
+            ),
+        };
+        format!(
+            "turns: started {:.3} s before its turn; launches over {}, device released {}, exited {}; {next}",
+            self.ahead_s,
+            at(self.said.over),
+            at(self.said.released),
+            at(Some(self.ended)),
+        )
+    }
+}
+
+/// The block started ahead of its turn, if any, and when it is given its turn to open a
+/// context.
 pub(super) struct Ahead {
     next: Option<Started>,
-    open_early: bool,
+    open: OpenTurn,
+}
+
+/// When the block started ahead opens its context, as `--open-ahead` asks and the device
+/// allows.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum OpenTurn {
+    /// As soon as it is started, beside the current block's launches.
+    AtStart,
+    /// When the current block says its launches are over.
+    OnLaunchesOver,
+    /// With its turn to start: the device lets one process hold a context at a time
+    /// (exclusive-process mode), or there was none to ask.
+    WithTime,
 }
 
 impl Ahead {
-    pub fn new(open_early: bool) -> Ahead {
-        Ahead {
-            next: None,
-            open_early,
-        }
+    /// `shares`: whether the device lets a second process open a context while one holds
+    /// its own (its compute mode is the default one).
+    pub fn new(open_ahead: OpenAhead, shares: bool) -> Ahead {
+        let open = match (shares, open_ahead) {
+            (false, _) => OpenTurn::WithTime,
+            (true, OpenAhead::AfterLaunches) => OpenTurn::OnLaunchesOver,
+            (true, OpenAhead::BesideLaunches) => OpenTurn::AtStart,
+        };
+        Ahead { next: None, open }
     }
 
     /// The child started ahead for `bench`, if that is the one waiting. Any other is
@@ -215,6 +293,7 @@ pub(super) fn run_alone(
             bench: b.clone(),
             child: ChildCmd::PacedBench(b.args.clone()).start(policy, Echo::Off, true)?,
             opened: false,
+            opened_at: None,
             timed: None,
         })
     };
@@ -238,18 +317,28 @@ pub(super) fn run_alone(
     // Started now, the next block starts its driver while this one runs; a child that
     // cannot start is started again in its turn, which says why.
     let mut upcoming = next.and_then(|b| start(b).ok());
-    let open_early = ahead.open_early;
+    let open = ahead.open;
+    if let Some(up) = upcoming.as_mut().filter(|_| open == OpenTurn::AtStart) {
+        up.opened = up.child.give(Turn::Open).is_ok();
+        up.opened_at = up.opened.then(Instant::now);
+    }
+    let mut said = Said::default();
     let out = me
         .child
         .finish(Duration::from_secs(args.timeout), &mut |me| {
+            if said.released.is_some() {
+                return;
+            }
+            let Ok(text) = me.said() else { return };
+            said.heard(&text);
             let Some(up) = upcoming.as_mut().filter(|u| u.timed.is_none()) else {
                 return;
             };
-            let Ok(said) = me.said() else { return };
-            let released = ChildResult::said(&said, &ChildResult::DeviceReleased);
-            let over = released || ChildResult::said(&said, &ChildResult::LaunchesOver);
-            if !up.opened && (released || (open_early && over)) {
+            let over = said.over.is_some();
+            let released = said.released.is_some();
+            if !up.opened && (released || (open == OpenTurn::OnLaunchesOver && over)) {
                 up.opened = up.child.give(Turn::Open).is_ok();
+                up.opened_at = up.opened.then(Instant::now);
             }
             if up.opened && released {
                 up.timed = up.child.give(Turn::Time).is_ok().then(Instant::now);
@@ -261,14 +350,23 @@ pub(super) fn run_alone(
     let handed = upcoming.as_ref().and_then(|u| u.timed).unwrap_or(ended);
     let wall_s = handed.duration_since(turn).as_secs_f64();
     let tail_s = ended.duration_since(handed).as_secs_f64();
+    let turns = Timeline {
+        turn,
+        ahead_s,
+        said,
+        next_opened: upcoming.as_ref().and_then(|u| u.opened_at),
+        next_timed: upcoming.as_ref().and_then(|u| u.timed),
+        ended,
+    };
     ahead.next = upcoming;
     blocks.wall_total += wall_s;
     blocks.processes += 1;
     blocks.log.push_str(&format!(
-        "# round {} position {}{}\n{}",
+        "# round {} position {}{}\n# {}\n{}",
         place.round,
         place.position,
         if place.rerun { " (re-run)" } else { "" },
+        turns.describe(),
         out.log_block()
     ));
     Ok(BlockRun {
@@ -525,5 +623,68 @@ mod tests {
             killed_after: None,
         };
         assert!(judged(&said(&[case()]), &died).is_none());
+    }
+
+    /// Where the device lets two processes hold contexts, the next block opens as asked;
+    /// where it does not (or there was no device to ask), only with its turn to start.
+    #[test]
+    fn the_turn_to_open_follows_the_option_where_the_device_allows() {
+        let open = |o, shares| Ahead::new(o, shares).open;
+        assert_eq!(open(OpenAhead::BesideLaunches, true), OpenTurn::AtStart);
+        assert_eq!(open(OpenAhead::AfterLaunches, true), OpenTurn::OnLaunchesOver);
+        for o in [OpenAhead::BesideLaunches, OpenAhead::AfterLaunches] {
+            assert_eq!(open(o, false), OpenTurn::WithTime);
+        }
+    }
+
+    /// A block heard to have closed the device is past its launches, whether or not its
+    /// launches-over line was read first; each line is timed when first heard.
+    #[test]
+    fn a_block_that_closed_the_device_is_past_its_launches() {
+        let mut s = Said::default();
+        s.heard(&said(&[case()]));
+        assert!(s.over.is_none() && s.released.is_none());
+        s.heard(&said(&[case(), ChildResult::DeviceReleased]));
+        assert!(s.over.is_some() && s.over == s.released);
+
+        let mut s = Said::default();
+        s.heard(&said(&[ChildResult::LaunchesOver]));
+        let over = s.over;
+        assert!(over.is_some() && s.released.is_none());
+        s.heard(&said(&[ChildResult::LaunchesOver, ChildResult::DeviceReleased]));
+        assert_eq!(s.over, over);
+        assert!(s.released.is_some());
+    }
+
+    /// The log's turns line counts from the block's own turn; a turn given before it reads
+    /// +0.000, and a block with none after it says so.
+    #[test]
+    fn the_turns_line_counts_from_the_blocks_turn() {
+        let turn = Instant::now();
+        let ms = |m: u64| Some(turn + Duration::from_millis(m));
+        let t = Timeline {
+            turn,
+            ahead_s: 0.4,
+            said: Said {
+                over: ms(120),
+                released: ms(180),
+            },
+            next_opened: turn.checked_sub(Duration::from_millis(5)),
+            next_timed: ms(185),
+            ended: turn + Duration::from_millis(250),
+        };
+        assert_eq!(
+            t.describe(),
+            "turns: started 0.400 s before its turn; launches over +0.120 s, device released +0.180 s, exited +0.250 s; the next block opened +0.000 s, began +0.185 s"
+        );
+        let last = Timeline {
+            said: Said::default(),
+            next_opened: None,
+            next_timed: None,
+            ..t
+        };
+        assert!(last.describe().ends_with(
+            "launches over not seen, device released not seen, exited +0.250 s; no block started ahead after it"
+        ));
     }
 }
