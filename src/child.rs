@@ -594,7 +594,6 @@ mod tests {
         rounds.shape = Some("rows=33,cols=7".parse().unwrap());
         round_trip(ChildCmd::Rounds(rounds.clone()));
         rounds.isolation = klab_core::samples::Isolation::Block;
-        rounds.open_ahead = klab_core::samples::OpenAhead::BesideLaunches;
         round_trip(ChildCmd::Rounds(rounds));
 
         let mut s = parsed(&["sanitize", "padded"], |c| match c {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::output::Format;
 use clap::{Args, Parser, Subcommand};
-use klab_core::samples::{Isolation, OpenAhead, Regime, Timer};
+use klab_core::samples::{Isolation, Regime, Timer};
 use klab_engine::timing::WarmupPolicy;
 use klab_tools::ncu::CacheControl;
 use klab_tools::sanitizer::ToolList;
@@ -569,9 +569,6 @@ pub struct LabArgs {
     /// faster, but its ratios lean on the H200 even with its settling block: docs/timing.md)
     #[arg(long, value_enum, default_value_t = Isolation::Block)]
     pub isolation: Isolation,
-    /// When the next block's process may open its context, as for `klab rounds`
-    #[arg(long, value_enum, default_value_t = OpenAhead::default())]
-    pub open_ahead: OpenAhead,
     /// The watchdog, seconds: the global `--timeout`, or this command's default
     #[arg(skip = 900u64)]
     pub timeout: u64,
@@ -698,12 +695,6 @@ pub struct RoundsArgs {
     /// still called different in each of 19 runs: use block for ratios (docs/timing.md)
     #[arg(long, value_enum, default_value_t = Isolation::Block)]
     pub isolation: Isolation,
-    /// Under --isolation block, when the next block's process (started ahead) may open its
-    /// context: after this block's last launch, or beside its launches, which saves the
-    /// context's creation per block (docs/timing.md says what each was measured to cost)
-    #[arg(long, value_enum, default_value_t = OpenAhead::default())]
-    #[serde(default)]
-    pub open_ahead: OpenAhead,
     /// Output folder (must not exist or be empty)
     #[arg(long)]
     #[serde(with = "klab_core::os_path::option")]

@@ -22,7 +22,6 @@ pub fn run(args: LabArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
         device: args.device,
         rounds: args.rounds,
         isolation: args.isolation,
-        open_ahead: args.open_ahead,
         timeout: args.timeout,
         plan: klab_lab::load_plan(args.plan.as_deref())?,
         klab_binary: std::env::current_exe().context("locating the klab binary")?,
@@ -94,7 +93,6 @@ impl Children {
                 rounds,
                 samples,
                 isolation,
-                open_ahead,
                 out,
             } => ChildCmd::Rounds(RoundsArgs {
                 resolution: crate::cli::ResolveArgs::none(),
@@ -109,7 +107,6 @@ impl Children {
                 },
                 rounds,
                 isolation,
-                open_ahead,
                 out: Some(out),
                 timeout,
                 device,

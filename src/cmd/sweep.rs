@@ -509,7 +509,6 @@ impl GroupRun<'_> {
             },
             out: Some(rdir.clone()),
             isolation: klab_core::samples::Isolation::default(),
-            open_ahead: klab_core::samples::OpenAhead::default(),
             timeout: plan.timeout_s,
             device: self.device,
         });

@@ -84,50 +84,6 @@ impl fmt::Display for Isolation {
     }
 }
 
-/// When a block's process, started ahead of its turn under `--isolation block`, may open its
-/// context and load its module. Its slots and launches wait for the block before to close
-/// the device either way; this only says what the new context's creation may run beside.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum OpenAhead {
-    /// Once the block before has done its last launch: no timed launch runs while another
-    /// process creates a context.
-    #[default]
-    AfterLaunches,
-    /// At once, beside the block before's validations and timed launches: saves the
-    /// context's creation per block, and a timed launch may meet it.
-    BesideLaunches,
-}
-
-impl OpenAhead {
-    pub fn name(self) -> &'static str {
-        match self {
-            OpenAhead::AfterLaunches => "after-launches",
-            OpenAhead::BesideLaunches => "beside-launches",
-        }
-    }
-
-    /// Where the next block's context was made, as a summary says it.
-    pub fn describe(self) -> &'static str {
-        match self {
-            OpenAhead::AfterLaunches => {
-                "the next block's context opened after this block's last launch"
-            }
-            OpenAhead::BesideLaunches => {
-                "the next block's context opened beside this block's launches"
-            }
-        }
-    }
-}
-
-impl fmt::Display for OpenAhead {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 /// Which buffers a timed launch touches, and so what the cache holds when it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -253,10 +253,6 @@ pub struct RoundsSummary {
     /// block per process).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<klab_core::samples::Isolation>,
-    /// Under block isolation, when each block's process opened its context (summaries
-    /// without it: after the block before's last launch, or not started ahead at all).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub open_ahead: Option<klab_core::samples::OpenAhead>,
     /// Timer, regime, samples and warmup, as written.
     #[serde(default)]
     pub config: Option<serde_json::Value>,
@@ -593,8 +589,7 @@ mod tests {
             rounds: Some(5),
             blocks: Some(20),
             order: vec!["sgeam".into(), "x".into(), "x".into(), "sgeam".into()],
-            isolation: Some(klab_core::samples::Isolation::Block),
-            open_ahead: Some(klab_core::samples::OpenAhead::BesideLaunches),
+            isolation: Some(klab_core::samples::Isolation::Round),
             config: None,
             analyses: Vec::new(),
             rates: vec![RateRow {

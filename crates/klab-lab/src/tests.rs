@@ -77,7 +77,6 @@ fn options(out: &Path) -> LabOptions {
         device: 0,
         rounds: 2,
         isolation: klab_core::samples::Isolation::Round,
-        open_ahead: klab_core::samples::OpenAhead::BesideLaunches,
         timeout: 9,
         plan: LabPlan::default(),
         klab_binary: std::env::current_exe().unwrap(),
@@ -379,14 +378,12 @@ fn the_rounds_step_reads_its_rates_from_summary_json_and_prints_the_table() {
             n,
             rounds,
             isolation,
-            open_ahead,
             ..
         } => {
             assert_eq!(kernels, &opts.plan.round_variants);
             assert_eq!((baseline.as_str(), *n, *rounds), ("naive", 4096, 2));
-            // The lab's isolation and pacing reach its rounds child.
+            // The lab's isolation reaches its rounds child.
             assert_eq!(*isolation, klab_core::samples::Isolation::Round);
-            assert_eq!(*open_ahead, klab_core::samples::OpenAhead::BesideLaunches);
         }
         other => panic!("{other:?}"),
     }

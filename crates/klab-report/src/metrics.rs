@@ -397,7 +397,6 @@ mod tests {
             blocks: Some(6),
             order: Vec::new(),
             isolation: None,
-            open_ahead: None,
             config: None,
             analyses: Vec::new(),
             rates,

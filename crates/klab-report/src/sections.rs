@@ -570,12 +570,7 @@ fn rounds(run: &RunData, s: &RoundsSummary, rows: &Part<Vec<BandwidthRow>>) -> V
         s.n.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
         s.rounds.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
         s.blocks.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
-        match s.open_ahead {
-            Some(o @ klab_core::samples::OpenAhead::BesideLaunches) => {
-                format!("{}, {}", s.isolation.unwrap_or(Isolation::Block).describe(), o.describe())
-            }
-            _ => s.isolation.unwrap_or(Isolation::Block).describe().to_string(),
-        },
+        s.isolation.unwrap_or(Isolation::Block).describe(),
         if s.order.is_empty() { "unknown".to_string() } else { s.order.join(" ") },
         get("timer"),
         get("regime"),

@@ -17,7 +17,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use klab_core::artifact::{read_regular, sha256_file, utc_timestamp, write_atomic, Input};
-use klab_core::samples::{parse_samples_csv, Isolation, OpenAhead};
+use klab_core::samples::{parse_samples_csv, Isolation};
 use klab_core::stats::{analyze_speedup, gb_per_s, render_analysis, IntervalConfig, Summary};
 use klab_evidence::receipt::{self, Receipt};
 use klab_spec::declared::builtin::OpKind;
@@ -264,7 +264,6 @@ pub fn run(args: RoundsArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
         blocks: Some(rows.len() as u64),
         order: round_order(&plan.names),
         isolation: Some(plan.isolation),
-        open_ahead: plan.open_ahead(),
         config: Some(serde_json::to_value(args.timing.config())?),
         analyses: ratios.analyses,
         rates: rates.rows,
@@ -328,7 +327,6 @@ struct Plan {
     /// This klab binary, hashed once for every block's receipt.
     klab: KlabBinary,
     isolation: Isolation,
-    open_ahead: OpenAhead,
 }
 
 impl Plan {
@@ -376,13 +374,7 @@ impl Plan {
             ops,
             klab: KlabBinary::this()?,
             isolation: args.isolation,
-            open_ahead: args.open_ahead,
         })
-    }
-
-    /// When blocks' processes opened their contexts, where they were started ahead.
-    fn open_ahead(&self) -> Option<OpenAhead> {
-        (self.isolation == Isolation::Block).then_some(self.open_ahead)
     }
 
     /// The summary's first lines: the order, the size and the timing method.
@@ -408,13 +400,8 @@ impl Plan {
             .caveat()
             .map(|c| format!("isolation caveat: {c}\n"))
             .unwrap_or_default();
-        // The strict pacing goes unsaid, as before it could be chosen.
-        let opened = match self.open_ahead() {
-            Some(o @ OpenAhead::BesideLaunches) => format!(", {}", o.describe()),
-            _ => String::new(),
-        };
         format!(
-            "klab rounds: {} rounds, order per round: {} ({}{opened}), {size}, regime {}, timer {}, {} samples per block\nregime caveat: {}\n{isolation}\n",
+            "klab rounds: {} rounds, order per round: {} ({}), {size}, regime {}, timer {}, {} samples per block\nregime caveat: {}\n{isolation}\n",
             rounds,
             round_order(&self.names).join(" "),
             self.isolation.describe(),
@@ -619,7 +606,6 @@ fn run_blocks(
     let mut rounds = 0;
     // Without a device to ask (no driver here), no block opens a context early.
     let mut ahead = process::Ahead::new(
-        args.open_ahead,
         klab_cuda::device::Device::shares_processes(args.device).unwrap_or(false),
     );
     let resolution = loop {
@@ -1348,7 +1334,6 @@ mod tests {
                 stamp: String::new(),
             },
             isolation: Isolation::Round,
-            open_ahead: OpenAhead::default(),
         };
         let r = Ratios::against_baseline(&plan, &rows, 6);
         let a = &r.analyses[0].analysis;

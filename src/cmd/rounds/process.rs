@@ -29,7 +29,6 @@ use std::time::{Duration, Instant};
 use klab_engine::verify::VerifyPolicy;
 use klab_run::child::{ChildResult, ChildVerdict, Ending, ResultsFile};
 use klab_run::kernel::Kernel;
-use klab_core::samples::OpenAhead;
 use klab_run::pace::Turn;
 use klab_tools::process::Echo;
 
@@ -100,16 +99,15 @@ impl Timeline {
         let at = |t: Option<Instant>| match t {
             // A turn given before this block's own (the one to open, at the next block's
             // start) reads as +0.000.
-            Some(t) => format!("+{:.3} s", t.saturating_duration_since(self.turn).as_secs_f64()),
+            Some(t) => format!(
+                "+{:.3} s",
+                t.saturating_duration_since(self.turn).as_secs_f64()
+            ),
             None => "not seen".into(),
         };
         let next = match (self.next_opened, self.next_timed) {
             (None, None) => "no block started ahead after it".to_string(),
-            (opened, timed) => format!(
-                "the next block opened {}, began {}",
-                at(opened),
-                at(timed)
-            ),
+            (opened, timed) => format!("the next block opened {}, began {}", at(opened), at(timed)),
         };
         format!(
             "turns: started {:.3} s before its turn; launches over {}, device released {}, exited {}; {next}",
@@ -128,12 +126,11 @@ pub(super) struct Ahead {
     open: OpenTurn,
 }
 
-/// When the block started ahead opens its context, as `--open-ahead` asks and the device
-/// allows.
+/// When the block started ahead opens its context. Never beside the current block's
+/// launches: on an H100 a context made then slowed the running block's release and launches
+/// through the driver and saved little (evidence/2026-12-05-open-ahead-h100).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum OpenTurn {
-    /// As soon as it is started, beside the current block's launches.
-    AtStart,
     /// When the current block says its launches are over.
     OnLaunchesOver,
     /// With its turn to start: the device lets one process hold a context at a time
@@ -144,11 +141,10 @@ enum OpenTurn {
 impl Ahead {
     /// `shares`: whether the device lets a second process open a context while one holds
     /// its own (its compute mode is the default one).
-    pub fn new(open_ahead: OpenAhead, shares: bool) -> Ahead {
-        let open = match (shares, open_ahead) {
-            (false, _) => OpenTurn::WithTime,
-            (true, OpenAhead::AfterLaunches) => OpenTurn::OnLaunchesOver,
-            (true, OpenAhead::BesideLaunches) => OpenTurn::AtStart,
+    pub fn new(shares: bool) -> Ahead {
+        let open = match shares {
+            true => OpenTurn::OnLaunchesOver,
+            false => OpenTurn::WithTime,
         };
         Ahead { next: None, open }
     }
@@ -318,10 +314,6 @@ pub(super) fn run_alone(
     // cannot start is started again in its turn, which says why.
     let mut upcoming = next.and_then(|b| start(b).ok());
     let open = ahead.open;
-    if let Some(up) = upcoming.as_mut().filter(|_| open == OpenTurn::AtStart) {
-        up.opened = up.child.give(Turn::Open).is_ok();
-        up.opened_at = up.opened.then(Instant::now);
-    }
     let mut said = Said::default();
     let out = me
         .child
@@ -625,16 +617,13 @@ mod tests {
         assert!(judged(&said(&[case()]), &died).is_none());
     }
 
-    /// Where the device lets two processes hold contexts, the next block opens as asked;
-    /// where it does not (or there was no device to ask), only with its turn to start.
+    /// Where the device lets two processes hold contexts, the next block opens once the
+    /// current block's launches are over; where it does not (or there was no device to
+    /// ask), only with its turn to start.
     #[test]
-    fn the_turn_to_open_follows_the_option_where_the_device_allows() {
-        let open = |o, shares| Ahead::new(o, shares).open;
-        assert_eq!(open(OpenAhead::BesideLaunches, true), OpenTurn::AtStart);
-        assert_eq!(open(OpenAhead::AfterLaunches, true), OpenTurn::OnLaunchesOver);
-        for o in [OpenAhead::BesideLaunches, OpenAhead::AfterLaunches] {
-            assert_eq!(open(o, false), OpenTurn::WithTime);
-        }
+    fn the_turn_to_open_follows_what_the_device_allows() {
+        assert_eq!(Ahead::new(true).open, OpenTurn::OnLaunchesOver);
+        assert_eq!(Ahead::new(false).open, OpenTurn::WithTime);
     }
 
     /// A block heard to have closed the device is past its launches, whether or not its
@@ -651,7 +640,10 @@ mod tests {
         s.heard(&said(&[ChildResult::LaunchesOver]));
         let over = s.over;
         assert!(over.is_some() && s.released.is_none());
-        s.heard(&said(&[ChildResult::LaunchesOver, ChildResult::DeviceReleased]));
+        s.heard(&said(&[
+            ChildResult::LaunchesOver,
+            ChildResult::DeviceReleased,
+        ]));
         assert_eq!(s.over, over);
         assert!(s.released.is_some());
     }
