@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use klab_core::artifact::{create_run_dir, sha256_file, utc_timestamp, write_atomic};
 use klab_core::device::DeviceFacts;
-use klab_core::samples::{Isolation, OpenAhead};
+use klab_core::samples::Isolation;
 use klab_evidence::schema::{LabArtifact, LabPlan, LabRecord, LabStep};
 use klab_run::child::{ChildResult, ChildVerdict};
 use klab_tools::sanitizer::ToolList;
@@ -133,8 +133,6 @@ pub enum Child {
         samples: u32,
         /// What one process runs: a block, or a whole round's blocks.
         isolation: Isolation,
-        /// When a block's process started ahead may open its context.
-        open_ahead: OpenAhead,
         out: PathBuf,
     },
     /// `klab sanitize KERNELS --tools T --sanitizer PATH --out OUT`.
@@ -164,6 +162,14 @@ pub struct ChildOutcome {
     pub log: String,
     /// The result it said in its results file.
     pub result: Option<ChildResult>,
+}
+
+impl ChildOutcome {
+    /// Its stdout, then its command line, output and status: its log when its stdout is not
+    /// an artifact of its own.
+    pub fn logged(&self) -> String {
+        format!("{}{}", self.stdout, self.log)
+    }
 }
 
 /// How the lab starts klab's children and shows progress: the binary implements it.
@@ -231,8 +237,6 @@ pub struct LabOptions {
     pub rounds: u32,
     /// What one process of those steps runs: a block, or a whole round's blocks.
     pub isolation: Isolation,
-    /// When a block's process started ahead may open its context (under block isolation).
-    pub open_ahead: OpenAhead,
     /// Watchdog per child process, seconds.
     pub timeout: u64,
     pub plan: LabPlan,
@@ -260,6 +264,9 @@ pub struct StepDef {
     pub needs: &'static [Need],
     run: fn(&mut Lab<'_>) -> Result<(), LabError>,
 }
+
+/// The run folder's folder of child logs ([`Lab::child_log`]).
+pub const LOGS_DIR: &str = "logs";
 
 /// The pipeline, in order. The report step runs after these, always.
 pub const STEPS: &[StepDef] = &[
@@ -339,6 +346,18 @@ impl Lab<'_> {
         let path = self.dir.join(name);
         write_atomic(&path, bytes.as_ref())?;
         Ok(name.to_string())
+    }
+
+    /// What the lab saw of a step's children (their command lines, output and ends), in
+    /// `logs/NAME.log`: a folder of the lab's own, so no command's own log is overwritten
+    /// (`klab rounds` writes `rounds.log` in its folder) and a child that made no folder
+    /// still leaves its log. The name is returned for the step's artifact list.
+    pub fn log(&self, name: &str, text: impl AsRef<[u8]>) -> Result<String, LabError> {
+        std::fs::create_dir_all(self.dir.join(LOGS_DIR)).map_err(|source| LabError::RunDir {
+            base: self.dir.join(LOGS_DIR),
+            source,
+        })?;
+        self.write(&format!("{LOGS_DIR}/{name}.log"), text)
     }
 
     /// Record the current step's end.

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use klab_core::artifact::{read_regular, read_text, sha256_file, sha256_hex, Input};
+use klab_core::artifact::{read_regular, read_text, safe_stem, sha256_file, sha256_hex, Input};
 use klab_core::device::{resources_csv, KernelResources};
 use klab_core::samples::Isolation;
 use klab_cuda::device::Device;
@@ -20,7 +20,7 @@ use klab_model::{ModelParams, ModelReport};
 use klab_run::child::{ChildResult, ChildVerdict, Verdict};
 use klab_spec::{builtin, Variant};
 
-use crate::{files_under, Child, Lab, LabError, Status};
+use crate::{files_under, Child, Lab, LabError, Status, LOGS_DIR};
 
 /// Samples per `klab bench` receipt and per rounds block.
 const BENCH_SAMPLES: u32 = 200;
@@ -249,7 +249,7 @@ pub(crate) fn ladder(lab: &mut Lab<'_>) -> Result<(), LabError> {
         }
     }
     lab.progress(ladder.len() as u64, ladder.len() as u64, "");
-    a.push(lab.write("check-launches.txt", &log)?);
+    a.push(lab.log("ladder", &log)?);
     let ok = format!(
         "all {} variants at N = {ladder:?}; broken rejected every time",
         Variant::ALL.len()
@@ -264,7 +264,7 @@ pub(crate) fn benchmark(lab: &mut Lab<'_>) -> Result<(), LabError> {
     let child = lab.child(&transpose("all", n, reps), 1)?;
     let a = vec![
         lab.write("benchmark.csv", &child.stdout)?,
-        lab.write("benchmark-launches.txt", &child.log)?,
+        lab.log("benchmark", &child.log)?,
     ];
     match (&child.verdict, row::parse_csv(&child.stdout)) {
         (ChildVerdict::Passed | ChildVerdict::GateFailed { .. }, Ok(rows))
@@ -324,12 +324,7 @@ pub(crate) fn receipts(lab: &mut Lab<'_>) -> Result<(), LabError> {
             }
             _ => errors.push(format!("{kernel}: {}", child.verdict.describe())),
         }
-        if lab.dir.join(&rel).is_dir() {
-            a.push(lab.write(
-                &format!("{rel}/bench.log"),
-                format!("{}{}", child.stdout, child.log),
-            )?);
-        }
+        a.push(lab.log(&format!("receipts-{}", safe_stem(kernel)), child.logged())?);
     }
     lab.progress(benches.len() as u64, benches.len() as u64, "");
     let ok = format!(
@@ -362,7 +357,6 @@ fn rounds_into(
         rounds,
         samples: ROUNDS_SAMPLES,
         isolation: lab.opts.isolation,
-        open_ahead: lab.opts.open_ahead,
         out: dir.clone(),
     };
     // The watchdog allows every block its own time, whichever process runs it, and under
@@ -374,15 +368,11 @@ fn rounds_into(
     let blocks = u64::from(rounds) * kernels.len() as u64 * 2 + settling;
     let child = lab.child(&child, blocks + 1)?;
     lab.progress(1, 1, "");
-    if dir.is_dir() {
-        lab.write(
-            &format!("{rel}/{rel}.log"),
-            format!("{}{}", child.stdout, child.log),
-        )?;
-    }
+    let log = lab.log(rel, child.logged())?;
     let a: Vec<String> = files_under(&lab.dir, rel)
         .into_iter()
         .filter(|p| !p.starts_with(&format!("{rel}/blocks/")))
+        .chain([log])
         .collect();
     match &child.verdict {
         ChildVerdict::Passed => lab.step(
@@ -503,13 +493,11 @@ pub(crate) fn sanitize(lab: &mut Lab<'_>) -> Result<(), LabError> {
     // Each kernel runs once per tool, each under its own watchdog.
     let child = lab.child(&child, (kernels.len() * tools.0.len()) as u64 + 1)?;
     lab.progress(1, 1, "");
-    if lab.dir.join("sanitize").is_dir() {
-        lab.write(
-            "sanitize/sanitize.log",
-            format!("{}{}", child.stdout, child.log),
-        )?;
-    }
-    let a = files_under(&lab.dir, "sanitize");
+    let log = lab.log("sanitize", child.logged())?;
+    let a: Vec<String> = files_under(&lab.dir, "sanitize")
+        .into_iter()
+        .chain([log])
+        .collect();
     if !matches!(
         child.verdict,
         ChildVerdict::Passed | ChildVerdict::GateFailed { .. }
@@ -619,13 +607,11 @@ pub(crate) fn profile(lab: &mut Lab<'_>) -> Result<(), LabError> {
     // Per kernel: the version probe, the capture and the import.
     let child = lab.child(&child, plan.profile_kernels.len() as u64 * 3 + 1)?;
     lab.progress(1, 1, "");
-    if lab.dir.join("profile").is_dir() {
-        lab.write(
-            "profile/profile.log",
-            format!("{}{}", child.stdout, child.log),
-        )?;
-    }
-    let a = files_under(&lab.dir, "profile");
+    let log = lab.log("profile", child.logged())?;
+    let a: Vec<String> = files_under(&lab.dir, "profile")
+        .into_iter()
+        .chain([log])
+        .collect();
     let disagreements = read_text(&lab.dir.join("profile/counters.csv"), Input::ARTIFACT)
         .unwrap_or_default()
         .lines()
@@ -643,7 +629,7 @@ pub(crate) fn profile(lab: &mut Lab<'_>) -> Result<(), LabError> {
         ),
         ChildVerdict::GateFailed { .. } => lab.step(
             Status::Failed,
-            "a profiled variant failed its correctness check; see profile/profile.log".into(),
+            format!("a profiled variant failed its correctness check; see {LOGS_DIR}/profile.log"),
             a,
         ),
         v => lab.step(Status::unusable(v), v.describe(), a),

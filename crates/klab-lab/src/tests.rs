@@ -358,10 +358,19 @@ fn the_rounds_step_reads_its_rates_from_summary_json_and_prints_the_table() {
         vec![
             ("summary.json", summary.into()),
             ("summary.txt", "the table\n".into()),
+            // What `klab rounds` itself writes: each block's command and output.
+            ("rounds.log", "# round 1 position 0\n".into()),
         ],
     );
     let mut lab = lab_at(&opts, &mut fake, tmp.path(), "rounds");
     steps::rounds(&mut lab).unwrap();
+    // The lab's log of its child goes to its own folder; the command's log is kept.
+    let dir = lab.dir.clone();
+    assert_eq!(
+        std::fs::read_to_string(dir.join("rounds/rounds.log")).unwrap(),
+        "# round 1 position 0\n"
+    );
+    assert!(dir.join("logs/rounds.log").is_file());
     let s = lab.steps[0].clone();
     assert_eq!(s.status, "ran");
     assert!(
@@ -370,7 +379,13 @@ fn the_rounds_step_reads_its_rates_from_summary_json_and_prints_the_table() {
         "{}",
         s.detail
     );
-    assert!(s.artifacts.contains(&"rounds/rounds.log".to_string()));
+    for a in ["rounds/rounds.log", "logs/rounds.log"] {
+        assert!(
+            s.artifacts.contains(&a.to_string()),
+            "{a}: {:?}",
+            s.artifacts
+        );
+    }
     match &fake.ran[0] {
         Child::Rounds {
             kernels,
