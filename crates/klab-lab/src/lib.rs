@@ -17,7 +17,7 @@ mod steps;
 
 use std::path::{Path, PathBuf};
 
-use klab_core::artifact::{create_run_dir, sha256_file, utc_timestamp, write_atomic};
+use klab_core::artifact::{create_run_dir, sha256_file, utc_timestamp, write_atomic, FileError};
 use klab_core::device::DeviceFacts;
 use klab_core::samples::Isolation;
 use klab_evidence::schema::{LabArtifact, LabPlan, LabRecord, LabStep};
@@ -353,10 +353,8 @@ impl Lab<'_> {
     /// (`klab rounds` writes `rounds.log` in its folder) and a child that made no folder
     /// still leaves its log. The name is returned for the step's artifact list.
     pub fn log(&self, name: &str, text: impl AsRef<[u8]>) -> Result<String, LabError> {
-        std::fs::create_dir_all(self.dir.join(LOGS_DIR)).map_err(|source| LabError::RunDir {
-            base: self.dir.join(LOGS_DIR),
-            source,
-        })?;
+        let logs = self.dir.join(LOGS_DIR);
+        std::fs::create_dir_all(&logs).map_err(|error| FileError::Write { path: logs, error })?;
         self.write(&format!("{LOGS_DIR}/{name}.log"), text)
     }
 

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use klab_core::artifact::{read_regular, read_text, safe_stem, sha256_file, sha256_hex, Input};
+use klab_core::artifact::{read_regular, read_text, sha256_file, sha256_hex, Input};
 use klab_core::device::{resources_csv, KernelResources};
 use klab_core::samples::Isolation;
 use klab_cuda::device::Device;
@@ -299,7 +299,8 @@ pub(crate) fn receipts(lab: &mut Lab<'_>) -> Result<(), LabError> {
         .map(|v| (v.as_str(), Some(plan.bench_n)))
         .chain(plan.receipt_kernels.iter().map(|k| (k.as_str(), None)))
         .collect();
-    let (mut a, mut problems, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut a, mut problems, mut errors, mut log) =
+        (Vec::new(), Vec::new(), Vec::new(), String::new());
     for (i, &(kernel, n)) in benches.iter().enumerate() {
         lab.progress(i as u64, benches.len() as u64, kernel);
         let rel = format!("benchmark/{kernel}");
@@ -324,8 +325,9 @@ pub(crate) fn receipts(lab: &mut Lab<'_>) -> Result<(), LabError> {
             }
             _ => errors.push(format!("{kernel}: {}", child.verdict.describe())),
         }
-        a.push(lab.log(&format!("receipts-{}", safe_stem(kernel)), child.logged())?);
+        log.push_str(&child.logged());
     }
+    a.push(lab.log("receipts", &log)?);
     lab.progress(benches.len() as u64, benches.len() as u64, "");
     let ok = format!(
         "klab bench for each of {} at N = {} and {} at its default n ({BENCH_SAMPLES} per-launch samples, same-buffer): receipts under benchmark/",

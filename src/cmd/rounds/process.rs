@@ -89,6 +89,8 @@ struct Timeline {
     turn: Instant,
     ahead_s: f64,
     said: Said,
+    /// A block was started ahead to follow this one.
+    next_started: bool,
     next_opened: Option<Instant>,
     next_timed: Option<Instant>,
     ended: Instant,
@@ -105,9 +107,14 @@ impl Timeline {
             ),
             None => "not seen".into(),
         };
-        let next = match (self.next_opened, self.next_timed) {
-            (None, None) => "no block started ahead after it".to_string(),
-            (opened, timed) => format!("the next block opened {}, began {}", at(opened), at(timed)),
+        let next = match (self.next_started, self.next_opened, self.next_timed) {
+            (false, ..) => "no block started ahead after it".to_string(),
+            (true, None, None) => {
+                "the next block, started ahead, had no turn before it ended".into()
+            }
+            (true, opened, timed) => {
+                format!("the next block opened {}, began {}", at(opened), at(timed))
+            }
         };
         format!(
             "turns: started {:.3} s before its turn; launches over {}, device released {}, exited {}; {next}",
@@ -346,6 +353,7 @@ pub(super) fn run_alone(
         turn,
         ahead_s,
         said,
+        next_started: upcoming.is_some(),
         next_opened: upcoming.as_ref().and_then(|u| u.opened_at),
         next_timed: upcoming.as_ref().and_then(|u| u.timed),
         ended,
@@ -661,6 +669,7 @@ mod tests {
                 over: ms(120),
                 released: ms(180),
             },
+            next_started: true,
             next_opened: turn.checked_sub(Duration::from_millis(5)),
             next_timed: ms(185),
             ended: turn + Duration::from_millis(250),
@@ -669,14 +678,19 @@ mod tests {
             t.describe(),
             "turns: started 0.400 s before its turn; launches over +0.120 s, device released +0.180 s, exited +0.250 s; the next block opened +0.000 s, began +0.185 s"
         );
-        let last = Timeline {
+        let unheard = |next_started| Timeline {
             said: Said::default(),
+            next_started,
             next_opened: None,
             next_timed: None,
             ..t
         };
-        assert!(last.describe().ends_with(
+        assert!(unheard(false).describe().ends_with(
             "launches over not seen, device released not seen, exited +0.250 s; no block started ahead after it"
         ));
+        // A block that ended without saying it was over leaves the next one waiting.
+        assert!(unheard(true)
+            .describe()
+            .ends_with("; the next block, started ahead, had no turn before it ended"));
     }
 }
