@@ -594,6 +594,7 @@ mod tests {
         rounds.shape = Some("rows=33,cols=7".parse().unwrap());
         round_trip(ChildCmd::Rounds(rounds.clone()));
         rounds.isolation = klab_core::samples::Isolation::Block;
+        rounds.order = klab_core::samples::RoundOrder::Alternating;
         round_trip(ChildCmd::Rounds(rounds));
 
         let mut s = parsed(&["sanitize", "padded"], |c| match c {

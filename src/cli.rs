@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::output::Format;
 use clap::{Args, Parser, Subcommand};
-use klab_core::samples::{Isolation, Regime, Timer};
+use klab_core::samples::{Isolation, Regime, RoundOrder, Timer};
 use klab_engine::timing::WarmupPolicy;
 use klab_tools::ncu::CacheControl;
 use klab_tools::sanitizer::ToolList;
@@ -569,6 +569,9 @@ pub struct LabArgs {
     /// faster, but its ratios lean on the H200 even with its settling block: docs/timing.md)
     #[arg(long, value_enum, default_value_t = Isolation::Block)]
     pub isolation: Isolation,
+    /// Which blocks make a round of the rounds and ceilings steps, as for `klab rounds`
+    #[arg(long, value_enum, default_value_t = RoundOrder::Mirrored)]
+    pub order: RoundOrder,
     /// The watchdog, seconds: the global `--timeout`, or this command's default
     #[arg(skip = 900u64)]
     pub timeout: u64,
@@ -658,8 +661,9 @@ pub struct TriadArgs {
 
 #[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
 #[command(
-    after_help = "Each round runs the variants in order and then in reverse (ABBA for two), \
-every block in its own `klab bench` process. Every block's row is kept (rounds.csv) with its \
+    after_help = "Each round runs the variants in order and then in reverse (ABBA for two; \
+with --order alternating, each once, reversed every other round), every block in its own \
+`klab bench` process. Every block's row is kept (rounds.csv) with its \
 GPU state; a block the power or thermal cap held down is run once more in its place, and \
 summary.json names both runs and which one counts. Per-variant receipts collect the blocks' \
 samples; ratios are taken per round (baseline median / variant median, > 1 = variant faster) \
@@ -695,6 +699,13 @@ pub struct RoundsArgs {
     /// still called different in each of 19 runs: use block for ratios (docs/timing.md)
     #[arg(long, value_enum, default_value_t = Isolation::Block)]
     pub isolation: Isolation,
+    /// Which blocks make a round: mirrored (A B B A, two blocks of each kernel) or
+    /// alternating (A B, then B A: the same sequence of blocks, each half a round, so 6
+    /// rounds, the fewest with a 95% interval, take half the blocks; a round's ratio rests
+    /// on one block of each kernel)
+    #[arg(long, value_enum, default_value_t = RoundOrder::Mirrored)]
+    #[serde(default)]
+    pub order: RoundOrder,
     /// Output folder (must not exist or be empty)
     #[arg(long)]
     #[serde(with = "klab_core::os_path::option")]

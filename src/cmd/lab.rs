@@ -22,6 +22,7 @@ pub fn run(args: LabArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
         device: args.device,
         rounds: args.rounds,
         isolation: args.isolation,
+        order: args.order,
         timeout: args.timeout,
         plan: klab_lab::load_plan(args.plan.as_deref())?,
         klab_binary: std::env::current_exe().context("locating the klab binary")?,
@@ -93,6 +94,7 @@ impl Children {
                 rounds,
                 samples,
                 isolation,
+                order,
                 out,
             } => ChildCmd::Rounds(RoundsArgs {
                 resolution: crate::cli::ResolveArgs::none(),
@@ -107,6 +109,7 @@ impl Children {
                 },
                 rounds,
                 isolation,
+                order,
                 out: Some(out),
                 timeout,
                 device,

@@ -509,6 +509,7 @@ impl GroupRun<'_> {
             },
             out: Some(rdir.clone()),
             isolation: klab_core::samples::Isolation::default(),
+            order: klab_core::samples::RoundOrder::default(),
             timeout: plan.timeout_s,
             device: self.device,
         });

@@ -84,6 +84,70 @@ impl fmt::Display for Isolation {
     }
 }
 
+/// Which blocks make a round of `klab rounds`. The blocks run in the same sequence either way
+/// (A B B A A B B A ...); what differs is the round, the unit each ratio is taken over and
+/// that the interval counts.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum RoundOrder {
+    /// The kernels in order, then reversed (A B B A): two blocks of each kernel a round, so
+    /// a steady drift within the round cancels in its ratio.
+    #[default]
+    Mirrored,
+    /// Each kernel once, in order in odd rounds and reversed in even ones (A B, then B A):
+    /// half the blocks for as many rounds; a round's ratio rests on one block of each kernel,
+    /// and drift within a round cancels only across rounds.
+    Alternating,
+}
+
+impl RoundOrder {
+    pub fn name(self) -> &'static str {
+        match self {
+            RoundOrder::Mirrored => "mirrored",
+            RoundOrder::Alternating => "alternating",
+        }
+    }
+
+    /// Round `round`'s blocks (rounds count from 1), in the order they run.
+    pub fn of_round<T: Clone>(self, kernels: &[T], round: u32) -> Vec<T> {
+        match self {
+            RoundOrder::Mirrored => kernels
+                .iter()
+                .chain(kernels.iter().rev())
+                .cloned()
+                .collect(),
+            RoundOrder::Alternating if round % 2 == 0 => kernels.iter().rev().cloned().collect(),
+            RoundOrder::Alternating => kernels.to_vec(),
+        }
+    }
+
+    /// Blocks of each kernel in a round.
+    pub fn blocks_per_kernel(self) -> u32 {
+        match self {
+            RoundOrder::Mirrored => 2,
+            RoundOrder::Alternating => 1,
+        }
+    }
+
+    /// How the rounds were ordered, as a receipt's `measurement.order` says it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            RoundOrder::Mirrored => "ABBA: kernels in order then reversed within each round",
+            RoundOrder::Alternating => {
+                "alternating: kernels in order in odd rounds, reversed in even rounds (AB BA)"
+            }
+        }
+    }
+}
+
+impl fmt::Display for RoundOrder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Which buffers a timed launch touches, and so what the cache holds when it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

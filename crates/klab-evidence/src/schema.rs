@@ -246,9 +246,12 @@ pub struct RoundsSummary {
     /// Blocks (processes) in all.
     #[serde(default)]
     pub blocks: Option<u64>,
-    /// Order of the blocks within a round.
+    /// Order of the blocks within a round (the first round's, under alternating rounds).
     #[serde(default)]
     pub order: Vec<String>,
+    /// Which blocks made a round (summaries without it: mirrored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_order: Option<klab_core::samples::RoundOrder>,
     /// What one process ran: a round's blocks, or one block (summaries without it ran one
     /// block per process).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -590,6 +593,7 @@ mod tests {
             blocks: Some(20),
             order: vec!["sgeam".into(), "x".into(), "x".into(), "sgeam".into()],
             isolation: Some(klab_core::samples::Isolation::Round),
+            round_order: Some(klab_core::samples::RoundOrder::Alternating),
             config: None,
             analyses: Vec::new(),
             rates: vec![RateRow {

@@ -486,6 +486,13 @@ fn differing_warmup_is_a_note_not_a_refusal() {
 fn order_that_is_not_interleaved_is_noted() {
     assert!(is_interleaved_order("ABBA within each round"));
     assert!(is_interleaved_order("alternating"));
+    // What klab rounds writes under either round order.
+    for order in [
+        klab_core::samples::RoundOrder::Mirrored,
+        klab_core::samples::RoundOrder::Alternating,
+    ] {
+        assert!(is_interleaved_order(order.describe()), "{order}");
+    }
     assert!(!is_interleaved_order("sequential"));
     let d = tempfile::tempdir().unwrap();
     let (b, c) = pair_with(

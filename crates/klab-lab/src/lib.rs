@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use klab_core::artifact::{create_run_dir, sha256_file, utc_timestamp, write_atomic, FileError};
 use klab_core::device::DeviceFacts;
-use klab_core::samples::Isolation;
+use klab_core::samples::{Isolation, RoundOrder};
 use klab_evidence::schema::{LabArtifact, LabPlan, LabRecord, LabStep};
 use klab_run::child::{ChildResult, ChildVerdict};
 use klab_tools::sanitizer::ToolList;
@@ -133,6 +133,8 @@ pub enum Child {
         samples: u32,
         /// What one process runs: a block, or a whole round's blocks.
         isolation: Isolation,
+        /// Which blocks make a round.
+        order: RoundOrder,
         out: PathBuf,
     },
     /// `klab sanitize KERNELS --tools T --sanitizer PATH --out OUT`.
@@ -237,6 +239,8 @@ pub struct LabOptions {
     pub rounds: u32,
     /// What one process of those steps runs: a block, or a whole round's blocks.
     pub isolation: Isolation,
+    /// Which blocks make a round of those steps.
+    pub order: RoundOrder,
     /// Watchdog per child process, seconds.
     pub timeout: u64,
     pub plan: LabPlan,

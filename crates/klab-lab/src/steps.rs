@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use klab_core::artifact::{read_regular, read_text, sha256_file, sha256_hex, Input};
 use klab_core::device::{resources_csv, KernelResources};
-use klab_core::samples::Isolation;
+use klab_core::samples::{Isolation, RoundOrder};
 use klab_cuda::device::Device;
 use klab_cuda::gpu::CudaBackend;
 use klab_cuda::nvrtc::{self, Cache, CompileSpec, Compiled};
@@ -359,6 +359,7 @@ fn rounds_into(
         rounds,
         samples: ROUNDS_SAMPLES,
         isolation: lab.opts.isolation,
+        order: lab.opts.order,
         out: dir.clone(),
     };
     // The watchdog allows every block its own time, whichever process runs it, and under
@@ -367,7 +368,9 @@ fn rounds_into(
         Isolation::Round => u64::from(rounds),
         Isolation::Block => 0,
     };
-    let blocks = u64::from(rounds) * kernels.len() as u64 * 2 + settling;
+    let blocks =
+        u64::from(rounds) * kernels.len() as u64 * u64::from(lab.opts.order.blocks_per_kernel())
+            + settling;
     let child = lab.child(&child, blocks + 1)?;
     lab.progress(1, 1, "");
     let log = lab.log(rel, child.logged())?;
@@ -380,11 +383,15 @@ fn rounds_into(
         ChildVerdict::Passed => lab.step(
             Status::Ran,
             format!(
-                "klab rounds {} --baseline {baseline} --n {n}{}: {}; ratios against {baseline} in {rel}/summary.txt{}",
+                "klab rounds {} --baseline {baseline} --n {n}{}{}: {}; ratios against {baseline} in {rel}/summary.txt{}",
                 kernels.join(" "),
                 match lab.opts.isolation {
                     Isolation::Block => "",
                     Isolation::Round => " --isolation round",
+                },
+                match lab.opts.order {
+                    RoundOrder::Mirrored => "",
+                    RoundOrder::Alternating => " --order alternating",
                 },
                 rates_line(&dir),
                 time_line(&dir)

@@ -77,6 +77,7 @@ fn options(out: &Path) -> LabOptions {
         device: 0,
         rounds: 2,
         isolation: klab_core::samples::Isolation::Round,
+        order: klab_core::samples::RoundOrder::Alternating,
         timeout: 9,
         plan: LabPlan::default(),
         klab_binary: std::env::current_exe().unwrap(),
@@ -393,12 +394,14 @@ fn the_rounds_step_reads_its_rates_from_summary_json_and_prints_the_table() {
             n,
             rounds,
             isolation,
+            order,
             ..
         } => {
             assert_eq!(kernels, &opts.plan.round_variants);
             assert_eq!((baseline.as_str(), *n, *rounds), ("naive", 4096, 2));
-            // The lab's isolation reaches its rounds child.
+            // The lab's isolation and round order reach its rounds child.
             assert_eq!(*isolation, klab_core::samples::Isolation::Round);
+            assert_eq!(*order, klab_core::samples::RoundOrder::Alternating);
         }
         other => panic!("{other:?}"),
     }

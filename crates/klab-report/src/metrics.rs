@@ -396,6 +396,7 @@ mod tests {
             rounds: Some(3),
             blocks: Some(6),
             order: Vec::new(),
+            round_order: None,
             isolation: None,
             config: None,
             analyses: Vec::new(),

@@ -3,7 +3,7 @@
 //! Every table that shows a performance number has the kernel's correctness verdict in the
 //! same row (see [`crate::verdict`]).
 
-use klab_core::samples::Isolation;
+use klab_core::samples::{Isolation, RoundOrder};
 use klab_evidence::row::TransposeRow;
 use klab_model::bound::{Agreement, KernelProfile};
 use klab_spec::Variant;
@@ -425,12 +425,23 @@ fn benchmark_table(rows: &[TransposeRow], peaks: &Peaks) -> Table {
 }
 
 /// The copy ceilings, cuBLAS and klab's best transpose in the same alternating rounds.
+/// A round's order as a summary records it.
+fn round_order(s: &RoundsSummary) -> String {
+    match (s.order.is_empty(), s.round_order) {
+        (true, _) => "unknown".to_string(),
+        (false, Some(RoundOrder::Alternating)) => {
+            format!("{}, reversed every other round", s.order.join(" "))
+        }
+        (false, _) => s.order.join(" "),
+    }
+}
+
 fn ceilings(s: &RoundsSummary) -> Vec<Block> {
     let mut blocks = vec![Block::Paragraph(format!(
         "klab rounds at N = {}, {} rounds, order {}: every kernel's median effective rate, its share of the fastest copy in the same rounds (the ceiling) and of the theoretical peak, and the round-level ratio against {} (above 1: faster) with its 95% interval over rounds.",
         s.n.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
         s.rounds.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
-        if s.order.is_empty() { "unknown".to_string() } else { s.order.join(" ") },
+        round_order(s),
         s.baseline
     ))];
     if s.rates.is_empty() {
@@ -571,7 +582,7 @@ fn rounds(run: &RunData, s: &RoundsSummary, rows: &Part<Vec<BandwidthRow>>) -> V
         s.rounds.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
         s.blocks.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
         s.isolation.unwrap_or(Isolation::Block).describe(),
-        if s.order.is_empty() { "unknown".to_string() } else { s.order.join(" ") },
+        round_order(s),
         get("timer"),
         get("regime"),
         get("samples"),
@@ -885,5 +896,23 @@ fn artifacts(run: &RunData) -> Section {
         id: "artifacts".into(),
         title: "Artifacts".into(),
         blocks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A summary's round order reads as its first round's blocks, and says when every other
+    /// round ran them reversed; one written before the field was there ran mirrored rounds.
+    #[test]
+    fn a_round_order_says_when_rounds_alternate() {
+        let json = r#"{"baseline": "a", "order": ["a", "b"]}"#;
+        let mut s: RoundsSummary = serde_json::from_str(json).unwrap();
+        assert_eq!(round_order(&s), "a b");
+        s.round_order = Some(RoundOrder::Alternating);
+        assert_eq!(round_order(&s), "a b, reversed every other round");
+        s.order.clear();
+        assert_eq!(round_order(&s), "unknown");
     }
 }

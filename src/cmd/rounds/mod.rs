@@ -1,5 +1,6 @@
 //! `klab rounds A B [C ...]`: repeated, alternating rounds as a command.
-//! Each round runs the kernels in order and then in reverse (ABBA for two), each round in a
+//! Each round runs the kernels in order and then in reverse (ABBA for two), or with `--order
+//! alternating` each kernel once, reversed every other round ([`RoundOrder`]); each round in a
 //! process of its own, or each block ([`process`]); every counted block's row is kept (a
 //! block the GPU's cap held down is run once more, and both runs' folders are named in the
 //! summary); per-kernel receipts collect the blocks; ratios against the baseline are taken
@@ -17,7 +18,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use klab_core::artifact::{read_regular, sha256_file, utc_timestamp, write_atomic, Input};
-use klab_core::samples::{parse_samples_csv, Isolation};
+use klab_core::samples::{parse_samples_csv, Isolation, RoundOrder};
 use klab_core::stats::{analyze_speedup, gb_per_s, render_analysis, IntervalConfig, Summary};
 use klab_evidence::receipt::{self, Receipt};
 use klab_spec::declared::builtin::OpKind;
@@ -35,13 +36,6 @@ use klab_run::folder::output_dir;
 use klab_run::kernel::Kernel;
 use klab_run::receipt::{workload_info, KlabBinary};
 use klab_spec::registry::{self, Scope};
-
-/// The order of one round: the kernels, then the same kernels reversed.
-pub fn round_order<T: Clone>(kernels: &[T]) -> Vec<T> {
-    let mut v = kernels.to_vec();
-    v.extend(kernels.iter().rev().cloned());
-    v
-}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct BlockRow {
@@ -102,7 +96,7 @@ fn combine(
     name: &str,
     rows: &[&BlockRow],
     rounds: u32,
-    isolation: Isolation,
+    plan: &Plan,
     dir: &Path,
 ) -> anyhow::Result<Receipt> {
     let first = rows
@@ -115,8 +109,9 @@ fn combine(
     r.claim = format!("{name}: per-round distributions from alternating rounds (see rounds.csv)");
     r.measurement.rounds = u64::from(rounds);
     r.measurement.order = format!(
-        "ABBA: kernels in order then reversed within each round, {}{}",
-        isolation.describe(),
+        "{}, {}{}",
+        plan.order.describe(),
+        plan.isolation.describe(),
         run_alone_after_their_round(rows)
     );
     r.measurement.raw_samples.clear();
@@ -262,7 +257,8 @@ pub fn run(args: RoundsArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
         n: Some(plan.n),
         rounds: Some(u64::from(rounds)),
         blocks: Some(rows.len() as u64),
-        order: round_order(&plan.names),
+        order: plan.order.of_round(&plan.names, 1),
+        round_order: Some(plan.order),
         isolation: Some(plan.isolation),
         config: Some(serde_json::to_value(args.timing.config())?),
         analyses: ratios.analyses,
@@ -327,6 +323,7 @@ struct Plan {
     /// This klab binary, hashed once for every block's receipt.
     klab: KlabBinary,
     isolation: Isolation,
+    order: RoundOrder,
 }
 
 impl Plan {
@@ -374,7 +371,17 @@ impl Plan {
             ops,
             klab: KlabBinary::this()?,
             isolation: args.isolation,
+            order: args.order,
         })
+    }
+
+    /// One round's order as the summary's first line gives it.
+    fn order_line(&self) -> String {
+        let first = self.order.of_round(&self.names, 1).join(" ");
+        match self.order {
+            RoundOrder::Mirrored => first,
+            RoundOrder::Alternating => format!("{first}, reversed every other round"),
+        }
     }
 
     /// The summary's first lines: the order, the size and the timing method.
@@ -403,7 +410,7 @@ impl Plan {
         format!(
             "klab rounds: {} rounds, order per round: {} ({}), {size}, regime {}, timer {}, {} samples per block\nregime caveat: {}\n{isolation}\n",
             rounds,
-            round_order(&self.names).join(" "),
+            self.order_line(),
             self.isolation.describe(),
             config.regime,
             config.timer,
@@ -588,18 +595,15 @@ fn run_blocks(
     dir: &Path,
 ) -> anyhow::Result<(Blocks, u32, Option<Resolution>)> {
     let mut blocks = Blocks::new();
-    let order: Vec<&Kernel> = round_order(&plan.kernels.iter().collect::<Vec<_>>());
-    let bar = crate::cmd::progress_bar(
-        "rounds",
-        u64::from(args.rounds) * order.len() as u64,
-        "blocks",
-    );
+    let kernels: Vec<&Kernel> = plan.kernels.iter().collect();
+    let per_round = kernels.len() as u64 * u64::from(plan.order.blocks_per_kernel());
+    let bar = crate::cmd::progress_bar("rounds", u64::from(args.rounds) * per_round, "blocks");
     let every = EveryRound {
         plan,
         args,
         policy,
         dir,
-        order: &order,
+        kernels: &kernels,
         bar: &bar,
     };
     let started = std::time::Instant::now();
@@ -634,7 +638,7 @@ fn run_blocks(
                     budget_s: args.resolution.budget,
                 });
             }
-            bar.inc_length(order.len() as u64);
+            bar.inc_length(per_round);
         }
         rounds += 1;
         one_round(&every, &mut blocks, &mut ahead, rounds)?;
@@ -644,13 +648,14 @@ fn run_blocks(
 }
 
 /// What every round of one `klab rounds` shares: the plan and arguments, the checker, the
-/// folder, the kernels' alternating order and the progress bar.
+/// folder, the kernels (each round orders them as the plan's order says) and the progress
+/// bar.
 struct EveryRound<'a> {
     plan: &'a Plan,
     args: &'a RoundsArgs,
     policy: VerifyPolicy,
     dir: &'a Path,
-    order: &'a [&'a Kernel],
+    kernels: &'a [&'a Kernel],
     bar: &'a indicatif::ProgressBar,
 }
 
@@ -667,9 +672,10 @@ fn one_round(
         args,
         policy,
         dir,
-        order,
+        kernels,
         bar,
     } = *every;
+    let order = plan.order.of_round(kernels, round);
     let benches: Vec<BlockBench> = order
         .iter()
         .enumerate()
@@ -685,8 +691,10 @@ fn one_round(
     };
     // The block after each, started ahead: the next in this round, or the next round's
     // first when that round is sure to run (one the resolver adds is not).
-    let next_round_first = (round < args.rounds && args.isolation == Isolation::Block)
-        .then(|| BlockBench::at(plan, args, dir, place(round + 1, 0), order[0]));
+    let next_round_first = (round < args.rounds && args.isolation == Isolation::Block).then(|| {
+        let first = plan.order.of_round(kernels, round + 1)[0];
+        BlockBench::at(plan, args, dir, place(round + 1, 0), first)
+    });
     let next_of = |position: usize| match benches.get(position + 1) {
         Some(b) if args.isolation == Isolation::Block => Some(b),
         Some(_) => None,
@@ -1140,7 +1148,7 @@ fn write_receipts(
         if rates.lines[k].ok != mine.len() {
             continue;
         }
-        let mut r = combine(name, &mine, rounds, plan.isolation, dir)?;
+        let mut r = combine(name, &mine, rounds, plan, dir)?;
         let ratio = analyses.iter().find(|x| x.candidate == *name);
         // The share of the ceiling is of the receipt's own rate, which is what a reader
         // recomputes it from (the table's rate is at `n`, a declared shape's may differ).
@@ -1334,6 +1342,7 @@ mod tests {
                 stamp: String::new(),
             },
             isolation: Isolation::Round,
+            order: RoundOrder::Mirrored,
         };
         let r = Ratios::against_baseline(&plan, &rows, 6);
         let a = &r.analyses[0].analysis;
@@ -1399,12 +1408,50 @@ mod tests {
         assert_eq!(Blocks::new().time().settling, None);
     }
 
+    /// The summary's first line gives a round's blocks, and says when every other round
+    /// reverses them.
     #[test]
-    fn two_kernels_give_abba() {
-        assert_eq!(round_order(&["A", "B"]), ["A", "B", "B", "A"]);
+    fn the_order_line_says_when_rounds_alternate() {
+        let mut plan = Plan {
+            kernels: Vec::new(),
+            names: vec!["a".into(), "b".into()],
+            baseline: "a".into(),
+            n: 1,
+            ops: vec!["copy".into(), "copy".into()],
+            klab: KlabBinary {
+                sha256: String::new(),
+                stamp: String::new(),
+            },
+            isolation: Isolation::Block,
+            order: RoundOrder::Mirrored,
+        };
+        assert_eq!(plan.order_line(), "a b b a");
+        plan.order = RoundOrder::Alternating;
+        assert_eq!(plan.order_line(), "a b, reversed every other round");
+    }
+
+    /// Mirrored rounds are ABBA; alternating rounds are their halves, so the blocks run in
+    /// the same sequence either way.
+    #[test]
+    fn mirrored_rounds_are_abba_and_alternating_rounds_their_halves() {
+        let m = RoundOrder::Mirrored;
+        assert_eq!(m.of_round(&["A", "B"], 1), ["A", "B", "B", "A"]);
+        assert_eq!(m.of_round(&["A", "B"], 2), ["A", "B", "B", "A"]);
         assert_eq!(
-            round_order(&["A", "B", "C"]),
+            m.of_round(&["A", "B", "C"], 3),
             ["A", "B", "C", "C", "B", "A"]
         );
+        let a = RoundOrder::Alternating;
+        let kernels = ["A", "B", "C"];
+        let halves: Vec<&str> = (1..=4).flat_map(|r| a.of_round(&kernels, r)).collect();
+        let mirrored: Vec<&str> = (1..=2).flat_map(|r| m.of_round(&kernels, r)).collect();
+        assert_eq!(halves, mirrored);
+        for order in [m, a] {
+            let round = order.of_round(&kernels, 1);
+            assert_eq!(
+                round.len(),
+                kernels.len() * order.blocks_per_kernel() as usize
+            );
+        }
     }
 }

@@ -168,7 +168,7 @@ pub fn rounds(order: &[String], blocks: &[RoundsBlock], why_missing: Option<&Not
     Plot {
         file_name: FILE.into(),
         svg: drawn,
-        caption: "Every block of the alternating rounds (rounds/rounds.csv), one panel per kernel (each with its own y range, so drift within a kernel is visible; compare levels across kernels in the bandwidth plot). Along x, rounds in the order they ran; within a round, the kernel's blocks in the order they ran (ABBA), each its own process under the default --isolation block. A point is the block's median GB/s over its per-launch samples, the whisker its p10-p90; a panel's title gives the range of its block medians as a share of their median.".into(),
+        caption: "Every block of the alternating rounds (rounds/rounds.csv), one panel per kernel (each with its own y range, so drift within a kernel is visible; compare levels across kernels in the bandwidth plot). Along x, rounds in the order they ran; within a round, the kernel's blocks in the order they ran, each its own process under the default --isolation block. A point is the block's median GB/s over its per-launch samples, the whisker its p10-p90; a panel's title gives the range of its block medians as a share of their median.".into(),
         missing: None,
     }
 }
