@@ -188,6 +188,9 @@ pub struct Running {
     program: PathBuf,
     child: Child,
     run_id: String,
+    /// The child's start time (clock ticks since boot, 0 if unknown): nothing it started
+    /// began earlier.
+    started: u64,
     rx: mpsc::Receiver<Msg>,
     open: usize,
     streams: Streams,
@@ -304,6 +307,7 @@ pub fn spawn(
     Ok(Running {
         program: program.to_path_buf(),
         turns,
+        started: start_time(child.id()).unwrap_or(0),
         child,
         run_id,
         rx,
@@ -410,7 +414,7 @@ impl Running {
             }
         }
         if !self.detached {
-            end_descendants(&self.run_id);
+            end_descendants(&self.run_id, self.started);
         }
         let streams = std::mem::take(&mut self.streams);
         Ok(Captured {
@@ -440,7 +444,7 @@ impl Running {
         kill_tree(&mut self.child);
         let _ = self.child.wait();
         if !self.detached {
-            end_descendants(&self.run_id);
+            end_descendants(&self.run_id, self.started);
         }
     }
 }
@@ -608,10 +612,11 @@ fn end_group(pid: u32) {
 }
 
 /// SIGKILL every process whose environment names run `run_id` in [`TREE_ENV`]: what the
-/// run's child started and left running outside its process group (a `setsid` daemon, a
-/// double fork), once the child itself has ended. How many there were. Linux only (the
-/// environments are read from /proc); a process that clears its environment escapes it.
-pub fn end_descendants(run_id: &str) -> usize {
+/// run's child, started at `since` (clock ticks since boot, 0 if unknown), started and left
+/// running outside its process group (a `setsid` daemon, a double fork), once the child
+/// itself has ended. How many there were. Linux only (the environments are read from
+/// /proc); a process that clears its environment escapes it.
+pub fn end_descendants(run_id: &str, since: u64) -> usize {
     #[cfg(target_os = "linux")]
     {
         let me = std::process::id();
@@ -623,7 +628,7 @@ pub fn end_descendants(run_id: &str) -> usize {
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
             .filter(|pid| *pid != me)
         {
-            if descends_from(pid, run_id) {
+            if descends_from(pid, run_id, since) {
                 // SAFETY: kill(2) on one process; no memory involved.
                 unsafe {
                     libc::kill(pid as libc::pid_t, libc::SIGKILL);
@@ -635,23 +640,68 @@ pub fn end_descendants(run_id: &str) -> usize {
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = run_id;
+        let _ = (run_id, since);
         0
     }
 }
 
 /// Whether process `pid`'s environment names run `run_id` in [`TREE_ENV`] (a process whose
 /// environment cannot be read, another user's, does not).
+///
+/// A process in the middle of exec reads as an empty environment until its new one is set
+/// up (proc(5)'s `environ` is empty while the new image has none yet), so a daemon caught
+/// exec'ing would escape the one scan at the run's end: an empty environment of a process
+/// that started since the run's child (at `since`) and is neither a kernel thread nor a
+/// zombie is read again, a few times, briefly. One that started before cannot be the run's.
 #[cfg(target_os = "linux")]
-fn descends_from(pid: u32, run_id: &str) -> bool {
-    let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
-        return false;
-    };
+fn descends_from(pid: u32, run_id: &str, since: u64) -> bool {
+    const READS: usize = 10;
+    for read in 0..READS {
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            return false;
+        };
+        if !environ.is_empty() {
+            return names_run(&environ, run_id);
+        }
+        if read + 1 == READS || !may_be_in_exec(pid, since) {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    false
+}
+
+/// Whether `environ` (a /proc environ: NUL-separated) names run `run_id` in [`TREE_ENV`].
+fn names_run(environ: &[u8], run_id: &str) -> bool {
     let key = format!("{TREE_ENV}=");
     environ
         .split(|b| *b == 0)
         .filter_map(|var| var.strip_prefix(key.as_bytes()))
         .any(|tree| tree.split(|b| *b == b',').any(|id| id == run_id.as_bytes()))
+}
+
+/// Whether process `pid` could be a user process between exec's new image and its new
+/// environment, started at or after `since`: alive (not a zombie), and not a kernel thread
+/// (which has no environment).
+#[cfg(target_os = "linux")]
+fn may_be_in_exec(pid: u32, since: u64) -> bool {
+    /// `PF_KTHREAD` in /proc/PID/stat's flags (include/linux/sched.h).
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The name, in parentheses, may hold anything; the fields after it are: state, ppid,
+    // pgrp, session, tty, tpgid, flags, ...
+    let Some((_, fields)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let fields: Vec<&str> = fields.split_whitespace().collect();
+    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    let state = fields.first().copied().unwrap_or("Z");
+    // flags is stat's 9th field and starttime its 22nd: the 7th and 20th after the name.
+    let flags = field(6).unwrap_or(PF_KTHREAD);
+    let started = field(19).unwrap_or(0);
+    !matches!(state, "Z" | "X" | "x") && flags & PF_KTHREAD == 0 && started >= since
 }
 
 /// The process groups of the children running now, for the signal handler (a fixed table
@@ -1144,7 +1194,39 @@ mod tests {
             thread::sleep(Duration::from_millis(20));
         }
         // This process's own environment names no run of its own: it is never a target.
-        assert_eq!(end_descendants("no-such-run"), 0);
+        assert_eq!(end_descendants("no-such-run", 0), 0);
+    }
+
+    /// A process that may be between exec's new image and its environment: this one may be
+    /// (alive, a user process); a kernel thread and a zombie may not.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn only_a_live_user_process_is_read_again_for_its_environment() {
+        let me = std::process::id();
+        let mine = start_time(me).unwrap();
+        assert!(may_be_in_exec(me, mine));
+        // Started before the run: not the run's.
+        assert!(!may_be_in_exec(me, mine + 1));
+        // kthreadd, the kernel threads' parent, where this runs with a kernel's threads
+        // visible (not in every container).
+        if std::fs::read_to_string("/proc/2/stat").is_ok_and(|s| s.contains("(kthreadd)")) {
+            assert!(!may_be_in_exec(2, 0));
+        }
+        let mut zombie = std::process::Command::new("true").spawn().unwrap();
+        let pid = zombie.id();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| !s.rsplit_once(')').unwrap().1.trim_start().starts_with('Z'))
+        {
+            assert!(Instant::now() < deadline, "true {pid} never ended");
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!may_be_in_exec(pid, 0));
+        zombie.wait().unwrap();
+        let environ = format!("A=1\0{TREE_ENV}=11:2:3,44:5:6\0B=2\0");
+        assert!(names_run(environ.as_bytes(), "44:5:6"));
+        assert!(!names_run(environ.as_bytes(), "4:5:6"));
+        assert!(!names_run(b"A=1\0", "44:5:6"));
     }
 
     /// The signal handler's scan finds and ends what carries a run id of this process.
