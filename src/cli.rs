@@ -702,7 +702,8 @@ pub struct RoundsArgs {
     /// Which blocks make a round: mirrored (A B B A, two blocks of each kernel) or
     /// alternating (A B, then B A: the same sequence of blocks, each half a round, so 6
     /// rounds, the fewest with a 95% interval, take half the blocks; a round's ratio rests
-    /// on one block of each kernel)
+    /// on one block of each kernel, and a difference between running first and last is not
+    /// cancelled within a round; --rounds must be even; docs/timing.md)
     #[arg(long, value_enum, default_value_t = RoundOrder::Mirrored)]
     #[serde(default)]
     pub order: RoundOrder,

@@ -390,6 +390,15 @@ fn counts_and_sizes_are_refused_before_any_step_or_block_runs() {
             &["profile", "copy", "--n", "0"],
             "must be at least 1, got 0",
         ),
+        // Alternating rounds come in pairs, each kernel first in half of them.
+        (
+            &["rounds", "copy", "naive", "--order", "alternating"],
+            "--order alternating takes an even number of rounds, so that each kernel runs first in as many rounds as it runs last (got --rounds 7; pass --rounds 6 or 8)",
+        ),
+        (
+            &["lab", "--order", "alternating", "--rounds", "5"],
+            "--order alternating takes an even number of rounds, so that each kernel runs first in as many rounds as it runs last (got --rounds 5; pass --rounds 4 or 6)",
+        ),
         (
             &["check", "copy", "--timeout", "x"],
             "must be a whole number, got 'x'",

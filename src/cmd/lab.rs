@@ -17,6 +17,10 @@ use crate::cli::{
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 
 pub fn run(args: LabArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
+    // Refused before any step, not in the rounds step's child.
+    args.order
+        .check_rounds(args.rounds)
+        .map_err(anyhow::Error::msg)?;
     let opts = LabOptions {
         out: args.out.clone(),
         device: args.device,

@@ -123,6 +123,28 @@ impl RoundOrder {
         }
     }
 
+    /// Rounds come in multiples of this: alternating rounds in pairs (each pair one mirrored
+    /// round), so that every kernel runs first as often as last and a difference between
+    /// the two halves cannot tip the median.
+    pub fn rounds_step(self) -> u32 {
+        match self {
+            RoundOrder::Mirrored => 1,
+            RoundOrder::Alternating => 2,
+        }
+    }
+
+    /// Whether `rounds` is a number of rounds this order runs (its error: one line).
+    pub fn check_rounds(self, rounds: u32) -> Result<(), String> {
+        match rounds % self.rounds_step() {
+            0 => Ok(()),
+            _ => Err(format!(
+                "--order {self} takes an even number of rounds, so that each kernel runs first in as many rounds as it runs last (got --rounds {rounds}; pass --rounds {} or {})",
+                rounds.saturating_sub(1).max(2),
+                rounds + 1
+            )),
+        }
+    }
+
     /// Blocks of each kernel in a round.
     pub fn blocks_per_kernel(self) -> u32 {
         match self {

@@ -339,7 +339,7 @@ pub(crate) fn receipts(lab: &mut Lab<'_>) -> Result<(), LabError> {
     Ok(())
 }
 
-/// One `klab rounds` into `rel`: ABBA blocks in the lab's isolation, round-level ratios
+/// One `klab rounds` into `rel`: blocks in the lab's isolation and round order, round-level ratios
 /// against `baseline` and every kernel's rate against the fastest copy in the rounds.
 /// Returns the rounds' summary.txt.
 fn rounds_into(

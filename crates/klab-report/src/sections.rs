@@ -424,7 +424,6 @@ fn benchmark_table(rows: &[TransposeRow], peaks: &Peaks) -> Table {
     t
 }
 
-/// The copy ceilings, cuBLAS and klab's best transpose in the same alternating rounds.
 /// A round's order as a summary records it.
 fn round_order(s: &RoundsSummary) -> String {
     match (s.order.is_empty(), s.round_order) {
@@ -436,6 +435,7 @@ fn round_order(s: &RoundsSummary) -> String {
     }
 }
 
+/// The copy ceilings, cuBLAS and klab's best transpose in the same alternating rounds.
 fn ceilings(s: &RoundsSummary) -> Vec<Block> {
     let mut blocks = vec![Block::Paragraph(format!(
         "klab rounds at N = {}, {} rounds, order {}: every kernel's median effective rate, its share of the fastest copy in the same rounds (the ceiling) and of the theoretical peak, and the round-level ratio against {} (above 1: faster) with its 95% interval over rounds.",

@@ -329,6 +329,9 @@ struct Plan {
 impl Plan {
     fn resolve(args: &RoundsArgs) -> anyhow::Result<Plan> {
         args.resolution.checked(args.rounds)?;
+        args.order
+            .check_rounds(args.rounds)
+            .map_err(anyhow::Error::msg)?;
         let kernels = Kernel::parse_all(&args.kernels, Scope::Default)?
             .into_iter()
             .map(|k| k.at_shape(args.shape.as_ref()))
@@ -612,8 +615,10 @@ fn run_blocks(
     let mut ahead = process::Ahead::new(
         klab_cuda::device::Device::shares_processes(args.device).unwrap_or(false),
     );
+    // Rounds end only at a whole multiple of the order's step (alternating rounds in pairs).
+    let step = plan.order.rounds_step();
     let resolution = loop {
-        if rounds >= args.rounds {
+        if rounds >= args.rounds && rounds % step == 0 {
             // Blocks that could not run end the rounds (the caller says so).
             let Some(target) = args.resolution.resolve.filter(|_| blocks.errors.is_empty()) else {
                 break None;
@@ -625,6 +630,7 @@ fn run_blocks(
                 width,
                 resolvable,
                 rounds,
+                plan.order.rounds_step(),
                 elapsed_s,
                 args.resolution.budget,
             ) {
@@ -638,7 +644,7 @@ fn run_blocks(
                     budget_s: args.resolution.budget,
                 });
             }
-            bar.inc_length(per_round);
+            bar.inc_length(per_round * u64::from(step));
         }
         rounds += 1;
         one_round(&every, &mut blocks, &mut ahead, rounds)?;
@@ -690,8 +696,10 @@ fn one_round(
         Isolation::Block => benches.iter().map(|_| None).collect(),
     };
     // The block after each, started ahead: the next in this round, or the next round's
-    // first when that round is sure to run (one the resolver adds is not).
-    let next_round_first = (round < args.rounds && args.isolation == Isolation::Block).then(|| {
+    // first when that round is sure to run (one the resolver adds is not, but the second of
+    // a pair of alternating rounds is).
+    let sure = round < args.rounds || round % plan.order.rounds_step() != 0;
+    let next_round_first = (sure && args.isolation == Isolation::Block).then(|| {
         let first = plan.order.of_round(kernels, round + 1)[0];
         BlockBench::at(plan, args, dir, place(round + 1, 0), first)
     });
@@ -1446,6 +1454,9 @@ mod tests {
         let halves: Vec<&str> = (1..=4).flat_map(|r| a.of_round(&kernels, r)).collect();
         let mirrored: Vec<&str> = (1..=2).flat_map(|r| m.of_round(&kernels, r)).collect();
         assert_eq!(halves, mirrored);
+        // Alternating rounds come in pairs; mirrored ones in any number.
+        assert!(m.check_rounds(7).is_ok() && a.check_rounds(6).is_ok());
+        assert!(a.check_rounds(7).is_err());
         for order in [m, a] {
             let round = order.of_round(&kernels, 1);
             assert_eq!(

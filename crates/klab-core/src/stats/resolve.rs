@@ -183,14 +183,16 @@ pub fn check_start(rounds: u32) -> Result<(), String> {
     }
 }
 
-/// What to do after `rounds` rounds that took `elapsed_s`: `None` to run one more round,
-/// else why to stop. `half_width` is the widest interval's (`None` when some ratio has
-/// none); `resolvable` is false when more rounds cannot give one (a failed gate).
+/// What to do after `rounds` rounds that took `elapsed_s`: `None` to run `step` more rounds
+/// (rounds come in multiples of `step`), else why to stop. `half_width` is the widest
+/// interval's (`None` when some ratio has none); `resolvable` is false when more rounds
+/// cannot give one (a failed gate).
 pub fn next(
     target: f64,
     half_width: Option<f64>,
     resolvable: bool,
     rounds: u32,
+    step: u32,
     elapsed_s: f64,
     budget_s: f64,
 ) -> Option<Stop> {
@@ -201,8 +203,8 @@ pub fn next(
         return Some(Stop::Resolved);
     }
     // Only the rounds up to the next step of the interval's rank can narrow it: they must
-    // all fit.
-    let useful = next_useful(rounds);
+    // all fit, to a whole multiple of `step`.
+    let useful = next_useful(rounds).next_multiple_of(step.max(1));
     if rounds >= MAX_ROUNDS || useful > MAX_ROUNDS {
         return Some(Stop::MaxRounds);
     }
@@ -219,37 +221,46 @@ mod tests {
     fn the_rounds_stop_when_resolved_out_of_time_or_at_the_cap() {
         // Narrow enough: stop, whatever the time left.
         assert_eq!(
-            next(0.01, Some(0.009), true, 5, 10.0, 60.0),
+            next(0.01, Some(0.009), true, 5, 1, 10.0, 60.0),
             Some(Stop::Resolved)
         );
         assert_eq!(
-            next(0.01, Some(0.01), true, 5, 10.0, 60.0),
+            next(0.01, Some(0.01), true, 5, 1, 10.0, 60.0),
             Some(Stop::Resolved)
         );
         // Too wide with time for a round of 2 s: go on.
-        assert_eq!(next(0.01, Some(0.02), true, 5, 10.0, 60.0), None);
+        assert_eq!(next(0.01, Some(0.02), true, 5, 1, 10.0, 60.0), None);
         // Too wide, and one more round (2 s) would end past the budget.
         assert_eq!(
-            next(0.01, Some(0.02), true, 5, 58.5, 60.0),
+            next(0.01, Some(0.02), true, 5, 1, 58.5, 60.0),
             Some(Stop::Budget)
         );
         // No interval yet (one round) is not resolved.
-        assert_eq!(next(0.01, None, true, 1, 1.0, 60.0), None);
+        assert_eq!(next(0.01, None, true, 1, 1, 1.0, 60.0), None);
         // After 7 rounds (the range) only the 9th can narrow the interval: two rounds of 2 s
         // must fit, not one.
         assert_eq!(next_useful(7), 9);
-        assert_eq!(next(0.01, Some(0.02), true, 7, 14.0, 18.0), None);
+        assert_eq!(next(0.01, Some(0.02), true, 7, 1, 14.0, 18.0), None);
         assert_eq!(
-            next(0.01, Some(0.02), true, 7, 14.0, 17.0),
+            next(0.01, Some(0.02), true, 7, 1, 14.0, 17.0),
             Some(Stop::Budget)
         );
         assert_eq!((next_useful(1), next_useful(5), next_useful(9)), (6, 6, 12));
+        // Rounds in pairs (alternating): after 8, the 9th narrows the interval, but the
+        // rounds run to 10, so two rounds (4 s) must fit where one round would have.
+        assert_eq!(next_useful(8), 9);
+        assert_eq!(next(0.01, Some(0.02), true, 8, 1, 16.0, 19.0), None);
         assert_eq!(
-            next(0.01, Some(0.5), true, MAX_ROUNDS, 1.0, 1e9),
+            next(0.01, Some(0.02), true, 8, 2, 16.0, 19.0),
+            Some(Stop::Budget)
+        );
+        assert_eq!(next(0.01, Some(0.02), true, 8, 2, 16.0, 20.0), None);
+        assert_eq!(
+            next(0.01, Some(0.5), true, MAX_ROUNDS, 1, 1.0, 1e9),
             Some(Stop::MaxRounds)
         );
         assert_eq!(
-            next(0.01, Some(0.001), false, 5, 1.0, 60.0),
+            next(0.01, Some(0.001), false, 5, 1, 1.0, 60.0),
             Some(Stop::NoRatio)
         );
     }

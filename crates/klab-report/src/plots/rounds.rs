@@ -1,7 +1,8 @@
 //! `rounds.svg`: every block of the alternating rounds (`rounds/rounds.csv`), one panel per
 //! kernel with its own y range so that round-to-round drift is visible, rounds in order
-//! along x. A block is its per-launch median with a p10-p90 whisker; a kernel has two
-//! blocks per round (ABBA order), drawn side by side in the order they ran.
+//! along x. A block is its per-launch median with a p10-p90 whisker; a kernel's blocks in a
+//! round (two in mirrored rounds, one in alternating ones) are drawn side by side in the
+//! order they ran.
 
 use plotters::prelude::*;
 
