@@ -1332,14 +1332,9 @@ mod tests {
 
     /// Every round counts in the ratios, as in the receipts `klab compare` recomputes them
     /// from: a capped block was run again (or kept as the kernel's own), never left out.
-    #[test]
-    fn the_ratios_are_over_every_round() {
-        let mut rows = Vec::new();
-        for r in 1..=6 {
-            rows.push(block(r, "a", 10.0, 1980, 0));
-            rows.push(block(r, "b", 8.0 + r as f64 / 10.0, 1980, 0));
-        }
-        let plan = Plan {
+    /// A plan of two copies, `a` the baseline, mirrored, with no kernels to run.
+    fn two_copies(isolation: Isolation) -> Plan {
+        Plan {
             kernels: Vec::new(),
             names: vec!["a".into(), "b".into()],
             baseline: "a".into(),
@@ -1349,9 +1344,19 @@ mod tests {
                 sha256: String::new(),
                 stamp: String::new(),
             },
-            isolation: Isolation::Round,
+            isolation,
             order: RoundOrder::Mirrored,
-        };
+        }
+    }
+
+    #[test]
+    fn the_ratios_are_over_every_round() {
+        let mut rows = Vec::new();
+        for r in 1..=6 {
+            rows.push(block(r, "a", 10.0, 1980, 0));
+            rows.push(block(r, "b", 8.0 + r as f64 / 10.0, 1980, 0));
+        }
+        let plan = two_copies(Isolation::Round);
         let r = Ratios::against_baseline(&plan, &rows, 6);
         let a = &r.analyses[0].analysis;
         assert_eq!(a.rounds, 6);
@@ -1420,19 +1425,7 @@ mod tests {
     /// reverses them.
     #[test]
     fn the_order_line_says_when_rounds_alternate() {
-        let mut plan = Plan {
-            kernels: Vec::new(),
-            names: vec!["a".into(), "b".into()],
-            baseline: "a".into(),
-            n: 1,
-            ops: vec!["copy".into(), "copy".into()],
-            klab: KlabBinary {
-                sha256: String::new(),
-                stamp: String::new(),
-            },
-            isolation: Isolation::Block,
-            order: RoundOrder::Mirrored,
-        };
+        let mut plan = two_copies(Isolation::Block);
         assert_eq!(plan.order_line(), "a b b a");
         plan.order = RoundOrder::Alternating;
         assert_eq!(plan.order_line(), "a b, reversed every other round");
