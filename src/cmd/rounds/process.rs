@@ -99,8 +99,8 @@ struct Timeline {
 impl Timeline {
     fn describe(&self) -> String {
         let at = |t: Option<Instant>| match t {
-            // A turn given before this block's own (the one to open, at the next block's
-            // start) reads as +0.000.
+            // Everything here comes after the block's turn; an instant before it would read
+            // as +0.000 rather than fail.
             Some(t) => format!(
                 "+{:.3} s",
                 t.saturating_duration_since(self.turn).as_secs_f64()
@@ -656,8 +656,8 @@ mod tests {
         assert!(s.released.is_some());
     }
 
-    /// The log's turns line counts from the block's own turn; a turn given before it reads
-    /// +0.000, and a block with none after it says so.
+    /// The log's turns line counts from the block's own turn (an instant before it reads
+    /// +0.000), and says when no block followed it or the one that did got no turn.
     #[test]
     fn the_turns_line_counts_from_the_blocks_turn() {
         let turn = Instant::now();
