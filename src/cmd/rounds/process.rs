@@ -55,9 +55,27 @@ pub(super) struct BlockRun {
 struct Started {
     bench: BlockBench,
     child: StartedChild,
-    opened: bool,
-    opened_at: Option<Instant>,
+    opened: Option<Instant>,
     timed: Option<Instant>,
+}
+
+impl Started {
+    /// Give this block the turns that what the block before it said allows: to open a
+    /// context once that block's launches are over (where `open` says it may) or it closed
+    /// the device, and to start once it closed the device.
+    fn follow(&mut self, before: &Said, open: OpenTurn) {
+        if self.timed.is_some() {
+            return;
+        }
+        let released = before.released.is_some();
+        let over = before.over.is_some() && open == OpenTurn::OnLaunchesOver;
+        if self.opened.is_none() && (released || over) {
+            self.opened = self.child.give(Turn::Open).is_ok().then(Instant::now);
+        }
+        if self.opened.is_some() && released {
+            self.timed = self.child.give(Turn::Time).is_ok().then(Instant::now);
+        }
+    }
 }
 
 /// When the parent first read each of a paced block's lines in its results file (within a
@@ -97,6 +115,20 @@ struct Timeline {
 }
 
 impl Timeline {
+    /// The turns of a block whose turn was `turn`, started `ahead_s` before it, that said
+    /// `said` and ended at `ended`, with `next` started ahead to follow it.
+    fn of(turn: Instant, ahead_s: f64, said: Said, next: Option<&Started>, ended: Instant) -> Self {
+        Timeline {
+            turn,
+            ahead_s,
+            said,
+            next_started: next.is_some(),
+            next_opened: next.and_then(|u| u.opened),
+            next_timed: next.and_then(|u| u.timed),
+            ended,
+        }
+    }
+
     fn describe(&self) -> String {
         let at = |t: Option<Instant>| match t {
             // Everything here comes after the block's turn; an instant before it would read
@@ -295,8 +327,7 @@ pub(super) fn run_alone(
         Ok(Started {
             bench: b.clone(),
             child: ChildCmd::PacedBench(b.args.clone()).start(policy, Echo::Off, true)?,
-            opened: false,
-            opened_at: None,
+            opened: None,
             timed: None,
         })
     };
@@ -306,7 +337,7 @@ pub(super) fn run_alone(
     };
     // The block before has exited or closed the device. A child that already stopped (its
     // driver would not start) takes no turn; how it ended is its verdict.
-    if !me.opened {
+    if me.opened.is_none() {
         let _ = me.child.give(Turn::Open);
     }
     let turn = match me.timed {
@@ -330,17 +361,8 @@ pub(super) fn run_alone(
             }
             let Ok(text) = me.said() else { return };
             said.heard(&text);
-            let Some(up) = upcoming.as_mut().filter(|u| u.timed.is_none()) else {
-                return;
-            };
-            let over = said.over.is_some();
-            let released = said.released.is_some();
-            if !up.opened && (released || (open == OpenTurn::OnLaunchesOver && over)) {
-                up.opened = up.child.give(Turn::Open).is_ok();
-                up.opened_at = up.opened.then(Instant::now);
-            }
-            if up.opened && released {
-                up.timed = up.child.give(Turn::Time).is_ok().then(Instant::now);
+            if let Some(up) = upcoming.as_mut() {
+                up.follow(&said, open);
             }
         })?;
     let ended = Instant::now();
@@ -349,15 +371,7 @@ pub(super) fn run_alone(
     let handed = upcoming.as_ref().and_then(|u| u.timed).unwrap_or(ended);
     let wall_s = handed.duration_since(turn).as_secs_f64();
     let tail_s = ended.duration_since(handed).as_secs_f64();
-    let turns = Timeline {
-        turn,
-        ahead_s,
-        said,
-        next_started: upcoming.is_some(),
-        next_opened: upcoming.as_ref().and_then(|u| u.opened_at),
-        next_timed: upcoming.as_ref().and_then(|u| u.timed),
-        ended,
-    };
+    let turns = Timeline::of(turn, ahead_s, said, upcoming.as_ref(), ended);
     ahead.next = upcoming;
     blocks.wall_total += wall_s;
     blocks.processes += 1;
