@@ -214,6 +214,10 @@ pub struct ProfileArgs {
     #[arg(long)]
     #[serde(with = "klab_core::os_path::option")]
     pub ncu: Option<PathBuf>,
+    /// Captures at once, each its own ncu and child (ncu still profiles one launch at a
+    /// time) [default: 4]
+    #[arg(long, value_parser = at_least_one::<usize>, conflicts_with = "import")]
+    pub jobs: Option<usize>,
     /// The watchdog, seconds: the global `--timeout`, or this command's default
     #[arg(skip = 600u64)]
     pub timeout: u64,
@@ -569,8 +573,10 @@ pub struct LabArgs {
     /// faster, but its ratios lean on the H200 even with its settling block: docs/timing.md)
     #[arg(long, value_enum, default_value_t = Isolation::Block)]
     pub isolation: Isolation,
-    /// Which blocks make a round of the rounds and ceilings steps, as for `klab rounds`
-    #[arg(long, value_enum, default_value_t = RoundOrder::Mirrored)]
+    /// Which blocks make a round of the rounds and ceilings steps, as for `klab rounds`.
+    /// Alternating by default: half the blocks of mirrored for the same 6 rounds, and the
+    /// lab's ratios (1.1x to 6x) do not need mirrored's last tenth of a percent
+    #[arg(long, value_enum, default_value_t = RoundOrder::Alternating)]
     pub order: RoundOrder,
     /// The watchdog, seconds: the global `--timeout`, or this command's default
     #[arg(skip = 900u64)]

@@ -95,65 +95,62 @@ fn profile_in_children(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Resul
     // No device check here: the device is ncu's child's, and a stand-in ncu (tests/profile.rs)
     // profiles on a machine without one.
     let dir = output_dir(args.out.as_deref(), "profile")?;
-    let version = ncu::run(&ncu::version_argv(&ncu_bin), Duration::from_secs(60))
-        .ok()
-        .and_then(|o| ncu::parse_version(&o.output).ok())
-        .map(|v| v.to_string());
 
     let mut profiles = Vec::new();
     let mut device: Option<String> = None;
     let mut rejected: Vec<RejectedKernel> = Vec::new();
     let mut gate_failed = false;
     let mut tool_failed = false;
-    // The captures run one after another (one profiled process on the GPU at a time); each
-    // capture's imports (ncu reading its report on the host, never the GPU) run on a thread
-    // while the next kernel is captured. Results are read back in kernel order.
-    std::thread::scope(|s| {
-        let mut pending = Vec::new();
-        for (spec, kernel) in &kernels {
-            let captured = capture_one(
-                &args,
-                policy,
-                spec,
-                kernel,
-                &ncu_bin,
-                &exe,
-                &dir,
-                cache,
-                &sections,
-                &metrics,
-                &mut rejected,
-            );
-            let (args, ncu_bin, dir, metrics) = (&args, &ncu_bin, &dir, &metrics);
-            let finished = captured.map(|c| {
-                c.map(|c| s.spawn(move || finish_one(args, kernel, ncu_bin, dir, metrics, c)))
-            });
-            pending.push((kernel, finished));
-        }
-        for (kernel, finished) in pending {
-            let result = finished.and_then(|f| {
-                f.map(|h| h.join().expect("an import thread panicked"))
-                    .transpose()
-            });
-            match result {
-                Ok(Some((p, on))) => {
-                    if device.is_none() {
-                        device = on;
-                    }
-                    profiles.push(p);
+    let jobs = args.jobs.unwrap_or(DEFAULT_JOBS).min(kernels.len()).max(1);
+    let capture = Capture {
+        args: &args,
+        policy,
+        ncu_bin: &ncu_bin,
+        exe: &exe,
+        dir: &dir,
+        cache,
+        sections: &sections,
+        metrics: &metrics,
+    };
+    // ncu's version is asked beside the captures: a start of ncu of its own that nothing
+    // waits on until the record is written.
+    let (version, outcomes) = std::thread::scope(|s| {
+        let version = s.spawn(|| {
+            ncu::run(&ncu::version_argv(&ncu_bin), Duration::from_secs(60))
+                .ok()
+                .and_then(|o| ncu::parse_version(&o.output).ok())
+                .map(|v| v.to_string())
+        });
+        let outcomes = klab_core::par::map_jobs(jobs, &kernels, |(spec, kernel)| {
+            capture.profile(spec, kernel)
+        });
+        (
+            version.join().expect("the ncu version thread panicked"),
+            outcomes,
+        )
+    });
+    for ((_, kernel), outcome) in kernels.iter().zip(outcomes) {
+        match outcome {
+            Ok(Outcome::Read(p, on)) => {
+                if device.is_none() {
+                    device = on;
                 }
-                Ok(None) => gate_failed = true,
-                Err(e) => {
-                    eprintln!(
-                        "klab profile: {}: {}",
-                        kernel.name(),
-                        one_line(&crate::error_text(&e))
-                    );
-                    tool_failed = true;
-                }
+                profiles.push(*p);
+            }
+            Ok(Outcome::Rejected(r)) => {
+                rejected.push(r);
+                gate_failed = true;
+            }
+            Err(e) => {
+                eprintln!(
+                    "klab profile: {}: {}",
+                    kernel.name(),
+                    one_line(&crate::error_text(&e))
+                );
+                tool_failed = true;
             }
         }
-    });
+    }
     let record = ProfileRecord {
         schema: PROFILE_SCHEMA.into(),
         created_utc: utc_timestamp(),
@@ -330,88 +327,128 @@ struct Captured {
     measured_failures: u64,
 }
 
-/// ncu on one measured launch of `kernel`: `None` (recorded in `rejected`) when the kernel
-/// hung or its output was wrong; an error when ncu or the child did not deliver.
-#[allow(clippy::too_many_arguments)]
-fn capture_one(
-    args: &ProfileArgs,
+/// Captures run at once by default: each is its own ncu over its own child, and ncu
+/// serializes the profiled launches of the processes it profiles, so what the captures
+/// share is their start, their child's setup and their imports. On the H100 four at once
+/// read every counter within the spread of four one after another, in about half the time.
+const DEFAULT_JOBS: usize = 4;
+
+/// What one capture reads: a kernel's profile, or its rejection (it hung or its output was
+/// wrong).
+enum Outcome {
+    Read(Box<KernelProfile>, Option<String>),
+    Rejected(RejectedKernel),
+}
+
+/// What every capture of one `klab profile` shares.
+struct Capture<'a> {
+    args: &'a ProfileArgs,
     policy: VerifyPolicy,
-    spec: &str,
-    kernel: &Kernel,
-    ncu_bin: &Path,
-    exe: &Path,
-    dir: &Path,
+    ncu_bin: &'a Path,
+    exe: &'a Path,
+    dir: &'a Path,
     cache: CacheControl,
-    sections: &[String],
-    metrics: &[String],
-    rejected: &mut Vec<RejectedKernel>,
-) -> anyhow::Result<Option<Captured>> {
-    let name = kernel.name();
-    let n = args.n.unwrap_or_else(|| kernel.default_n());
-    let skip = profile_launch_skip(args.warmup);
-    let stem = klab_core::artifact::safe_stem(&name);
-    let report_rel = format!("{stem}.ncu-rep");
-    // ncu starts the klab child and passes its command line through; the child says what
-    // it profiled in this file, never on the stdout it shares with ncu and the kernel.
-    let results = ResultsFile::new().context("making a file for the profiled child's results")?;
-    let request = ProfileRequest {
-        kernel_name: klab_tools::ncu::kernel_name_filter(&kernel.decl.entry),
-        launch_skip: skip,
-        launch_count: 1,
-        sections: sections.to_vec(),
-        metrics: metrics.to_vec(),
-        export: dir.join(&report_rel),
-        cache_control: cache,
-        program: exe.to_path_buf(),
-        args: ChildCmd::ProfiledLaunches(ProfileArgs {
-            kernels: vec![spec.to_string()],
-            // An operation with several size variables is profiled at its bench shape.
-            n: kernel.size_variable().is_some().then_some(n),
-            out: None,
-            ..args.clone()
-        })
-        .argv_reporting_to(policy, results.path()),
-    };
-    let argv = request.argv(ncu_bin);
-    // The command as it is logged and saved: the results file is this run's alone (and gone
-    // when it ends), so a saved command that names it could not be run again.
-    let shown: Vec<String> = child::without_results_file(&argv, results.path());
-    eprintln!("klab profile: {name}: {}", child::command_line(&shown));
-    let out = ncu::run(&argv, Duration::from_secs(args.timeout))?;
-    let log_rel = format!("{stem}.log");
-    write_atomic(&dir.join(&log_rel), ncu_log(&shown, &out).as_bytes())?;
-    let said = results
-        .read()
-        .context("reading what the profiled child said")?;
-    let (child, measured_failures) =
-        match profiled_launch(&out, &said, skip, args.timeout, &log_rel)? {
-            Launch::Profiled(child, measured_failures) => (child, measured_failures),
-            Launch::Rejected { reason, hung } => {
-                if !hung {
-                    eprintln!("klab profile: {name}: {reason}");
-                }
-                rejected.push(RejectedKernel {
-                    kernel: name,
-                    reason,
-                    log: log_rel,
-                    hung,
-                });
-                return Ok(None);
+    sections: &'a [String],
+    metrics: &'a [String],
+}
+
+impl Capture<'_> {
+    /// One kernel's capture and then its imports.
+    fn profile(&self, spec: &str, kernel: &Kernel) -> anyhow::Result<Outcome> {
+        Ok(match self.capture(spec, kernel)? {
+            Ok(c) => {
+                let (p, on) =
+                    finish_one(self.args, kernel, self.ncu_bin, self.dir, self.metrics, c)?;
+                Outcome::Read(Box::new(p), on)
             }
-        };
-    if !dir.join(&report_rel).is_file() {
-        bail!("ncu wrote no report {report_rel}; see {log_rel}");
+            Err(rejected) => Outcome::Rejected(rejected),
+        })
     }
-    Ok(Some(Captured {
-        stem,
-        n,
-        skip,
-        shown,
-        report_rel,
-        log_rel,
-        child,
-        measured_failures,
-    }))
+
+    /// ncu on one measured launch of `kernel`: its rejection when the kernel hung or its
+    /// output was wrong; an error when ncu or the child did not deliver.
+    fn capture(
+        &self,
+        spec: &str,
+        kernel: &Kernel,
+    ) -> anyhow::Result<Result<Captured, RejectedKernel>> {
+        let Capture {
+            args,
+            policy,
+            ncu_bin,
+            exe,
+            dir,
+            cache,
+            sections,
+            metrics,
+        } = *self;
+        let name = kernel.name();
+        let n = args.n.unwrap_or_else(|| kernel.default_n());
+        let skip = profile_launch_skip(args.warmup);
+        let stem = klab_core::artifact::safe_stem(&name);
+        let report_rel = format!("{stem}.ncu-rep");
+        // ncu starts the klab child and passes its command line through; the child says what
+        // it profiled in this file, never on the stdout it shares with ncu and the kernel.
+        let results =
+            ResultsFile::new().context("making a file for the profiled child's results")?;
+        let request = ProfileRequest {
+            kernel_name: klab_tools::ncu::kernel_name_filter(&kernel.decl.entry),
+            launch_skip: skip,
+            launch_count: 1,
+            sections: sections.to_vec(),
+            metrics: metrics.to_vec(),
+            export: dir.join(&report_rel),
+            cache_control: cache,
+            program: exe.to_path_buf(),
+            args: ChildCmd::ProfiledLaunches(ProfileArgs {
+                kernels: vec![spec.to_string()],
+                // An operation with several size variables is profiled at its bench shape.
+                n: kernel.size_variable().is_some().then_some(n),
+                out: None,
+                ..args.clone()
+            })
+            .argv_reporting_to(policy, results.path()),
+        };
+        let argv = request.argv(ncu_bin);
+        // The command as it is logged and saved: the results file is this run's alone (and gone
+        // when it ends), so a saved command that names it could not be run again.
+        let shown: Vec<String> = child::without_results_file(&argv, results.path());
+        eprintln!("klab profile: {name}: {}", child::command_line(&shown));
+        let out = ncu::run(&argv, Duration::from_secs(args.timeout))?;
+        let log_rel = format!("{stem}.log");
+        write_atomic(&dir.join(&log_rel), ncu_log(&shown, &out).as_bytes())?;
+        let said = results
+            .read()
+            .context("reading what the profiled child said")?;
+        let (child, measured_failures) =
+            match profiled_launch(&out, &said, skip, args.timeout, &log_rel)? {
+                Launch::Profiled(child, measured_failures) => (child, measured_failures),
+                Launch::Rejected { reason, hung } => {
+                    if !hung {
+                        eprintln!("klab profile: {name}: {reason}");
+                    }
+                    return Ok(Err(RejectedKernel {
+                        kernel: name,
+                        reason,
+                        log: log_rel,
+                        hung,
+                    }));
+                }
+            };
+        if !dir.join(&report_rel).is_file() {
+            bail!("ncu wrote no report {report_rel}; see {log_rel}");
+        }
+        Ok(Ok(Captured {
+            stem,
+            n,
+            skip,
+            shown,
+            report_rel,
+            log_rel,
+            child,
+            measured_failures,
+        }))
+    }
 }
 
 /// ncu's command line, its output and how it ended, for the kernel's log.
