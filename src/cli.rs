@@ -574,8 +574,8 @@ pub struct LabArgs {
     #[arg(long, value_enum, default_value_t = Isolation::Block)]
     pub isolation: Isolation,
     /// Which blocks make a round of the rounds and ceilings steps, as for `klab rounds`.
-    /// Alternating by default: half the blocks of mirrored for the same 6 rounds, and the
-    /// lab's ratios (1.1x to 6x) do not need mirrored's last tenth of a percent
+    /// Alternating by default: half the blocks of mirrored for the same 6 rounds; the lab
+    /// reads its rates and ratios to a percent, not to mirrored's last tenth of one
     #[arg(long, value_enum, default_value_t = RoundOrder::Alternating)]
     pub order: RoundOrder,
     /// The watchdog, seconds: the global `--timeout`, or this command's default
