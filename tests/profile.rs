@@ -22,12 +22,20 @@ if [[ " $* " == *" --import "* ]]; then
   exit 0
 fi
 printf '%s\n' "$@" > "$FAKE_ARGV_LOG"
-prev=""; exp=""; res=""
+prev=""; exp=""; res=""; name=""
 for a in "$@"; do
   [ "$prev" = --export ] && exp="$a"
   [ "$prev" = --results-to ] && res="$a"
+  [ "$prev" = --kernel-name ] && name="$a"
   prev="$a"
 done
+# With FAKE_SPANS, each capture says when it began and ended, and the first kernel's takes
+# longest (so that, run at once, it ends last).
+if [ -n "${FAKE_SPANS:-}" ]; then
+  echo "begin $name $(date +%s.%N)" >> "$FAKE_SPANS"
+  if [ "$name" = transpose_naive ]; then sleep 0.8; else sleep 0.2; fi
+  echo "end $name $(date +%s.%N)" >> "$FAKE_SPANS"
+fi
 echo "==PROF== Connected to process 1 (klab)"
 # The profiled klab says what it ran in the file its parent named; a result-like line on
 # stdout (where the kernel and ncu print) is only output and must decide nothing.
@@ -177,6 +185,59 @@ fn naive_is_profiled_on_one_launch_and_its_stores_agree_with_the_model() {
     let log = std::fs::read_to_string(out.join("naive.log")).unwrap();
     assert!(!log.contains("--results-to"), "{log}");
     assert!(log.contains("transpose/naive"), "{log}");
+}
+
+/// Each capture's span (begin, end) in seconds, by ncu's `--kernel-name`.
+fn spans(path: &Path) -> Vec<(String, f64, f64)> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut out: Vec<(String, f64, f64)> = Vec::new();
+    for line in text.lines() {
+        let [what, name, t] = line.split(' ').collect::<Vec<_>>()[..] else {
+            panic!("{line}");
+        };
+        let t: f64 = t.parse().unwrap();
+        match what {
+            "begin" => out.push((name.to_string(), t, f64::NAN)),
+            _ => out.iter_mut().find(|s| s.0 == name).unwrap().2 = t,
+        }
+    }
+    out
+}
+
+#[test]
+fn captures_run_at_once_by_default_and_one_after_another_with_jobs_1_in_kernel_order() {
+    let f = fake();
+    let raw = one_launch_raw(f.dir.path());
+    let kernels = ["naive", "tiled", "copy"];
+    for jobs in [None, Some("1")] {
+        let tag = jobs.unwrap_or("default");
+        let log = f.dir.path().join(format!("spans-{tag}.txt"));
+        let out = f.dir.path().join(format!("p-{tag}"));
+        let mut cmd = klab(&f, &raw, "6", "0");
+        cmd.env("FAKE_SPANS", &log).args(kernels);
+        if let Some(j) = jobs {
+            cmd.args(["--jobs", j]);
+        }
+        cmd.arg("--out").arg(&out).assert().success();
+        let spans = spans(&log);
+        assert_eq!(spans.len(), 3, "{spans:?}");
+        let overlapping = spans
+            .iter()
+            .enumerate()
+            .any(|(i, a)| spans[i + 1..].iter().any(|b| a.1 < b.2 && b.1 < a.2));
+        assert_eq!(overlapping, jobs.is_none(), "{tag}: {spans:?}");
+        // The record keeps the order the kernels were named in, whichever capture ended first.
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("profile.json")).unwrap())
+                .unwrap();
+        let names: Vec<&str> = json["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["kernel"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, kernels, "{tag}");
+    }
 }
 
 #[test]
