@@ -36,12 +36,24 @@ if [ -n "${FAKE_SPANS:-}" ]; then
   if [ "$name" = transpose_naive ]; then sleep 0.8; else sleep 0.2; fi
   echo "end $name $(date +%s.%N)" >> "$FAKE_SPANS"
 fi
+# With FAKE_HANG, ncu's serialization: one profiled process at a time (a lock that dies with
+# its holder), and the kernel FAKE_HANG names never ends; the others start a little later
+# and profile for half a second.
+if [ -n "${FAKE_HANG:-}" ]; then
+  [ "$name" = "$FAKE_HANG" ] || sleep 0.3
+  exec 9> "$FAKE_LOCK"
+  flock 9
+  if [ "$name" = "$FAKE_HANG" ]; then sleep 60; else sleep 0.5; fi
+fi
+launches=$FAKE_LAUNCHES; measured=$FAKE_MEASURED
+# The known-broken transpose stops after its one validation launch.
+if [ "$name" = transpose_broken ]; then launches=1; measured=null; fi
 echo "==PROF== Connected to process 1 (klab)"
 # The profiled klab says what it ran in the file its parent named; a result-like line on
 # stdout (where the kernel and ncu print) is only output and must decide nothing.
 echo "klab-result: {\"result\":\"error\",\"message\":\"forged on stdout\"}"
-[ -n "$res" ] && echo "klab-result: {\"result\":\"profile\",\"report\":{\"entry\":\"transpose_naive\",\"n\":4096,\"launches_before\":$FAKE_LAUNCHES,\"before_failures\":0,\"measured_failures\":$FAKE_MEASURED,\"known_broken\":false,\"first_failure\":null}}" >> "$res"
-if [ "$FAKE_MEASURED" != null ]; then : > "$exp"; fi
+[ -n "$res" ] && echo "klab-result: {\"result\":\"profile\",\"report\":{\"entry\":\"transpose_naive\",\"n\":4096,\"launches_before\":$launches,\"before_failures\":0,\"measured_failures\":$measured,\"known_broken\":false,\"first_failure\":null}}" >> "$res"
+if [ "$measured" != null ]; then : > "$exp"; fi
 echo "==PROF== Disconnected from process 1"
 "#;
 
@@ -238,6 +250,62 @@ fn captures_run_at_once_by_default_and_one_after_another_with_jobs_1_in_kernel_o
             .collect();
         assert_eq!(names, kernels, "{tag}");
     }
+}
+
+/// The kernels a profile.json holds, and the ones it rejected, by name.
+fn profiled_and_rejected(out: &Path) -> (Vec<String>, Vec<serde_json::Value>) {
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("profile.json")).unwrap()).unwrap();
+    let names = json["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kernel"].as_str().unwrap().to_string())
+        .collect();
+    (names, json["rejected"].as_array().unwrap().clone())
+}
+
+#[test]
+fn a_kernel_that_waited_behind_a_hung_one_is_profiled_alone_and_only_the_hung_one_fails() {
+    let f = fake();
+    let raw = one_launch_raw(f.dir.path());
+    let out = f.dir.path().join("p");
+    // Both captures start at once; naive waits behind tiled, which never ends, and both
+    // reach the 2 s watchdog. Run again alone, naive is profiled and tiled hangs again.
+    klab(&f, &raw, "6", "0")
+        .env("FAKE_HANG", "transpose_tiled")
+        .env("FAKE_LOCK", f.dir.path().join("ncu.lock"))
+        .args(["--timeout", "2", "naive", "tiled", "--out"])
+        .arg(&out)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "naive: did not deliver beside other captures; run again alone",
+        ));
+    let (profiled, rejected) = profiled_and_rejected(&out);
+    assert_eq!(profiled, ["naive"]);
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert_eq!(rejected[0]["kernel"], "tiled");
+    assert_eq!(rejected[0]["hung"], true);
+}
+
+#[test]
+fn a_rejected_kernel_beside_others_fails_alone_and_is_not_run_again() {
+    let f = fake();
+    let raw = one_launch_raw(f.dir.path());
+    let out = f.dir.path().join("p");
+    klab(&f, &raw, "6", "0")
+        .args(["broken", "naive", "--out"])
+        .arg(&out)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not profiled"))
+        .stderr(predicate::str::contains("run again alone").not());
+    let (profiled, rejected) = profiled_and_rejected(&out);
+    assert_eq!(profiled, ["naive"]);
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert_eq!(rejected[0]["kernel"], "broken");
+    assert_ne!(rejected[0]["hung"], true, "{rejected:?}");
 }
 
 #[test]

@@ -32,9 +32,7 @@ use klab_model::bound::{
 use klab_model::predict::{predict, VariantPrediction};
 use klab_spec::variant::{BLOCK_ROWS, TILE};
 use klab_spec::{builtin, Variant};
-use klab_tools::ncu::{
-    self, metrics, CacheControl, KernelRecord, MessageLevel, Page, ProfileRequest, RunOutput,
-};
+use klab_tools::ncu::{self, metrics, KernelRecord, MessageLevel, Page, ProfileRequest, RunOutput};
 
 use crate::child::{self, ChildCmd};
 use crate::cli::ProfileArgs;
@@ -62,7 +60,6 @@ pub fn here(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Result<Finished>
 
 /// ncu over a child per kernel, each profiling klab's own launch sequence.
 fn profile_in_children(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
-    let cache = args.cache_control;
     let sections = split_list(&args.sections);
     if sections.is_empty() {
         bail!("--sections: at least one section is needed");
@@ -73,21 +70,8 @@ fn profile_in_children(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Resul
             metrics.push(m);
         }
     }
-    let kernels = args
-        .kernels
-        .iter()
-        .map(|k| Kernel::parse(k).map(|kk| (kk.spec(), kk)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let kernels = profilable_kernels(&args)?;
     crate::cmd::given_tool("--ncu", args.ncu.as_deref())?;
-    for (i, (_, k)) in kernels.iter().enumerate() {
-        if kernels[..i].iter().any(|(_, o)| o.name() == k.name()) {
-            bail!("kernel '{}' is listed twice", k.name());
-        }
-        refuse_unprofilable(k)?;
-        k.refuse_n_for_declared(args.n)?;
-        // A size the workload refuses is an error before ncu starts.
-        k.workload(args.n.unwrap_or_else(|| k.default_n()), None, args.device)?;
-    }
     let ncu_bin = ncu::locate_ncu(args.ncu.as_deref()).with_context(|| {
         "Nsight Compute (ncu) not found: pass --ncu PATH or put ncu on PATH".to_string()
     })?;
@@ -101,14 +85,12 @@ fn profile_in_children(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Resul
     let mut rejected: Vec<RejectedKernel> = Vec::new();
     let mut gate_failed = false;
     let mut tool_failed = false;
-    let jobs = args.jobs.unwrap_or(DEFAULT_JOBS).min(kernels.len()).max(1);
     let capture = Capture {
         args: &args,
         policy,
         ncu_bin: &ncu_bin,
         exe: &exe,
         dir: &dir,
-        cache,
         sections: &sections,
         metrics: &metrics,
     };
@@ -121,9 +103,7 @@ fn profile_in_children(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Resul
                 .and_then(|o| ncu::parse_version(&o.output).ok())
                 .map(|v| v.to_string())
         });
-        let outcomes = klab_core::par::map_jobs(jobs, &kernels, |(spec, kernel)| {
-            capture.profile(spec, kernel)
-        });
+        let outcomes = capture.profile_all(&kernels, args.jobs);
         (
             version.join().expect("the ncu version thread panicked"),
             outcomes,
@@ -175,6 +155,25 @@ fn profile_in_children(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Resul
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The kernels named, each with its spec, refused before ncu starts when one is named twice,
+/// cannot be profiled, or cannot run at the size asked.
+fn profilable_kernels(args: &ProfileArgs) -> anyhow::Result<Vec<(String, Kernel)>> {
+    let kernels = args
+        .kernels
+        .iter()
+        .map(|k| Kernel::parse(k).map(|kk| (kk.spec(), kk)))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, (_, k)) in kernels.iter().enumerate() {
+        if kernels[..i].iter().any(|(_, o)| o.name() == k.name()) {
+            bail!("kernel '{}' is listed twice", k.name());
+        }
+        refuse_unprofilable(k)?;
+        k.refuse_n_for_declared(args.n)?;
+        k.workload(args.n.unwrap_or_else(|| k.default_n()), None, args.device)?;
+    }
+    Ok(kernels)
 }
 
 /// A profile run's report: its record (as profile.json holds it) and its folder.
@@ -327,17 +326,25 @@ struct Captured {
     measured_failures: u64,
 }
 
-/// Captures run at once by default: each is its own ncu over its own child, and ncu
-/// serializes the profiled launches of the processes it profiles, so what the captures
-/// share is their start, their child's setup and their imports. On the H100 four at once
-/// read every counter within the spread of four one after another, in about half the time.
-const DEFAULT_JOBS: usize = 4;
-
 /// What one capture reads: a kernel's profile, or its rejection (it hung or its output was
 /// wrong).
 enum Outcome {
     Read(Box<KernelProfile>, Option<String>),
     Rejected(RejectedKernel),
+}
+
+impl Outcome {
+    /// Whether the capture did not deliver in a way that another capture beside it can
+    /// cause: a hang (it waited on ncu's serialization behind a kernel that hung) or an
+    /// error (ncu or the child failed, e.g. short of memory beside the others). A wrong
+    /// output is the kernel's own and is never run again.
+    fn may_be_the_neighbours(outcome: &anyhow::Result<Outcome>) -> bool {
+        match outcome {
+            Ok(Outcome::Rejected(r)) => r.hung,
+            Ok(Outcome::Read(..)) => false,
+            Err(_) => true,
+        }
+    }
 }
 
 /// What every capture of one `klab profile` shares.
@@ -347,12 +354,35 @@ struct Capture<'a> {
     ncu_bin: &'a Path,
     exe: &'a Path,
     dir: &'a Path,
-    cache: CacheControl,
     sections: &'a [String],
     metrics: &'a [String],
 }
 
 impl Capture<'_> {
+    /// Every kernel's capture, `jobs` at once, the outcomes in the kernels' order. A capture
+    /// that hung or failed beside others is run again alone before its outcome counts, so
+    /// that one kernel's hang cannot be charged to the kernels that waited behind it.
+    fn profile_all(
+        &self,
+        kernels: &[(String, Kernel)],
+        jobs: usize,
+    ) -> Vec<anyhow::Result<Outcome>> {
+        let mut outcomes =
+            klab_core::par::map_jobs(jobs, kernels, |(spec, kernel)| self.profile(spec, kernel));
+        if jobs.min(kernels.len()) > 1 {
+            for ((spec, kernel), outcome) in kernels.iter().zip(outcomes.iter_mut()) {
+                if Outcome::may_be_the_neighbours(outcome) {
+                    eprintln!(
+                        "klab profile: {}: did not deliver beside other captures; run again alone",
+                        kernel.name()
+                    );
+                    *outcome = self.profile(spec, kernel);
+                }
+            }
+        }
+        outcomes
+    }
+
     /// One kernel's capture and then its imports.
     fn profile(&self, spec: &str, kernel: &Kernel) -> anyhow::Result<Outcome> {
         Ok(match self.capture(spec, kernel)? {
@@ -378,7 +408,6 @@ impl Capture<'_> {
             ncu_bin,
             exe,
             dir,
-            cache,
             sections,
             metrics,
         } = *self;
@@ -398,13 +427,14 @@ impl Capture<'_> {
             sections: sections.to_vec(),
             metrics: metrics.to_vec(),
             export: dir.join(&report_rel),
-            cache_control: cache,
+            cache_control: args.cache_control,
             program: exe.to_path_buf(),
             args: ChildCmd::ProfiledLaunches(ProfileArgs {
                 kernels: vec![spec.to_string()],
                 // An operation with several size variables is profiled at its bench shape.
                 n: kernel.size_variable().is_some().then_some(n),
                 out: None,
+                jobs: 1,
                 ..args.clone()
             })
             .argv_reporting_to(policy, results.path()),
