@@ -222,7 +222,12 @@ pub struct ProfileArgs {
     pub ncu: Option<PathBuf>,
     /// Captures at once, each its own ncu and child (ncu still profiles one launch at a
     /// time); one that hangs or fails beside others is run again alone
-    #[arg(long, default_value_t = PROFILE_JOBS, value_parser = at_least_one::<usize>)]
+    #[arg(
+        long,
+        default_value_t = PROFILE_JOBS,
+        value_parser = at_least_one::<usize>,
+        conflicts_with = "import"
+    )]
     pub jobs: usize,
     /// The watchdog, seconds: the global `--timeout`, or this command's default
     #[arg(skip = 600u64)]

@@ -37,13 +37,20 @@ if [ -n "${FAKE_SPANS:-}" ]; then
   echo "end $name $(date +%s.%N)" >> "$FAKE_SPANS"
 fi
 # With FAKE_HANG, ncu's serialization: one profiled process at a time (a lock that dies with
-# its holder), and the kernel FAKE_HANG names never ends; the others start a little later
-# and profile for half a second.
+# its holder). The kernel FAKE_HANG names takes the lock first, says so in FAKE_LOCK.held,
+# and never ends; the others wait for that word (at most 5 s), then for the lock, then
+# profile for a second (so that one started beside the hung kernel cannot finish before its
+# own watchdog, which fires at about the moment the hung kernel's frees the lock).
 if [ -n "${FAKE_HANG:-}" ]; then
-  [ "$name" = "$FAKE_HANG" ] || sleep 0.3
   exec 9> "$FAKE_LOCK"
+  if [ "$name" = "$FAKE_HANG" ]; then
+    flock 9
+    : > "$FAKE_LOCK.held"
+    sleep 60
+  fi
+  for _ in $(seq 100); do [ -e "$FAKE_LOCK.held" ] && break; sleep 0.05; done
   flock 9
-  if [ "$name" = "$FAKE_HANG" ]; then sleep 60; else sleep 0.5; fi
+  sleep 1
 fi
 launches=$FAKE_LAUNCHES; measured=$FAKE_MEASURED
 # The known-broken transpose stops after its one validation launch.
@@ -267,23 +274,37 @@ fn profiled_and_rejected(out: &Path) -> (Vec<String>, Vec<serde_json::Value>) {
 
 #[test]
 fn a_kernel_that_waited_behind_a_hung_one_is_profiled_alone_and_only_the_hung_one_fails() {
+    if std::process::Command::new("flock")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: no flock(1) here to stand in for ncu's serialization");
+        return;
+    }
     let f = fake();
     let raw = one_launch_raw(f.dir.path());
     let out = f.dir.path().join("p");
     // Both captures start at once; naive waits behind tiled, which never ends, and both
-    // reach the 2 s watchdog. Run again alone, naive is profiled and tiled hangs again.
+    // reach the 3 s watchdog. Run again alone, naive is profiled and tiled hangs again.
     klab(&f, &raw, "6", "0")
         .env("FAKE_HANG", "transpose_tiled")
         .env("FAKE_LOCK", f.dir.path().join("ncu.lock"))
-        .args(["--timeout", "2", "naive", "tiled", "--out"])
+        .args(["--timeout", "3", "naive", "tiled", "--out"])
         .arg(&out)
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "naive: did not deliver beside other captures; run again alone",
+            "naive: hung: killed by the watchdog after 3 s",
+        ))
+        .stderr(predicate::str::contains(
+            "beside other captures (log naive.beside.log); run again alone",
         ));
     let (profiled, rejected) = profiled_and_rejected(&out);
     assert_eq!(profiled, ["naive"]);
+    // The first attempt's log is kept beside the second's.
+    assert!(out.join("naive.beside.log").is_file());
+    assert!(out.join("naive.log").is_file());
     assert_eq!(rejected.len(), 1, "{rejected:?}");
     assert_eq!(rejected[0]["kernel"], "tiled");
     assert_eq!(rejected[0]["hung"], true);

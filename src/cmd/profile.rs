@@ -334,15 +334,15 @@ enum Outcome {
 }
 
 impl Outcome {
-    /// Whether the capture did not deliver in a way that another capture beside it can
-    /// cause: a hang (it waited on ncu's serialization behind a kernel that hung) or an
-    /// error (ncu or the child failed, e.g. short of memory beside the others). A wrong
-    /// output is the kernel's own and is never run again.
-    fn may_be_the_neighbours(outcome: &anyhow::Result<Outcome>) -> bool {
+    /// How the capture did not deliver, where another capture beside it can be the cause:
+    /// a hang (it waited on ncu's serialization behind a kernel that hung) or an error (ncu
+    /// or the child failed, e.g. short of memory beside the others). A wrong output is the
+    /// kernel's own and is never run again.
+    fn may_be_the_neighbours(outcome: &anyhow::Result<Outcome>) -> Option<String> {
         match outcome {
-            Ok(Outcome::Rejected(r)) => r.hung,
-            Ok(Outcome::Read(..)) => false,
-            Err(_) => true,
+            Ok(Outcome::Rejected(r)) if r.hung => Some(r.reason.clone()),
+            Ok(_) => None,
+            Err(e) => Some(one_line(&crate::error_text(e))),
         }
     }
 }
@@ -371,9 +371,10 @@ impl Capture<'_> {
             klab_core::par::map_jobs(jobs, kernels, |(spec, kernel)| self.profile(spec, kernel));
         if jobs.min(kernels.len()) > 1 {
             for ((spec, kernel), outcome) in kernels.iter().zip(outcomes.iter_mut()) {
-                if Outcome::may_be_the_neighbours(outcome) {
+                if let Some(why) = Outcome::may_be_the_neighbours(outcome) {
+                    let log = self.set_aside(kernel);
                     eprintln!(
-                        "klab profile: {}: did not deliver beside other captures; run again alone",
+                        "klab profile: {}: {why} beside other captures (log {log}); run again alone",
                         kernel.name()
                     );
                     *outcome = self.profile(spec, kernel);
@@ -381,6 +382,20 @@ impl Capture<'_> {
             }
         }
         outcomes
+    }
+
+    /// Before a capture runs again: its first log kept as `STEM.beside.log` (returned), and
+    /// its report and pages removed, so that nothing of the first attempt is read as the
+    /// second's or left in the folder without a record.
+    fn set_aside(&self, kernel: &Kernel) -> String {
+        let stem = klab_core::artifact::safe_stem(&kernel.name());
+        let kept = format!("{stem}.beside.log");
+        // A first attempt may have stopped before writing any of these.
+        let _ = std::fs::rename(self.dir.join(format!("{stem}.log")), self.dir.join(&kept));
+        for ext in ["ncu-rep", "raw.csv", "details.csv"] {
+            let _ = std::fs::remove_file(self.dir.join(format!("{stem}.{ext}")));
+        }
+        kept
     }
 
     /// One kernel's capture and then its imports.

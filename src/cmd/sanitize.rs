@@ -67,8 +67,7 @@ pub fn sizes_for(kernel: &Kernel) -> (u64, u64) {
 /// an edge) and at least 256 elements. The tools judge accesses, and a race or a stray index
 /// shows at this size as at any larger one, while their cost grows with the work: racecheck
 /// of the lab's racy transpose took 9-10 s at 1024 and 4 s at 256 on the H100. No chunk of
-/// 512 or less is run larger than before (1024); a chunk of 1024 or more gets two blocks
-/// where it had one.
+/// 512 or less is run larger than before (1024); a chunk over 512 gets two where it had one.
 fn full_tile_size(e: u64) -> u64 {
     let e = e.max(1);
     (2 * e).max(256).div_ceil(e) * e
