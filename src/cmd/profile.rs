@@ -80,11 +80,6 @@ fn profile_in_children(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Resul
     // profiles on a machine without one.
     let dir = output_dir(args.out.as_deref(), "profile")?;
 
-    let mut profiles = Vec::new();
-    let mut device: Option<String> = None;
-    let mut rejected: Vec<RejectedKernel> = Vec::new();
-    let mut gate_failed = false;
-    let mut tool_failed = false;
     let capture = Capture {
         args: &args,
         policy,
@@ -109,28 +104,13 @@ fn profile_in_children(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Resul
             outcomes,
         )
     });
-    for ((_, kernel), outcome) in kernels.iter().zip(outcomes) {
-        match outcome {
-            Ok(Outcome::Read(p, on)) => {
-                if device.is_none() {
-                    device = on;
-                }
-                profiles.push(*p);
-            }
-            Ok(Outcome::Rejected(r)) => {
-                rejected.push(r);
-                gate_failed = true;
-            }
-            Err(e) => {
-                eprintln!(
-                    "klab profile: {}: {}",
-                    kernel.name(),
-                    one_line(&crate::error_text(&e))
-                );
-                tool_failed = true;
-            }
-        }
-    }
+    let Tally {
+        profiles,
+        device,
+        rejected,
+        gate_failed,
+        tool_failed,
+    } = Tally::of(&kernels, outcomes);
     let record = ProfileRecord {
         schema: PROFILE_SCHEMA.into(),
         created_utc: utc_timestamp(),
@@ -155,6 +135,47 @@ fn profile_in_children(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Resul
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The captures' outcomes, in the kernels' order, as the record and the exit code need them.
+#[derive(Default)]
+struct Tally {
+    profiles: Vec<KernelProfile>,
+    /// The device the first profiled capture ran on, as ncu names it.
+    device: Option<String>,
+    rejected: Vec<RejectedKernel>,
+    gate_failed: bool,
+    tool_failed: bool,
+}
+
+impl Tally {
+    /// Each error is said on stderr as it is counted.
+    fn of(kernels: &[(String, Kernel)], outcomes: Vec<anyhow::Result<Outcome>>) -> Tally {
+        let mut t = Tally::default();
+        for ((_, kernel), outcome) in kernels.iter().zip(outcomes) {
+            match outcome {
+                Ok(Outcome::Read(p, on)) => {
+                    if t.device.is_none() {
+                        t.device = on;
+                    }
+                    t.profiles.push(*p);
+                }
+                Ok(Outcome::Rejected(r)) => {
+                    t.rejected.push(r);
+                    t.gate_failed = true;
+                }
+                Err(e) => {
+                    eprintln!(
+                        "klab profile: {}: {}",
+                        kernel.name(),
+                        one_line(&crate::error_text(&e))
+                    );
+                    t.tool_failed = true;
+                }
+            }
+        }
+        t
+    }
 }
 
 /// The kernels named, each with its spec, refused before ncu starts when one is named twice,
