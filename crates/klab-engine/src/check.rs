@@ -1874,6 +1874,89 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         }
     }
 
+    /// A timed block's events that note how many judgements the CPU oracle had
+    /// cross-checked when the block's launches were over.
+    struct CrossCheckedAtLaunchesOver<'a> {
+        w: &'a declared::DeclaredWorkload,
+        seen: Option<u64>,
+    }
+
+    impl crate::timing::BlockEvents for CrossCheckedAtLaunchesOver<'_> {
+        fn gpu_state(&mut self) -> klab_core::gpustate::GpuState {
+            Default::default()
+        }
+        fn launches_over(&mut self) {
+            self.seen = Some(self.w.cross_checked());
+        }
+    }
+
+    /// A timed block on `kernel` at `n` under the device checker (`mutant`: a wrong one):
+    /// its outcome, and the cross-checked judgements when its launches were over.
+    fn timed_block(
+        kernel: crate::backend::host::HostKernelFn,
+        mutant: Option<crate::verify::CheckerMutant>,
+        n: u64,
+    ) -> (
+        Result<crate::timing::Outcome, crate::timing::TimingError>,
+        Option<u64>,
+        u64,
+    ) {
+        use crate::timing::{measure, TimingConfig, WarmupPolicy};
+        let (_, d) = resolve("padded").unwrap();
+        let w = declared::DeclaredWorkload::builtin(d.clone(), n, declared::InputCase::Distinct, 0)
+            .unwrap();
+        let cfg = TimingConfig {
+            timer: klab_core::samples::Timer::PerLaunch,
+            regime: klab_core::samples::Regime::SameBuffer,
+            samples: 4,
+            warmup: WarmupPolicy::Count { launches: 2 },
+            invalidation: klab_core::samples::Invalidation::EveryLaunch,
+        };
+        let mut b = HostBackend::new()
+            .with_kernel("transpose_padded", kernel)
+            .with_device_checker(mutant);
+        let k = [b.kernel(&d.entry).unwrap()];
+        let mut events = CrossCheckedAtLaunchesOver { w: &w, seen: None };
+        let o = measure(&mut b, &w, &k, &cfg, "block", &mut events);
+        (o, events.seen, w.cross_checked())
+    }
+
+    /// The CPU oracle's cross-check of a block's first validation (about 0.07 s of host
+    /// work a block at 4096 x 4096 on the H200) once ran before the block's timed
+    /// launches, on the path from one block's turn to the next's; it now runs once they
+    /// are over, and still counts.
+    #[test]
+    fn a_timed_blocks_cross_check_runs_after_its_launches() {
+        let (o, at_launches_over, after) = timed_block(transpose_ok, None, 64);
+        let Ok(crate::timing::Outcome::Measured(m)) = o else {
+            panic!("not measured")
+        };
+        assert!(m.correct());
+        assert_eq!((at_launches_over, after), (Some(0), 1));
+        assert!(
+            m.phases
+                .checker
+                .ends_with("1 cross-checked on the CPU oracle)"),
+            "{}",
+            m.phases.checker
+        );
+    }
+
+    #[test]
+    fn a_wrong_device_checker_still_stops_a_timed_block() {
+        use crate::verify::CheckerMutant;
+        // The mutant passes the wrong corner: the cross-check after the launches finds it.
+        let (o, at_launches_over, _) =
+            timed_block(transpose_skips_corner, Some(CheckerMutant::NoFailures), 33);
+        let e = o.expect_err("the cross-check must stop the block");
+        assert!(e.to_string().contains("disagree"), "{e}");
+        assert_eq!(at_launches_over, Some(0));
+        // A failure on the device ends the block at once, cross-checked before it does.
+        let (o, at_launches_over, after) = timed_block(transpose_skips_corner, None, 33);
+        assert!(matches!(o, Ok(crate::timing::Outcome::Rejected { .. })));
+        assert_eq!((at_launches_over, after), (None, 1));
+    }
+
     #[test]
     fn nondeterminism_is_caught() {
         let r = check(

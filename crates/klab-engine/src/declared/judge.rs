@@ -49,20 +49,45 @@ impl DeclaredWorkload {
         b: &mut B,
         bufs: &[B::Buffer],
     ) -> Result<Vec<(String, Verdict)>, BackendError> {
+        let got = self.download_compared(b, bufs)?;
+        self.verdicts_of(&got)
+    }
+
+    /// Each compared buffer's bytes as the launch left them (the others: empty).
+    fn download_compared<B: Backend>(
+        &self,
+        b: &mut B,
+        bufs: &[B::Buffer],
+    ) -> Result<Vec<Vec<u8>>, BackendError> {
+        let mut out = Vec::with_capacity(self.buffers.len());
+        for (i, buf) in self.buffers.iter().enumerate() {
+            if buf.comparison.is_none() {
+                out.push(Vec::new());
+                continue;
+            }
+            let mut got = host_for_download(buf.bytes(), &buf.name).map_err(BackendError::from)?;
+            b.download_bytes(&bufs[i], &mut got)?;
+            out.push(got);
+        }
+        Ok(out)
+    }
+
+    /// Every compared buffer's verdict on `got` (from [`Self::download_compared`]) against
+    /// the reference.
+    fn verdicts_of(&self, got: &[Vec<u8>]) -> Result<Vec<(String, Verdict)>, BackendError> {
         let expected = self.expected()?;
         let scales = self.scales()?;
         let mut out = Vec::new();
         for (i, buf) in self.buffers.iter().enumerate() {
             let Some(cmp) = &buf.comparison else { continue };
-            let mut got = host_for_download(buf.bytes(), &buf.name).map_err(BackendError::from)?;
-            b.download_bytes(&bufs[i], &mut got)?;
+            let got = &got[i];
             let scale = scales[i].as_deref();
             let failed = |e| BackendError::from(format!("buffer {}: {e}", buf.name));
             let v = match &self.sample {
-                None => rule::compare(buf.dtype, cmp, &got, &expected[i], scale, &buf.shape)
+                None => rule::compare(buf.dtype, cmp, got, &expected[i], scale, &buf.shape)
                     .map_err(failed)?,
                 Some(sample) => {
-                    let got = sample.gather(&buf.name, &got, buf.dtype.size_bytes());
+                    let got = sample.gather(&buf.name, got, buf.dtype.size_bytes());
                     let shape = self.sampled_dims(buf);
                     rule::compare(buf.dtype, cmp, &got, &expected[i], scale, &shape)
                         .map_err(failed)?
@@ -114,22 +139,26 @@ impl DeclaredWorkload {
         if policy.paranoid
             || (first && self.compared_bytes() <= crate::verify::CROSS_CHECK_MAX_BYTES)
         {
-            let cpu = self.verdicts(b, bufs)?;
-            for ((name, d), (_, c)) in device.iter().zip(&cpu) {
-                if let Some(why) = crate::verify::disagreement(d, c) {
-                    let overwritten = self.overwritten_checker_copies(b)?;
-                    if !overwritten.is_empty() {
-                        return Ok(cpu.into_iter().chain(overwritten).collect());
-                    }
-                    return Err(BackendError::klab_fault(format!(
-                        "klab error: {} on output {name} of {} at {}: {why} (a fault in klab's checking, not a verdict on the kernel)",
-                        crate::verify::DISAGREEMENT,
-                        self.decl.name,
-                        describe_shape(&self.shape)
-                    )));
-                }
+            let got = self.download_compared(b, bufs)?;
+            // A pass the caller asked to have cross-checked later keeps its bytes until
+            // then; a failure ends the block, so it is cross-checked now.
+            let passed = device.iter().all(|(_, v)| v.passed());
+            if first
+                && !policy.paranoid
+                && passed
+                && matches!(*self.later.borrow(), CrossCheckLater::Asked)
+            {
+                *self.later.borrow_mut() = CrossCheckLater::Pending {
+                    device: device.clone(),
+                    got,
+                };
+                self.device_judged.set(self.device_judged.get() + 1);
+                return Ok(device);
             }
-            self.cross_checked.set(self.cross_checked.get() + 1);
+            let cpu = self.verdicts_of(&got)?;
+            if let Some(judged) = self.disagreed(b, &device, cpu)? {
+                return Ok(judged);
+            }
         }
         if device.iter().any(|(_, v)| !v.passed()) {
             // A failure may be the checker's copy, not the output: then the CPU oracle judges.
@@ -144,6 +173,58 @@ impl DeclaredWorkload {
         }
         self.device_judged.set(self.device_judged.get() + 1);
         Ok(device)
+    }
+
+    /// The device checker's verdicts against the CPU oracle's on the same bytes: `None`
+    /// when they agree (one more cross-checked judgement); the CPU oracle's verdicts with
+    /// a failure per overwritten checker copy when a kernel's stores outside its buffers
+    /// made them differ; else a klab error (a fault in klab's checking).
+    fn disagreed<B: Backend>(
+        &self,
+        b: &mut B,
+        device: &[(String, Verdict)],
+        cpu: Vec<(String, Verdict)>,
+    ) -> Result<Option<Vec<(String, Verdict)>>, BackendError> {
+        for ((name, d), (_, c)) in device.iter().zip(&cpu) {
+            if let Some(why) = crate::verify::disagreement(d, c) {
+                let overwritten = self.overwritten_checker_copies(b)?;
+                if !overwritten.is_empty() {
+                    return Ok(Some(cpu.into_iter().chain(overwritten).collect()));
+                }
+                return Err(BackendError::klab_fault(format!(
+                    "klab error: {} on output {name} of {} at {}: {why} (a fault in klab's checking, not a verdict on the kernel)",
+                    crate::verify::DISAGREEMENT,
+                    self.decl.name,
+                    describe_shape(&self.shape)
+                )));
+            }
+        }
+        self.cross_checked.set(self.cross_checked.get() + 1);
+        Ok(None)
+    }
+
+    /// Ask that the CPU oracle's cross-check of this workload's first judgement, where it
+    /// passes on the device, wait for [`Self::settle_cross_check`].
+    pub(super) fn hold_cross_check(&self) {
+        if matches!(*self.later.borrow(), CrossCheckLater::No) {
+            *self.later.borrow_mut() = CrossCheckLater::Asked;
+        }
+    }
+
+    /// The cross-check [`Self::hold_cross_check`] held back, done now on the bytes the
+    /// judgement saw, with the device still open (a disagreement reads klab's checker
+    /// copies there): `Some` verdicts when a kernel's stores outside its buffers turn the
+    /// pass into failures, an error when klab's checking is at fault.
+    pub(super) fn settle_cross_check<B: Backend>(
+        &self,
+        b: &mut B,
+    ) -> Result<Option<Vec<(String, Verdict)>>, BackendError> {
+        let later = std::mem::take(&mut *self.later.borrow_mut());
+        let CrossCheckLater::Pending { device, got } = later else {
+            return Ok(None);
+        };
+        let cpu = self.verdicts_of(&got)?;
+        self.disagreed(b, &device, cpu)
     }
 
     /// The device checker's copies of the expected outputs that no longer hold what klab

@@ -149,6 +149,9 @@ pub struct DeclaredWorkload {
     first_judgement: std::rc::Rc<std::cell::Cell<bool>>,
     /// Validations the CPU oracle cross-checked.
     cross_checked: std::rc::Rc<std::cell::Cell<u64>>,
+    /// Whether the first judgement's cross-check waits for the caller, and what it holds
+    /// while it does.
+    later: std::rc::Rc<std::cell::RefCell<CrossCheckLater>>,
     /// Judgements the device checker made.
     device_judged: std::rc::Rc<std::cell::Cell<u64>>,
     /// Seconds the reference took for the expected values, once it ran.
@@ -163,6 +166,24 @@ pub struct DeclaredWorkload {
     /// the block's inputs barely changed); applied wherever the inputs are made, on the
     /// host or on the device.
     perturbation: Option<Perturbation>,
+}
+
+/// The CPU oracle's cross-check of a workload's first judgement, held back at the caller's
+/// request ([`Workload::cross_check_later`]) until it settles it ([`Workload::settle`]): a
+/// timed block does that once its launches are over, so the oracle's host work runs while
+/// the next block opens its context rather than before this block's timed launches.
+#[derive(Default)]
+enum CrossCheckLater {
+    /// Cross-check when the judgement is made.
+    #[default]
+    No,
+    /// Hold back the first judgement's cross-check if the device checker passes it.
+    Asked,
+    /// A first judgement the device checker passed, with the bytes it judged.
+    Pending {
+        device: Vec<(String, rule::Verdict)>,
+        got: Vec<Vec<u8>>,
+    },
 }
 
 /// Inputs of the workload's case with [`crate::workload::PERTURBED_ELEMENTS`] elements of
@@ -327,6 +348,7 @@ impl DeclaredWorkload {
             device_cache: Default::default(),
             first_judgement: std::rc::Rc::new(std::cell::Cell::new(true)),
             cross_checked: Default::default(),
+            later: Default::default(),
             device_judged: Default::default(),
             reference_s: Default::default(),
             sample: None,

@@ -274,13 +274,29 @@ impl Workload for DeclaredWorkload {
         _slot: u64,
     ) -> Result<CheckOutcome, BackendError> {
         let verdicts = self.judge(b, bufs)?;
+        Ok(self.outcome_of(&verdicts))
+    }
+    fn cross_check_later(&self) {
+        self.hold_cross_check();
+    }
+    fn settle<B: Backend>(&self, b: &mut B) -> Result<Option<CheckOutcome>, BackendError> {
+        Ok(self
+            .settle_cross_check(b)?
+            .map(|verdicts| self.outcome_of(&verdicts)))
+    }
+}
+
+impl DeclaredWorkload {
+    /// A judgement's verdicts as one check's outcome: the failures summed, the largest
+    /// errors, the first failure described.
+    fn outcome_of(&self, verdicts: &[(String, rule::Verdict)]) -> CheckOutcome {
         let mut outcome = CheckOutcome {
             failures: 0,
             max_abs: 0.0,
             max_rel: 0.0,
             first_failure: None,
         };
-        for (name, v) in &verdicts {
+        for (name, v) in verdicts {
             outcome.failures += v.failures;
             outcome.max_abs = outcome.max_abs.max(v.max_abs);
             outcome.max_rel = outcome.max_rel.max(v.max_rel);
@@ -294,7 +310,7 @@ impl Workload for DeclaredWorkload {
                 }
             }
         }
-        Ok(outcome)
+        outcome
     }
 }
 
