@@ -151,10 +151,9 @@ impl Children {
             }),
         }
     }
-}
 
-impl Launcher for Children {
-    fn run(&mut self, child: &Child, timeout_s: u64) -> Result<ChildOutcome, LabError> {
+    /// `child` run to its end under a watchdog of `timeout_s` seconds.
+    fn run_one(&self, child: &Child, timeout_s: u64) -> Result<ChildOutcome, LabError> {
         let cmd = self.command(child);
         let run: ChildRun = cmd
             .run(self.policy, Duration::from_secs(timeout_s), Echo::Off)
@@ -168,6 +167,22 @@ impl Launcher for Children {
             stdout: run.stdout,
             result: run.result,
         })
+    }
+}
+
+impl Launcher for Children {
+    fn run(&mut self, child: &Child, timeout_s: u64) -> Result<ChildOutcome, LabError> {
+        self.run_one(child, timeout_s)
+    }
+
+    fn run_all(
+        &mut self,
+        children: &[Child],
+        timeout_s: u64,
+        jobs: usize,
+    ) -> Vec<Result<ChildOutcome, LabError>> {
+        let this = &*self;
+        klab_core::par::map_jobs(jobs, children, |c| this.run_one(c, timeout_s))
     }
 
     fn note(&mut self, line: &str) {

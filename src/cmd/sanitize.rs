@@ -30,16 +30,6 @@ pub fn find_sanitizer(given: Option<&Path>) -> anyhow::Result<PathBuf> {
         .context("compute-sanitizer not found (put it on PATH or pass --sanitizer PATH)")
 }
 
-/// Sanitizer runs at once when `--jobs` is not given: half the cores, at most 8 (each run
-/// is a compute-sanitizer process that instruments the kernel on the host; on the H200's
-/// 16 cores nine at once took 3.1 s where four at a time took 4.7 s).
-fn default_jobs() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get() / 2)
-        .unwrap_or(1)
-        .clamp(1, 8)
-}
-
 /// The order in which the (kernel, tool) runs start, as indices into `pairs`: the longest
 /// first, so that none is left to run alone at the end. A known-broken kernel's runs lead
 /// (a report can hold millions of hazards: the lab's racy transpose ran 5 s longer under
@@ -312,7 +302,7 @@ fn run_every_tool(
         .flat_map(|k| tools.iter().map(move |&t| (k, t)))
         .collect();
     let order = start_order(&pairs, |k| kernels[k].decl.known_broken.is_some());
-    let jobs = args.jobs.unwrap_or_else(default_jobs);
+    let jobs = args.jobs.unwrap_or_else(klab_core::par::untimed_children);
     let finished = std::sync::atomic::AtomicUsize::new(0);
     let records = klab_core::par::map_jobs(jobs, &order, |&i| {
         let (k, tool) = pairs[i];

@@ -179,6 +179,17 @@ pub trait Launcher {
     /// Run `child` to completion under a watchdog of `timeout_s` seconds. `Err` only when
     /// it could not be started.
     fn run(&mut self, child: &Child, timeout_s: u64) -> Result<ChildOutcome, LabError>;
+    /// Run `children`, none of which times anything, up to `jobs` at once, each as
+    /// [`Launcher::run`] runs one; the outcomes in their order. By default one after another.
+    fn run_all(
+        &mut self,
+        children: &[Child],
+        timeout_s: u64,
+        jobs: usize,
+    ) -> Vec<Result<ChildOutcome, LabError>> {
+        let _ = jobs;
+        children.iter().map(|c| self.run(c, timeout_s)).collect()
+    }
     /// A line for the person watching (stderr).
     fn note(&mut self, line: &str);
     /// Progress within a step: `done` of `total`, now on `what`.
@@ -381,6 +392,15 @@ impl Lab<'_> {
     pub fn child(&mut self, child: &Child, processes: u64) -> Result<ChildOutcome, LabError> {
         self.launcher
             .run(child, self.opts.timeout.saturating_mul(processes.max(1)))
+    }
+
+    /// [`Lab::child`] for children that time nothing, run up to `jobs` at once.
+    pub fn untimed_children(
+        &mut self,
+        children: &[Child],
+        jobs: usize,
+    ) -> Vec<Result<ChildOutcome, LabError>> {
+        self.launcher.run_all(children, self.opts.timeout, jobs)
     }
 
     pub fn progress(&mut self, done: u64, total: u64, what: &str) {

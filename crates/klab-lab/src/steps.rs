@@ -229,13 +229,22 @@ fn transpose(selection: &str, n: u64, reps: u32) -> Child {
 }
 
 /// Every variant at sizes no block divides, plus block-exact ones; broken must be rejected.
+/// Each size is its own process under its own watchdog; none times anything, so they run
+/// at once ([`klab_core::par::untimed_children`]).
 pub(crate) fn ladder(lab: &mut Lab<'_>) -> Result<(), LabError> {
     let ladder = lab.plan().ladder.clone();
     let (mut log, mut a, mut problems, mut errors) =
         (String::new(), Vec::new(), Vec::new(), Vec::new());
-    for (i, &n) in ladder.iter().enumerate() {
-        lab.progress(i as u64, ladder.len() as u64, &format!("N = {n}"));
-        let child = lab.child(&transpose("all", n, 1), 1)?;
+    let sizes = ladder
+        .iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    lab.progress(0, 1, &format!("N = {sizes}"));
+    let children: Vec<Child> = ladder.iter().map(|&n| transpose("all", n, 1)).collect();
+    let outcomes = lab.untimed_children(&children, klab_core::par::untimed_children());
+    for (&n, child) in ladder.iter().zip(outcomes) {
+        let child = child?;
         log.push_str(&child.log);
         a.push(lab.write(&format!("check-{n}.csv"), &child.stdout)?);
         match (&child.verdict, row::parse_csv(&child.stdout)) {
@@ -248,7 +257,7 @@ pub(crate) fn ladder(lab: &mut Lab<'_>) -> Result<(), LabError> {
             (v, _) => errors.push(format!("N={n}: {}", v.describe())),
         }
     }
-    lab.progress(ladder.len() as u64, ladder.len() as u64, "");
+    lab.progress(1, 1, "");
     a.push(lab.log("ladder", &log)?);
     let ok = format!(
         "all {} variants at N = {ladder:?}; broken rejected every time",

@@ -14,6 +14,8 @@ use super::*;
 struct Fake {
     answers: VecDeque<(ChildOutcome, Vec<(&'static str, String)>)>,
     ran: Vec<Child>,
+    /// Each batch handed to `run_all`: its children's count and the jobs asked.
+    batches: Vec<(usize, usize)>,
     notes: Vec<String>,
     printed: String,
 }
@@ -61,6 +63,15 @@ impl Launcher for Fake {
             std::fs::write(dir.join(name), text).unwrap();
         }
         Ok(o)
+    }
+    fn run_all(
+        &mut self,
+        children: &[Child],
+        timeout_s: u64,
+        jobs: usize,
+    ) -> Vec<Result<ChildOutcome, LabError>> {
+        self.batches.push((children.len(), jobs));
+        children.iter().map(|c| self.run(c, timeout_s)).collect()
     }
     fn note(&mut self, line: &str) {
         self.notes.push(line.into());
@@ -225,6 +236,28 @@ fn the_ladder_fails_when_broken_is_accepted_or_a_size_hung() {
         "{}",
         lab.steps[0].detail
     );
+}
+
+/// The ladder's sizes time nothing: they go to the launcher as one batch, to run at once
+/// (they ran one after another, 2.3 s of the lab on the H200), each still its own child.
+#[test]
+fn the_ladders_sizes_run_as_one_batch_of_children() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut opts = options(tmp.path());
+    opts.plan.ladder = vec![1, 7, 33];
+    let mut fake = Fake::default();
+    for _ in 0..3 {
+        fake.answer(outcome(Some(2), &transpose_csv(&GOOD)), vec![]);
+    }
+    let mut lab = lab_at(&opts, &mut fake, tmp.path(), "ladder");
+    steps::ladder(&mut lab).unwrap();
+    assert_eq!(lab.steps[0].status, "ran", "{}", lab.steps[0].detail);
+    drop(lab);
+    assert_eq!(fake.batches, [(3, klab_core::par::untimed_children())]);
+    assert_eq!(fake.ran.len(), 3);
+    for n in [1, 7, 33] {
+        assert!(tmp.path().join(format!("check-{n}.csv")).is_file());
+    }
 }
 
 /// A sanitize.json of `kernels`: (name, memcheck's outcome, known-broken).
