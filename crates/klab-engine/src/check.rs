@@ -1824,20 +1824,26 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         );
     }
 
+    /// A timed block small enough for the host backend: 4 per-launch samples on one slot,
+    /// each launch invalidated.
+    fn small_block() -> crate::timing::TimingConfig {
+        crate::timing::TimingConfig {
+            timer: klab_core::samples::Timer::PerLaunch,
+            regime: klab_core::samples::Regime::SameBuffer,
+            samples: 4,
+            warmup: crate::timing::WarmupPolicy::Count { launches: 2 },
+            invalidation: klab_core::samples::Invalidation::EveryLaunch,
+        }
+    }
+
     #[test]
     fn paranoid_cross_checks_every_judgement_of_a_timed_block() {
-        use crate::timing::{measure, TimingConfig, WarmupPolicy};
+        use crate::timing::measure;
         let (_, d) = resolve("padded").unwrap();
         let w =
             declared::DeclaredWorkload::builtin(d.clone(), 64, declared::InputCase::Distinct, 0)
                 .unwrap();
-        let cfg = TimingConfig {
-            timer: klab_core::samples::Timer::PerLaunch,
-            regime: klab_core::samples::Regime::SameBuffer,
-            samples: 4,
-            warmup: WarmupPolicy::Count { launches: 2 },
-            invalidation: klab_core::samples::Invalidation::EveryLaunch,
-        };
+        let cfg = small_block();
         // before, the 4 samples drawn for verification (all 4 of 4), the 4 stale-output
         // probes' verified halves, after timing (one warm slot), revalidation: 11
         // judgements, the first cross-checked, or all when paranoid.
@@ -1901,17 +1907,11 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         Option<u64>,
         u64,
     ) {
-        use crate::timing::{measure, TimingConfig, WarmupPolicy};
+        use crate::timing::measure;
         let (_, d) = resolve("padded").unwrap();
         let w = declared::DeclaredWorkload::builtin(d.clone(), n, declared::InputCase::Distinct, 0)
             .unwrap();
-        let cfg = TimingConfig {
-            timer: klab_core::samples::Timer::PerLaunch,
-            regime: klab_core::samples::Regime::SameBuffer,
-            samples: 4,
-            warmup: WarmupPolicy::Count { launches: 2 },
-            invalidation: klab_core::samples::Invalidation::EveryLaunch,
-        };
+        let cfg = small_block();
         let mut b = HostBackend::new()
             .with_kernel("transpose_padded", kernel)
             .with_device_checker(mutant);
