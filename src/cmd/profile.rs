@@ -98,7 +98,8 @@ fn profile_in_children(args: ProfileArgs, policy: VerifyPolicy) -> anyhow::Resul
                 .and_then(|o| ncu::parse_version(&o.output).ok())
                 .map(|v| v.to_string())
         });
-        let outcomes = capture.profile_all(&kernels, args.jobs);
+        let jobs = klab_cuda::device::Device::processes_at_once(args.device, args.jobs);
+        let outcomes = capture.profile_all(&kernels, jobs);
         (
             version.join().expect("the ncu version thread panicked"),
             outcomes,

@@ -302,7 +302,10 @@ fn run_every_tool(
         .flat_map(|k| tools.iter().map(move |&t| (k, t)))
         .collect();
     let order = start_order(&pairs, |k| kernels[k].decl.known_broken.is_some());
-    let jobs = args.jobs.unwrap_or_else(klab_core::par::untimed_children);
+    let jobs = klab_cuda::device::Device::processes_at_once(
+        args.device,
+        args.jobs.unwrap_or_else(klab_core::par::untimed_children),
+    );
     let finished = std::sync::atomic::AtomicUsize::new(0);
     let records = klab_core::par::map_jobs(jobs, &order, |&i| {
         let (k, tool) = pairs[i];

@@ -77,6 +77,17 @@ impl Device {
         Ok(mode == sys::CUcomputemode::CU_COMPUTEMODE_DEFAULT as i32)
     }
 
+    /// How many of `wanted` processes that each open device `ordinal` may run at once: one
+    /// where the driver says its compute mode keeps it to one process (exclusive-process: a
+    /// second could not open it), else all (where the driver cannot be asked, none of them
+    /// opens it either).
+    pub fn processes_at_once(ordinal: u32, wanted: usize) -> usize {
+        match Device::shares_processes(ordinal) {
+            Ok(false) => 1,
+            _ => wanted.max(1),
+        }
+    }
+
     /// Whether this process's primary context on device `ordinal` is active: false once
     /// every [`Device`] (and everything made on it) was dropped and the driver destroyed the
     /// context, which frees its memory and ends its work on the GPU.

@@ -661,6 +661,24 @@ fn validate_timed<B: Backend, W: Workload>(
     Ok((workload.check(backend, bufs, 0)?, us))
 }
 
+/// A block's hold on its workload's first cross-check ([`Workload::hold_cross_check`]):
+/// asked when made, dropped with it, so that a block ending in an error leaves nothing held
+/// for a later judgement of the same workload.
+struct HeldCrossCheck<'a, W: Workload>(&'a W);
+
+impl<'a, W: Workload> HeldCrossCheck<'a, W> {
+    fn of(workload: &'a W) -> Self {
+        workload.hold_cross_check(true);
+        HeldCrossCheck(workload)
+    }
+}
+
+impl<W: Workload> Drop for HeldCrossCheck<'_, W> {
+    fn drop(&mut self) {
+        self.0.hold_cross_check(false);
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn measure_laid_out<B: Backend, W: Workload>(
     backend: &mut B,
@@ -686,7 +704,7 @@ fn measure_laid_out<B: Backend, W: Workload>(
     // Validation before anything is timed. Its CPU cross-check, where it passes on the
     // device, waits until the launches are over: the oracle's host work (about 0.07 s at
     // 4096 x 4096 on the H200) then runs while the next block opens its context.
-    workload.cross_check_later();
+    let _held = HeldCrossCheck::of(workload);
     let validating = std::time::Instant::now();
     let (before, before_us) = validate_timed(
         backend,
@@ -697,7 +715,7 @@ fn measure_laid_out<B: Backend, W: Workload>(
     )?;
     let mut validations_s = validating.elapsed().as_secs_f64();
     if !before.passed() || workload.known_broken() {
-        let before = workload.settle(backend)?.unwrap_or(before);
+        workload.settle()?;
         return Ok(Outcome::Rejected {
             before,
             known_broken: workload.known_broken(),
@@ -726,14 +744,7 @@ fn measure_laid_out<B: Backend, W: Workload>(
     )?;
     backend.synchronize()?;
     events.launches_over();
-    // What the first validation's cross-check says of it (the block is rejected when a
-    // kernel's stores outside its buffers fooled the device checker).
-    if let Some(before) = workload.settle(backend)? {
-        return Ok(Outcome::Rejected {
-            before,
-            known_broken: workload.known_broken(),
-        });
-    }
+    workload.settle()?;
     validations_s += validating.elapsed().as_secs_f64() + sampled.checking_s;
     let scrub_bytes = block.scrub.as_ref().map(|(_, b)| *b);
     let mut checked_us = vec![before_us];

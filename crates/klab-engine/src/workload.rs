@@ -291,14 +291,14 @@ pub trait Workload {
         bufs: &[B::Buffer],
         slot: u64,
     ) -> Result<CheckOutcome, BackendError>;
-    /// Let the CPU oracle's cross-check of the first judgement, where the device checker
-    /// passes it, wait for [`Workload::settle`]: a timed block asks this, so that the
-    /// oracle's host work runs after its launches instead of before them.
-    fn cross_check_later(&self) {}
-    /// Do what [`Workload::cross_check_later`] held back, on the device still open: the
-    /// judgement it turns into a failure (a kernel's stores outside its buffers), if any;
-    /// an error when the oracle and the device checker disagree through klab's fault.
-    fn settle<B: Backend>(&self, _b: &mut B) -> Result<Option<CheckOutcome>, BackendError> {
-        Ok(None)
+    /// Whether the CPU oracle's cross-check of the first judgement, where the device
+    /// checker passes it, waits for [`Workload::settle`]: a timed block holds it, so that
+    /// the oracle's host work runs after its launches instead of before them; `false`
+    /// drops one held and never settled.
+    fn hold_cross_check(&self, _hold: bool) {}
+    /// Do the cross-check [`Workload::hold_cross_check`] held back, if any: an error when
+    /// the CPU oracle and the device checker disagree (a fault in klab's checking).
+    fn settle(&self) -> Result<(), BackendError> {
+        Ok(())
     }
 }

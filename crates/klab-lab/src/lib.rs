@@ -68,6 +68,9 @@ pub struct Machine {
     pub sanitizer: Option<PathBuf>,
     pub ncu: Option<PathBuf>,
     pub cublas: bool,
+    /// Children that time nothing the lab reports, at once: half the cores, or one where
+    /// the device's compute mode lets only one process hold it.
+    pub untimed_at_once: usize,
 }
 
 impl Machine {
@@ -81,6 +84,10 @@ impl Machine {
             sanitizer: klab_tools::sanitizer::locate(None),
             ncu: klab_tools::ncu::locate_ncu(None),
             cublas: klab_cuda::probe::cublas_present(),
+            untimed_at_once: klab_cuda::device::Device::processes_at_once(
+                ordinal,
+                klab_core::par::untimed_children(),
+            ),
         }
     }
 

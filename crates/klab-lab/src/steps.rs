@@ -229,8 +229,9 @@ fn transpose(selection: &str, n: u64, reps: u32) -> Child {
 }
 
 /// Every variant at sizes no block divides, plus block-exact ones; broken must be rejected.
-/// Each size is its own process under its own watchdog; none times anything, so they run
-/// at once ([`klab_core::par::untimed_children`]).
+/// Each size is its own process under its own watchdog. They run at once (the machine's
+/// `untimed_at_once`): the lab judges only their correctness, and the one batch each times
+/// is a figure of the transpose lab's program that no step reports.
 pub(crate) fn ladder(lab: &mut Lab<'_>) -> Result<(), LabError> {
     let ladder = lab.plan().ladder.clone();
     let (mut log, mut a, mut problems, mut errors) =
@@ -242,7 +243,8 @@ pub(crate) fn ladder(lab: &mut Lab<'_>) -> Result<(), LabError> {
         .join(", ");
     lab.progress(0, 1, &format!("N = {sizes}"));
     let children: Vec<Child> = ladder.iter().map(|&n| transpose("all", n, 1)).collect();
-    let outcomes = lab.untimed_children(&children, klab_core::par::untimed_children());
+    let jobs = lab.machine.untimed_at_once;
+    let outcomes = lab.untimed_children(&children, jobs);
     for (&n, child) in ladder.iter().zip(outcomes) {
         let child = child?;
         log.push_str(&child.log);

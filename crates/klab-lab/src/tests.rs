@@ -103,6 +103,7 @@ fn bare_machine() -> Machine {
         sanitizer: None,
         ncu: None,
         cublas: false,
+        untimed_at_once: 1,
     }
 }
 
@@ -117,6 +118,7 @@ fn lab_at<'a>(opts: &'a LabOptions, fake: &'a mut Fake, dir: &Path, name: &'stat
             ncu: Some("/bin/ncu".into()),
             nvrtc: true,
             cublas: true,
+            untimed_at_once: 3,
             ..bare_machine()
         },
         built: true,
@@ -253,7 +255,7 @@ fn the_ladders_sizes_run_as_one_batch_of_children() {
     steps::ladder(&mut lab).unwrap();
     assert_eq!(lab.steps[0].status, "ran", "{}", lab.steps[0].detail);
     drop(lab);
-    assert_eq!(fake.batches, [(3, klab_core::par::untimed_children())]);
+    assert_eq!(fake.batches, [(3, 3)]);
     assert_eq!(fake.ran.len(), 3);
     for n in [1, 7, 33] {
         assert!(tmp.path().join(format!("check-{n}.csv")).is_file());

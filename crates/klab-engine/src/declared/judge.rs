@@ -156,8 +156,12 @@ impl DeclaredWorkload {
                 return Ok(device);
             }
             let cpu = self.verdicts_of(&got)?;
-            if let Some(judged) = self.disagreed(b, &device, cpu)? {
-                return Ok(judged);
+            if let Some(e) = self.disagreement(&device, &cpu) {
+                let overwritten = self.overwritten_checker_copies(b)?;
+                if !overwritten.is_empty() {
+                    return Ok(cpu.into_iter().chain(overwritten).collect());
+                }
+                return Err(e);
             }
         }
         if device.iter().any(|(_, v)| !v.passed()) {
@@ -175,23 +179,18 @@ impl DeclaredWorkload {
         Ok(device)
     }
 
-    /// The device checker's verdicts against the CPU oracle's on the same bytes: `None`
-    /// when they agree (one more cross-checked judgement); the CPU oracle's verdicts with
-    /// a failure per overwritten checker copy when a kernel's stores outside its buffers
-    /// made them differ; else a klab error (a fault in klab's checking).
-    fn disagreed<B: Backend>(
+    /// The klab error for the first output on which the device checker's verdict and the
+    /// CPU oracle's on the same bytes disagree (a fault in klab's checking, unless a
+    /// kernel's stores outside its buffers changed the checker's copies); `None` when they
+    /// agree, counted as one more cross-checked judgement.
+    fn disagreement(
         &self,
-        b: &mut B,
         device: &[(String, Verdict)],
-        cpu: Vec<(String, Verdict)>,
-    ) -> Result<Option<Vec<(String, Verdict)>>, BackendError> {
-        for ((name, d), (_, c)) in device.iter().zip(&cpu) {
+        cpu: &[(String, Verdict)],
+    ) -> Option<BackendError> {
+        for ((name, d), (_, c)) in device.iter().zip(cpu) {
             if let Some(why) = crate::verify::disagreement(d, c) {
-                let overwritten = self.overwritten_checker_copies(b)?;
-                if !overwritten.is_empty() {
-                    return Ok(Some(cpu.into_iter().chain(overwritten).collect()));
-                }
-                return Err(BackendError::klab_fault(format!(
+                return Some(BackendError::klab_fault(format!(
                     "klab error: {} on output {name} of {} at {}: {why} (a fault in klab's checking, not a verdict on the kernel)",
                     crate::verify::DISAGREEMENT,
                     self.decl.name,
@@ -200,31 +199,34 @@ impl DeclaredWorkload {
             }
         }
         self.cross_checked.set(self.cross_checked.get() + 1);
-        Ok(None)
+        None
     }
 
-    /// Ask that the CPU oracle's cross-check of this workload's first judgement, where it
-    /// passes on the device, wait for [`Self::settle_cross_check`].
-    pub(super) fn hold_cross_check(&self) {
-        if matches!(*self.later.borrow(), CrossCheckLater::No) {
-            *self.later.borrow_mut() = CrossCheckLater::Asked;
-        }
+    /// Whether the CPU oracle's cross-check of this workload's first judgement, where the
+    /// device checker passes it, waits for [`Self::settle_cross_check`]; `false` also drops
+    /// a held one never settled (its block ended in an error).
+    pub(super) fn hold_cross_check(&self, hold: bool) {
+        *self.later.borrow_mut() = if hold {
+            CrossCheckLater::Asked
+        } else {
+            CrossCheckLater::No
+        };
     }
 
     /// The cross-check [`Self::hold_cross_check`] held back, done now on the bytes the
-    /// judgement saw, with the device still open (a disagreement reads klab's checker
-    /// copies there): `Some` verdicts when a kernel's stores outside its buffers turn the
-    /// pass into failures, an error when klab's checking is at fault.
-    pub(super) fn settle_cross_check<B: Backend>(
-        &self,
-        b: &mut B,
-    ) -> Result<Option<Vec<(String, Verdict)>>, BackendError> {
+    /// judgement saw. A disagreement is a klab error: the device checker's copies were
+    /// uploaded for that judgement, after its launch, so no store of the kernel's can
+    /// have changed what it read (later launches may have, which says nothing of it).
+    pub(super) fn settle_cross_check(&self) -> Result<(), BackendError> {
         let later = std::mem::take(&mut *self.later.borrow_mut());
         let CrossCheckLater::Pending { device, got } = later else {
-            return Ok(None);
+            return Ok(());
         };
         let cpu = self.verdicts_of(&got)?;
-        self.disagreed(b, &device, cpu)
+        match self.disagreement(&device, &cpu) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// The device checker's copies of the expected outputs that no longer hold what klab

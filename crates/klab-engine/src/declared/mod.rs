@@ -377,6 +377,8 @@ impl DeclaredWorkload {
         w.scales = Default::default();
         w.sampled_inputs = Default::default();
         w.device_cache = Default::default();
+        // A held cross-check is of bytes this workload's expected values judge, not its own.
+        w.later = Default::default();
         w
     }
 
@@ -389,6 +391,7 @@ impl DeclaredWorkload {
         w.scales = Default::default();
         w.sampled_inputs = Default::default();
         w.reference_s = Default::default();
+        w.later = Default::default();
         w
     }
 

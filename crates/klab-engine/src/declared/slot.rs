@@ -276,13 +276,11 @@ impl Workload for DeclaredWorkload {
         let verdicts = self.judge(b, bufs)?;
         Ok(self.outcome_of(&verdicts))
     }
-    fn cross_check_later(&self) {
-        self.hold_cross_check();
+    fn hold_cross_check(&self, hold: bool) {
+        DeclaredWorkload::hold_cross_check(self, hold);
     }
-    fn settle<B: Backend>(&self, b: &mut B) -> Result<Option<CheckOutcome>, BackendError> {
-        Ok(self
-            .settle_cross_check(b)?
-            .map(|verdicts| self.outcome_of(&verdicts)))
+    fn settle(&self) -> Result<(), BackendError> {
+        self.settle_cross_check()
     }
 }
 
