@@ -169,7 +169,7 @@ pub struct DeclaredWorkload {
 }
 
 /// The CPU oracle's cross-check of a workload's first judgement, held back at the caller's
-/// request ([`Workload::cross_check_later`]) until it settles it ([`Workload::settle`]): a
+/// request ([`Workload::hold_cross_check`]) until it settles it ([`Workload::settle`]): a
 /// timed block does that once its launches are over, so the oracle's host work runs while
 /// the next block opens its context rather than before this block's timed launches.
 #[derive(Default)]
