@@ -156,7 +156,7 @@ impl DeclaredWorkload {
                 return Ok(device);
             }
             let cpu = self.verdicts_of(&got)?;
-            if let Some(e) = self.disagreement(&device, &cpu) {
+            if let Err(e) = self.cross_check(&device, &cpu) {
                 let overwritten = self.overwritten_checker_copies(b)?;
                 if !overwritten.is_empty() {
                     return Ok(cpu.into_iter().chain(overwritten).collect());
@@ -179,18 +179,18 @@ impl DeclaredWorkload {
         Ok(device)
     }
 
-    /// The klab error for the first output on which the device checker's verdict and the
-    /// CPU oracle's on the same bytes disagree (a fault in klab's checking, unless a
-    /// kernel's stores outside its buffers changed the checker's copies); `None` when they
-    /// agree, counted as one more cross-checked judgement.
-    fn disagreement(
+    /// The device checker's verdicts against the CPU oracle's on the same bytes: agreeing,
+    /// one more cross-checked judgement; else a klab error naming the first output they
+    /// disagree on (a fault in klab's checking, unless a kernel's stores outside its
+    /// buffers changed the checker's copies).
+    fn cross_check(
         &self,
         device: &[(String, Verdict)],
         cpu: &[(String, Verdict)],
-    ) -> Option<BackendError> {
+    ) -> Result<(), BackendError> {
         for ((name, d), (_, c)) in device.iter().zip(cpu) {
             if let Some(why) = crate::verify::disagreement(d, c) {
-                return Some(BackendError::klab_fault(format!(
+                return Err(BackendError::klab_fault(format!(
                     "klab error: {} on output {name} of {} at {}: {why} (a fault in klab's checking, not a verdict on the kernel)",
                     crate::verify::DISAGREEMENT,
                     self.decl.name,
@@ -199,7 +199,7 @@ impl DeclaredWorkload {
             }
         }
         self.cross_checked.set(self.cross_checked.get() + 1);
-        None
+        Ok(())
     }
 
     /// Whether the CPU oracle's cross-check of this workload's first judgement, where the
@@ -223,10 +223,7 @@ impl DeclaredWorkload {
             return Ok(());
         };
         let cpu = self.verdicts_of(&got)?;
-        match self.disagreement(&device, &cpu) {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        self.cross_check(&device, &cpu)
     }
 
     /// The device checker's copies of the expected outputs that no longer hold what klab
