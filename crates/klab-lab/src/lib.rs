@@ -186,7 +186,7 @@ pub trait Launcher {
     /// Run `child` to completion under a watchdog of `timeout_s` seconds. `Err` only when
     /// it could not be started.
     fn run(&mut self, child: &Child, timeout_s: u64) -> Result<ChildOutcome, LabError>;
-    /// Run `children`, none of which times anything, up to `jobs` at once, each as
+    /// Run `children`, none of whose timings the lab reports, up to `jobs` at once, each as
     /// [`Launcher::run`] runs one; the outcomes in their order. By default one after another.
     fn run_all(
         &mut self,
@@ -401,7 +401,8 @@ impl Lab<'_> {
             .run(child, self.opts.timeout.saturating_mul(processes.max(1)))
     }
 
-    /// [`Lab::child`] for children that time nothing, run up to `jobs` at once.
+    /// [`Lab::child`] for children whose timings the lab does not report, up to `jobs` at
+    /// once.
     pub fn untimed_children(
         &mut self,
         children: &[Child],
