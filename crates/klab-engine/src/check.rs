@@ -1921,8 +1921,8 @@ buffers.y = {{ dtype = "{elem}", len = "n", role = "out", compare = "bitwise" }}
         (o, events.seen, w.cross_checked())
     }
 
-    /// The CPU oracle's cross-check of a block's first validation (about 0.07 s of host
-    /// work a block at 4096 x 4096 on the H200) once ran before the block's timed
+    /// The CPU oracle's cross-check of a block's first validation (host work inferred at
+    /// about 0.07 s a block at 4096 x 4096 on the H200) once ran before the block's timed
     /// launches, on the path from one block's turn to the next's; it now runs once they
     /// are over, and still counts.
     #[test]
