@@ -388,7 +388,8 @@ fn the_rounds_step_reads_its_rates_from_summary_json_and_prints_the_table() {
     let mut fake = Fake::default();
     let summary = r#"{"baseline":"naive","rates":[
         {"kernel":"copy","median_gb_s":3000.4,"pct_of_ceiling":100.0},
-        {"kernel":"naive","median_gb_s":500.0,"pct_of_ceiling":16.66}]}"#;
+        {"kernel":"naive","median_gb_s":500.0,"pct_of_ceiling":16.66},
+        {"kernel":"padded","median_gb_s":3521.0,"pct_of_ceiling":117.35}]}"#;
     fake.answer(
         outcome(Some(0), ""),
         vec![
@@ -411,7 +412,7 @@ fn the_rounds_step_reads_its_rates_from_summary_json_and_prints_the_table() {
     assert_eq!(s.status, "ran");
     assert!(
         s.detail
-            .contains("copy 3000 GB/s (100.0% of ceiling), naive 500 GB/s (16.7% of ceiling)"),
+            .contains("copy 3000 GB/s (100.0% of ceiling), naive 500 GB/s (16.7% of ceiling), padded 3521 GB/s (117.3% of ceiling, faster than the copy: see summary.txt)"),
         "{}",
         s.detail
     );

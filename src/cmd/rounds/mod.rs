@@ -965,6 +965,31 @@ impl Rates {
         })
     }
 
+    /// Says which kernels ran faster than the ceiling, and why that can happen: the ceiling
+    /// is the fastest copy timed here, not a bound. A kernel whose access order keeps more of
+    /// its bytes in L2 (under same-buffer, or at a size near L2) can beat a copy of as many
+    /// bytes, and a reader seeing 117% of a "ceiling" must not take it for a timing error.
+    fn above_ceiling(&self, names: &[String]) -> Option<String> {
+        let (copy, ceiling) = self.ceiling.as_ref()?;
+        let above: Vec<String> = names
+            .iter()
+            .zip(&self.lines)
+            .filter_map(|(name, l)| l.gb_s.map(|g| (name, 100.0 * g / ceiling)))
+            .filter(|(_, pct)| *pct > 100.0)
+            .map(|(name, pct)| format!("{name} at {pct:.1}%"))
+            .collect();
+        if above.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "above the ceiling: {} of {copy}'s rate. The ceiling is the fastest copy timed in \
+             these rounds, not a bound: a kernel whose accesses are served more from L2 (see the \
+             regime caveat) can move its bytes faster than this copy; compare against DRAM at a \
+             size well beyond L2 or under --regime l2-flushed\n",
+            above.join(", ")
+        ))
+    }
+
     /// The table of rates, the ceiling's line and the manifests' predictions.
     fn table(&self, plan: &Plan) -> String {
         let mut text = format!(
@@ -997,6 +1022,9 @@ impl Rates {
                 self.peak.map(|p| format!("{p:.1} GB/s")).unwrap_or_else(|| "unknown".into())
             )),
             None => text.push_str("ceiling: no copy kernel in these rounds, so no % of ceiling\n"),
+        }
+        if let Some(note) = self.above_ceiling(&plan.names) {
+            text.push_str(&note);
         }
         // Predictions declared in the manifests, beside the outcome above.
         for (k, name) in plan.names.iter().enumerate() {
@@ -1177,6 +1205,41 @@ fn write_receipts(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kernel faster than the fastest copy is named with its share, and the note says the
+    /// ceiling is no bound; with every kernel at or under it there is no note.
+    #[test]
+    fn a_kernel_above_the_ceiling_is_named_and_the_ceiling_explained() {
+        let line = |gb_s: f64| Line {
+            ok: 6,
+            blocks: 6,
+            summary: Summary::of(&[1.0]),
+            gb_s: Some(gb_s),
+        };
+        let names: Vec<String> = ["copy", "naive", "padded"].map(String::from).into();
+        let mut rates = Rates {
+            lines: vec![line(2309.6), line(423.1), line(2707.7)],
+            rows: Vec::new(),
+            ceiling: Some(("copy".into(), 2309.6)),
+            peak: Some(3352.3),
+        };
+        let note = rates.above_ceiling(&names).unwrap();
+        assert!(
+            note.starts_with("above the ceiling: padded at 117.2% of copy's rate."),
+            "{note}"
+        );
+        assert!(note.contains("not a bound"), "{note}");
+        assert!(
+            !note.contains("naive") && !note.contains("copy at"),
+            "{note}"
+        );
+
+        rates.lines[2] = line(2309.6);
+        assert_eq!(rates.above_ceiling(&names), None);
+        rates.ceiling = None;
+        rates.lines[2] = line(9999.0);
+        assert_eq!(rates.above_ceiling(&names), None);
+    }
 
     #[test]
     fn a_receipt_knows_its_share_of_the_ceiling_and_its_ratio() {
