@@ -969,12 +969,13 @@ impl Rates {
     /// is the fastest copy timed here, not a bound. A kernel whose access order keeps more of
     /// its bytes in L2 (under same-buffer, or at a size near L2) can beat a copy of as many
     /// bytes, and a reader seeing 117% of a "ceiling" must not take it for a timing error.
-    fn above_ceiling(&self, names: &[String]) -> Option<String> {
-        let (copy, ceiling) = self.ceiling.as_ref()?;
-        let above: Vec<String> = names
+    /// It reads the shares `summary.json` gets, so the two cannot disagree.
+    fn above_ceiling(&self) -> Option<String> {
+        let (copy, _) = self.ceiling.as_ref()?;
+        let above: Vec<String> = self
+            .rows
             .iter()
-            .zip(&self.lines)
-            .filter_map(|(name, l)| l.gb_s.map(|g| (name, 100.0 * g / ceiling)))
+            .filter_map(|r| Some((&r.kernel, r.pct_of_ceiling?)))
             .filter(|(_, pct)| *pct > 100.0)
             .map(|(name, pct)| format!("{name} at {pct:.1}%"))
             .collect();
@@ -1023,7 +1024,7 @@ impl Rates {
             )),
             None => text.push_str("ceiling: no copy kernel in these rounds, so no % of ceiling\n"),
         }
-        if let Some(note) = self.above_ceiling(&plan.names) {
+        if let Some(note) = self.above_ceiling() {
             text.push_str(&note);
         }
         // Predictions declared in the manifests, beside the outcome above.
@@ -1210,20 +1211,27 @@ mod tests {
     /// ceiling is no bound; with every kernel at or under it there is no note.
     #[test]
     fn a_kernel_above_the_ceiling_is_named_and_the_ceiling_explained() {
-        let line = |gb_s: f64| Line {
-            ok: 6,
-            blocks: 6,
-            summary: Summary::of(&[1.0]),
-            gb_s: Some(gb_s),
+        let row = |kernel: &str, pct: f64| RateRow {
+            kernel: kernel.into(),
+            blocks: Some(6),
+            blocks_passed: Some(6),
+            median_us: Some(1.0),
+            median_gb_s: Some(pct * 23.096),
+            pct_of_ceiling: Some(pct),
+            pct_of_peak: None,
+            prediction: None,
         };
-        let names: Vec<String> = ["copy", "naive", "padded"].map(String::from).into();
         let mut rates = Rates {
-            lines: vec![line(2309.6), line(423.1), line(2707.7)],
-            rows: Vec::new(),
+            lines: Vec::new(),
+            rows: vec![
+                row("copy", 100.0),
+                row("naive", 18.32),
+                row("padded", 117.24),
+            ],
             ceiling: Some(("copy".into(), 2309.6)),
             peak: Some(3352.3),
         };
-        let note = rates.above_ceiling(&names).unwrap();
+        let note = rates.above_ceiling().unwrap();
         assert!(
             note.starts_with("above the ceiling: padded at 117.2% of copy's rate."),
             "{note}"
@@ -1234,11 +1242,11 @@ mod tests {
             "{note}"
         );
 
-        rates.lines[2] = line(2309.6);
-        assert_eq!(rates.above_ceiling(&names), None);
+        rates.rows[2] = row("padded", 100.0);
+        assert_eq!(rates.above_ceiling(), None);
         rates.ceiling = None;
-        rates.lines[2] = line(9999.0);
-        assert_eq!(rates.above_ceiling(&names), None);
+        rates.rows[2] = row("padded", 400.0);
+        assert_eq!(rates.above_ceiling(), None);
     }
 
     #[test]
