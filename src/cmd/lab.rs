@@ -177,12 +177,11 @@ impl Launcher for Children {
 
     fn run_all(
         &mut self,
-        children: &[Child],
-        timeout_s: u64,
+        children: &[(Child, u64)],
         jobs: usize,
     ) -> Vec<Result<ChildOutcome, LabError>> {
         let this = &*self;
-        klab_core::par::map_jobs(jobs, children, |c| this.run_one(c, timeout_s))
+        klab_core::par::map_jobs(jobs, children, |(c, t)| this.run_one(c, *t))
     }
 
     fn note(&mut self, line: &str) {
