@@ -5,7 +5,10 @@
 //! name and the [`Need`]s it declares (a GPU, NVRTC, the built kernels, Compute Sanitizer,
 //! Nsight Compute, cuBLAS). [`run`] probes what this machine has once ([`Machine`]), then
 //! runs every step in order: a step whose needs are not met is recorded as skipped with the
-//! first unmet need's reason, never attempted. Every kernel runs in a klab child process
+//! first unmet need's reason, never attempted. A step whose children time nothing the lab
+//! reports is untimed (the ladder, the sanitizer); consecutive untimed
+//! steps run their children as one batch at once, then each judges its own share, so the
+//! record stays one step each. Every kernel runs in a klab child process
 //! under the watchdog; the caller says how to start one through [`Launcher`] (the binary
 //! maps each [`Child`] to its own command line) and prints what the lab reports through it.
 //! The run's record is `lab.json` ([`klab_evidence::schema::LabRecord`]), written after the
