@@ -495,10 +495,6 @@ pub(crate) fn ceilings(lab: &mut Lab<'_>) -> Result<(), LabError> {
     Ok(())
 }
 
-/// The sanitizer gate: the accepted kernels clean under every tool, the known-broken ones
-/// caught by at least one. One `klab sanitize` runs them all, so its `--jobs` spreads every
-/// (kernel, tool) run over the cores at once; the verdict is read per kernel from its
-/// sanitize.json, since its exit status is 2 whenever a known-broken kernel is rejected.
 /// The kernels the sanitize step runs: the accepted, then the known-broken, each once.
 fn sanitize_kernels(plan: &klab_evidence::schema::LabPlan) -> Vec<String> {
     let mut kernels: Vec<String> = Vec::new();
@@ -514,8 +510,8 @@ fn sanitize_tools(plan: &klab_evidence::schema::LabPlan) -> klab_tools::sanitize
     plan.sanitize_tools.parse().expect("the plan was checked")
 }
 
-/// One `klab sanitize` of every kernel under every tool; it times nothing, so it runs
-/// beside the ladder.
+/// One `klab sanitize` of every kernel under every tool, so its `--jobs` spreads every
+/// (kernel, tool) run over the cores at once; it times nothing, so it runs beside the ladder.
 pub(crate) fn sanitize_children(lab: &Lab<'_>) -> Vec<(Child, u64)> {
     let plan = lab.plan();
     let (kernels, tools) = (sanitize_kernels(plan), sanitize_tools(plan));
@@ -530,7 +526,9 @@ pub(crate) fn sanitize_children(lab: &Lab<'_>) -> Vec<(Child, u64)> {
     vec![(child, periods)]
 }
 
-/// The sanitizer's gate: every accepted kernel clean, every known-broken one caught.
+/// The sanitizer gate: the accepted kernels clean under every tool, the known-broken ones
+/// caught by at least one. The verdict is read per kernel from sanitize.json, since the
+/// child's exit status is 2 whenever a known-broken kernel is rejected.
 pub(crate) fn sanitize(lab: &mut Lab<'_>, outcomes: Outcomes) -> Result<(), LabError> {
     let plan = lab.plan().clone();
     let kernels = sanitize_kernels(&plan);
