@@ -177,11 +177,12 @@ impl Launcher for Children {
 
     fn run_all(
         &mut self,
-        children: &[(Child, u64)],
+        children: &[Child],
+        timeout_s: u64,
         jobs: usize,
     ) -> Vec<Result<ChildOutcome, LabError>> {
         let this = &*self;
-        klab_core::par::map_jobs(jobs, children, |(c, t)| this.run_one(c, *t))
+        klab_core::par::map_jobs(jobs, children, |c| this.run_one(c, timeout_s))
     }
 
     fn note(&mut self, line: &str) {

@@ -5,10 +5,7 @@
 //! name and the [`Need`]s it declares (a GPU, NVRTC, the built kernels, Compute Sanitizer,
 //! Nsight Compute, cuBLAS). [`run`] probes what this machine has once ([`Machine`]), then
 //! runs every step in order: a step whose needs are not met is recorded as skipped with the
-//! first unmet need's reason, never attempted. A step whose children time nothing the lab
-//! reports is untimed (the ladder, the sanitizer); consecutive untimed
-//! steps run their children as one batch at once, then each judges its own share, so the
-//! record stays one step each. Every kernel runs in a klab child process
+//! first unmet need's reason, never attempted. Every kernel runs in a klab child process
 //! under the watchdog; the caller says how to start one through [`Launcher`] (the binary
 //! maps each [`Child`] to its own command line) and prints what the lab reports through it.
 //! The run's record is `lab.json` ([`klab_evidence::schema::LabRecord`]), written after the
@@ -189,16 +186,16 @@ pub trait Launcher {
     /// Run `child` to completion under a watchdog of `timeout_s` seconds. `Err` only when
     /// it could not be started.
     fn run(&mut self, child: &Child, timeout_s: u64) -> Result<ChildOutcome, LabError>;
-    /// Run `children` (each with its watchdog in seconds), none of whose timings the lab
-    /// reports, up to `jobs` at once, each as [`Launcher::run`] runs one; the outcomes in
-    /// their order. By default one after another.
+    /// Run `children`, none of whose timings the lab reports, up to `jobs` at once, each as
+    /// [`Launcher::run`] runs one; the outcomes in their order. By default one after another.
     fn run_all(
         &mut self,
-        children: &[(Child, u64)],
+        children: &[Child],
+        timeout_s: u64,
         jobs: usize,
     ) -> Vec<Result<ChildOutcome, LabError>> {
         let _ = jobs;
-        children.iter().map(|(c, t)| self.run(c, *t)).collect()
+        children.iter().map(|c| self.run(c, timeout_s)).collect()
     }
     /// A line for the person watching (stderr).
     fn note(&mut self, line: &str);
@@ -287,29 +284,10 @@ pub struct LabOutcome {
 pub struct StepDef {
     pub name: &'static str,
     pub needs: &'static [Need],
-    run: StepRun,
+    run: fn(&mut Lab<'_>) -> Result<(), LabError>,
 }
 
-/// A batch's outcomes, in its children's order.
-pub(crate) type Outcomes = Vec<Result<ChildOutcome, LabError>>;
-
-/// How a step runs its children.
-enum StepRun {
-    /// It runs them itself, in its own order: the steps whose timings the lab reports run
-    /// one child at a time, alone on the device.
-    Whole(fn(&mut Lab<'_>) -> Result<(), LabError>),
-    /// Its children time nothing the lab reports (correctness gates): it names them, then
-    /// judges what they left. Consecutive such steps run their children as one batch, at
-    /// once ([`Machine::untimed_at_once`]), each still its own process under its own watchdog.
-    Untimed {
-        /// The children, each with the watchdog periods it gets (one per process it runs).
-        children: fn(&Lab<'_>) -> Vec<(Child, u64)>,
-        /// Judge the outcomes, in the children's order, and record the step.
-        judge: fn(&mut Lab<'_>, Outcomes) -> Result<(), LabError>,
-    },
-}
-
-/// The run folder's folder of child logs: `logs/STEP.log`, one per step.
+/// The run folder's folder of child logs ([`Lab::child_log`]).
 pub const LOGS_DIR: &str = "logs";
 
 /// The pipeline, in order. The report step runs after these, always.
@@ -317,58 +295,52 @@ pub const STEPS: &[StepDef] = &[
     StepDef {
         name: "environment",
         needs: &[],
-        run: StepRun::Whole(steps::environment),
+        run: steps::environment,
     },
     StepDef {
         name: "model",
         needs: &[],
-        run: StepRun::Whole(steps::model),
+        run: steps::model,
     },
     StepDef {
         name: "build",
         needs: &[Need::Nvrtc],
-        run: StepRun::Whole(steps::build),
+        run: steps::build,
     },
     StepDef {
         name: "ladder",
         needs: &[Need::Gpu, Need::Kernels],
-        run: StepRun::Untimed {
-            children: steps::ladder_children,
-            judge: steps::ladder,
-        },
-    },
-    StepDef {
-        name: "sanitize",
-        needs: &[Need::Gpu, Need::Kernels, Need::Sanitizer],
-        run: StepRun::Untimed {
-            children: steps::sanitize_children,
-            judge: steps::sanitize,
-        },
+        run: steps::ladder,
     },
     StepDef {
         name: "benchmark",
         needs: &[Need::Gpu, Need::Kernels],
-        run: StepRun::Whole(steps::benchmark),
+        run: steps::benchmark,
     },
     StepDef {
         name: "receipts",
         needs: &[Need::Gpu, Need::Kernels],
-        run: StepRun::Whole(steps::receipts),
+        run: steps::receipts,
     },
     StepDef {
         name: "rounds",
         needs: &[Need::Gpu, Need::Kernels],
-        run: StepRun::Whole(steps::rounds),
+        run: steps::rounds,
+    },
+    StepDef {
+        name: "sanitize",
+        needs: &[Need::Gpu, Need::Kernels, Need::Sanitizer],
+        run: steps::sanitize,
     },
     StepDef {
         name: "profile",
         needs: &[Need::Gpu, Need::Kernels, Need::Ncu],
-        run: StepRun::Whole(steps::profile),
+        run: steps::profile,
     },
     StepDef {
         name: "ceilings",
         needs: &[Need::Gpu, Need::Kernels, Need::Cublas],
-        run: StepRun::Whole(steps::ceilings),
+        run: steps::ceilings,
     },
 ];
 
@@ -388,23 +360,6 @@ pub(crate) struct Lab<'a> {
 impl Lab<'_> {
     pub fn plan(&self) -> &LabPlan {
         &self.opts.plan
-    }
-
-    /// The untimed steps from `STEPS[from]` on, up to the first that is timed or whose needs
-    /// this machine does not meet: the steps whose children run as one batch.
-    fn untimed_from(&self, from: usize) -> Vec<&'static StepDef> {
-        STEPS[from..]
-            .iter()
-            .take_while(|d| matches!(d.run, StepRun::Untimed { .. }))
-            .take_while(|d| self.unmet(d).is_none())
-            .collect()
-    }
-
-    /// Why `def` cannot run on this machine: its first unmet need.
-    fn unmet(&self, def: &StepDef) -> Option<String> {
-        def.needs
-            .iter()
-            .find_map(|&n| self.machine.unmet(n, self.built))
     }
 
     /// Write `bytes` to `name` in the run folder, atomically; the name is returned for the
@@ -446,6 +401,16 @@ impl Lab<'_> {
             .run(child, self.opts.timeout.saturating_mul(processes.max(1)))
     }
 
+    /// [`Lab::child`] for children whose timings the lab does not report, up to `jobs` at
+    /// once.
+    pub fn untimed_children(
+        &mut self,
+        children: &[Child],
+        jobs: usize,
+    ) -> Vec<Result<ChildOutcome, LabError>> {
+        self.launcher.run_all(children, self.opts.timeout, jobs)
+    }
+
     pub fn progress(&mut self, done: u64, total: u64, what: &str) {
         let name = self.current.0;
         self.launcher.progress(name, done, total, what);
@@ -483,26 +448,18 @@ pub fn run_on(
     // Where the time goes, per step (printed, never recorded: lab.json and the report stay
     // byte-identical for the same measurements).
     let mut times = Vec::new();
-    let mut next = 0;
-    while let Some(def) = STEPS.get(next) {
+    for def in STEPS {
         lab.current = (def.name, def.needs);
+        let unmet = def
+            .needs
+            .iter()
+            .find_map(|&n| lab.machine.unmet(n, lab.built));
         let t = std::time::Instant::now();
-        let mut name = def.name.to_string();
-        match (lab.unmet(def), &def.run) {
-            (Some(why), _) => lab.step(Status::Skipped, why, vec![]),
-            (None, StepRun::Whole(run)) => run(&mut lab)?,
-            (None, StepRun::Untimed { .. }) => {
-                let batch = lab.untimed_from(next);
-                run_untimed(&mut lab, &batch)?;
-                next += batch.len() - 1;
-                if batch.len() > 1 {
-                    let names: Vec<&str> = batch.iter().map(|d| d.name).collect();
-                    name = format!("{} at once", names.join(" and "));
-                }
-            }
+        match unmet {
+            Some(why) => lab.step(Status::Skipped, why, vec![]),
+            None => (def.run)(&mut lab)?,
         }
-        times.push(format!("{name} {:.1} s", t.elapsed().as_secs_f64()));
-        next += 1;
+        times.push(format!("{} {:.1} s", def.name, t.elapsed().as_secs_f64()));
     }
     lab.launcher
         .note(&format!("klab lab: time per step: {}", times.join(", ")));
@@ -531,57 +488,6 @@ pub fn run_on(
         skipped,
         dir: lab.dir,
     })
-}
-
-/// Run `steps` (untimed, their needs met) as one batch of children, then judge each step's
-/// share in the steps' order. The children that run the most processes start first, so a
-/// long one does not wait behind short ones for a slot.
-fn run_untimed(lab: &mut Lab<'_>, steps: &[&StepDef]) -> Result<(), LabError> {
-    let mut batch = Vec::new();
-    let mut shares = Vec::new();
-    for def in steps {
-        let StepRun::Untimed { children, .. } = def.run else {
-            unreachable!("only untimed steps are batched")
-        };
-        lab.current = (def.name, def.needs);
-        let mine = children(lab);
-        shares.push(mine.len());
-        batch.extend(mine);
-    }
-    let mut order: Vec<usize> = (0..batch.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(batch[i].1));
-    let watched: Vec<(Child, u64)> = order
-        .iter()
-        .map(|&i| {
-            let (child, periods) = &batch[i];
-            (
-                child.clone(),
-                lab.opts.timeout.saturating_mul((*periods).max(1)),
-            )
-        })
-        .collect();
-    let names: Vec<&str> = steps.iter().map(|d| d.name).collect();
-    let names = names.join(", ");
-    lab.launcher
-        .progress(&names, 0, 1, &format!("{} children", watched.len()));
-    let jobs = lab.machine.untimed_at_once;
-    let mut outcomes: Vec<Option<Result<ChildOutcome, LabError>>> =
-        std::iter::repeat_with(|| None).take(batch.len()).collect();
-    for (i, o) in order.into_iter().zip(lab.launcher.run_all(&watched, jobs)) {
-        outcomes[i] = Some(o);
-    }
-    lab.launcher.progress(&names, 1, 1, "");
-    let mut outcomes = outcomes
-        .into_iter()
-        .map(|o| o.expect("an outcome per child"));
-    for (def, share) in steps.iter().zip(shares) {
-        let StepRun::Untimed { judge, .. } = def.run else {
-            unreachable!("only untimed steps are batched")
-        };
-        lab.current = (def.name, def.needs);
-        judge(lab, outcomes.by_ref().take(share).collect())?;
-    }
-    Ok(())
 }
 
 /// lab.json: the steps so far and every artifact they list, sized and hashed.

@@ -20,7 +20,7 @@ use klab_model::{ModelParams, ModelReport};
 use klab_run::child::{ChildResult, ChildVerdict, Verdict};
 use klab_spec::{builtin, Variant};
 
-use crate::{files_under, Child, Lab, LabError, Outcomes, Status, LOGS_DIR};
+use crate::{files_under, Child, Lab, LabError, Status, LOGS_DIR};
 
 /// Samples per `klab bench` receipt and per rounds block.
 const BENCH_SAMPLES: u32 = 200;
@@ -228,23 +228,23 @@ fn transpose(selection: &str, n: u64, reps: u32) -> Child {
     }
 }
 
-/// Every variant at sizes no block divides, plus block-exact ones: each size its own
-/// process under its own watchdog. They time nothing the lab reports (the one batch each
-/// times is a figure of the transpose lab's program that no step reports), so they run at
-/// once, beside the other untimed steps' children.
-pub(crate) fn ladder_children(lab: &Lab<'_>) -> Vec<(Child, u64)> {
-    let ladder = &lab.plan().ladder;
-    ladder
-        .iter()
-        .map(|&n| (transpose("all", n, 1), 1))
-        .collect()
-}
-
-/// The ladder's gate: broken must be rejected at every size, the others accepted.
-pub(crate) fn ladder(lab: &mut Lab<'_>, outcomes: Outcomes) -> Result<(), LabError> {
+/// Every variant at sizes no block divides, plus block-exact ones; broken must be rejected.
+/// Each size is its own process under its own watchdog. They run at once (the machine's
+/// `untimed_at_once`): the lab judges only their correctness, and the one batch each times
+/// is a figure of the transpose lab's program that no step reports.
+pub(crate) fn ladder(lab: &mut Lab<'_>) -> Result<(), LabError> {
     let ladder = lab.plan().ladder.clone();
     let (mut log, mut a, mut problems, mut errors) =
         (String::new(), Vec::new(), Vec::new(), Vec::new());
+    let sizes = ladder
+        .iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    lab.progress(0, 1, &format!("N = {sizes}"));
+    let children: Vec<Child> = ladder.iter().map(|&n| transpose("all", n, 1)).collect();
+    let jobs = lab.machine.untimed_at_once;
+    let outcomes = lab.untimed_children(&children, jobs);
     for (&n, child) in ladder.iter().zip(outcomes) {
         let child = child?;
         log.push_str(&child.log);
@@ -259,6 +259,7 @@ pub(crate) fn ladder(lab: &mut Lab<'_>, outcomes: Outcomes) -> Result<(), LabErr
             (v, _) => errors.push(format!("N={n}: {}", v.describe())),
         }
     }
+    lab.progress(1, 1, "");
     a.push(lab.log("ladder", &log)?);
     let ok = format!(
         "all {} variants at N = {ladder:?}; broken rejected every time",
@@ -495,44 +496,31 @@ pub(crate) fn ceilings(lab: &mut Lab<'_>) -> Result<(), LabError> {
     Ok(())
 }
 
-/// The kernels the sanitize step runs: the accepted, then the known-broken, each once.
-fn sanitize_kernels(plan: &klab_evidence::schema::LabPlan) -> Vec<String> {
+/// The sanitizer gate: the accepted kernels clean under every tool, the known-broken ones
+/// caught by at least one. One `klab sanitize` runs them all, so its `--jobs` spreads every
+/// (kernel, tool) run over the cores at once; the verdict is read per kernel from its
+/// sanitize.json, since its exit status is 2 whenever a known-broken kernel is rejected.
+pub(crate) fn sanitize(lab: &mut Lab<'_>) -> Result<(), LabError> {
+    let plan = lab.plan().clone();
+    let sanitizer = lab.machine.sanitizer.clone().expect("a declared need");
+    let tools: klab_tools::sanitizer::ToolList =
+        plan.sanitize_tools.parse().expect("the plan was checked");
     let mut kernels: Vec<String> = Vec::new();
     for k in plan.sanitize_accepted.iter().chain(&plan.sanitize_broken) {
         if !kernels.contains(k) {
             kernels.push(k.clone());
         }
     }
-    kernels
-}
-
-fn sanitize_tools(plan: &klab_evidence::schema::LabPlan) -> klab_tools::sanitizer::ToolList {
-    plan.sanitize_tools.parse().expect("the plan was checked")
-}
-
-/// One `klab sanitize` of every kernel under every tool, so its `--jobs` spreads every
-/// (kernel, tool) run over the cores at once; it times nothing, so it runs beside the ladder.
-pub(crate) fn sanitize_children(lab: &Lab<'_>) -> Vec<(Child, u64)> {
-    let plan = lab.plan();
-    let (kernels, tools) = (sanitize_kernels(plan), sanitize_tools(plan));
-    // Each kernel runs once per tool, each under its own watchdog.
-    let periods = (kernels.len() * tools.0.len()) as u64 + 1;
+    lab.progress(0, 1, &kernels.join(" "));
     let child = Child::Sanitize {
-        kernels,
-        tools,
-        sanitizer: lab.machine.sanitizer.clone().expect("a declared need"),
+        kernels: kernels.clone(),
+        tools: tools.clone(),
+        sanitizer,
         out: lab.dir.join("sanitize"),
     };
-    vec![(child, periods)]
-}
-
-/// The sanitizer gate: the accepted kernels clean under every tool, the known-broken ones
-/// caught by at least one. The verdict is read per kernel from sanitize.json, since the
-/// child's exit status is 2 whenever a known-broken kernel is rejected.
-pub(crate) fn sanitize(lab: &mut Lab<'_>, outcomes: Outcomes) -> Result<(), LabError> {
-    let plan = lab.plan().clone();
-    let kernels = sanitize_kernels(&plan);
-    let child = outcomes.into_iter().next().expect("one sanitize child")?;
+    // Each kernel runs once per tool, each under its own watchdog.
+    let child = lab.child(&child, (kernels.len() * tools.0.len()) as u64 + 1)?;
+    lab.progress(1, 1, "");
     let log = lab.log("sanitize", child.logged())?;
     let a: Vec<String> = files_under(&lab.dir, "sanitize")
         .into_iter()

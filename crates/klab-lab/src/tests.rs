@@ -16,8 +16,6 @@ struct Fake {
     ran: Vec<Child>,
     /// Each batch handed to `run_all`: its children's count and the jobs asked.
     batches: Vec<(usize, usize)>,
-    /// Each batched child's watchdog, seconds, in the order handed over.
-    watchdogs: Vec<u64>,
     notes: Vec<String>,
     printed: String,
 }
@@ -68,12 +66,12 @@ impl Launcher for Fake {
     }
     fn run_all(
         &mut self,
-        children: &[(Child, u64)],
+        children: &[Child],
+        timeout_s: u64,
         jobs: usize,
     ) -> Vec<Result<ChildOutcome, LabError>> {
         self.batches.push((children.len(), jobs));
-        self.watchdogs.extend(children.iter().map(|(_, t)| *t));
-        children.iter().map(|(c, t)| self.run(c, *t)).collect()
+        children.iter().map(|c| self.run(c, timeout_s)).collect()
     }
     fn note(&mut self, line: &str) {
         self.notes.push(line.into());
@@ -109,35 +107,6 @@ fn bare_machine() -> Machine {
     }
 }
 
-/// Run the untimed steps `names` as the pipeline runs them: one batch of children.
-fn untimed(lab: &mut Lab<'_>, names: &[&str]) {
-    let defs: Vec<&StepDef> = names
-        .iter()
-        .map(|n| STEPS.iter().find(|d| d.name == *n).unwrap())
-        .collect();
-    run_untimed(lab, &defs).unwrap();
-}
-
-/// The facts an H200 reports (a GPU that opened).
-fn h200() -> DeviceFacts {
-    DeviceFacts {
-        ordinal: 0,
-        name: "NVIDIA H200".into(),
-        uuid: "GPU-0".into(),
-        compute_capability: (9, 0),
-        sm_count: 132,
-        l2_bytes: 60 << 20,
-        memory_clock_khz: 3_201_000,
-        sm_clock_khz: Some(1_980_000),
-        bus_width_bits: 6144,
-        total_memory_bytes: 143_771_000_000,
-        driver_version: "13.0".into(),
-        runtime_version: None,
-        nvrtc_version: None,
-        limits: klab_core::device::DeviceLimits::hopper(),
-    }
-}
-
 /// A lab positioned at step `name`, on a machine whose needs all hold.
 fn lab_at<'a>(opts: &'a LabOptions, fake: &'a mut Fake, dir: &Path, name: &'static str) -> Lab<'a> {
     let def = STEPS.iter().find(|d| d.name == name).unwrap();
@@ -150,7 +119,7 @@ fn lab_at<'a>(opts: &'a LabOptions, fake: &'a mut Fake, dir: &Path, name: &'stat
             nvrtc: true,
             cublas: true,
             untimed_at_once: 3,
-            device: Ok(h200()),
+            ..bare_machine()
         },
         built: true,
         steps: Vec::new(),
@@ -177,10 +146,10 @@ fn a_machine_without_a_gpu_skips_each_step_for_its_first_unmet_need() {
             "model",
             "build",
             "ladder",
-            "sanitize",
             "benchmark",
             "receipts",
             "rounds",
+            "sanitize",
             "profile",
             "ceilings",
             "report"
@@ -251,7 +220,7 @@ fn the_ladder_fails_when_broken_is_accepted_or_a_size_hung() {
     accepted[4] = "broken,true,0,0,0.01,1.00";
     fake.answer(outcome(Some(0), &transpose_csv(&accepted)), vec![]);
     let mut lab = lab_at(&opts, &mut fake, tmp.path(), "ladder");
-    untimed(&mut lab, &["ladder"]);
+    steps::ladder(&mut lab).unwrap();
     let s = &lab.steps[0];
     assert_eq!(s.status, "failed");
     assert_eq!(s.detail, "N=33: broken was accepted");
@@ -261,7 +230,7 @@ fn the_ladder_fails_when_broken_is_accepted_or_a_size_hung() {
     fake.answer(outcome(Some(2), &transpose_csv(&GOOD)), vec![]);
     fake.answer(outcome(None, ""), vec![]);
     let mut lab = lab_at(&opts, &mut fake, tmp.path(), "ladder");
-    untimed(&mut lab, &["ladder"]);
+    steps::ladder(&mut lab).unwrap();
     // A hang is the kernel's failure (the one child verdict), not an error of the lab.
     assert_eq!(lab.steps[0].status, "failed");
     assert!(
@@ -283,7 +252,7 @@ fn the_ladders_sizes_run_as_one_batch_of_children() {
         fake.answer(outcome(Some(2), &transpose_csv(&GOOD)), vec![]);
     }
     let mut lab = lab_at(&opts, &mut fake, tmp.path(), "ladder");
-    untimed(&mut lab, &["ladder"]);
+    steps::ladder(&mut lab).unwrap();
     assert_eq!(lab.steps[0].status, "ran", "{}", lab.steps[0].detail);
     drop(lab);
     assert_eq!(fake.batches, [(3, 3)]);
@@ -291,58 +260,6 @@ fn the_ladders_sizes_run_as_one_batch_of_children() {
     for n in [1, 7, 33] {
         assert!(tmp.path().join(format!("check-{n}.csv")).is_file());
     }
-}
-
-/// The ladder and the sanitizer time nothing the lab reports: their children go to the
-/// launcher as one batch (the ladder alone took 2.4 s and the sanitizer 3.6 s of the lab on
-/// the H200, one after the other), the sanitizer's first because it runs the most
-/// processes, each with its own watchdog; each step still judges its own children and is
-/// recorded in the pipeline's order.
-#[test]
-fn the_ladder_and_the_sanitizer_run_their_children_as_one_batch() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut opts = options(tmp.path());
-    opts.plan.ladder = vec![7, 33];
-    let mut fake = Fake::default();
-    fake.answer(
-        outcome(Some(2), ""),
-        vec![("sanitize.json", lab_sanitized("clean", "found_errors"))],
-    );
-    fake.answer(outcome(Some(2), &transpose_csv(&GOOD)), vec![]);
-    let mut accepted = GOOD;
-    accepted[4] = "broken,true,0,0,0.01,1.00";
-    fake.answer(outcome(Some(0), &transpose_csv(&accepted)), vec![]);
-    let mut lab = lab_at(&opts, &mut fake, tmp.path(), "ladder");
-    let batch: Vec<&str> = lab.untimed_from(3).iter().map(|d| d.name).collect();
-    assert_eq!(batch, ["ladder", "sanitize"]);
-    untimed(&mut lab, &batch);
-    let steps: Vec<(&str, &str)> = lab
-        .steps
-        .iter()
-        .map(|s| (s.name.as_str(), s.status.as_str()))
-        .collect();
-    // The ladder's second size (33) was answered with broken accepted: the outcomes went
-    // back to the sizes they belong to.
-    assert_eq!(steps, [("ladder", "failed"), ("sanitize", "ran")]);
-    assert_eq!(lab.steps[0].detail, "N=33: broken was accepted");
-    drop(lab);
-    assert_eq!(fake.batches, [(3, 3)]);
-    assert!(
-        matches!(fake.ran[0], Child::Sanitize { .. }),
-        "{:?}",
-        fake.ran
-    );
-    // 5 kernels under 3 tools and the command itself: 16 watchdog periods of 9 s.
-    assert_eq!(fake.watchdogs, [16 * 9, 9, 9]);
-
-    // Without compute-sanitizer the ladder's batch is the ladder alone.
-    let mut fake = Fake::default();
-    let mut lab = lab_at(&opts, &mut fake, tmp.path(), "ladder");
-    lab.machine.sanitizer = None;
-    let batch: Vec<&str> = lab.untimed_from(3).iter().map(|d| d.name).collect();
-    assert_eq!(batch, ["ladder"]);
-    // A timed step starts no batch.
-    assert!(lab.untimed_from(5).is_empty());
 }
 
 /// A sanitize.json of `kernels`: (name, memcheck's outcome, known-broken).
@@ -382,7 +299,7 @@ fn sanitize_step(
     let files = json.map(|j| vec![("sanitize.json", j)]).unwrap_or_default();
     fake.answer(outcome(status, ""), files);
     let mut lab = lab_at(opts, &mut fake, dir.path(), "sanitize");
-    untimed(&mut lab, &["sanitize"]);
+    steps::sanitize(&mut lab).unwrap();
     let s = lab.steps[0].clone();
     drop(lab);
     (fake.ran, s)
