@@ -440,6 +440,17 @@ pub struct RateRow {
     pub prediction: Option<String>,
 }
 
+impl RateRow {
+    /// Faster than the ceiling (the fastest copy of the same rounds): its share, as printed
+    /// to a tenth of a percent, is over 100.0%. The ceiling's own share is 100% only up to
+    /// rounding (100 x g / g can come out a hair above 100), and a kernel printed at 100.0%
+    /// must not be called faster than it.
+    pub fn above_ceiling(&self) -> bool {
+        self.pct_of_ceiling
+            .is_some_and(|pct| (pct * 10.0).round() > 1000.0)
+    }
+}
+
 /// One candidate against the baseline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoundsAnalysis {

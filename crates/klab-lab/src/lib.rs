@@ -287,7 +287,7 @@ pub struct StepDef {
     run: fn(&mut Lab<'_>) -> Result<(), LabError>,
 }
 
-/// The run folder's folder of child logs ([`Lab::child_log`]).
+/// The run folder's folder of child logs: `logs/STEP.log`, one per step.
 pub const LOGS_DIR: &str = "logs";
 
 /// The pipeline, in order. The report step runs after these, always.

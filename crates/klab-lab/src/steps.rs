@@ -443,7 +443,7 @@ fn rates_line(dir: &Path) -> String {
             let pct = r.pct_of_ceiling?;
             // The ceiling is the fastest copy in the rounds, not a bound: summary.txt says why
             // a kernel can pass it.
-            let above = if pct > 100.0 {
+            let above = if r.above_ceiling() {
                 ", faster than the copy: see summary.txt"
             } else {
                 ""

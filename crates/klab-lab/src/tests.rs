@@ -386,8 +386,9 @@ fn the_rounds_step_reads_its_rates_from_summary_json_and_prints_the_table() {
     let tmp = tempfile::tempdir().unwrap();
     let opts = options(tmp.path());
     let mut fake = Fake::default();
+    // The ceiling's own share can come out a hair above 100: it is not faster than itself.
     let summary = r#"{"baseline":"naive","rates":[
-        {"kernel":"copy","median_gb_s":3000.4,"pct_of_ceiling":100.0},
+        {"kernel":"copy","median_gb_s":3000.4,"pct_of_ceiling":100.00000000000001},
         {"kernel":"naive","median_gb_s":500.0,"pct_of_ceiling":16.66},
         {"kernel":"padded","median_gb_s":3521.0,"pct_of_ceiling":117.35}]}"#;
     fake.answer(
