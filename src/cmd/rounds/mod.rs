@@ -970,7 +970,7 @@ impl Rates {
     /// its bytes in L2 (under same-buffer, or at a size near L2) can beat a copy of as many
     /// bytes, and a reader seeing 117% of a "ceiling" must not take it for a timing error.
     /// It reads the shares `summary.json` gets, so the two cannot disagree.
-    fn above_ceiling(&self) -> Option<String> {
+    fn above_ceiling_note(&self) -> Option<String> {
         let (copy, _) = self.ceiling.as_ref()?;
         let above: Vec<String> = self
             .rows
@@ -1023,7 +1023,7 @@ impl Rates {
             )),
             None => text.push_str("ceiling: no copy kernel in these rounds, so no % of ceiling\n"),
         }
-        if let Some(note) = self.above_ceiling() {
+        if let Some(note) = self.above_ceiling_note() {
             text.push_str(&note);
         }
         // Predictions declared in the manifests, beside the outcome above.
@@ -1230,7 +1230,7 @@ mod tests {
             ceiling: Some(("copy".into(), 2309.6)),
             peak: Some(3352.3),
         };
-        let note = rates.above_ceiling().unwrap();
+        let note = rates.above_ceiling_note().unwrap();
         assert!(
             note.starts_with("above the ceiling: padded at 117.2% of copy's rate."),
             "{note}"
@@ -1242,17 +1242,17 @@ mod tests {
         );
 
         rates.rows[2] = row("padded", 100.0);
-        assert_eq!(rates.above_ceiling(), None);
+        assert_eq!(rates.above_ceiling_note(), None);
         // The ceiling's own share, as the rounds compute it, can come out a hair above 100
         // (memcpy was called faster than itself in the lab's ceilings step on an H100).
         let g = 3220.0347717855984;
         let own = pct_of_ceiling(Some(g), Some(&("copy".into(), g))).unwrap();
         assert!(own > 100.0, "the case this guards against: {own}");
         rates.rows[0] = row("copy", own);
-        assert_eq!(rates.above_ceiling(), None);
+        assert_eq!(rates.above_ceiling_note(), None);
         rates.ceiling = None;
         rates.rows[2] = row("padded", 400.0);
-        assert_eq!(rates.above_ceiling(), None);
+        assert_eq!(rates.above_ceiling_note(), None);
     }
 
     #[test]
