@@ -178,6 +178,7 @@ fn measure(
         claim: args.claim.clone(),
     };
     let mut session = open(&kernel)?;
+    let session_open = Instant::now();
     let facts = session.backend.facts().clone();
     eprintln!("klab bench: {}", facts.describe());
     let dir = output_dir(args.out.as_deref(), "bench")?;
@@ -194,6 +195,7 @@ fn measure(
     let paced = pace.as_mut().map(|pace| Paced {
         pace,
         launches_over: &launches_over,
+        session_open,
     });
     let blocks = run_blocks(&mut session, &spec, paced, &mut |l| {
         eprintln!("klab bench: {l}")

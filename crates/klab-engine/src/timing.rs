@@ -144,6 +144,44 @@ pub trait BlockEvents {
     }
     /// Called once the block's last launch has finished on the GPU.
     fn launches_over(&mut self) {}
+    /// Called as the block passes each [`Milestone`] after its start, in their order: where
+    /// its time on the device goes, for the log of a process that paces it.
+    fn reached(&mut self, _milestone: Milestone) {}
+}
+
+/// The points a block passes between its start and the end of its launches
+/// ([`BlockEvents::reached`]), in the order it passes them. A rejected block stops after
+/// [`Milestone::Validated`]; a block on slots its caller made ([`measure_in`]) has no
+/// [`Milestone::SlotsMade`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Milestone {
+    /// Its slots allocated and their inputs made.
+    SlotsMade,
+    /// Its first poisoned validation judged.
+    Validated,
+    /// Its timed launches ready: graphs captured, the scrub buffer and perturbation
+    /// sources made.
+    Prepared,
+    /// Its warmup done.
+    WarmedUp,
+    /// Its samples and probes taken.
+    Sampled,
+    /// Its slots' last launches and its second validation judged.
+    Revalidated,
+}
+
+impl Milestone {
+    /// The milestone in a log line.
+    pub fn label(self) -> &'static str {
+        match self {
+            Milestone::SlotsMade => "slots made",
+            Milestone::Validated => "validated",
+            Milestone::Prepared => "prepared",
+            Milestone::WarmedUp => "warmed up",
+            Milestone::Sampled => "sampled",
+            Milestone::Revalidated => "revalidated",
+        }
+    }
 }
 
 impl<F: FnMut() -> GpuState> BlockEvents for F {
@@ -544,6 +582,7 @@ pub fn measure<B: Backend, W: Workload>(
     }
     backend.synchronize()?;
     let inputs_s = made.elapsed().as_secs_f64();
+    events.reached(Milestone::SlotsMade);
     let mut outcome = measure_laid_out(
         backend, workload, kernels, cfg, label, &mut bufs, layout, events,
     )?;
@@ -715,6 +754,7 @@ fn measure_laid_out<B: Backend, W: Workload>(
         POISON_BYTES[0],
     )?;
     let mut validations_s = validating.elapsed().as_secs_f64();
+    events.reached(Milestone::Validated);
     if !before.passed() || workload.known_broken() {
         workload.settle()?;
         return Ok(Outcome::Rejected {
@@ -727,11 +767,14 @@ fn measure_laid_out<B: Backend, W: Workload>(
         .map(|r| Floor::of(workload.useful_bytes(), workload.flops(), &r));
 
     let mut block = Block::prepare(backend, workload, kernels, cfg, layout, vslot, bufs)?;
+    events.reached(Milestone::Prepared);
     let timing = std::time::Instant::now();
     let (warmup_launches, warmup_medians_us) = block.warmup(backend, bufs)?;
+    events.reached(Milestone::WarmedUp);
     let sampled = block.sample_all(backend, bufs, events)?;
     backend.synchronize()?;
     let timed_s = timing.elapsed().as_secs_f64() - sampled.checking_s;
+    events.reached(Milestone::Sampled);
 
     let validating = std::time::Instant::now();
     let (last_us, after_timing) = block.last_launches(backend, bufs, sampled.held)?;
@@ -744,6 +787,7 @@ fn measure_laid_out<B: Backend, W: Workload>(
         POISON_BYTES[1],
     )?;
     backend.synchronize()?;
+    events.reached(Milestone::Revalidated);
     events.launches_over();
     workload.settle()?;
     validations_s += validating.elapsed().as_secs_f64() + sampled.checking_s;
@@ -1288,10 +1332,14 @@ mod tests {
         fn launches_over(&mut self) {
             self.calls.push("over");
         }
+        fn reached(&mut self, milestone: Milestone) {
+            self.calls.push(milestone.label());
+        }
     }
 
-    /// A paced block is held before it makes anything on the device, and says when its last
-    /// launch (the second validation) is over; stopped at its start, it launched nothing.
+    /// A paced block is held before it makes anything on the device, passes its milestones
+    /// in order and says when its last launch (the second validation) is over; stopped at
+    /// its start, it launched nothing.
     #[test]
     fn a_block_says_when_it_starts_and_when_its_launches_are_over() {
         let mut b = HostBackend::new().with_general_kernel("triad_f32", triad_kernel);
@@ -1300,7 +1348,21 @@ mod tests {
         let c = cfg(Regime::SameBuffer, Timer::PerLaunch);
         let mut told = Told::default();
         let m = measured(measure(&mut b, &w, &k, &c, "block", &mut told).unwrap());
-        assert_eq!(told.calls, ["start", "state", "state", "over"]);
+        assert_eq!(
+            told.calls,
+            [
+                "start",
+                "slots made",
+                "validated",
+                "prepared",
+                "warmed up",
+                "state",
+                "state",
+                "sampled",
+                "revalidated",
+                "over"
+            ]
+        );
         assert!(m.revalidation.passed());
         let launched = b.launch_count();
 

@@ -5,7 +5,7 @@
 
 use klab_core::gpustate::GpuState;
 use klab_cuda::nvml::StateReader;
-use klab_engine::timing::{self, BlockEvents, Outcome, TimingConfig, TimingError};
+use klab_engine::timing::{self, BlockEvents, Milestone, Outcome, TimingConfig, TimingError};
 use klab_engine::workload::Workload;
 
 use crate::error::RunError;
@@ -18,13 +18,68 @@ use crate::session::Session;
 pub struct Paced<'a> {
     pub pace: &'a mut Pace<std::io::Stdin>,
     pub launches_over: &'a dyn Fn(),
+    /// When its session was open (its device, module and checker), for its log.
+    pub session_open: std::time::Instant,
 }
 
 /// The events of one process's blocks: the GPU's state, and, when paced, the one block's
-/// turn to start on the device and the end of its launches.
+/// turn to start on the device, the milestones it passed since and the end of its launches.
 struct Events<'a, 'p> {
     state: &'a StateReader,
     paced: Option<&'a mut Paced<'p>>,
+    /// For a paced block: when it was given the turn to open its device, when its session
+    /// was open, when it was ready for its turn (all before its work on the device done),
+    /// when it was given its turn, each milestone after it, and when its launches were over.
+    opened: Option<(std::time::Instant, std::time::Instant)>,
+    ready: Option<std::time::Instant>,
+    turn: Option<std::time::Instant>,
+    passed: Vec<(Milestone, std::time::Instant)>,
+    over: Option<std::time::Instant>,
+}
+
+impl Events<'_, '_> {
+    /// `from its open turn: session open +0.190 s, ready +0.240 s, turn +0.250 s; after its
+    /// turn: slots made +0.002 s, ..., launches over +0.120 s, judged +0.180 s`: where a
+    /// paced block's time went, from the turn to open its device, for its log (None when no
+    /// one paced it). `judged` is now: the block's outcome made, its held cross-check done.
+    fn since_turn(&self) -> Option<String> {
+        let turn = self.turn?;
+        let from = |t0: std::time::Instant, marks: &[(&str, std::time::Instant)]| {
+            marks
+                .iter()
+                .map(|&(label, t)| {
+                    format!(
+                        "{label} +{:.3} s",
+                        t.saturating_duration_since(t0).as_secs_f64()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let before = match (self.opened, self.ready) {
+            (Some((opened, session_open)), Some(ready)) => {
+                let marks = [
+                    ("session open", session_open),
+                    ("ready", ready),
+                    ("turn", turn),
+                ];
+                Some(format!("from its open turn: {}; ", from(opened, &marks)))
+            }
+            _ => None,
+        };
+        let after: Vec<(&str, std::time::Instant)> = self
+            .passed
+            .iter()
+            .map(|&(m, t)| (m.label(), t))
+            .chain(self.over.map(|t| ("launches over", t)))
+            .chain(std::iter::once(("judged", std::time::Instant::now())))
+            .collect();
+        Some(format!(
+            "{}after its turn: {}",
+            before.unwrap_or_default(),
+            from(turn, &after)
+        ))
+    }
 }
 
 impl BlockEvents for Events<'_, '_> {
@@ -34,17 +89,29 @@ impl BlockEvents for Events<'_, '_> {
 
     fn start(&mut self) -> Result<(), TimingError> {
         match self.paced.as_mut() {
-            Some(p) => p
-                .pace
-                .wait_for(Turn::Time)
-                .map_err(|e| TimingError::Stopped(e.to_string())),
+            Some(p) => {
+                self.ready = Some(std::time::Instant::now());
+                self.opened = p.pace.opened_at.map(|o| (o, p.session_open));
+                p.pace
+                    .wait_for(Turn::Time)
+                    .map_err(|e| TimingError::Stopped(e.to_string()))?;
+                self.turn = Some(std::time::Instant::now());
+                Ok(())
+            }
             None => Ok(()),
+        }
+    }
+
+    fn reached(&mut self, milestone: Milestone) {
+        if self.turn.is_some() {
+            self.passed.push((milestone, std::time::Instant::now()));
         }
     }
 
     fn launches_over(&mut self) {
         if let Some(p) = &self.paced {
             (p.launches_over)();
+            self.over = Some(std::time::Instant::now());
         }
     }
 }
@@ -109,6 +176,11 @@ fn run_workload<W: Workload>(
         let mut events = Events {
             state: &session.state,
             paced: paced.as_mut(),
+            opened: None,
+            ready: None,
+            turn: None,
+            passed: Vec::new(),
+            over: None,
         };
         let outcome = timing::measure(
             &mut session.backend,
@@ -118,6 +190,9 @@ fn run_workload<W: Workload>(
             &format!("round {round}"),
             &mut events,
         )?;
+        if let Some(line) = events.since_turn() {
+            log(line);
+        }
         let mut outcome = outcome;
         if let Outcome::Measured(m) = &mut outcome {
             (m.phases.setup_s, m.phases.compile_s) = session.take_open_time();
@@ -129,4 +204,62 @@ fn run_workload<W: Workload>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn events(state: &StateReader) -> Events<'_, 'static> {
+        Events {
+            state,
+            paced: None,
+            opened: None,
+            ready: None,
+            turn: None,
+            passed: Vec::new(),
+            over: None,
+        }
+    }
+
+    /// A paced block's log line gives each milestone, then the end of its launches and its
+    /// judgement, in seconds from its turn; a block no one paced has none.
+    #[test]
+    fn a_paced_block_logs_its_milestones_from_its_turn() {
+        let state = StateReader::new("GPU-00000000-0000-0000-0000-000000000000");
+        let mut e = events(&state);
+        e.reached(Milestone::SlotsMade);
+        assert_eq!(e.since_turn(), None, "not paced");
+        assert!(e.passed.is_empty(), "nothing kept without a turn");
+
+        let turn = Instant::now() - Duration::from_millis(500);
+        e.turn = Some(turn);
+        e.passed = vec![
+            (Milestone::SlotsMade, turn + Duration::from_millis(2)),
+            (Milestone::Validated, turn + Duration::from_millis(31)),
+        ];
+        e.over = Some(turn + Duration::from_millis(120));
+        let line = e.since_turn().unwrap();
+        let judged = line.rsplit_once("judged +").unwrap().1;
+        assert_eq!(
+            line.rsplit_once(", judged").unwrap().0,
+            "after its turn: slots made +0.002 s, validated +0.031 s, launches over +0.120 s"
+        );
+        let judged_s: f64 = judged.trim_end_matches(" s").parse().unwrap();
+        assert!(judged_s >= 0.5, "{line}");
+
+        // From the turn to open its device: its session, its readiness and its turn.
+        let opened = turn - Duration::from_millis(250);
+        e.opened = Some((opened, opened + Duration::from_millis(190)));
+        e.ready = Some(opened + Duration::from_millis(240));
+        let line = e.since_turn().unwrap();
+        assert!(
+            line.starts_with(
+                "from its open turn: session open +0.190 s, ready +0.240 s, turn +0.250 s; \
+                 after its turn: slots made +0.002 s,"
+            ),
+            "{line}"
+        );
+    }
 }

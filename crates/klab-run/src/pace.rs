@@ -37,6 +37,8 @@ pub struct Pace<R: Read> {
     from: R,
     /// Seconds spent waiting for turns: not the block's cost, the block before's.
     pub waited_s: f64,
+    /// When the [`Turn::Open`] turn came.
+    pub opened_at: Option<std::time::Instant>,
 }
 
 impl<R: Read> Pace<R> {
@@ -44,6 +46,7 @@ impl<R: Read> Pace<R> {
         Pace {
             from,
             waited_s: 0.0,
+            opened_at: None,
         }
     }
 
@@ -62,7 +65,12 @@ impl<R: Read> Pace<R> {
         };
         self.waited_s += t.elapsed().as_secs_f64();
         match got {
-            Some(g) if g == turn.byte() => Ok(()),
+            Some(g) if g == turn.byte() => {
+                if turn == Turn::Open {
+                    self.opened_at = Some(std::time::Instant::now());
+                }
+                Ok(())
+            }
             Some(g) => Err(std::io::Error::other(format!(
                 "the parent gave turn {:?} where {turn:?} was due",
                 g as char
@@ -83,7 +91,9 @@ mod tests {
     #[test]
     fn a_paced_child_goes_on_only_with_the_turn_that_is_due() {
         let mut p = Pace::new(&b"ot"[..]);
+        assert!(p.opened_at.is_none());
         p.wait_for(Turn::Open).unwrap();
+        assert!(p.opened_at.is_some(), "when the open turn came");
         p.wait_for(Turn::Time).unwrap();
         let e = p.wait_for(Turn::Time).unwrap_err();
         assert!(e.to_string().contains("withdrew"), "{e}");
