@@ -1,7 +1,9 @@
 //! Timing blocks of one kernel in an open [`Session`] ([`run_blocks`]), each with the
 //! GPU's state read around it: what [`BenchSpec`] asks for, one [`Block`] per round. A
-//! block paced by its parent ([`Paced`]) waits for its turn to time and says when its
-//! timed launches are over.
+//! block paced by its parent ([`Paced`]) waits for its turn to time, says when its timed
+//! launches are over, and logs where its time went (its turn marks).
+
+use std::time::Instant;
 
 use klab_core::gpustate::GpuState;
 use klab_cuda::nvml::StateReader;
@@ -19,32 +21,39 @@ pub struct Paced<'a> {
     pub pace: &'a mut Pace<std::io::Stdin>,
     pub launches_over: &'a dyn Fn(),
     /// When its session was open (its device, module and checker), for its log.
-    pub session_open: std::time::Instant,
+    pub session_open: Instant,
 }
 
 /// The events of one process's blocks: the GPU's state, and, when paced, the one block's
-/// turn to start on the device, the milestones it passed since and the end of its launches.
+/// turn to start on the device, the end of its launches, and the marks of its time.
 struct Events<'a, 'p> {
     state: &'a StateReader,
     paced: Option<&'a mut Paced<'p>>,
-    /// For a paced block: when it was given the turn to open its device, when its session
-    /// was open, when it was ready for its turn (all before its work on the device done),
-    /// when it was given its turn, each milestone after it, and when its launches were over.
-    opened: Option<(std::time::Instant, std::time::Instant)>,
-    ready: Option<std::time::Instant>,
-    turn: Option<std::time::Instant>,
-    passed: Vec<(Milestone, std::time::Instant)>,
-    over: Option<std::time::Instant>,
+    marks: TurnMarks,
 }
 
-impl Events<'_, '_> {
+/// When a paced block passed each point of its time, for its log: its turn to open the
+/// device and its session open, its readiness for its turn and the turn, each
+/// [`Milestone`] after it, and the end of its launches.
+#[derive(Default)]
+struct TurnMarks {
+    /// When the turn to open its device came, and when its session was open.
+    opened: Option<(Instant, Instant)>,
+    /// When it was ready for its turn (all before its work on the device done).
+    ready: Option<Instant>,
+    turn: Option<Instant>,
+    passed: Vec<(Milestone, Instant)>,
+    over: Option<Instant>,
+}
+
+impl TurnMarks {
     /// `from its open turn: session open +0.190 s, ready +0.240 s, turn +0.250 s; after its
     /// turn: slots made +0.002 s, ..., launches over +0.120 s, judged +0.180 s`: where a
-    /// paced block's time went, from the turn to open its device, for its log (None when no
-    /// one paced it). `judged` is now: the block's outcome made, its held cross-check done.
-    fn since_turn(&self) -> Option<String> {
+    /// paced block's time went, from the turn to open its device (None when no one paced
+    /// it). `judged` is now: the block's outcome made, its held cross-check done.
+    fn describe(&self) -> Option<String> {
         let turn = self.turn?;
-        let from = |t0: std::time::Instant, marks: &[(&str, std::time::Instant)]| {
+        let from = |t0: Instant, marks: &[(&str, Instant)]| {
             marks
                 .iter()
                 .map(|&(label, t)| {
@@ -63,22 +72,18 @@ impl Events<'_, '_> {
                     ("ready", ready),
                     ("turn", turn),
                 ];
-                Some(format!("from its open turn: {}; ", from(opened, &marks)))
+                format!("from its open turn: {}; ", from(opened, &marks))
             }
-            _ => None,
+            _ => String::new(),
         };
-        let after: Vec<(&str, std::time::Instant)> = self
+        let after: Vec<(&str, Instant)> = self
             .passed
             .iter()
             .map(|&(m, t)| (m.label(), t))
             .chain(self.over.map(|t| ("launches over", t)))
-            .chain(std::iter::once(("judged", std::time::Instant::now())))
+            .chain(std::iter::once(("judged", Instant::now())))
             .collect();
-        Some(format!(
-            "{}after its turn: {}",
-            before.unwrap_or_default(),
-            from(turn, &after)
-        ))
+        Some(format!("{before}after its turn: {}", from(turn, &after)))
     }
 }
 
@@ -90,12 +95,12 @@ impl BlockEvents for Events<'_, '_> {
     fn start(&mut self) -> Result<(), TimingError> {
         match self.paced.as_mut() {
             Some(p) => {
-                self.ready = Some(std::time::Instant::now());
-                self.opened = p.pace.opened_at.map(|o| (o, p.session_open));
+                self.marks.ready = Some(Instant::now());
+                self.marks.opened = p.pace.opened_at.map(|o| (o, p.session_open));
                 p.pace
                     .wait_for(Turn::Time)
                     .map_err(|e| TimingError::Stopped(e.to_string()))?;
-                self.turn = Some(std::time::Instant::now());
+                self.marks.turn = Some(Instant::now());
                 Ok(())
             }
             None => Ok(()),
@@ -103,15 +108,15 @@ impl BlockEvents for Events<'_, '_> {
     }
 
     fn reached(&mut self, milestone: Milestone) {
-        if self.turn.is_some() {
-            self.passed.push((milestone, std::time::Instant::now()));
+        if self.marks.turn.is_some() {
+            self.marks.passed.push((milestone, Instant::now()));
         }
     }
 
     fn launches_over(&mut self) {
         if let Some(p) = &self.paced {
             (p.launches_over)();
-            self.over = Some(std::time::Instant::now());
+            self.marks.over = Some(Instant::now());
         }
     }
 }
@@ -176,11 +181,7 @@ fn run_workload<W: Workload>(
         let mut events = Events {
             state: &session.state,
             paced: paced.as_mut(),
-            opened: None,
-            ready: None,
-            turn: None,
-            passed: Vec::new(),
-            over: None,
+            marks: TurnMarks::default(),
         };
         let outcome = timing::measure(
             &mut session.backend,
@@ -190,7 +191,7 @@ fn run_workload<W: Workload>(
             &format!("round {round}"),
             &mut events,
         )?;
-        if let Some(line) = events.since_turn() {
+        if let Some(line) = events.marks.describe() {
             log(line);
         }
         let mut outcome = outcome;
@@ -209,51 +210,46 @@ fn run_workload<W: Workload>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, Instant};
-
-    fn events(state: &StateReader) -> Events<'_, 'static> {
-        Events {
-            state,
-            paced: None,
-            opened: None,
-            ready: None,
-            turn: None,
-            passed: Vec::new(),
-            over: None,
-        }
-    }
+    use std::time::Duration;
 
     /// A paced block's log line gives each milestone, then the end of its launches and its
-    /// judgement, in seconds from its turn; a block no one paced has none.
+    /// judgement, in seconds from its turn, after the marks from its turn to open the
+    /// device; a block no one paced has none.
     #[test]
     fn a_paced_block_logs_its_milestones_from_its_turn() {
         let state = StateReader::new("GPU-00000000-0000-0000-0000-000000000000");
-        let mut e = events(&state);
+        let mut e = Events {
+            state: &state,
+            paced: None,
+            marks: TurnMarks::default(),
+        };
         e.reached(Milestone::SlotsMade);
-        assert_eq!(e.since_turn(), None, "not paced");
-        assert!(e.passed.is_empty(), "nothing kept without a turn");
+        assert_eq!(e.marks.describe(), None, "not paced");
+        assert!(e.marks.passed.is_empty(), "nothing kept without a turn");
 
         let turn = Instant::now() - Duration::from_millis(500);
-        e.turn = Some(turn);
-        e.passed = vec![
-            (Milestone::SlotsMade, turn + Duration::from_millis(2)),
-            (Milestone::Validated, turn + Duration::from_millis(31)),
-        ];
-        e.over = Some(turn + Duration::from_millis(120));
-        let line = e.since_turn().unwrap();
-        let judged = line.rsplit_once("judged +").unwrap().1;
+        let mut m = TurnMarks {
+            turn: Some(turn),
+            passed: vec![
+                (Milestone::SlotsMade, turn + Duration::from_millis(2)),
+                (Milestone::Validated, turn + Duration::from_millis(31)),
+            ],
+            over: Some(turn + Duration::from_millis(120)),
+            ..TurnMarks::default()
+        };
+        let line = m.describe().unwrap();
+        let (head, judged) = line.rsplit_once(", judged +").unwrap();
         assert_eq!(
-            line.rsplit_once(", judged").unwrap().0,
+            head,
             "after its turn: slots made +0.002 s, validated +0.031 s, launches over +0.120 s"
         );
         let judged_s: f64 = judged.trim_end_matches(" s").parse().unwrap();
         assert!(judged_s >= 0.5, "{line}");
 
-        // From the turn to open its device: its session, its readiness and its turn.
         let opened = turn - Duration::from_millis(250);
-        e.opened = Some((opened, opened + Duration::from_millis(190)));
-        e.ready = Some(opened + Duration::from_millis(240));
-        let line = e.since_turn().unwrap();
+        m.opened = Some((opened, opened + Duration::from_millis(190)));
+        m.ready = Some(opened + Duration::from_millis(240));
+        let line = m.describe().unwrap();
         assert!(
             line.starts_with(
                 "from its open turn: session open +0.190 s, ready +0.240 s, turn +0.250 s; \
