@@ -12,7 +12,7 @@ use klab_engine::workload::Workload;
 
 use crate::error::RunError;
 use crate::kernel::Kernel;
-use crate::pace::{Pace, Turn};
+use crate::pace::{offset, Pace, Turn};
 use crate::session::Session;
 
 /// A block its parent paces ([`Turn`]): where its turns come from, and how it says that its
@@ -56,12 +56,7 @@ impl TurnMarks {
         let from = |t0: Instant, marks: &[(&str, Instant)]| {
             marks
                 .iter()
-                .map(|&(label, t)| {
-                    format!(
-                        "{label} +{:.3} s",
-                        t.saturating_duration_since(t0).as_secs_f64()
-                    )
-                })
+                .map(|&(label, t)| format!("{label} {}", offset(t0, t)))
                 .collect::<Vec<_>>()
                 .join(", ")
         };

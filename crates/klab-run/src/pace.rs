@@ -32,6 +32,13 @@ impl Turn {
     }
 }
 
+/// `+0.123 s`: how long after `from` the instant `at` came (never negative), as the
+/// parent's `# turns:` line and a paced child's log line both write it, so that one reads
+/// the two together.
+pub fn offset(from: std::time::Instant, at: std::time::Instant) -> String {
+    format!("+{:.3} s", at.saturating_duration_since(from).as_secs_f64())
+}
+
 /// A paced child's side of its turns: it reads them from `from` (its stdin).
 pub struct Pace<R: Read> {
     from: R,
@@ -88,6 +95,15 @@ mod tests {
 
     /// The turns come in order, one byte each; another byte, or the pipe closed before the
     /// turn (the parent withdrew the block or died), stops the block.
+    /// Milliseconds to three places; an instant before `from` reads as +0.000 s.
+    #[test]
+    fn an_offset_is_seconds_after_its_start() {
+        let t0 = std::time::Instant::now();
+        let later = t0 + std::time::Duration::from_micros(123_400);
+        assert_eq!(offset(t0, later), "+0.123 s");
+        assert_eq!(offset(later, t0), "+0.000 s");
+    }
+
     #[test]
     fn a_paced_child_goes_on_only_with_the_turn_that_is_due() {
         let mut p = Pace::new(&b"ot"[..]);

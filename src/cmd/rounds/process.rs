@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use klab_engine::verify::VerifyPolicy;
 use klab_run::child::{ChildResult, ChildVerdict, Ending, ResultsFile};
 use klab_run::kernel::Kernel;
-use klab_run::pace::Turn;
+use klab_run::pace::{offset, Turn};
 use klab_tools::process::Echo;
 
 use super::{Blocks, Place, Plan};
@@ -133,10 +133,7 @@ impl Timeline {
         let at = |t: Option<Instant>| match t {
             // Everything here comes after the block's turn; an instant before it would read
             // as +0.000 rather than fail.
-            Some(t) => format!(
-                "+{:.3} s",
-                t.saturating_duration_since(self.turn).as_secs_f64()
-            ),
+            Some(t) => offset(self.turn, t),
             None => "not seen".into(),
         };
         let next = match (self.next_started, self.next_opened, self.next_timed) {
