@@ -248,3 +248,46 @@ fn a_child_says_its_result_in_the_file_its_parent_named_and_never_on_stdout() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
 }
+
+/// A paced block's child checks its kernel before it waits for a turn: a kernel it cannot
+/// time is said at once, with no turn given (its parent gives none until the block before
+/// is done), and the driver is not what it speaks of.
+#[test]
+fn a_paced_child_refuses_its_kernel_before_any_turn() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("paced");
+    std::fs::write(&file, "").unwrap();
+    let paced = BENCH_NOPE.replacen(r#"{"bench":"#, r#"{"paced-bench":"#, 1);
+    // Stdin is a pipe nothing is written to and that stays open: no turn ever comes.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_klab"))
+        .arg("__child")
+        .arg("--results-to")
+        .arg(&file)
+        .arg(child_spec(&paced))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if started.elapsed() > std::time::Duration::from_secs(30) {
+            child.kill().unwrap();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(1),
+        "it waited for a turn"
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.starts_with(r#"klab-result: {"result":"error","message":"unknown kernel 'nope'"#),
+        "{text}"
+    );
+}

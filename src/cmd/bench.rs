@@ -23,7 +23,7 @@ use klab_run::blocks::{run_blocks, BenchSpec, Paced};
 use klab_run::folder::output_dir;
 use klab_run::kernel::Kernel;
 use klab_run::receipt::{workload_info, write_receipt, ReceiptInput};
-use klab_run::session::Session;
+use klab_run::session::{Prepared, Session};
 
 use crate::cmd::Finished;
 use crate::output::{self, Format, Report};
@@ -57,28 +57,26 @@ pub fn run(args: BenchArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
 
 /// The child: the blocks, the receipt, and the verdict said to the parent.
 pub fn here(args: BenchArgs, policy: VerifyPolicy, results: &Results) -> anyhow::Result<Finished> {
-    let device = args.device;
-    measure(args, results, None, |k| {
-        Session::open(&k.manifest, &k.decl, device, policy)
-    })
+    let spec = spec_of(&args)?;
+    let session = prepare(&spec, &args)?.open(policy)?;
+    measure(args, spec, session, results, None)
 }
 
-/// The child of one block of `klab rounds`, paced by its parent ([`Turn`]): it starts the
-/// driver, opens the device on its `Open` turn and does its work (slots, validations,
-/// timing) on its `Time` turn. Without either (its parent withdrew it) it stops, having
-/// launched nothing.
+/// The child of one block of `klab rounds`, paced by its parent ([`Turn`]): it prepares
+/// (the driver, its kernel's module, NVML: [`Prepared`]), opens the device on its `Open`
+/// turn and does its work (slots, validations, timing) on its `Time` turn. Without either
+/// (its parent withdrew it) it stops, having launched nothing.
 pub fn paced_here(
     args: BenchArgs,
     policy: VerifyPolicy,
     results: &Results,
 ) -> anyhow::Result<Finished> {
-    let device = args.device;
     let mut pace = Pace::new(std::io::stdin());
-    Device::check(device)?;
+    let spec = spec_of(&args)?;
+    let prepared = prepare(&spec, &args)?;
     pace.wait_for(Turn::Open)?;
-    measure(args, results, Some(&mut pace), |k| {
-        Session::open(&k.manifest, &k.decl, device, policy)
-    })
+    let session = prepared.open(policy)?;
+    measure(args, spec, session, results, Some(&mut pace))
 }
 
 /// The child of a round in one process: each block as [`here`] runs it, on the device opened
@@ -98,9 +96,10 @@ pub fn round_here(work: RoundWork, policy: VerifyPolicy) -> anyhow::Result<Finis
         let results = Results::open(&block.results)
             .with_context(|| format!("opening {}", block.results.display()))?;
         deadline.set(Some(Duration::from_secs(block.bench.timeout)));
-        let finished = measure(block.bench, &results, None, |k| {
+        let finished = spec_of(&block.bench).and_then(|spec| {
             let setup_s = open_s.take().unwrap_or(0.0);
-            Session::on(device.clone(), setup_s, &k.manifest, &k.decl, policy)
+            let session = prepare(&spec, &block.bench)?.on(device.clone(), setup_s, policy)?;
+            measure(block.bench, spec, session, &results, None)
         });
         deadline.set(None);
         let elapsed = since.elapsed().as_secs_f64();
@@ -121,6 +120,25 @@ pub fn round_here(work: RoundWork, policy: VerifyPolicy) -> anyhow::Result<Finis
         }
     }
     Ok(ExitCode::SUCCESS.into())
+}
+
+/// What a bench's child times, from its arguments (checked as the parent checked them).
+fn spec_of(args: &BenchArgs) -> anyhow::Result<BenchSpec> {
+    let kernel = Kernel::parse_in_child(&args.kernel)?.at_shape(args.shape.as_ref())?;
+    let n = check_args(args, &kernel)?;
+    Ok(BenchSpec {
+        kernel,
+        n,
+        config: args.timing.config(),
+        rounds: args.rounds,
+        claim: args.claim.clone(),
+    })
+}
+
+/// `spec`'s kernel prepared on the device `args` names, which is not opened yet.
+fn prepare(spec: &BenchSpec, args: &BenchArgs) -> anyhow::Result<Prepared> {
+    let k = &spec.kernel;
+    Ok(Session::prepare(&k.manifest, &k.decl, args.device)?)
 }
 
 /// The deadline of the block a round's process is running: a block that runs past its
@@ -159,26 +177,17 @@ impl BlockDeadline {
     }
 }
 
-/// One bench's blocks in a session `open` makes for its kernel, the receipt, and the
-/// verdict said to the parent.
+/// One bench's blocks of `spec` in `session`, the receipt, and the verdict said to the
+/// parent.
 fn measure(
     args: BenchArgs,
+    spec: BenchSpec,
+    mut session: Session,
     results: &Results,
     mut pace: Option<&mut Pace<std::io::Stdin>>,
-    open: impl FnOnce(&Kernel) -> Result<Session, klab_run::error::RunError>,
 ) -> anyhow::Result<Finished> {
-    let kernel = Kernel::parse_in_child(&args.kernel)?.at_shape(args.shape.as_ref())?;
-    let n = check_args(&args, &kernel)?;
-    let config = args.timing.config();
-    let spec = BenchSpec {
-        kernel: kernel.clone(),
-        n,
-        config,
-        rounds: args.rounds,
-        claim: args.claim.clone(),
-    };
-    let mut session = open(&kernel)?;
     let session_open = Instant::now();
+    let (kernel, n) = (spec.kernel.clone(), spec.n);
     let facts = session.backend.facts().clone();
     eprintln!("klab bench: {}", facts.describe());
     let dir = output_dir(args.out.as_deref(), "bench")?;

@@ -109,10 +109,7 @@ impl DeviceFacts {
 
     /// The architecture NVRTC should compile for, e.g. `sm_90`.
     pub fn arch(&self) -> String {
-        format!(
-            "sm_{}{}",
-            self.compute_capability.0, self.compute_capability.1
-        )
+        arch_name(self.compute_capability)
     }
 
     /// One line for stderr.
@@ -148,6 +145,11 @@ pub fn fp32_lanes_per_sm(cc: (u32, u32)) -> Option<u32> {
 }
 
 /// 2 x clock (kHz) x bus width (bits) / 8, in GB/s (10^9 bytes per second).
+/// The architecture NVRTC compiles for at compute capability `cc`, e.g. `sm_90` for (9, 0).
+pub fn arch_name(cc: (u32, u32)) -> String {
+    format!("sm_{}{}", cc.0, cc.1)
+}
+
 pub fn theoretical_peak_gb_s(memory_clock_khz: u64, bus_width_bits: u32) -> f64 {
     2.0 * memory_clock_khz as f64 * 1e3 * (f64::from(bus_width_bits) / 8.0) / 1e9
 }

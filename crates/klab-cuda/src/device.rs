@@ -18,6 +18,22 @@ pub struct Device {
     facts: DeviceFacts,
 }
 
+/// A device the driver knows, not yet opened: no context, nothing on the GPU. Its facts are
+/// the same [`Device::open`] reads for it.
+#[derive(Debug, Clone)]
+pub struct Unopened {
+    pub ordinal: u32,
+    pub uuid: String,
+    pub compute_capability: (u32, u32),
+}
+
+impl Unopened {
+    /// The architecture NVRTC compiles for, as [`DeviceFacts::arch`] says it.
+    pub fn arch(&self) -> String {
+        klab_core::device::arch_name(self.compute_capability)
+    }
+}
+
 impl Device {
     /// Open device `ordinal` and read its facts. Fails cleanly without a driver or device.
     pub fn open(ordinal: u32) -> Result<Device, CudaError> {
@@ -61,6 +77,29 @@ impl Device {
 
     pub fn facts(&self) -> &DeviceFacts {
         &self.facts
+    }
+
+    /// What the driver says of device `ordinal` without a context ([`Unopened`]): enough to
+    /// build its module and start reading its state before opening it.
+    pub fn unopened(ordinal: u32) -> Result<Unopened, CudaError> {
+        Device::check(ordinal)?;
+        let dev =
+            result::device::get(ordinal as i32).ctx(|| format!("getting device {ordinal}"))?;
+        let attr = |a: A| -> Result<u32, CudaError> {
+            // SAFETY: a device the driver just gave; the attribute is an int.
+            unsafe { result::device::get_attribute(dev, a) }
+                .map(|v| v.max(0) as u32)
+                .ctx(|| format!("reading device {ordinal}'s attribute {a:?}"))
+        };
+        let uuid = result::device::get_uuid(dev).ctx(|| "reading the device UUID".into())?;
+        Ok(Unopened {
+            ordinal,
+            uuid: uuid_string(&uuid.bytes),
+            compute_capability: (
+                attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+                attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+            ),
+        })
     }
 
     /// Whether processes may hold contexts on device `ordinal` at the same time: its compute

@@ -12,7 +12,7 @@ use klab_engine::workload::Workload;
 
 use crate::error::RunError;
 use crate::kernel::Kernel;
-use crate::pace::{offset, Pace, Turn};
+use crate::pace::{offset, Opened, Pace, Turn};
 use crate::session::Session;
 
 /// A block its parent paces ([`Turn`]): where its turns come from, and how it says that its
@@ -37,8 +37,7 @@ struct Events<'a, 'p> {
 /// [`Milestone`] after it, and the end of its launches.
 #[derive(Default)]
 struct TurnMarks {
-    /// When the turn to open its device came, and when its session was open.
-    opened: Option<(Instant, Instant)>,
+    opened: Option<OpenMarks>,
     /// When it was ready for its turn (all before its work on the device done).
     ready: Option<Instant>,
     turn: Option<Instant>,
@@ -46,8 +45,15 @@ struct TurnMarks {
     over: Option<Instant>,
 }
 
+/// A paced block's turn to open its device ([`Opened`]), and when its session was then open.
+#[derive(Clone, Copy)]
+struct OpenMarks {
+    turn: Opened,
+    session_open: Instant,
+}
+
 impl TurnMarks {
-    /// `from its open turn: session open +0.190 s, ready +0.240 s, turn +0.250 s; after its
+    /// `from its open turn (prepared in 0.090 s, then waited 0.040 s for it): session open +0.190 s, ready +0.240 s, turn +0.250 s; after its
     /// turn: slots made +0.002 s, ..., launches over +0.120 s, judged +0.180 s`: where a
     /// paced block's time went, from the turn to open its device (None when no one paced
     /// it). `judged` is now: the block's outcome made, its held cross-check done.
@@ -61,13 +67,18 @@ impl TurnMarks {
                 .join(", ")
         };
         let before = match (self.opened, self.ready) {
-            (Some((opened, session_open)), Some(ready)) => {
+            (Some(opened), Some(ready)) => {
                 let marks = [
-                    ("session open", session_open),
+                    ("session open", opened.session_open),
                     ("ready", ready),
                     ("turn", turn),
                 ];
-                format!("from its open turn: {}; ", from(opened, &marks))
+                format!(
+                    "from its open turn (prepared in {:.3} s, then waited {:.3} s for it): {}; ",
+                    opened.turn.prepared_s,
+                    opened.turn.waited_s,
+                    from(opened.turn.at, &marks)
+                )
             }
             _ => String::new(),
         };
@@ -91,7 +102,10 @@ impl BlockEvents for Events<'_, '_> {
         match self.paced.as_mut() {
             Some(p) => {
                 self.marks.ready = Some(Instant::now());
-                self.marks.opened = p.pace.opened_at.map(|o| (o, p.session_open));
+                self.marks.opened = p.pace.opened.map(|turn| OpenMarks {
+                    turn,
+                    session_open: p.session_open,
+                });
                 p.pace
                     .wait_for(Turn::Time)
                     .map_err(|e| TimingError::Stopped(e.to_string()))?;
@@ -242,12 +256,20 @@ mod tests {
         assert!(judged_s >= 0.5, "{line}");
 
         let opened = turn - Duration::from_millis(250);
-        m.opened = Some((opened, opened + Duration::from_millis(190)));
+        m.opened = Some(OpenMarks {
+            turn: Opened {
+                at: opened,
+                prepared_s: 0.0896,
+                waited_s: 0.0404,
+            },
+            session_open: opened + Duration::from_millis(190),
+        });
         m.ready = Some(opened + Duration::from_millis(240));
         let line = m.describe().unwrap();
         assert!(
             line.starts_with(
-                "from its open turn: session open +0.190 s, ready +0.240 s, turn +0.250 s; \
+                "from its open turn (prepared in 0.090 s, then waited 0.040 s for it): \
+                 session open +0.190 s, ready +0.240 s, turn +0.250 s; \
                  after its turn: slots made +0.002 s,"
             ),
             "{line}"

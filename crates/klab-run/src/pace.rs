@@ -1,9 +1,9 @@
 //! The turns a parent gives a paced child, one byte each on the child's stdin, in the order
 //! of [`Turn`], and the child's side of them ([`Pace`]).
 //!
-//! A block of `klab rounds` is started while the block before it still runs: it starts the
-//! driver (no context, nothing on the GPU) and waits for [`Turn::Open`], given when the
-//! block before says its last launch is over
+//! A block of `klab rounds` is started while the block before it still runs: it prepares
+//! (the driver, its module, NVML; no context, nothing on the GPU) and waits for
+//! [`Turn::Open`], given when the block before says its last launch is over
 //! ([`crate::child::ChildResult::LaunchesOver`]); it then opens its context and loads its
 //! module, and waits for [`Turn::Time`], given when the block before has closed the device
 //! ([`crate::child::ChildResult::DeviceReleased`]: the driver says its context is gone) or
@@ -44,16 +44,33 @@ pub struct Pace<R: Read> {
     from: R,
     /// Seconds spent waiting for turns: not the block's cost, the block before's.
     pub waited_s: f64,
-    /// When the [`Turn::Open`] turn came.
-    pub opened_at: Option<std::time::Instant>,
+    /// When this pace began: the child's start, for its log.
+    began: std::time::Instant,
+    /// Its [`Turn::Open`] turn, once it came.
+    pub opened: Option<Opened>,
+}
+
+/// A paced child's turn to open the device, as the child saw it.
+#[derive(Debug, Clone, Copy)]
+pub struct Opened {
+    /// When the turn came.
+    pub at: std::time::Instant,
+    /// Seconds from the child's start to its wait for the turn: its preparation.
+    pub prepared_s: f64,
+    /// Seconds it then waited; about none when the turn was given before it was ready to
+    /// take it (it came late).
+    pub waited_s: f64,
 }
 
 impl<R: Read> Pace<R> {
+    /// A pace beginning now, which the child makes first, so that its log says how long it
+    /// took to prepare for its turn.
     pub fn new(from: R) -> Pace<R> {
         Pace {
             from,
             waited_s: 0.0,
-            opened_at: None,
+            began: std::time::Instant::now(),
+            opened: None,
         }
     }
 
@@ -70,11 +87,16 @@ impl<R: Read> Pace<R> {
                 Err(e) => return Err(e),
             }
         };
-        self.waited_s += t.elapsed().as_secs_f64();
+        let waited_s = t.elapsed().as_secs_f64();
+        self.waited_s += waited_s;
         match got {
             Some(g) if g == turn.byte() => {
                 if turn == Turn::Open {
-                    self.opened_at = Some(std::time::Instant::now());
+                    self.opened = Some(Opened {
+                        at: std::time::Instant::now(),
+                        prepared_s: t.saturating_duration_since(self.began).as_secs_f64(),
+                        waited_s,
+                    });
                 }
                 Ok(())
             }
@@ -93,8 +115,6 @@ impl<R: Read> Pace<R> {
 mod tests {
     use super::*;
 
-    /// The turns come in order, one byte each; another byte, or the pipe closed before the
-    /// turn (the parent withdrew the block or died), stops the block.
     /// Milliseconds to three places; an instant before `from` reads as +0.000 s.
     #[test]
     fn an_offset_is_seconds_after_its_start() {
@@ -104,12 +124,15 @@ mod tests {
         assert_eq!(offset(later, t0), "+0.000 s");
     }
 
+    /// The turns come in order, one byte each; another byte, or the pipe closed before the
+    /// turn (the parent withdrew the block or died), stops the block.
     #[test]
     fn a_paced_child_goes_on_only_with_the_turn_that_is_due() {
         let mut p = Pace::new(&b"ot"[..]);
-        assert!(p.opened_at.is_none());
+        assert!(p.opened.is_none());
         p.wait_for(Turn::Open).unwrap();
-        assert!(p.opened_at.is_some(), "when the open turn came");
+        let o = p.opened.expect("when the open turn came");
+        assert!(o.prepared_s >= 0.0 && o.waited_s >= 0.0 && o.at >= p.began);
         p.wait_for(Turn::Time).unwrap();
         let e = p.wait_for(Turn::Time).unwrap_err();
         assert!(e.to_string().contains("withdrew"), "{e}");

@@ -4,12 +4,12 @@
 //! child said, its seconds, and the folder it wrote, which the caller reads as one thing.
 //!
 //! A block alone is paced ([`klab_run::pace::Turn`]): its process is started while the
-//! block before it runs ([`Ahead`]), starts the driver, opens a context once that block's
-//! last launch is over, and starts its work once that block has closed the device (its
-//! context gone) or exited. A process costs about 0.35 s in driver, context and exit on the H200
-//! whatever it times (evidence/2026-12-02-device-cost); started ahead, most of that runs
-//! beside the block before, and still no timed launch shares the GPU with another block's
-//! context.
+//! block before it runs ([`Ahead`]), prepares (its kernel, the driver, its module, NVML:
+//! [`klab_run::session::Prepared`]), opens a context once that block's last launch is over,
+//! and starts its work once that block has closed the device (its context gone) or exited.
+//! A process costs about 0.35 s in driver, context and exit on the H200 whatever it times
+//! (evidence/2026-12-02-device-cost); started ahead, most of that runs beside the block
+//! before, and still no timed launch shares the GPU with another block's context.
 //!
 //! A round's process first runs one settling block of the round's first kernel, which is not
 //! counted: on the H200 the first block of a process timed about 7% faster than every block
