@@ -19,6 +19,7 @@ mod child;
 mod cli;
 mod cmd;
 mod output;
+mod pacing;
 
 /// What [`print!`] and [`println!`] do: write, flush (so a failure is seen here and not
 /// lost at exit), and on failure end through [`klab_tools::process::exit_on_stdout_error`].

@@ -14,7 +14,9 @@ use crate::child::{ChildCmd, ChildRun};
 use crate::cli::{
     BenchArgs, LabArgs, ProfileArgs, RoundsArgs, SanitizeArgs, TimingArgs, TransposeArgs,
 };
+use crate::pacing::{self, Ahead, BlockBench};
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
+use klab_cuda::device::Device;
 
 pub fn run(args: LabArgs, policy: VerifyPolicy) -> anyhow::Result<ExitCode> {
     // Refused before any step, not in the rounds step's child.
@@ -183,6 +185,54 @@ impl Launcher for Children {
     ) -> Vec<Result<ChildOutcome, LabError>> {
         let this = &*self;
         klab_core::par::map_jobs(jobs, children, |c| this.run_one(c, timeout_s))
+    }
+
+    /// Each bench paced ([`crate::pacing`]), the next started while it runs; any other
+    /// child as [`Launcher::run`] runs it.
+    fn run_in_turn(
+        &mut self,
+        children: &[Child],
+        timeout_s: u64,
+    ) -> Vec<Result<ChildOutcome, LabError>> {
+        let paced: Vec<Option<BlockBench>> = children
+            .iter()
+            .map(|c| match (c, self.command(c)) {
+                (Child::Bench { out, .. }, ChildCmd::Bench(args)) => Some(BlockBench {
+                    rel: out.display().to_string(),
+                    dir: out.clone(),
+                    args,
+                }),
+                _ => None,
+            })
+            .collect();
+        // Without a device to ask (no driver here), no bench opens a context early.
+        let mut ahead = Ahead::new(Device::shares_processes(self.device).unwrap_or(false));
+        let timeout = Duration::from_secs(timeout_s);
+        let mut outcomes = Vec::with_capacity(children.len());
+        for (i, child) in children.iter().enumerate() {
+            let outcome = match &paced[i] {
+                Some(bench) => {
+                    let next = paced.get(i + 1).and_then(Option::as_ref);
+                    pacing::run_paced(bench, next, &mut ahead, self.policy, timeout)
+                        .map(|run| ChildOutcome {
+                            log: format!("# {}\n{}", run.turns, run.out.log_block()),
+                            verdict: run.out.verdict,
+                            stdout: run.out.stdout,
+                            result: run.out.result,
+                        })
+                        .map_err(|e| LabError::Launch {
+                            what: format!("{child:?}"),
+                            why: crate::error_text(&e),
+                        })
+                }
+                None => self.run_one(child, timeout_s),
+            };
+            outcomes.push(outcome);
+            if let Some((_, bar)) = &self.bar {
+                bar.inc(1);
+            }
+        }
+        outcomes
     }
 
     fn note(&mut self, line: &str) {

@@ -173,14 +173,6 @@ pub struct ChildOutcome {
     pub result: Option<ChildResult>,
 }
 
-impl ChildOutcome {
-    /// Its stdout, then its command line, output and status: its log when its stdout is not
-    /// an artifact of its own.
-    pub fn logged(&self) -> String {
-        format!("{}{}", self.stdout, self.log)
-    }
-}
-
 /// How the lab starts klab's children and shows progress: the binary implements it.
 pub trait Launcher {
     /// Run `child` to completion under a watchdog of `timeout_s` seconds. `Err` only when
@@ -195,6 +187,17 @@ pub trait Launcher {
         jobs: usize,
     ) -> Vec<Result<ChildOutcome, LabError>> {
         let _ = jobs;
+        children.iter().map(|c| self.run(c, timeout_s)).collect()
+    }
+    /// Run `children`, whose timings the lab reports, one after another under a watchdog
+    /// of `timeout_s` seconds each; the outcomes in their order. A bench is paced as
+    /// `klab rounds` paces its blocks: started while the one before it runs, and given the
+    /// device once that one has closed it. By default each as [`Launcher::run`] runs it.
+    fn run_in_turn(
+        &mut self,
+        children: &[Child],
+        timeout_s: u64,
+    ) -> Vec<Result<ChildOutcome, LabError>> {
         children.iter().map(|c| self.run(c, timeout_s)).collect()
     }
     /// A line for the person watching (stderr).
@@ -399,6 +402,12 @@ impl Lab<'_> {
     pub fn child(&mut self, child: &Child, processes: u64) -> Result<ChildOutcome, LabError> {
         self.launcher
             .run(child, self.opts.timeout.saturating_mul(processes.max(1)))
+    }
+
+    /// [`Lab::child`] for children whose timings the lab reports, one after another, each
+    /// bench started while the one before it runs ([`Launcher::run_in_turn`]).
+    pub fn children_in_turn(&mut self, children: &[Child]) -> Vec<Result<ChildOutcome, LabError>> {
+        self.launcher.run_in_turn(children, self.opts.timeout)
     }
 
     /// [`Lab::child`] for children whose timings the lab does not report, up to `jobs` at

@@ -310,18 +310,22 @@ pub(crate) fn receipts(lab: &mut Lab<'_>) -> Result<(), LabError> {
         .map(|v| (v.as_str(), Some(plan.bench_n)))
         .chain(plan.receipt_kernels.iter().map(|k| (k.as_str(), None)))
         .collect();
-    let (mut a, mut problems, mut errors, mut log) =
-        (Vec::new(), Vec::new(), Vec::new(), String::new());
-    for (i, &(kernel, n)) in benches.iter().enumerate() {
-        lab.progress(i as u64, benches.len() as u64, kernel);
-        let rel = format!("benchmark/{kernel}");
-        let bench = Child::Bench {
+    let children: Vec<Child> = benches
+        .iter()
+        .map(|&(kernel, n)| Child::Bench {
             kernel: kernel.into(),
             n,
             samples: BENCH_SAMPLES,
-            out: lab.dir.join(&rel),
-        };
-        let child = lab.child(&bench, 1)?;
+            out: lab.dir.join(format!("benchmark/{kernel}")),
+        })
+        .collect();
+    lab.progress(0, benches.len() as u64, "each kernel in turn");
+    let outcomes = lab.children_in_turn(&children);
+    let (mut a, mut problems, mut errors, mut log) =
+        (Vec::new(), Vec::new(), Vec::new(), String::new());
+    for (&(kernel, _), child) in benches.iter().zip(outcomes) {
+        let child = child?;
+        let rel = format!("benchmark/{kernel}");
         match &child.result {
             Some(ChildResult::Bench {
                 verdict: Verdict::Pass,
@@ -336,7 +340,7 @@ pub(crate) fn receipts(lab: &mut Lab<'_>) -> Result<(), LabError> {
             }
             _ => errors.push(format!("{kernel}: {}", child.verdict.describe())),
         }
-        log.push_str(&child.logged());
+        log.push_str(&child.log);
     }
     a.push(lab.log("receipts", &log)?);
     lab.progress(benches.len() as u64, benches.len() as u64, "");
@@ -384,7 +388,7 @@ fn rounds_into(
             + settling;
     let child = lab.child(&child, blocks + 1)?;
     lab.progress(1, 1, "");
-    let log = lab.log(rel, child.logged())?;
+    let log = lab.log(rel, &child.log)?;
     let a: Vec<String> = files_under(&lab.dir, rel)
         .into_iter()
         .filter(|p| !p.starts_with(&format!("{rel}/blocks/")))
@@ -521,7 +525,7 @@ pub(crate) fn sanitize(lab: &mut Lab<'_>) -> Result<(), LabError> {
     // Each kernel runs once per tool, each under its own watchdog.
     let child = lab.child(&child, (kernels.len() * tools.0.len()) as u64 + 1)?;
     lab.progress(1, 1, "");
-    let log = lab.log("sanitize", child.logged())?;
+    let log = lab.log("sanitize", &child.log)?;
     let a: Vec<String> = files_under(&lab.dir, "sanitize")
         .into_iter()
         .chain([log])
@@ -635,7 +639,7 @@ pub(crate) fn profile(lab: &mut Lab<'_>) -> Result<(), LabError> {
     // Per kernel: the version probe, the capture and the import.
     let child = lab.child(&child, plan.profile_kernels.len() as u64 * 3 + 1)?;
     lab.progress(1, 1, "");
-    let log = lab.log("profile", child.logged())?;
+    let log = lab.log("profile", &child.log)?;
     let a: Vec<String> = files_under(&lab.dir, "profile")
         .into_iter()
         .chain([log])

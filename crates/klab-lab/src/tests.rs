@@ -16,6 +16,8 @@ struct Fake {
     ran: Vec<Child>,
     /// Each batch handed to `run_all`: its children's count and the jobs asked.
     batches: Vec<(usize, usize)>,
+    /// Each sequence handed to `run_in_turn`.
+    in_turn: Vec<Vec<Child>>,
     notes: Vec<String>,
     printed: String,
 }
@@ -71,6 +73,14 @@ impl Launcher for Fake {
         jobs: usize,
     ) -> Vec<Result<ChildOutcome, LabError>> {
         self.batches.push((children.len(), jobs));
+        children.iter().map(|c| self.run(c, timeout_s)).collect()
+    }
+    fn run_in_turn(
+        &mut self,
+        children: &[Child],
+        timeout_s: u64,
+    ) -> Vec<Result<ChildOutcome, LabError>> {
+        self.in_turn.push(children.to_vec());
         children.iter().map(|c| self.run(c, timeout_s)).collect()
     }
     fn note(&mut self, line: &str) {
@@ -499,4 +509,82 @@ fn the_examples_lab_plan_is_a_valid_plan() {
         .sanitize_broken
         .iter()
         .any(|k| k.ends_with("gemm.toml:gemm_no_second_sync")));
+}
+
+/// A bench that said `verdict`, as a child ends.
+fn benched(verdict: klab_run::child::Verdict) -> ChildOutcome {
+    let result = ChildResult::Bench {
+        kernel: "k".into(),
+        verdict,
+        receipt: None,
+        detail: "d".into(),
+        report: None,
+        elapsed_s: None,
+        waited_s: None,
+    };
+    let ending = klab_run::child::Ending {
+        exit_code: Some(if verdict == klab_run::child::Verdict::Pass {
+            0
+        } else {
+            2
+        }),
+        ..Default::default()
+    };
+    let stdout = format!("result: {verdict:?}\n");
+    ChildOutcome {
+        verdict: ChildVerdict::of(Some(&result), &ending, None),
+        log: format!("$ klab ...\n{stdout}"),
+        stdout,
+        result: Some(result),
+    }
+}
+
+/// The receipts' benches time kernels, so they go to the launcher as one sequence to run in
+/// turn (each started while the one before runs, as rounds' blocks are), in the plan's
+/// order: each round variant at the benchmark size, then each receipt kernel at its own. A
+/// bench that fails its gate is that kernel's failure.
+#[test]
+fn the_receipts_run_in_turn_in_the_plans_order() {
+    use klab_run::child::Verdict;
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = options(tmp.path());
+    let plan = &opts.plan;
+    let expected: Vec<(String, Option<u64>)> = plan
+        .round_variants
+        .iter()
+        .map(|v| (v.clone(), Some(plan.bench_n)))
+        .chain(plan.receipt_kernels.iter().map(|k| (k.clone(), None)))
+        .collect();
+    assert!(expected.len() >= 2, "the default plan has several receipts");
+    let mut fake = Fake::default();
+    fake.answer(benched(Verdict::Fail), vec![]);
+    for _ in 1..expected.len() {
+        fake.answer(benched(Verdict::Pass), vec![]);
+    }
+    let mut lab = lab_at(&opts, &mut fake, tmp.path(), "receipts");
+    steps::receipts(&mut lab).unwrap();
+    let step = &lab.steps[0];
+    assert_eq!(step.status, "failed", "{}", step.detail);
+    assert!(step.detail.contains(&expected[0].0), "{}", step.detail);
+    drop(lab);
+    assert_eq!(fake.in_turn.len(), 1, "one sequence");
+    let asked: Vec<(String, Option<u64>)> = fake.in_turn[0]
+        .iter()
+        .map(|c| match c {
+            Child::Bench { kernel, n, out, .. } => {
+                assert_eq!(out, &tmp.path().join(format!("benchmark/{kernel}")));
+                (kernel.clone(), *n)
+            }
+            other => panic!("not a bench: {other:?}"),
+        })
+        .collect();
+    assert_eq!(asked, expected);
+    // Each bench's output is in the step's log once: its log holds it.
+    let log = std::fs::read_to_string(tmp.path().join("logs/receipts.log")).unwrap();
+    assert_eq!(log.matches("result: Fail").count(), 1, "{log}");
+    assert_eq!(
+        log.matches("result: Pass").count(),
+        expected.len() - 1,
+        "{log}"
+    );
 }

@@ -3,13 +3,9 @@
 //! round`). Either way a block comes back as a [`BlockRun`]: the verdict and result its
 //! child said, its seconds, and the folder it wrote, which the caller reads as one thing.
 //!
-//! A block alone is paced ([`klab_run::pace::Turn`]): its process is started while the
-//! block before it runs ([`Ahead`]), prepares (its kernel, the driver, its module, NVML:
-//! [`klab_run::session::Prepared`]), opens a context once that block's last launch is over,
-//! and starts its work once that block has closed the device (its context gone) or exited.
-//! A process costs about 0.35 s in driver, context and exit on the H200 whatever it times
-//! (evidence/2026-12-02-device-cost); started ahead, most of that runs beside the block
-//! before, and still no timed launch shares the GPU with another block's context.
+//! A block alone is paced ([`crate::pacing`]): its process is started while the block
+//! before it runs, prepares, opens a context once that block's last launch is over, and
+//! starts its work once that block has closed the device or exited.
 //!
 //! A round's process first runs one settling block of the round's first kernel, which is not
 //! counted: on the H200 the first block of a process timed about 7% faster than every block
@@ -23,18 +19,19 @@
 //! a crash, a hang, a block the process never reached) is left to [`run_alone`], in a folder
 //! of its own, so no verdict on a kernel rests on what another kernel did to a shared process.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use klab_engine::verify::VerifyPolicy;
 use klab_run::child::{ChildResult, ChildVerdict, Ending, ResultsFile};
 use klab_run::kernel::Kernel;
-use klab_run::pace::{offset, Turn};
 use klab_tools::process::Echo;
 
 use super::{Blocks, Place, Plan};
-use crate::child::{ChildCmd, RoundBlock, RoundWork, StartedChild};
+use crate::child::{ChildCmd, RoundBlock, RoundWork};
 use crate::cli::{BenchArgs, RoundsArgs};
+use crate::pacing::{self, suffixed};
+pub(super) use crate::pacing::{Ahead, BlockBench};
 
 /// A block's run: what its child said and how that was judged, and its seconds (the whole
 /// process's for a block alone; its own share of the process for a block of a round).
@@ -49,205 +46,13 @@ pub(super) struct BlockRun {
     pub ahead_s: f64,
 }
 
-/// A block's child started ahead of its turn: the block, its child, and when it was given
-/// its turns (while the block before it still ran: to open a context once that block's
-/// launches were over, and to start once it had closed the device).
-struct Started {
-    bench: BlockBench,
-    child: StartedChild,
-    opened: Option<Instant>,
-    timed: Option<Instant>,
-}
-
-impl Started {
-    /// Give this block the turns that what the block before it said allows: to open a
-    /// context once that block's launches are over (where `open` says it may) or it closed
-    /// the device, and to start once it closed the device.
-    fn follow(&mut self, before: &Said, open: OpenTurn) {
-        if self.timed.is_some() {
-            return;
-        }
-        let released = before.released.is_some();
-        let over = before.over.is_some() && open == OpenTurn::OnLaunchesOver;
-        if self.opened.is_none() && (released || over) {
-            self.opened = self.child.give(Turn::Open).is_ok().then(Instant::now);
-        }
-        if self.opened.is_some() && released {
-            self.timed = self.child.give(Turn::Time).is_ok().then(Instant::now);
-        }
-    }
-}
-
-/// When the parent first read each of a paced block's lines in its results file (within a
-/// poll of the saying).
-#[derive(Default)]
-struct Said {
-    over: Option<Instant>,
-    released: Option<Instant>,
-}
-
-impl Said {
-    fn heard(&mut self, text: &str) {
-        let now = Instant::now();
-        if self.released.is_none() && ChildResult::said(text, &ChildResult::DeviceReleased) {
-            self.released = Some(now);
-        }
-        // A block that closed the device is past its launches whether or not that was read.
-        if self.over.is_none()
-            && (self.released.is_some() || ChildResult::said(text, &ChildResult::LaunchesOver))
-        {
-            self.over = Some(now);
-        }
-    }
-}
-
-/// A block's turns for the log, in seconds from its turn to start: where its share of the
-/// run went, and what the next block's process did meanwhile.
-struct Timeline {
-    turn: Instant,
-    ahead_s: f64,
-    said: Said,
-    /// A block was started ahead to follow this one.
-    next_started: bool,
-    next_opened: Option<Instant>,
-    next_timed: Option<Instant>,
-    ended: Instant,
-}
-
-impl Timeline {
-    /// The turns of a block whose turn was `turn`, started `ahead_s` before it, that said
-    /// `said` and ended at `ended`, with `next` started ahead to follow it.
-    fn of(turn: Instant, ahead_s: f64, said: Said, next: Option<&Started>, ended: Instant) -> Self {
-        Timeline {
-            turn,
-            ahead_s,
-            said,
-            next_started: next.is_some(),
-            next_opened: next.and_then(|u| u.opened),
-            next_timed: next.and_then(|u| u.timed),
-            ended,
-        }
-    }
-
-    fn describe(&self) -> String {
-        let at = |t: Option<Instant>| match t {
-            // Everything here comes after the block's turn; an instant before it would read
-            // as +0.000 rather than fail.
-            Some(t) => offset(self.turn, t),
-            None => "not seen".into(),
-        };
-        let next = match (self.next_started, self.next_opened, self.next_timed) {
-            (false, ..) => "no block started ahead after it".to_string(),
-            (true, None, None) => {
-                "the next block, started ahead, had no turn before it ended".into()
-            }
-            (true, opened, timed) => {
-                format!("the next block opened {}, began {}", at(opened), at(timed))
-            }
-        };
-        format!(
-            "turns: started {:.3} s before its turn; launches over {}, device released {}, exited {}; {next}",
-            self.ahead_s,
-            at(self.said.over),
-            at(self.said.released),
-            at(Some(self.ended)),
-        )
-    }
-}
-
-/// The block started ahead of its turn, if any, and when it is given its turn to open a
-/// context.
-pub(super) struct Ahead {
-    next: Option<Started>,
-    open: OpenTurn,
-}
-
-/// When the block started ahead opens its context. Never beside the current block's
-/// launches: on an H100 a context made then slowed the running block's release and launches
-/// through the driver and saved little (evidence/2026-12-05-open-ahead-h100).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum OpenTurn {
-    /// When the current block says its launches are over.
-    OnLaunchesOver,
-    /// With its turn to start: the device lets one process hold a context at a time
-    /// (exclusive-process mode), or there was none to ask.
-    WithTime,
-}
-
-impl Ahead {
-    /// `shares`: whether the device lets a second process open a context while one holds
-    /// its own (its compute mode is the default one).
-    pub fn new(shares: bool) -> Ahead {
-        let open = match shares {
-            true => OpenTurn::OnLaunchesOver,
-            false => OpenTurn::WithTime,
-        };
-        Ahead { next: None, open }
-    }
-
-    /// The child started ahead for `bench`, if that is the one waiting. Any other is
-    /// withdrawn now, before another block starts: killed and reaped, and, when it had
-    /// begun, its folder moved aside (`-withdrawn`, which nothing reads) and its seconds
-    /// since its turn counted in the run's wall, so that it runs again in a clean folder in
-    /// its turn.
-    fn take_for(&mut self, bench: &BlockBench, blocks: &mut Blocks) -> Option<Started> {
-        let started = self.next.take()?;
-        if started.bench.rel == bench.rel {
-            return Some(started);
-        }
-        let Started {
-            bench: withdrawn,
-            child,
-            timed,
-            ..
-        } = started;
-        drop(child);
-        // Withdrawn before its turn: nothing of it was made.
-        let turn = timed?;
-        blocks.wall_total += turn.elapsed().as_secs_f64();
-        let aside = suffixed(&withdrawn.dir, WITHDRAWN_SUFFIX);
-        let moved = match withdrawn.dir.exists() {
-            true => std::fs::rename(&withdrawn.dir, &aside).map_or_else(
-                |e| format!("not moved: {e}"),
-                |()| format!("moved to {}", aside.display()),
-            ),
-            false => "not made".to_string(),
-        };
-        blocks.log.push_str(&format!(
-            "# {} withdrawn after its turn (another block runs first); its folder {moved}\n",
-            withdrawn.rel,
-        ));
-        None
-    }
-}
-
-/// What ends the folder of a block withdrawn after its turn to time.
-const WITHDRAWN_SUFFIX: &str = "-withdrawn";
-
-/// `dir` with `suffix` after its last name: a block's other folder beside it.
-fn suffixed(dir: &Path, suffix: &str) -> PathBuf {
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    dir.with_file_name(format!("{name}{suffix}"))
-}
-
-/// A block's folder, relative to the rounds' folder and absolute, and the bench it runs.
-#[derive(Clone)]
-pub(super) struct BlockBench {
-    pub rel: String,
-    pub dir: PathBuf,
-    pub args: BenchArgs,
-}
-
 /// What ends the folder of a block run alone after its round's process.
 pub(super) const ALONE_SUFFIX: &str = "-alone";
 
 impl BlockBench {
     /// The same block in a folder of its own (`-alone`), for a run alone after a round's
     /// process left it unjudged: whatever that process wrote stays where it was.
-    pub fn alone(&self) -> BlockBench {
+    pub(super) fn alone(&self) -> BlockBench {
         let rel = format!("{}{ALONE_SUFFIX}", self.rel);
         let dir = suffixed(&self.dir, ALONE_SUFFIX);
         let mut args = self.args.clone();
@@ -256,7 +61,13 @@ impl BlockBench {
     }
 
     /// `kernel`'s block at `place`, writing under `dir`.
-    pub fn at(plan: &Plan, args: &RoundsArgs, dir: &Path, place: Place, kernel: &Kernel) -> Self {
+    pub(super) fn at(
+        plan: &Plan,
+        args: &RoundsArgs,
+        dir: &Path,
+        place: Place,
+        kernel: &Kernel,
+    ) -> Self {
         let Place {
             round, position, ..
         } = place;
@@ -270,7 +81,7 @@ impl BlockBench {
 
     /// The settling block of round `round`'s process (the module's docs): `kernel`'s block,
     /// in a folder of its own that no receipt combines.
-    pub fn settling(
+    pub(super) fn settling(
         plan: &Plan,
         args: &RoundsArgs,
         dir: &Path,
@@ -307,10 +118,9 @@ impl BlockBench {
     }
 }
 
-/// One block in a `klab bench` child of its own, paced (the module's docs): the child
-/// started ahead for it if there is one, else one started now; `next`, the block after it,
-/// is started while it runs and given its turns as this one says it may. Its command and
-/// output go to the log.
+/// One block in a `klab bench` child of its own, paced ([`pacing::run_paced`]), with the
+/// block after it (`next`) started while it runs; its turns, command and output go to the
+/// log.
 pub(super) fn run_alone(
     bench: &BlockBench,
     next: Option<&BlockBench>,
@@ -320,71 +130,27 @@ pub(super) fn run_alone(
     blocks: &mut Blocks,
     place: Place,
 ) -> anyhow::Result<BlockRun> {
-    let start = |b: &BlockBench| -> anyhow::Result<Started> {
-        Ok(Started {
-            bench: b.clone(),
-            child: ChildCmd::PacedBench(b.args.clone()).start(policy, Echo::Off, true)?,
-            opened: None,
-            timed: None,
-        })
-    };
-    let mut me = match ahead.take_for(bench, blocks) {
-        Some(s) => s,
-        None => start(bench)?,
-    };
-    // The block before has exited or closed the device. A child that already stopped (its
-    // driver would not start) takes no turn; how it ended is its verdict.
-    if me.opened.is_none() {
-        let _ = me.child.give(Turn::Open);
+    let timeout = Duration::from_secs(args.timeout);
+    let run = pacing::run_paced(bench, next, ahead, policy, timeout)?;
+    if let Some(w) = &run.withdrawn {
+        blocks.wall_total += w.wall_s;
+        blocks.log.push_str(&w.line);
     }
-    let turn = match me.timed {
-        Some(t) => t,
-        None => {
-            let _ = me.child.give(Turn::Time);
-            Instant::now()
-        }
-    };
-    let ahead_s = turn.duration_since(me.child.started).as_secs_f64();
-    // Started now, the next block starts its driver while this one runs; a child that
-    // cannot start is started again in its turn, which says why.
-    let mut upcoming = next.and_then(|b| start(b).ok());
-    let open = ahead.open;
-    let mut said = Said::default();
-    let out = me
-        .child
-        .finish(Duration::from_secs(args.timeout), &mut |me| {
-            if said.released.is_some() {
-                return;
-            }
-            let Ok(text) = me.said() else { return };
-            said.heard(&text);
-            if let Some(up) = upcoming.as_mut() {
-                up.follow(&said, open);
-            }
-        })?;
-    let ended = Instant::now();
-    // Its share of the run ends where the next block's begins; what it did after that (its
-    // receipt, its exit, on the host) ran beside that block, like what it did before its turn.
-    let handed = upcoming.as_ref().and_then(|u| u.timed).unwrap_or(ended);
-    let wall_s = handed.duration_since(turn).as_secs_f64();
-    let tail_s = ended.duration_since(handed).as_secs_f64();
-    let turns = Timeline::of(turn, ahead_s, said, upcoming.as_ref(), ended);
-    ahead.next = upcoming;
-    blocks.wall_total += wall_s;
+    blocks.wall_total += run.wall_s;
     blocks.processes += 1;
     blocks.log.push_str(&format!(
         "# round {} position {}{}\n# {}\n{}",
         place.round,
         place.position,
         if place.rerun { " (re-run)" } else { "" },
-        turns.describe(),
-        out.log_block()
+        run.turns,
+        run.out.log_block()
     ));
     Ok(BlockRun {
-        verdict: out.verdict,
-        result: out.result,
-        wall_s,
-        ahead_s: ahead_s + tail_s,
+        verdict: run.out.verdict,
+        result: run.out.result,
+        wall_s: run.wall_s,
+        ahead_s: run.beside_s,
     })
 }
 
@@ -634,74 +400,5 @@ mod tests {
             killed_after: None,
         };
         assert!(judged(&said(&[case()]), &died).is_none());
-    }
-
-    /// Where the device lets two processes hold contexts, the next block opens once the
-    /// current block's launches are over; where it does not (or there was no device to
-    /// ask), only with its turn to start.
-    #[test]
-    fn the_turn_to_open_follows_what_the_device_allows() {
-        assert_eq!(Ahead::new(true).open, OpenTurn::OnLaunchesOver);
-        assert_eq!(Ahead::new(false).open, OpenTurn::WithTime);
-    }
-
-    /// A block heard to have closed the device is past its launches, whether or not its
-    /// launches-over line was read first; each line is timed when first heard.
-    #[test]
-    fn a_block_that_closed_the_device_is_past_its_launches() {
-        let mut s = Said::default();
-        s.heard(&said(&[case()]));
-        assert!(s.over.is_none() && s.released.is_none());
-        s.heard(&said(&[case(), ChildResult::DeviceReleased]));
-        assert!(s.over.is_some() && s.over == s.released);
-
-        let mut s = Said::default();
-        s.heard(&said(&[ChildResult::LaunchesOver]));
-        let over = s.over;
-        assert!(over.is_some() && s.released.is_none());
-        s.heard(&said(&[
-            ChildResult::LaunchesOver,
-            ChildResult::DeviceReleased,
-        ]));
-        assert_eq!(s.over, over);
-        assert!(s.released.is_some());
-    }
-
-    /// The log's turns line counts from the block's own turn (an instant before it reads
-    /// +0.000), and says when no block followed it or the one that did got no turn.
-    #[test]
-    fn the_turns_line_counts_from_the_blocks_turn() {
-        let turn = Instant::now();
-        let ms = |m: u64| Some(turn + Duration::from_millis(m));
-        let t = Timeline {
-            turn,
-            ahead_s: 0.4,
-            said: Said {
-                over: ms(120),
-                released: ms(180),
-            },
-            next_started: true,
-            next_opened: turn.checked_sub(Duration::from_millis(5)),
-            next_timed: ms(185),
-            ended: turn + Duration::from_millis(250),
-        };
-        assert_eq!(
-            t.describe(),
-            "turns: started 0.400 s before its turn; launches over +0.120 s, device released +0.180 s, exited +0.250 s; the next block opened +0.000 s, began +0.185 s"
-        );
-        let unheard = |next_started| Timeline {
-            said: Said::default(),
-            next_started,
-            next_opened: None,
-            next_timed: None,
-            ..t
-        };
-        assert!(unheard(false).describe().ends_with(
-            "launches over not seen, device released not seen, exited +0.250 s; no block started ahead after it"
-        ));
-        // A block that ended without saying it was over leaves the next one waiting.
-        assert!(unheard(true)
-            .describe()
-            .ends_with("; the next block, started ahead, had no turn before it ended"));
     }
 }
