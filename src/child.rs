@@ -37,8 +37,9 @@ pub enum ChildCmd {
     /// One kernel's check (its plan when `plan`; the cases after `resume_after`)
     Check(CheckArgs),
     Bench(BenchArgs),
-    /// One block of `klab rounds` started ahead of its turn: a bench its parent paces
-    /// (`klab_run::child::Turn`), given its turns on its stdin
+    /// A bench started ahead of its turn (a block of `klab rounds`, a receipt of the lab):
+    /// its parent paces it (`klab_run::pace::Turn`, `crate::pacing`), giving its turns on
+    /// its stdin
     PacedBench(BenchArgs),
     Transpose(TransposeArgs),
     Triad(TriadArgs),

@@ -22,8 +22,8 @@ use crate::child::{ChildCmd, ChildRun, StartedChild};
 use crate::cli::BenchArgs;
 
 /// A paced bench (a block of `klab rounds`, a receipt of the lab): its name in the run
-/// (relative to the run's folder, which matches a child started ahead to it), its folder,
-/// and its arguments.
+/// (rounds' blocks: relative to the rounds' folder), by which a child started ahead is
+/// matched to it, its folder, and its arguments.
 #[derive(Clone)]
 pub(crate) struct BlockBench {
     pub rel: String,

@@ -62,7 +62,8 @@ pub fn here(args: BenchArgs, policy: VerifyPolicy, results: &Results) -> anyhow:
     measure(args, spec, session, results, None)
 }
 
-/// The child of one block of `klab rounds`, paced by its parent ([`Turn`]): it prepares
+/// The child of a paced bench (a block of `klab rounds`, a receipt of the lab: `crate::pacing`),
+/// paced by its parent ([`Turn`]): it prepares
 /// (the driver, its kernel's module, NVML: [`Prepared`]), opens the device on its `Open`
 /// turn and does its work (slots, validations, timing) on its `Time` turn. Without either
 /// (its parent withdrew it) it stops, having launched nothing.

@@ -188,7 +188,7 @@ impl Launcher for Children {
     }
 
     /// Each bench paced ([`crate::pacing`]), the next started while it runs; any other
-    /// child as [`Launcher::run`] runs it.
+    /// child as [`Launcher::run`] runs it. None is run after one that could not be started.
     fn run_in_turn(
         &mut self,
         children: &[Child],
@@ -215,7 +215,14 @@ impl Launcher for Children {
                     let next = paced.get(i + 1).and_then(Option::as_ref);
                     pacing::run_paced(bench, next, &mut ahead, self.policy, timeout)
                         .map(|run| ChildOutcome {
-                            log: format!("# {}\n{}", run.turns, run.out.log_block()),
+                            // A child started ahead for another bench is withdrawn only when
+                            // the order changes, which the lab's never does; said if it did.
+                            log: format!(
+                                "{}# {}\n{}",
+                                run.withdrawn.map(|w| w.line).unwrap_or_default(),
+                                run.turns,
+                                run.out.log_block()
+                            ),
                             verdict: run.out.verdict,
                             stdout: run.out.stdout,
                             result: run.out.result,
@@ -227,9 +234,13 @@ impl Launcher for Children {
                 }
                 None => self.run_one(child, timeout_s),
             };
+            let stop = outcome.is_err();
             outcomes.push(outcome);
             if let Some((_, bar)) = &self.bar {
                 bar.inc(1);
+            }
+            if stop {
+                break;
             }
         }
         outcomes

@@ -144,12 +144,12 @@ pub fn fp32_lanes_per_sm(cc: (u32, u32)) -> Option<u32> {
     }
 }
 
-/// 2 x clock (kHz) x bus width (bits) / 8, in GB/s (10^9 bytes per second).
 /// The architecture NVRTC compiles for at compute capability `cc`, e.g. `sm_90` for (9, 0).
 pub fn arch_name(cc: (u32, u32)) -> String {
     format!("sm_{}{}", cc.0, cc.1)
 }
 
+/// 2 x clock (kHz) x bus width (bits) / 8, in GB/s (10^9 bytes per second).
 pub fn theoretical_peak_gb_s(memory_clock_khz: u64, bus_width_bits: u32) -> f64 {
     2.0 * memory_clock_khz as f64 * 1e3 * (f64::from(bus_width_bits) / 8.0) / 1e9
 }

@@ -190,15 +190,25 @@ pub trait Launcher {
         children.iter().map(|c| self.run(c, timeout_s)).collect()
     }
     /// Run `children`, whose timings the lab reports, one after another under a watchdog
-    /// of `timeout_s` seconds each; the outcomes in their order. A bench is paced as
-    /// `klab rounds` paces its blocks: started while the one before it runs, and given the
-    /// device once that one has closed it. By default each as [`Launcher::run`] runs it.
+    /// of `timeout_s` seconds each; the outcomes in their order, up to and with the first
+    /// child that could not be started (none after it is run). A bench is paced as `klab
+    /// rounds` paces its blocks: started while the one before it runs, and given the device
+    /// once that one has closed it. By default each as [`Launcher::run`] runs it.
     fn run_in_turn(
         &mut self,
         children: &[Child],
         timeout_s: u64,
     ) -> Vec<Result<ChildOutcome, LabError>> {
-        children.iter().map(|c| self.run(c, timeout_s)).collect()
+        let mut outcomes = Vec::with_capacity(children.len());
+        for c in children {
+            let outcome = self.run(c, timeout_s);
+            let stop = outcome.is_err();
+            outcomes.push(outcome);
+            if stop {
+                break;
+            }
+        }
+        outcomes
     }
     /// A line for the person watching (stderr).
     fn note(&mut self, line: &str);

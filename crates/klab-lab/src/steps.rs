@@ -319,12 +319,21 @@ pub(crate) fn receipts(lab: &mut Lab<'_>) -> Result<(), LabError> {
             out: lab.dir.join(format!("benchmark/{kernel}")),
         })
         .collect();
-    lab.progress(0, benches.len() as u64, "each kernel in turn");
+    let names: Vec<&str> = benches.iter().map(|&(kernel, _)| kernel).collect();
+    lab.progress(0, benches.len() as u64, &names.join(", "));
     let outcomes = lab.children_in_turn(&children);
     let (mut a, mut problems, mut errors, mut log) =
         (Vec::new(), Vec::new(), Vec::new(), String::new());
+    let mut not_started = None;
     for (&(kernel, _), child) in benches.iter().zip(outcomes) {
-        let child = child?;
+        // What ran before a child that could not be started is still logged.
+        let child = match child {
+            Ok(c) => c,
+            Err(e) => {
+                not_started = Some(e);
+                break;
+            }
+        };
         let rel = format!("benchmark/{kernel}");
         match &child.result {
             Some(ChildResult::Bench {
@@ -343,6 +352,9 @@ pub(crate) fn receipts(lab: &mut Lab<'_>) -> Result<(), LabError> {
         log.push_str(&child.log);
     }
     a.push(lab.log("receipts", &log)?);
+    if let Some(e) = not_started {
+        return Err(e);
+    }
     lab.progress(benches.len() as u64, benches.len() as u64, "");
     let ok = format!(
         "klab bench for each of {} at N = {} and {} at its default n ({BENCH_SAMPLES} per-launch samples, same-buffer): receipts under benchmark/",

@@ -18,6 +18,8 @@ struct Fake {
     batches: Vec<(usize, usize)>,
     /// Each sequence handed to `run_in_turn`.
     in_turn: Vec<Vec<Child>>,
+    /// The child (counted from 1) that cannot be started.
+    unstartable: Option<usize>,
     notes: Vec<String>,
     printed: String,
 }
@@ -51,6 +53,12 @@ impl Fake {
 impl Launcher for Fake {
     fn run(&mut self, child: &Child, _: u64) -> Result<ChildOutcome, LabError> {
         self.ran.push(child.clone());
+        if self.unstartable == Some(self.ran.len()) {
+            return Err(LabError::Launch {
+                what: format!("{child:?}"),
+                why: "could not start".into(),
+            });
+        }
         let (o, files) = self.answers.pop_front().expect("an answer per child");
         let out = match child {
             Child::Bench { out, .. }
@@ -81,7 +89,17 @@ impl Launcher for Fake {
         timeout_s: u64,
     ) -> Vec<Result<ChildOutcome, LabError>> {
         self.in_turn.push(children.to_vec());
-        children.iter().map(|c| self.run(c, timeout_s)).collect()
+        // As the launcher's contract says: none after one that could not be started.
+        let mut outcomes = Vec::new();
+        for c in children {
+            let outcome = self.run(c, timeout_s);
+            let stop = outcome.is_err();
+            outcomes.push(outcome);
+            if stop {
+                break;
+            }
+        }
+        outcomes
     }
     fn note(&mut self, line: &str) {
         self.notes.push(line.into());
@@ -587,4 +605,25 @@ fn the_receipts_run_in_turn_in_the_plans_order() {
         expected.len() - 1,
         "{log}"
     );
+}
+
+/// A receipt's bench that cannot be started ends the step with that error, none after it
+/// runs, and what ran before it is still in the step's log.
+#[test]
+fn a_receipt_that_cannot_start_ends_the_step_with_what_ran_logged() {
+    use klab_run::child::Verdict;
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = options(tmp.path());
+    let mut fake = Fake {
+        unstartable: Some(2),
+        ..Fake::default()
+    };
+    fake.answer(benched(Verdict::Pass), vec![]);
+    let mut lab = lab_at(&opts, &mut fake, tmp.path(), "receipts");
+    let e = steps::receipts(&mut lab).unwrap_err();
+    assert!(e.to_string().contains("could not start"), "{e}");
+    drop(lab);
+    assert_eq!(fake.ran.len(), 2, "none after the one that could not start");
+    let log = std::fs::read_to_string(tmp.path().join("logs/receipts.log")).unwrap();
+    assert_eq!(log.matches("result: Pass").count(), 1, "{log}");
 }

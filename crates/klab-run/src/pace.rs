@@ -126,13 +126,48 @@ mod tests {
 
     /// The turns come in order, one byte each; another byte, or the pipe closed before the
     /// turn (the parent withdrew the block or died), stops the block.
+    /// Gives its bytes one at a time, each `delay` after it is asked for: a parent that
+    /// gives a turn some time after the child began to wait for it.
+    struct Slow {
+        bytes: &'static [u8],
+        delay: std::time::Duration,
+    }
+
+    impl Read for Slow {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            std::thread::sleep(self.delay);
+            let Some((&b, rest)) = self.bytes.split_first() else {
+                return Ok(0);
+            };
+            (buf[0], self.bytes) = (b, rest);
+            Ok(1)
+        }
+    }
+
+    /// The open turn's marks: the child's preparation from the pace's start to its wait,
+    /// then the wait itself.
+    #[test]
+    fn the_open_turn_says_how_long_the_child_prepared_and_then_waited() {
+        // The wait is long beside the preparation, so that a slow machine cannot blur them.
+        let delay = std::time::Duration::from_millis(300);
+        let mut p = Pace::new(Slow { bytes: b"o", delay });
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        p.wait_for(Turn::Open).unwrap();
+        let o = p.opened.expect("when the open turn came");
+        assert!(o.prepared_s >= 0.02 && o.prepared_s < 0.3, "{o:?}");
+        assert!(o.waited_s >= 0.3, "{o:?}");
+        assert!(
+            o.at >= p.began + std::time::Duration::from_millis(320),
+            "{o:?}"
+        );
+    }
+
     #[test]
     fn a_paced_child_goes_on_only_with_the_turn_that_is_due() {
         let mut p = Pace::new(&b"ot"[..]);
         assert!(p.opened.is_none());
         p.wait_for(Turn::Open).unwrap();
-        let o = p.opened.expect("when the open turn came");
-        assert!(o.prepared_s >= 0.0 && o.waited_s >= 0.0 && o.at >= p.began);
+        assert!(p.opened.is_some(), "when the open turn came");
         p.wait_for(Turn::Time).unwrap();
         let e = p.wait_for(Turn::Time).unwrap_err();
         assert!(e.to_string().contains("withdrew"), "{e}");

@@ -17,8 +17,9 @@ pub struct Session {
     pub backend: CudaBackend,
     pub module: Module,
     pub state: StateReader,
-    /// Seconds spent opening the device (context, stream, events, the module loaded) and
-    /// compiling or loading the modules, charged to the first block this session measures.
+    /// Seconds spent starting the driver and NVML and opening the device (context, stream,
+    /// events, the module loaded), and compiling or loading the modules, charged to the
+    /// first block this session measures (a paced block's preparation ran before its turn).
     setup_s: f64,
     compile_s: f64,
 }
@@ -31,6 +32,8 @@ pub struct Prepared {
     unopened: Unopened,
     module: Module,
     state: StateReader,
+    /// Seconds starting the driver and NVML took, and building the module.
+    setup_s: f64,
     compile_s: f64,
 }
 
@@ -41,18 +44,23 @@ impl Session {
         decl: &KernelDecl,
         ordinal: u32,
     ) -> Result<Prepared, RunError> {
+        let t = std::time::Instant::now();
         let unopened = Device::unopened(ordinal)?;
+        let mut setup_s = t.elapsed().as_secs_f64();
         let t = std::time::Instant::now();
         let module = module::build(manifest, decl, &unopened.arch(), &Cache::from_env())?;
         let compile_s = t.elapsed().as_secs_f64();
         for note in module.notes() {
             eprintln!("klab: {note}");
         }
+        let t = std::time::Instant::now();
         let state = StateReader::new(&unopened.uuid);
+        setup_s += t.elapsed().as_secs_f64();
         Ok(Prepared {
             unopened,
             module,
             state,
+            setup_s,
             compile_s,
         })
     }
@@ -98,19 +106,21 @@ impl Prepared {
     }
 
     /// The session on a device already open (another block of the same process opened it),
-    /// `setup_s` the seconds that took, if this session is to be charged with them.
+    /// `opened_s` the seconds that took, if this session is to be charged with them.
     pub fn on(
         self,
         device: Device,
-        mut setup_s: f64,
+        opened_s: f64,
         policy: VerifyPolicy,
     ) -> Result<Session, RunError> {
         let Prepared {
             unopened,
             module,
             state,
+            mut setup_s,
             mut compile_s,
         } = self;
+        setup_s += opened_s;
         if device.facts().uuid != unopened.uuid {
             return Err(RunError::Message(format!(
                 "the module was built for device {}, not the one opened ({})",
