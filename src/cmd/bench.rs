@@ -62,11 +62,11 @@ pub fn here(args: BenchArgs, policy: VerifyPolicy, results: &Results) -> anyhow:
     measure(args, spec, session, results, None)
 }
 
-/// The child of a paced bench (a block of `klab rounds`, a receipt of the lab: `crate::pacing`),
-/// paced by its parent ([`Turn`]): it prepares
-/// (the driver, its kernel's module, NVML: [`Prepared`]), opens the device on its `Open`
-/// turn and does its work (slots, validations, timing) on its `Time` turn. Without either
-/// (its parent withdrew it) it stops, having launched nothing.
+/// The child of a paced bench (a block of `klab rounds`, a receipt of the lab:
+/// `crate::pacing`), given its turns by its parent ([`Turn`]): it prepares (the driver, its
+/// kernel's module, NVML: [`Prepared`]), opens the device on its `Open` turn and does its
+/// work (slots, validations, timing) on its `Time` turn. Without either (its parent withdrew
+/// it) it stops, having launched nothing.
 pub fn paced_here(
     args: BenchArgs,
     policy: VerifyPolicy,
