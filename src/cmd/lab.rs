@@ -208,8 +208,7 @@ impl Launcher for Children {
         // Without a device to ask (no driver here), no bench opens a context early.
         let mut ahead = Ahead::new(Device::shares_processes(self.device).unwrap_or(false));
         let timeout = Duration::from_secs(timeout_s);
-        let mut outcomes = Vec::with_capacity(children.len());
-        for (i, child) in children.iter().enumerate() {
+        klab_lab::in_turn(children, |i, child| {
             let outcome = match &paced[i] {
                 Some(bench) => {
                     let next = paced.get(i + 1).and_then(Option::as_ref);
@@ -234,16 +233,11 @@ impl Launcher for Children {
                 }
                 None => self.run_one(child, timeout_s),
             };
-            let stop = outcome.is_err();
-            outcomes.push(outcome);
             if let Some((_, bar)) = &self.bar {
                 bar.inc(1);
             }
-            if stop {
-                break;
-            }
-        }
-        outcomes
+            outcome
+        })
     }
 
     fn note(&mut self, line: &str) {

@@ -173,6 +173,24 @@ pub struct ChildOutcome {
     pub result: Option<ChildResult>,
 }
 
+/// `run` on each of `children` (with its index), in order, up to and with the first that
+/// could not be started: [`Launcher::run_in_turn`]'s outcomes.
+pub fn in_turn(
+    children: &[Child],
+    mut run: impl FnMut(usize, &Child) -> Result<ChildOutcome, LabError>,
+) -> Vec<Result<ChildOutcome, LabError>> {
+    let mut outcomes = Vec::with_capacity(children.len());
+    for (i, c) in children.iter().enumerate() {
+        let outcome = run(i, c);
+        let stop = outcome.is_err();
+        outcomes.push(outcome);
+        if stop {
+            break;
+        }
+    }
+    outcomes
+}
+
 /// How the lab starts klab's children and shows progress: the binary implements it.
 pub trait Launcher {
     /// Run `child` to completion under a watchdog of `timeout_s` seconds. `Err` only when
@@ -199,16 +217,7 @@ pub trait Launcher {
         children: &[Child],
         timeout_s: u64,
     ) -> Vec<Result<ChildOutcome, LabError>> {
-        let mut outcomes = Vec::with_capacity(children.len());
-        for c in children {
-            let outcome = self.run(c, timeout_s);
-            let stop = outcome.is_err();
-            outcomes.push(outcome);
-            if stop {
-                break;
-            }
-        }
-        outcomes
+        in_turn(children, |_, c| self.run(c, timeout_s))
     }
     /// A line for the person watching (stderr).
     fn note(&mut self, line: &str);
