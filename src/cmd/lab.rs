@@ -14,7 +14,7 @@ use crate::child::{ChildCmd, ChildRun};
 use crate::cli::{
     BenchArgs, LabArgs, ProfileArgs, RoundsArgs, SanitizeArgs, TimingArgs, TransposeArgs,
 };
-use crate::pacing::{self, Ahead, BlockBench};
+use crate::pacing::{self, Ahead, BlockBench, PacedRun};
 use crate::{EXIT_ERROR, EXIT_GATE_FAILED};
 use klab_cuda::device::Device;
 
@@ -172,6 +172,20 @@ impl Children {
     }
 }
 
+/// A paced bench's run as the lab reads a child: its turns line above its command and
+/// output in the log.
+fn paced_outcome(run: PacedRun) -> ChildOutcome {
+    // A child started ahead for another bench is withdrawn only when the order changes,
+    // which the lab's never does; said if it did.
+    let withdrawn = run.withdrawn.map(|w| w.line).unwrap_or_default();
+    ChildOutcome {
+        log: format!("{withdrawn}# {}\n{}", run.turns, run.out.log_block()),
+        verdict: run.out.verdict,
+        stdout: run.out.stdout,
+        result: run.out.result,
+    }
+}
+
 impl Launcher for Children {
     fn run(&mut self, child: &Child, timeout_s: u64) -> Result<ChildOutcome, LabError> {
         self.run_one(child, timeout_s)
@@ -213,19 +227,7 @@ impl Launcher for Children {
                 Some(bench) => {
                     let next = paced.get(i + 1).and_then(Option::as_ref);
                     pacing::run_paced(bench, next, &mut ahead, self.policy, timeout)
-                        .map(|run| ChildOutcome {
-                            // A child started ahead for another bench is withdrawn only when
-                            // the order changes, which the lab's never does; said if it did.
-                            log: format!(
-                                "{}# {}\n{}",
-                                run.withdrawn.map(|w| w.line).unwrap_or_default(),
-                                run.turns,
-                                run.out.log_block()
-                            ),
-                            verdict: run.out.verdict,
-                            stdout: run.out.stdout,
-                            result: run.out.result,
-                        })
+                        .map(paced_outcome)
                         .map_err(|e| LabError::Launch {
                             what: format!("{child:?}"),
                             why: crate::error_text(&e),

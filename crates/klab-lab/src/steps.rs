@@ -20,7 +20,7 @@ use klab_model::{ModelParams, ModelReport};
 use klab_run::child::{ChildResult, ChildVerdict, Verdict};
 use klab_spec::{builtin, Variant};
 
-use crate::{files_under, Child, Lab, LabError, Status, LOGS_DIR};
+use crate::{files_under, Child, ChildOutcome, Lab, LabError, Status, LOGS_DIR};
 
 /// Samples per `klab bench` receipt and per rounds block.
 const BENCH_SAMPLES: u32 = 200;
@@ -304,66 +304,84 @@ pub(crate) fn benchmark(lab: &mut Lab<'_>) -> Result<(), LabError> {
 /// kernels (triad: the roofline's point off the zero-FLOP edge) at their default size.
 pub(crate) fn receipts(lab: &mut Lab<'_>) -> Result<(), LabError> {
     let plan = lab.plan().clone();
-    let benches: Vec<(&str, Option<u64>)> = plan
+    let kernels: Vec<&str> = plan
         .round_variants
         .iter()
-        .map(|v| (v.as_str(), Some(plan.bench_n)))
-        .chain(plan.receipt_kernels.iter().map(|k| (k.as_str(), None)))
+        .chain(&plan.receipt_kernels)
+        .map(String::as_str)
         .collect();
-    let children: Vec<Child> = benches
+    let children: Vec<Child> = plan
+        .round_variants
         .iter()
-        .map(|&(kernel, n)| Child::Bench {
-            kernel: kernel.into(),
+        .map(|v| (v, Some(plan.bench_n)))
+        .chain(plan.receipt_kernels.iter().map(|k| (k, None)))
+        .map(|(kernel, n)| Child::Bench {
+            kernel: kernel.clone(),
             n,
             samples: BENCH_SAMPLES,
             out: lab.dir.join(format!("benchmark/{kernel}")),
         })
         .collect();
-    let names: Vec<&str> = benches.iter().map(|&(kernel, _)| kernel).collect();
-    lab.progress(0, benches.len() as u64, &names.join(", "));
+    lab.progress(0, kernels.len() as u64, &kernels.join(", "));
     let outcomes = lab.children_in_turn(&children);
-    let (mut a, mut problems, mut errors, mut log) =
-        (Vec::new(), Vec::new(), Vec::new(), String::new());
+    let mut judged = Judged::default();
     let mut not_started = None;
-    for (&(kernel, _), child) in benches.iter().zip(outcomes) {
-        // What ran before a child that could not be started is still logged.
-        let child = match child {
-            Ok(c) => c,
+    for (kernel, child) in kernels.iter().zip(outcomes) {
+        match child {
+            Ok(child) => judged.receipt(lab, kernel, child),
+            // What ran before a child that could not be started is still logged.
             Err(e) => {
                 not_started = Some(e);
                 break;
             }
-        };
-        let rel = format!("benchmark/{kernel}");
-        match &child.result {
-            Some(ChildResult::Bench {
-                verdict: Verdict::Pass,
-                ..
-            }) => a.extend(
-                files_under(&lab.dir, &rel)
-                    .into_iter()
-                    .filter(|p| p.ends_with(".csv") || p.ends_with("/receipt.json")),
-            ),
-            _ if child.verdict.is_kernel_failure() => {
-                problems.push(format!("{kernel}: {}", child.verdict.describe()))
-            }
-            _ => errors.push(format!("{kernel}: {}", child.verdict.describe())),
         }
-        log.push_str(&child.log);
     }
-    a.push(lab.log("receipts", &log)?);
+    judged.artifacts.push(lab.log("receipts", &judged.log)?);
     if let Some(e) = not_started {
         return Err(e);
     }
-    lab.progress(benches.len() as u64, benches.len() as u64, "");
+    lab.progress(kernels.len() as u64, kernels.len() as u64, "");
     let ok = format!(
         "klab bench for each of {} at N = {} and {} at its default n ({BENCH_SAMPLES} per-launch samples, same-buffer): receipts under benchmark/",
         plan.round_variants.join(", "),
         plan.bench_n,
         plan.receipt_kernels.join(", ")
     );
-    gate(lab, &problems, &errors, a, ok);
+    gate(lab, &judged.problems, &judged.errors, judged.artifacts, ok);
     Ok(())
+}
+
+/// The receipts step's benches as they are judged: the artifacts of those that passed, the
+/// kernels' failures, the errors, and the step's log.
+#[derive(Default)]
+struct Judged {
+    artifacts: Vec<String>,
+    problems: Vec<String>,
+    errors: Vec<String>,
+    log: String,
+}
+
+impl Judged {
+    /// `kernel`'s bench, which ended as `child` said.
+    fn receipt(&mut self, lab: &Lab<'_>, kernel: &str, child: ChildOutcome) {
+        match &child.result {
+            Some(ChildResult::Bench {
+                verdict: Verdict::Pass,
+                ..
+            }) => self.artifacts.extend(
+                files_under(&lab.dir, &format!("benchmark/{kernel}"))
+                    .into_iter()
+                    .filter(|p| p.ends_with(".csv") || p.ends_with("/receipt.json")),
+            ),
+            _ if child.verdict.is_kernel_failure() => self
+                .problems
+                .push(format!("{kernel}: {}", child.verdict.describe())),
+            _ => self
+                .errors
+                .push(format!("{kernel}: {}", child.verdict.describe())),
+        }
+        self.log.push_str(&child.log);
+    }
 }
 
 /// One `klab rounds` into `rel`: blocks in the lab's isolation and round order, round-level ratios

@@ -53,10 +53,11 @@ struct OpenMarks {
 }
 
 impl TurnMarks {
-    /// `from its open turn (prepared in 0.090 s, then waited 0.040 s for it): session open +0.190 s, ready +0.240 s, turn +0.250 s; after its
-    /// turn: slots made +0.002 s, ..., launches over +0.120 s, judged +0.180 s`: where a
-    /// paced block's time went, from the turn to open its device (None when no one paced
-    /// it). `judged` is now: the block's outcome made, its held cross-check done.
+    /// `from its open turn (prepared in 0.090 s, then waited 0.040 s for it): session open
+    /// +0.190 s, ready +0.240 s, turn +0.250 s; after its turn: slots made +0.002 s, ...,
+    /// launches over +0.120 s, judged +0.180 s`: where a paced block's time went, from the
+    /// turn to open its device (None when no one paced it). `judged` is now: the block's
+    /// outcome made, its held cross-check done.
     fn describe(&self) -> Option<String> {
         let turn = self.turn?;
         let from = |t0: Instant, marks: &[(&str, Instant)]| {
