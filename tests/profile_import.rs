@@ -242,6 +242,17 @@ fn a_kernel_with_no_launch_or_another_size_is_refused() {
         &["no launch of naive's entry transpose_naive", "naive_k (3)"],
     );
     let dir = tempfile::tempdir().unwrap();
+    // Another namespace's kernel of the entry's name is not klab's; the refusal names it
+    // as it was compared, not as the bare function name it shares.
+    let f = renamed(dir.path(), "naive_k", "mylib::transpose_naive");
+    let o = import(&f, &["--kernel", "naive"]);
+    refused(
+        &o,
+        &[
+            "no launch of naive's entry transpose_naive",
+            "the file has mylib::transpose_naive (3)",
+        ],
+    );
     let f = renamed(dir.path(), "naive_k", "transpose_naive");
     let o = import(&f, &["--kernel", "naive", "--n", "1000"]);
     refused(

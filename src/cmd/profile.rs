@@ -897,12 +897,14 @@ fn import_file(args: &ProfileArgs, path: &Path) -> anyhow::Result<ExitCode> {
 }
 
 /// `naive_k (3), tiled_k (1)`: the function names of a file's launches, with counts.
+/// The launches' kernels as [`KernelRecord::is_named`] compares them, each with its count.
 fn launch_names(records: &[KernelRecord]) -> String {
-    let mut names: Vec<(&str, usize)> = Vec::new();
+    let mut names: Vec<(String, usize)> = Vec::new();
     for r in records {
-        match names.iter_mut().find(|(n, _)| *n == r.function_name()) {
+        let name = r.qualified_name();
+        match names.iter_mut().find(|(n, _)| *n == name) {
             Some((_, c)) => *c += 1,
-            None => names.push((r.function_name(), 1)),
+            None => names.push((name, 1)),
         }
     }
     names

@@ -639,7 +639,7 @@ fn a_details_launch_reads_as_the_raw_page_of_the_same_report() {
         );
         let names = SECTION_METRICS
             .iter()
-            .map(|(_, _, raw)| *raw)
+            .map(|row| row.raw)
             .chain(KLAB_METRICS);
         for name in names {
             let (got, want) = (&rec.metrics[name], &rk.metrics[name]);
@@ -658,15 +658,101 @@ fn a_details_launch_reads_as_the_raw_page_of_the_same_report() {
     // Every displayed name is one ncu prints in a --set full details page.
     let full = parse_details(&fixture("ncu_details_padded.csv")).unwrap();
     let rec = full.kernels[0].to_record();
-    for (section, shown, raw) in SECTION_METRICS {
+    for row in SECTION_METRICS {
         assert!(
-            rec.number(raw).is_some(),
-            "{section} / {shown} ({raw}) not in the --set full page"
+            rec.number(row.raw).is_some(),
+            "{:?} / {:?} ({}) not in the --set full page",
+            row.sections,
+            row.shown,
+            row.raw
         );
     }
     assert_eq!(
         rec.number_in("gpu__time_duration.sum", "ns"),
         Some(36_064.0)
+    );
+}
+
+/// A details page of an older ncu names its Speed Of Light section and rows otherwise; the
+/// same values are read from it under the same raw names. The pages are written here in the
+/// layouts those versions printed (their identity columns, `nsecond` and `%` units), with
+/// made-up numbers.
+#[test]
+fn older_speed_of_light_labels_read_as_the_same_metrics() {
+    let page = |section: &str, rows: &[(&str, &str, &str)]| {
+        let mut text = String::from(
+            "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Kernel Time\",\"Context\",\"Stream\",\"Section Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n",
+        );
+        for (name, unit, value) in rows {
+            text.push_str(&format!(
+                "\"0\",\"4242\",\"app\",\"127.0.0.1\",\"step(int,float*)\",\"2020-Jun-01 10:00:00\",\"1\",\"7\",\"{section}\",\"{name}\",\"{unit}\",\"{value}\"\n"
+            ));
+        }
+        text
+    };
+    let sol_2020 = page(
+        "GPU Speed Of Light",
+        &[
+            ("SOL FB", "%", "41.25"),
+            ("Memory [%]", "%", "41.25"),
+            ("Duration", "nsecond", "7,512"),
+            ("SOL L2", "%", "12.50"),
+            ("SM [%]", "%", "20.75"),
+            ("SOL TEX", "%", "10.00"),
+            ("Elapsed Cycles", "cycle", "9,800"),
+        ],
+    );
+    let sol_2022 = page(
+        "GPU Speed Of Light Throughput",
+        &[
+            ("DRAM Throughput", "%", "41.25"),
+            ("Duration", "usecond", "7.51"),
+            ("L1/TEX Cache Throughput", "%", "10.00"),
+            ("L2 Cache Throughput", "%", "12.50"),
+            ("Compute (SM) [%]", "%", "20.75"),
+            ("Memory [%]", "%", "41.25"),
+        ],
+    );
+    for (era, text, ns) in [("2020", sol_2020, 7512.0), ("2022", sol_2022, 7510.0)] {
+        let rec = parse_details(&text).unwrap().kernels[0].to_record();
+        let pct = |name: &str| rec.number_in(name, "%");
+        assert_eq!(
+            pct("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
+            Some(41.25),
+            "{era}"
+        );
+        assert_eq!(
+            pct("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"),
+            Some(41.25),
+            "{era}"
+        );
+        assert_eq!(
+            pct("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
+            Some(20.75),
+            "{era}"
+        );
+        assert_eq!(
+            pct("lts__throughput.avg.pct_of_peak_sustained_elapsed"),
+            Some(12.5),
+            "{era}"
+        );
+        assert_eq!(
+            pct("l1tex__throughput.avg.pct_of_peak_sustained_active"),
+            Some(10.0),
+            "{era}"
+        );
+        assert_eq!(
+            rec.number_in("gpu__time_duration.sum", "ns"),
+            Some(ns),
+            "{era}"
+        );
+    }
+    // A row another section shows under an older label is not read as Speed Of Light's.
+    let elsewhere = page("Memory Workload Analysis", &[("Memory [%]", "%", "99")]);
+    let rec = parse_details(&elsewhere).unwrap().kernels[0].to_record();
+    assert_eq!(
+        rec.number("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"),
+        None
     );
 }
 

@@ -120,6 +120,38 @@ fn columns_are_found_by_name_whatever_their_order() {
     assert_eq!(b.api.count, 4);
 }
 
+/// An export trimmed or post-processed into views (a view of the kernel table under the
+/// table's name) reads as the export it shows: its launches, and no finding that they failed.
+#[test]
+fn an_activity_table_shown_through_a_view_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("view.sqlite");
+    build(
+        &path,
+        &testdata::kernel_cols(V),
+        &testdata::memcpy_cols(V),
+        &testdata::runtime_cols(),
+    );
+    let table = nsys::tables::KERNEL;
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(&format!(
+        "ALTER TABLE {table} RENAME TO kernels_kept; \
+         CREATE VIEW {table} AS SELECT * FROM kernels_kept;"
+    ))
+    .unwrap();
+    drop(conn);
+    let t = nsys::open(&path).unwrap();
+    assert_eq!(t.kernels.len(), 3);
+    assert_eq!(t.kernels[1].span.duration_ns, Some(50));
+    assert!(
+        t.findings
+            .iter()
+            .all(|f| f.kind != FindingKind::LaunchesFailed),
+        "{:?}",
+        t.findings
+    );
+}
+
 fn without(cols: Vec<Col>, name: &str) -> Vec<Col> {
     cols.into_iter().filter(|c| c.name != name).collect()
 }

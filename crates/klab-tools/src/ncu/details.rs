@@ -29,89 +29,134 @@ use super::{MessageLevel, NcuError, NcuMessage, Page, DETAILS_COLUMNS};
 /// metric's own (raw) name.
 pub const COMMAND_LINE_SECTION: &str = "Command line profiler metrics";
 
-/// Section rows that show a raw-page metric under a display name: (section, metric as
-/// displayed, raw metric name). Each pair was checked against the raw page of the same
-/// report (`tests/fixtures/ncu/dev_import_{details,raw}_tiled.csv`, ncu 2025.3.1): same unit,
-/// same value up to the details page's rounding. `Block Limit SM` is ncu's name for the
+/// One value a details page shows in a section under a display name, and the raw-page metric
+/// it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SectionMetric {
+    /// The section's display names, newest first: ncu has renamed sections across versions.
+    pub sections: &'static [&'static str],
+    /// The row's display names, newest first.
+    pub shown: &'static [&'static str],
+    /// The raw page's name for the same value.
+    pub raw: &'static str,
+}
+
+impl SectionMetric {
+    /// The row in `kernel`: the first of the names, newest first, that the page has.
+    pub fn find<'k>(&self, kernel: &'k DetailsKernel) -> Option<&'k DetailsMetric> {
+        self.sections
+            .iter()
+            .filter_map(|s| kernel.section(s))
+            .find_map(|s| self.shown.iter().find_map(|m| s.metric(m)))
+    }
+}
+
+/// Section rows that show a raw-page metric under a display name. The newest names of each
+/// were checked against the raw page of the same report
+/// (`tests/fixtures/ncu/dev_import_{details,raw}_tiled.csv`, ncu 2025.3.1): same unit, same
+/// value up to the details page's rounding. `Block Limit SM` is ncu's name for the
 /// block-count limit.
-pub const SECTION_METRICS: [(&str, &str, &str); 17] = [
-    (SOL, "Duration", "gpu__time_duration.sum"),
-    (
-        SOL,
-        "DRAM Throughput",
+///
+/// The older names are the Speed Of Light section's before ncu 2023: `Memory [%]` and
+/// `Compute (SM) [%]` (about 2021-2022), and before that a section named `GPU Speed Of
+/// Light` with `SM [%]`, `Memory [%]` and the per-unit `SOL FB` (the frame buffer, that is
+/// the DRAM partitions), `SOL L2` and `SOL TEX` (about 2019-2020). Each is the same
+/// percentage of its unit's peak; an older page's numbers are its own tool's.
+pub const SECTION_METRICS: [SectionMetric; 17] = [
+    sol(&["Duration"], "gpu__time_duration.sum"),
+    sol(
+        &["DRAM Throughput", "SOL FB"],
         "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
     ),
-    (
-        SOL,
-        "Memory Throughput",
+    sol(
+        &["Memory Throughput", "Memory [%]"],
         "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
     ),
-    (
-        SOL,
-        "Compute (SM) Throughput",
+    sol(
+        &["Compute (SM) Throughput", "Compute (SM) [%]", "SM [%]"],
         "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     ),
-    (
-        SOL,
-        "L1/TEX Cache Throughput",
+    sol(
+        &["L1/TEX Cache Throughput", "SOL TEX"],
         "l1tex__throughput.avg.pct_of_peak_sustained_active",
     ),
-    (
-        SOL,
-        "L2 Cache Throughput",
+    sol(
+        &["L2 Cache Throughput", "SOL L2"],
         "lts__throughput.avg.pct_of_peak_sustained_elapsed",
     ),
     // Counts, not shapes: 256 for a (32, 8, 1) block.
-    (LAUNCH, "Block Size", "launch__block_size"),
-    (LAUNCH, "Grid Size", "launch__grid_size"),
-    (
-        LAUNCH,
-        "Registers Per Thread",
+    in_section(&[LAUNCH], &["Block Size"], "launch__block_size"),
+    in_section(&[LAUNCH], &["Grid Size"], "launch__grid_size"),
+    in_section(
+        &[LAUNCH],
+        &["Registers Per Thread"],
         "launch__registers_per_thread",
     ),
-    (
-        LAUNCH,
-        "Static Shared Memory Per Block",
+    in_section(
+        &[LAUNCH],
+        &["Static Shared Memory Per Block"],
         "launch__shared_mem_per_block_static",
     ),
-    (
-        OCCUPANCY,
-        "Theoretical Occupancy",
+    in_section(
+        &[OCCUPANCY],
+        &["Theoretical Occupancy"],
         "sm__maximum_warps_per_active_cycle_pct",
     ),
-    (
-        OCCUPANCY,
-        "Achieved Occupancy",
+    in_section(
+        &[OCCUPANCY],
+        &["Achieved Occupancy"],
         "sm__warps_active.avg.pct_of_peak_sustained_active",
     ),
-    (
-        OCCUPANCY,
-        "Block Limit Registers",
+    in_section(
+        &[OCCUPANCY],
+        &["Block Limit Registers"],
         "launch__occupancy_limit_registers",
     ),
-    (
-        OCCUPANCY,
-        "Block Limit Shared Mem",
+    in_section(
+        &[OCCUPANCY],
+        &["Block Limit Shared Mem"],
         "launch__occupancy_limit_shared_mem",
     ),
-    (
-        OCCUPANCY,
-        "Block Limit Warps",
+    in_section(
+        &[OCCUPANCY],
+        &["Block Limit Warps"],
         "launch__occupancy_limit_warps",
     ),
-    (
-        OCCUPANCY,
-        "Block Limit SM",
+    in_section(
+        &[OCCUPANCY],
+        &["Block Limit SM"],
         "launch__occupancy_limit_blocks",
     ),
-    (
-        OCCUPANCY,
-        "Block Limit Barriers",
+    in_section(
+        &[OCCUPANCY],
+        &["Block Limit Barriers"],
         "launch__occupancy_limit_barriers",
     ),
 ];
 
-const SOL: &str = "GPU Speed Of Light Throughput";
+/// The Speed Of Light section's display names, newest first.
+const SOL: &[&str] = &["GPU Speed Of Light Throughput", "GPU Speed Of Light"];
+/// A row of [`SOL`].
+const fn sol(shown: &'static [&'static str], raw: &'static str) -> SectionMetric {
+    SectionMetric {
+        sections: SOL,
+        shown,
+        raw,
+    }
+}
+/// A row of a section that has kept its name.
+const fn in_section(
+    sections: &'static [&'static str],
+    shown: &'static [&'static str],
+    raw: &'static str,
+) -> SectionMetric {
+    SectionMetric {
+        sections,
+        shown,
+        raw,
+    }
+}
+
 const LAUNCH: &str = "Launch Statistics";
 const OCCUPANCY: &str = "Occupancy";
 
@@ -236,9 +281,9 @@ impl DetailsKernel {
     /// rounding (`84.48 us`).
     pub fn to_record(&self) -> KernelRecord {
         let mut metrics: BTreeMap<String, MetricValue> = BTreeMap::new();
-        for (section, shown, raw) in SECTION_METRICS {
-            if let Some(m) = self.section(section).and_then(|s| s.metric(shown)) {
-                metrics.insert(raw.to_string(), m.value_with_unit());
+        for row in SECTION_METRICS {
+            if let Some(m) = row.find(self) {
+                metrics.insert(row.raw.to_string(), m.value_with_unit());
             }
         }
         if let Some(s) = self.section(COMMAND_LINE_SECTION) {

@@ -56,7 +56,7 @@ use serde::{Deserialize, Serialize};
 
 pub use aliases::{alias, Alias, ALIASES};
 pub use details::{
-    parse_details, DetailsKernel, DetailsMetric, DetailsReport, RuleResult, Section,
+    parse_details, DetailsKernel, DetailsMetric, DetailsReport, RuleResult, Section, SectionMetric,
     COMMAND_LINE_SECTION, SECTION_METRICS,
 };
 pub use import::{import_file, read_page, Format, Imported, EXPECTED_FORMAT, REPORT_SIGNATURE};

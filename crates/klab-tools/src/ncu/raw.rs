@@ -265,6 +265,13 @@ impl KernelRecord {
         !printed.contains(['<', ':']) && self.function_name() == base_function_name(name)
     }
 
+    /// The kernel's name with its namespace and template arguments, without return type or
+    /// parameters (`ns::k<float,4>`): what [`Self::is_named`] compares, so what a refusal to
+    /// match a name shows.
+    pub fn qualified_name(&self) -> String {
+        comparable_name(&self.kernel_name)
+    }
+
     /// The kernel's function name without return type, namespace, template arguments or
     /// parameters (see [`base_function_name`]).
     pub fn function_name(&self) -> &str {

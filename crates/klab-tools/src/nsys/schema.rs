@@ -7,7 +7,8 @@ use std::collections::{BTreeSet, HashMap};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row};
 
-/// The tables of the export (`sqlite_master`, type `table`).
+/// The tables of the export (`sqlite_master`, type `table`, or `view`: a trimmed or
+/// post-processed export can show a table's rows through a view of the same name).
 pub struct Schema {
     tables: BTreeSet<String>,
 }
@@ -16,7 +17,8 @@ impl Schema {
     /// Lists the tables. This is the first read of the file, so it is where SQLite finds out
     /// that a file is not a database.
     pub fn load(conn: &Connection) -> rusqlite::Result<Schema> {
-        let mut stmt = conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
+        let mut stmt =
+            conn.prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")?;
         let tables = stmt
             .query_map([], |r| r.get::<_, String>(0))?
             .collect::<rusqlite::Result<_>>()?;
