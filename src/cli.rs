@@ -922,11 +922,11 @@ pub struct ReceiptCheckArgs {
 #[command(
     after_help = "The receipt is re-checked first (as `klab receipt check`); only a receipt that \
 passes is signed. ssh-keygen signs its bytes under the namespace klab-receipt, and the \
-signature is written atomically beside it as FILE.sig (or --signature). The signature \
-covers the receipt, which binds its artifacts by SHA-256. A key with a passphrase must be in \
+signature is written atomically beside it as FILE.sig (or --signature), over nothing but \
+an earlier signature. The signature covers the receipt, which binds its artifacts by SHA-256. A key with a passphrase must be in \
 ssh-agent (pass its public key): ssh-keygen runs in the background and cannot ask for one. \
-Exit 0 when signed, 1 when the receipt is refused, the key cannot sign or ssh-keygen is \
-missing."
+Exit 0 when signed, 1 when the receipt is refused, the key cannot sign, ssh-keygen is \
+missing or the signature's path holds another file."
 )]
 pub struct ReceiptSignArgs {
     /// The receipt (JSON)

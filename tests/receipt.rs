@@ -506,6 +506,34 @@ fn receipts_are_signed_and_verified_with_ssh_keygen() {
     fs::write(&samples, &kept).unwrap();
     assert_eq!(verify("lab@h200", &allowed).status.code(), Some(0));
 
+    // A signature goes over an earlier signature only: signing again is fine, but a
+    // --signature naming the receipt, one of its files or the key is refused, and each
+    // is left as it was.
+    let sign_to = |to: &Path| {
+        klab()
+            .args(["receipt", "sign"])
+            .arg(&b)
+            .arg("--key")
+            .arg(&key)
+            .arg("--signature")
+            .arg(to)
+            .output()
+            .unwrap()
+    };
+    assert_eq!(sign_to(&sig).status.code(), Some(0));
+    for kept in [b.clone(), samples.clone(), key.clone()] {
+        let before = fs::read(&kept).unwrap();
+        refused(
+            &sign_to(&kept),
+            &[
+                "exists and is not an SSH signature",
+                "give another --signature",
+            ],
+        );
+        assert_eq!(fs::read(&kept).unwrap(), before, "{}", kept.display());
+    }
+    assert_eq!(verify("lab@h200", &allowed).status.code(), Some(0));
+
     // A missing signature or ssh-keygen: exit 1, one line.
     fs::remove_file(&sig).unwrap();
     refused(&verify("lab@h200", &allowed), &["receipt.json.sig"]);

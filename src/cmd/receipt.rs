@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use klab_core::artifact::{check_output, read_regular, sha256_hex, write_atomic, Input};
+use klab_core::artifact::{
+    check_output, read_prefix, read_regular, sha256_hex, write_atomic, Input,
+};
 use klab_evidence::compare;
 use klab_tools::sshsig::{self, SigError};
 
@@ -60,7 +62,7 @@ fn check(args: ReceiptCheckArgs) -> anyhow::Result<ExitCode> {
 fn sign(args: ReceiptSignArgs) -> anyhow::Result<ExitCode> {
     let tool = sshsig::locate(args.ssh_keygen.as_deref())?;
     let out = signature_path(&args.receipt, args.signature);
-    check_output(&out)?;
+    refuse_to_replace(&out)?;
     let before = sha256_hex(&read_regular(&args.receipt, Input::RECEIPT)?);
     // Only a receipt that stands up to `compare` is worth a name on it.
     compare::check_as_evidence(&args.receipt)?;
@@ -81,6 +83,26 @@ fn sign(args: ReceiptSignArgs) -> anyhow::Result<ExitCode> {
         out.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// A signature is written over nothing but an earlier signature: a `--signature` that
+/// names the receipt, one of its files, the key or anything else would lose that file.
+fn refuse_to_replace(out: &Path) -> anyhow::Result<()> {
+    check_output(out)?;
+    match read_prefix(
+        out,
+        Input::new("existing signature", 1 << 20),
+        sshsig::ARMOR.len(),
+    ) {
+        Ok(head) if head != sshsig::ARMOR => bail!(
+            "{} exists and is not an SSH signature; klab replaces only a signature there \
+             (give another --signature)",
+            out.display()
+        ),
+        Ok(_) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn verify(args: ReceiptVerifyArgs) -> anyhow::Result<ExitCode> {

@@ -111,6 +111,9 @@ fn run_over(
     Ok(c)
 }
 
+/// The first bytes of an armored SSH signature, as `ssh-keygen -Y sign` writes it.
+pub const ARMOR: &[u8] = b"-----BEGIN SSH SIGNATURE-----";
+
 /// Sign the bytes of `file` (a receipt, at most [`Input::RECEIPT`]'s cap) with `key` (a
 /// private key file, or a public key whose private half is in ssh-agent). Returns the
 /// armored signature; the caller writes it.
@@ -131,7 +134,7 @@ pub fn sign(ssh_keygen: &Path, key: &Path, file: &Path) -> Result<Vec<u8>, SigEr
             message: tool_message(&c),
         });
     }
-    if !c.stdout.starts_with(b"-----BEGIN SSH SIGNATURE-----") {
+    if !c.stdout.starts_with(ARMOR) {
         return Err(SigError::Empty);
     }
     Ok(c.stdout)
