@@ -121,9 +121,17 @@ fn node(kind: Kind, start: usize, end: usize) -> Node {
     Node { kind, start, end }
 }
 
+/// The error's one line names the expression; a very long one by its start and length.
 fn failure(expression: &str) -> impl Fn(Problem) -> ExprError + '_ {
+    const SHOWN: usize = 100;
     move |problem| ExprError {
-        expression: expression.to_string(),
+        expression: match expression.chars().count() {
+            n if n > SHOWN + 20 => {
+                let start: String = expression.chars().take(SHOWN).collect();
+                format!("{start}... ({n} characters)")
+            }
+            _ => expression.to_string(),
+        },
         problem,
     }
 }
@@ -138,6 +146,7 @@ impl Expr {
             text,
             pos: 0,
             depth: 0,
+            operators: 0,
         };
         let root = parser.expr().map_err(failure(text))?;
         if parser.peek().is_some() {
@@ -282,11 +291,17 @@ impl From<Expr> for String {
 /// Deepest nesting of parentheses, calls and unary minus accepted.
 const MAX_DEPTH: usize = 64;
 
+/// Most binary operators in one expression. A chain of them is a tree as deep as it is
+/// long, which evaluating and dropping walk recursively: the cap keeps that far from the
+/// stack's end, and far above what a size expression needs.
+const MAX_OPERATORS: usize = 1024;
+
 /// A recursive-descent parser over the text; `pos` is a byte offset.
 struct Parser<'a> {
     text: &'a str,
     pos: usize,
     depth: usize,
+    operators: usize,
 }
 
 fn is_word(c: char) -> bool {
@@ -323,6 +338,12 @@ impl Parser<'_> {
     ) -> Result<Node, Problem> {
         let mut left = next(self)?;
         while let Some(op) = self.peek().filter(|c| ops.contains(*c)) {
+            if self.operators == MAX_OPERATORS {
+                return Err(self.error(&format!(
+                    "more than {MAX_OPERATORS} operators in one expression"
+                )));
+            }
+            self.operators += 1;
             self.pos += 1;
             let right = next(self)?;
             let (start, end) = (left.start, right.end);
@@ -545,6 +566,20 @@ mod tests {
             eval(&format!("{}1{}", "(".repeat(50), ")".repeat(50)), &[]),
             Ok(1)
         );
+        // A flat chain is no deeper in the parser, but as deep a tree: refused past the
+        // cap (40,000 terms overflowed the stack), with the text clipped in the line.
+        let long = |terms: usize| vec!["n"; terms].join("+");
+        assert_eq!(eval(&long(MAX_OPERATORS + 1), &[("n", 2)]), Ok(2050));
+        let e = Expr::parse(&long(40_000)).unwrap_err().to_string();
+        assert!(
+            e.starts_with("expression 'n+n+") && e.contains("... (79999 characters)"),
+            "{e}"
+        );
+        assert!(
+            e.ends_with("more than 1024 operators in one expression at column 2050"),
+            "{e}"
+        );
+        assert!(e.len() < 200, "{e}");
     }
 
     #[test]
