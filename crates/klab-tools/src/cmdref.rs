@@ -44,6 +44,8 @@ pub const DIR_ARG: &str = "{dir}";
 /// The stderr lines an error quotes, and the most characters it quotes of them.
 const STDERR_LINES: usize = 3;
 const STDERR_CHARS: usize = 300;
+/// How much of the program's output is kept: far more than [`STDERR_LINES`] lines need.
+const STDERR_KEPT: usize = 64 << 10;
 
 /// Why a command reference could not be set up or called: one line.
 #[derive(Debug, thiserror::Error)]
@@ -173,6 +175,8 @@ impl CommandReference {
             dir: Some(self.workdir.clone()),
             env: vec![(DIR_ENV.into(), dir.as_os_str().to_owned())],
             end_group_on_exit: true,
+            // Only stderr's last lines are ever quoted; a chatty reference costs no memory.
+            keep_tail: Some(STDERR_KEPT),
             ..RunOptions::new(self.spec.timeout())
         };
         let cap =

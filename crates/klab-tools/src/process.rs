@@ -131,6 +131,11 @@ pub struct RunOptions {
     /// ([`Running::give`]); `stdin` is then not used. Closing it (dropping the child)
     /// tells a paced child it gets no more.
     pub turns: bool,
+    /// Keep only about the last this many bytes of each of stdout, stderr and the merged
+    /// output (at most twice it while the child runs): for a program whose output only
+    /// ever serves to quote its end, so that one writing gigabytes costs no memory.
+    /// `None` keeps everything.
+    pub keep_tail: Option<usize>,
 }
 
 impl RunOptions {
@@ -144,6 +149,7 @@ impl RunOptions {
             stdin: None,
             detached: false,
             turns: false,
+            keep_tail: None,
         }
     }
 }
@@ -314,6 +320,7 @@ pub fn spawn(
         open,
         streams: Streams {
             echo: opts.echo,
+            keep_tail: opts.keep_tail,
             ..Streams::default()
         },
         detached: opts.detached,
@@ -533,6 +540,7 @@ struct Streams {
     merged: Vec<u8>,
     last: Option<u8>,
     echo: Echo,
+    keep_tail: Option<usize>,
 }
 
 impl Streams {
@@ -561,6 +569,14 @@ impl Streams {
         }
         self.merged.extend_from_slice(&chunk);
         self.last = Some(stream);
+        if let Some(keep) = self.keep_tail {
+            for b in [&mut self.stdout, &mut self.stderr, &mut self.merged] {
+                // Trimmed at twice the tail, so each byte is moved at most once or twice.
+                if b.len() > keep.saturating_mul(2) {
+                    b.drain(..b.len() - keep);
+                }
+            }
+        }
     }
 }
 
@@ -1168,6 +1184,34 @@ mod tests {
             PathBuf::from("/bin/sh"),
             vec![OsString::from("-c"), OsString::from(script)],
         )
+    }
+
+    /// With `keep_tail`, a child that writes megabytes leaves only their end in memory,
+    /// on each stream and merged; without it, everything.
+    #[test]
+    fn keep_tail_keeps_only_the_end_of_a_long_output() {
+        let script = "i=0; while [ $i -lt 20000 ]; do echo \"out line $i of many\"; \
+                      echo \"err line $i of many\" >&2; i=$((i+1)); done; echo last-out; \
+                      echo last-err >&2";
+        let (p, a) = sh(script);
+        let opts = RunOptions {
+            keep_tail: Some(1024),
+            ..RunOptions::new(Duration::from_secs(60))
+        };
+        let c = run(&p, &a, &opts).unwrap();
+        assert_eq!(c.exit_code, Some(0));
+        for (name, b) in [
+            ("stdout", &c.stdout),
+            ("stderr", &c.stderr),
+            ("merged", &c.merged),
+        ] {
+            assert!(b.len() <= 2048, "{name}: {} bytes kept", b.len());
+            assert!(b.len() >= 1024, "{name}: {} bytes kept", b.len());
+        }
+        assert!(c.stdout.ends_with(b"line 19999 of many\nlast-out\n"));
+        assert!(c.stderr.ends_with(b"line 19999 of many\nlast-err\n"));
+        let all = run_captured(&p, &a, Duration::from_secs(60)).unwrap();
+        assert!(all.stdout.len() > 400_000, "{}", all.stdout.len());
     }
 
     /// A daemon the child started in a session of its own (out of its process group, so
