@@ -846,7 +846,7 @@ pub fn collect(dir: &Path) -> anyhow::Result<SweepTable> {
     };
     // The report first: a folder that cannot take it leaves the table as it was.
     let report = klab_report::sweep::render(&table);
-    klab_report::write_into(&dir.join(klab_report::REPORT_DIR), &report)?;
+    klab_report::write(dir, &report)?;
     write_atomic(
         &dir.join("sweep.csv"),
         sweep::points_csv(&table.points).as_bytes(),

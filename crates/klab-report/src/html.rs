@@ -103,11 +103,17 @@ fn plots(names: &[String], all: &[Plot], out: &mut String) {
     out.push_str("</div>\n");
 }
 
+/// The line that marks a page as klab's: an existing `index.html` without it is not
+/// replaced ([`crate::write_into`]).
+pub const GENERATOR: &str = "<meta name=\"generator\" content=\"klab report\">";
+
 /// The page.
 pub fn render(doc: &Document, all_plots: &[Plot]) -> String {
     let doc = &doc.for_rendering(all_plots);
     let mut out = String::new();
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    out.push_str(GENERATOR);
+    out.push('\n');
     out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
     out.push_str(&format!("<title>{}</title>\n", esc(&doc.title)));
     out.push_str(&format!("<style>{CSS}</style>\n</head>\n<body>\n<main>\n"));

@@ -12,16 +12,34 @@ use crate::Report;
 /// The report's folder in a run, and the name of the lab step that writes it there.
 pub const REPORT_DIR: &str = "report";
 
-/// Write into `<run_dir>/report/`. Returns the paths written, page first.
+/// Write into `<run_dir>/report/`, a folder of klab's own (an earlier report there is
+/// replaced whatever version wrote it). Returns the paths written, page first.
 pub fn write(run_dir: &Path, report: &Report) -> Result<Vec<PathBuf>, ReportError> {
-    write_into(&run_dir.join(REPORT_DIR), report)
+    write_checked(&run_dir.join(REPORT_DIR), report, Folder::Klabs)
 }
 
-/// Write into `dir` (created if needed). Returns the paths written, page first. Each file
-/// is written atomically; when one cannot be (a full disk), the files this call added and
-/// the folders it made are removed again, so a failure leaves no partial report behind.
+/// Write into `dir`, a folder the user named (created if needed): refused before anything
+/// is written when it holds anything but an earlier klab report. Returns the paths
+/// written, page first.
 pub fn write_into(dir: &Path, report: &Report) -> Result<Vec<PathBuf>, ReportError> {
+    write_checked(dir, report, Folder::Users)
+}
+
+/// Whose folder a report goes into: what may already be there.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Folder {
+    /// A run's own `report/`: anything.
+    Klabs,
+    /// A folder the user named: nothing but an earlier report.
+    Users,
+}
+
+/// Each file is written atomically; when one cannot be (a full disk), the files this call
+/// added and the folders it made are removed again, so a failure leaves no partial report
+/// behind.
+fn write_checked(dir: &Path, report: &Report, folder: Folder) -> Result<Vec<PathBuf>, ReportError> {
     let plots = dir.join("plots");
+    refuse_foreign(dir, &plots, folder)?;
     // Deepest first: the order they are removed in.
     let made: Vec<PathBuf> = plots
         .ancestors()
@@ -39,6 +57,82 @@ pub fn write_into(dir: &Path, report: &Report) -> Result<Vec<PathBuf>, ReportErr
         }
     }
     result
+}
+
+/// A `plots` that is not a real folder (a link would send the plots elsewhere) is refused.
+/// In a user's folder a report replaces only a report: `dir` may be missing, empty, or hold
+/// what klab writes there (`index.html` with klab's generator line, `report.md`, and
+/// `plots/` of `.svg` files), so that `--out` naming a folder of the user's never loses a
+/// file.
+fn refuse_foreign(dir: &Path, plots: &Path, folder: Folder) -> Result<(), ReportError> {
+    let refuse = |path: &Path, why: &str| ReportError::Write {
+        path: path.to_path_buf(),
+        error: std::io::Error::new(std::io::ErrorKind::AlreadyExists, why.to_string()),
+    };
+    let entries = |d: &Path| -> Result<Vec<(String, std::fs::FileType)>, ReportError> {
+        match std::fs::read_dir(d) {
+            Ok(it) => it
+                .map(|e| {
+                    let e = e.map_err(|error| ReportError::Write {
+                        path: d.to_path_buf(),
+                        error,
+                    })?;
+                    let t = e.file_type().map_err(|error| ReportError::Write {
+                        path: e.path(),
+                        error,
+                    })?;
+                    Ok((e.file_name().to_string_lossy().into_owned(), t))
+                })
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(error) => Err(ReportError::Write {
+                path: d.to_path_buf(),
+                error,
+            }),
+        }
+    };
+    if let Ok(m) = std::fs::symlink_metadata(plots) {
+        if !m.is_dir() {
+            return Err(refuse(
+                plots,
+                "not a folder (a link or a file): the plots would not go into the report",
+            ));
+        }
+    }
+    if folder == Folder::Klabs {
+        return Ok(());
+    }
+    const ONLY: &str = "klab writes a report into a new or empty folder, or over an earlier report";
+    for (name, kind) in entries(dir)? {
+        let path = dir.join(&name);
+        match name.as_str() {
+            "plots" if kind.is_dir() => {
+                for (plot, kind) in entries(plots)? {
+                    if !(kind.is_file() && plot.ends_with(".svg")) {
+                        return Err(refuse(
+                            &plots.join(plot),
+                            &format!("not a plot of a klab report; {ONLY}"),
+                        ));
+                    }
+                }
+            }
+            "report.md" if kind.is_file() => {}
+            "index.html" if kind.is_file() => {
+                let page = klab_core::artifact::read_prefix(
+                    &path,
+                    klab_core::artifact::Input::new("report page", 64 << 20),
+                    4096,
+                )
+                .map_err(ReportError::from)?;
+                let generator = crate::html::GENERATOR.as_bytes();
+                if !page.windows(generator.len()).any(|w| w == generator) {
+                    return Err(refuse(&path, &format!("a page klab did not write; {ONLY}")));
+                }
+            }
+            _ => return Err(refuse(&path, &format!("not part of a klab report; {ONLY}"))),
+        }
+    }
+    Ok(())
 }
 
 /// [`write_into`]'s writes; `added` gets each file that did not exist before.

@@ -182,6 +182,48 @@ fn the_report_is_a_fixed_point_of_its_own_run_folder() {
     assert!(!md.contains("report/index.html |"), "lists its own files");
 }
 
+/// `--out DIR` names a folder of the user's: a report goes over an earlier report there
+/// and over nothing else, and a `plots` link (in that folder or a run's) is refused; each
+/// refusal writes nothing.
+#[test]
+fn a_report_replaces_only_a_report() {
+    let r = render(&load(&common::fixture()).unwrap());
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    klab_report::write_into(&out, &r).unwrap();
+    klab_report::write_into(&out, &r).unwrap();
+
+    let mine = tmp.path().join("mine");
+    fs::create_dir(&mine).unwrap();
+    fs::write(mine.join("index.html"), "MINE").unwrap();
+    let e = klab_report::write_into(&mine, &r).unwrap_err().to_string();
+    assert!(
+        e.contains("index.html") && e.contains("a page klab did not write"),
+        "{e}"
+    );
+    assert_eq!(fs::read_to_string(mine.join("index.html")).unwrap(), "MINE");
+    fs::remove_file(mine.join("index.html")).unwrap();
+    fs::write(mine.join("notes.txt"), "MINE").unwrap();
+    let e = klab_report::write_into(&mine, &r).unwrap_err().to_string();
+    assert!(e.contains("notes.txt: not part of a klab report"), "{e}");
+    assert_eq!(fs::read_dir(&mine).unwrap().count(), 1);
+
+    let elsewhere = tmp.path().join("elsewhere");
+    fs::create_dir(&elsewhere).unwrap();
+    let (_run_tmp, run) = common::fixture_copy();
+    for dir in [tmp.path().join("linked"), run.join(klab_report::REPORT_DIR)] {
+        fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.join("plots")).unwrap();
+    }
+    let e = klab_report::write_into(&tmp.path().join("linked"), &r)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("plots: not a folder"), "{e}");
+    let e = klab_report::write(&run, &r).unwrap_err().to_string();
+    assert!(e.contains("plots: not a folder"), "{e}");
+    assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
+}
+
 #[test]
 fn plot_snapshots() {
     let r = render(&load(&common::fixture()).unwrap());
