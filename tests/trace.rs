@@ -240,6 +240,55 @@ fn a_failing_run_leaves_no_partial_csv() {
     assert_eq!(names_in(dir.path()), before);
 }
 
+/// Two CSVs are written both or neither: one that cannot be written (no folder), or both
+/// named one file, is refused before anything is read or written.
+#[test]
+fn csv_and_summary_are_written_both_or_neither() {
+    let dir = fixtures();
+    fs::write(dir.path().join("keep.csv"), "mine\n").unwrap();
+    let before = names_in(dir.path());
+    for args in [
+        [
+            TRANSPOSE32,
+            "--csv",
+            "keep.csv",
+            "--summary-csv",
+            "nodir/s.csv",
+        ],
+        [
+            TRANSPOSE32,
+            "--csv",
+            "nodir/c.csv",
+            "--summary-csv",
+            "keep.csv",
+        ],
+        [
+            TRANSPOSE32,
+            "--csv",
+            "keep.csv",
+            "--summary-csv",
+            "./keep.csv",
+        ],
+    ] {
+        let o = trace(dir.path(), &args);
+        let err = stderr(&o);
+        assert_one_line_error(
+            &o,
+            if args[4] == "./keep.csv" {
+                "both name"
+            } else {
+                "no folder nodir"
+            },
+        );
+        assert!(!err.is_empty());
+        assert_eq!(
+            fs::read_to_string(dir.path().join("keep.csv")).unwrap(),
+            "mine\n"
+        );
+        assert_eq!(names_in(dir.path()), before);
+    }
+}
+
 #[test]
 fn csv_will_not_overwrite_an_export() {
     let dir = fixtures();

@@ -127,6 +127,23 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// Whether two output paths (which need not exist) name one file: the same name in the
+/// same folder, however each was written.
+fn same_target(a: &Path, b: &Path) -> bool {
+    let place = |p: &Path| {
+        let folder = match p.parent() {
+            Some(f) if !f.as_os_str().is_empty() => f,
+            _ => Path::new("."),
+        };
+        (
+            folder.canonicalize().ok(),
+            p.file_name().map(|n| n.to_owned()),
+        )
+    };
+    same_file(a, b)
+        || matches!((place(a), place(b)), ((Some(x), n), (Some(y), m)) if x == y && n == m)
+}
+
 pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     let rates = Rates {
         bytes_moved: args.bytes_moved,
@@ -156,9 +173,28 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
                     e.display()
                 );
             }
-            // A FIFO, device node or link given as the output: refused before any export
-            // is read.
+            // A FIFO, device node or link given as the output, or one in no folder: refused
+            // before any export is read, so that no CSV is written when another cannot be.
             artifact::check_output(csv)?;
+            let folder = match csv.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            if !folder.is_dir() {
+                bail!(
+                    "cannot write {} ({flag}): no folder {}",
+                    csv.display(),
+                    folder.display()
+                );
+            }
+        }
+    }
+    if let [(_, Some(a)), (_, Some(b))] = outputs {
+        if same_target(a, b) {
+            bail!(
+                "--csv and --summary-csv both name {}; give each its own file",
+                b.display()
+            );
         }
     }
 
