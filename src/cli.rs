@@ -791,10 +791,10 @@ pub struct SweepArgs {
     #[arg(long)]
     pub slurm: bool,
     /// The SLURM partition
-    #[arg(long, requires = "slurm")]
+    #[arg(long, requires = "slurm", value_parser = klab_evidence::sweep::slurm_word)]
     pub partition: Option<String>,
     /// Each task's --gres (none: leave it out)
-    #[arg(long, requires = "slurm", default_value = "gpu:1")]
+    #[arg(long, requires = "slurm", default_value = "gpu:1", value_parser = klab_evidence::sweep::slurm_word)]
     pub gres: String,
     /// Write the job array and print it; submit nothing
     #[arg(long, requires = "slurm")]

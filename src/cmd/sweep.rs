@@ -697,7 +697,8 @@ fn slurm(args: &SweepArgs, plan: &SweepPlan, dir: &Path) -> anyhow::Result<ExitC
         partition: args.partition.as_deref(),
         gres,
         time_limit_min: worst_s.div_ceil(60),
-    });
+    })
+    .map_err(anyhow::Error::msg)?;
     let path = dir.join("sweep.sbatch");
     write_atomic(&path, script.as_bytes())?;
     let mut report = SlurmReport {

@@ -791,9 +791,37 @@ pub struct SlurmJob<'a> {
     pub time_limit_min: u64,
 }
 
+/// A value that goes into an `#SBATCH` line as one word (a partition, a `--gres`): letters,
+/// digits and `_ - . : , + = / @ %`, so that it can neither end the line (a newline would
+/// add directives, or a command that ends sbatch's reading of them) nor split into words.
+pub fn slurm_word(s: &str) -> Result<String, String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "_-.:,+=/@%".contains(c);
+    match s.chars().find(|c| !allowed(*c)) {
+        _ if s.is_empty() => Err("must not be empty".into()),
+        Some(c) => Err(format!(
+            "{c:?} cannot go into an #SBATCH line (letters, digits and _-.:,+=/@% only)"
+        )),
+        None => Ok(s.to_string()),
+    }
+}
+
 /// The sbatch script of a job array with one task per group: task I runs `klab sweep task
-/// DIR I`, its output in `tasks/I/`.
-pub fn sbatch_script(job: &SlurmJob<'_>) -> String {
+/// DIR I`, its output in `tasks/I/`. A path with a control character (a newline would end
+/// the `#SBATCH` line it is in) is refused, as are words [`slurm_word`] refuses.
+pub fn sbatch_script(job: &SlurmJob<'_>) -> Result<String, String> {
+    for (what, path) in [("the sweep folder", job.dir), ("the klab binary", job.klab)] {
+        if path.display().to_string().chars().any(char::is_control) {
+            return Err(format!(
+                "{what}'s path {:?} has a control character, which cannot go into a job script",
+                path.display().to_string()
+            ));
+        }
+    }
+    for (what, word) in [("--partition", job.partition), ("--gres", job.gres)] {
+        if let Some(w) = word {
+            slurm_word(w).map_err(|why| format!("{what} {w:?}: {why}"))?;
+        }
+    }
     let q = |p: &Path| klab_core::text::shell_quote(&p.display().to_string());
     let mut s = String::from(
         "#!/bin/bash\n# Written by klab sweep: one array task per point of the sweep's axes.\n",
@@ -821,7 +849,7 @@ pub fn sbatch_script(job: &SlurmJob<'_>) -> String {
         q(job.klab),
         q(job.dir)
     ));
-    s
+    Ok(s)
 }
 
 #[cfg(test)]
@@ -1082,7 +1110,8 @@ mod tests {
             partition: Some("gpu"),
             gres: Some("gpu:1"),
             time_limit_min: 30,
-        });
+        })
+        .unwrap();
         assert!(s.contains("#SBATCH --array=0-11\n"), "{s}");
         assert!(s.contains("#SBATCH --gres=gpu:1\n#SBATCH --partition=gpu\n"));
         assert!(s.contains("--output=/shared/sweeps/it's/tasks/%a/slurm-%A_%a.out"));
@@ -1100,8 +1129,41 @@ mod tests {
                 gres: None,
                 time_limit_min: 0,
             }
-        });
+        })
+        .unwrap();
         assert!(!none.contains("--gres") && !none.contains("--partition"));
         assert!(none.contains("--time=1\n"));
+    }
+
+    /// A value or path that would end its `#SBATCH` line, or split into words, is refused:
+    /// a newline in `--partition` used to add directives and a command to the script.
+    #[test]
+    fn nothing_can_end_an_sbatch_line() {
+        let job = |partition, gres, dir| SlurmJob {
+            klab: Path::new("/k"),
+            dir,
+            tasks: 1,
+            partition,
+            gres,
+            time_limit_min: 1,
+        };
+        let d = Path::new("/d");
+        for (p, g) in [
+            (Some("gpu\n#SBATCH --time=99999\necho injected"), None),
+            (None, Some("a b")),
+            (Some(""), None),
+            (None, Some("gpu:1;rm")),
+        ] {
+            let e = sbatch_script(&job(p, g, d)).unwrap_err();
+            assert!(
+                e.contains("cannot go into an #SBATCH line") || e.contains("empty"),
+                "{e}"
+            );
+        }
+        let e = sbatch_script(&job(None, None, Path::new("/d\nx"))).unwrap_err();
+        assert!(e.contains("control character"), "{e}");
+        for ok in ["gpu", "gpu:h200:1", "a100-80g,h100", "debug_q"] {
+            assert_eq!(slurm_word(ok).as_deref(), Ok(ok));
+        }
     }
 }
