@@ -4,8 +4,8 @@
 //!
 //! `hold_child [--remove-on-signal FILE] PROGRAM [ARGS...]`: FILE is removed if a signal
 //! ends this process (as a parent's results file for its child is).
-//! `hold_child --as-child`: behave as a klab started by klab (die with the klab named in the
-//! environment), print the pid and wait.
+//! `hold_child --as-child [PROGRAM ARGS...]`: behave as a klab started by klab (die with the
+//! klab named in the environment); print the pid and wait, or run PROGRAM as above.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -14,14 +14,17 @@ use std::time::Duration;
 use klab_tools::process::{self, RunOptions};
 
 fn main() {
-    if std::env::args().nth(1).as_deref() == Some("--as-child") {
+    let mut args = std::env::args_os().skip(1).peekable();
+    if args.peek().is_some_and(|a| a == "--as-child") {
+        args.next();
         process::die_with_parent();
-        println!("{}", std::process::id());
-        std::thread::sleep(Duration::from_secs(300));
-        return;
+        if args.peek().is_none() {
+            println!("{}", std::process::id());
+            std::thread::sleep(Duration::from_secs(300));
+            return;
+        }
     }
     process::install_signal_handlers();
-    let mut args = std::env::args_os().skip(1).peekable();
     let _removed = if args.peek().is_some_and(|a| a == "--remove-on-signal") {
         args.next();
         let file = PathBuf::from(args.next().expect("a file"));

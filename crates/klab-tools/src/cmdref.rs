@@ -145,7 +145,7 @@ impl CommandReference {
             )));
         }
         let folder = CallDir::create().map_err(|e| self.fail(format!("a private folder: {e}")))?;
-        let dir = folder.0.as_path();
+        let dir = folder.path.as_path();
         let write = |name: &str, bytes: &[u8]| {
             klab_core::artifact::write_atomic(&dir.join(name), bytes)
                 .map_err(|e| self.fail(format!("writing {name}: {e}")))
@@ -385,27 +385,38 @@ fn stderr_tail(stderr: &[u8]) -> String {
     format!("stderr ends: {tail}")
 }
 
-/// A call's private folder (mode 0700), removed when dropped.
-struct CallDir(PathBuf);
+/// A call's private folder (mode 0700), removed when dropped, or by the signal handler
+/// when a signal ends this process ([`process::RemovedOnSignal`]). Its name holds this
+/// process's pid and start time, so that a folder left by a klab killed outright (SIGKILL,
+/// which no handler sees) is known as such and removed by the next call.
+struct CallDir {
+    path: PathBuf,
+    _on_signal: process::RemovedOnSignal,
+}
+
+/// The names of call folders start so.
+const CALL_DIR_PREFIX: &str = "klab-ref-";
 
 impl CallDir {
     fn create() -> std::io::Result<CallDir> {
         use std::sync::atomic::{AtomicU64, Ordering};
         static CALLS: AtomicU64 = AtomicU64::new(0);
         let root = std::path::absolute(std::env::temp_dir())?;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
+        remove_abandoned(&root);
+        let pid = std::process::id();
+        let started = process::start_time(pid).unwrap_or(0);
         let mut last = None;
         for _ in 0..8 {
             let n = CALLS.fetch_add(1, Ordering::Relaxed);
-            let dir = root.join(format!("klab-ref-{}-{n}-{nanos}", std::process::id()));
+            let path = root.join(format!("{CALL_DIR_PREFIX}{pid}-{started}-{n}"));
             let mut b = std::fs::DirBuilder::new();
             #[cfg(unix)]
             std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-            match b.create(&dir) {
-                Ok(()) => return Ok(CallDir(dir)),
+            match b.create(&path) {
+                Ok(()) => {
+                    let _on_signal = process::RemovedOnSignal::register(&path);
+                    return Ok(CallDir { path, _on_signal });
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
                 Err(e) => return Err(e),
             }
@@ -416,7 +427,35 @@ impl CallDir {
 
 impl Drop for CallDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Remove the call folders in `root` whose klab is gone (`klab-ref-PID-START-N`, a process
+/// PID that started at START no longer running), best effort. Only this user's: another
+/// user's cannot be removed, and is left.
+fn remove_abandoned(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(CALL_DIR_PREFIX)) else {
+            continue;
+        };
+        let mut parts = rest.split('-');
+        let (Some(Ok(pid)), Some(Ok(started)), Some(Ok(_)), None) = (
+            parts.next().map(str::parse::<u32>),
+            parts.next().map(str::parse::<u64>),
+            parts.next().map(str::parse::<u64>),
+            parts.next(),
+        ) else {
+            continue;
+        };
+        let is_folder = e.file_type().is_ok_and(|t| t.is_dir());
+        if is_folder && started != 0 && !process::is_running((pid, started)) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 
@@ -649,6 +688,42 @@ scalars.a = { type = "f32", values = [0.1] }
             ),
             "the argv as written"
         );
+    }
+
+    /// A call folder whose klab is gone (SIGKILL leaves it: no handler runs) is removed by
+    /// the next call; a live klab's, another name, or a file are left alone.
+    #[test]
+    fn folders_of_klabs_that_are_gone_are_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        let started = process::start_time(me).unwrap();
+        let gone = root
+            .path()
+            .join(format!("{CALL_DIR_PREFIX}4000000000-{started}-0"));
+        let reused = root
+            .path()
+            .join(format!("{CALL_DIR_PREFIX}{me}-{}-1", started + 1));
+        let kept = [
+            root.path()
+                .join(format!("{CALL_DIR_PREFIX}{me}-{started}-2")),
+            root.path().join(format!("{CALL_DIR_PREFIX}4000000000-0-3")),
+            root.path().join("klab-ref-mine"),
+            root.path()
+                .join(format!("{CALL_DIR_PREFIX}4000000000-{started}")),
+        ];
+        for d in kept.iter().chain([&gone, &reused]) {
+            std::fs::create_dir(d).unwrap();
+            std::fs::write(d.join("x.npy"), "x").unwrap();
+        }
+        let file = root
+            .path()
+            .join(format!("{CALL_DIR_PREFIX}4000000000-{started}-9"));
+        std::fs::write(&file, "x").unwrap();
+        remove_abandoned(root.path());
+        assert!(!gone.exists() && !reused.exists(), "abandoned folders left");
+        for d in kept.iter().chain([&file]) {
+            assert!(d.exists(), "{} removed", d.display());
+        }
     }
 
     #[test]

@@ -780,7 +780,8 @@ static REMOVED_ON_SIGNAL: [std::sync::atomic::AtomicPtr<libc::c_char>; MAX_REMOV
 
 /// A file this process removes if a signal ends it (as the file's owner does when it is
 /// dropped): a parent's results file for a child, which the handler would otherwise leave
-/// in the temporary folder. Forgotten when dropped.
+/// in the temporary folder; or a folder, removed with the files in it (a command
+/// reference's call folder). Forgotten when dropped.
 pub struct RemovedOnSignal(Option<usize>);
 
 impl RemovedOnSignal {
@@ -821,16 +822,21 @@ impl Drop for RemovedOnSignal {
     }
 }
 
-/// Unlink every registered file. Only async-signal-safe calls: [`on_signal`] runs it.
+/// Remove every registered file, and every registered folder with what is in it. Only
+/// async-signal-safe calls: [`on_signal`] runs it.
 #[cfg(unix)]
 fn remove_registered_files() {
     for slot in &REMOVED_ON_SIGNAL {
         let p = slot.load(std::sync::atomic::Ordering::SeqCst);
         if !p.is_null() {
             // SAFETY: unlink(2) is async-signal-safe; the path is never freed.
-            unsafe {
-                libc::unlink(p);
+            let unlinked = unsafe { libc::unlink(p) } == 0;
+            #[cfg(target_os = "linux")]
+            if !unlinked {
+                signal_safe::remove_folder(p);
             }
+            #[cfg(not(target_os = "linux"))]
+            let _ = unlinked;
         }
     }
 }
@@ -927,7 +933,7 @@ pub fn end_this_process_now() -> ! {
 }
 
 /// For a klab process that another started: die when the parent does (SIGKILL included),
-/// and exit at once, with one line, if it already has.
+/// ending what it started itself, and exit at once, with one line, if it already has.
 ///
 /// Two mechanisms, because a tool may stand between the two klabs: `PR_SET_PDEATHSIG`
 /// covers the direct parent, and a thread watches the klab named in [`PARENT_ENV`]: when it
@@ -936,11 +942,14 @@ pub fn end_this_process_now() -> ! {
 /// klab made that group, and otherwise exits alone.
 pub fn die_with_parent() {
     #[cfg(target_os = "linux")]
+    // SIGTERM, not SIGKILL: [`install_signal_handlers`]'s handler then ends this
+    // process's own children's groups and descendants and removes its files before it
+    // exits, where SIGKILL would leave what they started (a reference's `sleep`) running.
     // SAFETY: a plain system call without memory arguments. (Whether the parent already
     // died is read from PARENT_ENV below, not from getppid(): a klab that is PID 1 in a
     // container is a parent like any other.)
     unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
     }
     let Some(watched) = std::env::var(PARENT_ENV)
         .ok()
@@ -966,6 +975,14 @@ pub fn die_with_parent() {
     let group_is_klabs = parent_of(group) == Some(watched.0);
     thread::spawn(move || loop {
         if !is_running(watched) {
+            // What this process started goes first, as on a signal.
+            #[cfg(unix)]
+            {
+                kill_running_groups();
+                #[cfg(target_os = "linux")]
+                signal_safe::end_every_descendant();
+                remove_registered_files();
+            }
             #[cfg(unix)]
             // SAFETY: kill(2) on this process's own group and _exit(2); no memory involved.
             unsafe {
@@ -1002,7 +1019,7 @@ fn parse_identity(v: &str) -> Option<(u32, u64)> {
 }
 
 /// The process is alive (not a zombie) and is the one that was recorded.
-fn is_running((pid, start): (u32, u64)) -> bool {
+pub(crate) fn is_running((pid, start): (u32, u64)) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };
@@ -1018,7 +1035,7 @@ fn is_running((pid, start): (u32, u64)) -> bool {
 }
 
 /// A process's start time in clock ticks since boot (field 22 of /proc/PID/stat).
-fn start_time(pid: u32) -> Option<u64> {
+pub(crate) fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = stat.rsplit(')').next()?;
     rest.split_whitespace().nth(19)?.parse().ok()
@@ -1081,6 +1098,29 @@ mod signal_safe {
         if dir < 0 {
             return;
         }
+        each_entry(dir, |name| {
+            if let Some(pid) = pid_of(name) {
+                if pid != me && environ_holds(name, prefix) {
+                    // SAFETY: kill(2) on one process.
+                    unsafe {
+                        libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                    }
+                }
+            }
+        });
+        // SAFETY: closing the descriptor opened above.
+        unsafe {
+            libc::close(dir);
+        }
+    }
+
+    /// Calls `f` with the name (without its NUL) of each entry of the open folder `dir`,
+    /// from its start.
+    fn each_entry(dir: libc::c_int, mut f: impl FnMut(&[u8])) {
+        // SAFETY: lseek(2) on a descriptor; rewinds a folder already read.
+        unsafe {
+            libc::lseek(dir, 0, libc::SEEK_SET);
+        }
         let mut buf = [0u8; 4096];
         loop {
             // SAFETY: the kernel writes at most buf.len() bytes into buf.
@@ -1097,21 +1137,46 @@ mod signal_safe {
                     break;
                 }
                 let name = &buf[at + 19..(at + reclen).min(n as usize)];
-                let name = &name[..name.iter().position(|b| *b == 0).unwrap_or(name.len())];
-                if let Some(pid) = pid_of(name) {
-                    if pid != me && environ_holds(name, prefix) {
-                        // SAFETY: kill(2) on one process.
-                        unsafe {
-                            libc::kill(pid as libc::pid_t, libc::SIGKILL);
-                        }
-                    }
-                }
+                f(&name[..name.iter().position(|b| *b == 0).unwrap_or(name.len())]);
                 at += reclen;
             }
         }
-        // SAFETY: closing the descriptor opened above.
+    }
+
+    /// Remove the folder `path` (NUL-terminated) and what is in it: its files, and folders
+    /// in it that are empty. A link is not followed. A few passes, since removing while
+    /// reading a folder may skip an entry.
+    pub fn remove_folder(path: *const libc::c_char) {
+        // SAFETY: open(2) on a NUL-terminated path that outlives the call.
+        let dir =
+            unsafe { libc::open(path, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW) };
+        if dir < 0 {
+            return;
+        }
+        for _ in 0..4 {
+            let mut removed = 0usize;
+            each_entry(dir, |name| {
+                let mut c = [0u8; 256];
+                if name == b"." || name == b".." || name.len() >= c.len() {
+                    return;
+                }
+                c[..name.len()].copy_from_slice(name);
+                // SAFETY: unlinkat(2) relative to the open folder, on a NUL-terminated
+                // name of this stack.
+                let gone = unsafe {
+                    libc::unlinkat(dir, c.as_ptr().cast(), 0) == 0
+                        || libc::unlinkat(dir, c.as_ptr().cast(), libc::AT_REMOVEDIR) == 0
+                };
+                removed += usize::from(gone);
+            });
+            if removed == 0 {
+                break;
+            }
+        }
+        // SAFETY: close(2) of the descriptor opened here; rmdir(2) on the path.
         unsafe {
             libc::close(dir);
+            libc::rmdir(path);
         }
     }
 

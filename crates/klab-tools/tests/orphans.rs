@@ -161,6 +161,25 @@ fn a_klab_behind_a_launcher_that_outlives_the_tool_still_dies_with_klab() {
     }
 }
 
+/// SIGKILL of the top klab: the klab it started dies by PDEATHSIG, and takes with it what
+/// its own child started (a reference's shell and the `sleep` in that shell's group), where
+/// a PDEATHSIG of SIGKILL used to leave that `sleep` running.
+#[test]
+fn sigkill_of_the_top_klab_ends_what_its_klab_child_started() {
+    let inner = format!(
+        "{} --as-child /bin/sh -c 'sleep 303 & echo $!; wait'",
+        hold_child().display()
+    );
+    let (mut holder, pids) = start(&format!("exec {inner}"), 1);
+    signal(holder.id(), "-KILL");
+    holder.wait().unwrap();
+    assert!(
+        gone_within(pids[0], Duration::from_secs(5)),
+        "the sleep {} outlived a SIGKILLed klab two levels up",
+        pids[0]
+    );
+}
+
 #[test]
 fn a_stray_parent_variable_never_kills_the_callers_group() {
     // A shell that exported klab's variables by mistake: the klab under it says why it
@@ -211,4 +230,32 @@ fn a_file_registered_for_removal_is_gone_after_sigterm() {
     holder.wait().unwrap();
     assert!(gone_within(pid, Duration::from_secs(5)));
     assert!(!file.exists(), "{} is left behind", file.display());
+}
+
+/// A folder registered for removal goes with the files in it (a command reference's call
+/// folder, which its owner's drop would have removed).
+#[test]
+fn a_folder_registered_for_removal_is_gone_after_sigint() {
+    let dir = tempfile::tempdir().unwrap();
+    let call = dir.path().join("klab-ref-x");
+    std::fs::create_dir(&call).unwrap();
+    for i in 0..300 {
+        std::fs::write(call.join(format!("file-{i}.npy")), "x").unwrap();
+    }
+    std::fs::create_dir(call.join("empty")).unwrap();
+    let mut holder = Command::new(hold_child())
+        .arg("--remove-on-signal")
+        .arg(&call)
+        .args(["/bin/sh", "-c", "echo $$; sleep 300"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    signal(holder.id(), "-INT");
+    holder.wait().unwrap();
+    assert!(!call.exists(), "{} is left behind", call.display());
 }
