@@ -166,7 +166,7 @@ pub struct BufferSpec {
     /// The interval random inputs are drawn from (default by dtype); each end a number or
     /// an expression over the size variables (`[0, "V - 1"]`). On an integer buffer it is
     /// the buffer's domain, both ends included: every case stays inside it.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "two")]
     pub range: Option<[Bound; 2]>,
     /// An integer input that indexes the rows of another buffer (`index_into = "wte"`):
     /// its domain is 0 to that buffer's first dimension less one.
@@ -268,7 +268,21 @@ fn exact_values<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::E
 
 /// [`exact_values`] for a range's two ends.
 fn exact_range<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<[f64; 2]>, D::Error> {
-    Option::<[ExactNumber; 2]>::deserialize(d).map(|r| r.map(|[lo, hi]| [lo.0, hi.0]))
+    two::<D, ExactNumber>(d).map(|r| r.map(|[lo, hi]| [lo.0, hi.0]))
+}
+
+/// A range's two ends, `[lo, hi]`: exactly two (serde's array reads the first two of a
+/// longer list and ignores the rest).
+fn two<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<[T; 2]>, D::Error> {
+    let Some(v) = Option::<Vec<T>>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let n = v.len();
+    <[T; 2]>::try_from(v)
+        .map(Some)
+        .map_err(|_| serde::de::Error::custom(format!("a range is [lo, hi], two values; got {n}")))
 }
 
 /// A TOML number as f64, an integer only where f64 holds it exactly.
@@ -1240,6 +1254,14 @@ scalars.eps = { type = "f32", values = [1e-5] }
             [lists.value(0), lists.value(1), lists.value(2)],
             [1.0, 2.0, 1.0]
         );
+        // Exactly two ends: a longer list is refused, not cut to its first two.
+        let read = |t: &str| toml::from_str::<ScalarSpec>(t).map_err(|e| e.to_string());
+        assert_eq!(
+            read("type = \"f32\"\nrange = [0.5, 1.5]").unwrap().range,
+            Some([0.5, 1.5])
+        );
+        let e = read("type = \"f32\"\nrange = [0.5, 1.5, 9.0]").unwrap_err();
+        assert!(e.contains("two values; got 3"), "{e}");
     }
 
     /// `domain = true` on a float input needs its range, and an input.
@@ -1482,6 +1504,8 @@ scalars.eps = { type = "f32", values = [1e-5] }
             ("range = [0, \"V - 1\"]", "buffers.ids.range", "'V'"),
             ("range = [0, \"cols -\"]", "toml", "expression"),
             ("range = [0.5, 4]", "buffers.ids.range", "whole number"),
+            ("range = [0, 4, 9]", "toml", "two values; got 3"),
+            ("range = [0]", "toml", "two values; got 1"),
             (
                 "range = [0, 4], index_into = \"x\"",
                 "buffers.ids.index_into",
