@@ -400,6 +400,10 @@ fn counts_and_sizes_are_refused_before_any_step_or_block_runs() {
             "--order alternating takes an even number of rounds, so that each kernel runs first in as many rounds as it runs last (got --rounds 5; pass --rounds 4 or 6)",
         ),
         (
+            &["lab", "--rounds", "1"],
+            "(got --rounds 1; pass --rounds 2)",
+        ),
+        (
             &["check", "copy", "--timeout", "x"],
             "must be a whole number, got 'x'",
         ),

@@ -47,6 +47,8 @@ impl Input {
     pub const RECEIPT: Input = Input::new("receipt", 16 * MIB);
     pub const LAB_RECORD: Input = Input::new("lab record", 16 * MIB);
     pub const PLAN: Input = Input::new("lab plan", 4 * MIB);
+    /// A sweep file (`klab sweep --file`).
+    pub const SWEEP_FILE: Input = Input::new("sweep file", 4 * MIB);
     /// A file of a run or receipt folder (summaries, CSVs, reports, logs), and any file
     /// klab hashes ([`sha256_file`]).
     pub const ARTIFACT: Input = Input::new("run artifact", 1024 * MIB);

@@ -137,11 +137,16 @@ impl RoundOrder {
     pub fn check_rounds(self, rounds: u32) -> Result<(), String> {
         match rounds % self.rounds_step() {
             0 => Ok(()),
-            _ => Err(format!(
-                "--order {self} takes an even number of rounds, so that each kernel runs first in as many rounds as it runs last (got --rounds {rounds}; pass --rounds {} or {})",
-                rounds.saturating_sub(1).max(2),
-                rounds + 1
-            )),
+            _ => {
+                let (below, above) = (rounds.saturating_sub(1), rounds.saturating_add(1));
+                let pass = match below >= 2 {
+                    true => format!("--rounds {below} or {above}"),
+                    false => format!("--rounds {above}"),
+                };
+                Err(format!(
+                    "--order {self} takes an even number of rounds, so that each kernel runs first in as many rounds as it runs last (got --rounds {rounds}; pass {pass})"
+                ))
+            }
         }
     }
 

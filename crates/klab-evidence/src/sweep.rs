@@ -224,7 +224,7 @@ pub enum SizesValue {
 impl SweepFile {
     /// Read and check a sweep file.
     pub fn load(path: &Path) -> Result<SweepFile, SweepError> {
-        let bytes = klab_core::artifact::read_regular(path, klab_core::artifact::Input::PLAN)
+        let bytes = klab_core::artifact::read_regular(path, klab_core::artifact::Input::SWEEP_FILE)
             .map_err(|e| SweepError::File {
                 path: path.to_path_buf(),
                 why: e.to_string(),

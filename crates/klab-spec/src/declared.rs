@@ -1043,6 +1043,46 @@ impl DeclaredOpSpec {
         for (i, e) in dims.iter().enumerate() {
             self.uses_only_sizes(&format!("{what}[{i}]"), e)?;
         }
+        self.check_constant_dims(what, dims)
+    }
+
+    /// Dimensions that name no size are known now: one below 1, or a block of them all that
+    /// no CUDA device can launch ([`crate::plan::block_problem`]: more than 1024 threads),
+    /// is refused here as a built-in operation's block is, not at its first launch.
+    fn check_constant_dims(&self, what: &str, dims: &[Expr]) -> Result<(), FieldError> {
+        let mut values = [1u32; 3];
+        let mut constant = true;
+        for (i, e) in dims.iter().enumerate() {
+            if !e.variables().is_empty() {
+                constant = false;
+                continue;
+            }
+            let v = e
+                .eval(&BTreeMap::new())
+                .map_err(|e| (format!("{what}[{i}]"), e.to_string()))?;
+            match u32::try_from(v) {
+                Ok(v) if v >= 1 => values[i] = v,
+                _ => {
+                    let value = match e.source().trim() == v.to_string() {
+                        true => v.to_string(),
+                        false => format!("{e} = {v}"),
+                    };
+                    return Err((
+                        format!("{what}[{i}]"),
+                        format!(
+                            "{value}: a launch dimension is at least 1 and at most {}",
+                            u32::MAX
+                        ),
+                    ));
+                }
+            }
+        }
+        if constant && what == "block" {
+            let block = klab_core::device::Dim3::new(values[0], values[1], values[2]);
+            if let Some(problem) = crate::plan::block_problem(block) {
+                return Err((what.to_string(), problem));
+            }
+        }
         Ok(())
     }
 
@@ -1611,7 +1651,7 @@ scalars.eps = { type = "f32", values = [1e-5] }
 
     #[test]
     fn each_problem_names_its_field() {
-        let cases: [(&str, &str, &str); 11] = [
+        let cases: [(&str, &str, &str); 15] = [
             (
                 "values = [1e-5] }",
                 "values = [1e-5], range = [0.0, 1.0] }",
@@ -1655,6 +1695,16 @@ scalars.eps = { type = "f32", values = [1e-5] }
                 "buffers.x.range",
             ),
             ("values = [1, 7, 64]", "values = [0, 7]", "sizes.rows"),
+            // A block or grid that names no size is known at load: one no device launches
+            // is refused there.
+            ("block = [\"256\"]", "block = [\"0\"]", "block[0]"),
+            ("block = [\"256\"]", "block = [\"4096\"]", "block"),
+            ("block = [\"256\"]", "block = [\"32\", \"64\"]", "block"),
+            (
+                "grid = [\"rows\"]",
+                "grid = [\"rows\", \"2 - 3\"]",
+                "grid[1]",
+            ),
         ];
         for (from, to, field) in cases {
             let text = LAYERNORM.replace(from, to);

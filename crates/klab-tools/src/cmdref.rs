@@ -94,11 +94,14 @@ impl CommandReference {
             std::path::absolute(dir).map_err(|e| bad(format!("{}: {e}", dir.display())))?;
         let program = if first.contains('/') {
             let p = workdir.join(first);
-            if !p.is_file() {
-                return Err(bad(format!(
-                    "{first}: no such file (relative to {})",
-                    workdir.display()
-                )));
+            let relative = match Path::new(first).is_absolute() {
+                true => String::new(),
+                false => format!(" (relative to {})", workdir.display()),
+            };
+            match std::fs::metadata(&p) {
+                Ok(m) if m.is_file() => {}
+                Ok(_) => return Err(bad(format!("{first}: not a file{relative}"))),
+                Err(_) => return Err(bad(format!("{first}: no such file{relative}"))),
             }
             p
         } else {
@@ -860,6 +863,13 @@ scalars.a = { type = "f32", values = [0.1] }
             .to_string();
         assert!(e.starts_with("command reference ./nope.py MODE"), "{e}");
         assert!(e.contains("./nope.py: no such file (relative to "), "{e}");
+        // A folder is not a program, and an absolute path is relative to nothing.
+        let mut folder = cmd.clone();
+        folder.argv[0] = "/tmp".into();
+        let e = CommandReference::new(&folder, op.clone(), dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.ends_with("/tmp: not a file"), "{e}");
         // A program that cannot start is one line too.
         let mut missing = cmd.clone();
         missing.argv[0] = "klab-no-such-program".into();
