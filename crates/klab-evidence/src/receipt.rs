@@ -163,6 +163,21 @@ impl Integrity {
         if self.slots_per_sample == 0 {
             return Err(ReceiptError::invalid("integrity.slots_per_sample", "is 0"));
         }
+        // Each timed sample is verified at most once; there are samples_per_round in each
+        // block's file.
+        let m = &r.measurement;
+        let samples = (m.raw_samples.len() as u64).saturating_mul(m.samples_per_round);
+        if self.verified_samples > samples {
+            return Err(ReceiptError::invalid(
+                "integrity.verified_samples",
+                format!(
+                    "is {}, more than the receipt's {samples} timed samples ({} block file(s) of {})",
+                    self.verified_samples,
+                    m.raw_samples.len(),
+                    m.samples_per_round
+                ),
+            ));
+        }
         if let Some(f) = &self.floor {
             Integrity::check_floor(f, r)?;
             if f.breached_by(r.result.median_us) {
@@ -190,7 +205,7 @@ impl Integrity {
             ),
         ] {
             if let Some(v) = median {
-                non_negative(&format!("integrity.{name}"), v)?;
+                positive(&format!("integrity.{name}"), v)?;
             }
             // A median of no launches, or launches without their median, is not a record
             // of what ran.
@@ -247,12 +262,12 @@ impl Integrity {
             r.hardware.theoretical_peak_gb_s,
             "hardware.theoretical_peak_gb_s",
         )?;
-        non_negative(
+        positive(
             "integrity.floor.rates.l2_measured_gb_s",
             f.rates.l2_measured_gb_s,
         )?;
         if let Some(ops) = f.rates.peak_ops_per_s {
-            non_negative("integrity.floor.rates.peak_ops_per_s", ops)?;
+            positive("integrity.floor.rates.peak_ops_per_s", ops)?;
         }
         let want = Floor::of(f.useful_bytes, f.flops, &f.rates);
         let from = "its bytes, FLOPs and rates";
@@ -691,6 +706,7 @@ impl Receipt {
         self.correctness.validate()?;
         self.measurement.validate()?;
         self.measurement.validate_states(created, now)?;
+        self.check_scrub()?;
 
         let mut seen = BTreeSet::new();
         for (i, a) in self.artifacts.iter().enumerate() {
@@ -721,6 +737,27 @@ impl Receipt {
             i.validate(self)?;
         }
         self.derived_figures()
+    }
+
+    /// The scrub between samples is the l2-flushed regime's, larger than the L2 it
+    /// flushes, and no other regime's.
+    fn check_scrub(&self) -> Result<(), ReceiptError> {
+        let regime = self.workload.cache_regime;
+        let l2 = self.hardware.l2_bytes;
+        match (regime, self.measurement.l2_scrub_bytes) {
+            (Regime::L2Flushed, Some(b)) if b > 0 && b >= l2 => Ok(()),
+            (Regime::L2Flushed, b) => Err(ReceiptError::invalid(
+                "measurement.l2_scrub_bytes",
+                format!(
+                    "is {b:?} in the l2-flushed regime, whose scrub is larger than the L2 (hardware.l2_bytes {l2})"
+                ),
+            )),
+            (_, None) => Ok(()),
+            (_, Some(b)) => Err(ReceiptError::invalid(
+                "measurement.l2_scrub_bytes",
+                format!("is {b} in the {regime} regime, which has no scrub"),
+            )),
+        }
     }
 
     /// The figures the receipt alone determines, recomputed: useful GB/s and % of peak from
@@ -1208,7 +1245,7 @@ impl Hardware {
             label("hardware.nvrtc", v)?;
         }
         if let Some(w) = self.power_limit_w {
-            non_negative("hardware.power_limit_w", w)?;
+            positive("hardware.power_limit_w", w)?;
         }
         label("hardware.clock_policy", &self.clock_policy)?;
         label("hardware.isolation", &self.isolation)?;
@@ -1405,6 +1442,12 @@ impl Correctness {
         }
         if let Some(v) = self.rtol {
             non_negative("correctness.rtol", v)?;
+        }
+        if self.checked_after_timing && self.slots_checked == 0 {
+            return Err(ReceiptError::invalid(
+                "correctness.slots_checked",
+                "is 0, but correctness.checked_after_timing is true: a check after timing checks a slot",
+            ));
         }
         for (i, s) in self.sanitizer.iter().enumerate() {
             label(&format!("correctness.sanitizer[{i}].tool"), &s.tool)?;
@@ -1654,6 +1697,18 @@ fn sha256(field: &str, value: &str) -> Result<(), ReceiptError> {
 /// Whether `s` is 64 lowercase hex digits.
 pub fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// A time, rate or limit: a finite number above 0.
+fn positive(field: &str, v: f64) -> Result<(), ReceiptError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(ReceiptError::invalid(
+            field,
+            format!("is {v}; a finite number above 0 is required"),
+        ))
+    }
 }
 
 fn non_negative(field: &str, v: f64) -> Result<(), ReceiptError> {

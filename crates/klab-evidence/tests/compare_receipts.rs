@@ -883,6 +883,50 @@ fn a_receipt_is_held_to_its_integrity_figures() {
     );
 }
 
+/// Fields outside what a measurement can hold are refused by name: more verified samples
+/// than were timed, a zero median, limit or rate, a check after timing of no slot, and a
+/// scrub in a regime that has none (or an l2-flushed one without it). Each was accepted by
+/// `compare` before.
+#[test]
+fn values_no_measurement_holds_are_refused() {
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(&str, Edit); 8] = [
+        ("integrity.verified_samples", |v| {
+            v["integrity"]["verified_samples"] = json!(1_000_000_000_000u64)
+        }),
+        ("integrity.checked_median_us", |v| {
+            v["integrity"]["checked_median_us"] = json!(0.0)
+        }),
+        ("integrity.floor.rates.peak_ops_per_s", |v| {
+            v["integrity"]["floor"]["rates"]["peak_ops_per_s"] = json!(0.0)
+        }),
+        ("integrity.floor.rates.l2_measured_gb_s", |v| {
+            v["integrity"]["floor"]["rates"]["l2_measured_gb_s"] = json!(0.0)
+        }),
+        ("correctness.slots_checked", |v| {
+            v["correctness"]["slots_checked"] = json!(0)
+        }),
+        ("hardware.power_limit_w", |v| {
+            v["hardware"]["power_limit_w"] = json!(0.0)
+        }),
+        ("measurement.l2_scrub_bytes", |v| {
+            v["measurement"]["l2_scrub_bytes"] = json!(u64::MAX)
+        }),
+        ("measurement.l2_scrub_bytes", |v| {
+            v["workload"]["cache_regime"] = json!("l2-flushed");
+            v["workload"]["rotation_slots"] = json!(1);
+            v["measurement"]["l2_scrub_bytes"] = json!(null)
+        }),
+    ];
+    for (field, edit) in cases {
+        let d = tempfile::tempdir().unwrap();
+        let (b, c) = pair(d.path());
+        edit_json(&c, edit);
+        let msg = one_line(&refuse(&b, &c));
+        assert!(msg.contains(field), "{field}: {msg}");
+    }
+}
+
 /// A `klab rounds` receipt that lists no block receipt escapes every check of its blocks:
 /// refused.
 #[test]
