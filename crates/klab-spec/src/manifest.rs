@@ -1162,7 +1162,7 @@ fn kernel_decl_of(
             format!("a sequence of launches computes a declared operation, not {operation}"),
         ));
     };
-    builtin_kernel(k, entry, operation, &f)
+    builtin_kernel(k, entry, operation, source, file, &f)
 }
 
 /// A kernel of a built-in operation (copy, transpose, triad, reduce-sum): its parameters by
@@ -1171,6 +1171,8 @@ fn builtin_kernel(
     k: RawKernel,
     entry: Entry,
     operation: OpKind,
+    source: &Source,
+    file: &str,
     f: &dyn Fn(&str) -> String,
 ) -> Result<KernelDecl, (String, String)> {
     if k.launch.is_some() {
@@ -1273,6 +1275,12 @@ fn builtin_kernel(
         equality,
     })
     .map_err(|(field, problem)| (f(&field), problem))?;
+    // The roles in the kernel's order, read against its signature as a declared
+    // operation's are: an output bound to a `const` pointer is a swap of two roles.
+    let sig = entry.plain.as_ref();
+    if let Some(problem) = sig.and_then(|n| source.signature_problem(n, &op.params, &op, file)) {
+        return Err((f("params"), problem));
+    }
     Ok(KernelDecl {
         name: k.name,
         entry: entry.name,
@@ -2066,6 +2074,14 @@ known_broken = "b"
             "kernel[0].params[1]",
             "appears twice",
         );
+        // A built-in operation's roles are read against the signature as a declared
+        // operation's are: `k(float* o, const float* i, int n)` takes its output first.
+        bad(
+            "params = [\"in\", \"out\", \"n:i32\"]",
+            "params = [\"out\", \"in\", \"n:i32\"]",
+            "kernel[0].params",
+            "'out' is declared out, but parameter 1 of k (k.cu line 1), `const float *i` is read-only (const)",
+        );
         bad(
             "block = [32, 0]",
             "block = [32, 8]",
@@ -2571,7 +2587,13 @@ known_broken = "b"
 
     #[test]
     fn an_entry_is_a_global_function_found_by_token_not_a_substring() {
-        let problem = |src: &str, entry: &str| entry_in(src, entry).err().map(|e| e.problem);
+        // Whether the entry is found; its sources take other parameters than OK passes.
+        let problem = |src: &str, entry: &str| {
+            entry_in(src, entry)
+                .err()
+                .filter(|e| e.field != "kernel[0].params")
+                .map(|e| e.problem)
+        };
         let src = "#define N 4\nconst int extern_n = 1; // __global__ void gone() {}\n\
                    __device__ int helper() { return 0; }\n\
                    extern \"C\" __global__ void k(float* o) { const char* s = \"ghost\"; }\n";
