@@ -910,7 +910,8 @@ fn infinity_and_nan_are_constant_expressions() {
     nvrtc::compile(&spec, &Cache::disabled()).unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// Two overloads of one kernel, each named by its parameter types: NVRTC is asked for each
+/// Two overloads of one kernel (both a copy's, as the operation's contract and each
+/// signature must agree), each named by its parameter types: NVRTC is asked for each
 /// overload's address, each lowers to its own symbol, kept under the entry (through a cache
 /// hit too), and ptxas's resources are reported under it.
 #[test]
@@ -918,13 +919,13 @@ fn overloads_compile_by_their_parameter_types() {
     if !nvrtc_or_skip("overloads_compile_by_their_parameter_types") {
         return;
     }
-    let source = "__global__ void twice(float *out, const float *in, int n) {\n    __shared__ float s[64];\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    s[threadIdx.x % 64] = i < n ? in[i] : 0.f;\n    __syncthreads();\n    if (i < n) out[i] = 2.f * s[threadIdx.x % 64];\n}\n__global__ void twice(double *out, const double *in, int n) {\n    __shared__ double s[32];\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    s[threadIdx.x % 32] = i < n ? in[i] : 0.0;\n    __syncthreads();\n    if (i < n) out[i] = 2.0 * s[threadIdx.x % 32];\n}\n";
+    let source = "__global__ void twice(float *out, const float *in, int n) {\n    __shared__ float s[64];\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    s[threadIdx.x % 64] = i < n ? in[i] : 0.f;\n    __syncthreads();\n    if (i < n) out[i] = 2.f * s[threadIdx.x % 64];\n}\n__global__ void twice(float *out, const float *in, unsigned n) {\n    __shared__ double s[32];\n    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n    s[threadIdx.x % 32] = i < n ? in[i] : 0.0;\n    __syncthreads();\n    if (i < n) out[i] = 2.0 * s[threadIdx.x % 32];\n}\n";
     let kernel = |name: &str, entry: &str| {
         format!("[[kernel]]\nname = \"{name}\"\nentry = \"{entry}\"\noperation = \"copy\"\nparams = [\"out\", \"in\", \"n:i32\"]\nblock = [64]\nelements_per_block = [64, 1]\n")
     };
     let (f, d) = (
         "twice(float *, const float *, int)",
-        "twice(double*, const double*, int)",
+        "twice(float*, const float*, unsigned int)",
     );
     let manifest = klab_spec::manifest::parse(
         "m.toml",
@@ -944,7 +945,7 @@ fn overloads_compile_by_their_parameter_types() {
     let c = nvrtc::compile(&spec, &cache).unwrap_or_else(|e| panic!("{e}"));
     let (sf, sd) = (&c.lowered_names[f], &c.lowered_names[d]);
     assert!(sf.starts_with("_Z5twicePfPKfi"), "{sf}");
-    assert!(sd.starts_with("_Z5twicePdPKdi"), "{sd}");
+    assert!(sd.starts_with("_Z5twicePfPKfj"), "{sd}");
     assert_eq!(nvrtc::symbol(&c.lowered_names, f).unwrap(), sf);
     let r = c.ptxas_resources();
     let shared = |entry: &str| {
