@@ -418,6 +418,42 @@ fn a_task_without_a_device_records_its_points_and_collect_names_the_missing_task
     // Refused for where it is, before anything reads it.
     assert!(out.contains("leads out of"), "{out}");
     assert!(!out.contains(" passed "), "{out}");
+    // A record is the plan's: a kernel the plan lacks, or a point given twice, makes the
+    // task's record refused (the task is then missing), and its words reach the terminal
+    // without their control characters.
+    let clean: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&rec_path).unwrap()).unwrap();
+    type Edit = fn(&mut serde_json::Value);
+    let edits: [(&str, Edit); 2] = [
+        ("which the plan does not have", |r| {
+            r["points"][0]["kernel"] = "other".into()
+        }),
+        ("a second time", |r| {
+            let first = r["points"][0].clone();
+            r["points"].as_array_mut().unwrap().push(first);
+        }),
+    ];
+    for (says, edit) in edits {
+        let mut rec = clean.clone();
+        edit(&mut rec);
+        std::fs::write(&rec_path, serde_json::to_vec(&rec).unwrap()).unwrap();
+        let r = klab(&["sweep", "collect", so], &[]);
+        let (out, _) = text(&r);
+        assert_eq!(r.status.code(), Some(1), "{out}");
+        assert!(
+            out.contains(says) && out.contains("MISSING: task 0"),
+            "{says}: {out}"
+        );
+    }
+    let mut rec = clean.clone();
+    rec["points"][0]["detail"] = "\u{1b}[2J\u{1b}]0;owned\u{7}gone".into();
+    std::fs::write(&rec_path, serde_json::to_vec(&rec).unwrap()).unwrap();
+    let r = klab(&["sweep", "collect", so], &[]);
+    let (out, err) = text(&r);
+    assert!(
+        !out.contains('\u{1b}') && !err.contains('\u{1b}'),
+        "{out:?}"
+    );
     // Not a sweep folder.
     let r = klab(&["sweep", "collect", dir.path().to_str().unwrap()], &[]);
     assert_eq!(r.status.code(), Some(1));

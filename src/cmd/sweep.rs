@@ -793,17 +793,21 @@ pub fn collect(dir: &Path) -> anyhow::Result<SweepTable> {
                 serde_json::from_slice::<GroupRecord>(&b).map_err(|e| format!("{rel}: {e}"))
             })
             .and_then(|r| {
-                if r.schema != sweep::GROUP_SCHEMA || r.group != *g {
-                    Err(format!(
-                        "{rel}: not the record of group {} of this plan",
-                        g.id
-                    ))
-                } else {
-                    Ok(r)
+                if r.schema != sweep::GROUP_SCHEMA {
+                    return Err(format!("{rel}: not a sweep task's record"));
+                }
+                match r.problem_against(&plan, g) {
+                    Some(why) => Err(format!("{rel}: {why}")),
+                    None => Ok(r),
                 }
             });
         match rec {
             Ok(mut r) => {
+                // Words from a file reach the terminal as words, never as its controls.
+                r.host = klab_core::text::one_line(&r.host);
+                for p in &mut r.points {
+                    p.detail = klab_core::text::one_line(&p.detail);
+                }
                 hold_to_receipts(dir, &plan, g, &mut r.points);
                 tasks.push(TaskSummary {
                     group: g.id,

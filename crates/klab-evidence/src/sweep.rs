@@ -620,6 +620,45 @@ pub struct GroupRecord {
     pub points: Vec<PointRecord>,
 }
 
+impl GroupRecord {
+    /// Why this record is not one that a task of `plan` writes for `group`, if it is not:
+    /// a point of another group, shape or regime, a kernel the plan does not have, or a
+    /// kernel and regime given twice. A record is a file in a shared folder; what the table
+    /// merges must be the plan's.
+    pub fn problem_against(&self, plan: &SweepPlan, group: &Group) -> Option<String> {
+        if self.group != *group {
+            return Some(format!("not the record of group {} of this plan", group.id));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, p) in self.points.iter().enumerate() {
+            let at = format!("points[{i}]");
+            if p.group != group.id || p.shape != group.shape || !group.regimes.contains(&p.regime) {
+                return Some(format!(
+                    "{at} is of group {} at {:?} {}, not of group {} ({})",
+                    p.group,
+                    p.shape,
+                    p.regime,
+                    group.id,
+                    group.describe()
+                ));
+            }
+            if !plan.kernels.iter().any(|k| k.name == p.kernel) {
+                return Some(format!(
+                    "{at} names kernel '{}', which the plan does not have",
+                    klab_core::text::one_line(&p.kernel)
+                ));
+            }
+            if !seen.insert((p.kernel.as_str(), p.regime.name())) {
+                return Some(format!(
+                    "{at} gives kernel '{}' in {} a second time",
+                    p.kernel, p.regime
+                ));
+            }
+        }
+        None
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TimedSpan {
