@@ -163,18 +163,20 @@ impl Integrity {
         if self.slots_per_sample == 0 {
             return Err(ReceiptError::invalid("integrity.slots_per_sample", "is 0"));
         }
-        // Each timed sample is verified at most once; there are samples_per_round in each
-        // block's file.
+        // What is verified is timed samples drawn at random (each at most once; there are
+        // samples_per_round in each block's file) and the probes' launches on invalidated
+        // outputs, one per probe.
         let m = &r.measurement;
         let samples = (m.raw_samples.len() as u64).saturating_mul(m.samples_per_round);
-        if self.verified_samples > samples {
+        if self.verified_samples > samples.saturating_add(self.probes) {
             return Err(ReceiptError::invalid(
                 "integrity.verified_samples",
                 format!(
-                    "is {}, more than the receipt's {samples} timed samples ({} block file(s) of {})",
+                    "is {}, more than the receipt's {samples} timed samples ({} block file(s) of {}) and {} probes",
                     self.verified_samples,
                     m.raw_samples.len(),
-                    m.samples_per_round
+                    m.samples_per_round,
+                    self.probes
                 ),
             ));
         }

@@ -883,8 +883,8 @@ fn a_receipt_is_held_to_its_integrity_figures() {
     );
 }
 
-/// Fields outside what a measurement can hold are refused by name: more verified samples
-/// than were timed, a zero median, limit or rate, a check after timing of no slot, and a
+/// Fields outside what a measurement can hold are refused by name: more verified launches
+/// than timed samples and probes, a zero median, limit or rate, a check after timing of no slot, and a
 /// scrub in a regime that has none (or an l2-flushed one without it). Each was accepted by
 /// `compare` before.
 #[test]
@@ -925,6 +925,24 @@ fn values_no_measurement_holds_are_refused() {
         let msg = one_line(&refuse(&b, &c));
         assert!(msg.contains(field), "{field}: {msg}");
     }
+    // What a real block verifies: 4 samples drawn at random and the 8 probes' invalidated
+    // launches, 12 of a block of 10 samples (an H100's, refused by the first form of this
+    // check); one more than samples and probes together is not.
+    let d = tempfile::tempdir().unwrap();
+    for verified in [12, 13] {
+        let mut c = template("triad_candidate");
+        c.integrity.as_mut().unwrap().verified_samples = verified;
+        let dir = d.path().join(format!("c{verified}"));
+        let cp = write_run(&dir, c, &candidate_rounds()[..1], false);
+        klab_evidence::compare::check(&cp).unwrap();
+    }
+    let cp = d.path().join("c13/receipt.json");
+    edit_json(&cp, |v| v["integrity"]["verified_samples"] = json!(14));
+    let msg = one_line(&klab_evidence::compare::check(&cp).unwrap_err());
+    assert!(
+        msg.contains("5 timed samples (1 block file(s) of 5) and 8 probes"),
+        "{msg}"
+    );
 }
 
 /// A `klab rounds` receipt that lists no block receipt escapes every check of its blocks:
