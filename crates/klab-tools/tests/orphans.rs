@@ -205,16 +205,12 @@ fn a_stray_parent_variable_never_kills_the_callers_group() {
     );
 }
 
-/// A parent's results file for its child is removed when a signal ends the parent (its
-/// owner's drop never runs then): it is not left in the temporary folder.
-#[test]
-fn a_file_registered_for_removal_is_gone_after_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("klab-results-x");
-    std::fs::write(&file, "").unwrap();
+/// Run hold_child with `path` registered for removal on a signal, over a shell that prints
+/// its pid and sleeps; end the holder with `sig`. Whether `path` is gone, and the shell.
+fn removed_after(sig: &str, path: &std::path::Path) -> bool {
     let mut holder = Command::new(hold_child())
         .arg("--remove-on-signal")
-        .arg(&file)
+        .arg(path)
         .args(["/bin/sh", "-c", "echo $$; sleep 300"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -225,11 +221,28 @@ fn a_file_registered_for_removal_is_gone_after_sigterm() {
         .read_line(&mut line)
         .unwrap();
     let pid: i32 = line.trim().parse().expect("a pid");
-    assert!(file.exists());
-    signal(holder.id(), "-TERM");
+    assert!(path.exists());
+    signal(holder.id(), sig);
     holder.wait().unwrap();
-    assert!(gone_within(pid, Duration::from_secs(5)));
-    assert!(!file.exists(), "{} is left behind", file.display());
+    assert!(
+        gone_within(pid, Duration::from_secs(5)),
+        "{sig}: {pid} outlived the holder"
+    );
+    !path.exists()
+}
+
+/// A parent's results file for its child is removed when a signal ends the parent (its
+/// owner's drop never runs then): it is not left in the temporary folder.
+#[test]
+fn a_file_registered_for_removal_is_gone_after_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("klab-results-x");
+    std::fs::write(&file, "").unwrap();
+    assert!(
+        removed_after("-TERM", &file),
+        "{} is left behind",
+        file.display()
+    );
 }
 
 /// A folder registered for removal goes with the files in it (a command reference's call
@@ -243,19 +256,9 @@ fn a_folder_registered_for_removal_is_gone_after_sigint() {
         std::fs::write(call.join(format!("file-{i}.npy")), "x").unwrap();
     }
     std::fs::create_dir(call.join("empty")).unwrap();
-    let mut holder = Command::new(hold_child())
-        .arg("--remove-on-signal")
-        .arg(&call)
-        .args(["/bin/sh", "-c", "echo $$; sleep 300"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(holder.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    signal(holder.id(), "-INT");
-    holder.wait().unwrap();
-    assert!(!call.exists(), "{} is left behind", call.display());
+    assert!(
+        removed_after("-INT", &call),
+        "{} is left behind",
+        call.display()
+    );
 }
