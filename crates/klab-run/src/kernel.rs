@@ -38,14 +38,19 @@ impl Kernel {
     /// Every kernel a command line names (globs and whole manifests expanded), refusing one
     /// name twice.
     pub fn parse_all(specs: &[String], scope: Scope) -> Result<Vec<Kernel>, RunError> {
+        let mut read = registry::ManifestsRead::new();
         registry::expand_all(specs, scope)?
             .into_iter()
-            .map(Kernel::load)
+            .map(|kref| Kernel::load_with(kref, &mut read))
             .collect()
     }
 
     pub fn load(kref: KernelRef) -> Result<Kernel, RunError> {
-        let (manifest, decl) = kref.load()?;
+        Kernel::load_with(kref, &mut registry::ManifestsRead::new())
+    }
+
+    fn load_with(kref: KernelRef, read: &mut registry::ManifestsRead) -> Result<Kernel, RunError> {
+        let (manifest, decl) = kref.load_with(read)?;
         Ok(Kernel {
             kref,
             manifest,

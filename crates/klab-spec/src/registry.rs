@@ -80,6 +80,16 @@ impl KernelRef {
 
     /// Load the manifest and the kernel's declaration.
     pub fn load(&self) -> Result<(Manifest, KernelDecl), RegistryError> {
+        self.load_with(&mut ManifestsRead::new())
+    }
+
+    /// [`Self::load`], reading a user manifest only if `read` does not hold it yet: one
+    /// read of a manifest however many of its kernels are loaded (reading it once per
+    /// kernel made a manifest of N kernels cost N^2).
+    pub fn load_with(
+        &self,
+        read: &mut ManifestsRead,
+    ) -> Result<(Manifest, KernelDecl), RegistryError> {
         match self {
             KernelRef::Builtin { namespace, name } => {
                 let ns = registry()
@@ -94,7 +104,14 @@ impl KernelRef {
                 Ok((ns.manifest.clone(), k.clone()))
             }
             KernelRef::Manifest { path, name } => {
-                let m = manifest::load(path)?;
+                let m = match read.get(path) {
+                    Some(m) => m.clone(),
+                    None => {
+                        let m = manifest::load(path)?;
+                        read.insert(path.clone(), m.clone());
+                        m
+                    }
+                };
                 let k = m
                     .kernels
                     .iter()
@@ -110,6 +127,9 @@ impl KernelRef {
         }
     }
 }
+
+/// User manifests already read, by absolute path ([`KernelRef::load_with`]).
+pub type ManifestsRead = std::collections::BTreeMap<PathBuf, Manifest>;
 
 /// Why a kernel name does not resolve.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -623,6 +643,21 @@ mod tests {
                 .name(),
             "a"
         );
+    }
+
+    /// The kernels of one manifest, loaded together, come from one read of it: a second
+    /// kernel loaded after the file changed is the first read's.
+    #[test]
+    fn kernels_loaded_together_read_their_manifest_once() {
+        let d = tempfile::tempdir().unwrap();
+        let p = user_manifest(d.path(), "two.toml", &["a", "b"]);
+        let refs = expand(&p.display().to_string(), Scope::Default).unwrap();
+        let mut read = ManifestsRead::new();
+        let (first, _) = refs[0].load_with(&mut read).unwrap();
+        std::fs::write(&p, "not a manifest").unwrap();
+        let (second, b) = refs[1].load_with(&mut read).unwrap();
+        assert_eq!((second, b.name.as_str()), (first, "b"));
+        assert!(refs[1].load().is_err(), "a load of its own reads the file");
     }
 
     #[test]
