@@ -335,11 +335,25 @@ impl Source {
     }
 }
 
+/// How much of a kernel's signature [`Source::signature_problem`] holds the manifest to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SignatureCheck {
+    /// A declared operation: the user wrote every parameter's role and type, so each is
+    /// held to the signature.
+    Full,
+    /// A built-in operation: its contract fixes the types, and kernels that do its work
+    /// correctly take other ones (`size_t n`, where klab passes a non-negative n in a slot
+    /// of 8 bytes; `unsigned*` for a bitwise copy of floats). Only roles are held: an
+    /// output behind `const` is two roles swapped.
+    Roles,
+}
+
 impl Source {
     /// Why the `__global__` function `name` cannot take `params` (of `op`), if a
     /// plain reading of its parameter list shows it: another count, a buffer for a value
     /// or a value for a pointer, an output behind `const`, or an element or scalar type
-    /// of another kind or width than declared. Types klab cannot read (a struct, a macro,
+    /// of another kind or width than declared ([`SignatureCheck::Roles`]: an output behind
+    /// `const` only). Types klab cannot read (a struct, a macro, a typedef of a pointer,
     /// `void *`) are taken on trust: a false refusal is as bad as a missed one.
     fn signature_problem(
         &self,
@@ -347,6 +361,7 @@ impl Source {
         params: &[crate::declared::OpParam],
         op: &crate::declared::DeclaredOp,
         file: &str,
+        check: SignatureCheck,
     ) -> Option<String> {
         use crate::declared::OpParam;
         use crate::signature::{Elem, ParamKind};
@@ -358,6 +373,9 @@ impl Source {
             return None;
         };
         let at = format!("{name} ({file} line {})", k.line);
+        if check == SignatureCheck::Roles && k.params.len() != params.len() {
+            return None;
+        }
         if k.params.len() != params.len() {
             return Some(format!(
                 "the manifest passes {} argument(s); {at} takes {}: ({})",
@@ -373,6 +391,21 @@ impl Source {
         for (i, (mine, theirs)) in params.iter().zip(&k.params).enumerate() {
             let written = format!("parameter {i} of {at}, `{}`", theirs.text);
             let problem = match (mine, &theirs.kind) {
+                // Only an output behind const, where only roles are held.
+                (OpParam::Buffer(b), ParamKind::Pointer { read_only: true, .. })
+                    if check == SignatureCheck::Roles =>
+                {
+                    let role = op.spec.buffers[b].role;
+                    (role != crate::declared::Role::In && op.sequence.is_empty()).then(|| {
+                        format!(
+                            "'{b}' is declared {}, but {written} is read-only (const)",
+                            role.name()
+                        )
+                    })
+                }
+                _ if check == SignatureCheck::Roles => None,
+                // A name klab cannot read may be a typedef of a pointer.
+                (OpParam::Buffer(_), ParamKind::Value(Elem::Unknown { .. })) => None,
                 (OpParam::Buffer(b), ParamKind::Value(_)) => Some(format!(
                     "'{b}' is a buffer, but {written} is passed by value"
                 )),
@@ -1275,10 +1308,12 @@ fn builtin_kernel(
         equality,
     })
     .map_err(|(field, problem)| (f(&field), problem))?;
-    // The roles in the kernel's order, read against its signature as a declared
-    // operation's are: an output bound to a `const` pointer is a swap of two roles.
+    // The roles in the kernel's order, read against its signature: an output bound to a
+    // `const` pointer is a swap of two roles.
     let sig = entry.plain.as_ref();
-    if let Some(problem) = sig.and_then(|n| source.signature_problem(n, &op.params, &op, file)) {
+    if let Some(problem) =
+        sig.and_then(|n| source.signature_problem(n, &op.params, &op, file, SignatureCheck::Roles))
+    {
         return Err((f("params"), problem));
     }
     Ok(KernelDecl {
@@ -1580,7 +1615,9 @@ fn declared_single(
         ));
     }
     let sig = entry.plain.as_ref();
-    if let Some(problem) = sig.and_then(|n| source.signature_problem(n, &op.params, &op, file)) {
+    if let Some(problem) =
+        sig.and_then(|n| source.signature_problem(n, &op.params, &op, file, SignatureCheck::Full))
+    {
         return Err((f("params"), problem));
     }
     Ok((entry.name, op))
@@ -1619,7 +1656,9 @@ fn declared_sequence(
     let mut written = Some(BTreeSet::new());
     for (i, (entry, l)) in entries.iter().zip(&op.sequence).enumerate() {
         let sig = entry.plain.as_ref();
-        if let Some(problem) = sig.and_then(|n| source.signature_problem(n, &l.params, &op, file)) {
+        if let Some(problem) = sig
+            .and_then(|n| source.signature_problem(n, &l.params, &op, file, SignatureCheck::Full))
+        {
             return Err((f(&format!("launches[{i}].params")), problem));
         }
         let by_this = sig.and_then(|n| source.written_buffers(n, &l.params));
@@ -2027,6 +2066,33 @@ known_broken = "b"
             m.kernels[0].prediction.as_deref(),
             Some("3,900 GB/s at 16384")
         );
+    }
+
+    /// A built-in operation holds a kernel's signature to its roles only: kernels that do
+    /// the contract's work through other types load (a reviewer's cases, refused by the
+    /// first form of the check), and an output behind `const` does not.
+    #[test]
+    fn a_builtin_kernel_is_held_to_its_roles_not_its_types() {
+        let with = |src: &str| {
+            let src = src.to_string();
+            parse(
+                "m.toml",
+                &format!("source = \"k.cu\"\n[[kernel]]\n{OK}"),
+                Files::Given(&|_| Ok(("k.cu".into(), src.clone().into_bytes()))),
+            )
+        };
+        for ok in [
+            "extern \"C\" __global__ void k(float* __restrict__ o, const float* __restrict__ i, const size_t n) {}",
+            "extern \"C\" __global__ void k(unsigned* o, const unsigned* i, long long n) {}",
+            "typedef float* fptr;\nextern \"C\" __global__ void k(fptr o, const float* i, int n) {}",
+            "#define ARGS float* o, const float* i, int n\nextern \"C\" __global__ void k(ARGS) {}",
+        ] {
+            assert!(with(ok).is_ok(), "{ok}: {:?}", with(ok).err());
+        }
+        let e =
+            with("extern \"C\" __global__ void k(const float* i, float* o, int n) {}").unwrap_err();
+        assert_eq!(e.field, "kernel[0].params", "{e}");
+        assert!(e.problem.contains("'out' is declared out"), "{e}");
     }
 
     #[test]
