@@ -65,9 +65,11 @@ impl StateReader {
         s.memory_clock_mhz = device.clock_info(Clock::Memory).ok();
         s.temperature_c = device.temperature(TemperatureSensor::Gpu).ok();
         s.power_draw_w = device.power_usage().ok().map(|mw| f64::from(mw) / 1000.0);
+        // A limit of 0 (a virtualised device that enforces none) is no limit read.
         s.power_limit_w = device
             .enforced_power_limit()
             .ok()
+            .filter(|&mw| mw > 0)
             .map(|mw| f64::from(mw) / 1000.0);
         match device.current_throttle_reasons() {
             Ok(r) => s.clock_event_reasons = reason_names(r),

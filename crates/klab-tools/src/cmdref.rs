@@ -389,9 +389,10 @@ fn stderr_tail(stderr: &[u8]) -> String {
 }
 
 /// A call's private folder (mode 0700), removed when dropped, or by the signal handler
-/// when a signal ends this process ([`process::RemovedOnSignal`]). Its name holds this
-/// process's pid and start time, so that a folder left by a klab killed outright (SIGKILL,
-/// which no handler sees) is known as such and removed by the next call.
+/// when a signal ends this process ([`process::RemovedOnSignal`]). Its name holds where
+/// this process runs ([`here`]), its pid and its start time, so that a folder left by a
+/// klab killed outright (SIGKILL, which no handler sees) is known as such and removed by
+/// the next call on the same machine and PID namespace.
 struct CallDir {
     path: PathBuf,
     _on_signal: process::RemovedOnSignal,
@@ -408,10 +409,11 @@ impl CallDir {
         remove_abandoned(&root);
         let pid = std::process::id();
         let started = process::start_time(pid).unwrap_or(0);
+        let here = here();
         let mut last = None;
         for _ in 0..8 {
             let n = CALLS.fetch_add(1, Ordering::Relaxed);
-            let path = root.join(format!("{CALL_DIR_PREFIX}{pid}-{started}-{n}"));
+            let path = root.join(format!("{CALL_DIR_PREFIX}{here}-{pid}-{started}-{n}"));
             let mut b = std::fs::DirBuilder::new();
             #[cfg(unix)]
             std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
@@ -434,16 +436,28 @@ impl Drop for CallDir {
     }
 }
 
-/// Remove the call folders in `root` whose klab is gone (`klab-ref-PID-START-N`, a process
-/// PID that started at START no longer running), best effort. Only this user's: another
-/// user's cannot be removed, and is left.
+/// Where this process runs, as 16 hex digits: the boot, the PID namespace and the host. A
+/// pid says whether a klab is alive only where it was read; a temporary folder shared with
+/// another container or node holds folders of pids this process cannot see.
+fn here() -> String {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let pid_ns = std::fs::read_link("/proc/self/ns/pid").unwrap_or_default();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let place = format!("{}|{}|{}", boot.trim(), pid_ns.display(), host.trim());
+    klab_core::artifact::sha256_hex(place.as_bytes())[..16].to_string()
+}
+
+/// Remove the call folders in `root` whose klab is gone (`klab-ref-HERE-PID-START-N` of
+/// this machine and PID namespace, a process PID that started at START no longer
+/// running), best effort. Only this user's: another user's cannot be removed, and is left.
 fn remove_abandoned(root: &Path) {
     let Ok(entries) = std::fs::read_dir(root) else {
         return;
     };
+    let here = format!("{CALL_DIR_PREFIX}{}-", here());
     for e in entries.flatten() {
         let name = e.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(CALL_DIR_PREFIX)) else {
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&here)) else {
             continue;
         };
         let mut parts = rest.split('-');
@@ -700,27 +714,24 @@ scalars.a = { type = "f32", values = [0.1] }
         let root = tempfile::tempdir().unwrap();
         let me = std::process::id();
         let started = process::start_time(me).unwrap();
-        let gone = root
-            .path()
-            .join(format!("{CALL_DIR_PREFIX}4000000000-{started}-0"));
-        let reused = root
-            .path()
-            .join(format!("{CALL_DIR_PREFIX}{me}-{}-1", started + 1));
+        let at = format!("{CALL_DIR_PREFIX}{}-", here());
+        let gone = root.path().join(format!("{at}4000000000-{started}-0"));
+        let reused = root.path().join(format!("{at}{me}-{}-1", started + 1));
         let kept = [
-            root.path()
-                .join(format!("{CALL_DIR_PREFIX}{me}-{started}-2")),
-            root.path().join(format!("{CALL_DIR_PREFIX}4000000000-0-3")),
+            root.path().join(format!("{at}{me}-{started}-2")),
+            root.path().join(format!("{at}4000000000-0-3")),
             root.path().join("klab-ref-mine"),
-            root.path()
-                .join(format!("{CALL_DIR_PREFIX}4000000000-{started}")),
+            root.path().join(format!("{at}4000000000-{started}")),
+            // Another machine's or container's: its pids are not this process's to read.
+            root.path().join(format!(
+                "{CALL_DIR_PREFIX}0123456789abcdef-4000000000-{started}-4"
+            )),
         ];
         for d in kept.iter().chain([&gone, &reused]) {
             std::fs::create_dir(d).unwrap();
             std::fs::write(d.join("x.npy"), "x").unwrap();
         }
-        let file = root
-            .path()
-            .join(format!("{CALL_DIR_PREFIX}4000000000-{started}-9"));
+        let file = root.path().join(format!("{at}4000000000-{started}-9"));
         std::fs::write(&file, "x").unwrap();
         remove_abandoned(root.path());
         assert!(!gone.exists() && !reused.exists(), "abandoned folders left");
