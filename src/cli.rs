@@ -251,14 +251,14 @@ and writes index.html (one self-contained page: inline CSS and SVG, no script), 
 same tables and statements) and plots/bandwidth.svg, rounds.svg, roofline.svg, counters.svg \
 into RUN_DIR/report or --out. A missing artifact is said in its section, not an error. Every \
 file is written atomically; the same run gives byte-identical files. Prints the paths written. \
-Exit 0 on success, 1 when RUN_DIR is not a run folder (no lab.json), --out holds other files \
-or a file cannot be written."
+Exit 0 on success, 1 when RUN_DIR is not a run folder (no lab.json), --out holds a file it would \
+replace that is not an earlier report's, or a file cannot be written."
 )]
 pub struct ReportArgs {
     /// A run folder (for example artifacts/run-01)
     pub run_dir: PathBuf,
-    /// Write the report here instead of RUN_DIR/report: a new or empty folder, or one that
-    /// holds an earlier klab report and nothing else
+    /// Write the report here instead of RUN_DIR/report: the files it writes (index.html,
+    /// report.md, plots/) may be there only as an earlier klab report's; others are left alone
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }

@@ -19,8 +19,8 @@ pub fn write(run_dir: &Path, report: &Report) -> Result<Vec<PathBuf>, ReportErro
 }
 
 /// Write into `dir`, a folder the user named (created if needed): refused before anything
-/// is written when it holds anything but an earlier klab report. Returns the paths
-/// written, page first.
+/// is written when a file it would write is there and not an earlier klab report's (other
+/// files are left as they are). Returns the paths written, page first.
 pub fn write_into(dir: &Path, report: &Report) -> Result<Vec<PathBuf>, ReportError> {
     write_checked(dir, report, Folder::Users)
 }
@@ -30,7 +30,8 @@ pub fn write_into(dir: &Path, report: &Report) -> Result<Vec<PathBuf>, ReportErr
 enum Folder {
     /// A run's own `report/`: anything.
     Klabs,
-    /// A folder the user named: nothing but an earlier report.
+    /// A folder the user named: what the report writes may be there only as an earlier
+    /// report's.
     Users,
 }
 
@@ -39,7 +40,7 @@ enum Folder {
 /// behind.
 fn write_checked(dir: &Path, report: &Report, folder: Folder) -> Result<Vec<PathBuf>, ReportError> {
     let plots = dir.join("plots");
-    refuse_foreign(dir, &plots, folder)?;
+    refuse_foreign(dir, &plots, report, folder)?;
     // Deepest first: the order they are removed in.
     let made: Vec<PathBuf> = plots
         .ancestors()
@@ -60,36 +61,18 @@ fn write_checked(dir: &Path, report: &Report, folder: Folder) -> Result<Vec<Path
 }
 
 /// A `plots` that is not a real folder (a link would send the plots elsewhere) is refused.
-/// In a user's folder a report replaces only a report: `dir` may be missing, empty, or hold
-/// what klab writes there (`index.html` with klab's generator line, `report.md`, and
-/// `plots/` of `.svg` files), so that `--out` naming a folder of the user's never loses a
-/// file.
-fn refuse_foreign(dir: &Path, plots: &Path, folder: Folder) -> Result<(), ReportError> {
+/// In a user's folder a report replaces only a report: the files it writes (`index.html`,
+/// `report.md`, its plots) may be there only as an earlier report's, which its
+/// `index.html` says with klab's generator line. Other files are left as they are.
+fn refuse_foreign(
+    dir: &Path,
+    plots: &Path,
+    report: &Report,
+    folder: Folder,
+) -> Result<(), ReportError> {
     let refuse = |path: &Path, why: &str| ReportError::Write {
         path: path.to_path_buf(),
         error: std::io::Error::new(std::io::ErrorKind::AlreadyExists, why.to_string()),
-    };
-    let entries = |d: &Path| -> Result<Vec<(String, std::fs::FileType)>, ReportError> {
-        match std::fs::read_dir(d) {
-            Ok(it) => it
-                .map(|e| {
-                    let e = e.map_err(|error| ReportError::Write {
-                        path: d.to_path_buf(),
-                        error,
-                    })?;
-                    let t = e.file_type().map_err(|error| ReportError::Write {
-                        path: e.path(),
-                        error,
-                    })?;
-                    Ok((e.file_name().to_string_lossy().into_owned(), t))
-                })
-                .collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(error) => Err(ReportError::Write {
-                path: d.to_path_buf(),
-                error,
-            }),
-        }
     };
     if let Ok(m) = std::fs::symlink_metadata(plots) {
         if !m.is_dir() {
@@ -102,34 +85,36 @@ fn refuse_foreign(dir: &Path, plots: &Path, folder: Folder) -> Result<(), Report
     if folder == Folder::Klabs {
         return Ok(());
     }
-    const ONLY: &str = "klab writes a report into a new or empty folder, or over an earlier report";
-    for (name, kind) in entries(dir)? {
-        let path = dir.join(&name);
-        match name.as_str() {
-            "plots" if kind.is_dir() => {
-                for (plot, kind) in entries(plots)? {
-                    if !(kind.is_file() && plot.ends_with(".svg")) {
-                        return Err(refuse(
-                            &plots.join(plot),
-                            &format!("not a plot of a klab report; {ONLY}"),
-                        ));
-                    }
-                }
-            }
-            "report.md" if kind.is_file() => {}
-            "index.html" if kind.is_file() => {
-                let page = klab_core::artifact::read_prefix(
-                    &path,
-                    klab_core::artifact::Input::new("report page", 64 << 20),
-                    4096,
-                )
-                .map_err(ReportError::from)?;
-                let generator = crate::html::GENERATOR.as_bytes();
-                if !page.windows(generator.len()).any(|w| w == generator) {
-                    return Err(refuse(&path, &format!("a page klab did not write; {ONLY}")));
-                }
-            }
-            _ => return Err(refuse(&path, &format!("not part of a klab report; {ONLY}"))),
+    let page = dir.join("index.html");
+    match klab_core::artifact::read_prefix(
+        &page,
+        klab_core::artifact::Input::new("report page", 64 << 20),
+        4096,
+    ) {
+        Ok(head) => {
+            let generator = crate::html::GENERATOR.as_bytes();
+            return match head.windows(generator.len()).any(|w| w == generator) {
+                true => Ok(()),
+                false => Err(refuse(
+                    &page,
+                    "a page klab's report does not replace (not klab's, or an older klab's, from before it marked its pages): remove it, or give another --out",
+                )),
+            };
+        }
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(e.into()),
+    }
+    // No page: whatever the report would write over is not an earlier report's.
+    let targets = ["report.md"]
+        .iter()
+        .map(|f| dir.join(f))
+        .chain(report.plots.iter().map(|(name, _)| plots.join(name)));
+    for t in targets {
+        if std::fs::symlink_metadata(&t).is_ok() {
+            return Err(refuse(
+                &t,
+                "not an earlier klab report's file (no klab page beside it): remove it, or give another --out",
+            ));
         }
     }
     Ok(())

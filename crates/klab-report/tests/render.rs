@@ -183,8 +183,8 @@ fn the_report_is_a_fixed_point_of_its_own_run_folder() {
 }
 
 /// `--out DIR` names a folder of the user's: a report goes over an earlier report there
-/// and over nothing else, and a `plots` link (in that folder or a run's) is refused; each
-/// refusal writes nothing.
+/// and over no other file it would write (others it leaves alone), and a `plots` link (in
+/// that folder or a run's) is refused; each refusal writes nothing.
 #[test]
 fn a_report_replaces_only_a_report() {
     let r = render(&load(&common::fixture()).unwrap());
@@ -198,15 +198,23 @@ fn a_report_replaces_only_a_report() {
     fs::write(mine.join("index.html"), "MINE").unwrap();
     let e = klab_report::write_into(&mine, &r).unwrap_err().to_string();
     assert!(
-        e.contains("index.html") && e.contains("a page klab did not write"),
+        e.contains("index.html") && e.contains("give another --out"),
         "{e}"
     );
     assert_eq!(fs::read_to_string(mine.join("index.html")).unwrap(), "MINE");
     fs::remove_file(mine.join("index.html")).unwrap();
-    fs::write(mine.join("notes.txt"), "MINE").unwrap();
+    fs::write(mine.join("report.md"), "MINE").unwrap();
     let e = klab_report::write_into(&mine, &r).unwrap_err().to_string();
-    assert!(e.contains("notes.txt: not part of a klab report"), "{e}");
-    assert_eq!(fs::read_dir(&mine).unwrap().count(), 1);
+    assert!(
+        e.contains("report.md: not an earlier klab report's file"),
+        "{e}"
+    );
+    assert_eq!(fs::read_to_string(mine.join("report.md")).unwrap(), "MINE");
+    // Files the report does not write are left as they are, and do not stop it.
+    fs::remove_file(mine.join("report.md")).unwrap();
+    fs::write(mine.join(".DS_Store"), "MINE").unwrap();
+    klab_report::write_into(&mine, &r).unwrap();
+    assert_eq!(fs::read_to_string(mine.join(".DS_Store")).unwrap(), "MINE");
 
     let elsewhere = tmp.path().join("elsewhere");
     fs::create_dir(&elsewhere).unwrap();
