@@ -390,19 +390,24 @@ impl Source {
         }
         for (i, (mine, theirs)) in params.iter().zip(&k.params).enumerate() {
             let written = format!("parameter {i} of {at}, `{}`", theirs.text);
+            // An output behind const. In a sequence, a launch may read what another writes:
+            // whether some launch writes each output is checked over all of them.
+            let const_output = |b: &str| {
+                let role = op.spec.buffers[b].role;
+                (role != crate::declared::Role::In && op.sequence.is_empty()).then(|| {
+                    format!(
+                        "'{b}' is declared {}, but {written} is read-only (const)",
+                        role.name()
+                    )
+                })
+            };
             let problem = match (mine, &theirs.kind) {
-                // Only an output behind const, where only roles are held.
                 (OpParam::Buffer(b), ParamKind::Pointer { read_only: true, .. })
-                    if check == SignatureCheck::Roles =>
+                    if const_output(b).is_some() =>
                 {
-                    let role = op.spec.buffers[b].role;
-                    (role != crate::declared::Role::In && op.sequence.is_empty()).then(|| {
-                        format!(
-                            "'{b}' is declared {}, but {written} is read-only (const)",
-                            role.name()
-                        )
-                    })
+                    const_output(b)
                 }
+                // Where only roles are held, that is all.
                 _ if check == SignatureCheck::Roles => None,
                 // A name klab cannot read may be a typedef of a pointer.
                 (OpParam::Buffer(_), ParamKind::Value(Elem::Unknown { .. })) => None,
@@ -412,34 +417,20 @@ impl Source {
                 (OpParam::Size(v, _) | OpParam::Scalar(v, _), ParamKind::Pointer { .. }) => {
                     Some(format!("'{v}' is a value, but {written} is a pointer"))
                 }
-                (OpParam::Buffer(b), ParamKind::Pointer { elem, read_only }) => {
-                    let spec = &op.spec.buffers[b];
-                    // In a sequence, a launch may read what another writes: whether some
-                    // launch writes each output is checked over all of them.
-                    if *read_only
-                        && spec.role != crate::declared::Role::In
-                        && op.sequence.is_empty()
-                    {
-                        Some(format!(
-                            "'{b}' is declared {}, but {written} is read-only (const)",
-                            spec.role.name()
-                        ))
-                    } else {
-                        match elem {
-                            Elem::Known(t) if !element_fits(spec.dtype, *t) => Some(format!(
-                                "'{b}' is declared {}, but {written} points to {t}",
-                                spec.dtype
-                            )),
-                            Elem::Vector { dtype, name, .. }
-                                if dtype.is_float() && !element_fits(spec.dtype, *dtype) =>
-                            {
-                                Some(format!(
-                                    "'{b}' is declared {}, but {written} points to {name}",
-                                    spec.dtype
-                                ))
-                            }
-                            _ => None,
+                (OpParam::Buffer(b), ParamKind::Pointer { elem, .. }) => {
+                    let dtype = op.spec.buffers[b].dtype;
+                    match elem {
+                        Elem::Known(t) if !element_fits(dtype, *t) => Some(format!(
+                            "'{b}' is declared {dtype}, but {written} points to {t}"
+                        )),
+                        Elem::Vector { dtype: v, name, .. }
+                            if v.is_float() && !element_fits(dtype, *v) =>
+                        {
+                            Some(format!(
+                                "'{b}' is declared {dtype}, but {written} points to {name}"
+                            ))
                         }
+                        _ => None,
                     }
                 }
                 (OpParam::Size(v, d) | OpParam::Scalar(v, d), ParamKind::Value(Elem::Known(t)))
