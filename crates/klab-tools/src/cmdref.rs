@@ -406,10 +406,13 @@ impl CallDir {
         use std::sync::atomic::{AtomicU64, Ordering};
         static CALLS: AtomicU64 = AtomicU64::new(0);
         let root = std::path::absolute(std::env::temp_dir())?;
-        remove_abandoned(&root);
+        let here = here();
+        // Once a process: a reference is called once per case, and the temporary folder
+        // can hold thousands of entries.
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| remove_abandoned(&root, &here));
         let pid = std::process::id();
         let started = process::start_time(pid).unwrap_or(0);
-        let here = here();
         let mut last = None;
         for _ in 0..8 {
             let n = CALLS.fetch_add(1, Ordering::Relaxed);
@@ -448,13 +451,13 @@ fn here() -> String {
 }
 
 /// Remove the call folders in `root` whose klab is gone (`klab-ref-HERE-PID-START-N` of
-/// this machine and PID namespace, a process PID that started at START no longer
+/// this machine and PID namespace, `here`, a process PID that started at START no longer
 /// running), best effort. Only this user's: another user's cannot be removed, and is left.
-fn remove_abandoned(root: &Path) {
+fn remove_abandoned(root: &Path, here: &str) {
     let Ok(entries) = std::fs::read_dir(root) else {
         return;
     };
-    let here = format!("{CALL_DIR_PREFIX}{}-", here());
+    let here = format!("{CALL_DIR_PREFIX}{here}-");
     for e in entries.flatten() {
         let name = e.file_name();
         let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&here)) else {
@@ -733,7 +736,7 @@ scalars.a = { type = "f32", values = [0.1] }
         }
         let file = root.path().join(format!("{at}4000000000-{started}-9"));
         std::fs::write(&file, "x").unwrap();
-        remove_abandoned(root.path());
+        remove_abandoned(root.path(), &here());
         assert!(!gone.exists() && !reused.exists(), "abandoned folders left");
         for d in kept.iter().chain([&file]) {
             assert!(d.exists(), "{} removed", d.display());
