@@ -139,7 +139,7 @@ fn csv_to_stdout_has_the_fixed_header_and_nothing_else() {
     assert_eq!(lines.count(), 4 + 8 + 9 + 11 + 2);
     assert!(!csv.contains("== "), "no text report with --csv -");
     assert!(csv.contains(
-        "nsys2024.5_transpose32.sqlite,kernel,\"mat_copy(const int *, int *, int)\",0,7,32x32x1,32x32x1,16,0,,,52000904000,52000910560,6560,8000000,1219.512,,cudaLaunchKernel,8\n"
+        "nsys2024.5_transpose32.sqlite,kernel,\"mat_copy(const int *, int *, int)\",0,7,32x32x1,32x32x1,16,0,,,52000904000,52000910560,6560,8000000,1219.512,,cudaLaunchKernel,8,4242,0\n"
     ));
     let o = trace(dir.path(), &[TRANSPOSE32, "--csv", "-"]);
     insta::assert_snapshot!("transpose32_csv", stdout(&o));
@@ -175,7 +175,7 @@ fn csv_to_a_file_is_complete_and_leaves_no_temporary_files() {
     assert_eq!(lines.len(), 1 + 9 + 2);
     assert!(lines[0].starts_with("file,kind,name,"));
     assert!(
-        lines[4].ends_with(",6560,8000000,1219.512,59.81,cudaLaunchKernel,8"),
+        lines[4].ends_with(",6560,8000000,1219.512,59.81,cudaLaunchKernel,8,4242,0"),
         "{}",
         lines[4]
     );

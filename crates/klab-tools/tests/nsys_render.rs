@@ -263,3 +263,82 @@ fn a_newline_in_a_kernel_name_does_not_split_a_table_row() {
         "{out}"
     );
 }
+
+/// Two processes that each see their own GPU as CUDA device 0 (one GPU each through
+/// `CUDA_VISIBLE_DEVICES`): the reduce export with a second GPU, and a copy of the launch
+/// of correlationId 7 made by process 5151 on it.
+fn two_processes() -> (tempfile::TempDir, klab_tools::nsys::Trace) {
+    use klab_tools::nsys::testdata::{edit, global_pid};
+    let (dir, path) = write(REDUCE);
+    edit(
+        &path,
+        &format!(
+            "CREATE TEMP TABLE g AS SELECT * FROM TARGET_INFO_GPU;
+             UPDATE g SET id = 2, name = 'NVIDIA H100 80GB HBM3';
+             INSERT INTO TARGET_INFO_GPU SELECT * FROM g;
+             INSERT INTO TARGET_INFO_CUDA_DEVICE (gpuId, cudaId, pid) VALUES (2, 0, 5151);
+             CREATE TEMP TABLE k AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId = 7;
+             UPDATE k SET globalPid = {};
+             INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM k;",
+            global_pid(5151)
+        ),
+    )
+    .unwrap();
+    let t = klab_tools::nsys::open(&path).unwrap();
+    (dir, t)
+}
+
+#[test]
+fn two_processes_each_with_its_own_device_0_are_told_apart() {
+    let (_d, mut t) = two_processes();
+    assert!(t.ordinals_shared());
+    let on = |gpu: i64| {
+        t.kernels
+            .iter()
+            .filter(|k| k.gpu == Some(gpu))
+            .map(|k| k.pid.unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(on(2), [5151]);
+    assert_eq!(on(1).len(), 8);
+    assert!(on(1).iter().all(|&p| p == 4242));
+    t.path = PathBuf::from("two.sqlite");
+    let text = render::text(&t, &Rates::default());
+    assert!(
+        text.contains(
+            "GPU 1: NVIDIA H200, 132 SMs, 4800.0 GB/s memory bandwidth (seen by process 4242 as CUDA device 0)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains(
+        "GPU 2: NVIDIA H100 80GB HBM3, 132 SMs, 4800.0 GB/s memory bandwidth (seen by process 5151 as CUDA device 0)"
+    ));
+    assert!(!text.contains("CUDA device 0:"), "{text}");
+    // The tables name the GPU, not the ordinal both processes use.
+    let head = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("start_ns") && l.contains("regs"))
+        .unwrap();
+    assert!(head.contains(" gpu ") && !head.contains(" dev "), "{head}");
+    let csv = render::csv(&[t], &Rates::default());
+    let r = rows(&csv);
+    let mine: Vec<(&str, &str, &str)> = r
+        .iter()
+        .filter(|r| r["correlation_id"] == "7")
+        .map(|r| (r["device"].as_str(), r["pid"].as_str(), r["gpu"].as_str()))
+        .collect();
+    assert_eq!(mine, [("0", "4242", "1"), ("0", "5151", "2")]);
+}
+
+#[test]
+fn one_process_keeps_the_ordinal_in_its_tables() {
+    let (_d, t) = open(REDUCE);
+    assert!(!t.ordinals_shared());
+    assert!(t.kernels.iter().all(|k| k.gpu == Some(1)));
+    let text = render::text(&t, &Rates::default());
+    let head = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("start_ns") && l.contains("regs"))
+        .unwrap();
+    assert!(head.contains(" dev "), "{head}");
+}

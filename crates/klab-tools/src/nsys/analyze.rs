@@ -354,7 +354,9 @@ fn copies_dominate(t: &Trace) -> Option<Finding> {
         .filter_map(|m| m.span.duration_ns)
         .fold(0u64, |a, b| a.saturating_add(b));
     if summed > wall_ns {
-        let streams: BTreeSet<(i64, i64)> = copies.iter().map(|m| (m.device, m.stream)).collect();
+        // A stream id is a process's: the same id in two processes is two streams.
+        let streams: BTreeSet<(Option<i64>, i64, i64)> =
+            copies.iter().map(|m| (m.pid, m.device, m.stream)).collect();
         let on = if streams.len() > 1 {
             format!(" over {} streams", streams.len())
         } else {

@@ -59,6 +59,7 @@ mod schema;
 #[doc(hidden)]
 pub mod testdata;
 
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -255,6 +256,8 @@ pub struct KernelLaunch {
     pub correlation_id: Option<i64>,
     /// The process that launched it (from `globalPid`).
     pub pid: Option<i64>,
+    /// The GPU it ran on (see [`Gpu::id`] for how a row finds it).
+    pub gpu: Option<i64>,
     /// The API call that launched it (same correlationId), version suffix stripped, e.g.
     /// `cudaLaunchKernel`.
     pub api: Option<String>,
@@ -287,6 +290,8 @@ pub struct Memcpy {
     pub correlation_id: Option<i64>,
     /// The process (from `globalPid`).
     pub pid: Option<i64>,
+    /// The GPU it ran on (see [`Gpu::id`]).
+    pub gpu: Option<i64>,
     /// The API call that issued it, version suffix stripped.
     pub api: Option<String>,
 }
@@ -320,6 +325,8 @@ pub struct Memset {
     pub correlation_id: Option<i64>,
     /// The process (from `globalPid`).
     pub pid: Option<i64>,
+    /// The GPU it ran on (see [`Gpu::id`]).
+    pub gpu: Option<i64>,
     /// The API call that issued it, version suffix stripped.
     pub api: Option<String>,
 }
@@ -371,15 +378,33 @@ pub struct ApiCalls {
 }
 
 /// One GPU of `TARGET_INFO_GPU`.
+///
+/// An activity row's `deviceId` is a CUDA ordinal in the process that issued it, and two
+/// processes that each see one GPU (`CUDA_VISIBLE_DEVICES`) both call theirs device 0. A row
+/// finds its GPU by its process and ordinal in `TARGET_INFO_CUDA_DEVICE` (2025.5 on), else
+/// by the one GPU with that ordinal.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Gpu {
+    /// `TARGET_INFO_GPU.id`: the GPU's number in the export, the same in every process.
+    pub id: Option<i64>,
     /// The CUDA device ordinal that `deviceId` in activity rows refers to:
-    /// `TARGET_INFO_CUDA_DEVICE.cudaId` when present, else `TARGET_INFO_GPU.cuDevice`.
+    /// `TARGET_INFO_CUDA_DEVICE.cudaId` when every process gives the GPU the same one, else
+    /// `TARGET_INFO_GPU.cuDevice`.
     pub cuda_device: Option<i64>,
+    /// Each process that used the GPU and its ordinal there (`TARGET_INFO_CUDA_DEVICE`), by
+    /// pid.
+    pub processes: Vec<ProcessOrdinal>,
     pub name: Option<String>,
     pub sm_count: Option<i64>,
     /// `memoryBandwidth` converted from B/s to GB/s.
     pub memory_bandwidth_gbs: Option<f64>,
+}
+
+/// A process's CUDA ordinal for a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct ProcessOrdinal {
+    pub pid: i64,
+    pub cuda_device: i64,
 }
 
 /// What became of an activity table.
@@ -457,6 +482,23 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// Whether a CUDA ordinal names more than one GPU here (processes that each see their own
+    /// GPU as device 0), so a row's `device` does not say which GPU it ran on; its `gpu` does.
+    pub fn ordinals_shared(&self) -> bool {
+        let mut owner: HashMap<i64, Option<i64>> = HashMap::new();
+        self.gpus.iter().any(|g| {
+            let ordinals = g
+                .processes
+                .iter()
+                .map(|p| p.cuda_device)
+                .chain(g.cuda_device);
+            ordinals
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .any(|d| *owner.entry(d).or_insert(g.id) != g.id)
+        })
+    }
+
     /// The per-kernel summary (see [`summarize`]).
     pub fn summary(&self) -> Vec<KernelSummary> {
         summarize(&self.kernels)

@@ -11,7 +11,7 @@ use super::schema::{self, MissingColumn, Schema, Select};
 use super::tables::*;
 use super::{
     analyze, ApiCalls, ApiError, Dim3, ExportVersion, Gpu, KernelLaunch, Memcpy, Memset, NsysError,
-    Span, TableState, Tables, Trace,
+    ProcessOrdinal, Span, TableState, Tables, Trace,
 };
 
 /// See [`super::open`].
@@ -307,6 +307,53 @@ impl CallIndex {
     }
 }
 
+/// Which GPU a row's process and ordinal name: its process's entry in
+/// `TARGET_INFO_CUDA_DEVICE`, else the one GPU with that ordinal (older exports, or a
+/// process the table leaves out).
+struct GpuIndex {
+    by_process: HashMap<(i64, i64), i64>,
+    by_ordinal: HashMap<i64, Option<i64>>,
+}
+
+impl GpuIndex {
+    fn new(gpus: &[Gpu]) -> GpuIndex {
+        let mut by_process = HashMap::new();
+        let mut by_ordinal: HashMap<i64, Option<i64>> = HashMap::new();
+        for g in gpus {
+            let Some(id) = g.id else { continue };
+            for p in &g.processes {
+                by_process.insert((p.pid, p.cuda_device), id);
+            }
+            let ordinals: BTreeSet<i64> = g
+                .processes
+                .iter()
+                .map(|p| p.cuda_device)
+                .chain(g.cuda_device)
+                .collect();
+            for d in ordinals {
+                // An ordinal two GPUs share names neither.
+                by_ordinal
+                    .entry(d)
+                    .and_modify(|owner| {
+                        if *owner != Some(id) {
+                            *owner = None
+                        }
+                    })
+                    .or_insert(Some(id));
+            }
+        }
+        GpuIndex {
+            by_process,
+            by_ordinal,
+        }
+    }
+
+    fn gpu(&self, pid: Option<i64>, device: i64) -> Option<i64> {
+        pid.and_then(|p| self.by_process.get(&(p, device)).copied())
+            .or_else(|| self.by_ordinal.get(&device).copied().flatten())
+    }
+}
+
 struct Reader<'a> {
     conn: &'a Connection,
     schema: &'a Schema,
@@ -327,14 +374,18 @@ impl Reader<'_> {
         self.notes
             .extend([copy_kinds.note(), mem_kinds.note()].into_iter().flatten());
 
+        let gpu_of = GpuIndex::new(&gpus);
         for k in &mut kernels {
             k.api = calls.name(k.pid, k.correlation_id);
+            k.gpu = gpu_of.gpu(k.pid, k.device);
         }
         for m in &mut memcpys {
             m.api = calls.name(m.pid, m.correlation_id);
+            m.gpu = gpu_of.gpu(m.pid, m.device);
         }
         for m in &mut memsets {
             m.api = calls.name(m.pid, m.correlation_id);
+            m.gpu = gpu_of.gpu(m.pid, m.device);
         }
         if api.count > 0 {
             let unmatched = kernels.iter().filter(|k| k.api.is_none()).count();
@@ -525,6 +576,7 @@ impl Reader<'_> {
         })
     }
 
+    /// The GPUs, and which GPU each process's ordinal names (`TARGET_INFO_CUDA_DEVICE`).
     fn gpus(&mut self) -> rusqlite::Result<Vec<Gpu>> {
         if !self.schema.has(TARGET_INFO_GPU) {
             return Ok(Vec::new());
@@ -533,20 +585,30 @@ impl Reader<'_> {
         let Ok(sel) = Select::plan(self.conn, TARGET_INFO_GPU, &["id"], &optional)? else {
             return Ok(Vec::new());
         };
-        // gpuId -> the distinct CUDA ordinals TARGET_INFO_CUDA_DEVICE gives it.
-        let mut cuda_ids: HashMap<i64, BTreeSet<i64>> = HashMap::new();
+        // gpuId -> each process's ordinal for it.
+        let mut seen_by: HashMap<i64, BTreeSet<ProcessOrdinal>> = HashMap::new();
         if self.schema.has(TARGET_INFO_CUDA_DEVICE) {
             if let Ok(map) = Select::plan(
                 self.conn,
                 TARGET_INFO_CUDA_DEVICE,
                 &["gpuId", "cudaId"],
-                &[],
+                &["pid"],
             )? {
                 let mut stmt = self.conn.prepare(&map.sql)?;
                 let mut rows = stmt.query([])?;
                 while let Some(row) = rows.next()? {
                     if let (Some(g), Some(c)) = (map.int(row, "gpuId"), map.int(row, "cudaId")) {
-                        cuda_ids.entry(g).or_default().insert(c);
+                        seen_by.entry(g).or_default().insert(ProcessOrdinal {
+                            // Documented as a process id; read a serialized GlobalId too.
+                            pid: map.int(row, "pid").map_or(-1, |p| {
+                                if p > 0xFF_FFFF {
+                                    pid_of(Some(p)).unwrap_or(p)
+                                } else {
+                                    p
+                                }
+                            }),
+                            cuda_device: c,
+                        });
                     }
                 }
             }
@@ -556,18 +618,27 @@ impl Reader<'_> {
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
             let id = sel.int(row, "id");
-            let from_map = id
-                .and_then(|i| cuda_ids.get(&i))
-                .filter(|s| s.len() == 1)
-                .and_then(|s| s.iter().next().copied());
+            let processes: Vec<ProcessOrdinal> = id
+                .and_then(|i| seen_by.get(&i))
+                .map(|s| s.iter().copied().filter(|p| p.pid >= 0).collect())
+                .unwrap_or_default();
+            let ordinals: BTreeSet<i64> = id
+                .and_then(|i| seen_by.get(&i))
+                .map(|s| s.iter().map(|p| p.cuda_device).collect())
+                .unwrap_or_default();
+            let from_map = (ordinals.len() == 1)
+                .then(|| ordinals.first().copied())
+                .flatten();
             gpus.push(Gpu {
+                id,
                 cuda_device: from_map.or_else(|| sel.int(row, "cuDevice")),
+                processes,
                 name: sel.text(row, "name"),
                 sm_count: sel.int(row, "smCount"),
                 memory_bandwidth_gbs: sel.int(row, "memoryBandwidth").map(|b| b as f64 / 1e9),
             });
         }
-        gpus.sort_by_key(|g| g.cuda_device);
+        gpus.sort_by_key(|g| (g.cuda_device, g.id));
         Ok(gpus)
     }
 
@@ -817,6 +888,7 @@ impl Reader<'_> {
                 dynamic_shared_bytes: sel.int(row, "dynamicSharedMemory"),
                 correlation_id: sel.int(row, "correlationId"),
                 pid: pid_of(sel.int(row, "globalPid")),
+                gpu: None,
                 api: None,
             });
         }
@@ -867,6 +939,7 @@ impl Reader<'_> {
                     span: odd.span(sel.int(row, "start"), sel.int(row, "end")),
                     correlation_id: sel.int(row, "correlationId"),
                     pid: pid_of(sel.int(row, "globalPid")),
+                    gpu: None,
                     api: None,
                 },
             ));
@@ -915,6 +988,7 @@ impl Reader<'_> {
                     span: odd.span(sel.int(row, "start"), sel.int(row, "end")),
                     correlation_id: sel.int(row, "correlationId"),
                     pid: pid_of(sel.int(row, "globalPid")),
+                    gpu: None,
                     api: None,
                 },
             ));

@@ -24,6 +24,11 @@
 //! | `pct_of_peak` | `gb_s / --peak-gbs * 100` | empty | empty |
 //! | `api` | launching API call, version suffix stripped | same | same |
 //! | `correlation_id` | CUPTI correlationId | same | same |
+//! | `pid` | the issuing process, from `globalPid` | same | same |
+//! | `gpu` | the GPU's id in the export (`TARGET_INFO_GPU.id`), empty when unknown | same | same |
+//!
+//! `device` is an ordinal in the issuing process: two processes that each see one GPU both
+//! call it 0. `gpu` says which GPU it was.
 //!
 //! Fields are quoted (RFC 4180) when they hold a comma, quote or line break; demangled
 //! names usually do.
@@ -33,7 +38,7 @@ use std::fmt::Write as _;
 use super::{Rates, TableState, Trace};
 
 /// The CSV header line (without the line break).
-pub const CSV_HEADER: &str = "file,kind,name,device,stream,grid,block,registers,shared_mem_bytes,memory,value,start_ns,end_ns,duration_ns,bytes,gb_s,pct_of_peak,api,correlation_id";
+pub const CSV_HEADER: &str = "file,kind,name,device,stream,grid,block,registers,shared_mem_bytes,memory,value,start_ns,end_ns,duration_ns,bytes,gb_s,pct_of_peak,api,correlation_id,pid,gpu";
 
 use klab_core::csv::field as csv_field;
 
@@ -76,6 +81,8 @@ pub fn csv_rows(t: &Trace, rates: &Rates) -> String {
             fixed(rates.pct_of_peak(gb_s), 2),
             opt(k.api.clone()),
             opt(k.correlation_id),
+            opt(k.pid),
+            opt(k.gpu),
         ]);
     }
     for m in &t.memcpys {
@@ -99,6 +106,8 @@ pub fn csv_rows(t: &Trace, rates: &Rates) -> String {
             String::new(),
             opt(m.api.clone()),
             opt(m.correlation_id),
+            opt(m.pid),
+            opt(m.gpu),
         ]);
     }
     for m in &t.memsets {
@@ -122,6 +131,8 @@ pub fn csv_rows(t: &Trace, rates: &Rates) -> String {
             String::new(),
             opt(m.api.clone()),
             opt(m.correlation_id),
+            opt(m.pid),
+            opt(m.gpu),
         ]);
     }
     out
@@ -285,6 +296,7 @@ fn header(out: &mut String, t: &Trace) {
         one_line(&t.path.display().to_string()),
         one_line(&t.version.to_string())
     );
+    let shared = t.ordinals_shared();
     for g in &t.gpus {
         let mut facts = vec![g.name.clone().unwrap_or_else(|| "unnamed GPU".into())];
         if let Some(n) = g.sm_count {
@@ -293,15 +305,28 @@ fn header(out: &mut String, t: &Trace) {
         if let Some(b) = g.memory_bandwidth_gbs {
             facts.push(format!("{b:.1} GB/s memory bandwidth"));
         }
-        let dev = g
-            .cuda_device
-            .map(|d| d.to_string())
-            .unwrap_or_else(|| "?".into());
-        let _ = writeln!(
-            out,
-            "GPU: CUDA device {dev}: {}",
-            one_line(&facts.join(", "))
-        );
+        let facts = one_line(&facts.join(", "));
+        if shared {
+            // Rows name this GPU by its id: an ordinal means a different GPU in another process.
+            let id = g.id.map(|i| i.to_string()).unwrap_or_else(|| "?".into());
+            let seen: Vec<String> = g
+                .processes
+                .iter()
+                .map(|p| format!("process {} as CUDA device {}", p.pid, p.cuda_device))
+                .collect();
+            let seen = if seen.is_empty() {
+                String::new()
+            } else {
+                format!(" (seen by {})", seen.join(", "))
+            };
+            let _ = writeln!(out, "GPU {id}: {facts}{seen}");
+        } else {
+            let dev = g
+                .cuda_device
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| "?".into());
+            let _ = writeln!(out, "GPU: CUDA device {dev}: {facts}");
+        }
     }
     let _ = writeln!(
         out,
@@ -311,8 +336,40 @@ fn header(out: &mut String, t: &Trace) {
     );
 }
 
+/// The tables' device column: the CUDA ordinal, or the GPU's id where an ordinal names
+/// several GPUs ([`Trace::ordinals_shared`]).
+enum DeviceColumn {
+    Ordinal,
+    Gpu,
+}
+
+impl DeviceColumn {
+    fn of(t: &Trace) -> DeviceColumn {
+        if t.ordinals_shared() {
+            DeviceColumn::Gpu
+        } else {
+            DeviceColumn::Ordinal
+        }
+    }
+
+    fn head(&self) -> &'static str {
+        match self {
+            DeviceColumn::Ordinal => "dev",
+            DeviceColumn::Gpu => "gpu",
+        }
+    }
+
+    fn cell(&self, device: i64, gpu: Option<i64>) -> String {
+        match self {
+            DeviceColumn::Ordinal => device.to_string(),
+            DeviceColumn::Gpu => or_dash(opt(gpu)),
+        }
+    }
+}
+
 /// Every kernel launch, with its rate where `rates` gives the bytes moved.
 fn kernel_table(out: &mut String, t: &Trace, rates: &Rates) {
+    let dev = DeviceColumn::of(t);
     use super::tables::KERNEL;
     let with_rate = rates.bytes_moved.is_some();
     let with_peak = with_rate && rates.peak_gbs.is_some();
@@ -334,7 +391,14 @@ fn kernel_table(out: &mut String, t: &Trace, rates: &Rates) {
             head.push("%peak");
         }
         head.extend([
-            "dev", "stream", "grid", "block", "regs", "smem_B", "api", "name",
+            dev.head(),
+            "stream",
+            "grid",
+            "block",
+            "regs",
+            "smem_B",
+            "api",
+            "name",
         ]);
         let mut right = vec![true, true];
         right.extend(std::iter::repeat_n(
@@ -358,7 +422,7 @@ fn kernel_table(out: &mut String, t: &Trace, rates: &Rates) {
                     r.push(or_dash(fixed(rates.pct_of_peak(gb_s), 1)));
                 }
                 r.extend([
-                    k.device.to_string(),
+                    dev.cell(k.device, k.gpu),
                     k.stream.to_string(),
                     k.grid.to_string(),
                     k.block.to_string(),
@@ -376,6 +440,7 @@ fn kernel_table(out: &mut String, t: &Trace, rates: &Rates) {
 
 /// Every memcpy and memset.
 fn copy_table(out: &mut String, t: &Trace) {
+    let dev = DeviceColumn::of(t);
     use super::tables::{MEMCPY, MEMSET};
     // Copies and sets.
     out.push('\n');
@@ -398,7 +463,7 @@ fn copy_table(out: &mut String, t: &Trace) {
             "duration_ns",
             "bytes",
             "GB/s",
-            "dev",
+            dev.head(),
             "stream",
             "api",
             "kind",
@@ -412,7 +477,7 @@ fn copy_table(out: &mut String, t: &Trace) {
                 or_dash(opt(m.span.duration_ns)),
                 m.bytes.to_string(),
                 or_dash(fixed(m.gb_s(), 1)),
-                m.device.to_string(),
+                dev.cell(m.device, m.gpu),
                 m.stream.to_string(),
                 or_dash(opt(m.api.clone())),
                 format!("memcpy {}", m.direction),
@@ -425,7 +490,7 @@ fn copy_table(out: &mut String, t: &Trace) {
                 or_dash(opt(m.span.duration_ns)),
                 m.bytes.to_string(),
                 or_dash(fixed(m.gb_s(), 1)),
-                m.device.to_string(),
+                dev.cell(m.device, m.gpu),
                 m.stream.to_string(),
                 or_dash(opt(m.api.clone())),
                 match m.value {
