@@ -57,14 +57,7 @@ pub(crate) fn parse_with(
     external_failure: Option<String>,
 ) -> Report {
     let output = &*without_ansi(output);
-    let blocks = blocks(output);
-    let mut st = State::default();
-    let mut i = 0;
-    while i < blocks.len() {
-        let consumed = st.take(&blocks, i);
-        i += consumed.max(1);
-    }
-
+    let st = program_lines_set_aside(output);
     let summary_mismatch = st.mismatch();
     let mut report = Report {
         tool,
@@ -87,6 +80,30 @@ pub(crate) fn parse_with(
     };
     report.outcome = decide(&report, output, error_exitcode, external_failure);
     report
+}
+
+/// Reads the blocks. A program may print a line that starts with the tool's prefix
+/// (`========= Checking results`), even inside one of the tool's records; read as a header,
+/// it would be a finding of no known kind, or cut a record in two. Such a line is taken for
+/// the program's when the tool's own summary counts every finding without it: then the
+/// report is read again without it (a record it cut is whole again) and a note says so.
+/// Otherwise it stays a finding: a message this parser does not know may be an error.
+fn program_lines_set_aside(output: &str) -> State {
+    let first = State::read(&blocks(output, &[]));
+    let has_summary = first.error_count.is_some() || first.displayed.is_some();
+    if first.unknown.is_empty() || !has_summary {
+        return first;
+    }
+    let mut again = State::read(&blocks(output, &first.unknown));
+    if !again.unknown.is_empty() || again.mismatch().is_some() {
+        return first;
+    }
+    again.notes.push(format!(
+        "{} line(s) with the tool's prefix that the tool's summary does not count were read as the program's output, first: {}",
+        first.unknown.len(),
+        klab_core::text::first_line_clipped(first.unknown_first.as_deref().unwrap_or(""), 200)
+    ));
+    again
 }
 
 /// The precedence rule (documented in the parent module).
@@ -204,6 +221,8 @@ fn classify_line(raw: &str) -> (Line<'_>, &str) {
 struct Block<'a> {
     header: &'a str,
     header_raw: &'a str,
+    /// The header's line number in the report.
+    line: usize,
     /// (text without prefix and indentation, verbatim line)
     body: Vec<(&'a str, &'a str)>,
 }
@@ -233,28 +252,42 @@ impl Block<'_> {
 /// Every block's header, without the prefix: the lines that say what a report is (its
 /// banner, its summaries, its findings' kinds).
 pub(super) fn headers(output: &str) -> Vec<&str> {
-    blocks(output)
+    blocks(output, &[])
         .into_iter()
         .map(|b| b.header.trim())
         .collect()
 }
 
-fn blocks(output: &str) -> Vec<Block<'_>> {
+/// The blocks of a report; the lines numbered in `program` are the program's output: skipped,
+/// and with them the continuation lines under them when no block was open (they headed
+/// their own).
+fn blocks<'a>(output: &'a str, program: &[usize]) -> Vec<Block<'a>> {
     let mut out = Vec::new();
     let mut cur: Option<Block<'_>> = None;
-    for line in report_lines(output) {
+    let mut skipping = false;
+    for (n, line) in report_lines(output).enumerate() {
         let (kind, raw) = classify_line(line);
+        if program.contains(&n) {
+            skipping = cur.is_none();
+            continue;
+        }
         match kind {
             Line::App => {}
-            Line::Blank => out.extend(cur.take()),
+            Line::Blank => {
+                skipping = false;
+                out.extend(cur.take())
+            }
             Line::Header(h) => {
+                skipping = false;
                 out.extend(cur.take());
                 cur = Some(Block {
                     header: h,
                     header_raw: raw,
+                    line: n,
                     body: Vec::new(),
                 });
             }
+            Line::Cont(_) if skipping => {}
             Line::Cont(t) => match cur.as_mut() {
                 Some(b) => b.body.push((t, raw)),
                 // A continuation with no header (output cut at the front): its own block.
@@ -262,6 +295,7 @@ fn blocks(output: &str) -> Vec<Block<'_>> {
                     cur = Some(Block {
                         header: t,
                         header_raw: raw,
+                        line: n,
                         body: Vec::new(),
                     })
                 }
@@ -291,6 +325,10 @@ struct State {
     app_failure: Option<String>,
     tool_failure: Option<String>,
     notes: Vec<String>,
+    /// The line numbers of blocks no tool message matches (findings of kind Other), and the
+    /// first one's header: perhaps the program's output (see [`program_lines_set_aside`]).
+    unknown: Vec<usize>,
+    unknown_first: Option<String>,
 }
 
 /// Messages that mean the tool could not run or could not check everything.
@@ -342,6 +380,16 @@ const APP_FAILURE: [&str; 3] = [
 ];
 
 impl State {
+    fn read(blocks: &[Block<'_>]) -> State {
+        let mut st = State::default();
+        let mut i = 0;
+        while i < blocks.len() {
+            let consumed = st.take(blocks, i);
+            i += consumed.max(1);
+        }
+        st
+    }
+
     /// Consume the block at `i` (and, for a wrapped racecheck summary, the next); returns
     /// how many blocks were used.
     fn take(&mut self, blocks: &[Block<'_>], i: usize) -> usize {
@@ -411,7 +459,15 @@ impl State {
             self.notes.push(b.text());
             return 1;
         }
-        // `Program hit ...` API errors and every block this parser does not know.
+        // `Program hit ...` API errors and every block this parser does not know. One that
+        // speaks of an error, a failure or a warning is never taken for the program's.
+        let alarming = ["error", "fail", "warning", "invalid", "violation"]
+            .iter()
+            .any(|w| l.contains(w));
+        if !l.starts_with("program hit") && !alarming {
+            self.unknown.push(b.line);
+            self.unknown_first.get_or_insert_with(|| h.to_string());
+        }
         self.others += 1;
         self.findings.push(generic_finding(FindingKind::Other, b));
         1
@@ -1303,5 +1359,82 @@ mod tests {
         assert!(took < std::time::Duration::from_secs(2), "{took:?}");
         assert_eq!(triple_at(" (1, 2 ,3) x"), Some([1, 2, 3]));
         assert_eq!(triple_at("(1, 2, 3x)"), None);
+    }
+
+    /// A program's own line with the tool's prefix, in a clean run: the tool counts no
+    /// error, so the line is the program's, and the run is clean.
+    #[test]
+    fn a_program_line_with_the_prefix_in_a_clean_run_is_no_finding() {
+        let text = "\
+========= COMPUTE-SANITIZER
+========= Checking results
+all good
+========= ERROR SUMMARY: 0 errors
+";
+        let r = parse(Tool::Memcheck, text, Some(0), 99);
+        assert!(r.findings.is_empty(), "{:?}", r.findings);
+        assert_eq!(r.outcome, Outcome::Clean);
+        assert!(r.summary_mismatch.is_none());
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("read as the program's output, first: Checking results")),
+            "{:?}",
+            r.notes
+        );
+    }
+
+    /// The same line printed inside a record: the record is whole again.
+    #[test]
+    fn a_program_line_inside_a_record_does_not_cut_it() {
+        let text = "\
+========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 4 bytes
+=========     at k+0x70 in /x/a.cu:5
+========= Checking results
+=========     by thread (3,0,0) in block (2,0,0)
+=========     Address 0x10 is out of bounds
+=========
+========= ERROR SUMMARY: 1 error
+";
+        let r = memcheck(text);
+        assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
+        let f = &r.findings[0];
+        assert_eq!(f.kind, FindingKind::InvalidGlobalRead);
+        assert_eq!((f.thread, f.block), (Some([3, 0, 0]), Some([2, 0, 0])));
+        assert_eq!(f.address.as_deref(), Some("0x10"));
+        assert!(r.summary_mismatch.is_none(), "{:?}", r.summary_mismatch);
+        assert_eq!(r.outcome, Outcome::FoundErrors);
+    }
+
+    /// A block of no known kind that the tool counts is a finding; so is one with no
+    /// summary to say otherwise, and one whose words are alarming.
+    #[test]
+    fn an_unknown_block_the_tool_counts_stays_a_finding() {
+        let counted = "\
+========= COMPUTE-SANITIZER
+========= Invalid __cluster__ something new
+=========     by thread (0,0,0) in block (0,0,0)
+=========
+========= ERROR SUMMARY: 1 error
+";
+        let r = memcheck(counted);
+        assert_eq!(r.findings.len(), 1);
+        assert_eq!(r.outcome, Outcome::FoundErrors);
+        let no_summary = "========= COMPUTE-SANITIZER\n========= Checking results\n";
+        let r = parse(Tool::Memcheck, no_summary, Some(0), 99);
+        assert_eq!(r.findings.len(), 1);
+        assert_eq!(r.outcome, Outcome::FoundErrors);
+        for line in [
+            "Unexpected failure in the tool",
+            "Something went wrong: error 5",
+        ] {
+            let text = format!(
+                "========= COMPUTE-SANITIZER\n========= {line}\n========= ERROR SUMMARY: 0 errors\n"
+            );
+            let r = parse(Tool::Memcheck, &text, Some(0), 99);
+            assert_eq!(r.findings.len(), 1, "{line}");
+            assert_eq!(r.outcome, Outcome::FoundErrors, "{line}");
+        }
     }
 }
