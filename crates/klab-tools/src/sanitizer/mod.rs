@@ -13,7 +13,11 @@
 //! The parser works on that structure, not on particular kernels: every block becomes a
 //! finding, the summary, or a note (kept verbatim in [`Report::notes`]); nothing is dropped.
 //! A block whose header it does not recognise is a finding of kind [`FindingKind::Other`]
-//! with its raw text. Racecheck's `--racecheck-trace-sync yes` lines (`Barrier called by
+//! with its raw text, unless it is the program's: a program may print a line that starts
+//! with the prefix (`========= Checking results`), inside a record too. Such a line, when
+//! its words are not alarming (error, fail, warning, invalid, violation), is read as the
+//! program's output where the tool's own summary counts every finding without it; the
+//! report is then read again without it, and a note says so. Racecheck's `--racecheck-trace-sync yes` lines (`Barrier called by
 //! threads starting at ...`, `Syncwarp called by ...`, `Sync mask of thread N: ...`) trace
 //! synchronisation that happened: notes, not barrier errors.
 //!
