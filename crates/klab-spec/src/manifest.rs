@@ -492,8 +492,10 @@ impl Source {
 
 /// Whether a buffer declared `declared` can be what a kernel's `written *` points to: the
 /// same float type, integers of the same width (signedness aside: the bits are the same),
-/// f16 and bf16 as 16-bit integers (their raw bits), and any buffer behind a byte pointer.
-/// f16 and bf16 are not each other: the same width, other values.
+/// floats as integers of their width (their raw bits: a bitwise copy, radix-sort keys,
+/// `__float_as_uint` work), and any buffer behind a byte pointer. Two float types are not
+/// each other (f16 and bf16: the same width, other values), and integers are not a float
+/// type: a kernel that reads them as floats computes on other values.
 fn element_fits(declared: Dtype, written: Dtype) -> bool {
     if written.size_bytes() == 1 && written.is_integer() {
         return true;
@@ -503,8 +505,8 @@ fn element_fits(declared: Dtype, written: Dtype) -> bool {
     }
     match (declared.is_float(), written.is_float()) {
         (true, true) => declared == written,
-        (false, false) => true,
-        (declared_float, _) => declared_float && matches!(declared, Dtype::F16 | Dtype::Bf16),
+        (_, false) => true,
+        (false, true) => false,
     }
 }
 
@@ -1924,6 +1926,13 @@ scalars.a = { type = "f32", values = [1.0] }
             ("f64", "const char *x, float *y, int n, float a"),
             ("f32", "const T *x, float *y, int n, float a"),
             ("f32", "const float *x, float *y, int32_t n, Scalar a"),
+            // A float buffer's raw bits, as an integer of its width.
+            ("f32", "const unsigned *x, float *y, int n, float a"),
+            ("f32", "const int *x, float *y, int n, float a"),
+            (
+                "f64",
+                "const unsigned long long *x, float *y, int n, float a",
+            ),
         ] {
             assert!(
                 parse_with(x, sig).is_ok(),
@@ -1934,7 +1943,8 @@ scalars.a = { type = "f32", values = [1.0] }
         for (x, sig, says) in [
             ("f32", "const float *x, float *y, int n", "passes 4 argument(s); k (k.cu line 1) takes 3"),
             ("f32", "float *y, const float *x, int n, float a", "'y' is declared out, but parameter 1"),
-            ("f32", "const int *x, float *y, int n, float a", "'x' is declared f32, but parameter 0 of k (k.cu line 1), `const int *x` points to i32"),
+            ("f32", "const short *x, float *y, int n, float a", "'x' is declared f32, but parameter 0 of k (k.cu line 1), `const short *x` points to i16"),
+            ("i32", "const float *x, float *y, int n, float a", "'x' is declared i32, but parameter 0 of k (k.cu line 1), `const float *x` points to f32"),
             ("f32", "const double *x, float *y, int n, float a", "points to f64"),
             ("f32", "const float *x, float y, int n, float a", "'y' is a buffer, but parameter 1"),
             ("f32", "const float *x, float *y, int *n, float a", "'n' is a value, but parameter 2"),
