@@ -169,9 +169,53 @@ pub const CUDA_EXTENSIONS: [&str; 2] = ["cu", "cuh"];
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
     /// CUDA C++ that NVRTC compiles.
-    Cuda { text: String },
+    Cuda { text: CudaText },
     /// A compiled module the driver loads as it is.
     Module { kind: ModuleKind, bytes: Vec<u8> },
+}
+
+/// CUDA C++ text, and its kernels as klab reads them ([`crate::signature::Index`]), read
+/// once when first asked: every kernel of a manifest is looked up in the same reading.
+#[derive(Debug, Clone)]
+pub struct CudaText {
+    text: String,
+    index: std::sync::OnceLock<crate::signature::Index>,
+}
+
+impl CudaText {
+    pub fn new(text: String) -> CudaText {
+        CudaText {
+            text,
+            index: std::sync::OnceLock::new(),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The text's kernels, read on the first call.
+    pub fn index(&self) -> &crate::signature::Index {
+        self.index
+            .get_or_init(|| crate::signature::Index::new(&self.text))
+    }
+}
+
+/// Two texts are equal by their bytes; the index follows from them.
+impl PartialEq for CudaText {
+    fn eq(&self, other: &CudaText) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for CudaText {}
+
+impl std::ops::Deref for CudaText {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.text
+    }
 }
 
 impl Source {
@@ -191,7 +235,7 @@ impl Source {
     /// The CUDA C++ text, or `None` for a precompiled module.
     pub fn text(&self) -> Option<&str> {
         match self {
-            Source::Cuda { text } => Some(text),
+            Source::Cuda { text } => Some(text.as_str()),
             Source::Module { .. } => None,
         }
     }
@@ -239,7 +283,9 @@ impl Source {
         match kind {
             Some(kind) => Ok(Source::Module { kind, bytes }),
             None => String::from_utf8(bytes)
-                .map(|text| Source::Cuda { text })
+                .map(|text| Source::Cuda {
+                    text: CudaText::new(text),
+                })
                 .map_err(|e| format!("'{name}' is not UTF-8 text ({e})")),
         }
     }
@@ -253,7 +299,7 @@ impl Source {
     fn entry_problem(&self, name: &str, template: bool, file: &str) -> Option<String> {
         use crate::signature::EntryLookup;
         match self {
-            Source::Cuda { text } => match crate::signature::lookup_entry(text, name) {
+            Source::Cuda { text } => match text.index().lookup(name) {
                 EntryLookup::Kernel(k) => {
                     let at = format!("'{name}' ({file} line {})", k.line);
                     match (&k.template, template) {
@@ -368,8 +414,7 @@ impl Source {
         let Source::Cuda { text } = self else {
             return None;
         };
-        let crate::signature::EntryLookup::Kernel(k) = crate::signature::lookup_entry(text, name)
-        else {
+        let crate::signature::EntryLookup::Kernel(k) = text.index().lookup(name) else {
             return None;
         };
         let at = format!("{name} ({file} line {})", k.line);
@@ -468,8 +513,7 @@ impl Source {
         let Source::Cuda { text } = self else {
             return None;
         };
-        let crate::signature::EntryLookup::Kernel(k) = crate::signature::lookup_entry(text, name)
-        else {
+        let crate::signature::EntryLookup::Kernel(k) = text.index().lookup(name) else {
             return None;
         };
         Some(
@@ -567,9 +611,9 @@ impl Manifest {
                     || e.contains("::")
                     // One overload by its types, extern "C" or not: its address is lowered.
                     || crate::signature::overload_entry(e).is_some()
-                    || match crate::signature::lookup_entry(text, e) {
+                    || match text.index().lookup(e) {
                         EntryLookup::Kernel(k) => !k.extern_c,
-                        EntryLookup::Missing(_) => crate::include::includes_own_headers(text),
+                        EntryLookup::Missing(_) => text.index().includes_own_headers(),
                         // A macro may write a C++ kernel: asked by name, either lowers.
                         EntryLookup::CannotTell
                         | EntryLookup::InNamespace(_)

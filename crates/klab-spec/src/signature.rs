@@ -108,6 +108,7 @@ struct Token {
 }
 
 /// A source as tokens, and whether a preprocessor line writes `__global__`.
+#[derive(Debug, Clone)]
 struct Lexed {
     toks: Vec<Token>,
     /// A macro declares kernels: [`kernels`] cannot see those.
@@ -685,63 +686,106 @@ pub enum EntryLookup {
 }
 
 /// Look up `name` among the source's kernels, by token (a comment, a string, a
-/// `__device__` function or a constant of that name is no kernel).
+/// `__device__` function or a constant of that name is no kernel). To look up several
+/// names in one source, read it once with [`Index::new`].
 pub fn lookup_entry(src: &str, name: &str) -> EntryLookup {
-    let lexed = tokenize(src);
-    let (kernels, balanced) = kernels_and_balance(&lexed.toks);
-    // One overload among several, named with its parameter types: matched by them.
-    if let Some((base, types)) = overload_entry(name) {
-        return lookup_overload(src, &kernels, base, &types);
-    }
-    let named: Vec<&Kernel> = kernels.iter().filter(|k| k.qualified() == name).collect();
-    match named.as_slice() {
-        [k] => return EntryLookup::Kernel((*k).clone()),
-        // Overloads: C++ kernels (an extern "C" name has one definition), told apart by
-        // their parameter types.
-        [_, _, ..] => return EntryLookup::Overloaded(named.into_iter().cloned().collect()),
-        [] => {}
-    }
-    let bare = name.rsplit("::").next().unwrap_or(name);
-    let same: Vec<&Kernel> = kernels.iter().filter(|k| k.name == bare).collect();
-    let reached = same.iter().any(|k| reached_by_using(&lexed.toks, k));
-    match (name.contains("::"), same.as_slice()) {
-        // Qualified, and the one kernel of that name klab saw in no namespace: its
-        // namespace may be a macro's.
-        (true, [k]) if k.scope.is_empty() => return EntryLookup::Kernel((*k).clone()),
-        (true, [_, ..]) => return EntryLookup::CannotTell,
-        // An extern "C" kernel's symbol is its plain name, whatever its namespace.
-        (false, [k]) if k.extern_c => return EntryLookup::Kernel((*k).clone()),
-        (false, [_, ..]) if !balanced || reached => return EntryLookup::CannotTell,
-        (false, [_, ..]) => return EntryLookup::InNamespace(same.into_iter().cloned().collect()),
-        _ => {}
-    }
-    if lexed.macro_global && lexed.toks.iter().any(|t| ident(Some(t)) == Some(bare)) {
-        return EntryLookup::CannotTell;
-    }
-    EntryLookup::Missing(kernels.iter().map(Kernel::qualified).collect())
+    Index::new(src).lookup(name)
 }
 
-/// [`lookup_entry`] of one overload, `base(types)`, among the source's `kernels`.
-fn lookup_overload(src: &str, kernels: &[Kernel], base: &str, types: &[&str]) -> EntryLookup {
-    let wanted: Vec<Vec<String>> = types.iter().map(|t| type_words(t)).collect();
-    let same: Vec<&Kernel> = kernels.iter().filter(|k| k.qualified() == base).collect();
-    let matching = |k: &&&Kernel| {
-        k.params
-            .iter()
-            .map(|p| type_words(&p.type_text))
-            .eq(wanted.iter().cloned())
-    };
-    // The overload asked for may be in a header the source includes: the compiler will
-    // tell, as it does for a plain name klab does not see.
-    let own_headers = crate::include::includes_own_headers(src);
-    match (same.iter().find(matching), same.as_slice()) {
-        (Some(k), _) => EntryLookup::Kernel((*k).clone()),
-        (None, _) if own_headers => EntryLookup::CannotTell,
-        // One kernel of that name, its types spelt otherwise (a typedef): NVRTC's cast
-        // will say whether they are its types.
-        (None, [k]) => EntryLookup::Kernel((*k).clone()),
-        (None, []) => EntryLookup::Missing(kernels.iter().map(Kernel::qualified).collect()),
-        (None, _) => EntryLookup::Overloaded(same.into_iter().cloned().collect()),
+/// A source read once for looking up its kernels: a manifest of many kernels in one file
+/// looks each up in the same reading (reading the file for each made loading it quadratic
+/// in its kernels).
+#[derive(Debug, Clone)]
+pub struct Index {
+    lexed: Lexed,
+    kernels: Vec<Kernel>,
+    /// Every brace paired ([`kernels_and_balance`]).
+    balanced: bool,
+    /// The source includes headers of its own ([`crate::include::includes_own_headers`]).
+    own_headers: bool,
+}
+
+impl Index {
+    pub fn new(src: &str) -> Index {
+        let lexed = tokenize(src);
+        let (kernels, balanced) = kernels_and_balance(&lexed.toks);
+        Index {
+            lexed,
+            kernels,
+            balanced,
+            own_headers: crate::include::includes_own_headers(src),
+        }
+    }
+
+    /// The source's kernels, in order.
+    pub fn kernels(&self) -> &[Kernel] {
+        &self.kernels
+    }
+
+    /// Whether the source includes headers of its own, where kernels klab does not see may be.
+    pub fn includes_own_headers(&self) -> bool {
+        self.own_headers
+    }
+
+    /// [`lookup_entry`] in this source.
+    pub fn lookup(&self, name: &str) -> EntryLookup {
+        let (lexed, kernels) = (&self.lexed, &self.kernels);
+        // One overload among several, named with its parameter types: matched by them.
+        if let Some((base, types)) = overload_entry(name) {
+            return self.lookup_overload(base, &types);
+        }
+        let named: Vec<&Kernel> = kernels.iter().filter(|k| k.qualified() == name).collect();
+        match named.as_slice() {
+            [k] => return EntryLookup::Kernel((*k).clone()),
+            // Overloads: C++ kernels (an extern "C" name has one definition), told apart by
+            // their parameter types.
+            [_, _, ..] => return EntryLookup::Overloaded(named.into_iter().cloned().collect()),
+            [] => {}
+        }
+        let bare = name.rsplit("::").next().unwrap_or(name);
+        let same: Vec<&Kernel> = kernels.iter().filter(|k| k.name == bare).collect();
+        let reached = same.iter().any(|k| reached_by_using(&lexed.toks, k));
+        match (name.contains("::"), same.as_slice()) {
+            // Qualified, and the one kernel of that name klab saw in no namespace: its
+            // namespace may be a macro's.
+            (true, [k]) if k.scope.is_empty() => return EntryLookup::Kernel((*k).clone()),
+            (true, [_, ..]) => return EntryLookup::CannotTell,
+            // An extern "C" kernel's symbol is its plain name, whatever its namespace.
+            (false, [k]) if k.extern_c => return EntryLookup::Kernel((*k).clone()),
+            (false, [_, ..]) if !self.balanced || reached => return EntryLookup::CannotTell,
+            (false, [_, ..]) => {
+                return EntryLookup::InNamespace(same.into_iter().cloned().collect())
+            }
+            _ => {}
+        }
+        if lexed.macro_global && lexed.toks.iter().any(|t| ident(Some(t)) == Some(bare)) {
+            return EntryLookup::CannotTell;
+        }
+        EntryLookup::Missing(kernels.iter().map(Kernel::qualified).collect())
+    }
+
+    /// [`Index::lookup`] of one overload, `base(types)`.
+    fn lookup_overload(&self, base: &str, types: &[&str]) -> EntryLookup {
+        let kernels = &self.kernels;
+        let wanted: Vec<Vec<String>> = types.iter().map(|t| type_words(t)).collect();
+        let same: Vec<&Kernel> = kernels.iter().filter(|k| k.qualified() == base).collect();
+        let matching = |k: &&&Kernel| {
+            k.params
+                .iter()
+                .map(|p| type_words(&p.type_text))
+                .eq(wanted.iter().cloned())
+        };
+        // The overload asked for may be in a header the source includes: the compiler will
+        // tell, as it does for a plain name klab does not see.
+        match (same.iter().find(matching), same.as_slice()) {
+            (Some(k), _) => EntryLookup::Kernel((*k).clone()),
+            (None, _) if self.own_headers => EntryLookup::CannotTell,
+            // One kernel of that name, its types spelt otherwise (a typedef): NVRTC's cast
+            // will say whether they are its types.
+            (None, [k]) => EntryLookup::Kernel((*k).clone()),
+            (None, []) => EntryLookup::Missing(kernels.iter().map(Kernel::qualified).collect()),
+            (None, _) => EntryLookup::Overloaded(same.into_iter().cloned().collect()),
+        }
     }
 }
 
