@@ -3,8 +3,9 @@
 //! whole process group at the deadline.
 //!
 //! No orphans: every child leads its own process group, which is recorded while it runs;
-//! [`install_signal_handlers`] makes SIGINT, SIGTERM and SIGHUP kill every recorded group
-//! before klab exits with one line, and each child is started with `PR_SET_PDEATHSIG` so
+//! [`install_signal_handlers`] makes SIGINT, SIGTERM and SIGHUP end every recorded group
+//! (SIGTERM, a short grace for a klab child to clean up, then SIGKILL) before klab exits
+//! with one line, and each child is started with `PR_SET_PDEATHSIG` so
 //! the kernel kills it when klab dies, SIGKILL included. What left the group (a `setsid`
 //! or a double fork: a daemon a reference started) still carries [`TREE_ENV`] naming the
 //! run it descends from, and is killed when that run ends ([`end_descendants`]). A klab process started by another
@@ -215,6 +216,7 @@ pub fn spawn(
     args: &[OsString],
     opts: &RunOptions,
 ) -> Result<Running, ProcessError> {
+    park_if_stopping();
     let mut cmd = Command::new(program);
     // Turns go through a socket, not a pipe: a turn given to a child that has just exited
     // is then an error of the send (MSG_NOSIGNAL), not a SIGPIPE, which klab's handler
@@ -375,7 +377,10 @@ impl Running {
         let status = loop {
             poll();
             match self.child.try_wait() {
-                Ok(Some(st)) => break st,
+                Ok(Some(st)) => {
+                    park_if_stopping();
+                    break st;
+                }
                 Ok(None) => {}
                 Err(e) => {
                     self.end();
@@ -720,6 +725,24 @@ fn may_be_in_exec(pid: u32, since: u64) -> bool {
     !matches!(state, "Z" | "X" | "x") && flags & PF_KTHREAD == 0 && started >= since
 }
 
+/// Set by the signal handler while its children end: a thread whose child ends then, or
+/// that would start one, stops where it is ([`park_if_stopping`]) rather than take a child
+/// the signal stopped for one that failed and write that down.
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// How long the signal handler lets its children end on SIGTERM before SIGKILL, in ms: a
+/// klab child's own handler then ends what it started and removes its folders (a
+/// reference's call folder), which SIGKILL would leave behind. A klab started by klab
+/// waits half as long, so that its parent's wait outlasts its own.
+static STOP_GRACE_MS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(2000);
+
+/// Never returns while the signal handler is stopping this process (it ends it).
+fn park_if_stopping() {
+    while STOPPING.load(std::sync::atomic::Ordering::SeqCst) {
+        thread::sleep(Duration::from_secs(1));
+    }
+}
+
 /// The process groups of the children running now, for the signal handler (a fixed table
 /// of atomics: the handler may neither lock nor allocate).
 const MAX_GROUPS: usize = 64;
@@ -754,24 +777,61 @@ impl Drop for GroupGuard {
     }
 }
 
+/// The process groups of the children running now, copied, and how many there are.
+/// Only async-signal-safe work: [`on_signal`] runs it.
+fn running_groups() -> ([i32; MAX_GROUPS], u8) {
+    use std::sync::atomic::Ordering;
+    let mut groups = [0i32; MAX_GROUPS];
+    let mut n = 0u8;
+    for (g, slot) in groups.iter_mut().zip(&GROUPS) {
+        *g = slot.load(Ordering::SeqCst);
+        n = n.saturating_add(u8::from(*g > 0));
+    }
+    (groups, n)
+}
+
+/// Send `sig` to each of `groups` (0: none). Only async-signal-safe calls.
 #[cfg(unix)]
+fn signal_groups(groups: &[i32], sig: libc::c_int) {
+    for &pg in groups.iter().filter(|&&pg| pg > 0) {
+        // SAFETY: kill(2) is async-signal-safe.
+        unsafe {
+            libc::kill(-pg, sig);
+        }
+    }
+}
+
 /// SIGKILL the process group of every running child; how many there were. Only
 /// async-signal-safe calls: [`on_signal`] runs it.
 #[cfg(unix)]
 fn kill_running_groups() -> u8 {
-    use std::sync::atomic::Ordering;
-    let mut ended = 0u8;
-    for g in &GROUPS {
-        let pg = g.load(Ordering::SeqCst);
-        if pg > 0 {
-            // SAFETY: kill(2) is async-signal-safe.
-            unsafe {
-                libc::kill(-pg, libc::SIGKILL);
-            }
-            ended = ended.saturating_add(1);
+    let (groups, n) = running_groups();
+    signal_groups(&groups, libc::SIGKILL);
+    n
+}
+
+/// SIGTERM `groups`, then wait up to [`STOP_GRACE_MS`] for each leader to end. Only
+/// async-signal-safe calls.
+#[cfg(target_os = "linux")]
+fn let_groups_end(groups: &[i32]) {
+    signal_groups(groups, libc::SIGTERM);
+    let grace = STOP_GRACE_MS.load(std::sync::atomic::Ordering::SeqCst);
+    let step = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 10_000_000,
+    };
+    for _ in 0..grace / 10 {
+        if !groups
+            .iter()
+            .any(|&pg| pg > 0 && signal_safe::is_live(pg as u32))
+        {
+            break;
+        }
+        // SAFETY: nanosleep(2) is async-signal-safe; both pointers are to this stack.
+        unsafe {
+            libc::nanosleep(&step, std::ptr::null_mut());
         }
     }
-    ended
 }
 
 const MAX_REMOVED: usize = 64;
@@ -843,7 +903,15 @@ fn remove_registered_files() {
 
 #[cfg(unix)]
 extern "C" fn on_signal(sig: libc::c_int) {
-    let ended = kill_running_groups();
+    STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (groups, ended) = running_groups();
+    #[cfg(target_os = "linux")]
+    if ended > 0 {
+        let_groups_end(&groups);
+    }
+    // What is left, and a child started meanwhile.
+    signal_groups(&groups, libc::SIGKILL);
+    kill_running_groups();
     #[cfg(target_os = "linux")]
     signal_safe::end_every_descendant();
     remove_registered_files();
@@ -951,6 +1019,7 @@ pub fn die_with_parent() {
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
     }
+    STOP_GRACE_MS.store(1000, std::sync::atomic::Ordering::SeqCst);
     let Some(watched) = std::env::var(PARENT_ENV)
         .ok()
         .and_then(|v| parse_identity(&v))
@@ -1177,6 +1246,50 @@ mod signal_safe {
         unsafe {
             libc::close(dir);
             libc::rmdir(path);
+        }
+    }
+
+    /// Whether process `pid` is alive: it has a /proc entry and is not a zombie.
+    pub fn is_live(pid: u32) -> bool {
+        let mut digits = [0u8; 10];
+        let mut n = pid;
+        let mut len = 0;
+        loop {
+            digits[len] = b'0' + (n % 10) as u8;
+            len += 1;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        // NUL-terminated: the array's last bytes stay 0.
+        let mut path = [0u8; 32];
+        let parts = b"/proc/"
+            .iter()
+            .chain(digits[..len].iter().rev())
+            .chain(b"/stat");
+        for (slot, &b) in path.iter_mut().zip(parts) {
+            *slot = b;
+        }
+        let mut buf = [0u8; 512];
+        // SAFETY: open(2), read(2) and close(2) on this stack's NUL-terminated path and buffer.
+        let got = unsafe {
+            let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY);
+            if fd < 0 {
+                return false;
+            }
+            let got = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+            libc::close(fd);
+            got
+        };
+        if got <= 0 {
+            return false;
+        }
+        // The state follows the name, which is in parentheses and may hold anything.
+        let stat = &buf[..got as usize];
+        match stat.iter().rposition(|&b| b == b')') {
+            Some(i) => !matches!(stat.get(i + 2), Some(b'Z' | b'X' | b'x') | None),
+            None => false,
         }
     }
 

@@ -262,3 +262,43 @@ fn a_folder_registered_for_removal_is_gone_after_sigint() {
         call.display()
     );
 }
+
+/// SIGINT of the top klab while a klab it started holds a folder (a check child's command
+/// reference's call folder): the child gets SIGTERM and a moment first, and its own handler
+/// removes the folder, where an immediate SIGKILL of its group left it behind.
+#[test]
+fn a_klab_childs_folder_is_removed_when_the_top_klab_is_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let call = dir.path().join("klab-ref-child");
+    std::fs::create_dir(&call).unwrap();
+    std::fs::write(call.join("x.npy"), "x").unwrap();
+    let mut holder = Command::new(hold_child())
+        .arg(hold_child())
+        .arg("--as-child")
+        .arg("--remove-on-signal")
+        .arg(&call)
+        .args(["/bin/sh", "-c", "echo $$; sleep 300"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid: i32 = line.trim().parse().expect("a pid");
+    let t0 = Instant::now();
+    signal(holder.id(), "-INT");
+    assert_eq!(holder.wait().unwrap().code(), Some(1));
+    // The child ended on SIGTERM: no wait for the grace.
+    assert!(
+        t0.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert!(
+        gone_within(pid, Duration::from_secs(5)),
+        "{pid} outlived klab"
+    );
+    assert!(!call.exists(), "{} is left behind", call.display());
+}
