@@ -377,10 +377,7 @@ impl Running {
         let status = loop {
             poll();
             match self.child.try_wait() {
-                Ok(Some(st)) => {
-                    park_if_stopping();
-                    break st;
-                }
+                Ok(Some(st)) => break st,
                 Ok(None) => {}
                 Err(e) => {
                     self.end();
@@ -408,6 +405,8 @@ impl Running {
                 Err(RecvTimeoutError::Disconnected) => self.open = 0,
             }
         };
+        // A child the watchdog ended counts too: nothing of it is reported while stopping.
+        park_if_stopping();
         self.reaped = true;
         if self.end_group_on_exit && !timed_out {
             end_group(self.child.id());
@@ -441,6 +440,7 @@ impl Running {
     }
 
     fn wait_err(&self, source: std::io::Error) -> ProcessError {
+        park_if_stopping();
         ProcessError::Wait {
             program: self.program.clone(),
             source,
@@ -810,21 +810,19 @@ fn kill_running_groups() -> u8 {
     n
 }
 
-/// SIGTERM `groups`, then wait up to [`STOP_GRACE_MS`] for each leader to end. Only
-/// async-signal-safe calls.
+/// SIGTERM `groups`, then wait up to [`STOP_GRACE_MS`] for every member of them to end
+/// (not only the leader: a launcher such as compute-sanitizer may lead a klab child's
+/// group and end first). Only async-signal-safe calls.
 #[cfg(target_os = "linux")]
 fn let_groups_end(groups: &[i32]) {
     signal_groups(groups, libc::SIGTERM);
     let grace = STOP_GRACE_MS.load(std::sync::atomic::Ordering::SeqCst);
     let step = libc::timespec {
         tv_sec: 0,
-        tv_nsec: 10_000_000,
+        tv_nsec: 20_000_000,
     };
-    for _ in 0..grace / 10 {
-        if !groups
-            .iter()
-            .any(|&pg| pg > 0 && signal_safe::is_live(pg as u32))
-        {
+    for _ in 0..grace / 20 {
+        if !signal_safe::any_live_in(groups) {
             break;
         }
         // SAFETY: nanosleep(2) is async-signal-safe; both pointers are to this stack.
@@ -982,6 +980,11 @@ pub fn install_signal_handlers() {
             let mut act: libc::sigaction = std::mem::zeroed();
             act.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
             libc::sigemptyset(&mut act.sa_mask);
+            // A second signal while the handler runs waits (the handler then exits): it
+            // would otherwise start the handler, and its grace, over.
+            for other in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
+                libc::sigaddset(&mut act.sa_mask, other);
+            }
             libc::sigaction(sig, &act, std::ptr::null_mut());
         }
     }
@@ -1249,48 +1252,67 @@ mod signal_safe {
         }
     }
 
-    /// Whether process `pid` is alive: it has a /proc entry and is not a zombie.
-    pub fn is_live(pid: u32) -> bool {
-        let mut digits = [0u8; 10];
-        let mut n = pid;
-        let mut len = 0;
-        loop {
-            digits[len] = b'0' + (n % 10) as u8;
-            len += 1;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
+    /// Whether a live process (not a zombie) is in one of `groups` (process group ids; 0
+    /// is none), by its /proc stat.
+    pub fn any_live_in(groups: &[i32]) -> bool {
+        // SAFETY: open(2) of a constant path.
+        let dir = unsafe { libc::open(c"/proc".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
+        if dir < 0 {
+            return false;
         }
-        // NUL-terminated: the array's last bytes stay 0.
+        let mut found = false;
+        each_entry(dir, |name| {
+            if !found && pid_of(name).is_some() {
+                found = live_group(name).is_some_and(|g| g > 0 && groups.contains(&g));
+            }
+        });
+        // SAFETY: closing the descriptor opened above.
+        unsafe {
+            libc::close(dir);
+        }
+        found
+    }
+
+    /// The process group of /proc entry `name`, if that process is alive.
+    fn live_group(name: &[u8]) -> Option<i32> {
         let mut path = [0u8; 32];
-        let parts = b"/proc/"
-            .iter()
-            .chain(digits[..len].iter().rev())
-            .chain(b"/stat");
-        for (slot, &b) in path.iter_mut().zip(parts) {
-            *slot = b;
+        let parts: [&[u8]; 3] = [b"/proc/", name, b"/stat"];
+        let mut len = 0;
+        for part in parts {
+            if len + part.len() >= path.len() {
+                return None;
+            }
+            path[len..len + part.len()].copy_from_slice(part);
+            len += part.len();
         }
         let mut buf = [0u8; 512];
         // SAFETY: open(2), read(2) and close(2) on this stack's NUL-terminated path and buffer.
         let got = unsafe {
             let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY);
             if fd < 0 {
-                return false;
+                return None;
             }
             let got = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
             libc::close(fd);
             got
         };
-        if got <= 0 {
-            return false;
+        let stat = buf.get(..usize::try_from(got).ok()?)?;
+        // After the name (in parentheses, anything in it): state, ppid, pgrp.
+        let after = stat.iter().rposition(|&b| b == b')')? + 1;
+        let mut fields = stat[after..]
+            .split(|&b| b == b' ')
+            .filter(|f| !f.is_empty());
+        let state = fields.next()?;
+        if matches!(state, [b'Z' | b'X' | b'x', ..]) {
+            return None;
         }
-        // The state follows the name, which is in parentheses and may hold anything.
-        let stat = &buf[..got as usize];
-        match stat.iter().rposition(|&b| b == b')') {
-            Some(i) => !matches!(stat.get(i + 2), Some(b'Z' | b'X' | b'x') | None),
-            None => false,
-        }
+        let _ppid = fields.next()?;
+        let pgrp = fields.next()?;
+        pgrp.iter().try_fold(0i32, |a, d| {
+            d.is_ascii_digit()
+                .then(|| a.checked_mul(10)?.checked_add(i32::from(d - b'0')))
+                .flatten()
+        })
     }
 
     fn pid_of(name: &[u8]) -> Option<u32> {

@@ -342,3 +342,87 @@ fn one_process_keeps_the_ordinal_in_its_tables() {
         .unwrap();
     assert!(head.contains(" dev "), "{head}");
 }
+
+/// A process the map gives a GPU that TARGET_INFO_GPU does not list: its rows carry that
+/// GPU's id, not the GPU another process calls by the same ordinal, and a note says so.
+#[test]
+fn a_gpu_the_map_names_but_the_gpu_table_lacks_is_not_another_gpu() {
+    use klab_tools::nsys::testdata::{edit, global_pid};
+    let (_d, path) = write(REDUCE);
+    edit(
+        &path,
+        &format!(
+            "INSERT INTO TARGET_INFO_CUDA_DEVICE (gpuId, cudaId, pid) VALUES (9, 0, 5151);
+             CREATE TEMP TABLE k AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId = 7;
+             UPDATE k SET globalPid = {};
+             INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM k;",
+            global_pid(5151)
+        ),
+    )
+    .unwrap();
+    let t = klab_tools::nsys::open(&path).unwrap();
+    let theirs: Vec<Option<i64>> = t
+        .kernels
+        .iter()
+        .filter(|k| k.pid == Some(5151))
+        .map(|k| k.gpu)
+        .collect();
+    assert_eq!(theirs, [Some(9)]);
+    assert!(
+        has_note(&t, "names GPU id(s) 9 that TARGET_INFO_GPU does not list"),
+        "{:?}",
+        t.notes
+    );
+}
+
+/// Two rows that give one process's ordinal two GPUs: that process's rows name neither.
+#[test]
+fn a_process_ordinal_the_map_gives_two_gpus_names_neither() {
+    let (_d, path) = write(REDUCE);
+    klab_tools::nsys::testdata::edit(
+        &path,
+        "CREATE TEMP TABLE g AS SELECT * FROM TARGET_INFO_GPU;
+         UPDATE g SET id = 2;
+         INSERT INTO TARGET_INFO_GPU SELECT * FROM g;
+         INSERT INTO TARGET_INFO_CUDA_DEVICE (gpuId, cudaId, pid) VALUES (2, 0, 4242);",
+    )
+    .unwrap();
+    let t = klab_tools::nsys::open(&path).unwrap();
+    assert!(t.kernels.iter().all(|k| k.gpu.is_none()));
+    assert!(
+        has_note(
+            &t,
+            "gives more than one GPU for process 4242's CUDA device 0"
+        ),
+        "{:?}",
+        t.notes
+    );
+}
+
+/// An export without the map and two GPUs of one ordinal: the tables keep the ordinal, and a
+/// note says which GPU cannot be told.
+#[test]
+fn without_the_map_shared_ordinals_keep_the_ordinal_and_say_so() {
+    let (_d, path) = write(TRANSPOSE32);
+    klab_tools::nsys::testdata::edit(
+        &path,
+        "CREATE TEMP TABLE g AS SELECT * FROM TARGET_INFO_GPU;
+         UPDATE g SET id = 7;
+         INSERT INTO TARGET_INFO_GPU SELECT * FROM g;",
+    )
+    .unwrap();
+    let t = klab_tools::nsys::open(&path).unwrap();
+    assert!(!t.ordinals_shared());
+    assert!(t.kernels.iter().all(|k| k.gpu.is_none()));
+    assert!(
+        has_note(&t, "which GPU a row ran on cannot be told"),
+        "{:?}",
+        t.notes
+    );
+    let text = render::text(&t, &Rates::default());
+    let head = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("start_ns") && l.contains("regs"))
+        .unwrap();
+    assert!(head.contains(" dev "), "{head}");
+}

@@ -302,3 +302,37 @@ fn a_klab_childs_folder_is_removed_when_the_top_klab_is_stopped() {
     );
     assert!(!call.exists(), "{} is left behind", call.display());
 }
+
+/// The same with a launcher leading the klab child's group (as compute-sanitizer does) that
+/// ends at once on SIGTERM, and a grandchild that ignores it: the top klab waits for every
+/// member of the group, not only its leader, so the child's handler still removes the folder.
+#[test]
+fn a_klab_childs_folder_is_removed_when_a_launcher_leads_its_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let call = dir.path().join("klab-ref-child");
+    std::fs::create_dir(&call).unwrap();
+    let h = hold_child();
+    let launcher = format!(
+        "{} --as-child --remove-on-signal {} /bin/sh -c 'trap \"\" TERM; echo $$; exec sleep 300'; true",
+        h.display(),
+        call.display()
+    );
+    let mut holder = Command::new(&h)
+        .args(["/bin/sh", "-c", &launcher])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid: i32 = line.trim().parse().expect("a pid");
+    signal(holder.id(), "-INT");
+    assert_eq!(holder.wait().unwrap().code(), Some(1));
+    assert!(
+        gone_within(pid, Duration::from_secs(5)),
+        "{pid} outlived klab"
+    );
+    assert!(!call.exists(), "{} is left behind", call.display());
+}

@@ -484,7 +484,13 @@ pub struct Trace {
 impl Trace {
     /// Whether a CUDA ordinal names more than one GPU here (processes that each see their own
     /// GPU as device 0), so a row's `device` does not say which GPU it ran on; its `gpu` does.
+    ///
+    /// Only where the export maps processes' ordinals to GPUs (`TARGET_INFO_CUDA_DEVICE`):
+    /// without that map no row knows its GPU, and the tables keep the ordinal.
     pub fn ordinals_shared(&self) -> bool {
+        if self.gpus.iter().all(|g| g.processes.is_empty()) {
+            return false;
+        }
         let mut owner: HashMap<i64, Option<i64>> = HashMap::new();
         self.gpus.iter().any(|g| {
             let ordinals = g

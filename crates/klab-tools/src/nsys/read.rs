@@ -308,22 +308,56 @@ impl CallIndex {
 }
 
 /// Which GPU a row's process and ordinal name: its process's entry in
-/// `TARGET_INFO_CUDA_DEVICE`, else the one GPU with that ordinal (older exports, or a
-/// process the table leaves out).
+/// `TARGET_INFO_CUDA_DEVICE` (2025.5 on), else the one GPU with that ordinal (older exports,
+/// or a process the table leaves out). What cannot be told is none, with a note.
 struct GpuIndex {
-    by_process: HashMap<(i64, i64), i64>,
+    /// (pid, ordinal) -> the GPU, None where rows of the table disagree.
+    by_process: HashMap<(i64, i64), Option<i64>>,
     by_ordinal: HashMap<i64, Option<i64>>,
+    notes: Vec<String>,
 }
 
 impl GpuIndex {
-    fn new(gpus: &[Gpu]) -> GpuIndex {
-        let mut by_process = HashMap::new();
+    fn new(gpus: &[Gpu], seen: &[(i64, ProcessOrdinal)]) -> GpuIndex {
+        let mut notes = Vec::new();
+        let known: BTreeSet<i64> = gpus.iter().filter_map(|g| g.id).collect();
+        let mut by_process: HashMap<(i64, i64), Option<i64>> = HashMap::new();
+        for &(g, p) in seen {
+            by_process
+                .entry((p.pid, p.cuda_device))
+                .and_modify(|owner| {
+                    if *owner != Some(g) {
+                        *owner = None
+                    }
+                })
+                .or_insert(Some(g));
+        }
+        let unlisted: BTreeSet<i64> = seen
+            .iter()
+            .map(|(g, _)| *g)
+            .filter(|g| !known.contains(g))
+            .collect();
+        if !unlisted.is_empty() {
+            notes.push(format!(
+                "{TARGET_INFO_CUDA_DEVICE} names GPU id(s) {} that {TARGET_INFO_GPU} does not list: their rows' gpu is that id, with no name",
+                unlisted.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        let mut conflicting: Vec<String> = by_process
+            .iter()
+            .filter(|(_, g)| g.is_none())
+            .map(|((pid, d), _)| format!("process {pid}'s CUDA device {d}"))
+            .collect();
+        conflicting.sort();
+        if !conflicting.is_empty() {
+            notes.push(format!(
+                "{TARGET_INFO_CUDA_DEVICE} gives more than one GPU for {}: its rows' gpu is blank",
+                conflicting.join(", ")
+            ));
+        }
         let mut by_ordinal: HashMap<i64, Option<i64>> = HashMap::new();
         for g in gpus {
             let Some(id) = g.id else { continue };
-            for p in &g.processes {
-                by_process.insert((p.pid, p.cuda_device), id);
-            }
             let ordinals: BTreeSet<i64> = g
                 .processes
                 .iter()
@@ -342,15 +376,23 @@ impl GpuIndex {
                     .or_insert(Some(id));
             }
         }
+        if seen.is_empty() && by_ordinal.values().any(Option::is_none) {
+            notes.push(format!(
+                "several GPUs have the same CUDA ordinal and the export has no {TARGET_INFO_CUDA_DEVICE}: which GPU a row ran on cannot be told (dev is the ordinal in the row's process)"
+            ));
+        }
         GpuIndex {
             by_process,
             by_ordinal,
+            notes,
         }
     }
 
     fn gpu(&self, pid: Option<i64>, device: i64) -> Option<i64> {
-        pid.and_then(|p| self.by_process.get(&(p, device)).copied())
-            .or_else(|| self.by_ordinal.get(&device).copied().flatten())
+        match pid.and_then(|p| self.by_process.get(&(p, device))) {
+            Some(g) => *g,
+            None => self.by_ordinal.get(&device).copied().flatten(),
+        }
     }
 }
 
@@ -364,7 +406,7 @@ impl Reader<'_> {
     fn read(mut self, path: &Path) -> rusqlite::Result<Trace> {
         let version = self.version()?;
         let strings = self.strings()?;
-        let gpus = self.gpus()?;
+        let (gpus, gpu_of) = self.gpus()?;
         let (runtime, api, calls) = self.runtime(&strings)?;
         let (kernel, mut kernels) = self.kernels(&strings)?;
         let copy_kinds = self.labels(ENUM_MEMCPY_OPER, &schema::MEMCPY_KIND_LABELS, "copy kind")?;
@@ -374,7 +416,6 @@ impl Reader<'_> {
         self.notes
             .extend([copy_kinds.note(), mem_kinds.note()].into_iter().flatten());
 
-        let gpu_of = GpuIndex::new(&gpus);
         for k in &mut kernels {
             k.api = calls.name(k.pid, k.correlation_id);
             k.gpu = gpu_of.gpu(k.pid, k.device);
@@ -577,7 +618,58 @@ impl Reader<'_> {
     }
 
     /// The GPUs, and which GPU each process's ordinal names (`TARGET_INFO_CUDA_DEVICE`).
-    fn gpus(&mut self) -> rusqlite::Result<Vec<Gpu>> {
+    fn gpus(&mut self) -> rusqlite::Result<(Vec<Gpu>, GpuIndex)> {
+        let seen = self.process_ordinals()?;
+        let gpus = self.gpu_rows(&seen)?;
+        let index = GpuIndex::new(&gpus, &seen);
+        self.notes.extend(index.notes.iter().cloned());
+        Ok((gpus, index))
+    }
+
+    /// `TARGET_INFO_CUDA_DEVICE`: each (gpuId, process, ordinal) row, pids read as process ids.
+    fn process_ordinals(&mut self) -> rusqlite::Result<Vec<(i64, ProcessOrdinal)>> {
+        let mut out = Vec::new();
+        if !self.schema.has(TARGET_INFO_CUDA_DEVICE) {
+            return Ok(out);
+        }
+        let Ok(map) = Select::plan(
+            self.conn,
+            TARGET_INFO_CUDA_DEVICE,
+            &["gpuId", "cudaId"],
+            &["pid"],
+        )?
+        else {
+            return Ok(out);
+        };
+        let mut stmt = self.conn.prepare(&map.sql)?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let (Some(g), Some(c), Some(p)) = (
+                map.int(row, "gpuId"),
+                map.int(row, "cudaId"),
+                map.int(row, "pid"),
+            ) else {
+                continue;
+            };
+            // Documented as a process id; read a serialized GlobalId too.
+            let pid = if p > 0xFF_FFFF {
+                pid_of(Some(p)).unwrap_or(p)
+            } else {
+                p
+            };
+            out.push((
+                g,
+                ProcessOrdinal {
+                    pid,
+                    cuda_device: c,
+                },
+            ));
+        }
+        Ok(out)
+    }
+
+    /// `TARGET_INFO_GPU`, each GPU with the processes `TARGET_INFO_CUDA_DEVICE` gives it.
+    fn gpu_rows(&mut self, seen: &[(i64, ProcessOrdinal)]) -> rusqlite::Result<Vec<Gpu>> {
         if !self.schema.has(TARGET_INFO_GPU) {
             return Ok(Vec::new());
         }
@@ -587,31 +679,8 @@ impl Reader<'_> {
         };
         // gpuId -> each process's ordinal for it.
         let mut seen_by: HashMap<i64, BTreeSet<ProcessOrdinal>> = HashMap::new();
-        if self.schema.has(TARGET_INFO_CUDA_DEVICE) {
-            if let Ok(map) = Select::plan(
-                self.conn,
-                TARGET_INFO_CUDA_DEVICE,
-                &["gpuId", "cudaId"],
-                &["pid"],
-            )? {
-                let mut stmt = self.conn.prepare(&map.sql)?;
-                let mut rows = stmt.query([])?;
-                while let Some(row) = rows.next()? {
-                    if let (Some(g), Some(c)) = (map.int(row, "gpuId"), map.int(row, "cudaId")) {
-                        seen_by.entry(g).or_default().insert(ProcessOrdinal {
-                            // Documented as a process id; read a serialized GlobalId too.
-                            pid: map.int(row, "pid").map_or(-1, |p| {
-                                if p > 0xFF_FFFF {
-                                    pid_of(Some(p)).unwrap_or(p)
-                                } else {
-                                    p
-                                }
-                            }),
-                            cuda_device: c,
-                        });
-                    }
-                }
-            }
+        for &(g, p) in seen {
+            seen_by.entry(g).or_default().insert(p);
         }
         let mut gpus = Vec::new();
         let mut stmt = self.conn.prepare(&sel.sql)?;
@@ -620,7 +689,7 @@ impl Reader<'_> {
             let id = sel.int(row, "id");
             let processes: Vec<ProcessOrdinal> = id
                 .and_then(|i| seen_by.get(&i))
-                .map(|s| s.iter().copied().filter(|p| p.pid >= 0).collect())
+                .map(|s| s.iter().copied().collect())
                 .unwrap_or_default();
             let ordinals: BTreeSet<i64> = id
                 .and_then(|i| seen_by.get(&i))

@@ -14,10 +14,11 @@
 //! finding, the summary, or a note (kept verbatim in [`Report::notes`]); nothing is dropped.
 //! A block whose header it does not recognise is a finding of kind [`FindingKind::Other`]
 //! with its raw text, unless it is the program's: a program may print a line that starts
-//! with the prefix (`========= Checking results`), inside a record too. Such a line, when
-//! its words are not alarming (error, fail, warning, invalid, violation), is read as the
-//! program's output where the tool's own summary counts every finding without it; the
-//! report is then read again without it, and a note says so. Racecheck's `--racecheck-trace-sync yes` lines (`Barrier called by
+//! with the prefix (`========= Checking results`), inside a record too. Such a header line,
+//! when its words are not alarming (error, fail, warning, invalid, address, race, leak, ...),
+//! is read as the program's output where the tool's ERROR SUMMARY counts every finding
+//! without it; the report is then read again without it, and a note says so. Racecheck's
+//! summary counts only hazards, so under it nothing is set aside. Racecheck's `--racecheck-trace-sync yes` lines (`Barrier called by
 //! threads starting at ...`, `Syncwarp called by ...`, `Sync mask of thread N: ...`) trace
 //! synchronisation that happened: notes, not barrier errors.
 //!

@@ -90,8 +90,9 @@ pub(crate) fn parse_with(
 /// Otherwise it stays a finding: a message this parser does not know may be an error.
 fn program_lines_set_aside(output: &str) -> State {
     let first = State::read(&blocks(output, &[]));
-    let has_summary = first.error_count.is_some() || first.displayed.is_some();
-    if first.unknown.is_empty() || !has_summary {
+    // ERROR SUMMARY counts every record the tool printed; RACECHECK SUMMARY only its
+    // hazards, so it cannot say that a record of another kind is not the tool's.
+    if first.unknown.is_empty() || first.error_count.is_none() {
         return first;
     }
     let mut again = State::read(&blocks(output, &first.unknown));
@@ -223,6 +224,9 @@ struct Block<'a> {
     header_raw: &'a str,
     /// The header's line number in the report.
     line: usize,
+    /// Begun by an indented line with no block open: the rest of a record that something
+    /// cut (the tool's format, so never the program's line).
+    headless: bool,
     /// (text without prefix and indentation, verbatim line)
     body: Vec<(&'a str, &'a str)>,
 }
@@ -267,7 +271,8 @@ fn blocks<'a>(output: &'a str, program: &[usize]) -> Vec<Block<'a>> {
     let mut skipping = false;
     for (n, line) in report_lines(output).enumerate() {
         let (kind, raw) = classify_line(line);
-        if program.contains(&n) {
+        // `program` is in increasing order (the order blocks were read in).
+        if program.binary_search(&n).is_ok() {
             skipping = cur.is_none();
             continue;
         }
@@ -284,6 +289,7 @@ fn blocks<'a>(output: &'a str, program: &[usize]) -> Vec<Block<'a>> {
                     header: h,
                     header_raw: raw,
                     line: n,
+                    headless: false,
                     body: Vec::new(),
                 });
             }
@@ -296,6 +302,7 @@ fn blocks<'a>(output: &'a str, program: &[usize]) -> Vec<Block<'a>> {
                         header: t,
                         header_raw: raw,
                         line: n,
+                        headless: true,
                         body: Vec::new(),
                     })
                 }
@@ -371,6 +378,33 @@ const TOOL_FAILURE: [&str; 31] = [
 /// (racecheck's `Detected overflow of tracked cuda::barrier structures. Results might be
 /// incorrect`): not a finding about the kernel, and not a clean run either.
 const INCOMPLETE: [&str; 2] = ["detected overflow of tracked", "results might be incorrect"];
+
+/// Whether a header no tool message matches speaks of trouble: such a block is never taken
+/// for the program's output ([`program_lines_set_aside`]).
+fn alarming(l: &str) -> bool {
+    const WORDS: [&str; 19] = [
+        "error",
+        "fail",
+        "warning",
+        "invalid",
+        "violation",
+        "illegal",
+        "address",
+        "range",
+        "exception",
+        "overflow",
+        "misaligned",
+        "race",
+        "hazard",
+        "leak",
+        "uninit",
+        "barrier",
+        "assert",
+        "fault",
+        "abort",
+    ];
+    WORDS.iter().any(|w| l.contains(w))
+}
 
 /// Messages that mean the application failed.
 const APP_FAILURE: [&str; 3] = [
@@ -461,10 +495,7 @@ impl State {
         }
         // `Program hit ...` API errors and every block this parser does not know. One that
         // speaks of an error, a failure or a warning is never taken for the program's.
-        let alarming = ["error", "fail", "warning", "invalid", "violation"]
-            .iter()
-            .any(|w| l.contains(w));
-        if !l.starts_with("program hit") && !alarming {
+        if !l.starts_with("program hit") && !b.headless && !alarming(&l) {
             self.unknown.push(b.line);
             self.unknown_first.get_or_insert_with(|| h.to_string());
         }
@@ -750,15 +781,17 @@ fn finding_kind(l: &str, b: &Block<'_>) -> Option<FindingKind> {
 /// overflows, each with or without `Warp` / `Lane` / `Device`) and device-side
 /// `malloc`/`free` errors. These are real findings, whatever else the report says.
 fn is_device_error(l: &str) -> bool {
-    const HARDWARE: [&str; 8] = [
+    const HARDWARE: [&str; 10] = [
         "illegal instruction",
         "illegal address",
         "misaligned",
         "invalid pc",
         "invalid address space",
         "out-of-range address",
+        "out-of-range shared or local address",
         "hardware stack overflow",
         "user stack overflow",
+        "assert",
     ];
     let bare = ["warp ", "lane ", "device "]
         .iter()
@@ -1436,5 +1469,54 @@ all good
             assert_eq!(r.findings.len(), 1, "{line}");
             assert_eq!(r.outcome, Outcome::FoundErrors, "{line}");
         }
+    }
+
+    /// Racecheck's summary counts only hazards: it cannot vouch that a record of another
+    /// kind is not the tool's, so such a record stays a finding (a reviewer's log was called
+    /// clean).
+    #[test]
+    fn racecheck_summaries_set_no_record_aside() {
+        for header in [
+            "Out-of-range Shared or Local Address",
+            "Something new happened",
+        ] {
+            let text = format!(
+                "========= COMPUTE-SANITIZER\n========= {header}\n=========     at k+0x70 in /x/a.cu:5\n=========     by thread (3,0,0) in block (2,0,0)\n=========\n========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
+            );
+            let r = parse(Tool::Racecheck, &text, Some(0), 99);
+            assert_eq!(r.findings.len(), 1, "{header}");
+            assert_eq!(r.outcome, Outcome::FoundErrors, "{header}");
+        }
+        let r = memcheck("========= Warp Out-of-range Shared or Local Address\n=========     at k+0x70 in /x/a.cu:5\n=========\n========= ERROR SUMMARY: 1 error\n");
+        assert_eq!(r.findings[0].kind, FindingKind::DeviceException);
+    }
+
+    /// A bare prefix line from the program inside a record cuts it; the rest of the record
+    /// (indented, no header) is the tool's and is never set aside.
+    #[test]
+    fn the_rest_of_a_cut_record_is_never_the_programs() {
+        let text = "\
+========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 4 bytes
+=========     at k+0x70 in /x/a.cu:5
+=========
+=========     by thread (3,0,0) in block (2,0,0)
+=========     Address 0x10 is out of bounds
+=========
+========= ERROR SUMMARY: 1 error
+";
+        let r = memcheck(text);
+        assert_eq!(r.outcome, Outcome::FoundErrors);
+        assert!(
+            r.findings.iter().any(|f| f.raw.contains("Address 0x10")),
+            "{:?}",
+            r.findings
+        );
+        assert!(r.summary_mismatch.is_some());
+        assert!(
+            !r.notes.iter().any(|n| n.contains("program's output")),
+            "{:?}",
+            r.notes
+        );
     }
 }
