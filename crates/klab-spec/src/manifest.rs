@@ -417,6 +417,10 @@ impl Source {
         let crate::signature::EntryLookup::Kernel(k) = text.index().lookup(name) else {
             return None;
         };
+        // Parameters behind an `#ifdef`: which the compiler sees, klab cannot tell.
+        if k.list_has_directive {
+            return None;
+        }
         let at = format!("{name} ({file} line {})", k.line);
         if check == SignatureCheck::Roles && k.params.len() != params.len() {
             return None;
@@ -516,6 +520,9 @@ impl Source {
         let crate::signature::EntryLookup::Kernel(k) = text.index().lookup(name) else {
             return None;
         };
+        if k.list_has_directive {
+            return None;
+        }
         Some(
             params
                 .iter()
@@ -2005,6 +2012,22 @@ scalars.a = { type = "f32", values = [1.0] }
             assert_eq!(e.field, "kernel[0].params", "{sig}: {e}");
             assert!(e.problem.contains(says), "{sig}: {e}");
             assert_eq!(e.to_string().lines().count(), 1, "{e}");
+        }
+    }
+
+    /// Public kernels a reviewer found refused: a function-like macro before the name,
+    /// dead code of another signature, an `#ifdef` choosing between signatures or inside
+    /// the parameter list. Each loads.
+    #[test]
+    fn macros_and_preprocessor_branches_of_public_kernels_load() {
+        for src in [
+            "#define LAUNCH_BOUNDS(n) __launch_bounds__(n)\nextern \"C\" __global__ void LAUNCH_BOUNDS(256) k(const float *x, float *y, int n, float a) {}",
+            "#if 0\nextern \"C\" __global__ void k(const float *x, float *y, int n) {}\n#endif\nextern \"C\" __global__ void k(const float *x, float *y, int n, float a) {}",
+            "#ifdef USE_DOUBLE\nextern \"C\" __global__ void k(const double *x, double *y, int n, double a) {}\n#else\nextern \"C\" __global__ void k(const float *x, float *y, int n, float a) {}\n#endif",
+            "extern \"C\" __global__ void k(const float *x,\n#ifdef WITH_Z\n    float *z,\n#endif\n    float *y, int n, float a) {}",
+        ] {
+            let r = declared_xy("f32", src);
+            assert!(r.is_ok(), "{src}: {:?}", r.err());
         }
     }
 

@@ -65,6 +65,12 @@ pub struct Kernel {
     /// The arguments of `__launch_bounds__(...)`.
     pub launch_bounds: Option<String>,
     pub params: Vec<Param>,
+    /// Declared in a branch of an `#if` klab cannot decide (`#ifdef X ... #else`): another
+    /// kernel of its name may be the one the compiler sees.
+    pub in_branch: bool,
+    /// Its parameter list holds a conditional directive (`#ifdef WITH_Z float *z, #endif`):
+    /// klab cannot tell which parameters the compiler sees.
+    pub list_has_directive: bool,
 }
 
 impl Kernel {
@@ -105,6 +111,95 @@ enum Tok {
 struct Token {
     tok: Tok,
     line: usize,
+    /// In a branch of an `#if` klab cannot decide (`#ifdef`, an expression): the compiler
+    /// may not see it.
+    in_branch: bool,
+    /// A conditional directive (`#if`, `#else`, `#endif`, ...) comes between the token
+    /// before and this one.
+    after_directive: bool,
+}
+
+/// What klab knows of a preprocessor conditional: `#if 0` is dead, `#if 1` live, anything
+/// else (`#ifdef X`, an expression) undecided, and so are the branches after it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Branch {
+    Live,
+    Dead,
+    Undecided,
+}
+
+/// An open `#if` group: the branch now, and whether an earlier branch was taken (None:
+/// cannot tell).
+#[derive(Debug, Clone, Copy)]
+struct Group {
+    branch: Branch,
+    taken: Option<bool>,
+}
+
+/// A constant `#if` condition klab can decide: `0`, `1`, `false`, `true`.
+fn decide(condition: &str) -> Option<bool> {
+    let c = condition
+        .split("//")
+        .next()
+        .unwrap_or("")
+        .split("/*")
+        .next()
+        .unwrap_or("")
+        .trim();
+    match c {
+        "0" | "false" | "(0)" => Some(false),
+        "1" | "true" | "(1)" => Some(true),
+        _ => None,
+    }
+}
+
+/// The groups after a conditional directive (`directive` from its `#`), or None for
+/// another directive.
+fn after_conditional(groups: &mut Vec<Group>, directive: &str) -> Option<()> {
+    let body = directive.trim_start_matches('#').trim_start();
+    let word: String = body
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    let rest = &body[word.len()..];
+    let open = |taken: Option<bool>| Group {
+        branch: match taken {
+            Some(true) => Branch::Live,
+            Some(false) => Branch::Dead,
+            None => Branch::Undecided,
+        },
+        taken,
+    };
+    match word.as_str() {
+        "if" => groups.push(open(decide(rest))),
+        "ifdef" | "ifndef" => groups.push(open(None)),
+        "elif" | "elifdef" | "elifndef" | "else" => {
+            let g = groups.last_mut()?;
+            let this = if word == "elif" {
+                decide(rest)
+            } else if word == "else" {
+                Some(true)
+            } else {
+                None
+            };
+            *g = match g.taken {
+                Some(true) => Group {
+                    branch: Branch::Dead,
+                    taken: Some(true),
+                },
+                Some(false) => open(this),
+                None => Group {
+                    branch: Branch::Undecided,
+                    taken: None,
+                },
+            };
+        }
+        "endif" => {
+            groups.pop();
+        }
+        _ => return None,
+    }
+    Some(())
 }
 
 /// A source as tokens, and whether a preprocessor line writes `__global__`.
@@ -124,6 +219,8 @@ fn tokenize(src: &str) -> Lexed {
     let mut macro_global = false;
     let (mut i, mut line) = (0usize, 1usize);
     let mut line_start = true;
+    let mut groups: Vec<Group> = Vec::new();
+    let mut after_directive = false;
     let at = |i: usize| c.get(i).copied().unwrap_or('\0');
     while i < c.len() {
         let ch = c[i];
@@ -133,6 +230,16 @@ fn tokenize(src: &str) -> Lexed {
             i += 1;
             continue;
         }
+        // Inside `#if 0`: nothing but the directives that may end it.
+        let dead = groups.iter().any(|g| g.branch == Branch::Dead);
+        if dead && !(ch == '#' && line_start) {
+            if !ch.is_whitespace() {
+                line_start = false;
+            }
+            i += 1;
+            continue;
+        }
+        let in_branch = groups.iter().any(|g| g.branch == Branch::Undecided);
         if ch.is_whitespace() {
             i += 1;
             continue;
@@ -165,7 +272,11 @@ fn tokenize(src: &str) -> Lexed {
                 i += 1;
             }
             let directive: String = c[begin..i.min(c.len())].iter().collect();
-            macro_global |= directive.contains("__global__");
+            if after_conditional(&mut groups, &directive).is_some() {
+                after_directive = true;
+            } else if !dead {
+                macro_global |= directive.contains("__global__");
+            }
             continue;
         }
         line_start = false;
@@ -193,6 +304,8 @@ fn tokenize(src: &str) -> Lexed {
                     Tok::Number(format!("'{text}'"))
                 },
                 line: start_line,
+                in_branch,
+                after_directive: std::mem::take(&mut after_directive),
             });
             continue;
         }
@@ -213,6 +326,8 @@ fn tokenize(src: &str) -> Lexed {
             out.push(Token {
                 tok: Tok::Number(c[begin..i.min(c.len())].iter().collect()),
                 line: start_line,
+                in_branch,
+                after_directive: std::mem::take(&mut after_directive),
             });
             continue;
         }
@@ -244,6 +359,8 @@ fn tokenize(src: &str) -> Lexed {
                 out.push(Token {
                     tok: Tok::Str(text),
                     line: start_line,
+                    in_branch,
+                    after_directive: std::mem::take(&mut after_directive),
                 });
                 i = (k + close.len()).min(c.len());
                 continue;
@@ -251,12 +368,16 @@ fn tokenize(src: &str) -> Lexed {
             out.push(Token {
                 tok: Tok::Ident(word),
                 line: start_line,
+                in_branch,
+                after_directive: std::mem::take(&mut after_directive),
             });
             continue;
         }
         out.push(Token {
             tok: Tok::Punct(ch),
             line: start_line,
+            in_branch,
+            after_directive: std::mem::take(&mut after_directive),
         });
         i += 1;
     }
@@ -342,6 +463,40 @@ const ATTRIBUTES: [&str; 7] = [
     "alignas",
     "__align__",
 ];
+/// Whether a parenthesised list reads as a macro's arguments (`256`, `CUDA_NUM_THREADS, 4`)
+/// rather than parameters: not empty, and no declarator in it (no `*` or `&`, no type
+/// followed by a name, no `void`).
+fn macro_arguments(list: &[Token]) -> bool {
+    !list.is_empty()
+        && !list.iter().any(|t| {
+            is_punct(Some(t), '*') || is_punct(Some(t), '&') || ident(Some(t)) == Some("void")
+        })
+        && !list
+            .windows(2)
+            .any(|w| ident(Some(&w[0])).is_some() && ident(Some(&w[1])).is_some())
+}
+
+/// Whether `toks[at..]` starts a function's name and its parameter list (`k(`, `ns::k(`),
+/// not a qualifier after one (`const`, `noexcept(...)`, an attribute).
+fn names_a_function(toks: &[Token], mut at: usize) -> bool {
+    const AFTER_A_LIST: [&str; 7] = [
+        "const", "volatile", "noexcept", "throw", "override", "final", "requires",
+    ];
+    loop {
+        let Some(w) = ident(toks.get(at)) else {
+            return false;
+        };
+        if AFTER_A_LIST.contains(&w) || ATTRIBUTES.contains(&w) {
+            return false;
+        }
+        if is_punct(toks.get(at + 1), ':') && is_punct(toks.get(at + 2), ':') {
+            at += 3;
+            continue;
+        }
+        return is_punct(toks.get(at + 1), '(');
+    }
+}
+
 /// Why a type name is no element type.
 const NO_DTYPE: &str = "klab has no dtype for it (f16 bf16 f32 f64 i8 u8 i16 u16 i32 u32 i64 u64)";
 /// Why a parameter of a template's type has no dtype.
@@ -737,6 +892,8 @@ impl Index {
         let named: Vec<&Kernel> = kernels.iter().filter(|k| k.qualified() == name).collect();
         match named.as_slice() {
             [k] => return EntryLookup::Kernel((*k).clone()),
+            // Definitions in branches of an `#if` klab cannot decide: the compiler sees one.
+            [_, _, ..] if named.iter().any(|k| k.in_branch) => return EntryLookup::CannotTell,
             // Overloads: C++ kernels (an extern "C" name has one definition), told apart by
             // their parameter types.
             [_, _, ..] => return EntryLookup::Overloaded(named.into_iter().cloned().collect()),
@@ -1083,11 +1240,20 @@ fn global_at(
                 continue;
             }
             Tok::Ident(w) if is_punct(toks.get(j + 1), '(') => {
+                let end = skip_balanced(toks, j + 1);
                 if ATTRIBUTES.contains(&w.as_str()) {
-                    let end = skip_balanced(toks, j + 1);
                     if w == "__launch_bounds__" {
                         launch_bounds = Some(text_of(toks.get(j + 2..end - 1).unwrap_or_default()));
                     }
+                    j = end;
+                    continue;
+                }
+                // A function-like macro before the name (`void C10_LAUNCH_BOUNDS_1(256)
+                // k(...)`): another name and its list follow it, where a function's own
+                // list is followed by its body, a `;` or qualifiers.
+                if macro_arguments(toks.get(j + 2..end - 1).unwrap_or_default())
+                    && names_a_function(toks, end)
+                {
                     j = end;
                     continue;
                 }
@@ -1150,6 +1316,12 @@ fn global_at(
             template,
             launch_bounds,
             params,
+            in_branch: toks[g].in_branch,
+            list_has_directive: toks
+                .get(open + 1..close.min(toks.len()))
+                .unwrap_or_default()
+                .iter()
+                .any(|t| t.after_directive),
         },
         defined,
         close,
@@ -1399,5 +1571,54 @@ extern "C" __global__ void no_params(void) {}
             assert_eq!(k[0].params[0].name.as_deref(), Some("v"), "{ty}");
             assert_eq!(kind(&k[0], 1), &ptr(d, true), "{ty}");
         }
+    }
+
+    /// A function-like macro between the return type and the name (PyTorch's
+    /// `C10_LAUNCH_BOUNDS_1(...)`) is no kernel name; a kernel whose list is followed by an
+    /// attribute-like macro keeps its own name.
+    #[test]
+    fn a_function_like_macro_before_the_name_is_skipped() {
+        let src = "#define LB(n) __launch_bounds__(n)\n\
+                   __global__ void LB(256) scale(const float *x, float *y, int n) {}\n\
+                   template <typename T> __global__ void C10_LAUNCH_BOUNDS_1(CUDA_NUM_THREADS, 4) conv(const T *x, int n) {}\n\
+                   __global__ void plain(float *y, int n) ATTR(x) {}\n";
+        let names: Vec<String> = kernels(src).iter().map(|k| k.name.clone()).collect();
+        assert_eq!(names, ["scale", "conv", "plain"]);
+        match lookup_entry(src, "scale") {
+            EntryLookup::Kernel(k) => assert_eq!(k.params.len(), 3),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// `#if 0` is dead code; the branches of an `#ifdef` are the compiler's to choose.
+    #[test]
+    fn preprocessor_branches_are_read_as_the_compiler_may_see_them() {
+        let dead = "#if 0\n__global__ void scale(const float *x, float *y, int n) { }\n#endif\n\
+                    __global__ void scale(const float *x, float *y, int n, float a) {}\n";
+        match lookup_entry(dead, "scale") {
+            EntryLookup::Kernel(k) => assert_eq!(k.params.len(), 4),
+            other => panic!("{other:?}"),
+        }
+        let live_else = "#if 1\n__global__ void a(int n) {}\n#else\n__global__ void a(int n, int m) {}\n#endif\n";
+        assert_eq!(kernels(live_else).len(), 1);
+        let either = "#ifdef USE_DOUBLE\n__global__ void scale(const double *x, int n) {}\n#else\n\
+                      __global__ void scale(const float *x, int n) {}\n#endif\n";
+        assert_eq!(lookup_entry(either, "scale"), EntryLookup::CannotTell);
+        let in_list = "__global__ void scale(const float *x,\n#ifdef WITH_Z\n    float *z,\n#endif\n    float *y, int n) {}\n";
+        match lookup_entry(in_list, "scale") {
+            EntryLookup::Kernel(k) => assert!(k.list_has_directive),
+            other => panic!("{other:?}"),
+        }
+        // A whole file behind a guard is read as usual.
+        let guarded = "#ifdef __CUDACC__\n__global__ void g(float *y, int n) {}\n#endif\n";
+        match lookup_entry(guarded, "g") {
+            EntryLookup::Kernel(k) => assert!(k.in_branch && !k.list_has_directive),
+            other => panic!("{other:?}"),
+        }
+        // Nested: a dead group inside an undecided one, and an #elif after a dead #if.
+        let nested = "#ifdef X\n#if 0\n__global__ void d(int n) {}\n#endif\n#endif\n\
+                      #if 0\n__global__ void e(int n) {}\n#elif defined(Y)\n__global__ void f(int n) {}\n#endif\n";
+        let names: Vec<String> = kernels(nested).iter().map(|k| k.name.clone()).collect();
+        assert_eq!(names, ["f"]);
     }
 }
