@@ -53,34 +53,46 @@ pub fn is_identifier(s: &str) -> bool {
 
 /// The template a C++ template-id names (`scale` of `scale<float, 128>`, `ns::scale` of
 /// `ns::scale<T>`), or `None` when `s` is not one: a name (identifiers joined by `::`), `<`,
-/// non-empty arguments with balanced `<>` and `()` made of identifiers, numbers, spaces and
-/// `, : * & . + -`, and the `>` that closes the first `<` as the last character.
+/// arguments (none where every one has a default), and the `>` that closes the first `<` as
+/// the last character. The arguments are types and constant expressions: identifiers,
+/// numbers, character literals, spaces, operators (`1 << 7`, `3 % 2`, `~0`, `!B`), nested
+/// template-ids and parentheses, inside which `<` and `>` compare (`(256 > 128)`). The
+/// compiler judges what they mean; this only says where the id ends.
 pub fn template_name(s: &str) -> Option<&str> {
     let open = s.find('<')?;
     let (name, rest) = (s[..open].trim_end(), &s[open..]);
     if !name.split("::").all(is_identifier) {
         return None;
     }
-    let args = rest.strip_prefix('<')?.strip_suffix('>')?;
-    if args.trim().is_empty() {
-        return None;
-    }
-    let mut depth = [0i32; 2];
-    for ch in args.chars() {
-        match ch {
-            '<' => depth[0] += 1,
-            '>' => depth[0] -= 1,
-            '(' => depth[1] += 1,
-            ')' => depth[1] -= 1,
-            c if c.is_ascii_alphanumeric() || " _,:*&.+-".contains(c) => {}
+    let args: Vec<char> = rest.strip_prefix('<')?.strip_suffix('>')?.chars().collect();
+    let (mut angle, mut paren) = (0i32, 0i32);
+    let mut i = 0;
+    while i < args.len() {
+        match args[i] {
+            '(' | '[' => paren += 1,
+            ')' | ']' => paren -= 1,
+            // In parentheses, a comparison or a shift.
+            '<' | '>' if paren > 0 => {}
+            // A shift: `<<` is one token.
+            '<' if args.get(i + 1) == Some(&'<') => i += 1,
+            '<' => angle += 1,
+            '>' => angle -= 1,
+            // A character literal: `'a'`, `'\n'`.
+            '\'' => {
+                let close = (i + 1..args.len().min(i + 5))
+                    .find(|&k| args[k] == '\'' && args[k - 1] != '\\')?;
+                i = close;
+            }
+            c if c.is_ascii_alphanumeric() || " _,:*&.+-%~!^|/?=".contains(c) => {}
             _ => return None,
         }
         // A `>` closing the outer `<` before the end: `k<a>b<c>`.
-        if depth.iter().any(|d| *d < 0) {
+        if angle < 0 || paren < 0 {
             return None;
         }
+        i += 1;
     }
-    (depth == [0, 0]).then_some(name)
+    (angle == 0 && paren == 0).then_some(name)
 }
 
 /// A duration as a person reads it: `1.5 s` from a second up, `250 ms` below.
@@ -154,14 +166,26 @@ mod tests {
             ("ns::inner::k<T*, -1>", "ns::inner::k"),
             ("k<pair<int, float>, (4 + 4)>", "k"),
             ("k <unsigned long long>", "k"),
+            // Every argument defaulted; constant expressions (a reviewer's public kernels).
+            ("k<>", "k"),
+            ("scale<float, 1 << 7>", "scale"),
+            ("scale<float, (256 > 128)>", "scale"),
+            ("scale<float, 3 % 2>", "scale"),
+            ("scale<float, ~0>", "scale"),
+            ("scale<!false>", "scale"),
+            ("scale<'a'>", "scale"),
+            ("scale<'\\''>", "scale"),
+            ("scale<Tag<float>>", "scale"),
+            ("scale<a[1]>", "scale"),
         ] {
             assert_eq!(template_name(id), Some(name), "{id}");
         }
         for junk in [
             "scale",
             "k<",
-            "k<>",
             "<float>",
+            "k<'ab>",
+            "k<(1 < 2>",
             "k<float>>",
             "k<float>x",
             "k<a>b<c>",
