@@ -162,8 +162,11 @@ impl ModuleKind {
     }
 }
 
-/// Extensions read as CUDA C++ source.
-pub const CUDA_EXTENSIONS: [&str; 2] = ["cu", "cuh"];
+/// Extensions read as CUDA C++ source: CUDA's own, and the C++ headers and sources
+/// projects keep kernels in (`kernels.h`, TensorFlow's `.cu.cc`), all of which NVRTC compiles.
+pub const CUDA_EXTENSIONS: [&str; 10] = [
+    "cu", "cuh", "h", "hpp", "hh", "hxx", "inl", "cc", "cpp", "cxx",
+];
 
 /// A manifest's source as klab holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,8 +179,13 @@ pub enum Source {
 
 /// CUDA C++ text, and its kernels as klab reads them ([`crate::signature::Index`]), read
 /// once when first asked: every kernel of a manifest is looked up in the same reading.
+///
+/// A file may hold bytes that are not UTF-8 in its comments (a Latin-1 author's name): the
+/// text then has U+FFFD in their place, which changes nothing the compiler reads, and the
+/// file's own bytes are what receipts bind.
 #[derive(Debug, Clone)]
 pub struct CudaText {
+    bytes: Vec<u8>,
     text: String,
     index: std::sync::OnceLock<crate::signature::Index>,
 }
@@ -185,9 +193,32 @@ pub struct CudaText {
 impl CudaText {
     pub fn new(text: String) -> CudaText {
         CudaText {
+            bytes: text.clone().into_bytes(),
             text,
             index: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The text of a file's bytes; the 1-based line of the first byte that is not UTF-8
+    /// outside a comment, if one is.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<CudaText, usize> {
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => return Ok(CudaText::new(text)),
+            Err(e) => e.into_bytes(),
+        };
+        if let Some(line) = crate::signature::invalid_outside_comments(&text) {
+            return Err(line);
+        }
+        Ok(CudaText {
+            text: String::from_utf8_lossy(&text).into_owned(),
+            bytes: text,
+            index: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The file's bytes, as read.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
     }
 
     pub fn as_str(&self) -> &str {
@@ -204,7 +235,7 @@ impl CudaText {
 /// Two texts are equal by their bytes; the index follows from them.
 impl PartialEq for CudaText {
     fn eq(&self, other: &CudaText) -> bool {
-        self.text == other.text
+        self.bytes == other.bytes
     }
 }
 
@@ -222,7 +253,7 @@ impl Source {
     /// The file's bytes, as read.
     pub fn bytes(&self) -> &[u8] {
         match self {
-            Source::Cuda { text } => text.as_bytes(),
+            Source::Cuda { text } => text.bytes(),
             Source::Module { bytes, .. } => bytes,
         }
     }
@@ -282,11 +313,11 @@ impl Source {
     fn from_file(name: &str, kind: Option<ModuleKind>, bytes: Vec<u8>) -> Result<Source, String> {
         match kind {
             Some(kind) => Ok(Source::Module { kind, bytes }),
-            None => String::from_utf8(bytes)
-                .map(|text| Source::Cuda {
-                    text: CudaText::new(text),
-                })
-                .map_err(|e| format!("'{name}' is not UTF-8 text ({e})")),
+            None => CudaText::from_bytes(bytes)
+                .map(|text| Source::Cuda { text })
+                .map_err(|line| {
+                    format!("'{name}' is not UTF-8 text outside its comments (line {line})")
+                }),
         }
     }
 
@@ -2519,7 +2550,7 @@ known_broken = "b"
             elf,
             "",
             "source",
-            "'k.o' is neither CUDA C++ (.cu, .cuh) nor a precompiled module (.cubin, .ptx, .fatbin)",
+            "'k.o' is neither CUDA C++ (.cu, .cuh, .h, .hpp, .hh, .hxx, .inl, .cc, .cpp, .cxx) nor a precompiled module (.cubin, .ptx, .fatbin)",
         );
         bad("kernel", elf, "", "source", "is neither CUDA C++");
         bad(
@@ -2527,8 +2558,15 @@ known_broken = "b"
             b"\xff\xfe k",
             "",
             "source",
-            "'k.cu' is not UTF-8 text",
+            "'k.cu' is not UTF-8 text outside its comments (line 1)",
         );
+        // In a comment, a byte that is not UTF-8 changes nothing the compiler reads: the
+        // source loads, and its hash is of the file's own bytes.
+        let latin1 = [b"// Autor: J\xf6rg\n".as_slice(), SRC.as_bytes()].concat();
+        let m = over("k.cu.cc", &latin1, "").unwrap();
+        assert_eq!(m.source.sha256(), klab_core::artifact::sha256_hex(&latin1));
+        assert!(m.source.text().unwrap().contains("J\u{fffd}rg"));
+        assert!(over("kernels.h", SRC.as_bytes(), "").is_ok());
         bad(
             "k.cubin",
             b"\x7fELF\0other\0",

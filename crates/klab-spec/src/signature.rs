@@ -210,6 +210,63 @@ struct Lexed {
     macro_global: bool,
 }
 
+/// The 1-based line of the first byte of `bytes` that is not UTF-8 and not in a comment,
+/// if there is one (a string or character literal, or code: there the compiler would read
+/// the replacement klab's text puts in its place).
+pub fn invalid_outside_comments(bytes: &[u8]) -> Option<usize> {
+    #[derive(PartialEq)]
+    enum In {
+        Code,
+        Line,
+        Block,
+        Literal(u8),
+    }
+    let mut state = In::Code;
+    let mut line = 1;
+    let mut prev = 0u8;
+    for chunk in bytes.utf8_chunks() {
+        for &b in chunk.valid().as_bytes() {
+            let was_code = state == In::Code;
+            state = match (&state, b) {
+                (_, b'\n') if state != In::Block => {
+                    line += 1;
+                    // A literal does not span lines; a `\` before the newline continues one.
+                    if prev == b'\\' && state != In::Code {
+                        state
+                    } else {
+                        In::Code
+                    }
+                }
+                (In::Block, b'\n') => {
+                    line += 1;
+                    In::Block
+                }
+                (In::Code, b'/') if prev == b'/' => In::Line,
+                (In::Code, b'*') if prev == b'/' => In::Block,
+                (In::Code, b'"' | b'\'') => In::Literal(b),
+                (In::Block, b'/') if prev == b'*' => In::Code,
+                (In::Literal(q), _) if b == *q && prev != b'\\' => In::Code,
+                _ => state,
+            };
+            // `\\` is an escaped backslash, not one that escapes what follows; the `*` that
+            // opens a comment does not close it (`/*/`).
+            let opened = was_code && matches!(state, In::Block);
+            prev = if opened || (prev == b'\\' && b == b'\\') {
+                0
+            } else {
+                b
+            };
+        }
+        if !chunk.invalid().is_empty() {
+            if !matches!(state, In::Line | In::Block) {
+                return Some(line);
+            }
+            prev = 0;
+        }
+    }
+    None
+}
+
 /// The source as tokens, without comments and preprocessor lines; string literals keep
 /// their text (for `extern "C"`). Never fails: an unterminated comment or literal runs to
 /// the end.
@@ -1620,5 +1677,22 @@ extern "C" __global__ void no_params(void) {}
                       #if 0\n__global__ void e(int n) {}\n#elif defined(Y)\n__global__ void f(int n) {}\n#endif\n";
         let names: Vec<String> = kernels(nested).iter().map(|k| k.name.clone()).collect();
         assert_eq!(names, ["f"]);
+    }
+
+    /// Bytes that are not UTF-8 are the compiler's business only outside comments.
+    #[test]
+    fn bytes_that_are_not_utf8_are_found_outside_comments_only() {
+        let at = |b: &[u8]| invalid_outside_comments(b);
+        assert_eq!(at(b"// Autor: J\xf6rg\n__global__ void k() {}\n"), None);
+        assert_eq!(at(b"/* J\xf6rg\n   \xe9 */ int x;\n"), None);
+        assert_eq!(at(b"int x;\nconst char *s = \"J\xf6rg\";\n"), Some(2));
+        assert_eq!(at(b"int \xf6;\n"), Some(1));
+        // Not comments: a `//` inside a string, and a comment closed before the byte.
+        assert_eq!(at(b"const char *s = \"//\"; \xf6\n"), Some(1));
+        assert_eq!(at(b"/* x */ \xf6\n"), Some(1));
+        assert_eq!(at(b"/*/ \xf6 */\n"), None);
+        // A line comment continued by a backslash goes on.
+        assert_eq!(at(b"// a \\\n \xf6\n"), None);
+        assert_eq!(at(b"char c = '\\\\'; \xf6\n"), Some(1));
     }
 }
