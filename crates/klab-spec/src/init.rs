@@ -179,7 +179,15 @@ impl Writer {
             None => quote(&k.qualified()),
         };
         self.text += "[[kernel]]\n";
-        self.text += &format!("name = {}\n", quote(name));
+        // klab keys results by kernel name, and refuses a user's kernel named as one of
+        // its own (the transpose lab's `copy`).
+        if crate::registry::registry().builtin_named(name).is_some() {
+            self.text +=
+                &format!("# named user_{name}: {name} is the name of a kernel klab ships\n");
+            self.text += &format!("name = {}\n", quote(&format!("user_{name}")));
+        } else {
+            self.text += &format!("name = {}\n", quote(name));
+        }
         self.text += &format!("entry = {entry}\n");
         self.text += "operation = \"declared\"\n";
         let lines = self.param_lines(k, &names);
@@ -244,9 +252,18 @@ impl Writer {
                         out.params.push(quote(&format!("{name}:{d}")));
                         out.sizes.push(format!("sizes.{name} = {{}}"));
                     } else {
-                        out.params.push(self.typed_todo(name));
-                        out.sizes.push(format!(
-                        "sizes.{name} = {{}}   # TODO: {} is {d}: klab passes sizes as i32 u32 i64 u64; widen the parameter",
+                        // An 8- or 16-bit integer is a flag or a small constant, not a
+                        // size: a scalar of 32 bits whose values fit the parameter.
+                        out.size_names.pop();
+                        let wide = if d.is_signed() {
+                            Dtype::I32
+                        } else {
+                            Dtype::U32
+                        };
+                        out.params.push(quote(&format!("{name}:{wide}")));
+                        out.scalars.push(format!(
+                        "scalars.{name} = {{ type = \"{wide}\", values = [{}] }}   # {} is {d}: klab passes {wide}, whose every value must fit {d}",
+                        self.todo(),
                         flat(&p.text)
                     ));
                     }
@@ -620,7 +637,8 @@ mod tests {
             "float4 is 4 f32 an element: len counts f32 elements",
             "\"flag:TODO\"",
             "TODO: bool: klab has no boolean dtype; klab passes scalars as i32 u32 i64 u64 f32 f64",
-            "sizes.s = {}   # TODO: short s is i16: klab passes sizes as i32 u32 i64 u64",
+            "\"s:i32\"",
+            "scalars.s = { type = \"i32\", values = [\"TODO\"] }   # short s is i16: klab passes i32, whose every value must fit i16",
             "params = [\"arg0\", \"arg1\", \"arg2:i32\"]",
             "# TODO: the kernel takes no integer",
             "# TODO: no pointer parameter",
@@ -630,6 +648,20 @@ mod tests {
         // The template's entry is itself a placeholder.
         let tmpl = t.split("name = \"tmpl\"").nth(1).unwrap();
         assert!(tmpl.starts_with("\nentry = \"TODO\""), "{tmpl}");
+    }
+
+    /// A kernel named as one of klab's own (cuda-samples' transpose `copy`) is drafted
+    /// under another name, which `klab check` takes.
+    #[test]
+    fn a_kernel_named_as_a_builtin_is_drafted_under_another_name() {
+        let src = "__global__ void copy(float *odata, const float *idata, int n) {}\n";
+        let s = skeleton(src, "k.cu", "k.cu").unwrap();
+        assert!(
+            s.text.contains("name = \"user_copy\"\nentry = \"copy\""),
+            "{}",
+            s.text
+        );
+        assert!(crate::registry::registry().builtin_named("copy").is_some());
     }
 
     /// A kernel in a namespace gets its qualified name as the entry (the plain name would

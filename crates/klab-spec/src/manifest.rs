@@ -513,6 +513,23 @@ impl Source {
                         _ => None,
                     }
                 }
+                // A narrower integer (`unsigned char flag`, `short k`): the driver copies the
+                // parameter's own bytes, the low ones of klab's little-endian value, so every
+                // value the scalar takes must fit it.
+                (OpParam::Scalar(v, d), ParamKind::Value(Elem::Known(t)))
+                    if d.is_integer()
+                        && t.is_integer()
+                        && t.size_bytes() < d.size_bytes() =>
+                {
+                    let spec = &op.spec.scalars[v];
+                    let (lo, hi) = integer_bounds(*t);
+                    let fits = |x: f64| (lo..=hi).contains(&x);
+                    let all_fit = spec.values.iter().copied().all(fits)
+                        && spec.range.is_none_or(|[a, b]| fits(a) && fits(b));
+                    (!all_fit).then(|| {
+                        format!("'{v}' takes values past what {written}, a {t}, holds ({lo} to {hi})")
+                    })
+                }
                 (OpParam::Size(v, d) | OpParam::Scalar(v, d), ParamKind::Value(Elem::Known(t)))
                     if !(d.size_bytes() == t.size_bytes() && d.is_float() == t.is_float()) =>
                 {
@@ -589,6 +606,16 @@ fn element_fits(declared: Dtype, written: Dtype) -> bool {
         (true, true) => declared == written,
         (_, false) => true,
         (false, true) => false,
+    }
+}
+
+/// The smallest and largest value of an integer dtype of at most 32 bits, as f64.
+fn integer_bounds(t: Dtype) -> (f64, f64) {
+    let bits = 8 * t.size_bytes() as i32;
+    if t.is_signed() {
+        (-(2f64.powi(bits - 1)), 2f64.powi(bits - 1) - 1.0)
+    } else {
+        (0.0, 2f64.powi(bits) - 1.0)
     }
 }
 
@@ -2044,6 +2071,57 @@ scalars.a = { type = "f32", values = [1.0] }
             assert!(e.problem.contains(says), "{sig}: {e}");
             assert_eq!(e.to_string().lines().count(), 1, "{e}");
         }
+    }
+
+    /// An integer scalar may reach a narrower integer parameter (`unsigned char flag`) when
+    /// every value it takes fits there: the driver copies the parameter's own bytes.
+    #[test]
+    fn a_narrower_integer_parameter_takes_a_scalar_whose_values_fit() {
+        let with = |scalar: &str, ty: &str| {
+            let src = format!(
+                "extern \"C\" __global__ void k(const float *x, float *y, int n, {ty} a) {{}}"
+            );
+            parse(
+                "m.toml",
+                &DECLARED_XY
+                    .replace("ENTRY", "k")
+                    .replace("\"X\"", "\"f32\"")
+                    .replace("scalars.a = { type = \"f32\", values = [1.0] }", scalar)
+                    .replace("\"a:f32\"", "\"a:i32\""),
+                Files::Given(&|_| Ok(("k.cu".into(), src.clone().into()))),
+            )
+        };
+        with(
+            "scalars.a = { type = \"i32\", values = [0, 1, 255] }",
+            "unsigned char",
+        )
+        .unwrap();
+        with(
+            "scalars.a = { type = \"i32\", range = [-128, 127] }",
+            "signed char",
+        )
+        .unwrap();
+        with(
+            "scalars.a = { type = \"i32\", values = [-3, 30000] }",
+            "short",
+        )
+        .unwrap();
+        let e = with(
+            "scalars.a = { type = \"i32\", values = [0, 256] }",
+            "unsigned char",
+        )
+        .unwrap_err();
+        assert!(
+            e.problem.contains("'a' takes values past what parameter 3"),
+            "{e}"
+        );
+        assert!(e.problem.contains("a u8, holds (0 to 255)"), "{e}");
+        let e = with(
+            "scalars.a = { type = \"i32\", values = [-1] }",
+            "unsigned short",
+        )
+        .unwrap_err();
+        assert!(e.problem.contains("(0 to 65535)"), "{e}");
     }
 
     /// Public kernels a reviewer found refused: a function-like macro before the name,

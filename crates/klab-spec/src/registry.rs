@@ -306,7 +306,7 @@ impl Registry {
     /// The built-in a user kernel's name would be confused with, if any: a kernel of the same
     /// name in any namespace (the archive and the mutants included), or `transpose_NAME`,
     /// the entry-point alias of the transpose lab's kernels.
-    fn builtin_named(&self, short: &str) -> Option<KernelRef> {
+    pub(crate) fn builtin_named(&self, short: &str) -> Option<KernelRef> {
         self.namespaces.iter().find_map(|ns| {
             ns.manifest
                 .kernels

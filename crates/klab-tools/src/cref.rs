@@ -87,7 +87,7 @@ pub enum CRefError {
 /// Flags every reference is compiled with (part of the cache key).
 pub const CFLAGS: [&str; 9] = [
     "-O2",
-    "-std=c11",
+    "-std=gnu11",
     "-ffp-contract=off",
     "-fPIC",
     "-shared",
@@ -741,6 +741,28 @@ mod tests {
         let mut y = f32s(&[0.0]);
         r.call(&mut [&mut x, &mut y], &[1], &[2.0]).unwrap();
         assert_eq!(y, f32s(&[6.0]));
+    }
+
+    /// The POSIX names of math.h (M_PI, a GELU reference's constant) are there: under
+    /// -std=c11 they were not, and such a reference did not compile.
+    #[test]
+    fn a_reference_may_use_m_pi() {
+        if !have_cc() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let src = AXPY
+            .replace(
+                "#include <stdint.h>",
+                "#include <stdint.h>\n#include <math.h>",
+            )
+            .replace("a * x[i]", "(float)M_PI * a * x[i]");
+        let s = spec(tmp.path(), &src, axpy_params());
+        let r = CReference::build(&s, None).unwrap();
+        let mut x = f32s(&[1.0]);
+        let mut y = f32s(&[0.0]);
+        r.call(&mut [&mut x, &mut y], &[1], &[1.0]).unwrap();
+        assert_eq!(y, f32s(&[std::f32::consts::PI]));
     }
 
     /// A sum whose working type is KLAB_REAL: 1 + 2^-30 is 1 in float, not in double.
