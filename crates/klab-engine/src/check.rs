@@ -323,8 +323,30 @@ impl CheckPlan {
                             Ok(None) => String::new(),
                             Err(why) => format!("; slices: {why}"),
                         };
+                    // Sizes the user listed, grown past every listed value: the kernel may
+                    // take no larger one, and only a max says so.
+                    let past: Vec<String> = shape
+                        .iter()
+                        .filter(|(k, v)| {
+                            let spec = &op.spec.sizes[k.as_str()];
+                            spec.max.is_none()
+                                && spec
+                                    .values
+                                    .as_ref()
+                                    .is_some_and(|vals| vals.iter().all(|x| (*x as i64) < **v))
+                        })
+                        .map(|(k, _)| format!("sizes.{k}"))
+                        .collect();
+                    let hint = if past.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "\n    past every listed value of {}: give a max where the kernel takes no larger size",
+                            past.join(", ")
+                        )
+                    };
                     format!(
-                        "  index overflow: {}, {}{sample} (run where memory, the launch limits and the reference's time allow)\n",
+                        "  index overflow: {}, {}{sample} (run where memory, the launch limits and the reference's time allow){hint}\n",
                         declared::describe_shape(&shape),
                         input.describe()
                     )
