@@ -102,6 +102,40 @@ pub fn skeleton(src: &str, source: &str, file: &str) -> Result<Skeleton, InitErr
     })
 }
 
+/// Arguments of the right kinds for a template parameter list, as an example: `float` for a
+/// type, `true` for a bool, 128 for a number (`typename T, int B` gives `float, 128`).
+fn example_arguments(list: &str) -> String {
+    let mut depth = 0i32;
+    let mut params = vec![String::new()];
+    for c in list.chars() {
+        match c {
+            '<' | '(' => depth += 1,
+            '>' | ')' => depth -= 1,
+            ',' if depth == 0 => {
+                params.push(String::new());
+                continue;
+            }
+            _ => {}
+        }
+        params.last_mut().unwrap().push(c);
+    }
+    params
+        .iter()
+        .map(|p| {
+            // A defaulted parameter may stay out, but an example names every one.
+            let decl = p.split('=').next().unwrap_or("").trim();
+            let first = decl.split_whitespace().next().unwrap_or("");
+            match first {
+                "typename" | "class" => "float",
+                "bool" => "true",
+                _ if decl.starts_with("template") => "TODO",
+                _ => "128",
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The skeleton as it is written, and how many placeholders it holds.
 #[derive(Default)]
 struct Writer {
@@ -165,10 +199,11 @@ impl Writer {
             Some(list) => {
                 self.text += &format!(
                     "# TODO: {} is a template <{}>: give the instance to run as the entry,\n\
-                 # e.g. entry = \"{}<float, 128>\" (NVRTC instantiates it by that name).\n",
+                 # e.g. entry = \"{}<{}>\" (NVRTC instantiates it by that name).\n",
                     k.name,
                     flat(list),
-                    k.qualified()
+                    k.qualified(),
+                    example_arguments(list)
                 );
                 self.todo()
             }
@@ -648,6 +683,22 @@ mod tests {
         // The template's entry is itself a placeholder.
         let tmpl = t.split("name = \"tmpl\"").nth(1).unwrap();
         assert!(tmpl.starts_with("\nentry = \"TODO\""), "{tmpl}");
+    }
+
+    /// The example instance names arguments of the template's own kinds.
+    #[test]
+    fn the_example_instance_fits_the_template() {
+        assert_eq!(example_arguments("typename T, int BLOCK"), "float, 128");
+        assert_eq!(example_arguments("class T"), "float");
+        assert_eq!(example_arguments("const int BLOCKSIZE"), "128");
+        assert_eq!(
+            example_arguments("typename T, bool Fast = false"),
+            "float, true"
+        );
+        assert_eq!(
+            example_arguments("typename T, typename Op = Sum<T>, int N"),
+            "float, float, 128"
+        );
     }
 
     /// A kernel named as one of klab's own (cuda-samples' transpose `copy`) is drafted

@@ -1151,28 +1151,40 @@ fn read_aliases(kernels: &mut [Kernel], toks: &[Token]) {
         return;
     }
     for p in kernels.iter_mut().flat_map(|k| k.params.iter_mut()) {
-        let elem = match &mut p.kind {
-            ParamKind::Pointer { elem, .. } | ParamKind::Value(elem) => elem,
+        let (ParamKind::Pointer { elem, .. } | ParamKind::Value(elem)) = &p.kind;
+        let Elem::Unknown { name, why } = elem else {
+            continue;
         };
-        if let Elem::Unknown { name, why } = elem {
-            if let Some(known) = aliases
-                .get(name.as_str())
-                .filter(|_| why != TEMPLATE_PARAMETER)
-            {
-                *elem = known.clone();
+        let Some(known) = aliases
+            .get(name.as_str())
+            .filter(|_| why != TEMPLATE_PARAMETER)
+        else {
+            continue;
+        };
+        match (&mut p.kind, known) {
+            // `real x`, `const real *x`: the alias's element.
+            (ParamKind::Pointer { elem, .. } | ParamKind::Value(elem), ParamKind::Value(e)) => {
+                *elem = e.clone()
             }
+            // `realw_p x` of `typedef float *realw_p;`: a pointer (`const realw_p` makes the
+            // pointer const, not what it points to).
+            (kind @ ParamKind::Value(_), pointer @ ParamKind::Pointer { .. }) => {
+                *kind = pointer.clone()
+            }
+            // A pointer to an alias of a pointer: klab reads no such level.
+            (ParamKind::Pointer { .. }, ParamKind::Pointer { .. }) => {}
         }
     }
 }
 
-/// The element types the source names by a file-scope `typedef` or `using` alias of a
-/// type klab knows (`typedef float real;`, `using idx_t = long long;`): what a parameter
-/// of that name holds. An alias of a pointer, a struct, a template or anything else klab
-/// cannot read is left out, and so is a name aliased twice to different types or aliased
+/// The types the source names by a file-scope `typedef` or `using` alias of a type klab
+/// knows (`typedef float real;`, `using idx_t = long long;`, `typedef float *realw_p;`):
+/// what a parameter of that name holds. An alias of a struct, a template, a pointer to a
+/// pointer or anything else klab cannot read is left out, and so is a name aliased twice to different types or aliased
 /// at all inside braces (a namespace's, a function's or a struct's, which a parameter of
 /// that name outside them does not see): those parameters stay taken on trust.
-fn aliases(toks: &[Token]) -> std::collections::BTreeMap<String, Elem> {
-    let mut found: std::collections::BTreeMap<String, Option<Elem>> = Default::default();
+fn aliases(toks: &[Token]) -> std::collections::BTreeMap<String, ParamKind> {
+    let mut found: std::collections::BTreeMap<String, Option<ParamKind>> = Default::default();
     let mut depth = 0usize;
     let mut i = 0;
     while i < toks.len() {
@@ -1195,11 +1207,16 @@ fn aliases(toks: &[Token]) -> std::collections::BTreeMap<String, Elem> {
         let end = (from..toks.len())
             .find(|k| matches!(toks[*k].tok, Tok::Punct(';' | '{' | '}')))
             .unwrap_or(toks.len());
+        let stars = toks[from..end]
+            .iter()
+            .filter(|t| is_punct(Some(t), '*'))
+            .count();
         let plain = end < toks.len()
             && is_punct(toks.get(end), ';')
+            && stars <= 1
             && toks[from..end]
                 .iter()
-                .all(|t| matches!(&t.tok, Tok::Ident(_)));
+                .all(|t| matches!(&t.tok, Tok::Ident(_) | Tok::Punct('*')));
         if plain {
             let (name, elem) = match &toks[i].tok {
                 Tok::Ident(w) if w == "using" => {
@@ -1213,12 +1230,14 @@ fn aliases(toks: &[Token]) -> std::collections::BTreeMap<String, Elem> {
                     (p.name, p.kind)
                 }
             };
+            let readable = |e: &Elem| matches!(e, Elem::Known(_) | Elem::Vector { .. });
+            let element = match &elem {
+                ParamKind::Value(e) | ParamKind::Pointer { elem: e, .. } => e.clone(),
+            };
             match (name, elem) {
-                (Some(name), ParamKind::Value(elem @ (Elem::Known(_) | Elem::Vector { .. })))
-                    if depth == 0 =>
-                {
-                    let entry = found.entry(name).or_insert_with(|| Some(elem.clone()));
-                    if entry.as_ref() != Some(&elem) {
+                (Some(name), kind) if depth == 0 && readable(&element) => {
+                    let entry = found.entry(name).or_insert_with(|| Some(kind.clone()));
+                    if entry.as_ref() != Some(&kind) {
                         *entry = None;
                     }
                 }
@@ -1694,5 +1713,19 @@ extern "C" __global__ void no_params(void) {}
         // A line comment continued by a backslash goes on.
         assert_eq!(at(b"// a \\\n \xf6\n"), None);
         assert_eq!(at(b"char c = '\\\\'; \xf6\n"), Some(1));
+    }
+
+    /// A parameter whose type is a file-scope alias of a pointer is that pointer.
+    #[test]
+    fn an_alias_of_a_pointer_is_a_pointer() {
+        let src = "typedef float * realw_p;\ntypedef const float *realw_const_p;\n\
+                   __global__ void k(realw_p y, realw_const_p x, const realw_p z, int n) {}\n";
+        let k = &kernels(src)[0];
+        let kinds: Vec<&ParamKind> = k.params.iter().map(|p| &p.kind).collect();
+        let f32p = |read_only| ParamKind::Pointer {
+            elem: Elem::Known(Dtype::F32),
+            read_only,
+        };
+        assert_eq!(kinds[..3], [&f32p(false), &f32p(true), &f32p(false)]);
     }
 }
