@@ -383,7 +383,7 @@ mod tests {
             .ends_with("[hung: killed by the watchdog after 10.0 s]\n\n"));
         assert!(finished(None, Some(11), false, None)
             .log_block()
-            .ends_with("[the process died of signal 11]\n\n"));
+            .ends_with("[the process died of signal 11 (SIGSEGV, an invalid memory access)]\n\n"));
     }
 
     /// A child verifies as its parent was told to, by its spec and nothing else. (Options

@@ -482,7 +482,7 @@ fn check_in_the_parent(args: CheckArgs, policy: VerifyPolicy) -> anyhow::Result<
             // The plan's shapes, the user's data, a trusted kernel's manifest and a C or
             // command reference's first run: any of them may be what failed.
             anyhow::bail!(
-                "{}: checked on the CPU before any device{at}: {}",
+                "{}: checked on the CPU before any device{at} (the plan, the inputs and the reference's first run): {}",
                 k.name(),
                 o.verdict.describe()
             );

@@ -95,6 +95,26 @@ pub fn template_name(s: &str) -> Option<&str> {
     (angle == 0 && paren == 0).then_some(name)
 }
 
+/// A process's death by `signal` as a person reads it: `signal 11 (SIGSEGV, an invalid
+/// memory access)`; the number alone for a signal without a usual meaning here.
+pub fn describe_signal(signal: i32) -> String {
+    let name = match signal {
+        4 => Some("SIGILL, an illegal instruction"),
+        6 => Some("SIGABRT, an abort: a failed assert or abort()"),
+        7 => Some("SIGBUS, a bad memory access"),
+        8 => Some("SIGFPE, an arithmetic fault such as an integer division by zero"),
+        9 => Some("SIGKILL"),
+        11 => Some("SIGSEGV, an invalid memory access"),
+        13 => Some("SIGPIPE"),
+        15 => Some("SIGTERM"),
+        _ => None,
+    };
+    match name {
+        Some(n) => format!("signal {signal} ({n})"),
+        None => format!("signal {signal}"),
+    }
+}
+
 /// A duration as a person reads it: `1.5 s` from a second up, `250 ms` below.
 /// `'text'` for a POSIX shell (a `'` inside as `'\''`).
 pub fn shell_quote(s: &str) -> String {

@@ -370,7 +370,10 @@ impl ChildVerdict {
             | None => {
                 match (ending.signal, ending.exit_code) {
                     (Some(sig), _) => ChildVerdict::Crashed {
-                        why: running(format!("the process died of signal {sig}")),
+                        why: running(format!(
+                            "the process died of {}",
+                            klab_core::text::describe_signal(sig)
+                        )),
                     },
                     (None, Some(code)) if during.is_some() => ChildVerdict::Crashed {
                         why: running(format!("the process exited {code} without a result")),
@@ -593,7 +596,7 @@ mod tests {
         assert_eq!(
             v,
             ChildVerdict::Crashed {
-                why: "the process died of signal 11".into()
+                why: "the process died of signal 11 (SIGSEGV, an invalid memory access)".into()
             }
         );
         assert_eq!(v.exit_code(), 2);
