@@ -448,15 +448,13 @@ impl Source {
         let crate::signature::EntryLookup::Kernel(k) = text.index().lookup(name) else {
             return None;
         };
-        // Parameters behind an `#ifdef`: which the compiler sees, klab cannot tell.
-        if k.list_has_directive {
-            return None;
-        }
+        // Parameters behind an `#ifdef`: klab holds the kernel to those before them only.
+        let (readable, all) = k.readable_params();
         let at = format!("{name} ({file} line {})", k.line);
         if check == SignatureCheck::Roles && k.params.len() != params.len() {
             return None;
         }
-        if k.params.len() != params.len() {
+        if all && k.params.len() != params.len() {
             return Some(format!(
                 "the manifest passes {} argument(s); {at} takes {}: ({})",
                 params.len(),
@@ -468,7 +466,7 @@ impl Source {
                     .join(", ")
             ));
         }
-        for (i, (mine, theirs)) in params.iter().zip(&k.params).enumerate() {
+        for (i, (mine, theirs)) in params.iter().zip(readable).enumerate() {
             let written = format!("parameter {i} of {at}, `{}`", theirs.text);
             // An output behind const. In a sequence, a launch may read what another writes:
             // whether some launch writes each output is checked over all of them.
@@ -568,7 +566,7 @@ impl Source {
         let crate::signature::EntryLookup::Kernel(k) = text.index().lookup(name) else {
             return None;
         };
-        if k.list_has_directive {
+        if !k.readable_params().1 {
             return None;
         }
         Some(
@@ -2137,6 +2135,17 @@ scalars.a = { type = "f32", values = [1.0] }
         ] {
             let r = declared_xy("f32", src);
             assert!(r.is_ok(), "{src}: {:?}", r.err());
+        }
+        // What the branches leave readable is still held (a reviewer's double kernels
+        // passed an f32 manifest): `#if 0` is dead, and the parameters before an `#ifdef`
+        // are read.
+        for src in [
+            "extern \"C\" __global__ void k(const double *x, double *y,\n#if 0\n float *unused,\n#endif\n int n, float a) {}",
+            "extern \"C\" __global__ void k(const double *x, double *y,\n#ifdef EXTRA\n float *z,\n#endif\n int n, float a) {}",
+            "#ifndef G\n#define G\nextern \"C\" __global__ void k(const double *x, double *y, int n, double a) {}\n#endif",
+        ] {
+            let e = declared_xy("f32", src).unwrap_err();
+            assert!(e.problem.contains("points to f64"), "{src}: {e}");
         }
     }
 

@@ -48,6 +48,8 @@ pub struct Param {
     /// Its type as written, without its name or default (`const float *`): what an entry
     /// naming one of several overloads gives (`k(const float *, int)`).
     pub type_text: String,
+    /// Written in a branch of an `#if` klab cannot decide, apart from its kernel.
+    pub conditional: bool,
 }
 
 /// A `__global__` function.
@@ -65,15 +67,39 @@ pub struct Kernel {
     /// The arguments of `__launch_bounds__(...)`.
     pub launch_bounds: Option<String>,
     pub params: Vec<Param>,
-    /// Declared in a branch of an `#if` klab cannot decide (`#ifdef X ... #else`): another
-    /// kernel of its name may be the one the compiler sees.
-    pub in_branch: bool,
-    /// Its parameter list holds a conditional directive (`#ifdef WITH_Z float *z, #endif`):
-    /// klab cannot tell which parameters the compiler sees.
-    pub list_has_directive: bool,
+    /// The branches of `#if` groups klab cannot decide (`#ifdef X ... #else`) it is declared
+    /// in, as (group, branch) pairs: a kernel of the same name in another branch of one of
+    /// those groups is the compiler's alternative, not an overload ([`Kernel::exclusive_with`]).
+    pub branches: Vec<(u32, u32)>,
+    /// Its name is in another branch than its `__global__` (`__global__ void` then `#ifdef D`,
+    /// `k(double *x)`, `#else`, `k(float *x)`, `#endif`): klab cannot tell which declaration
+    /// the compiler sees.
+    pub header_uncertain: bool,
 }
 
 impl Kernel {
+    /// Whether this kernel and `other` are in different branches of one `#if` group: the
+    /// compiler sees at most one of them.
+    pub fn exclusive_with(&self, other: &Kernel) -> bool {
+        self.branches
+            .iter()
+            .any(|(g, i)| other.branches.iter().any(|(h, j)| g == h && i != j))
+    }
+
+    /// The parameters klab can hold to the kernel's, and whether they are all of them: those
+    /// before the first one in a branch of an `#if` (`#ifdef WITH_Z float *z, #endif`), after
+    /// which which parameters the compiler sees is not known; none where the name itself is
+    /// in such a branch.
+    pub fn readable_params(&self) -> (&[Param], bool) {
+        if self.header_uncertain {
+            return (&[], false);
+        }
+        match self.params.iter().position(|p| p.conditional) {
+            Some(i) => (&self.params[..i], false),
+            None => (&self.params, true),
+        }
+    }
+
     /// The name a program reaches it by from the global namespace: `ns::k`, or `k`.
     pub fn qualified(&self) -> String {
         self.scope
@@ -111,12 +137,9 @@ enum Tok {
 struct Token {
     tok: Tok,
     line: usize,
-    /// In a branch of an `#if` klab cannot decide (`#ifdef`, an expression): the compiler
-    /// may not see it.
-    in_branch: bool,
-    /// A conditional directive (`#if`, `#else`, `#endif`, ...) comes between the token
-    /// before and this one.
-    after_directive: bool,
+    /// The branches of `#if` groups klab cannot decide (`#ifdef`, an expression) it is in,
+    /// as (group, branch) pairs, outermost first: the compiler may not see it.
+    branches: std::sync::Arc<[(u32, u32)]>,
 }
 
 /// What klab knows of a preprocessor conditional: `#if 0` is dead, `#if 1` live, anything
@@ -134,6 +157,9 @@ enum Branch {
 struct Group {
     branch: Branch,
     taken: Option<bool>,
+    /// Which group (in order of their `#if`s) and which of its branches.
+    id: u32,
+    index: u32,
 }
 
 /// A constant `#if` condition klab can decide: `0`, `1`, `false`, `true`.
@@ -155,20 +181,26 @@ fn decide(condition: &str) -> Option<bool> {
 
 /// The groups after a conditional directive (`directive` from its `#`), or None for
 /// another directive.
-fn after_conditional(groups: &mut Vec<Group>, directive: &str) -> Option<()> {
+fn after_conditional(groups: &mut Vec<Group>, next_id: &mut u32, directive: &str) -> Option<()> {
     let body = directive.trim_start_matches('#').trim_start();
     let word: String = body
         .chars()
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
         .collect();
     let rest = &body[word.len()..];
-    let open = |taken: Option<bool>| Group {
-        branch: match taken {
-            Some(true) => Branch::Live,
-            Some(false) => Branch::Dead,
-            None => Branch::Undecided,
-        },
-        taken,
+    let branch = |taken: Option<bool>| match taken {
+        Some(true) => Branch::Live,
+        Some(false) => Branch::Dead,
+        None => Branch::Undecided,
+    };
+    let mut open = |taken: Option<bool>| {
+        *next_id += 1;
+        Group {
+            branch: branch(taken),
+            taken,
+            id: *next_id,
+            index: 0,
+        }
     };
     match word.as_str() {
         "if" => groups.push(open(decide(rest))),
@@ -182,16 +214,11 @@ fn after_conditional(groups: &mut Vec<Group>, directive: &str) -> Option<()> {
             } else {
                 None
             };
-            *g = match g.taken {
-                Some(true) => Group {
-                    branch: Branch::Dead,
-                    taken: Some(true),
-                },
-                Some(false) => open(this),
-                None => Group {
-                    branch: Branch::Undecided,
-                    taken: None,
-                },
+            g.index += 1;
+            (g.branch, g.taken) = match g.taken {
+                Some(true) => (Branch::Dead, Some(true)),
+                Some(false) => (branch(this), this),
+                None => (Branch::Undecided, None),
             };
         }
         "endif" => {
@@ -277,7 +304,8 @@ fn tokenize(src: &str) -> Lexed {
     let (mut i, mut line) = (0usize, 1usize);
     let mut line_start = true;
     let mut groups: Vec<Group> = Vec::new();
-    let mut after_directive = false;
+    let mut next_id = 0u32;
+    let mut branches: std::sync::Arc<[(u32, u32)]> = std::sync::Arc::new([]);
     let at = |i: usize| c.get(i).copied().unwrap_or('\0');
     while i < c.len() {
         let ch = c[i];
@@ -287,20 +315,7 @@ fn tokenize(src: &str) -> Lexed {
             i += 1;
             continue;
         }
-        // Inside `#if 0`: nothing but the directives that may end it.
-        let dead = groups.iter().any(|g| g.branch == Branch::Dead);
-        if dead && !(ch == '#' && line_start) {
-            if !ch.is_whitespace() {
-                line_start = false;
-            }
-            i += 1;
-            continue;
-        }
-        let in_branch = groups.iter().any(|g| g.branch == Branch::Undecided);
-        if ch.is_whitespace() {
-            i += 1;
-            continue;
-        }
+        // Comments, in dead code too: a `#else` inside one is no directive.
         if ch == '/' && at(i + 1) == '/' {
             while i < c.len() && c[i] != '\n' {
                 i += 1;
@@ -318,19 +333,52 @@ fn tokenize(src: &str) -> Lexed {
             i += 2;
             continue;
         }
+        // Inside `#if 0`: nothing but the directives that may end it.
+        let dead = groups.iter().any(|g| g.branch == Branch::Dead);
+        if dead && !(ch == '#' && line_start) {
+            if !ch.is_whitespace() {
+                line_start = false;
+            }
+            i += 1;
+            continue;
+        }
+        if ch.is_whitespace() {
+            i += 1;
+            continue;
+        }
         if ch == '#' && line_start {
-            // A directive, continued by a backslash before the newline.
-            let begin = i;
+            // A directive, continued by a backslash before the newline; a comment in it is a
+            // space, and one that opens there runs on to its end, lines and all.
+            let mut directive = String::new();
             while i < c.len() && c[i] != '\n' {
                 if c[i] == '\\' && at(i + 1) == '\n' {
                     line += 1;
+                    i += 2;
+                } else if c[i] == '/' && at(i + 1) == '*' {
+                    i += 2;
+                    while i < c.len() && !(c[i] == '*' && at(i + 1) == '/') {
+                        if c[i] == '\n' {
+                            line += 1;
+                        }
+                        i += 1;
+                    }
+                    i += 2;
+                    directive.push(' ');
+                } else if c[i] == '/' && at(i + 1) == '/' {
+                    while i < c.len() && c[i] != '\n' {
+                        i += 1;
+                    }
+                } else {
+                    directive.push(c[i]);
                     i += 1;
                 }
-                i += 1;
             }
-            let directive: String = c[begin..i.min(c.len())].iter().collect();
-            if after_conditional(&mut groups, &directive).is_some() {
-                after_directive = true;
+            if after_conditional(&mut groups, &mut next_id, &directive).is_some() {
+                branches = groups
+                    .iter()
+                    .filter(|g| g.branch == Branch::Undecided)
+                    .map(|g| (g.id, g.index))
+                    .collect();
             } else if !dead {
                 macro_global |= directive.contains("__global__");
             }
@@ -361,8 +409,7 @@ fn tokenize(src: &str) -> Lexed {
                     Tok::Number(format!("'{text}'"))
                 },
                 line: start_line,
-                in_branch,
-                after_directive: std::mem::take(&mut after_directive),
+                branches: branches.clone(),
             });
             continue;
         }
@@ -383,8 +430,7 @@ fn tokenize(src: &str) -> Lexed {
             out.push(Token {
                 tok: Tok::Number(c[begin..i.min(c.len())].iter().collect()),
                 line: start_line,
-                in_branch,
-                after_directive: std::mem::take(&mut after_directive),
+                branches: branches.clone(),
             });
             continue;
         }
@@ -416,8 +462,7 @@ fn tokenize(src: &str) -> Lexed {
                 out.push(Token {
                     tok: Tok::Str(text),
                     line: start_line,
-                    in_branch,
-                    after_directive: std::mem::take(&mut after_directive),
+                    branches: branches.clone(),
                 });
                 i = (k + close.len()).min(c.len());
                 continue;
@@ -425,16 +470,14 @@ fn tokenize(src: &str) -> Lexed {
             out.push(Token {
                 tok: Tok::Ident(word),
                 line: start_line,
-                in_branch,
-                after_directive: std::mem::take(&mut after_directive),
+                branches: branches.clone(),
             });
             continue;
         }
         out.push(Token {
             tok: Tok::Punct(ch),
             line: start_line,
-            in_branch,
-            after_directive: std::mem::take(&mut after_directive),
+            branches: branches.clone(),
         });
         i += 1;
     }
@@ -520,6 +563,23 @@ const ATTRIBUTES: [&str; 7] = [
     "alignas",
     "__align__",
 ];
+/// Whether `name(list)`, followed at `after` by another name and its list, is a macro before
+/// a kernel's name rather than the kernel: a name in capitals before one that is not
+/// (`LAUNCH_BOUNDS() k(...)`, `LB(WARPS * 32) k(...)`: macros are written so), else a list
+/// that reads as a macro's arguments.
+fn looks_like_a_macro(name: &str, list: &[Token], toks: &[Token], after: usize) -> bool {
+    let capitals = |w: &str| {
+        w.chars().any(|c| c.is_ascii_uppercase())
+            && w.chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    };
+    if !names_a_function(toks, after) {
+        return false;
+    }
+    let next = ident(toks.get(after)).unwrap_or("");
+    (capitals(name) && !capitals(next)) || macro_arguments(list)
+}
+
 /// Whether a parenthesised list reads as a macro's arguments (`256`, `CUDA_NUM_THREADS, 4`)
 /// rather than parameters: not empty, and no declarator in it (no `*` or `&`, no type
 /// followed by a name, no `void`).
@@ -775,6 +835,7 @@ fn param(toks: &[Token], template_types: &[String]) -> Param {
         kind,
         text,
         type_text: text_of(&type_toks),
+        conditional: false,
     }
 }
 
@@ -950,7 +1011,13 @@ impl Index {
         match named.as_slice() {
             [k] => return EntryLookup::Kernel((*k).clone()),
             // Definitions in branches of an `#if` klab cannot decide: the compiler sees one.
-            [_, _, ..] if named.iter().any(|k| k.in_branch) => return EntryLookup::CannotTell,
+            [_, _, ..]
+                if named
+                    .iter()
+                    .any(|a| named.iter().any(|b| a.exclusive_with(b))) =>
+            {
+                return EntryLookup::CannotTell
+            }
             // Overloads: C++ kernels (an extern "C" name has one definition), told apart by
             // their parameter types.
             [_, _, ..] => return EntryLookup::Overloaded(named.into_iter().cloned().collect()),
@@ -1257,6 +1324,15 @@ fn aliases(toks: &[Token]) -> std::collections::BTreeMap<String, ParamKind> {
         .collect()
 }
 
+/// [`param`] of a kernel whose `__global__` is `global`, marked conditional where a token
+/// of it is in other `#if` branches than that.
+fn param_in(toks: &[Token], template_types: &[String], global: &Token) -> Param {
+    Param {
+        conditional: toks.iter().any(|t| t.branches != global.branches),
+        ..param(toks, template_types)
+    }
+}
+
 /// The function whose `__global__` is at `g`: the kernel, whether a body follows, and the
 /// index after its parameter list; `None` when no function follows (`__global__` in a
 /// macro's use, say).
@@ -1327,9 +1403,7 @@ fn global_at(
                 // A function-like macro before the name (`void C10_LAUNCH_BOUNDS_1(256)
                 // k(...)`): another name and its list follow it, where a function's own
                 // list is followed by its body, a `;` or qualifiers.
-                if macro_arguments(toks.get(j + 2..end - 1).unwrap_or_default())
-                    && names_a_function(toks, end)
-                {
+                if looks_like_a_macro(w, toks.get(j + 2..end - 1).unwrap_or_default(), toks, end) {
                     j = end;
                     continue;
                 }
@@ -1362,7 +1436,7 @@ fn global_at(
             Tok::Punct(')' | ']' | '}' | '>') => depth = (depth - 1).max(0),
             Tok::Punct('=') if depth == 0 => default = true,
             Tok::Punct(',') if depth == 0 => {
-                params.push(param(&inner[start..k], &template_names));
+                params.push(param_in(&inner[start..k], &template_names, &toks[g]));
                 start = k + 1;
                 default = false;
             }
@@ -1372,7 +1446,7 @@ fn global_at(
     let last = &inner[start..];
     let only_void = last.len() == 1 && ident(last.first()) == Some("void") && params.is_empty();
     if !last.is_empty() && !only_void {
-        params.push(param(last, &template_names));
+        params.push(param_in(last, &template_names, &toks[g]));
     }
     // A body or a semicolon ends the declaration (after const, noexcept, attributes).
     let mut k = close;
@@ -1392,12 +1466,8 @@ fn global_at(
             template,
             launch_bounds,
             params,
-            in_branch: toks[g].in_branch,
-            list_has_directive: toks
-                .get(open + 1..close.min(toks.len()))
-                .unwrap_or_default()
-                .iter()
-                .any(|t| t.after_directive),
+            branches: toks[g].branches.to_vec(),
+            header_uncertain: toks[open - 1].branches != toks[g].branches,
         },
         defined,
         close,
@@ -1660,6 +1730,12 @@ extern "C" __global__ void no_params(void) {}
                    __global__ void plain(float *y, int n) ATTR(x) {}\n";
         let names: Vec<String> = kernels(src).iter().map(|k| k.name.clone()).collect();
         assert_eq!(names, ["scale", "conv", "plain"]);
+        // Macros are written in capitals: an empty list or a product is still a macro's.
+        let capitals = "__global__ void LAUNCH_BOUNDS() a(float *y, int n) {}\n\
+                        __global__ void LB(WARPS * 32) b(float *y, int n) {}\n\
+                        __global__ void c(A * B) ATTR(x) {}\n";
+        let names: Vec<String> = kernels(capitals).iter().map(|k| k.name.clone()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
         match lookup_entry(src, "scale") {
             EntryLookup::Kernel(k) => assert_eq!(k.params.len(), 3),
             other => panic!("{other:?}"),
@@ -1682,13 +1758,50 @@ extern "C" __global__ void no_params(void) {}
         assert_eq!(lookup_entry(either, "scale"), EntryLookup::CannotTell);
         let in_list = "__global__ void scale(const float *x,\n#ifdef WITH_Z\n    float *z,\n#endif\n    float *y, int n) {}\n";
         match lookup_entry(in_list, "scale") {
-            EntryLookup::Kernel(k) => assert!(k.list_has_directive),
+            EntryLookup::Kernel(k) => {
+                let (readable, all) = k.readable_params();
+                assert_eq!((readable.len(), all), (1, false));
+            }
             other => panic!("{other:?}"),
         }
+        // `#if 0` in the list is dead: every parameter is read.
+        let dead_in_list =
+            "__global__ void scale(const double *x,\n#if 0\n float *u,\n#endif\n int n) {}\n";
+        match lookup_entry(dead_in_list, "scale") {
+            EntryLookup::Kernel(k) => assert_eq!(k.readable_params().0.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        // Overloads inside one include guard are overloads; a name in a branch of its own
+        // is read as neither declaration.
+        let guarded_overloads =
+            "#ifndef G_CUH\n#define G_CUH\n__global__ void scale(const double *x, int n) {}\n\
+                                 __global__ void scale(const int *x, int n) {}\n#endif\n";
+        assert!(matches!(
+            lookup_entry(guarded_overloads, "scale"),
+            EntryLookup::Overloaded(_)
+        ));
+        let name_in_branch =
+            "__global__ void\n#ifdef D\nscale(double *x)\n#else\nscale(float *x)\n#endif\n{}\n";
+        match lookup_entry(name_in_branch, "scale") {
+            EntryLookup::Kernel(k) => assert_eq!(k.readable_params(), (&[][..], false)),
+            other => panic!("{other:?}"),
+        }
+        // A directive-like line inside a comment is no directive.
+        let commented = "#if 0 /* the old path; the\n#else branch below */\n__global__ void scale(double *x) {}\n\
+                         #else\n__global__ void scale(float *x) {}\n#endif\n";
+        match lookup_entry(commented, "scale") {
+            EntryLookup::Kernel(k) => assert_eq!(k.params[0].type_text, "float *"),
+            other => panic!("{other:?}"),
+        }
+        let in_dead_comment = "#if 0\n/*\n#else\n*/\n__global__ void scale(double *x) {}\n#endif\n__global__ void scale(float *x) {}\n";
+        assert_eq!(kernels(in_dead_comment).len(), 1);
         // A whole file behind a guard is read as usual.
         let guarded = "#ifdef __CUDACC__\n__global__ void g(float *y, int n) {}\n#endif\n";
         match lookup_entry(guarded, "g") {
-            EntryLookup::Kernel(k) => assert!(k.in_branch && !k.list_has_directive),
+            EntryLookup::Kernel(k) => {
+                assert!(!k.branches.is_empty());
+                assert_eq!(k.readable_params().0.len(), 2);
+            }
             other => panic!("{other:?}"),
         }
         // Nested: a dead group inside an undecided one, and an #elif after a dead #if.
