@@ -70,6 +70,7 @@ pub fn skeleton(src: &str, source: &str, file: &str) -> Result<Skeleton, InitErr
                    # macro cannot be listed; add a [[kernel]] for each by hand.\n";
     }
     w.text += &format!("source = {}\n", quote(source));
+    let mut renamed = std::collections::BTreeSet::new();
     for (i, k) in found.iter().enumerate() {
         // Kernels of one name in two namespaces get their qualified names, so that the
         // manifest's names stay distinct (ops::k as ops_k); overloads are numbered (k_1,
@@ -93,6 +94,22 @@ pub fn skeleton(src: &str, source: &str, file: &str) -> Result<Skeleton, InitErr
         } else {
             name
         };
+        // klab keys results by kernel name, and refuses a user's kernel named as one of
+        // its own (the transpose lab's `copy`): such a kernel is drafted as user_NAME, or
+        // user_NAME_2 where the source has a user_NAME too.
+        if crate::registry::registry().builtin_named(&name).is_some() {
+            let taken = |n: &str| found.iter().any(|o| o.name == n) || renamed.contains(n);
+            let mut other = format!("user_{name}");
+            let mut nth = 1;
+            while taken(&other) {
+                nth += 1;
+                other = format!("user_{name}_{nth}");
+            }
+            w.text += &format!("# named {other}: {name} is the name of a kernel klab ships\n");
+            renamed.insert(other.clone());
+            w.kernel(k, &other, overloads > 1);
+            continue;
+        }
         w.kernel(k, &name, overloads > 1);
     }
     Ok(Skeleton {
@@ -128,6 +145,8 @@ fn example_arguments(list: &str) -> String {
             match first {
                 "typename" | "class" => "float",
                 "bool" => "true",
+                // 128 does not fit a signed char.
+                "char" | "signed" | "int8_t" => "1",
                 _ if decl.starts_with("template") => "TODO",
                 _ => "128",
             }
@@ -214,15 +233,7 @@ impl Writer {
             None => quote(&k.qualified()),
         };
         self.text += "[[kernel]]\n";
-        // klab keys results by kernel name, and refuses a user's kernel named as one of
-        // its own (the transpose lab's `copy`).
-        if crate::registry::registry().builtin_named(name).is_some() {
-            self.text +=
-                &format!("# named user_{name}: {name} is the name of a kernel klab ships\n");
-            self.text += &format!("name = {}\n", quote(&format!("user_{name}")));
-        } else {
-            self.text += &format!("name = {}\n", quote(name));
-        }
+        self.text += &format!("name = {}\n", quote(name));
         self.text += &format!("entry = {entry}\n");
         self.text += "operation = \"declared\"\n";
         let lines = self.param_lines(k, &names);
@@ -344,7 +355,7 @@ impl Writer {
                 .unwrap_or("n_elements");
             lines.size_names.push(free.to_string());
             lines.sizes.push(format!(
-            "sizes.{free} = {{}}   # TODO: the kernel takes no integer: name the size variables its lengths use"
+            "sizes.{free} = {{}}   # TODO: the kernel takes no integer of 32 or 64 bits: name the size variables its lengths use"
         ));
         }
         let first = &lines.size_names[0];
@@ -470,7 +481,7 @@ mod tests {
         let sk = skeleton(src, "k.cu", "k.cu").unwrap();
         assert!(
             sk.text.lines().any(|l| l.starts_with(
-                "sizes.len = {}   # TODO: the kernel takes no integer: name the size variables"
+                "sizes.len = {}   # TODO: the kernel takes no integer of 32 or 64 bits: name the size variables"
             )),
             "{}",
             sk.text
@@ -690,6 +701,10 @@ mod tests {
     fn the_example_instance_fits_the_template() {
         assert_eq!(example_arguments("typename T, int BLOCK"), "float, 128");
         assert_eq!(example_arguments("class T"), "float");
+        assert_eq!(
+            example_arguments("class T, size_t N, char C"),
+            "float, 128, 1"
+        );
         assert_eq!(example_arguments("const int BLOCKSIZE"), "128");
         assert_eq!(
             example_arguments("typename T, bool Fast = false"),
@@ -713,6 +728,16 @@ mod tests {
             s.text
         );
         assert!(crate::registry::registry().builtin_named("copy").is_some());
+        // A source with a user_copy of its own: the draft's names stay distinct.
+        let both =
+            format!("{src}__global__ void user_copy(float *o, const float *i, int n) {{}}\n");
+        let s = skeleton(&both, "k.cu", "k.cu").unwrap();
+        for needle in [
+            "name = \"user_copy_2\"\nentry = \"copy\"",
+            "name = \"user_copy\"\nentry = \"user_copy\"",
+        ] {
+            assert!(s.text.contains(needle), "{needle}\n{}", s.text);
+        }
     }
 
     /// A kernel in a namespace gets its qualified name as the entry (the plain name would

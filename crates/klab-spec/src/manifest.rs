@@ -523,7 +523,7 @@ impl Source {
                     let (lo, hi) = integer_bounds(*t);
                     let fits = |x: f64| (lo..=hi).contains(&x);
                     let all_fit = spec.values.iter().copied().all(fits)
-                        && spec.range.is_none_or(|[a, b]| fits(a) && fits(b));
+                        && spec.range.is_none_or(|[a, b]| fits(a.ceil()) && fits(b.floor()));
                     (!all_fit).then(|| {
                         format!("'{v}' takes values past what {written}, a {t}, holds ({lo} to {hi})")
                     })
@@ -2102,6 +2102,11 @@ scalars.a = { type = "f32", values = [1.0] }
         with(
             "scalars.a = { type = \"i32\", values = [-3, 30000] }",
             "short",
+        )
+        .unwrap();
+        with(
+            "scalars.a = { type = \"i32\", range = [-0.5, 255.5] }",
+            "unsigned char",
         )
         .unwrap();
         let e = with(

@@ -238,60 +238,95 @@ struct Lexed {
 }
 
 /// The 1-based line of the first byte of `bytes` that is not UTF-8 and not in a comment,
-/// if there is one (a string or character literal, or code: there the compiler would read
-/// the replacement klab's text puts in its place).
+/// if there is one (a string or character literal, a raw string, or code: there the compiler
+/// would read the replacement klab's text puts in its place).
 pub fn invalid_outside_comments(bytes: &[u8]) -> Option<usize> {
-    #[derive(PartialEq)]
-    enum In {
-        Code,
-        Line,
-        Block,
-        Literal(u8),
-    }
-    let mut state = In::Code;
-    let mut line = 1;
-    let mut prev = 0u8;
+    let mut bad = Vec::new();
+    let mut at = 0;
     for chunk in bytes.utf8_chunks() {
-        for &b in chunk.valid().as_bytes() {
-            let was_code = state == In::Code;
-            state = match (&state, b) {
-                (_, b'\n') if state != In::Block => {
-                    line += 1;
-                    // A literal does not span lines; a `\` before the newline continues one.
-                    if prev == b'\\' && state != In::Code {
-                        state
+        at += chunk.valid().len();
+        bad.extend(at..at + chunk.invalid().len());
+        at += chunk.invalid().len();
+    }
+    if bad.is_empty() {
+        return None;
+    }
+    let comments = comment_spans(bytes);
+    let in_comment = |b: usize| comments.iter().any(|&(s, e)| s <= b && b < e);
+    let first = bad.into_iter().find(|&b| !in_comment(b))?;
+    Some(1 + bytes[..first].iter().filter(|&&c| c == b'\n').count())
+}
+
+/// The byte ranges of the comments of C++ source `b` (`//` to the line's end, a backslash
+/// before it going on; `/*` to `*/`), read past string and character literals, raw strings
+/// (`R"d( ... )d"`) and digit separators (`1'000`).
+fn comment_spans(b: &[u8]) -> Vec<(usize, usize)> {
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut spans = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                let start = i;
+                while i < b.len() && b[i] != b'\n' {
+                    i += if b[i] == b'\\' && b.get(i + 1) == Some(&b'\n') {
+                        2
                     } else {
-                        In::Code
+                        1
+                    };
+                }
+                spans.push((start, i));
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let start = i;
+                i += 2;
+                while i < b.len() && !(b[i] == b'*' && b.get(i + 1) == Some(&b'/')) {
+                    i += 1;
+                }
+                i = (i + 2).min(b.len());
+                spans.push((start, i));
+            }
+            c if word(c) => {
+                // A word: an identifier, or a number with its separators and exponent signs.
+                let start = i;
+                let number = c.is_ascii_digit() || (c == b'.');
+                while i < b.len()
+                    && (word(b[i])
+                        || (number
+                            && (b[i] == b'.'
+                                || (b[i] == b'\'' && b.get(i + 1).is_some_and(|&n| word(n)))))
+                        || (number
+                            && matches!(b[i], b'+' | b'-')
+                            && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P')))
+                {
+                    i += 1;
+                }
+                let w = &b[start..i];
+                // A raw string: R"delim( ... )delim", with any encoding prefix.
+                if !number && w.ends_with(b"R") && w.len() <= 3 && b.get(i) == Some(&b'"') {
+                    let open = i + 1;
+                    let paren = (open..b.len().min(open + 17)).find(|&k| b[k] == b'(');
+                    if let Some(p) = paren {
+                        let mut close = Vec::from(&b"\x29"[..]);
+                        close.extend_from_slice(&b[open..p]);
+                        close.push(b'"');
+                        i = (p + 1..b.len())
+                            .find(|&k| b[k..].starts_with(&close))
+                            .map_or(b.len(), |k| k + close.len());
                     }
                 }
-                (In::Block, b'\n') => {
-                    line += 1;
-                    In::Block
-                }
-                (In::Code, b'/') if prev == b'/' => In::Line,
-                (In::Code, b'*') if prev == b'/' => In::Block,
-                (In::Code, b'"' | b'\'') => In::Literal(b),
-                (In::Block, b'/') if prev == b'*' => In::Code,
-                (In::Literal(q), _) if b == *q && prev != b'\\' => In::Code,
-                _ => state,
-            };
-            // `\\` is an escaped backslash, not one that escapes what follows; the `*` that
-            // opens a comment does not close it (`/*/`).
-            let opened = was_code && matches!(state, In::Block);
-            prev = if opened || (prev == b'\\' && b == b'\\') {
-                0
-            } else {
-                b
-            };
-        }
-        if !chunk.invalid().is_empty() {
-            if !matches!(state, In::Line | In::Block) {
-                return Some(line);
             }
-            prev = 0;
+            q @ (b'"' | b'\'') => {
+                i += 1;
+                while i < b.len() && b[i] != q && b[i] != b'\n' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            _ => i += 1,
         }
     }
-    None
+    spans
 }
 
 /// The source as tokens, without comments and preprocessor lines; string literals keep
@@ -1297,6 +1332,27 @@ fn aliases(toks: &[Token]) -> std::collections::BTreeMap<String, ParamKind> {
                     (p.name, p.kind)
                 }
             };
+            // An alias of an alias read before it: `typedef real *real_p;`.
+            let elem = match elem {
+                ParamKind::Value(Elem::Unknown { name: of, why }) => match found.get(&of) {
+                    Some(Some(kind)) => kind.clone(),
+                    _ => ParamKind::Value(Elem::Unknown { name: of, why }),
+                },
+                ParamKind::Pointer {
+                    elem: Elem::Unknown { name: of, why },
+                    read_only,
+                } => match found.get(&of) {
+                    Some(Some(ParamKind::Value(e))) => ParamKind::Pointer {
+                        elem: e.clone(),
+                        read_only,
+                    },
+                    _ => ParamKind::Pointer {
+                        elem: Elem::Unknown { name: of, why },
+                        read_only,
+                    },
+                },
+                other => other,
+            };
             let readable = |e: &Elem| matches!(e, Elem::Known(_) | Elem::Vector { .. });
             let element = match &elem {
                 ParamKind::Value(e) | ParamKind::Pointer { elem: e, .. } => e.clone(),
@@ -1314,6 +1370,18 @@ fn aliases(toks: &[Token]) -> std::collections::BTreeMap<String, ParamKind> {
                     found.insert(name, None);
                 }
                 (None, _) => {}
+            }
+        } else {
+            // An alias klab cannot read (an attribute, an array, a function pointer): every
+            // name it may declare is not one type everywhere.
+            let named = match &toks[i].tok {
+                Tok::Ident(w) if w == "using" => &toks[i + 1..i + 2],
+                _ => &toks[from..end],
+            };
+            for t in named {
+                if let Some(w) = ident(Some(t)) {
+                    found.insert(w.to_string(), None);
+                }
             }
         }
         i = end.max(i + 1);
@@ -1826,6 +1894,18 @@ extern "C" __global__ void no_params(void) {}
         // A line comment continued by a backslash goes on.
         assert_eq!(at(b"// a \\\n \xf6\n"), None);
         assert_eq!(at(b"char c = '\\\\'; \xf6\n"), Some(1));
+        // Raw strings and digit separators (a reviewer's cases).
+        assert_eq!(
+            at(b"const char *s = R\"(say \"hi // J\xf6rg)\";\n"),
+            Some(1)
+        );
+        assert_eq!(
+            at(b"int m = 1'000; const char *s = \"'// J\xf6rg\";\n"),
+            Some(1)
+        );
+        assert_eq!(at(b"__device__ int m = 1'000; // J\xf6rg\n"), None);
+        assert_eq!(at(b"auto s = u8R\"x(a)\" )x\"; // \xf6\n"), None);
+        assert_eq!(at(b"double d = 1e-5; char c = u8'a'; // \xf6\n"), None);
     }
 
     /// A parameter whose type is a file-scope alias of a pointer is that pointer.
@@ -1840,5 +1920,30 @@ extern "C" __global__ void no_params(void) {}
             read_only,
         };
         assert_eq!(kinds[..3], [&f32p(false), &f32p(true), &f32p(false)]);
+    }
+
+    /// An alias of an alias is read; an alias klab cannot read anywhere makes the name
+    /// unreadable everywhere (a reviewer's namespace `real` of doubles with an attribute was
+    /// read as the file's float `real`).
+    #[test]
+    fn chained_and_unreadable_aliases() {
+        let src =
+            "typedef float real;\ntypedef real *real_p;\n__global__ void k(real_p y, int n) {}\n";
+        assert_eq!(
+            kernels(src)[0].params[0].kind,
+            ParamKind::Pointer {
+                elem: Elem::Known(Dtype::F32),
+                read_only: false
+            }
+        );
+        let src = "typedef float real;\nnamespace dbl { typedef double real __attribute__((aligned(8)));\n\
+                   __global__ void k(const real *x, int n) {} }\n";
+        assert!(matches!(
+            kernels(src)[0].params[0].kind,
+            ParamKind::Pointer {
+                elem: Elem::Unknown { .. },
+                ..
+            }
+        ));
     }
 }
