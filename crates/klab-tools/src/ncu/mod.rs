@@ -240,13 +240,18 @@ impl Page {
 /// parameter types (`twice(float *, int)`) are left out with the rest: the profiled process
 /// launches that kernel alone.
 pub fn kernel_name_filter(entry: &str) -> String {
-    let entry = raw::strip_trailing_group(entry.trim(), '(', ')');
-    if klab_core::text::is_identifier(entry) {
-        return entry.to_string();
+    let entry = entry.trim();
+    // The function a template instance names (`ns::scale` of `ns::scale<(1 > 0)>`: its
+    // arguments may hold anything), else the name before an overload's parameter types.
+    let template = klab_core::text::template_name(entry);
+    let name = template
+        .unwrap_or_else(|| raw::strip_trailing_group(entry, '(', ')'))
+        .trim();
+    if klab_core::text::is_identifier(name) && template.is_none() {
+        return name.to_string();
     }
-    let base = base_function_name(entry);
-    let head = &entry[..entry.find('<').unwrap_or(entry.len())];
-    let qualifier = head.trim_end().strip_suffix(base).unwrap_or("");
+    let base = name.rsplit("::").next().unwrap_or(name);
+    let qualifier = &name[..name.len() - base.len()];
     let group = if qualifier.is_empty() {
         String::new()
     } else {
@@ -749,6 +754,13 @@ mod tests {
             kernel_name_filter("a::b::scale<float, 128>"),
             "regex:^(a::b::)?scale(<.*>)?$"
         );
+        // Template arguments that hold brackets or quotes (a reviewer's entries).
+        assert_eq!(
+            kernel_name_filter("ns::scale<(1 > 0)>"),
+            "regex:^(ns::)?scale(<.*>)?$"
+        );
+        assert_eq!(kernel_name_filter("scale<'<'>"), "regex:^scale(<.*>)?$");
+        assert_eq!(kernel_name_filter("k<>"), "regex:^k(<.*>)?$");
         // An overload, by its parameter types.
         assert_eq!(kernel_name_filter("twice(float *, int)"), "twice");
         assert_eq!(
