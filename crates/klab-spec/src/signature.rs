@@ -329,6 +329,19 @@ fn comment_spans(b: &[u8]) -> Vec<(usize, usize)> {
     spans
 }
 
+/// The index past the block comment that opens at `c[i]` (`/*`), counting its lines into
+/// `line`; the end where it is never closed.
+fn past_block_comment(c: &[char], mut i: usize, line: &mut usize) -> usize {
+    i += 2;
+    while i < c.len() && !(c[i] == '*' && c.get(i + 1) == Some(&'/')) {
+        if c[i] == '\n' {
+            *line += 1;
+        }
+        i += 1;
+    }
+    i + 2
+}
+
 /// The source as tokens, without comments and preprocessor lines; string literals keep
 /// their text (for `extern "C"`). Never fails: an unterminated comment or literal runs to
 /// the end.
@@ -358,14 +371,7 @@ fn tokenize(src: &str) -> Lexed {
             continue;
         }
         if ch == '/' && at(i + 1) == '*' {
-            i += 2;
-            while i < c.len() && !(c[i] == '*' && at(i + 1) == '/') {
-                if c[i] == '\n' {
-                    line += 1;
-                }
-                i += 1;
-            }
-            i += 2;
+            i = past_block_comment(&c, i, &mut line);
             continue;
         }
         // Inside `#if 0`: nothing but the directives that may end it.
@@ -390,14 +396,7 @@ fn tokenize(src: &str) -> Lexed {
                     line += 1;
                     i += 2;
                 } else if c[i] == '/' && at(i + 1) == '*' {
-                    i += 2;
-                    while i < c.len() && !(c[i] == '*' && at(i + 1) == '/') {
-                        if c[i] == '\n' {
-                            line += 1;
-                        }
-                        i += 1;
-                    }
-                    i += 2;
+                    i = past_block_comment(&c, i, &mut line);
                     directive.push(' ');
                 } else if c[i] == '/' && at(i + 1) == '/' {
                     while i < c.len() && c[i] != '\n' {

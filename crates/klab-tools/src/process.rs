@@ -1273,18 +1273,24 @@ mod signal_safe {
         found
     }
 
-    /// The process group of /proc entry `name`, if that process is alive.
-    fn live_group(name: &[u8]) -> Option<i32> {
+    /// `/proc/NAME/LEAF`, NUL-terminated, in a buffer of this stack (None where it does not
+    /// fit).
+    fn proc_path(name: &[u8], leaf: &[u8]) -> Option<[u8; 32]> {
         let mut path = [0u8; 32];
-        let parts: [&[u8]; 3] = [b"/proc/", name, b"/stat"];
         let mut len = 0;
-        for part in parts {
+        for part in [b"/proc/".as_slice(), name, leaf] {
             if len + part.len() >= path.len() {
                 return None;
             }
             path[len..len + part.len()].copy_from_slice(part);
             len += part.len();
         }
+        Some(path)
+    }
+
+    /// The process group of /proc entry `name`, if that process is alive.
+    fn live_group(name: &[u8]) -> Option<i32> {
+        let path = proc_path(name, b"/stat")?;
         let mut buf = [0u8; 512];
         // SAFETY: open(2), read(2) and close(2) on this stack's NUL-terminated path and buffer.
         let got = unsafe {
@@ -1329,16 +1335,9 @@ mod signal_safe {
     /// overlap by the prefix's length and its boundary byte, so that a match across two
     /// reads is found.
     fn environ_holds(name: &[u8], prefix: &[u8]) -> bool {
-        let mut path = [0u8; 32];
-        let parts: [&[u8]; 3] = [b"/proc/", name, b"/environ"];
-        let mut len = 0;
-        for part in parts {
-            if len + part.len() >= path.len() {
-                return false;
-            }
-            path[len..len + part.len()].copy_from_slice(part);
-            len += part.len();
-        }
+        let Some(path) = proc_path(name, b"/environ") else {
+            return false;
+        };
         // SAFETY: path is NUL-terminated (zeroed past len); open(2) and read(2) on this
         // stack's buffers, close(2) on the descriptor opened here.
         let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY) };

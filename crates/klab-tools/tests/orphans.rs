@@ -205,13 +205,9 @@ fn a_stray_parent_variable_never_kills_the_callers_group() {
     );
 }
 
-/// Run hold_child with `path` registered for removal on a signal, over a shell that prints
-/// its pid and sleeps; end the holder with `sig`. Whether `path` is gone, and the shell.
-fn removed_after(sig: &str, path: &std::path::Path) -> bool {
-    let mut holder = Command::new(hold_child())
-        .arg("--remove-on-signal")
-        .arg(path)
-        .args(["/bin/sh", "-c", "echo $$; sleep 300"])
+/// Start `holder` with its output piped, and read the pid its program prints first.
+fn holding(holder: &mut Command) -> (std::process::Child, i32) {
+    let mut holder = holder
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -220,7 +216,18 @@ fn removed_after(sig: &str, path: &std::path::Path) -> bool {
     BufReader::new(holder.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let pid: i32 = line.trim().parse().expect("a pid");
+    (holder, line.trim().parse().expect("a pid"))
+}
+
+/// Run hold_child with `path` registered for removal on a signal, over a shell that prints
+/// its pid and sleeps; end the holder with `sig`. Whether `path` is gone, and the shell.
+fn removed_after(sig: &str, path: &std::path::Path) -> bool {
+    let (mut holder, pid) = holding(
+        Command::new(hold_child())
+            .arg("--remove-on-signal")
+            .arg(path)
+            .args(["/bin/sh", "-c", "echo $$; sleep 300"]),
+    );
     assert!(path.exists());
     signal(holder.id(), sig);
     holder.wait().unwrap();
@@ -272,21 +279,14 @@ fn a_klab_childs_folder_is_removed_when_the_top_klab_is_stopped() {
     let call = dir.path().join("klab-ref-child");
     std::fs::create_dir(&call).unwrap();
     std::fs::write(call.join("x.npy"), "x").unwrap();
-    let mut holder = Command::new(hold_child())
-        .arg(hold_child())
-        .arg("--as-child")
-        .arg("--remove-on-signal")
-        .arg(&call)
-        .args(["/bin/sh", "-c", "echo $$; sleep 300"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(holder.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let pid: i32 = line.trim().parse().expect("a pid");
+    let (mut holder, pid) = holding(
+        Command::new(hold_child())
+            .arg(hold_child())
+            .arg("--as-child")
+            .arg("--remove-on-signal")
+            .arg(&call)
+            .args(["/bin/sh", "-c", "echo $$; sleep 300"]),
+    );
     let t0 = Instant::now();
     signal(holder.id(), "-INT");
     assert_eq!(holder.wait().unwrap().code(), Some(1));
@@ -317,17 +317,7 @@ fn a_klab_childs_folder_is_removed_when_a_launcher_leads_its_group() {
         h.display(),
         call.display()
     );
-    let mut holder = Command::new(&h)
-        .args(["/bin/sh", "-c", &launcher])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(holder.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let pid: i32 = line.trim().parse().expect("a pid");
+    let (mut holder, pid) = holding(Command::new(&h).args(["/bin/sh", "-c", &launcher]));
     signal(holder.id(), "-INT");
     assert_eq!(holder.wait().unwrap().code(), Some(1));
     assert!(
