@@ -264,14 +264,21 @@ fn a_newline_in_a_kernel_name_does_not_split_a_table_row() {
     );
 }
 
+/// A fixture (by file name) edited by `sql`, opened.
+fn edited(file: &str, sql: &str) -> (tempfile::TempDir, klab_tools::nsys::Trace) {
+    let (dir, path) = write(file);
+    klab_tools::nsys::testdata::edit(&path, sql).unwrap();
+    let t = klab_tools::nsys::open(&path).unwrap();
+    (dir, t)
+}
+
 /// Two processes that each see their own GPU as CUDA device 0 (one GPU each through
 /// `CUDA_VISIBLE_DEVICES`): the reduce export with a second GPU, and a copy of the launch
 /// of correlationId 7 made by process 5151 on it.
 fn two_processes() -> (tempfile::TempDir, klab_tools::nsys::Trace) {
-    use klab_tools::nsys::testdata::{edit, global_pid};
-    let (dir, path) = write(REDUCE);
-    edit(
-        &path,
+    use klab_tools::nsys::testdata::global_pid;
+    let (dir, t) = edited(
+        REDUCE,
         &format!(
             "CREATE TEMP TABLE g AS SELECT * FROM TARGET_INFO_GPU;
              UPDATE g SET id = 2, name = 'NVIDIA H100 80GB HBM3';
@@ -282,9 +289,7 @@ fn two_processes() -> (tempfile::TempDir, klab_tools::nsys::Trace) {
              INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM k;",
             global_pid(5151)
         ),
-    )
-    .unwrap();
-    let t = klab_tools::nsys::open(&path).unwrap();
+    );
     (dir, t)
 }
 
@@ -347,10 +352,9 @@ fn one_process_keeps_the_ordinal_in_its_tables() {
 /// GPU's id, not the GPU another process calls by the same ordinal, and a note says so.
 #[test]
 fn a_gpu_the_map_names_but_the_gpu_table_lacks_is_not_another_gpu() {
-    use klab_tools::nsys::testdata::{edit, global_pid};
-    let (_d, path) = write(REDUCE);
-    edit(
-        &path,
+    use klab_tools::nsys::testdata::global_pid;
+    let (_d, t) = edited(
+        REDUCE,
         &format!(
             "INSERT INTO TARGET_INFO_CUDA_DEVICE (gpuId, cudaId, pid) VALUES (9, 0, 5151);
              CREATE TEMP TABLE k AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId = 7;
@@ -358,9 +362,7 @@ fn a_gpu_the_map_names_but_the_gpu_table_lacks_is_not_another_gpu() {
              INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM k;",
             global_pid(5151)
         ),
-    )
-    .unwrap();
-    let t = klab_tools::nsys::open(&path).unwrap();
+    );
     let theirs: Vec<Option<i64>> = t
         .kernels
         .iter()
@@ -378,16 +380,13 @@ fn a_gpu_the_map_names_but_the_gpu_table_lacks_is_not_another_gpu() {
 /// Two rows that give one process's ordinal two GPUs: that process's rows name neither.
 #[test]
 fn a_process_ordinal_the_map_gives_two_gpus_names_neither() {
-    let (_d, path) = write(REDUCE);
-    klab_tools::nsys::testdata::edit(
-        &path,
+    let (_d, t) = edited(
+        REDUCE,
         "CREATE TEMP TABLE g AS SELECT * FROM TARGET_INFO_GPU;
          UPDATE g SET id = 2;
          INSERT INTO TARGET_INFO_GPU SELECT * FROM g;
          INSERT INTO TARGET_INFO_CUDA_DEVICE (gpuId, cudaId, pid) VALUES (2, 0, 4242);",
-    )
-    .unwrap();
-    let t = klab_tools::nsys::open(&path).unwrap();
+    );
     assert!(t.kernels.iter().all(|k| k.gpu.is_none()));
     assert!(
         has_note(
@@ -403,15 +402,12 @@ fn a_process_ordinal_the_map_gives_two_gpus_names_neither() {
 /// note says which GPU cannot be told.
 #[test]
 fn without_the_map_shared_ordinals_keep_the_ordinal_and_say_so() {
-    let (_d, path) = write(TRANSPOSE32);
-    klab_tools::nsys::testdata::edit(
-        &path,
+    let (_d, t) = edited(
+        TRANSPOSE32,
         "CREATE TEMP TABLE g AS SELECT * FROM TARGET_INFO_GPU;
          UPDATE g SET id = 7;
          INSERT INTO TARGET_INFO_GPU SELECT * FROM g;",
-    )
-    .unwrap();
-    let t = klab_tools::nsys::open(&path).unwrap();
+    );
     assert!(!t.ordinals_shared());
     assert!(t.kernels.iter().all(|k| k.gpu.is_none()));
     assert!(
