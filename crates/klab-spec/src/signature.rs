@@ -374,13 +374,27 @@ fn tokenize(src: &str) -> Lexed {
             i = past_block_comment(&c, i, &mut line);
             continue;
         }
-        // Inside `#if 0`: nothing but the directives that may end it.
+        // Inside `#if 0`: nothing but the directives that may end it. Its literals are
+        // still literals (a `"/*"` there opens no comment); one left open ends at the line's
+        // end, as an apostrophe in prose does.
         let dead = groups.iter().any(|g| g.branch == Branch::Dead);
         if dead && !(ch == '#' && line_start) {
             if !ch.is_whitespace() {
                 line_start = false;
             }
             i += 1;
+            if ch == '"' || ch == '\'' {
+                while i < c.len() && c[i] != ch && c[i] != '\n' {
+                    i += if c[i] == '\\' && at(i + 1) != '\n' {
+                        2
+                    } else {
+                        1
+                    };
+                }
+                if at(i) == ch {
+                    i += 1;
+                }
+            }
             continue;
         }
         if ch.is_whitespace() {
@@ -1862,6 +1876,14 @@ extern "C" __global__ void no_params(void) {}
         }
         let in_dead_comment = "#if 0\n/*\n#else\n*/\n__global__ void scale(double *x) {}\n#endif\n__global__ void scale(float *x) {}\n";
         assert_eq!(kernels(in_dead_comment).len(), 1);
+        // A comment opener in a dead string opens nothing; an apostrophe in dead prose ends
+        // at its line.
+        let dead_literals = "#if 0\nprintf(\"/*\");\nwe don't use this\n#endif\n__global__ void live(float *x) {}\n";
+        let names: Vec<String> = kernels(dead_literals)
+            .iter()
+            .map(|k| k.name.clone())
+            .collect();
+        assert_eq!(names, ["live"]);
         // A whole file behind a guard is read as usual.
         let guarded = "#ifdef __CUDACC__\n__global__ void g(float *y, int n) {}\n#endif\n";
         match lookup_entry(guarded, "g") {
