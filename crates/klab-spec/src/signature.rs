@@ -342,6 +342,31 @@ fn past_block_comment(c: &[char], mut i: usize, line: &mut usize) -> usize {
     i + 2
 }
 
+/// The directive that starts at `c[i]` (`#`) without its comments, and the index past it,
+/// counting its lines into `line`. A backslash before the newline continues it; a comment in
+/// it is a space, and one that opens there runs on to its end, lines and all.
+fn read_directive(c: &[char], mut i: usize, line: &mut usize) -> (String, usize) {
+    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
+    let mut directive = String::new();
+    while i < c.len() && c[i] != '\n' {
+        if c[i] == '\\' && at(i + 1) == '\n' {
+            *line += 1;
+            i += 2;
+        } else if c[i] == '/' && at(i + 1) == '*' {
+            i = past_block_comment(c, i, line);
+            directive.push(' ');
+        } else if c[i] == '/' && at(i + 1) == '/' {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+        } else {
+            directive.push(c[i]);
+            i += 1;
+        }
+    }
+    (directive, i)
+}
+
 /// The source as tokens, without comments and preprocessor lines; string literals keep
 /// their text (for `extern "C"`). Never fails: an unterminated comment or literal runs to
 /// the end.
@@ -402,25 +427,8 @@ fn tokenize(src: &str) -> Lexed {
             continue;
         }
         if ch == '#' && line_start {
-            // A directive, continued by a backslash before the newline; a comment in it is a
-            // space, and one that opens there runs on to its end, lines and all.
-            let mut directive = String::new();
-            while i < c.len() && c[i] != '\n' {
-                if c[i] == '\\' && at(i + 1) == '\n' {
-                    line += 1;
-                    i += 2;
-                } else if c[i] == '/' && at(i + 1) == '*' {
-                    i = past_block_comment(&c, i, &mut line);
-                    directive.push(' ');
-                } else if c[i] == '/' && at(i + 1) == '/' {
-                    while i < c.len() && c[i] != '\n' {
-                        i += 1;
-                    }
-                } else {
-                    directive.push(c[i]);
-                    i += 1;
-                }
-            }
+            let directive;
+            (directive, i) = read_directive(&c, i, &mut line);
             if after_conditional(&mut groups, &mut next_id, &directive).is_some() {
                 branches = groups
                     .iter()
