@@ -723,3 +723,47 @@ fn check_plan_resolves_a_gpu_reference_and_reads_the_users_data() {
     manifest(r#"{ kernel = "trusted.toml:scale" }"#, &case("x16f64.npy"));
     plan(Some("x16f64.npy"));
 }
+
+/// An f16 and a bf16 scalar reach a C reference as floats of their values: the shim
+/// declares `float a, float b` (a raw-bits `uint16_t` would not compile against the
+/// reference), and the engine hands it the values the kernel's parameters hold.
+#[test]
+fn half_precision_scalars_reach_a_c_reference_as_floats_of_their_values() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/half-scalars");
+    let (_, decl) = registry::resolve(
+        &format!("{}:axpb", fixture.join("axpb.toml").display()),
+        Scope::Default,
+    )
+    .unwrap();
+    let op = decl.op.as_ref();
+    let spec = klab_tools::cref::CReferenceSpec {
+        source: fixture.join("axpb_ref.c"),
+        function: "axpb_ref".into(),
+        params: klab_tools::cref::params_for(op),
+        working: op.spec.working_precision(),
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let r = match klab_tools::cref::CReference::build(&spec, Some(tmp.path())) {
+        Ok(r) => r,
+        Err(klab_tools::cref::CRefError::Compiler { why, .. })
+            if std::env::var("KLAB_REQUIRE_CC").as_deref() != Ok("1") =>
+        {
+            eprintln!("SKIPPED half_precision_scalars_reach_a_c_reference_as_floats_of_their_values: no C compiler ({why})");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    use klab_core::dtype::Dtype;
+    let (a, b) = (Dtype::F16.nearest(0.1), Dtype::Bf16.nearest(0.3));
+    assert_eq!(a, 0.0999755859375);
+    let x: Vec<f32> = (0..5).map(|i| i as f32 - 2.0).collect();
+    let mut xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut yb = vec![0u8; x.len() * 4];
+    r.call(&mut [&mut xb, &mut yb], &[x.len() as i64], &[a, b])
+        .unwrap();
+    let want: Vec<u8> = x
+        .iter()
+        .flat_map(|v| (a as f32).mul_add(*v, b as f32).to_le_bytes())
+        .collect();
+    assert_eq!(yb, want);
+}

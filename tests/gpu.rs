@@ -1348,6 +1348,24 @@ fn a_kernel_for_multiples_of_4_passes_when_its_manifest_says_so() {
     assert!(stdout.contains("verdict: FAIL"), "{stdout}");
 }
 
+/// A kernel taking `__half` and `__nv_bfloat16` scalars: klab passes each as its bits and the
+/// C reference gets their values, so the correct kernel passes bitwise and the one that
+/// swaps them is rejected.
+#[test]
+fn half_precision_scalars_reach_the_kernel_as_their_bits() {
+    if !gpu_or_skip("half_precision_scalars_reach_the_kernel_as_their_bits") {
+        return;
+    }
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/half-scalars/axpb.toml");
+    let kernel = |name: &str| format!("{}:{name}", manifest.display());
+    let (code, stdout, stderr) = run_klab(&["check", &kernel("axpb")]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let (code, stdout, stderr) = run_klab(&["check", &kernel("axpb_swapped")]);
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(stdout.contains("verdict: FAIL"), "{stdout}");
+}
+
 /// `--format json` and `csv` on the commands that measure: stdout holds the report alone
 /// and parses, even from a kernel that prints (its printf goes to stderr), and the value
 /// says what the text says.

@@ -173,6 +173,20 @@ impl Dtype {
         Some(pow2(-(m as i32)))
     }
 
+    /// The value of this dtype nearest `v`: what a kernel parameter of this dtype receives
+    /// when klab passes it `v` ([`Dtype::bits_of_f64`]'s rounding, then decoded exactly).
+    pub fn nearest(self, v: f64) -> f64 {
+        self.value_of_bits(self.bits_of_f64(v))
+    }
+
+    /// The largest finite value of a float dtype (65504 for f16); `None` for integers.
+    pub fn largest_finite(self) -> Option<f64> {
+        let (e, m) = self.float_layout()?;
+        // The largest exponent below the all-ones of infinity, every mantissa bit set.
+        let bits = ((1u64 << e) - 2) << m | ((1u64 << m) - 1);
+        Some(self.value_of_bits(bits))
+    }
+
     /// (exponent bits, stored mantissa bits) of a float dtype.
     fn float_layout(self) -> Option<(u32, u32)> {
         match self {
@@ -835,5 +849,25 @@ mod tests {
         assert!(Dtype::F16.is_nan_bits(0x7f7f)); // the 0x7f poison is a NaN in f16
         assert!(!Dtype::Bf16.is_nan_bits(0x7f7f)); // and finite in bf16
         assert!(!Dtype::U16.is_nan_bits(0xffff));
+    }
+
+    #[test]
+    fn nearest_is_what_a_parameter_of_the_dtype_holds() {
+        assert_eq!(Dtype::F16.nearest(0.1), f16_to_f64(f16_from_f64(0.1)));
+        assert_ne!(Dtype::F16.nearest(0.1), 0.1);
+        assert_eq!(Dtype::Bf16.nearest(1.0 + 1.0 / 512.0), 1.0);
+        assert_eq!(Dtype::F32.nearest(0.1), 0.1f32 as f64);
+        assert_eq!(Dtype::F64.nearest(0.1), 0.1);
+        assert_eq!(Dtype::F16.nearest(70000.0), f64::INFINITY);
+        assert_eq!(Dtype::I32.nearest(2.5), 2.0);
+    }
+
+    #[test]
+    fn largest_finite_of_each_float() {
+        assert_eq!(Dtype::F16.largest_finite(), Some(65504.0));
+        assert_eq!(Dtype::Bf16.largest_finite(), Some(bf16_to_f64(0x7f7f)));
+        assert_eq!(Dtype::F32.largest_finite(), Some(f32::MAX as f64));
+        assert_eq!(Dtype::F64.largest_finite(), Some(f64::MAX));
+        assert_eq!(Dtype::U8.largest_finite(), None);
     }
 }

@@ -410,6 +410,7 @@ impl CudaBackend {
                 Arg::U32(v) => u64::from(*v),
                 Arg::I64(v) => *v as u64,
                 Arg::U64(v) => *v,
+                Arg::F16(v) | Arg::Bf16(v) => u64::from(*v),
                 Arg::F32(v) => u64::from(v.to_bits()),
                 Arg::F64(v) => v.to_bits(),
             })

@@ -64,6 +64,10 @@ pub enum Arg<'a, B> {
     U32(u32),
     I64(i64),
     U64(u64),
+    /// An f16's bits (a `__half` parameter).
+    F16(u16),
+    /// A bf16's bits (an `__nv_bfloat16` parameter).
+    Bf16(u16),
     F32(f32),
     F64(f64),
 }

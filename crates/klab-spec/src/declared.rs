@@ -520,14 +520,19 @@ pub struct DeclaredOp {
 }
 
 /// Types a scalar parameter can take.
-const SCALAR_TYPES: [Dtype; 6] = [
+pub const SCALAR_TYPES: [Dtype; 8] = [
     Dtype::I32,
     Dtype::U32,
     Dtype::I64,
     Dtype::U64,
+    Dtype::F16,
+    Dtype::Bf16,
     Dtype::F32,
     Dtype::F64,
 ];
+
+/// [`SCALAR_TYPES`] as messages list them.
+pub const SCALAR_TYPE_NAMES: &str = "i32 u32 i64 u64 f16 bf16 f32 f64";
 
 /// A problem with a field of `[kernel.op]` (the field relative to it, e.g. `buffers.y.compare`).
 pub type FieldError = (String, String);
@@ -882,6 +887,25 @@ impl DeclaredOpSpec {
         Ok(())
     }
 
+    /// Whether every value of float scalar `name` stays finite in `dtype`, rounded as the
+    /// kernel gets it: FLT_MAX written to 9 digits rounds to it, a step past rounds to
+    /// infinity (and 65520 does in an f16).
+    fn scalar_rounds_finite(&self, name: &str, dtype: Dtype) -> Result<(), FieldError> {
+        let s = &self.scalars[name];
+        let ends = s.range.iter().flat_map(|[lo, hi]| [*lo, *hi]);
+        let mut values = s.values.iter().copied().chain(ends);
+        match values.find(|v| dtype.nearest(*v).is_infinite()) {
+            Some(v) => bad(
+                &format!("scalars.{name}"),
+                format!(
+                    "{v:e} rounds past the largest {dtype} ({:e}): the kernel would get infinity",
+                    dtype.largest_finite().unwrap_or(f64::MAX)
+                ),
+            ),
+            None => Ok(()),
+        }
+    }
+
     /// Each scalar: its own name, a scalar type, finite values or an interval.
     fn check_scalars(&self) -> Result<(), FieldError> {
         for (name, s) in &self.scalars {
@@ -892,10 +916,7 @@ impl DeclaredOpSpec {
             if !SCALAR_TYPES.contains(&s.ty) {
                 return bad(
                     &field,
-                    format!(
-                        "type {} is not a scalar type (i32 u32 i64 u64 f32 f64)",
-                        s.ty
-                    ),
+                    format!("type {} is not a scalar type ({SCALAR_TYPE_NAMES})", s.ty),
                 );
             }
             match s.range {
@@ -1127,7 +1148,7 @@ impl DeclaredOpSpec {
                 .ok_or_else(|| {
                     (
                         field.clone(),
-                        format!("'{t}' is not i32, u32, i64, u64, f32 or f64"),
+                        format!("'{t}' is not a scalar type ({SCALAR_TYPE_NAMES})"),
                     )
                 })?;
             if is_size && dtype.is_float() {
@@ -1152,36 +1173,26 @@ impl DeclaredOpSpec {
                 }
             }
         }
-        // Values a parameter's type cannot hold would reach the kernel wrapped (or, for an
-        // f32, as infinity).
+        // Values a parameter's type cannot hold would reach the kernel wrapped (or, for a
+        // float narrower than f64, as infinity).
         for p in &out {
-            if let OpParam::Scalar(n, Dtype::F32) = p {
-                let s = &self.scalars[n];
-                let ends = s.range.iter().flat_map(|[lo, hi]| [*lo, *hi]);
-                if let Some(v) = s
-                    .values
-                    .iter()
-                    .copied()
-                    .chain(ends)
-                    // Rounded to f32 as the kernel gets it: FLT_MAX written to 9 digits
-                    // rounds to it, a step past rounds to infinity.
-                    .find(|v| (*v as f32).is_infinite())
-                {
-                    return bad(
-                        &format!("scalars.{n}"),
-                        format!(
-                            "{v:e} rounds past the largest f32 ({:e}): the kernel would get infinity",
-                            f32::MAX
-                        ),
-                    );
+            if let OpParam::Scalar(n, d) = p {
+                if d.is_float() {
+                    self.scalar_rounds_finite(n, *d)?;
+                    continue;
                 }
-                continue;
             }
-            // Each value with the field it was given in.
-            let (name, dtype, values): (&str, Dtype, Vec<(String, f64)>) = match p {
+            // Each value with the field it was given in, compared as integers: a u64 past
+            // i64::MAX rounds, as an f64, onto i64::MAX's own neighbour.
+            let whole = |v: f64| {
+                (v.fract() == 0.0 && v.abs() < 2f64.powi(64))
+                    .then_some(v as i128)
+                    .ok_or(v)
+            };
+            let (name, dtype, values): (&str, Dtype, Vec<(String, Result<i128, f64>)>) = match p {
                 // Declared values, the bench shape and the user's case shapes.
                 OpParam::Size(n, d) => {
-                    let at = |field: String| move |v: &u64| (field.clone(), *v as f64);
+                    let at = |field: String| move |v: &u64| (field.clone(), Ok(i128::from(*v)));
                     let declared = self.sizes[n].values.iter().flatten();
                     let values = declared
                         .map(at(format!("sizes.{n}")))
@@ -1202,25 +1213,29 @@ impl DeclaredOpSpec {
                     let field = format!("scalars.{n}");
                     let ends = s.range.iter().flat_map(|[lo, hi]| [lo.floor(), hi.floor()]);
                     let values = s.values.iter().copied().chain(ends);
-                    (n, *d, values.map(|v| (field.clone(), v)).collect())
+                    (n, *d, values.map(|v| (field.clone(), whole(v))).collect())
                 }
                 _ => continue,
             };
-            let (lo, hi) = match dtype {
-                Dtype::I32 => (i32::MIN as f64, i32::MAX as f64),
-                Dtype::U32 => (0.0, u32::MAX as f64),
-                Dtype::I64 => (i64::MIN as f64, i64::MAX as f64),
+            let (lo, hi): (i128, i128) = match dtype {
+                Dtype::I32 => (i32::MIN.into(), i32::MAX.into()),
+                Dtype::U32 => (0, u32::MAX.into()),
+                Dtype::I64 => (i64::MIN.into(), i64::MAX.into()),
                 // Integers travel as i64 on their way to the kernel.
-                _ => (0.0, i64::MAX as f64),
+                _ => (0, i64::MAX.into()),
             };
             if let Some((field, v)) = values
                 .iter()
-                .find(|(_, v)| v.fract() != 0.0 || *v < lo || *v > hi)
+                .find(|(_, v)| v.is_err() || v.is_ok_and(|i| i < lo || i > hi))
             {
                 let what = if field.starts_with("sizes") || field.starts_with("scalars") {
                     String::new()
                 } else {
                     format!("{name} = ")
+                };
+                let v = match v {
+                    Ok(i) => i.to_string(),
+                    Err(f) => f.to_string(),
                 };
                 return bad(
                     field,
@@ -1416,6 +1431,40 @@ scalars.eps = { type = "f32", values = [1e-5] }
             op.spec.reference,
             ReferenceSpec::C("layernorm_ref.c:layernorm_ref".into())
         );
+    }
+
+    /// A refused size is printed as given (as an f64, 9223372036854775807 printed as ...808),
+    /// and the largest integer TOML holds passes an i64 parameter.
+    #[test]
+    fn a_refused_size_is_printed_as_given() {
+        let wide = |ty: &str| {
+            ["x", "y", "rows:i32"]
+                .into_iter()
+                .map(String::from)
+                .chain([format!("cols:{ty}"), "eps:f32".into()])
+                .collect::<Vec<_>>()
+        };
+        for (ty, value, ok) in [
+            ("i64", "9223372036854775807", true),
+            ("u64", "9223372036854775807", true),
+            ("i32", "9223372036854775807", false),
+            ("u32", "9223372036854775807", false),
+            ("i32", "2147483648", false),
+        ] {
+            let sizes = format!("sizes.cols = {{ values = [4, {value}] }}");
+            let r = check(&LAYERNORM.replace("sizes.cols = {}", &sizes), &wide(ty));
+            match ok {
+                true => assert!(r.is_ok(), "{ty} {value}: {r:?}"),
+                false => {
+                    let (field, why) = r.unwrap_err();
+                    assert_eq!(field, "sizes.cols");
+                    assert!(
+                        why.contains(&format!("{value} is not a whole number that {ty} holds")),
+                        "{ty} {value}: {why}"
+                    );
+                }
+            }
+        }
     }
 
     /// A size value a parameter's type cannot hold is refused naming the field it was given

@@ -10,6 +10,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use crate::declared::SCALAR_TYPE_NAMES;
 use crate::manifest::PLACEHOLDER;
 use crate::signature::{kernels, Elem, ParamKind};
 use klab_core::dtype::Dtype;
@@ -30,9 +31,6 @@ pub struct Skeleton {
     /// How many placeholders it holds.
     pub placeholders: usize,
 }
-
-/// The types klab passes scalars as (see `declared`).
-const SCALAR_NAMES: &str = "i32 u32 i64 u64 f32 f64";
 
 /// A TOML basic string.
 fn quote(s: &str) -> String {
@@ -314,7 +312,7 @@ impl Writer {
                     ));
                     }
                 }
-                ParamKind::Value(Elem::Known(d)) if matches!(d, Dtype::F32 | Dtype::F64) => {
+                ParamKind::Value(Elem::Known(d)) if d.is_float() => {
                     out.params.push(quote(&format!("{name}:{d}")));
                     out.scalars.push(format!(
                     "scalars.{name} = {{ type = \"{d}\", values = [{}] }}   # cases cycle through the values",
@@ -331,7 +329,7 @@ impl Writer {
                     };
                     out.params.push(self.typed_todo(name));
                     out.scalars.push(format!(
-                    "scalars.{name} = {{ type = {}, values = [{}] }}   # TODO: {}: {why}; klab passes scalars as {SCALAR_NAMES}",
+                    "scalars.{name} = {{ type = {}, values = [{}] }}   # TODO: {}: {why}; klab passes scalars as {SCALAR_TYPE_NAMES}",
                     self.todo(),
                     self.todo(),
                     flat(&ty)
@@ -669,6 +667,32 @@ mod tests {
         assert_eq!(op.spec.buffers["hist"].dtype, Dtype::U32);
     }
 
+    /// `__half` and `__nv_bfloat16` values are scalars of their own format, and the drafted
+    /// manifest, once filled in, loads against the kernel.
+    #[test]
+    fn half_precision_values_are_drafted_as_scalars_of_their_format() {
+        const AXPBY: &str = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n\
+            extern \"C\" __global__ void axpby(const __half *x, __half *y, __half a, __nv_bfloat16 b, int n) {}\n";
+        let s = skeleton(AXPBY, "k.cu", "k.cu").unwrap();
+        let t = &s.text;
+        assert!(
+            t.contains("params = [\"x\", \"y\", \"a:f16\", \"b:bf16\", \"n:i32\"]"),
+            "{t}"
+        );
+        assert!(t.contains("scalars.a = { type = \"f16\""), "{t}");
+        assert!(t.contains("scalars.b = { type = \"bf16\""), "{t}");
+        let m = crate::manifest::parse(
+            "k.toml",
+            &fill(t),
+            crate::manifest::Files::Given(&|_| Ok(("k.cu".into(), AXPBY.into()))),
+        )
+        .unwrap_or_else(|e| panic!("{e}\n{t}"));
+        use crate::declared::OpParam;
+        let params = &m.kernels[0].op.as_ref().params;
+        assert_eq!(params[2], OpParam::Scalar("a".into(), Dtype::F16));
+        assert_eq!(params[3], OpParam::Scalar("b".into(), Dtype::Bf16));
+    }
+
     #[test]
     fn what_klab_cannot_take_is_marked_and_still_parses_as_toml() {
         let s = skeleton(SRC, "k.cu", "k.cu").unwrap();
@@ -682,7 +706,7 @@ mod tests {
             "TODO: MyStruct: klab has no dtype for it (f16 bf16",
             "float4 is 4 f32 an element: len counts f32 elements",
             "\"flag:TODO\"",
-            "TODO: bool: klab has no boolean dtype; klab passes scalars as i32 u32 i64 u64 f32 f64",
+            "TODO: bool: klab has no boolean dtype; klab passes scalars as i32 u32 i64 u64 f16 bf16 f32 f64",
             "\"s:i32\"",
             "scalars.s = { type = \"i32\", values = [\"TODO\"] }   # short s is i16: klab passes i32, whose every value must fit i16",
             "params = [\"arg0\", \"arg1\", \"arg2:i32\"]",

@@ -528,8 +528,11 @@ impl Source {
                         format!("'{v}' takes values past what {written}, a {t}, holds ({lo} to {hi})")
                     })
                 }
+                // Integers of one width share their bytes; floats must be the same format
+                // (an f16 and a bf16 have one width and different bits).
                 (OpParam::Size(v, d) | OpParam::Scalar(v, d), ParamKind::Value(Elem::Known(t)))
-                    if !(d.size_bytes() == t.size_bytes() && d.is_float() == t.is_float()) =>
+                    if !(d.size_bytes() == t.size_bytes() && d.is_float() == t.is_float())
+                        || (d.is_float() && d != t) =>
                 {
                     Some(format!("'{v}' is passed as {d}, but {written} is {t}"))
                 }
@@ -2125,6 +2128,60 @@ scalars.a = { type = "f32", values = [1.0] }
         )
         .unwrap_err();
         assert!(e.problem.contains("(0 to 65535)"), "{e}");
+    }
+
+    /// A half-precision scalar (`__half alpha`, `__nv_bfloat16 beta`) is declared f16 or
+    /// bf16, and only that format passes: the two have one width and different bits.
+    #[test]
+    fn a_half_precision_scalar_is_declared_in_its_own_format() {
+        let with = |dtype: &str, values: &str, ty: &str| {
+            let src = format!(
+                "#include <cuda_fp16.h>\nextern \"C\" __global__ void k(const float *x, float *y, int n, {ty} a) {{}}"
+            );
+            parse(
+                "m.toml",
+                &DECLARED_XY
+                    .replace("ENTRY", "k")
+                    .replace("\"X\"", "\"f32\"")
+                    .replace(
+                        "scalars.a = { type = \"f32\", values = [1.0] }",
+                        &format!("scalars.a = {{ type = \"{dtype}\", values = [{values}] }}"),
+                    )
+                    .replace("\"a:f32\"", &format!("\"a:{dtype}\"")),
+                Files::Given(&|_| Ok(("k.cu".into(), src.clone().into()))),
+            )
+        };
+        with("f16", "0.1, -2.5, 65504", "__half").unwrap();
+        with("f16", "1.5", "half").unwrap();
+        with("bf16", "0.1, 3e38", "__nv_bfloat16").unwrap();
+        for (dtype, ty, says) in [
+            ("f16", "__nv_bfloat16", "'a' is passed as f16, but parameter 3 of k (k.cu line 2), `__nv_bfloat16 a` is bf16"),
+            ("bf16", "__half", "'a' is passed as bf16, but"),
+            ("f16", "float", "'a' is passed as f16, but"),
+            ("f32", "__half", "'a' is passed as f32, but"),
+            ("f16", "short", "'a' is passed as f16, but"),
+        ] {
+            let e = with(dtype, "1.0", ty).unwrap_err();
+            assert!(e.problem.contains(says), "{dtype} {ty}: {e}");
+        }
+        // 65520 rounds to infinity in an f16, as 3.4e38 * 1.01 does in a bf16.
+        for (dtype, v, says) in [
+            ("f16", "65520", "rounds past the largest f16 (6.5504e4)"),
+            ("bf16", "3.4e38", "rounds past the largest bf16"),
+        ] {
+            let e = with(
+                dtype,
+                v,
+                if dtype == "f16" {
+                    "__half"
+                } else {
+                    "__nv_bfloat16"
+                },
+            )
+            .unwrap_err();
+            assert_eq!(e.field, "kernel[0].op.scalars.a", "{e}");
+            assert!(e.problem.contains(says), "{e}");
+        }
     }
 
     /// Public kernels a reviewer found refused: a function-like macro before the name,

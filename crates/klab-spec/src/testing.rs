@@ -60,7 +60,7 @@ fn stand_in_param(op: &toml::Value, p: &str) -> String {
     match p.split_once(':') {
         Some((name, t)) => {
             let t: Dtype = t.parse().expect("a type");
-            format!("{} {name}", t.c_type())
+            format!("{} {name}", cuda_type(t))
         }
         None => {
             let b = &op["buffers"][p];
@@ -70,7 +70,16 @@ fn stand_in_param(op: &toml::Value, p: &str) -> String {
             } else {
                 ""
             };
-            format!("{c}{} *{p}", t.c_type())
+            format!("{c}{} *{p}", cuda_type(t))
         }
+    }
+}
+
+/// The CUDA C++ type of `t`: C's, but the toolkit's half-precision types for f16 and bf16.
+fn cuda_type(t: Dtype) -> &'static str {
+    match t {
+        Dtype::F16 => "__half",
+        Dtype::Bf16 => "__nv_bfloat16",
+        _ => t.c_type(),
     }
 }

@@ -268,8 +268,7 @@ impl CommandReference {
                 OpParam::Size(n, d) | OpParam::Scalar(n, d) => (n, *d),
             };
             let v = match dtype {
-                Dtype::F32 => serde_json::json!(*f.next().ok_or_else(short)? as f32 as f64),
-                Dtype::F64 => serde_json::json!(*f.next().ok_or_else(short)?),
+                d if d.is_float() => serde_json::json!(d.nearest(*f.next().ok_or_else(short)?)),
                 // The kernel reads the same 64 bits as unsigned.
                 Dtype::U64 => serde_json::json!(*i.next().ok_or_else(short)? as u64),
                 _ => serde_json::json!(*i.next().ok_or_else(short)?),

@@ -606,8 +606,14 @@ pub fn params_for(op: &klab_spec::declared::DeclaredOp) -> Vec<CParam> {
                     writable: b.role != Role::In,
                 }
             }
+            // C has no half-precision type: an f16 or bf16 scalar arrives as the float of
+            // its exact value (every f16 and bf16 is one), not as a buffer's raw bits.
             OpParam::Size(_, dt) | OpParam::Scalar(_, dt) if dt.is_float() => CParam::Float {
-                c_type: dt.c_type().into(),
+                c_type: match dt {
+                    klab_core::dtype::Dtype::F64 => "double",
+                    _ => "float",
+                }
+                .into(),
             },
             OpParam::Size(_, dt) | OpParam::Scalar(_, dt) => CParam::Int {
                 c_type: dt.c_type().into(),

@@ -35,6 +35,10 @@ pub enum HostArg {
     U32(u32),
     I64(i64),
     U64(u64),
+    /// An f16's bits.
+    F16(u16),
+    /// A bf16's bits.
+    Bf16(u16),
     F32(f32),
     F64(f64),
 }
@@ -205,6 +209,8 @@ impl HostBackend {
                 Arg::U32(v) => HostArg::U32(*v),
                 Arg::I64(v) => HostArg::I64(*v),
                 Arg::U64(v) => HostArg::U64(*v),
+                Arg::F16(v) => HostArg::F16(*v),
+                Arg::Bf16(v) => HostArg::Bf16(*v),
                 Arg::F32(v) => HostArg::F32(*v),
                 Arg::F64(v) => HostArg::F64(*v),
             })

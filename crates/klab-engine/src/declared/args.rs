@@ -71,6 +71,8 @@ impl Value {
             Dtype::I32 => Arg::I32(int as i32),
             Dtype::U32 => Arg::U32(int as u32),
             Dtype::U64 => Arg::U64(int as u64),
+            Dtype::F16 => Arg::F16(dt.bits_of_f64(float) as u16),
+            Dtype::Bf16 => Arg::Bf16(dt.bits_of_f64(float) as u16),
             Dtype::F32 => Arg::F32(float as f32),
             Dtype::F64 => Arg::F64(float),
             _ => Arg::I64(int),

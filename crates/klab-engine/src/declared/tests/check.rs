@@ -429,3 +429,60 @@ launch = { block = ["64"], dynamic_shared_bytes = "0" }
         assert!(e.problem.contains(says), "{e}");
     }
 }
+
+/// y = a * x with `a` an f16 scalar: the kernel gets a's bits, and the reference the value
+/// those bits hold (0.1 as an f16 is 0.0999755859375), so a correct kernel matches bitwise.
+#[test]
+fn a_half_precision_scalar_reaches_the_kernel_as_its_bits_and_the_reference_as_their_value() {
+    const SCALE: &str = r#"
+source = "k.cu"
+[[kernel]]
+name = "scale"
+entry = "rowsum"
+operation = "declared"
+params = ["x", "y", "n:i32", "a:DTYPE"]
+[kernel.op]
+grid = ["ceil_div(n, 32)"]
+block = ["32"]
+useful_bytes = "8 * n"
+reference = { c = "ref.c:scale_ref" }
+sizes.n = { values = [1, 33] }
+scalars.a = { type = "DTYPE", values = [0.1, -2.5, 1e-3] }
+buffers.x = { dtype = "f32", len = "n", role = "in" }
+buffers.y = { dtype = "f32", len = "n", role = "out", compare = "bitwise" }
+"#;
+    struct Scale;
+    impl Reference for Scale {
+        fn run(&self, _: &Shape, b: &mut [&mut [u8]], i: &[i64], f: &[f64]) -> Result<(), String> {
+            let a = f[0] as f32;
+            for e in 0..i[0] as usize {
+                let x = f32::from_le_bytes(b[0][4 * e..4 * e + 4].try_into().unwrap());
+                b[1][4 * e..4 * e + 4].copy_from_slice(&(a * x).to_le_bytes());
+            }
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "a Rust scale".into()
+        }
+    }
+    fn scale(mem: &mut [Vec<u32>], a: &[HostArg], _: u64) {
+        let (x, y, n, alpha) = match a {
+            [HostArg::Buffer(x), HostArg::Buffer(y), HostArg::I32(n), HostArg::F16(bits)] => {
+                (*x, *y, *n, klab_core::dtype::f16_to_f32(*bits))
+            }
+            [HostArg::Buffer(x), HostArg::Buffer(y), HostArg::I32(n), HostArg::Bf16(bits)] => {
+                (*x, *y, *n, klab_core::dtype::bf16_to_f32(*bits))
+            }
+            _ => panic!("{a:?}"),
+        };
+        let xs: Vec<u32> = mem[x][..n as usize].to_vec();
+        for (out, v) in mem[y].iter_mut().zip(xs) {
+            *out = (alpha * f32::from_bits(v)).to_bits();
+        }
+    }
+    for dtype in ["f16", "bf16"] {
+        let d = with(&SCALE.replace("DTYPE", dtype));
+        let r = check_on_host(&d, scale, Scale).unwrap();
+        assert!(r.passed(), "{dtype}: {}", r.render());
+    }
+}
