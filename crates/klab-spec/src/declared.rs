@@ -519,6 +519,9 @@ pub struct DeclaredOp {
     pub sequence: Vec<launches::OpLaunch>,
 }
 
+/// An integer's value as given: whole (held exactly), or the number that is not.
+type Given = Result<i128, f64>;
+
 /// Types a scalar parameter can take.
 pub const SCALAR_TYPES: [Dtype; 8] = [
     Dtype::I32,
@@ -1189,7 +1192,7 @@ impl DeclaredOpSpec {
                     .then_some(v as i128)
                     .ok_or(v)
             };
-            let (name, dtype, values): (&str, Dtype, Vec<(String, Result<i128, f64>)>) = match p {
+            let (name, dtype, values): (&str, Dtype, Vec<(String, Given)>) = match p {
                 // Declared values, the bench shape and the user's case shapes.
                 OpParam::Size(n, d) => {
                     let at = |field: String| move |v: &u64| (field.clone(), Ok(i128::from(*v)));
