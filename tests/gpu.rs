@@ -1366,6 +1366,24 @@ fn half_precision_scalars_reach_the_kernel_as_their_bits() {
     assert!(stdout.contains("verdict: FAIL"), "{stdout}");
 }
 
+/// A struct by value, which the source's text leaves klab to take on trust, is held to
+/// the compiled kernel's parameter sizes at load: one line, exit 1, no case run.
+#[test]
+fn a_parameter_the_compiled_kernel_declares_otherwise_is_refused_at_load() {
+    if !gpu_or_skip("a_parameter_the_compiled_kernel_declares_otherwise_is_refused_at_load") {
+        return;
+    }
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/compiled-params/k.toml");
+    let (code, stdout, stderr) = run_klab(&["check", manifest.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("shift cannot take what the manifest passes: 's' is passed as f32 (4 bytes), but parameter 3 is 16 bytes"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}
+
 /// `--format json` and `csv` on the commands that measure: stdout holds the report alone
 /// and parses, even from a kernel that prints (its printf goes to stderr), and the value
 /// says what the text says.

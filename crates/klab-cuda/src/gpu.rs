@@ -62,6 +62,29 @@ pub struct Kernel {
     func: Option<CudaFunction>,
     library: Option<LibraryRoutine>,
     resources: KernelResources,
+    /// Each parameter's size as the compiled kernel declares it ([`parameter_sizes`]).
+    parameter_sizes: Option<Vec<usize>>,
+}
+
+/// The size of each parameter `func` takes, in order, as the driver reads them from the
+/// compiled code (cuFuncGetParamInfo); None where the driver cannot say.
+fn parameter_sizes(func: &CudaFunction) -> Option<Vec<usize>> {
+    // A kernel's parameters fit 32764 bytes: far fewer than this many.
+    const MOST: usize = 32_768;
+    let mut sizes = Vec::new();
+    for index in 0..MOST {
+        let (mut offset, mut size) = (0usize, 0usize);
+        // SAFETY: the function belongs to a loaded module; the out-pointers are locals.
+        let r =
+            unsafe { sys::cuFuncGetParamInfo(func.cu_function(), index, &mut offset, &mut size) };
+        match r {
+            sys::CUresult::CUDA_SUCCESS => sizes.push(size),
+            // Past the last parameter.
+            sys::CUresult::CUDA_ERROR_INVALID_VALUE => return Some(sizes),
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// A cuBLAS handle bound to the backend's stream, destroyed on drop.
@@ -683,6 +706,7 @@ impl Backend for CudaBackend {
             }
             return Ok(Kernel {
                 func: None,
+                parameter_sizes: None,
                 library: Some(routine),
                 resources: KernelResources {
                     kernel: entry.to_string(),
@@ -723,6 +747,7 @@ impl Backend for CudaBackend {
             source: "driver".into(),
         };
         Ok(Kernel {
+            parameter_sizes: parameter_sizes(&func),
             func: Some(func),
             library: None,
             resources,
@@ -731,6 +756,10 @@ impl Backend for CudaBackend {
 
     fn resources(&self, kernel: &Kernel) -> KernelResources {
         kernel.resources.clone()
+    }
+
+    fn parameter_sizes(&self, kernel: &Kernel) -> Option<Vec<usize>> {
+        kernel.parameter_sizes.clone()
     }
 
     fn allow_dynamic_shared(

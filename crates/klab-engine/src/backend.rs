@@ -98,6 +98,12 @@ pub trait Backend {
     /// Look up a compiled kernel by its entry point.
     fn kernel(&mut self, entry: &str) -> Result<Self::Kernel, BackendError>;
     fn resources(&self, kernel: &Self::Kernel) -> KernelResources;
+    /// The size in bytes of each parameter the compiled kernel declares, in order, where
+    /// the device can say (CUDA's cuFuncGetParamInfo); None for a library routine or a
+    /// backend that cannot.
+    fn parameter_sizes(&self, _kernel: &Self::Kernel) -> Option<Vec<usize>> {
+        None
+    }
     /// Let `kernel` launch with `dynamic_bytes` of dynamic shared memory, past the default
     /// per-block limit (a CUDA program opts in the same way, cuFuncSetAttribute's
     /// MAX_DYNAMIC_SHARED_SIZE_BYTES). Called only for a launch that needs it, after its plan

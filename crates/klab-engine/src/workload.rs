@@ -71,15 +71,77 @@ pub fn perturb_inputs<B: Backend>(
     Ok(())
 }
 
-/// The kernels of `decl`'s launches, loaded on `backend`: one per launch, in order.
+/// The kernels of `decl`'s launches, loaded on `backend`: one per launch, in order, each
+/// held to the parameters its compiled code declares ([`parameter_problem`]).
 pub fn load_kernels<B: Backend>(
     backend: &mut B,
     decl: &KernelDecl,
 ) -> Result<Vec<B::Kernel>, BackendError> {
     decl.launches()
         .iter()
-        .map(|l| backend.kernel(l.entry))
+        .map(|l| {
+            let kernel = backend.kernel(l.entry)?;
+            let problem = backend
+                .parameter_sizes(&kernel)
+                .and_then(|sizes| parameter_problem(&sizes, l.params));
+            match problem {
+                Some(p) => Err(BackendError::from(format!(
+                    "{} cannot take what the manifest passes: {p}",
+                    l.entry
+                ))),
+                None => Ok(kernel),
+            }
+        })
         .collect()
+}
+
+/// Why a kernel whose compiled parameters are `sizes` bytes cannot take `params`: another
+/// count, a buffer's pointer for a value of another width, a value wider than klab's
+/// (a struct or a `float4` by value, an i32 for a `long`), a float of another width. This
+/// holds what no source text shows (a template instance, a macro, a PTX or cubin module)
+/// to what the compiler made. A narrower integer (`short k`) is left to the manifest's
+/// check of its values.
+pub fn parameter_problem(
+    sizes: &[usize],
+    params: &[klab_spec::declared::OpParam],
+) -> Option<String> {
+    use klab_spec::declared::OpParam;
+    if sizes.len() != params.len() {
+        return Some(format!(
+            "its compiled code takes {} parameter(s) ({} bytes), the manifest passes {}",
+            sizes.len(),
+            sizes
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            params.len()
+        ));
+    }
+    sizes
+        .iter()
+        .zip(params)
+        .enumerate()
+        .find_map(|(i, (&size, p))| {
+            let at = format!("parameter {i} is {size} bytes");
+            match p {
+                OpParam::Buffer(b) if size != 8 => Some(format!(
+                    "'{b}' is a buffer, passed as an 8-byte pointer, but {at}"
+                )),
+                OpParam::Buffer(_) => None,
+                OpParam::Size(v, d) | OpParam::Scalar(v, d) => {
+                    let width = d.size_bytes();
+                    let fits = match p {
+                        // A size is never negative, and its 8-byte launch word is zero-extended:
+                        // a wider integer (`size_t n` for an i32) gets the same value.
+                        OpParam::Size(..) => size <= 8,
+                        _ if d.is_integer() => size <= width,
+                        _ => size == width,
+                    };
+                    (!fits).then(|| format!("'{v}' is passed as {d} ({width} bytes), but {at}"))
+                }
+            }
+        })
 }
 
 /// Each launch of `workload`'s sequence checked against the device's limits and its
@@ -300,5 +362,64 @@ pub trait Workload {
     /// the CPU oracle and the device checker disagree (a fault in klab's checking).
     fn settle(&self) -> Result<(), BackendError> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parameter_problem;
+    use klab_core::dtype::Dtype;
+    use klab_spec::declared::OpParam;
+
+    fn params() -> Vec<OpParam> {
+        vec![
+            OpParam::Buffer("x".into()),
+            OpParam::Buffer("y".into()),
+            OpParam::Size("n".into(), Dtype::I32),
+            OpParam::Scalar("a".into(), Dtype::F16),
+            OpParam::Scalar("k".into(), Dtype::I32),
+        ]
+    }
+
+    /// What the compiled code takes decides: a count, a pointer, a struct by value and a
+    /// float's width are each refused; a wider size or a narrower integer scalar is not.
+    #[test]
+    fn a_kernel_is_held_to_its_compiled_parameter_sizes() {
+        let p = params();
+        assert_eq!(parameter_problem(&[8, 8, 4, 2, 4], &p), None);
+        // size_t n for an i32 size, and a bool or short for an integer scalar.
+        assert_eq!(parameter_problem(&[8, 8, 8, 2, 1], &p), None);
+        for (sizes, says) in [
+            (
+                vec![8, 8, 4, 2],
+                "its compiled code takes 4 parameter(s) (8, 8, 4, 2 bytes), the manifest passes 5",
+            ),
+            (
+                vec![8, 4, 4, 2, 4],
+                "'y' is a buffer, passed as an 8-byte pointer, but parameter 1 is 4 bytes",
+            ),
+            (
+                vec![8, 8, 12, 2, 4],
+                "'n' is passed as i32 (4 bytes), but parameter 2 is 12 bytes",
+            ),
+            (
+                vec![8, 8, 4, 4, 4],
+                "'a' is passed as f16 (2 bytes), but parameter 3 is 4 bytes",
+            ),
+            (
+                vec![8, 8, 4, 2, 8],
+                "'k' is passed as i32 (4 bytes), but parameter 4 is 8 bytes",
+            ),
+            (
+                vec![8, 8, 4, 2, 16],
+                "'k' is passed as i32 (4 bytes), but parameter 4 is 16 bytes",
+            ),
+        ] {
+            assert_eq!(
+                parameter_problem(&sizes, &p).as_deref(),
+                Some(says),
+                "{sizes:?}"
+            );
+        }
     }
 }

@@ -118,6 +118,8 @@ pub struct HostBackend {
     checker: bool,
     /// The rates the physical floor is computed from (none unless set).
     rates: Option<klab_core::floor::DeviceRates>,
+    /// Each kernel's parameter sizes, where a test gives them ([`Backend::parameter_sizes`]).
+    parameter_sizes: BTreeMap<String, Vec<usize>>,
 }
 
 impl HostBackend {
@@ -138,7 +140,15 @@ impl HostBackend {
             },
             checker: false,
             rates: None,
+            parameter_sizes: BTreeMap::new(),
         }
+    }
+
+    /// Kernel `entry` declares parameters of these sizes, as a compiled one would.
+    pub fn with_parameter_sizes(mut self, entry: &str, sizes: &[usize]) -> HostBackend {
+        self.parameter_sizes
+            .insert(entry.to_string(), sizes.to_vec());
+        self
     }
 
     /// Rates for the physical floor ([`klab_core::floor`]).
@@ -362,6 +372,10 @@ impl Backend for HostBackend {
             bytes: dynamic_bytes,
         });
         Ok(())
+    }
+
+    fn parameter_sizes(&self, kernel: &HostKernel) -> Option<Vec<usize>> {
+        self.parameter_sizes.get(&kernel.entry).cloned()
     }
 
     fn resources(&self, kernel: &HostKernel) -> KernelResources {

@@ -486,3 +486,23 @@ buffers.y = { dtype = "f32", len = "n", role = "out", compare = "bitwise" }
         assert!(r.passed(), "{dtype}: {}", r.render());
     }
 }
+
+/// A kernel is held at load to the parameter sizes its compiled code declares: the row
+/// sum's (x, y, rows, cols) loads against pointers and two ints, and is refused, before any
+/// case, against a kernel whose last parameter is a 16-byte struct.
+#[test]
+fn a_kernel_whose_compiled_parameters_differ_is_refused_at_load() {
+    let d = decl();
+    let mut b = HostBackend::new()
+        .with_general_kernel("rowsum", good)
+        .with_parameter_sizes("rowsum", &[8, 8, 4, 4]);
+    crate::workload::load_kernels(&mut b, &d).unwrap();
+    let mut b = HostBackend::new()
+        .with_general_kernel("rowsum", good)
+        .with_parameter_sizes("rowsum", &[8, 8, 4, 16]);
+    let e = crate::workload::load_kernels(&mut b, &d).err().unwrap();
+    assert_eq!(
+        e.message,
+        "rowsum cannot take what the manifest passes: 'cols' is passed as i32 (4 bytes), but parameter 3 is 16 bytes"
+    );
+}
