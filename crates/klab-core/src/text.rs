@@ -52,20 +52,30 @@ pub fn is_identifier(s: &str) -> bool {
 }
 
 /// The template a C++ template-id names (`scale` of `scale<float, 128>`, `ns::scale` of
-/// `ns::scale<T>`), or `None` when `s` is not one: a name (identifiers joined by `::`), `<`,
-/// arguments (none where every one has a default), and the `>` that closes the first `<` as
-/// the last character. The arguments are types and constant expressions: identifiers,
-/// numbers, character literals, spaces, operators (`1 << 7`, `3 % 2`, `~0`, `!B`), nested
-/// template-ids and parentheses, inside which `<` and `>` compare (`(256 > 128)`). The
-/// compiler judges what they mean; this only says where the id ends.
+/// `ns::scale<T>`), or `None` when `s` is not one ([`template_id`]).
 pub fn template_name(s: &str) -> Option<&str> {
+    template_id(s).map(|(name, _)| name)
+}
+
+/// A C++ template-id's template and its arguments as written, trimmed and split at the
+/// commas outside nested `<>` and `()` (`scale<float, f<int, 2>>` gives `scale` and
+/// `["float", "f<int, 2>"]`), or `None` when `s` is not one: a name (identifiers joined by
+/// `::`), `<`, arguments (none where every one has a default), and the `>` that closes the
+/// first `<` as the last character. The arguments are types and constant expressions:
+/// identifiers, numbers, character literals, spaces, operators (`1 << 7`, `3 % 2`, `~0`,
+/// `!B`), nested template-ids and parentheses, inside which `<` and `>` compare
+/// (`(256 > 128)`). The compiler judges what they mean; this only says where each ends.
+pub fn template_id(s: &str) -> Option<(&str, Vec<&str>)> {
     let open = s.find('<')?;
     let (name, rest) = (s[..open].trim_end(), &s[open..]);
     if !name.split("::").all(is_identifier) {
         return None;
     }
-    let args: Vec<char> = rest.strip_prefix('<')?.strip_suffix('>')?.chars().collect();
+    let inner = rest.strip_prefix('<')?.strip_suffix('>')?;
+    // Every character allowed below is ASCII, so a char's index is its byte offset.
+    let args: Vec<char> = inner.chars().collect();
     let (mut angle, mut paren) = (0i32, 0i32);
+    let mut cuts = vec![0];
     let mut i = 0;
     while i < args.len() {
         match args[i] {
@@ -77,6 +87,7 @@ pub fn template_name(s: &str) -> Option<&str> {
             '<' if args.get(i + 1) == Some(&'<') => i += 1,
             '<' => angle += 1,
             '>' => angle -= 1,
+            ',' if angle == 0 && paren == 0 => cuts.push(i),
             // A character literal: `'a'`, `'\n'`.
             '\'' => {
                 let close = (i + 1..args.len().min(i + 5))
@@ -92,7 +103,21 @@ pub fn template_name(s: &str) -> Option<&str> {
         }
         i += 1;
     }
-    (angle == 0 && paren == 0).then_some(name)
+    if angle != 0 || paren != 0 {
+        return None;
+    }
+    cuts.push(inner.len());
+    let pieces: Vec<&str> = cuts
+        .windows(2)
+        .enumerate()
+        .map(|(k, w)| inner[w[0] + usize::from(k > 0)..w[1]].trim())
+        .collect();
+    // `k<>`: no arguments, not one empty one.
+    let arguments = match pieces.as_slice() {
+        [""] => Vec::new(),
+        _ => pieces,
+    };
+    Some((name, arguments))
 }
 
 /// A process's death by `signal` as a person reads it: `signal 11 (SIGSEGV, an invalid
@@ -217,6 +242,26 @@ mod tests {
             "k k<int>",
         ] {
             assert_eq!(template_name(junk), None, "{junk}");
+        }
+    }
+
+    #[test]
+    fn a_template_ids_arguments_split_at_its_own_commas() {
+        for (id, args) in [
+            ("k<>", vec![]),
+            ("k<float>", vec!["float"]),
+            ("k< float , 128 >", vec!["float", "128"]),
+            (
+                "k<pair<int, float>, (4, 4), f<a<b>>>",
+                vec!["pair<int, float>", "(4, 4)", "f<a<b>>"],
+            ),
+            (
+                "k<float, (2 > 1), 1 << 7>",
+                vec!["float", "(2 > 1)", "1 << 7"],
+            ),
+            ("k<','>", vec!["','"]),
+        ] {
+            assert_eq!(template_id(id), Some(("k", args)), "{id}");
         }
     }
 }

@@ -258,20 +258,31 @@ impl Writer {
                                 "{v} is {count} {dtype} an element: len counts {dtype} elements"
                             )),
                         ),
+                        Elem::Bool => (
+                            quote(Dtype::U8.name()),
+                            Some("bool elements: klab passes u8, each 0 or 1".into()),
+                        ),
                         Elem::Unknown { name: ty, why } => {
                             (self.todo(), Some(format!("TODO: {}: {why}", flat(ty))))
                         }
                     };
-                    if let Elem::Known(d) | Elem::Vector { dtype: d, .. } = elem {
+                    let elem_dtype = match elem {
+                        Elem::Known(d) | Elem::Vector { dtype: d, .. } => Some(*d),
+                        Elem::Bool => Some(Dtype::U8),
+                        Elem::Unknown { .. } => None,
+                    };
+                    if let Some(d) = elem_dtype {
                         out.element_bytes.push(format!("{name} {}", d.size_bytes()));
                     }
-                    let integer = matches!(elem, Elem::Known(d) | Elem::Vector { dtype: d, .. } if d.is_integer());
+                    let integer = elem_dtype.is_some_and(Dtype::is_integer);
                     let mut line = format!(
                         "buffers.{name} = {{ dtype = {dtype}, len = {}, role = ",
                         self.todo()
                     );
                     let mut notes: Vec<String> = note.into_iter().collect();
-                    if *read_only {
+                    if *read_only && *elem == Elem::Bool {
+                        line += "\"in\", range = [0, 1] }";
+                    } else if *read_only {
                         line += "\"in\" }";
                     } else {
                         out.any_output = true;
@@ -319,6 +330,14 @@ impl Writer {
                     self.todo()
                 ));
                 }
+                // 0 and 1 in a 32-bit scalar: the driver copies the bool's one byte.
+                ParamKind::Value(Elem::Bool) => {
+                    out.params.push(quote(&format!("{name}:i32")));
+                    out.scalars.push(format!(
+                        "scalars.{name} = {{ type = \"i32\", values = [0, 1] }}   # {} is a bool: klab passes i32 0 or 1",
+                        flat(&p.text)
+                    ));
+                }
                 ParamKind::Value(elem) => {
                     let (ty, why) = match elem {
                         Elem::Known(d) => {
@@ -326,6 +345,8 @@ impl Writer {
                         }
                         Elem::Vector { name, .. } => (name.clone(), "a vector type".into()),
                         Elem::Unknown { name, why } => (name.clone(), why.clone()),
+                        // Drafted above; named here for the match's sake.
+                        Elem::Bool => ("bool".into(), "a bool".into()),
                     };
                     out.params.push(self.typed_todo(name));
                     out.scalars.push(format!(
@@ -667,6 +688,33 @@ mod tests {
         assert_eq!(op.spec.buffers["hist"].dtype, Dtype::U32);
     }
 
+    /// `bool` buffers are drafted u8, an input's range 0 to 1, and a bool value a scalar of
+    /// 0 and 1; the draft, filled in, loads against the kernel.
+    #[test]
+    fn bools_are_drafted_as_bytes_of_zero_and_one() {
+        const MASK: &str = "extern \"C\" __global__ void mask(const bool *keep, bool *present, bool invert, int n) {}\n";
+        let s = skeleton(MASK, "k.cu", "k.cu").unwrap();
+        let t = &s.text;
+        assert!(
+            t.contains(
+                "buffers.keep = { dtype = \"u8\", len = \"TODO\", role = \"in\", range = [0, 1] }"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("buffers.present = { dtype = \"u8\""), "{t}");
+        assert!(t.contains("compare: \"exact\""), "{t}");
+        assert!(
+            t.contains("scalars.invert = { type = \"i32\", values = [0, 1] }"),
+            "{t}"
+        );
+        crate::manifest::parse(
+            "k.toml",
+            &fill(t),
+            crate::manifest::Files::Given(&|_| Ok(("k.cu".into(), MASK.into()))),
+        )
+        .unwrap_or_else(|e| panic!("{e}\n{t}"));
+    }
+
     /// `__half` and `__nv_bfloat16` values are scalars of their own format, and the drafted
     /// manifest, once filled in, loads against the kernel.
     #[test]
@@ -705,8 +753,8 @@ mod tests {
             "(__launch_bounds__(256, 2): at most 256)",
             "TODO: MyStruct: klab has no dtype for it (f16 bf16",
             "float4 is 4 f32 an element: len counts f32 elements",
-            "\"flag:TODO\"",
-            "TODO: bool: klab has no boolean dtype; klab passes scalars as i32 u32 i64 u64 f16 bf16 f32 f64",
+            "\"flag:i32\"",
+            "scalars.flag = { type = \"i32\", values = [0, 1] }   # bool flag is a bool: klab passes i32 0 or 1",
             "\"s:i32\"",
             "scalars.s = { type = \"i32\", values = [\"TODO\"] }   # short s is i16: klab passes i32, whose every value must fit i16",
             "params = [\"arg0\", \"arg1\", \"arg2:i32\"]",

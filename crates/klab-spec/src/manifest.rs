@@ -426,7 +426,24 @@ enum SignatureCheck {
 }
 
 impl Source {
-    /// Why the `__global__` function `name` cannot take `params` (of `op`), if a
+    /// The `__global__` function `entry` names, as its template instance declares it where
+    /// it is one; `None` where the source is no CUDA text or the name is not one kernel.
+    fn readable_kernel(&self, entry: &Readable) -> Option<crate::signature::Kernel> {
+        let Source::Cuda { text } = self else {
+            return None;
+        };
+        let crate::signature::EntryLookup::Kernel(k) = text.index().lookup(&entry.lookup) else {
+            return None;
+        };
+        Some(match (&entry.arguments, &k.template) {
+            (Some(args), Some(_)) => {
+                k.instance(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            }
+            _ => k,
+        })
+    }
+
+    /// Why the `__global__` function `entry` names cannot take `params` (of `op`), if a
     /// plain reading of its parameter list shows it: another count, a buffer for a value
     /// or a value for a pointer, an output behind `const`, or an element or scalar type
     /// of another kind or width than declared ([`SignatureCheck::Roles`]: an output behind
@@ -434,7 +451,7 @@ impl Source {
     /// `void *`) are taken on trust: a false refusal is as bad as a missed one.
     fn signature_problem(
         &self,
-        name: &str,
+        entry: &Readable,
         params: &[crate::declared::OpParam],
         op: &crate::declared::DeclaredOp,
         file: &str,
@@ -442,15 +459,10 @@ impl Source {
     ) -> Option<String> {
         use crate::declared::OpParam;
         use crate::signature::{Elem, ParamKind};
-        let Source::Cuda { text } = self else {
-            return None;
-        };
-        let crate::signature::EntryLookup::Kernel(k) = text.index().lookup(name) else {
-            return None;
-        };
+        let k = self.readable_kernel(entry)?;
         // Parameters behind an `#ifdef`: klab holds the kernel to those before them only.
         let (readable, all) = k.readable_params();
-        let at = format!("{name} ({file} line {})", k.line);
+        let at = format!("{} ({file} line {})", entry.entry, k.line);
         if check == SignatureCheck::Roles && k.params.len() != params.len() {
             return None;
         }
@@ -508,8 +520,22 @@ impl Source {
                                 "'{b}' is declared {dtype}, but {written} points to {name}"
                             ))
                         }
+                        Elem::Bool => bool_buffer_problem(&op.spec.buffers[b], b, &written),
                         _ => None,
                     }
+                }
+                (OpParam::Size(v, _), ParamKind::Value(Elem::Bool)) => {
+                    Some(format!("'{v}' is a size, but {written} is a bool"))
+                }
+                (OpParam::Scalar(v, d), ParamKind::Value(Elem::Bool)) if d.is_float() => {
+                    Some(format!(
+                        "'{v}' is passed as {d}, but {written} is a bool: declare an integer scalar of values 0 and 1"
+                    ))
+                }
+                (OpParam::Scalar(v, _), ParamKind::Value(Elem::Bool)) => {
+                    (!scalar_within(&op.spec.scalars[v], 0.0, 1.0)).then(|| {
+                        format!("'{v}' takes values past what {written}, a bool, holds (0 and 1)")
+                    })
                 }
                 // A narrower integer (`unsigned char flag`, `short k`): the driver copies the
                 // parameter's own bytes, the low ones of klab's little-endian value, so every
@@ -519,12 +545,8 @@ impl Source {
                         && t.is_integer()
                         && t.size_bytes() < d.size_bytes() =>
                 {
-                    let spec = &op.spec.scalars[v];
                     let (lo, hi) = integer_bounds(*t);
-                    let fits = |x: f64| (lo..=hi).contains(&x);
-                    let all_fit = spec.values.iter().copied().all(fits)
-                        && spec.range.is_none_or(|[a, b]| fits(a.ceil()) && fits(b.floor()));
-                    (!all_fit).then(|| {
+                    (!scalar_within(&op.spec.scalars[v], lo, hi)).then(|| {
                         format!("'{v}' takes values past what {written}, a {t}, holds ({lo} to {hi})")
                     })
                 }
@@ -558,17 +580,12 @@ impl Source {
     /// are not `const`; None where its parameter list cannot be read.
     fn written_buffers<'a>(
         &self,
-        name: &str,
+        entry: &Readable,
         params: &'a [crate::declared::OpParam],
     ) -> Option<BTreeSet<&'a str>> {
         use crate::declared::OpParam;
         use crate::signature::ParamKind;
-        let Source::Cuda { text } = self else {
-            return None;
-        };
-        let crate::signature::EntryLookup::Kernel(k) = text.index().lookup(name) else {
-            return None;
-        };
+        let k = self.readable_kernel(entry)?;
         if !k.readable_params().1 {
             return None;
         }
@@ -608,6 +625,38 @@ fn element_fits(declared: Dtype, written: Dtype) -> bool {
         (_, false) => true,
         (false, true) => false,
     }
+}
+
+/// Whether every value an integer scalar takes (each of its values, or each whole number
+/// of its range) lies in `[lo, hi]`.
+fn scalar_within(spec: &crate::declared::ScalarSpec, lo: f64, hi: f64) -> bool {
+    let fits = |x: f64| (lo..=hi).contains(&x);
+    spec.values.iter().copied().all(fits)
+        && spec
+            .range
+            .is_none_or(|[a, b]| fits(a.ceil()) && fits(b.floor()))
+}
+
+/// Why buffer `b` cannot be what a `bool *` points to: a bool is one byte, so the buffer
+/// must be of one-byte integers, and one klab fills must be filled with 0 and 1 only
+/// (`range = [0, 1]`): any other byte is no bool the kernel's code expects.
+fn bool_buffer_problem(
+    spec: &crate::declared::BufferSpec,
+    b: &str,
+    written: &str,
+) -> Option<String> {
+    use crate::declared::{Bound, Role};
+    let dtype = spec.dtype;
+    if !(dtype.size_bytes() == 1 && dtype.is_integer()) {
+        return Some(format!(
+            "'{b}' is declared {dtype}, but {written} points to bool: declare it u8, each element 0 or 1"
+        ));
+    }
+    let filled = matches!(spec.role, Role::In | Role::Inout);
+    let zero_one = matches!(spec.range, Some([Bound::Number(lo), Bound::Number(hi)]) if lo >= 0.0 && hi <= 1.0);
+    (filled && !zero_one).then(|| {
+        format!("'{b}' is read as bool by {written}: give it range = [0, 1], so that klab fills it with 0 and 1 only")
+    })
 }
 
 /// The smallest and largest value of an integer dtype of at most 32 bits, as f64.
@@ -1413,7 +1462,7 @@ fn builtin_kernel(
     .map_err(|(field, problem)| (f(&field), problem))?;
     // The roles in the kernel's order, read against its signature: an output bound to a
     // `const` pointer is a swap of two roles.
-    let sig = entry.plain.as_ref();
+    let sig = entry.readable.as_ref();
     if let Some(problem) =
         sig.and_then(|n| source.signature_problem(n, &op.params, &op, file, SignatureCheck::Roles))
     {
@@ -1514,9 +1563,18 @@ enum Launched {
 struct Entry {
     /// As the manifest gives it (`scale<float, 128>`, `@cublasSgeam`).
     name: String,
-    /// Its plain name, where it is a function of the source whose parameters can be read
-    /// (no library routine, no template).
-    plain: Option<String>,
+    /// The function of the source whose parameters can be read (none for a library
+    /// routine).
+    readable: Option<Readable>,
+}
+
+/// A kernel of the source whose parameters klab reads: looked up by `lookup` (the entry,
+/// or a template instance's template), read as the instance of `arguments` for a template.
+struct Readable {
+    /// As the manifest gives it, for messages.
+    entry: String,
+    lookup: String,
+    arguments: Option<Vec<String>>,
 }
 
 /// `entry`, checked: a library routine klab knows, or a C identifier or template instance
@@ -1575,9 +1633,15 @@ fn checked_entry(entry: &str, source: &Source, file: &str) -> Result<Entry, Stri
             return Err(problem);
         }
     }
+    let arguments = klab_core::text::template_id(entry)
+        .map(|(_, args)| args.into_iter().map(String::from).collect());
     Ok(Entry {
         name: entry.to_string(),
-        plain: (library.is_none() && template.is_none()).then(|| named.to_string()),
+        readable: library.is_none().then(|| Readable {
+            entry: entry.to_string(),
+            lookup: named.to_string(),
+            arguments,
+        }),
     })
 }
 
@@ -1717,7 +1781,7 @@ fn declared_single(
             "give the operation's grid and block, or launches = [...] on each kernel".into(),
         ));
     }
-    let sig = entry.plain.as_ref();
+    let sig = entry.readable.as_ref();
     if let Some(problem) =
         sig.and_then(|n| source.signature_problem(n, &op.params, &op, file, SignatureCheck::Full))
     {
@@ -1758,7 +1822,7 @@ fn declared_sequence(
     })?;
     let mut written = Some(BTreeSet::new());
     for (i, (entry, l)) in entries.iter().zip(&op.sequence).enumerate() {
-        let sig = entry.plain.as_ref();
+        let sig = entry.readable.as_ref();
         if let Some(problem) = sig
             .and_then(|n| source.signature_problem(n, &l.params, &op, file, SignatureCheck::Full))
         {
@@ -2128,6 +2192,142 @@ scalars.a = { type = "f32", values = [1.0] }
         )
         .unwrap_err();
         assert!(e.problem.contains("(0 to 65535)"), "{e}");
+    }
+
+    /// A `bool` is one byte that must hold 0 or 1: a scalar of integers 0 and 1, a buffer of
+    /// one-byte integers that klab fills with 0 and 1 only (apex's `bool per_tensor`, the
+    /// Gaussian rasterizer's `bool *present`). A float, a wider buffer or a fill of other
+    /// bytes is refused.
+    #[test]
+    fn a_bool_takes_zero_and_one_in_one_byte() {
+        let with = |ty: &str, a: &str, x: &str, range: &str| {
+            let src = format!(
+                "extern \"C\" __global__ void k(const {ty} *x, float *y, int n, bool a) {{}}"
+            );
+            parse(
+                "m.toml",
+                &DECLARED_XY
+                    .replace("ENTRY", "k")
+                    .replace("\"X\"", &format!("\"{x}\"{range}"))
+                    .replace("scalars.a = { type = \"f32\", values = [1.0] }", a)
+                    .replace(
+                        "\"a:f32\"",
+                        &format!("\"a:{}\"", &a[a.find("type = \"").unwrap() + 8..][..3]),
+                    ),
+                Files::Given(&|_| Ok(("k.cu".into(), src.clone().into()))),
+            )
+        };
+        let zero_one = "scalars.a = { type = \"i32\", values = [0, 1] }";
+        with("bool", zero_one, "u8", ", range = [0, 1]").unwrap();
+        with(
+            "bool",
+            "scalars.a = { type = \"u32\", range = [0, 1] }",
+            "i8",
+            ", range = [0, 1]",
+        )
+        .unwrap();
+        for (ty, a, x, range, says) in [
+            ("float", "scalars.a = { type = \"f32\", values = [1.0] }", "f32", "", "'a' is passed as f32, but parameter 3 of k (k.cu line 1), `bool a` is a bool"),
+            ("float", "scalars.a = { type = \"i32\", values = [0, 2] }", "f32", "", "'a' takes values past what parameter 3 of k (k.cu line 1), `bool a`, a bool, holds (0 and 1)"),
+            ("bool", zero_one, "i32", "", "'x' is declared i32, but parameter 0 of k (k.cu line 1), `const bool *x` points to bool"),
+            ("bool", zero_one, "u8", "", "'x' is read as bool by parameter 0"),
+            ("bool", zero_one, "u8", ", range = [0, 2]", "give it range = [0, 1]"),
+        ] {
+            let e = with(ty, a, x, range).unwrap_err();
+            assert_eq!(e.field, "kernel[0].params", "{e}");
+            assert!(e.problem.contains(says), "{ty} {a} {x}: {e}");
+        }
+    }
+
+    /// A template instance's parameters are read with the types its arguments give its
+    /// type parameters (vLLM's and bitsandbytes' kernels are templates): another count, a
+    /// buffer of another element or a scalar of another type is refused as for a plain
+    /// kernel, and what no argument decides is taken on trust.
+    #[test]
+    fn a_template_instance_is_held_to_its_parameters() {
+        let with = |src: &str, entry: &str, x: &str, params: &str| {
+            // The scalar a as params types it, or none.
+            let a = match params.split("\"a:").nth(1) {
+                Some(t) => format!(
+                    "scalars.a = {{ type = \"{}\", values = [1.0] }}",
+                    &t[..t.find('"').unwrap()]
+                ),
+                None => String::new(),
+            };
+            parse(
+                "m.toml",
+                &DECLARED_XY
+                    .replace("ENTRY", entry)
+                    .replace("\"X\"", &format!("\"{x}\""))
+                    .replace("scalars.a = { type = \"f32\", values = [1.0] }", &a)
+                    .replace("[\"x\", \"y\", \"n:i32\", \"a:f32\"]", params),
+                Files::Given(&|_| Ok(("k.cu".into(), src.to_string().into()))),
+            )
+        };
+        let act = "template <typename scalar_t, typename F> __global__ void act(const scalar_t *__restrict__ x, scalar_t *__restrict__ y, const int n, const float a) {}\n";
+        let xyna = r#"["x", "y", "n:i32", "a:f32"]"#;
+        with(act, "act<float, relu<float>>", "f32", xyna).unwrap();
+        with(act, "act<c10::Half, relu<c10::Half>>", "f16", xyna).unwrap_err();
+        let e = with(act, "act<float, relu<float>>", "bf16", xyna).unwrap_err();
+        assert!(
+            e.problem.contains("'x' is declared bf16, but parameter 0 of act<float, relu<float>> (k.cu line 1), `const scalar_t *__restrict__ x` points to f32"),
+            "{e}"
+        );
+        let e = with(
+            act,
+            "act<float, relu<float>>",
+            "f32",
+            r#"["x", "y", "n:i32", "a:bf16"]"#,
+        )
+        .unwrap_err();
+        assert!(
+            e.problem.contains("'a' is passed as bf16, but parameter 3"),
+            "{e}"
+        );
+        let e = with(
+            act,
+            "act<float, relu<float>>",
+            "f32",
+            r#"["x", "y", "n:i32"]"#,
+        )
+        .unwrap_err();
+        assert!(
+            e.problem.contains("the manifest passes 3 argument(s)"),
+            "{e}"
+        );
+        // y's element is the instance's at::Half: an f32 y is refused.
+        let half = act.replace("const scalar_t *__restrict__ x", "const float *x");
+        with(&half, "act<at::Half, relu>", "f32", xyna).unwrap_err();
+        let kfunc = "template <typename T, int FUNC> __global__ void kfunc(const float *x, T *y, T a, long n) {}\n";
+        let e = with(
+            kfunc,
+            "kfunc<float, 0>",
+            "f32",
+            r#"["x", "y", "a:f16", "n:i64"]"#,
+        )
+        .unwrap_err();
+        assert!(
+            e.problem
+                .contains("'a' is passed as f16, but parameter 2 of kfunc<float, 0>"),
+            "{e}"
+        );
+        let e = with(
+            kfunc,
+            "kfunc<float, 0>",
+            "f32",
+            r#"["x", "y", "a:f32", "n:i32"]"#,
+        )
+        .unwrap_err();
+        assert!(e.problem.contains("'n' is passed as i32"), "{e}");
+        // A default, and a type klab cannot read (taken on trust).
+        let dflt = "template <int B, typename T = float> __global__ void k(const T *x, float *y, int n, float a) {}\n";
+        with(dflt, "k<128>", "f32", xyna).unwrap();
+        with(dflt, "k<128>", "f64", xyna).unwrap_err();
+        with(dflt, "k<128, double>", "f64", xyna).unwrap();
+        with(dflt, "k<128, Wrapper<float>>", "f64", xyna).unwrap();
+        // A pack: the parameters after it are not counted.
+        let pack = "template <typename... Ts> __global__ void k(const float *x, float *y, Ts... rest) {}\n";
+        with(pack, "k<int, float>", "f32", xyna).unwrap();
     }
 
     /// A half-precision scalar (`__half alpha`, `__nv_bfloat16 beta`) is declared f16 or

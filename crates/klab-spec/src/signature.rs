@@ -15,6 +15,8 @@ use klab_core::dtype::Dtype;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Elem {
     Known(Dtype),
+    /// C++'s `bool`: one byte that must hold 0 or 1.
+    Bool,
     /// A CUDA vector type (`float4`): `count` elements of `dtype`.
     Vector {
         dtype: Dtype,
@@ -50,6 +52,8 @@ pub struct Param {
     pub type_text: String,
     /// Written in a branch of an `#if` klab cannot decide, apart from its kernel.
     pub conditional: bool,
+    /// A function parameter pack (`Ts... rest`): any number of parameters.
+    pub pack: bool,
 }
 
 /// A `__global__` function.
@@ -88,16 +92,47 @@ impl Kernel {
 
     /// The parameters klab can hold to the kernel's, and whether they are all of them: those
     /// before the first one in a branch of an `#if` (`#ifdef WITH_Z float *z, #endif`), after
-    /// which which parameters the compiler sees is not known; none where the name itself is
-    /// in such a branch.
+    /// which which parameters the compiler sees is not known, or the first pack (`Ts...
+    /// rest`), which stands for any number; none where the name itself is in such a branch.
     pub fn readable_params(&self) -> (&[Param], bool) {
         if self.header_uncertain {
             return (&[], false);
         }
-        match self.params.iter().position(|p| p.conditional) {
+        match self.params.iter().position(|p| p.conditional || p.pack) {
             Some(i) => (&self.params[..i], false),
             None => (&self.params, true),
         }
+    }
+
+    /// This template kernel as its instance `args` (the entry's template arguments, as
+    /// written) declares it: each parameter whose type is one of the template's type
+    /// parameters (`T *x`, `const T a`) read with the type the entry gives it, or the
+    /// parameter's default (`typename T = float`). A type klab cannot read (`Foo<2>`, a
+    /// pointer, a pack's) leaves the parameter unknown, as before.
+    pub fn instance(&self, args: &[&str]) -> Kernel {
+        let given = self
+            .template
+            .as_deref()
+            .map(|list| template_type_arguments(list, args))
+            .unwrap_or_default();
+        let read = |elem: &Elem| match elem {
+            Elem::Unknown { name, why } if why == TEMPLATE_PARAMETER => given
+                .iter()
+                .find(|(t, _)| t == name)
+                .and_then(|(_, ty)| type_of(ty)),
+            _ => None,
+        };
+        let mut k = self.clone();
+        for p in &mut k.params {
+            match &mut p.kind {
+                ParamKind::Pointer { elem, .. } | ParamKind::Value(elem) => {
+                    if let Some(e) = read(elem) {
+                        *elem = e;
+                    }
+                }
+            }
+        }
+        k
     }
 
     /// The name a program reaches it by from the global namespace: `ns::k`, or `k`.
@@ -730,8 +765,9 @@ fn element(words: &[String], template_types: &[String]) -> Elem {
     let known = match w.as_str() {
         "float" => Some(Dtype::F32),
         "double" => Some(Dtype::F64),
-        "__half" | "half" => Some(Dtype::F16),
-        "__nv_bfloat16" | "nv_bfloat16" => Some(Dtype::Bf16),
+        // CUDA's, then PyTorch's (`at::Half`, `c10::BFloat16`) and CUTLASS's names.
+        "__half" | "half" | "nv_half" | "Half" | "half_t" => Some(Dtype::F16),
+        "__nv_bfloat16" | "nv_bfloat16" | "BFloat16" | "bfloat16_t" => Some(Dtype::Bf16),
         "int8_t" => Some(Dtype::I8),
         "uint8_t" => Some(Dtype::U8),
         "int16_t" => Some(Dtype::I16),
@@ -765,13 +801,15 @@ fn element(words: &[String], template_types: &[String]) -> Elem {
         };
         Some((dtype, count))
     });
+    // A launch's shape: three unsigned ints by value.
+    let vector = vector.or((w == "dim3").then_some((Dtype::U32, 3)));
     match vector {
         Some((dtype, count)) => Elem::Vector {
             dtype,
             count,
             name: w.clone(),
         },
-        None if w == "bool" => unknown("klab has no boolean dtype"),
+        None if w == "bool" => Elem::Bool,
         None => unknown(NO_DTYPE),
     }
 }
@@ -892,6 +930,9 @@ fn param(toks: &[Token], template_types: &[String]) -> Param {
         text,
         type_text: text_of(&type_toks),
         conditional: false,
+        pack: toks
+            .windows(3)
+            .any(|w| w.iter().all(|t| matches!(t.tok, Tok::Punct('.')))),
     }
 }
 
@@ -964,6 +1005,53 @@ pub fn overload_entry(entry: &str) -> Option<(&str, Vec<&str>)> {
         types.push(inner[start..].trim());
     }
     Some((entry[..open].trim_end(), types))
+}
+
+/// Each type parameter of a template parameter list (`typename T, int B, class U = float`)
+/// with the type `args` gives it by position, else its default: `[("T", "half"), ("U",
+/// "float")]`. A parameter pack (`typename... Ts`) ends the reading: what follows it is not
+/// positional.
+fn template_type_arguments(list: &str, args: &[&str]) -> Vec<(String, String)> {
+    let id = format!("t<{list}>");
+    let Some((_, params)) = klab_core::text::template_id(&id) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, p) in params.iter().enumerate() {
+        let (decl, default) = match p.split_once('=') {
+            Some((d, v)) => (d.trim(), Some(v.trim())),
+            None => (*p, None),
+        };
+        let Some(rest) = decl
+            .strip_prefix("typename")
+            .or_else(|| decl.strip_prefix("class"))
+            .filter(|r| r.starts_with([' ', '\t', '\n', '.']))
+            .map(str::trim_start)
+        else {
+            continue;
+        };
+        if rest.starts_with('.') {
+            break;
+        }
+        let Some(ty) = args.get(i).copied().or(default) else {
+            continue;
+        };
+        if klab_core::text::is_identifier(rest) {
+            out.push((rest.to_string(), ty.to_string()));
+        }
+    }
+    out
+}
+
+/// The element a type written alone reads as (`float`, `unsigned int`, `c10::Half`,
+/// `float4`); `None` for a pointer, a reference, a template type or a name klab has no
+/// dtype for.
+fn type_of(ty: &str) -> Option<Elem> {
+    let toks = tokenize(ty).toks;
+    match param(&toks, &[]).kind {
+        ParamKind::Value(e @ (Elem::Known(_) | Elem::Vector { .. })) => Some(e),
+        _ => None,
+    }
 }
 
 /// The type names a template parameter list declares (`typename T, int B` gives `T`).
@@ -1746,7 +1834,11 @@ extern "C" __global__ void no_params(void) {}
             "{}",
             why(1)
         );
-        assert_eq!(why(2), "bool: klab has no boolean dtype");
+        assert!(
+            matches!(kind(o, 2), ParamKind::Value(Elem::Bool)),
+            "{:?}",
+            kind(o, 2)
+        );
         assert!(why(3).contains("a template type"), "{}", why(3));
         assert!(why(4).contains("a pointer to pointers"), "{}", why(4));
         assert_eq!(kind(o, 5), &ptr(Dtype::F32, true), "an array is a pointer");
