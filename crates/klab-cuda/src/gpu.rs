@@ -71,6 +71,13 @@ pub struct Kernel {
 fn parameter_sizes(func: &CudaFunction) -> Option<Vec<usize>> {
     // A kernel's parameters fit 32764 bytes: far fewer than this many.
     const MOST: usize = 32_768;
+    // The call came with CUDA 12.4's driver: looking it up in an older one would abort.
+    let mut version = 0;
+    // SAFETY: the out-pointer is a local.
+    let r = unsafe { sys::cuDriverGetVersion(&mut version) };
+    if r != sys::CUresult::CUDA_SUCCESS || version < 12040 {
+        return None;
+    }
     let mut sizes = Vec::new();
     for index in 0..MOST {
         let (mut offset, mut size) = (0usize, 0usize);

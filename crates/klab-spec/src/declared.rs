@@ -534,8 +534,10 @@ pub const SCALAR_TYPES: [Dtype; 8] = [
     Dtype::F64,
 ];
 
-/// [`SCALAR_TYPES`] as messages list them.
-pub const SCALAR_TYPE_NAMES: &str = "i32 u32 i64 u64 f16 bf16 f32 f64";
+/// [`SCALAR_TYPES`] as messages list them: `i32 u32 ... f64`.
+pub fn scalar_type_names() -> String {
+    SCALAR_TYPES.map(Dtype::name).join(" ")
+}
 
 /// A problem with a field of `[kernel.op]` (the field relative to it, e.g. `buffers.y.compare`).
 pub type FieldError = (String, String);
@@ -890,23 +892,33 @@ impl DeclaredOpSpec {
         Ok(())
     }
 
-    /// Whether every value of float scalar `name` stays finite in `dtype`, rounded as the
+    /// Whether every value of float scalar `name` survives its rounding to `dtype`, as the
     /// kernel gets it: FLT_MAX written to 9 digits rounds to it, a step past rounds to
-    /// infinity (and 65520 does in an f16).
-    fn scalar_rounds_finite(&self, name: &str, dtype: Dtype) -> Result<(), FieldError> {
+    /// infinity (65520 does in an f16), and 1e-8 rounds to zero in an f16. Either would
+    /// run every case on another value than the manifest gives, silently.
+    fn scalar_rounds_to_a_value(&self, name: &str, dtype: Dtype) -> Result<(), FieldError> {
         let s = &self.scalars[name];
         let ends = s.range.iter().flat_map(|[lo, hi]| [*lo, *hi]);
-        let mut values = s.values.iter().copied().chain(ends);
-        match values.find(|v| dtype.nearest(*v).is_infinite()) {
-            Some(v) => bad(
-                &format!("scalars.{name}"),
-                format!(
-                    "{v:e} rounds past the largest {dtype} ({:e}): the kernel would get infinity",
-                    dtype.largest_finite().unwrap_or(f64::MAX)
-                ),
-            ),
-            None => Ok(()),
+        let field = format!("scalars.{name}");
+        for v in s.values.iter().copied().chain(ends) {
+            let got = dtype.nearest(v);
+            if got.is_infinite() {
+                return bad(
+                    &field,
+                    format!(
+                        "{v:e} rounds past the largest {dtype} ({:e}): the kernel would get infinity",
+                        dtype.largest_finite().unwrap_or(f64::MAX)
+                    ),
+                );
+            }
+            if got == 0.0 && v != 0.0 {
+                return bad(
+                    &field,
+                    format!("{v:e} rounds to 0 in an {dtype}: the kernel would get 0; give 0, or a value the type holds"),
+                );
+            }
         }
+        Ok(())
     }
 
     /// Each scalar: its own name, a scalar type, finite values or an interval.
@@ -919,7 +931,11 @@ impl DeclaredOpSpec {
             if !SCALAR_TYPES.contains(&s.ty) {
                 return bad(
                     &field,
-                    format!("type {} is not a scalar type ({SCALAR_TYPE_NAMES})", s.ty),
+                    format!(
+                        "type {} is not a scalar type ({})",
+                        s.ty,
+                        scalar_type_names()
+                    ),
                 );
             }
             match s.range {
@@ -1151,7 +1167,7 @@ impl DeclaredOpSpec {
                 .ok_or_else(|| {
                     (
                         field.clone(),
-                        format!("'{t}' is not a scalar type ({SCALAR_TYPE_NAMES})"),
+                        format!("'{t}' is not a scalar type ({})", scalar_type_names()),
                     )
                 })?;
             if is_size && dtype.is_float() {
@@ -1181,7 +1197,7 @@ impl DeclaredOpSpec {
         for p in &out {
             if let OpParam::Scalar(n, d) = p {
                 if d.is_float() {
-                    self.scalar_rounds_finite(n, *d)?;
+                    self.scalar_rounds_to_a_value(n, *d)?;
                     continue;
                 }
             }
@@ -1240,9 +1256,14 @@ impl DeclaredOpSpec {
                     Ok(i) => i.to_string(),
                     Err(f) => f.to_string(),
                 };
+                // klab's integers travel as i64: a u64 holds more than it passes.
+                let holds = match dtype {
+                    Dtype::U64 => format!("klab passes as a {dtype} (0 to {hi})"),
+                    _ => format!("{dtype} holds"),
+                };
                 return bad(
                     field,
-                    format!("{what}{v} is not a whole number that {dtype} holds"),
+                    format!("{what}{v} is not a whole number that {holds}"),
                 );
             }
         }
@@ -1433,6 +1454,24 @@ scalars.eps = { type = "f32", values = [1e-5] }
         assert_eq!(
             op.spec.reference,
             ReferenceSpec::C("layernorm_ref.c:layernorm_ref".into())
+        );
+    }
+
+    /// A u64 scalar passes what an i64 holds (klab's integers travel as i64), and says so.
+    #[test]
+    fn a_u64_scalar_past_i64_says_what_klab_passes() {
+        let text = LAYERNORM.replace(
+            "scalars.eps = { type = \"f32\", values = [1e-5] }",
+            "scalars.eps = { type = \"u64\", values = [1e19] }",
+        );
+        let params: Vec<String> = ["x", "y", "rows:i32", "cols:i32", "eps:u64"]
+            .map(String::from)
+            .to_vec();
+        let (field, why) = check(&text, &params).unwrap_err();
+        assert_eq!(field, "scalars.eps");
+        assert_eq!(
+            why,
+            "10000000000000000000 is not a whole number that klab passes as a u64 (0 to 9223372036854775807)"
         );
     }
 

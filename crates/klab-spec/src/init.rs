@@ -10,7 +10,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::declared::SCALAR_TYPE_NAMES;
+use crate::declared::scalar_type_names;
 use crate::manifest::PLACEHOLDER;
 use crate::signature::{kernels, Elem, ParamKind};
 use klab_core::dtype::Dtype;
@@ -343,17 +343,21 @@ impl Writer {
                         Elem::Known(d) => {
                             (d.name().to_string(), format!("klab passes no {d} scalar"))
                         }
-                        Elem::Vector { name, .. } => (name.clone(), "a vector type".into()),
+                        Elem::Vector { name, .. } => (
+                            name.clone(),
+                            "a vector (or dim3) by value, which klab cannot pass".into(),
+                        ),
                         Elem::Unknown { name, why } => (name.clone(), why.clone()),
                         // Drafted above; named here for the match's sake.
                         Elem::Bool => ("bool".into(), "a bool".into()),
                     };
                     out.params.push(self.typed_todo(name));
                     out.scalars.push(format!(
-                    "scalars.{name} = {{ type = {}, values = [{}] }}   # TODO: {}: {why}; klab passes scalars as {SCALAR_TYPE_NAMES}",
+                    "scalars.{name} = {{ type = {}, values = [{}] }}   # TODO: {}: {why}; klab passes scalars as {}",
                     self.todo(),
                     self.todo(),
-                    flat(&ty)
+                    flat(&ty),
+                    scalar_type_names()
                 ));
                 }
             }

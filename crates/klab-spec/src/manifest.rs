@@ -553,8 +553,8 @@ impl Source {
                 // Integers of one width share their bytes; floats must be the same format
                 // (an f16 and a bf16 have one width and different bits).
                 (OpParam::Size(v, d) | OpParam::Scalar(v, d), ParamKind::Value(Elem::Known(t)))
-                    if !(d.size_bytes() == t.size_bytes() && d.is_float() == t.is_float())
-                        || (d.is_float() && d != t) =>
+                    if d != t
+                        && (d.is_float() || t.is_float() || d.size_bytes() != t.size_bytes()) =>
                 {
                     Some(format!("'{v}' is passed as {d}, but {written} is {t}"))
                 }
@@ -653,7 +653,11 @@ fn bool_buffer_problem(
         ));
     }
     let filled = matches!(spec.role, Role::In | Role::Inout);
-    let zero_one = matches!(spec.range, Some([Bound::Number(lo), Bound::Number(hi)]) if lo >= 0.0 && hi <= 1.0);
+    // An end may be written as an expression; one of no size variable is a number.
+    let value = |b: &Bound| b.eval(&BTreeMap::new()).ok();
+    let zero_one = spec.range.as_ref().is_some_and(|[lo, hi]| {
+        value(lo).is_some_and(|v| v >= 0.0) && value(hi).is_some_and(|v| v <= 1.0)
+    });
     (filled && !zero_one).then(|| {
         format!("'{b}' is read as bool by {written}: give it range = [0, 1], so that klab fills it with 0 and 1 only")
     })
@@ -2219,6 +2223,7 @@ scalars.a = { type = "f32", values = [1.0] }
         };
         let zero_one = "scalars.a = { type = \"i32\", values = [0, 1] }";
         with("bool", zero_one, "u8", ", range = [0, 1]").unwrap();
+        with("bool", zero_one, "u8", ", range = [0, \"1\"]").unwrap();
         with(
             "bool",
             "scalars.a = { type = \"u32\", range = [0, 1] }",
@@ -2325,6 +2330,18 @@ scalars.a = { type = "f32", values = [1.0] }
         with(dflt, "k<128>", "f64", xyna).unwrap_err();
         with(dflt, "k<128, double>", "f64", xyna).unwrap();
         with(dflt, "k<128, Wrapper<float>>", "f64", xyna).unwrap();
+        // A default naming an earlier parameter, a bool argument, and `>` in parentheses
+        // inside a template argument, which closes nothing.
+        let later = "template <typename T, typename U = T> __global__ void k(const T *x, float *y, int n, U a) {}\n";
+        with(later, "k<float>", "f32", xyna).unwrap();
+        let e = with(later, "k<float>", "f32", r#"["x", "y", "n:i32", "a:f64"]"#).unwrap_err();
+        assert!(e.problem.contains("'a' is passed as f64"), "{e}");
+        let flags =
+            "template <typename T> __global__ void k(const T *x, float *y, int n, float a) {}\n";
+        let e = with(flags, "k<bool>", "f32", xyna).unwrap_err();
+        assert!(e.problem.contains("points to bool"), "{e}");
+        let cond = "template <typename T, int N> __global__ void k(const T *x, std::conditional_t<(N > 2), float, double> *y, int n, float a) {}\n";
+        with(cond, "k<float, 4>", "f32", xyna).unwrap();
         // A pack: the parameters after it are not counted.
         let pack = "template <typename... Ts> __global__ void k(const float *x, float *y, Ts... rest) {}\n";
         with(pack, "k<int, float>", "f32", xyna).unwrap();
@@ -2382,6 +2399,28 @@ scalars.a = { type = "f32", values = [1.0] }
             assert_eq!(e.field, "kernel[0].op.scalars.a", "{e}");
             assert!(e.problem.contains(says), "{e}");
         }
+        // A value that rounds to zero would run every case on 0.
+        let e = with("f16", "1e-8", "__half").unwrap_err();
+        assert!(e.problem.contains("1e-8 rounds to 0 in an f16"), "{e}");
+        with("f16", "0.0, 6e-8", "__half").unwrap();
+        // Libraries' half types by their namespace; a file's own `Half` is its own.
+        with("f16", "1.0", "c10::Half").unwrap();
+        with("bf16", "1.0", "cutlass::bfloat16_t").unwrap();
+        with("f16", "1.0", "at::BFloat16").unwrap_err();
+        let own = |prefix: &str, ty: &str, dtype: &str| {
+            let src = format!("{prefix}\nextern \"C\" __global__ void k(const {ty} *x, float *y, int n, float a) {{}}");
+            parse(
+                "m.toml",
+                &DECLARED_XY
+                    .replace("ENTRY", "k")
+                    .replace("\"X\"", &format!("\"{dtype}\"")),
+                Files::Given(&|_| Ok(("k.cu".into(), src.clone().into()))),
+            )
+        };
+        own("typedef float half_t;", "half_t", "f32").unwrap();
+        own("using Half = unsigned short;", "Half", "u16").unwrap();
+        own("", "cute::half_t", "f16").unwrap();
+        own("", "cute::half_t", "f32").unwrap_err();
     }
 
     /// Public kernels a reviewer found refused: a function-like macro before the name,

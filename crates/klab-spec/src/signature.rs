@@ -705,6 +705,19 @@ fn names_a_function(toks: &[Token], mut at: usize) -> bool {
     }
 }
 
+/// Libraries' half-precision types, by namespace and name: read as f16 or bf16 only so
+/// qualified (the bare names are common in users' own code, as other types).
+const LIBRARY_HALF_TYPES: [(&str, &str); 8] = [
+    ("at", "Half"),
+    ("c10", "Half"),
+    ("cutlass", "half_t"),
+    ("cute", "half_t"),
+    ("at", "BFloat16"),
+    ("c10", "BFloat16"),
+    ("cutlass", "bfloat16_t"),
+    ("cute", "bfloat16_t"),
+];
+
 /// Why a type name is no element type.
 const NO_DTYPE: &str = "klab has no dtype for it (f16 bf16 f32 f64 i8 u8 i16 u16 i32 u32 i64 u64)";
 /// Why a parameter of a template's type has no dtype.
@@ -765,9 +778,16 @@ fn element(words: &[String], template_types: &[String]) -> Elem {
     let known = match w.as_str() {
         "float" => Some(Dtype::F32),
         "double" => Some(Dtype::F64),
-        // CUDA's, then PyTorch's (`at::Half`, `c10::BFloat16`) and CUTLASS's names.
-        "__half" | "half" | "nv_half" | "Half" | "half_t" => Some(Dtype::F16),
-        "__nv_bfloat16" | "nv_bfloat16" | "BFloat16" | "bfloat16_t" => Some(Dtype::Bf16),
+        // CUDA's names, then PyTorch's and CUTLASS's, by their namespace
+        // ([`LIBRARY_HALF_TYPES`]).
+        "__half" | "half" | "nv_half" | "at::Half" | "c10::Half" | "cutlass::half_t"
+        | "cute::half_t" => Some(Dtype::F16),
+        "__nv_bfloat16"
+        | "nv_bfloat16"
+        | "at::BFloat16"
+        | "c10::BFloat16"
+        | "cutlass::bfloat16_t"
+        | "cute::bfloat16_t" => Some(Dtype::Bf16),
         "int8_t" => Some(Dtype::I8),
         "uint8_t" => Some(Dtype::U8),
         "int16_t" => Some(Dtype::I16),
@@ -826,6 +846,8 @@ fn param(toks: &[Token], template_types: &[String]) -> Param {
     let mut words: Vec<String> = Vec::new();
     let (mut stars, mut refs, mut const_before_star) = (0, 0, false);
     let mut angle = false;
+    // The namespace just before the next name (`at` of `at::Half`).
+    let mut namespace: Option<&str> = None;
     let mut i = 0;
     while i < toks.len() {
         match &toks[i].tok {
@@ -850,6 +872,7 @@ fn param(toks: &[Token], template_types: &[String]) -> Param {
                     && is_punct(toks.get(i + 1), ':')
                     && is_punct(toks.get(i + 2), ':') =>
             {
+                namespace = Some(w.as_str());
                 i += 3;
                 continue;
             }
@@ -858,9 +881,13 @@ fn param(toks: &[Token], template_types: &[String]) -> Param {
             Tok::Punct('&') => refs += 1,
             Tok::Punct('<') => {
                 angle = true;
-                let mut depth = 0;
+                let (mut depth, mut paren) = (0, 0);
                 while i < toks.len() {
                     match toks[i].tok {
+                        Tok::Punct('(' | '[') => paren += 1,
+                        Tok::Punct(')' | ']') => paren -= 1,
+                        // In parentheses, a comparison.
+                        Tok::Punct('<' | '>') if paren > 0 => {}
                         Tok::Punct('<') => depth += 1,
                         Tok::Punct('>') => {
                             depth -= 1;
@@ -876,7 +903,12 @@ fn param(toks: &[Token], template_types: &[String]) -> Param {
             // `const T *p` and `T const *p` protect what p points to; `T *const p` only p.
             Tok::Ident(w) if w == "const" => const_before_star |= stars == 0,
             Tok::Ident(w) if QUALIFIERS.contains(&w.as_str()) => {}
-            Tok::Ident(w) => words.push(w.clone()),
+            // A library's half type keeps its namespace: a file's own `half_t` may be
+            // anything.
+            Tok::Ident(w) => words.push(match namespace.take() {
+                Some(ns) if LIBRARY_HALF_TYPES.contains(&(ns, w.as_str())) => format!("{ns}::{w}"),
+                _ => w.clone(),
+            }),
             _ => {}
         }
         i += 1;
@@ -1016,7 +1048,7 @@ fn template_type_arguments(list: &str, args: &[&str]) -> Vec<(String, String)> {
     let Some((_, params)) = klab_core::text::template_id(&id) else {
         return Vec::new();
     };
-    let mut out = Vec::new();
+    let mut out: Vec<(String, String)> = Vec::new();
     for (i, p) in params.iter().enumerate() {
         let (decl, default) = match p.split_once('=') {
             Some((d, v)) => (d.trim(), Some(v.trim())),
@@ -1036,8 +1068,13 @@ fn template_type_arguments(list: &str, args: &[&str]) -> Vec<(String, String)> {
         let Some(ty) = args.get(i).copied().or(default) else {
             continue;
         };
+        // A default naming an earlier parameter (`typename U = T`) is that one's type.
+        let ty = out
+            .iter()
+            .find(|(earlier, _)| earlier == ty)
+            .map_or(ty.to_string(), |(_, t)| t.clone());
         if klab_core::text::is_identifier(rest) {
-            out.push((rest.to_string(), ty.to_string()));
+            out.push((rest.to_string(), ty));
         }
     }
     out
@@ -1049,7 +1086,7 @@ fn template_type_arguments(list: &str, args: &[&str]) -> Vec<(String, String)> {
 fn type_of(ty: &str) -> Option<Elem> {
     let toks = tokenize(ty).toks;
     match param(&toks, &[]).kind {
-        ParamKind::Value(e @ (Elem::Known(_) | Elem::Vector { .. })) => Some(e),
+        ParamKind::Value(e @ (Elem::Known(_) | Elem::Vector { .. } | Elem::Bool)) => Some(e),
         _ => None,
     }
 }
@@ -1598,7 +1635,7 @@ fn global_at(
     let close = skip_balanced(toks, open);
     let inner = &toks[open + 1..close.saturating_sub(1).max(open + 1)];
     let mut params = Vec::new();
-    let mut depth = 0i32;
+    let (mut paren, mut angle) = (0i32, 0i32);
     let mut start = 0;
     // In a default argument (`int n = 1 << 4`) `<<` and `>>` are shifts, not brackets.
     let mut default = false;
@@ -1609,10 +1646,13 @@ fn global_at(
         match t.tok {
             Tok::Punct('<') if default && shift(k, '<') => {}
             Tok::Punct('>') if default && shift(k, '>') => {}
-            Tok::Punct('(' | '[' | '{' | '<') => depth += 1,
-            Tok::Punct(')' | ']' | '}' | '>') => depth = (depth - 1).max(0),
-            Tok::Punct('=') if depth == 0 => default = true,
-            Tok::Punct(',') if depth == 0 => {
+            Tok::Punct('(' | '[' | '{') => paren += 1,
+            Tok::Punct(')' | ']' | '}') => paren = (paren - 1).max(0),
+            // In parentheses `<` and `>` compare (`conditional_t<(N > 2), float, double>`).
+            Tok::Punct('<') if paren == 0 => angle += 1,
+            Tok::Punct('>') if paren == 0 => angle = (angle - 1).max(0),
+            Tok::Punct('=') if paren == 0 && angle == 0 => default = true,
+            Tok::Punct(',') if paren == 0 && angle == 0 => {
                 params.push(param_in(&inner[start..k], &template_names, &toks[g]));
                 start = k + 1;
                 default = false;
