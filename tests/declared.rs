@@ -55,6 +55,35 @@ fn layernorm_f64(x: &[f32], rows: usize, cols: usize, eps: f32) -> Vec<f32> {
     y
 }
 
+/// `function` of the C file `source` built as `decl`'s reference into `cache`; None (the
+/// test `test` skipping, and saying so) where this machine has no C compiler and
+/// KLAB_REQUIRE_CC is not 1.
+fn c_reference(
+    decl: &klab_spec::manifest::KernelDecl,
+    source: &Path,
+    function: &str,
+    cache: &Path,
+    test: &str,
+) -> Option<klab_tools::cref::CReference> {
+    let op = decl.op.as_ref();
+    let spec = klab_tools::cref::CReferenceSpec {
+        source: source.to_path_buf(),
+        function: function.into(),
+        params: klab_tools::cref::params_for(op),
+        working: op.spec.working_precision(),
+    };
+    match klab_tools::cref::CReference::build(&spec, Some(cache)) {
+        Ok(r) => Some(r),
+        Err(klab_tools::cref::CRefError::Compiler { why, .. })
+            if std::env::var("KLAB_REQUIRE_CC").as_deref() != Ok("1") =>
+        {
+            eprintln!("SKIPPED {test}: no C compiler ({why})");
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
 #[test]
 fn the_c_reference_compiles_and_computes_a_layer_norm() {
     let (_, decl) = registry::resolve(
@@ -62,25 +91,15 @@ fn the_c_reference_compiles_and_computes_a_layer_norm() {
         Scope::Default,
     )
     .unwrap();
-    let op = decl.op.as_ref();
-    let spec = klab_tools::cref::CReferenceSpec {
-        source: example().parent().unwrap().join("layernorm_ref.c"),
-        function: "layernorm_ref".into(),
-        params: klab_tools::cref::params_for(op),
-        working: op.spec.working_precision(),
-    };
     let tmp = tempfile::tempdir().unwrap();
-    let r = match klab_tools::cref::CReference::build(&spec, Some(tmp.path())) {
-        Ok(r) => r,
-        Err(klab_tools::cref::CRefError::Compiler { why, .. })
-            if std::env::var("KLAB_REQUIRE_CC").as_deref() != Ok("1") =>
-        {
-            eprintln!(
-                "SKIPPED the_c_reference_compiles_and_computes_a_layer_norm: no C compiler ({why})"
-            );
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    let Some(r) = c_reference(
+        &decl,
+        &example().parent().unwrap().join("layernorm_ref.c"),
+        "layernorm_ref",
+        tmp.path(),
+        "the_c_reference_compiles_and_computes_a_layer_norm",
+    ) else {
+        return;
     };
     let (rows, cols) = (3usize, 33usize);
     let x: Vec<f32> = (0..rows * cols)
@@ -735,23 +754,15 @@ fn half_precision_scalars_reach_a_c_reference_as_floats_of_their_values() {
         Scope::Default,
     )
     .unwrap();
-    let op = decl.op.as_ref();
-    let spec = klab_tools::cref::CReferenceSpec {
-        source: fixture.join("axpb_ref.c"),
-        function: "axpb_ref".into(),
-        params: klab_tools::cref::params_for(op),
-        working: op.spec.working_precision(),
-    };
     let tmp = tempfile::tempdir().unwrap();
-    let r = match klab_tools::cref::CReference::build(&spec, Some(tmp.path())) {
-        Ok(r) => r,
-        Err(klab_tools::cref::CRefError::Compiler { why, .. })
-            if std::env::var("KLAB_REQUIRE_CC").as_deref() != Ok("1") =>
-        {
-            eprintln!("SKIPPED half_precision_scalars_reach_a_c_reference_as_floats_of_their_values: no C compiler ({why})");
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    let Some(r) = c_reference(
+        &decl,
+        &fixture.join("axpb_ref.c"),
+        "axpb_ref",
+        tmp.path(),
+        "half_precision_scalars_reach_a_c_reference_as_floats_of_their_values",
+    ) else {
+        return;
     };
     use klab_core::dtype::Dtype;
     let (a, b) = (Dtype::F16.nearest(0.1), Dtype::Bf16.nearest(0.3));

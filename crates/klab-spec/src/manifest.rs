@@ -2278,52 +2278,44 @@ scalars.a = { type = "f32", values = [1.0] }
             e.problem.contains("'x' is declared bf16, but parameter 0 of act<float, relu<float>> (k.cu line 1), `const scalar_t *__restrict__ x` points to f32"),
             "{e}"
         );
-        let e = with(
-            act,
-            "act<float, relu<float>>",
-            "f32",
-            r#"["x", "y", "n:i32", "a:bf16"]"#,
-        )
-        .unwrap_err();
-        assert!(
-            e.problem.contains("'a' is passed as bf16, but parameter 3"),
-            "{e}"
-        );
-        let e = with(
-            act,
-            "act<float, relu<float>>",
-            "f32",
-            r#"["x", "y", "n:i32"]"#,
-        )
-        .unwrap_err();
-        assert!(
-            e.problem.contains("the manifest passes 3 argument(s)"),
-            "{e}"
-        );
-        // y's element is the instance's at::Half: an f32 y is refused.
-        let half = act.replace("const scalar_t *__restrict__ x", "const float *x");
-        with(&half, "act<at::Half, relu>", "f32", xyna).unwrap_err();
         let kfunc = "template <typename T, int FUNC> __global__ void kfunc(const float *x, T *y, T a, long n) {}\n";
-        let e = with(
-            kfunc,
-            "kfunc<float, 0>",
-            "f32",
-            r#"["x", "y", "a:f16", "n:i64"]"#,
-        )
-        .unwrap_err();
-        assert!(
-            e.problem
-                .contains("'a' is passed as f16, but parameter 2 of kfunc<float, 0>"),
-            "{e}"
-        );
-        let e = with(
-            kfunc,
-            "kfunc<float, 0>",
-            "f32",
-            r#"["x", "y", "a:f32", "n:i32"]"#,
-        )
-        .unwrap_err();
-        assert!(e.problem.contains("'n' is passed as i32"), "{e}");
+        // y's element is the instance's at::Half below: an f32 y is refused.
+        let half = act.replace("const scalar_t *__restrict__ x", "const float *x");
+        for (src, entry, params, says) in [
+            (
+                act,
+                "act<float, relu<float>>",
+                r#"["x", "y", "n:i32", "a:bf16"]"#,
+                "'a' is passed as bf16, but parameter 3",
+            ),
+            (
+                act,
+                "act<float, relu<float>>",
+                r#"["x", "y", "n:i32"]"#,
+                "the manifest passes 3 argument(s)",
+            ),
+            (
+                half.as_str(),
+                "act<at::Half, relu>",
+                xyna,
+                "'y' is declared f32, but parameter 1",
+            ),
+            (
+                kfunc,
+                "kfunc<float, 0>",
+                r#"["x", "y", "a:f16", "n:i64"]"#,
+                "'a' is passed as f16, but parameter 2 of kfunc<float, 0>",
+            ),
+            (
+                kfunc,
+                "kfunc<float, 0>",
+                r#"["x", "y", "a:f32", "n:i32"]"#,
+                "'n' is passed as i32",
+            ),
+        ] {
+            let e = with(src, entry, "f32", params).unwrap_err();
+            assert!(e.problem.contains(says), "{entry} {params}: {e}");
+        }
         // A default, and a type klab cannot read (taken on trust).
         let dflt = "template <int B, typename T = float> __global__ void k(const T *x, float *y, int n, float a) {}\n";
         with(dflt, "k<128>", "f32", xyna).unwrap();
