@@ -462,7 +462,13 @@ impl Source {
         let k = self.readable_kernel(entry)?;
         // Parameters behind an `#ifdef`: klab holds the kernel to those before them only.
         let (readable, all) = k.readable_params();
-        let at = format!("{} ({file} line {})", entry.entry, k.line);
+        // An overload entry's types may be spelt otherwise than the kernel's: name the
+        // kernel as the source declares it.
+        let name = match crate::signature::overload_entry(&entry.entry) {
+            Some(_) => k.with_types(),
+            None => entry.entry.clone(),
+        };
+        let at = format!("{name} ({file} line {})", k.line);
         if check == SignatureCheck::Roles && k.params.len() != params.len() {
             return None;
         }
@@ -521,6 +527,11 @@ impl Source {
                             ))
                         }
                         Elem::Bool => bool_buffer_problem(&op.spec.buffers[b], b, &written),
+                        // A device array of device pointers: a flat buffer's elements would
+                        // be read as addresses.
+                        e if e.is_pointers() => Some(format!(
+                            "'{b}' is a flat buffer, but {written} points to pointers: klab cannot build an array of them"
+                        )),
                         _ => None,
                     }
                 }
@@ -2134,6 +2145,8 @@ scalars.a = { type = "f32", values = [1.0] }
             ("bf16", "const __half *x, float *y, int n, float a", "'x' is declared bf16, but parameter 0 of k (k.cu line 1), `const __half *x` points to f16"),
             ("f16", "const __nv_bfloat16 *x, float *y, int n, float a", "points to bf16"),
             ("bf16", "const __half2 *x, float *y, int n, float a", "points to __half2"),
+            // An array of device pointers is no flat buffer.
+            ("f32", "const float **x, float *y, int n, float a", "'x' is a flat buffer, but parameter 0 of k (k.cu line 1), `const float **x` points to pointers"),
         ] {
             let e = parse_with(x, sig).unwrap_err();
             assert_eq!(e.field, "kernel[0].params", "{sig}: {e}");
@@ -2781,6 +2794,16 @@ known_broken = "b"
         let one = "__global__ void one(const real *x, float *y, int n, float a) {}\n";
         let with_one = |entry: &str| declared_f32(one, entry);
         assert!(with_one("one(const float *, float *, int, float)").is_ok());
+        // Its refusal names the kernel as declared, not the entry's other types.
+        let e = declared_f32(
+            "__global__ void one(const double *x, float *y, int n, float a) {}\n",
+            "one(const float *, float *, int, float)",
+        )
+        .unwrap_err();
+        assert!(
+            e.problem.contains("parameter 0 of one(const double *, float *, int, float) (k.cu line 1), `const double *x` points to f64"),
+            "{e}"
+        );
         // The overload asked for in a header the source includes: the compiler's to find.
         let in_header = "#include \"more.cuh\"\n__global__ void h(const double *x, double *y, int n, double a) {}\n";
         let with_header = |entry: &str| declared_f32(in_header, entry);

@@ -718,6 +718,16 @@ const LIBRARY_HALF_TYPES: [(&str, &str); 8] = [
     ("cute", "bfloat16_t"),
 ];
 
+/// Why a `T **` parameter has no element type.
+const POINTER_TO_POINTERS: &str = "a pointer to pointers: klab passes flat buffers";
+
+impl Elem {
+    /// What a `T **` points to: pointers, an array of them that klab cannot build.
+    pub fn is_pointers(&self) -> bool {
+        matches!(self, Elem::Unknown { why, .. } if why == POINTER_TO_POINTERS)
+    }
+}
+
 /// Why a type name is no element type.
 const NO_DTYPE: &str = "klab has no dtype for it (f16 bf16 f32 f64 i8 u8 i16 u16 i32 u32 i64 u64)";
 /// Why a parameter of a template's type has no dtype.
@@ -932,7 +942,7 @@ fn param(toks: &[Token], template_types: &[String]) -> Param {
         },
         (s, _) if s > 1 => Elem::Unknown {
             name: text.clone(),
-            why: "a pointer to pointers: klab passes flat buffers".into(),
+            why: POINTER_TO_POINTERS.into(),
         },
         _ => elem,
     };
