@@ -323,19 +323,24 @@ impl<'de> Deserialize<'de> for ExactNumber {
 }
 
 impl ScalarSpec {
-    /// The value for case `index`: the values cycled, or a low-discrepancy point of the
-    /// range (the golden-ratio sequence: no two cases alike, both ends approached).
+    /// The value for case `index`, as a parameter of the scalar's type holds it: the values
+    /// cycled, or a low-discrepancy point of the range (the golden-ratio sequence: no two
+    /// cases alike, both ends approached). A float is rounded to its type (0.1 as an f16 is
+    /// 0.0999755859375), a drawn one inside the range, so that every reference computes
+    /// with what the kernel gets and the kernel gets no value outside what was declared.
     pub fn value(&self, index: usize) -> f64 {
+        let ty = self.ty;
         match self.range {
             Some([lo, hi]) => {
                 let t = (index as f64 * 0.618_033_988_749_895).fract();
-                if self.ty.is_float() {
-                    lo + (hi - lo) * t
+                if ty.is_float() {
+                    ty.value_of_bits(ty.bits_within(lo + (hi - lo) * t, [lo, hi]))
                 } else {
                     // Every whole number of [lo, hi] is reachable, hi included.
                     (lo.ceil() + ((hi.floor() - lo.ceil() + 1.0) * t).floor()).min(hi.floor())
                 }
             }
+            None if ty.is_float() => ty.nearest(self.values[index % self.values.len()]),
             None => self.values[index % self.values.len()],
         }
     }
@@ -900,6 +905,15 @@ impl DeclaredOpSpec {
         let s = &self.scalars[name];
         let ends = s.range.iter().flat_map(|[lo, hi]| [*lo, *hi]);
         let field = format!("scalars.{name}");
+        if let Some([lo, hi]) = s.range {
+            let inside = dtype.value_of_bits(dtype.bits_within(lo, [lo, hi]));
+            if !(lo..=hi).contains(&inside) {
+                return bad(
+                    &field,
+                    format!("range [{lo}, {hi}] holds no {dtype} value; widen it"),
+                );
+            }
+        }
         for v in s.values.iter().copied().chain(ends) {
             let got = dtype.nearest(v);
             if got.is_infinite() {
@@ -1333,6 +1347,24 @@ scalars.eps = { type = "f32", values = [1e-5] }
             [lists.value(0), lists.value(1), lists.value(2)],
             [1.0, 2.0, 1.0]
         );
+        // An f16's values are f16s, a drawn one inside the range (0.1 rounds to nearest
+        // below it), a listed one the nearest.
+        let half = ScalarSpec {
+            ty: Dtype::F16,
+            values: vec![],
+            range: Some([0.1, 0.2]),
+        };
+        for k in 0..64 {
+            let v = half.value(k);
+            assert!((0.1..=0.2).contains(&v), "{k}: {v}");
+            assert_eq!(Dtype::F16.nearest(v), v, "{k}: {v} is an f16");
+        }
+        let listed = ScalarSpec {
+            ty: Dtype::F16,
+            values: vec![0.1],
+            range: None,
+        };
+        assert_eq!(listed.value(0), 0.0999755859375);
         // Exactly two ends: a longer list is refused, not cut to its first two.
         let read = |t: &str| toml::from_str::<ScalarSpec>(t).map_err(|e| e.to_string());
         assert_eq!(

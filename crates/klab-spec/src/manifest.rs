@@ -2404,6 +2404,27 @@ scalars.a = { type = "f32", values = [1.0] }
             assert_eq!(e.field, "kernel[0].op.scalars.a", "{e}");
             assert!(e.problem.contains(says), "{e}");
         }
+        // A range with no value of the type in it.
+        let narrow = DECLARED_XY
+            .replace("ENTRY", "k")
+            .replace("\"X\"", "\"f32\"")
+            .replace(
+                "scalars.a = { type = \"f32\", values = [1.0] }",
+                "scalars.a = { type = \"f16\", range = [0.1, 0.10001] }",
+            )
+            .replace("\"a:f32\"", "\"a:f16\"");
+        let src = "extern \"C\" __global__ void k(const float *x, float *y, int n, __half a) {}";
+        let e = parse(
+            "m.toml",
+            &narrow,
+            Files::Given(&|_| Ok(("k.cu".into(), src.into()))),
+        )
+        .unwrap_err();
+        assert!(
+            e.problem
+                .contains("range [0.1, 0.10001] holds no f16 value"),
+            "{e}"
+        );
         // A value that rounds to zero would run every case on 0.
         let e = with("f16", "1e-8", "__half").unwrap_err();
         assert!(e.problem.contains("1e-8 rounds to 0 in an f16"), "{e}");

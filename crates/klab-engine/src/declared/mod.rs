@@ -536,8 +536,9 @@ impl DeclaredWorkload {
     }
 
     /// The scalar values of this case at `shape`, in the kernel's parameter order: (ints,
-    /// floats). A float is the value its parameter's type holds (0.1 as an f16 is
-    /// 0.0999755859375), so that the reference computes with what the kernel gets.
+    /// floats). A float is the value its parameter's type holds
+    /// ([`klab_spec::declared::ScalarSpec::value`]), so that the reference computes with
+    /// what the kernel gets.
     fn scalars_at(&self, shape: &Shape) -> (Vec<i64>, Vec<f64>) {
         let (mut ints, mut floats) = (Vec::new(), Vec::new());
         for p in &self.op.params {
@@ -547,7 +548,7 @@ impl DeclaredWorkload {
                 OpParam::Scalar(name, dtype) => {
                     let x = self.op.spec.scalars[name].value(self.scalar_index);
                     if dtype.is_float() {
-                        floats.push(dtype.nearest(x));
+                        floats.push(x);
                     } else {
                         ints.push(x as i64);
                     }
