@@ -402,11 +402,13 @@ mod tests {
                 checker: Checker::Cpu,
                 paranoid: true,
                 mutant: Some(CheckerMutant::SkipsLast),
+                sanitized: false,
             },
             VerifyPolicy {
                 checker: Checker::Device,
                 paranoid: false,
                 mutant: Some(CheckerMutant::NegativeZero),
+                sanitized: true,
             },
         ] {
             let argv = ChildCmd::Check(check.clone()).argv_for(policy);
@@ -417,6 +419,20 @@ mod tests {
             };
             assert_eq!(a.kernels, ["padded"]);
         }
+        // The check a sanitizer runs is told so: it judges on the CPU and asks the driver
+        // nothing it expects to refuse, which the sanitizer would report as the kernel's
+        // error (a kernel's parameters past the manifest's once were).
+        let argv = crate::cmd::sanitize::sanitized_check(check);
+        let (spec, _) = spec_of(&argv);
+        assert_eq!(
+            spec.policy,
+            VerifyPolicy {
+                checker: Checker::Cpu,
+                paranoid: false,
+                mutant: None,
+                sanitized: true,
+            }
+        );
     }
 
     /// The results file is the child's: its path arrives as `--results-to`, beside the spec,

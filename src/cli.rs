@@ -57,6 +57,8 @@ impl Cli {
             checker: self.checker,
             paranoid: self.paranoid,
             mutant: self.checker_mutant,
+            // Only the checks `klab sanitize` starts are told they run under it.
+            sanitized: false,
         }
     }
 

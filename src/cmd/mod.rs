@@ -16,7 +16,7 @@ mod receipt;
 mod reduce_lab;
 mod report;
 mod rounds;
-mod sanitize;
+pub(crate) mod sanitize;
 mod sweep;
 pub mod trace;
 mod transpose;

@@ -13,7 +13,7 @@ use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{result, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
 use klab_core::device::{DeviceFacts, DeviceLimits, KernelResources};
-use klab_engine::backend::{Arg, Backend, BackendError};
+use klab_engine::backend::{Arg, Backend, BackendError, CompiledParams};
 use klab_engine::verify::VerifyPolicy;
 use klab_spec::manifest::LibraryRoutine;
 use klab_spec::plan::LaunchPlan;
@@ -62,15 +62,11 @@ pub struct Kernel {
     func: Option<CudaFunction>,
     library: Option<LibraryRoutine>,
     resources: KernelResources,
-    /// Each parameter's size as the compiled kernel declares it ([`parameter_sizes`]).
-    parameter_sizes: Option<Vec<usize>>,
 }
 
-/// The size of each parameter `func` takes, in order, as the driver reads them from the
-/// compiled code (cuFuncGetParamInfo); None where the driver cannot say.
-fn parameter_sizes(func: &CudaFunction) -> Option<Vec<usize>> {
-    // A kernel's parameters fit 32764 bytes: far fewer than this many.
-    const MOST: usize = 32_768;
+/// The parameters `func` takes, as the driver reads them from the compiled code
+/// (cuFuncGetParamInfo), the first `most` at most; None where the driver cannot say.
+fn parameter_sizes(func: &CudaFunction, most: usize) -> Option<CompiledParams> {
     // The call came with CUDA 12.4's driver: looking it up in an older one would abort.
     let mut version = 0;
     // SAFETY: the out-pointer is a local.
@@ -78,20 +74,18 @@ fn parameter_sizes(func: &CudaFunction) -> Option<Vec<usize>> {
     if r != sys::CUresult::CUDA_SUCCESS || version < 12040 {
         return None;
     }
-    let mut sizes = Vec::new();
-    for index in 0..MOST {
+    CompiledParams::probe(most, |index| {
         let (mut offset, mut size) = (0usize, 0usize);
         // SAFETY: the function belongs to a loaded module; the out-pointers are locals.
         let r =
             unsafe { sys::cuFuncGetParamInfo(func.cu_function(), index, &mut offset, &mut size) };
         match r {
-            sys::CUresult::CUDA_SUCCESS => sizes.push(size),
+            sys::CUresult::CUDA_SUCCESS => Ok(Some(size)),
             // Past the last parameter.
-            sys::CUresult::CUDA_ERROR_INVALID_VALUE => return Some(sizes),
-            _ => return None,
+            sys::CUresult::CUDA_ERROR_INVALID_VALUE => Ok(None),
+            other => Err(other),
         }
-    }
-    None
+    })
 }
 
 /// A cuBLAS handle bound to the backend's stream, destroyed on drop.
@@ -713,7 +707,6 @@ impl Backend for CudaBackend {
             }
             return Ok(Kernel {
                 func: None,
-                parameter_sizes: None,
                 library: Some(routine),
                 resources: KernelResources {
                     kernel: entry.to_string(),
@@ -754,7 +747,6 @@ impl Backend for CudaBackend {
             source: "driver".into(),
         };
         Ok(Kernel {
-            parameter_sizes: parameter_sizes(&func),
             func: Some(func),
             library: None,
             resources,
@@ -765,8 +757,9 @@ impl Backend for CudaBackend {
         kernel.resources.clone()
     }
 
-    fn parameter_sizes(&self, kernel: &Kernel) -> Option<Vec<usize>> {
-        kernel.parameter_sizes.clone()
+    fn parameter_sizes(&self, kernel: &Kernel, declared: usize) -> Option<CompiledParams> {
+        let most = CompiledParams::most_to_ask(self.policy, declared);
+        parameter_sizes(kernel.func.as_ref()?, most)
     }
 
     fn allow_dynamic_shared(

@@ -82,6 +82,56 @@ pub struct Launch<'a, K, T> {
     pub args: Vec<Arg<'a, T>>,
 }
 
+/// What a kernel's compiled code says of its parameters ([`Backend::parameter_sizes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompiledParams {
+    /// The size in bytes of each parameter, in order.
+    pub sizes: Vec<usize>,
+    /// Whether `sizes` holds all of them; false where no more were asked for (the kernel
+    /// may take more).
+    pub complete: bool,
+}
+
+impl CompiledParams {
+    /// How many parameters a backend verifying as `policy` asks for at most, of a kernel
+    /// to which the manifest passes `declared`: under a sanitizer no more than those (asking
+    /// past a kernel's last fails, and the sanitizer reports that as the program's error),
+    /// else until the device says there is no more.
+    pub fn most_to_ask(policy: crate::verify::VerifyPolicy, declared: usize) -> usize {
+        // A kernel's parameters fit in 32764 bytes: far fewer than this many.
+        const MOST: usize = 32_768;
+        if policy.sanitized {
+            declared
+        } else {
+            MOST
+        }
+    }
+
+    /// Ask `size_of` for parameter 0, 1, ... (`Ok(None)`: there is no such parameter;
+    /// `Err`: the device cannot say) and ask for none at or past `most`.
+    pub fn probe<E>(
+        most: usize,
+        mut size_of: impl FnMut(usize) -> Result<Option<usize>, E>,
+    ) -> Option<CompiledParams> {
+        let mut sizes = Vec::new();
+        for index in 0..most {
+            match size_of(index).ok()? {
+                Some(size) => sizes.push(size),
+                None => {
+                    return Some(CompiledParams {
+                        sizes,
+                        complete: true,
+                    })
+                }
+            }
+        }
+        Some(CompiledParams {
+            sizes,
+            complete: false,
+        })
+    }
+}
+
 /// What the gates need from a device.
 pub trait Backend {
     /// A device allocation ('static: a workload keeps its uploaded expected values).
@@ -98,10 +148,11 @@ pub trait Backend {
     /// Look up a compiled kernel by its entry point.
     fn kernel(&mut self, entry: &str) -> Result<Self::Kernel, BackendError>;
     fn resources(&self, kernel: &Self::Kernel) -> KernelResources;
-    /// The size in bytes of each parameter the compiled kernel declares, in order, where
-    /// the device can say (CUDA's cuFuncGetParamInfo); None for a library routine or a
-    /// backend that cannot.
-    fn parameter_sizes(&self, _kernel: &Self::Kernel) -> Option<Vec<usize>> {
+    /// The parameters the compiled kernel declares, where the device can say (CUDA's
+    /// cuFuncGetParamInfo); None for a library routine or a backend that cannot. Those past
+    /// the `declared` ones that the manifest passes go unasked under a sanitizer
+    /// ([`crate::verify::VerifyPolicy::sanitized`]).
+    fn parameter_sizes(&self, _kernel: &Self::Kernel, _declared: usize) -> Option<CompiledParams> {
         None
     }
     /// Let `kernel` launch with `dynamic_bytes` of dynamic shared memory, past the default

@@ -110,6 +110,10 @@ pub struct VerifyPolicy {
     pub paranoid: bool,
     /// A wrong device checker (the mutation audit's).
     pub mutant: Option<CheckerMutant>,
+    /// The process runs under compute-sanitizer, which reports every driver call that fails
+    /// as an error of the program's: klab then makes none it expects to fail (it asks for no
+    /// parameter past those a kernel's manifest passes, [`crate::backend::CompiledParams`]).
+    pub sanitized: bool,
 }
 
 /// Where an output's expected value for element `i` is in the expected buffer.

@@ -82,8 +82,8 @@ pub fn load_kernels<B: Backend>(
         .map(|l| {
             let kernel = backend.kernel(l.entry)?;
             let problem = backend
-                .parameter_sizes(&kernel)
-                .and_then(|sizes| parameter_problem(&sizes, l.params));
+                .parameter_sizes(&kernel, l.params.len())
+                .and_then(|compiled| parameter_problem(&compiled, l.params));
             match problem {
                 Some(p) => Err(BackendError::from(format!(
                     "{} cannot take what the manifest passes: {p}",
@@ -95,20 +95,24 @@ pub fn load_kernels<B: Backend>(
         .collect()
 }
 
-/// Why a kernel whose compiled parameters are `sizes` bytes cannot take `params`: another
+/// Why a kernel whose compiled parameters are `compiled` cannot take `params`: another
 /// count, a buffer's pointer for a value of another width, a value wider than klab's
 /// (a struct or a `float4` by value, an i32 for a `long`), a float of another width. This
 /// holds what no source text shows (a template instance, a macro, a PTX or cubin module)
 /// to what the compiler made. A narrower integer (`short k`) is left to the manifest's
-/// check of its values.
+/// check of its values. Where not every parameter was asked for (under a sanitizer), only
+/// those asked for are held.
 pub fn parameter_problem(
-    sizes: &[usize],
+    compiled: &crate::backend::CompiledParams,
     params: &[klab_spec::declared::OpParam],
 ) -> Option<String> {
     use klab_spec::declared::OpParam;
-    if sizes.len() != params.len() {
+    let sizes = &compiled.sizes;
+    let count_known = compiled.complete || sizes.len() > params.len();
+    if count_known && sizes.len() != params.len() {
         return Some(format!(
-            "its compiled code takes {} parameter(s) ({} bytes), the manifest passes {}",
+            "its compiled code takes {}{} parameter(s) ({} bytes), the manifest passes {}",
+            if compiled.complete { "" } else { "at least " },
             sizes.len(),
             sizes
                 .iter()
@@ -368,6 +372,7 @@ pub trait Workload {
 #[cfg(test)]
 mod tests {
     use super::parameter_problem;
+    use crate::backend::CompiledParams;
     use klab_core::dtype::Dtype;
     use klab_spec::declared::OpParam;
 
@@ -381,18 +386,29 @@ mod tests {
         ]
     }
 
+    fn all(sizes: &[usize]) -> CompiledParams {
+        CompiledParams {
+            sizes: sizes.to_vec(),
+            complete: true,
+        }
+    }
+
     /// What the compiled code takes decides: a count, a pointer, a struct by value and a
     /// float's width are each refused; a wider size or a narrower integer scalar is not.
     #[test]
     fn a_kernel_is_held_to_its_compiled_parameter_sizes() {
         let p = params();
-        assert_eq!(parameter_problem(&[8, 8, 4, 2, 4], &p), None);
+        assert_eq!(parameter_problem(&all(&[8, 8, 4, 2, 4]), &p), None);
         // size_t n for an i32 size, and a bool or short for an integer scalar.
-        assert_eq!(parameter_problem(&[8, 8, 8, 2, 1], &p), None);
+        assert_eq!(parameter_problem(&all(&[8, 8, 8, 2, 1]), &p), None);
         for (sizes, says) in [
             (
                 vec![8, 8, 4, 2],
                 "its compiled code takes 4 parameter(s) (8, 8, 4, 2 bytes), the manifest passes 5",
+            ),
+            (
+                vec![8, 8, 4, 2, 4, 8],
+                "its compiled code takes 6 parameter(s) (8, 8, 4, 2, 4, 8 bytes), the manifest passes 5",
             ),
             (
                 vec![8, 4, 4, 2, 4],
@@ -416,10 +432,62 @@ mod tests {
             ),
         ] {
             assert_eq!(
-                parameter_problem(&sizes, &p).as_deref(),
+                parameter_problem(&all(&sizes), &p).as_deref(),
                 Some(says),
                 "{sizes:?}"
             );
         }
+    }
+
+    /// Where not every parameter was asked for (under a sanitizer, the manifest's count
+    /// at most), those asked for are still held, and a count is refused only when known.
+    #[test]
+    fn parameters_not_asked_for_are_not_judged() {
+        let p = params();
+        let first = |sizes: &[usize]| CompiledParams {
+            sizes: sizes.to_vec(),
+            complete: false,
+        };
+        assert_eq!(parameter_problem(&first(&[8, 8, 4, 2, 4]), &p), None);
+        assert_eq!(
+            parameter_problem(&first(&[8, 8, 4, 4, 4]), &p).as_deref(),
+            Some("'a' is passed as f16 (2 bytes), but parameter 3 is 4 bytes")
+        );
+        assert_eq!(
+            parameter_problem(&first(&[8, 8, 4, 2, 4, 8]), &p).as_deref(),
+            Some("its compiled code takes at least 6 parameter(s) (8, 8, 4, 2, 4, 8 bytes), the manifest passes 5")
+        );
+    }
+
+    /// The probe asks for no parameter at or past its bound, and says whether it found
+    /// the last one.
+    #[test]
+    fn the_probe_asks_nothing_past_its_bound() {
+        let kernel = [8usize, 8, 4];
+        let ask = |most: usize| {
+            CompiledParams::probe(most, |i| {
+                assert!(i < most, "parameter {i} asked for past the bound {most}");
+                Ok::<_, ()>(kernel.get(i).copied())
+            })
+        };
+        assert_eq!(
+            ask(3),
+            Some(CompiledParams {
+                sizes: kernel.to_vec(),
+                complete: false
+            })
+        );
+        assert_eq!(ask(4), Some(all(&kernel)));
+        assert_eq!(
+            ask(2),
+            Some(CompiledParams {
+                sizes: vec![8, 8],
+                complete: false
+            })
+        );
+        assert_eq!(
+            CompiledParams::probe(8, |_| Err::<Option<usize>, _>(())),
+            None
+        );
     }
 }

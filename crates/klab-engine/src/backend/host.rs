@@ -151,6 +151,14 @@ impl HostBackend {
         self
     }
 
+    /// Verify as a process under compute-sanitizer does ([`VerifyPolicy::sanitized`]).
+    ///
+    /// [`VerifyPolicy::sanitized`]: crate::verify::VerifyPolicy::sanitized
+    pub fn with_sanitized(mut self) -> HostBackend {
+        self.policy.sanitized = true;
+        self
+    }
+
     /// Rates for the physical floor ([`klab_core::floor`]).
     pub fn with_rates(mut self, rates: klab_core::floor::DeviceRates) -> HostBackend {
         self.rates = Some(rates);
@@ -374,8 +382,14 @@ impl Backend for HostBackend {
         Ok(())
     }
 
-    fn parameter_sizes(&self, kernel: &HostKernel) -> Option<Vec<usize>> {
-        self.parameter_sizes.get(&kernel.entry).cloned()
+    fn parameter_sizes(
+        &self,
+        kernel: &HostKernel,
+        declared: usize,
+    ) -> Option<crate::backend::CompiledParams> {
+        let sizes = self.parameter_sizes.get(&kernel.entry)?;
+        let most = crate::backend::CompiledParams::most_to_ask(self.policy, declared);
+        crate::backend::CompiledParams::probe(most, |i| Ok::<_, ()>(sizes.get(i).copied()))
     }
 
     fn resources(&self, kernel: &HostKernel) -> KernelResources {

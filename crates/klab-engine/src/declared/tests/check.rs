@@ -505,4 +505,23 @@ fn a_kernel_whose_compiled_parameters_differ_is_refused_at_load() {
         e.message,
         "rowsum cannot take what the manifest passes: 'cols' is passed as i32 (4 bytes), but parameter 3 is 16 bytes"
     );
+    let extra = |b: HostBackend| {
+        b.with_general_kernel("rowsum", good)
+            .with_parameter_sizes("rowsum", &[8, 8, 4, 4, 8])
+    };
+    let e = crate::workload::load_kernels(&mut extra(HostBackend::new()), &d)
+        .err()
+        .unwrap();
+    assert_eq!(
+        e.message,
+        "rowsum cannot take what the manifest passes: its compiled code takes 5 parameter(s) (8, 8, 4, 4, 8 bytes), the manifest passes 4"
+    );
+    // Under a sanitizer, which would report the driver's refusal of a parameter past the
+    // last as the kernel's error, only the manifest's four are asked for (and held).
+    crate::workload::load_kernels(&mut extra(HostBackend::new().with_sanitized()), &d).unwrap();
+    let mut b = HostBackend::new()
+        .with_sanitized()
+        .with_general_kernel("rowsum", good)
+        .with_parameter_sizes("rowsum", &[8, 8, 4, 16]);
+    assert!(crate::workload::load_kernels(&mut b, &d).is_err());
 }
