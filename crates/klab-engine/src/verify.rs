@@ -113,6 +113,8 @@ pub struct VerifyPolicy {
     /// The process runs under compute-sanitizer, which reports every driver call that fails
     /// as an error of the program's: klab then makes none it expects to fail (it asks for no
     /// parameter past those a kernel's manifest passes, [`crate::backend::CompiledParams`]).
+    /// Absent from a spec: not under a sanitizer.
+    #[serde(default)]
     pub sanitized: bool,
 }
 
